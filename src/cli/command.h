@@ -1,0 +1,29 @@
+#pragma once
+// How subcommands plug into main: each one registers its options on a CLI11
+// subcommand and fills in the function that runs it. Library code never prints;
+// the functions behind these registrations own all output.
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace gpureap::cli {
+
+/// Options every subcommand understands (set on the top-level app).
+struct GlobalOptions {
+  bool json = false;          // --json: machine-readable output on stdout
+  std::string nvml_library;   // --nvml-library PATH (else $GPUREAP_NVML_LIBRARY, else libnvidia-ml.so.1)
+  std::string dev_dir;        // --dev-dir DIR (else $GPUREAP_DEV_DIR, else $GPUREAP_SIM_DIR/dev, else /dev)
+  bool no_color = false;      // --no-color (NO_COLOR in the environment does the same)
+};
+
+/// The function main calls once parsing succeeded; returns the exit status.
+using CommandFn = std::function<int()>;
+
+void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
+void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
+void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
+void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
+void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
+
+}  // namespace gpureap::cli

@@ -1,0 +1,47 @@
+#pragma once
+// What NVML tells us about the GPUs, as plain values. Fields NVML could not
+// supply ("not supported", no permission) are std::nullopt, never errors.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpureap::gpu {
+
+enum class ProcessKind { compute, graphics, mps };
+
+/// A process NVML lists on a GPU. NVML's pid is a hint (the creator of the
+/// driver client, possibly stale or translated), never a target by itself.
+struct GpuProcess {
+  std::uint32_t pid = 0;
+  std::optional<std::uint64_t> used_bytes;  // nullopt: NVML_VALUE_NOT_AVAILABLE
+  ProcessKind kind = ProcessKind::compute;
+};
+
+struct GpuMemory {
+  std::uint64_t total = 0;
+  std::uint64_t used = 0;                   // v2 "used" (excludes reserved) when available
+  std::optional<std::uint64_t> reserved;    // nullopt when only the v1 query worked
+};
+
+struct GpuInfo {
+  unsigned index = 0;
+  std::string name;
+  std::string uuid;                    // "GPU-xxxxxxxx-..."
+  std::string pci_bus_id;              // "00000000:1A:00.0"
+  std::optional<unsigned> minor;       // /dev/nvidia<minor>
+  std::optional<GpuMemory> memory;
+  std::vector<GpuProcess> processes;   // compute + graphics + MPS, de-duplicated by pid
+  bool processes_known = false;        // false when the process query failed
+  std::optional<bool> persistence_mode;
+};
+
+/// One memory reading of one GPU, for release polling.
+struct MemoryReading {
+  unsigned index = 0;
+  std::optional<std::uint64_t> used;
+  std::vector<std::uint32_t> pids;  // NVML's process list on that GPU, pids only
+};
+
+}  // namespace gpureap::gpu

@@ -1,0 +1,46 @@
+#pragma once
+// The seam between gpureap and the GPU driver. One real implementation
+// (NvmlSource: NVML loaded with dlopen, queried in a watchdog child) and one
+// fake for unit tests. The simulated driver in sim/ is exercised through the
+// real implementation, so end-to-end tests use the same code path as a GPU host.
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_info.h"
+#include "util/result.h"
+
+namespace gpureap::gpu {
+
+/// Why the GPU view is missing or partial, for the "no driver / NVML error /
+/// NVML hung" messages. `ok` means every query answered.
+enum class NvmlState { ok, library_missing, init_failed, query_failed, hung };
+
+struct GpuSnapshot {
+  NvmlState state = NvmlState::ok;
+  std::string problem;          // human-readable when state != ok
+  std::string driver_version;   // empty when unknown
+  std::vector<GpuInfo> gpus;
+};
+
+class GpuSource {
+ public:
+  virtual ~GpuSource() = default;
+
+  /// Every GPU with identity, memory and NVML's process list. Never blocks past
+  /// `deadline`; a hang is reported as state == hung with no GPUs. Never fails:
+  /// problems are described in the snapshot.
+  virtual GpuSnapshot snapshot(std::chrono::milliseconds deadline) = 0;
+
+  /// Used memory and NVML pids of the GPUs with the given indices, for release
+  /// polling. Fails (with a message) when NVML fails or does not answer in time.
+  virtual Result<std::vector<MemoryReading>> memory(const std::vector<unsigned>& indices,
+                                                    std::chrono::milliseconds deadline) = 0;
+
+  /// Drops any connection to the driver (needed before a GPU reset: our own NVML
+  /// session counts as a client). The next call reconnects.
+  virtual void disconnect() = 0;
+};
+
+}  // namespace gpureap::gpu

@@ -1,0 +1,66 @@
+// gpureap: find and free GPU memory held by stray processes, and prove it is free.
+// main reads as the steps of every invocation: parse the command line, run the
+// chosen subcommand (status when none is named), map failures to exit codes.
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/exit_codes.h"
+
+int main(int argc, char** argv) {
+  using namespace gpureap::cli;
+
+  CLI::App app{
+      "gpureap: who holds each GPU's memory, why it is still held, and how to free it.\n"
+      "Run with no command for `status`."};
+  app.set_version_flag("--version", "gpureap 0.1.0");
+  app.footer(kExitCodesHelp);
+
+  // 1. Options every command shares.
+  GlobalOptions global;
+  app.add_flag("--json", global.json, "Machine-readable output (schema: docs/json-schema.md)");
+  app.add_option("--nvml-library", global.nvml_library,
+                 "NVML library to load (default: $GPUREAP_NVML_LIBRARY, else libnvidia-ml.so.1)");
+  app.add_option("--dev-dir", global.dev_dir,
+                 "Directory holding the nvidia device nodes (default: $GPUREAP_DEV_DIR, else /dev)");
+  app.add_flag("--no-color", global.no_color, "No colour (also when NO_COLOR is set or not a TTY)");
+
+  // 2. The commands; each fills `run` when chosen.
+  CommandFn run;
+  add_status_command(app, global, run);
+  add_free_command(app, global, run);
+  add_wait_command(app, global, run);
+  add_run_command(app, global, run);
+  add_plan_command(app, global, run);
+  app.require_subcommand(0, 1);
+
+  // 3. Parse; usage errors exit 2 with CLI11's message.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+
+  // 4. Run; an exception stops the command and is reported once, here.
+  try {
+    if (!run) {
+      // `gpureap` alone means `gpureap status` with its defaults.
+      CLI::App* status = app.get_subcommand("status");
+      status->parse(std::vector<std::string>{});
+    }
+    return run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpureap: %s\n", e.what());
+    return kExitSystem;
+  }
+}

@@ -1,0 +1,70 @@
+#pragma once
+// A process that holds a GPU device node, as the /proc scan found it.
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace gpureap::proc {
+
+/// A process's identity: the pid alone can be reused, (pid, start time) cannot.
+/// start_time is /proc/PID/stat field 22, clock ticks since boot.
+struct ProcessId {
+  pid_t pid = 0;
+  std::uint64_t start_time = 0;
+  friend bool operator==(const ProcessId&, const ProcessId&) = default;
+  friend auto operator<=>(const ProcessId&, const ProcessId&) = default;
+};
+
+/// Which device node a holder has: a GPU's /dev/nvidia<minor>, or a shared node.
+enum class NodeKind { gpu, ctl, uvm, uvm_tools, modeset, other };
+
+struct DeviceNode {
+  NodeKind kind = NodeKind::other;
+  std::optional<unsigned> minor;  // set for NodeKind::gpu
+  std::string path;               // as found in the device directory
+  friend bool operator<(const DeviceNode& a, const DeviceNode& b) { return a.path < b.path; }
+  friend bool operator==(const DeviceNode& a, const DeviceNode& b) { return a.path == b.path; }
+};
+
+enum class FoundBy { nvml, fd, mapping };
+
+struct ThreadState {
+  pid_t tid = 0;
+  char state = '?';
+};
+
+struct Holder {
+  ProcessId id;
+  uid_t uid = 0;
+  std::string user;                  // name, or the number when unknown
+  char state = '?';                  // leader's state letter
+  std::vector<ThreadState> threads;  // filled when the leader is a zombie or stopped
+  bool zombie_leader = false;        // leader Z with live threads: still a holder
+  pid_t ppid = 0;
+  pid_t pgid = 0;
+  pid_t sid = 0;
+  bool orphaned = false;
+  std::string orphan_reason;         // e.g. "parent is init (pid 1)"
+  std::string cgroup;                // v2 path, or the most telling v1 path
+  std::string container;             // "docker:3f2a1b…", "k8s-pod:…", "lxc:129", "systemd:foo.service"; empty if none
+  std::vector<pid_t> nspid;          // NSpid line: host pid first, innermost last
+  std::string comm;
+  std::string cmdline;               // NULs turned into spaces; "[comm]" when empty
+  double age_seconds = 0;
+  std::set<FoundBy> found_by;
+  std::set<DeviceNode> nodes;        // device nodes it holds
+  std::set<unsigned> gpu_minors;     // minors of the GPU nodes it holds
+  std::string wchan;                 // filled on request (leftover evidence)
+};
+
+/// Something the scan could not read; reported instead of guessed.
+struct ScanProblem {
+  pid_t pid = 0;
+  std::string what;  // e.g. "fd table unreadable (permission denied): run as root"
+};
+
+}  // namespace gpureap::proc
