@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
       "Run with no command for `status`."};
   app.set_version_flag("--version", "gpureap 0.1.0");
   app.footer(kExitCodesHelp);
+  // Global options may follow the command (`gpureap status --json`); subcommands
+  // inherit this setting, so it is set before they are added.
+  app.fallthrough();
 
   // 1. Options every command shares.
   GlobalOptions global;

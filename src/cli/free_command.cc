@@ -1,19 +1,225 @@
-// Placeholder until the `free` command lands.
+// `gpureap free`: reclaim that ends in freed memory or an explained reason.
+// Steps: parse -> lock -> discover -> plan -> confirm -> act (signal, watch memory,
+// re-scan, repeat) -> verify -> report.
+
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <fmt/format.h>
+#include <pwd.h>
+#include <unistd.h>
 
 #include "cli/command.h"
+#include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "gpu/gpu_select.h"
+#include "inventory/collect.h"
+#include "reclaim/free_lock.h"
+#include "reclaim/reclaimer.h"
+#include "report/free_report.h"
+#include "util/units.h"
 
 namespace gpureap::cli {
+namespace {
 
-void add_free_command(CLI::App& app, const GlobalOptions&, CommandFn& run) {
-  auto* sub = app.add_subcommand("free", "(not yet available)");
-  sub->callback([&run] {
-    run = [] {
-      std::fprintf(stderr, "gpureap: free is not available yet\n");
+struct FreeOptions {
+  std::string gpu;
+  bool all = false;
+  std::vector<pid_t> pids;
+  std::string user;
+  std::string cgroup;
+  std::string match;
+  bool orphans = false;
+  std::string grace = "5s";
+  std::string timeout = "60s";
+  bool yes = false;
+  bool dry_run = false;
+  bool reset = false;
+};
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+
+Result<uid_t> parse_user(const std::string& text) {
+  struct passwd pw {};
+  struct passwd* out = nullptr;
+  char buf[1024];
+  if (::getpwnam_r(text.c_str(), &pw, buf, sizeof buf, &out) == 0 && out) return out->pw_uid;
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos)
+    return static_cast<uid_t>(std::stoul(text));
+  return fail(fmt::format("unknown user '{}'", text));
+}
+
+// Asks on the terminal; anything but y/yes declines.
+bool confirm(const std::string& question) {
+  FILE* tty = std::fopen("/dev/tty", "r+");
+  if (!tty) return false;
+  std::fprintf(tty, "%s [y/N] ", question.c_str());
+  std::fflush(tty);
+  char answer[16] = {};
+  bool yes = std::fgets(answer, sizeof answer, tty) && (answer[0] == 'y' || answer[0] == 'Y');
+  std::fclose(tty);
+  return yes;
+}
+
+int usage_error(const std::string& message) {
+  print_err(fmt::format("gpureap free: {}\n", message));
+  return kExitUsage;
+}
+
+int run_free(const GlobalOptions& global, const FreeOptions& o) {
+  // 1. Parse and check the inputs before touching anything.
+  if (o.gpu.empty() && !o.all) return usage_error("choose the GPUs: --gpu SEL (e.g. --gpu 3, --gpu all) or --all");
+  reclaim::ReclaimOptions options;
+  auto grace = parse_duration(o.grace);
+  if (!grace) return usage_error("--grace: " + grace.error().message);
+  auto timeout = parse_duration(o.timeout);
+  if (!timeout) return usage_error("--timeout: " + timeout.error().message);
+  options.escalation.grace = std::chrono::duration_cast<std::chrono::milliseconds>(*grace);
+  options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
+  options.escalation.interrupted = &g_interrupted;
+  options.reset = o.reset;
+  auto& sel = options.selection;
+  sel.pids = o.pids;
+  sel.cgroup = o.cgroup;
+  sel.orphans_only = o.orphans;
+  if (!o.user.empty()) {
+    auto uid = parse_user(o.user);
+    if (!uid) return usage_error("--user: " + uid.error().message);
+    sel.user = *uid;
+  }
+  if (!o.match.empty()) {
+    try {
+      sel.match = std::regex(o.match, std::regex::extended);
+    } catch (const std::regex_error& e) {
+      return usage_error(fmt::format("--match: invalid regular expression '{}': {}", o.match, e.what()));
+    }
+  }
+  if (!o.yes && !o.dry_run && !::isatty(0))
+    return usage_error(
+        "refusing to signal processes without confirmation: no terminal to ask on. Pass --yes to act, "
+        "or --dry-run to see the plan");
+
+  // 2. One free at a time.
+  auto state = inventory::state_dir();
+  if (!state) {
+    print_err(fmt::format("gpureap free: {}\n", state.error().message));
+    return kExitSystem;
+  }
+  std::optional<reclaim::FreeLock> lock;
+  if (!o.dry_run) {
+    auto l = reclaim::FreeLock::acquire(*state);
+    if (!l) {
+      print_err(fmt::format("gpureap free: {}\n", l.error().message));
       return kExitSystem;
-    };
+    }
+    lock.emplace(std::move(*l));
+  }
+
+  // 3. Discover.
+  auto devices = proc::discover_devices(resolve_dev_dir(global));
+  if (!devices) {
+    print_err(fmt::format("gpureap free: {}\n", devices.error().message));
+    return kExitSystem;
+  }
+  auto gpus = open_gpu_source(global);
+  auto baselines = inventory::BaselineStore::load(*state);
+  inventory::Inventory inv = inventory::collect_inventory(*gpus, *devices, baselines);
+  std::vector<gpu::GpuInfo> infos;
+  for (const auto& v : inv.gpus) infos.push_back(v.info);
+  auto chosen = gpu::select_gpus(o.all ? "all" : o.gpu, infos);
+  if (!chosen) return usage_error(chosen.error().message);
+  sel.gpus = *chosen;
+  if (inv.nvml_state != gpu::NvmlState::ok)
+    print_err(fmt::format("gpureap free: warning: {}; holders come from /proc only and release cannot be verified\n",
+                          inv.nvml_problem));
+
+  // 4. Plan.
+  auto caller = reclaim::CallerContext::current();
+  reclaim::Plan plan = reclaim::make_plan(inv, sel, caller);
+  bool all_idle = std::all_of(inv.gpus.begin(), inv.gpus.end(), [&](const inventory::GpuView& v) {
+    bool selected = std::find(sel.gpus.begin(), sel.gpus.end(), v.info.index) != sel.gpus.end();
+    return !selected || (v.at_baseline() && v.unexplained == inventory::Unexplained::none);
   });
+  auto style = stdout_style(global);
+  if (plan.targets.empty() && all_idle) {
+    if (global.json)
+      print_out(report::free_json(plan, reclaim::ReclaimReport{}, o.dry_run).dump(2) + "\n");
+    else
+      print_out(report::plan_text(plan, style) + "Nothing to do: the selected GPUs hold no memory above baseline.\n");
+    return kExitNothingToDo;
+  }
+  if (!global.json) print_out(report::plan_text(plan, style));
+  if (o.dry_run) {
+    if (global.json) print_out(report::free_json(plan, reclaim::ReclaimReport{}, true).dump(2) + "\n");
+    else print_out("Dry run: nothing was signalled.\n");
+    return kExitOk;
+  }
+
+  // 5. Confirm on a terminal.
+  if (!o.yes && !plan.targets.empty() &&
+      !confirm(fmt::format("Signal {} process(es)?", plan.targets.size()))) {
+    print_err("gpureap free: not confirmed; nothing was signalled\n");
+    return kExitUsage;
+  }
+
+  // 6. Act; Ctrl-C stops the waits and still reports.
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  bool live = !global.json && ::isatty(2);
+  auto progress = [live](const std::vector<reclaim::GpuOutcome>& g) {
+    if (live) print_err("\r\033[K" + report::progress_line(g));
+  };
+  reclaim::ReclaimContext ctx{*gpus, *devices, baselines, &g_interrupted};
+  reclaim::ReclaimReport result = reclaim::reclaim(ctx, inv, plan, options, progress);
+  if (live) print_err("\r\033[K");
+  (void)baselines.save();
+
+  // 7. Report.
+  if (global.json)
+    print_out(report::free_json(plan, result, false).dump(2) + "\n");
+  else
+    print_out(report::free_text(result, style));
+  if (result.interrupted) return kExitStillHeld;
+  return result.all_freed() ? kExitOk : kExitStillHeld;
+}
+
+}  // namespace
+
+void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
+  auto o = std::make_shared<FreeOptions>();
+  auto* sub = app.add_subcommand(
+      "free",
+      "Free GPU memory held by stray processes, and prove it is free.\n"
+      "Plans the holders of the selected GPUs (plus their descendants), shows the plan, then:\n"
+      "SIGTERM -> wait on pidfds up to --grace -> SIGKILL -> poll NVML until used memory is back at the\n"
+      "GPU's idle baseline. Holders that appear meanwhile (respawned workers) are handled in further\n"
+      "rounds. Memory still held is classified with evidence and the next step.\n"
+      "Never signalled: pid 1, gpureap and its ancestors, kernel threads, GPU infrastructure\n"
+      "(nvidia-persistenced, nv-fabricmanager, nv-hostengine, display servers) unless named by --pid;\n"
+      "without root, other users' processes.\n\n"
+      "Examples:\n"
+      "  gpureap free --gpu 3 --dry-run        show what would be signalled\n"
+      "  gpureap free --all --orphans --yes    free every GPU from orphaned holders\n"
+      "  gpureap free --gpu all --match sglang --yes\n"
+      "  gpureap free --gpu 3 --reset --yes    also reset GPU 3 if only the driver holds its memory");
+  sub->add_option("--gpu", o->gpu, "GPUs: all, indices (0,3), UUID (prefix), PCI bus id, minor:N");
+  sub->add_flag("--all", o->all, "All GPUs (same as --gpu all)");
+  sub->add_option("--pid", o->pids, "Only these holders (comma list); may name infrastructure")->delimiter(',');
+  sub->add_option("--user", o->user, "Only holders owned by this user (name or uid)");
+  sub->add_option("--cgroup", o->cgroup, "Only holders whose cgroup path or container contains this text");
+  sub->add_option("--match", o->match, "Only holders whose command line matches this regex (POSIX extended)");
+  sub->add_flag("--orphans", o->orphans, "Only holders whose parent is gone (re-parented)");
+  sub->add_option("--grace", o->grace, "Time between SIGTERM and SIGKILL")->default_val("5s");
+  sub->add_option("--timeout", o->timeout, "Give up verifying release after this long")->default_val("60s");
+  sub->add_flag("-y,--yes", o->yes, "Do not ask for confirmation");
+  sub->add_flag("--dry-run", o->dry_run, "Show the plan, signal nothing");
+  sub->add_flag("--reset", o->reset,
+                "Reset a GPU whose memory only the driver holds (checks preconditions; runs nvidia-smi --gpu-reset)");
+  sub->footer(kExitCodesHelp);
+  sub->callback([&run, &global, o] { run = [&global, o] { return run_free(global, *o); }; });
 }
 
 }  // namespace gpureap::cli

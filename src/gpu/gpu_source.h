@@ -5,6 +5,8 @@
 // real implementation, so end-to-end tests use the same code path as a GPU host.
 
 #include <chrono>
+#include <optional>
+#include <sys/types.h>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,10 @@ class GpuSource {
   /// Drops any connection to the driver (needed before a GPU reset: our own NVML
   /// session counts as a client). The next call reconnects.
   virtual void disconnect() = 0;
+
+  /// The pid of our own helper process that talks to the driver, if any: it has
+  /// the device nodes open itself and must not be reported as a holder.
+  virtual std::optional<pid_t> worker_pid() const { return std::nullopt; }
 };
 
 }  // namespace gpureap::gpu

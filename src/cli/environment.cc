@@ -1,0 +1,47 @@
+#include "cli/environment.h"
+
+#include <cstdlib>
+#include <unistd.h>
+
+#include "gpu/nvml_source.h"
+
+namespace gpureap::cli {
+namespace {
+
+bool color_allowed(const GlobalOptions& global, int fd) {
+  if (global.no_color || global.json) return false;
+  if (const char* nc = std::getenv("NO_COLOR"); nc && *nc) return false;
+  return ::isatty(fd) == 1;
+}
+
+void write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+}  // namespace
+
+std::string resolve_dev_dir(const GlobalOptions& global) {
+  if (!global.dev_dir.empty()) return global.dev_dir;
+  if (const char* d = std::getenv("GPUREAP_DEV_DIR"); d && *d) return d;
+  if (const char* s = std::getenv("GPUREAP_SIM_DIR"); s && *s) return std::string(s) + "/dev";
+  return "/dev";
+}
+
+report::Style stdout_style(const GlobalOptions& global) { return {color_allowed(global, 1)}; }
+report::Style stderr_style(const GlobalOptions& global) { return {color_allowed(global, 2)}; }
+
+std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global) {
+  return gpu::make_nvml_source(gpu::resolve_nvml_library(global.nvml_library));
+}
+
+void print_out(std::string_view text) { write_all(1, text); }
+void print_err(std::string_view text) { write_all(2, text); }
+
+}  // namespace gpureap::cli

@@ -1,0 +1,28 @@
+#pragma once
+// Resolving where things are (device nodes, NVML) and how to print, from flags
+// and the environment. Shared by every command.
+
+#include <memory>
+#include <string>
+
+#include "cli/command.h"
+#include "gpu/gpu_source.h"
+#include "report/style.h"
+
+namespace gpureap::cli {
+
+/// --dev-dir, else $GPUREAP_DEV_DIR, else $GPUREAP_SIM_DIR/dev, else /dev.
+std::string resolve_dev_dir(const GlobalOptions& global);
+
+/// Colour on stdout only on a TTY, never with NO_COLOR or --no-color, never with --json.
+report::Style stdout_style(const GlobalOptions& global);
+report::Style stderr_style(const GlobalOptions& global);
+
+/// The NVML source for this run (--nvml-library / $GPUREAP_NVML_LIBRARY / libnvidia-ml.so.1).
+std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global);
+
+/// Writes `text` to stdout / stderr in full (handles short writes, ignores EPIPE).
+void print_out(std::string_view text);
+void print_err(std::string_view text);
+
+}  // namespace gpureap::cli

@@ -1,0 +1,83 @@
+// `gpureap status`: who holds each GPU's memory, and why is it still held?
+// Steps: resolve devices -> collect (NVML snapshot + /proc scan, concurrently)
+// -> attribute -> select GPUs -> report.
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/environment.h"
+#include "cli/exit_codes.h"
+#include "gpu/gpu_select.h"
+#include "inventory/collect.h"
+#include "report/json.h"
+#include "report/status_table.h"
+
+namespace gpureap::cli {
+namespace {
+
+struct StatusOptions {
+  std::string gpu = "all";
+};
+
+int run_status(const GlobalOptions& global, const StatusOptions& options) {
+  // 1. Devices: the nvidia nodes, by device identity.
+  std::string dev_dir = resolve_dev_dir(global);
+  auto devices = proc::discover_devices(dev_dir);
+  if (!devices) {
+    print_err(fmt::format("gpureap status: {}\n", devices.error().message));
+    return kExitSystem;
+  }
+
+  // 2. Collect and attribute.
+  auto gpus = open_gpu_source(global);
+  auto store_dir = inventory::state_dir();
+  auto baselines = store_dir ? inventory::BaselineStore::load(*store_dir) : inventory::BaselineStore::in_memory();
+  inventory::Inventory inv = inventory::collect_inventory(*gpus, *devices, baselines);
+  (void)baselines.save();  // a read-only state dir only costs us the learnt baseline
+
+  // 3. Select.
+  if (options.gpu != "all") {
+    std::vector<gpu::GpuInfo> infos;
+    for (const auto& v : inv.gpus) infos.push_back(v.info);
+    auto chosen = gpu::select_gpus(options.gpu, infos);
+    if (!chosen) {
+      print_err(fmt::format("gpureap status: {}\n", chosen.error().message));
+      return kExitUsage;
+    }
+    std::erase_if(inv.gpus, [&](const inventory::GpuView& v) {
+      return std::find(chosen->begin(), chosen->end(), v.info.index) == chosen->end();
+    });
+  }
+
+  // 4. Report.
+  if (global.json) {
+    print_out(report::status_json(inv).dump(2) + "\n");
+  } else {
+    print_out(report::status_table(inv, stdout_style(global)));
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
+  auto options = std::make_shared<StatusOptions>();
+  auto* sub = app.add_subcommand(
+      "status",
+      "Show who holds each GPU's memory and why it is still held (the default command).\n"
+      "For every GPU: memory used/total against its idle baseline, every process holding it\n"
+      "(found through NVML, open device files and memory mappings, so orphans and processes NVML\n"
+      "does not list are found too), whether it is orphaned, its container, and memory that no\n"
+      "visible process explains, with the likely reason.\n\n"
+      "Examples:\n"
+      "  gpureap status                 all GPUs, as a table\n"
+      "  gpureap status --gpu 0,3       GPUs by index\n"
+      "  gpureap status --gpu GPU-7282  by UUID prefix (also PCI bus id, or minor:N)\n"
+      "  gpureap --json status          JSON (schema: docs/json-schema.md)");
+  sub->add_option("--gpu", options->gpu,
+                  "GPUs to show: all, indices (0,3), UUID or UUID prefix, PCI bus id, minor:N")
+      ->default_val("all");
+  sub->callback([&run, &global, options] { run = [&global, options] { return run_status(global, *options); }; });
+}
+
+}  // namespace gpureap::cli

@@ -1,0 +1,55 @@
+#include "inventory/collect.h"
+
+#include <algorithm>
+#include <future>
+#include <thread>
+#include <unistd.h>
+
+#include "proc/holder_scan.h"
+
+namespace gpureap::inventory {
+
+Inventory collect_inventory(gpu::GpuSource& gpus, const proc::DeviceSet& devices,
+                            BaselineStore& baselines, const CollectOptions& options) {
+  proc::ScanOptions scan_options;
+  scan_options.proc_root = options.proc_root;
+  scan_options.devices = &devices;
+  scan_options.exclude = options.exclude;
+  scan_options.exclude.insert(::getpid());
+
+  // The scan reads /proc while NVML answers in its helper process.
+  auto scan_future = std::async(std::launch::async, [&] { return proc::scan_holders(scan_options); });
+  gpu::GpuSnapshot snapshot = gpus.snapshot(options.nvml_deadline);
+  proc::ScanResult scan = scan_future.get();
+
+  // Our NVML helper opens the device nodes itself; it is not a holder to report.
+  if (auto worker = gpus.worker_pid()) {
+    std::erase_if(scan.holders, [&](const proc::Holder& h) { return h.id.pid == *worker; });
+  }
+
+  Inventory inv = build_inventory(snapshot, scan, baselines);
+  std::vector<unsigned> puzzling;
+  for (const auto& view : inv.gpus)
+    if (view.unexplained != Unexplained::none) puzzling.push_back(view.info.index);
+  if (puzzling.empty() || snapshot.state != gpu::NvmlState::ok) return inv;
+
+  // Memory nobody explains: a few more readings (at most ~100 ms) tell a release
+  // in progress apart from memory the driver keeps; stop at the first drop.
+  std::vector<gpu::MemoryReading> later;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    auto reading = gpus.memory(puzzling, options.nvml_deadline);
+    if (!reading) break;
+    later = std::move(*reading);
+    bool dropped = std::any_of(later.begin(), later.end(), [&](const gpu::MemoryReading& r) {
+      for (const auto& view : inv.gpus)
+        if (view.info.index == r.index && r.used && *r.used + (64ULL << 20) < view.used()) return true;
+      return false;
+    });
+    if (dropped) break;
+  }
+  if (later.empty()) return inv;
+  return build_inventory(std::move(snapshot), std::move(scan), baselines, later);
+}
+
+}  // namespace gpureap::inventory

@@ -1,0 +1,187 @@
+#include "inventory/inventory.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+#include <set>
+#include <sys/stat.h>
+
+#include "util/units.h"
+
+namespace gpureap::inventory {
+namespace {
+
+constexpr ino_t kProcPidInitIno = 0xEFFFFFFCU;  // include/linux/proc_ns.h
+
+std::string pid_list(const std::vector<gpu::GpuProcess>& procs) {
+  std::string out;
+  for (std::size_t i = 0; i < procs.size() && i < 8; ++i)
+    out += fmt::format("{}{}", i ? ", " : "", procs[i].pid);
+  if (procs.size() > 8) out += fmt::format(" and {} more", procs.size() - 8);
+  return out;
+}
+
+// Without NVML we still know the device nodes: one view per GPU minor that some
+// process holds, so the /proc-only view keeps the "who holds which GPU" answer.
+std::vector<gpu::GpuInfo> gpus_from_nodes(const std::vector<proc::Holder>& holders) {
+  std::set<unsigned> minors;
+  for (const auto& h : holders) minors.insert(h.gpu_minors.begin(), h.gpu_minors.end());
+  std::vector<gpu::GpuInfo> gpus;
+  for (unsigned m : minors) {
+    gpu::GpuInfo info;
+    info.index = m;
+    info.minor = m;
+    gpus.push_back(std::move(info));
+  }
+  return gpus;
+}
+
+void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::uint64_t>& later) {
+  const auto amount = format_bytes(view.unattributed_bytes);
+  bool openers_without_figure =
+      std::any_of(view.holders.begin(), view.holders.end(),
+                  [](const GpuHolder& h) { return h.uses_gpu && !h.gpu_bytes; });
+  if (!host_ns) {
+    view.unexplained = Unexplained::outside_namespace;
+    view.unexplained_detail = fmt::format(
+        "{} is held by processes this PID namespace cannot see (gpureap runs inside a container; "
+        "NVML hides other namespaces' processes). Run gpureap on the host.",
+        amount);
+  } else if (!view.nvml_unseen.empty()) {
+    view.unexplained = Unexplained::outside_namespace;
+    view.unexplained_detail = fmt::format(
+        "NVML lists pid {} on this GPU, but no such process is visible in /proc: it lives in another "
+        "PID namespace (container, LXC guest) or exited a moment ago. Look on the host, or re-run "
+        "in a second.",
+        pid_list(view.nvml_unseen));
+  } else if (later && *later + freed_tolerance(view.info.memory->total) / 4 < view.used()) {
+    view.unexplained = Unexplained::releasing;
+    view.unexplained_detail = fmt::format(
+        "used memory is falling ({} -> {}): the driver is still releasing it after its holder "
+        "exited. `gpureap wait` returns when it is done.",
+        format_bytes(view.used()), format_bytes(*later));
+  } else if (!view.info.processes_known || openers_without_figure) {
+    view.unexplained = Unexplained::unknown;
+    view.unexplained_detail =
+        openers_without_figure
+            ? fmt::format("{} not listed by NVML; processes that have the device open without an "
+                          "NVML entry (inherited device files) most likely hold it.",
+                          amount)
+            : fmt::format("{} not attributed: NVML gave no process list for this GPU.", amount);
+  } else {
+    view.unexplained = Unexplained::driver_held;
+    view.unexplained_detail = fmt::format(
+        "{} above the idle baseline with no process holding the GPU anywhere: the driver still "
+        "holds it (a killed process's context was not torn down). Only a GPU reset "
+        "(`gpureap free --reset --gpu {}`) or a reboot frees it.",
+        amount, view.info.index);
+  }
+}
+
+}  // namespace
+
+const char* to_string(Unexplained u) {
+  switch (u) {
+    case Unexplained::none: return "none";
+    case Unexplained::outside_namespace: return "outside_namespace";
+    case Unexplained::releasing: return "releasing";
+    case Unexplained::driver_held: return "driver_held";
+    case Unexplained::unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+bool GpuView::at_baseline() const {
+  if (!info.memory) return false;
+  return info.memory->used <= baseline.bytes + freed_tolerance(info.memory->total);
+}
+
+bool in_host_pid_namespace(const std::string& proc_root) {
+  struct stat st {};
+  if (::stat((proc_root + "/self/ns/pid").c_str(), &st) != 0) return true;  // no ns support: host
+  return st.st_ino == kProcPidInitIno;
+}
+
+Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
+                          BaselineStore& baselines,
+                          const std::vector<gpu::MemoryReading>& later_used) {
+  Inventory inv;
+  inv.nvml_state = snapshot.state;
+  inv.nvml_problem = std::move(snapshot.problem);
+  inv.driver_version = std::move(snapshot.driver_version);
+  inv.host_pid_namespace = in_host_pid_namespace();
+  inv.problems = std::move(scan.problems);
+  inv.processes_scanned = scan.processes_scanned;
+
+  const bool nvml_ok = snapshot.state == gpu::NvmlState::ok;
+  auto gpus = nvml_ok ? std::move(snapshot.gpus) : gpus_from_nodes(scan.holders);
+
+  std::map<pid_t, std::size_t> by_pid;
+  for (std::size_t i = 0; i < scan.holders.size(); ++i) by_pid[scan.holders[i].id.pid] = i;
+  std::set<std::uint32_t> nvml_listed;
+  for (const auto& g : gpus)
+    for (const auto& p : g.processes) nvml_listed.insert(p.pid);
+  std::vector<bool> placed(scan.holders.size(), false);
+
+  for (auto& info : gpus) {
+    GpuView view;
+    std::set<pid_t> on_this_gpu;
+    // 1. Processes NVML lists here, confirmed by /proc (NVML's pids are hints only).
+    for (const auto& p : info.processes) {
+      auto it = by_pid.find(static_cast<pid_t>(p.pid));
+      if (it == by_pid.end()) {
+        view.nvml_unseen.push_back(p);
+        continue;
+      }
+      GpuHolder gh{scan.holders[it->second], p.used_bytes, true};
+      gh.holder.found_by.insert(proc::FoundBy::nvml);
+      view.holders.push_back(std::move(gh));
+      on_this_gpu.insert(it->first);
+      placed[it->second] = true;
+    }
+    // 2. Processes with this GPU's node open. CUDA opens every visible GPU's node,
+    //    so one NVML lists elsewhere only "has it open"; one NVML lists nowhere
+    //    (an inherited descriptor, a child) may be the real holder.
+    if (info.minor) {
+      for (std::size_t i = 0; i < scan.holders.size(); ++i) {
+        const auto& h = scan.holders[i];
+        if (!h.gpu_minors.contains(*info.minor) || on_this_gpu.contains(h.id.pid)) continue;
+        bool uses = !nvml_ok || !nvml_listed.contains(static_cast<std::uint32_t>(h.id.pid));
+        view.holders.push_back(GpuHolder{h, std::nullopt, uses});
+        placed[i] = true;
+      }
+    }
+    std::stable_sort(view.holders.begin(), view.holders.end(),
+                     [](const GpuHolder& a, const GpuHolder& b) {
+                       if (a.uses_gpu != b.uses_gpu) return a.uses_gpu;
+                       return a.gpu_bytes.value_or(0) > b.gpu_bytes.value_or(0);
+                     });
+    for (const auto& gh : view.holders)
+      if (gh.uses_gpu) view.attributed_bytes += gh.gpu_bytes.value_or(0);
+
+    view.info = std::move(info);
+    if (view.info.memory) {
+      const auto& mem = *view.info.memory;
+      bool idle = view.info.processes_known && view.info.processes.empty() &&
+                  std::none_of(view.holders.begin(), view.holders.end(),
+                               [](const GpuHolder& h) { return h.uses_gpu; });
+      view.baseline = baselines.get(view.info.uuid, mem.total, mem.used, idle);
+      if (idle) baselines.observe_idle(view.info.uuid, mem.total, mem.used);
+      std::uint64_t explained = view.baseline.bytes + view.attributed_bytes;
+      view.unattributed_bytes = mem.used > explained ? mem.used - explained : 0;
+      if (view.unattributed_bytes > freed_tolerance(mem.total)) {
+        std::optional<std::uint64_t> later;
+        for (const auto& r : later_used)
+          if (r.index == view.info.index) later = r.used;
+        classify_unexplained(view, inv.host_pid_namespace, later);
+      }
+    }
+    inv.gpus.push_back(std::move(view));
+  }
+
+  for (std::size_t i = 0; i < scan.holders.size(); ++i)
+    if (!placed[i]) inv.other_holders.push_back(std::move(scan.holders[i]));
+  return inv;
+}
+
+}  // namespace gpureap::inventory

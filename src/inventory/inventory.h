@@ -1,0 +1,73 @@
+#pragma once
+// Attribution: joins what NVML says (memory, its process hints) with what /proc
+// says (who really has the device nodes open) into one view per GPU, and names
+// the memory that no visible process explains.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_source.h"
+#include "inventory/baseline_store.h"
+#include "proc/holder.h"
+#include "proc/holder_scan.h"
+
+namespace gpureap::inventory {
+
+/// A holder as seen on one GPU.
+struct GpuHolder {
+  proc::Holder holder;                     // found_by includes nvml when NVML lists it here
+  std::optional<std::uint64_t> gpu_bytes;  // NVML's figure on this GPU; nullopt when unknown
+  bool uses_gpu = true;  // false: only has the node open (NVML lists it on another GPU)
+};
+
+/// Why some used memory has no visible holder.
+enum class Unexplained {
+  none,
+  outside_namespace,  // NVML lists pids this /proc does not show, or we are not in the host PID ns
+  releasing,          // used memory fell between two readings: the driver is still freeing it
+  driver_held,        // no holder anywhere, memory above baseline: reset or reboot needed
+  unknown,            // NVML gave no process list to reason with
+};
+
+const char* to_string(Unexplained u);
+
+struct GpuView {
+  gpu::GpuInfo info;
+  Baseline baseline;
+  std::vector<GpuHolder> holders;             // users first (by bytes, descending), then openers
+  std::vector<gpu::GpuProcess> nvml_unseen;   // NVML pids with no process in this /proc
+  std::uint64_t attributed_bytes = 0;
+  std::uint64_t unattributed_bytes = 0;       // used - baseline - attributed, never negative
+  Unexplained unexplained = Unexplained::none;
+  std::string unexplained_detail;             // evidence and next step, one sentence each
+
+  /// True when used memory is within the freed tolerance of the baseline.
+  bool at_baseline() const;
+  std::uint64_t used() const { return info.memory ? info.memory->used : 0; }
+};
+
+struct Inventory {
+  gpu::NvmlState nvml_state = gpu::NvmlState::ok;
+  std::string nvml_problem;
+  std::string driver_version;
+  bool host_pid_namespace = true;
+  std::vector<GpuView> gpus;
+  std::vector<proc::Holder> other_holders;  // hold nvidiactl/uvm only, or a node of no known GPU
+  std::vector<proc::ScanProblem> problems;
+  std::size_t processes_scanned = 0;
+};
+
+/// Builds the per-GPU view. `later_used` (index -> used bytes read after the
+/// scan) lets a drop in memory be recognised as "still being released".
+/// Records idle baselines into `baselines` (the caller saves the store).
+Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
+                          BaselineStore& baselines,
+                          const std::vector<gpu::MemoryReading>& later_used = {});
+
+/// True when this process runs in the initial (host) PID namespace: inode of
+/// /proc/self/ns/pid == PROC_PID_INIT_INO (0xEFFFFFFC). There NVML pids match /proc.
+bool in_host_pid_namespace(const std::string& proc_root = "/proc");
+
+}  // namespace gpureap::inventory

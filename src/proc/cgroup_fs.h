@@ -1,0 +1,40 @@
+#pragma once
+// cgroup v2 operations used for containment: find the v2 mount, list members,
+// freeze, and kill a whole cgroup at once (cgroup.kill, Linux >= 5.14: atomic
+// against concurrent forks, unlike any signal loop).
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+#include <vector>
+
+#include "util/result.h"
+
+namespace gpureap::proc {
+
+/// The cgroup2 mount point, read from /proc/self/mountinfo (hybrid hosts mount
+/// it at /sys/fs/cgroup/unified; never assume /sys/fs/cgroup).
+Result<std::string> cgroup2_mount(std::string_view proc_root = "/proc");
+
+/// The v2 cgroup path of a process ("/system.slice/x.service"), from the
+/// "0::" line of /proc/PID/cgroup; empty when none.
+std::string cgroup2_path_of(pid_t pid, std::string_view proc_root = "/proc");
+
+/// Members (cgroup.procs) of the cgroup at `dir` (absolute directory).
+Result<std::vector<pid_t>> cgroup_members(const std::string& dir);
+
+/// Writes 1/0 to cgroup.freeze.
+Result<void> cgroup_freeze(const std::string& dir, bool frozen);
+
+/// Waits (bounded) until cgroup.events reports "frozen 1". A member stuck in D
+/// inside a driver never freezes, so a timeout is evidence, not an error.
+bool cgroup_wait_frozen(const std::string& dir, std::chrono::milliseconds timeout);
+
+/// Writes 1 to cgroup.kill: SIGKILL to every member and descendant.
+Result<void> cgroup_kill(const std::string& dir);
+
+/// True when cgroup.kill exists and we can write it.
+bool cgroup_kill_available(const std::string& dir);
+
+}  // namespace gpureap::proc

@@ -1,0 +1,28 @@
+#pragma once
+// Two `free` runs at once would fight over the same processes and misread each
+// other's memory drops: one holds an exclusive flock on <state dir>/free.lock.
+// The kernel drops the lock when the holder dies, so a crashed run never wedges it.
+
+#include <string>
+
+#include "util/result.h"
+
+namespace gpureap::reclaim {
+
+class FreeLock {
+ public:
+  /// Takes the lock without waiting. Fails with "another gpureap free (pid N) is
+  /// running" when it is held.
+  static Result<FreeLock> acquire(const std::string& state_dir);
+
+  FreeLock(FreeLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FreeLock& operator=(FreeLock&&) = delete;
+  FreeLock(const FreeLock&) = delete;
+  ~FreeLock();
+
+ private:
+  explicit FreeLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
+}  // namespace gpureap::reclaim

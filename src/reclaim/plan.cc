@@ -1,0 +1,165 @@
+#include "reclaim/plan.h"
+
+#include <algorithm>
+#include <array>
+#include <fmt/format.h>
+#include <map>
+#include <pwd.h>
+#include <unistd.h>
+
+#include "util/units.h"
+
+namespace gpureap::reclaim {
+namespace {
+
+// Processes that serve the GPU rather than use it: killing them breaks the node
+// for everyone (persistence, NVSwitch fabric, monitoring, the display).
+constexpr std::array<std::string_view, 14> kInfrastructure{
+    "nvidia-persistenced", "nv-fabricmanager", "nvidia-fabricmanager", "nv-hostengine",
+    "dcgm-exporter",       "dcgmi",            "Xorg",                 "X",
+    "Xwayland",            "gnome-shell",      "kwin_wayland",         "kwin_x11",
+    "nvidia-smi",          "gpureap"};
+
+std::string user_name(uid_t uid) {
+  struct passwd pw {};
+  struct passwd* out = nullptr;
+  char buf[1024];
+  if (::getpwuid_r(uid, &pw, buf, sizeof buf, &out) == 0 && out) return out->pw_name;
+  return std::to_string(uid);
+}
+
+struct Candidate {
+  const proc::Holder* holder = nullptr;
+  std::vector<unsigned> gpus;
+  std::uint64_t bytes = 0;
+};
+
+std::string gpu_text(const std::vector<unsigned>& gpus) {
+  std::string s;
+  for (unsigned g : gpus) s += fmt::format("{}{}", s.empty() ? "" : ",", g);
+  return s;
+}
+
+// Why a holder that passed protection and permission is not selected, or "".
+std::string filter_mismatch(const proc::Holder& h, const Selection& sel) {
+  if (!sel.pids.empty() && std::find(sel.pids.begin(), sel.pids.end(), h.id.pid) == sel.pids.end())
+    return "not named by --pid";
+  if (sel.user && h.uid != *sel.user) return fmt::format("owned by {}, not the --user given", h.user);
+  if (!sel.cgroup.empty() && h.cgroup.find(sel.cgroup) == std::string::npos &&
+      h.container.find(sel.cgroup) == std::string::npos)
+    return "cgroup does not match --cgroup";
+  if (sel.match && !std::regex_search(h.cmdline, *sel.match)) return "command line does not match --match";
+  if (sel.orphans_only && !h.orphaned) return "not orphaned (its parent is alive); --orphans given";
+  return "";
+}
+
+}  // namespace
+
+std::string skip_kind_name(SkipKind k) {
+  switch (k) {
+    case SkipKind::protected_process: return "protected";
+    case SkipKind::not_permitted: return "not_permitted";
+    case SkipKind::not_matched: return "not_selected";
+  }
+  return "not_selected";
+}
+
+bool Plan::contains(const proc::ProcessId& id) const {
+  return std::any_of(targets.begin(), targets.end(), [&](const Target& t) { return t.id == id; });
+}
+
+CallerContext CallerContext::current(const std::string& proc_root) {
+  CallerContext ctx;
+  ctx.self = ::getpid();
+  for (pid_t p : proc::ancestors(ctx.self, proc_root)) ctx.ancestors.insert(p);
+  ctx.euid = ::geteuid();
+  if (auto table = proc::read_process_table(proc_root)) ctx.table = std::move(*table);
+  return ctx;
+}
+
+std::optional<std::string> protection_reason(pid_t pid, const std::string& comm, bool kernel_thread,
+                                             const CallerContext& ctx, bool named_by_pid) {
+  if (pid == 1) return "pid 1 (init) is never signalled";
+  if (pid == ctx.self) return "gpureap itself";
+  if (ctx.ancestors.contains(pid)) return "an ancestor of this gpureap (its shell or supervisor)";
+  if (kernel_thread) return "a kernel thread";
+  if (!named_by_pid &&
+      std::find(kInfrastructure.begin(), kInfrastructure.end(), comm) != kInfrastructure.end())
+    return fmt::format("GPU infrastructure ({}); name it with --pid to include it", comm);
+  return std::nullopt;
+}
+
+Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const CallerContext& ctx) {
+  // 1. Holders that use a selected GPU, merged across GPUs.
+  std::map<proc::ProcessId, Candidate> candidates;
+  for (const auto& view : inv.gpus) {
+    if (std::find(sel.gpus.begin(), sel.gpus.end(), view.info.index) == sel.gpus.end()) continue;
+    for (const auto& gh : view.holders) {
+      if (!gh.uses_gpu) continue;
+      auto& c = candidates[gh.holder.id];
+      c.holder = &gh.holder;
+      c.gpus.push_back(view.info.index);
+      c.bytes += gh.gpu_bytes.value_or(0);
+    }
+  }
+
+  // 2. Protection, permission, filters.
+  Plan plan;
+  for (const auto& [id, c] : candidates) {
+    const auto& h = *c.holder;
+    bool named = std::find(sel.pids.begin(), sel.pids.end(), h.id.pid) != sel.pids.end();
+    auto skip = [&](SkipKind kind, std::string reason) {
+      plan.skipped.push_back(Skipped{h.id, h.comm, c.gpus, c.bytes, kind, std::move(reason)});
+    };
+    if (auto why = protection_reason(h.id.pid, h.comm, false, ctx, named)) {
+      skip(SkipKind::protected_process, *why);
+    } else if (ctx.euid != 0 && h.uid != ctx.euid) {
+      skip(SkipKind::not_permitted, fmt::format("owned by {}: only root may signal it (sudo gpureap free ...)", h.user));
+    } else if (auto mismatch = filter_mismatch(h, sel); !mismatch.empty()) {
+      skip(SkipKind::not_matched, mismatch);
+    } else {
+      std::string why = fmt::format("holds {} on GPU {}", format_bytes(c.bytes), gpu_text(c.gpus));
+      if (h.orphaned) why = "orphaned (" + h.orphan_reason + "); " + why;
+      if (h.zombie_leader) why += "; zombie leader with live threads";
+      plan.targets.push_back(Target{h.id, h.comm, h.cmdline, h.user, c.gpus, c.bytes, why});
+    }
+  }
+
+  // 3. Descendants of the targets: a worker's helpers die with it.
+  std::vector<Target> extra;
+  for (const auto& t : plan.targets) {
+    for (const auto& d : proc::descendants(ctx.table, t.id.pid)) {
+      if (plan.contains(d) ||
+          std::any_of(extra.begin(), extra.end(), [&](const Target& e) { return e.id == d; }))
+        continue;
+      auto entry = std::find_if(ctx.table.begin(), ctx.table.end(),
+                                [&](const proc::ProcessEntry& e) { return e.id == d; });
+      if (entry == ctx.table.end()) continue;
+      if (protection_reason(d.pid, entry->comm, entry->kernel_thread, ctx, false)) continue;
+      if (ctx.euid != 0 && entry->uid != ctx.euid) continue;
+      extra.push_back(Target{d, entry->comm, proc::read_cmdline(d.pid), user_name(entry->uid), {}, 0,
+                             fmt::format("descendant of {} ({})", t.id.pid, t.comm)});
+    }
+  }
+  plan.targets.insert(plan.targets.end(), extra.begin(), extra.end());
+  return plan;
+}
+
+bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selection& sel,
+                       const CallerContext& ctx, int respawns, const std::string& proc_root) {
+  if (plan.contains(parent.id)) return false;
+  bool named = std::find(sel.pids.begin(), sel.pids.end(), parent.id.pid) != sel.pids.end();
+  if (protection_reason(parent.id.pid, parent.comm, parent.kernel_thread, ctx, named)) return false;
+  if (ctx.euid != 0 && parent.uid != ctx.euid) return false;
+  std::string cmdline = proc::read_cmdline(parent.id.pid, proc_root);
+  // With a narrowed selection the parent must match it too (its own filters; a
+  // supervisor is by nature not an orphan, so --orphans alone does not exclude it).
+  if (!named && !sel.pids.empty()) return false;
+  if (sel.user && parent.uid != *sel.user) return false;
+  if (sel.match && !std::regex_search(cmdline, *sel.match)) return false;
+  plan.targets.push_back(Target{parent.id, parent.comm, cmdline, user_name(parent.uid), {}, 0,
+                                fmt::format("keeps respawning GPU holders ({} so far)", respawns)});
+  return true;
+}
+
+}  // namespace gpureap::reclaim

@@ -1,0 +1,190 @@
+#include "reclaim/reclaimer.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace gpureap::reclaim {
+namespace {
+
+std::vector<proc::ProcessId> ids_of(const Plan& plan) {
+  std::vector<proc::ProcessId> ids;
+  for (const auto& t : plan.targets) ids.push_back(t.id);
+  return ids;
+}
+
+const inventory::GpuView* find_view(const inventory::Inventory& inv, unsigned index) {
+  for (const auto& v : inv.gpus)
+    if (v.info.index == index) return &v;
+  return nullptr;
+}
+
+}  // namespace
+
+bool ReclaimReport::all_freed() const {
+  return !gpus.empty() && std::all_of(gpus.begin(), gpus.end(), [](const GpuOutcome& g) { return g.freed; });
+}
+
+ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, Plan plan,
+                      const ReclaimOptions& options, const ProgressFn& progress) {
+  ReclaimReport report;
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + options.timeout;
+  auto seconds_since_t0 = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+
+  // What "freed" means for each selected GPU: back at its baseline, within tolerance.
+  std::vector<ReleaseTarget> release_targets;
+  for (unsigned idx : options.selection.gpus) {
+    const auto* view = find_view(initial, idx);
+    if (!view || !view->info.memory) continue;
+    GpuOutcome g;
+    g.index = idx;
+    g.uuid = view->info.uuid;
+    g.before = g.after = view->used();
+    g.baseline = view->baseline.bytes;
+    g.threshold = view->baseline.bytes + inventory::freed_tolerance(view->info.memory->total);
+    g.freed = view->used() <= g.threshold && plan.targets.empty();
+    report.gpus.push_back(g);
+    release_targets.push_back({idx, g.threshold});
+  }
+
+  std::set<proc::ProcessId> signalled;
+  std::map<proc::ProcessId, proc::ProcessId> parent_of_killed;  // target -> its parent
+  std::map<proc::ProcessId, int> respawns;                      // parent -> new holders seen
+  std::vector<proc::ProcessId> survivors;
+  CallerContext caller = CallerContext::current(options.proc_root);
+  inventory::Inventory latest = initial;
+  int round = 0;
+
+  while (round < options.max_rounds && !plan.targets.empty()) {
+    ++round;
+    report.rounds.push_back(plan);
+    for (const auto& t : plan.targets) {
+      signalled.insert(t.id);
+      auto e = std::find_if(caller.table.begin(), caller.table.end(),
+                            [&](const proc::ProcessEntry& p) { return p.id == t.id; });
+      if (e != caller.table.end())
+        for (const auto& p : caller.table)
+          if (p.id.pid == e->ppid) parent_of_killed[t.id] = p.id;
+    }
+    // 1. Signal: SIGTERM -> grace -> SIGKILL, each through a verified pidfd.
+    EscalationResult esc = terminate(ids_of(plan), options.escalation, t0);
+    report.actions.insert(report.actions.end(), esc.actions.begin(), esc.actions.end());
+    survivors = esc.survivors;
+    if (esc.interrupted) {
+      report.interrupted = true;
+      break;
+    }
+
+    // 2. Watch memory fall; re-scan now and then for holders that appeared.
+    plan = Plan{};
+    while (Clock::now() < deadline) {
+      auto slice_end = std::min(deadline, Clock::now() + options.rescan_every);
+      auto released = wait_for_release(ctx.gpus, release_targets, slice_end, t0, ctx.interrupted,
+                                       [&](const std::vector<ReleaseState>& states) {
+                                         for (const auto& s : states)
+                                           for (auto& g : report.gpus)
+                                             if (g.index == s.index) {
+                                               if (s.used) g.after = *s.used;
+                                               if (s.freed_at && !g.seconds_to_free) g.seconds_to_free = s.freed_at;
+                                             }
+                                         if (progress) progress(report.gpus);
+                                       });
+      if (!released.nvml_error.empty()) report.nvml_error = released.nvml_error;
+      if (released.interrupted) report.interrupted = true;
+      if (released.all_freed || released.interrupted || !released.nvml_error.empty()) break;
+
+      caller = CallerContext::current(options.proc_root);
+      latest = inventory::collect_inventory(ctx.gpus, ctx.devices, ctx.baselines,
+                                            {options.proc_root, std::chrono::milliseconds(2000), {}});
+      Plan next = make_plan(latest, options.selection, caller);
+      std::erase_if(next.targets, [&](const Target& t) { return signalled.contains(t.id); });
+      // A new holder whose parent also parented a killed one: that parent respawns.
+      for (const auto& t : next.targets) {
+        auto entry = std::find_if(caller.table.begin(), caller.table.end(),
+                                  [&](const proc::ProcessEntry& p) { return p.id == t.id; });
+        if (entry == caller.table.end()) continue;
+        for (const auto& [killed, parent] : parent_of_killed) {
+          if (parent.pid != entry->ppid || parent.pid == 1) continue;
+          int n = ++respawns[parent];
+          auto pe = std::find_if(caller.table.begin(), caller.table.end(),
+                                 [&](const proc::ProcessEntry& p) { return p.id == parent; });
+          bool included = pe != caller.table.end() && !signalled.contains(parent) &&
+                          include_respawner(next, *pe, options.selection, caller, n, options.proc_root);
+          auto r = std::find_if(report.respawners.begin(), report.respawners.end(),
+                                [&](const Respawner& x) { return x.id == parent; });
+          if (r == report.respawners.end())
+            report.respawners.push_back({parent, pe != caller.table.end() ? pe->comm : "", n, included});
+          else {
+            r->respawns = n;
+            r->included = r->included || included;
+          }
+          break;
+        }
+      }
+      if (!next.targets.empty()) {
+        plan = std::move(next);
+        break;  // next round
+      }
+      plan.skipped = next.skipped;
+    }
+    if (report.interrupted || !report.nvml_error.empty()) break;
+    if (plan.targets.empty()) break;
+  }
+
+  for (auto& g : report.gpus) g.freed = g.seconds_to_free.has_value() || (g.freed && round == 0);
+
+  // 3. Classify what is still held, from a fresh look.
+  bool any_held = std::any_of(report.gpus.begin(), report.gpus.end(), [](const GpuOutcome& g) { return !g.freed; });
+  if (any_held && !report.interrupted) {
+    latest = inventory::collect_inventory(ctx.gpus, ctx.devices, ctx.baselines,
+                                          {options.proc_root, std::chrono::milliseconds(2000), {}});
+    Plan last = make_plan(latest, options.selection, CallerContext::current(options.proc_root));
+    for (auto& g : report.gpus) {
+      const auto* view = find_view(latest, g.index);
+      if (g.freed) continue;
+      if (!view || !view->info.memory) {
+        // Without NVML, "freed" cannot be proven: say so rather than guess.
+        report.leftovers.push_back(Leftover{
+            g.index, "nvml_failed", {},
+            {"NVML stopped answering while verifying: " +
+             (report.nvml_error.empty() ? latest.nvml_problem : report.nvml_error)},
+            "the signalled processes are listed under actions; check the GPU with nvidia-smi, and dmesg for Xid errors"});
+        continue;
+      }
+      g.after = view->used();
+      if (view->at_baseline() && view->holders.empty()) {
+        g.freed = true;
+        if (!g.seconds_to_free) g.seconds_to_free = seconds_since_t0();
+        continue;
+      }
+      auto found = classify_leftovers({view, &last, survivors, g.threshold, options.proc_root});
+      report.leftovers.insert(report.leftovers.end(), found.begin(), found.end());
+    }
+    // 4. Optional reset of GPUs whose memory only the driver holds.
+    if (options.reset) {
+      for (const auto& l : report.leftovers) {
+        if (l.cls != "driver_held") continue;
+        const auto* view = find_view(latest, l.gpu);
+        if (!view) continue;
+        report.resets.push_back(reset_gpu(*view, latest, ctx.gpus));
+        if (!report.resets.back().succeeded) continue;
+        auto reading = ctx.gpus.memory({l.gpu}, std::chrono::milliseconds(2000));
+        for (auto& g : report.gpus)
+          if (g.index == l.gpu && reading && !reading->empty() && reading->front().used) {
+            g.after = *reading->front().used;
+            g.freed = g.after <= g.threshold;
+            if (g.freed) g.seconds_to_free = seconds_since_t0();
+          }
+      }
+      std::erase_if(report.leftovers, [&](const Leftover& l) {
+        return std::any_of(report.gpus.begin(), report.gpus.end(),
+                           [&](const GpuOutcome& g) { return g.index == l.gpu && g.freed; });
+      });
+    }
+  }
+  report.seconds = seconds_since_t0();
+  return report;
+}
+
+}  // namespace gpureap::reclaim

@@ -1,0 +1,152 @@
+#include "report/free_report.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "report/json.h"
+#include "util/units.h"
+
+namespace gpureap::report {
+namespace {
+
+std::string gpus_text(const std::vector<unsigned>& gpus) {
+  std::string s;
+  for (unsigned g : gpus) s += fmt::format("{}{}", s.empty() ? "" : ",", g);
+  return s.empty() ? "-" : s;
+}
+
+std::string seconds_text(double s) { return fmt::format("{:.2f} s", s); }
+
+template <typename T>
+nlohmann::ordered_json opt(const std::optional<T>& v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+}
+
+}  // namespace
+
+std::string plan_text(const reclaim::Plan& plan, const Style& style) {
+  std::string out;
+  if (plan.targets.empty()) {
+    out += "Plan: no process to signal.\n";
+  } else {
+    std::uint64_t bytes = 0;
+    for (const auto& t : plan.targets) bytes += t.gpu_bytes;
+    out += style.bold(fmt::format("Plan: signal {} process{} holding {} (SIGTERM, then SIGKILL after the grace period)\n",
+                                  plan.targets.size(), plan.targets.size() == 1 ? "" : "es", format_bytes(bytes)));
+    out += style.dim(fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", "PID", "USER", "GPU", "GPU MEM", "WHY", "COMMAND"));
+    for (const auto& t : plan.targets) {
+      std::string cmd = t.cmdline.empty() ? "[" + t.comm + "]" : t.cmdline;
+      if (cmd.size() > 50) cmd = cmd.substr(0, 47) + "...";
+      out += fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", t.id.pid, t.user.substr(0, 10), gpus_text(t.gpus),
+                         t.gpu_bytes ? format_bytes(t.gpu_bytes) : "-", t.why.substr(0, 44), cmd);
+    }
+  }
+  if (!plan.skipped.empty()) {
+    out += style.yellow(fmt::format("Left alone ({}):\n", plan.skipped.size()));
+    for (const auto& s : plan.skipped)
+      out += fmt::format("  {:<8} {:<16} GPU {:<5} {:>10}  {}\n", s.id.pid, s.comm.substr(0, 16), gpus_text(s.gpus),
+                         format_bytes(s.gpu_bytes), s.reason);
+  }
+  return out;
+}
+
+nlohmann::ordered_json plan_json(const reclaim::Plan& plan) {
+  nlohmann::ordered_json targets = nlohmann::ordered_json::array(), skipped = nlohmann::ordered_json::array();
+  for (const auto& t : plan.targets)
+    targets.push_back({{"pid", t.id.pid}, {"start_time", t.id.start_time}, {"comm", t.comm}, {"user", t.user},
+                       {"cmdline", t.cmdline}, {"gpus", t.gpus}, {"gpu_bytes", t.gpu_bytes}, {"why", t.why}});
+  for (const auto& s : plan.skipped)
+    skipped.push_back({{"pid", s.id.pid}, {"start_time", s.id.start_time}, {"comm", s.comm}, {"gpus", s.gpus},
+                       {"gpu_bytes", s.gpu_bytes}, {"class", reclaim::skip_kind_name(s.kind)}, {"reason", s.reason}});
+  return {{"targets", targets}, {"skipped", skipped}};
+}
+
+std::string progress_line(const std::vector<reclaim::GpuOutcome>& gpus) {
+  std::string out;
+  for (const auto& g : gpus) {
+    if (!out.empty()) out += " | ";
+    out += g.seconds_to_free ? fmt::format("GPU {} freed {:.2f}s", g.index, *g.seconds_to_free)
+                             : fmt::format("GPU {} {}", g.index, format_bytes(g.after));
+  }
+  return out;
+}
+
+std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
+  std::string out;
+  if (r.interrupted) out += style.yellow("Interrupted: stopped waiting; this is what had been done.\n");
+  for (const auto& resp : r.respawners)
+    out += style.yellow(fmt::format("pid {} ({}) kept respawning GPU holders ({}x){}.\n", resp.id.pid, resp.comm,
+                                    resp.respawns, resp.included ? "; it was included and signalled" : "; not selected, left alone"));
+  if (!r.actions.empty()) {
+    out += style.bold("Actions:\n");
+    for (const auto& a : r.actions) {
+      std::string exited = a.exited_at ? fmt::format(" -> exited at +{:.3f}s", *a.exited_at) : "";
+      out += fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {}: {}{}\n", a.sent_at, a.signal, a.id.pid, a.comm,
+                         a.id.start_time, a.via.empty() ? "-" : a.via, a.result, exited);
+    }
+  }
+  out += style.bold(fmt::format("Result after {} ({} round{}):\n", seconds_text(r.seconds), r.rounds.size(),
+                                r.rounds.size() == 1 ? "" : "s"));
+  for (const auto& g : r.gpus) {
+    std::string verdict = g.freed ? style.green(g.seconds_to_free ? fmt::format("freed in {}", seconds_text(*g.seconds_to_free))
+                                                                  : std::string("free"))
+                                  : style.red("STILL HELD");
+    out += fmt::format("  GPU {}  {} -> {}  (baseline {})  {}\n", g.index, format_bytes(g.before), format_bytes(g.after),
+                       format_bytes(g.baseline), verdict);
+    for (const auto& l : r.leftovers) {
+      if (l.gpu != g.index) continue;
+      out += style.red(fmt::format("    [{}]", l.cls));
+      out += l.pids.empty() ? "\n" : fmt::format(" pid {}\n", fmt::join(l.pids, ","));
+      for (const auto& e : l.evidence) out += fmt::format("      {}\n", e);
+      out += fmt::format("      next: {}\n", l.next_step);
+    }
+  }
+  for (const auto& reset : r.resets) {
+    out += style.bold(fmt::format("Reset of GPU {}:\n", reset.gpu));
+    for (const auto& b : reset.blockers) out += fmt::format("  blocked: {}\n", b);
+    for (const auto& n : reset.notes) out += fmt::format("  note: {}\n", n);
+    if (reset.attempted)
+      out += fmt::format("  ran: {}\n  exit {}: {}\n", reset.command, reset.exit_code, reset.output);
+  }
+  if (!r.nvml_error.empty()) out += style.yellow("NVML failed while verifying: " + r.nvml_error + "\n");
+  return out;
+}
+
+nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::ReclaimReport& r, bool dry_run) {
+  nlohmann::ordered_json actions = nlohmann::ordered_json::array(), gpus = nlohmann::ordered_json::array(),
+                 leftovers = nlohmann::ordered_json::array(), respawners = nlohmann::ordered_json::array(),
+                 resets = nlohmann::ordered_json::array();
+  for (const auto& a : r.actions)
+    actions.push_back({{"pid", a.id.pid}, {"start_time", a.id.start_time}, {"comm", a.comm}, {"signal", a.signal},
+                       {"via", a.via}, {"sent_at_seconds", a.sent_at}, {"exited_at_seconds", opt(a.exited_at)},
+                       {"result", a.result}});
+  for (const auto& g : r.gpus)
+    gpus.push_back({{"index", g.index}, {"uuid", g.uuid}, {"memory_before_bytes", g.before},
+                    {"memory_after_bytes", g.after}, {"baseline_bytes", g.baseline}, {"threshold_bytes", g.threshold},
+                    {"freed", g.freed}, {"seconds_to_free", opt(g.seconds_to_free)}});
+  for (const auto& l : r.leftovers)
+    leftovers.push_back({{"gpu", l.gpu}, {"class", l.cls}, {"pids", l.pids}, {"evidence", l.evidence},
+                         {"next_step", l.next_step}});
+  for (const auto& x : r.respawners)
+    respawners.push_back({{"pid", x.id.pid}, {"start_time", x.id.start_time}, {"comm", x.comm},
+                          {"respawns", x.respawns}, {"included", x.included}});
+  for (const auto& x : r.resets)
+    resets.push_back({{"gpu", x.gpu}, {"blockers", x.blockers}, {"notes", x.notes}, {"attempted", x.attempted},
+                      {"command", x.command}, {"output", x.output}, {"exit_code", x.exit_code},
+                      {"succeeded", x.succeeded}});
+  return {{"schema_version", kSchemaVersion},
+          {"command", "free"},
+          {"dry_run", dry_run},
+          {"plan", plan_json(plan)},
+          {"rounds", r.rounds.size()},
+          {"actions", actions},
+          {"gpus", gpus},
+          {"leftovers", leftovers},
+          {"respawners", respawners},
+          {"resets", resets},
+          {"interrupted", r.interrupted},
+          {"nvml_error", r.nvml_error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.nvml_error)},
+          {"seconds", r.seconds}};
+}
+
+}  // namespace gpureap::report

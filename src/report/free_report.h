@@ -1,0 +1,24 @@
+#pragma once
+// Rendering of `free`: the plan before acting, the live progress line, and the
+// final report (per GPU before/after/time, every action, classified leftovers).
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "reclaim/reclaimer.h"
+#include "report/style.h"
+
+namespace gpureap::report {
+
+/// The plan as a table: targets (who, GPU, memory, why) and holders left alone.
+std::string plan_text(const reclaim::Plan& plan, const Style& style);
+nlohmann::ordered_json plan_json(const reclaim::Plan& plan);
+
+/// One progress line: "GPU 0 20.0 GiB -> 3.1 GiB | GPU 1 freed 0.41 s".
+std::string progress_line(const std::vector<reclaim::GpuOutcome>& gpus);
+
+/// The final report.
+std::string free_text(const reclaim::ReclaimReport& report, const Style& style);
+nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::ReclaimReport& report, bool dry_run);
+
+}  // namespace gpureap::report

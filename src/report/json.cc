@@ -1,0 +1,127 @@
+#include "report/json.h"
+
+namespace gpureap::report {
+namespace {
+
+const char* found_by_name(proc::FoundBy f) {
+  switch (f) {
+    case proc::FoundBy::nvml: return "nvml";
+    case proc::FoundBy::fd: return "fd";
+    case proc::FoundBy::mapping: return "mapping";
+  }
+  return "unknown";
+}
+
+const char* nvml_state_name(gpu::NvmlState s) {
+  switch (s) {
+    case gpu::NvmlState::ok: return "ok";
+    case gpu::NvmlState::library_missing: return "library_missing";
+    case gpu::NvmlState::init_failed: return "init_failed";
+    case gpu::NvmlState::query_failed: return "query_failed";
+    case gpu::NvmlState::hung: return "hung";
+  }
+  return "unknown";
+}
+
+template <typename T>
+nlohmann::ordered_json optional_json(const std::optional<T>& v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+}
+
+}  // namespace
+
+nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uint64_t> gpu_bytes) {
+  nlohmann::ordered_json threads = nlohmann::ordered_json::array();
+  for (const auto& t : h.threads) threads.push_back({{"tid", t.tid}, {"state", std::string(1, t.state)}});
+  nlohmann::ordered_json found = nlohmann::ordered_json::array();
+  for (auto f : h.found_by) found.push_back(found_by_name(f));
+  nlohmann::ordered_json devices = nlohmann::ordered_json::array();
+  for (const auto& n : h.nodes) devices.push_back(n.path);
+  return {
+      {"pid", h.id.pid},
+      {"start_time", h.id.start_time},
+      {"user", h.user},
+      {"uid", h.uid},
+      {"state", std::string(1, h.state)},
+      {"threads", threads},
+      {"zombie_leader", h.zombie_leader},
+      {"ppid", h.ppid},
+      {"pgid", h.pgid},
+      {"sid", h.sid},
+      {"orphaned", h.orphaned},
+      {"orphan_reason", h.orphan_reason.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(h.orphan_reason)},
+      {"cgroup", h.cgroup},
+      {"container", h.container.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(h.container)},
+      {"nspid", h.nspid},
+      {"comm", h.comm},
+      {"cmdline", h.cmdline},
+      {"age_seconds", h.age_seconds},
+      {"found_by", found},
+      {"devices", devices},
+      {"gpu_bytes", optional_json(gpu_bytes)},
+  };
+}
+
+nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
+  const auto& info = view.info;
+  nlohmann::ordered_json memory = nullptr;
+  if (info.memory) {
+    memory = {
+        {"total_bytes", info.memory->total},
+        {"used_bytes", info.memory->used},
+        {"reserved_bytes", optional_json(info.memory->reserved)},
+        {"baseline_bytes", view.baseline.bytes},
+        {"baseline_recorded", view.baseline.recorded},
+    };
+  }
+  nlohmann::ordered_json holders = nlohmann::ordered_json::array();
+  for (const auto& gh : view.holders) {
+    auto j = holder_json(gh.holder, gh.gpu_bytes);
+    j["uses_gpu"] = gh.uses_gpu;
+    holders.push_back(std::move(j));
+  }
+  nlohmann::ordered_json unseen = nlohmann::ordered_json::array();
+  for (const auto& p : view.nvml_unseen)
+    unseen.push_back({{"pid", p.pid}, {"gpu_bytes", optional_json(p.used_bytes)}});
+  nlohmann::ordered_json unexplained = nullptr;
+  if (view.unexplained != inventory::Unexplained::none)
+    unexplained = {{"class", inventory::to_string(view.unexplained)}, {"detail", view.unexplained_detail}};
+  return {
+      {"index", info.index},
+      {"name", info.name},
+      {"uuid", info.uuid.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(info.uuid)},
+      {"pci_bus_id", info.pci_bus_id.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(info.pci_bus_id)},
+      {"minor", optional_json(info.minor)},
+      {"persistence_mode", optional_json(info.persistence_mode)},
+      {"memory", memory},
+      {"attributed_bytes", view.attributed_bytes},
+      {"unattributed_bytes", view.unattributed_bytes},
+      {"unattributed", unexplained},
+      {"holders", holders},
+      {"nvml_unseen", unseen},
+  };
+}
+
+nlohmann::ordered_json status_json(const inventory::Inventory& inv) {
+  nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
+  for (const auto& v : inv.gpus) gpus.push_back(gpu_json(v));
+  nlohmann::ordered_json others = nlohmann::ordered_json::array();
+  for (const auto& h : inv.other_holders) others.push_back(holder_json(h, std::nullopt));
+  nlohmann::ordered_json problems = nlohmann::ordered_json::array();
+  for (const auto& p : inv.problems) problems.push_back({{"pid", p.pid}, {"what", p.what}});
+  return {
+      {"schema_version", kSchemaVersion},
+      {"command", "status"},
+      {"nvml",
+       {{"state", nvml_state_name(inv.nvml_state)},
+        {"problem", inv.nvml_problem.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(inv.nvml_problem)},
+        {"driver_version", inv.driver_version.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(inv.driver_version)}}},
+      {"host_pid_namespace", inv.host_pid_namespace},
+      {"gpus", gpus},
+      {"other_holders", others},
+      {"problems", problems},
+      {"scan", {{"processes", inv.processes_scanned}}},
+  };
+}
+
+}  // namespace gpureap::report

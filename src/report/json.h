@@ -1,0 +1,30 @@
+#pragma once
+// JSON rendering of gpureap's views. One place owns the schema
+// (docs/json-schema.md documents it); the CLI only prints the result.
+
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "inventory/inventory.h"
+#include "proc/holder.h"
+
+namespace gpureap::report {
+
+inline constexpr int kSchemaVersion = 1;
+
+/// A holder object: pid, start_time, user, uid, state, threads[], zombie_leader,
+/// ppid, pgid, sid, orphaned, orphan_reason, cgroup, container, nspid[], comm,
+/// cmdline, age_seconds, found_by[], devices[], gpu_bytes (null when unknown).
+nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uint64_t> gpu_bytes);
+
+/// One GPU: index, name, uuid, pci_bus_id, minor, memory{total_bytes, used_bytes,
+/// reserved_bytes, baseline_bytes, baseline_recorded}, attributed_bytes,
+/// unattributed_bytes, unattributed{class, detail} (null when none), holders[]
+/// (each with uses_gpu), nvml_unseen_pids[].
+nlohmann::ordered_json gpu_json(const inventory::GpuView& view);
+
+/// The whole `status` document: schema_version, nvml{state, problem,
+/// driver_version}, host_pid_namespace, gpus[], other_holders[], problems[], scan{processes}.
+nlohmann::ordered_json status_json(const inventory::Inventory& inv);
+
+}  // namespace gpureap::report

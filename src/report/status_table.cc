@@ -1,0 +1,158 @@
+#include "report/status_table.h"
+
+#include <fmt/format.h>
+#include <map>
+#include <set>
+
+#include "util/units.h"
+
+namespace gpureap::report {
+namespace {
+
+std::string gpu_heading(const gpu::GpuInfo& info, const Style& style) {
+  std::string line = style.bold(fmt::format("GPU {}", info.index));
+  if (!info.name.empty()) line += "  " + info.name;
+  if (!info.pci_bus_id.empty()) line += "  " + info.pci_bus_id;
+  if (info.minor) line += fmt::format("  /dev/nvidia{}", *info.minor);
+  if (!info.uuid.empty()) line += "  " + style.dim(info.uuid);
+  return line;
+}
+
+std::string parent_text(const proc::Holder& h, const Style& style) {
+  if (h.orphaned) return style.red(fmt::format("{} ORPHAN", h.ppid));
+  return fmt::format("{}", h.ppid);
+}
+
+std::string state_text(const proc::Holder& h) {
+  std::string s(1, h.state);
+  if (h.zombie_leader) s += "+threads";
+  return s;
+}
+
+}  // namespace
+
+std::string found_by_text(const proc::Holder& h) {
+  std::string out;
+  for (auto f : h.found_by) {
+    if (!out.empty()) out += ",";
+    out += f == proc::FoundBy::nvml ? "nvml" : f == proc::FoundBy::fd ? "fd" : "map";
+  }
+  return out;
+}
+
+std::string short_command(const proc::Holder& h, std::size_t width) {
+  std::string cmd = h.cmdline.empty() ? "[" + h.comm + "]" : h.cmdline;
+  if (cmd.size() > width) cmd = cmd.substr(0, width - 3) + "...";
+  return cmd;
+}
+
+std::string holder_rows(const inventory::GpuView& view, const Style& style, std::string_view indent) {
+  std::string out;
+  std::vector<const inventory::GpuHolder*> users, openers;
+  for (const auto& gh : view.holders) (gh.uses_gpu ? users : openers).push_back(&gh);
+  if (!users.empty()) {
+    out += style.dim(fmt::format("{}{:<8} {:<10} {:<8} {:>8} {:>10}  {:<11} {:<12} {}\n", indent, "PID",
+                                 "USER", "STATE", "AGE", "GPU MEM", "FOUND BY", "PARENT", "COMMAND"));
+    for (const auto* gh : users) {
+      const auto& h = gh->holder;
+      std::string where = h.container.empty() ? "" : style.yellow(" [" + h.container + "]");
+      std::string parent = parent_text(h, style);
+      // Pad on the visible text so colour codes don't break the columns.
+      std::size_t parent_width = fmt::format("{}{}", h.ppid, h.orphaned ? " ORPHAN" : "").size();
+      out += fmt::format("{}{:<8} {:<10} {:<8} {:>8} {:>10}  {:<11} {}{} {}{}\n", indent, h.id.pid,
+                         h.user.substr(0, 10), state_text(h),
+                         format_duration(std::chrono::nanoseconds(
+                             static_cast<std::int64_t>(h.age_seconds * 1e9))),
+                         gh->gpu_bytes ? format_bytes(*gh->gpu_bytes) : "?", found_by_text(h), parent,
+                         std::string(parent_width < 12 ? 12 - parent_width : 0, ' '),
+                         short_command(h, 60), where);
+    }
+  }
+  if (!openers.empty()) {
+    std::string pids;
+    for (std::size_t i = 0; i < openers.size() && i < 10; ++i)
+      pids += fmt::format("{}{}", i ? ", " : "", openers[i]->holder.id.pid);
+    if (openers.size() > 10) pids += fmt::format(" and {} more", openers.size() - 10);
+    out += style.dim(fmt::format("{}also open here, memory on another GPU: {}\n", indent, pids));
+  }
+  return out;
+}
+
+std::string status_table(const inventory::Inventory& inv, const Style& style) {
+  std::string out;
+  if (inv.nvml_state != gpu::NvmlState::ok) {
+    out += style.yellow(fmt::format("! NVML: {}\n", inv.nvml_problem));
+    out += "  Showing the /proc view only: holders of each /dev/nvidia<minor> node, no memory figures.\n\n";
+  }
+  if (!inv.host_pid_namespace)
+    out += style.yellow(
+        "! gpureap runs inside a PID namespace (container): processes of other namespaces are "
+        "invisible here and NVML hides them too. Run it on the host for the full picture.\n\n");
+
+  std::size_t orphans = 0;
+  std::uint64_t orphan_bytes = 0;
+  std::set<unsigned> orphan_gpus, stuck_gpus;
+  for (const auto& view : inv.gpus) {
+    out += gpu_heading(view.info, style) + "\n";
+    std::size_t users = 0;
+    for (const auto& gh : view.holders)
+      if (gh.uses_gpu) {
+        ++users;
+        if (gh.holder.orphaned) {
+          ++orphans;
+          orphan_bytes += gh.gpu_bytes.value_or(0);
+          orphan_gpus.insert(view.info.index);
+        }
+      }
+    if (view.info.memory) {
+      const auto& m = *view.info.memory;
+      std::string held = users == 0 ? std::string("no holder")
+                                     : fmt::format("{} holder{} ({})", users, users == 1 ? "" : "s",
+                                                   format_bytes(view.attributed_bytes));
+      std::string state = view.at_baseline() && users == 0 ? style.green("idle") : held;
+      out += fmt::format("  used {} of {}  baseline {}{}  {}\n", format_bytes(m.used), format_bytes(m.total),
+                         format_bytes(view.baseline.bytes), view.baseline.recorded ? "" : " (est.)", state);
+    } else {
+      out += fmt::format("  memory unknown  {} process(es) have the node open\n", view.holders.size());
+    }
+    out += holder_rows(view, style, "    ");
+    if (view.unexplained != inventory::Unexplained::none) {
+      out += style.red(fmt::format("  ! {} not explained by any visible process [{}]\n",
+                                   format_bytes(view.unattributed_bytes), inventory::to_string(view.unexplained)));
+      out += fmt::format("    {}\n", view.unexplained_detail);
+      if (view.unexplained == inventory::Unexplained::driver_held) stuck_gpus.insert(view.info.index);
+    }
+  }
+  if (inv.gpus.empty()) out += "No NVIDIA GPU found and no process holds an nvidia device node.\n";
+  if (!inv.other_holders.empty()) {
+    out += fmt::format("\nProcesses with nvidiactl/nvidia-uvm open but no GPU node ({}):", inv.other_holders.size());
+    for (std::size_t i = 0; i < inv.other_holders.size() && i < 10; ++i)
+      out += fmt::format(" {} ({})", inv.other_holders[i].id.pid, inv.other_holders[i].comm);
+    out += "\n";
+  }
+  if (!inv.problems.empty()) {
+    out += style.yellow(fmt::format(
+        "\n! {} process(es) could not be inspected ({}); holders among them are not shown. Run as root "
+        "to see every holder.\n",
+        inv.problems.size(), inv.problems.front().what));
+  }
+
+  // What now.
+  auto gpu_list = [](const std::set<unsigned>& s) {
+    std::string r;
+    for (unsigned i : s) r += fmt::format("{}{}", r.empty() ? "" : ",", i);
+    return r;
+  };
+  if (orphans > 0) {
+    out += "\n" + style.bold(fmt::format(
+        "{} orphaned process{} (parent gone) hold{} {} on GPU {}.", orphans, orphans == 1 ? "" : "es",
+        orphans == 1 ? "s" : "", format_bytes(orphan_bytes), gpu_list(orphan_gpus)));
+    out += fmt::format(" Free them: gpureap free --orphans --gpu {}\n", gpu_list(orphan_gpus));
+  }
+  if (!stuck_gpus.empty())
+    out += style.bold(fmt::format("GPU {}: memory held by the driver with no process; see above.\n",
+                                  gpu_list(stuck_gpus)));
+  return out;
+}
+
+}  // namespace gpureap::report

@@ -1,0 +1,24 @@
+#pragma once
+// The `status` table: GPU lines with memory, holders beneath each GPU, orphans
+// and unexplained memory flagged, and a closing line that says what to do next.
+
+#include <string>
+
+#include "inventory/inventory.h"
+#include "report/style.h"
+
+namespace gpureap::report {
+
+/// Renders the table (ends with a newline). Pure: no I/O.
+std::string status_table(const inventory::Inventory& inv, const Style& style);
+
+/// The holder rows under one GPU (shared with `free`'s plan display).
+std::string holder_rows(const inventory::GpuView& view, const Style& style, std::string_view indent);
+
+/// "nvml,fd,map".
+std::string found_by_text(const proc::Holder& h);
+
+/// Shortened command line for a table cell.
+std::string short_command(const proc::Holder& h, std::size_t width);
+
+}  // namespace gpureap::report

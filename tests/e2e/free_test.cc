@@ -1,0 +1,370 @@
+// `gpureap free` end to end: real processes on the simulated node, real
+// signals, memory verified through the simulated NVML.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include "harness.h"
+
+namespace gpureap::e2e {
+namespace {
+
+constexpr std::uint64_t kGiB = 1ULL << 30;
+
+std::vector<std::string> free_args(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"free", "--json", "--yes"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+bool any_action(const nlohmann::json& j, pid_t pid, const std::string& signal) {
+  for (const auto& a : j["actions"])
+    if (a["pid"] == pid && a["signal"] == signal) return true;
+  return false;
+}
+
+const nlohmann::json* leftover(const nlohmann::json& j, unsigned gpu) {
+  for (const auto& l : j["leftovers"])
+    if (l["gpu"] == gpu) return &l;
+  return nullptr;
+}
+
+void expect_all_freed(const CommandResult& r, std::size_t gpus) {
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto j = r.json();
+  ASSERT_EQ(j["gpus"].size(), gpus);
+  for (const auto& g : j["gpus"]) {
+    EXPECT_TRUE(g["freed"]) << g.dump();
+    EXPECT_LE(g["memory_after_bytes"].get<std::uint64_t>(), g["baseline_bytes"].get<std::uint64_t>() + 512 * 1024 * 1024);
+    EXPECT_FALSE(g["seconds_to_free"].is_null());
+  }
+  EXPECT_TRUE(j["leftovers"].empty()) << j["leftovers"].dump(1);
+}
+
+TEST(Free, CaseStudyOrphanedWorkersOnEightGpus) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "0", "--bytes", "20GiB", "--children", "8", "--orphan"});
+  ASSERT_EQ(held.holders.size(), 8u);
+  auto r = node.gpureap(free_args({"--gpu", "all"}));
+  expect_all_freed(r, 8);
+  auto j = r.json();
+  for (const auto& [pid, gpu] : held.holders) {
+    EXPECT_FALSE(alive(pid));
+    EXPECT_TRUE(any_action(j, pid, "SIGTERM")) << pid;
+  }
+  EXPECT_EQ(j["plan"]["targets"].size(), 8u);
+}
+
+TEST(Free, OneGpuStillHeldAfterTheFirstRoundIsWaitedFor) {
+  // Case study 1's GPU 3: seven GPUs free at once, one releases late.
+  SimNode node;
+  auto fast = node.hold({"--gpu", "0", "--bytes", "20GiB", "--children", "3"});
+  auto slow = node.hold({"--gpu", "3", "--bytes", "90GiB", "--release-delay", "1500ms"});
+  auto r = node.gpureap(free_args({"--gpu", "0,1,2,3"}));
+  expect_all_freed(r, 4);
+  auto j = r.json();
+  double slow_s = j["gpus"][3]["seconds_to_free"];
+  EXPECT_GE(slow_s, 1.4);
+  for (int i = 0; i < 3; ++i) EXPECT_LT(j["gpus"][i]["seconds_to_free"].get<double>(), slow_s);
+}
+
+TEST(Free, SigtermIgnoredEscalatesToSigkill) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "1", "--bytes", "10GiB", "--ignore-term"});
+  auto r = node.gpureap(free_args({"--gpu", "1", "--grace", "300ms"}));
+  expect_all_freed(r, 1);
+  pid_t pid = held.holders[0].first;
+  auto j = r.json();
+  EXPECT_TRUE(any_action(j, pid, "SIGTERM"));
+  EXPECT_TRUE(any_action(j, pid, "SIGKILL"));
+  EXPECT_FALSE(alive(pid));
+}
+
+TEST(Free, RespawningParentIsReportedAndIncluded) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "2", "--bytes", "8GiB", "--children", "1", "--respawn"});
+  auto r = node.gpureap(free_args({"--gpu", "2", "--grace", "1s", "--timeout", "20s"}));
+  expect_all_freed(r, 1);
+  auto j = r.json();
+  ASSERT_FALSE(j["respawners"].empty()) << j.dump(1);
+  EXPECT_EQ(j["respawners"][0]["pid"], held.leader);
+  EXPECT_TRUE(j["respawners"][0]["included"]);
+  EXPECT_GE(j["rounds"].get<int>(), 2);
+  EXPECT_FALSE(alive(held.leader));
+}
+
+TEST(Free, ForkStormWhileFreeing) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "0", "--bytes", "12GiB", "--forks-per-second", "200"});
+  auto r = node.gpureap(free_args({"--gpu", "0", "--timeout", "20s"}));
+  expect_all_freed(r, 1);
+  EXPECT_FALSE(alive(held.holders[0].first));
+}
+
+TEST(Free, DaemonizedHolders) {
+  SimNode node;
+  auto a = node.hold({"--gpu", "4", "--bytes", "5GiB", "--daemon"});
+  auto b = node.hold({"--gpu", "5", "--bytes", "5GiB", "--daemon"});
+  auto r = node.gpureap(free_args({"--gpu", "4,5"}));
+  expect_all_freed(r, 2);
+  EXPECT_FALSE(alive(a.holders[0].first));
+  EXPECT_FALSE(alive(b.holders[0].first));
+}
+
+TEST(Free, ZombieLeaderWithLiveThreads) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "6", "--bytes", "7GiB", "--zombie-leader"});
+  pid_t pid = held.holders[0].first;
+  ASSERT_TRUE(SimNode::eventually([&] { return state_of(pid) == 'Z'; }));
+  auto r = node.gpureap(free_args({"--gpu", "6"}));
+  expect_all_freed(r, 1);
+}
+
+TEST(Free, StuckMemoryIsClassifiedDriverHeldWithinTheTimeout) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "3", "--bytes", "20GiB", "--stuck"});
+  auto r = node.gpureap(free_args({"--gpu", "3", "--timeout", "2s"}));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_LT(r.seconds, 10.0);
+  auto j = r.json();
+  EXPECT_FALSE(j["gpus"][0]["freed"]);
+  const auto* l = leftover(j, 3);
+  ASSERT_NE(l, nullptr) << j.dump(1);
+  EXPECT_EQ((*l)["class"], "driver_held");
+  EXPECT_NE((*l)["next_step"].get<std::string>().find("reset"), std::string::npos);
+  EXPECT_FALSE(alive(held.holders[0].first));
+}
+
+TEST(Free, NvmlFailingMidRunIsReported) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "0", "--bytes", "4GiB", "--ignore-term"});
+  std::thread flip([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    node.sim({"mode", "--dir", node.dir(), "query_fail"});
+  });
+  auto r = node.gpureap(free_args({"--gpu", "0", "--grace", "1500ms", "--timeout", "10s"}));
+  flip.join();
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  auto j = r.json();
+  EXPECT_FALSE(j["nvml_error"].is_null()) << j.dump(1);
+  const auto* l = leftover(j, 0);
+  ASSERT_NE(l, nullptr) << j.dump(1);
+  EXPECT_EQ((*l)["class"], "nvml_failed");
+  EXPECT_FALSE(alive(held.holders[0].first)) << "the plan was still carried out";
+}
+
+TEST(Free, DryRunSignalsNothing) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "0", "--bytes", "20GiB", "--children", "2", "--orphan"});
+  auto r = node.gpureap({"free", "--json", "--gpu", "all", "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = r.json();
+  EXPECT_TRUE(j["dry_run"]);
+  EXPECT_EQ(j["plan"]["targets"].size(), 2u);
+  EXPECT_TRUE(j["actions"].empty());
+  for (const auto& [pid, gpu] : held.holders) EXPECT_TRUE(alive(pid));
+}
+
+TEST(Free, RefusesWithoutTerminalOrYes) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "0", "--bytes", "1GiB"});
+  auto r = node.gpureap({"free", "--gpu", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--yes"), std::string::npos) << r.err;
+  EXPECT_TRUE(alive(held.holders[0].first));
+}
+
+TEST(Free, NothingToDoOnIdleGpus) {
+  SimNode node;
+  auto r = node.gpureap(free_args({"--all"}));
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+}
+
+TEST(Free, ProtectedProcessesAreUntouched) {
+  SimNode node;
+  auto infra = node.hold({"--gpu", "1", "--bytes", "2GiB", "--comm", "nvidia-persistenced"});
+  auto worker = node.hold({"--gpu", "1", "--bytes", "6GiB"});
+  auto r = node.gpureap(free_args({"--gpu", "1", "--timeout", "2s"}));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  auto j = r.json();
+  EXPECT_TRUE(alive(infra.holders[0].first));
+  EXPECT_FALSE(alive(worker.holders[0].first));
+  EXPECT_FALSE(any_action(j, infra.holders[0].first, "SIGTERM"));
+  const auto* l = leftover(j, 1);
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ((*l)["class"], "protected");
+  // Named by --pid, it becomes a target.
+  auto named = node.gpureap(free_args({"--gpu", "1", "--pid", std::to_string(infra.holders[0].first)}));
+  EXPECT_EQ(named.exit_code, 0) << named.out;
+  EXPECT_FALSE(alive(infra.holders[0].first));
+}
+
+TEST(Free, SelectionByMatchAndOrphans) {
+  SimNode node;
+  auto orphans = node.hold({"--gpu", "0", "--bytes", "3GiB", "--children", "2", "--same-gpu", "--orphan"});
+  auto parented = node.hold({"--gpu", "0", "--bytes", "3GiB", "--children", "1"});
+  auto r = node.gpureap(free_args({"--gpu", "0", "--orphans", "--timeout", "2s"}));
+  EXPECT_EQ(r.exit_code, 1) << "the parented worker still holds GPU 0";
+  for (const auto& [pid, gpu] : orphans.holders) EXPECT_FALSE(alive(pid));
+  EXPECT_TRUE(alive(parented.holders[0].first));
+  auto bad = node.gpureap(free_args({"--gpu", "0", "--match", "("}));
+  EXPECT_EQ(bad.exit_code, 2);
+}
+
+TEST(Free, NonRootCannotSignalAnotherUsersProcess) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run the caller as another user";
+  if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "setpriv (util-linux) missing";
+  SimNode node;
+  auto held = node.hold({"--gpu", "2", "--bytes", "4GiB"});
+  std::string state = node.dir() + "/nobody-state";
+  ::mkdir(state.c_str(), 0777);
+  ::chmod(state.c_str(), 0777);
+  ::chmod(node.dir().c_str(), 0755);
+  std::vector<std::string> argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                   GPUREAP_BIN, "free", "--json", "--yes", "--gpu", "2", "--timeout", "1s"};
+  auto env = node.env();
+  env["GPUREAP_STATE_DIR"] = state;
+  auto r = run_command(argv, env, std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(alive(held.holders[0].first));
+  auto j = r.json();
+  const auto* l = leftover(j, 2);
+  ASSERT_NE(l, nullptr) << j.dump(1);
+  EXPECT_EQ((*l)["class"], "not_permitted");
+}
+
+TEST(Free, ResetThroughTheStandInChecksPreconditions) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the reset path needs root";
+  SimNode node({"--gpus", "2", "--memory", "96GiB", "--persistence", "on"});
+  auto held = node.hold({"--gpu", "1", "--bytes", "30GiB", "--stuck"});
+  auto blocked = node.gpureap(free_args({"--gpu", "1", "--reset", "--timeout", "1s"}));
+  EXPECT_EQ(blocked.exit_code, 1) << blocked.out;
+  auto jb = blocked.json();
+  ASSERT_EQ(jb["resets"].size(), 1u) << jb.dump(1);
+  EXPECT_FALSE(jb["resets"][0]["attempted"]);
+  EXPECT_NE(jb["resets"][0]["blockers"].dump().find("persistence"), std::string::npos);
+
+  ASSERT_EQ(node.sim({"persistence", "--dir", node.dir(), "--gpu", "1", "off"}).exit_code, 0);
+  auto ok = node.gpureap(free_args({"--gpu", "1", "--reset", "--timeout", "1s"}));
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  auto jo = ok.json();
+  ASSERT_EQ(jo["resets"].size(), 1u) << jo.dump(1);
+  EXPECT_TRUE(jo["resets"][0]["attempted"]);
+  EXPECT_TRUE(jo["resets"][0]["succeeded"]);
+  EXPECT_NE(jo["resets"][0]["output"].get<std::string>().find("reset"), std::string::npos);
+  EXPECT_TRUE(jo["gpus"][0]["freed"]);
+}
+
+TEST(Free, InterruptStopsCleanlyAndReports) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "0", "--bytes", "2GiB", "--ignore-term"});
+  // Run gpureap as our child so we can send it SIGINT.
+  int out_pipe[2];
+  ASSERT_EQ(::pipe(out_pipe), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out_pipe[1], 1);
+    for (const auto& [k, v] : node.env()) ::setenv(k.c_str(), v.c_str(), 1);
+    ::execl(GPUREAP_BIN, GPUREAP_BIN, "free", "--json", "--yes", "--gpu", "0", "--grace", "30s", nullptr);
+    _exit(127);
+  }
+  ::close(out_pipe[1]);
+  ASSERT_TRUE(SimNode::eventually([&] {
+    auto s = node.sim({"list", "--dir", node.dir()});
+    return state_of(pid) != '\0';
+  }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(pid, SIGINT);  // our own child
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(out_pipe[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  ::close(out_pipe[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_TRUE(j["interrupted"]);
+  EXPECT_TRUE(any_action(j, held.holders[0].first, "SIGTERM"));
+  EXPECT_TRUE(alive(held.holders[0].first)) << "interrupted before SIGKILL";
+}
+
+TEST(Free, TwoFreesAtOnceDoNotFight) {
+  SimNode node;
+  node.hold({"--gpu", "0", "--bytes", "2GiB", "--ignore-term"});
+  std::thread first([&] { node.gpureap(free_args({"--gpu", "0", "--grace", "1500ms"})); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto second = node.gpureap(free_args({"--gpu", "0"}));
+  first.join();
+  EXPECT_EQ(second.exit_code, 3) << second.out;
+  EXPECT_NE(second.err.find("another gpureap free"), std::string::npos) << second.err;
+}
+
+// PID reuse: a target exits and a new process takes its pid before the signal.
+// gpureap pauses at a test hook after planning; we kill the target, create a
+// process with the same pid (clone3 set_tid), and let gpureap continue. The
+// new process must survive. Repeated to catch any window.
+pid_t clone_with_pid(pid_t want) {
+  struct clone_args args {};
+  pid_t tid[1] = {want};
+  args.set_tid = reinterpret_cast<std::uint64_t>(tid);
+  args.set_tid_size = 1;
+  args.exit_signal = SIGCHLD;
+  long r = ::syscall(SYS_clone3, &args, sizeof args);
+  if (r == 0) {
+    ::pause();
+    _exit(0);
+  }
+  return static_cast<pid_t>(r);
+}
+
+TEST(Free, ReusedPidIsNeverSignalled) {
+  if (::geteuid() != 0) GTEST_SKIP() << "clone3 set_tid needs CAP_SYS_ADMIN";
+  SimNode node;
+  for (int i = 0; i < 20; ++i) {
+    auto held = node.hold({"--gpu", "0", "--bytes", "1GiB"}, /*foreground=*/true);
+    pid_t target = held.leader;
+    std::string fifo = node.dir() + "/hook-" + std::to_string(i);
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    CommandResult r;
+    std::thread run([&] {
+      r = node.gpureap(free_args({"--gpu", "0", "--timeout", "2s"}), std::chrono::seconds(30),
+                       {{"GPUREAP_TEST_HOOK_BEFORE_SIGNAL", fifo}});
+    });
+    int hook = ::open(fifo.c_str(), O_WRONLY);  // blocks until gpureap waits at the hook
+    ASSERT_GE(hook, 0);
+    ::kill(target, SIGKILL);  // our own child (foreground hold), not yet reaped
+    ::waitpid(target, nullptr, 0);
+    pid_t impostor = clone_with_pid(target);
+    if (impostor < 0) {
+      (void)!::write(hook, "x", 1);
+      ::close(hook);
+      run.join();
+      GTEST_SKIP() << "clone3 with set_tid not permitted here";
+    }
+    ASSERT_EQ(impostor, target);
+    (void)!::write(hook, "x", 1);
+    ::close(hook);
+    run.join();
+    EXPECT_TRUE(alive(impostor)) << "round " << i << ": the process that reused the pid was signalled\n" << r.out;
+    auto j = r.json();
+    bool reported = false;
+    for (const auto& a : j["actions"])
+      if (a["pid"] == target && a["result"].get<std::string>().find("reused") != std::string::npos) reported = true;
+    EXPECT_TRUE(reported) << j["actions"].dump(1);
+    ::kill(impostor, SIGKILL);  // our own child
+    ::waitpid(impostor, nullptr, 0);
+  }
+}
+
+}  // namespace
+}  // namespace gpureap::e2e

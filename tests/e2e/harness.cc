@@ -1,0 +1,263 @@
+#include "harness.h"
+
+#include <csignal>
+#include <cstdlib>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sstream>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace gpureap::e2e {
+namespace {
+
+std::string make_temp_dir(const char* prefix) {
+  std::string tmpl = std::string(std::filesystem::temp_directory_path()) + "/" + prefix + "XXXXXX";
+  char* d = ::mkdtemp(tmpl.data());
+  if (!d) throw std::runtime_error("mkdtemp failed");
+  return d;
+}
+
+std::vector<std::string> merged_env(const std::map<std::string, std::string>& env) {
+  std::map<std::string, std::string> all;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) all[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  all.erase("NO_COLOR");
+  for (const auto& [k, v] : env) all[k] = v;
+  std::vector<std::string> out;
+  for (const auto& [k, v] : all) out.push_back(k + "=" + v);
+  return out;
+}
+
+// Reads both pipes until EOF or the deadline.
+void drain(int out_fd, int err_fd, std::string& out, std::string& err,
+           std::chrono::steady_clock::time_point deadline) {
+  pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+  int open_count = 2;
+  char buf[65536];
+  while (open_count > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return;
+    int r = ::poll(fds, 2, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        fds[i].fd = -1;
+        --open_count;
+      } else {
+        (i == 0 ? out : err).append(buf, static_cast<std::size_t>(n));
+      }
+    }
+  }
+}
+
+// SIGKILL through a pidfd, only if the pid still names the process we started.
+void kill_verified(pid_t pid, std::uint64_t start_time) {
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return;
+  if (start_time == 0 || start_time_of(pid) == start_time)
+    ::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0);
+  ::close(fd);
+}
+
+}  // namespace
+
+nlohmann::json CommandResult::json() const {
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON:\n" << out << "\nstderr:\n" << err;
+  return j;
+}
+
+CommandResult run_command(const std::vector<std::string>& argv,
+                          const std::map<std::string, std::string>& env,
+                          std::chrono::milliseconds timeout) {
+  CommandResult result;
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) return result;
+  auto env_strings = merged_env(env);
+  std::vector<char*> envp, args;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& s : argv_copy) args.push_back(s.data());
+  args.push_back(nullptr);
+
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    ::execve(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  drain(out_pipe[0], err_pipe[0], result.out, result.err, start + timeout);
+  ::close(out_pipe[0]);
+  ::close(err_pipe[0]);
+  int status = 0;
+  // Bounded wait: a command that outlives the timeout is killed and reported.
+  for (;;) {
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (std::chrono::steady_clock::now() > start + timeout) {
+      ::kill(pid, SIGKILL);  // our own unreaped child: the pid cannot have been reused
+      ::waitpid(pid, &status, 0);
+      ADD_FAILURE() << "command timed out: " << argv[0];
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+SimNode::SimNode(const std::vector<std::string>& node_args) {
+  dir_ = make_temp_dir("gpureap-e2e-");
+  state_dir_ = dir_ + "/state";
+  std::filesystem::create_directories(state_dir_);
+  std::vector<std::string> args = {"node", "--dir", dir_, "--force"};
+  args.insert(args.end(), node_args.begin(), node_args.end());
+  auto r = sim(args);
+  if (r.exit_code != 0) ADD_FAILURE() << "gpureap-sim node failed: " << r.err;
+}
+
+SimNode::~SimNode() {
+  // Kill everything registered on the node, then anything else we tracked.
+  sim({"cleanup", "--dir", dir_});
+  for (const auto& [pid, start] : tracked_) kill_verified(pid, start);
+  for (pid_t c : children_) kill_verified(c, 0);  // our own unreaped children
+  for (pid_t c : children_) ::waitpid(c, nullptr, 0);
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::map<std::string, std::string> SimNode::env() const {
+  return {{"GPUREAP_NVML_LIBRARY", GPUREAP_SIM_NVML},
+          {"GPUREAP_SIM_DIR", dir_},
+          {"GPUREAP_DEV_DIR", dir_ + "/dev"},
+          {"GPUREAP_STATE_DIR", state_dir_},
+          {"GPUREAP_NVIDIA_SMI", dir_ + "/bin/nvidia-smi"}};
+}
+
+CommandResult SimNode::gpureap(const std::vector<std::string>& args, std::chrono::milliseconds timeout,
+                               const std::map<std::string, std::string>& extra_env) const {
+  std::vector<std::string> argv = {GPUREAP_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto e = env();
+  for (const auto& [k, v] : extra_env) e[k] = v;
+  return run_command(argv, e, timeout);
+}
+
+CommandResult SimNode::sim(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {GPUREAP_SIM_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv, env(), std::chrono::seconds(30));
+}
+
+HoldResult SimNode::hold(const std::vector<std::string>& args, bool foreground) {
+  std::vector<std::string> argv = {GPUREAP_SIM_BIN, "hold", "--dir", dir_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  if (!foreground) argv.push_back("--detach");
+  HoldResult result;
+  int out_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return result;
+  auto env_strings = merged_env(env());
+  std::vector<char*> envp, cargs;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  for (auto& s : argv) cargs.push_back(s.data());
+  cargs.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out_pipe[1], 1);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    ::execve(cargs[0], cargs.data(), envp.data());
+    _exit(127);
+  }
+  ::close(out_pipe[1]);
+  children_.push_back(pid);
+  // Read the one ready line (bounded).
+  std::string line;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  pollfd pfd{out_pipe[0], POLLIN, 0};
+  char c;
+  while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    if (::poll(&pfd, 1, 100) <= 0) continue;
+    if (::read(out_pipe[0], &c, 1) != 1) break;
+    line += c;
+  }
+  ::close(out_pipe[0]);
+  auto j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.contains("leader")) {
+    ADD_FAILURE() << "gpureap-sim hold gave no ready line: '" << line << "'";
+    return result;
+  }
+  result.leader = j["leader"].get<pid_t>();
+  for (auto& p : j["pids"]) {
+    result.pids.push_back(p.get<pid_t>());
+    tracked_.emplace_back(result.pids.back(), start_time_of(result.pids.back()));
+  }
+  for (auto& h : j["holders"]) result.holders.emplace_back(h["pid"].get<pid_t>(), h["gpu"].get<unsigned>());
+  if (!foreground) {
+    int status;
+    ::waitpid(pid, &status, 0);  // the detaching parent exits at once
+    std::erase(children_, pid);
+  }
+  return result;
+}
+
+bool SimNode::eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+std::uint64_t start_time_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(in)), {});
+  auto close = s.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(s.substr(close + 2));
+  std::string f;
+  for (int i = 3; i <= 22 && fields >> f; ++i)
+    if (i == 22) return std::stoull(f);
+  return 0;
+}
+
+char state_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(in)), {});
+  auto close = s.rfind(')');
+  if (close == std::string::npos || close + 2 >= s.size()) return '\0';
+  return s[close + 2];
+}
+
+bool alive(pid_t pid) {
+  char s = state_of(pid);
+  return s != '\0' && s != 'Z' && s != 'X';
+}
+
+}  // namespace gpureap::e2e

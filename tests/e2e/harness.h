@@ -1,0 +1,76 @@
+#pragma once
+// End-to-end test harness: a simulated GPU node in a temp dir, the real gpureap
+// binary run as a subprocess, real holder processes started with gpureap-sim.
+// Every process a test starts is tracked and killed (through pidfds) when the
+// SimNode goes out of scope, also when the test fails.
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace gpureap::e2e {
+
+struct CommandResult {
+  int exit_code = -1;     // exit status, or 128+signal
+  std::string out;
+  std::string err;
+  double seconds = 0;
+  nlohmann::json json() const;  // parses `out`; fails the test on bad JSON
+};
+
+struct HoldResult {
+  pid_t leader = 0;
+  std::vector<pid_t> pids;                       // every process started
+  std::vector<std::pair<pid_t, unsigned>> holders;  // (pid, gpu)
+};
+
+class SimNode {
+ public:
+  /// Creates a node: `gpureap-sim node --dir <tmp> <node_args>`.
+  explicit SimNode(const std::vector<std::string>& node_args = {"--gpus", "8", "--memory", "96GiB"});
+  ~SimNode();
+  SimNode(const SimNode&) = delete;
+  SimNode& operator=(const SimNode&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  /// The environment gpureap and the sim need (plus a private state dir).
+  std::map<std::string, std::string> env() const;
+
+  /// Runs gpureap with `args`; stdin is /dev/null; bounded by `timeout`.
+  CommandResult gpureap(const std::vector<std::string>& args,
+                        std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                        const std::map<std::string, std::string>& extra_env = {}) const;
+  /// Runs gpureap-sim with `args` (not `hold`).
+  CommandResult sim(const std::vector<std::string>& args) const;
+
+  /// `gpureap-sim hold --dir D <args>`; waits for its JSON ready line. The holder
+  /// tree keeps running; it is tracked for cleanup. `--detach` is added unless
+  /// `foreground` (then the hold process is our child and its pid is the leader).
+  HoldResult hold(const std::vector<std::string>& args, bool foreground = false);
+
+  /// Polls (bounded) until `pred` holds; returns false at the deadline.
+  static bool eventually(const std::function<bool()>& pred,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+ private:
+  std::string dir_;
+  std::string state_dir_;
+  std::vector<pid_t> children_;  // our own children (foreground holds), reaped at the end
+  std::vector<std::pair<pid_t, std::uint64_t>> tracked_;  // (pid, start time) of every holder process
+};
+
+/// True when a process with this pid exists and is not a zombie.
+bool alive(pid_t pid);
+/// State letter from /proc/PID/stat, '\0' when gone.
+char state_of(pid_t pid);
+/// Start time (stat field 22) of a live process, 0 when gone.
+std::uint64_t start_time_of(pid_t pid);
+/// Runs a command line (no shell), returns its result.
+CommandResult run_command(const std::vector<std::string>& argv,
+                          const std::map<std::string, std::string>& env,
+                          std::chrono::milliseconds timeout);
+
+}  // namespace gpureap::e2e

@@ -1,0 +1,178 @@
+// `gpureap status` end to end: the real binary against the simulated node, one
+// test per holder shape, checking the JSON a script would read.
+
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace gpureap::e2e {
+namespace {
+
+constexpr std::uint64_t kGiB = 1ULL << 30;
+
+const nlohmann::json* find_holder(const nlohmann::json& gpu, pid_t pid) {
+  for (const auto& h : gpu["holders"])
+    if (h["pid"] == pid) return &h;
+  return nullptr;
+}
+
+bool has(const nlohmann::json& arr, const std::string& v) {
+  for (const auto& x : arr)
+    if (x == v) return true;
+  return false;
+}
+
+TEST(Status, IdleNodeShowsEveryGpuAtBaseline) {
+  SimNode node;
+  auto r = node.gpureap({"status", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = r.json();
+  ASSERT_EQ(j["gpus"].size(), 8u);
+  EXPECT_EQ(j["nvml"]["state"], "ok");
+  for (const auto& g : j["gpus"]) {
+    EXPECT_TRUE(g["holders"].empty());
+    EXPECT_EQ(g["memory"]["total_bytes"], 96 * kGiB);
+    EXPECT_EQ(g["unattributed_bytes"], 0u);
+    EXPECT_TRUE(g["uuid"].get<std::string>().starts_with("GPU-"));
+    EXPECT_FALSE(g["pci_bus_id"].is_null());
+  }
+}
+
+TEST(Status, CaseStudyOrphanedTensorParallelWorkers) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "0", "--bytes", "20GiB", "--children", "8", "--orphan"});
+  ASSERT_EQ(held.holders.size(), 8u);
+  auto r = node.gpureap({"status", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = r.json();
+  for (const auto& [pid, gpu] : held.holders) {
+    const auto& g = j["gpus"][gpu];
+    EXPECT_EQ(g["memory"]["used_bytes"].get<std::uint64_t>(),
+              g["memory"]["baseline_bytes"].get<std::uint64_t>() + 20 * kGiB);
+    const auto* h = find_holder(g, pid);
+    ASSERT_NE(h, nullptr) << "worker " << pid << " not listed on GPU " << gpu;
+    EXPECT_TRUE((*h)["orphaned"]) << h->dump();
+    EXPECT_TRUE(has((*h)["found_by"], "nvml"));
+    EXPECT_TRUE(has((*h)["found_by"], "fd"));
+    EXPECT_EQ((*h)["gpu_bytes"], 20 * kGiB);
+    EXPECT_EQ(g["attributed_bytes"], 20 * kGiB);
+    EXPECT_EQ(g["unattributed_bytes"], 0u);
+  }
+  // The table says what to do next.
+  auto table = node.gpureap({"status"});
+  EXPECT_NE(table.out.find("ORPHAN"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("gpureap free --orphans"), std::string::npos) << table.out;
+}
+
+TEST(Status, GpuSelectorsPickByIndexUuidBusAndMinor) {
+  SimNode node({"--gpus", "4", "--memory", "80GiB", "--minors", "3,2,1,0"});
+  auto all = node.gpureap({"status", "--json"}).json();
+  ASSERT_EQ(all["gpus"].size(), 4u);
+  std::string uuid = all["gpus"][2]["uuid"];
+  std::string bus = all["gpus"][1]["pci_bus_id"];
+  EXPECT_EQ(all["gpus"][0]["minor"], 3);
+
+  auto by_index = node.gpureap({"status", "--json", "--gpu", "0,3"}).json();
+  ASSERT_EQ(by_index["gpus"].size(), 2u);
+  EXPECT_EQ(by_index["gpus"][1]["index"], 3);
+  auto by_uuid = node.gpureap({"status", "--json", "--gpu", uuid.substr(0, 12)}).json();
+  ASSERT_EQ(by_uuid["gpus"].size(), 1u);
+  EXPECT_EQ(by_uuid["gpus"][0]["uuid"], uuid);
+  auto by_bus = node.gpureap({"status", "--json", "--gpu", bus}).json();
+  ASSERT_EQ(by_bus["gpus"].size(), 1u);
+  EXPECT_EQ(by_bus["gpus"][0]["index"], 1);
+  auto by_minor = node.gpureap({"status", "--json", "--gpu", "minor:0"}).json();
+  ASSERT_EQ(by_minor["gpus"].size(), 1u);
+  EXPECT_EQ(by_minor["gpus"][0]["index"], 3);
+
+  auto bad = node.gpureap({"status", "--gpu", "9"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("9"), std::string::npos) << bad.err;
+}
+
+TEST(Status, HolderOnPermutedMinorIsFoundOnTheRightGpu) {
+  SimNode node({"--gpus", "4", "--memory", "80GiB", "--minors", "3,2,1,0"});
+  auto held = node.hold({"--gpu", "1", "--bytes", "4GiB"});
+  auto j = node.gpureap({"status", "--json"}).json();
+  const auto* h = find_holder(j["gpus"][1], held.holders[0].first);
+  ASSERT_NE(h, nullptr) << j.dump(1);
+  EXPECT_TRUE(has((*h)["devices"], node.dir() + "/dev/nvidia2")) << h->dump();
+}
+
+TEST(Status, DaemonizedHolderIsFound) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "2", "--bytes", "8GiB", "--daemon"});
+  ASSERT_EQ(held.holders.size(), 1u);
+  auto j = node.gpureap({"status", "--json"}).json();
+  const auto* h = find_holder(j["gpus"][2], held.holders[0].first);
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ((*h)["sid"], (*h)["pid"]) << "a setsid daemon leads its own session";
+  EXPECT_EQ((*h)["gpu_bytes"], 8 * kGiB);
+}
+
+TEST(Status, ZombieLeaderWithLiveThreadsIsAHolder) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "1", "--bytes", "6GiB", "--zombie-leader"});
+  pid_t pid = held.holders[0].first;
+  ASSERT_TRUE(SimNode::eventually([&] { return state_of(pid) == 'Z'; }));
+  auto j = node.gpureap({"status", "--json"}).json();
+  const auto* h = find_holder(j["gpus"][1], pid);
+  ASSERT_NE(h, nullptr) << j["gpus"][1].dump(1);
+  EXPECT_EQ((*h)["state"], "Z");
+  EXPECT_TRUE((*h)["zombie_leader"]);
+  EXPECT_TRUE(has((*h)["found_by"], "fd"));
+  bool live_thread = false;
+  for (const auto& t : (*h)["threads"]) live_thread |= t["state"] != "Z";
+  EXPECT_TRUE(live_thread) << h->dump();
+}
+
+TEST(Status, StuckMemoryIsDriverHeld) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "3", "--bytes", "20GiB", "--stuck"});
+  for (pid_t p : held.pids) ::kill(p, SIGKILL);  // our own holder, just started
+  ASSERT_TRUE(SimNode::eventually([&] { return !alive(held.holders[0].first); }));
+  auto j = node.gpureap({"status", "--json"}).json();
+  const auto& g = j["gpus"][3];
+  EXPECT_TRUE(g["holders"].empty());
+  EXPECT_GE(g["unattributed_bytes"].get<std::uint64_t>(), 19 * kGiB);
+  ASSERT_FALSE(g["unattributed"].is_null());
+  EXPECT_EQ(g["unattributed"]["class"], "driver_held");
+}
+
+TEST(Status, NvmlMissingFallsBackToProcView) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "2", "--bytes", "1GiB"});
+  auto r = node.gpureap({"status", "--json"}, std::chrono::seconds(20),
+                        {{"GPUREAP_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = r.json();
+  EXPECT_EQ(j["nvml"]["state"], "library_missing");
+  bool found = false;
+  for (const auto& g : j["gpus"])
+    if (find_holder(g, held.holders[0].first)) found = true;
+  EXPECT_TRUE(found) << j.dump(1);
+  auto table = node.gpureap({"status"}, std::chrono::seconds(20),
+                            {{"GPUREAP_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}});
+  EXPECT_NE(table.out.find("NVML"), std::string::npos);
+}
+
+TEST(Status, NvmlFailingIsReportedNotFatal) {
+  SimNode node;
+  node.hold({"--gpu", "0", "--bytes", "1GiB"});
+  ASSERT_EQ(node.sim({"mode", "--dir", node.dir(), "query_fail"}).exit_code, 0);
+  auto r = node.gpureap({"status", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.json()["nvml"]["state"], "ok");
+}
+
+TEST(Status, NvmlHangIsBoundedAndReported) {
+  SimNode node;
+  ASSERT_EQ(node.sim({"mode", "--dir", node.dir(), "hang_query"}).exit_code, 0);
+  auto r = node.gpureap({"status", "--json"}, std::chrono::seconds(20));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.json()["nvml"]["state"], "hung");
+  EXPECT_LT(r.seconds, 10.0);
+}
+
+}  // namespace
+}  // namespace gpureap::e2e
