@@ -1,0 +1,75 @@
+#pragma once
+// The gpureap-sim subcommands. Each returns the process exit status and prints
+// its own output; `main` only parses the command line and dispatches.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpureap::sim {
+
+namespace fs = std::filesystem;
+
+/// Exit statuses of gpureap-sim (nvidia-smi keeps NVIDIA's own).
+enum ExitCode : int { kExitOk = 0, kExitFailure = 1, kExitUsage = 2 };
+
+/// Prints "gpureap-sim: error: <message>" to stderr.
+void print_error(const std::string& message);
+
+struct NodeOptions {
+  fs::path dir;
+  unsigned gpus = 8;
+  std::string memory = "143771MiB";  // what NVML reports for an H200
+  std::string baseline = "512MiB";
+  std::string reserved;  // default: baseline - 2 MiB
+  std::vector<unsigned> minors;
+  std::string name = "NVIDIA H200";
+  std::string persistence = "off";
+  bool force = false;
+};
+int run_node(const NodeOptions& options);
+
+int run_mode(const fs::path& dir, const std::vector<std::string>& words,
+             std::optional<unsigned> gpu);
+int run_persistence(const fs::path& dir, unsigned gpu, const std::string& on_off);
+
+struct HoldOptions {
+  fs::path dir;
+  unsigned gpu = 0;
+  std::string bytes;
+  unsigned children = 0;
+  bool same_gpu = false;
+  bool parent_holds = false;
+  bool orphan = false;
+  bool detach = false;
+  bool daemon = false;
+  bool ignore_term = false;
+  bool respawn = false;
+  std::optional<unsigned> respawn_limit;
+  bool zombie_leader = false;
+  bool stuck = false;
+  std::string release_delay;
+  double forks_per_second = 0;
+  std::string comm;
+  bool client_only = false;
+  bool pidns = false;
+  std::string cgroup;
+};
+int run_hold(const HoldOptions& options);
+
+int run_list(const fs::path& dir, bool json);
+int run_cleanup(const fs::path& dir);
+
+/// The nvidia-smi stand-in; `args` excludes the program name. `dir` overrides
+/// the node found from the environment or from the symlink's location.
+int run_nvidia_smi(const std::vector<std::string>& args, std::optional<fs::path> dir,
+                   const std::string& argv0);
+
+/// Path of the simulated libnvidia-ml.so.1: beside this executable, else the
+/// build-time path.
+fs::path sim_library_path();
+
+}  // namespace gpureap::sim

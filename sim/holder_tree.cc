@@ -1,0 +1,224 @@
+// The processes of a `gpureap-sim hold` tree: a server, its workers, and what
+// each holder does to look like a CUDA process to the kernel and to the driver.
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <map>
+#include <thread>
+
+#include "sim/hold_plan.h"
+#include "sim/proc_stat.h"
+#include "sim/registry.h"
+
+namespace gpureap::sim {
+namespace {
+
+[[noreturn]] void die(const HoldPlan& plan, const std::string& message) {
+  report(plan, fmt::format("E {} {}", host_pid(), message));
+  print_error(fmt::format("hold (pid {}): {}", host_pid(), message));
+  ::_exit(1);
+}
+
+void register_self(const HoldPlan& plan, const std::string& role, bool announce) {
+  ProcRecord r;
+  r.pid = host_pid();
+  r.start_time = self_start_time();
+  r.role = role;
+  auto st = read_proc_stat(r.pid);
+  r.pgid = st ? st->pgrp : 0;
+  r.comm = st ? st->comm : "";
+  if (auto ok = register_process(plan.paths, r); !ok) die(plan, ok.error().message);
+  if (announce) report(plan, fmt::format("P {} {} {}", r.pid, r.start_time, role));
+}
+
+extern "C" void exit_on_term(int) {
+  ::_exit(128 + SIGTERM);
+}
+
+void set_signals(const HoldPlan& plan) {
+  if (plan.options.ignore_term) {
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::signal(sig, SIG_IGN);
+  } else if (::getpid() == 1) {
+    // PID 1 of a namespace ignores signals it has no handler for (SIGKILL aside).
+    ::signal(SIGTERM, exit_on_term);
+  }
+}
+
+// Opens the device nodes the way a CUDA process does (nvidiactl, nvidia-uvm, the
+// GPU's node, and a mapping of it), then registers the allocation. The fds are
+// never closed: they are what an fd scan finds, inherited by forked children.
+void hold_gpu(const HoldPlan& plan, unsigned gpu) {
+  const auto& o = plan.options;
+  if (!o.comm.empty()) ::prctl(PR_SET_NAME, o.comm.substr(0, 15).c_str(), 0, 0, 0);
+  set_signals(plan);
+  const GpuConfig& g = plan.node.gpus[gpu];
+  for (const fs::path& node : {plan.paths.dev() / "nvidiactl", plan.paths.dev() / "nvidia-uvm",
+                               plan.paths.gpu_node(g.minor)}) {
+    int fd = ::open(node.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) die(plan, Error::from_errno("cannot open " + node.string()).message);
+    if (node == plan.paths.gpu_node(g.minor)) {
+      void* map = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (map == MAP_FAILED) die(plan, Error::from_errno("cannot mmap " + node.string()).message);
+    }
+  }
+  Allocation a;
+  a.pid = host_pid();
+  a.start_time = self_start_time();
+  a.gpu = gpu;
+  a.bytes = plan.bytes;
+  a.stuck = o.stuck;
+  a.client = o.client_only;
+  a.release_delay = plan.release_delay;
+  auto st = read_proc_stat(a.pid);
+  a.comm = st ? st->comm : "";
+  if (auto ok = register_allocation(plan.paths, a); !ok) die(plan, ok.error().message);
+  report(plan, fmt::format("H {} {} {}", a.pid, gpu, a.bytes));
+}
+
+struct LoopState {
+  std::map<pid_t, unsigned> workers;  // local pid → worker index
+  unsigned respawns = 0;
+};
+
+pid_t spawn_worker(HoldPlan& plan, unsigned k, bool announce);
+
+// The life of a process after setup: reap children, respawn workers, fork-storm.
+// Driven by SIGCHLD (blocked, taken with sigtimedwait) and the storm's timer.
+[[noreturn]] void event_loop(HoldPlan& plan, LoopState state, bool storms) {
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  const double rate = storms ? plan.options.forks_per_second : 0;
+  using clock = std::chrono::steady_clock;
+  const auto interval =
+      rate > 0
+          ? std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(1.0 / rate))
+          : clock::duration::max();
+  auto next = rate > 0 ? clock::now() + interval : clock::time_point::max();
+  for (;;) {
+    timespec ts{3600, 0};
+    if (rate > 0) {
+      auto left = std::max(clock::duration::zero(), next - clock::now());
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      ts = {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    }
+    ::sigtimedwait(&chld, nullptr, &ts);
+    int status = 0;
+    for (pid_t p; (p = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+      auto it = state.workers.find(p);
+      if (it == state.workers.end()) continue;
+      unsigned k = it->second;
+      state.workers.erase(it);
+      const auto& limit = plan.options.respawn_limit;
+      if (plan.options.respawn && (!limit || state.respawns < *limit)) {
+        ++state.respawns;
+        if (pid_t w = spawn_worker(plan, k, false); w > 0) state.workers[w] = k;
+      }
+    }
+    if (rate > 0 && clock::now() >= next) {
+      // A short-lived child inheriting every device fd, as a forking server does.
+      if (::fork() == 0) {
+        timespec life{0, 250'000'000};
+        ::nanosleep(&life, nullptr);
+        ::_exit(0);
+      }
+      next += interval;
+      if (next < clock::now()) next = clock::now() + interval;
+    }
+  }
+}
+
+// With --zombie-leader the main thread exits (SYS_exit: only this thread) after a
+// second thread has taken over: the process shows Z with live threads, its fds
+// stay open through the shared fd table, and /proc/PID/fd of the leader is empty.
+[[noreturn]] void live_on(HoldPlan& plan, LoopState state, bool holds) {
+  if (holds && plan.options.zombie_leader) {
+    std::thread([plan, state, holds]() mutable {
+      event_loop(plan, std::move(state), holds);
+    }).detach();
+    ::syscall(SYS_exit, 0);
+  }
+  event_loop(plan, std::move(state), holds);
+}
+
+[[noreturn]] void worker_main(HoldPlan& plan, unsigned k, bool announce) {
+  int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null >= 0) ::dup2(null, 1);
+  register_self(plan, "worker", announce);
+  hold_gpu(plan, plan.worker_gpus[k]);
+  ::close(plan.report_fd);
+  live_on(plan, LoopState{}, true);
+}
+
+pid_t spawn_worker(HoldPlan& plan, unsigned k, bool announce) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (plan.read_fd >= 0) ::close(plan.read_fd);
+    plan.read_fd = -1;
+    if (!announce) {
+      // A respawned worker reports to nobody: the ready line was printed long ago.
+      ::close(plan.report_fd);
+      plan.report_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    }
+    worker_main(plan, k, announce);
+  }
+  return pid;
+}
+
+[[noreturn]] void server_main(HoldPlan& plan, bool printer) {
+  register_self(plan, plan.options.children > 0 ? "server" : "holder", true);
+  // SIGCHLD is taken synchronously by the event loop; block it before any fork.
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  LoopState state;
+  for (unsigned k = 0; k < plan.options.children; ++k) {
+    pid_t w = spawn_worker(plan, k, true);
+    if (w < 0) die(plan, Error::from_errno("fork").message);
+    state.workers[w] = k;
+  }
+  if (plan.server_holds) hold_gpu(plan, plan.options.gpu);
+  if (printer) {
+    if (!collect_and_print(plan, host_pid(), false)) ::_exit(kExitFailure);
+    if (plan.options.orphan) ::kill(::getpid(), SIGKILL);  // as if SIGKILLed
+  }
+  ::close(plan.report_fd);
+  plan.report_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  live_on(plan, std::move(state), plan.server_holds);
+}
+
+}  // namespace
+
+void run_tree(HoldPlan& plan, bool printer) {
+  if (!plan.options.pidns) server_main(plan, printer);
+
+  // --pidns: this process stays outside, like `unshare --pid --fork`; its first
+  // child is PID 1 of the new namespace and runs the server.
+  register_self(plan, "pidns-parent", true);
+  if (::unshare(CLONE_NEWPID) != 0) die(plan, Error::from_errno("unshare(CLONE_NEWPID)").message);
+  pid_t init = ::fork();
+  if (init < 0) die(plan, Error::from_errno("fork into the new PID namespace").message);
+  if (init == 0) {
+    if (plan.read_fd >= 0) ::close(plan.read_fd);
+    plan.read_fd = -1;
+    server_main(plan, false);
+  }
+  if (printer && !collect_and_print(plan, host_pid(), false)) ::_exit(kExitFailure);
+  ::close(plan.report_fd);
+  int status = 0;
+  while (::waitpid(init, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status)) ::_exit(128 + WTERMSIG(status));
+  ::_exit(WEXITSTATUS(status));
+}
+
+}  // namespace gpureap::sim

@@ -1,0 +1,216 @@
+// `gpureap-sim node`, `mode` and `persistence`: create a node and change it.
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <set>
+
+#include "sim/commands.h"
+#include "sim/proc_stat.h"
+#include "sim/registry.h"
+#include "util/units.h"
+
+namespace gpureap::sim {
+namespace {
+
+fs::path self_exe() {
+  std::error_code ec;
+  return fs::read_symlink("/proc/self/exe", ec);
+}
+
+// A device node file: regular, one page long, so holders can open and mmap it.
+Result<void> make_device_file(const fs::path& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) return std::unexpected(Error::from_errno("cannot create " + path.string()));
+  int rc = ::ftruncate(fd, 4096);
+  ::fchmod(fd, 0666);  // like /dev/nvidia*: any user may open it
+  ::close(fd);
+  if (rc != 0) return std::unexpected(Error::from_errno("cannot size " + path.string()));
+  return {};
+}
+
+Result<void> make_shared_dir(const fs::path& path) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) return fail(fmt::format("cannot create {}: {}", path.string(), ec.message()));
+  ::chmod(path.c_str(), 01777);  // holders of any user register here
+  return {};
+}
+
+std::vector<pid_t> live_registered(const SimPaths& paths) {
+  std::vector<pid_t> live;
+  for (const auto& r : read_process_records(paths))
+    if (holds_resources(r.pid, r.start_time)) live.push_back(r.pid);
+  return live;
+}
+
+Result<NodeConfig> node_from_options(const NodeOptions& o) {
+  if (o.gpus == 0 || o.gpus > 64) return fail("--gpus must be between 1 and 64");
+  auto total = parse_size(o.memory, true);
+  if (!total) return fail("--memory: " + total.error().message);
+  auto baseline = parse_size(o.baseline, true);
+  if (!baseline) return fail("--baseline: " + baseline.error().message);
+  if (*baseline >= *total) return fail("--baseline must be smaller than --memory");
+  std::uint64_t reserved = *baseline > (2ULL << 20U) ? *baseline - (2ULL << 20U) : 0;
+  if (!o.reserved.empty()) {
+    auto r = parse_size(o.reserved, true);
+    if (!r) return fail("--reserved: " + r.error().message);
+    if (*r > *baseline) return fail("--reserved is part of the baseline, so at most --baseline");
+    reserved = *r;
+  }
+  if (!o.minors.empty()) {
+    if (o.minors.size() != o.gpus)
+      return fail(fmt::format("--minors lists {} numbers for {} GPUs", o.minors.size(), o.gpus));
+    std::set<unsigned> seen;
+    for (unsigned m : o.minors) {
+      if (m > 254)
+        return fail(fmt::format("minor {} is out of range (0..254; 255 is nvidiactl)", m));
+      if (!seen.insert(m).second) return fail(fmt::format("minor {} is listed twice", m));
+    }
+  }
+  if (o.name.empty() || o.name.size() >= 96) return fail("--name must be 1..95 characters");
+  return make_node_config(o.gpus, *total, *baseline, reserved, o.minors, o.name,
+                          o.persistence == "on");
+}
+
+}  // namespace
+
+void print_error(const std::string& message) {
+  fmt::print(stderr, "gpureap-sim: error: {}\n", message);
+}
+
+fs::path sim_library_path() {
+  fs::path beside = self_exe().parent_path() / "libnvidia-ml.so.1";
+  std::error_code ec;
+  if (fs::exists(beside, ec)) return beside;
+  return GPUREAP_SIM_NVML_PATH;
+}
+
+int run_node(const NodeOptions& o) {
+  auto node = node_from_options(o);
+  if (!node) {
+    print_error(node.error().message);
+    return kExitUsage;
+  }
+  std::error_code ec;
+  SimPaths paths{fs::absolute(o.dir, ec)};
+  if (fs::exists(paths.node_json(), ec)) {
+    if (!o.force) {
+      print_error(fmt::format("{} already holds a simulated node (add --force to recreate it)",
+                              paths.root.string()));
+      return kExitUsage;
+    }
+    if (auto live = live_registered(paths); !live.empty()) {
+      print_error(
+          fmt::format("{} process(es) registered on {} are still alive (first: {}); run "
+                      "`gpureap-sim cleanup --dir {}` first",
+                      live.size(), paths.root.string(), live.front(), paths.root.string()));
+      return kExitFailure;
+    }
+  }
+  // --force: remove only what a node consists of, never anything else in D.
+  for (const fs::path& p : {paths.dev(), paths.bin(), paths.allocs(), paths.procs()})
+    fs::remove_all(p, ec);
+  for (const fs::path& p : {paths.mode(), paths.smi_log(), paths.cgroups(), paths.node_json()})
+    fs::remove(p, ec);
+
+  fs::create_directories(paths.dev(), ec);
+  fs::create_directories(paths.bin(), ec);
+  for (const auto& dir : {paths.allocs(), paths.procs()}) {
+    if (auto ok = make_shared_dir(dir); !ok) {
+      print_error(ok.error().message);
+      return kExitFailure;
+    }
+  }
+  std::vector<fs::path> nodes = {paths.dev() / "nvidiactl", paths.dev() / "nvidia-uvm"};
+  for (const auto& g : node->gpus) nodes.push_back(paths.gpu_node(g.minor));
+  for (const auto& p : nodes) {
+    if (auto ok = make_device_file(p); !ok) {
+      print_error(ok.error().message);
+      return kExitFailure;
+    }
+  }
+  fs::create_symlink(self_exe(), paths.bin() / "nvidia-smi", ec);
+  if (ec) {
+    print_error(
+        fmt::format("cannot create {}: {}", (paths.bin() / "nvidia-smi").string(), ec.message()));
+    return kExitFailure;
+  }
+  // Any user's nvidia-smi call is logged, so a test can tell it was (not) called.
+  if (int log = ::open(paths.smi_log().c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666); log >= 0) {
+    ::fchmod(log, 0666);
+    ::close(log);
+  }
+  if (auto ok = write_file_atomic(paths.mode(), "ok\n"); !ok) {
+    print_error(ok.error().message);
+    return kExitFailure;
+  }
+  if (auto ok = save_node_config(paths.node_json(), *node); !ok) {
+    print_error(ok.error().message);
+    return kExitFailure;
+  }
+  const auto& g0 = node->gpus.front();
+  fmt::print(stderr, "gpureap-sim: node {}: {} x {}, {} each, idle {} used\n", paths.root.string(),
+             node->gpus.size(), g0.name, format_bytes(g0.total), format_bytes(g0.baseline));
+  // stdout carries only shell lines, so `eval "$(gpureap-sim node ...)"` works.
+  fmt::print("export GPUREAP_NVML_LIBRARY={}\n", sim_library_path().string());
+  fmt::print("export GPUREAP_SIM_DIR={}\n", paths.root.string());
+  fmt::print("export GPUREAP_DEV_DIR={}\n", paths.dev().string());
+  return kExitOk;
+}
+
+int run_mode(const fs::path& dir, const std::vector<std::string>& words,
+             std::optional<unsigned> gpu) {
+  SimPaths paths{dir};
+  auto node = load_node_config(paths.node_json());
+  if (!node) {
+    print_error(fmt::format("no simulated node in {}", dir.string()));
+    return kExitUsage;
+  }
+  std::string text;
+  for (const auto& w : words) text += (text.empty() ? "" : " ") + w;
+  if (gpu) text += fmt::format(" gpu={}", *gpu);
+  auto mode = parse_mode(text);
+  if (!mode) {
+    print_error(mode.error().message);
+    return kExitUsage;
+  }
+  if (mode->gpu && *mode->gpu >= node->gpus.size()) {
+    print_error(fmt::format("--gpu {} does not exist: the node has {} GPUs", *mode->gpu,
+                            node->gpus.size()));
+    return kExitUsage;
+  }
+  if (gpu && !mode->gpu) {
+    print_error(fmt::format("--gpu does not apply to mode '{}'", words.front()));
+    return kExitUsage;
+  }
+  if (auto ok = write_file_atomic(paths.mode(), format_mode(*mode) + "\n"); !ok) {
+    print_error(ok.error().message);
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+int run_persistence(const fs::path& dir, unsigned gpu, const std::string& on_off) {
+  SimPaths paths{dir};
+  auto node = load_node_config(paths.node_json());
+  if (!node) {
+    print_error(fmt::format("no simulated node in {}", dir.string()));
+    return kExitUsage;
+  }
+  if (gpu >= node->gpus.size()) {
+    print_error(
+        fmt::format("--gpu {} does not exist: the node has {} GPUs", gpu, node->gpus.size()));
+    return kExitUsage;
+  }
+  node->gpus[gpu].persistence = on_off == "on";
+  if (auto ok = save_node_config(paths.node_json(), *node); !ok) {
+    print_error(ok.error().message);
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace gpureap::sim

@@ -1,0 +1,93 @@
+#pragma once
+// The simulated node's state directory D and its static description (node.json).
+//
+//   D/node.json           GPUs: index, name, uuid, bus id, minor, memory, persistence
+//   D/mode                driver failure mode, one line ("ok", "query_fail gpu=3", ...)
+//   D/dev/                device node files: nvidia<minor>, nvidiactl, nvidia-uvm
+//   D/bin/nvidia-smi      symlink to gpureap-sim (the nvidia-smi stand-in)
+//   D/allocs/, D/procs/   registrations (see registry.h)
+//   D/cgroups             cgroups created by `hold --cgroup`, one path a line
+//   D/nvidia-smi.log      one line per nvidia-smi invocation (its argv)
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/result.h"
+
+namespace gpureap::sim {
+
+namespace fs = std::filesystem;
+
+/// Where each piece of a node's state lives.
+struct SimPaths {
+  fs::path root;
+  fs::path node_json() const { return root / "node.json"; }
+  fs::path mode() const { return root / "mode"; }
+  fs::path dev() const { return root / "dev"; }
+  fs::path bin() const { return root / "bin"; }
+  fs::path allocs() const { return root / "allocs"; }
+  fs::path procs() const { return root / "procs"; }
+  fs::path cgroups() const { return root / "cgroups"; }
+  fs::path smi_log() const { return root / "nvidia-smi.log"; }
+  fs::path gpu_node(unsigned minor) const { return dev() / ("nvidia" + std::to_string(minor)); }
+};
+
+/// The node directory named by the environment: $GPUREAP_SIM_DIR, else the parent
+/// of $GPUREAP_DEV_DIR. nullopt when neither is set.
+std::optional<fs::path> sim_dir_from_env();
+
+struct GpuConfig {
+  unsigned index = 0;
+  std::string name;
+  std::string uuid;    // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+  std::string bus_id;  // "00000000:18:00.0"
+  unsigned pci_bus = 0;
+  unsigned minor = 0;
+  std::uint64_t total = 0;
+  std::uint64_t baseline = 0;  // idle "used" of the v1 query
+  std::uint64_t reserved = 0;  // the part of baseline the v2 query reports as reserved
+  bool persistence = false;
+};
+
+struct NodeConfig {
+  std::string driver_version = "580.65.06";
+  std::vector<GpuConfig> gpus;
+};
+
+/// Builds the GPUs of a new node: deterministic UUIDs, distinct PCI bus ids.
+/// `minors` empty means minor == index.
+NodeConfig make_node_config(unsigned gpus, std::uint64_t total, std::uint64_t baseline,
+                            std::uint64_t reserved, const std::vector<unsigned>& minors,
+                            const std::string& name, bool persistence);
+
+Result<NodeConfig> load_node_config(const fs::path& node_json);
+/// Writes node.json atomically (temp file + rename), so readers see old or new.
+Result<void> save_node_config(const fs::path& node_json, const NodeConfig& config);
+
+/// The driver failure mode (D/mode), re-read by the library on every call.
+struct Mode {
+  enum class Kind { ok, init_fail, query_fail, hang_init, hang_query, fail_after };
+  Kind kind = Kind::ok;
+  bool init_fail_unknown = false;  // init_fail: NVML_ERROR_UNKNOWN instead of DRIVER_NOT_LOADED
+  std::uint64_t after = 0;         // fail_after: successful queries before failing
+  std::optional<unsigned> gpu;     // query_fail/hang_query/fail_after: only this GPU
+
+  /// True when a per-GPU mode applies to GPU `index`.
+  bool applies_to(unsigned index) const { return !gpu || *gpu == index; }
+};
+
+/// Parses "ok", "init_fail [unknown]", "query_fail [gpu=I]", "hang_init",
+/// "hang_query [gpu=I]", "fail_after N [gpu=I]".
+Result<Mode> parse_mode(std::string_view text);
+std::string format_mode(const Mode& mode);
+
+/// Atomically replaces (or creates) a small file's content: temp file + rename.
+Result<void> write_file_atomic(const fs::path& path, std::string_view content);
+/// Reads a whole small file; nullopt if it cannot be opened.
+std::optional<std::string> read_file(const fs::path& path);
+
+}  // namespace gpureap::sim

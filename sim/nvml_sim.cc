@@ -1,0 +1,482 @@
+// libnvidia-ml.so.1 stand-in: the NVML symbols gpureap resolves, answered from a
+// simulated node's state directory (see node_config.h and registry.h).
+//
+// The library is a C ABI loaded by dlopen, so its state is one process-wide
+// object (NVML itself keeps the same: an init reference count and device table).
+// Nothing here throws across the C boundary: every entry point is guarded.
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "gpu/nvml_api.h"
+#include "sim/node_config.h"
+#include "sim/registry.h"
+
+#define NVML_EXPORT extern "C" __attribute__((visibility("default")))
+
+// nvml_api.h only declares the handle type; the simulator owns its definition.
+struct nvmlDevice_st {
+  unsigned index;
+};
+
+namespace gpureap::sim {
+namespace {
+
+constexpr unsigned kMaxDevices = 64;
+
+enum class Query { identity, state, memory_or_process };
+
+struct Library {
+  std::mutex mu;
+  int init_count = 0;
+  SimPaths paths;
+  NodeConfig node;
+  struct stat node_stat {};
+  std::optional<AllocationTable> allocs;
+  std::string last_mode_text;
+  std::uint64_t queries = 0;  // memory/process queries since the mode last changed
+  std::array<nvmlDevice_st, kMaxDevices> devices{};
+};
+
+Library& lib() {
+  // Leaked on purpose: a thread may be parked in a hang mode while the process exits.
+  static Library* l = new Library;
+  return *l;
+}
+
+[[noreturn]] void hang_forever() {
+  for (;;) ::sleep(3600);
+}
+
+Mode current_mode(Library& l) {
+  auto text = read_file(l.paths.mode()).value_or("");
+  if (text != l.last_mode_text) {
+    l.last_mode_text = text;
+    l.queries = 0;
+  }
+  return parse_mode(text).value_or(Mode{});
+}
+
+// Re-reads node.json when it was replaced (`gpureap-sim persistence` renames a new one in).
+void refresh_node(Library& l) {
+  struct stat st {};
+  if (::stat(l.paths.node_json().c_str(), &st) != 0) return;
+  if (st.st_ino == l.node_stat.st_ino && st.st_mtim.tv_nsec == l.node_stat.st_mtim.tv_nsec &&
+      st.st_mtim.tv_sec == l.node_stat.st_mtim.tv_sec)
+    return;
+  if (auto node = load_node_config(l.paths.node_json());
+      node && node->gpus.size() == l.node.gpus.size()) {
+    l.node = std::move(*node);
+    l.node_stat = st;
+  }
+}
+
+template <typename F>
+nvmlReturn_t guarded(F&& f) {
+  try {
+    return f();
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
+nvmlReturn_t do_init() {
+  Library& l = lib();
+  std::unique_lock lock(l.mu);
+  auto dir = sim_dir_from_env();
+  if (!dir) return NVML_ERROR_DRIVER_NOT_LOADED;
+  SimPaths paths{*dir};
+  auto mode = parse_mode(read_file(paths.mode()).value_or("")).value_or(Mode{});
+  if (mode.kind == Mode::Kind::hang_init) {
+    lock.unlock();
+    hang_forever();
+  }
+  if (mode.kind == Mode::Kind::init_fail)
+    return mode.init_fail_unknown ? NVML_ERROR_UNKNOWN : NVML_ERROR_DRIVER_NOT_LOADED;
+  if (l.init_count > 0) {
+    ++l.init_count;
+    return NVML_SUCCESS;
+  }
+  struct stat st {};
+  if (::stat(paths.node_json().c_str(), &st) != 0) return NVML_ERROR_DRIVER_NOT_LOADED;
+  auto node = load_node_config(paths.node_json());
+  if (!node || node->gpus.size() > kMaxDevices) return NVML_ERROR_DRIVER_NOT_LOADED;
+  l.paths = paths;
+  l.node = std::move(*node);
+  l.node_stat = st;
+  l.allocs.emplace(paths);
+  for (unsigned i = 0; i < kMaxDevices; ++i) l.devices[i].index = i;
+  l.init_count = 1;
+  return NVML_SUCCESS;
+}
+
+// The common prologue of a device query: initialized? valid handle? failure mode?
+// On success, `lock` is held and `gpu` points at the device's config.
+nvmlReturn_t begin(nvmlDevice_t dev, Query kind, std::unique_lock<std::mutex>& lock,
+                   const GpuConfig*& gpu) {
+  Library& l = lib();
+  lock = std::unique_lock(l.mu);
+  if (l.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  if (dev < l.devices.data() || dev >= l.devices.data() + l.node.gpus.size())
+    return NVML_ERROR_INVALID_ARGUMENT;
+  gpu = &l.node.gpus[dev->index];
+  if (kind == Query::identity) return NVML_SUCCESS;
+  Mode mode = current_mode(l);
+  if (!mode.applies_to(gpu->index)) return NVML_SUCCESS;
+  switch (mode.kind) {
+    case Mode::Kind::query_fail:
+      return NVML_ERROR_GPU_IS_LOST;
+    case Mode::Kind::hang_query:
+      if (kind == Query::memory_or_process) {
+        lock.unlock();
+        hang_forever();
+      }
+      break;
+    case Mode::Kind::fail_after:
+      if (kind == Query::memory_or_process && ++l.queries > mode.after)
+        return NVML_ERROR_GPU_IS_LOST;
+      break;
+    default:
+      break;
+  }
+  return NVML_SUCCESS;
+}
+
+GpuUsage usage(const GpuConfig& gpu) {
+  Library& l = lib();
+  return summarize(l.allocs->evaluate(gpu.index), gpu.index);
+}
+
+nvmlReturn_t copy_string(const std::string& s, char* out, unsigned length) {
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (length < s.size() + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(out, s.c_str(), s.size() + 1);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t pci_info(nvmlDevice_t dev, nvmlPciInfo_t* pci) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::identity, lock, g); r != NVML_SUCCESS) return r;
+    if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *pci = nvmlPciInfo_t{};
+    std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02X:00.0", g->pci_bus);
+    std::snprintf(pci->busId, sizeof pci->busId, "%s", g->bus_id.c_str());
+    pci->domain = 0;
+    pci->bus = g->pci_bus;
+    pci->device = 0;
+    pci->pciDeviceId = 0x233510DE;  // H200 SXM: device 0x2335, vendor 0x10DE
+    pci->pciSubSystemId = 0x18BE10DE;
+    return NVML_SUCCESS;
+  });
+}
+
+// The process-list calling convention (nvml.h): *count == 0 or too small →
+// INSUFFICIENT_SIZE with the needed count; none → SUCCESS with *count = 0.
+template <typename Info>
+nvmlReturn_t running_processes(nvmlDevice_t dev, unsigned* count, void* out, bool listed) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::memory_or_process, lock, g); r != NVML_SUCCESS) return r;
+    if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    std::vector<GpuUsage::Process> procs;
+    if (listed) procs = usage(*g).processes;
+    if (*count < procs.size()) {
+      *count = static_cast<unsigned>(procs.size());
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    if (!procs.empty() && out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    auto* infos = static_cast<Info*>(out);
+    for (std::size_t i = 0; i < procs.size(); ++i) {
+      Info info{};
+      info.pid = static_cast<unsigned>(procs[i].pid);
+      info.usedGpuMemory = procs[i].bytes;
+      if constexpr (requires { info.gpuInstanceId; }) {
+        info.gpuInstanceId = 0xFFFFFFFFU;
+        info.computeInstanceId = 0xFFFFFFFFU;
+      }
+      infos[i] = info;
+    }
+    *count = static_cast<unsigned>(procs.size());
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t device_count(unsigned* count) {
+  return guarded([&]() -> nvmlReturn_t {
+    Library& l = lib();
+    std::lock_guard lock(l.mu);
+    if (l.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+    if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *count = static_cast<unsigned>(l.node.gpus.size());
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t handle_by_index(unsigned index, nvmlDevice_t* dev) {
+  return guarded([&]() -> nvmlReturn_t {
+    Library& l = lib();
+    std::lock_guard lock(l.mu);
+    if (l.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+    if (dev == nullptr || index >= l.node.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+    *dev = &l.devices[index];
+    return NVML_SUCCESS;
+  });
+}
+
+const char* error_string(nvmlReturn_t r) {
+  switch (r) {
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+      return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+      return "Insufficient Permissions";
+    case NVML_ERROR_NOT_FOUND:
+      return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT:
+      return "Timeout";
+    case NVML_ERROR_LIBRARY_NOT_FOUND:
+      return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+      return "Function Not Found";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED:
+      return "GPU requires restart";
+    case NVML_ERROR_IN_USE:
+      return "GPU is currently in use";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+      return "Argument version mismatch";
+    default:
+      return "Unknown Error";
+  }
+}
+
+}  // namespace
+}  // namespace gpureap::sim
+
+using namespace gpureap::sim;
+
+NVML_EXPORT nvmlReturn_t nvmlInit_v2() {
+  return guarded(do_init);
+}
+NVML_EXPORT nvmlReturn_t nvmlInit() {
+  return guarded(do_init);
+}
+NVML_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned /*flags*/) {
+  return guarded(do_init);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlShutdown() {
+  return guarded([]() -> nvmlReturn_t {
+    Library& l = lib();
+    std::lock_guard lock(l.mu);
+    if (l.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+    if (--l.init_count == 0) l.allocs.reset();
+    return NVML_SUCCESS;
+  });
+}
+
+NVML_EXPORT const char* nvmlErrorString(nvmlReturn_t r) {
+  return error_string(r);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned length) {
+  return guarded([&]() -> nvmlReturn_t {
+    Library& l = lib();
+    std::lock_guard lock(l.mu);
+    if (l.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+    return copy_string(l.node.driver_version, version, length);
+  });
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned* count) {
+  return device_count(count);
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned* count) {
+  return device_count(count);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevice_t* dev) {
+  return handle_by_index(index, dev);
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned index, nvmlDevice_t* dev) {
+  return handle_by_index(index, dev);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char* name, unsigned length) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::identity, lock, g); r != NVML_SUCCESS) return r;
+    return copy_string(g->name, name, length);
+  });
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char* uuid, unsigned length) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::identity, lock, g); r != NVML_SUCCESS) return r;
+    return copy_string(g->uuid, uuid, length);
+  });
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t dev, unsigned* index) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::identity, lock, g); r != NVML_SUCCESS) return r;
+    if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *index = g->index;
+    return NVML_SUCCESS;
+  });
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t dev, unsigned* minor) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::identity, lock, g); r != NVML_SUCCESS) return r;
+    if (minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *minor = g->minor;
+    return NVML_SUCCESS;
+  });
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t dev, nvmlPciInfo_t* pci) {
+  return pci_info(dev, pci);
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t dev, nvmlPciInfo_t* pci) {
+  return pci_info(dev, pci);
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t dev, nvmlPciInfo_t* pci) {
+  return pci_info(dev, pci);
+}
+
+// v1: `used` includes the driver-reserved part of the idle baseline.
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t* mem) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::memory_or_process, lock, g); r != NVML_SUCCESS) return r;
+    if (mem == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    std::uint64_t used = std::min(g->total, g->baseline + usage(*g).counted_bytes);
+    *mem = nvmlMemory_t{g->total, g->total - used, used};
+    return NVML_SUCCESS;
+  });
+}
+
+// v2 separates `reserved`; like the real driver, the version field must be the
+// full NVML_STRUCT_VERSION (0x02000028), not 2.
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev, nvmlMemory_v2_t* mem) {
+  return guarded([&]() -> nvmlReturn_t {
+    if (mem == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (mem->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::memory_or_process, lock, g); r != NVML_SUCCESS) return r;
+    std::uint64_t used_v1 = std::min(g->total, g->baseline + usage(*g).counted_bytes);
+    std::uint64_t reserved = std::min(g->reserved, used_v1);
+    mem->total = g->total;
+    mem->reserved = reserved;
+    mem->used = used_v1 - reserved;
+    mem->free = g->total - used_v1;
+    return NVML_SUCCESS;
+  });
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t dev, unsigned* count,
+                                                                 void* infos) {
+  return running_processes<nvmlProcessInfo_v2_t>(dev, count, infos, true);
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t dev, unsigned* count,
+                                                                 void* infos) {
+  return running_processes<nvmlProcessInfo_v2_t>(dev, count, infos, true);
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t dev, unsigned* count,
+                                                              void* infos) {
+  return running_processes<nvmlProcessInfo_v1_t>(dev, count, infos, true);
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t dev, unsigned* count,
+                                                                  void* infos) {
+  return running_processes<nvmlProcessInfo_v2_t>(dev, count, infos, false);
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t dev,
+                                                                    unsigned* count, void* infos) {
+  return running_processes<nvmlProcessInfo_v2_t>(dev, count, infos, false);
+}
+
+// Older names of the empty lists, for loaders that fall back through versions.
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t dev, unsigned* count,
+                                                                  void* infos) {
+  return running_processes<nvmlProcessInfo_v2_t>(dev, count, infos, false);
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t dev, unsigned* count,
+                                                               void* infos) {
+  return running_processes<nvmlProcessInfo_v1_t>(dev, count, infos, false);
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t dev,
+                                                                    unsigned* count, void* infos) {
+  return running_processes<nvmlProcessInfo_v2_t>(dev, count, infos, false);
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t dev, unsigned* count,
+                                                                 void* infos) {
+  return running_processes<nvmlProcessInfo_v1_t>(dev, count, infos, false);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t dev,
+                                                               nvmlProcessDetailList_v1_t* list) {
+  return guarded([&]() -> nvmlReturn_t {
+    if (list == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (list->version != nvmlProcessDetailList_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (list->mode > 2) return NVML_ERROR_INVALID_ARGUMENT;
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::memory_or_process, lock, g); r != NVML_SUCCESS) return r;
+    std::vector<GpuUsage::Process> procs;
+    if (list->mode == 0) procs = usage(*g).processes;  // 1 graphics, 2 MPS: none here
+    if (list->numProcArrayEntries < procs.size()) {
+      list->numProcArrayEntries = static_cast<unsigned>(procs.size());
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    if (!procs.empty() && list->procArray == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    for (std::size_t i = 0; i < procs.size(); ++i) {
+      list->procArray[i] = nvmlProcessDetail_v1_t{static_cast<unsigned>(procs[i].pid),
+                                                  procs[i].bytes, 0xFFFFFFFFU, 0xFFFFFFFFU, 0};
+    }
+    list->numProcArrayEntries = static_cast<unsigned>(procs.size());
+    return NVML_SUCCESS;
+  });
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t dev, nvmlEnableState_t* mode) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::state, lock, g); r != NVML_SUCCESS) return r;
+    if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    refresh_node(lib());
+    g = &lib().node.gpus[dev->index];
+    *mode = g->persistence ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+  });
+}

@@ -1,0 +1,218 @@
+#include "sim/registry.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "sim/proc_stat.h"
+
+namespace gpureap::sim {
+namespace {
+
+std::optional<std::int64_t> parse_i64(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  std::int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+std::optional<Allocation> parse_allocation(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  try {
+    Allocation a;
+    a.pid = j.at("pid").get<pid_t>();
+    a.start_time = j.at("start_time").get<std::uint64_t>();
+    a.gpu = j.at("gpu").get<unsigned>();
+    a.bytes = j.at("bytes").get<std::uint64_t>();
+    a.stuck = j.value("stuck", false);
+    a.client = j.value("client", false);
+    a.release_delay = std::chrono::nanoseconds(j.value("release_delay_ns", std::int64_t{0}));
+    a.comm = j.value("comm", "");
+    return a;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::string Allocation::name() const {
+  return fmt::format("g{}-{}-{}", gpu, pid, start_time);
+}
+
+std::int64_t boottime_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+const char* to_string(AllocState state) {
+  switch (state) {
+    case AllocState::held:
+      return "alive";
+    case AllocState::releasing:
+      return "releasing";
+    case AllocState::stuck:
+      return "stuck";
+    case AllocState::released:
+      return "dead";
+  }
+  return "?";
+}
+
+Result<void> register_process(const SimPaths& paths, const ProcRecord& r) {
+  nlohmann::json j = {{"pid", r.pid},   {"start_time", r.start_time},
+                      {"role", r.role}, {"pgid", r.pgid},
+                      {"comm", r.comm}, {"registered_ns", boottime_ns()}};
+  return write_file_atomic(paths.procs() / fmt::format("{}-{}.json", r.pid, r.start_time),
+                           j.dump() + "\n");
+}
+
+Result<void> register_allocation(const SimPaths& paths, const Allocation& a) {
+  nlohmann::json j = {{"pid", a.pid},
+                      {"start_time", a.start_time},
+                      {"gpu", a.gpu},
+                      {"bytes", a.bytes},
+                      {"stuck", a.stuck},
+                      {"client", a.client},
+                      {"release_delay_ns", a.release_delay.count()},
+                      {"comm", a.comm}};
+  return write_file_atomic(paths.allocs() / (a.name() + ".json"), j.dump() + "\n");
+}
+
+std::vector<ProcRecord> read_process_records(const SimPaths& paths) {
+  std::vector<std::pair<std::int64_t, ProcRecord>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(paths.procs(), ec)) {
+    if (entry.path().extension() != ".json") continue;
+    auto text = read_file(entry.path());
+    if (!text) continue;
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_discarded()) continue;
+    try {
+      ProcRecord r;
+      r.pid = j.at("pid").get<pid_t>();
+      r.start_time = j.at("start_time").get<std::uint64_t>();
+      r.role = j.value("role", "");
+      r.pgid = j.value("pgid", 0);
+      r.comm = j.value("comm", "");
+      found.emplace_back(j.value("registered_ns", std::int64_t{0}), std::move(r));
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second.pid < b.second.pid;
+  });
+  std::vector<ProcRecord> out;
+  for (auto& [t, r] : found) out.push_back(std::move(r));
+  return out;
+}
+
+std::int64_t AllocationTable::dead_at(const std::string& name, Cached& c) {
+  if (c.dead_at_ns) return *c.dead_at_ns;
+  fs::path sidecar = paths_.allocs() / (name + ".dead");
+  if (auto text = read_file(sidecar)) {
+    if (auto v = parse_i64(*text)) return *(c.dead_at_ns = *v);
+  }
+  // First observer: write a temp file and link(2) it into place. link fails with
+  // EEXIST if another process won the race, and then its time is the one to use.
+  std::int64_t now = boottime_ns();
+  static std::atomic<unsigned> counter{0};
+  fs::path tmp = paths_.allocs() / fmt::format(".{}.dead.{}.{}", name, ::getpid(), counter++);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    std::string content = std::to_string(now) + "\n";
+    bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+    ::close(fd);
+    if (ok && ::link(tmp.c_str(), sidecar.c_str()) != 0 && errno == EEXIST) {
+      if (auto text = read_file(sidecar))
+        if (auto v = parse_i64(*text)) now = *v;
+    }
+    ::unlink(tmp.c_str());
+  }
+  // If the directory is not writable, the time stays private to this process.
+  c.dead_at_ns = now;
+  return now;
+}
+
+std::vector<AllocationTable::Entry> AllocationTable::evaluate(std::optional<unsigned> gpu) {
+  std::string prefix = gpu ? fmt::format("g{}-", *gpu) : "g";
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(paths_.allocs().c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string_view n = e->d_name;
+      if (n.starts_with(prefix) && n.ends_with(".json"))
+        names.emplace_back(n.substr(0, n.size() - 5));
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  // Drop cached entries whose file is gone (cleared by a reset).
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    bool in_scope = it->first.starts_with(prefix);
+    if (in_scope && !std::binary_search(names.begin(), names.end(), it->first))
+      it = cache_.erase(it);
+    else
+      ++it;
+  }
+  std::vector<Entry> out;
+  for (const auto& name : names) {
+    auto it = cache_.find(name);
+    if (it == cache_.end()) {
+      auto text = read_file(paths_.allocs() / (name + ".json"));
+      if (!text) continue;
+      auto alloc = parse_allocation(*text);
+      if (!alloc) continue;
+      it = cache_.emplace(name, Cached{*alloc, false, std::nullopt}).first;
+    }
+    Cached& c = it->second;
+    if (!c.dead && !holds_resources(c.alloc.pid, c.alloc.start_time)) c.dead = true;
+    Entry e{c.alloc, AllocState::held, std::nullopt};
+    if (!c.dead) {
+      e.state = AllocState::held;
+    } else if (c.alloc.stuck) {
+      e.state = AllocState::stuck;
+    } else if (c.alloc.release_delay.count() > 0) {
+      std::int64_t left = dead_at(name, c) + c.alloc.release_delay.count() - boottime_ns();
+      if (left > 0) {
+        e.state = AllocState::releasing;
+        e.release_left = std::chrono::nanoseconds(left);
+      } else {
+        e.state = AllocState::released;
+      }
+    } else {
+      e.state = AllocState::released;
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+GpuUsage summarize(const std::vector<AllocationTable::Entry>& entries, unsigned gpu) {
+  GpuUsage u;
+  for (const auto& e : entries) {
+    if (e.alloc.gpu != gpu || e.state == AllocState::released) continue;
+    u.counted_bytes += e.alloc.bytes;
+    if (e.state != AllocState::held || e.alloc.client) continue;
+    auto it = std::find_if(u.processes.begin(), u.processes.end(),
+                           [&](const auto& p) { return p.pid == e.alloc.pid; });
+    if (it != u.processes.end())
+      it->bytes += e.alloc.bytes;
+    else
+      u.processes.push_back({e.alloc.pid, e.alloc.bytes});
+  }
+  return u;
+}
+
+}  // namespace gpureap::sim

@@ -1,0 +1,105 @@
+#pragma once
+// Registrations on a simulated node, written by holder processes and read by the
+// library, `list`, `cleanup` and the nvidia-smi stand-in.
+//
+//   D/procs/<pid>-<start>.json        every process `hold` started (role, pgid, comm)
+//   D/allocs/g<gpu>-<pid>-<start>.json one GPU allocation (bytes, stuck, release delay)
+//   D/allocs/g<gpu>-<pid>-<start>.dead when the holder was first seen dead
+//                                      (CLOCK_BOOTTIME ns; created once, atomically)
+//
+// A registration is never rewritten; a respawned process writes a new one. The
+// file name carries the GPU so a per-GPU query reads only its own entries.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/node_config.h"
+
+namespace gpureap::sim {
+
+struct ProcRecord {
+  pid_t pid = 0;  // host pid
+  std::uint64_t start_time = 0;
+  std::string role;  // server, worker, holder, daemon-launcher, pidns-parent, ...
+  pid_t pgid = 0;
+  std::string comm;
+};
+
+struct Allocation {
+  pid_t pid = 0;  // host pid of the holder
+  std::uint64_t start_time = 0;
+  unsigned gpu = 0;
+  std::uint64_t bytes = 0;
+  bool stuck = false;   // stays after the holder dies (driver-held)
+  bool client = false;  // a monitoring client: 0 bytes, not listed as a process
+  std::chrono::nanoseconds release_delay{0};
+  std::string comm;
+
+  std::string name() const;  // "g<gpu>-<pid>-<start>"
+};
+
+/// Writes D/procs/<pid>-<start>.json.
+Result<void> register_process(const SimPaths& paths, const ProcRecord& record);
+/// Writes D/allocs/g<gpu>-<pid>-<start>.json (atomically: readers never see half).
+Result<void> register_allocation(const SimPaths& paths, const Allocation& alloc);
+/// Every process record, in registration order (by file mtime, then name).
+std::vector<ProcRecord> read_process_records(const SimPaths& paths);
+
+/// CLOCK_BOOTTIME in nanoseconds: one clock for every process on the machine.
+std::int64_t boottime_ns();
+
+enum class AllocState {
+  held,       // the holder lives: counted and listed
+  releasing,  // holder dead, within its release delay: counted, not listed
+  stuck,      // holder dead, memory driver-held until a GPU reset: counted, not listed
+  released,   // gone
+};
+const char* to_string(AllocState state);
+
+/// Parsed registrations, cached by file name (they are immutable), with each
+/// holder's state evaluated on demand. Once a holder is seen dead it stays dead
+/// (pid + start time never come back), so only live holders cost a /proc read.
+class AllocationTable {
+ public:
+  explicit AllocationTable(SimPaths paths) : paths_(std::move(paths)) {}
+
+  struct Entry {
+    Allocation alloc;
+    AllocState state = AllocState::held;
+    std::optional<std::chrono::nanoseconds> release_left;  // releasing: time left
+  };
+
+  /// Re-reads D/allocs (only the files of `gpu` when given) and evaluates each
+  /// allocation now. A holder first seen dead gets its .dead sidecar here.
+  std::vector<Entry> evaluate(std::optional<unsigned> gpu = std::nullopt);
+
+ private:
+  struct Cached {
+    Allocation alloc;
+    bool dead = false;
+    std::optional<std::int64_t> dead_at_ns;
+  };
+  std::int64_t dead_at(const std::string& name, Cached& c);
+
+  SimPaths paths_;
+  std::map<std::string, Cached> cache_;
+};
+
+/// What the driver reports for one GPU, from the evaluated entries of that GPU.
+struct GpuUsage {
+  std::uint64_t counted_bytes = 0;  // held + releasing + stuck
+  struct Process {
+    pid_t pid;
+    std::uint64_t bytes;
+  };
+  std::vector<Process> processes;  // live, non-client holders
+};
+GpuUsage summarize(const std::vector<AllocationTable::Entry>& entries, unsigned gpu);
+
+}  // namespace gpureap::sim

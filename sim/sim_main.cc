@@ -1,0 +1,185 @@
+// gpureap-sim: a simulated GPU node for machines without a GPU.
+// Steps: dispatch nvidia-smi (by argv[0] or subcommand) → parse → run one command.
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+
+#include "sim/commands.h"
+
+namespace {
+
+using namespace gpureap::sim;
+
+constexpr const char* kOverview =
+    R"TXT(Simulated GPU node: real processes, real signals, a fake driver.
+
+A node is a directory D: the GPUs (node.json), device node files (D/dev), the
+allocations that holder processes register, and a failure mode. The stand-in
+libnvidia-ml.so.1 reads D, so gpureap runs unmodified against it.
+
+  eval "$(gpureap-sim node --dir /tmp/node --gpus 8 --memory 96GiB)"
+  gpureap-sim hold --dir /tmp/node --gpu 0 --children 8 --bytes 84GiB --orphan --detach
+  D/bin/nvidia-smi --query-gpu=index,memory.used --format=csv,noheader
+  gpureap status                       # sees the orphans through the sim driver
+  gpureap-sim cleanup --dir /tmp/node  # kill everything the node started)TXT";
+
+constexpr const char* kHoldFooter = R"TXT(
+Prints one JSON line once every holder has registered:
+  {"leader": PID, "holders": [{"pid": P, "gpu": I, "bytes": B}, ...], "pids": [every pid started]}
+Shapes combine: e.g. SGLang with tensor parallel 8 whose server was SIGKILLed:
+  hold --gpu 0 --children 8 --bytes 84GiB --orphan --detach)TXT";
+
+void add_dir(CLI::App* cmd, fs::path& dir) {
+  cmd->add_option("--dir", dir, "node directory (default: $GPUREAP_SIM_DIR)")
+      ->envname("GPUREAP_SIM_DIR")
+      ->required();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string argv0 = argc > 0 ? argv[0] : "gpureap-sim";
+  if (fs::path(argv0).filename() == "nvidia-smi")
+    return run_nvidia_smi(std::vector<std::string>(argv + 1, argv + argc), std::nullopt, argv0);
+  if (argc > 1 && std::string_view(argv[1]) == "nvidia-smi") {
+    std::vector<std::string> args(argv + 2, argv + argc);
+    std::optional<fs::path> dir;
+    if (args.size() >= 2 && args[0] == "--dir") {
+      dir = args[1];
+      args.erase(args.begin(), args.begin() + 2);
+    }
+    return run_nvidia_smi(args, dir, "nvidia-smi");
+  }
+
+  CLI::App app{kOverview, "gpureap-sim"};
+  app.require_subcommand(1);
+  app.get_formatter()->column_width(34);
+
+  NodeOptions node;
+  auto* node_cmd = app.add_subcommand("node", "create a simulated node in --dir and print its env");
+  add_dir(node_cmd, node.dir);
+  node_cmd->add_option("--gpus", node.gpus, "number of GPUs")->capture_default_str();
+  node_cmd->add_option("--memory", node.memory, "memory per GPU, with a unit (96GiB)")
+      ->capture_default_str();
+  node_cmd->add_option("--baseline", node.baseline, "idle memory used per GPU (v1 query)")
+      ->capture_default_str();
+  node_cmd->add_option("--reserved", node.reserved,
+                       "part of the baseline the v2 query calls reserved (default baseline-2MiB)");
+  node_cmd->add_option("--minors", node.minors, "/dev/nvidia<minor> of each GPU, e.g. 3,2,1,0")
+      ->delimiter(',');
+  node_cmd->add_option("--name", node.name, "product name")->capture_default_str();
+  node_cmd->add_option("--persistence", node.persistence, "persistence mode of every GPU")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  node_cmd->add_flag("--force", node.force,
+                     "recreate an existing node (refused while holders live)");
+  node_cmd->footer(
+      "\nPrints export lines for GPUREAP_NVML_LIBRARY, GPUREAP_SIM_DIR, GPUREAP_DEV_DIR.");
+
+  fs::path mode_dir;
+  std::vector<std::string> mode_words;
+  std::optional<unsigned> mode_gpu;
+  auto* mode_cmd = app.add_subcommand("mode", "set the driver failure mode (read on every call)");
+  add_dir(mode_cmd, mode_dir);
+  mode_cmd
+      ->add_option("mode", mode_words,
+                   "ok | init_fail [unknown] | query_fail | hang_init | "
+                   "hang_query | fail_after N")
+      ->required();
+  mode_cmd->add_option("--gpu", mode_gpu, "limit query_fail/hang_query/fail_after to one GPU");
+  mode_cmd->footer(R"(
+  ok            normal operation
+  init_fail     nvmlInit returns DRIVER_NOT_LOADED (UNKNOWN with 'init_fail unknown')
+  query_fail    memory, process and persistence queries return GPU_IS_LOST
+  hang_init     nvmlInit never returns
+  hang_query    memory and process queries never return
+  fail_after N  memory/process queries fail (GPU_IS_LOST) after N calls in each process)");
+
+  fs::path pm_dir;
+  unsigned pm_gpu = 0;
+  std::string pm_value;
+  auto* pm_cmd = app.add_subcommand("persistence", "turn persistence mode on or off for a GPU");
+  add_dir(pm_cmd, pm_dir);
+  pm_cmd->add_option("--gpu", pm_gpu, "GPU index")->required();
+  pm_cmd->add_option("state", pm_value, "on | off")
+      ->required()
+      ->check(CLI::IsMember({"on", "off"}));
+
+  HoldOptions hold;
+  auto* hold_cmd = app.add_subcommand("hold", "start real processes that hold GPU memory");
+  add_dir(hold_cmd, hold.dir);
+  hold_cmd->add_option("--gpu", hold.gpu, "GPU index (the first one with --children)")->required();
+  hold_cmd->add_option("--bytes", hold.bytes, "memory per holder, with a unit (20GiB)");
+  hold_cmd->add_option("--children", hold.children,
+                       "the server spawns N workers; worker k holds GPU gpu+k");
+  hold_cmd->add_flag("--same-gpu", hold.same_gpu, "every worker holds --gpu");
+  hold_cmd->add_flag("--parent-holds", hold.parent_holds, "the server holds --gpu too");
+  hold_cmd->add_flag("--orphan", hold.orphan, "the server dies (SIGKILL) once workers hold");
+  hold_cmd->add_flag("--detach", hold.detach, "print the ready line and exit, leaving the tree");
+  hold_cmd->add_flag("--daemon", hold.daemon, "setsid + double fork; the daemon holds");
+  hold_cmd->add_flag("--ignore-term", hold.ignore_term, "holders ignore SIGTERM/SIGINT/SIGHUP");
+  hold_cmd->add_flag("--respawn", hold.respawn, "the server restarts a worker that dies");
+  hold_cmd->add_option("--respawn-limit", hold.respawn_limit, "at most N respawns in all");
+  hold_cmd->add_flag("--zombie-leader", hold.zombie_leader,
+                     "the holder's main thread exits; a second thread keeps the memory");
+  hold_cmd->add_flag("--stuck", hold.stuck, "memory stays after death (needs a GPU reset)");
+  hold_cmd->add_option("--release-delay", hold.release_delay,
+                       "memory is freed this long after death (300ms)");
+  hold_cmd->add_option("--forks-per-second", hold.forks_per_second,
+                       "fork storm: short-lived children inheriting the device fds");
+  hold_cmd->add_option("--comm", hold.comm, "process name of the holders (15 chars kept)");
+  hold_cmd->add_flag("--client-only", hold.client_only,
+                     "open the device nodes, hold 0 bytes (a monitoring client)");
+  hold_cmd->add_flag("--pidns", hold.pidns, "run the server in a new PID namespace (root)");
+  hold_cmd->add_option("--cgroup", hold.cgroup, "move the tree into cgroup2 <mount>/NAME");
+  hold_cmd->footer(kHoldFooter);
+
+  fs::path list_dir;
+  bool list_json = false;
+  auto* list_cmd = app.add_subcommand("list", "registered processes and allocations, with state");
+  add_dir(list_cmd, list_dir);
+  list_cmd->add_flag("--json", list_json, "one JSON object: processes and allocations");
+
+  fs::path cleanup_dir;
+  auto* cleanup_cmd =
+      app.add_subcommand("cleanup", "SIGKILL every live registered process (pidfd, verified)");
+  add_dir(cleanup_cmd, cleanup_dir);
+
+  app.add_subcommand("nvidia-smi", "the nvidia-smi stand-in: gpureap-sim nvidia-smi [--dir D] -h")
+      ->prefix_command();
+
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string_view cmd = argv[1];
+    bool known = false;
+    for (const auto* sub : app.get_subcommands({})) known = known || sub->get_name() == cmd;
+    if (!known) {
+      print_error(
+          fmt::format("unknown command '{}' (commands: node, mode, persistence, hold, "
+                      "list, cleanup, nvidia-smi)",
+                      cmd));
+      return kExitUsage;
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string message = e.what();
+    if (message.find("--dir") != std::string::npos) message += " (or set GPUREAP_SIM_DIR)";
+    print_error(message);
+    fmt::print(stderr, "Run `gpureap-sim --help` or `gpureap-sim <command> --help`.\n");
+    return kExitUsage;
+  }
+
+  if (node_cmd->parsed()) return run_node(node);
+  if (mode_cmd->parsed()) return run_mode(mode_dir, mode_words, mode_gpu);
+  if (pm_cmd->parsed()) return run_persistence(pm_dir, pm_gpu, pm_value);
+  if (hold_cmd->parsed()) return run_hold(hold);
+  if (list_cmd->parsed()) return run_list(list_dir, list_json);
+  if (cleanup_cmd->parsed()) return run_cleanup(cleanup_dir);
+  return kExitUsage;
+}
