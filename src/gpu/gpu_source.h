@@ -47,6 +47,12 @@ class GpuSource {
   /// The pid of our own helper process that talks to the driver, if any: it has
   /// the device nodes open itself and must not be reported as a holder.
   virtual std::optional<pid_t> worker_pid() const { return std::nullopt; }
+
+  /// Starts gathering a snapshot without waiting for it, so that the driver's
+  /// start-up (nvmlInit and GPU attach: ~18 ms on an H200) overlaps other work
+  /// such as the /proc scan; the next snapshot() within a second collects it.
+  /// Optional: the default does nothing.
+  virtual void prefetch_snapshot() {}
 };
 
 }  // namespace gpureap::gpu

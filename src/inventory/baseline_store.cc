@@ -53,10 +53,10 @@ BaselineStore BaselineStore::load(std::string dir) {
 }
 
 Baseline BaselineStore::get(const std::string& uuid, std::uint64_t total, std::uint64_t used,
-                            bool idle) const {
+                            std::uint64_t attributed) const {
   if (auto it = bytes_.find(uuid); it != bytes_.end()) return {it->second, true};
-  std::uint64_t cap = baseline_cap(total);
-  return {idle ? std::min(used, cap) : cap, false};
+  std::uint64_t unexplained = used > attributed ? used - attributed : 0;
+  return {std::min(unexplained, baseline_cap(total)), false};
 }
 
 void BaselineStore::observe_idle(const std::string& uuid, std::uint64_t total, std::uint64_t used) {

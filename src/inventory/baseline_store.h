@@ -38,9 +38,11 @@ class BaselineStore {
   /// An empty store that never writes (for tests and read-only use).
   static BaselineStore in_memory() { return BaselineStore{}; }
 
-  /// The recorded baseline, or an estimate: min(used, cap) when the GPU is idle
-  /// now, else the cap for its size.
-  Baseline get(const std::string& uuid, std::uint64_t total, std::uint64_t used, bool idle) const;
+  /// The recorded baseline, or an estimate: the memory no holder accounts for
+  /// (used - attributed), capped at baseline_cap. An idle GPU's estimate is
+  /// therefore its used memory; memory beyond the cap stays unexplained.
+  Baseline get(const std::string& uuid, std::uint64_t total, std::uint64_t used,
+               std::uint64_t attributed) const;
 
   /// Records `used` for an idle GPU when it is plausible as a baseline (at most
   /// baseline_cap): stuck driver-held memory is never learnt as "idle".

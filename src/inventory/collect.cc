@@ -17,7 +17,10 @@ Inventory collect_inventory(gpu::GpuSource& gpus, const proc::DeviceSet& devices
   scan_options.exclude = options.exclude;
   scan_options.exclude.insert(::getpid());
 
-  // The scan reads /proc while NVML answers in its helper process.
+  // The scan reads /proc while NVML answers in its helper process. The helper is
+  // forked (without exec) by prefetch, before the scan thread exists: forking a
+  // multi-threaded process could copy a lock held by the other thread.
+  gpus.prefetch_snapshot();
   auto scan_future = std::async(std::launch::async, [&] { return proc::scan_holders(scan_options); });
   gpu::GpuSnapshot snapshot = gpus.snapshot(options.nvml_deadline);
   proc::ScanResult scan = scan_future.get();

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "util/units.h"
 
@@ -110,6 +111,7 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
   inv.nvml_problem = std::move(snapshot.problem);
   inv.driver_version = std::move(snapshot.driver_version);
   inv.host_pid_namespace = in_host_pid_namespace();
+  inv.as_root = ::geteuid() == 0;
   inv.problems = std::move(scan.problems);
   inv.processes_scanned = scan.processes_scanned;
 
@@ -165,7 +167,7 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
       bool idle = view.info.processes_known && view.info.processes.empty() &&
                   std::none_of(view.holders.begin(), view.holders.end(),
                                [](const GpuHolder& h) { return h.uses_gpu; });
-      view.baseline = baselines.get(view.info.uuid, mem.total, mem.used, idle);
+      view.baseline = baselines.get(view.info.uuid, mem.total, mem.used, view.attributed_bytes);
       if (idle) baselines.observe_idle(view.info.uuid, mem.total, mem.used);
       std::uint64_t explained = view.baseline.bytes + view.attributed_bytes;
       view.unattributed_bytes = mem.used > explained ? mem.used - explained : 0;

@@ -53,6 +53,7 @@ struct Inventory {
   std::string nvml_problem;
   std::string driver_version;
   bool host_pid_namespace = true;
+  bool as_root = false;  // the scan ran with euid 0 (unreadable entries are then sandbox limits)
   std::vector<GpuView> gpus;
   std::vector<proc::Holder> other_holders;  // hold nvidiactl/uvm only, or a node of no known GPU
   std::vector<proc::ScanProblem> problems;

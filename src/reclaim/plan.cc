@@ -83,8 +83,9 @@ std::optional<std::string> protection_reason(pid_t pid, const std::string& comm,
   if (pid == ctx.self) return "gpureap itself";
   if (ctx.ancestors.contains(pid)) return "an ancestor of this gpureap (its shell or supervisor)";
   if (kernel_thread) return "a kernel thread";
-  if (!named_by_pid &&
-      std::find(kInfrastructure.begin(), kInfrastructure.end(), comm) != kInfrastructure.end())
+  // comm is truncated to 15 characters by the kernel (TASK_COMM_LEN).
+  auto is_infrastructure = [&](std::string_view name) { return comm == name.substr(0, 15); };
+  if (!named_by_pid && std::any_of(kInfrastructure.begin(), kInfrastructure.end(), is_infrastructure))
     return fmt::format("GPU infrastructure ({}); name it with --pid to include it", comm);
   return std::nullopt;
 }

@@ -132,9 +132,10 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
   }
   if (!inv.problems.empty()) {
     out += style.yellow(fmt::format(
-        "\n! {} process(es) could not be inspected ({}); holders among them are not shown. Run as root "
-        "to see every holder.\n",
-        inv.problems.size(), inv.problems.front().what));
+        "\n! {} process(es) could not be inspected (pid {}: {}); holders among them may be missing. {}\n",
+        inv.problems.size(), inv.problems.front().pid, inv.problems.front().what,
+        inv.as_root ? "This is denied even to root here (a sandbox or security module restricts /proc)."
+                    : "Run as root to see every holder."));
   }
 
   // What now.

@@ -1,0 +1,122 @@
+#pragma once
+// A GpuSource for other modules' unit tests: a settable snapshot, a scripted
+// sequence of memory readings (to drive a release-wait loop step by step) and
+// a settable failure (NVML missing, failing or hung). Never blocks or sleeps:
+// a "hung" fake answers at once with the hang message.
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpu/gpu_source.h"
+
+namespace gpureap::gpu {
+
+class FakeGpuSource : public GpuSource {
+ public:
+  FakeGpuSource() = default;
+  explicit FakeGpuSource(GpuSnapshot snapshot) : snapshot_(std::move(snapshot)) {}
+
+  /// What snapshot() returns while no failure is set.
+  void set_snapshot(GpuSnapshot snapshot) { snapshot_ = std::move(snapshot); }
+  GpuSnapshot& mutable_snapshot() { return snapshot_; }
+
+  /// Appends one step to the memory script: the readings of every GPU of
+  /// interest (memory() returns those asked for, in the order asked).
+  void add_memory_step(std::vector<MemoryReading> readings) {
+    script_.push_back(std::move(readings));
+  }
+  /// Appends a step at which memory() fails with `message`.
+  void add_memory_failure(std::string message) {
+    script_.push_back(std::unexpected(Error{std::move(message)}));
+  }
+  /// Steps not yet consumed.
+  std::size_t memory_steps_left() const { return script_.size(); }
+
+  /// Every later call fails: snapshot() reports `state` and `problem` with no
+  /// GPUs, memory() fails with `problem`. `state` must not be ok.
+  void set_failure(NvmlState state, std::string problem) {
+    failure_state_ = state;
+    failure_problem_ = std::move(problem);
+  }
+  /// As a watchdog timeout would: state hung, with NvmlSource's wording.
+  void set_hung(std::chrono::milliseconds deadline = std::chrono::milliseconds(2000)) {
+    set_failure(NvmlState::hung,
+                "NVML did not answer within " + std::to_string(deadline.count()) +
+                    " ms (the driver may be stuck; see dmesg): showing the /proc view only");
+  }
+  void clear_failure() { failure_state_ = NvmlState::ok; }
+
+  GpuSnapshot snapshot(std::chrono::milliseconds deadline) override {
+    ++snapshot_calls;
+    last_deadline = deadline;
+    if (failure_state_ != NvmlState::ok) {
+      return GpuSnapshot{failure_state_, failure_problem_, snapshot_.driver_version, {}};
+    }
+    return snapshot_;
+  }
+
+  /// Consumes one script step; the last step repeats once reached. With no
+  /// script, readings come from the snapshot (used memory and process pids).
+  /// An index that the step (or snapshot) lacks fails, as NVML would.
+  Result<std::vector<MemoryReading>> memory(const std::vector<unsigned>& indices,
+                                            std::chrono::milliseconds deadline) override {
+    ++memory_calls;
+    last_deadline = deadline;
+    memory_requests.push_back(indices);
+    if (failure_state_ != NvmlState::ok) return std::unexpected(Error{failure_problem_});
+    Result<std::vector<MemoryReading>> step = script_.empty() ? from_snapshot() : script_.front();
+    if (script_.size() > 1) script_.pop_front();
+    if (!step) return step;
+    std::vector<MemoryReading> readings;
+    for (unsigned index : indices) {
+      auto it = std::find_if(step->begin(), step->end(),
+                             [index](const MemoryReading& r) { return r.index == index; });
+      if (it == step->end()) {
+        return std::unexpected(Error{"no GPU with index " + std::to_string(index)});
+      }
+      readings.push_back(*it);
+    }
+    return readings;
+  }
+
+  void disconnect() override { ++disconnect_calls; }
+
+  std::optional<pid_t> worker_pid() const override { return fake_worker_pid; }
+
+  void prefetch_snapshot() override { ++prefetch_calls; }
+
+  /// What worker_pid() returns (a process the /proc scan must leave out).
+  std::optional<pid_t> fake_worker_pid;
+
+  // What the code under test did.
+  int snapshot_calls = 0;
+  int memory_calls = 0;
+  int disconnect_calls = 0;
+  int prefetch_calls = 0;
+  std::vector<std::vector<unsigned>> memory_requests;
+  std::chrono::milliseconds last_deadline{0};
+
+ private:
+  std::vector<MemoryReading> from_snapshot() const {
+    std::vector<MemoryReading> readings;
+    for (const GpuInfo& gpu : snapshot_.gpus) {
+      MemoryReading r;
+      r.index = gpu.index;
+      if (gpu.memory) r.used = gpu.memory->used;
+      for (const GpuProcess& p : gpu.processes) r.pids.push_back(p.pid);
+      readings.push_back(std::move(r));
+    }
+    return readings;
+  }
+
+  GpuSnapshot snapshot_;
+  std::deque<Result<std::vector<MemoryReading>>> script_;
+  NvmlState failure_state_ = NvmlState::ok;
+  std::string failure_problem_;
+};
+
+}  // namespace gpureap::gpu

@@ -1,0 +1,123 @@
+#pragma once
+// NVML loaded at run time with dlopen: the one file that knows NVML's exported
+// names and calling conventions. Symbols are resolved newest version first,
+// each required or optional (as nvtop does); data a driver cannot supply
+// (NOT_SUPPORTED, a missing optional symbol) becomes std::nullopt, not an error.
+//
+// Not thread-safe. gpureap uses it only inside the NVML worker process
+// (nvml_source.h), so a driver call that never returns cannot hang gpureap.
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_info.h"
+#include "gpu/nvml_api.h"
+#include "util/result.h"
+
+namespace gpureap::gpu {
+
+/// A resolved NVML entry point and the exported name it was found under (the
+/// name appears in error messages). `fn` is null when the symbol is missing.
+template <typename Fn>
+struct NvmlSymbol {
+  Fn fn = nullptr;
+  const char* name = "";
+  explicit operator bool() const { return fn != nullptr; }
+};
+
+/// A legacy nvmlDeviceGet*RunningProcesses entry point with the size of the
+/// entries its name implies (24 for _v3 and _v2, 16 for the unsuffixed call).
+struct NvmlProcessListSymbol {
+  NvmlSymbol<nvmlDeviceGetRunningProcesses_fn> call;
+  std::size_t stride = 0;
+};
+
+/// Every NVML entry point gpureap uses. Required: init, shutdown, error_string,
+/// device_count, handle_by_index, uuid, pci_info and one of the memory calls.
+struct NvmlSymbols {
+  NvmlSymbol<nvmlInit_fn> init;
+  NvmlSymbol<nvmlShutdown_fn> shutdown;
+  NvmlSymbol<nvmlErrorString_fn> error_string;
+  NvmlSymbol<nvmlDeviceGetCount_fn> device_count;
+  NvmlSymbol<nvmlDeviceGetHandleByIndex_fn> handle_by_index;
+  NvmlSymbol<nvmlDeviceGetString_fn> uuid;
+  NvmlSymbol<nvmlDeviceGetPciInfo_fn> pci_info;
+  NvmlSymbol<nvmlDeviceGetMemoryInfo_v2_fn> memory_v2;
+  NvmlSymbol<nvmlDeviceGetMemoryInfo_fn> memory_v1;
+  NvmlSymbol<nvmlDeviceGetRunningProcessDetailList_fn> process_detail_list;
+  std::array<NvmlProcessListSymbol, 3> process_lists;  // indexed by ProcessKind
+  NvmlSymbol<nvmlDeviceGetString_fn> name;
+  NvmlSymbol<nvmlDeviceGetUint_fn> minor_number;
+  NvmlSymbol<nvmlDeviceGetPersistenceMode_fn> persistence_mode;
+  NvmlSymbol<nvmlSystemGetDriverVersion_fn> driver_version;
+};
+
+class NvmlLibrary {
+ public:
+  /// dlopens `path` (RTLD_NOW | RTLD_LOCAL) and resolves the symbols. Fails when
+  /// the library cannot be loaded (naming the path: no NVIDIA driver seems to be
+  /// installed) or lacks a required symbol.
+  static Result<NvmlLibrary> load(const std::string& path);
+
+  /// A library over given entry points, with no dlopen handle (for tests).
+  static NvmlLibrary from_symbols(NvmlSymbols symbols);
+
+  NvmlLibrary(NvmlLibrary&& other) noexcept;
+  NvmlLibrary& operator=(NvmlLibrary&& other) noexcept;
+  NvmlLibrary(const NvmlLibrary&) = delete;
+  NvmlLibrary& operator=(const NvmlLibrary&) = delete;
+  /// Shuts NVML down when initialized, then dlcloses.
+  ~NvmlLibrary();
+
+  /// nvmlInit; fails with NVML's error text ("nvmlInit_v2: Driver Not Loaded").
+  Result<void> init();
+
+  /// nvmlShutdown when initialized (NVML counts init/shutdown pairs).
+  void shutdown();
+
+  /// Every GPU: identity, memory, processes (compute + graphics + MPS, one
+  /// entry per pid), persistence mode. Fails when the GPU count is unknown.
+  /// A failed per-GPU call (GPU lost, no permission) keeps the GPU with what
+  /// was learned and appends the error ("nvmlDeviceGetMemoryInfo_v2(GPU 3): GPU
+  /// is lost") to `*problems`; when `problems` is null it fails the call instead.
+  Result<std::vector<GpuInfo>> query_all(std::vector<std::string>* problems = nullptr);
+
+  /// Used memory and NVML pids of the GPUs with these indices, in that order.
+  /// Any NVML error, or an index NVML does not know, fails the call.
+  Result<std::vector<MemoryReading>> query_memory(const std::vector<unsigned>& indices);
+
+  /// "580.65.06", or empty when NVML cannot tell.
+  std::string driver_version();
+
+  const NvmlSymbols& symbols() const { return sym_; }
+
+ private:
+  struct DlClose {
+    void operator()(void* handle) const;
+  };
+
+  NvmlLibrary(std::unique_ptr<void, DlClose> handle, NvmlSymbols symbols);
+
+  Error nvml_error(const char* call, std::optional<unsigned> gpu, nvmlReturn_t rc) const;
+  Result<unsigned> device_count();
+  Result<nvmlDevice_t> device(unsigned index);
+  Result<std::optional<GpuMemory>> read_memory(nvmlDevice_t dev, unsigned index);
+  Result<std::optional<std::vector<GpuProcess>>> read_processes(nvmlDevice_t dev, unsigned index);
+  Result<std::optional<std::vector<GpuProcess>>> read_detail_list(nvmlDevice_t dev, unsigned index,
+                                                                  ProcessKind kind);
+  Result<std::optional<std::vector<GpuProcess>>> read_legacy_list(nvmlDevice_t dev, unsigned index,
+                                                                  ProcessKind kind);
+  Result<void> read_identity(nvmlDevice_t dev, GpuInfo& gpu);
+
+  std::unique_ptr<void, DlClose> handle_;
+  NvmlSymbols sym_;
+  bool initialized_ = false;
+  // Learned once per library: this driver rejects the versioned struct
+  // (ARGUMENT_VERSION_MISMATCH / FUNCTION_NOT_FOUND), so use the older call.
+  bool memory_v2_unusable_ = false;
+  bool detail_list_unusable_ = false;
+};
+
+}  // namespace gpureap::gpu

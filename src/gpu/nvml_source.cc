@@ -1,0 +1,282 @@
+#include "gpu/nvml_source.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <utility>
+
+namespace gpureap::gpu {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+// How long an exiting worker gets before it is killed, and how long a killed
+// one gets before we stop waiting for it (a worker stuck in the driver in D
+// state cannot die until the driver returns; we never block on it).
+constexpr milliseconds kExitWait{150};
+constexpr milliseconds kKillWait{50};
+// disconnect(): time for nvmlShutdown to return, then for the worker to exit.
+constexpr milliseconds kShutdownBudget{1000};
+constexpr milliseconds kShutdownExitWait{500};
+// A prefetched snapshot older than this is dropped and taken again.
+constexpr milliseconds kPrefetchMaxAge{1000};
+
+std::string string_field(const json& message, const char* key) {
+  if (!message.is_object()) return {};
+  auto it = message.find(key);
+  return it != message.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+NvmlState state_from_wire(const std::string& state) {
+  if (state == "library_missing") return NvmlState::library_missing;
+  if (state == "init_failed") return NvmlState::init_failed;
+  return NvmlState::query_failed;
+}
+
+}  // namespace
+
+std::string resolve_nvml_library(std::string_view flag) {
+  if (!flag.empty()) return std::string(flag);
+  if (const char* env = std::getenv("GPUREAP_NVML_LIBRARY"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  return "libnvidia-ml.so.1";
+}
+
+std::unique_ptr<GpuSource> make_nvml_source(std::string library_path) {
+  return std::make_unique<NvmlSource>(std::move(library_path));
+}
+
+NvmlSource::NvmlSource(std::string library_path) : library_path_(std::move(library_path)) {}
+
+NvmlSource::~NvmlSource() {
+  if (worker_) {
+    // An idle worker exits on EOF; a busy one is killed.
+    worker_->close_channel();
+    if (!worker_->wait_exit(kExitWait)) {
+      worker_->kill();
+      worker_->wait_exit(kKillWait);
+    }
+  }
+  reap_stuck();
+}
+
+std::optional<pid_t> NvmlSource::worker_pid() const {
+  if (worker_) return worker_->pid();
+  if (!stuck_.empty()) return stuck_.front().pid();
+  return std::nullopt;
+}
+
+void NvmlSource::reap_stuck() {
+  std::erase_if(stuck_, [](NvmlWorker& w) { return w.try_reap().has_value(); });
+}
+
+void NvmlSource::forget_worker() {
+  worker_.reset();
+  worker_ready_ = false;
+  prefetched_.reset();
+}
+
+void NvmlSource::bury_worker() {
+  if (!worker_) return;
+  if (!worker_->wait_exit(kExitWait)) {
+    worker_->kill();
+    if (!worker_->wait_exit(kKillWait)) stuck_.push_back(std::move(*worker_));
+  }
+  forget_worker();
+}
+
+NvmlSource::Failure NvmlSource::worker_failed(const FrameFailure& failure, milliseconds deadline,
+                                              bool starting) {
+  const pid_t pid = worker_->pid();
+  if (failure.kind == FrameFailure::Kind::timeout) {
+    worker_->close_channel();
+    worker_->kill();
+    if (!worker_->wait_exit(kKillWait)) stuck_.push_back(std::move(*worker_));
+    forget_worker();
+    const char* what = starting ? "finish initializing" : "answer";
+    remembered_ = Failure{NvmlState::hung,
+                          fmt::format("NVML did not {} within {} ms (the driver may be stuck; see "
+                                      "dmesg): showing the /proc view only",
+                                      what, deadline.count())};
+    return *remembered_;
+  }
+  const char* when = starting ? "while loading NVML" : "while answering";
+  std::string problem;
+  if (failure.kind == FrameFailure::Kind::closed) {
+    auto ending = worker_->wait_exit(kExitWait);
+    problem = fmt::format("the NVML worker (pid {}) {} {}", pid,
+                          ending.value_or("closed its connection"), when);
+  } else {
+    worker_->kill();
+    problem = fmt::format("lost the NVML worker (pid {}) {}: {}", pid, when, failure.message);
+  }
+  bury_worker();
+  return Failure{NvmlState::query_failed, std::move(problem)};
+}
+
+std::expected<void, NvmlSource::Failure> NvmlSource::spawn_worker() {
+  auto worker = NvmlWorker::spawn(library_path_);
+  if (!worker) {
+    return std::unexpected(Failure{NvmlState::query_failed,
+                                   "cannot start the NVML worker: " + worker.error().message});
+  }
+  worker_ = std::move(*worker);
+  worker_ready_ = false;
+  return {};
+}
+
+std::expected<void, NvmlSource::Failure> NvmlSource::await_ready(Clock::time_point end,
+                                                                 milliseconds deadline) {
+  // The worker speaks first: NVML loaded and initialized, or why not.
+  auto ready = read_frame(worker_->fd(), end);
+  if (!ready) return std::unexpected(worker_failed(ready.error(), deadline, true));
+  auto flag = ready->is_object() ? ready->find("ready") : ready->end();
+  if (!ready->is_object() || flag == ready->end() || !flag->is_boolean()) {
+    return std::unexpected(worker_failed(
+        {FrameFailure::Kind::malformed, "no ready message: " + ready->dump()}, deadline, true));
+  }
+  if (!flag->get<bool>()) {
+    // Missing library or failed nvmlInit: remembered, as retrying would fail alike.
+    remembered_ =
+        Failure{state_from_wire(string_field(*ready, "state")), string_field(*ready, "problem")};
+    bury_worker();
+    return std::unexpected(*remembered_);
+  }
+  driver_version_ = string_field(*ready, "driver_version");
+  worker_ready_ = true;
+  return {};
+}
+
+std::expected<json, NvmlSource::Failure> NvmlSource::round_trip(const json& request,
+                                                                milliseconds deadline) {
+  reap_stuck();
+  if (remembered_) return std::unexpected(*remembered_);
+  const auto end = Clock::now() + deadline;
+  if (!worker_) {
+    if (auto spawned = spawn_worker(); !spawned) return std::unexpected(spawned.error());
+  }
+  if (!worker_ready_) {
+    if (auto ready = await_ready(end, deadline); !ready) return std::unexpected(ready.error());
+  }
+  if (prefetched_) {
+    // The answer to a prefetched snapshot comes first: use it, or drop it.
+    const bool fresh = Clock::now() - *prefetched_ <= kPrefetchMaxAge;
+    prefetched_.reset();
+    auto reply = read_frame(worker_->fd(), end);
+    if (!reply) return std::unexpected(worker_failed(reply.error(), deadline, false));
+    if (fresh && request.value("op", "") == "snapshot" && reply->is_object()) {
+      return std::move(*reply);
+    }
+  }
+  if (auto sent = write_frame(worker_->fd(), request, end); !sent) {
+    return std::unexpected(worker_failed(sent.error(), deadline, false));
+  }
+  auto reply = read_frame(worker_->fd(), end);
+  if (!reply) return std::unexpected(worker_failed(reply.error(), deadline, false));
+  if (!reply->is_object()) {
+    return std::unexpected(worker_failed(
+        {FrameFailure::Kind::malformed, "an answer that is not an object"}, deadline, false));
+  }
+  return std::move(*reply);
+}
+
+void NvmlSource::prefetch_snapshot() {
+  reap_stuck();
+  if (remembered_ || prefetched_) return;
+  if (!worker_ && !spawn_worker()) return;  // snapshot() will start it again and report
+  // The request waits in the socket until the worker has initialized NVML. A
+  // failure to send is left for snapshot() to find and report.
+  const auto now = Clock::now();
+  if (write_frame(worker_->fd(), {{"op", "snapshot"}}, now)) prefetched_ = now;
+}
+
+GpuSnapshot NvmlSource::snapshot(milliseconds deadline) {
+  GpuSnapshot snapshot;
+  auto reply = round_trip({{"op", "snapshot"}}, deadline);
+  snapshot.driver_version = driver_version_;
+  if (!reply) {
+    snapshot.state = reply.error().state;
+    snapshot.problem = reply.error().problem;
+    return snapshot;
+  }
+  if (std::string error = string_field(*reply, "error"); !error.empty()) {
+    snapshot.state = NvmlState::query_failed;
+    snapshot.problem = std::move(error);
+    return snapshot;
+  }
+  auto gpus = reply->find("gpus");
+  if (gpus == reply->end() || !gpus->is_array()) {
+    snapshot.state = NvmlState::query_failed;
+    snapshot.problem = "malformed answer from the NVML worker: no GPU list";
+    return snapshot;
+  }
+  for (const json& wire : *gpus) {
+    auto gpu = gpu_info_from_wire(wire);
+    if (!gpu) {
+      snapshot.state = NvmlState::query_failed;
+      snapshot.problem = gpu.error().message;
+      snapshot.gpus.clear();
+      return snapshot;
+    }
+    snapshot.gpus.push_back(std::move(*gpu));
+  }
+  // Per-GPU failures: the other GPUs are still shown, and the state says so.
+  if (auto problems = reply->find("problems"); problems != reply->end() && problems->is_array()) {
+    for (const json& problem : *problems) {
+      if (!problem.is_string()) continue;
+      if (!snapshot.problem.empty()) snapshot.problem += "; ";
+      snapshot.problem += problem.get<std::string>();
+    }
+  }
+  if (!snapshot.problem.empty()) snapshot.state = NvmlState::query_failed;
+  return snapshot;
+}
+
+Result<std::vector<MemoryReading>> NvmlSource::memory(const std::vector<unsigned>& indices,
+                                                      milliseconds deadline) {
+  auto reply = round_trip({{"op", "memory"}, {"indices", indices}}, deadline);
+  if (!reply) return fail(reply.error().problem);
+  if (std::string error = string_field(*reply, "error"); !error.empty()) return fail(error);
+  auto wire = reply->find("readings");
+  if (wire == reply->end() || !wire->is_array()) {
+    return fail("malformed answer from the NVML worker: no memory readings");
+  }
+  std::vector<MemoryReading> readings;
+  for (const json& r : *wire) {
+    auto reading = memory_reading_from_wire(r);
+    if (!reading) return std::unexpected(reading.error());
+    readings.push_back(std::move(*reading));
+  }
+  return readings;
+}
+
+void NvmlSource::disconnect() {
+  if (worker_ && (!worker_ready_ || prefetched_)) {
+    // Mid start-up, or an answer in flight: no clean exchange is possible, and
+    // an idle worker exits on EOF anyway.
+    worker_->close_channel();
+    bury_worker();
+  }
+  if (worker_) {
+    const auto end = Clock::now() + kShutdownBudget;
+    auto sent = write_frame(worker_->fd(), {{"op", "shutdown"}}, end);
+    auto reply =
+        sent ? read_frame(worker_->fd(), end) : FrameResult<json>(std::unexpected(sent.error()));
+    if (!reply && reply.error().kind == FrameFailure::Kind::timeout) {
+      worker_failed(reply.error(), kShutdownBudget, false);  // nvmlShutdown hung: a hang
+    } else {
+      worker_->close_channel();
+      if (!worker_->wait_exit(kShutdownExitWait)) {
+        worker_->kill();
+        if (!worker_->wait_exit(kKillWait)) stuck_.push_back(std::move(*worker_));
+      }
+      forget_worker();
+    }
+  }
+  if (remembered_ && remembered_->state != NvmlState::hung) remembered_.reset();
+  reap_stuck();
+}
+
+}  // namespace gpureap::gpu

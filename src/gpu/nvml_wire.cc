@@ -1,0 +1,236 @@
+#include "gpu/nvml_wire.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+namespace gpureap::gpu {
+namespace {
+
+using nlohmann::json;
+
+const char* kind_name(ProcessKind kind) {
+  switch (kind) {
+    case ProcessKind::compute:
+      return "compute";
+    case ProcessKind::graphics:
+      return "graphics";
+    case ProcessKind::mps:
+      return "mps";
+  }
+  return "compute";
+}
+
+ProcessKind kind_from_name(const std::string& name) {
+  if (name == "graphics") return ProcessKind::graphics;
+  if (name == "mps") return ProcessKind::mps;
+  if (name == "compute") return ProcessKind::compute;
+  throw std::invalid_argument("unknown process kind '" + name + "'");
+}
+
+template <typename T>
+json optional_to_wire(const std::optional<T>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+template <typename T>
+std::optional<T> optional_from_wire(const json& wire, const char* key) {
+  const json& value = wire.at(key);
+  if (value.is_null()) return std::nullopt;
+  return value.get<T>();
+}
+
+// Decoders use nlohmann's checked accessors, which throw on a missing key or a
+// wrong type; this turns that into an error value at the one boundary.
+template <typename T, typename F>
+Result<T> decode(const char* what, F&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return fail(fmt::format("malformed {} from the NVML worker: {}", what, e.what()));
+  }
+}
+
+// Milliseconds left until the deadline for poll(): -1 waits forever, and the
+// value is rounded up so that poll does not return just before the deadline.
+int poll_timeout(const FrameDeadline& deadline) {
+  if (!deadline) return -1;
+  auto left = *deadline - std::chrono::steady_clock::now();
+  if (left <= std::chrono::steady_clock::duration::zero()) return 0;
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  return static_cast<int>(std::min<long long>(ms, 1 << 30));
+}
+
+// Waits until fd is ready for `events`; false on timeout.
+FrameResult<bool> wait_ready(int fd, short events, const FrameDeadline& deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int n = poll(&p, 1, poll_timeout(deadline));
+    if (n > 0) return true;
+    if (n == 0) return false;
+    if (errno != EINTR) {
+      return std::unexpected(FrameFailure{FrameFailure::Kind::io,
+                                          Error::from_errno("poll on the NVML worker").message});
+    }
+  }
+}
+
+FrameFailure timeout_failure() {
+  return {FrameFailure::Kind::timeout, "no answer in time"};
+}
+
+FrameResult<void> send_all(int fd, std::span<const char> data, const FrameDeadline& deadline) {
+  while (!data.empty()) {
+    ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n >= 0) {
+      data = data.subspan(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      auto ready = wait_ready(fd, POLLOUT, deadline);
+      if (!ready) return std::unexpected(ready.error());
+      if (!*ready) return std::unexpected(timeout_failure());
+      continue;
+    }
+    if (errno == EPIPE || errno == ECONNRESET) {
+      return std::unexpected(FrameFailure{FrameFailure::Kind::closed, "the connection closed"});
+    }
+    return std::unexpected(
+        FrameFailure{FrameFailure::Kind::io, Error::from_errno("send to the NVML worker").message});
+  }
+  return {};
+}
+
+FrameResult<void> recv_all(int fd, std::span<char> data, const FrameDeadline& deadline) {
+  while (!data.empty()) {
+    if (deadline) {
+      // Wait first: the socket is non-blocking on the side that has a deadline.
+      auto ready = wait_ready(fd, POLLIN, deadline);
+      if (!ready) return std::unexpected(ready.error());
+      if (!*ready) return std::unexpected(timeout_failure());
+    }
+    ssize_t n = recv(fd, data.data(), data.size(), 0);
+    if (n > 0) {
+      data = data.subspan(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n == 0) {
+      return std::unexpected(FrameFailure{FrameFailure::Kind::closed, "the connection closed"});
+    }
+    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+    if (errno == ECONNRESET) {
+      return std::unexpected(FrameFailure{FrameFailure::Kind::closed, "the connection closed"});
+    }
+    return std::unexpected(FrameFailure{FrameFailure::Kind::io,
+                                        Error::from_errno("receive from the NVML worker").message});
+  }
+  return {};
+}
+
+}  // namespace
+
+json gpu_info_to_wire(const GpuInfo& gpu) {
+  json processes = json::array();
+  for (const GpuProcess& p : gpu.processes) {
+    processes.push_back({{"pid", p.pid},
+                         {"used_bytes", optional_to_wire(p.used_bytes)},
+                         {"kind", kind_name(p.kind)}});
+  }
+  json memory = nullptr;
+  if (gpu.memory) {
+    memory = {{"total", gpu.memory->total},
+              {"used", gpu.memory->used},
+              {"reserved", optional_to_wire(gpu.memory->reserved)}};
+  }
+  return {{"index", gpu.index},
+          {"name", gpu.name},
+          {"uuid", gpu.uuid},
+          {"pci_bus_id", gpu.pci_bus_id},
+          {"minor", optional_to_wire(gpu.minor)},
+          {"memory", memory},
+          {"processes", processes},
+          {"processes_known", gpu.processes_known},
+          {"persistence_mode", optional_to_wire(gpu.persistence_mode)}};
+}
+
+Result<GpuInfo> gpu_info_from_wire(const json& wire) {
+  return decode<GpuInfo>("GPU description", [&] {
+    GpuInfo gpu;
+    gpu.index = wire.at("index").get<unsigned>();
+    gpu.name = wire.at("name").get<std::string>();
+    gpu.uuid = wire.at("uuid").get<std::string>();
+    gpu.pci_bus_id = wire.at("pci_bus_id").get<std::string>();
+    gpu.minor = optional_from_wire<unsigned>(wire, "minor");
+    if (const json& memory = wire.at("memory"); !memory.is_null()) {
+      gpu.memory =
+          GpuMemory{memory.at("total").get<std::uint64_t>(), memory.at("used").get<std::uint64_t>(),
+                    optional_from_wire<std::uint64_t>(memory, "reserved")};
+    }
+    for (const json& p : wire.at("processes")) {
+      gpu.processes.push_back(GpuProcess{p.at("pid").get<std::uint32_t>(),
+                                         optional_from_wire<std::uint64_t>(p, "used_bytes"),
+                                         kind_from_name(p.at("kind").get<std::string>())});
+    }
+    gpu.processes_known = wire.at("processes_known").get<bool>();
+    gpu.persistence_mode = optional_from_wire<bool>(wire, "persistence_mode");
+    return gpu;
+  });
+}
+
+json memory_reading_to_wire(const MemoryReading& reading) {
+  return {
+      {"index", reading.index}, {"used", optional_to_wire(reading.used)}, {"pids", reading.pids}};
+}
+
+Result<MemoryReading> memory_reading_from_wire(const json& wire) {
+  return decode<MemoryReading>("memory reading", [&] {
+    MemoryReading reading;
+    reading.index = wire.at("index").get<unsigned>();
+    reading.used = optional_from_wire<std::uint64_t>(wire, "used");
+    reading.pids = wire.at("pids").get<std::vector<std::uint32_t>>();
+    return reading;
+  });
+}
+
+FrameResult<void> write_frame(int fd, const json& message, FrameDeadline deadline) {
+  // Replace invalid UTF-8 (a driver string) rather than throw.
+  const std::string text = message.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > kMaxFrameBytes) {
+    return std::unexpected(FrameFailure{
+        FrameFailure::Kind::malformed, fmt::format("frame of {} bytes is too large", text.size())});
+  }
+  const auto size = static_cast<std::uint32_t>(text.size());
+  std::string frame(4, '\0');
+  for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>((size >> (8 * i)) & 0xFFU);
+  frame += text;
+  return send_all(fd, frame, deadline);
+}
+
+FrameResult<json> read_frame(int fd, FrameDeadline deadline) {
+  std::array<char, 4> header{};
+  if (auto r = recv_all(fd, header, deadline); !r) return std::unexpected(r.error());
+  std::uint32_t size = 0;
+  for (int i = 0; i < 4; ++i)
+    size |= std::uint32_t{static_cast<unsigned char>(header[i])} << (8 * i);
+  if (size > kMaxFrameBytes) {
+    return std::unexpected(FrameFailure{FrameFailure::Kind::malformed,
+                                        fmt::format("frame of {} bytes is too large", size)});
+  }
+  std::string text(size, '\0');
+  if (auto r = recv_all(fd, text, deadline); !r) return std::unexpected(r.error());
+  json message = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (message.is_discarded()) {
+    return std::unexpected(FrameFailure{FrameFailure::Kind::malformed, "a frame that is not JSON"});
+  }
+  return message;
+}
+
+}  // namespace gpureap::gpu

@@ -1,0 +1,72 @@
+#pragma once
+// The NVML worker: a child process that loads NVML and answers queries over a
+// socket, so that a driver call stuck in the kernel (even in D state) stalls
+// the child and never gpureap. NvmlSource (nvml_source.h) drives it.
+//
+// Protocol (frames of nvml_wire.h). The worker speaks first:
+//   {"ready": true, "driver_version": "580.65.06"}
+//   {"ready": false, "state": "library_missing" | "init_failed", "problem": "..."}, then exits
+// then answers each request in turn:
+//   {"op": "snapshot"}                 -> {"gpus": [...], "problems": [...]} | {"error": "..."}
+//   {"op": "memory", "indices": [..]}  -> {"readings": [...]} | {"error": "..."}
+//   {"op": "shutdown"}                 -> {"ok": true}, after nvmlShutdown; then exits
+// EOF on its socket makes the worker exit at once.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "util/result.h"
+
+namespace gpureap::gpu {
+
+/// Parent-side handle of one worker process: its socket and its pidfd. Move-only.
+/// Destroying it closes both without waiting; the owner decides how to end the
+/// worker (kill, reap) first.
+class NvmlWorker {
+ public:
+  /// Forks a worker that loads `library_path`. The socket returned by fd() is
+  /// non-blocking. Fork happens without exec: call it while no other thread of
+  /// gpureap holds a lock the child would need (malloc, the dynamic loader).
+  static Result<NvmlWorker> spawn(const std::string& library_path);
+
+  NvmlWorker(NvmlWorker&& other) noexcept;
+  NvmlWorker& operator=(NvmlWorker&& other) noexcept;
+  NvmlWorker(const NvmlWorker&) = delete;
+  NvmlWorker& operator=(const NvmlWorker&) = delete;
+  ~NvmlWorker();
+
+  int fd() const { return socket_; }
+  pid_t pid() const { return pid_; }
+  bool reaped() const { return reaped_; }
+
+  /// Closes the socket: an idle worker sees EOF and exits.
+  void close_channel();
+
+  /// SIGKILL, through the pidfd when there is one. The worker is our unreaped
+  /// child, so its pid cannot have been reused even without a pidfd.
+  void kill();
+
+  /// Reaps the worker if it has exited, never blocking (a worker stuck in D
+  /// state cannot be reaped). Returns how it ended ("exited with status 1",
+  /// "was killed by signal 9 (Killed)") once reaped, nullopt while it lives.
+  std::optional<std::string> try_reap();
+
+  /// Waits until the worker exits, at most `limit` (poll on the pidfd), then
+  /// reaps it with WNOHANG. Returns how it ended, or nullopt if still alive.
+  std::optional<std::string> wait_exit(std::chrono::milliseconds limit);
+
+ private:
+  NvmlWorker(pid_t pid, int pidfd, int socket) : pid_(pid), pidfd_(pidfd), socket_(socket) {}
+  void release();
+
+  pid_t pid_ = -1;
+  int pidfd_ = -1;  // -1 when pidfd_open is unavailable (Linux < 5.3)
+  int socket_ = -1;
+  bool reaped_ = false;
+  std::string ending_;  // how it ended, once reaped
+};
+
+}  // namespace gpureap::gpu
