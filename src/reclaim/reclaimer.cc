@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <thread>
+
+#include "proc/process_handle.h"
 
 namespace gpureap::reclaim {
 namespace {
@@ -17,6 +20,18 @@ const inventory::GpuView* find_view(const inventory::Inventory& inv, unsigned in
   for (const auto& v : inv.gpus)
     if (v.info.index == index) return &v;
   return nullptr;
+}
+
+// True when some killed target's parent is still alive and not init: it may
+// start a replacement.
+bool parent_may_respawn(const std::map<proc::ProcessId, proc::ProcessId>& parent_of_killed,
+                        const std::string& proc_root) {
+  for (const auto& [killed, parent] : parent_of_killed) {
+    if (parent.pid <= 1) continue;
+    auto now = proc::read_process_id(parent.pid, proc_root);
+    if (now && *now == parent) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -92,7 +107,14 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
                                        });
       if (!released.nvml_error.empty()) report.nvml_error = released.nvml_error;
       if (released.interrupted) report.interrupted = true;
-      if (released.all_freed || released.interrupted || !released.nvml_error.empty()) break;
+      if (released.interrupted || !released.nvml_error.empty()) break;
+      if (released.all_freed) {
+        // Freed, but a live parent of a killed holder may be restarting it right
+        // now (a supervisor, --respawn): give it a moment and look once more.
+        // Orphans (the case study) have no such parent and cost no extra time.
+        if (!parent_may_respawn(parent_of_killed, options.proc_root)) break;
+        std::this_thread::sleep_for(options.respawn_settle);
+      }
 
       caller = CallerContext::current(options.proc_root);
       latest = inventory::collect_inventory(ctx.gpus, ctx.devices, ctx.baselines,
@@ -123,10 +145,16 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
         }
       }
       if (!next.targets.empty()) {
+        // Memory freed earlier is held again by the new holders' GPUs.
+        for (const auto& t : next.targets)
+          for (unsigned g : t.gpus)
+            for (auto& out : report.gpus)
+              if (out.index == g) out.seconds_to_free.reset();
         plan = std::move(next);
         break;  // next round
       }
       plan.skipped = next.skipped;
+      if (released.all_freed) break;
     }
     if (report.interrupted || !report.nvml_error.empty()) break;
     if (plan.targets.empty()) break;

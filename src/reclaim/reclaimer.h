@@ -25,6 +25,7 @@ struct ReclaimOptions {
   int max_rounds = 5;
   bool reset = false;                        // --reset: reset GPUs whose memory is driver-held
   std::chrono::milliseconds rescan_every{250};
+  std::chrono::milliseconds respawn_settle{200};  // look again this long after "freed" when a parent lives
   std::string proc_root = "/proc";
 };
 

@@ -2,6 +2,7 @@
 // test per holder shape, checking the JSON a script would read.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -106,7 +107,8 @@ TEST(Status, DaemonizedHolderIsFound) {
   auto j = node.gpureap({"status", "--json"}).json();
   const auto* h = find_holder(j["gpus"][2], held.holders[0].first);
   ASSERT_NE(h, nullptr);
-  EXPECT_EQ((*h)["sid"], (*h)["pid"]) << "a setsid daemon leads its own session";
+  EXPECT_NE((*h)["sid"], ::getsid(0)) << "a setsid daemon has left our session";
+  EXPECT_TRUE((*h)["orphaned"]) << "double-forked: re-parented";
   EXPECT_EQ((*h)["gpu_bytes"], 8 * kGiB);
 }
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The first case study, replayed on a simulated 8-GPU node (no GPU needed):
+# an inference server with 8 tensor-parallel workers is SIGKILLed, its workers
+# are orphaned and keep their memory; `gpureap status` shows exactly that, and
+# `gpureap free` reclaims it. A ninth "GPU 3 of the second box" keeps memory the
+# driver never released, which free classifies as driver-held.
+set -euo pipefail
+build=${1:-build}
+bin="$build/gpureap"
+sim="$build/sim/gpureap-sim"
+node=$(mktemp -d /tmp/gpureap-demo.XXXXXX)
+
+cleanup() { "$sim" cleanup --dir "$node" >/dev/null 2>&1 || true; rm -rf "$node"; }
+trap cleanup EXIT
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+say "A simulated node: 8 GPUs of 96 GiB"
+eval "$("$sim" node --dir "$node" --gpus 8 --memory 96GiB --name "NVIDIA RTX PRO 6000 Blackwell")"
+export GPUREAP_STATE_DIR="$node/state" GPUREAP_NVIDIA_SMI="$node/bin/nvidia-smi"
+mkdir -p "$GPUREAP_STATE_DIR"
+
+say "An SGLang-like server starts 8 tensor-parallel workers, ~90 GiB each"
+server=$("$sim" hold --dir "$node" --gpu 0 --bytes 90GiB --children 8 --detach --comm sglang-server)
+leader=$(echo "$server" | python3 -c 'import json,sys; print(json.load(sys.stdin)["leader"])')
+echo "server pid $leader"
+
+say "The operator restarts it the hard way: kill -9 $leader (the server only)"
+kill -9 "$leader"
+sleep 0.2
+"$sim" nvidia-smi --query-gpu=index,memory.used --format=csv,noheader
+
+say "gpureap status: who holds each GPU, and why"
+"$bin" status
+
+say "gpureap free --gpu all --yes"
+"$bin" free --gpu all --yes --grace 2s || true
+
+say "Second box, GPU 3: memory the driver kept after its process died (--stuck)"
+stuck=$("$sim" hold --dir "$node" --gpu 3 --bytes 92GiB --stuck --detach)
+kill -9 "$(echo "$stuck" | python3 -c 'import json,sys; print(json.load(sys.stdin)["holders"][0]["pid"])')"
+sleep 0.2
+set +e
+"$bin" free --gpu 3 --yes --timeout 2s
+echo "(exit status $?: memory still held, classified)"
+set -e
+
+say "Done. Try it yourself:"
+echo "  eval \"\$($sim node --dir /tmp/node --gpus 8 --memory 96GiB)\"; $bin status"

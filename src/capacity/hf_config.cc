@@ -1,0 +1,217 @@
+#include "capacity/hf_config.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+namespace gpureap::capacity {
+namespace {
+
+using nlohmann::json;
+
+Result<json> parse_json(std::string_view text, std::string_view source) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return fail(fmt::format("{}: not valid JSON", source));
+  if (!doc.is_object()) return fail(fmt::format("{}: expected a JSON object", source));
+  return doc;
+}
+
+// An integer field: nullopt when absent or null; an error when present but not
+// a non-negative integer.
+Result<std::optional<std::int64_t>> int_field(const json& obj, const char* key,
+                                              std::string_view source) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::optional<std::int64_t>{};
+  if (!it->is_number_integer() || it->get<std::int64_t>() < 0)
+    return fail(
+        fmt::format("{}: {} must be a non-negative integer, not {}", source, key, it->dump()));
+  return std::optional<std::int64_t>{it->get<std::int64_t>()};
+}
+
+Result<std::int64_t> required_int(const json& obj, const char* key, std::string_view source) {
+  auto value = int_field(obj, key, source);
+  if (!value) return std::unexpected(value.error());
+  if (!*value || **value <= 0)
+    return fail(fmt::format("{}: missing {} (a positive integer)", source, key));
+  return **value;
+}
+
+bool optional_bool(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_boolean() && it->get<bool>();
+}
+
+std::string optional_string(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::int64_t optional_int(const json& obj, const char* key, std::int64_t fallback) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number_integer()) return fallback;
+  return it->get<std::int64_t>();
+}
+
+// The name a user would recognise: `_name_or_path`, else the directory holding
+// config.json, else the file name.
+std::string model_name(const json& doc, std::string_view source) {
+  if (auto it = doc.find("_name_or_path"); it != doc.end() && it->is_string()) {
+    std::string name = it->get<std::string>();
+    while (!name.empty() && name.back() == '/') name.pop_back();
+    if (auto slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
+    if (!name.empty()) return name;
+  }
+  std::string_view path = source;
+  auto slash = path.rfind('/');
+  std::string_view file = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  if (file == "config.json" && slash != std::string_view::npos && slash > 0) {
+    std::string_view dir = path.substr(0, slash);
+    auto dir_slash = dir.rfind('/');
+    return std::string(dir_slash == std::string_view::npos ? dir : dir.substr(dir_slash + 1));
+  }
+  return std::string(file);
+}
+
+// SGLang's get_context_length looks at these keys, in this order.
+constexpr std::array kContextKeys{"max_position_embeddings", "max_sequence_length", "seq_length",
+                                  "max_seq_len", "model_max_length"};
+
+bool has_layer_type(const json& cfg, std::string_view type) {
+  auto it = cfg.find("layer_types");
+  if (it == cfg.end() || !it->is_array()) return false;
+  for (const auto& t : *it)
+    if (t.is_string() && t.get<std::string>() == type) return true;
+  return false;
+}
+
+}  // namespace
+
+Result<HfModel> parse_hf_config(std::string_view text, std::string_view source) {
+  auto doc = parse_json(text, source);
+  if (!doc) return std::unexpected(doc.error());
+  // Multimodal checkpoints (Kimi-K2.5, Llava-style) nest the language model.
+  const json& cfg = doc->contains("text_config") && (*doc)["text_config"].is_object()
+                        ? (*doc)["text_config"]
+                        : *doc;
+  const std::string where =
+      &cfg == &*doc ? std::string(source) : fmt::format("{} (text_config)", source);
+
+  HfModel model;
+  model.spec.name = model_name(*doc, source);
+
+  auto layers = required_int(cfg, "num_hidden_layers", where);
+  if (!layers) return std::unexpected(layers.error());
+  auto heads = required_int(cfg, "num_attention_heads", where);
+  if (!heads) return std::unexpected(heads.error());
+  auto hidden = required_int(cfg, "hidden_size", where);
+  if (!hidden) return std::unexpected(hidden.error());
+
+  std::int64_t context = 0;
+  for (const char* key : kContextKeys) {
+    auto value = int_field(cfg, key, where);
+    if (!value) return std::unexpected(value.error());
+    if (*value && **value > 0) {
+      context = **value;
+      break;
+    }
+  }
+  if (context == 0)
+    return fail(fmt::format(
+        "{}: missing max_position_embeddings (the context length; pass --context-len)", where));
+
+  ArchShape& shape = model.shape;
+  shape.hidden = *hidden;
+  shape.layers = *layers;
+  shape.heads = *heads;
+  shape.vocab = optional_int(cfg, "vocab_size", 0);
+  shape.tied_embeddings = optional_bool(cfg, "tie_word_embeddings");
+  shape.intermediate = optional_int(cfg, "intermediate_size", 0);
+  shape.routed_experts =
+      optional_int(cfg, "n_routed_experts",
+                   optional_int(cfg, "num_experts", optional_int(cfg, "num_local_experts", 0)));
+  shape.shared_experts = optional_int(cfg, "n_shared_experts", 0);
+  shape.moe_intermediate = optional_int(cfg, "moe_intermediate_size", 0);
+  shape.dense_layers = optional_int(cfg, "first_k_dense_replace", 0);
+
+  KvGeometry& kv = model.spec.kv;
+  kv.layers = static_cast<int>(*layers);
+  kv.attention_heads = static_cast<int>(*heads);
+
+  auto kv_lora = int_field(cfg, "kv_lora_rank", where);
+  if (!kv_lora) return std::unexpected(kv_lora.error());
+  if (*kv_lora && **kv_lora > 0) {
+    auto rope = required_int(cfg, "qk_rope_head_dim", where);
+    if (!rope) return std::unexpected(rope.error());
+    kv.attention = Attention::mla;
+    kv.kv_lora_rank = static_cast<int>(**kv_lora);
+    kv.qk_rope_head_dim = static_cast<int>(*rope);
+    shape.kv_lora_rank = **kv_lora;
+    shape.qk_rope_head_dim = *rope;
+    shape.q_lora_rank = optional_int(cfg, "q_lora_rank", 0);
+    shape.qk_nope_head_dim = optional_int(cfg, "qk_nope_head_dim", 0);
+    shape.v_head_dim = optional_int(cfg, "v_head_dim", 0);
+  } else {
+    auto kv_heads = int_field(cfg, "num_key_value_heads", where);
+    if (!kv_heads) return std::unexpected(kv_heads.error());
+    auto head_dim = int_field(cfg, "head_dim", where);
+    if (!head_dim) return std::unexpected(head_dim.error());
+    kv.attention = Attention::gqa;
+    // Absent num_key_value_heads means plain multi-head attention.
+    kv.kv_heads = static_cast<int>(*kv_heads && **kv_heads > 0 ? **kv_heads : *heads);
+    kv.head_dim = static_cast<int>(*head_dim && **head_dim > 0 ? **head_dim : *hidden / *heads);
+    kv.v_head_dim = static_cast<int>(optional_int(cfg, "v_head_dim", kv.head_dim));
+    if (kv.head_dim <= 0)
+      return fail(
+          fmt::format("{}: missing head_dim (hidden_size / num_attention_heads is 0)", where));
+    shape.kv_heads = kv.kv_heads;
+    shape.head_dim = kv.head_dim;
+  }
+  model.spec.context_len = context;
+
+  // quantization_config sits at the top level even when text_config is nested.
+  const json* quant = nullptr;
+  if (auto it = doc->find("quantization_config"); it != doc->end() && it->is_object())
+    quant = &*it;
+  else if (auto jt = cfg.find("quantization_config"); jt != cfg.end() && jt->is_object())
+    quant = &*jt;
+  if (quant && optional_string(*quant, "quant_method") == "fp8") model.bytes.linear = 1.0;
+
+  if (optional_bool(cfg, "use_sliding_window") || has_layer_type(cfg, "sliding_attention"))
+    model.notes.push_back(
+        "sliding-window layers are counted as full attention (bytes per token "
+        "is an upper bound)");
+  if (has_layer_type(cfg, "linear_attention"))
+    model.notes.push_back(
+        "linear-attention layers are counted as full attention (bytes per "
+        "token is an upper bound)");
+  return model;
+}
+
+Result<std::uint64_t> parse_safetensors_index(std::string_view text, std::string_view source) {
+  auto doc = parse_json(text, source);
+  if (!doc) return std::unexpected(doc.error());
+  auto meta = doc->find("metadata");
+  if (meta == doc->end() || !meta->is_object())
+    return fail(fmt::format("{}: missing metadata.total_size", source));
+  auto total = meta->find("total_size");
+  if (total == meta->end()) return fail(fmt::format("{}: missing metadata.total_size", source));
+  // Some exporters write the size as a string.
+  if (total->is_string()) {
+    try {
+      std::size_t used = 0;
+      auto value = std::stoull(total->get<std::string>(), &used);
+      if (used == total->get<std::string>().size() && value > 0) return value;
+    } catch (const std::exception&) {
+    }
+  } else if (total->is_number_integer() && total->get<std::int64_t>() > 0) {
+    return static_cast<std::uint64_t>(total->get<std::int64_t>());
+  } else if (total->is_number_float() && total->get<double>() > 0) {
+    return static_cast<std::uint64_t>(total->get<double>());
+  }
+  return fail(fmt::format("{}: metadata.total_size must be a positive byte count, not {}", source,
+                          total->dump()));
+}
+
+}  // namespace gpureap::capacity

@@ -1,0 +1,121 @@
+#include "capacity/model_source.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "capacity/hf_config.h"
+#include "capacity/model_preset.h"
+#include "capacity/plan_args.h"
+#include "util/units.h"
+
+namespace gpureap::capacity {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A path rather than a preset name: it names a file, has a directory part, or
+// ends in .json.
+bool looks_like_path(const std::string& s) {
+  std::error_code ec;
+  return s.ends_with(".json") || s.find('/') != std::string::npos || fs::exists(s, ec);
+}
+
+std::string preset_names() {
+  std::string names;
+  for (const auto& p : model_presets()) names += (names.empty() ? "" : ", ") + p.name;
+  return names;
+}
+
+Result<std::uint64_t> index_total(const std::string& path, std::string_view flag) {
+  auto text = read_text_file(path, flag);
+  if (!text) return std::unexpected(text.error());
+  auto total = parse_safetensors_index(*text, path);
+  if (!total) return fail(fmt::format("{} {}", flag, total.error().message));
+  return *total;
+}
+
+}  // namespace
+
+Result<std::string> read_text_file(const std::string& path, std::string_view flag) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return fail(fmt::format("{} {}: no such file", flag, path));
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return fail(fmt::format("{} {}: cannot read the file", flag, path));
+  return text.str();
+}
+
+Result<ResolvedModel> resolve_model(const std::string& arg) {
+  ResolvedModel out;
+  if (!looks_like_path(arg)) {
+    auto preset = find_preset(arg);
+    if (!preset) return std::unexpected(preset.error());
+    out.spec = spec_of(**preset);
+    out.shape = (*preset)->shape;
+    out.bytes = (*preset)->bytes;
+    return out;
+  }
+  std::error_code ec;
+  std::string path = arg;
+  if (fs::is_directory(path, ec)) path = (fs::path(path) / "config.json").string();
+  if (!fs::is_regular_file(path, ec))
+    return fail(fmt::format("--model {}: no such file (nor a preset: {})", path, preset_names()));
+  auto text = read_text_file(path, "--model");
+  if (!text) return std::unexpected(text.error());
+  auto parsed = parse_hf_config(*text, path);
+  if (!parsed) return fail(fmt::format("--model {}", parsed.error().message));
+  out.spec = std::move(parsed->spec);
+  out.shape = parsed->shape;
+  out.bytes = parsed->bytes;
+  out.notes = std::move(parsed->notes);
+  out.config_path = path;
+  return out;
+}
+
+Result<void> resolve_weights(ResolvedModel& model, const std::string& model_arg,
+                             const std::string& weights_arg, bool required) {
+  std::optional<std::uint64_t> total;
+  std::string origin;
+  if (!weights_arg.empty()) {
+    if (looks_like_path(weights_arg)) {
+      auto size = index_total(weights_arg, "--weights");
+      if (!size) return std::unexpected(size.error());
+      total = *size;
+      origin = fmt::format("{}: metadata.total_size", weights_arg);
+    } else {
+      auto size = parse_size_flag("--weights", weights_arg);
+      if (!size) return std::unexpected(size.error());
+      total = *size;
+      origin = fmt::format("--weights {}", weights_arg);
+    }
+  } else if (!model.config_path.empty()) {
+    const std::string index =
+        (fs::path(model.config_path).parent_path() / "model.safetensors.index.json").string();
+    std::error_code ec;
+    if (fs::is_regular_file(index, ec)) {
+      auto size = index_total(index, "--model");
+      if (!size) return std::unexpected(size.error());
+      total = *size;
+      origin = fmt::format("{}: metadata.total_size", index);
+    }
+  }
+  if (total) {
+    model.spec.weights = split_total(*total, model.shape, model.bytes);
+    model.spec.weights_origin =
+        fmt::format("{} ({} checkpoint; replicated share estimated from the geometry)", origin,
+                    format_bytes(*total));
+  } else if (!model.spec.weights && required) {
+    return fail(fmt::format(
+        "--model {}: weight bytes unknown: pass --weights SIZE (the checkpoint's total, e.g. "
+        "600GB) or --weights model.safetensors.index.json, or put the index beside config.json",
+        model_arg));
+  }
+  return {};
+}
+
+}  // namespace gpureap::capacity

@@ -1,0 +1,159 @@
+#include "capacity/sglang_log.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "capacity/model_preset.h"
+
+namespace gpureap::capacity {
+namespace {
+
+std::string fixture(const std::string& name) {
+  std::ifstream in(std::string(GPUREAP_FIXTURES) + "/capacity/" + name);
+  EXPECT_TRUE(in.good()) << name;
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+double gib(std::uint64_t bytes) {
+  return static_cast<double>(bytes) / kGiB;
+}
+
+const ModelSpec& kimi() {
+  static const ModelSpec spec = spec_of(**find_preset("Kimi-K2.5"));
+  return spec;
+}
+
+// The planner fed from a calibration, as `gpureap plan --from-log` does.
+PlanInput calibrated_input(const Calibration& c, KvDtype dtype) {
+  PlanInput in;
+  in.model_name = "Kimi-K2.5";
+  in.kv = kimi().kv;
+  in.context_len = c.context_len.value_or(kimi().context_len);
+  in.tp = c.tp.value_or(1);
+  in.dtype = dtype;
+  in.gpu.free_before_load = c.free_before_load;
+  in.gpu.weights_per_rank = c.weights_per_rank;
+  in.gpu.runtime_reserve = c.runtime_reserve.value_or(kDefaultRuntimeReserve);
+  in.gpu.source = "log";
+  return in;
+}
+
+TEST(SglangLog, ReadsTheLastStartUpOfEveryRank) {
+  auto log = parse_sglang_log(fixture("sglang_kimi_k25_tp8.log"), "sglang.log");
+  ASSERT_TRUE(log) << log.error().message;
+  EXPECT_EQ(log->mem_fraction, 0.88);  // the relaunch, not the 0.93 crash
+  EXPECT_EQ(log->tp_size, 8);
+  EXPECT_EQ(log->kv_cache_dtype, "auto");
+  EXPECT_EQ(log->model_path, "moonshotai/Kimi-K2.5");
+  ASSERT_EQ(log->ranks.size(), 8u);
+  const SglangRankStartup& tp3 = log->ranks[3];
+  EXPECT_EQ(tp3.rank, 3);
+  EXPECT_NEAR(gib(*tp3.free_before_load), 93.00, 1e-6);
+  EXPECT_NEAR(gib(*tp3.free_after_load), 21.55, 1e-6);
+  EXPECT_NEAR(gib(*tp3.weight_load_usage), 71.45, 1e-6);
+  EXPECT_EQ(tp3.kv_tokens, 159'026u);
+  EXPECT_NEAR(gib(*tp3.kv_bytes), 10.41, 1e-6);
+  EXPECT_NEAR(gib(*tp3.free_after_graphs), 5.45, 1e-6);
+  const SglangRankStartup& tp0 = log->ranks[0];
+  EXPECT_NEAR(gib(*tp0.free_when_ready), 5.47, 1e-6);
+  EXPECT_EQ(tp0.max_running_requests, 2048u);
+  EXPECT_EQ(tp0.context_len, 262'144);
+}
+
+TEST(SglangLog, CalibratesTheMachineAndPredictsTheOtherLaunches) {
+  auto log = parse_sglang_log(fixture("sglang_kimi_k25_tp8.log"), "sglang.log");
+  ASSERT_TRUE(log);
+  auto c = calibrate(*log, kimi().kv, kimi().context_len, "sglang.log");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_NEAR(gib(c->free_before_load), 93.00, 1e-6);  // the tightest rank
+  EXPECT_NEAR(gib(c->weights_per_rank), 71.45, 1e-6);
+  ASSERT_TRUE(c->runtime_reserve.has_value());
+  EXPECT_NEAR(gib(*c->runtime_reserve), 3.69, 0.01);
+  EXPECT_DOUBLE_EQ(c->mem_fraction, 0.88);
+  EXPECT_EQ(c->kv_tokens, 159'026u);
+  EXPECT_NEAR(static_cast<double>(c->predicted_kv_tokens) / 159'026.0, 1.0, 0.01);
+  EXPECT_TRUE(c->warnings.empty());
+
+  // The same launch, replayed: 159K tokens and the logged 5.47 GB headroom.
+  const PlanInput in = calibrated_input(*c, KvDtype::bf16);
+  const PlanPoint at088 = plan_point(in, 0.88);
+  EXPECT_NEAR(static_cast<double>(at088.kv_tokens) / 159'026.0, 1.0, 0.01);
+  EXPECT_NEAR(gib(static_cast<std::uint64_t>(at088.headroom_bytes)), 5.45, 0.05);
+  // The 0.93 launch that crashed: ~230K tokens and under 1 GiB of headroom.
+  const PlanPoint at093 = plan_point(in, 0.93);
+  EXPECT_NEAR(static_cast<double>(at093.kv_tokens) / 230'092.0, 1.0, 0.01);
+  EXPECT_LT(at093.headroom_bytes, static_cast<std::int64_t>(kGiB));
+  EXPECT_TRUE(std::ranges::any_of(at093.warnings,
+                                  [](const Warning& w) { return w.code == "prefill_oom_risk"; }));
+  // FP8 KV at 0.88: twice the tokens.
+  const PlanPoint fp8 = plan_point(calibrated_input(*c, KvDtype::fp8_e4m3), 0.88);
+  EXPECT_NEAR(static_cast<double>(fp8.kv_tokens) / (2.0 * at088.kv_tokens), 1.0, 1e-4);
+}
+
+TEST(SglangLog, AWrongModelIsFlagged) {
+  auto log = parse_sglang_log(fixture("sglang_kimi_k25_tp8.log"), "sglang.log");
+  ASSERT_TRUE(log);
+  const ModelSpec llama = spec_of(**find_preset("Llama-3.1-70B"));
+  auto c = calibrate(*log, llama.kv, llama.context_len, "sglang.log");
+  ASSERT_TRUE(c);
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_EQ(c->warnings[0].code, "calibration_mismatch");
+  EXPECT_NE(c->warnings[0].message.find("--model"), std::string::npos);
+}
+
+TEST(SglangLog, OlderFormatDerivesM0FromTheFraction) {
+  auto log = parse_sglang_log(fixture("sglang_qwen3_8b_old_format.log"), "old.log");
+  ASSERT_TRUE(log) << log.error().message;
+  ASSERT_EQ(log->ranks.size(), 1u);
+  EXPECT_FALSE(log->ranks[0].free_before_load.has_value());
+  EXPECT_NEAR(gib(*log->ranks[0].kv_bytes), 2 * 26.36, 0.011);  // K size + V size
+  const ModelSpec qwen = spec_of(**find_preset("Qwen3-8B"));
+  auto c = calibrate(*log, qwen.kv, qwen.context_len, "old.log");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->kv_dtype, KvDtype::fp8_e4m3);
+  EXPECT_EQ(c->tp, 1);
+  EXPECT_NEAR(gib(c->free_before_load), 78.20, 0.1);
+  EXPECT_NEAR(gib(c->weights_per_rank), 16.10, 0.1);
+  EXPECT_FALSE(c->runtime_reserve.has_value());  // no available_gpu_mem line
+  EXPECT_TRUE(c->warnings.empty()) << c->warnings[0].message;
+  EXPECT_EQ(c->context_len, 40'960);
+}
+
+TEST(SglangLog, RankTags) {
+  auto log = parse_sglang_log(
+      "[2025-11-04 05:27:13 DP1 TP5 EP5] Load weight end. type=X, dtype=torch.bfloat16, "
+      "avail mem=75.11 GB, mem usage=107.07 GB.\n"
+      "[2025-11-04 05:27:13 DP1 TP5 EP5] KV Cache is allocated. #tokens: 524288, KV size: 17.16 "
+      "GB\n",
+      "dp.log");
+  ASSERT_TRUE(log);
+  ASSERT_EQ(log->ranks.size(), 1u);
+  EXPECT_EQ(log->ranks[0].rank, 5);
+  EXPECT_EQ(log->ranks[0].kv_tokens, 524'288u);
+}
+
+TEST(SglangLog, NoStartUpIsAnErrorNamingTheFile) {
+  auto log = parse_sglang_log(fixture("sglang_no_startup.log"), "sglang.log");
+  ASSERT_FALSE(log);
+  EXPECT_EQ(log.error().message.rfind("sglang.log: no SGLang start-up found", 0), 0u);
+  EXPECT_FALSE(parse_sglang_log("", "empty.log"));
+}
+
+TEST(SglangLog, CalibrationNeedsTheKvPool) {
+  auto log = parse_sglang_log(
+      "[t TP0] Load weight end. type=X, dtype=torch.bfloat16, avail mem=21.00 GB, mem usage=70.00 "
+      "GB.\n",
+      "short.log");
+  ASSERT_TRUE(log);
+  auto c = calibrate(*log, kimi().kv, kimi().context_len, "short.log");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("short.log: no 'KV Cache is allocated"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpureap::capacity
