@@ -30,6 +30,21 @@ Inventory collect_inventory(gpu::GpuSource& gpus, const proc::DeviceSet& devices
     std::erase_if(scan.holders, [&](const proc::Holder& h) { return h.id.pid == *worker; });
   }
 
+  // NVML names processes whose fds we may not read (another user's, when not
+  // root): describe them from what /proc does show, instead of calling them
+  // invisible. Those NVML names that /proc lacks stay "unseen".
+  std::vector<pid_t> unread;
+  for (const auto& g : snapshot.gpus)
+    for (const auto& p : g.processes) {
+      auto pid = static_cast<pid_t>(p.pid);
+      bool known = std::any_of(scan.holders.begin(), scan.holders.end(),
+                               [&](const proc::Holder& h) { return h.id.pid == pid; });
+      if (!known && !scan_options.exclude.contains(pid) && pid != gpus.worker_pid().value_or(-1) &&
+          std::find(unread.begin(), unread.end(), pid) == unread.end())
+        unread.push_back(pid);
+    }
+  for (auto& h : proc::describe_processes(unread, options.proc_root)) scan.holders.push_back(std::move(h));
+
   Inventory inv = build_inventory(snapshot, scan, baselines);
   std::vector<unsigned> puzzling;
   for (const auto& view : inv.gpus)

@@ -42,13 +42,13 @@ struct Holder {
   uid_t uid = 0;
   std::string user;                  // name, or the number when unknown
   char state = '?';                  // leader's state letter
-  std::vector<ThreadState> threads;  // filled when the leader is a zombie or stopped
+  std::vector<ThreadState> threads;  // every thread's state (task/*/stat), by tid
   bool zombie_leader = false;        // leader Z with live threads: still a holder
   pid_t ppid = 0;
   pid_t pgid = 0;
   pid_t sid = 0;
   bool orphaned = false;
-  std::string orphan_reason;         // e.g. "parent is init (pid 1)"
+  std::string orphan_reason;         // e.g. "re-parented to init (pid 1)"
   std::string cgroup;                // v2 path, or the most telling v1 path
   std::string container;             // "docker:3f2a1b…", "k8s-pod:…", "lxc:129", "systemd:foo.service"; empty if none
   std::vector<pid_t> nspid;          // NSpid line: host pid first, innermost last

@@ -333,6 +333,7 @@ TEST(Free, ReusedPidIsNeverSignalled) {
   for (int i = 0; i < 20; ++i) {
     auto held = node.hold({"--gpu", "0", "--bytes", "1GiB"}, /*foreground=*/true);
     pid_t target = held.leader;
+    std::uint64_t target_start = start_time_of(target);
     std::string fifo = node.dir() + "/hook-" + std::to_string(i);
     ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
     CommandResult r;
@@ -344,6 +345,11 @@ TEST(Free, ReusedPidIsNeverSignalled) {
     ASSERT_GE(hook, 0);
     ::kill(target, SIGKILL);  // our own child (foreground hold), not yet reaped
     ::waitpid(target, nullptr, 0);
+    // Start times count clock ticks (10 ms): a process that reuses a pid within
+    // the tick its predecessor started in is indistinguishable by start time (a
+    // documented limit; natural pid reuse needs a full wrap of pid_max). Make
+    // the impostor start in a later tick, as any real reuse does.
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
     pid_t impostor = clone_with_pid(target);
     if (impostor < 0) {
       (void)!::write(hook, "x", 1);
@@ -352,10 +358,12 @@ TEST(Free, ReusedPidIsNeverSignalled) {
       GTEST_SKIP() << "clone3 with set_tid not permitted here";
     }
     ASSERT_EQ(impostor, target);
+    std::uint64_t impostor_start = start_time_of(impostor);
     (void)!::write(hook, "x", 1);
     ::close(hook);
     run.join();
-    EXPECT_TRUE(alive(impostor)) << "round " << i << ": the process that reused the pid was signalled\n" << r.out;
+    EXPECT_TRUE(alive(impostor)) << "round " << i << ": the process that reused the pid was signalled (target start "
+                                 << target_start << ", impostor start " << impostor_start << ")\n" << r.out;
     auto j = r.json();
     bool reported = false;
     for (const auto& a : j["actions"])

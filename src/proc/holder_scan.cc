@@ -1,0 +1,452 @@
+#include "proc/holder_scan.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <linux/magic.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <system_error>
+#include <thread>
+
+#include "proc/maps_query.h"
+#include "proc/proc_files.h"
+#include "proc/proc_parse.h"
+#include "proc/process_table.h"
+
+namespace gpureap::proc {
+
+std::string orphan_reason(pid_t pid, pid_t ppid, pid_t pgid, pid_t sid, bool pgid_leader_exists,
+                          std::optional<pid_t> parent_pgid, std::string_view parent_comm) {
+  // A child of init that leads its own session is what init (systemd) starts
+  // as a service: not an orphan. One that was re-parented still sits in the
+  // session of the shell or launcher that started it.
+  if (ppid == 1) return sid == pid ? "" : "re-parented to init (pid 1)";
+  // pgid 0: the group lies outside our pid namespace, nothing to conclude.
+  if (pgid > 0 && pgid != pid && !pgid_leader_exists && parent_pgid && *parent_pgid != pgid)
+    return fmt::format("process group leader {} is gone; re-parented to {} (pid {})", pgid,
+                       parent_comm.empty() ? "?" : parent_comm, ppid);
+  return {};
+}
+
+namespace {
+
+/// What reading one /proc source of a process gave.
+enum class Outcome { entries, empty, gone, denied, failed };
+
+Outcome outcome_of(int err) {
+  if (process_gone(err)) return Outcome::gone;
+  if (err == EACCES || err == EPERM) return Outcome::denied;
+  return Outcome::failed;
+}
+
+struct Hits {
+  bool by_fd = false;
+  bool by_mapping = false;
+  std::vector<const DeviceNode*> nodes;
+  void add(const DeviceNode* node) {
+    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+  }
+};
+
+/// What every worker shares, read-only.
+struct ScanContext {
+  const ScanOptions& options;
+  const DeviceSet& devices;
+  int proc_fd;
+  double uptime_s;  // of the machine, when the scan started
+  double clk_tck;
+  bool is_procfs;  // the getdents shortcut relies on procfs filling each reply
+  mutable std::atomic<bool> procmap_query_works{true};
+};
+
+std::string_view format_pid(pid_t pid, char (&buf)[32]) {
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf - 1, pid);
+  *end = '\0';
+  return {buf, static_cast<std::size_t>(end - buf)};
+}
+
+/// Scans processes one by one; each worker thread owns one (and its buffers).
+class ProcessScanner {
+ public:
+  explicit ProcessScanner(const ScanContext& ctx) : ctx_(ctx) {}
+
+  void scan(pid_t pid);
+  /// Describes a process with no device evidence (found_by stays empty).
+  void describe_only(pid_t pid);
+
+  std::vector<Holder> holders;
+  std::vector<ScanProblem> problems;
+  std::size_t scanned = 0;
+
+ private:
+  Outcome scan_fds(int dirfd, const char* path, Hits& hits);
+  Outcome scan_fd_table(int fd_dir, Hits& hits);
+  Outcome scan_maps(int dirfd, const char* path, Hits& hits);
+  Outcome scan_live_threads(int dirfd, pid_t pid, Hits& hits);
+  void describe(int dirfd, pid_t pid, std::optional<StatInfo> stat, const Hits& hits,
+                bool zombie_leader);
+  void problem(pid_t pid, std::string what) { problems.push_back({pid, std::move(what)}); }
+
+  const ScanContext& ctx_;
+  ReadBuffer file_;
+  ReadBuffer dents_;
+  std::vector<MapsFileId> mapped_;
+};
+
+Outcome ProcessScanner::scan_fds(int dirfd, const char* path, Hits& hits) {
+  UniqueFd fd_dir(open_dir_at(dirfd, path));
+  if (!fd_dir.valid()) return outcome_of(errno);
+  return scan_fd_table(fd_dir.get(), hits);
+}
+
+Outcome ProcessScanner::scan_fd_table(int fd_dir, Hits& hits) {
+  std::size_t count = 0;
+  int err = for_each_dirent(
+      fd_dir, dents_,
+      [&](std::string_view name) {
+        ++count;
+        // d_name is NUL-terminated in the getdents buffer. Following the magic
+        // link stats the open file itself; AT_STATX_DONT_SYNC answers from the
+        // cached inode, so an fd on a dead NFS server cannot hang the scan.
+        struct statx stx {};
+        if (::statx(fd_dir, name.data(), AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &stx) != 0)
+          return;  // closed meanwhile
+        struct stat st {};
+        st.st_mode = stx.stx_mode;
+        st.st_ino = stx.stx_ino;
+        st.st_dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+        st.st_rdev = makedev(stx.stx_rdev_major, stx.stx_rdev_minor);
+        if (const DeviceNode* node = ctx_.devices.match_fd(st)) {
+          hits.by_fd = true;
+          hits.add(node);
+        }
+      },
+      /*short_read_is_end=*/ctx_.is_procfs);
+  if (err != 0) return outcome_of(err);
+  return count > 0 ? Outcome::entries : Outcome::empty;
+}
+
+Outcome ProcessScanner::scan_maps(int dirfd, const char* path, Hits& hits) {
+  UniqueFd maps(::openat(dirfd, path, O_RDONLY | O_CLOEXEC));
+  if (!maps.valid()) return outcome_of(errno);
+  mapped_.clear();
+  if (int err = read_mapped_files(maps.get(), file_, ctx_.procmap_query_works, mapped_); err != 0)
+    return outcome_of(err);
+  for (const MapsFileId& id : mapped_) {
+    if (const DeviceNode* node = ctx_.devices.match_mapping(id.dev_major, id.dev_minor, id.inode)) {
+      hits.by_mapping = true;
+      hits.add(node);
+    }
+  }
+  return mapped_.empty() ? Outcome::empty : Outcome::entries;
+}
+
+// A zombie leader's own fd table and mm are gone, but its live threads still
+// share (or own) theirs: read them under task/<tid>/. Threads normally share
+// one fd table and always one mm, so this runs only for zombie leaders.
+Outcome ProcessScanner::scan_live_threads(int dirfd, pid_t pid, Hits& hits) {
+  UniqueFd task(open_dir_at(dirfd, "task"));
+  if (!task.valid()) return outcome_of(errno);
+  std::vector<pid_t> tids;
+  if (int err = list_pids(task.get(), dents_, tids); err != 0) return outcome_of(err);
+  bool denied = false, read_any = false, maps_read = !ctx_.options.read_maps;
+  for (pid_t tid : tids) {
+    if (tid == pid) continue;
+    std::string fd_path = fmt::format("{}/fd", tid);
+    Outcome fds = scan_fds(task.get(), fd_path.c_str(), hits);
+    if (fds == Outcome::denied) denied = true;
+    if (fds == Outcome::entries || fds == Outcome::empty) read_any = true;
+    if (!maps_read) {
+      std::string maps_path = fmt::format("{}/maps", tid);
+      Outcome maps = scan_maps(task.get(), maps_path.c_str(), hits);
+      if (maps == Outcome::denied) denied = true;
+      maps_read = maps == Outcome::entries;
+    }
+  }
+  if (read_any) return Outcome::entries;
+  return denied ? Outcome::denied : Outcome::gone;
+}
+
+void ProcessScanner::scan(pid_t pid) {
+  // One path walk reaches the fd table: "PID/fd". The rest is reached from it
+  // through "..", the /proc/PID dentry of this very process (not a new lookup by
+  // number), so a pid reused meanwhile is never mixed in: under an exited
+  // process's directory every lookup fails with ENOENT. A process without a hit
+  // costs: open fd/, getdents, a statx per fd, open ../maps, the maps query.
+  char name[32], fd_path[32];
+  std::string_view digits = format_pid(pid, name);
+  std::memcpy(fd_path, digits.data(), digits.size());
+  std::memcpy(fd_path + digits.size(), "/fd", 4);
+  UniqueFd fd_dir(open_dir_at(ctx_.proc_fd, fd_path));
+  if (!fd_dir.valid()) {
+    const int err = errno;
+    if (process_gone(err)) return;
+    if (err != EACCES && err != EPERM)
+      return problem(pid, Error::from_errno("cannot open its fd table", err).message);
+  }
+  ++scanned;
+  UniqueFd dir;  // /proc/PID, opened when needed
+  auto open_pid_dir = [&]() {
+    dir.reset(fd_dir.valid() ? open_dir_at(fd_dir.get(), "..") : open_dir_at(ctx_.proc_fd, name));
+    if (!dir.valid() && !process_gone(errno))
+      problem(pid, Error::from_errno("cannot open its /proc directory").message);
+    return dir.valid();
+  };
+
+  Hits hits;
+  std::optional<StatInfo> stat;
+  bool zombie_leader = false;
+  const Outcome fds = fd_dir.valid() ? scan_fd_table(fd_dir.get(), hits) : Outcome::denied;
+  if (fds == Outcome::gone) return;
+  if (fds != Outcome::entries) {
+    // Kernel threads and zombies have no fd table (and no mm). The stat read is
+    // needed only now, to tell them from a live process that closed its fds;
+    // with EACCES it keeps kernel threads and zombies out of the problems.
+    if (!open_pid_dir()) return;
+    if (int err = read_file_at(dir.get(), "stat", file_); err != 0) {
+      if (!process_gone(err)) problem(pid, Error::from_errno("cannot read stat", err).message);
+      return;
+    }
+    auto parsed = parse_stat(file_.view());
+    if (!parsed) return problem(pid, parsed.error().message);
+    stat = std::move(*parsed);
+    if (stat->is_kernel_thread()) return;
+    if (stat->state == 'Z') {
+      if (stat->num_threads <= 1) return;  // every thread exited: fds and mappings are closed
+      zombie_leader = true;
+      const Outcome threads = scan_live_threads(dir.get(), pid, hits);
+      if (threads == Outcome::gone) return;
+      if (threads == Outcome::denied && hits.nodes.empty())
+        return problem(pid,
+                       "zombie leader: its threads' fd tables are unreadable (permission denied)");
+    }
+  }
+  if (fds == Outcome::denied && !zombie_leader)
+    return problem(pid, "fd table and memory maps unreadable (permission denied)");
+  if (fds == Outcome::failed) problem(pid, "fd table unreadable");
+
+  if (ctx_.options.read_maps && !zombie_leader) {
+    const Outcome maps = fd_dir.valid() ? scan_maps(fd_dir.get(), "../maps", hits)
+                                        : scan_maps(dir.get(), "maps", hits);
+    if (maps == Outcome::gone) return;
+    if (maps == Outcome::denied) problem(pid, "memory maps unreadable (permission denied)");
+    if (maps == Outcome::failed) problem(pid, "memory maps unreadable");
+  }
+  if (hits.nodes.empty()) return;
+  if (!dir.valid() && !open_pid_dir()) return;
+  describe(dir.get(), pid, std::move(stat), hits, zombie_leader);
+}
+
+void ProcessScanner::describe_only(pid_t pid) {
+  char name[32];
+  format_pid(pid, name);
+  UniqueFd dir(open_dir_at(ctx_.proc_fd, name));
+  if (!dir.valid()) return;  // gone (or invisible): nothing to describe
+  describe(dir.get(), pid, std::nullopt, Hits{}, false);
+}
+
+// Fills a Holder for a process that holds a node. Every read goes through the
+// process's own /proc directory fd: if the process exits, the reads fail rather
+// than describe a newcomer that reused the pid.
+void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat, const Hits& hits,
+                              bool zombie_leader) {
+  if (!stat) {
+    if (read_file_at(dirfd, "stat", file_) != 0) return;  // exited
+    auto parsed = parse_stat(file_.view());
+    if (!parsed) return problem(pid, parsed.error().message);
+    stat = std::move(*parsed);
+  }
+  Holder h;
+  h.id = ProcessId{pid, stat->start_time};
+  h.state = stat->state;
+  h.zombie_leader = zombie_leader;
+  h.ppid = stat->ppid;
+  h.pgid = stat->pgid;
+  h.sid = stat->sid;
+  h.comm = stat->comm;
+
+  if (read_file_at(dirfd, "status", file_) != 0) return;
+  StatusInfo status = parse_status(file_.view());
+  if (status.real_uid) {
+    h.uid = *status.real_uid;
+  } else if (struct stat st{}; ::fstat(dirfd, &st) == 0) {
+    h.uid = st.st_uid;
+  }
+  h.nspid = std::move(status.nspid);
+
+  if (read_file_at(dirfd, "cgroup", file_) == 0) {
+    h.cgroup = pick_cgroup_path(parse_cgroup(file_.view()));
+    h.container = container_hint(h.cgroup);
+  }
+  if (read_file_at(dirfd, "cmdline", file_) == 0) h.cmdline = format_cmdline(file_.view());
+  if (h.cmdline.empty()) h.cmdline = "[" + h.comm + "]";
+  if (ctx_.uptime_s > 0)
+    h.age_seconds =
+        std::max(0.0, ctx_.uptime_s - static_cast<double>(stat->start_time) / ctx_.clk_tck);
+  h.threads = read_thread_states_at(dirfd);
+
+  char name[32];
+  bool leader_exists = true;
+  if (h.pgid > 0 && h.pgid != pid) {
+    struct stat st {};
+    leader_exists = ::fstatat(ctx_.proc_fd, format_pid(h.pgid, name).data(), &st, 0) == 0;
+  }
+  std::optional<pid_t> parent_pgid;
+  std::string parent_comm;
+  if (h.ppid > 0) {
+    std::string path = fmt::format("{}/stat", h.ppid);
+    if (read_file_at(ctx_.proc_fd, path.c_str(), file_) == 0)
+      if (auto parent = parse_stat(file_.view())) {
+        parent_pgid = parent->pgid;
+        parent_comm = std::move(parent->comm);
+      }
+  }
+  h.orphan_reason = orphan_reason(pid, h.ppid, h.pgid, h.sid, leader_exists, parent_pgid, parent_comm);
+  h.orphaned = !h.orphan_reason.empty();
+
+  if (hits.by_fd) h.found_by.insert(FoundBy::fd);
+  if (hits.by_mapping) h.found_by.insert(FoundBy::mapping);
+  for (const DeviceNode* node : hits.nodes) {
+    h.nodes.insert(*node);
+    if (node->kind == NodeKind::gpu && node->minor) h.gpu_minors.insert(*node->minor);
+  }
+  holders.push_back(std::move(h));
+}
+
+bool is_procfs(int fd) {
+  struct statfs fs {};
+  return ::fstatfs(fd, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
+}
+
+double read_uptime(int proc_fd) {
+  ReadBuffer buf;
+  if (read_file_at(proc_fd, "uptime", buf) != 0) return 0;
+  std::string text(buf.view());
+  return std::strtod(text.c_str(), nullptr);
+}
+
+/// User names by uid, looked up once per uid and scan.
+class UserNames {
+ public:
+  const std::string& name(uid_t uid) {
+    auto it = cache_.find(uid);
+    if (it != cache_.end()) return it->second;
+    std::string name = std::to_string(uid);
+    passwd pw{};
+    passwd* found = nullptr;
+    std::vector<char> buf(16384);
+    if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr)
+      name = found->pw_name;
+    return cache_.emplace(uid, std::move(name)).first->second;
+  }
+
+ private:
+  std::map<uid_t, std::string> cache_;
+};
+
+}  // namespace
+
+std::vector<Holder> describe_processes(const std::vector<pid_t>& pids, const std::string& proc_root) {
+  std::vector<Holder> out;
+  UniqueFd proc_fd(open_dir_at(AT_FDCWD, proc_root.c_str()));
+  if (!proc_fd.valid() || pids.empty()) return out;
+  static const DeviceSet kNoDevices;
+  ScanOptions options;
+  options.proc_root = proc_root;
+  options.devices = &kNoDevices;
+  const ScanContext ctx{options, kNoDevices, proc_fd.get(), read_uptime(proc_fd.get()),
+                        static_cast<double>(::sysconf(_SC_CLK_TCK)), is_procfs(proc_fd.get()), {true}};
+  ProcessScanner scanner(ctx);
+  for (pid_t p : pids) scanner.describe_only(p);
+  UserNames users;
+  for (auto& h : scanner.holders) {
+    h.user = users.name(h.uid);
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+ScanResult scan_holders(const ScanOptions& options) {
+  ScanResult result;
+  if (options.devices == nullptr || options.devices->empty()) return result;
+
+  UniqueFd proc_fd(open_dir_at(AT_FDCWD, options.proc_root.c_str()));
+  if (!proc_fd.valid()) {
+    result.problems.push_back({0, Error::from_errno("cannot open " + options.proc_root).message});
+    return result;
+  }
+  std::vector<pid_t> pids;
+  {
+    ReadBuffer scratch;
+    if (int err = list_pids(proc_fd.get(), scratch, pids); err != 0) {
+      result.problems.push_back(
+          {0, Error::from_errno("cannot list " + options.proc_root, err).message});
+      return result;
+    }
+  }
+  std::erase_if(pids, [&](pid_t p) { return options.exclude.contains(p); });
+
+  const ScanContext ctx{options,
+                        *options.devices,
+                        proc_fd.get(),
+                        read_uptime(proc_fd.get()),
+                        static_cast<double>(::sysconf(_SC_CLK_TCK)),
+                        is_procfs(proc_fd.get()),
+                        {true}};
+
+  // Two workers halve the wall time of a large scan on an idle machine (the work
+  // is syscalls, per process independent); a small scan is not worth a thread.
+  unsigned workers = options.workers;
+  if (workers == 0)
+    workers = pids.size() >= 2000 && std::thread::hardware_concurrency() >= 2 ? 2 : 1;
+  std::vector<ProcessScanner> scanners;
+  scanners.reserve(workers);
+  for (unsigned w = 0; w < workers; ++w) scanners.emplace_back(ctx);
+  constexpr std::size_t kChunk = 64;
+  std::atomic<std::size_t> next{0};
+  auto work = [&](ProcessScanner& scanner) {
+    for (;;) {
+      std::size_t begin = next.fetch_add(kChunk);
+      if (begin >= pids.size()) return;
+      for (std::size_t i = begin; i < std::min(begin + kChunk, pids.size()); ++i)
+        scanner.scan(pids[i]);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned w = 1; w < workers; ++w) {
+    try {
+      threads.emplace_back(work, std::ref(scanners[w]));
+    } catch (const std::system_error&) {
+      break;  // no thread: the calling thread scans what is left
+    }
+  }
+  work(scanners[0]);
+  for (auto& t : threads) t.join();
+
+  UserNames users;
+  for (auto& s : scanners) {
+    result.processes_scanned += s.scanned;
+    for (auto& h : s.holders) {
+      h.user = users.name(h.uid);
+      result.holders.push_back(std::move(h));
+    }
+    std::move(s.problems.begin(), s.problems.end(), std::back_inserter(result.problems));
+  }
+  std::sort(result.holders.begin(), result.holders.end(),
+            [](const Holder& a, const Holder& b) { return a.id < b.id; });
+  std::sort(result.problems.begin(), result.problems.end(),
+            [](const ScanProblem& a, const ScanProblem& b) { return a.pid < b.pid; });
+  return result;
+}
+
+}  // namespace gpureap::proc

@@ -1,0 +1,67 @@
+#pragma once
+// The authoritative answer to "who holds this GPU": every process with an
+// open fd or a memory mapping of an NVIDIA device node, from /proc.
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "proc/device_nodes.h"
+#include "proc/holder.h"
+
+namespace gpureap::proc {
+
+struct ScanOptions {
+  std::string proc_root = "/proc";
+  const DeviceSet* devices = nullptr;  // nodes to look for; null or empty finds nothing
+  std::set<pid_t> exclude;             // pids to skip (gpureap itself, for instance)
+  bool read_maps = true;               // false: fds only (misses mapping-only holders)
+  unsigned workers = 0;                // scanning threads; 0 = 2 when there are many processes
+};
+
+struct ScanResult {
+  std::vector<Holder> holders;        // sorted by pid
+  std::vector<ScanProblem> problems;  // per process that could not be read; pid 0 = whole scan
+  std::size_t processes_scanned = 0;  // processes whose /proc directory was opened
+};
+
+/// Finds the holders of `options.devices` among the processes of `proc_root`:
+///  - fds: stat() of each /proc/PID/fd/N (link followed, cached attributes only,
+///    so a dead NFS server cannot hang the scan) matched with DeviceSet::match_fd;
+///  - mappings: each /proc/PID/maps line's (dev, inode) with DeviceSet::match_mapping;
+///  - a zombie leader (state Z, Threads > 1) has an empty fd table and maps, so
+///    then task/<tid>/fd and task/<tid>/maps of its live threads are read
+///    instead; such a holder has zombie_leader = true. A pure zombie holds nothing.
+/// Kernel threads are skipped. A process that exits during the scan is skipped
+/// silently; one whose fds cannot be read (EACCES: another user's process when
+/// not root) becomes a ScanProblem, never a guess. Every Holder field except
+/// wchan is filled.
+ScanResult scan_holders(const ScanOptions& options);
+
+/// Describes processes that hold a GPU by another account than /proc's (NVML
+/// lists them, but their fds cannot be read: another user's process when not
+/// root). Every Holder field that /proc/PID/{stat,status,cgroup,cmdline} gives
+/// is filled; found_by and nodes stay empty. Pids that do not exist are skipped.
+std::vector<Holder> describe_processes(const std::vector<pid_t>& pids,
+                                       const std::string& proc_root = "/proc");
+
+/// The orphan rule, as a pure function of what the scan read:
+///  - ppid == 1 and not its own session leader: re-parented to init (pid 1). A
+///    child of init that leads its own session is a service init started (systemd
+///    gives every service its own session), not an orphan;
+///  - its process group leader (pgid != pid) no longer exists and its parent is
+///    not in that process group: the process that created the group (the
+///    launcher: `python -m sglang.launch_server`, a shell job) is gone and
+///    someone else adopted the process, a child subreaper or a container's init,
+///    whose ppid is not 1 (vllm#55510). A pipeline whose first command exited
+///    (`cat x | server`) also matches: the rule cannot tell the two apart.
+/// `parent_pgid` is nullopt when the parent could not be read.
+/// Returns the reason, or "" when the process is not orphaned.
+std::string orphan_reason(pid_t pid, pid_t ppid, pid_t pgid, pid_t sid, bool pgid_leader_exists,
+                          std::optional<pid_t> parent_pgid, std::string_view parent_comm);
+
+}  // namespace gpureap::proc

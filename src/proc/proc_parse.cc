@@ -1,0 +1,324 @@
+#include "proc/proc_parse.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+
+namespace gpureap::proc {
+namespace {
+
+template <typename T>
+std::optional<T> to_number(std::string_view s, int base = 10) {
+  T value{};
+  if (s.empty()) return std::nullopt;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value, base);
+  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
+  return value;
+}
+
+bool is_blank(char c) {
+  return c == ' ' || c == '\t' || c == '\n';
+}
+
+/// Pops the next blank-separated token off the front of `rest`.
+std::string_view next_token(std::string_view& rest) {
+  std::size_t b = 0;
+  while (b < rest.size() && is_blank(rest[b])) ++b;
+  std::size_t e = b;
+  while (e < rest.size() && !is_blank(rest[e])) ++e;
+  std::string_view tok = rest.substr(b, e - b);
+  rest.remove_prefix(e);
+  return tok;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+bool is_hex(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+  });
+}
+
+/// Calls fn(line) for each line of `text` (without the newline).
+template <typename Fn>
+void for_each_line(std::string_view text, Fn&& fn) {
+  while (!text.empty()) {
+    std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    fn(line);
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+}
+
+}  // namespace
+
+Result<StatInfo> parse_stat(std::string_view text) {
+  std::size_t open = text.find('(');
+  std::size_t close = text.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open)
+    return fail("malformed stat: no '(comm)'");
+  StatInfo st;
+  auto pid = to_number<pid_t>(trim(text.substr(0, open)));
+  if (!pid) return fail("malformed stat: bad pid");
+  st.pid = *pid;
+  st.comm = std::string(text.substr(open + 1, close - open - 1));
+
+  // Fields 3.. follow the last ')'; collect the ones we need by number.
+  std::string_view rest = text.substr(close + 1);
+  std::string_view field[23];
+  for (int i = 3; i <= 22; ++i) {
+    field[i] = next_token(rest);
+    if (field[i].empty()) return fail(fmt::format("malformed stat: truncated at field {}", i));
+  }
+  if (field[3].size() != 1) return fail("malformed stat: bad state");
+  st.state = field[3][0];
+  auto ppid = to_number<pid_t>(field[4]);
+  auto pgid = to_number<pid_t>(field[5]);
+  auto sid = to_number<pid_t>(field[6]);
+  auto flags = to_number<unsigned>(field[9]);
+  auto threads = to_number<long>(field[20]);
+  auto start = to_number<std::uint64_t>(field[22]);
+  if (!ppid || !pgid || !sid || !flags || !threads || !start)
+    return fail("malformed stat: a numeric field is not a number");
+  st.ppid = *ppid;
+  st.pgid = *pgid;
+  st.sid = *sid;
+  st.flags = *flags;
+  st.num_threads = *threads;
+  st.start_time = *start;
+  return st;
+}
+
+char parse_stat_state(std::string_view text) {
+  std::size_t close = text.rfind(')');
+  if (close == std::string_view::npos) return '?';
+  std::string_view rest = text.substr(close + 1);
+  std::string_view tok = next_token(rest);
+  return tok.size() == 1 ? tok[0] : '?';
+}
+
+StatusInfo parse_status(std::string_view text) {
+  StatusInfo info;
+  for_each_line(text, [&](std::string_view line) {
+    std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos) return;
+    std::string_view key = line.substr(0, colon);
+    std::string_view value = line.substr(colon + 1);
+    if (key == "Name") {
+      info.name = std::string(trim(value));
+    } else if (key == "State") {
+      std::string_view v = trim(value);
+      if (!v.empty()) info.state = v[0];
+    } else if (key == "Uid") {
+      info.real_uid = to_number<uid_t>(next_token(value));
+      info.effective_uid = to_number<uid_t>(next_token(value));
+    } else if (key == "PPid") {
+      info.ppid = to_number<pid_t>(trim(value)).value_or(0);
+    } else if (key == "Threads") {
+      info.threads = to_number<long>(trim(value)).value_or(0);
+    } else if (key == "NSpid") {
+      info.nspid.clear();
+      for (std::string_view tok = next_token(value); !tok.empty(); tok = next_token(value))
+        if (auto p = to_number<pid_t>(tok)) info.nspid.push_back(*p);
+    } else if (key == "SigPnd") {
+      info.sig_pnd = to_number<std::uint64_t>(trim(value), 16).value_or(0);
+    } else if (key == "ShdPnd") {
+      info.shd_pnd = to_number<std::uint64_t>(trim(value), 16).value_or(0);
+    }
+  });
+  return info;
+}
+
+std::vector<CgroupEntry> parse_cgroup(std::string_view text) {
+  std::vector<CgroupEntry> entries;
+  for_each_line(text, [&](std::string_view line) {
+    // The path may itself contain ':', so split on the first two only.
+    std::size_t c1 = line.find(':');
+    if (c1 == std::string_view::npos) return;
+    std::size_t c2 = line.find(':', c1 + 1);
+    if (c2 == std::string_view::npos) return;
+    auto id = to_number<int>(line.substr(0, c1));
+    if (!id) return;
+    entries.push_back(CgroupEntry{*id, std::string(line.substr(c1 + 1, c2 - c1 - 1)),
+                                  std::string(line.substr(c2 + 1))});
+  });
+  return entries;
+}
+
+std::string pick_cgroup_path(const std::vector<CgroupEntry>& entries) {
+  if (entries.empty()) return {};
+  for (const auto& e : entries)
+    if (e.hierarchy == 0 && e.controllers.empty() && e.path != "/") return e.path;
+  for (const auto& e : entries)
+    if (e.controllers == "name=systemd" && e.path != "/") return e.path;
+  for (const auto& e : entries)
+    if (e.hierarchy != 0 && e.path != "/") return e.path;
+  return "/";
+}
+
+namespace {
+
+std::vector<std::string_view> path_segments(std::string_view path) {
+  std::vector<std::string_view> segs;
+  while (!path.empty()) {
+    std::size_t slash = path.find('/');
+    std::string_view seg = path.substr(0, slash);
+    if (!seg.empty()) segs.push_back(seg);
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
+  return segs;
+}
+
+/// `seg` = prefix + id + suffix with id hex (at least 12 digits): the first 12.
+std::optional<std::string> hex_id_between(std::string_view seg, std::string_view prefix,
+                                          std::string_view suffix) {
+  if (!seg.starts_with(prefix) || !seg.ends_with(suffix)) return std::nullopt;
+  std::string_view id = seg.substr(prefix.size(), seg.size() - prefix.size() - suffix.size());
+  if (id.size() < 12 || !is_hex(id)) return std::nullopt;
+  return std::string(id.substr(0, 12));
+}
+
+std::string_view strip_unit_suffix(std::string_view s) {
+  for (std::string_view suffix : {".scope", ".slice", ".service"})
+    if (s.ends_with(suffix)) return s.substr(0, s.size() - suffix.size());
+  return s;
+}
+
+std::string kubernetes_pod(const std::vector<std::string_view>& segs) {
+  bool in_kubepods = false;
+  for (std::string_view seg : segs) {
+    if (seg == "kubepods" || seg.starts_with("kubepods.") || seg.starts_with("kubepods-"))
+      in_kubepods = true;
+    if (!in_kubepods) continue;
+    // systemd cgroup driver: kubepods-besteffort-pod<uid with '_'>.slice
+    if (seg.starts_with("kubepods") && seg.ends_with(".slice")) {
+      std::size_t pod = seg.find("-pod");
+      if (pod != std::string_view::npos) {
+        std::string uid(seg.substr(pod + 4, seg.size() - pod - 4 - 6));
+        std::replace(uid.begin(), uid.end(), '_', '-');
+        if (!uid.empty()) return "k8s-pod:" + uid;
+      }
+    }
+    // cgroupfs driver: /kubepods/[burstable|besteffort/]pod<uid>/<container>
+    if (seg.starts_with("pod") && seg.size() > 3) return "k8s-pod:" + std::string(seg.substr(3));
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string container_hint(std::string_view cgroup_path) {
+  const std::vector<std::string_view> segs = path_segments(cgroup_path);
+  if (segs.empty()) return {};
+
+  if (std::string pod = kubernetes_pod(segs); !pod.empty()) return pod;
+
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    std::string_view seg = segs[i];
+    if (seg == "docker" && i + 1 < segs.size())
+      if (auto id = hex_id_between(segs[i + 1], "", "")) return "docker:" + *id;
+    if (auto id = hex_id_between(seg, "docker-", ".scope")) return "docker:" + *id;
+    if (auto id = hex_id_between(seg, "cri-containerd-", ".scope")) return "containerd:" + *id;
+    if (auto id = hex_id_between(seg, "crio-", ".scope")) return "crio:" + *id;
+  }
+
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    std::string_view seg = segs[i];
+    if (seg == "lxc" && i + 1 < segs.size()) return "lxc:" + std::string(segs[i + 1]);
+    for (std::string_view prefix : {"lxc.payload.", "lxc.monitor."})
+      if (seg.starts_with(prefix) && seg.size() > prefix.size())
+        return "lxc:" + std::string(seg.substr(prefix.size()));
+    for (std::string_view prefix : {"libpod-conmon-", "libpod-"}) {
+      if (auto id = hex_id_between(seg, prefix, ".scope")) return "podman:" + *id;
+      if (auto id = hex_id_between(seg, prefix, "")) return "podman:" + *id;
+    }
+  }
+
+  for (std::string_view seg : segs) {
+    constexpr std::string_view kRun = "gpureap-run-";
+    if (seg.starts_with(kRun) && seg.size() > kRun.size())
+      return "gpureap-run:" + std::string(strip_unit_suffix(seg.substr(kRun.size())));
+  }
+
+  for (auto it = segs.rbegin(); it != segs.rend(); ++it)
+    if (it->ends_with(".service") || it->ends_with(".scope")) return "systemd:" + std::string(*it);
+  return {};
+}
+
+namespace {
+
+/// The fixed fields of a maps line; `rest` is left at the path column.
+struct MapsPrefix {
+  std::string_view range, perms, offset, major, minor;
+  std::uint64_t inode = 0;
+};
+
+std::optional<MapsPrefix> split_maps_prefix(std::string_view& rest) {
+  MapsPrefix p;
+  p.range = next_token(rest);
+  p.perms = next_token(rest);
+  p.offset = next_token(rest);
+  std::string_view dev = next_token(rest);
+  std::string_view inode = next_token(rest);
+  std::size_t colon = dev.find(':');
+  if (inode.empty() || colon == std::string_view::npos) return std::nullopt;
+  p.major = dev.substr(0, colon);
+  p.minor = dev.substr(colon + 1);
+  auto ino = to_number<std::uint64_t>(inode);
+  if (!ino) return std::nullopt;
+  p.inode = *ino;
+  return p;
+}
+
+}  // namespace
+
+std::optional<MapsFileId> parse_maps_file_id(std::string_view line) {
+  auto p = split_maps_prefix(line);
+  if (!p) return std::nullopt;
+  auto major = to_number<unsigned>(p->major, 16);
+  auto minor = to_number<unsigned>(p->minor, 16);
+  if (!major || !minor) return std::nullopt;
+  return MapsFileId{*major, *minor, p->inode};
+}
+
+std::optional<MapsEntry> parse_maps_line(std::string_view line) {
+  if (line.ends_with('\n')) line.remove_suffix(1);
+  std::string_view rest = line;
+  auto p = split_maps_prefix(rest);
+  if (!p) return std::nullopt;
+  std::size_t dash = p->range.find('-');
+  if (dash == std::string_view::npos || p->perms.size() != 4) return std::nullopt;
+  auto start = to_number<std::uint64_t>(p->range.substr(0, dash), 16);
+  auto end = to_number<std::uint64_t>(p->range.substr(dash + 1), 16);
+  auto offset = to_number<std::uint64_t>(p->offset, 16);
+  auto major = to_number<unsigned>(p->major, 16);
+  auto minor = to_number<unsigned>(p->minor, 16);
+  if (!start || !end || !offset || !major || !minor) return std::nullopt;
+
+  MapsEntry e{*start, *end, std::string(p->perms), *offset, *major, *minor, p->inode, {}, false};
+  // The kernel pads to a column, then prints the path verbatim (it may hold spaces).
+  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  constexpr std::string_view kDeleted = " (deleted)";
+  if (rest.ends_with(kDeleted)) {
+    rest.remove_suffix(kDeleted.size());
+    e.deleted = true;
+  }
+  e.path = std::string(rest);
+  return e;
+}
+
+std::string format_cmdline(std::string_view raw) {
+  while (!raw.empty() && raw.back() == '\0') raw.remove_suffix(1);
+  std::string out(raw);
+  std::replace(out.begin(), out.end(), '\0', ' ');
+  return out;
+}
+
+}  // namespace gpureap::proc

@@ -1,0 +1,204 @@
+#include "proc/process_handle.h"
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <fstream>
+
+#include "proc/proc_parse.h"
+#include "proc/test_children.h"
+
+namespace gpureap::proc {
+namespace {
+
+using namespace std::chrono_literals;
+using std::chrono::steady_clock;
+using testing::Children;
+using testing::park;
+using testing::signal_ready;
+
+pid_t spawn_parked(Children& children) {
+  pid_t pid = children.spawn([](int ready) {
+    signal_ready(ready);
+    park();
+  });
+  children.ready(pid);
+  return pid;
+}
+
+ProcessHandle open_or_die(pid_t pid) {
+  auto id = read_process_id(pid);
+  EXPECT_TRUE(id);
+  auto h = ProcessHandle::open(*id);
+  if (!h) throw std::runtime_error(h.error().message);
+  return std::move(*h);
+}
+
+TEST(ReadProcessId, MatchesStatOfSelf) {
+  std::ifstream in("/proc/self/stat");
+  std::string line;
+  std::getline(in, line);
+  auto st = parse_stat(line);
+  ASSERT_TRUE(st);
+  auto id = read_process_id(::getpid());
+  ASSERT_TRUE(id);
+  EXPECT_EQ(id->pid, ::getpid());
+  EXPECT_EQ(id->start_time, st->start_time);
+}
+
+TEST(ReadProcessId, NoSuchProcess) {
+  auto id = read_process_id(2147483000);
+  ASSERT_FALSE(id);
+  EXPECT_EQ(id.error().sys_errno, ESRCH);
+}
+
+TEST(ProcessHandle, SignalsThroughThePidfd) {
+  Children children;
+  pid_t pid = spawn_parked(children);
+  ProcessHandle h = open_or_die(pid);
+  EXPECT_EQ(h.id().pid, pid);
+  EXPECT_GE(h.fd(), 0);
+  EXPECT_FALSE(h.has_exited());
+  ASSERT_TRUE(h.signal(SIGTERM));
+  int status = children.reap(pid);
+  EXPECT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+}
+
+TEST(ProcessHandle, WrongStartTimeIsReused) {
+  Children children;
+  pid_t pid = spawn_parked(children);
+  auto id = read_process_id(pid);
+  ASSERT_TRUE(id);
+  auto h = ProcessHandle::open(ProcessId{pid, id->start_time + 1});
+  ASSERT_FALSE(h);
+  EXPECT_EQ(h.error().kind, OpenError::reused);
+  EXPECT_NE(h.error().message.find("reused"), std::string::npos);
+  Error as_error = h.error();  // converts for Result<T> callers
+  EXPECT_EQ(as_error.message, h.error().message);
+}
+
+TEST(ProcessHandle, ExitedAndReapedIsGone) {
+  Children children;
+  pid_t pid = spawn_parked(children);
+  auto id = read_process_id(pid);
+  ASSERT_TRUE(id);
+  ::kill(pid, SIGKILL);  // our own unreaped child: the pid cannot have been reused
+  children.reap(pid);
+  auto h = ProcessHandle::open(*id);
+  ASSERT_FALSE(h);
+  EXPECT_EQ(h.error().kind, OpenError::gone) << h.error().message;
+  EXPECT_EQ(to_string(h.error().kind), "gone");
+}
+
+TEST(ProcessHandle, HasExitedOnceDeadEvenBeforeReaping) {
+  Children children;
+  pid_t pid = spawn_parked(children);
+  ProcessHandle h = open_or_die(pid);
+  EXPECT_FALSE(h.has_exited());
+  ASSERT_TRUE(h.signal(SIGKILL));
+  children.wait_zombie(pid);
+  EXPECT_TRUE(h.has_exited());
+  children.reap(pid);
+  auto again = h.signal(SIGTERM);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().sys_errno, ESRCH);
+  EXPECT_NE(again.error().message.find("exited"), std::string::npos);
+}
+
+TEST(ProcessHandle, ZombieLeaderWithLiveThreadHasNotExited) {
+  Children children;
+  pid_t pid = children.spawn([](int ready) {
+    static int fd;
+    fd = ready;
+    pthread_t t;
+    ::pthread_create(
+        &t, nullptr,
+        [](void*) -> void* {
+          signal_ready(fd);
+          park();
+        },
+        nullptr);
+    ::usleep(50 * 1000);
+    ::syscall(SYS_exit, 0);
+  });
+  children.ready(pid);
+  ASSERT_TRUE(testing::wait_state(pid, 'Z'));
+  ProcessHandle h = open_or_die(pid);
+  EXPECT_FALSE(h.has_exited());  // the process lives on in its thread
+  ASSERT_TRUE(h.signal(SIGKILL));
+  std::vector<ProcessHandle*> all{&h};
+  EXPECT_TRUE(wait_for_exit(all, steady_clock::now() + 5s).empty());
+}
+
+TEST(ProcessHandle, MoveTransfersTheFd) {
+  Children children;
+  pid_t pid = spawn_parked(children);
+  ProcessHandle a = open_or_die(pid);
+  int fd = a.fd();
+  ProcessHandle b(std::move(a));
+  EXPECT_EQ(a.fd(), -1);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(b.fd(), fd);
+  EXPECT_FALSE(a.signal(0));
+  EXPECT_TRUE(b.signal(0));
+}
+
+TEST(ProcessHandle, SignalWithoutPermissionFails) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root to drop to another user";
+  Children children;
+  pid_t target = spawn_parked(children);
+  auto id = read_process_id(target);
+  ASSERT_TRUE(id);
+  pid_t prober = children.spawn([&](int ready) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) return signal_ready(ready, "setuid failed");
+    auto h = ProcessHandle::open(*id);
+    if (!h) return signal_ready(ready, "open failed: " + h.error().message);
+    auto r = h->signal(SIGTERM);
+    signal_ready(ready, r ? "sent" : std::to_string(r.error().sys_errno));
+  });
+  EXPECT_EQ(children.ready(prober), std::to_string(EPERM));
+  EXPECT_NE(testing::state_of(target), 'Z');  // still alive
+}
+
+TEST(WaitForExit, ReturnsWhenTheChildExits) {
+  Children children;
+  pid_t pid = children.spawn([](int ready) {
+    signal_ready(ready);
+    ::usleep(100 * 1000);
+  });
+  children.ready(pid);
+  ProcessHandle h = open_or_die(pid);
+  auto start = steady_clock::now();
+  std::vector<ProcessHandle*> all{&h};
+  auto alive = wait_for_exit(all, start + 10s);
+  auto took = steady_clock::now() - start;
+  EXPECT_TRUE(alive.empty());
+  EXPECT_LT(took, 3s);  // event-driven: far sooner than the deadline
+}
+
+TEST(WaitForExit, RespectsTheDeadline) {
+  Children children;
+  pid_t quick = children.spawn([](int ready) {
+    signal_ready(ready);
+    ::usleep(50 * 1000);
+  });
+  children.ready(quick);
+  pid_t stays = spawn_parked(children);
+  ProcessHandle a = open_or_die(quick);
+  ProcessHandle b = open_or_die(stays);
+  auto start = steady_clock::now();
+  std::vector<ProcessHandle*> all{&a, &b, nullptr};
+  auto alive = wait_for_exit(all, start + 300ms);
+  auto took = steady_clock::now() - start;
+  EXPECT_EQ(alive, std::vector<std::size_t>{1});
+  EXPECT_GE(took, 300ms);
+  EXPECT_LT(took, 2s);
+}
+
+}  // namespace
+}  // namespace gpureap::proc

@@ -1,0 +1,192 @@
+"""Real-GPU scenarios for tests and benchmarks: torch processes holding memory.
+
+The case study: a parent ("server") spawns N workers that each hold GIB GiB on
+the GPU, then the parent is SIGKILLed and the workers are orphaned. Every
+process started here is tracked and killed (through pidfds) by cleanup().
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+GPUREAP = os.environ.get("GPUREAP_BIN", os.path.join(ROOT, "build", "gpureap"))
+
+WORKER = r"""
+import os, sys, time, torch
+gib = float(sys.argv[1]); dev = int(sys.argv[2])
+torch.cuda.set_device(dev)
+x = torch.empty(int(gib * (1 << 30)), dtype=torch.uint8, device="cuda")
+torch.cuda.synchronize()
+print(os.getpid(), flush=True)
+while True:
+    time.sleep(3600)
+"""
+
+SERVER = r"""
+import json, os, subprocess, sys, time
+n = int(sys.argv[1]); gib = sys.argv[2]; same = sys.argv[3] == "same"; worker = sys.argv[4]
+procs = [subprocess.Popen([sys.executable, "-c", worker, gib, "0" if same else str(i)],
+                          stdout=subprocess.PIPE, text=True) for i in range(n)]
+pids = [int(p.stdout.readline()) for p in procs]
+print(json.dumps({"server": os.getpid(), "workers": pids}), flush=True)
+while True:
+    time.sleep(3600)
+"""
+
+ZOMBIE_LEADER = r"""
+import ctypes, os, sys, threading, time, torch
+gib = float(sys.argv[1])
+ready = threading.Event()
+def hold():
+    x = torch.empty(int(gib * (1 << 30)), dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+    ready.set()
+    while True:
+        time.sleep(3600)
+threading.Thread(target=hold, daemon=False).start()
+ready.wait()
+print(os.getpid(), flush=True)
+sys.stdout.flush()
+# The main (leader) thread exits at the OS level; the CUDA context lives on in
+# the other thread. ctypes releases the GIL during the call.
+ctypes.CDLL(None).syscall(60, 0)
+"""
+
+
+def have_gpu():
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        import torch  # noqa: F401
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def kill_verified(pid, start_time=None):
+    """SIGKILL through a pidfd, only if pid still names the process we started."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        if start_time is None or proc_start_time(pid) == start_time:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def proc_start_time(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            s = f.read()
+    except OSError:
+        return None
+    return int(s[s.rindex(")") + 2:].split()[19])
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            s = f.read()
+    except OSError:
+        return False
+    return s[s.rindex(")") + 2] not in "ZX"
+
+
+class Scenario:
+    """Tracks every process it starts; cleanup() kills them all."""
+
+    def __init__(self):
+        self.tracked = []  # (pid, start_time)
+        self.popen = []
+
+    def track(self, pid):
+        self.tracked.append((pid, proc_start_time(pid)))
+
+    def orphaned_workers(self, n=4, gib=20, same_gpu=True):
+        """Server spawns n workers holding gib GiB each; server is SIGKILLed."""
+        p = subprocess.Popen([sys.executable, "-c", SERVER, str(n), str(gib),
+                              "same" if same_gpu else "spread", WORKER],
+                             stdout=subprocess.PIPE, text=True)
+        self.popen.append(p)
+        info = json.loads(p.stdout.readline())
+        for pid in [info["server"]] + info["workers"]:
+            self.track(pid)
+        os.kill(p.pid, signal.SIGKILL)  # our own child, not yet reaped
+        p.wait()
+        return info["workers"]
+
+    def zombie_leader(self, gib=8):
+        p = subprocess.Popen([sys.executable, "-c", ZOMBIE_LEADER, str(gib)],
+                             stdout=subprocess.PIPE, text=True)
+        self.popen.append(p)
+        pid = int(p.stdout.readline())
+        self.track(pid)
+        return pid, p
+
+    def pidns_cgroup_worker(self, gib=8, name=None):
+        """A worker in a child PID namespace (unshare --pid --fork) and its own cgroup."""
+        mount = cgroup2_mount()
+        if mount is None:
+            return None
+        name = name or f"gpureap-gpu-test-{os.getpid()}"
+        cg = os.path.join(mount, name)
+        os.makedirs(cg, exist_ok=True)
+        self.cgroup = cg
+        script = f'echo $$ > {cg}/cgroup.procs && exec unshare --pid --fork {sys.executable} -c "$0" {gib} 0'
+        p = subprocess.Popen(["sh", "-c", script, WORKER], stdout=subprocess.PIPE, text=True)
+        self.popen.append(p)
+        inner = int(p.stdout.readline())  # pid inside the namespace (1)
+        members = [int(x) for x in open(f"{cg}/cgroup.procs").read().split()]
+        for pid in members:
+            self.track(pid)
+        return {"cgroup": cg, "members": members, "inner_pid": inner}
+
+    def cleanup(self):
+        for pid, start in self.tracked:
+            kill_verified(pid, start)
+        for p in self.popen:
+            try:
+                p.kill()
+            except OSError:
+                pass
+            p.wait()
+        cg = getattr(self, "cgroup", None)
+        if cg:
+            deadline = time.time() + 5
+            while time.time() < deadline:
+                try:
+                    os.rmdir(cg)
+                    break
+                except OSError:
+                    time.sleep(0.05)
+
+
+def cgroup2_mount():
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            pre, _, post = line.partition(" - ")
+            if post.split()[0] == "cgroup2":
+                fields = pre.split()
+                if fields[3] == "/":
+                    return fields[4]
+    return None
+
+
+def nvml_used(index=0):
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+                          "-i", str(index)], capture_output=True, text=True).stdout
+    return int(out.strip()) * 1024 * 1024
+
+
+def gpureap(*args, timeout=120):
+    r = subprocess.run([GPUREAP, *args], capture_output=True, text=True, timeout=timeout)
+    return r
