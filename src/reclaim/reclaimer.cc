@@ -55,6 +55,7 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
     GpuOutcome g;
     g.index = idx;
     g.uuid = view->info.uuid;
+    g.total = view->info.memory->total;
     g.before = g.after = view->used();
     g.baseline = view->baseline.bytes;
     g.threshold = view->baseline.bytes + inventory::freed_tolerance(view->info.memory->total);
@@ -160,7 +161,12 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
     if (plan.targets.empty()) break;
   }
 
-  for (auto& g : report.gpus) g.freed = g.seconds_to_free.has_value() || (g.freed && round == 0);
+  for (auto& g : report.gpus) {
+    g.freed = g.seconds_to_free.has_value() || (g.freed && round == 0);
+    // Every holder of this GPU is gone and its memory settled: that reading is
+    // the GPU's idle baseline (the store refuses implausibly high values).
+    if (g.freed && round > 0 && plan.skipped.empty()) ctx.baselines.observe_idle(g.uuid, g.total, g.after);
+  }
 
   // 3. Classify what is still held, from a fresh look.
   bool any_held = std::any_of(report.gpus.begin(), report.gpus.end(), [](const GpuOutcome& g) { return !g.freed; });

@@ -32,6 +32,7 @@ struct ReclaimOptions {
 struct GpuOutcome {
   unsigned index = 0;
   std::string uuid;
+  std::uint64_t total = 0;
   std::uint64_t before = 0;
   std::uint64_t after = 0;
   std::uint64_t baseline = 0;

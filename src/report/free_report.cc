@@ -80,9 +80,9 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
   if (!r.actions.empty()) {
     out += style.bold("Actions:\n");
     for (const auto& a : r.actions) {
-      std::string exited = a.exited_at ? fmt::format(" -> exited at +{:.3f}s", *a.exited_at) : "";
-      out += fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {}: {}{}\n", a.sent_at, a.signal, a.id.pid, a.comm,
-                         a.id.start_time, a.via.empty() ? "-" : a.via, a.result, exited);
+      std::string outcome = a.exited_at ? fmt::format("{} at +{:.3f}s", a.result, *a.exited_at) : a.result;
+      out += fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {} -> {}\n", a.sent_at, a.signal, a.id.pid,
+                         a.comm, a.id.start_time, a.via.empty() ? "-" : a.via, outcome);
     }
   }
   out += style.bold(fmt::format("Result after {} ({} round{}):\n", seconds_text(r.seconds), r.rounds.size(),
