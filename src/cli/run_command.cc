@@ -1,18 +1,272 @@
-// Placeholder until the `run` command lands.
-#include <cstdio>
+// `gpureap run [options] -- CMD [ARGS...]`: launch a server so that nothing it
+// spawns can outlive it, and return only when the GPUs it held are free again.
+// Steps: parse -> (wait for / free the GPUs first) -> contain + launch ->
+// supervise -> teardown -> verify -> report -> CMD's exit status (tini's contract).
+// stdout belongs to CMD: everything gpureap says goes to stderr.
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli/command.h"
+#include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "supervise/free_wait.h"
+#include "supervise/run_session.h"
+#include "util/units.h"
 
 namespace gpureap::cli {
+namespace {
 
-void add_run_command(CLI::App& app, const GlobalOptions&, CommandFn& run) {
-  auto* sub = app.add_subcommand("run", "(not yet available)");
-  sub->callback([&run] {
-    run = [] {
-      std::fprintf(stderr, "gpureap: run is not available yet\n");
-      return kExitSystem;
-    };
+struct RunOptions {
+  std::vector<std::string> command;
+  std::string gpu;
+  bool wait_free = false;
+  bool free_first = false;
+  std::string grace = "10s";
+  std::string timeout = "60s";
+  std::string name;
+  bool no_cgroup = false;
+  bool verbose = false;
+};
+
+void say(const std::string& line) {
+  print_err("gpureap run: " + line + "\n");
+}
+
+int usage_error(const std::string& message) {
+  say(message);
+  return kExitUsage;
+}
+
+std::chrono::milliseconds to_ms(std::chrono::nanoseconds d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d);
+}
+
+// --free-first: `gpureap free --yes` on those GPUs, as its own process, so it is
+// exactly `free` (same plan, protections, lock and report). Its report goes to
+// our stderr: stdout is CMD's.
+int free_gpus_first(const GlobalOptions& global, const RunOptions& o) {
+  std::vector<std::string> args = {"gpureap"};
+  if (!global.nvml_library.empty())
+    args.insert(args.end(), {"--nvml-library", global.nvml_library});
+  if (!global.dev_dir.empty()) args.insert(args.end(), {"--dev-dir", global.dev_dir});
+  if (global.no_color) args.push_back("--no-color");
+  args.insert(args.end(),
+              {"free", "--gpu", o.gpu, "--yes", "--grace", o.grace, "--timeout", o.timeout});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(2, 1);
+    ::execv("/proc/self/exe", argv.data());
+    ::_exit(127);
+  }
+  if (pid < 0) return kExitSystem;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : kExitSystem;
+}
+
+// --wait-free: block until those GPUs are free (as `gpureap wait`).
+int wait_gpus_free(const GlobalOptions& global, const RunOptions& o,
+                   std::chrono::milliseconds timeout) {
+  auto gpus = open_gpu_source(global);
+  supervise::FreeWaitOptions options;
+  options.gpus = o.gpu;
+  options.timeout = timeout;
+  options.dev_dir = resolve_dev_dir(global);
+  auto r = supervise::wait_until_free(*gpus, options);
+  using Status = supervise::FreeWaitResult::Status;
+  switch (r.status) {
+    case Status::free:
+      if (o.verbose) say(fmt::format("GPU {} free after {:.3f} s", o.gpu, r.seconds));
+      return kExitOk;
+    case Status::timed_out: {
+      std::string still;
+      for (const auto& g : r.gpus)
+        if (!g.freed_after)
+          still +=
+              fmt::format("{}GPU {} {} used (free means at most {})", still.empty() ? "" : "; ",
+                          g.index, g.used ? format_bytes(*g.used) : "?", format_bytes(g.threshold));
+      say(fmt::format(
+          "--wait-free: GPUs not free after {}: {}; not starting {}. See `gpureap status --gpu {}`",
+          o.timeout, still, o.command[0], o.gpu));
+      return kExitTimeout;
+    }
+    case Status::bad_selection:
+      return usage_error("--gpu: " + r.message);
+    case Status::nvml_failed:
+      break;
+  }
+  say("--wait-free: " + r.message);
+  return kExitSystem;
+}
+
+void report_problems(const supervise::RunOutcome& out) {
+  if (out.reaper_lost)
+    say("the reaper process was killed: the command's exit status is unknown and orphans "
+        "may have escaped; see `gpureap status`");
+  if (!out.teardown.survivors.empty()) {
+    std::string pids;
+    for (const auto& id : out.teardown.survivors)
+      pids += (pids.empty() ? "" : ", ") + std::to_string(id.pid);
+    say(fmt::format("{} process(es) of the run still alive after SIGKILL: {}",
+                    out.teardown.survivors.size(), pids));
+  }
+  for (const auto& l : out.leftovers) {
+    auto held = std::find_if(out.held.begin(), out.held.end(),
+                             [&](const auto& h) { return h.index == l.gpu; });
+    std::string used;
+    if (out.release)
+      for (const auto& g : out.release->gpus)
+        if (g.index == l.gpu && g.used) used = format_bytes(*g.used);
+    say(fmt::format(
+        "GPU {} memory still held after the teardown: {} used, free means at most {} [{}]", l.gpu,
+        used.empty() ? "?" : used, held != out.held.end() ? format_bytes(held->threshold) : "?",
+        l.cls));
+    for (const auto& e : l.evidence) print_err("    " + e + "\n");
+    if (!l.next_step.empty()) print_err("    next: " + l.next_step + "\n");
+  }
+  if (out.release && !out.release->all_freed && out.leftovers.empty())
+    say("GPU memory the run held is not back at baseline" +
+        (out.release->nvml_error.empty() ? std::string()
+                                         : " (NVML: " + out.release->nvml_error + ")"));
+}
+
+// tini's contract, plus one rule: a command that succeeded but whose memory
+// stayed held makes the run fail with 1 ("still held", as `free`), so a
+// restart script does not relaunch into an occupied GPU.
+int run_exit_code(const supervise::RunOutcome& out) {
+  if (out.launch_failure) {
+    return out.launch_failure->stage == supervise::LaunchFailure::Stage::exec
+               ? supervise::exit_code_for_exec_error(out.launch_failure->err)
+               : 126;
+  }
+  if (!out.cmd_wait_status) return kExitSystem;
+  int code = supervise::exit_code_of(*out.cmd_wait_status);
+  if (code == 0 && !out.memory_released()) return kExitStillHeld;
+  return code;
+}
+
+int run_run(const GlobalOptions& global, RunOptions o) {
+  // 1. Parse.
+  if (o.command.empty()) return usage_error("no command: gpureap run [options] -- CMD [ARGS...]");
+  if ((o.wait_free || o.free_first) && o.gpu.empty())
+    return usage_error(
+        "--wait-free and --free-first need --gpu SEL (the GPUs the command will use)");
+  auto grace = parse_duration(o.grace);
+  if (!grace) return usage_error("--grace: " + grace.error().message);
+  auto timeout = parse_duration(o.timeout);
+  if (!timeout) return usage_error("--timeout: " + timeout.error().message);
+
+  // 2. The GPUs first: freed, and/or waited for.
+  if (o.free_first) {
+    int code = free_gpus_first(global, o);
+    if (code != kExitOk && code != kExitNothingToDo) {
+      say(fmt::format("--free-first: `gpureap free --gpu {}` exited {}; not starting {}", o.gpu,
+                      code, o.command[0]));
+      return code;
+    }
+  }
+  if (o.wait_free || o.free_first) {
+    if (int code = wait_gpus_free(global, o, to_ms(*timeout)); code != kExitOk) return code;
+  }
+
+  // 3. Run: contain, launch, supervise, tear down, verify.
+  supervise::RunSettings settings;
+  settings.argv = o.command;
+  settings.name = o.name;
+  settings.use_cgroup = !o.no_cgroup;
+  settings.grace = to_ms(*grace);
+  settings.release_timeout = to_ms(*timeout);
+  settings.dev_dir = resolve_dev_dir(global);
+  auto gpus = open_gpu_source(global);
+  supervise::RunLog log;
+  if (o.verbose) log = [](std::string_view line) { say(std::string(line)); };
+  auto out = supervise::supervise_run(settings, *gpus, log);
+
+  // 4. Report: only what went wrong, unless --verbose.
+  if (out.launch_failure) {
+    const auto& f = *out.launch_failure;
+    say(f.stage == supervise::LaunchFailure::Stage::exec
+            ? fmt::format("{}: {}", o.command[0], f.message)
+            : f.message);
+  }
+  report_problems(out);
+  if (o.verbose && !out.nvml_problem.empty()) say("GPU memory not verified: " + out.nvml_problem);
+  int code = run_exit_code(out);
+  if (o.verbose && !out.launch_failure)
+    say(fmt::format("exit status {} ({:.3f} s from the end of the command to here)", code,
+                    out.stop_to_return_seconds));
+  return code;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
+  auto options = std::make_shared<RunOptions>();
+  auto* sub = app.add_subcommand(
+      "run",
+      "Launch a command so that nothing it spawns can outlive it, and return only when the\n"
+      "GPU memory it held is free again.\n"
+      "CMD runs in a session of its own under a child subreaper (double-forked and setsid()\n"
+      "daemons cannot escape it) and, where cgroup v2 is writable (root or delegated), in a\n"
+      "cgroup of its own, gpureap-run-<name>-<pid>; otherwise in subreaper mode (-v says\n"
+      "which). SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH are forwarded\n"
+      "to CMD. When CMD exits, or gpureap gets SIGTERM/SIGINT, every process left in the run\n"
+      "gets SIGTERM, then SIGKILL after --grace; gpureap then waits (at most --timeout) until\n"
+      "the GPUs the run held are back at their baseline.\n"
+      "Every process of the run carries GPUREAP_RUN_ID=<name>-<pid> in its environment: if\n"
+      "gpureap itself is SIGKILLed, the leftovers stay identifiable (`gpureap status` shows\n"
+      "container gpureap-run:<name>-<pid> in cgroup mode) and `gpureap free --cgroup\n"
+      "gpureap-run-<name>-<pid> --gpu all --yes` reclaims them (docs/run-and-wait.md).\n\n"
+      "Exit status: CMD's own; 128+N if it was killed by signal N; 127 if CMD was not\n"
+      "found, 126 if it could not be executed; 1 if CMD exited 0 but GPU memory stayed\n"
+      "held (explained on stderr; a failing CMD keeps its own status); with --wait-free or\n"
+      "--free-first, 5 or 1 when the GPUs could not be made free (CMD is not started).\n\n"
+      "Examples:\n"
+      "  gpureap run -- python3 -m sglang.launch_server --model-path M --tp 8\n"
+      "  gpureap run --gpu all --free-first --grace 30s -- ./serve.sh\n"
+      "  gpureap run -v --name sglang -- python3 serve.py");
+  sub->add_option("--gpu", options->gpu,
+                  "GPUs for --wait-free/--free-first (all, 0,3, UUID, bus id, minor:N)");
+  sub->add_flag("--wait-free", options->wait_free,
+                "Wait (at most --timeout) until the --gpu GPUs are free first");
+  sub->add_flag(
+      "--free-first", options->free_first,
+      "Free the --gpu GPUs first (`gpureap free --yes`, same protections), then wait for them");
+  sub->add_option("--grace", options->grace, "SIGTERM -> SIGKILL delay at the teardown")
+      ->default_val("10s");
+  sub->add_option("--timeout", options->timeout,
+                  "Bound on waiting for GPU memory to be released (and for --wait-free)")
+      ->default_val("60s");
+  sub->add_option("--name", options->name, "Run name (default: the command's base name)");
+  sub->add_flag("--no-cgroup", options->no_cgroup,
+                "Subreaper mode even where a run cgroup is possible");
+  sub->add_flag("-v,--verbose", options->verbose,
+                "Say what happens: mode, signals, teardown, release");
+  // After `--` every word is CMD's. Without it, CMD's own options would be
+  // read as ours: they are caught (as extras) and refused with a hint. Global
+  // options go before `run`, so that nothing of CMD falls through to them.
+  sub->add_option("command", options->command, "The command and its arguments (after --)");
+  sub->allow_extras();
+  sub->fallthrough(false);
+  sub->callback([&run, &global, options, sub] {
+    auto extras = sub->remaining();
+    std::erase(extras, std::string("--"));
+    if (!extras.empty()) {
+      run = [extras] {
+        return usage_error(
+            fmt::format("'{}' looks like an option of the command: put -- before the command "
+                        "(gpureap run [options] -- CMD [ARGS...])",
+                        extras.front()));
+      };
+      return;
+    }
+    run = [&global, options] { return run_run(global, *options); };
   });
 }
 

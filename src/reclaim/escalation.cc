@@ -20,7 +20,8 @@ namespace {
 struct Tracked {
   proc::ProcessHandle handle;
   std::string comm;
-  std::size_t action = 0;  // index of the latest action for this target
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  std::size_t action = kNone;  // index of the latest action for this target
   bool exited = false;
 };
 
@@ -73,7 +74,7 @@ class Engine {
             Action{id, comm, "none", "", now(), std::nullopt, describe_open_failure(handle.error())});
         continue;
       }
-      tracked_.push_back(Tracked{std::move(*handle), comm, 0, false});
+      tracked_.push_back(Tracked{std::move(*handle), comm, Tracked::kNone, false});
     }
   }
 
@@ -118,7 +119,8 @@ class Engine {
 
   void kill_rest() {
     for (auto& t : tracked_)
-      if (!t.exited && result_.actions[t.action].signal != "SIGKILL") record_signal(t, "SIGKILL", "pidfd", t.handle.signal(SIGKILL));
+      if (!t.exited && (t.action == Tracked::kNone || result_.actions[t.action].signal != "SIGKILL"))
+        record_signal(t, "SIGKILL", "pidfd", t.handle.signal(SIGKILL));
   }
 
   // Event-driven wait on every live pidfd; slices of at most 50 ms so Ctrl-C is
@@ -150,6 +152,7 @@ class Engine {
     for (auto& t : tracked_) {
       if (t.exited) continue;
       result_.survivors.push_back(t.handle.id());
+      if (t.action == Tracked::kNone) continue;
       auto& a = result_.actions[t.action];
       if (a.result.empty()) a.result = "still running";
     }

@@ -1,0 +1,117 @@
+#include "supervise/free_wait.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "gpu/gpu_select.h"
+#include "inventory/collect.h"
+#include "proc/device_nodes.h"
+#include "reclaim/release_wait.h"
+
+namespace gpureap::supervise {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Keeps only the selected GPUs in an inventory.
+void keep_only(inventory::Inventory& inv, const std::vector<unsigned>& chosen) {
+  std::erase_if(inv.gpus, [&](const inventory::GpuView& v) {
+    return std::find(chosen.begin(), chosen.end(), v.info.index) == chosen.end();
+  });
+}
+
+}  // namespace
+
+FreeWaitResult wait_until_free(gpu::GpuSource& gpus, const FreeWaitOptions& options) {
+  FreeWaitResult result;
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + options.timeout;
+
+  // 1. One inventory: the GPUs, their baselines, and who holds them now.
+  auto devices = proc::discover_devices(options.dev_dir);
+  proc::DeviceSet device_set = devices ? std::move(*devices) : proc::DeviceSet{};
+  auto dir = inventory::state_dir();
+  auto baselines =
+      dir ? inventory::BaselineStore::load(*dir) : inventory::BaselineStore::in_memory();
+  auto inv = inventory::collect_inventory(gpus, device_set, baselines);
+  (void)baselines.save();
+  if (inv.nvml_state != gpu::NvmlState::ok) {
+    result.message = inv.nvml_problem.empty() ? "NVML is not usable" : inv.nvml_problem;
+    return result;
+  }
+
+  // 2. Select, and set each GPU's threshold: baseline + below.
+  std::vector<gpu::GpuInfo> infos;
+  for (const auto& v : inv.gpus) infos.push_back(v.info);
+  auto chosen = gpu::select_gpus(options.gpus, infos);
+  if (!chosen) {
+    result.status = FreeWaitResult::Status::bad_selection;
+    result.message = chosen.error().message;
+    return result;
+  }
+  for (const auto& v : inv.gpus) {
+    if (std::find(chosen->begin(), chosen->end(), v.info.index) == chosen->end()) continue;
+    std::uint64_t total = v.info.memory ? v.info.memory->total : 0;
+    FreeWaitGpu g;
+    g.index = v.info.index;
+    g.uuid = v.info.uuid;
+    g.baseline = v.baseline.bytes;
+    g.baseline_recorded = v.baseline.recorded;
+    g.threshold = v.baseline.bytes + options.below.value_or(inventory::freed_tolerance(total));
+    if (v.info.memory) g.used = v.used();
+    if (g.used && *g.used <= g.threshold) g.freed_after = seconds_since(t0);
+    result.gpus.push_back(std::move(g));
+  }
+
+  // 3. Poll until all are at or below their thresholds, or the deadline.
+  auto all_free = [&] {
+    return std::all_of(result.gpus.begin(), result.gpus.end(),
+                       [](const FreeWaitGpu& g) { return g.freed_after.has_value(); });
+  };
+  auto poll_until_deadline = [&] {
+    std::vector<reclaim::ReleaseTarget> pending;
+    for (const auto& g : result.gpus)
+      if (!g.freed_after) pending.push_back({g.index, g.threshold});
+    auto release = reclaim::wait_for_release(gpus, pending, deadline, t0, nullptr, {});
+    for (const auto& s : release.gpus) {
+      auto g = std::find_if(result.gpus.begin(), result.gpus.end(),
+                            [&](const FreeWaitGpu& x) { return x.index == s.index; });
+      if (g == result.gpus.end()) continue;
+      if (s.used) g->used = s.used;
+      if (!g->freed_after && s.freed_at) g->freed_after = s.freed_at;
+    }
+    return release.nvml_error;
+  };
+  std::string nvml_error;
+  if (!all_free() && options.timeout.count() > 0) nvml_error = poll_until_deadline();
+  if (!all_free() && nvml_error.empty() && Clock::now() < deadline) {
+    // The poller stops when its next interval would overshoot the deadline;
+    // the last reading belongs at the deadline itself, so that --timeout
+    // means what it says.
+    std::this_thread::sleep_until(deadline);
+    nvml_error = poll_until_deadline();
+  }
+  if (!nvml_error.empty()) {
+    result.message = nvml_error;
+    result.seconds = seconds_since(t0);
+    return result;
+  }
+  result.seconds = seconds_since(t0);
+  if (all_free()) {
+    result.status = FreeWaitResult::Status::free;
+    return result;
+  }
+
+  // 4. Timed out: who holds what now, for the caller's summary.
+  result.status = FreeWaitResult::Status::timed_out;
+  auto after = inventory::collect_inventory(gpus, device_set, baselines);
+  keep_only(after, *chosen);
+  result.holders = std::move(after);
+  return result;
+}
+
+}  // namespace gpureap::supervise

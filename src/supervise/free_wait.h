@@ -1,0 +1,55 @@
+#pragma once
+// Waiting until GPUs are free: every selected GPU's used memory at most
+// `below` above its idle baseline. Behind `gpureap wait` and `gpureap run
+// --wait-free`, for scripts that relaunch a server the moment the previous
+// one's memory is really gone. Polls NVML with a short, backing-off interval
+// (reclaim::wait_for_release), never a fixed sleep, and always with a deadline.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_source.h"
+#include "inventory/inventory.h"
+
+namespace gpureap::supervise {
+
+struct FreeWaitOptions {
+  std::string gpus = "all";            // a --gpu selector (gpu_select.h)
+  std::optional<std::uint64_t> below;  // default: inventory::freed_tolerance(total) per GPU
+  std::chrono::milliseconds timeout{60000};
+  std::string dev_dir = "/dev";
+};
+
+struct FreeWaitGpu {
+  unsigned index = 0;
+  std::string uuid;
+  std::uint64_t baseline = 0;
+  bool baseline_recorded = false;
+  std::uint64_t threshold = 0;        // baseline + below
+  std::optional<std::uint64_t> used;  // latest reading
+  std::optional<double> freed_after;  // seconds from the start, when seen free
+};
+
+struct FreeWaitResult {
+  enum class Status {
+    free,           // every selected GPU at or below its threshold
+    timed_out,      // the deadline passed first
+    bad_selection,  // --gpu matched nothing / was malformed (message says why)
+    nvml_failed,    // NVML missing, failing or hung (message says which)
+  };
+  Status status = Status::nvml_failed;
+  std::string message;
+  std::vector<FreeWaitGpu> gpus;
+  double seconds = 0;
+  /// On timeout: a fresh inventory of the selected GPUs, for the holder summary.
+  std::optional<inventory::Inventory> holders;
+};
+
+/// Blocks until the selected GPUs are free or `options.timeout` passes.
+/// A timeout of 0 checks once.
+FreeWaitResult wait_until_free(gpu::GpuSource& gpus, const FreeWaitOptions& options);
+
+}  // namespace gpureap::supervise

@@ -1,0 +1,219 @@
+// The launcher with real processes: exit statuses, exec failures, signal
+// forwarding, orphans adopted by the reaper, and CMD moved into a cgroup.
+
+#include "supervise/launcher.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "supervise/run_cgroup.h"
+
+extern char** environ;
+
+namespace gpureap::supervise {
+namespace {
+
+std::vector<std::string> current_env() {
+  std::vector<std::string> out;
+  for (char** e = environ; *e; ++e) out.emplace_back(*e);
+  return out;
+}
+
+ForwardedSignals& signals() {
+  static ForwardedSignals s = [] {
+    auto r = ForwardedSignals::block();
+    if (!r) std::abort();
+    return std::move(*r);
+  }();
+  return s;
+}
+
+// Runs events until CMD has exited and every process of the run is reaped.
+int wait_done(LaunchedRun& run, std::chrono::seconds limit = std::chrono::seconds(10)) {
+  auto deadline = Clock::now() + limit;
+  while (!(run.cmd_status() && run.all_reaped())) {
+    auto ev = run.next_event(deadline);
+    if (ev.kind == RunEvent::Kind::deadline || ev.kind == RunEvent::Kind::reaper_lost) break;
+  }
+  return run.cmd_status() ? exit_code_of(*run.cmd_status()) : -1;
+}
+
+std::string stat_field(pid_t pid, int field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(in)), {});
+  auto close = s.rfind(')');
+  if (close == std::string::npos) return {};
+  std::istringstream fields(s.substr(close + 2));
+  std::string f;
+  for (int i = 3; fields >> f; ++i)
+    if (i == field) return f;
+  return {};
+}
+
+std::string temp_dir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "gpureap-launch-XXXXXX").string();
+  return ::mkdtemp(tmpl.data());
+}
+
+TEST(Launcher, ReturnsTheCommandsExitStatus) {
+  auto run = LaunchedRun::start({{"sh", "-c", "exit 7"}, current_env()}, signals());
+  ASSERT_TRUE(run.has_value()) << run.error().message;
+  EXPECT_EQ(wait_done(*run), 7);
+  EXPECT_TRUE(run->all_reaped());
+}
+
+TEST(Launcher, KilledBySignalIs128PlusN) {
+  auto run = LaunchedRun::start({{"sh", "-c", "kill -9 $$"}, current_env()}, signals());
+  ASSERT_TRUE(run.has_value());
+  EXPECT_EQ(wait_done(*run), 137);
+}
+
+TEST(Launcher, CommandNotFoundIs127) {
+  auto run = LaunchedRun::start({{"gpureap-no-such-command-xyz"}, current_env()}, signals());
+  ASSERT_FALSE(run.has_value());
+  EXPECT_EQ(run.error().stage, LaunchFailure::Stage::exec);
+  EXPECT_EQ(exit_code_for_exec_error(run.error().err), 127);
+}
+
+TEST(Launcher, NotExecutableIs126) {
+  std::string dir = temp_dir();
+  std::string file = dir + "/not-exec";
+  std::ofstream(file) << "#!/bin/sh\nexit 0\n";
+  ::chmod(file.c_str(), 0644);
+  auto run = LaunchedRun::start({{file}, current_env()}, signals());
+  ASSERT_FALSE(run.has_value());
+  EXPECT_EQ(exit_code_for_exec_error(run.error().err), 126);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Launcher, CommandGetsItsOwnSessionAndEnvironment) {
+  std::string dir = temp_dir();
+  auto env = current_env();
+  env.push_back("GPUREAP_RUN_ID=test-1");
+  auto run = LaunchedRun::start(
+      {{"sh", "-c", "echo \"$GPUREAP_RUN_ID $(cut -d' ' -f6 /proc/$$/stat)\" > " + dir + "/out"},
+       env},
+      signals());
+  ASSERT_TRUE(run.has_value());
+  pid_t cmd = run->cmd_pid();
+  EXPECT_EQ(wait_done(*run), 0);
+  std::ifstream in(dir + "/out");
+  std::string id, sid;
+  in >> id >> sid;
+  EXPECT_EQ(id, "test-1");
+  EXPECT_EQ(sid, std::to_string(cmd)) << "CMD must lead its own session";
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Launcher, ForwardsSignalsToTheCommand) {
+  std::string dir = temp_dir();
+  std::string script = "trap 'echo USR1 > " + dir + "/got; exit 3' USR1; echo ready > " + dir +
+                       "/ready; while :; do sleep 0.05; done";
+  auto run = LaunchedRun::start({{"sh", "-c", script}, current_env()}, signals());
+  ASSERT_TRUE(run.has_value());
+  for (int i = 0; i < 400 && !std::filesystem::exists(dir + "/ready"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::kill(::getpid(), SIGUSR1);  // to ourselves: blocked, read from the signalfd, forwarded
+  auto ev = run->next_event(Clock::now() + std::chrono::seconds(5));
+  EXPECT_EQ(ev.kind, RunEvent::Kind::signal);
+  EXPECT_EQ(ev.value, SIGUSR1);
+  run->forward(ev.value);
+  EXPECT_EQ(wait_done(*run), 3);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/got"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Launcher, DoubleForkedDaemonIsAdoptedByTheReaper) {
+  std::string dir = temp_dir();
+  // The daemon leaves the session and its parent exits at once: classic double fork.
+  std::string script = "(setsid sh -c 'echo $$ > " + dir + "/daemon; exec sleep 30' &) ; exit 0";
+  auto run = LaunchedRun::start({{"sh", "-c", script}, current_env()}, signals());
+  ASSERT_TRUE(run.has_value());
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (!run->cmd_status() && Clock::now() < deadline) run->next_event(deadline);
+  ASSERT_TRUE(run->cmd_status());
+  pid_t daemon = 0;
+  for (int i = 0; i < 400 && daemon == 0; ++i) {
+    std::ifstream in(dir + "/daemon");
+    in >> daemon;
+    if (daemon == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GT(daemon, 0);
+  EXPECT_EQ(stat_field(daemon, 4), std::to_string(run->reaper_pid()))
+      << "re-parented to the reaper";
+  EXPECT_FALSE(run->all_reaped());
+  ::kill(daemon, SIGKILL);  // our test started it (as the reaper's child, unreaped)
+  EXPECT_EQ(wait_done(*run), 0);
+  EXPECT_TRUE(run->all_reaped());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Launcher, ReaperDiesWithTheFront) {
+  // Run the front in a child process and SIGKILL it: the reaper must follow.
+  std::string dir = temp_dir();
+  pid_t front = ::fork();
+  if (front == 0) {
+    auto run = LaunchedRun::start(
+        {{"sh", "-c", "echo $PPID > " + dir + "/reaper; exec sleep 30"}, current_env()}, signals());
+    if (!run) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  pid_t reaper = 0;
+  for (int i = 0; i < 400 && reaper == 0; ++i) {
+    std::ifstream in(dir + "/reaper");
+    in >> reaper;
+    if (reaper == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GT(reaper, 0);
+  std::string cmd_pid;
+  {
+    std::ifstream in("/proc/" + std::to_string(reaper) + "/task/" + std::to_string(reaper) +
+                     "/children");
+    in >> cmd_pid;
+  }
+  ::kill(front, SIGKILL);
+  ::waitpid(front, nullptr, 0);
+  bool gone = false;
+  for (int i = 0; i < 400 && !gone; ++i) {
+    std::string st = stat_field(reaper, 3);
+    gone = st.empty() || st == "Z";
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(gone) << "the reaper outlived its front";
+  // The command was left running (orphaned); end it: our test started it.
+  if (!cmd_pid.empty()) ::kill(std::stoi(cmd_pid), SIGKILL);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Launcher, CommandMovesIntoTheRunCgroupBeforeExec) {
+  auto cg = RunCgroup::create("gpureap-run-launcher-test-" + std::to_string(::getpid()));
+  if (!cg) GTEST_SKIP() << "no writable cgroup v2 here: " << cg.error().message;
+  auto run = LaunchedRun::start(
+      {{"sh", "-c", "sleep 30 & sleep 30"}, current_env(), cg->procs_fd()}, signals());
+  ASSERT_TRUE(run.has_value()) << run.error().message;
+  std::ifstream in("/proc/" + std::to_string(run->cmd_pid()) + "/cgroup");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(v2_cgroup_path(text), cg->cgroup_path());
+  for (int i = 0; i < 400 && cg->members().size() < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(cg->members().size(), 3u) << "sh and both sleeps";
+  EXPECT_TRUE(cg->populated());
+  ASSERT_TRUE(cg->kill_all(Clock::now() + std::chrono::seconds(2)).has_value());
+  EXPECT_TRUE(cg->wait_empty(Clock::now() + std::chrono::seconds(5)));
+  EXPECT_EQ(wait_done(*run), 137);
+  EXPECT_TRUE(cg->remove().has_value());
+  EXPECT_FALSE(std::filesystem::exists(cg->dir()));
+}
+
+}  // namespace
+}  // namespace gpureap::supervise

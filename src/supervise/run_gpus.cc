@@ -1,0 +1,164 @@
+#include "supervise/run_gpus.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "inventory/collect.h"
+#include "proc/proc_files.h"
+#include "proc/proc_parse.h"
+
+namespace gpureap::supervise {
+namespace {
+
+constexpr std::chrono::milliseconds kNvmlDeadline{2000};
+constexpr std::chrono::milliseconds kMaxSampleInterval{5000};
+
+}  // namespace
+
+bool belongs_to_run(pid_t pid, pid_t reaper, const RunCgroup* cgroup,
+                    const std::string& proc_root) {
+  if (cgroup) {
+    auto path =
+        v2_cgroup_path(proc::read_small_file(proc_root + "/" + std::to_string(pid) + "/cgroup"));
+    if (path && (*path == cgroup->cgroup_path() || path->starts_with(cgroup->cgroup_path() + "/")))
+      return true;
+  }
+  for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+    auto stat =
+        proc::parse_stat(proc::read_small_file(proc_root + "/" + std::to_string(pid) + "/stat"));
+    if (!stat) return false;
+    if (stat->ppid == reaper) return true;
+    pid = stat->ppid;
+  }
+  return false;
+}
+
+RunGpuWatch::RunGpuWatch(gpu::GpuSource& gpus, const std::string& dev_dir)
+    : gpus_(gpus),
+      baselines_(inventory::BaselineStore::in_memory()),
+      next_sample_(Clock::now() + interval_) {
+  if (auto devices = proc::discover_devices(dev_dir)) {
+    devices_ = std::move(*devices);
+  } else {
+    nvml_problem_ = devices.error().message;
+  }
+  if (auto dir = inventory::state_dir()) baselines_ = inventory::BaselineStore::load(*dir);
+}
+
+void RunGpuWatch::sample(pid_t reaper, const RunCgroup* cgroup) {
+  interval_ = std::min(interval_ * 2, kMaxSampleInterval);
+  next_sample_ = Clock::now() + interval_;
+  if (nvml_failed_) {
+    next_sample_ = Clock::time_point::max();
+    return;
+  }
+  if (indices_.empty()) {
+    auto snap = gpus_.snapshot(kNvmlDeadline);
+    if (snap.state != gpu::NvmlState::ok || snap.gpus.empty()) {
+      nvml_failed_ = true;
+      nvml_problem_ = snap.problem.empty() ? "NVML lists no GPU" : snap.problem;
+      next_sample_ = Clock::time_point::max();
+      return;
+    }
+    for (const auto& g : snap.gpus) indices_.push_back(g.index);
+  }
+  auto readings = gpus_.memory(indices_, kNvmlDeadline);
+  if (!readings) {
+    nvml_failed_ = true;
+    nvml_problem_ = readings.error().message;
+    next_sample_ = Clock::time_point::max();
+    return;
+  }
+  for (const auto& r : *readings) {
+    if (sampled_.contains(r.index)) continue;
+    for (auto pid : r.pids) {
+      if (belongs_to_run(static_cast<pid_t>(pid), reaper, cgroup)) {
+        sampled_.insert(r.index);
+        break;
+      }
+    }
+  }
+}
+
+inventory::Inventory RunGpuWatch::inventory(const std::set<pid_t>& exclude) {
+  inventory::CollectOptions options;
+  options.exclude = exclude;
+  options.nvml_deadline = kNvmlDeadline;
+  return inventory::collect_inventory(gpus_, devices_, baselines_, options);
+}
+
+void RunGpuWatch::before_teardown(const std::vector<proc::ProcessId>& members) {
+  if (nvml_failed_ || (members.empty() && sampled_.empty())) return;
+  auto inv = inventory({});
+  if (inv.nvml_state != gpu::NvmlState::ok) {
+    nvml_failed_ = true;
+    nvml_problem_ = inv.nvml_problem;
+    return;
+  }
+  members_ = members;
+  for (const auto& view : inv.gpus) {
+    std::uint64_t run_bytes = 0;
+    std::uint64_t other_bytes = 0;
+    bool held = sampled_.contains(view.info.index);
+    for (const auto& gh : view.holders) {
+      if (!gh.uses_gpu) continue;
+      if (std::find(members.begin(), members.end(), gh.holder.id) == members.end()) {
+        other_bytes += gh.gpu_bytes.value_or(0);
+        continue;
+      }
+      held = true;
+      run_bytes += gh.gpu_bytes.value_or(0);
+    }
+    if (!held || !view.info.memory) continue;
+    // What other processes hold on this GPU stays held after our teardown:
+    // "freed" means the run's share is gone, not that the GPU is idle.
+    std::uint64_t total = view.info.memory->total;
+    held_.push_back(HeldGpu{view.info.index, view.used(), view.baseline.bytes,
+                            view.baseline.bytes + other_bytes + inventory::freed_tolerance(total),
+                            run_bytes, other_bytes});
+  }
+  (void)baselines_.save();
+}
+
+std::vector<reclaim::ReleaseTarget> RunGpuWatch::release_targets() const {
+  std::vector<reclaim::ReleaseTarget> out;
+  for (const auto& h : held_) out.push_back(reclaim::ReleaseTarget{h.index, h.threshold});
+  return out;
+}
+
+std::vector<reclaim::Leftover> RunGpuWatch::classify(
+    const std::vector<unsigned>& not_freed, const std::vector<proc::ProcessId>& survivors) {
+  std::vector<reclaim::Leftover> out;
+  if (not_freed.empty()) return out;
+  auto inv = inventory({});
+  for (const auto& view : inv.gpus) {
+    if (std::find(not_freed.begin(), not_freed.end(), view.info.index) == not_freed.end()) continue;
+    // Holders that are not processes of this run were never ours to signal.
+    reclaim::Plan plan;
+    for (const auto& gh : view.holders) {
+      if (!gh.uses_gpu ||
+          std::find(members_.begin(), members_.end(), gh.holder.id) != members_.end())
+        continue;
+      if (std::find(survivors.begin(), survivors.end(), gh.holder.id) != survivors.end()) continue;
+      plan.skipped.push_back(reclaim::Skipped{gh.holder.id,
+                                              gh.holder.comm,
+                                              {view.info.index},
+                                              gh.gpu_bytes.value_or(0),
+                                              reclaim::SkipKind::not_matched,
+                                              "not a process of this run"});
+    }
+    auto held = std::find_if(held_.begin(), held_.end(),
+                             [&](const HeldGpu& h) { return h.index == view.info.index; });
+    reclaim::LeftoverInput in;
+    in.view = &view;
+    in.last_plan = &plan;
+    in.survivors = survivors;
+    in.threshold = held != held_.end() ? held->threshold : view.baseline.bytes;
+    auto classified = reclaim::classify_leftovers(in);
+    out.insert(out.end(), classified.begin(), classified.end());
+  }
+  return out;
+}
+
+}  // namespace gpureap::supervise

@@ -1,0 +1,101 @@
+#pragma once
+// Which GPUs a run holds, and whether they are back at their idle baseline
+// after the teardown. "Freed" is measured (NVML polled until used memory is at
+// baseline + tolerance), never assumed from the processes being gone: the
+// driver releases memory asynchronously after the last holder dies.
+//
+// Two sources of "the run held GPU i":
+//  - samples while the run lives: NVML's process list, each pid checked for
+//    membership of the run (in its cgroup, or below the reaper). Cheap (one
+//    NVML round trip and a few /proc reads), and it remembers GPUs whose
+//    holders exited before the teardown (CMD that held memory itself);
+//  - at the teardown: one inventory (NVML + /proc holder scan, the same as
+//    `status`), whose holders are matched with the run's members. This is the
+//    authoritative one (NVML's pids are hints).
+// A run that ends before the first sample (`gpureap run -- true`) never talks
+// to NVML at all.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_source.h"
+#include "inventory/baseline_store.h"
+#include "inventory/inventory.h"
+#include "proc/device_nodes.h"
+#include "reclaim/leftovers.h"
+#include "reclaim/release_wait.h"
+#include "supervise/run_cgroup.h"
+
+namespace gpureap::supervise {
+
+/// True when `pid` is a process of the run: in the run cgroup (or beneath it),
+/// or a descendant of `reaper` (walking up at most 64 parents).
+bool belongs_to_run(pid_t pid, pid_t reaper, const RunCgroup* cgroup,
+                    const std::string& proc_root = "/proc");
+
+/// What the run held on one GPU, as seen at the teardown.
+struct HeldGpu {
+  unsigned index = 0;
+  std::uint64_t used = 0;  // at the teardown, before any signal
+  std::uint64_t baseline = 0;
+  std::uint64_t threshold = 0;    // used <= threshold counts as freed
+  std::uint64_t run_bytes = 0;    // NVML's figure for the run's processes (0 when unknown)
+  std::uint64_t other_bytes = 0;  // held by processes outside the run (stays held)
+};
+
+class RunGpuWatch {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  /// Finds the device nodes in `dev_dir` and loads the recorded baselines
+  /// (created only when needed, so a short run never pays for this).
+  RunGpuWatch(gpu::GpuSource& gpus, const std::string& dev_dir);
+
+  /// When the next sample is due (the first one a little after the start, so
+  /// short commands never load NVML; then backing off to every few seconds).
+  Clock::time_point next_sample() const { return next_sample_; }
+
+  /// Records the GPUs on which NVML lists a process of the run. Stops
+  /// sampling for good once NVML fails (no driver, hang).
+  void sample(pid_t reaper, const RunCgroup* cgroup);
+
+  /// Takes the inventory before the teardown signals anything: the GPUs held
+  /// by `members` (plus those sampled earlier) with their thresholds.
+  void before_teardown(const std::vector<proc::ProcessId>& members);
+
+  /// The GPUs to verify, with their thresholds. Empty when the run held none.
+  const std::vector<HeldGpu>& held() const { return held_; }
+  std::vector<reclaim::ReleaseTarget> release_targets() const;
+
+  /// Why NVML (or the device nodes) could not be used; empty when all was well.
+  const std::string& nvml_problem() const { return nvml_problem_; }
+
+  /// For GPUs the release wait did not see freed: a fresh inventory and the
+  /// classification of what still holds them (`survivors`: processes of the
+  /// run alive after SIGKILL).
+  std::vector<reclaim::Leftover> classify(const std::vector<unsigned>& not_freed,
+                                          const std::vector<proc::ProcessId>& survivors);
+
+ private:
+  inventory::Inventory inventory(const std::set<pid_t>& exclude);
+
+  gpu::GpuSource& gpus_;
+  proc::DeviceSet devices_;
+  inventory::BaselineStore baselines_;
+  Clock::time_point next_sample_;
+  std::chrono::milliseconds interval_{250};
+  std::vector<unsigned> indices_;  // every GPU, from the first snapshot
+  std::set<unsigned> sampled_;     // GPUs a sample saw the run on
+  bool nvml_failed_ = false;
+  std::string nvml_problem_;
+  std::vector<HeldGpu> held_;
+  std::vector<proc::ProcessId> members_;  // the run's processes at the teardown
+};
+
+}  // namespace gpureap::supervise

@@ -1,0 +1,45 @@
+#include "supervise/run_id.h"
+
+#include "proc/proc_files.h"
+
+namespace gpureap::supervise {
+
+std::string make_run_id(std::string_view name, pid_t pid) {
+  std::string clean;
+  for (char c : name.substr(0, 40)) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.';
+    clean += ok ? c : '_';
+  }
+  // A leading dot would make a hidden directory; an empty name is no name.
+  while (!clean.empty() && clean.front() == '.') clean.erase(0, 1);
+  if (clean.empty()) clean = "run";
+  return clean + "-" + std::to_string(pid);
+}
+
+std::string default_run_name(std::string_view argv0) {
+  auto slash = argv0.rfind('/');
+  return std::string(slash == std::string_view::npos ? argv0 : argv0.substr(slash + 1));
+}
+
+std::optional<pid_t> run_owner(std::string_view run_id) {
+  auto dash = run_id.rfind('-');
+  if (dash == std::string_view::npos || dash == 0) return std::nullopt;
+  pid_t pid = proc::parse_pid(run_id.substr(dash + 1));
+  if (pid <= 0) return std::nullopt;
+  return pid;
+}
+
+std::optional<std::string> run_id_from_environ(std::string_view environ) {
+  while (!environ.empty()) {
+    auto end = environ.find('\0');
+    std::string_view entry = environ.substr(0, end);
+    environ.remove_prefix(end == std::string_view::npos ? environ.size() : end + 1);
+    if (entry.size() > kRunIdVariable.size() && entry.starts_with(kRunIdVariable) &&
+        entry[kRunIdVariable.size()] == '=')
+      return std::string(entry.substr(kRunIdVariable.size() + 1));
+  }
+  return std::nullopt;
+}
+
+}  // namespace gpureap::supervise

@@ -1,0 +1,69 @@
+#pragma once
+// One `gpureap run`, start to finish, as a list of steps:
+//   contain  -> the run cgroup (or subreaper mode, with the reason)
+//   launch   -> reaper + CMD (launcher.h)
+//   supervise-> forward signals, sample which GPUs the run holds
+//   teardown -> every process of the run: SIGTERM, grace, SIGKILL (teardown.h)
+//   verify   -> wait until the GPUs the run held are back at baseline
+// The result says what happened; the CLI prints it (library code never prints,
+// except through the `log` callback the CLI passes for --verbose).
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpu/gpu_source.h"
+#include "reclaim/leftovers.h"
+#include "reclaim/release_wait.h"
+#include "supervise/launcher.h"
+#include "supervise/run_gpus.h"
+#include "supervise/teardown.h"
+
+namespace gpureap::supervise {
+
+struct RunSettings {
+  std::vector<std::string> argv;           // CMD and its arguments
+  std::string name;                        // run name; default: basename of argv[0]
+  bool use_cgroup = true;                  // false: subreaper mode even where a cgroup is possible
+  std::chrono::milliseconds grace{10000};  // SIGTERM -> SIGKILL at the teardown
+  std::chrono::milliseconds kill_wait{5000};         // SIGKILL -> give up on a process
+  std::chrono::milliseconds release_timeout{60000};  // teardown -> GPUs back at baseline
+  std::string dev_dir = "/dev";                      // where the nvidia device nodes are
+};
+
+enum class Containment { cgroup, subreaper };
+
+struct RunOutcome {
+  std::string run_id;
+  Containment mode = Containment::subreaper;
+  std::string cgroup_path;                      // cgroup mode: as /proc/PID/cgroup shows it
+  std::string no_cgroup_reason;                 // subreaper mode: why there is no cgroup
+  std::optional<LaunchFailure> launch_failure;  // CMD never ran
+  pid_t cmd_pid = 0;
+  std::optional<int> cmd_wait_status;
+  std::optional<int> stop_signal;  // SIGTERM/SIGINT that told gpureap to stop
+  bool reaper_lost = false;        // someone killed the reaper: the run's status is unknown
+  TeardownReport teardown;
+  std::vector<HeldGpu> held;                      // GPUs the run held, with thresholds
+  std::optional<reclaim::ReleaseResult> release;  // set when there was something to verify
+  std::vector<reclaim::Leftover> leftovers;       // GPUs still held after the teardown
+  std::string nvml_problem;                       // NVML could not be used to verify
+  double seconds = 0;                             // start to return
+  double stop_to_return_seconds = 0;  // from the end of CMD (or the stop signal) to return
+
+  /// True when every GPU the run held was seen back at its baseline.
+  bool memory_released() const { return !release || release->all_freed; }
+};
+
+/// Progress lines for --verbose (no trailing newline).
+using RunLog = std::function<void(std::string_view)>;
+
+/// Runs CMD under gpureap's supervision until it ends or gpureap is told to
+/// stop, tears the run down and verifies the release. Blocks SIGINT, SIGTERM,
+/// SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH in this process for good.
+RunOutcome supervise_run(const RunSettings& settings, gpu::GpuSource& gpus, const RunLog& log);
+
+}  // namespace gpureap::supervise

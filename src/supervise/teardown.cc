@@ -1,0 +1,91 @@
+#include "supervise/teardown.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "proc/process_handle.h"
+#include "proc/process_table.h"
+
+namespace gpureap::supervise {
+namespace {
+
+constexpr std::chrono::milliseconds kMinGrace{1};
+
+// Pumps the run's events (reports from the reaper) that are already waiting,
+// or until `deadline` when `until_reaped` asks to wait for the reaper.
+void drain_events(LaunchedRun& run, Clock::time_point deadline) {
+  while (run.reaper_alive() && !(run.cmd_status() && run.all_reaped())) {
+    auto ev = run.next_event(deadline);
+    if (ev.kind == RunEvent::Kind::deadline) return;
+  }
+}
+
+}  // namespace
+
+std::vector<proc::ProcessId> run_members(pid_t reaper, const RunCgroup* cgroup,
+                                         const std::string& proc_root) {
+  std::set<proc::ProcessId> out;
+  if (auto table = proc::read_process_table(proc_root)) {
+    for (const auto& id : proc::descendants(*table, reaper)) out.insert(id);
+  }
+  if (cgroup) {
+    for (pid_t pid : cgroup->members()) {
+      if (auto id = proc::read_process_id(pid, proc_root)) out.insert(*id);
+    }
+  }
+  const pid_t self = ::getpid();
+  std::erase_if(out, [&](const proc::ProcessId& id) { return id.pid == self || id.pid == reaper; });
+  return {out.begin(), out.end()};
+}
+
+TeardownReport tear_down(LaunchedRun& run, RunCgroup* cgroup, const TeardownOptions& options,
+                         Clock::time_point t0) {
+  TeardownReport report;
+  const auto start = Clock::now();
+  std::set<proc::ProcessId> signalled;
+
+  // 1. SIGTERM -> grace -> SIGKILL for everything in the run, then again for
+  //    whatever appeared meanwhile (forked during the grace period, or a fork
+  //    that raced the first listing): those get SIGKILL at once.
+  for (int round = 0; round < options.max_rounds; ++round) {
+    drain_events(run, Clock::now());
+    if (run.all_reaped() && !(cgroup && cgroup->populated())) break;
+    std::vector<proc::ProcessId> targets;
+    for (const auto& id : run_members(run.reaper_pid(), cgroup, options.proc_root))
+      if (!signalled.contains(id)) targets.push_back(id);
+    if (targets.empty()) break;
+    reclaim::EscalationOptions esc;
+    // Later rounds: SIGTERM and SIGKILL at once. Never a grace of 0: the
+    // engine then skips SIGTERM, and its SIGKILL step expects a SIGTERM
+    // action per target (reported to reclaim's owner).
+    esc.grace = round == 0 ? std::max(options.grace, kMinGrace) : kMinGrace;
+    esc.kill_wait = options.kill_wait;
+    esc.proc_root = options.proc_root;
+    auto result = reclaim::terminate(targets, esc, t0);
+    report.rounds = round + 1;
+    signalled.insert(targets.begin(), targets.end());
+    report.actions.insert(report.actions.end(), result.actions.begin(), result.actions.end());
+    report.survivors = result.survivors;
+  }
+  report.processes = signalled.size();
+
+  // 2. The cgroup, if any, is the last word: kill whatever is still in it
+  //    (cgroup.kill catches forks in flight) and wait until it is empty.
+  if (cgroup && cgroup->populated()) {
+    auto deadline = Clock::now() + options.kill_wait;
+    report.cgroup_killed = cgroup->kill_all(deadline).has_value();
+    cgroup->wait_empty(deadline);
+  }
+
+  // 3. The reaper reports CMD's status and that nothing is left to reap.
+  drain_events(run, Clock::now() + options.kill_wait);
+  report.empty = run.all_reaped() && !(cgroup && cgroup->populated());
+  if (!run.reaper_alive())
+    report.empty = run_members(run.reaper_pid(), cgroup, options.proc_root).empty();
+  report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return report;
+}
+
+}  // namespace gpureap::supervise

@@ -1,0 +1,53 @@
+#pragma once
+// The end of a run: every process that is still part of it gets SIGTERM, then
+// SIGKILL after the grace period (reclaim::terminate: pidfd-verified, and
+// freeze + cgroup.kill when the whole run cgroup is targeted). Repeated until
+// no new member appears, because a member may fork while we signal; then the
+// run cgroup is killed outright and waited empty, and the reaper is waited for
+// until it has reaped everything.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "proc/holder.h"
+#include "reclaim/escalation.h"
+#include "supervise/launcher.h"
+#include "supervise/run_cgroup.h"
+
+namespace gpureap::supervise {
+
+/// Who belongs to the run now: the members of its cgroup (and the cgroups
+/// beneath it) plus every descendant of the reaper (the reaper is a subreaper,
+/// so every process the run started and that is still alive is below it).
+/// Never includes the reaper, this process, or a process whose identity could
+/// not be read (it exited).
+std::vector<proc::ProcessId> run_members(pid_t reaper, const RunCgroup* cgroup,
+                                         const std::string& proc_root = "/proc");
+
+struct TeardownOptions {
+  std::chrono::milliseconds grace{10000};     // SIGTERM -> SIGKILL
+  std::chrono::milliseconds kill_wait{5000};  // SIGKILL -> give up on a process
+  int max_rounds = 5;                         // members that keep appearing: bounded
+  std::string proc_root = "/proc";
+};
+
+struct TeardownReport {
+  std::vector<reclaim::Action> actions;    // every signal sent, in order
+  std::vector<proc::ProcessId> survivors;  // alive after SIGKILL + kill_wait
+  std::size_t processes = 0;               // distinct processes signalled
+  int rounds = 0;
+  bool cgroup_killed = false;  // the final cgroup.kill sweep was needed
+  bool empty = false;          // nothing of the run is alive any more
+  double seconds = 0;
+};
+
+/// Tears the run down (see the file comment). `run` is pumped for its events
+/// meanwhile, so CMD's status is known when this returns (unless the reaper
+/// was lost). Bounded by grace + rounds * kill_wait.
+TeardownReport tear_down(LaunchedRun& run, RunCgroup* cgroup, const TeardownOptions& options,
+                         Clock::time_point t0);
+
+}  // namespace gpureap::supervise

@@ -1,0 +1,134 @@
+// The teardown with real processes: members found below the reaper (and in the
+// cgroup), SIGTERM honoured, SIGKILL after the grace period, CMD's status known.
+
+#include "supervise/teardown.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "supervise/run_gpus.h"
+
+extern char** environ;
+
+namespace gpureap::supervise {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<std::string> current_env() {
+  std::vector<std::string> out;
+  for (char** e = environ; *e; ++e) out.emplace_back(*e);
+  return out;
+}
+
+ForwardedSignals& signals() {
+  static ForwardedSignals s = [] {
+    auto r = ForwardedSignals::block();
+    if (!r) std::abort();
+    return std::move(*r);
+  }();
+  return s;
+}
+
+std::string temp_dir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "gpureap-teardown-XXXXXX").string();
+  return ::mkdtemp(tmpl.data());
+}
+
+// Waits until `file` holds `lines` lines (the script's processes are up).
+std::vector<pid_t> wait_for_pids(const std::string& file, std::size_t lines) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 1000 && pids.size() < lines; ++i) {
+    pids.clear();
+    std::ifstream in(file);
+    for (pid_t p; in >> p;) pids.push_back(p);
+    if (pids.size() < lines) std::this_thread::sleep_for(5ms);
+  }
+  return pids;
+}
+
+bool contains(const std::vector<proc::ProcessId>& ids, pid_t pid) {
+  return std::any_of(ids.begin(), ids.end(),
+                     [&](const proc::ProcessId& id) { return id.pid == pid; });
+}
+
+bool gone(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(in)), {});
+  auto close = s.rfind(')');
+  return close == std::string::npos || s[close + 2] == 'Z';
+}
+
+void teardown_kills_everything(RunCgroup* cgroup) {
+  std::string dir = temp_dir();
+  std::string pids = dir + "/pids";
+  // A worker that ignores SIGTERM, a setsid daemon whose parent exits, and CMD.
+  std::string script = "sh -c 'trap \"\" TERM; echo $$ >> " + pids +
+                       "; while :; do sleep 0.05; done' & " + "(setsid sh -c 'echo $$ >> " + pids +
+                       "; exec sleep 60' &) ; " + "echo $$ >> " + pids +
+                       "; while :; do sleep 0.05; done";
+  auto run = LaunchedRun::start(
+      {{"sh", "-c", script}, current_env(), cgroup ? cgroup->procs_fd() : -1}, signals());
+  ASSERT_TRUE(run.has_value()) << run.error().message;
+  auto started = wait_for_pids(pids, 3);
+  ASSERT_EQ(started.size(), 3u);
+
+  auto members = run_members(run->reaper_pid(), cgroup);
+  for (pid_t p : started) {
+    EXPECT_TRUE(contains(members, p)) << "pid " << p << " not found as a member";
+    EXPECT_TRUE(belongs_to_run(p, run->reaper_pid(), cgroup));
+  }
+  EXPECT_FALSE(contains(members, ::getpid()));
+  EXPECT_FALSE(belongs_to_run(::getpid(), run->reaper_pid(), cgroup));
+
+  TeardownOptions options;
+  options.grace = 300ms;
+  options.kill_wait = 5s;
+  auto t0 = Clock::now();
+  auto report = tear_down(*run, cgroup, options, t0);
+  EXPECT_TRUE(report.empty);
+  EXPECT_TRUE(report.survivors.empty());
+  EXPECT_GE(report.processes, 3u);
+  EXPECT_GE(Clock::now() - t0, 300ms) << "the TERM-ignoring worker must cost the grace period";
+  for (pid_t p : started) EXPECT_TRUE(gone(p)) << "pid " << p;
+  ASSERT_TRUE(run->cmd_status().has_value());
+  EXPECT_EQ(exit_code_of(*run->cmd_status()), 128 + SIGTERM);
+  bool sigkill_sent = std::any_of(
+      report.actions.begin(), report.actions.end(),
+      [](const reclaim::Action& a) { return a.signal != "SIGTERM" && a.signal != "none"; });
+  EXPECT_TRUE(sigkill_sent) << "the worker ignoring SIGTERM needed SIGKILL";
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Teardown, SubreaperModeKillsEveryProcessOfTheRun) {
+  teardown_kills_everything(nullptr);
+}
+
+TEST(Teardown, CgroupModeKillsEveryProcessOfTheRun) {
+  auto cg = RunCgroup::create("gpureap-run-teardown-test-" + std::to_string(::getpid()));
+  if (!cg) GTEST_SKIP() << "no writable cgroup v2 here: " << cg.error().message;
+  teardown_kills_everything(&*cg);
+  EXPECT_FALSE(cg->populated());
+  EXPECT_TRUE(cg->remove().has_value());
+}
+
+TEST(Teardown, NothingLeftMeansNoSignal) {
+  auto run = LaunchedRun::start({{"true"}, current_env()}, signals());
+  ASSERT_TRUE(run.has_value());
+  auto deadline = Clock::now() + 5s;
+  while (!(run->cmd_status() && run->all_reaped()) && Clock::now() < deadline)
+    run->next_event(deadline);
+  auto report = tear_down(*run, nullptr, {}, Clock::now());
+  EXPECT_EQ(report.processes, 0u);
+  EXPECT_TRUE(report.actions.empty());
+  EXPECT_TRUE(report.empty);
+}
+
+}  // namespace
+}  // namespace gpureap::supervise

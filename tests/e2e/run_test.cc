@@ -1,0 +1,475 @@
+// `gpureap run` end to end: the real binary supervising real holder trees on the
+// simulated node. Every scenario checks what a user would see afterwards: the
+// exit status, every process of the run gone, the GPU memory back at baseline.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "harness.h"
+
+extern char** environ;
+
+namespace gpureap::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr std::uint64_t kGiB = 1ULL << 30;
+
+// `gpureap ARGS` as our child, with stdout and stderr on pipes, so a test can
+// read CMD's output while it runs and signal gpureap (our own unreaped child:
+// its pid cannot be reused under us).
+class Background {
+ public:
+  Background(const SimNode& node, const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {GPUREAP_BIN};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) env.emplace_back(*e);
+    for (const auto& [k, v] : node.env()) env.push_back(k + "=" + v);
+    std::vector<char*> cargv, cenv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    for (auto& e : env) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return;
+    start_ = std::chrono::steady_clock::now();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      int devnull = ::open("/dev/null", O_RDONLY);
+      ::dup2(devnull, 0);
+      ::execve(cargv[0], cargv.data(), cenv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    out_ = out[0];
+    err_ = err[0];
+  }
+  ~Background() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_ >= 0) ::close(out_);
+    if (err_ >= 0) ::close(err_);
+  }
+
+  pid_t pid() const { return pid_; }
+  const std::string& err() const { return err_buf_; }
+
+  /// The next line CMD writes to stdout (without the newline), bounded.
+  std::optional<std::string> read_line(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (auto nl = out_buf_.find('\n'); nl != std::string::npos) {
+        std::string line = out_buf_.substr(0, nl);
+        out_buf_.erase(0, nl + 1);
+        return line;
+      }
+      if (!pump(deadline)) return std::nullopt;
+    }
+  }
+
+  /// Sends `sig` to gpureap and notes when.
+  void signal(int sig) {
+    signalled_at_ = std::chrono::steady_clock::now();
+    ::kill(pid_, sig);
+  }
+
+  /// Waits for gpureap to exit (bounded); `seconds` counts from the last signal().
+  CommandResult wait(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    CommandResult r;
+    int status = 0;
+    for (;;) {
+      pid_t p = ::waitpid(pid_, &status, WNOHANG);
+      if (p == pid_) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "gpureap did not return in time; stderr so far:\n" << err_buf_;
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+        break;
+      }
+      pump(std::chrono::steady_clock::now() + 5ms);
+    }
+    reaped_ = true;
+    auto end = std::chrono::steady_clock::now();
+    while (pump(std::chrono::steady_clock::now() + 100ms)) {
+    }
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = out_buf_;
+    r.err = err_buf_;
+    auto from = signalled_at_.value_or(start_);
+    r.seconds = std::chrono::duration<double>(end - from).count();
+    return r;
+  }
+
+ private:
+  // Reads whatever is available on stdout/stderr until `deadline`; false when
+  // both are closed or the deadline passed with nothing read.
+  bool pump(std::chrono::steady_clock::time_point deadline) {
+    pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
+    if (out_ < 0 && err_ < 0) return false;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    int r = ::poll(fds, 2, static_cast<int>(std::max<long>(0, left.count())));
+    if (r <= 0) return false;
+    char buf[8192];
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        ::close(fds[i].fd);
+        (i == 0 ? out_ : err_) = -1;
+      } else {
+        (i == 0 ? out_buf_ : err_buf_).append(buf, static_cast<std::size_t>(n));
+      }
+    }
+    return true;
+  }
+
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int err_ = -1;
+  bool reaped_ = false;
+  std::string out_buf_;
+  std::string err_buf_;
+  std::chrono::steady_clock::time_point start_;
+  std::optional<std::chrono::steady_clock::time_point> signalled_at_;
+};
+
+std::vector<std::string> sim_hold(const SimNode& node, const std::vector<std::string>& shape) {
+  std::vector<std::string> argv = {GPUREAP_SIM_BIN, "hold", "--dir", node.dir()};
+  argv.insert(argv.end(), shape.begin(), shape.end());
+  return argv;
+}
+
+std::vector<std::string> run_args(bool use_cgroup, const std::vector<std::string>& cmd) {
+  std::vector<std::string> args = {"run", "-v"};
+  if (!use_cgroup) args.push_back("--no-cgroup");
+  args.push_back("--");
+  args.insert(args.end(), cmd.begin(), cmd.end());
+  return args;
+}
+
+// A shell command line that runs `gpureap-sim hold` with `shape`, then `then`.
+std::string shell_hold(const SimNode& node, const std::string& shape, const std::string& then) {
+  return std::string("'") + GPUREAP_SIM_BIN + "' hold --dir '" + node.dir() + "' " + shape +
+         " && " + then;
+}
+
+struct Ready {
+  std::vector<pid_t> pids;
+  std::vector<std::pair<pid_t, unsigned>> holders;
+};
+
+Ready parse_ready(const std::optional<std::string>& line, const std::string& err) {
+  Ready r;
+  EXPECT_TRUE(line.has_value()) << "no ready line from the holder; gpureap stderr:\n" << err;
+  if (!line) return r;
+  auto j = nlohmann::json::parse(*line, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << *line;
+  if (j.is_discarded()) return r;
+  for (auto& p : j["pids"]) r.pids.push_back(p.get<pid_t>());
+  for (auto& h : j["holders"])
+    r.holders.emplace_back(h["pid"].get<pid_t>(), h["gpu"].get<unsigned>());
+  return r;
+}
+
+std::uint64_t over_baseline(const nlohmann::json& status, unsigned gpu) {
+  const auto& m = status["gpus"][gpu]["memory"];
+  auto used = m["used_bytes"].get<std::uint64_t>();
+  auto base = m["baseline_bytes"].get<std::uint64_t>();
+  return used > base ? used - base : 0;
+}
+
+void expect_all_gone(const std::vector<pid_t>& pids) {
+  for (pid_t p : pids) EXPECT_FALSE(alive(p)) << "pid " << p << " outlived the run";
+}
+
+void expect_gpus_free(const SimNode& node, const std::vector<std::pair<pid_t, unsigned>>& holders) {
+  auto status = node.gpureap({"status", "--json"}).json();
+  for (const auto& [pid, gpu] : holders) {
+    EXPECT_EQ(over_baseline(status, gpu), 0u) << "GPU " << gpu << " still held";
+    EXPECT_TRUE(status["gpus"][gpu]["holders"].empty()) << status["gpus"][gpu].dump();
+  }
+}
+
+const nlohmann::json* find_holder(const nlohmann::json& status, unsigned gpu, pid_t pid) {
+  for (const auto& h : status["gpus"][gpu]["holders"])
+    if (h["pid"] == pid) return &h;
+  return nullptr;
+}
+
+std::string environ_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// ---- SIGTERM to gpureap: the whole tree goes, memory is verified free ----
+
+void sigterm_tears_down_every_worker(bool use_cgroup) {
+  SimNode node;
+  // Workers keep running when their server dies; the driver frees memory
+  // 300 ms after it sees a holder dead, so returning early would show.
+  Background run(
+      node, run_args(use_cgroup, sim_hold(node, {"--gpu", "0", "--bytes", "20GiB", "--children",
+                                                 "8", "--release-delay", "300ms"})));
+  auto ready = parse_ready(run.read_line(20s), run.err());
+  ASSERT_EQ(ready.holders.size(), 8u);
+  auto before = node.gpureap({"status", "--json"}).json();
+  for (const auto& [pid, gpu] : ready.holders) ASSERT_EQ(over_baseline(before, gpu), 20 * kGiB);
+
+  run.signal(SIGTERM);
+  auto r = run.wait(30s);
+  EXPECT_EQ(r.exit_code, 143) << r.err;
+  expect_all_gone(ready.pids);
+  // gpureap returned only once the driver had released the memory.
+  expect_gpus_free(node, ready.holders);
+  EXPECT_GE(r.seconds, 0.3) << r.err;
+  EXPECT_NE(r.err.find(use_cgroup ? "cgroup mode" : "subreaper mode"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("back at baseline"), std::string::npos) << r.err;
+}
+
+TEST(Run, SigtermTearsDownEveryWorkerInCgroupMode) {
+  sigterm_tears_down_every_worker(true);
+}
+TEST(Run, SigtermTearsDownEveryWorkerInSubreaperMode) {
+  sigterm_tears_down_every_worker(false);
+}
+
+// ---- CMD exits by itself while its workers linger ----
+
+void command_status_after_cleaning_workers(bool use_cgroup) {
+  SimNode node;
+  std::string script = shell_hold(node, "--gpu 0 --bytes 4GiB --children 8 --detach", "exit 7");
+  Background run(node, run_args(use_cgroup, {"/bin/sh", "-c", script}));
+  auto ready = parse_ready(run.read_line(20s), run.err());
+  ASSERT_EQ(ready.holders.size(), 8u);
+  auto r = run.wait(30s);
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  expect_all_gone(ready.pids);
+  expect_gpus_free(node, ready.holders);
+}
+
+TEST(Run, CommandStatusIsReturnedAfterLingeringWorkersAreCleanedCgroupMode) {
+  command_status_after_cleaning_workers(true);
+}
+TEST(Run, CommandStatusIsReturnedAfterLingeringWorkersAreCleanedSubreaperMode) {
+  command_status_after_cleaning_workers(false);
+}
+
+// ---- a double-forked, setsid() daemon cannot escape ----
+
+void daemon_is_reaped(bool use_cgroup) {
+  SimNode node;
+  std::string script = shell_hold(node, "--gpu 2 --bytes 4GiB --daemon", "exit 0");
+  Background run(node, run_args(use_cgroup, {"/bin/sh", "-c", script}));
+  auto ready = parse_ready(run.read_line(20s), run.err());
+  ASSERT_EQ(ready.holders.size(), 1u);
+  auto r = run.wait(30s);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  expect_all_gone(ready.pids);
+  expect_gpus_free(node, ready.holders);
+  EXPECT_NE(r.err.find("tearing down"), std::string::npos) << "the daemon was not found: " << r.err;
+}
+
+TEST(Run, DoubleForkedDaemonIsReapedInSubreaperMode) {
+  daemon_is_reaped(false);
+}
+TEST(Run, DoubleForkedDaemonIsReapedInCgroupMode) {
+  daemon_is_reaped(true);
+}
+
+// ---- exec failures: tini's contract ----
+
+TEST(Run, CommandNotFoundIs127AndNotExecutableIs126) {
+  SimNode node;
+  auto missing = node.gpureap({"run", "--", "/nonexistent/gpureap-test-command"});
+  EXPECT_EQ(missing.exit_code, 127) << missing.err;
+  EXPECT_NE(missing.err.find("not found"), std::string::npos) << missing.err;
+  auto in_path = node.gpureap({"run", "--", "gpureap-no-such-command-anywhere"});
+  EXPECT_EQ(in_path.exit_code, 127) << in_path.err;
+  auto not_exec = node.gpureap({"run", "--", node.dir() + "/node.json"});
+  EXPECT_EQ(not_exec.exit_code, 126) << not_exec.err;
+  auto killed = node.gpureap({"run", "--", "/bin/sh", "-c", "kill -USR2 $$"});
+  EXPECT_EQ(killed.exit_code, 128 + SIGUSR2) << killed.err;
+}
+
+// ---- signals reach CMD ----
+
+TEST(Run, SignalsAreForwardedToTheCommand) {
+  SimNode node;
+  std::string log = node.dir() + "/signals.log";
+  std::string stop = node.dir() + "/stop";
+  std::string script;
+  for (const char* s : {"USR1", "USR2", "HUP", "QUIT", "WINCH"})
+    script += std::string("trap 'echo ") + s + " >> " + log + "' " + s + "; ";
+  script += "echo ready; while [ ! -e " + stop + " ]; do sleep 0.02; done; exit 3";
+  Background run(node, {"run", "--", "/bin/sh", "-c", script});
+  ASSERT_EQ(run.read_line(10s), "ready") << run.err();
+  for (int sig : {SIGUSR1, SIGUSR2, SIGHUP, SIGQUIT, SIGWINCH}) {
+    run.signal(sig);
+    std::this_thread::sleep_for(
+        50ms);  // sh runs a trap once its `sleep` returns; keep them distinct
+  }
+  auto got = [&] {
+    std::ifstream in(log);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  EXPECT_TRUE(SimNode::eventually([&] { return got().find("WINCH") != std::string::npos; }, 5s))
+      << got();
+  std::ofstream(stop) << "";
+  auto r = run.wait(20s);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(got(), "USR1\nUSR2\nHUP\nQUIT\nWINCH\n");
+}
+
+TEST(Run, SigintIsForwardedAndStopsTheRun) {
+  SimNode node;
+  std::string log = node.dir() + "/signals.log";
+  std::string script =
+      "trap 'echo INT >> " + log + "; exit 130' INT; echo ready; while :; do sleep 0.02; done";
+  Background run(node, {"run", "--grace", "5s", "--", "/bin/sh", "-c", script});
+  ASSERT_EQ(run.read_line(10s), "ready") << run.err();
+  run.signal(SIGINT);
+  auto r = run.wait(20s);
+  // The teardown's SIGTERM follows the forwarded SIGINT at once: either ends sh.
+  EXPECT_TRUE(r.exit_code == 130 || r.exit_code == 143) << r.exit_code << "\n" << r.err;
+  EXPECT_LT(r.seconds, 5.0) << "the teardown waited out the grace period";
+}
+
+// ---- gpureap itself SIGKILLed: the leftovers stay identifiable ----
+
+struct KilledRun {
+  std::string run_id;
+  Ready ready;
+};
+
+// Starts a server with two workers under `gpureap run` and SIGKILLs gpureap.
+KilledRun start_and_kill_gpureap(SimNode& node, bool use_cgroup) {
+  std::vector<std::string> args = {"run", "--name", "server"};
+  if (!use_cgroup) args.push_back("--no-cgroup");
+  args.push_back("--");
+  for (const auto& a : sim_hold(node, {"--gpu", "0", "--bytes", "4GiB", "--children", "2"}))
+    args.push_back(a);
+  Background run(node, args);
+  KilledRun out{"server-" + std::to_string(run.pid()), parse_ready(run.read_line(20s), run.err())};
+  run.signal(SIGKILL);
+  EXPECT_EQ(run.wait(10s).exit_code, 137);
+  return out;
+}
+
+void sigkill_leaves_marked_leftovers(bool use_cgroup) {
+  SimNode node;
+  auto killed = start_and_kill_gpureap(node, use_cgroup);
+  ASSERT_EQ(killed.ready.holders.size(), 2u);
+  // Every process of the run carries the marker, in both modes.
+  for (pid_t p : killed.ready.pids) {
+    ASSERT_TRUE(alive(p)) << "pid " << p << " died with gpureap: nothing left to identify";
+    EXPECT_NE(environ_of(p).find("GPUREAP_RUN_ID=" + killed.run_id), std::string::npos)
+        << "pid " << p;
+  }
+  if (use_cgroup) {
+    // status names the run's cgroup as the holders' container.
+    auto status = node.gpureap({"status", "--json"}).json();
+    for (const auto& [pid, gpu] : killed.ready.holders) {
+      const auto* h = find_holder(status, gpu, pid);
+      ASSERT_NE(h, nullptr) << status["gpus"][gpu].dump();
+      EXPECT_EQ((*h)["container"], "gpureap-run:" + killed.run_id) << h->dump();
+    }
+  }
+  // The simulator's own cleanup ends the leftovers (free is the next test's job).
+  EXPECT_EQ(node.sim({"cleanup", "--dir", node.dir()}).exit_code, 0);
+  expect_all_gone(killed.ready.pids);
+  if (use_cgroup) {
+    // The next run removes the empty cgroup the killed one left behind.
+    auto next = node.gpureap({"run", "-v", "--", "true"});
+    EXPECT_EQ(next.exit_code, 0) << next.err;
+    EXPECT_NE(next.err.find("gpureap-run-" + killed.run_id), std::string::npos) << next.err;
+  }
+}
+
+TEST(Run, SigkillOfGpureapLeavesMarkedLeftoversCgroupMode) {
+  sigkill_leaves_marked_leftovers(true);
+}
+TEST(Run, SigkillOfGpureapLeavesMarkedLeftoversSubreaperMode) {
+  sigkill_leaves_marked_leftovers(false);
+}
+
+// Needs `status` to read the markers: a process whose run cgroup or
+// GPUREAP_RUN_ID names a gpureap that is gone is orphaned (reason: its run
+// ended), and holders carry "run_id". Enable once status has that rule.
+void free_orphans_reclaims_a_killed_run(bool use_cgroup) {
+  SimNode node;
+  auto killed = start_and_kill_gpureap(node, use_cgroup);
+  ASSERT_EQ(killed.ready.holders.size(), 2u);
+  auto status = node.gpureap({"status", "--json"}).json();
+  for (const auto& [pid, gpu] : killed.ready.holders) {
+    const auto* h = find_holder(status, gpu, pid);
+    ASSERT_NE(h, nullptr) << status["gpus"][gpu].dump();
+    EXPECT_EQ(h->value("run_id", ""), killed.run_id) << h->dump();
+    EXPECT_TRUE((*h)["orphaned"]) << "its gpureap is gone: " << h->dump();
+  }
+  auto freed = node.gpureap({"free", "--orphans", "--yes", "--gpu", "all"});
+  EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
+  expect_all_gone(killed.ready.pids);
+  expect_gpus_free(node, killed.ready.holders);
+}
+
+TEST(Run, DISABLED_FreeOrphansReclaimsAKilledRunCgroupMode) {
+  free_orphans_reclaims_a_killed_run(true);
+  run_command({GPUREAP_BIN, "run", "--", "true"}, {}, 10s);  // sweeps the emptied cgroup
+}
+TEST(Run, DISABLED_FreeOrphansReclaimsAKilledRunSubreaperMode) {
+  free_orphans_reclaims_a_killed_run(false);
+}
+
+// ---- the GPUs first ----
+
+TEST(Run, WaitFreeTimesOutWithoutStartingTheCommand) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "1", "--bytes", "8GiB"});
+  std::string marker = node.dir() + "/started";
+  auto r = node.gpureap(
+      {"run", "--gpu", "1", "--wait-free", "--timeout", "300ms", "--", "/bin/touch", marker});
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "CMD started although the GPU was held";
+  EXPECT_NE(r.err.find("GPU 1"), std::string::npos) << r.err;
+  EXPECT_TRUE(alive(held.holders.at(0).first)) << "--wait-free must not signal anything";
+}
+
+TEST(Run, FreeFirstReclaimsThenStarts) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "1", "--bytes", "8GiB", "--children", "1", "--orphan"});
+  std::string marker = node.dir() + "/started";
+  auto r = node.gpureap({"run", "--gpu", "1", "--free-first", "--", "/bin/touch", marker});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(marker));
+  EXPECT_TRUE(r.out.empty()) << "free's report belongs on stderr, stdout is CMD's: " << r.out;
+  expect_all_gone(held.pids);
+}
+
+TEST(Run, OptionsOfTheCommandNeedTheSeparator) {
+  SimNode node;
+  auto r = node.gpureap({"run", "ls", "-d", "/"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("put -- before the command"), std::string::npos) << r.err;
+  auto ok = node.gpureap({"run", "--", "ls", "-d", "/"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ok.out, "/\n");
+}
+
+}  // namespace
+}  // namespace gpureap::e2e
