@@ -20,15 +20,32 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "gpu"))
 from gpu_scenario import GPUREAP, Scenario  # noqa: E402
 
-import pynvml  # noqa: E402  (nvidia-ml-py)
-
 REPS = int(os.environ.get("REPS", "10"))
-pynvml.nvmlInit()
-H = pynvml.nvmlDeviceGetHandleByIndex(0)
+
+# This process must not open the GPU itself: the case study's `fuser -k
+# /dev/nvidia*` kills every process that has it open, the benchmark included
+# (it did, in the first run). NVML is read in short-lived subprocesses.
+FLOOR = r"""
+import os, signal, sys, time, pynvml
+pynvml.nvmlInit(); h = pynvml.nvmlDeviceGetHandleByIndex(0)
+limit = int(sys.argv[1]); fds = [os.pidfd_open(int(p)) for p in sys.argv[2:]]
+t = time.perf_counter()
+for fd in fds: signal.pidfd_send_signal(fd, signal.SIGKILL)
+while pynvml.nvmlDeviceGetMemoryInfo(h).used > limit: time.sleep(0.002)
+print(time.perf_counter() - t)
+"""
 
 
 def used():
-    return pynvml.nvmlDeviceGetMemoryInfo(H).used
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used,memory.total", "--format=csv,noheader,nounits",
+                          "-i", "0"], capture_output=True, text=True).stdout.split(",")
+    return int(out[0]) << 20
+
+
+def total():
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", "0"],
+                         capture_output=True, text=True).stdout
+    return int(out) << 20
 
 
 def timed(argv, shell=False):
@@ -61,16 +78,9 @@ def floor_once(baseline, tol):
     s = Scenario()
     try:
         workers = s.orphaned_workers(n=4, gib=20)
-        fds = [os.pidfd_open(p) for p in workers]
-        t = time.perf_counter()
-        for fd in fds:
-            signal.pidfd_send_signal(fd, signal.SIGKILL)
-        while used() > baseline + tol:
-            time.sleep(0.002)
-        dt = time.perf_counter() - t
-        for fd in fds:
-            os.close(fd)
-        return dt, True
+        r = subprocess.run([sys.executable, "-c", FLOOR, str(baseline + tol), *map(str, workers)],
+                           capture_output=True, text=True, timeout=60)
+        return float(r.stdout.strip()), True
     finally:
         s.cleanup()
 
@@ -101,7 +111,7 @@ def gpureap_once():
 def main():
     results = {"reps": REPS}
     baseline = used()
-    tol = max(64 << 20, pynvml.nvmlDeviceGetMemoryInfo(H).total // 200)
+    tol = max(64 << 20, total() // 200)
     results["baseline_bytes"] = baseline
     bench_status(results)
     for name, fn in (("floor", lambda: floor_once(baseline, tol)),

@@ -24,6 +24,11 @@ if [ "$stage" = all ] || [ "$stage" = tests ]; then
   echo "== GPU tests" | tee "$out/gpu-tests.log"
   timeout 300 python3 -m unittest discover -s tests/gpu -p 'test_*.py' -v 2>&1 | tee -a "$out/gpu-tests.log"
 fi
+if [ "$stage" = pidns ]; then
+  (cd tests/gpu && timeout 120 python3 -m unittest -v test_status_free -k namespace) 2>&1 | tee "$out/gpu-pidns.log"
+  echo "== benchmarks" | tee "$out/bench.log"
+  REPS=${REPS:-10} timeout 400 python3 bench/gpu_bench.py "$out/gpu_bench.json" 2>&1 | tee -a "$out/bench.log"
+fi
 if [ "$stage" = all ] || [ "$stage" = bench ]; then
   echo "== benchmarks" | tee "$out/bench.log"
   REPS=${REPS:-10} timeout 400 python3 bench/gpu_bench.py "$out/gpu_bench.json" 2>&1 | tee -a "$out/bench.log"

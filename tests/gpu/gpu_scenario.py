@@ -141,7 +141,7 @@ class Scenario:
         cg = os.path.join(mount, name)
         os.makedirs(cg, exist_ok=True)
         self.cgroup = cg
-        script = f'echo $$ > {cg}/cgroup.procs && exec unshare --pid --fork {sys.executable} -c "$0" {gib} 0'
+        script = f'echo $$ > {cg}/cgroup.procs && exec unshare --pid --fork --mount-proc {sys.executable} -c "$0" {gib} 0'
         p = subprocess.Popen(["sh", "-c", script, WORKER], stdout=subprocess.PIPE, text=True)
         self.popen.append(p)
         inner = int(p.stdout.readline())  # pid inside the namespace (1)
