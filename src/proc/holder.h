@@ -51,6 +51,7 @@ struct Holder {
   std::string orphan_reason;         // e.g. "re-parented to init (pid 1)"
   std::string cgroup;                // v2 path, or the most telling v1 path
   std::string container;             // "docker:3f2a1b…", "k8s-pod:…", "lxc:129", "systemd:foo.service"; empty if none
+  std::string run_id;                // the `gpureap run` it belongs to ("" if none)
   std::vector<pid_t> nspid;          // NSpid line: host pid first, innermost last
   std::string comm;
   std::string cmdline;               // NULs turned into spaces; "[comm]" when empty

@@ -22,6 +22,7 @@
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
 #include "proc/process_table.h"
+#include "proc/run_id.h"
 
 namespace gpureap::proc {
 
@@ -312,6 +313,23 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
       }
   }
   h.orphan_reason = orphan_reason(pid, h.ppid, h.pgid, h.sid, leader_exists, parent_pgid, parent_comm);
+
+  // A process of a `gpureap run` (its cgroup, or GPUREAP_RUN_ID inherited from
+  // CMD) whose gpureap is gone is an orphan of that run, whoever adopted it.
+  if (h.container.starts_with("gpureap-run:")) h.run_id = h.container.substr(12);
+  if (h.run_id.empty() && read_file_at(dirfd, "environ", file_) == 0)
+    h.run_id = run_id_from_environ(file_.view()).value_or("");
+  if (!h.run_id.empty()) {
+    auto owner = run_owner(h.run_id);
+    bool owner_alive = false;
+    if (owner) {
+      std::string path = fmt::format("{}/comm", *owner);
+      owner_alive = read_file_at(ctx_.proc_fd, path.c_str(), file_) == 0 &&
+                    file_.view().starts_with("gpureap");
+    }
+    if (!owner_alive && h.orphan_reason.empty())
+      h.orphan_reason = fmt::format("its gpureap run {} is gone", h.run_id);
+  }
   h.orphaned = !h.orphan_reason.empty();
 
   if (hits.by_fd) h.found_by.insert(FoundBy::fd);

@@ -52,6 +52,7 @@ nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uin
       {"orphan_reason", h.orphan_reason.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(h.orphan_reason)},
       {"cgroup", h.cgroup},
       {"container", h.container.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(h.container)},
+      {"run_id", h.run_id.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(h.run_id)},
       {"nspid", h.nspid},
       {"comm", h.comm},
       {"cmdline", h.cmdline},

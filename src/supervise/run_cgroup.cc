@@ -16,7 +16,7 @@
 
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
-#include "supervise/run_id.h"
+#include "proc/run_id.h"
 
 namespace gpureap::supervise {
 namespace {
@@ -186,7 +186,7 @@ std::optional<std::string> v2_cgroup_path(std::string_view text) {
 
 std::optional<pid_t> run_cgroup_owner(std::string_view name) {
   if (!name.starts_with(kRunCgroupPrefix)) return std::nullopt;
-  return run_owner(name.substr(kRunCgroupPrefix.size()));
+  return proc::run_owner(name.substr(kRunCgroupPrefix.size()));
 }
 
 RunCgroup::RunCgroup(std::string dir, std::string cgroup_path, int procs_fd, int events_fd)

@@ -6,7 +6,7 @@
 #include <csignal>
 
 #include "supervise/run_cgroup.h"
-#include "supervise/run_id.h"
+#include "proc/run_id.h"
 #include "util/units.h"
 
 extern char** environ;
@@ -54,7 +54,7 @@ std::string describe_status(int wait_status) {
 // CMD's environment: ours, with GPUREAP_RUN_ID naming this run (replacing the
 // id of an enclosing run, if any).
 std::vector<std::string> command_environment(const std::string& run_id) {
-  std::string prefix = std::string(kRunIdVariable) + "=";
+  std::string prefix = std::string(proc::kRunIdVariable) + "=";
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e)
     if (!std::string_view(*e).starts_with(prefix)) env.emplace_back(*e);
@@ -81,8 +81,8 @@ RunOutcome supervise_run(const RunSettings& settings, gpu::GpuSource& gpus, cons
   };
 
   // 1. Contain: a cgroup of the run's own where cgroup v2 is writable.
-  out.run_id = make_run_id(
-      settings.name.empty() ? default_run_name(settings.argv.at(0)) : settings.name, ::getpid());
+  out.run_id = proc::make_run_id(
+      settings.name.empty() ? proc::default_run_name(settings.argv.at(0)) : settings.name, ::getpid());
   std::optional<RunCgroup> cgroup;
   if (settings.use_cgroup) {
     for (const auto& path : sweep_stale_run_cgroups())
@@ -128,7 +128,7 @@ RunOutcome supervise_run(const RunSettings& settings, gpu::GpuSource& gpus, cons
                     out.run_id, cg->dir()));
   } else {
     say(fmt::format("run {}: subreaper mode ({}); processes are marked {}={}", out.run_id,
-                    out.no_cgroup_reason, kRunIdVariable, out.run_id));
+                    out.no_cgroup_reason, proc::kRunIdVariable, out.run_id));
   }
   say(fmt::format("started {} as pid {} (reaper pid {})", settings.argv[0], out.cmd_pid,
                   run->reaper_pid()));

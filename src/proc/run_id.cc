@@ -1,8 +1,8 @@
-#include "supervise/run_id.h"
+#include "proc/run_id.h"
 
 #include "proc/proc_files.h"
 
-namespace gpureap::supervise {
+namespace gpureap::proc {
 
 std::string make_run_id(std::string_view name, pid_t pid) {
   std::string clean;
@@ -42,4 +42,4 @@ std::optional<std::string> run_id_from_environ(std::string_view environ) {
   return std::nullopt;
 }
 
-}  // namespace gpureap::supervise
+}  // namespace gpureap::proc

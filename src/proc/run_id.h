@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace gpureap::supervise {
+namespace gpureap::proc {
 
 /// The environment variable set in CMD's environment.
 inline constexpr std::string_view kRunIdVariable = "GPUREAP_RUN_ID";
@@ -31,4 +31,4 @@ std::optional<pid_t> run_owner(std::string_view run_id);
 /// entries); nullopt when the process is not part of a run.
 std::optional<std::string> run_id_from_environ(std::string_view environ);
 
-}  // namespace gpureap::supervise
+}  // namespace gpureap::proc

@@ -1,10 +1,10 @@
 // Run ids and the GPUREAP_RUN_ID marker.
 
-#include "supervise/run_id.h"
+#include "proc/run_id.h"
 
 #include <gtest/gtest.h>
 
-namespace gpureap::supervise {
+namespace gpureap::proc {
 namespace {
 
 using namespace std::string_view_literals;
@@ -34,4 +34,4 @@ TEST(RunId, FoundInEnviron) {
 }
 
 }  // namespace
-}  // namespace gpureap::supervise
+}  // namespace gpureap::proc
