@@ -19,6 +19,7 @@ inline constexpr const char* kExitCodesHelp =
     "  3  system error (NVML unusable where required, another free holds the lock, I/O)\n"
     "  4  free: nothing to do (no holder matched the selection)\n"
     "  5  wait: timed out before the GPUs were free\n"
-    "  run: the command's own status; 128+N if it was killed by signal N; 127 not found; 126 not executable";
+    "  run: the command's own status; 128+N if it was killed by signal N; 127 not found; 126 not\n"
+    "       executable; 1 if the command exited 0 but GPU memory stayed held after teardown";
 
 }  // namespace gpureap::cli

@@ -120,7 +120,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       skip(SkipKind::not_matched, mismatch);
     } else {
       std::string why = fmt::format("holds {} on GPU {}", format_bytes(c.bytes), gpu_text(c.gpus));
-      if (h.orphaned) why = "orphaned (" + h.orphan_reason + "); " + why;
+      if (h.orphaned) why += "; orphaned: " + h.orphan_reason;
       if (h.zombie_leader) why += "; zombie leader with live threads";
       plan.targets.push_back(Target{h.id, h.comm, h.cmdline, h.user, c.gpus, c.bytes, why});
     }

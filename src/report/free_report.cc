@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "report/json.h"
+#include "report/status_table.h"
 #include "util/units.h"
 
 namespace gpureap::report {
@@ -35,7 +36,7 @@ std::string plan_text(const reclaim::Plan& plan, const Style& style) {
                                   plan.targets.size(), plan.targets.size() == 1 ? "" : "es", format_bytes(bytes)));
     out += style.dim(fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", "PID", "USER", "GPU", "GPU MEM", "WHY", "COMMAND"));
     for (const auto& t : plan.targets) {
-      std::string cmd = t.cmdline.empty() ? "[" + t.comm + "]" : t.cmdline;
+      std::string cmd = printable(t.cmdline.empty() ? "[" + t.comm + "]" : t.cmdline);
       if (cmd.size() > 50) cmd = cmd.substr(0, 47) + "...";
       out += fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", t.id.pid, t.user.substr(0, 10), gpus_text(t.gpus),
                          t.gpu_bytes ? format_bytes(t.gpu_bytes) : "-", t.why.substr(0, 44), cmd);

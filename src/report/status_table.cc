@@ -40,8 +40,14 @@ std::string found_by_text(const proc::Holder& h) {
   return out;
 }
 
+std::string printable(std::string text) {
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';  // `python -c` scripts hold newlines
+  return text;
+}
+
 std::string short_command(const proc::Holder& h, std::size_t width) {
-  std::string cmd = h.cmdline.empty() ? "[" + h.comm + "]" : h.cmdline;
+  std::string cmd = printable(h.cmdline.empty() ? "[" + h.comm + "]" : h.cmdline);
   if (cmd.size() > width) cmd = cmd.substr(0, width - 3) + "...";
   return cmd;
 }

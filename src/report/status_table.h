@@ -18,6 +18,9 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style, std:
 /// "nvml,fd,map".
 std::string found_by_text(const proc::Holder& h);
 
+/// `text` with control characters (newlines, tabs, escapes) turned into spaces.
+std::string printable(std::string text);
+
 /// Shortened command line for a table cell.
 std::string short_command(const proc::Holder& h, std::size_t width);
 
