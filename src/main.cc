@@ -2,10 +2,11 @@
 // main reads as the steps of every invocation: parse the command line, run the
 // chosen subcommand (status when none is named), map failures to exit codes.
 
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
-#include <fmt/format.h>
 
 #include "cli/command.h"
 #include "cli/exit_codes.h"
@@ -27,8 +28,9 @@ int main(int argc, char** argv) {
   app.add_flag("--json", global.json, "Machine-readable output (schema: docs/json-schema.md)");
   app.add_option("--nvml-library", global.nvml_library,
                  "NVML library to load (default: $GPUREAP_NVML_LIBRARY, else libnvidia-ml.so.1)");
-  app.add_option("--dev-dir", global.dev_dir,
-                 "Directory holding the nvidia device nodes (default: $GPUREAP_DEV_DIR, else /dev)");
+  app.add_option(
+      "--dev-dir", global.dev_dir,
+      "Directory holding the nvidia device nodes (default: $GPUREAP_DEV_DIR, else /dev)");
   app.add_flag("--no-color", global.no_color, "No colour (also when NO_COLOR is set or not a TTY)");
 
   // 2. The commands; each fills `run` when chosen.

@@ -11,10 +11,12 @@ namespace gpureap::cli {
 
 /// Options every subcommand understands (set on the top-level app).
 struct GlobalOptions {
-  bool json = false;          // --json: machine-readable output on stdout
-  std::string nvml_library;   // --nvml-library PATH (else $GPUREAP_NVML_LIBRARY, else libnvidia-ml.so.1)
-  std::string dev_dir;        // --dev-dir DIR (else $GPUREAP_DEV_DIR, else $GPUREAP_SIM_DIR/dev, else /dev)
-  bool no_color = false;      // --no-color (NO_COLOR in the environment does the same)
+  bool json = false;  // --json: machine-readable output on stdout
+  std::string
+      nvml_library;  // --nvml-library PATH (else $GPUREAP_NVML_LIBRARY, else libnvidia-ml.so.1)
+  std::string
+      dev_dir;  // --dev-dir DIR (else $GPUREAP_DEV_DIR, else $GPUREAP_SIM_DIR/dev, else /dev)
+  bool no_color = false;  // --no-color (NO_COLOR in the environment does the same)
 };
 
 /// The function main calls once parsing succeeded; returns the exit status.

@@ -1,7 +1,8 @@
 #include "cli/environment.h"
 
-#include <cstdlib>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include "gpu/nvml_source.h"
 
@@ -34,14 +35,22 @@ std::string resolve_dev_dir(const GlobalOptions& global) {
   return "/dev";
 }
 
-report::Style stdout_style(const GlobalOptions& global) { return {color_allowed(global, 1)}; }
-report::Style stderr_style(const GlobalOptions& global) { return {color_allowed(global, 2)}; }
+report::Style stdout_style(const GlobalOptions& global) {
+  return {color_allowed(global, 1)};
+}
+report::Style stderr_style(const GlobalOptions& global) {
+  return {color_allowed(global, 2)};
+}
 
 std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global) {
   return gpu::make_nvml_source(gpu::resolve_nvml_library(global.nvml_library));
 }
 
-void print_out(std::string_view text) { write_all(1, text); }
-void print_err(std::string_view text) { write_all(2, text); }
+void print_out(std::string_view text) {
+  write_all(1, text);
+}
+void print_err(std::string_view text) {
+  write_all(2, text);
+}
 
 }  // namespace gpureap::cli

@@ -4,12 +4,12 @@
 
 namespace gpureap::cli {
 
-inline constexpr int kExitOk = 0;            // done: status shown / every selected GPU freed / GPUs free
-inline constexpr int kExitStillHeld = 1;     // free: memory still held after the plan (classified)
-inline constexpr int kExitUsage = 2;         // bad flags or input
-inline constexpr int kExitSystem = 3;        // system error: NVML unusable when required, lock held, I/O
-inline constexpr int kExitNothingToDo = 4;   // free: no holder matched the selection
-inline constexpr int kExitTimeout = 5;       // wait: the GPUs were not free before --timeout
+inline constexpr int kExitOk = 0;  // done: status shown / every selected GPU freed / GPUs free
+inline constexpr int kExitStillHeld = 1;  // free: memory still held after the plan (classified)
+inline constexpr int kExitUsage = 2;      // bad flags or input
+inline constexpr int kExitSystem = 3;  // system error: NVML unusable when required, lock held, I/O
+inline constexpr int kExitNothingToDo = 4;  // free: no holder matched the selection
+inline constexpr int kExitTimeout = 5;      // wait: the GPUs were not free before --timeout
 
 inline constexpr const char* kExitCodesHelp =
     "Exit status:\n"

@@ -2,12 +2,13 @@
 // Steps: parse -> lock -> discover -> plan -> confirm -> act (signal, watch memory,
 // re-scan, repeat) -> verify -> report.
 
-#include <atomic>
-#include <csignal>
-#include <cstdio>
 #include <fmt/format.h>
 #include <pwd.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
 
 #include "cli/command.h"
 #include "cli/environment.h"
@@ -38,7 +39,9 @@ struct FreeOptions {
 };
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+extern "C" void on_interrupt(int) {
+  g_interrupted.store(true);
+}
 
 Result<uid_t> parse_user(const std::string& text) {
   struct passwd pw {};
@@ -69,7 +72,8 @@ int usage_error(const std::string& message) {
 
 int run_free(const GlobalOptions& global, const FreeOptions& o) {
   // 1. Parse and check the inputs before touching anything.
-  if (o.gpu.empty() && !o.all) return usage_error("choose the GPUs: --gpu SEL (e.g. --gpu 3, --gpu all) or --all");
+  if (o.gpu.empty() && !o.all)
+    return usage_error("choose the GPUs: --gpu SEL (e.g. --gpu 3, --gpu all) or --all");
   reclaim::ReclaimOptions options;
   auto grace = parse_duration(o.grace);
   if (!grace) return usage_error("--grace: " + grace.error().message);
@@ -92,12 +96,14 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
     try {
       sel.match = std::regex(o.match, std::regex::extended);
     } catch (const std::regex_error& e) {
-      return usage_error(fmt::format("--match: invalid regular expression '{}': {}", o.match, e.what()));
+      return usage_error(
+          fmt::format("--match: invalid regular expression '{}': {}", o.match, e.what()));
     }
   }
   if (!o.yes && !o.dry_run && !::isatty(0))
     return usage_error(
-        "refusing to signal processes without confirmation: no terminal to ask on. Pass --yes to act, "
+        "refusing to signal processes without confirmation: no terminal to ask on. Pass --yes to "
+        "act, "
         "or --dry-run to see the plan");
 
   // 2. One free at a time.
@@ -131,8 +137,9 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   if (!chosen) return usage_error(chosen.error().message);
   sel.gpus = *chosen;
   if (inv.nvml_state != gpu::NvmlState::ok)
-    print_err(fmt::format("gpureap free: warning: {}; holders come from /proc only and release cannot be verified\n",
-                          inv.nvml_problem));
+    print_err(fmt::format(
+        "gpureap free: warning: {}; holders come from /proc only and release cannot be verified\n",
+        inv.nvml_problem));
 
   // 4. Plan.
   auto caller = reclaim::CallerContext::current();
@@ -146,13 +153,16 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
     if (global.json)
       print_out(report::free_json(plan, reclaim::ReclaimReport{}, o.dry_run).dump(2) + "\n");
     else
-      print_out(report::plan_text(plan, style) + "Nothing to do: the selected GPUs hold no memory above baseline.\n");
+      print_out(report::plan_text(plan, style) +
+                "Nothing to do: the selected GPUs hold no memory above baseline.\n");
     return kExitNothingToDo;
   }
   if (!global.json) print_out(report::plan_text(plan, style));
   if (o.dry_run) {
-    if (global.json) print_out(report::free_json(plan, reclaim::ReclaimReport{}, true).dump(2) + "\n");
-    else print_out("Dry run: nothing was signalled.\n");
+    if (global.json)
+      print_out(report::free_json(plan, reclaim::ReclaimReport{}, true).dump(2) + "\n");
+    else
+      print_out("Dry run: nothing was signalled.\n");
     return kExitOk;
   }
 
@@ -194,30 +204,39 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "free",
       "Free GPU memory held by stray processes, and prove it is free.\n"
       "Plans the holders of the selected GPUs (plus their descendants), shows the plan, then:\n"
-      "SIGTERM -> wait on pidfds up to --grace -> SIGKILL -> poll NVML until used memory is back at the\n"
-      "GPU's idle baseline. Holders that appear meanwhile (respawned workers) are handled in further\n"
+      "SIGTERM -> wait on pidfds up to --grace -> SIGKILL -> poll NVML until used memory is back "
+      "at the\n"
+      "GPU's idle baseline. Holders that appear meanwhile (respawned workers) are handled in "
+      "further\n"
       "rounds. Memory still held is classified with evidence and the next step.\n"
       "Never signalled: pid 1, gpureap and its ancestors, kernel threads, GPU infrastructure\n"
-      "(nvidia-persistenced, nv-fabricmanager, nv-hostengine, display servers) unless named by --pid;\n"
+      "(nvidia-persistenced, nv-fabricmanager, nv-hostengine, display servers) unless named by "
+      "--pid;\n"
       "without root, other users' processes.\n\n"
       "Examples:\n"
       "  gpureap free --gpu 3 --dry-run        show what would be signalled\n"
       "  gpureap free --all --orphans --yes    free every GPU from orphaned holders\n"
       "  gpureap free --gpu all --match sglang --yes\n"
-      "  gpureap free --gpu 3 --reset --yes    also reset GPU 3 if only the driver holds its memory");
+      "  gpureap free --gpu 3 --reset --yes    also reset GPU 3 if only the driver holds its "
+      "memory");
   sub->add_option("--gpu", o->gpu, "GPUs: all, indices (0,3), UUID (prefix), PCI bus id, minor:N");
   sub->add_flag("--all", o->all, "All GPUs (same as --gpu all)");
-  sub->add_option("--pid", o->pids, "Only these holders (comma list); may name infrastructure")->delimiter(',');
+  sub->add_option("--pid", o->pids, "Only these holders (comma list); may name infrastructure")
+      ->delimiter(',');
   sub->add_option("--user", o->user, "Only holders owned by this user (name or uid)");
-  sub->add_option("--cgroup", o->cgroup, "Only holders whose cgroup path or container contains this text");
-  sub->add_option("--match", o->match, "Only holders whose command line matches this regex (POSIX extended)");
+  sub->add_option("--cgroup", o->cgroup,
+                  "Only holders whose cgroup path or container contains this text");
+  sub->add_option("--match", o->match,
+                  "Only holders whose command line matches this regex (POSIX extended)");
   sub->add_flag("--orphans", o->orphans, "Only holders whose parent is gone (re-parented)");
   sub->add_option("--grace", o->grace, "Time between SIGTERM and SIGKILL")->default_val("5s");
-  sub->add_option("--timeout", o->timeout, "Give up verifying release after this long")->default_val("60s");
+  sub->add_option("--timeout", o->timeout, "Give up verifying release after this long")
+      ->default_val("60s");
   sub->add_flag("-y,--yes", o->yes, "Do not ask for confirmation");
   sub->add_flag("--dry-run", o->dry_run, "Show the plan, signal nothing");
   sub->add_flag("--reset", o->reset,
-                "Reset a GPU whose memory only the driver holds (checks preconditions; runs nvidia-smi --gpu-reset)");
+                "Reset a GPU whose memory only the driver holds (checks preconditions; runs "
+                "nvidia-smi --gpu-reset)");
   sub->footer(kExitCodesHelp);
   sub->callback([&run, &global, o] { run = [&global, o] { return run_free(global, *o); }; });
 }

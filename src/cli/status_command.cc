@@ -31,7 +31,8 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
   // 2. Collect and attribute.
   auto gpus = open_gpu_source(global);
   auto store_dir = inventory::state_dir();
-  auto baselines = store_dir ? inventory::BaselineStore::load(*store_dir) : inventory::BaselineStore::in_memory();
+  auto baselines = store_dir ? inventory::BaselineStore::load(*store_dir)
+                             : inventory::BaselineStore::in_memory();
   inventory::Inventory inv = inventory::collect_inventory(*gpus, *devices, baselines);
   (void)baselines.save();  // a read-only state dir only costs us the learnt baseline
 
@@ -77,7 +78,9 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
   sub->add_option("--gpu", options->gpu,
                   "GPUs to show: all, indices (0,3), UUID or UUID prefix, PCI bus id, minor:N")
       ->default_val("all");
-  sub->callback([&run, &global, options] { run = [&global, options] { return run_status(global, *options); }; });
+  sub->callback([&run, &global, options] {
+    run = [&global, options] { return run_status(global, *options); };
+  });
 }
 
 }  // namespace gpureap::cli

@@ -1,14 +1,15 @@
 #include "inventory/baseline_store.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fcntl.h>
-#include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace gpureap::inventory {
 namespace {
@@ -47,7 +48,8 @@ BaselineStore BaselineStore::load(std::string dir) {
   auto doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object()) return store;
   for (auto& [uuid, entry] : doc.items())
-    if (entry.is_object() && entry.contains("used_bytes") && entry["used_bytes"].is_number_unsigned())
+    if (entry.is_object() && entry.contains("used_bytes") &&
+        entry["used_bytes"].is_number_unsigned())
       store.bytes_[uuid] = entry["used_bytes"].get<std::uint64_t>();
   return store;
 }

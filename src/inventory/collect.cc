@@ -1,9 +1,10 @@
 #include "inventory/collect.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <future>
 #include <thread>
-#include <unistd.h>
 
 #include "proc/holder_scan.h"
 
@@ -21,7 +22,8 @@ Inventory collect_inventory(gpu::GpuSource& gpus, const proc::DeviceSet& devices
   // forked (without exec) by prefetch, before the scan thread exists: forking a
   // multi-threaded process could copy a lock held by the other thread.
   gpus.prefetch_snapshot();
-  auto scan_future = std::async(std::launch::async, [&] { return proc::scan_holders(scan_options); });
+  auto scan_future =
+      std::async(std::launch::async, [&] { return proc::scan_holders(scan_options); });
   gpu::GpuSnapshot snapshot = gpus.snapshot(options.nvml_deadline);
   proc::ScanResult scan = scan_future.get();
 
@@ -43,7 +45,8 @@ Inventory collect_inventory(gpu::GpuSource& gpus, const proc::DeviceSet& devices
           std::find(unread.begin(), unread.end(), pid) == unread.end())
         unread.push_back(pid);
     }
-  for (auto& h : proc::describe_processes(unread, options.proc_root)) scan.holders.push_back(std::move(h));
+  for (auto& h : proc::describe_processes(unread, options.proc_root))
+    scan.holders.push_back(std::move(h));
 
   Inventory inv = build_inventory(snapshot, scan, baselines);
   std::vector<unsigned> puzzling;
@@ -61,7 +64,8 @@ Inventory collect_inventory(gpu::GpuSource& gpus, const proc::DeviceSet& devices
     later = std::move(*reading);
     bool dropped = std::any_of(later.begin(), later.end(), [&](const gpu::MemoryReading& r) {
       for (const auto& view : inv.gpus)
-        if (view.info.index == r.index && r.used && *r.used + (64ULL << 20) < view.used()) return true;
+        if (view.info.index == r.index && r.used && *r.used + (64ULL << 20) < view.used())
+          return true;
       return false;
     });
     if (dropped) break;

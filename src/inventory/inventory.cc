@@ -1,11 +1,12 @@
 #include "inventory/inventory.h"
 
-#include <algorithm>
 #include <fmt/format.h>
-#include <map>
-#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
 
 #include "util/units.h"
 
@@ -51,7 +52,8 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
   } else if (!view.nvml_unseen.empty()) {
     view.unexplained = Unexplained::outside_namespace;
     view.unexplained_detail = fmt::format(
-        "NVML lists pid {} on this GPU, but no such process is visible in /proc: it lives in another "
+        "NVML lists pid {} on this GPU, but no such process is visible in /proc: it lives in "
+        "another "
         "PID namespace (container, LXC guest) or exited a moment ago. Look on the host, or re-run "
         "in a second.",
         pid_list(view.nvml_unseen));
@@ -65,9 +67,10 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
     view.unexplained = Unexplained::unknown;
     view.unexplained_detail =
         openers_without_figure
-            ? fmt::format("{} not listed by NVML; processes that have the device open without an "
-                          "NVML entry (inherited device files) most likely hold it.",
-                          amount)
+            ? fmt::format(
+                  "{} not listed by NVML; processes that have the device open without an "
+                  "NVML entry (inherited device files) most likely hold it.",
+                  amount)
             : fmt::format("{} not attributed: NVML gave no process list for this GPU.", amount);
   } else {
     view.unexplained = Unexplained::driver_held;
@@ -83,11 +86,16 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
 
 const char* to_string(Unexplained u) {
   switch (u) {
-    case Unexplained::none: return "none";
-    case Unexplained::outside_namespace: return "outside_namespace";
-    case Unexplained::releasing: return "releasing";
-    case Unexplained::driver_held: return "driver_held";
-    case Unexplained::unknown: return "unknown";
+    case Unexplained::none:
+      return "none";
+    case Unexplained::outside_namespace:
+      return "outside_namespace";
+    case Unexplained::releasing:
+      return "releasing";
+    case Unexplained::driver_held:
+      return "driver_held";
+    case Unexplained::unknown:
+      return "unknown";
   }
   return "unknown";
 }

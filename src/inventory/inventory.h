@@ -36,12 +36,12 @@ const char* to_string(Unexplained u);
 struct GpuView {
   gpu::GpuInfo info;
   Baseline baseline;
-  std::vector<GpuHolder> holders;             // users first (by bytes, descending), then openers
-  std::vector<gpu::GpuProcess> nvml_unseen;   // NVML pids with no process in this /proc
+  std::vector<GpuHolder> holders;            // users first (by bytes, descending), then openers
+  std::vector<gpu::GpuProcess> nvml_unseen;  // NVML pids with no process in this /proc
   std::uint64_t attributed_bytes = 0;
-  std::uint64_t unattributed_bytes = 0;       // used - baseline - attributed, never negative
+  std::uint64_t unattributed_bytes = 0;  // used - baseline - attributed, never negative
   Unexplained unexplained = Unexplained::none;
-  std::string unexplained_detail;             // evidence and next step, one sentence each
+  std::string unexplained_detail;  // evidence and next step, one sentence each
 
   /// True when used memory is within the freed tolerance of the baseline.
   bool at_baseline() const;

@@ -2,10 +2,11 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <fstream>
 #include <poll.h>
-#include <sstream>
 #include <unistd.h>
+
+#include <fstream>
+#include <sstream>
 
 namespace gpureap::proc {
 namespace {
@@ -16,7 +17,8 @@ Result<void> write_text(const std::string& path, std::string_view text) {
   ssize_t n = ::write(fd, text.data(), text.size());
   int err = errno;
   ::close(fd);
-  if (n != static_cast<ssize_t>(text.size())) return std::unexpected(Error::from_errno("cannot write " + path, err));
+  if (n != static_cast<ssize_t>(text.size()))
+    return std::unexpected(Error::from_errno("cannot write " + path, err));
   return {};
 }
 
@@ -73,7 +75,8 @@ bool cgroup_wait_frozen(const std::string& dir, std::chrono::milliseconds timeou
   std::string events = dir + "/cgroup.events";
   for (;;) {
     if (read_text(events).find("frozen 1") != std::string::npos) return true;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     // cgroup.events signals changes with POLLPRI (kernfs notify); wait for it.
     int fd = ::open(events.c_str(), O_RDONLY | O_CLOEXEC);
@@ -86,7 +89,9 @@ bool cgroup_wait_frozen(const std::string& dir, std::chrono::milliseconds timeou
   }
 }
 
-Result<void> cgroup_kill(const std::string& dir) { return write_text(dir + "/cgroup.kill", "1"); }
+Result<void> cgroup_kill(const std::string& dir) {
+  return write_text(dir + "/cgroup.kill", "1");
+}
 
 bool cgroup_kill_available(const std::string& dir) {
   return ::access((dir + "/cgroup.kill").c_str(), W_OK) == 0;

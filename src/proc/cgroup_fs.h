@@ -3,10 +3,11 @@
 // freeze, and kill a whole cgroup at once (cgroup.kill, Linux >= 5.14: atomic
 // against concurrent forks, unlike any signal loop).
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <string>
 #include <string_view>
-#include <sys/types.h>
 #include <vector>
 
 #include "util/result.h"

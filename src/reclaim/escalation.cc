@@ -1,14 +1,15 @@
 #include "reclaim/escalation.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
-#include <fcntl.h>
-#include <unistd.h>
-#include <fmt/format.h>
 #include <fstream>
 #include <map>
-#include <poll.h>
 #include <set>
 
 #include "proc/cgroup_fs.h"
@@ -70,8 +71,8 @@ class Engine {
       std::string comm = read_comm(id.pid, options_.proc_root);
       auto handle = proc::ProcessHandle::open(id, options_.proc_root);
       if (!handle) {
-        result_.actions.push_back(
-            Action{id, comm, "none", "", now(), std::nullopt, describe_open_failure(handle.error())});
+        result_.actions.push_back(Action{id, comm, "none", "", now(), std::nullopt,
+                                         describe_open_failure(handle.error())});
         continue;
       }
       tracked_.push_back(Tracked{std::move(*handle), comm, Tracked::kNone, false});
@@ -119,7 +120,8 @@ class Engine {
 
   void kill_rest() {
     for (auto& t : tracked_)
-      if (!t.exited && (t.action == Tracked::kNone || result_.actions[t.action].signal != "SIGKILL"))
+      if (!t.exited &&
+          (t.action == Tracked::kNone || result_.actions[t.action].signal != "SIGKILL"))
         record_signal(t, "SIGKILL", "pidfd", t.handle.signal(SIGKILL));
   }
 
@@ -139,7 +141,8 @@ class Engine {
         result_.interrupted = true;
         return false;
       }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) return false;
       int r = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<long>(left, 50)));
       if (r <= 0) continue;
@@ -160,7 +163,8 @@ class Engine {
   }
 
   bool any_alive() const {
-    return std::any_of(tracked_.begin(), tracked_.end(), [](const Tracked& t) { return !t.exited; });
+    return std::any_of(tracked_.begin(), tracked_.end(),
+                       [](const Tracked& t) { return !t.exited; });
   }
   void mark_already_exited() {
     for (auto& t : tracked_)
@@ -171,10 +175,12 @@ class Engine {
   bool all_members_targeted(const std::string& dir, const std::set<pid_t>& targets) const {
     auto members = proc::cgroup_members(dir);
     if (!members || members->empty()) return false;
-    return std::all_of(members->begin(), members->end(), [&](pid_t p) { return targets.contains(p); });
+    return std::all_of(members->begin(), members->end(),
+                       [&](pid_t p) { return targets.contains(p); });
   }
 
-  void record_signal(Tracked& t, const std::string& name, const std::string& via, const Result<void>& sent) {
+  void record_signal(Tracked& t, const std::string& name, const std::string& via,
+                     const Result<void>& sent) {
     if (t.action < result_.actions.size() && result_.actions[t.action].result.empty() &&
         result_.actions[t.action].id == t.handle.id())
       result_.actions[t.action].result = "still running after grace";
@@ -203,11 +209,16 @@ class Engine {
 
   static std::string describe_open_failure(const proc::OpenFailure& e) {
     switch (e.kind) {
-      case proc::OpenError::gone: return "already gone";
-      case proc::OpenError::reused: return "pid reused by another process: not signalled";
-      case proc::OpenError::no_permission: return "permission denied: not signalled";
-      case proc::OpenError::unsupported: return "no pidfd support in this kernel: not signalled";
-      case proc::OpenError::other: break;
+      case proc::OpenError::gone:
+        return "already gone";
+      case proc::OpenError::reused:
+        return "pid reused by another process: not signalled";
+      case proc::OpenError::no_permission:
+        return "permission denied: not signalled";
+      case proc::OpenError::unsupported:
+        return "no pidfd support in this kernel: not signalled";
+      case proc::OpenError::other:
+        break;
     }
     return "not signalled: " + e.message;
   }
@@ -220,8 +231,8 @@ class Engine {
 
 }  // namespace
 
-EscalationResult terminate(const std::vector<proc::ProcessId>& targets, const EscalationOptions& options,
-                           Clock::time_point t0) {
+EscalationResult terminate(const std::vector<proc::ProcessId>& targets,
+                           const EscalationOptions& options, Clock::time_point t0) {
   Engine engine(options, t0);
   engine.open_all(targets);
 

@@ -21,12 +21,12 @@ using Clock = std::chrono::steady_clock;
 struct Action {
   proc::ProcessId id;
   std::string comm;
-  std::string signal;          // "SIGTERM", "SIGKILL", "cgroup.kill", "none"
-  std::string via;             // "pidfd", "cgroup.kill <path>", "" when not sent
-  double sent_at = 0;          // seconds since the engine started
+  std::string signal;  // "SIGTERM", "SIGKILL", "cgroup.kill", "none"
+  std::string via;     // "pidfd", "cgroup.kill <path>", "" when not sent
+  double sent_at = 0;  // seconds since the engine started
   std::optional<double> exited_at;
-  std::string result;          // "exited", "still running", "pid reused: not signalled",
-                               // "already gone", "permission denied", ...
+  std::string result;  // "exited", "still running", "pid reused: not signalled",
+                       // "already gone", "permission denied", ...
 };
 
 struct EscalationOptions {
@@ -38,8 +38,8 @@ struct EscalationOptions {
 };
 
 struct EscalationResult {
-  std::vector<Action> actions;               // one per signal sent (or skip)
-  std::vector<proc::ProcessId> survivors;    // still running after SIGKILL + kill_wait
+  std::vector<Action> actions;             // one per signal sent (or skip)
+  std::vector<proc::ProcessId> survivors;  // still running after SIGKILL + kill_wait
   bool interrupted = false;
 };
 

@@ -17,7 +17,9 @@ Result<FreeLock> FreeLock::acquire(const std::string& state_dir) {
     ::close(fd);
     std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "unknown";
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-    return fail(fmt::format("another gpureap free (pid {}) is running; wait for it to finish (lock: {})", holder, path));
+    return fail(
+        fmt::format("another gpureap free (pid {}) is running; wait for it to finish (lock: {})",
+                    holder, path));
   }
   std::string me = fmt::format("{}\n", ::getpid());
   if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, me.data(), me.size(), 0);

@@ -1,11 +1,12 @@
 #include "reclaim/gpu_reset.h"
 
-#include <cstdlib>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 namespace gpureap::reclaim {
 namespace {
@@ -55,7 +56,8 @@ std::string nvidia_smi_path() {
   return "nvidia-smi";
 }
 
-ResetOutcome reset_gpu(const inventory::GpuView& view, const inventory::Inventory& inv, gpu::GpuSource& gpus) {
+ResetOutcome reset_gpu(const inventory::GpuView& view, const inventory::Inventory& inv,
+                       gpu::GpuSource& gpus) {
   ResetOutcome out;
   out.gpu = view.info.index;
   const std::string bus = view.info.pci_bus_id;
@@ -63,17 +65,21 @@ ResetOutcome reset_gpu(const inventory::GpuView& view, const inventory::Inventor
   if (::geteuid() != 0) out.blockers.push_back("a GPU reset needs root");
   if (bus.empty()) out.blockers.push_back("the GPU's PCI bus id is unknown (NVML unavailable)");
   for (const auto& gh : view.holders)
-    out.blockers.push_back(fmt::format("pid {} ({}) has /dev/nvidia{} open: a reset needs no client on the GPU",
-                                       gh.holder.id.pid, gh.holder.comm, view.info.minor.value_or(view.info.index)));
+    out.blockers.push_back(
+        fmt::format("pid {} ({}) has /dev/nvidia{} open: a reset needs no client on the GPU",
+                    gh.holder.id.pid, gh.holder.comm, view.info.minor.value_or(view.info.index)));
   if (view.info.persistence_mode.value_or(false))
     out.blockers.push_back(fmt::format(
         "persistence mode is on and counts as a client; turn it off first: nvidia-smi -pm 0 -i {} "
-        "(gpureap does not change GPU settings)", bus));
+        "(gpureap does not change GPU settings)",
+        bus));
   for (const auto& h : inv.other_holders)
-    out.blockers.push_back(fmt::format("pid {} ({}) holds nvidiactl/nvidia-uvm (a monitoring agent or other client)",
-                                       h.id.pid, h.comm));
-  out.notes.push_back("NVLink peers are not checked: before Ampere, and on Ampere NVSwitch systems without Fabric "
-                      "Manager, every NVLink peer must be reset in the same command");
+    out.blockers.push_back(
+        fmt::format("pid {} ({}) holds nvidiactl/nvidia-uvm (a monitoring agent or other client)",
+                    h.id.pid, h.comm));
+  out.notes.push_back(
+      "NVLink peers are not checked: before Ampere, and on Ampere NVSwitch systems without Fabric "
+      "Manager, every NVLink peer must be reset in the same command");
   if (!out.blockers.empty()) return out;
 
   gpus.disconnect();  // our own NVML session would make the reset fail "in use"

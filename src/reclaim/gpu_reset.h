@@ -17,10 +17,10 @@ struct ResetOutcome {
   std::vector<std::string> blockers;  // preconditions not met: reset not attempted
   std::vector<std::string> notes;     // facts not checked, for the operator
   bool attempted = false;
-  std::string command;                // the command line run
-  std::string output;                 // nvidia-smi's stdout+stderr, verbatim
+  std::string command;  // the command line run
+  std::string output;   // nvidia-smi's stdout+stderr, verbatim
   int exit_code = -1;
-  bool succeeded = false;             // exit 0
+  bool succeeded = false;  // exit 0
 };
 
 /// The nvidia-smi to run: $GPUREAP_NVIDIA_SMI, else "nvidia-smi" from PATH.

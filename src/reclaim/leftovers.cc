@@ -1,7 +1,8 @@
 #include "reclaim/leftovers.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "proc/process_table.h"
 #include "util/units.h"
@@ -31,62 +32,79 @@ std::vector<Leftover> classify_leftovers(const LeftoverInput& in) {
     if (!gh.uses_gpu) continue;
     const auto& h = gh.holder;
     Leftover l{gpu, "", {h.id.pid}, {}, ""};
-    l.evidence.push_back(fmt::format("pid {} ({}) state {}, {} on this GPU, cmd: {}", h.id.pid, h.comm,
-                                     h.state, gh.gpu_bytes ? format_bytes(*gh.gpu_bytes) : "unknown",
-                                     h.cmdline));
+    l.evidence.push_back(
+        fmt::format("pid {} ({}) state {}, {} on this GPU, cmd: {}", h.id.pid, h.comm, h.state,
+                    gh.gpu_bytes ? format_bytes(*gh.gpu_bytes) : "unknown", h.cmdline));
     if (const Skipped* s = skipped_entry(in, h.id)) {
       l.cls = skip_kind_name(s->kind);
       l.evidence.push_back("not signalled: " + s->reason);
-      l.next_step = s->kind == SkipKind::not_permitted
-                        ? "run as root: sudo gpureap free --gpu " + std::to_string(gpu)
-                        : s->kind == SkipKind::protected_process
-                              ? fmt::format("it is protected; if you are sure, name it: gpureap free --gpu {} --pid {}", gpu, h.id.pid)
-                              : fmt::format("it is outside your selection; widen it (e.g. --pid {})", h.id.pid);
+      l.next_step =
+          s->kind == SkipKind::not_permitted
+              ? "run as root: sudo gpureap free --gpu " + std::to_string(gpu)
+          : s->kind == SkipKind::protected_process
+              ? fmt::format(
+                    "it is protected; if you are sure, name it: gpureap free --gpu {} --pid {}",
+                    gpu, h.id.pid)
+              : fmt::format("it is outside your selection; widen it (e.g. --pid {})", h.id.pid);
     } else if (is_survivor(in, h.id)) {
       auto threads = proc::read_thread_states(h.id.pid, in.proc_root);
       std::string wchan = proc::read_wchan(h.id.pid, in.proc_root);
       std::string stack = proc::read_stack(h.id.pid, in.proc_root);
       if (h.zombie_leader) {
         l.cls = "zombie_leader";
-        l.evidence.push_back("leader is a zombie while other threads live (the fds live in task/*/)");
+        l.evidence.push_back(
+            "leader is a zombie while other threads live (the fds live in task/*/)");
       } else {
-        bool in_d = h.state == 'D' || std::any_of(threads.begin(), threads.end(),
-                                                  [](const proc::ThreadState& t) { return t.state == 'D'; });
+        bool in_d = h.state == 'D' ||
+                    std::any_of(threads.begin(), threads.end(),
+                                [](const proc::ThreadState& t) { return t.state == 'D'; });
         l.cls = in_d ? "exiting_in_driver" : "live_holder";
-        if (in_d) l.evidence.push_back("in uninterruptible sleep (D) after SIGKILL: blocked inside the kernel");
+        if (in_d)
+          l.evidence.push_back(
+              "in uninterruptible sleep (D) after SIGKILL: blocked inside the kernel");
       }
-      for (const auto& t : threads) l.evidence.push_back(fmt::format("thread {} state {}", t.tid, t.state));
+      for (const auto& t : threads)
+        l.evidence.push_back(fmt::format("thread {} state {}", t.tid, t.state));
       if (!wchan.empty() && wchan != "0") l.evidence.push_back("wchan: " + wchan);
       if (!stack.empty()) l.evidence.push_back("kernel stack: " + stack.substr(0, 400));
-      l.next_step = l.cls == "exiting_in_driver"
-                        ? "it is exiting inside the driver; wait (`gpureap wait --gpu " + std::to_string(gpu) +
-                              "`); if it never finishes, check dmesg for Xid errors: a GPU reset or reboot is needed"
-                        : "SIGKILL was sent but it did not exit in time; re-run free, and check dmesg";
+      l.next_step =
+          l.cls == "exiting_in_driver"
+              ? "it is exiting inside the driver; wait (`gpureap wait --gpu " +
+                    std::to_string(gpu) +
+                    "`); if it never finishes, check dmesg for Xid errors: a GPU reset or reboot "
+                    "is needed"
+              : "SIGKILL was sent but it did not exit in time; re-run free, and check dmesg";
     } else {
       l.cls = "live_holder";
       l.evidence.push_back("appeared after the last round (a supervisor may keep restarting it)");
-      l.next_step = "stop whatever restarts it (systemd unit, container restart policy), then re-run free";
+      l.next_step =
+          "stop whatever restarts it (systemd unit, container restart policy), then re-run free";
     }
     out.push_back(std::move(l));
   }
   if (!out.empty()) return out;
 
   Leftover l{gpu, "", {}, {}, ""};
-  l.evidence.push_back(fmt::format("used {} with threshold {} (baseline {} + tolerance)", format_bytes(view.used()),
-                                   format_bytes(in.threshold), format_bytes(view.baseline.bytes)));
+  l.evidence.push_back(fmt::format("used {} with threshold {} (baseline {} + tolerance)",
+                                   format_bytes(view.used()), format_bytes(in.threshold),
+                                   format_bytes(view.baseline.bytes)));
   switch (view.unexplained) {
     case inventory::Unexplained::outside_namespace:
       l.cls = "outside_namespace";
       for (const auto& p : view.nvml_unseen) l.pids.push_back(static_cast<pid_t>(p.pid));
-      l.next_step = "run gpureap on the host (e.g. outside `pct exec`/the container), where those processes are visible";
+      l.next_step =
+          "run gpureap on the host (e.g. outside `pct exec`/the container), where those processes "
+          "are visible";
       break;
     case inventory::Unexplained::releasing:
       l.cls = "still_releasing";
-      l.next_step = "the driver is still freeing it: `gpureap wait --gpu " + std::to_string(gpu) + "`";
+      l.next_step =
+          "the driver is still freeing it: `gpureap wait --gpu " + std::to_string(gpu) + "`";
       break;
     case inventory::Unexplained::driver_held:
       l.cls = "driver_held";
-      l.next_step = "no process holds it: only a GPU reset (`gpureap free --reset --gpu " + std::to_string(gpu) +
+      l.next_step = "no process holds it: only a GPU reset (`gpureap free --reset --gpu " +
+                    std::to_string(gpu) +
                     " --yes`, checks preconditions first) or a reboot frees it";
       break;
     default:

@@ -12,18 +12,18 @@ namespace gpureap::reclaim {
 
 struct Leftover {
   unsigned gpu = 0;
-  std::string cls;        // not_selected, not_permitted, protected, zombie_leader,
-                          // exiting_in_driver, live_holder, outside_namespace,
-                          // still_releasing, driver_held, unknown, nvml_failed
+  std::string cls;  // not_selected, not_permitted, protected, zombie_leader,
+                    // exiting_in_driver, live_holder, outside_namespace,
+                    // still_releasing, driver_held, unknown, nvml_failed
   std::vector<pid_t> pids;
   std::vector<std::string> evidence;  // one fact per line
   std::string next_step;
 };
 
 struct LeftoverInput {
-  const inventory::GpuView* view = nullptr;   // the GPU after reclaim
-  const Plan* last_plan = nullptr;            // skipped holders live here
-  std::vector<proc::ProcessId> survivors;     // targets alive after SIGKILL + wait
+  const inventory::GpuView* view = nullptr;  // the GPU after reclaim
+  const Plan* last_plan = nullptr;           // skipped holders live here
+  std::vector<proc::ProcessId> survivors;    // targets alive after SIGKILL + wait
   std::uint64_t threshold = 0;
   std::string proc_root = "/proc";
 };

@@ -1,11 +1,12 @@
 #include "reclaim/plan.h"
 
-#include <algorithm>
-#include <array>
 #include <fmt/format.h>
-#include <map>
 #include <pwd.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
 
 #include "util/units.h"
 
@@ -14,11 +15,20 @@ namespace {
 
 // Processes that serve the GPU rather than use it: killing them breaks the node
 // for everyone (persistence, NVSwitch fabric, monitoring, the display).
-constexpr std::array<std::string_view, 14> kInfrastructure{
-    "nvidia-persistenced", "nv-fabricmanager", "nvidia-fabricmanager", "nv-hostengine",
-    "dcgm-exporter",       "dcgmi",            "Xorg",                 "X",
-    "Xwayland",            "gnome-shell",      "kwin_wayland",         "kwin_x11",
-    "nvidia-smi",          "gpureap"};
+constexpr std::array<std::string_view, 14> kInfrastructure{"nvidia-persistenced",
+                                                           "nv-fabricmanager",
+                                                           "nvidia-fabricmanager",
+                                                           "nv-hostengine",
+                                                           "dcgm-exporter",
+                                                           "dcgmi",
+                                                           "Xorg",
+                                                           "X",
+                                                           "Xwayland",
+                                                           "gnome-shell",
+                                                           "kwin_wayland",
+                                                           "kwin_x11",
+                                                           "nvidia-smi",
+                                                           "gpureap"};
 
 std::string user_name(uid_t uid) {
   struct passwd pw {};
@@ -44,11 +54,13 @@ std::string gpu_text(const std::vector<unsigned>& gpus) {
 std::string filter_mismatch(const proc::Holder& h, const Selection& sel) {
   if (!sel.pids.empty() && std::find(sel.pids.begin(), sel.pids.end(), h.id.pid) == sel.pids.end())
     return "not named by --pid";
-  if (sel.user && h.uid != *sel.user) return fmt::format("owned by {}, not the --user given", h.user);
+  if (sel.user && h.uid != *sel.user)
+    return fmt::format("owned by {}, not the --user given", h.user);
   if (!sel.cgroup.empty() && h.cgroup.find(sel.cgroup) == std::string::npos &&
       h.container.find(sel.cgroup) == std::string::npos)
     return "cgroup does not match --cgroup";
-  if (sel.match && !std::regex_search(h.cmdline, *sel.match)) return "command line does not match --match";
+  if (sel.match && !std::regex_search(h.cmdline, *sel.match))
+    return "command line does not match --match";
   if (sel.orphans_only && !h.orphaned) return "not orphaned (its parent is alive); --orphans given";
   return "";
 }
@@ -57,9 +69,12 @@ std::string filter_mismatch(const proc::Holder& h, const Selection& sel) {
 
 std::string skip_kind_name(SkipKind k) {
   switch (k) {
-    case SkipKind::protected_process: return "protected";
-    case SkipKind::not_permitted: return "not_permitted";
-    case SkipKind::not_matched: return "not_selected";
+    case SkipKind::protected_process:
+      return "protected";
+    case SkipKind::not_permitted:
+      return "not_permitted";
+    case SkipKind::not_matched:
+      return "not_selected";
   }
   return "not_selected";
 }
@@ -84,8 +99,11 @@ std::optional<std::string> protection_reason(pid_t pid, const std::string& comm,
   if (ctx.ancestors.contains(pid)) return "an ancestor of this gpureap (its shell or supervisor)";
   if (kernel_thread) return "a kernel thread";
   // comm is truncated to 15 characters by the kernel (TASK_COMM_LEN).
-  auto is_infrastructure = [&](std::string_view name) { return comm == name.substr(0, 15); };
-  if (!named_by_pid && std::any_of(kInfrastructure.begin(), kInfrastructure.end(), is_infrastructure))
+  auto is_infrastructure = [&](std::string_view name) {
+    return comm == name || comm == name.substr(0, 15);
+  };
+  if (!named_by_pid &&
+      std::any_of(kInfrastructure.begin(), kInfrastructure.end(), is_infrastructure))
     return fmt::format("GPU infrastructure ({}); name it with --pid to include it", comm);
   return std::nullopt;
 }
@@ -115,7 +133,8 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
     if (auto why = protection_reason(h.id.pid, h.comm, false, ctx, named)) {
       skip(SkipKind::protected_process, *why);
     } else if (ctx.euid != 0 && h.uid != ctx.euid) {
-      skip(SkipKind::not_permitted, fmt::format("owned by {}: only root may signal it (sudo gpureap free ...)", h.user));
+      skip(SkipKind::not_permitted,
+           fmt::format("owned by {}: only root may signal it (sudo gpureap free ...)", h.user));
     } else if (auto mismatch = filter_mismatch(h, sel); !mismatch.empty()) {
       skip(SkipKind::not_matched, mismatch);
     } else {
@@ -138,7 +157,12 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       if (entry == ctx.table.end()) continue;
       if (protection_reason(d.pid, entry->comm, entry->kernel_thread, ctx, false)) continue;
       if (ctx.euid != 0 && entry->uid != ctx.euid) continue;
-      extra.push_back(Target{d, entry->comm, proc::read_cmdline(d.pid), user_name(entry->uid), {}, 0,
+      extra.push_back(Target{d,
+                             entry->comm,
+                             proc::read_cmdline(d.pid),
+                             user_name(entry->uid),
+                             {},
+                             0,
                              fmt::format("descendant of {} ({})", t.id.pid, t.comm)});
     }
   }
@@ -158,7 +182,12 @@ bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selec
   if (!named && !sel.pids.empty()) return false;
   if (sel.user && parent.uid != *sel.user) return false;
   if (sel.match && !std::regex_search(cmdline, *sel.match)) return false;
-  plan.targets.push_back(Target{parent.id, parent.comm, cmdline, user_name(parent.uid), {}, 0,
+  plan.targets.push_back(Target{parent.id,
+                                parent.comm,
+                                cmdline,
+                                user_name(parent.uid),
+                                {},
+                                0,
                                 fmt::format("keeps respawning GPU holders ({} so far)", respawns)});
   return true;
 }

@@ -24,7 +24,9 @@ struct Selection {
   bool orphans_only = false;        // --orphans
 
   /// True when the selection narrows beyond GPUs (any of pid/user/cgroup/match/orphans).
-  bool narrowed() const { return !pids.empty() || user || !cgroup.empty() || match || orphans_only; }
+  bool narrowed() const {
+    return !pids.empty() || user || !cgroup.empty() || match || orphans_only;
+  }
 };
 
 /// Facts about the caller that decide protection and permission.
@@ -43,9 +45,9 @@ struct Target {
   std::string comm;
   std::string cmdline;
   std::string user;
-  std::vector<unsigned> gpus;      // GPUs it uses (empty for a descendant that holds none)
-  std::uint64_t gpu_bytes = 0;     // NVML's figure over those GPUs
-  std::string why;                 // "orphaned; holds 20 GiB on GPU 3", "descendant of 4242"
+  std::vector<unsigned> gpus;   // GPUs it uses (empty for a descendant that holds none)
+  std::uint64_t gpu_bytes = 0;  // NVML's figure over those GPUs
+  std::string why;              // "orphaned; holds 20 GiB on GPU 3", "descendant of 4242"
 };
 
 enum class SkipKind { protected_process, not_permitted, not_matched };
@@ -71,12 +73,14 @@ std::optional<std::string> protection_reason(pid_t pid, const std::string& comm,
                                              const CallerContext& ctx, bool named_by_pid);
 
 /// Builds the plan from an inventory.
-Plan make_plan(const inventory::Inventory& inv, const Selection& selection, const CallerContext& ctx);
+Plan make_plan(const inventory::Inventory& inv, const Selection& selection,
+               const CallerContext& ctx);
 
 /// Adds a respawning parent to `plan` as a target, when it is not protected and
 /// the selection (if narrowed) matches it. Returns true when added.
 bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selection& selection,
-                       const CallerContext& ctx, int respawns, const std::string& proc_root = "/proc");
+                       const CallerContext& ctx, int respawns,
+                       const std::string& proc_root = "/proc");
 
 std::string skip_kind_name(SkipKind k);
 

@@ -37,7 +37,8 @@ bool parent_may_respawn(const std::map<proc::ProcessId, proc::ProcessId>& parent
 }  // namespace
 
 bool ReclaimReport::all_freed() const {
-  return !gpus.empty() && std::all_of(gpus.begin(), gpus.end(), [](const GpuOutcome& g) { return g.freed; });
+  return !gpus.empty() &&
+         std::all_of(gpus.begin(), gpus.end(), [](const GpuOutcome& g) { return g.freed; });
 }
 
 ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, Plan plan,
@@ -102,7 +103,8 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
                                            for (auto& g : report.gpus)
                                              if (g.index == s.index) {
                                                if (s.used) g.after = *s.used;
-                                               if (s.freed_at && !g.seconds_to_free) g.seconds_to_free = s.freed_at;
+                                               if (s.freed_at && !g.seconds_to_free)
+                                                 g.seconds_to_free = s.freed_at;
                                              }
                                          if (progress) progress(report.gpus);
                                        });
@@ -118,8 +120,9 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
       }
 
       caller = CallerContext::current(options.proc_root);
-      latest = inventory::collect_inventory(ctx.gpus, ctx.devices, ctx.baselines,
-                                            {options.proc_root, std::chrono::milliseconds(2000), {}});
+      latest =
+          inventory::collect_inventory(ctx.gpus, ctx.devices, ctx.baselines,
+                                       {options.proc_root, std::chrono::milliseconds(2000), {}});
       Plan next = make_plan(latest, options.selection, caller);
       std::erase_if(next.targets, [&](const Target& t) { return signalled.contains(t.id); });
       // A new holder whose parent also parented a killed one: that parent respawns.
@@ -132,12 +135,14 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
           int n = ++respawns[parent];
           auto pe = std::find_if(caller.table.begin(), caller.table.end(),
                                  [&](const proc::ProcessEntry& p) { return p.id == parent; });
-          bool included = pe != caller.table.end() && !signalled.contains(parent) &&
-                          include_respawner(next, *pe, options.selection, caller, n, options.proc_root);
+          bool included =
+              pe != caller.table.end() && !signalled.contains(parent) &&
+              include_respawner(next, *pe, options.selection, caller, n, options.proc_root);
           auto r = std::find_if(report.respawners.begin(), report.respawners.end(),
                                 [&](const Respawner& x) { return x.id == parent; });
           if (r == report.respawners.end())
-            report.respawners.push_back({parent, pe != caller.table.end() ? pe->comm : "", n, included});
+            report.respawners.push_back(
+                {parent, pe != caller.table.end() ? pe->comm : "", n, included});
           else {
             r->respawns = n;
             r->included = r->included || included;
@@ -165,11 +170,13 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
     g.freed = g.seconds_to_free.has_value() || (g.freed && round == 0);
     // Every holder of this GPU is gone and its memory settled: that reading is
     // the GPU's idle baseline (the store refuses implausibly high values).
-    if (g.freed && round > 0 && plan.skipped.empty()) ctx.baselines.observe_idle(g.uuid, g.total, g.after);
+    if (g.freed && round > 0 && plan.skipped.empty())
+      ctx.baselines.observe_idle(g.uuid, g.total, g.after);
   }
 
   // 3. Classify what is still held, from a fresh look.
-  bool any_held = std::any_of(report.gpus.begin(), report.gpus.end(), [](const GpuOutcome& g) { return !g.freed; });
+  bool any_held = std::any_of(report.gpus.begin(), report.gpus.end(),
+                              [](const GpuOutcome& g) { return !g.freed; });
   if (any_held && !report.interrupted) {
     latest = inventory::collect_inventory(ctx.gpus, ctx.devices, ctx.baselines,
                                           {options.proc_root, std::chrono::milliseconds(2000), {}});
@@ -179,11 +186,14 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
       if (g.freed) continue;
       if (!view || !view->info.memory) {
         // Without NVML, "freed" cannot be proven: say so rather than guess.
-        report.leftovers.push_back(Leftover{
-            g.index, "nvml_failed", {},
-            {"NVML stopped answering while verifying: " +
-             (report.nvml_error.empty() ? latest.nvml_problem : report.nvml_error)},
-            "the signalled processes are listed under actions; check the GPU with nvidia-smi, and dmesg for Xid errors"});
+        report.leftovers.push_back(
+            Leftover{g.index,
+                     "nvml_failed",
+                     {},
+                     {"NVML stopped answering while verifying: " +
+                      (report.nvml_error.empty() ? latest.nvml_problem : report.nvml_error)},
+                     "the signalled processes are listed under actions; check the GPU with "
+                     "nvidia-smi, and dmesg for Xid errors"});
         continue;
       }
       g.after = view->used();

@@ -23,9 +23,10 @@ struct ReclaimOptions {
   EscalationOptions escalation;
   std::chrono::milliseconds timeout{60000};  // from the first signal until memory is verified free
   int max_rounds = 5;
-  bool reset = false;                        // --reset: reset GPUs whose memory is driver-held
+  bool reset = false;  // --reset: reset GPUs whose memory is driver-held
   std::chrono::milliseconds rescan_every{250};
-  std::chrono::milliseconds respawn_settle{200};  // look again this long after "freed" when a parent lives
+  std::chrono::milliseconds respawn_settle{
+      200};  // look again this long after "freed" when a parent lives
   std::string proc_root = "/proc";
 };
 
@@ -49,14 +50,14 @@ struct Respawner {
 };
 
 struct ReclaimReport {
-  std::vector<Plan> rounds;            // the plan of each round (round 1 = the shown plan)
+  std::vector<Plan> rounds;  // the plan of each round (round 1 = the shown plan)
   std::vector<Action> actions;
   std::vector<GpuOutcome> gpus;
   std::vector<Leftover> leftovers;
   std::vector<Respawner> respawners;
   std::vector<ResetOutcome> resets;
   bool interrupted = false;
-  std::string nvml_error;              // NVML failed or hung during verification
+  std::string nvml_error;  // NVML failed or hung during verification
   double seconds = 0;
   bool all_freed() const;
 };

@@ -5,10 +5,10 @@
 
 namespace gpureap::reclaim {
 
-ReleaseResult wait_for_release(gpu::GpuSource& gpus, const std::vector<ReleaseTarget>& targets,
-                               Clock::time_point deadline, Clock::time_point t0,
-                               const std::atomic<bool>* interrupted,
-                               const std::function<void(const std::vector<ReleaseState>&)>& progress) {
+ReleaseResult wait_for_release(
+    gpu::GpuSource& gpus, const std::vector<ReleaseTarget>& targets, Clock::time_point deadline,
+    Clock::time_point t0, const std::atomic<bool>* interrupted,
+    const std::function<void(const std::vector<ReleaseState>&)>& progress) {
   ReleaseResult result;
   std::vector<unsigned> pending;
   for (const auto& t : targets) {
@@ -21,8 +21,8 @@ ReleaseResult wait_for_release(gpu::GpuSource& gpus, const std::vector<ReleaseTa
   auto interval = std::chrono::milliseconds(5);
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    auto reading = gpus.memory(pending, std::clamp(left, std::chrono::milliseconds(200),
-                                                   std::chrono::milliseconds(2000)));
+    auto reading = gpus.memory(
+        pending, std::clamp(left, std::chrono::milliseconds(200), std::chrono::milliseconds(2000)));
     if (!reading) {
       result.nvml_error = reading.error().message;
       break;

@@ -21,8 +21,8 @@ struct ReleaseTarget {
 
 struct ReleaseState {
   unsigned index = 0;
-  std::optional<std::uint64_t> used;       // latest reading
-  std::optional<double> freed_at;          // seconds since t0 when first seen freed
+  std::optional<std::uint64_t> used;  // latest reading
+  std::optional<double> freed_at;     // seconds since t0 when first seen freed
 };
 
 struct ReleaseResult {
@@ -34,9 +34,9 @@ struct ReleaseResult {
 
 /// Polls until every target GPU is freed, the deadline passes, NVML fails, or
 /// `interrupted` is set. `progress` (may be empty) sees every reading.
-ReleaseResult wait_for_release(gpu::GpuSource& gpus, const std::vector<ReleaseTarget>& targets,
-                               Clock::time_point deadline, Clock::time_point t0,
-                               const std::atomic<bool>* interrupted,
-                               const std::function<void(const std::vector<ReleaseState>&)>& progress);
+ReleaseResult wait_for_release(
+    gpu::GpuSource& gpus, const std::vector<ReleaseTarget>& targets, Clock::time_point deadline,
+    Clock::time_point t0, const std::atomic<bool>* interrupted,
+    const std::function<void(const std::vector<ReleaseState>&)>& progress);
 
 }  // namespace gpureap::reclaim

@@ -16,7 +16,9 @@ std::string gpus_text(const std::vector<unsigned>& gpus) {
   return s.empty() ? "-" : s;
 }
 
-std::string seconds_text(double s) { return fmt::format("{:.2f} s", s); }
+std::string seconds_text(double s) {
+  return fmt::format("{:.2f} s", s);
+}
 
 template <typename T>
 nlohmann::ordered_json opt(const std::optional<T>& v) {
@@ -32,33 +34,48 @@ std::string plan_text(const reclaim::Plan& plan, const Style& style) {
   } else {
     std::uint64_t bytes = 0;
     for (const auto& t : plan.targets) bytes += t.gpu_bytes;
-    out += style.bold(fmt::format("Plan: signal {} process{} holding {} (SIGTERM, then SIGKILL after the grace period)\n",
-                                  plan.targets.size(), plan.targets.size() == 1 ? "" : "es", format_bytes(bytes)));
-    out += style.dim(fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", "PID", "USER", "GPU", "GPU MEM", "WHY", "COMMAND"));
+    out += style.bold(fmt::format(
+        "Plan: signal {} process{} holding {} (SIGTERM, then SIGKILL after the grace period)\n",
+        plan.targets.size(), plan.targets.size() == 1 ? "" : "es", format_bytes(bytes)));
+    out += style.dim(fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", "PID", "USER", "GPU",
+                                 "GPU MEM", "WHY", "COMMAND"));
     for (const auto& t : plan.targets) {
       std::string cmd = printable(t.cmdline.empty() ? "[" + t.comm + "]" : t.cmdline);
       if (cmd.size() > 50) cmd = cmd.substr(0, 47) + "...";
-      out += fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", t.id.pid, t.user.substr(0, 10), gpus_text(t.gpus),
-                         t.gpu_bytes ? format_bytes(t.gpu_bytes) : "-", t.why.substr(0, 44), cmd);
+      out += fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", t.id.pid, t.user.substr(0, 10),
+                         gpus_text(t.gpus), t.gpu_bytes ? format_bytes(t.gpu_bytes) : "-",
+                         t.why.substr(0, 44), cmd);
     }
   }
   if (!plan.skipped.empty()) {
     out += style.yellow(fmt::format("Left alone ({}):\n", plan.skipped.size()));
     for (const auto& s : plan.skipped)
-      out += fmt::format("  {:<8} {:<16} GPU {:<5} {:>10}  {}\n", s.id.pid, s.comm.substr(0, 16), gpus_text(s.gpus),
-                         format_bytes(s.gpu_bytes), s.reason);
+      out += fmt::format("  {:<8} {:<16} GPU {:<5} {:>10}  {}\n", s.id.pid, s.comm.substr(0, 16),
+                         gpus_text(s.gpus), format_bytes(s.gpu_bytes), s.reason);
   }
   return out;
 }
 
 nlohmann::ordered_json plan_json(const reclaim::Plan& plan) {
-  nlohmann::ordered_json targets = nlohmann::ordered_json::array(), skipped = nlohmann::ordered_json::array();
+  nlohmann::ordered_json targets = nlohmann::ordered_json::array(),
+                         skipped = nlohmann::ordered_json::array();
   for (const auto& t : plan.targets)
-    targets.push_back({{"pid", t.id.pid}, {"start_time", t.id.start_time}, {"comm", t.comm}, {"user", t.user},
-                       {"cmdline", t.cmdline}, {"gpus", t.gpus}, {"gpu_bytes", t.gpu_bytes}, {"why", t.why}});
+    targets.push_back({{"pid", t.id.pid},
+                       {"start_time", t.id.start_time},
+                       {"comm", t.comm},
+                       {"user", t.user},
+                       {"cmdline", t.cmdline},
+                       {"gpus", t.gpus},
+                       {"gpu_bytes", t.gpu_bytes},
+                       {"why", t.why}});
   for (const auto& s : plan.skipped)
-    skipped.push_back({{"pid", s.id.pid}, {"start_time", s.id.start_time}, {"comm", s.comm}, {"gpus", s.gpus},
-                       {"gpu_bytes", s.gpu_bytes}, {"class", reclaim::skip_kind_name(s.kind)}, {"reason", s.reason}});
+    skipped.push_back({{"pid", s.id.pid},
+                       {"start_time", s.id.start_time},
+                       {"comm", s.comm},
+                       {"gpus", s.gpus},
+                       {"gpu_bytes", s.gpu_bytes},
+                       {"class", reclaim::skip_kind_name(s.kind)},
+                       {"reason", s.reason}});
   return {{"targets", targets}, {"skipped", skipped}};
 }
 
@@ -74,26 +91,32 @@ std::string progress_line(const std::vector<reclaim::GpuOutcome>& gpus) {
 
 std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
   std::string out;
-  if (r.interrupted) out += style.yellow("Interrupted: stopped waiting; this is what had been done.\n");
+  if (r.interrupted)
+    out += style.yellow("Interrupted: stopped waiting; this is what had been done.\n");
   for (const auto& resp : r.respawners)
-    out += style.yellow(fmt::format("pid {} ({}) kept respawning GPU holders ({}x){}.\n", resp.id.pid, resp.comm,
-                                    resp.respawns, resp.included ? "; it was included and signalled" : "; not selected, left alone"));
+    out += style.yellow(fmt::format(
+        "pid {} ({}) kept respawning GPU holders ({}x){}.\n", resp.id.pid, resp.comm, resp.respawns,
+        resp.included ? "; it was included and signalled" : "; not selected, left alone"));
   if (!r.actions.empty()) {
     out += style.bold("Actions:\n");
     for (const auto& a : r.actions) {
-      std::string outcome = a.exited_at ? fmt::format("{} at +{:.3f}s", a.result, *a.exited_at) : a.result;
-      out += fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {} -> {}\n", a.sent_at, a.signal, a.id.pid,
-                         a.comm, a.id.start_time, a.via.empty() ? "-" : a.via, outcome);
+      std::string outcome =
+          a.exited_at ? fmt::format("{} at +{:.3f}s", a.result, *a.exited_at) : a.result;
+      out +=
+          fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {} -> {}\n", a.sent_at, a.signal,
+                      a.id.pid, a.comm, a.id.start_time, a.via.empty() ? "-" : a.via, outcome);
     }
   }
-  out += style.bold(fmt::format("Result after {} ({} round{}):\n", seconds_text(r.seconds), r.rounds.size(),
-                                r.rounds.size() == 1 ? "" : "s"));
+  out += style.bold(fmt::format("Result after {} ({} round{}):\n", seconds_text(r.seconds),
+                                r.rounds.size(), r.rounds.size() == 1 ? "" : "s"));
   for (const auto& g : r.gpus) {
-    std::string verdict = g.freed ? style.green(g.seconds_to_free ? fmt::format("freed in {}", seconds_text(*g.seconds_to_free))
-                                                                  : std::string("free"))
-                                  : style.red("STILL HELD");
-    out += fmt::format("  GPU {}  {} -> {}  (baseline {})  {}\n", g.index, format_bytes(g.before), format_bytes(g.after),
-                       format_bytes(g.baseline), verdict);
+    std::string verdict =
+        g.freed ? style.green(g.seconds_to_free
+                                  ? fmt::format("freed in {}", seconds_text(*g.seconds_to_free))
+                                  : std::string("free"))
+                : style.red("STILL HELD");
+    out += fmt::format("  GPU {}  {} -> {}  (baseline {})  {}\n", g.index, format_bytes(g.before),
+                       format_bytes(g.after), format_bytes(g.baseline), verdict);
     for (const auto& l : r.leftovers) {
       if (l.gpu != g.index) continue;
       out += style.red(fmt::format("    [{}]", l.cls));
@@ -107,33 +130,59 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
     for (const auto& b : reset.blockers) out += fmt::format("  blocked: {}\n", b);
     for (const auto& n : reset.notes) out += fmt::format("  note: {}\n", n);
     if (reset.attempted)
-      out += fmt::format("  ran: {}\n  exit {}: {}\n", reset.command, reset.exit_code, reset.output);
+      out +=
+          fmt::format("  ran: {}\n  exit {}: {}\n", reset.command, reset.exit_code, reset.output);
   }
-  if (!r.nvml_error.empty()) out += style.yellow("NVML failed while verifying: " + r.nvml_error + "\n");
+  if (!r.nvml_error.empty())
+    out += style.yellow("NVML failed while verifying: " + r.nvml_error + "\n");
   return out;
 }
 
-nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::ReclaimReport& r, bool dry_run) {
-  nlohmann::ordered_json actions = nlohmann::ordered_json::array(), gpus = nlohmann::ordered_json::array(),
-                 leftovers = nlohmann::ordered_json::array(), respawners = nlohmann::ordered_json::array(),
-                 resets = nlohmann::ordered_json::array();
+nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::ReclaimReport& r,
+                                 bool dry_run) {
+  nlohmann::ordered_json actions = nlohmann::ordered_json::array(),
+                         gpus = nlohmann::ordered_json::array(),
+                         leftovers = nlohmann::ordered_json::array(),
+                         respawners = nlohmann::ordered_json::array(),
+                         resets = nlohmann::ordered_json::array();
   for (const auto& a : r.actions)
-    actions.push_back({{"pid", a.id.pid}, {"start_time", a.id.start_time}, {"comm", a.comm}, {"signal", a.signal},
-                       {"via", a.via}, {"sent_at_seconds", a.sent_at}, {"exited_at_seconds", opt(a.exited_at)},
+    actions.push_back({{"pid", a.id.pid},
+                       {"start_time", a.id.start_time},
+                       {"comm", a.comm},
+                       {"signal", a.signal},
+                       {"via", a.via},
+                       {"sent_at_seconds", a.sent_at},
+                       {"exited_at_seconds", opt(a.exited_at)},
                        {"result", a.result}});
   for (const auto& g : r.gpus)
-    gpus.push_back({{"index", g.index}, {"uuid", g.uuid}, {"memory_before_bytes", g.before},
-                    {"memory_after_bytes", g.after}, {"baseline_bytes", g.baseline}, {"threshold_bytes", g.threshold},
-                    {"freed", g.freed}, {"seconds_to_free", opt(g.seconds_to_free)}});
+    gpus.push_back({{"index", g.index},
+                    {"uuid", g.uuid},
+                    {"memory_before_bytes", g.before},
+                    {"memory_after_bytes", g.after},
+                    {"baseline_bytes", g.baseline},
+                    {"threshold_bytes", g.threshold},
+                    {"freed", g.freed},
+                    {"seconds_to_free", opt(g.seconds_to_free)}});
   for (const auto& l : r.leftovers)
-    leftovers.push_back({{"gpu", l.gpu}, {"class", l.cls}, {"pids", l.pids}, {"evidence", l.evidence},
+    leftovers.push_back({{"gpu", l.gpu},
+                         {"class", l.cls},
+                         {"pids", l.pids},
+                         {"evidence", l.evidence},
                          {"next_step", l.next_step}});
   for (const auto& x : r.respawners)
-    respawners.push_back({{"pid", x.id.pid}, {"start_time", x.id.start_time}, {"comm", x.comm},
-                          {"respawns", x.respawns}, {"included", x.included}});
+    respawners.push_back({{"pid", x.id.pid},
+                          {"start_time", x.id.start_time},
+                          {"comm", x.comm},
+                          {"respawns", x.respawns},
+                          {"included", x.included}});
   for (const auto& x : r.resets)
-    resets.push_back({{"gpu", x.gpu}, {"blockers", x.blockers}, {"notes", x.notes}, {"attempted", x.attempted},
-                      {"command", x.command}, {"output", x.output}, {"exit_code", x.exit_code},
+    resets.push_back({{"gpu", x.gpu},
+                      {"blockers", x.blockers},
+                      {"notes", x.notes},
+                      {"attempted", x.attempted},
+                      {"command", x.command},
+                      {"output", x.output},
+                      {"exit_code", x.exit_code},
                       {"succeeded", x.succeeded}});
   return {{"schema_version", kSchemaVersion},
           {"command", "free"},
@@ -146,7 +195,8 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
           {"respawners", respawners},
           {"resets", resets},
           {"interrupted", r.interrupted},
-          {"nvml_error", r.nvml_error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.nvml_error)},
+          {"nvml_error", r.nvml_error.empty() ? nlohmann::ordered_json(nullptr)
+                                              : nlohmann::ordered_json(r.nvml_error)},
           {"seconds", r.seconds}};
 }
 

@@ -19,6 +19,7 @@ std::string progress_line(const std::vector<reclaim::GpuOutcome>& gpus);
 
 /// The final report.
 std::string free_text(const reclaim::ReclaimReport& report, const Style& style);
-nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::ReclaimReport& report, bool dry_run);
+nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::ReclaimReport& report,
+                                 bool dry_run);
 
 }  // namespace gpureap::report

@@ -5,20 +5,28 @@ namespace {
 
 const char* found_by_name(proc::FoundBy f) {
   switch (f) {
-    case proc::FoundBy::nvml: return "nvml";
-    case proc::FoundBy::fd: return "fd";
-    case proc::FoundBy::mapping: return "mapping";
+    case proc::FoundBy::nvml:
+      return "nvml";
+    case proc::FoundBy::fd:
+      return "fd";
+    case proc::FoundBy::mapping:
+      return "mapping";
   }
   return "unknown";
 }
 
 const char* nvml_state_name(gpu::NvmlState s) {
   switch (s) {
-    case gpu::NvmlState::ok: return "ok";
-    case gpu::NvmlState::library_missing: return "library_missing";
-    case gpu::NvmlState::init_failed: return "init_failed";
-    case gpu::NvmlState::query_failed: return "query_failed";
-    case gpu::NvmlState::hung: return "hung";
+    case gpu::NvmlState::ok:
+      return "ok";
+    case gpu::NvmlState::library_missing:
+      return "library_missing";
+    case gpu::NvmlState::init_failed:
+      return "init_failed";
+    case gpu::NvmlState::query_failed:
+      return "query_failed";
+    case gpu::NvmlState::hung:
+      return "hung";
   }
   return "unknown";
 }
@@ -32,7 +40,8 @@ nlohmann::ordered_json optional_json(const std::optional<T>& v) {
 
 nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uint64_t> gpu_bytes) {
   nlohmann::ordered_json threads = nlohmann::ordered_json::array();
-  for (const auto& t : h.threads) threads.push_back({{"tid", t.tid}, {"state", std::string(1, t.state)}});
+  for (const auto& t : h.threads)
+    threads.push_back({{"tid", t.tid}, {"state", std::string(1, t.state)}});
   nlohmann::ordered_json found = nlohmann::ordered_json::array();
   for (auto f : h.found_by) found.push_back(found_by_name(f));
   nlohmann::ordered_json devices = nlohmann::ordered_json::array();
@@ -49,10 +58,13 @@ nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uin
       {"pgid", h.pgid},
       {"sid", h.sid},
       {"orphaned", h.orphaned},
-      {"orphan_reason", h.orphan_reason.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(h.orphan_reason)},
+      {"orphan_reason", h.orphan_reason.empty() ? nlohmann::ordered_json(nullptr)
+                                                : nlohmann::ordered_json(h.orphan_reason)},
       {"cgroup", h.cgroup},
-      {"container", h.container.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(h.container)},
-      {"run_id", h.run_id.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(h.run_id)},
+      {"container",
+       h.container.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(h.container)},
+      {"run_id",
+       h.run_id.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(h.run_id)},
       {"nspid", h.nspid},
       {"comm", h.comm},
       {"cmdline", h.cmdline},
@@ -86,12 +98,15 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
     unseen.push_back({{"pid", p.pid}, {"gpu_bytes", optional_json(p.used_bytes)}});
   nlohmann::ordered_json unexplained = nullptr;
   if (view.unexplained != inventory::Unexplained::none)
-    unexplained = {{"class", inventory::to_string(view.unexplained)}, {"detail", view.unexplained_detail}};
+    unexplained = {{"class", inventory::to_string(view.unexplained)},
+                   {"detail", view.unexplained_detail}};
   return {
       {"index", info.index},
       {"name", info.name},
-      {"uuid", info.uuid.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(info.uuid)},
-      {"pci_bus_id", info.pci_bus_id.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(info.pci_bus_id)},
+      {"uuid",
+       info.uuid.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(info.uuid)},
+      {"pci_bus_id", info.pci_bus_id.empty() ? nlohmann::ordered_json(nullptr)
+                                             : nlohmann::ordered_json(info.pci_bus_id)},
       {"minor", optional_json(info.minor)},
       {"persistence_mode", optional_json(info.persistence_mode)},
       {"memory", memory},
@@ -115,8 +130,11 @@ nlohmann::ordered_json status_json(const inventory::Inventory& inv) {
       {"command", "status"},
       {"nvml",
        {{"state", nvml_state_name(inv.nvml_state)},
-        {"problem", inv.nvml_problem.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(inv.nvml_problem)},
-        {"driver_version", inv.driver_version.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(inv.driver_version)}}},
+        {"problem", inv.nvml_problem.empty() ? nlohmann::ordered_json(nullptr)
+                                             : nlohmann::ordered_json(inv.nvml_problem)},
+        {"driver_version", inv.driver_version.empty()
+                               ? nlohmann::ordered_json(nullptr)
+                               : nlohmann::ordered_json(inv.driver_version)}}},
       {"host_pid_namespace", inv.host_pid_namespace},
       {"gpus", gpus},
       {"other_holders", others},

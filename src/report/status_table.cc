@@ -1,6 +1,7 @@
 #include "report/status_table.h"
 
 #include <fmt/format.h>
+
 #include <map>
 #include <set>
 
@@ -42,7 +43,8 @@ std::string found_by_text(const proc::Holder& h) {
 
 std::string printable(std::string text) {
   for (char& c : text)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';  // `python -c` scripts hold newlines
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      c = ' ';  // `python -c` scripts hold newlines
   return text;
 }
 
@@ -52,26 +54,27 @@ std::string short_command(const proc::Holder& h, std::size_t width) {
   return cmd;
 }
 
-std::string holder_rows(const inventory::GpuView& view, const Style& style, std::string_view indent) {
+std::string holder_rows(const inventory::GpuView& view, const Style& style,
+                        std::string_view indent) {
   std::string out;
   std::vector<const inventory::GpuHolder*> users, openers;
   for (const auto& gh : view.holders) (gh.uses_gpu ? users : openers).push_back(&gh);
   if (!users.empty()) {
-    out += style.dim(fmt::format("{}{:<8} {:<10} {:<8} {:>8} {:>10}  {:<11} {:<12} {}\n", indent, "PID",
-                                 "USER", "STATE", "AGE", "GPU MEM", "FOUND BY", "PARENT", "COMMAND"));
+    out += style.dim(fmt::format("{}{:<8} {:<10} {:<8} {:>8} {:>10}  {:<11} {:<12} {}\n", indent,
+                                 "PID", "USER", "STATE", "AGE", "GPU MEM", "FOUND BY", "PARENT",
+                                 "COMMAND"));
     for (const auto* gh : users) {
       const auto& h = gh->holder;
       std::string where = h.container.empty() ? "" : style.yellow(" [" + h.container + "]");
       std::string parent = parent_text(h, style);
       // Pad on the visible text so colour codes don't break the columns.
       std::size_t parent_width = fmt::format("{}{}", h.ppid, h.orphaned ? " ORPHAN" : "").size();
-      out += fmt::format("{}{:<8} {:<10} {:<8} {:>8} {:>10}  {:<11} {}{} {}{}\n", indent, h.id.pid,
-                         h.user.substr(0, 10), state_text(h),
-                         format_duration(std::chrono::nanoseconds(
-                             static_cast<std::int64_t>(h.age_seconds * 1e9))),
-                         gh->gpu_bytes ? format_bytes(*gh->gpu_bytes) : "?", found_by_text(h), parent,
-                         std::string(parent_width < 12 ? 12 - parent_width : 0, ' '),
-                         short_command(h, 60), where);
+      out += fmt::format(
+          "{}{:<8} {:<10} {:<8} {:>8} {:>10}  {:<11} {}{} {}{}\n", indent, h.id.pid,
+          h.user.substr(0, 10), state_text(h),
+          format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(h.age_seconds * 1e9))),
+          gh->gpu_bytes ? format_bytes(*gh->gpu_bytes) : "?", found_by_text(h), parent,
+          std::string(parent_width < 12 ? 12 - parent_width : 0, ' '), short_command(h, 60), where);
     }
   }
   if (!openers.empty()) {
@@ -88,7 +91,9 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
   std::string out;
   if (inv.nvml_state != gpu::NvmlState::ok) {
     out += style.yellow(fmt::format("! NVML: {}\n", inv.nvml_problem));
-    out += "  Showing the /proc view only: holders of each /dev/nvidia<minor> node, no memory figures.\n\n";
+    out +=
+        "  Showing the /proc view only: holders of each /dev/nvidia<minor> node, no memory "
+        "figures.\n\n";
   }
   if (!inv.host_pid_namespace)
     out += style.yellow(
@@ -113,35 +118,42 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
     if (view.info.memory) {
       const auto& m = *view.info.memory;
       std::string held = users == 0 ? std::string("no holder")
-                                     : fmt::format("{} holder{} ({})", users, users == 1 ? "" : "s",
-                                                   format_bytes(view.attributed_bytes));
+                                    : fmt::format("{} holder{} ({})", users, users == 1 ? "" : "s",
+                                                  format_bytes(view.attributed_bytes));
       std::string state = view.at_baseline() && users == 0 ? style.green("idle") : held;
-      out += fmt::format("  used {} of {}  baseline {}{}  {}\n", format_bytes(m.used), format_bytes(m.total),
-                         format_bytes(view.baseline.bytes), view.baseline.recorded ? "" : " (est.)", state);
+      out += fmt::format("  used {} of {}  baseline {}{}  {}\n", format_bytes(m.used),
+                         format_bytes(m.total), format_bytes(view.baseline.bytes),
+                         view.baseline.recorded ? "" : " (est.)", state);
     } else {
-      out += fmt::format("  memory unknown  {} process(es) have the node open\n", view.holders.size());
+      out +=
+          fmt::format("  memory unknown  {} process(es) have the node open\n", view.holders.size());
     }
     out += holder_rows(view, style, "    ");
     if (view.unexplained != inventory::Unexplained::none) {
       out += style.red(fmt::format("  ! {} not explained by any visible process [{}]\n",
-                                   format_bytes(view.unattributed_bytes), inventory::to_string(view.unexplained)));
+                                   format_bytes(view.unattributed_bytes),
+                                   inventory::to_string(view.unexplained)));
       out += fmt::format("    {}\n", view.unexplained_detail);
-      if (view.unexplained == inventory::Unexplained::driver_held) stuck_gpus.insert(view.info.index);
+      if (view.unexplained == inventory::Unexplained::driver_held)
+        stuck_gpus.insert(view.info.index);
     }
   }
   if (inv.gpus.empty()) out += "No NVIDIA GPU found and no process holds an nvidia device node.\n";
   if (!inv.other_holders.empty()) {
-    out += fmt::format("\nProcesses with nvidiactl/nvidia-uvm open but no GPU node ({}):", inv.other_holders.size());
+    out += fmt::format("\nProcesses with nvidiactl/nvidia-uvm open but no GPU node ({}):",
+                       inv.other_holders.size());
     for (std::size_t i = 0; i < inv.other_holders.size() && i < 10; ++i)
       out += fmt::format(" {} ({})", inv.other_holders[i].id.pid, inv.other_holders[i].comm);
     out += "\n";
   }
   if (!inv.problems.empty()) {
     out += style.yellow(fmt::format(
-        "\n! {} process(es) could not be inspected (pid {}: {}); holders among them may be missing. {}\n",
+        "\n! {} process(es) could not be inspected (pid {}: {}); holders among them may be "
+        "missing. {}\n",
         inv.problems.size(), inv.problems.front().pid, inv.problems.front().what,
-        inv.as_root ? "This is denied even to root here (a sandbox or security module restricts /proc)."
-                    : "Run as root to see every holder."));
+        inv.as_root
+            ? "This is denied even to root here (a sandbox or security module restricts /proc)."
+            : "Run as root to see every holder."));
   }
 
   // What now.
@@ -151,9 +163,9 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
     return r;
   };
   if (orphans > 0) {
-    out += "\n" + style.bold(fmt::format(
-        "{} orphaned process{} (parent gone) hold{} {} on GPU {}.", orphans, orphans == 1 ? "" : "es",
-        orphans == 1 ? "s" : "", format_bytes(orphan_bytes), gpu_list(orphan_gpus)));
+    out += "\n" + style.bold(fmt::format("{} orphaned process{} (parent gone) hold{} {} on GPU {}.",
+                                         orphans, orphans == 1 ? "" : "es", orphans == 1 ? "s" : "",
+                                         format_bytes(orphan_bytes), gpu_list(orphan_gpus)));
     out += fmt::format(" Free them: gpureap free --orphans --gpu {}\n", gpu_list(orphan_gpus));
   }
   if (!stuck_gpus.empty())

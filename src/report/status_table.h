@@ -13,7 +13,8 @@ namespace gpureap::report {
 std::string status_table(const inventory::Inventory& inv, const Style& style);
 
 /// The holder rows under one GPU (shared with `free`'s plan display).
-std::string holder_rows(const inventory::GpuView& view, const Style& style, std::string_view indent);
+std::string holder_rows(const inventory::GpuView& view, const Style& style,
+                        std::string_view indent);
 
 /// "nvml,fd,map".
 std::string found_by_text(const proc::Holder& h);

@@ -1,9 +1,10 @@
 #include "util/units.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <charconv>
 #include <cmath>
-#include <fmt/format.h>
 
 namespace gpureap {
 namespace {
@@ -15,15 +16,21 @@ struct Unit {
 
 // Longest names first so "GiB" is not read as "G" + "iB".
 constexpr std::array kSizeUnits{
-    Unit{"TiB", 1099511627776.0}, Unit{"GiB", 1073741824.0}, Unit{"MiB", 1048576.0},
-    Unit{"KiB", 1024.0},          Unit{"TB", 1e12},          Unit{"GB", 1e9},
-    Unit{"MB", 1e6},              Unit{"KB", 1e3},           Unit{"kB", 1e3},
+    Unit{"TiB", 1099511627776.0},
+    Unit{"GiB", 1073741824.0},
+    Unit{"MiB", 1048576.0},
+    Unit{"KiB", 1024.0},
+    Unit{"TB", 1e12},
+    Unit{"GB", 1e9},
+    Unit{"MB", 1e6},
+    Unit{"KB", 1e3},
+    Unit{"kB", 1e3},
     Unit{"B", 1.0},
 };
 
 constexpr std::array kDurationUnits{
-    Unit{"ns", 1.0}, Unit{"us", 1e3}, Unit{"ms", 1e6}, Unit{"s", 1e9},
-    Unit{"m", 60e9}, Unit{"h", 3600e9},
+    Unit{"ns", 1.0}, Unit{"us", 1e3}, Unit{"ms", 1e6},
+    Unit{"s", 1e9},  Unit{"m", 60e9}, Unit{"h", 3600e9},
 };
 
 std::string_view trim(std::string_view s) {
@@ -53,8 +60,8 @@ Result<std::uint64_t> parse_size(std::string_view text, bool require_unit) {
   auto [value, unit] = *parts;
   if (unit.empty()) {
     if (require_unit)
-      return fail(fmt::format("invalid size '{}': add a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
-                              trim(text)));
+      return fail(fmt::format(
+          "invalid size '{}': add a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", trim(text)));
     return static_cast<std::uint64_t>(value);
   }
   for (const auto& u : kSizeUnits) {
@@ -64,8 +71,9 @@ Result<std::uint64_t> parse_size(std::string_view text, bool require_unit) {
       return static_cast<std::uint64_t>(std::llround(bytes));
     }
   }
-  return fail(fmt::format("invalid size '{}': unknown unit '{}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
-                          trim(text), unit));
+  return fail(fmt::format(
+      "invalid size '{}': unknown unit '{}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
+      trim(text), unit));
 }
 
 Result<std::chrono::nanoseconds> parse_duration(std::string_view text) {

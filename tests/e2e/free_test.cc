@@ -8,8 +8,9 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
+
+#include <thread>
 
 #include "harness.h"
 
@@ -42,7 +43,8 @@ void expect_all_freed(const CommandResult& r, std::size_t gpus) {
   ASSERT_EQ(j["gpus"].size(), gpus);
   for (const auto& g : j["gpus"]) {
     EXPECT_TRUE(g["freed"]) << g.dump();
-    EXPECT_LE(g["memory_after_bytes"].get<std::uint64_t>(), g["baseline_bytes"].get<std::uint64_t>() + 512 * 1024 * 1024);
+    EXPECT_LE(g["memory_after_bytes"].get<std::uint64_t>(),
+              g["baseline_bytes"].get<std::uint64_t>() + 512 * 1024 * 1024);
     EXPECT_FALSE(g["seconds_to_free"].is_null());
   }
   EXPECT_TRUE(j["leftovers"].empty()) << j["leftovers"].dump(1);
@@ -201,14 +203,16 @@ TEST(Free, ProtectedProcessesAreUntouched) {
   ASSERT_NE(l, nullptr);
   EXPECT_EQ((*l)["class"], "protected");
   // Named by --pid, it becomes a target.
-  auto named = node.gpureap(free_args({"--gpu", "1", "--pid", std::to_string(infra.holders[0].first)}));
+  auto named =
+      node.gpureap(free_args({"--gpu", "1", "--pid", std::to_string(infra.holders[0].first)}));
   EXPECT_EQ(named.exit_code, 0) << named.out;
   EXPECT_FALSE(alive(infra.holders[0].first));
 }
 
 TEST(Free, SelectionByMatchAndOrphans) {
   SimNode node;
-  auto orphans = node.hold({"--gpu", "0", "--bytes", "3GiB", "--children", "2", "--same-gpu", "--orphan"});
+  auto orphans =
+      node.hold({"--gpu", "0", "--bytes", "3GiB", "--children", "2", "--same-gpu", "--orphan"});
   auto parented = node.hold({"--gpu", "0", "--bytes", "3GiB", "--children", "1"});
   auto r = node.gpureap(free_args({"--gpu", "0", "--orphans", "--timeout", "2s"}));
   EXPECT_EQ(r.exit_code, 1) << "the parented worker still holds GPU 0";
@@ -227,8 +231,18 @@ TEST(Free, NonRootCannotSignalAnotherUsersProcess) {
   ::mkdir(state.c_str(), 0777);
   ::chmod(state.c_str(), 0777);
   ::chmod(node.dir().c_str(), 0755);
-  std::vector<std::string> argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                                   GPUREAP_BIN, "free", "--json", "--yes", "--gpu", "2", "--timeout", "1s"};
+  std::vector<std::string> argv = {"/usr/bin/setpriv",
+                                   "--reuid=65534",
+                                   "--regid=65534",
+                                   "--clear-groups",
+                                   GPUREAP_BIN,
+                                   "free",
+                                   "--json",
+                                   "--yes",
+                                   "--gpu",
+                                   "2",
+                                   "--timeout",
+                                   "1s"};
   auto env = node.env();
   env["GPUREAP_STATE_DIR"] = state;
   auto r = run_command(argv, env, std::chrono::seconds(30));
@@ -272,7 +286,8 @@ TEST(Free, InterruptStopsCleanlyAndReports) {
   if (pid == 0) {
     ::dup2(out_pipe[1], 1);
     for (const auto& [k, v] : node.env()) ::setenv(k.c_str(), v.c_str(), 1);
-    ::execl(GPUREAP_BIN, GPUREAP_BIN, "free", "--json", "--yes", "--gpu", "0", "--grace", "30s", nullptr);
+    ::execl(GPUREAP_BIN, GPUREAP_BIN, "free", "--json", "--yes", "--gpu", "0", "--grace", "30s",
+            nullptr);
     _exit(127);
   }
   ::close(out_pipe[1]);
@@ -285,7 +300,8 @@ TEST(Free, InterruptStopsCleanlyAndReports) {
   std::string out;
   char buf[4096];
   ssize_t n;
-  while ((n = ::read(out_pipe[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  while ((n = ::read(out_pipe[0], buf, sizeof buf)) > 0)
+    out.append(buf, static_cast<std::size_t>(n));
   ::close(out_pipe[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -362,12 +378,15 @@ TEST(Free, ReusedPidIsNeverSignalled) {
     (void)!::write(hook, "x", 1);
     ::close(hook);
     run.join();
-    EXPECT_TRUE(alive(impostor)) << "round " << i << ": the process that reused the pid was signalled (target start "
-                                 << target_start << ", impostor start " << impostor_start << ")\n" << r.out;
+    EXPECT_TRUE(alive(impostor)) << "round " << i
+                                 << ": the process that reused the pid was signalled (target start "
+                                 << target_start << ", impostor start " << impostor_start << ")\n"
+                                 << r.out;
     auto j = r.json();
     bool reported = false;
     for (const auto& a : j["actions"])
-      if (a["pid"] == target && a["result"].get<std::string>().find("reused") != std::string::npos) reported = true;
+      if (a["pid"] == target && a["result"].get<std::string>().find("reused") != std::string::npos)
+        reported = true;
     EXPECT_TRUE(reported) << j["actions"].dump(1);
     ::kill(impostor, SIGKILL);  // our own child
     ::waitpid(impostor, nullptr, 0);

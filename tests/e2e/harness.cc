@@ -1,19 +1,20 @@
 #include "harness.h"
 
-#include <csignal>
-#include <cstdlib>
 #include <fcntl.h>
-#include <filesystem>
-#include <fstream>
-#include <functional>
 #include <gtest/gtest.h>
 #include <poll.h>
-#include <sstream>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
 
 extern char** environ;
 
@@ -48,7 +49,8 @@ void drain(int out_fd, int err_fd, std::string& out, std::string& err,
   int open_count = 2;
   char buf[65536];
   while (open_count > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return;
     int r = ::poll(fds, 2, static_cast<int>(left.count()));
     if (r < 0 && errno == EINTR) continue;
@@ -158,7 +160,8 @@ std::map<std::string, std::string> SimNode::env() const {
           {"GPUREAP_NVIDIA_SMI", dir_ + "/bin/nvidia-smi"}};
 }
 
-CommandResult SimNode::gpureap(const std::vector<std::string>& args, std::chrono::milliseconds timeout,
+CommandResult SimNode::gpureap(const std::vector<std::string>& args,
+                               std::chrono::milliseconds timeout,
                                const std::map<std::string, std::string>& extra_env) const {
   std::vector<std::string> argv = {GPUREAP_BIN};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -217,7 +220,8 @@ HoldResult SimNode::hold(const std::vector<std::string>& args, bool foreground) 
     result.pids.push_back(p.get<pid_t>());
     tracked_.emplace_back(result.pids.back(), start_time_of(result.pids.back()));
   }
-  for (auto& h : j["holders"]) result.holders.emplace_back(h["pid"].get<pid_t>(), h["gpu"].get<unsigned>());
+  for (auto& h : j["holders"])
+    result.holders.emplace_back(h["pid"].get<pid_t>(), h["gpu"].get<unsigned>());
   if (!foreground) {
     int status;
     ::waitpid(pid, &status, 0);  // the detaching parent exits at once

@@ -4,17 +4,18 @@
 // Every process a test starts is tracked and killed (through pidfds) when the
 // SimNode goes out of scope, also when the test fails.
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 namespace gpureap::e2e {
 
 struct CommandResult {
-  int exit_code = -1;     // exit status, or 128+signal
+  int exit_code = -1;  // exit status, or 128+signal
   std::string out;
   std::string err;
   double seconds = 0;
@@ -23,14 +24,15 @@ struct CommandResult {
 
 struct HoldResult {
   pid_t leader = 0;
-  std::vector<pid_t> pids;                       // every process started
+  std::vector<pid_t> pids;                          // every process started
   std::vector<std::pair<pid_t, unsigned>> holders;  // (pid, gpu)
 };
 
 class SimNode {
  public:
   /// Creates a node: `gpureap-sim node --dir <tmp> <node_args>`.
-  explicit SimNode(const std::vector<std::string>& node_args = {"--gpus", "8", "--memory", "96GiB"});
+  explicit SimNode(const std::vector<std::string>& node_args = {"--gpus", "8", "--memory",
+                                                                "96GiB"});
   ~SimNode();
   SimNode(const SimNode&) = delete;
   SimNode& operator=(const SimNode&) = delete;
@@ -59,7 +61,8 @@ class SimNode {
   std::string dir_;
   std::string state_dir_;
   std::vector<pid_t> children_;  // our own children (foreground holds), reaped at the end
-  std::vector<std::pair<pid_t, std::uint64_t>> tracked_;  // (pid, start time) of every holder process
+  std::vector<std::pair<pid_t, std::uint64_t>>
+      tracked_;  // (pid, start time) of every holder process
 };
 
 /// True when a process with this pid exists and is not a zombie.

@@ -1,0 +1,111 @@
+#include "inventory/inventory.h"
+
+#include <gtest/gtest.h>
+
+namespace gpureap::inventory {
+namespace {
+
+constexpr std::uint64_t kGiB = 1ULL << 30;
+constexpr std::uint64_t kMiB = 1ULL << 20;
+
+gpu::GpuInfo gpu_with(unsigned index, std::uint64_t used, std::vector<gpu::GpuProcess> procs) {
+  gpu::GpuInfo g;
+  g.index = index;
+  g.minor = index;
+  g.uuid = "GPU-" + std::to_string(index);
+  g.memory = gpu::GpuMemory{96 * kGiB, used, std::nullopt};
+  g.processes = std::move(procs);
+  g.processes_known = true;
+  return g;
+}
+
+proc::Holder holder(pid_t pid, std::set<unsigned> minors) {
+  proc::Holder h;
+  h.id = {pid, 1000u + static_cast<unsigned>(pid)};
+  h.gpu_minors = std::move(minors);
+  h.found_by = {proc::FoundBy::fd};
+  return h;
+}
+
+TEST(BuildInventory, NvmlSaysWhichGpuAProcessUsesEvenWhenItOpensAll) {
+  // CUDA opens every visible GPU's node; NVML lists each worker on its own GPU.
+  gpu::GpuSnapshot snap;
+  snap.gpus = {gpu_with(0, 20 * kGiB + 512 * kMiB, {{100, 20 * kGiB, gpu::ProcessKind::compute}}),
+               gpu_with(1, 20 * kGiB + 512 * kMiB, {{101, 20 * kGiB, gpu::ProcessKind::compute}})};
+  proc::ScanResult scan;
+  scan.holders = {holder(100, {0, 1}), holder(101, {0, 1})};
+  auto store = BaselineStore::in_memory();
+  Inventory inv = build_inventory(snap, scan, store);
+  ASSERT_EQ(inv.gpus.size(), 2u);
+  const auto& g0 = inv.gpus[0];
+  ASSERT_EQ(g0.holders.size(), 2u);
+  EXPECT_EQ(g0.holders[0].holder.id.pid, 100);
+  EXPECT_TRUE(g0.holders[0].uses_gpu);
+  EXPECT_TRUE(g0.holders[0].holder.found_by.contains(proc::FoundBy::nvml));
+  EXPECT_EQ(g0.holders[1].holder.id.pid, 101);
+  EXPECT_FALSE(g0.holders[1].uses_gpu) << "101 only has node 0 open; NVML lists it on GPU 1";
+  EXPECT_EQ(g0.attributed_bytes, 20 * kGiB);
+  EXPECT_EQ(g0.baseline.bytes, 512 * kMiB) << "estimated from what no holder explains";
+  EXPECT_EQ(g0.unexplained, Unexplained::none);
+}
+
+TEST(BuildInventory, UnlistedOpenerOfTheNodeCountsAsUser) {
+  gpu::GpuSnapshot snap;
+  snap.gpus = {gpu_with(0, 8 * kGiB, {})};
+  proc::ScanResult scan;
+  scan.holders = {holder(200, {0})};  // e.g. a child that inherited the fd
+  auto store = BaselineStore::in_memory();
+  Inventory inv = build_inventory(snap, scan, store);
+  ASSERT_EQ(inv.gpus[0].holders.size(), 1u);
+  EXPECT_TRUE(inv.gpus[0].holders[0].uses_gpu);
+  EXPECT_EQ(inv.gpus[0].unexplained, Unexplained::unknown);
+}
+
+TEST(BuildInventory, NvmlPidMissingFromProcIsOutsideTheNamespace) {
+  gpu::GpuSnapshot snap;
+  snap.gpus = {gpu_with(0, 30 * kGiB, {{4242, 29 * kGiB, gpu::ProcessKind::compute}})};
+  auto store = BaselineStore::in_memory();
+  Inventory inv = build_inventory(snap, {}, store);
+  ASSERT_EQ(inv.gpus[0].nvml_unseen.size(), 1u);
+  EXPECT_EQ(inv.gpus[0].unexplained, Unexplained::outside_namespace);
+  EXPECT_NE(inv.gpus[0].unexplained_detail.find("4242"), std::string::npos);
+}
+
+TEST(BuildInventory, MemoryWithNoHolderIsDriverHeldUnlessFalling) {
+  gpu::GpuSnapshot snap;
+  snap.gpus = {gpu_with(3, 92 * kGiB, {})};
+  auto store = BaselineStore::in_memory();
+  Inventory stuck = build_inventory(snap, {}, store);
+  EXPECT_EQ(stuck.gpus[0].unexplained, Unexplained::driver_held);
+  EXPECT_GT(stuck.gpus[0].unattributed_bytes, 90 * kGiB);
+
+  std::vector<gpu::MemoryReading> later = {{3, 40 * kGiB, {}}};
+  Inventory falling = build_inventory(snap, {}, store, later);
+  EXPECT_EQ(falling.gpus[0].unexplained, Unexplained::releasing);
+}
+
+TEST(BaselineStore, LearnsOnlyPlausibleIdleValues) {
+  auto store = BaselineStore::in_memory();
+  store.observe_idle("GPU-a", 96 * kGiB, 92 * kGiB);  // stuck memory is never "idle"
+  EXPECT_FALSE(store.get("GPU-a", 96 * kGiB, 92 * kGiB, 0).recorded);
+  store.observe_idle("GPU-a", 96 * kGiB, 600 * kMiB);
+  auto b = store.get("GPU-a", 96 * kGiB, 50 * kGiB, 49 * kGiB);
+  EXPECT_TRUE(b.recorded);
+  EXPECT_EQ(b.bytes, 600 * kMiB);
+}
+
+TEST(BuildInventory, WithoutNvmlGpusComeFromTheNodesHeld) {
+  gpu::GpuSnapshot snap;
+  snap.state = gpu::NvmlState::library_missing;
+  proc::ScanResult scan;
+  scan.holders = {holder(300, {5})};
+  auto store = BaselineStore::in_memory();
+  Inventory inv = build_inventory(snap, scan, store);
+  ASSERT_EQ(inv.gpus.size(), 1u);
+  EXPECT_EQ(inv.gpus[0].info.minor, 5u);
+  EXPECT_FALSE(inv.gpus[0].info.memory);
+  EXPECT_TRUE(inv.gpus[0].holders[0].uses_gpu);
+}
+
+}  // namespace
+}  // namespace gpureap::inventory

@@ -1,0 +1,101 @@
+#include "reclaim/plan.h"
+
+#include <gtest/gtest.h>
+
+namespace gpureap::reclaim {
+namespace {
+
+constexpr std::uint64_t kGiB = 1ULL << 30;
+
+inventory::GpuHolder user(pid_t pid, std::string comm, uid_t uid = 0, bool orphaned = true) {
+  proc::Holder h;
+  h.id = {pid, 5000u + static_cast<unsigned>(pid)};
+  h.comm = std::move(comm);
+  h.cmdline = "python3 -m sglang.launch_server --tp 8";
+  h.uid = uid;
+  h.user = uid == 0 ? "root" : "alice";
+  h.orphaned = orphaned;
+  h.orphan_reason = orphaned ? "re-parented to init (pid 1)" : "";
+  return {h, 20 * kGiB, true};
+}
+
+inventory::Inventory one_gpu(std::vector<inventory::GpuHolder> holders) {
+  inventory::Inventory inv;
+  inventory::GpuView v;
+  v.info.index = 0;
+  v.holders = std::move(holders);
+  inv.gpus.push_back(std::move(v));
+  return inv;
+}
+
+CallerContext root_caller() {
+  CallerContext ctx;
+  ctx.self = 999;
+  ctx.ancestors = {998, 1};
+  ctx.euid = 0;
+  // 100 has a helper child 150; 150 must die with it.
+  ctx.table = {{{100, 5100}, 1, 100, 100, 0, 'S', 0, "python3", false},
+               {{150, 5150}, 100, 100, 100, 0, 'S', 0, "helper", false},
+               {{998, 10}, 1, 998, 998, 0, 'S', 0, "bash", false}};
+  return ctx;
+}
+
+TEST(MakePlan, TargetsHoldersAndTheirDescendants) {
+  Selection sel;
+  sel.gpus = {0};
+  Plan plan = make_plan(one_gpu({user(100, "python3")}), sel, root_caller());
+  ASSERT_EQ(plan.targets.size(), 2u);
+  EXPECT_EQ(plan.targets[0].id.pid, 100);
+  EXPECT_NE(plan.targets[0].why.find("orphaned"), std::string::npos);
+  EXPECT_EQ(plan.targets[1].id.pid, 150);
+  EXPECT_NE(plan.targets[1].why.find("descendant of 100"), std::string::npos);
+}
+
+TEST(MakePlan, NeverInitSelfAncestorsOrInfrastructure) {
+  Selection sel;
+  sel.gpus = {0};
+  auto ctx = root_caller();
+  Plan plan = make_plan(one_gpu({user(1, "systemd"), user(999, "gpureap"), user(998, "bash"),
+                                 user(300, "nvidia-persistenced"), user(301, "nv-hostengine")}),
+                        sel, ctx);
+  EXPECT_TRUE(plan.targets.empty());
+  ASSERT_EQ(plan.skipped.size(), 5u);
+  for (const auto& s : plan.skipped) EXPECT_EQ(s.kind, SkipKind::protected_process) << s.reason;
+  // Named by --pid, infrastructure becomes a target; init never does.
+  sel.pids = {300, 1};
+  Plan named = make_plan(one_gpu({user(1, "systemd"), user(300, "nvidia-persiste")}), sel, ctx);
+  ASSERT_EQ(named.targets.size(), 1u);
+  EXPECT_EQ(named.targets[0].id.pid, 300);
+}
+
+TEST(MakePlan, NonRootOnlyOwnProcesses) {
+  Selection sel;
+  sel.gpus = {0};
+  auto ctx = root_caller();
+  ctx.euid = 1000;
+  Plan plan = make_plan(one_gpu({user(100, "python3", 0), user(200, "python3", 1000)}), sel, ctx);
+  ASSERT_EQ(plan.targets.size(), 1u);
+  EXPECT_EQ(plan.targets[0].id.pid, 200);
+  ASSERT_EQ(plan.skipped.size(), 1u);
+  EXPECT_EQ(plan.skipped[0].kind, SkipKind::not_permitted);
+  EXPECT_NE(plan.skipped[0].reason.find("root"), std::string::npos);
+}
+
+TEST(MakePlan, FiltersNarrowTheSelection) {
+  auto inv = one_gpu({user(100, "python3", 0, true), user(200, "python3", 0, false)});
+  Selection sel;
+  sel.gpus = {0};
+  sel.orphans_only = true;
+  auto orphans = make_plan(inv, sel, root_caller());
+  ASSERT_EQ(orphans.targets.size(), 2u);  // 100 and its descendant 150
+  EXPECT_EQ(orphans.skipped.size(), 1u);
+  sel.orphans_only = false;
+  sel.match = std::regex("vllm", std::regex::extended);
+  EXPECT_TRUE(make_plan(inv, sel, root_caller()).targets.empty());
+  sel.match.reset();
+  sel.gpus = {1};
+  EXPECT_TRUE(make_plan(inv, sel, root_caller()).targets.empty()) << "GPU 0's holders on GPU 1?";
+}
+
+}  // namespace
+}  // namespace gpureap::reclaim

@@ -1,0 +1,62 @@
+#include "util/units.h"
+
+#include <gtest/gtest.h>
+
+namespace gpureap {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(ParseSize, BinaryAndDecimalUnits) {
+  EXPECT_EQ(parse_size("20GiB").value(), 20ULL << 30);
+  EXPECT_EQ(parse_size("96 GiB").value(), 96ULL << 30);
+  EXPECT_EQ(parse_size("512MiB").value(), 512ULL << 20);
+  EXPECT_EQ(parse_size("1.5KiB").value(), 1536u);
+  EXPECT_EQ(parse_size("2TiB").value(), 2ULL << 40);
+  EXPECT_EQ(parse_size("48GB").value(), 48'000'000'000ULL);
+  EXPECT_EQ(parse_size("7B").value(), 7u);
+  EXPECT_EQ(parse_size("97887MiB").value(), 97887ULL << 20);
+}
+
+TEST(ParseSize, BadInputNamesTheInput) {
+  auto bare = parse_size("96");
+  ASSERT_FALSE(bare);
+  EXPECT_NE(bare.error().message.find("add a unit"), std::string::npos) << bare.error().message;
+  EXPECT_EQ(parse_size("96", /*require_unit=*/false).value(), 96u);
+  for (const char* bad : {"", "GiB", "-1GiB", "12 parsecs", "1e30TiB", "nan GiB"}) {
+    auto r = parse_size(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("invalid size"), std::string::npos) << r.error().message;
+  }
+  EXPECT_NE(parse_size("12 parsecs").error().message.find("parsecs"), std::string::npos);
+}
+
+TEST(ParseDuration, UnitsAndBareSeconds) {
+  EXPECT_EQ(parse_duration("300ms").value(), 300ms);
+  EXPECT_EQ(parse_duration("1.5s").value(), 1500ms);
+  EXPECT_EQ(parse_duration("5").value(), 5s);
+  EXPECT_EQ(parse_duration("2m").value(), 120s);
+  EXPECT_EQ(parse_duration("1h").value(), 3600s);
+  EXPECT_EQ(parse_duration("250us").value(), 250us);
+}
+
+TEST(ParseDuration, BadInput) {
+  for (const char* bad : {"", "ms", "-3s", "5 fortnights", "1e20h"}) {
+    auto r = parse_duration(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("invalid duration"), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(Format, BytesAndDurations) {
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(512ULL << 20), "512 MiB");
+  EXPECT_EQ(format_bytes(20ULL << 30), "20.0 GiB");
+  EXPECT_EQ(format_bytes(3ULL << 29), "1.50 GiB");
+  EXPECT_EQ(format_duration(420ms), "420 ms");
+  EXPECT_EQ(format_duration(2500ms), "2.50 s");
+  EXPECT_EQ(format_duration(185s), "3m05s");
+}
+
+}  // namespace
+}  // namespace gpureap
