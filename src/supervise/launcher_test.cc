@@ -5,6 +5,8 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include "supervise/test_support.h"
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,20 +24,8 @@ extern char** environ;
 namespace gpureap::supervise {
 namespace {
 
-std::vector<std::string> current_env() {
-  std::vector<std::string> out;
-  for (char** e = environ; *e; ++e) out.emplace_back(*e);
-  return out;
-}
-
-ForwardedSignals& signals() {
-  static ForwardedSignals s = [] {
-    auto r = ForwardedSignals::block();
-    if (!r) std::abort();
-    return std::move(*r);
-  }();
-  return s;
-}
+using testing::current_env;
+using testing::signals;
 
 // Runs events until CMD has exited and every process of the run is reaped.
 int wait_done(LaunchedRun& run, std::chrono::seconds limit = std::chrono::seconds(10)) {

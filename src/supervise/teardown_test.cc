@@ -4,6 +4,8 @@
 #include "supervise/teardown.h"
 
 #include <gtest/gtest.h>
+
+#include "supervise/test_support.h"
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,20 +23,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::vector<std::string> current_env() {
-  std::vector<std::string> out;
-  for (char** e = environ; *e; ++e) out.emplace_back(*e);
-  return out;
-}
-
-ForwardedSignals& signals() {
-  static ForwardedSignals s = [] {
-    auto r = ForwardedSignals::block();
-    if (!r) std::abort();
-    return std::move(*r);
-  }();
-  return s;
-}
+using testing::current_env;
+using testing::signals;
 
 std::string temp_dir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "gpureap-teardown-XXXXXX").string();

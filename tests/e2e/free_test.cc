@@ -64,6 +64,22 @@ TEST(Free, CaseStudyOrphanedWorkersOnEightGpus) {
   EXPECT_EQ(j["plan"]["targets"].size(), 8u);
 }
 
+TEST(Free, OneGpuIsFreedAndTheOthersKeepTheirHolders) {
+  // Per-GPU targeting on an 8-GPU node: only GPU 3's worker is signalled.
+  SimNode node;
+  auto held = node.hold({"--gpu", "0", "--bytes", "20GiB", "--children", "8", "--orphan"});
+  auto r = node.gpureap(free_args({"--gpu", "3"}));
+  expect_all_freed(r, 1);
+  auto j = r.json();
+  for (const auto& [pid, gpu] : held.holders) {
+    EXPECT_EQ(alive(pid), gpu != 3) << "worker " << pid << " on GPU " << gpu;
+    EXPECT_EQ(any_action(j, pid, "SIGTERM"), gpu == 3);
+  }
+  auto status = node.gpureap({"status", "--json"}).json();
+  for (unsigned g = 0; g < 8; ++g)
+    EXPECT_EQ(status["gpus"][g]["holders"].size(), g == 3 ? 0u : 1u) << "GPU " << g;
+}
+
 TEST(Free, OneGpuStillHeldAfterTheFirstRoundIsWaitedFor) {
   // Case study 1's GPU 3: seven GPUs free at once, one releases late.
   SimNode node;
