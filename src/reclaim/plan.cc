@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <array>
+#include <fstream>
 #include <map>
 
+#include "proc/run_id.h"
 #include "util/units.h"
 
 namespace gpureap::reclaim {
@@ -63,6 +65,20 @@ std::string filter_mismatch(const proc::Holder& h, const Selection& sel) {
     return "command line does not match --match";
   if (sel.orphans_only && !h.orphaned) return "not orphaned (its parent is alive); --orphans given";
   return "";
+}
+
+std::string read_environ(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// True when the gpureap that owned this run is gone (its pid is not a gpureap).
+bool run_is_over(const std::string& run_id) {
+  auto owner = proc::run_owner(run_id);
+  if (!owner) return false;
+  std::ifstream in("/proc/" + std::to_string(*owner) + "/comm");
+  std::string comm;
+  return !(in >> comm) || !comm.starts_with("gpureap");
 }
 
 }  // namespace
@@ -124,6 +140,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
 
   // 2. Protection, permission, filters.
   Plan plan;
+  std::map<std::string, pid_t> ended_runs;  // run id -> session of its CMD
   for (const auto& [id, c] : candidates) {
     const auto& h = *c.holder;
     bool named = std::find(sel.pids.begin(), sel.pids.end(), h.id.pid) != sel.pids.end();
@@ -142,6 +159,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       if (h.orphaned) why += "; orphaned: " + h.orphan_reason;
       if (h.zombie_leader) why += "; zombie leader with live threads";
       plan.targets.push_back(Target{h.id, h.comm, h.cmdline, h.user, c.gpus, c.bytes, why});
+      if (!h.run_id.empty() && run_is_over(h.run_id)) ended_runs.emplace(h.run_id, h.sid);
     }
   }
 
@@ -167,6 +185,19 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
     }
   }
   plan.targets.insert(plan.targets.end(), extra.begin(), extra.end());
+
+  // 4. The rest of a run whose gpureap is gone (its server, which may hold no
+  //    GPU but would restart workers): same session and the same GPUREAP_RUN_ID.
+  for (const auto& [run_id, sid] : ended_runs) {
+    for (const auto& e : ctx.table) {
+      if (e.sid != sid || plan.contains(e.id) || e.kernel_thread) continue;
+      if (protection_reason(e.id.pid, e.comm, false, ctx, false)) continue;
+      if (ctx.euid != 0 && e.uid != ctx.euid) continue;
+      if (proc::run_id_from_environ(read_environ(e.id.pid)).value_or("") != run_id) continue;
+      plan.targets.push_back(Target{e.id, e.comm, proc::read_cmdline(e.id.pid), user_name(e.uid), {}, 0,
+                                    fmt::format("part of gpureap run {}, whose gpureap is gone", run_id)});
+    }
+  }
   return plan;
 }
 

@@ -410,8 +410,8 @@ TEST(Run, SigkillOfGpureapLeavesMarkedLeftoversSubreaperMode) {
 
 // `status` reads the markers: a process whose run cgroup or GPUREAP_RUN_ID
 // names a gpureap that is gone is orphaned, and holders carry "run_id". `free
-// --orphans` reclaims the GPU holders (and their descendants); the run's server
-// process, which holds no GPU, is not a target of free (docs/run-and-wait.md).
+// --orphans` reclaims the GPU holders and the rest of that ended run (its
+// server, which holds no GPU but could restart workers).
 void free_orphans_reclaims_a_killed_run(bool use_cgroup) {
   SimNode node;
   auto killed = start_and_kill_gpureap(node, use_cgroup);
@@ -425,9 +425,7 @@ void free_orphans_reclaims_a_killed_run(bool use_cgroup) {
   }
   auto freed = node.gpureap({"free", "--orphans", "--yes", "--gpu", "all"});
   EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
-  std::vector<pid_t> holders;
-  for (const auto& [pid, gpu] : killed.ready.holders) holders.push_back(pid);
-  expect_all_gone(holders);
+  expect_all_gone(killed.ready.pids);
   expect_gpus_free(node, killed.ready.holders);
 }
 
