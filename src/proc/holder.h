@@ -15,8 +15,18 @@ namespace gpureap::proc {
 struct ProcessId {
   pid_t pid = 0;
   std::uint64_t start_time = 0;
-  friend bool operator==(const ProcessId&, const ProcessId&) = default;
-  friend auto operator<=>(const ProcessId&, const ProcessId&) = default;
+  /// Inode of a pidfd for the process on pidfs (Linux >= 6.8: unique per process
+  /// for the life of the system), taken at discovery; 0 when unknown. Start times
+  /// count 10 ms clock ticks, so only this tells apart a pid reused within the
+  /// same tick. Not part of equality: ids from different sources still compare.
+  std::uint64_t pidfs_ino = 0;
+  friend bool operator==(const ProcessId& a, const ProcessId& b) {
+    return a.pid == b.pid && a.start_time == b.start_time;
+  }
+  friend auto operator<=>(const ProcessId& a, const ProcessId& b) {
+    if (auto c = a.pid <=> b.pid; c != 0) return c;
+    return a.start_time <=> b.start_time;
+  }
 };
 
 /// Which device node a holder has: a GPU's /dev/nvidia<minor>, or a shared node.

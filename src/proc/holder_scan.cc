@@ -21,6 +21,7 @@
 #include "proc/maps_query.h"
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
+#include "proc/process_handle.h"
 #include "proc/process_table.h"
 #include "proc/run_id.h"
 
@@ -331,6 +332,12 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
       h.orphan_reason = fmt::format("its gpureap run {} is gone", h.run_id);
   }
   h.orphaned = !h.orphan_reason.empty();
+
+  // Pin the identity exactly where the kernel allows it (pidfs inode). The
+  // pidfd is opened while our /proc/PID directory fd still reads: the process
+  // lived throughout, so the inode is its own, not a successor's.
+  std::uint64_t ino = pidfs_inode(pid);
+  if (ino != 0 && read_file_at(dirfd, "stat", file_) == 0) h.id.pidfs_ino = ino;
 
   if (hits.by_fd) h.found_by.insert(FoundBy::fd);
   if (hits.by_mapping) h.found_by.insert(FoundBy::mapping);

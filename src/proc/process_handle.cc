@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -58,6 +60,29 @@ Result<ProcessId> read_process_id(pid_t pid, std::string_view proc_root) {
   return ProcessId{pid, st->start_time};
 }
 
+namespace {
+
+constexpr long kPidfsMagic = 0x50494446;  // "PIDF", include/uapi/linux/magic.h
+
+// The inode of a pidfd when pidfds live on pidfs (unique per process), else 0
+// (older kernels give every pidfd the same anonymous inode).
+std::uint64_t inode_of_pidfd(int fd) {
+  struct statfs fs {};
+  struct stat st {};
+  if (::fstatfs(fd, &fs) != 0 || fs.f_type != kPidfsMagic || ::fstat(fd, &st) != 0) return 0;
+  return st.st_ino;
+}
+
+}  // namespace
+
+std::uint64_t pidfs_inode(pid_t pid) {
+  int fd = sys_pidfd_open(pid);
+  if (fd < 0) return 0;
+  std::uint64_t ino = inode_of_pidfd(fd);
+  ::close(fd);
+  return ino;
+}
+
 OpenResult ProcessHandle::open(ProcessId id, std::string_view proc_root) {
   if (id.pid <= 0) return std::unexpected(open_failure(OpenError::other, "invalid pid"));
   int fd = sys_pidfd_open(id.pid);
@@ -82,6 +107,14 @@ OpenResult ProcessHandle::open(ProcessId id, std::string_view proc_root) {
     }
   }
   ProcessHandle handle(id, fd);
+
+  // The exact test, where the kernel offers it: the pidfs inode seen at discovery.
+  if (id.pidfs_ino != 0) {
+    std::uint64_t ino = inode_of_pidfd(fd);
+    if (ino != 0 && ino != id.pidfs_ino)
+      return std::unexpected(open_failure(
+          OpenError::reused, fmt::format("pid {} was reused (a different process since discovery)", id.pid)));
+  }
 
   // pidfd_open does not promise that the pid still names the process we
   // discovered (pidfd_open(2) NOTES: only for our own unreaped children). The

@@ -38,6 +38,10 @@ struct OpenFailure {
   operator Error() const { return Error{message, sys_errno}; }  // NOLINT: implicit on purpose
 };
 
+/// The pidfs inode of a process (see ProcessId::pidfs_ino), read through a
+/// short-lived pidfd; 0 when the kernel has no pidfs or the process is gone.
+std::uint64_t pidfs_inode(pid_t pid);
+
 class ProcessHandle;
 using OpenResult = std::expected<ProcessHandle, OpenFailure>;
 

@@ -83,6 +83,24 @@ TEST(ProcessHandle, WrongStartTimeIsReused) {
   EXPECT_EQ(as_error.message, h.error().message);
 }
 
+// Same pid, same start time (a reuse within one 10 ms clock tick), but another
+// process: only the pidfs inode taken at discovery tells them apart.
+TEST(ProcessHandle, DifferentPidfsInodeIsReusedEvenWithTheSameStartTime) {
+  Children children;
+  pid_t pid = spawn_parked(children);
+  auto id = read_process_id(pid);
+  ASSERT_TRUE(id);
+  std::uint64_t ino = pidfs_inode(pid);
+  if (ino == 0) GTEST_SKIP() << "no pidfs (Linux < 6.8): start time is the only identity";
+  ProcessId same{pid, id->start_time, ino};
+  EXPECT_TRUE(ProcessHandle::open(same)) << "the discovered process itself must open";
+  ProcessId other{pid, id->start_time, ino + 1};
+  auto h = ProcessHandle::open(other);
+  ASSERT_FALSE(h);
+  EXPECT_EQ(h.error().kind, OpenError::reused);
+  EXPECT_EQ(pidfs_inode(pid), ino) << "stable for the life of the process";
+}
+
 TEST(ProcessHandle, ExitedAndReapedIsGone) {
   Children children;
   pid_t pid = spawn_parked(children);

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -345,6 +346,14 @@ TEST(Free, TwoFreesAtOnceDoNotFight) {
 // gpureap pauses at a test hook after planning; we kill the target, create a
 // process with the same pid (clone3 set_tid), and let gpureap continue. The
 // new process must survive. Repeated to catch any window.
+bool pidfs_available() {
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+  struct statfs fs {};
+  bool yes = fd >= 0 && ::fstatfs(fd, &fs) == 0 && fs.f_type == 0x50494446;
+  if (fd >= 0) ::close(fd);
+  return yes;
+}
+
 pid_t clone_with_pid(pid_t want) {
   struct clone_args args {};
   pid_t tid[1] = {want};
@@ -377,11 +386,10 @@ TEST(Free, ReusedPidIsNeverSignalled) {
     ASSERT_GE(hook, 0);
     ::kill(target, SIGKILL);  // our own child (foreground hold), not yet reaped
     ::waitpid(target, nullptr, 0);
-    // Start times count clock ticks (10 ms): a process that reuses a pid within
-    // the tick its predecessor started in is indistinguishable by start time (a
-    // documented limit; natural pid reuse needs a full wrap of pid_max). Make
-    // the impostor start in a later tick, as any real reuse does.
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    // Start times count 10 ms clock ticks, so the impostor usually starts in
+    // the same tick as the target: only the pidfs inode taken at discovery
+    // (Linux >= 6.8) tells them apart. On older kernels wait out the tick.
+    if (!pidfs_available()) std::this_thread::sleep_for(std::chrono::milliseconds(25));
     pid_t impostor = clone_with_pid(target);
     if (impostor < 0) {
       (void)!::write(hook, "x", 1);
