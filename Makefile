@@ -14,7 +14,10 @@ build: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The demo needs only the binary and the simulated driver, not the test suites.
+demo: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target gpureap gpureap-sim sim_nvml
 	@./scripts/demo.sh $(BUILD)
 
 test: build
