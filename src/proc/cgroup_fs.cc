@@ -5,8 +5,8 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
-#include <sstream>
 
 namespace gpureap::proc {
 namespace {
@@ -22,6 +22,37 @@ Result<void> write_text(const std::string& path, std::string_view text) {
   return {};
 }
 
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string unescape_mount_path(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size()) {
+      auto oct = s.substr(i + 1, 3);
+      if (std::all_of(oct.begin(), oct.end(), [](char c) { return c >= '0' && c <= '7'; })) {
+        out += static_cast<char>((oct[0] - '0') * 64 + (oct[1] - '0') * 8 + (oct[2] - '0'));
+        i += 3;
+        continue;
+      }
+    }
+    out += s[i];
+  }
+  return out;
+}
+
+std::vector<std::string_view> split_spaces(std::string_view line) {
+  std::vector<std::string_view> out;
+  while (!line.empty()) {
+    auto start = line.find_first_not_of(' ');
+    if (start == std::string_view::npos) break;
+    line.remove_prefix(start);
+    auto end = line.find(' ');
+    out.push_back(line.substr(0, end));
+    if (end == std::string_view::npos) break;
+    line.remove_prefix(end);
+  }
+  return out;
+}
+
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), {});
@@ -29,23 +60,33 @@ std::string read_text(const std::string& path) {
 
 }  // namespace
 
-Result<std::string> cgroup2_mount(std::string_view proc_root) {
+std::optional<Cgroup2Mount> parse_cgroup2_mount(std::string_view mountinfo) {
+  while (!mountinfo.empty()) {
+    auto nl = mountinfo.find('\n');
+    std::string_view line = mountinfo.substr(0, nl);
+    mountinfo.remove_prefix(nl == std::string_view::npos ? mountinfo.size() : nl + 1);
+    // "<id> <parent> <maj:min> <root> <mount point> <options> [optional...] - <fstype> <source>
+    // <super>"
+    auto fields = split_spaces(line);
+    auto dash = std::find(fields.begin(), fields.end(), std::string_view("-"));
+    if (fields.size() < 5 || dash == fields.end() || dash + 1 == fields.end()) continue;
+    if (*(dash + 1) != "cgroup2") continue;
+    return Cgroup2Mount{unescape_mount_path(fields[3]), unescape_mount_path(fields[4])};
+  }
+  return std::nullopt;
+}
+
+std::string Cgroup2Mount::dir_of(std::string_view path) const {
+  if (root == "/") return mount_point + std::string(path);
+  if (!path.starts_with(root)) return "";
+  return mount_point + std::string(path.substr(root.size()));
+}
+
+Result<Cgroup2Mount> cgroup2_mount(std::string_view proc_root) {
   std::ifstream in(std::string(proc_root) + "/self/mountinfo");
   if (!in) return fail("cannot read mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    // "36 35 0:30 / /sys/fs/cgroup/unified rw,... shared:9 - cgroup2 cgroup2 rw,..."
-    auto dash = line.find(" - ");
-    if (dash == std::string::npos) continue;
-    std::istringstream after(line.substr(dash + 3));
-    std::string fstype;
-    after >> fstype;
-    if (fstype != "cgroup2") continue;
-    std::istringstream before(line.substr(0, dash));
-    std::string id, parent, devno, root, mount_point;
-    before >> id >> parent >> devno >> root >> mount_point;
-    if (root == "/") return mount_point;
-  }
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  if (auto m = parse_cgroup2_mount(text)) return *m;
   return fail("no cgroup2 file system is mounted");
 }
 

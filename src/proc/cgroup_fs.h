@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,9 +15,25 @@
 
 namespace gpureap::proc {
 
-/// The cgroup2 mount point, read from /proc/self/mountinfo (hybrid hosts mount
-/// it at /sys/fs/cgroup/unified; never assume /sys/fs/cgroup).
-Result<std::string> cgroup2_mount(std::string_view proc_root = "/proc");
+/// A cgroup2 mount: where it is mounted, and which directory of the hierarchy
+/// it shows ("/" unless it is a bind mount of a subtree or we are in a cgroup
+/// namespace).
+struct Cgroup2Mount {
+  std::string root;
+  std::string mount_point;
+
+  /// The directory of the cgroup at `path` (a "0::" path from /proc/PID/cgroup),
+  /// or "" when that cgroup is not below this mount's root.
+  std::string dir_of(std::string_view path) const;
+};
+
+/// The first cgroup2 mount in a mountinfo text (pure; mountinfo's \ooo escapes
+/// are decoded). Hybrid hosts mount it at /sys/fs/cgroup/unified: never assume
+/// /sys/fs/cgroup.
+std::optional<Cgroup2Mount> parse_cgroup2_mount(std::string_view mountinfo);
+
+/// The cgroup2 mount of this process, from PROC_ROOT/self/mountinfo.
+Result<Cgroup2Mount> cgroup2_mount(std::string_view proc_root = "/proc");
 
 /// The v2 cgroup path of a process ("/system.slice/x.service"), from the
 /// "0::" line of /proc/PID/cgroup; empty when none.

@@ -103,8 +103,10 @@ class Engine {
       if (!path.empty() && path != "/") by_cgroup[path].push_back(&t);
     }
     for (auto& [path, members] : by_cgroup) {
-      std::string dir = *mount + path;
-      if (!proc::cgroup_kill_available(dir) || !all_members_targeted(dir, target_pids)) continue;
+      std::string dir = mount->dir_of(path);
+      if (dir.empty() || !proc::cgroup_kill_available(dir) ||
+          !all_members_targeted(dir, target_pids))
+        continue;
       bool froze = proc::cgroup_freeze(dir, true).has_value();
       if (froze) proc::cgroup_wait_frozen(dir, std::chrono::milliseconds(100));
       // Re-check while frozen: a member that appeared meanwhile is not ours.

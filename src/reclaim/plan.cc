@@ -194,8 +194,14 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       if (protection_reason(e.id.pid, e.comm, false, ctx, false)) continue;
       if (ctx.euid != 0 && e.uid != ctx.euid) continue;
       if (proc::run_id_from_environ(read_environ(e.id.pid)).value_or("") != run_id) continue;
-      plan.targets.push_back(Target{e.id, e.comm, proc::read_cmdline(e.id.pid), user_name(e.uid), {}, 0,
-                                    fmt::format("part of gpureap run {}, whose gpureap is gone", run_id)});
+      plan.targets.push_back(
+          Target{e.id,
+                 e.comm,
+                 proc::read_cmdline(e.id.pid),
+                 user_name(e.uid),
+                 {},
+                 0,
+                 fmt::format("part of gpureap run {}, whose gpureap is gone", run_id)});
     }
   }
   return plan;

@@ -65,7 +65,9 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style,
                                  "COMMAND"));
     for (const auto* gh : users) {
       const auto& h = gh->holder;
-      std::string tag = !h.container.empty() ? h.container : !h.run_id.empty() ? "gpureap-run:" + h.run_id : "";
+      std::string tag = !h.container.empty() ? h.container
+                        : !h.run_id.empty()  ? "gpureap-run:" + h.run_id
+                                             : "";
       std::string where = tag.empty() ? "" : style.yellow(" [" + tag + "]");
       std::string parent = parent_text(h, style);
       // Pad on the visible text so colour codes don't break the columns.

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "proc/cgroup_fs.h"
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
 #include "proc/run_id.h"
@@ -23,59 +24,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string unescape_mount_path(std::string_view s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      auto oct = s.substr(i + 1, 3);
-      if (oct.size() == 3 &&
-          std::all_of(oct.begin(), oct.end(), [](char c) { return c >= '0' && c <= '7'; })) {
-        out += static_cast<char>((oct[0] - '0') * 64 + (oct[1] - '0') * 8 + (oct[2] - '0'));
-        i += 3;
-        continue;
-      }
-    }
-    out += s[i];
-  }
-  return out;
-}
-
-std::vector<std::string_view> split_spaces(std::string_view line) {
-  std::vector<std::string_view> out;
-  while (!line.empty()) {
-    auto start = line.find_first_not_of(' ');
-    if (start == std::string_view::npos) break;
-    line.remove_prefix(start);
-    auto end = line.find(' ');
-    out.push_back(line.substr(0, end));
-    if (end == std::string_view::npos) break;
-    line.remove_prefix(end);
-  }
-  return out;
-}
-
-// The cgroup2 mount with the root of the hierarchy it shows ("/" unless the
-// mount is a bind mount of a subtree or we are in a cgroup namespace).
-struct Cgroup2Mount {
-  std::string root;
-  std::string mount_point;
-};
+using proc::Cgroup2Mount;
 
 std::optional<Cgroup2Mount> find_cgroup2(std::string_view mountinfo) {
-  while (!mountinfo.empty()) {
-    auto nl = mountinfo.find('\n');
-    std::string_view line = mountinfo.substr(0, nl);
-    mountinfo.remove_prefix(nl == std::string_view::npos ? mountinfo.size() : nl + 1);
-    // "<id> <parent> <maj:min> <root> <mount point> <options> [optional...] - <fstype> <source>
-    // <super options>"
-    auto fields = split_spaces(line);
-    auto dash = std::find(fields.begin(), fields.end(), std::string_view("-"));
-    if (fields.size() < 5 || dash == fields.end() || dash + 1 == fields.end()) continue;
-    if (*(dash + 1) != "cgroup2") continue;
-    return Cgroup2Mount{unescape_mount_path(fields[3]), unescape_mount_path(fields[4])};
-  }
-  return std::nullopt;
+  return proc::parse_cgroup2_mount(mountinfo);
 }
 
 bool read_whole(int fd, std::string& out) {
