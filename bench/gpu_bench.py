@@ -11,7 +11,6 @@ verified free. Prints medians and ratios; writes JSON to argv[1] if given.
 """
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -36,16 +35,14 @@ print(time.perf_counter() - t)
 """
 
 
-def used():
-    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used,memory.total", "--format=csv,noheader,nounits",
-                          "-i", "0"], capture_output=True, text=True).stdout.split(",")
-    return int(out[0]) << 20
-
-
-def total():
-    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", "0"],
+def smi_bytes(field):
+    out = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader,nounits", "-i", "0"],
                          capture_output=True, text=True).stdout
     return int(out) << 20
+
+
+def used():
+    return smi_bytes("memory.used")
 
 
 def timed(argv, shell=False):
@@ -55,8 +52,7 @@ def timed(argv, shell=False):
 
 
 def bench_status(results):
-    s = Scenario()
-    try:
+    with Scenario() as s:
         s.orphaned_workers(n=4, gib=20)
         g, base = [], []
         for _ in range(20):
@@ -70,60 +66,48 @@ def bench_status(results):
             results.setdefault("nvidia_smi_alone_s", []).append(dt_smi)
         results["status_gpureap_s"] = g
         results["status_smi_plus_fuser_s"] = base
-    finally:
-        s.cleanup()
 
 
 def floor_once(baseline, tol):
-    s = Scenario()
-    try:
+    with Scenario() as s:
         workers = s.orphaned_workers(n=4, gib=20)
         r = subprocess.run([sys.executable, "-c", FLOOR, str(baseline + tol), *map(str, workers)],
                            capture_output=True, text=True, timeout=60)
         return float(r.stdout.strip()), True
-    finally:
-        s.cleanup()
 
 
 def case_procedure_once(baseline, tol):
-    s = Scenario()
-    try:
+    with Scenario() as s:
         workers = s.orphaned_workers(n=4, gib=20)
         cmd = ("kill -9 {} 2>/dev/null; sleep 3; fuser -k /dev/nvidia* 2>/dev/null; sleep 2; "
                "nvidia-smi --query-gpu=index,memory.used --format=csv,noheader").format(" ".join(map(str, workers)))
         dt, _ = timed(cmd, shell=True)
         return dt, used() <= baseline + tol
-    finally:
-        s.cleanup()
 
 
 def gpureap_once():
-    s = Scenario()
-    try:
+    with Scenario() as s:
         s.orphaned_workers(n=4, gib=20)
         dt, r = timed([GPUREAP, "free", "--gpu", "0", "--yes", "--json"])
         ok = r.returncode == 0 and json.loads(r.stdout)["gpus"][0]["freed"]
         return dt, ok
-    finally:
-        s.cleanup()
 
 
 def main():
     results = {"reps": REPS}
     baseline = used()
-    tol = max(64 << 20, total() // 200)
+    tol = max(64 << 20, smi_bytes("memory.total") // 200)
     results["baseline_bytes"] = baseline
     bench_status(results)
-    for name, fn in (("floor", lambda: floor_once(baseline, tol)),
-                     ("case_procedure", lambda: case_procedure_once(baseline, tol)),
-                     ("gpureap_free", gpureap_once)):
+    methods = (("floor", lambda: floor_once(baseline, tol)),
+               ("case_procedure", lambda: case_procedure_once(baseline, tol)),
+               ("gpureap_free", gpureap_once))
+    for name, _ in methods:
         results[name + "_s"] = []
         results[name + "_freed"] = []
     # Alternate the three methods so drift affects them alike.
     for _ in range(REPS):
-        for name, fn in (("floor", lambda: floor_once(baseline, tol)),
-                         ("case_procedure", lambda: case_procedure_once(baseline, tol)),
-                         ("gpureap_free", gpureap_once)):
+        for name, fn in methods:
             dt, ok = fn()
             results[name + "_s"].append(dt)
             results[name + "_freed"].append(ok)

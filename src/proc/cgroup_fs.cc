@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <fstream>
 
+#include "proc/proc_files.h"
+#include "proc/proc_parse.h"
+
 namespace gpureap::proc {
 namespace {
 
@@ -53,11 +56,6 @@ std::vector<std::string_view> split_spaces(std::string_view line) {
   return out;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 }  // namespace
 
 std::optional<Cgroup2Mount> parse_cgroup2_mount(std::string_view mountinfo) {
@@ -83,18 +81,14 @@ std::string Cgroup2Mount::dir_of(std::string_view path) const {
 }
 
 Result<Cgroup2Mount> cgroup2_mount(std::string_view proc_root) {
-  std::ifstream in(std::string(proc_root) + "/self/mountinfo");
-  if (!in) return fail("cannot read mountinfo");
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  if (auto m = parse_cgroup2_mount(text)) return *m;
+  if (auto m = parse_cgroup2_mount(read_small_file(std::string(proc_root) + "/self/mountinfo")))
+    return *m;
   return fail("no cgroup2 file system is mounted");
 }
 
 std::string cgroup2_path_of(pid_t pid, std::string_view proc_root) {
-  std::ifstream in(fmt::format("{}/{}/cgroup", proc_root, pid));
-  std::string line;
-  while (std::getline(in, line))
-    if (line.starts_with("0::")) return line.substr(3);
+  for (const auto& e : parse_cgroup(read_small_file(fmt::format("{}/{}/cgroup", proc_root, pid))))
+    if (e.hierarchy == 0) return e.path;
   return {};
 }
 
@@ -115,7 +109,7 @@ bool cgroup_wait_frozen(const std::string& dir, std::chrono::milliseconds timeou
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string events = dir + "/cgroup.events";
   for (;;) {
-    if (read_text(events).find("frozen 1") != std::string::npos) return true;
+    if (read_small_file(events).find("frozen 1") != std::string::npos) return true;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;

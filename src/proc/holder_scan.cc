@@ -313,7 +313,8 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
         parent_comm = std::move(parent->comm);
       }
   }
-  h.orphan_reason = orphan_reason(pid, h.ppid, h.pgid, h.sid, leader_exists, parent_pgid, parent_comm);
+  h.orphan_reason =
+      orphan_reason(pid, h.ppid, h.pgid, h.sid, leader_exists, parent_pgid, parent_comm);
 
   // A process of a `gpureap run` (its cgroup, or GPUREAP_RUN_ID inherited from
   // CMD) whose gpureap is gone is an orphan of that run, whoever adopted it.
@@ -366,13 +367,7 @@ class UserNames {
   const std::string& name(uid_t uid) {
     auto it = cache_.find(uid);
     if (it != cache_.end()) return it->second;
-    std::string name = std::to_string(uid);
-    passwd pw{};
-    passwd* found = nullptr;
-    std::vector<char> buf(16384);
-    if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr)
-      name = found->pw_name;
-    return cache_.emplace(uid, std::move(name)).first->second;
+    return cache_.emplace(uid, user_name(uid)).first->second;
   }
 
  private:
@@ -381,7 +376,8 @@ class UserNames {
 
 }  // namespace
 
-std::vector<Holder> describe_processes(const std::vector<pid_t>& pids, const std::string& proc_root) {
+std::vector<Holder> describe_processes(const std::vector<pid_t>& pids,
+                                       const std::string& proc_root) {
   std::vector<Holder> out;
   UniqueFd proc_fd(open_dir_at(AT_FDCWD, proc_root.c_str()));
   if (!proc_fd.valid() || pids.empty()) return out;
@@ -389,8 +385,13 @@ std::vector<Holder> describe_processes(const std::vector<pid_t>& pids, const std
   ScanOptions options;
   options.proc_root = proc_root;
   options.devices = &kNoDevices;
-  const ScanContext ctx{options, kNoDevices, proc_fd.get(), read_uptime(proc_fd.get()),
-                        static_cast<double>(::sysconf(_SC_CLK_TCK)), is_procfs(proc_fd.get()), {true}};
+  const ScanContext ctx{options,
+                        kNoDevices,
+                        proc_fd.get(),
+                        read_uptime(proc_fd.get()),
+                        static_cast<double>(::sysconf(_SC_CLK_TCK)),
+                        is_procfs(proc_fd.get()),
+                        {true}};
   ProcessScanner scanner(ctx);
   for (pid_t p : pids) scanner.describe_only(p);
   UserNames users;

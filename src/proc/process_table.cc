@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <pwd.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -115,6 +116,15 @@ std::vector<ThreadState> read_thread_states(pid_t pid, std::string_view proc_roo
   UniqueFd dir(open_dir_at(AT_FDCWD, fmt::format("{}/{}", proc_root, pid).c_str()));
   if (!dir.valid()) return {};
   return read_thread_states_at(dir.get());
+}
+
+std::string user_name(uid_t uid) {
+  passwd pw{};
+  passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr)
+    return found->pw_name;
+  return std::to_string(uid);
 }
 
 }  // namespace gpureap::proc

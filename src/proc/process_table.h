@@ -26,6 +26,9 @@ struct ProcessEntry {
   bool kernel_thread = false;
 };
 
+/// The login name of `uid`, or the number when it has none (no caching).
+std::string user_name(uid_t uid);
+
 /// Every process under `proc_root`, sorted by pid. Processes that exit while
 /// being read are left out. Fails only when `proc_root` itself cannot be read.
 Result<std::vector<ProcessEntry>> read_process_table(std::string_view proc_root = "/proc");

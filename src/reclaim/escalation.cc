@@ -8,11 +8,12 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <set>
 
 #include "proc/cgroup_fs.h"
+#include "proc/proc_files.h"
+#include "proc/proc_parse.h"
 #include "proc/process_handle.h"
 
 namespace gpureap::reclaim {
@@ -27,17 +28,13 @@ struct Tracked {
 };
 
 std::string read_comm(pid_t pid, const std::string& proc_root) {
-  std::ifstream in(fmt::format("{}/{}/comm", proc_root, pid));
-  std::string comm;
-  std::getline(in, comm);
+  std::string comm = proc::read_small_file(fmt::format("{}/{}/comm", proc_root, pid));
+  if (!comm.empty() && comm.back() == '\n') comm.pop_back();
   return comm;
 }
 
 char read_state(pid_t pid, const std::string& proc_root) {
-  std::ifstream in(fmt::format("{}/{}/stat", proc_root, pid));
-  std::string s((std::istreambuf_iterator<char>(in)), {});
-  auto close = s.rfind(')');
-  return close == std::string::npos || close + 2 >= s.size() ? '\0' : s[close + 2];
+  return proc::parse_stat_state(proc::read_small_file(fmt::format("{}/{}/stat", proc_root, pid)));
 }
 
 // Test hook: $GPUREAP_TEST_HOOK_BEFORE_SIGNAL names a FIFO; gpureap waits (at

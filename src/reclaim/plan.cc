@@ -1,14 +1,13 @@
 #include "reclaim/plan.h"
 
 #include <fmt/format.h>
-#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <fstream>
 #include <map>
 
+#include "proc/proc_files.h"
 #include "proc/run_id.h"
 #include "util/units.h"
 
@@ -31,14 +30,6 @@ constexpr std::array<std::string_view, 14> kInfrastructure{"nvidia-persistenced"
                                                            "kwin_x11",
                                                            "nvidia-smi",
                                                            "gpureap"};
-
-std::string user_name(uid_t uid) {
-  struct passwd pw {};
-  struct passwd* out = nullptr;
-  char buf[1024];
-  if (::getpwuid_r(uid, &pw, buf, sizeof buf, &out) == 0 && out) return out->pw_name;
-  return std::to_string(uid);
-}
 
 struct Candidate {
   const proc::Holder* holder = nullptr;
@@ -68,17 +59,14 @@ std::string filter_mismatch(const proc::Holder& h, const Selection& sel) {
 }
 
 std::string read_environ(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
+  return proc::read_small_file(fmt::format("/proc/{}/environ", pid));
 }
 
 // True when the gpureap that owned this run is gone (its pid is not a gpureap).
 bool run_is_over(const std::string& run_id) {
   auto owner = proc::run_owner(run_id);
   if (!owner) return false;
-  std::ifstream in("/proc/" + std::to_string(*owner) + "/comm");
-  std::string comm;
-  return !(in >> comm) || !comm.starts_with("gpureap");
+  return !proc::read_small_file(fmt::format("/proc/{}/comm", *owner)).starts_with("gpureap");
 }
 
 }  // namespace
@@ -178,7 +166,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       extra.push_back(Target{d,
                              entry->comm,
                              proc::read_cmdline(d.pid),
-                             user_name(entry->uid),
+                             proc::user_name(entry->uid),
                              {},
                              0,
                              fmt::format("descendant of {} ({})", t.id.pid, t.comm)});
@@ -198,7 +186,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
           Target{e.id,
                  e.comm,
                  proc::read_cmdline(e.id.pid),
-                 user_name(e.uid),
+                 proc::user_name(e.uid),
                  {},
                  0,
                  fmt::format("part of gpureap run {}, whose gpureap is gone", run_id)});
@@ -222,7 +210,7 @@ bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selec
   plan.targets.push_back(Target{parent.id,
                                 parent.comm,
                                 cmdline,
-                                user_name(parent.uid),
+                                proc::user_name(parent.uid),
                                 {},
                                 0,
                                 fmt::format("keeps respawning GPU holders ({} so far)", respawns)});

@@ -108,6 +108,12 @@ class Scenario:
         self.tracked = []  # (pid, start_time)
         self.popen = []
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.cleanup()
+
     def track(self, pid):
         self.tracked.append((pid, proc_start_time(pid)))
 
