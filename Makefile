@@ -1,9 +1,20 @@
 # gpureap: `make demo` and `make test` each set up a fresh machine from nothing.
-BUILD ?= build
-JOBS  ?= $(shell nproc)
-CMAKE_FLAGS ?=
+#
+# Two build flavours (README, "For contributors"):
+#   build/          Debug (-O0): fast to compile; tests, `make unit`, `make test-MODULE`, demo.
+#   build-release/  RelWithDebInfo (-O2): the shipped binary and every benchmark.
+BUILD         ?= build
+RELEASE_BUILD ?= build-release
+JOBS          ?= $(shell nproc)
+CMAKE_FLAGS   ?=
+# Ninja when installed (scripts/install-deps.sh installs it); a directory keeps the
+# generator it was first configured with.
+GENERATOR = $(if $(shell command -v ninja),-G Ninja,)
+configure = @test -f $(1)/CMakeCache.txt || cmake -S . -B $(1) $(GENERATOR) $(2) $(CMAKE_FLAGS) >/dev/null
+# The modules with unit tests of their own (`make test-proc`, ...).
+MODULES = util gpu proc capacity inventory reclaim report supervise cli sim
 
-.PHONY: all deps build demo test unit e2e gpu-test bench clean
+.PHONY: all deps build release demo test unit e2e stress gpu-test bench clean $(addprefix test-,$(MODULES))
 
 all: build
 
@@ -11,30 +22,52 @@ deps:
 	@./scripts/install-deps.sh
 
 build: deps
-	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Debug)
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The demo needs only the binary and the simulated driver, not the test suites.
+# The release binary (-O2), the simulated driver and the benchmark programs; no tests.
+release: deps
+	$(call configure,$(RELEASE_BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUREAP_BUILD_TESTS=OFF)
+	@cmake --build $(RELEASE_BUILD) -j $(JOBS)
+
+# The demo needs only the binary and the simulated driver, from the faster-to-compile build.
 demo: deps
-	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Debug)
 	@cmake --build $(BUILD) -j $(JOBS) --target gpureap gpureap-sim sim_nvml
 	@./scripts/demo.sh $(BUILD)
 
+# Every test on the debug build, then the GPU tests (they skip where there is no GPU).
+# CI (.ci/run) also builds the release binary once, so a release-only error cannot land.
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
 	@GPUREAP_BIN=$(BUILD)/gpureap python3 -m unittest discover -s tests/gpu -p 'test_*.py' -v
 
-unit: build
-	@cd $(BUILD) && ctest --output-on-failure -L unit
+# Unit tests only: builds only the unit-test binaries (not the binary's main or e2e).
+unit: deps
+	$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Debug)
+	@cmake --build $(BUILD) -j $(JOBS) --target unit_tests
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+
+# One module's tests: builds only that module's test binary (and what it links).
+$(addprefix test-,$(MODULES)): test-%: deps
+	$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Debug)
+	@cmake --build $(BUILD) -j $(JOBS) --target $(if $(filter sim,$*),sim_test,gpureap_$*_test)
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L '^unit-$*$$'
 
 e2e: build
 	@cd $(BUILD) && ctest --output-on-failure -L e2e -j $(JOBS)
 
-gpu-test: build
-	@GPUREAP_BIN=$(BUILD)/gpureap python3 -m unittest discover -s tests/gpu -p 'test_*.py' -v
+# Stress tests (many trials each; not part of `make test`).
+stress: build
+	@cd $(BUILD) && ctest --output-on-failure -L stress
 
-bench: build
-	@./bench/run-cpu.sh $(BUILD)
+gpu-test: release
+	@GPUREAP_BIN=$(RELEASE_BUILD)/gpureap python3 -m unittest discover -s tests/gpu -p 'test_*.py' -v
+
+# CPU benchmarks, always on the release build (docs/benchmarks.md).
+bench: release
+	@$(RELEASE_BUILD)/bench/gpureap_scan_bench
+	@./bench/run_overhead.sh $(RELEASE_BUILD)/gpureap
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(RELEASE_BUILD)

@@ -2,7 +2,7 @@
 # Installs gpureap's build and test dependencies from Debian's packages.
 # Idempotent: installs only what is missing, and does nothing when all is present.
 set -euo pipefail
-packages=(g++ cmake make pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev
+packages=(g++ cmake make pkg-config ninja-build ccache mold libcli11-dev nlohmann-json3-dev libfmt-dev libre2-dev
           libgtest-dev libgmock-dev util-linux psmisc procps python3)
 missing=()
 for p in "${packages[@]}"; do

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Copies the header-only dependencies (CLI11, nlohmann-json, fmt) from this
-# machine's Debian packages into .deps/include, for building on a machine
-# without apt (the GPU machine). .deps/ is git-ignored.
+# Copies the build dependencies (CLI11, nlohmann-json and fmt headers; RE2's headers
+# and static library) from this machine's Debian packages into .deps/include and
+# .deps/lib, for building on a machine without apt (the GPU machine). .deps/ is
+# git-ignored; name it in the device tool's carry list.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 mkdir -p .deps/include
-cp -r /usr/include/CLI /usr/include/nlohmann /usr/include/fmt .deps/include/
-echo "vendored headers into .deps/include"
+mkdir -p .deps/lib
+cp -r /usr/include/CLI /usr/include/nlohmann /usr/include/fmt /usr/include/re2 .deps/include/
+cp /usr/lib/x86_64-linux-gnu/libre2.a .deps/lib/
+echo "vendored headers into .deps/include, libre2.a into .deps/lib"

@@ -38,6 +38,17 @@ void reap_all(std::chrono::milliseconds timeout) {
 
 }  // namespace
 
+bool user_can_execute(uid_t uid, const std::string& path) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(uid) != 0 || ::setuid(uid) != 0) ::_exit(2);
+    ::_exit(::access(path.c_str(), X_OK) == 0 ? 0 : 1);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid) return false;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 CommandResult run(const std::vector<std::string>& argv, std::optional<uid_t> uid,
                   std::chrono::milliseconds timeout) {
   CommandResult r;

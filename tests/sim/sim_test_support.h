@@ -28,6 +28,10 @@ struct CommandResult {
 CommandResult run(const std::vector<std::string>& argv, std::optional<uid_t> uid = std::nullopt,
                   std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
+/// Whether `uid` can execute `path` (every directory above it searchable), asked in a
+/// child that becomes that user.
+bool user_can_execute(uid_t uid, const std::string& path);
+
 /// Polls `pred` every 5 ms until true or the deadline.
 bool eventually(const std::function<bool()>& pred,
                 std::chrono::milliseconds timeout = std::chrono::seconds(5));

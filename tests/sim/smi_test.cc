@@ -7,6 +7,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "sim_test_support.h"
 
@@ -51,8 +52,13 @@ TEST(SimNvidiaSmi, ResetNeedsAnIdleGpuNoPersistenceAndRoot) {
   EXPECT_NE(r.out.find("Disabled persistence mode for GPU " + bus0), std::string::npos);
 
   // Not root: Insufficient Permissions, exit 4.
-  if (::geteuid() == 0) {
-    ::chmod(node.dir().c_str(), 0755);
+  // The nobody user must reach the stand-in: a checkout inside a directory other users
+  // cannot enter (mktemp -d, a 0700 home) hides it, and that step is skipped, said below.
+  ::chmod(node.dir().c_str(), 0755);
+  const bool as_nobody = ::geteuid() == 0 && user_can_execute(65534, smi);
+  if (::geteuid() == 0 && !as_nobody)
+    std::cerr << "note: uid 65534 cannot reach " << smi << "; the non-root step is skipped\n";
+  if (as_nobody) {
     r = run({smi, "-r", "-i", "0"}, 65534);
     EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
     EXPECT_NE(r.out.find("Insufficient Permissions"), std::string::npos) << r.out;
@@ -68,7 +74,7 @@ TEST(SimNvidiaSmi, ResetNeedsAnIdleGpuNoPersistenceAndRoot) {
   auto log = read_text(node.dir() + "/nvidia-smi.log");
   EXPECT_NE(log.find("nvidia-smi --gpu-reset -i " + bus0 + "\n"), std::string::npos) << log;
   EXPECT_NE(log.find("nvidia-smi -pm 0 -i 0\n"), std::string::npos) << log;
-  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), ::geteuid() == 0 ? 5 : 4) << log;
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), as_nobody ? 5 : 4) << log;
 }
 
 TEST(SimNvidiaSmi, ClientOnlyAndForkedFdHoldersBlockTheReset) {
