@@ -33,6 +33,7 @@
 
 #include "proc/device_nodes.h"
 #include "proc/holder_scan.h"
+#include "proc/sim_node_marker.h"
 
 extern char** environ;
 
@@ -226,6 +227,9 @@ int main(int argc, char** argv) {
     ::close(fd);
   }
   std::ofstream(filler) << "weights";
+  // Regular files count as nodes only beside the simulator's marker.
+  std::ofstream(dir + "/" + std::string(gpureap::proc::kSimNodeMarkerName))
+      << gpureap::proc::kSimNodeMarkerContent;
 
   Sleepers sleepers;
   int ready[2];

@@ -7,6 +7,7 @@
 
 #include <set>
 
+#include "proc/sim_node_marker.h"
 #include "sim/commands.h"
 #include "sim/proc_stat.h"
 #include "sim/registry.h"
@@ -131,6 +132,14 @@ int run_node(const NodeOptions& o) {
       print_error(ok.error().message);
       return kExitFailure;
     }
+  }
+  // The marker that lets gpureap accept these regular files as device nodes
+  // (a real /dev has only character devices; src/proc/device_nodes.h).
+  if (auto ok = write_file_atomic(paths.dev() / proc::kSimNodeMarkerName,
+                                  proc::kSimNodeMarkerContent);
+      !ok) {
+    print_error(ok.error().message);
+    return kExitFailure;
   }
   fs::create_symlink(self_exe(), paths.bin() / "nvidia-smi", ec);
   if (ec) {

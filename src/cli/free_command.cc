@@ -18,6 +18,7 @@
 #include "reclaim/free_lock.h"
 #include "reclaim/reclaimer.h"
 #include "report/free_report.h"
+#include "report/status_table.h"
 #include "util/units.h"
 
 namespace gpureap::cli {
@@ -140,6 +141,8 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
     print_err(fmt::format(
         "gpureap free: warning: {}; holders come from /proc only and release cannot be verified\n",
         inv.nvml_problem));
+  for (const auto& w : inv.warnings)
+    print_err(fmt::format("gpureap free: warning: {}\n", report::printable(w)));
 
   // 4. Plan.
   auto caller = reclaim::CallerContext::current();
@@ -151,7 +154,9 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   auto style = stdout_style(global);
   if (plan.targets.empty() && all_idle) {
     if (global.json)
-      print_out(report::free_json(plan, reclaim::ReclaimReport{}, o.dry_run).dump(2) + "\n");
+      print_out(
+          report::free_json(plan, reclaim::ReclaimReport{}, o.dry_run, inv.warnings).dump(2) +
+          "\n");
     else
       print_out(report::plan_text(plan, style) +
                 "Nothing to do: the selected GPUs hold no memory above baseline.\n");
@@ -160,7 +165,8 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   if (!global.json) print_out(report::plan_text(plan, style));
   if (o.dry_run) {
     if (global.json)
-      print_out(report::free_json(plan, reclaim::ReclaimReport{}, true).dump(2) + "\n");
+      print_out(report::free_json(plan, reclaim::ReclaimReport{}, true, inv.warnings).dump(2) +
+                "\n");
     else
       print_out("Dry run: nothing was signalled.\n");
     return kExitOk;
@@ -189,7 +195,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
 
   // 7. Report.
   if (global.json)
-    print_out(report::free_json(plan, result, false).dump(2) + "\n");
+    print_out(report::free_json(plan, result, false, inv.warnings).dump(2) + "\n");
   else
     print_out(report::free_text(result, style));
   if (result.interrupted) return kExitStillHeld;

@@ -11,6 +11,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "report/status_table.h"
 #include "supervise/free_wait.h"
 #include "supervise/run_session.h"
 #include "util/units.h"
@@ -79,6 +80,7 @@ int wait_gpus_free(const GlobalOptions& global, const RunOptions& o,
   options.timeout = timeout;
   options.dev_dir = resolve_dev_dir(global);
   auto r = supervise::wait_until_free(*gpus, options);
+  for (const auto& w : r.warnings) say("warning: " + report::printable(w));
   using Status = supervise::FreeWaitResult::Status;
   switch (r.status) {
     case Status::free:
@@ -106,6 +108,7 @@ int wait_gpus_free(const GlobalOptions& global, const RunOptions& o,
 }
 
 void report_problems(const supervise::RunOutcome& out) {
+  for (const auto& w : out.warnings) say("warning: " + report::printable(w));
   if (out.reaper_lost)
     say("the reaper process was killed: the command's exit status is unknown and orphans "
         "may have escaped; see `gpureap status`");

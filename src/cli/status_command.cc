@@ -30,9 +30,8 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
 
   // 2. Collect and attribute.
   auto gpus = open_gpu_source(global);
-  auto store_dir = inventory::state_dir();
-  auto baselines = store_dir ? inventory::BaselineStore::load(*store_dir)
-                             : inventory::BaselineStore::in_memory();
+  // A refused state directory is a warning in the output, not a failure.
+  auto baselines = inventory::BaselineStore::load_default();
   inventory::Inventory inv = inventory::collect_inventory(*gpus, *devices, baselines);
   (void)baselines.save();  // a read-only state dir only costs us the learnt baseline
 

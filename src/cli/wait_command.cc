@@ -50,6 +50,7 @@ nlohmann::json wait_json(const supervise::FreeWaitResult& r) {
                       {"timed_out", r.status == supervise::FreeWaitResult::Status::timed_out},
                       {"seconds", r.seconds},
                       {"gpus", gpus}};
+  j["warnings"] = r.warnings;
   if (r.holders) j["status"] = report::status_json(*r.holders);
   if (!r.message.empty()) j["error"] = r.message;
   return j;
@@ -72,6 +73,8 @@ int run_wait(const GlobalOptions& global, const WaitOptions& o) {
   // 2. Wait.
   auto gpus = open_gpu_source(global);
   auto result = supervise::wait_until_free(*gpus, options);
+  for (const auto& w : result.warnings)
+    print_err(fmt::format("gpureap wait: warning: {}\n", report::printable(w)));
 
   // 3. Report.
   using Status = supervise::FreeWaitResult::Status;

@@ -10,8 +10,10 @@
 
 namespace gpureap::inventory {
 
-Inventory collect_inventory(gpu::GpuSource& gpus, const proc::DeviceSet& devices,
-                            BaselineStore& baselines, const CollectOptions& options) {
+namespace {
+
+Inventory collect(gpu::GpuSource& gpus, const proc::DeviceSet& devices, BaselineStore& baselines,
+                  const CollectOptions& options) {
   proc::ScanOptions scan_options;
   scan_options.proc_root = options.proc_root;
   scan_options.devices = &devices;
@@ -72,6 +74,17 @@ Inventory collect_inventory(gpu::GpuSource& gpus, const proc::DeviceSet& devices
   }
   if (later.empty()) return inv;
   return build_inventory(std::move(snapshot), std::move(scan), baselines, later);
+}
+
+}  // namespace
+
+Inventory collect_inventory(gpu::GpuSource& gpus, const proc::DeviceSet& devices,
+                            BaselineStore& baselines, const CollectOptions& options) {
+  Inventory inv = collect(gpus, devices, baselines, options);
+  // After the build: reading the baselines is what finds implausible ones.
+  inv.warnings = devices.warnings();
+  inv.warnings.insert(inv.warnings.end(), baselines.warnings().begin(), baselines.warnings().end());
+  return inv;
 }
 
 }  // namespace gpureap::inventory

@@ -57,6 +57,11 @@ struct Inventory {
   std::vector<GpuView> gpus;
   std::vector<proc::Holder> other_holders;  // hold nvidiactl/uvm only, or a node of no known GPU
   std::vector<proc::ScanProblem> problems;
+  /// Things gpureap ignored or refused that the user should know about, one
+  /// sentence each: device nodes that are not the NVIDIA driver's
+  /// (proc::DeviceSet::warnings), implausible recorded baselines and a refused
+  /// state directory (BaselineStore::warnings). Set by collect_inventory.
+  std::vector<std::string> warnings;
   std::size_t processes_scanned = 0;
 };
 

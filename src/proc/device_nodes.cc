@@ -1,13 +1,19 @@
 #include "proc/device_nodes.h"
 
-#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
-#include <memory>
+#include <cstring>
 #include <optional>
 #include <string_view>
+
+#include "proc/proc_files.h"
+#include "proc/proc_parse.h"
+#include "proc/sim_node_marker.h"
 
 namespace gpureap::proc {
 namespace {
@@ -27,7 +33,8 @@ std::optional<DeviceNode> classify_name(std::string_view name) {
     std::string_view digits = name.substr(6);
     unsigned minor = 0;
     auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), minor);
-    if (ec != std::errc() || ptr != digits.data() + digits.size()) return std::nullopt;
+    if (ec == std::errc::result_out_of_range) minor = ~0U;  // nvidia99999999999: still "ours"
+    else if (ec != std::errc() || ptr != digits.data() + digits.size()) return std::nullopt;
     node.kind = NodeKind::gpu;
     node.minor = minor;
   } else {
@@ -36,13 +43,191 @@ std::optional<DeviceNode> classify_name(std::string_view name) {
   return node;
 }
 
+// A file name for a message: bytes that are not printable ASCII become '?', so
+// a planted name can neither break UTF-8 output nor reach a terminal raw.
+std::string shown(std::string_view name) {
+  std::string out(name);
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  return out;
+}
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISREG(mode)) return "a regular file";
+  return "not a device node";
+}
+
+/// The owner of the simulator's marker in `dirfd`, when the marker is there
+/// with its exact content; nullopt otherwise (`*problem` says why, when a
+/// marker exists but does not count).
+std::optional<uid_t> sim_marker_owner(int dirfd, std::string* problem) {
+  const std::string name(kSimNodeMarkerName);
+  UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno != ENOENT) *problem = fmt::format("cannot read {}: {}", name, std::strerror(errno));
+    return std::nullopt;
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    *problem = name + " is not a regular file";
+    return std::nullopt;
+  }
+  char buf[512];
+  ssize_t n = ::read(fd.get(), buf, sizeof buf);
+  if (n < 0 || std::string_view(buf, static_cast<std::size_t>(n)) != kSimNodeMarkerContent) {
+    *problem = name + " does not hold the content `gpureap-sim node` writes";
+    return std::nullopt;
+  }
+  return st.st_uid;
+}
+
+/// Decides about one directory entry; the context is per directory.
+class NodeChecker {
+ public:
+  NodeChecker(int dirfd, std::string dev_dir, std::string proc_root)
+      : dirfd_(dirfd), dev_dir_(std::move(dev_dir)), proc_root_(std::move(proc_root)) {
+    if (!dev_dir_.ends_with('/')) dev_dir_ += '/';
+    sim_owner_ = sim_marker_owner(dirfd_, &marker_problem_);
+  }
+
+  void check(std::string_view name) {
+    std::optional<DeviceNode> node = classify_name(name);
+    if (!node) return;
+    node->path = dev_dir_ + std::string(name);
+    struct stat st {};
+    // lstat: a symlink is judged as itself, never by what it points to.
+    if (::fstatat(dirfd_, std::string(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+      return;  // removed meanwhile
+    if (S_ISLNK(st.st_mode)) {
+      char target[256] = {};
+      ssize_t n = ::readlinkat(dirfd_, std::string(name).c_str(), target, sizeof target - 1);
+      std::string to =
+          n > 0 ? " to " + shown(std::string_view(target, static_cast<std::size_t>(n))) : "";
+      warn(fmt::format("{} is a symbolic link{}; ignored: device nodes are never followed out of "
+                       "the device directory",
+                       node->path, to));
+      return;
+    }
+    if (node->kind == NodeKind::gpu && *node->minor > kMaxGpuMinor) {
+      warn(fmt::format("{}: GPU nodes are nvidia0 to nvidia{}; ignored", node->path, kMaxGpuMinor));
+      return;
+    }
+    DeviceSet::Entry e;
+    if (S_ISCHR(st.st_mode)) {
+      if (!check_char(*node, st.st_rdev)) return;
+      e.is_char = true;
+      e.rdev = st.st_rdev;
+    } else if (S_ISREG(st.st_mode)) {
+      if (!check_simulated(*node, st)) return;
+    } else {
+      warn(fmt::format("{} is {}, not a character device; ignored", node->path,
+                       file_kind(st.st_mode)));
+      return;
+    }
+    e.dev = st.st_dev;
+    e.ino = st.st_ino;
+    e.node = std::move(*node);
+    entries.push_back(std::move(e));
+  }
+
+  std::vector<DeviceSet::Entry> entries;
+  std::vector<std::string> warnings;
+
+ private:
+  void warn(std::string text) { warnings.push_back(std::move(text)); }
+
+  bool check_char(DeviceNode& node, dev_t rdev) {
+    const unsigned maj = ::major(rdev), min = ::minor(rdev);
+    std::string expected;
+    bool ok = false;
+    switch (node.kind) {
+      case NodeKind::gpu:
+        ok = maj == kNvidiaMajor && min <= kMaxGpuMinor;
+        expected = fmt::format("{}:0-{}", kNvidiaMajor, kMaxGpuMinor);
+        if (ok && min != *node.minor) {
+          warn(fmt::format("{} is the NVIDIA device {}:{}, which is GPU minor {} whatever its name "
+                           "says; its holders are shown under minor {}",
+                           node.path, maj, min, min, min));
+          node.minor = min;
+        }
+        break;
+      case NodeKind::ctl:
+        ok = maj == kNvidiaMajor && min == kCtlMinor;
+        expected = fmt::format("{}:{}", kNvidiaMajor, kCtlMinor);
+        break;
+      case NodeKind::modeset:
+        ok = maj == kNvidiaMajor && min == kModesetMinor;
+        expected = fmt::format("{}:{}", kNvidiaMajor, kModesetMinor);
+        break;
+      case NodeKind::uvm:
+      case NodeKind::uvm_tools: {
+        auto uvm = uvm_major();
+        if (!uvm) {
+          warn(fmt::format("{} is character device {}:{}, but {}/devices lists no nvidia-uvm "
+                           "driver; ignored",
+                           node.path, maj, min, proc_root_));
+          return false;
+        }
+        ok = maj == *uvm;
+        expected = fmt::format("major {}, nvidia-uvm's in {}/devices", *uvm, proc_root_);
+        break;
+      }
+      case NodeKind::other:
+        break;
+    }
+    if (!ok)
+      warn(fmt::format("{} is character device {}:{}, not the NVIDIA driver's ({}); ignored",
+                       node.path, maj, min, expected));
+    return ok;
+  }
+
+  bool check_simulated(const DeviceNode& node, const struct stat& st) {
+    if (!sim_owner_) {
+      warn(fmt::format("{} is a regular file, not a character device; ignored (regular files "
+                       "count only in a simulated node's directory, marked by {}{})",
+                       node.path, kSimNodeMarkerName,
+                       marker_problem_.empty() ? "" : "; " + marker_problem_));
+      return false;
+    }
+    // A hard link to someone else's file (e.g. a library every process maps)
+    // keeps its owner: it is no node of this simulator.
+    if (st.st_uid != *sim_owner_) {
+      warn(fmt::format("{} is owned by uid {}, not by the owner of {} (uid {}); ignored",
+                       node.path, st.st_uid, kSimNodeMarkerName, *sim_owner_));
+      return false;
+    }
+    return true;
+  }
+
+  std::optional<unsigned> uvm_major() {
+    if (!uvm_read_) {
+      uvm_read_ = true;
+      uvm_major_ = parse_char_device_major(read_small_file(proc_root_ + "/devices"), "nvidia-uvm");
+    }
+    return uvm_major_;
+  }
+
+  int dirfd_;
+  std::string dev_dir_;
+  std::string proc_root_;
+  std::optional<uid_t> sim_owner_;
+  std::string marker_problem_;
+  bool uvm_read_ = false;
+  std::optional<unsigned> uvm_major_;
+};
+
 }  // namespace
 
-DeviceSet::DeviceSet(std::vector<Entry> entries) : entries_(std::move(entries)) {
+DeviceSet::DeviceSet(std::vector<Entry> entries, std::vector<std::string> warnings)
+    : entries_(std::move(entries)), warnings_(std::move(warnings)) {
   std::sort(entries_.begin(), entries_.end(),
             [](const Entry& a, const Entry& b) { return a.node.path < b.node.path; });
 }
-
 const DeviceNode* DeviceSet::match_fd(const struct stat& st) const {
   const bool is_char = S_ISCHR(st.st_mode);
   if (!is_char && !S_ISREG(st.st_mode)) return nullptr;
@@ -61,40 +246,22 @@ const DeviceNode* DeviceSet::match_mapping(unsigned dev_major, unsigned dev_mino
   return nullptr;
 }
 
-Result<DeviceSet> discover_devices(const std::string& dev_dir) {
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(dev_dir.c_str()), ::closedir);
-  if (!dir) {
+Result<DeviceSet> discover_devices(const std::string& dev_dir, const std::string& proc_root) {
+  UniqueFd dir(::open(dev_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) {
     if (errno == ENOENT) return DeviceSet{};
     return std::unexpected(Error::from_errno("cannot read device directory " + dev_dir));
   }
-  std::vector<DeviceSet::Entry> entries;
-  for (;;) {
-    errno = 0;
-    const dirent* d = ::readdir(dir.get());
-    if (d == nullptr) {
-      if (errno != 0)
-        return std::unexpected(Error::from_errno("cannot read device directory " + dev_dir));
-      break;
-    }
-    std::optional<DeviceNode> node = classify_name(d->d_name);
-    if (!node) continue;
-    node->path = dev_dir + (dev_dir.ends_with('/') ? "" : "/") + d->d_name;
-    struct stat st {};
-    if (::stat(node->path.c_str(), &st) != 0) continue;  // dangling link, or removed meanwhile
-    DeviceSet::Entry e;
-    if (S_ISCHR(st.st_mode)) {
-      e.is_char = true;
-      e.rdev = st.st_rdev;
-      if (node->kind == NodeKind::gpu) node->minor = ::minor(st.st_rdev);
-    } else if (!S_ISREG(st.st_mode)) {
-      continue;
-    }
-    e.dev = st.st_dev;
-    e.ino = st.st_ino;
-    e.node = std::move(*node);
-    entries.push_back(std::move(e));
+  NodeChecker checker(dir.get(), dev_dir, proc_root);
+  ReadBuffer scratch;
+  int err =
+      for_each_dirent(dir.get(), scratch, [&](std::string_view name) { checker.check(name); });
+  if (err != 0) {
+    errno = err;
+    return std::unexpected(Error::from_errno("cannot read device directory " + dev_dir));
   }
-  return DeviceSet(std::move(entries));
+  std::sort(checker.warnings.begin(), checker.warnings.end());
+  return DeviceSet(std::move(checker.entries), std::move(checker.warnings));
 }
 
 }  // namespace gpureap::proc

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "proc/holder.h"
@@ -30,7 +31,7 @@ class DeviceSet {
   };
 
   DeviceSet() = default;
-  explicit DeviceSet(std::vector<Entry> entries);
+  explicit DeviceSet(std::vector<Entry> entries, std::vector<std::string> warnings = {});
 
   /// The node an open fd refers to, given stat() of /proc/PID/fd/N (link
   /// followed); nullptr if it is none of ours.
@@ -44,17 +45,42 @@ class DeviceSet {
   bool empty() const { return entries_.empty(); }
   std::size_t size() const { return entries_.size(); }
   const std::vector<Entry>& entries() const { return entries_; }
+  /// What was found in the directory and ignored, one sentence each (for the
+  /// user: the caller carries them into its output).
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
   std::vector<Entry> entries_;  // sorted by path
+  std::vector<std::string> warnings_;
 };
 
-/// Finds nvidia<N> (a GPU, minor N), nvidiactl, nvidia-uvm, nvidia-uvm-tools and
-/// nvidia-modeset in `dev_dir` (symlinks followed). Character devices and
-/// regular files count; anything else is ignored. A GPU node's minor is
-/// minor(st_rdev) for a character device, N from the name for a regular file.
-/// A missing or empty directory gives an empty set (the caller reports it);
-/// any other failure to read the directory is an error.
-Result<DeviceSet> discover_devices(const std::string& dev_dir);
+/// The NVIDIA driver's fixed character-device numbers
+/// (kernel-open/common/inc/nv-chardev-numbers.h): /dev/nvidia<N> is 195:N for
+/// N <= 247, nvidia-modeset 195:254, nvidiactl 195:255. nvidia-uvm and
+/// nvidia-uvm-tools have a dynamic major, the one /proc/devices lists for "nvidia-uvm".
+inline constexpr unsigned kNvidiaMajor = 195;
+inline constexpr unsigned kMaxGpuMinor = 247;
+inline constexpr unsigned kModesetMinor = 254;
+inline constexpr unsigned kCtlMinor = 255;
+
+/// Finds nvidia<N> (a GPU), nvidiactl, nvidia-uvm, nvidia-uvm-tools and
+/// nvidia-modeset in `dev_dir`. An entry counts only when it is, itself (never
+/// through a symlink: nothing is followed out of the directory):
+///  - a character device with the NVIDIA driver's numbers (above); nvidia-uvm*
+///    by the major `<proc_root>/devices` lists for nvidia-uvm. A GPU node's minor
+///    is the device's minor; when its name says another number (nvidia3 that is
+///    195:5, as `docker --device /dev/nvidia5:/dev/nvidia3` makes), the device
+///    number wins, since that is what the driver, NVML and every holder's fd
+///    refer to, and a warning names the mismatch;
+///  - or, only in a simulated node's directory (one holding the marker of
+///    sim_node_marker.h with its exact content), a regular file owned by the
+///    marker's owner; a GPU node's minor is then N from its name (N <= 247).
+/// Every other entry with one of these names (a symlink, a character device
+/// with other numbers such as /dev/null's 1:3, a FIFO, a directory, a regular
+/// file without the marker) is ignored with a warning in the set's warnings().
+/// A missing directory gives an empty set (the caller reports it); any other
+/// failure to read the directory is an error.
+Result<DeviceSet> discover_devices(const std::string& dev_dir,
+                                   const std::string& proc_root = "/proc");
 
 }  // namespace gpureap::proc

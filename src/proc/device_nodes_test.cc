@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "proc/proc_parse.h"
+#include "proc/sim_node_marker.h"
 #include "proc/test_children.h"
 
 namespace gpureap::proc {
@@ -23,6 +26,36 @@ const DeviceNode* find_node(const DeviceSet& set, const std::string& suffix) {
   return nullptr;
 }
 
+// The warning that names `path`, or "" when there is none.
+std::string warning_for(const DeviceSet& set, const std::string& path) {
+  for (const auto& w : set.warnings())
+    if (w.starts_with(path + " ") || w.starts_with(path + ":")) return w;
+  return "";
+}
+
+// A /proc stand-in with only a `devices` file (the fixture of a GPU host, where
+// nvidia-uvm has major 511), removed on destruction.
+class FakeProcRoot {
+ public:
+  explicit FakeProcRoot(bool with_uvm = true) {
+    char tmpl[] = "/tmp/gpureap-proc-root-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
+    dir_ = tmpl;
+    std::ifstream in(std::string(GPUREAP_FIXTURES) + "/proc/devices_nvidia");
+    std::ofstream out(dir_ + "/devices");
+    for (std::string line; std::getline(in, line);)
+      if (with_uvm || !line.ends_with(" nvidia-uvm")) out << line << "\n";
+  }
+  ~FakeProcRoot() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
 TEST(DiscoverDevices, FindsEveryKindAndIgnoresOthers) {
   SimulatedDevDir dev({"nvidia0", "nvidia7", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
                        "nvidia-modeset", "nvidia0x", "nvidiafoo", "README", "nvidia"});
@@ -32,6 +65,9 @@ TEST(DiscoverDevices, FindsEveryKindAndIgnoresOthers) {
   auto set = discover_devices(dev.dir());
   ASSERT_TRUE(set) << set.error().message;
   ASSERT_EQ(set->size(), 6u);
+  // Names that are not ours pass silently; one of ours that is no node is named.
+  ASSERT_EQ(set->warnings().size(), 1u);
+  EXPECT_NE(warning_for(*set, dev.path("nvidia3")).find("is a directory"), std::string::npos);
   const DeviceNode* gpu7 = find_node(*set, "nvidia7");
   ASSERT_NE(gpu7, nullptr);
   EXPECT_EQ(gpu7->kind, NodeKind::gpu);
@@ -107,24 +143,135 @@ TEST(DeviceSet, MatchesAMappingByDeviceAndInode) {
   EXPECT_EQ(set->match_mapping(0, 0, 0), nullptr);  // anonymous memory
 }
 
-TEST(DeviceSet, CharacterDeviceMatchedByDeviceNumber) {
-  // A symlink named like a GPU node pointing at /dev/null (char 1:3): the node
-  // is a character device, its minor comes from st_rdev, and any fd of that
-  // device matches wherever it was opened from.
-  SimulatedDevDir dev(std::vector<std::string>{});
+TEST(DiscoverDevices, SymlinkToDevNullIsIgnoredWithAWarning) {
+  // The wave-1 finding: nvidia9 -> /dev/null (char 1:3) made every process with
+  // /dev/null open a holder of "GPU 3". A link is never followed, not even to a
+  // real node inside the directory.
+  SimulatedDevDir dev({"nvidia0"});
   ASSERT_EQ(::symlink("/dev/null", dev.path("nvidia9").c_str()), 0);
+  ASSERT_EQ(::symlink("nvidia0", dev.path("nvidia4").c_str()), 0);
   auto set = discover_devices(dev.dir());
   ASSERT_TRUE(set);
   ASSERT_EQ(set->size(), 1u);
-  EXPECT_TRUE(set->entries()[0].is_char);
-  EXPECT_EQ(set->entries()[0].node.minor, 3u);  // minor(1:3), not the 9 of the name
+  EXPECT_EQ(set->entries()[0].node.path, dev.path("nvidia0"));
+  EXPECT_NE(warning_for(*set, dev.path("nvidia9")).find("symbolic link to /dev/null"),
+            std::string::npos)
+      << warning_for(*set, dev.path("nvidia9"));
+  EXPECT_NE(warning_for(*set, dev.path("nvidia4")).find("symbolic link"), std::string::npos);
 
+  struct stat null_st {};
+  ASSERT_EQ(::stat("/dev/null", &null_st), 0);
+  EXPECT_EQ(set->match_fd(null_st), nullptr);
+}
+
+TEST(DiscoverDevices, FifoDirectoryAndOutOfRangeNamesAreIgnoredWithWarnings) {
+  SimulatedDevDir dev({"nvidia0", "nvidia248", "nvidia99999999999999"});
+  ASSERT_EQ(::mkfifo(dev.path("nvidia5").c_str(), 0600), 0);
+  ASSERT_EQ(::mkdir(dev.path("nvidia6").c_str(), 0755), 0);
+  ASSERT_EQ(::mkfifo(dev.path("nvidiactl").c_str(), 0600), 0);
+  auto set = discover_devices(dev.dir());
+  ASSERT_TRUE(set);
+  ASSERT_EQ(set->size(), 1u);
+  EXPECT_EQ(set->warnings().size(), 5u);
+  EXPECT_NE(warning_for(*set, dev.path("nvidia5")).find("is a FIFO"), std::string::npos);
+  EXPECT_NE(warning_for(*set, dev.path("nvidia6")).find("is a directory"), std::string::npos);
+  EXPECT_NE(warning_for(*set, dev.path("nvidiactl")).find("is a FIFO"), std::string::npos);
+  EXPECT_NE(warning_for(*set, dev.path("nvidia248")).find("nvidia0 to nvidia247"),
+            std::string::npos);
+  EXPECT_NE(warning_for(*set, dev.path("nvidia99999999999999")), "");
+}
+
+TEST(DiscoverDevices, RegularFilesCountOnlyWithTheSimulatorsMarker) {
+  SimulatedDevDir unmarked({"nvidia0", "nvidiactl"}, /*marker=*/false);
+  auto set = discover_devices(unmarked.dir());
+  ASSERT_TRUE(set);
+  EXPECT_TRUE(set->empty());
+  ASSERT_EQ(set->warnings().size(), 2u);
+  EXPECT_NE(warning_for(*set, unmarked.path("nvidia0")).find("is a regular file"),
+            std::string::npos);
+
+  // A marker with other content does not count either, and says why.
+  std::ofstream(unmarked.path(std::string(kSimNodeMarkerName))) << "anything\n";
+  set = discover_devices(unmarked.dir());
+  ASSERT_TRUE(set);
+  EXPECT_TRUE(set->empty());
+  EXPECT_NE(warning_for(*set, unmarked.path("nvidia0")).find("does not hold the content"),
+            std::string::npos)
+      << warning_for(*set, unmarked.path("nvidia0"));
+
+  // A marker that is a symlink to a good marker is not followed.
+  SimulatedDevDir marked({"nvidia1"});
+  SimulatedDevDir linked({"nvidia0"}, /*marker=*/false);
+  ASSERT_EQ(::symlink(marked.path(std::string(kSimNodeMarkerName)).c_str(),
+                      linked.path(std::string(kSimNodeMarkerName)).c_str()),
+            0);
+  set = discover_devices(linked.dir());
+  ASSERT_TRUE(set);
+  EXPECT_TRUE(set->empty());
+  EXPECT_EQ(set->warnings().size(), 1u);
+}
+
+TEST(DiscoverDevices, SimulatedNodeOwnedBySomeoneElseIsIgnored) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown a file to another user";
+  // A hard link to another user's file keeps that owner; it is no node of ours.
+  SimulatedDevDir dev({"nvidia0", "nvidia1"});
+  ASSERT_EQ(::chown(dev.path("nvidia1").c_str(), 65534, 65534), 0);
+  auto set = discover_devices(dev.dir());
+  ASSERT_TRUE(set);
+  ASSERT_EQ(set->size(), 1u);
+  EXPECT_NE(warning_for(*set, dev.path("nvidia1")).find("owned by uid 65534"), std::string::npos);
+}
+
+TEST(DiscoverDevices, CharacterDevicesNeedTheNvidiaDriversNumbers) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for mknod";
+  SimulatedDevDir dev(std::vector<std::string>{}, /*marker=*/false);
+  auto node = [&](const char* name, unsigned maj, unsigned min) {
+    ASSERT_EQ(::mknod(dev.path(name).c_str(), S_IFCHR | 0600, ::makedev(maj, min)), 0) << name;
+  };
+  node("nvidia0", 195, 0);         // a GPU
+  node("nvidia3", 195, 5);         // renamed (docker --device A:B): GPU minor 5
+  node("nvidia9", 1, 3);           // /dev/null's numbers
+  node("nvidia7", 195, 255);       // nvidiactl's numbers under a GPU's name
+  node("nvidiactl", 195, 255);     // ok
+  node("nvidia-modeset", 195, 0);  // wrong minor
+  node("nvidia-uvm", 511, 0);      // /proc/devices: 511 nvidia-uvm
+  node("nvidia-uvm-tools", 1, 5);  // /dev/zero's numbers
+  FakeProcRoot proc;
+  auto set = discover_devices(dev.dir(), proc.dir());
+  ASSERT_TRUE(set) << set.error().message;
+
+  ASSERT_NE(find_node(*set, "nvidia0"), nullptr);
+  EXPECT_EQ(find_node(*set, "nvidia0")->minor, 0u);
+  ASSERT_NE(find_node(*set, "nvidia3"), nullptr);
+  EXPECT_EQ(find_node(*set, "nvidia3")->minor, 5u);
+  EXPECT_NE(warning_for(*set, dev.path("nvidia3")).find("GPU minor 5"), std::string::npos);
+  EXPECT_NE(find_node(*set, "nvidiactl"), nullptr);
+  EXPECT_NE(find_node(*set, "nvidia-uvm"), nullptr);
+  EXPECT_EQ(set->size(), 4u);
+
+  EXPECT_EQ(find_node(*set, "nvidia9"), nullptr);
+  EXPECT_NE(warning_for(*set, dev.path("nvidia9")).find("character device 1:3, not the NVIDIA"),
+            std::string::npos)
+      << warning_for(*set, dev.path("nvidia9"));
+  EXPECT_NE(warning_for(*set, dev.path("nvidia7")), "");
+  EXPECT_NE(warning_for(*set, dev.path("nvidia-modeset")), "");
+  EXPECT_NE(warning_for(*set, dev.path("nvidia-uvm-tools")).find("major 511"), std::string::npos);
+
+  // Matching goes by device number: /dev/null never matches, 195:0 does.
   struct stat st {};
   ASSERT_EQ(::stat("/dev/null", &st), 0);
-  EXPECT_NE(set->match_fd(st), nullptr);
-  struct stat zero {};
-  ASSERT_EQ(::stat("/dev/zero", &zero), 0);
-  EXPECT_EQ(set->match_fd(zero), nullptr);
+  EXPECT_EQ(set->match_fd(st), nullptr);
+  st.st_rdev = ::makedev(195, 5);
+  ASSERT_NE(set->match_fd(st), nullptr);
+  EXPECT_EQ(set->match_fd(st)->minor, 5u);
+
+  // Without nvidia-uvm in /proc/devices (module not loaded) no uvm node counts.
+  FakeProcRoot no_uvm(/*with_uvm=*/false);
+  auto without = discover_devices(dev.dir(), no_uvm.dir());
+  ASSERT_TRUE(without);
+  EXPECT_EQ(find_node(*without, "nvidia-uvm"), nullptr);
+  EXPECT_NE(warning_for(*without, dev.path("nvidia-uvm")).find("lists no nvidia-uvm"),
+            std::string::npos);
 }
 
 }  // namespace

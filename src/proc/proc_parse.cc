@@ -321,4 +321,30 @@ std::string format_cmdline(std::string_view raw) {
   return out;
 }
 
+std::optional<unsigned> parse_char_device_major(std::string_view proc_devices,
+                                                std::string_view driver) {
+  // "Character devices:\n  1 mem\n195 nvidia\n511 nvidia-uvm\n\nBlock devices:\n..."
+  bool in_char = false;
+  while (!proc_devices.empty()) {
+    auto nl = proc_devices.find('\n');
+    std::string_view line = proc_devices.substr(0, nl);
+    proc_devices = nl == std::string_view::npos ? std::string_view{} : proc_devices.substr(nl + 1);
+    if (line == "Character devices:") {
+      in_char = true;
+      continue;
+    }
+    if (line.ends_with("devices:")) {  // "Block devices:" ends the section
+      in_char = false;
+      continue;
+    }
+    if (!in_char) continue;
+    while (!line.empty() && is_blank(line.front())) line.remove_prefix(1);
+    auto space = line.find(' ');
+    if (space == std::string_view::npos) continue;
+    if (line.substr(space + 1) != driver) continue;
+    if (auto major = to_number<unsigned>(line.substr(0, space))) return major;
+  }
+  return std::nullopt;
+}
+
 }  // namespace gpureap::proc

@@ -117,4 +117,11 @@ std::optional<MapsFileId> parse_maps_file_id(std::string_view line);
 /// A /proc/PID/cmdline for display: NULs become spaces, trailing NULs are dropped.
 std::string format_cmdline(std::string_view raw);
 
+/// The major number /proc/devices lists for the character-device driver named
+/// `driver` (e.g. "nvidia-uvm", whose major is dynamic), nullopt when the
+/// "Character devices:" section does not list it (module not loaded) or the
+/// text is malformed. Block devices are never considered.
+std::optional<unsigned> parse_char_device_major(std::string_view proc_devices,
+                                                std::string_view driver);
+
 }  // namespace gpureap::proc

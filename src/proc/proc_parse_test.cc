@@ -262,5 +262,27 @@ TEST(FormatCmdline, NulsBecomeSpaces) {
   EXPECT_EQ(format_cmdline(std::string_view("\0\0", 2)), "");
 }
 
+TEST(ParseCharDeviceMajor, FindsTheDynamicUvmMajor) {
+  const std::string text = fixture("devices_nvidia");
+  EXPECT_EQ(parse_char_device_major(text, "nvidia-uvm"), 511u);
+  EXPECT_EQ(parse_char_device_major(text, "nvidia"), 195u);
+  EXPECT_EQ(parse_char_device_major(text, "mem"), 1u);
+  // A longer name that starts with the one asked for is another driver.
+  EXPECT_EQ(parse_char_device_major(text, "nvidia-uvm-tools"), std::nullopt);
+  EXPECT_EQ(parse_char_device_major(text, "nvidia-caps"), 237u);
+  EXPECT_EQ(parse_char_device_major(text, "sd"), std::nullopt);  // a block device
+}
+
+TEST(ParseCharDeviceMajor, OnlyTheCharacterSectionCounts) {
+  EXPECT_EQ(parse_char_device_major("Character devices:\n  1 mem\n\nBlock devices:\n508 "
+                                    "nvidia-uvm\n",
+                                    "nvidia-uvm"),
+            std::nullopt);
+  EXPECT_EQ(parse_char_device_major("", "nvidia-uvm"), std::nullopt);
+  EXPECT_EQ(parse_char_device_major("Character devices:\nxyz nvidia-uvm\n", "nvidia-uvm"),
+            std::nullopt);
+  EXPECT_EQ(parse_char_device_major("Character devices:\n 42 nvidia-uvm", "nvidia-uvm"), 42u);
+}
+
 }  // namespace
 }  // namespace gpureap::proc

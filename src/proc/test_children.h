@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "proc/sim_node_marker.h"
+
 namespace gpureap::proc::testing {
 
 /// Forks children and guarantees they die with the test: each child gets
@@ -145,14 +147,24 @@ inline bool wait_state(pid_t pid, char want,
 }
 
 /// A temp directory of simulated nodes: regular files of one page each, so they
-/// can be mmap'ed. Removed on destruction.
+/// can be mmap'ed, and the simulator's marker (sim_node_marker.h) unless
+/// `marker` is false. Removed on destruction.
 class SimulatedDevDir {
  public:
   explicit SimulatedDevDir(std::vector<std::string> names = {"nvidia0", "nvidia1", "nvidiactl",
-                                                             "nvidia-uvm"}) {
+                                                             "nvidia-uvm"},
+                           bool marker = true) {
     char tmpl[] = "/tmp/gpureap-proc-test-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
     dir_ = tmpl;
+    if (marker) {
+      int fd = ::open(path(std::string(kSimNodeMarkerName)).c_str(),
+                      O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+      if (fd < 0 || ::write(fd, kSimNodeMarkerContent.data(), kSimNodeMarkerContent.size()) !=
+                        static_cast<ssize_t>(kSimNodeMarkerContent.size()))
+        throw std::runtime_error("write marker");
+      ::close(fd);
+    }
     for (const auto& n : names) {
       int fd = ::open(path(n).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
       if (fd < 0 || ::ftruncate(fd, 4096) != 0) throw std::runtime_error("create " + n);

@@ -12,7 +12,9 @@ namespace gpureap::reclaim {
 class FreeLock {
  public:
   /// Takes the lock without waiting. Fails with "another gpureap free (pid N) is
-  /// running" when it is held.
+  /// running" when it is held. <state_dir>/free.lock is opened without following
+  /// a symlink and used only when it is a regular file owned by the caller;
+  /// otherwise the error names it and nothing is written.
   static Result<FreeLock> acquire(const std::string& state_dir);
 
   FreeLock(FreeLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }

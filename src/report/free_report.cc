@@ -139,7 +139,7 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
 }
 
 nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::ReclaimReport& r,
-                                 bool dry_run) {
+                                 bool dry_run, const std::vector<std::string>& warnings) {
   nlohmann::ordered_json actions = nlohmann::ordered_json::array(),
                          gpus = nlohmann::ordered_json::array(),
                          leftovers = nlohmann::ordered_json::array(),
@@ -197,6 +197,7 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
           {"interrupted", r.interrupted},
           {"nvml_error", r.nvml_error.empty() ? nlohmann::ordered_json(nullptr)
                                               : nlohmann::ordered_json(r.nvml_error)},
+          {"warnings", warnings},
           {"seconds", r.seconds}};
 }
 

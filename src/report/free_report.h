@@ -19,7 +19,8 @@ std::string progress_line(const std::vector<reclaim::GpuOutcome>& gpus);
 
 /// The final report.
 std::string free_text(const reclaim::ReclaimReport& report, const Style& style);
+/// `warnings`: the inventory's (inventory::Inventory::warnings).
 nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::ReclaimReport& report,
-                                 bool dry_run);
+                                 bool dry_run, const std::vector<std::string>& warnings = {});
 
 }  // namespace gpureap::report

@@ -125,6 +125,8 @@ nlohmann::ordered_json status_json(const inventory::Inventory& inv) {
   for (const auto& h : inv.other_holders) others.push_back(holder_json(h, std::nullopt));
   nlohmann::ordered_json problems = nlohmann::ordered_json::array();
   for (const auto& p : inv.problems) problems.push_back({{"pid", p.pid}, {"what", p.what}});
+  nlohmann::ordered_json warnings = nlohmann::ordered_json::array();
+  for (const auto& w : inv.warnings) warnings.push_back(w);
   return {
       {"schema_version", kSchemaVersion},
       {"command", "status"},
@@ -139,6 +141,7 @@ nlohmann::ordered_json status_json(const inventory::Inventory& inv) {
       {"gpus", gpus},
       {"other_holders", others},
       {"problems", problems},
+      {"warnings", warnings},
       {"scan", {{"processes", inv.processes_scanned}}},
   };
 }

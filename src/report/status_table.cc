@@ -159,6 +159,11 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
             : "Run as root to see every holder."));
   }
 
+  if (!inv.warnings.empty()) {
+    out += "\n";
+    for (const auto& w : inv.warnings) out += style.yellow("! " + printable(w)) + "\n";
+  }
+
   // What now.
   auto gpu_list = [](const std::set<unsigned>& s) {
     std::string r;

@@ -34,11 +34,11 @@ FreeWaitResult wait_until_free(gpu::GpuSource& gpus, const FreeWaitOptions& opti
   // 1. One inventory: the GPUs, their baselines, and who holds them now.
   auto devices = proc::discover_devices(options.dev_dir);
   proc::DeviceSet device_set = devices ? std::move(*devices) : proc::DeviceSet{};
-  auto dir = inventory::state_dir();
-  auto baselines =
-      dir ? inventory::BaselineStore::load(*dir) : inventory::BaselineStore::in_memory();
+  auto baselines = inventory::BaselineStore::load_default();
   auto inv = inventory::collect_inventory(gpus, device_set, baselines);
   (void)baselines.save();
+  result.warnings = inv.warnings;
+  if (!devices) result.warnings.insert(result.warnings.begin(), devices.error().message);
   if (inv.nvml_state != gpu::NvmlState::ok) {
     result.message = inv.nvml_problem.empty() ? "NVML is not usable" : inv.nvml_problem;
     return result;
@@ -110,6 +110,7 @@ FreeWaitResult wait_until_free(gpu::GpuSource& gpus, const FreeWaitOptions& opti
   result.status = FreeWaitResult::Status::timed_out;
   auto after = inventory::collect_inventory(gpus, device_set, baselines);
   keep_only(after, *chosen);
+  after.warnings.clear();  // already in result.warnings: said once
   result.holders = std::move(after);
   return result;
 }

@@ -42,6 +42,8 @@ struct FreeWaitResult {
   };
   Status status = Status::nvml_failed;
   std::string message;
+  /// What the caller should show the user as warnings (inventory::Inventory::warnings).
+  std::vector<std::string> warnings;
   std::vector<FreeWaitGpu> gpus;
   double seconds = 0;
   /// On timeout: a fresh inventory of the selected GPUs, for the holder summary.

@@ -43,7 +43,13 @@ RunGpuWatch::RunGpuWatch(gpu::GpuSource& gpus, const std::string& dev_dir)
   } else {
     nvml_problem_ = devices.error().message;
   }
-  if (auto dir = inventory::state_dir()) baselines_ = inventory::BaselineStore::load(*dir);
+  baselines_ = inventory::BaselineStore::load_default();
+}
+
+std::vector<std::string> RunGpuWatch::warnings() const {
+  std::vector<std::string> out = devices_.warnings();
+  out.insert(out.end(), baselines_.warnings().begin(), baselines_.warnings().end());
+  return out;
 }
 
 void RunGpuWatch::sample(pid_t reaper, const RunCgroup* cgroup) {

@@ -76,6 +76,9 @@ class RunGpuWatch {
   /// Why NVML (or the device nodes) could not be used; empty when all was well.
   const std::string& nvml_problem() const { return nvml_problem_; }
 
+  /// Device nodes ignored and baselines refused (see inventory::Inventory::warnings).
+  std::vector<std::string> warnings() const;
+
   /// For GPUs the release wait did not see freed: a fresh inventory and the
   /// classification of what still holds them (`survivors`: processes of the
   /// run alive after SIGKILL).

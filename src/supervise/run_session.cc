@@ -214,7 +214,10 @@ RunOutcome supervise_run(const RunSettings& settings, gpu::GpuSource& gpus, cons
     }
     if (!not_freed.empty()) out.leftovers = watch->classify(not_freed, out.teardown.survivors);
   }
-  if (watch) out.nvml_problem = watch->nvml_problem();
+  if (watch) {
+    out.nvml_problem = watch->nvml_problem();
+    out.warnings = watch->warnings();
+  }
 
   // 6. Done: the reaper goes, and the cgroup with it once empty (a populated
   //    one stays: it names the leftovers).

@@ -244,9 +244,10 @@ TEST(Free, NonRootCannotSignalAnotherUsersProcess) {
   if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "setpriv (util-linux) missing";
   SimNode node;
   auto held = node.hold({"--gpu", "2", "--bytes", "4GiB"});
+  // The caller's own private state directory: gpureap refuses one it does not own.
   std::string state = node.dir() + "/nobody-state";
-  ::mkdir(state.c_str(), 0777);
-  ::chmod(state.c_str(), 0777);
+  ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(state.c_str(), 65534, 65534), 0);
   ::chmod(node.dir().c_str(), 0755);
   std::vector<std::string> argv = {"/usr/bin/setpriv",
                                    "--reuid=65534",

@@ -1,0 +1,90 @@
+#include "reclaim/free_lock.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace gpureap::reclaim {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/gpureap-lock-test-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
+    dir_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(FreeLock, WritesItsPidAndExcludesASecondFree) {
+  TempDir t;
+  auto first = FreeLock::acquire(t.dir());
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(read_all(t.path("free.lock")), std::to_string(::getpid()) + "\n");
+  auto second = FreeLock::acquire(t.dir());
+  ASSERT_FALSE(second);
+  EXPECT_NE(second.error().message.find("another gpureap free (pid " + std::to_string(::getpid())),
+            std::string::npos)
+      << second.error().message;
+}
+
+TEST(FreeLock, SymlinkIsRefusedAndItsTargetLeftAlone) {
+  // The wave-1 plant: free.lock -> a victim's file, which was truncated and
+  // overwritten with our pid.
+  TempDir t;
+  const std::string precious = "precious data of relu\n";
+  std::ofstream(t.path("important.txt")) << precious;
+  ASSERT_EQ(::mkdir(t.path("state").c_str(), 0700), 0);
+  ASSERT_EQ(::symlink(t.path("important.txt").c_str(), t.path("state/free.lock").c_str()), 0);
+  auto lock = FreeLock::acquire(t.path("state"));
+  ASSERT_FALSE(lock);
+  EXPECT_NE(lock.error().message.find("free.lock is a symbolic link"), std::string::npos)
+      << lock.error().message;
+  EXPECT_EQ(read_all(t.path("important.txt")), precious);
+
+  // A dangling link (to a file it would create) is refused as well.
+  ASSERT_EQ(::symlink(t.path("created.txt").c_str(), t.path("free.lock").c_str()), 0);
+  EXPECT_FALSE(FreeLock::acquire(t.dir()));
+  EXPECT_FALSE(std::filesystem::exists(t.path("created.txt")));
+}
+
+TEST(FreeLock, SomethingOtherThanOurRegularFileIsRefused) {
+  TempDir t;
+  ASSERT_EQ(::mkfifo(t.path("free.lock").c_str(), 0600), 0);
+  auto fifo = FreeLock::acquire(t.dir());
+  ASSERT_FALSE(fifo);
+  EXPECT_NE(fifo.error().message.find("not a regular file"), std::string::npos);
+
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown a file to another user";
+  TempDir u;
+  std::ofstream(u.path("free.lock")) << "theirs\n";
+  ASSERT_EQ(::chown(u.path("free.lock").c_str(), 65534, 65534), 0);
+  auto foreign = FreeLock::acquire(u.dir());
+  ASSERT_FALSE(foreign);
+  EXPECT_NE(foreign.error().message.find("owned by uid 65534"), std::string::npos);
+  EXPECT_EQ(read_all(u.path("free.lock")), "theirs\n");
+}
+
+}  // namespace
+}  // namespace gpureap::reclaim
