@@ -11,6 +11,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "report/terminal_text.h"
 #include "supervise/free_wait.h"
 #include "supervise/run_session.h"
 #include "util/units.h"
@@ -30,8 +31,10 @@ struct RunOptions {
   bool verbose = false;
 };
 
+// Every line goes through terminal_text: they carry cgroup paths, evidence about
+// processes and messages that quote them.
 void say(const std::string& line) {
-  print_err("gpureap run: " + line + "\n");
+  print_err("gpureap run: " + report::terminal_text(line) + "\n");
 }
 
 int usage_error(const std::string& message) {
@@ -127,8 +130,9 @@ void report_problems(const supervise::RunOutcome& out) {
         "GPU {} memory still held after the teardown: {} used, free means at most {} [{}]", l.gpu,
         used.empty() ? "?" : used, held != out.held.end() ? format_bytes(held->threshold) : "?",
         l.cls));
-    for (const auto& e : l.evidence) print_err("    " + e + "\n");
-    if (!l.next_step.empty()) print_err("    next: " + l.next_step + "\n");
+    for (const auto& e : l.evidence) print_err("    " + report::terminal_text(e) + "\n");
+    if (!l.next_step.empty())
+      print_err("    next: " + report::terminal_text(l.next_step) + "\n");
   }
   if (out.release && !out.release->all_freed && out.leftovers.empty())
     say("GPU memory the run held is not back at baseline" +
@@ -195,7 +199,14 @@ int run_run(const GlobalOptions& global, RunOptions o) {
             ? fmt::format("{}: {}", o.command[0], f.message)
             : f.message);
   }
-  report_problems(out);
+  // The run is over and its processes were signalled: a failure to render the
+  // details must not lose the exit status, which is the run's record.
+  try {
+    report_problems(out);
+  } catch (const std::exception& e) {
+    print_err("gpureap run: the report could not be rendered (" + report::terminal_text(e.what()) +
+              "); the exit status stands\n");
+  }
   if (o.verbose && !out.nvml_problem.empty()) say("GPU memory not verified: " + out.nvml_problem);
   int code = run_exit_code(out);
   if (o.verbose && !out.launch_failure)
