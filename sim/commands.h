@@ -54,6 +54,7 @@ struct HoldOptions {
   std::string release_delay;
   double forks_per_second = 0;
   std::string comm;
+  std::vector<std::string> labels;  // ignored: they only shape the command line
   bool client_only = false;
   bool pidns = false;
   std::string cgroup;

@@ -76,7 +76,7 @@ Result<void> register_process(const SimPaths& paths, const ProcRecord& r) {
                       {"role", r.role}, {"pgid", r.pgid},
                       {"comm", r.comm}, {"registered_ns", boottime_ns()}};
   return write_file_atomic(paths.procs() / fmt::format("{}-{}.json", r.pid, r.start_time),
-                           j.dump() + "\n");
+                           j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 Result<void> register_allocation(const SimPaths& paths, const Allocation& a) {
@@ -88,7 +88,7 @@ Result<void> register_allocation(const SimPaths& paths, const Allocation& a) {
                       {"client", a.client},
                       {"release_delay_ns", a.release_delay.count()},
                       {"comm", a.comm}};
-  return write_file_atomic(paths.allocs() / (a.name() + ".json"), j.dump() + "\n");
+  return write_file_atomic(paths.allocs() / (a.name() + ".json"), j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 std::vector<ProcRecord> read_process_records(const SimPaths& paths) {

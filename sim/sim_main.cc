@@ -129,6 +129,11 @@ int main(int argc, char** argv) {
   hold_cmd->add_option("--forks-per-second", hold.forks_per_second,
                        "fork storm: short-lived children inheriting the device fds");
   hold_cmd->add_option("--comm", hold.comm, "process name of the holders (15 chars kept)");
+  hold_cmd
+      ->add_option("--label", hold.labels,
+                   "ignored text that stays in every holder's command line (repeatable): long "
+                   "or odd command lines")
+      ->allow_extra_args(false);
   hold_cmd->add_flag("--client-only", hold.client_only,
                      "open the device nodes, hold 0 bytes (a monitoring client)");
   hold_cmd->add_flag("--pidns", hold.pidns, "run the server in a new PID namespace (root)");

@@ -10,6 +10,7 @@
 
 #include "cli/command.h"
 #include "cli/exit_codes.h"
+#include "report/terminal_text.h"
 
 int main(int argc, char** argv) {
   using namespace gpureap::cli;
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
     }
     return run();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gpureap: %s\n", e.what());
+    std::fprintf(stderr, "gpureap: %s\n", gpureap::report::terminal_text(e.what()).c_str());
     return kExitSystem;
   }
 }

@@ -18,7 +18,9 @@
 #include "reclaim/free_lock.h"
 #include "reclaim/reclaimer.h"
 #include "report/free_report.h"
-#include "report/status_table.h"
+#include "report/json.h"
+#include "report/terminal_text.h"
+#include "util/pattern.h"
 #include "util/units.h"
 
 namespace gpureap::cli {
@@ -67,7 +69,7 @@ bool confirm(const std::string& question) {
 }
 
 int usage_error(const std::string& message) {
-  print_err(fmt::format("gpureap free: {}\n", message));
+  print_err(fmt::format("gpureap free: {}\n", report::terminal_text(message)));
   return kExitUsage;
 }
 
@@ -94,12 +96,10 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
     sel.user = *uid;
   }
   if (!o.match.empty()) {
-    try {
-      sel.match = std::regex(o.match, std::regex::extended);
-    } catch (const std::regex_error& e) {
-      return usage_error(
-          fmt::format("--match: invalid regular expression '{}': {}", o.match, e.what()));
-    }
+    auto pattern = Pattern::compile(o.match);
+    if (!pattern)
+      return usage_error("--match: cannot use this regular expression: " + pattern.error().message);
+    sel.match = std::move(*pattern);
   }
   if (!o.yes && !o.dry_run && !::isatty(0))
     return usage_error(
@@ -110,14 +110,14 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   // 2. One free at a time.
   auto state = inventory::state_dir();
   if (!state) {
-    print_err(fmt::format("gpureap free: {}\n", state.error().message));
+    print_err(fmt::format("gpureap free: {}\n", report::terminal_text(state.error().message)));
     return kExitSystem;
   }
   std::optional<reclaim::FreeLock> lock;
   if (!o.dry_run) {
     auto l = reclaim::FreeLock::acquire(*state);
     if (!l) {
-      print_err(fmt::format("gpureap free: {}\n", l.error().message));
+      print_err(fmt::format("gpureap free: {}\n", report::terminal_text(l.error().message)));
       return kExitSystem;
     }
     lock.emplace(std::move(*l));
@@ -126,7 +126,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   // 3. Discover.
   auto devices = proc::discover_devices(resolve_dev_dir(global));
   if (!devices) {
-    print_err(fmt::format("gpureap free: {}\n", devices.error().message));
+    print_err(fmt::format("gpureap free: {}\n", report::terminal_text(devices.error().message)));
     return kExitSystem;
   }
   auto gpus = open_gpu_source(global);
@@ -140,9 +140,9 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   if (inv.nvml_state != gpu::NvmlState::ok)
     print_err(fmt::format(
         "gpureap free: warning: {}; holders come from /proc only and release cannot be verified\n",
-        inv.nvml_problem));
+        report::terminal_text(inv.nvml_problem)));
   for (const auto& w : inv.warnings)
-    print_err(fmt::format("gpureap free: warning: {}\n", report::printable(w)));
+    print_err(fmt::format("gpureap free: warning: {}\n", report::terminal_text(w)));
 
   // 4. Plan.
   auto caller = reclaim::CallerContext::current();
@@ -154,9 +154,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   auto style = stdout_style(global);
   if (plan.targets.empty() && all_idle) {
     if (global.json)
-      print_out(
-          report::free_json(plan, reclaim::ReclaimReport{}, o.dry_run, inv.warnings).dump(2) +
-          "\n");
+      print_out(report::json_text(report::free_json(plan, reclaim::ReclaimReport{}, o.dry_run, inv.warnings)));
     else
       print_out(report::plan_text(plan, style) +
                 "Nothing to do: the selected GPUs hold no memory above baseline.\n");
@@ -165,8 +163,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   if (!global.json) print_out(report::plan_text(plan, style));
   if (o.dry_run) {
     if (global.json)
-      print_out(report::free_json(plan, reclaim::ReclaimReport{}, true, inv.warnings).dump(2) +
-                "\n");
+      print_out(report::json_text(report::free_json(plan, reclaim::ReclaimReport{}, true, inv.warnings)));
     else
       print_out("Dry run: nothing was signalled.\n");
     return kExitOk;
@@ -193,11 +190,18 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   if (live) print_err("\r\033[K");
   (void)baselines.save();
 
-  // 7. Report.
-  if (global.json)
-    print_out(report::free_json(plan, result, false, inv.warnings).dump(2) + "\n");
-  else
-    print_out(report::free_text(result, style));
+  // 7. Report. Processes were signalled: the caller gets a record of it even if
+  // rendering the full report fails (the exit status is decided apart from it).
+  std::string rendered;
+  try {
+    rendered = global.json ? report::json_text(report::free_json(plan, result, false, inv.warnings))
+                           : report::free_text(result, style);
+  } catch (const std::exception& e) {
+    print_err("gpureap free: the report could not be rendered (" + report::terminal_text(e.what()) +
+              "); a plain record of what was done follows\n");
+    rendered = report::free_record(result);
+  }
+  print_out(rendered);
   if (result.interrupted) return kExitStillHeld;
   return result.all_freed() ? kExitOk : kExitStillHeld;
 }
@@ -233,7 +237,8 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
   sub->add_option("--cgroup", o->cgroup,
                   "Only holders whose cgroup path or container contains this text");
   sub->add_option("--match", o->match,
-                  "Only holders whose command line matches this regex (POSIX extended)");
+                  "Only holders whose command line matches this regular expression, searched anywhere "
+                  "(RE2 syntax: POSIX extended plus \\d \\s \\w; no backreferences)");
   sub->add_flag("--orphans", o->orphans, "Only holders whose parent is gone (re-parented)");
   sub->add_option("--grace", o->grace, "Time between SIGTERM and SIGKILL")->default_val("5s");
   sub->add_option("--timeout", o->timeout, "Give up verifying release after this long")

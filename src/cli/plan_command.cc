@@ -26,6 +26,8 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "report/json.h"
+#include "report/terminal_text.h"
 #include "util/units.h"
 
 namespace gpureap::cli {
@@ -592,11 +594,11 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
 int run_plan(const GlobalOptions& global, const PlanOptions& options) {
   auto report = build_plan(global, options);
   if (!report) {
-    print_err(fmt::format("gpureap plan: {}\n", report.error().message));
+    print_err(fmt::format("gpureap plan: {}\n", report::terminal_text(report.error().message)));
     return kExitUsage;
   }
   if (global.json) {
-    print_out(render_json(*report).dump(2) + "\n");
+    print_out(report::json_text(render_json(*report)));
   } else {
     print_out(render_text(*report, stdout_style(global)));
   }

@@ -11,7 +11,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
-#include "report/status_table.h"
+#include "report/terminal_text.h"
 #include "supervise/free_wait.h"
 #include "supervise/run_session.h"
 #include "util/units.h"
@@ -31,8 +31,10 @@ struct RunOptions {
   bool verbose = false;
 };
 
+// Every line goes through terminal_text: they carry cgroup paths, evidence about
+// processes and messages that quote them.
 void say(const std::string& line) {
-  print_err("gpureap run: " + line + "\n");
+  print_err("gpureap run: " + report::terminal_text(line) + "\n");
 }
 
 int usage_error(const std::string& message) {
@@ -80,7 +82,7 @@ int wait_gpus_free(const GlobalOptions& global, const RunOptions& o,
   options.timeout = timeout;
   options.dev_dir = resolve_dev_dir(global);
   auto r = supervise::wait_until_free(*gpus, options);
-  for (const auto& w : r.warnings) say("warning: " + report::printable(w));
+  for (const auto& w : r.warnings) say("warning: " + w);
   using Status = supervise::FreeWaitResult::Status;
   switch (r.status) {
     case Status::free:
@@ -108,7 +110,7 @@ int wait_gpus_free(const GlobalOptions& global, const RunOptions& o,
 }
 
 void report_problems(const supervise::RunOutcome& out) {
-  for (const auto& w : out.warnings) say("warning: " + report::printable(w));
+  for (const auto& w : out.warnings) say("warning: " + w);
   if (out.reaper_lost)
     say("the reaper process was killed: the command's exit status is unknown and orphans "
         "may have escaped; see `gpureap status`");
@@ -130,8 +132,9 @@ void report_problems(const supervise::RunOutcome& out) {
         "GPU {} memory still held after the teardown: {} used, free means at most {} [{}]", l.gpu,
         used.empty() ? "?" : used, held != out.held.end() ? format_bytes(held->threshold) : "?",
         l.cls));
-    for (const auto& e : l.evidence) print_err("    " + e + "\n");
-    if (!l.next_step.empty()) print_err("    next: " + l.next_step + "\n");
+    for (const auto& e : l.evidence) print_err("    " + report::terminal_text(e) + "\n");
+    if (!l.next_step.empty())
+      print_err("    next: " + report::terminal_text(l.next_step) + "\n");
   }
   if (out.release && !out.release->all_freed && out.leftovers.empty())
     say("GPU memory the run held is not back at baseline" +
@@ -198,7 +201,14 @@ int run_run(const GlobalOptions& global, RunOptions o) {
             ? fmt::format("{}: {}", o.command[0], f.message)
             : f.message);
   }
-  report_problems(out);
+  // The run is over and its processes were signalled: a failure to render the
+  // details must not lose the exit status, which is the run's record.
+  try {
+    report_problems(out);
+  } catch (const std::exception& e) {
+    print_err("gpureap run: the report could not be rendered (" + report::terminal_text(e.what()) +
+              "); the exit status stands\n");
+  }
   if (o.verbose && !out.nvml_problem.empty()) say("GPU memory not verified: " + out.nvml_problem);
   int code = run_exit_code(out);
   if (o.verbose && !out.launch_failure)

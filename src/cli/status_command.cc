@@ -11,6 +11,7 @@
 #include "inventory/collect.h"
 #include "report/json.h"
 #include "report/status_table.h"
+#include "report/terminal_text.h"
 
 namespace gpureap::cli {
 namespace {
@@ -24,7 +25,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
   std::string dev_dir = resolve_dev_dir(global);
   auto devices = proc::discover_devices(dev_dir);
   if (!devices) {
-    print_err(fmt::format("gpureap status: {}\n", devices.error().message));
+    print_err(fmt::format("gpureap status: {}\n", report::terminal_text(devices.error().message)));
     return kExitSystem;
   }
 
@@ -41,7 +42,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
     for (const auto& v : inv.gpus) infos.push_back(v.info);
     auto chosen = gpu::select_gpus(options.gpu, infos);
     if (!chosen) {
-      print_err(fmt::format("gpureap status: {}\n", chosen.error().message));
+      print_err(fmt::format("gpureap status: {}\n", report::terminal_text(chosen.error().message)));
       return kExitUsage;
     }
     std::erase_if(inv.gpus, [&](const inventory::GpuView& v) {
@@ -51,7 +52,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
 
   // 4. Report.
   if (global.json) {
-    print_out(report::status_json(inv).dump(2) + "\n");
+    print_out(report::json_text(report::status_json(inv)));
   } else {
     print_out(report::status_table(inv, stdout_style(global)));
   }

@@ -9,6 +9,7 @@
 #include "cli/exit_codes.h"
 #include "report/json.h"
 #include "report/status_table.h"
+#include "report/terminal_text.h"
 #include "supervise/free_wait.h"
 #include "util/units.h"
 
@@ -22,7 +23,7 @@ struct WaitOptions {
 };
 
 int usage_error(const std::string& message) {
-  print_err(fmt::format("gpureap wait: {}\n", message));
+  print_err(fmt::format("gpureap wait: {}\n", report::terminal_text(message)));
   return kExitUsage;
 }
 
@@ -74,12 +75,12 @@ int run_wait(const GlobalOptions& global, const WaitOptions& o) {
   auto gpus = open_gpu_source(global);
   auto result = supervise::wait_until_free(*gpus, options);
   for (const auto& w : result.warnings)
-    print_err(fmt::format("gpureap wait: warning: {}\n", report::printable(w)));
+    print_err(fmt::format("gpureap wait: warning: {}\n", report::terminal_text(w)));
 
   // 3. Report.
   using Status = supervise::FreeWaitResult::Status;
   if (result.status == Status::bad_selection) return usage_error(result.message);
-  if (global.json) print_out(wait_json(result).dump(2) + "\n");
+  if (global.json) print_out(report::json_text(wait_json(result)));
   switch (result.status) {
     case Status::free:
       if (!global.json)
@@ -104,7 +105,7 @@ int run_wait(const GlobalOptions& global, const WaitOptions& o) {
     case Status::bad_selection:
       break;
   }
-  print_err(fmt::format("gpureap wait: {}\n", result.message));
+  print_err(fmt::format("gpureap wait: {}\n", report::terminal_text(result.message)));
   return kExitSystem;
 }
 

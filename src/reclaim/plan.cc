@@ -52,7 +52,7 @@ std::string filter_mismatch(const proc::Holder& h, const Selection& sel) {
   if (!sel.cgroup.empty() && h.cgroup.find(sel.cgroup) == std::string::npos &&
       h.container.find(sel.cgroup) == std::string::npos)
     return "cgroup does not match --cgroup";
-  if (sel.match && !std::regex_search(h.cmdline, *sel.match))
+  if (sel.match && !sel.match->search(h.cmdline))
     return "command line does not match --match";
   if (sel.orphans_only && !h.orphaned) return "not orphaned (its parent is alive); --orphans given";
   return "";
@@ -206,7 +206,7 @@ bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selec
   // supervisor is by nature not an orphan, so --orphans alone does not exclude it).
   if (!named && !sel.pids.empty()) return false;
   if (sel.user && parent.uid != *sel.user) return false;
-  if (sel.match && !std::regex_search(cmdline, *sel.match)) return false;
+  if (sel.match && !sel.match->search(cmdline)) return false;
   plan.targets.push_back(Target{parent.id,
                                 parent.comm,
                                 cmdline,

@@ -5,13 +5,13 @@
 
 #include <cstdint>
 #include <optional>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "inventory/inventory.h"
 #include "proc/process_table.h"
+#include "util/pattern.h"
 
 namespace gpureap::reclaim {
 
@@ -20,7 +20,7 @@ struct Selection {
   std::vector<pid_t> pids;          // --pid: only these (and they may name infrastructure)
   std::optional<uid_t> user;        // --user
   std::string cgroup;               // --cgroup: substring of the cgroup path or container hint
-  std::optional<std::regex> match;  // --match: regex searched in the command line
+  std::optional<Pattern> match;     // --match: searched anywhere in the command line
   bool orphans_only = false;        // --orphans
 
   /// True when the selection narrows beyond GPUs (any of pid/user/cgroup/match/orphans).

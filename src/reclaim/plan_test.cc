@@ -90,7 +90,7 @@ TEST(MakePlan, FiltersNarrowTheSelection) {
   ASSERT_EQ(orphans.targets.size(), 2u);  // 100 and its descendant 150
   EXPECT_EQ(orphans.skipped.size(), 1u);
   sel.orphans_only = false;
-  sel.match = std::regex("vllm", std::regex::extended);
+  sel.match = *Pattern::compile("vllm");
   EXPECT_TRUE(make_plan(inv, sel, root_caller()).targets.empty());
   sel.match.reset();
   sel.gpus = {1};

@@ -5,6 +5,7 @@
 
 #include "report/json.h"
 #include "report/status_table.h"
+#include "report/terminal_text.h"
 #include "util/units.h"
 
 namespace gpureap::report {
@@ -40,18 +41,19 @@ std::string plan_text(const reclaim::Plan& plan, const Style& style) {
     out += style.dim(fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", "PID", "USER", "GPU",
                                  "GPU MEM", "WHY", "COMMAND"));
     for (const auto& t : plan.targets) {
-      std::string cmd = printable(t.cmdline.empty() ? "[" + t.comm + "]" : t.cmdline);
-      if (cmd.size() > 50) cmd = cmd.substr(0, 47) + "...";
-      out += fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", t.id.pid, t.user.substr(0, 10),
-                         gpus_text(t.gpus), t.gpu_bytes ? format_bytes(t.gpu_bytes) : "-",
-                         t.why.substr(0, 44), cmd);
+      std::string cmd = terminal_text(t.cmdline.empty() ? "[" + t.comm + "]" : t.cmdline, 50);
+      out += fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", t.id.pid,
+                         terminal_text(t.user, 10), gpus_text(t.gpus),
+                         t.gpu_bytes ? format_bytes(t.gpu_bytes) : "-", terminal_text(t.why, 44),
+                         cmd);
     }
   }
   if (!plan.skipped.empty()) {
     out += style.yellow(fmt::format("Left alone ({}):\n", plan.skipped.size()));
     for (const auto& s : plan.skipped)
-      out += fmt::format("  {:<8} {:<16} GPU {:<5} {:>10}  {}\n", s.id.pid, s.comm.substr(0, 16),
-                         gpus_text(s.gpus), format_bytes(s.gpu_bytes), s.reason);
+      out += fmt::format("  {:<8} {:<16} GPU {:<5} {:>10}  {}\n", s.id.pid,
+                         terminal_text(s.comm, 16), gpus_text(s.gpus), format_bytes(s.gpu_bytes),
+                         terminal_text(s.reason));
   }
   return out;
 }
@@ -95,7 +97,8 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
     out += style.yellow("Interrupted: stopped waiting; this is what had been done.\n");
   for (const auto& resp : r.respawners)
     out += style.yellow(fmt::format(
-        "pid {} ({}) kept respawning GPU holders ({}x){}.\n", resp.id.pid, resp.comm, resp.respawns,
+        "pid {} ({}) kept respawning GPU holders ({}x){}.\n", resp.id.pid,
+        terminal_text(resp.comm), resp.respawns,
         resp.included ? "; it was included and signalled" : "; not selected, left alone"));
   if (!r.actions.empty()) {
     out += style.bold("Actions:\n");
@@ -104,7 +107,8 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
           a.exited_at ? fmt::format("{} at +{:.3f}s", a.result, *a.exited_at) : a.result;
       out +=
           fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {} -> {}\n", a.sent_at, a.signal,
-                      a.id.pid, a.comm, a.id.start_time, a.via.empty() ? "-" : a.via, outcome);
+                      a.id.pid, terminal_text(a.comm), a.id.start_time,
+                      a.via.empty() ? "-" : terminal_text(a.via), terminal_text(outcome));
     }
   }
   out += style.bold(fmt::format("Result after {} ({} round{}):\n", seconds_text(r.seconds),
@@ -121,20 +125,20 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
       if (l.gpu != g.index) continue;
       out += style.red(fmt::format("    [{}]", l.cls));
       out += l.pids.empty() ? "\n" : fmt::format(" pid {}\n", fmt::join(l.pids, ","));
-      for (const auto& e : l.evidence) out += fmt::format("      {}\n", e);
-      out += fmt::format("      next: {}\n", l.next_step);
+      for (const auto& e : l.evidence) out += fmt::format("      {}\n", terminal_text(e));
+      out += fmt::format("      next: {}\n", terminal_text(l.next_step));
     }
   }
   for (const auto& reset : r.resets) {
     out += style.bold(fmt::format("Reset of GPU {}:\n", reset.gpu));
-    for (const auto& b : reset.blockers) out += fmt::format("  blocked: {}\n", b);
-    for (const auto& n : reset.notes) out += fmt::format("  note: {}\n", n);
+    for (const auto& b : reset.blockers) out += fmt::format("  blocked: {}\n", terminal_text(b));
+    for (const auto& n : reset.notes) out += fmt::format("  note: {}\n", terminal_text(n));
     if (reset.attempted)
-      out +=
-          fmt::format("  ran: {}\n  exit {}: {}\n", reset.command, reset.exit_code, reset.output);
+      out += fmt::format("  ran: {}\n  exit {}: {}\n", terminal_text(reset.command),
+                         reset.exit_code, terminal_text(reset.output));
   }
   if (!r.nvml_error.empty())
-    out += style.yellow("NVML failed while verifying: " + r.nvml_error + "\n");
+    out += style.yellow("NVML failed while verifying: " + terminal_text(r.nvml_error) + "\n");
   return out;
 }
 
@@ -199,6 +203,19 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
                                               : nlohmann::ordered_json(r.nvml_error)},
           {"warnings", warnings},
           {"seconds", r.seconds}};
+}
+
+std::string free_record(const reclaim::ReclaimReport& r) {
+  // Plain concatenation: whatever made the full report fail must not fail here.
+  std::string out = "gpureap free record:\n";
+  for (const auto& a : r.actions)
+    out += "  " + a.signal + " pid " + std::to_string(a.id.pid) + " start " +
+           std::to_string(a.id.start_time) + " -> " + terminal_text(a.result) + "\n";
+  for (const auto& g : r.gpus)
+    out += "  GPU " + std::to_string(g.index) + " " + std::to_string(g.before) + " -> " +
+           std::to_string(g.after) + " bytes: " + (g.freed ? "freed" : "STILL HELD") + "\n";
+  if (r.interrupted) out += "  interrupted\n";
+  return out;
 }
 
 }  // namespace gpureap::report

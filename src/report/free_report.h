@@ -23,4 +23,9 @@ std::string free_text(const reclaim::ReclaimReport& report, const Style& style);
 nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::ReclaimReport& report,
                                  bool dry_run, const std::vector<std::string>& warnings = {});
 
+/// The last resort when free_text/free_json fail after processes were signalled:
+/// one plain line per action and per GPU, pids and outcomes only (no process
+/// text), so the caller still learns what was done. Ends with a newline.
+std::string free_record(const reclaim::ReclaimReport& report);
+
 }  // namespace gpureap::report

@@ -38,6 +38,14 @@ nlohmann::ordered_json optional_json(const std::optional<T>& v) {
 
 }  // namespace
 
+std::string json_text(const nlohmann::ordered_json& doc) {
+  return doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+std::string json_text(const nlohmann::json& doc) {
+  return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uint64_t> gpu_bytes) {
   nlohmann::ordered_json threads = nlohmann::ordered_json::array();
   for (const auto& t : h.threads)

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 
 #include "inventory/inventory.h"
 #include "proc/holder.h"
@@ -11,6 +12,13 @@
 namespace gpureap::report {
 
 inline constexpr int kSchemaVersion = 1;
+
+/// The text of a JSON document (indented by 2, ending in a newline), valid UTF-8
+/// whatever bytes its strings hold: a byte that is not UTF-8 (a command line, a
+/// path) becomes U+FFFD. Every `--json` output goes through these; nothing throws
+/// on untrusted text (docs/json-schema.md, "Text").
+std::string json_text(const nlohmann::ordered_json& doc);
+std::string json_text(const nlohmann::json& doc);
 
 /// A holder object: pid, start_time, user, uid, state, threads[], zombie_leader,
 /// ppid, pgid, sid, orphaned, orphan_reason, cgroup, container, nspid[], comm,

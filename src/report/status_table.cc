@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "report/terminal_text.h"
 #include "util/units.h"
 
 namespace gpureap::report {
@@ -12,10 +13,12 @@ namespace {
 
 std::string gpu_heading(const gpu::GpuInfo& info, const Style& style) {
   std::string line = style.bold(fmt::format("GPU {}", info.index));
-  if (!info.name.empty()) line += "  " + info.name;
-  if (!info.pci_bus_id.empty()) line += "  " + info.pci_bus_id;
+  // From the driver, not from processes; escaped all the same (a simulated or
+  // broken driver can return anything).
+  if (!info.name.empty()) line += "  " + terminal_text(info.name);
+  if (!info.pci_bus_id.empty()) line += "  " + terminal_text(info.pci_bus_id);
   if (info.minor) line += fmt::format("  /dev/nvidia{}", *info.minor);
-  if (!info.uuid.empty()) line += "  " + style.dim(info.uuid);
+  if (!info.uuid.empty()) line += "  " + style.dim(terminal_text(info.uuid));
   return line;
 }
 
@@ -41,17 +44,8 @@ std::string found_by_text(const proc::Holder& h) {
   return out;
 }
 
-std::string printable(std::string text) {
-  for (char& c : text)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
-      c = ' ';  // `python -c` scripts hold newlines
-  return text;
-}
-
 std::string short_command(const proc::Holder& h, std::size_t width) {
-  std::string cmd = printable(h.cmdline.empty() ? "[" + h.comm + "]" : h.cmdline);
-  if (cmd.size() > width) cmd = cmd.substr(0, width - 3) + "...";
-  return cmd;
+  return terminal_text(h.cmdline.empty() ? "[" + h.comm + "]" : h.cmdline, width);
 }
 
 std::string holder_rows(const inventory::GpuView& view, const Style& style,
@@ -68,13 +62,13 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style,
       std::string tag = !h.container.empty() ? h.container
                         : !h.run_id.empty()  ? "gpureap-run:" + h.run_id
                                              : "";
-      std::string where = tag.empty() ? "" : style.yellow(" [" + tag + "]");
+      std::string where = tag.empty() ? "" : style.yellow(" [" + terminal_text(tag) + "]");
       std::string parent = parent_text(h, style);
       // Pad on the visible text so colour codes don't break the columns.
       std::size_t parent_width = fmt::format("{}{}", h.ppid, h.orphaned ? " ORPHAN" : "").size();
       out += fmt::format(
           "{}{:<8} {:<10} {:<8} {:>8} {:>10}  {:<11} {}{} {}{}\n", indent, h.id.pid,
-          h.user.substr(0, 10), state_text(h),
+          terminal_text(h.user, 10), state_text(h),
           format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(h.age_seconds * 1e9))),
           gh->gpu_bytes ? format_bytes(*gh->gpu_bytes) : "?", found_by_text(h), parent,
           std::string(parent_width < 12 ? 12 - parent_width : 0, ' '), short_command(h, 60), where);
@@ -93,7 +87,7 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style,
 std::string status_table(const inventory::Inventory& inv, const Style& style) {
   std::string out;
   if (inv.nvml_state != gpu::NvmlState::ok) {
-    out += style.yellow(fmt::format("! NVML: {}\n", inv.nvml_problem));
+    out += style.yellow(fmt::format("! NVML: {}\n", terminal_text(inv.nvml_problem)));
     out +=
         "  Showing the /proc view only: holders of each /dev/nvidia<minor> node, no memory "
         "figures.\n\n";
@@ -136,7 +130,7 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
       out += style.red(fmt::format("  ! {} not explained by any visible process [{}]\n",
                                    format_bytes(view.unattributed_bytes),
                                    inventory::to_string(view.unexplained)));
-      out += fmt::format("    {}\n", view.unexplained_detail);
+      out += fmt::format("    {}\n", terminal_text(view.unexplained_detail));
       if (view.unexplained == inventory::Unexplained::driver_held)
         stuck_gpus.insert(view.info.index);
     }
@@ -146,14 +140,15 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
     out += fmt::format("\nProcesses with nvidiactl/nvidia-uvm open but no GPU node ({}):",
                        inv.other_holders.size());
     for (std::size_t i = 0; i < inv.other_holders.size() && i < 10; ++i)
-      out += fmt::format(" {} ({})", inv.other_holders[i].id.pid, inv.other_holders[i].comm);
+      out += fmt::format(" {} ({})", inv.other_holders[i].id.pid,
+                         terminal_text(inv.other_holders[i].comm));
     out += "\n";
   }
   if (!inv.problems.empty()) {
     out += style.yellow(fmt::format(
         "\n! {} process(es) could not be inspected (pid {}: {}); holders among them may be "
         "missing. {}\n",
-        inv.problems.size(), inv.problems.front().pid, inv.problems.front().what,
+        inv.problems.size(), inv.problems.front().pid, terminal_text(inv.problems.front().what),
         inv.as_root
             ? "This is denied even to root here (a sandbox or security module restricts /proc)."
             : "Run as root to see every holder."));
@@ -161,7 +156,7 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
 
   if (!inv.warnings.empty()) {
     out += "\n";
-    for (const auto& w : inv.warnings) out += style.yellow("! " + printable(w)) + "\n";
+    for (const auto& w : inv.warnings) out += style.yellow("! " + terminal_text(w)) + "\n";
   }
 
   // What now.

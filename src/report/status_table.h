@@ -19,10 +19,7 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style,
 /// "nvml,fd,map".
 std::string found_by_text(const proc::Holder& h);
 
-/// `text` with control characters (newlines, tabs, escapes) turned into spaces.
-std::string printable(std::string text);
-
-/// Shortened command line for a table cell.
+/// Shortened command line for a table cell, escaped (report/terminal_text.h).
 std::string short_command(const proc::Holder& h, std::size_t width);
 
 }  // namespace gpureap::report

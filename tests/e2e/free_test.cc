@@ -32,6 +32,10 @@ bool any_action(const nlohmann::json& j, pid_t pid, const std::string& signal) {
   return false;
 }
 
+std::string fmt_pid(pid_t pid) {
+  return "pid " + std::to_string(pid);
+}
+
 const nlohmann::json* leftover(const nlohmann::json& j, unsigned gpu) {
   for (const auto& l : j["leftovers"])
     if (l["gpu"] == gpu) return &l;
@@ -237,6 +241,77 @@ TEST(Free, SelectionByMatchAndOrphans) {
   EXPECT_TRUE(alive(parented.holders[0].first));
   auto bad = node.gpureap(free_args({"--gpu", "0", "--match", "("}));
   EXPECT_EQ(bad.exit_code, 2);
+}
+
+// defects-wave1 D5: std::regex recursed once per character and crashed (SIGSEGV) on
+// a command line of ~50 KB, which any local user can give a process, and on long
+// or deeply nested patterns. Now RE2: it finishes, or refuses the pattern (exit 2).
+TEST(Free, MatchSurvivesHugeCommandLinesAndPatterns) {
+  SimNode node;
+  // One argument is at most 128 KiB: two labels make a ~200 KB command line.
+  const std::string half(100 * 1024, 'x');
+  auto huge = node.hold({"--gpu", "0", "--bytes", "2GiB", "--label", "python" + half, "--label",
+                         half + "sglang"});
+  auto plain = node.hold({"--gpu", "0", "--bytes", "1GiB"});
+  auto r = node.gpureap({"free", "--json", "--dry-run", "--gpu", "0", "--match", "python.*sglang"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = r.json();
+  ASSERT_EQ(j["plan"]["targets"].size(), 1u) << j["plan"].dump(1).substr(0, 2000);
+  EXPECT_EQ(j["plan"]["targets"][0]["pid"], huge.holders.at(0).first);
+  EXPECT_GT(j["plan"]["targets"][0]["cmdline"].get<std::string>().size(), 200u * 1024);
+
+  auto long_pattern =
+      node.gpureap({"free", "--dry-run", "--gpu", "0", "--match", std::string(128 * 1024 - 1, 'a')});
+  EXPECT_EQ(long_pattern.exit_code, 2) << long_pattern.err.substr(0, 500);
+  EXPECT_NE(long_pattern.err.find("--match"), std::string::npos) << long_pattern.err.substr(0, 500);
+  EXPECT_NE(long_pattern.err.find("too complex"), std::string::npos);
+
+  auto nested = node.gpureap({"free", "--dry-run", "--gpu", "0", "--match",
+                              std::string(20000, '(') + "x" + std::string(20000, ')')});
+  EXPECT_EQ(nested.exit_code, 2) << nested.err.substr(0, 500);
+  auto unsupported = node.gpureap({"free", "--dry-run", "--gpu", "0", "--match", "(x)\\1"});
+  EXPECT_EQ(unsupported.exit_code, 2);
+  EXPECT_NE(unsupported.err.find("--match"), std::string::npos) << unsupported.err;
+  EXPECT_TRUE(alive(huge.holders.at(0).first));
+  EXPECT_TRUE(alive(plain.holders.at(0).first));
+}
+
+// defects-wave1 D4: a byte that is not UTF-8 in a holder's command line made every
+// --json output throw; `free --json --yes` killed first and then printed nothing.
+TEST(Free, NonUtf8CommandLineStillGivesValidJson) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "1", "--bytes", "5GiB", "--label", "caf\xe9-\xff\xfe"});
+  pid_t holder = held.holders.at(0).first;
+  const std::string replaced = "caf\xef\xbf\xbd-\xef\xbf\xbd\xef\xbf\xbd";  // U+FFFD
+
+  auto dry = node.gpureap({"free", "--json", "--dry-run", "--gpu", "1"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  auto plan = dry.json();  // fails the test on invalid UTF-8
+  ASSERT_EQ(plan["plan"]["targets"].size(), 1u);
+  EXPECT_NE(plan["plan"]["targets"][0]["cmdline"].get<std::string>().find(replaced),
+            std::string::npos);
+
+  auto r = node.gpureap(free_args({"--gpu", "1"}));
+  expect_all_freed(r, 1);
+  EXPECT_TRUE(any_action(r.json(), holder, "SIGTERM")) << r.out;
+  EXPECT_FALSE(alive(holder));
+}
+
+// defects-wave1 D14: `free`'s action lines printed a holder's name raw, so a process
+// could send escape sequences to the operator's terminal.
+TEST(Free, EscapeSequencesInANameAreShownEscaped) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "2", "--bytes", "1GiB", "--comm", "\x1b[31mRED\x1b[0m\x07"});
+  pid_t holder = held.holders.at(0).first;
+  auto r = node.gpureap({"free", "--gpu", "2", "--yes"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const std::string* text : {&r.out, &r.err}) {
+    EXPECT_EQ(text->find('\x1b'), std::string::npos) << *text;
+    EXPECT_EQ(text->find('\x07'), std::string::npos) << *text;
+  }
+  EXPECT_NE(r.out.find(fmt_pid(holder) + " (\\x1b[31mRED\\x1b[0m\\x07, start"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(alive(holder));
 }
 
 TEST(Free, NonRootCannotSignalAnotherUsersProcess) {

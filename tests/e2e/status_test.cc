@@ -176,5 +176,22 @@ TEST(Status, NvmlHangIsBoundedAndReported) {
   EXPECT_LT(r.seconds, 10.0);
 }
 
+// defects-wave1 D4: a byte that is not UTF-8 in a holder's command line made
+// `status --json` throw (type_error 316, exit 3, no JSON).
+TEST(Status, NonUtf8CommandLineGivesValidJson) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "1", "--bytes", "5GiB", "--label", "caf\xe9-\xff\xfe",
+                         "--comm", "caf\xe9-\xff\xfe"});
+  auto r = node.gpureap({"status", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = r.json();  // fails the test on invalid UTF-8
+  const auto* h = find_holder(j["gpus"][1], held.holders.at(0).first);
+  ASSERT_NE(h, nullptr) << j["gpus"][1].dump(1);
+  EXPECT_NE((*h)["cmdline"].get<std::string>().find("caf\xef\xbf\xbd-\xef\xbf\xbd\xef\xbf\xbd"),
+            std::string::npos)
+      << (*h)["cmdline"];
+  EXPECT_EQ((*h)["comm"], "caf\xef\xbf\xbd-\xef\xbf\xbd\xef\xbf\xbd");
+}
+
 }  // namespace
 }  // namespace gpureap::e2e

@@ -99,5 +99,19 @@ TEST(Wait, NoDriverIsASystemError) {
   EXPECT_EQ(r.exit_code, 3) << r.err;
 }
 
+// defects-wave1 D4: with a non-UTF-8 byte in a holder's command line, `wait --json`
+// exited 3 (a JSON exception) instead of 5 with the holders.
+TEST(Wait, NonUtf8CommandLineGivesValidJsonAndExit5) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "1", "--bytes", "5GiB", "--label", "caf\xe9-\xff\xfe"});
+  auto r = node.gpureap({"--json", "wait", "--gpu", "1", "--timeout", "0"});
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  auto j = r.json();  // fails the test on invalid UTF-8
+  EXPECT_TRUE(j["timed_out"]);
+  ASSERT_TRUE(j.contains("status"));
+  EXPECT_NE(j["status"].dump().find(std::to_string(held.holders.at(0).first)), std::string::npos);
+  EXPECT_NE(j["status"].dump().find("caf\xef\xbf\xbd-"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpureap::e2e

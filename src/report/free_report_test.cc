@@ -1,0 +1,75 @@
+#include "report/free_report.h"
+
+#include <gtest/gtest.h>
+
+namespace gpureap::report {
+namespace {
+
+// defects-wave1 D14: a process named so that it colours the terminal and rings
+// the bell.
+const std::string kComm = "\x1b[31mRED\x1b[0m\x07";
+const std::string kShown = "\\x1b[31mRED\\x1b[0m\\x07";
+
+bool has_control_byte(const std::string& s) {
+  for (unsigned char c : s)
+    if ((c < 0x20 && c != '\n') || c == 0x7f) return true;
+  return false;
+}
+
+reclaim::Action action(const std::string& comm) {
+  reclaim::Action a;
+  a.id = {4242, 1234};
+  a.comm = comm;
+  a.signal = "SIGTERM";
+  a.via = "pidfd";
+  a.result = "exited";
+  return a;
+}
+
+TEST(FreeText, ProcessTextIsEscapedInEveryLine) {
+  reclaim::ReclaimReport r;
+  r.actions.push_back(action(kComm));
+  r.respawners.push_back({{4000, 1}, kComm, 3, false});
+  r.gpus.push_back({0, "GPU-x", 0, 1, 1, 0, 0, false, std::nullopt});
+  r.leftovers.push_back({0,
+                         "live_holder",
+                         {4242},
+                         {"pid 4242 (" + kComm + ") cmd: a\nb"},
+                         "widen it \x1b]0;title\x07"});
+  std::string out = free_text(r, Style{});
+  EXPECT_FALSE(has_control_byte(out)) << out;
+  EXPECT_NE(out.find("pid 4242 (" + kShown + ", start 1234) via pidfd"), std::string::npos) << out;
+  EXPECT_NE(out.find("pid 4000 (" + kShown + ") kept respawning"), std::string::npos) << out;
+  EXPECT_NE(out.find("cmd: a\\nb"), std::string::npos) << out;
+}
+
+TEST(PlanText, ProcessTextIsEscaped) {
+  reclaim::Plan plan;
+  plan.targets.push_back({{4242, 1234},
+                          kComm,
+                          "",
+                          "us\x1b"
+                          "er",
+                          {0},
+                          1,
+                          "orphaned"});
+  plan.skipped.push_back(
+      {{4243, 1}, kComm, {0}, 1, reclaim::SkipKind::not_permitted, "owned by \x1b[2J"});
+  std::string out = plan_text(plan, Style{});
+  EXPECT_FALSE(has_control_byte(out)) << out;
+  EXPECT_NE(out.find("[" + kShown + "]"), std::string::npos) << out;
+  EXPECT_NE(out.find("owned by \\x1b[2J"), std::string::npos) << out;
+}
+
+TEST(FreeRecord, NamesEveryActionWithoutProcessText) {
+  reclaim::ReclaimReport r;
+  r.actions.push_back(action(kComm));
+  r.gpus.push_back({0, "GPU-x", 0, 10, 1, 0, 0, true, 0.5});
+  std::string record = free_record(r);
+  EXPECT_NE(record.find("SIGTERM pid 4242 start 1234 -> exited"), std::string::npos) << record;
+  EXPECT_NE(record.find("GPU 0 10 -> 1 bytes: freed"), std::string::npos) << record;
+  EXPECT_FALSE(has_control_byte(record));
+}
+
+}  // namespace
+}  // namespace gpureap::report
