@@ -39,6 +39,7 @@ struct FreeOptions {
   bool yes = false;
   bool dry_run = false;
   bool reset = false;
+  bool stop_respawners = false;
 };
 
 std::atomic<bool> g_interrupted{false};
@@ -86,6 +87,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
   options.escalation.interrupted = &g_interrupted;
   options.reset = o.reset;
+  options.stop_respawners = o.stop_respawners;
   auto& sel = options.selection;
   sel.pids = o.pids;
   sel.cgroup = o.cgroup;
@@ -218,9 +220,18 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "at the\n"
       "GPU's idle baseline. Holders that appear meanwhile (respawned workers) are handled in "
       "further\n"
-      "rounds. Memory still held is classified with evidence and the next step.\n"
+      "rounds when they match the selection themselves. A parent seen respawning killed holders "
+      "is\n"
+      "reported with the command that stops it, and signalled only with --stop-respawners or "
+      "when\n"
+      "named by --pid. Memory still held is classified with evidence and the next step.\n"
+      "Only processes in the plan (and later rounds' matching holders) are ever signalled, each\n"
+      "through a pidfd verified against its identity; cgroup.kill is used only when a cgroup's\n"
+      "whole subtree holds nothing but targets, checked while frozen.\n"
       "Never signalled: pid 1, gpureap and its ancestors, kernel threads, GPU infrastructure\n"
-      "(nvidia-persistenced, nv-fabricmanager, nv-hostengine, display servers) unless named by "
+      "(nvidia-persistenced, nv-fabricmanager, nv-hostengine, display servers), supervisors\n"
+      "(systemd, containerd(-shim), dockerd, runc, conmon, kubelet, slurmd, slurmstepd, sshd,\n"
+      "tmux, screen, ...) and logged-in users' shells (a shell with a terminal), unless named by "
       "--pid;\n"
       "without root, other users' processes.\n\n"
       "Examples:\n"
@@ -245,6 +256,9 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       ->default_val("60s");
   sub->add_flag("-y,--yes", o->yes, "Do not ask for confirmation");
   sub->add_flag("--dry-run", o->dry_run, "Show the plan, signal nothing");
+  sub->add_flag("--stop-respawners", o->stop_respawners,
+                "Also signal a parent seen restarting killed holders (a retry loop, a supervisor); "
+                "never a protected one unless named by --pid");
   sub->add_flag("--reset", o->reset,
                 "Reset a GPU whose memory only the driver holds (checks preconditions; runs "
                 "nvidia-smi --gpu-reset)");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "proc/proc_files.h"
@@ -99,6 +100,31 @@ Result<std::vector<pid_t>> cgroup_members(const std::string& dir) {
   pid_t p;
   while (in >> p) pids.push_back(p);
   return pids;
+}
+
+Result<std::vector<CgroupMember>> cgroup_subtree_members(const std::string& dir) {
+  std::vector<CgroupMember> out;
+  std::vector<std::string> pending{dir};
+  while (!pending.empty()) {
+    std::string d = std::move(pending.back());
+    pending.pop_back();
+    auto pids = cgroup_members(d);
+    if (!pids) return std::unexpected(pids.error());
+    for (pid_t p : *pids) out.push_back({p, d});
+    std::error_code ec;
+    std::filesystem::directory_iterator it(d, ec), end;
+    if (ec) return std::unexpected(Error{"cannot list " + d + ": " + ec.message(), ec.value()});
+    for (; it != end; it.increment(ec)) {
+      if (ec) return std::unexpected(Error{"cannot list " + d + ": " + ec.message(), ec.value()});
+      if (it->is_directory(ec) && !it->is_symlink(ec)) pending.push_back(it->path().string());
+    }
+  }
+  return out;
+}
+
+bool cgroup_freeze_requested(const std::string& dir) {
+  std::string text = read_small_file(dir + "/cgroup.freeze");
+  return !text.empty() && text[0] == '1';
 }
 
 Result<void> cgroup_freeze(const std::string& dir, bool frozen) {

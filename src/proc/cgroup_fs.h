@@ -42,6 +42,20 @@ std::string cgroup2_path_of(pid_t pid, std::string_view proc_root = "/proc");
 /// Members (cgroup.procs) of the cgroup at `dir` (absolute directory).
 Result<std::vector<pid_t>> cgroup_members(const std::string& dir);
 
+/// A process of a cgroup subtree and the directory of the cgroup it is in.
+struct CgroupMember {
+  pid_t pid = 0;
+  std::string dir;
+};
+
+/// Every process of the cgroup at `dir` and of every cgroup below it, recursively
+/// (what cgroup.freeze and cgroup.kill act on), the cgroup's own members first. Fails
+/// when a directory of the subtree cannot be listed or read.
+Result<std::vector<CgroupMember>> cgroup_subtree_members(const std::string& dir);
+
+/// True when cgroup.freeze of `dir` reads 1 (someone froze it on purpose).
+bool cgroup_freeze_requested(const std::string& dir);
+
 /// Writes 1/0 to cgroup.freeze.
 Result<void> cgroup_freeze(const std::string& dir, bool frozen);
 
@@ -49,7 +63,8 @@ Result<void> cgroup_freeze(const std::string& dir, bool frozen);
 /// inside a driver never freezes, so a timeout is evidence, not an error.
 bool cgroup_wait_frozen(const std::string& dir, std::chrono::milliseconds timeout);
 
-/// Writes 1 to cgroup.kill: SIGKILL to every member and descendant.
+/// Writes 1 to cgroup.kill: SIGKILL to every member of the cgroup AND of every cgroup
+/// below it. Callers must have verified the whole subtree (cgroup_subtree_members).
 Result<void> cgroup_kill(const std::string& dir);
 
 /// True when cgroup.kill exists and we can write it.

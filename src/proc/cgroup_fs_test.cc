@@ -1,6 +1,11 @@
 #include "proc/cgroup_fs.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 namespace gpureap::proc {
 namespace {
@@ -26,6 +31,36 @@ TEST(Cgroup2Mount, DirectoryOfACgroupPath) {
   Cgroup2Mount sub{"/lxc/129", "/sys/fs/cgroup"};
   EXPECT_EQ(sub.dir_of("/lxc/129/app"), "/sys/fs/cgroup/app");
   EXPECT_EQ(sub.dir_of("/system.slice/x.service"), "");
+}
+
+
+// cgroup.kill acts on the whole subtree, so the subtree's members are what must be
+// checked (D1): a plain directory tree with cgroup.procs files stands in for cgroupfs.
+TEST(CgroupSubtree, MembersOfEveryCgroupBelowAreListed) {
+  namespace fs = std::filesystem;
+  fs::path root = fs::temp_directory_path() / ("gpureap-cg-" + std::to_string(::getpid()));
+  fs::create_directories(root / "child" / "grandchild");
+  fs::create_directories(root / "empty");
+  std::ofstream(root / "cgroup.procs") << "10\n11\n";
+  std::ofstream(root / "child" / "cgroup.procs") << "20\n";
+  std::ofstream(root / "child" / "grandchild" / "cgroup.procs") << "30\n";
+  std::ofstream(root / "empty" / "cgroup.procs") << "";
+  auto members = cgroup_subtree_members(root.string());
+  ASSERT_TRUE(members) << members.error().message;
+  ASSERT_EQ(members->size(), 4u);
+  EXPECT_EQ((*members)[0].pid, 10);  // the cgroup's own members first
+  EXPECT_EQ((*members)[0].dir, root.string());
+  auto find = [&](pid_t p) {
+    return std::find_if(members->begin(), members->end(),
+                        [&](const CgroupMember& m) { return m.pid == p; });
+  };
+  ASSERT_NE(find(30), members->end());
+  EXPECT_EQ(find(30)->dir, (root / "child" / "grandchild").string());
+  // A cgroup whose cgroup.procs cannot be read fails the whole answer: unknown members
+  // must never count as "none".
+  fs::create_directories(root / "unreadable");
+  EXPECT_FALSE(cgroup_subtree_members(root.string()));
+  fs::remove_all(root);
 }
 
 }  // namespace

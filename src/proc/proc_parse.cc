@@ -81,14 +81,16 @@ Result<StatInfo> parse_stat(std::string_view text) {
   auto ppid = to_number<pid_t>(field[4]);
   auto pgid = to_number<pid_t>(field[5]);
   auto sid = to_number<pid_t>(field[6]);
+  auto tty = to_number<int>(field[7]);
   auto flags = to_number<unsigned>(field[9]);
   auto threads = to_number<long>(field[20]);
   auto start = to_number<std::uint64_t>(field[22]);
-  if (!ppid || !pgid || !sid || !flags || !threads || !start)
+  if (!ppid || !pgid || !sid || !tty || !flags || !threads || !start)
     return fail("malformed stat: a numeric field is not a number");
   st.ppid = *ppid;
   st.pgid = *pgid;
   st.sid = *sid;
+  st.tty_nr = *tty;
   st.flags = *flags;
   st.num_threads = *threads;
   st.start_time = *start;

@@ -27,6 +27,7 @@ struct StatInfo {
   pid_t ppid = 0;                // field 4
   pid_t pgid = 0;                // field 5
   pid_t sid = 0;                 // field 6
+  int tty_nr = 0;                // field 7: controlling terminal, 0 when none
   unsigned flags = 0;            // field 9
   long num_threads = 0;          // field 20
   std::uint64_t start_time = 0;  // field 22, clock ticks since boot

@@ -25,6 +25,7 @@ TEST(ParseStat, CommWithSpacesAndParentheses) {
   EXPECT_EQ(st->ppid, 4200);
   EXPECT_EQ(st->pgid, 4242);
   EXPECT_EQ(st->sid, 4100);
+  EXPECT_EQ(st->tty_nr, 34817);  // pts/1
   EXPECT_EQ(st->flags, 4194560u);
   EXPECT_EQ(st->num_threads, 3);
   EXPECT_EQ(st->start_time, 8812345u);

@@ -46,7 +46,8 @@ Result<std::vector<ProcessEntry>> read_process_table(std::string_view proc_root)
     if (!stat) continue;
     table.push_back(ProcessEntry{ProcessId{pid, stat->start_time}, stat->ppid, stat->pgid,
                                  stat->sid, st.st_uid, stat->state, stat->flags,
-                                 std::move(stat->comm), stat->is_kernel_thread()});
+                                 std::move(stat->comm), stat->is_kernel_thread(),
+                                 stat->tty_nr});
   }
   return table;
 }

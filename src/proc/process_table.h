@@ -24,6 +24,7 @@ struct ProcessEntry {
   unsigned flags = 0;
   std::string comm;
   bool kernel_thread = false;
+  int tty_nr = 0;  // controlling terminal (stat field 7), 0 when none
 };
 
 /// The login name of `uid`, or the number when it has none (no caching).

@@ -85,36 +85,79 @@ class Engine {
     }
   }
 
-  // SIGKILL through cgroup.kill for every cgroup whose members are all targets:
-  // freeze first so nothing forks out of the set while we look.
+  // SIGKILL through cgroup.kill for a cgroup only when its whole subtree (cgroup.kill
+  // and cgroup.freeze act on every cgroup below too) holds nothing but live targets,
+  // checked once, then again while the subtree is frozen (nothing forks in a frozen
+  // cgroup; a process moved or cloned into it still shows in cgroup.procs). Any other
+  // member leaves the targets to their pidfds, and the reason is noted.
   void kill_whole_cgroups() {
     if (!options_.use_cgroup_kill) return;
     auto mount = proc::cgroup2_mount(options_.proc_root);
     if (!mount) return;
-    std::set<pid_t> target_pids;
     std::map<std::string, std::vector<Tracked*>> by_cgroup;
     for (auto& t : tracked_) {
-      target_pids.insert(t.handle.id().pid);
       if (t.exited) continue;
       std::string path = proc::cgroup2_path_of(t.handle.id().pid, options_.proc_root);
       if (!path.empty() && path != "/") by_cgroup[path].push_back(&t);
     }
     for (auto& [path, members] : by_cgroup) {
       std::string dir = mount->dir_of(path);
-      if (dir.empty() || !proc::cgroup_kill_available(dir) ||
-          !all_members_targeted(dir, target_pids))
-        continue;
-      bool froze = proc::cgroup_freeze(dir, true).has_value();
-      if (froze) proc::cgroup_wait_frozen(dir, std::chrono::milliseconds(100));
-      // Re-check while frozen: a member that appeared meanwhile is not ours.
-      if (!all_members_targeted(dir, target_pids)) {
+      if (dir.empty() || !proc::cgroup_kill_available(dir)) continue;
+      auto not_ours = foreign_member(*mount, dir);
+      if (not_ours.empty()) {
+        const bool already_frozen = proc::cgroup_freeze_requested(dir);
+        const bool froze = !already_frozen && proc::cgroup_freeze(dir, true).has_value();
+        if (froze || already_frozen) proc::cgroup_wait_frozen(dir, std::chrono::milliseconds(100));
+        if (!froze && !already_frozen)
+          not_ours = "it could not be frozen for the check";
+        else
+          not_ours = foreign_member(*mount, dir);
+        if (not_ours.empty()) {
+          auto killed = proc::cgroup_kill(dir);
+          if (froze) (void)proc::cgroup_freeze(dir, false);
+          for (Tracked* t : members) record_signal(*t, "SIGKILL", "cgroup.kill " + path, killed);
+          continue;
+        }
         if (froze) (void)proc::cgroup_freeze(dir, false);
-        continue;
       }
-      auto killed = proc::cgroup_kill(dir);
-      if (froze) (void)proc::cgroup_freeze(dir, false);
-      for (Tracked* t : members) record_signal(*t, "SIGKILL", "cgroup.kill " + path, killed);
+      result_.notes.push_back(fmt::format(
+          "cgroup.kill not used for {}: {}; its targets were signalled one by one through pidfds",
+          path, not_ours));
     }
+  }
+
+  // Why the subtree at `dir` holds something other than live targets, or "" when
+  // every member is one. A member is a target when its pid is a target's and that
+  // target's pidfd says it is alive (so its pid cannot have been reused), and, where
+  // the kernel has pidfs, the member's pidfs inode is the target's.
+  std::string foreign_member(const proc::Cgroup2Mount& mount, const std::string& dir) const {
+    auto members = proc::cgroup_subtree_members(dir);
+    if (!members) return members.error().message;
+    if (members->empty()) return "it has no members left";
+    for (const auto& m : *members) {
+      auto t = std::find_if(tracked_.begin(), tracked_.end(), [&](const Tracked& x) {
+        return x.handle.id().pid == m.pid;
+      });
+      std::string where = m.dir == dir ? "" : " (in " + cgroup_path(mount, m.dir) + ")";
+      if (t == tracked_.end())
+        return fmt::format("pid {} ({}){} is not in the plan", m.pid,
+                           read_comm(m.pid, options_.proc_root), where);
+      if (t->exited || t->handle.has_exited())
+        return fmt::format("pid {}{} is no longer the target that had it (it exited; the pid "
+                           "may have been reused)",
+                           m.pid, where);
+      const std::uint64_t want = t->handle.id().pidfs_ino;
+      if (want != 0 && proc::pidfs_inode(m.pid) != want)
+        return fmt::format("pid {}{} is not the process that was planned", m.pid, where);
+    }
+    return "";
+  }
+
+  static std::string cgroup_path(const proc::Cgroup2Mount& mount, const std::string& dir) {
+    if (!dir.starts_with(mount.mount_point)) return dir;
+    std::string rel = dir.substr(mount.mount_point.size());
+    std::string root = mount.root == "/" ? "" : mount.root;
+    return root + (rel.empty() ? "/" : rel);
   }
 
   void kill_rest() {
@@ -171,13 +214,6 @@ class Engine {
   }
 
  private:
-  bool all_members_targeted(const std::string& dir, const std::set<pid_t>& targets) const {
-    auto members = proc::cgroup_members(dir);
-    if (!members || members->empty()) return false;
-    return std::all_of(members->begin(), members->end(),
-                       [&](pid_t p) { return targets.contains(p); });
-  }
-
   void record_signal(Tracked& t, const std::string& name, const std::string& via,
                      const Result<void>& sent) {
     if (t.action < result_.actions.size() && result_.actions[t.action].result.empty() &&

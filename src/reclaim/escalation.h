@@ -3,7 +3,8 @@
 // identified by (pid, start time) and signalled only through a pidfd opened and
 // re-verified after discovery, so a reused pid is never hit. SIGTERM (+SIGCONT)
 // to all at once, wait on the pidfds until they exit or the grace period ends,
-// SIGKILL the rest (through cgroup.kill when a whole cgroup is ours), wait again.
+// SIGKILL the rest (through cgroup.kill only when a cgroup's whole subtree holds
+// nothing but live targets, verified while frozen), wait again.
 
 #include <atomic>
 #include <chrono>
@@ -40,6 +41,7 @@ struct EscalationOptions {
 struct EscalationResult {
   std::vector<Action> actions;             // one per signal sent (or skip)
   std::vector<proc::ProcessId> survivors;  // still running after SIGKILL + kill_wait
+  std::vector<std::string> notes;          // e.g. why cgroup.kill was not used for a cgroup
   bool interrupted = false;
 };
 

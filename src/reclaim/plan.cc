@@ -31,6 +31,20 @@ constexpr std::array<std::string_view, 14> kInfrastructure{"nvidia-persistenced"
                                                            "nvidia-smi",
                                                            "gpureap"};
 
+// Processes that run other people's jobs, sessions or containers: signalling one takes
+// down everything it supervises (every container of a runtime, every job step of a node,
+// every ssh session). A respawning parent is often one of them (D10).
+constexpr std::array<std::string_view, 22> kSupervisors{
+    "systemd",    "init",       "containerd", "containerd-shim", "containerd-shim-runc-v2",
+    "dockerd",    "dockerd-rootless", "runc",       "crun",            "conmon",
+    "podman",     "crio",       "kubelet",    "slurmd",          "slurmstepd",
+    "slurmctld",  "sshd",       "tmux: server", "tmux",          "screen",
+    "SCREEN",     "supervisord"};
+
+// Shells: one with a controlling terminal is a logged-in user's session.
+constexpr std::array<std::string_view, 9> kShells{"bash", "sh",  "dash", "zsh", "fish",
+                                                  "ksh",  "tcsh", "csh", "login"};
+
 struct Candidate {
   const proc::Holder* holder = nullptr;
   std::vector<unsigned> gpus;
@@ -106,9 +120,19 @@ std::optional<std::string> protection_reason(pid_t pid, const std::string& comm,
   auto is_infrastructure = [&](std::string_view name) {
     return comm == name || comm == name.substr(0, 15);
   };
-  if (!named_by_pid &&
-      std::any_of(kInfrastructure.begin(), kInfrastructure.end(), is_infrastructure))
+  if (named_by_pid) return std::nullopt;
+  if (std::any_of(kInfrastructure.begin(), kInfrastructure.end(), is_infrastructure))
     return fmt::format("GPU infrastructure ({}); name it with --pid to include it", comm);
+  if (std::any_of(kSupervisors.begin(), kSupervisors.end(), is_infrastructure))
+    return fmt::format("a supervisor of other jobs ({}); name it with --pid to include it", comm);
+  if (std::find(kShells.begin(), kShells.end(), comm) != kShells.end()) {
+    auto e = std::find_if(ctx.table.begin(), ctx.table.end(),
+                          [&](const proc::ProcessEntry& p) { return p.id.pid == pid; });
+    if (e != ctx.table.end() && e->tty_nr != 0)
+      return fmt::format("a logged-in user's shell ({} on a terminal); name it with --pid to "
+                         "include it",
+                         comm);
+  }
   return std::nullopt;
 }
 

@@ -68,6 +68,23 @@ TEST(MakePlan, NeverInitSelfAncestorsOrInfrastructure) {
   EXPECT_EQ(named.targets[0].id.pid, 300);
 }
 
+// D10: supervisors and logged-in shells are protected; a shell without a terminal (a
+// retry loop started by a script) is not, and naming by --pid overrides.
+TEST(ProtectionReason, SupervisorsAndLoggedInShells) {
+  auto ctx = root_caller();
+  ctx.table.push_back({{400, 1}, 1, 400, 400, 0, 'S', 0, "bash", false, 34817});
+  ctx.table.push_back({{401, 1}, 1, 401, 401, 0, 'S', 0, "bash", false, 0});
+  for (std::string comm : {"containerd-shim", "slurmstepd", "sshd", "kubelet", "systemd",
+                           "conmon", "tmux: server", "dockerd"})
+    EXPECT_TRUE(protection_reason(500, comm, false, ctx, false)) << comm;
+  auto shell = protection_reason(400, "bash", false, ctx, false);
+  ASSERT_TRUE(shell);
+  EXPECT_NE(shell->find("logged-in user's shell"), std::string::npos) << *shell;
+  EXPECT_FALSE(protection_reason(401, "bash", false, ctx, false));
+  EXPECT_FALSE(protection_reason(500, "containerd-shim", false, ctx, true));
+  EXPECT_FALSE(protection_reason(500, "python3", false, ctx, false));
+}
+
 TEST(MakePlan, NonRootOnlyOwnProcesses) {
   Selection sel;
   sel.gpus = {0};

@@ -1,10 +1,14 @@
 #include "reclaim/reclaimer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
 #include <thread>
 
+#include "proc/cgroup_fs.h"
+#include "proc/proc_parse.h"
 #include "proc/process_handle.h"
 
 namespace gpureap::reclaim {
@@ -34,7 +38,69 @@ bool parent_may_respawn(const std::map<proc::ProcessId, proc::ProcessId>& parent
   return false;
 }
 
+// What stops a respawning parent, for the report: its service or container's own
+// command, else gpureap with the opt-in.
+std::string stop_hint(const proc::ProcessEntry& parent, const std::optional<std::string>& protection,
+                      const std::vector<unsigned>& gpus, const std::string& proc_root) {
+  std::string hint = proc::container_hint(proc::cgroup2_path_of(parent.id.pid, proc_root));
+  std::string gpu_list;
+  for (unsigned g : gpus) gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(g);
+  if (hint.starts_with("systemd:") && hint.ends_with(".service") && !protection)
+    return "systemctl stop " + hint.substr(8);
+  if (hint.starts_with("docker:")) return "docker stop " + hint.substr(7);
+  if (hint.starts_with("podman:")) return "podman stop " + hint.substr(7);
+  if (hint.starts_with("k8s-pod:")) return "delete its pod (pod uid " + hint.substr(8) + ")";
+  if (protection)
+    return "it is protected (" + *protection +
+           "): stop the job it runs with that job's own tool, or name it with --pid";
+  return fmt::format("gpureap free --gpu {} --stop-respawners (or: kill {})", gpu_list,
+                     parent.id.pid);
+}
+
 }  // namespace
+
+void note_respawners(ReclaimReport& report, const inventory::Inventory& latest,
+                     const CallerContext& caller,
+                     const std::map<proc::ProcessId, proc::ProcessId>& parent_of_killed,
+                     const std::set<proc::ProcessId>& signalled,
+                     std::map<proc::ProcessId, int>& respawns, Plan& next,
+                     const ReclaimOptions& options) {
+  std::set<proc::ProcessId> seen;  // a holder of several GPUs counts once
+  for (const auto& view : latest.gpus) {
+    if (std::find(options.selection.gpus.begin(), options.selection.gpus.end(),
+                  view.info.index) == options.selection.gpus.end())
+      continue;
+    for (const auto& gh : view.holders) {
+      const proc::Holder& h = gh.holder;
+      if (!gh.uses_gpu || signalled.contains(h.id) || !seen.insert(h.id).second) continue;
+      for (const auto& [killed, parent] : parent_of_killed) {
+        if (parent.pid != h.ppid || parent.pid <= 1) continue;
+        int n = ++respawns[parent];
+        auto pe = std::find_if(caller.table.begin(), caller.table.end(),
+                               [&](const proc::ProcessEntry& p) { return p.id == parent; });
+        if (pe == caller.table.end()) break;  // the parent is gone meanwhile
+        bool named = std::find(options.selection.pids.begin(), options.selection.pids.end(),
+                               parent.pid) != options.selection.pids.end();
+        bool included = !signalled.contains(parent) && (named || options.stop_respawners) &&
+                        include_respawner(next, *pe, options.selection, caller, n,
+                                          options.proc_root);
+        auto r = std::find_if(report.respawners.begin(), report.respawners.end(),
+                              [&](const Respawner& x) { return x.id == parent; });
+        if (r == report.respawners.end()) {
+          auto protection = protection_reason(pe->id.pid, pe->comm, pe->kernel_thread, caller,
+                                              named);
+          report.respawners.push_back({parent, pe->comm, n, included,
+                                       stop_hint(*pe, protection, options.selection.gpus,
+                                                 options.proc_root)});
+        } else {
+          r->respawns = n;
+          r->included = r->included || included;
+        }
+        break;
+      }
+    }
+  }
+}
 
 bool ReclaimReport::all_freed() const {
   return !gpus.empty() &&
@@ -87,6 +153,7 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
     // 1. Signal: SIGTERM -> grace -> SIGKILL, each through a verified pidfd.
     EscalationResult esc = terminate(ids_of(plan), options.escalation, t0);
     report.actions.insert(report.actions.end(), esc.actions.begin(), esc.actions.end());
+    report.notes.insert(report.notes.end(), esc.notes.begin(), esc.notes.end());
     survivors = esc.survivors;
     if (esc.interrupted) {
       report.interrupted = true;
@@ -125,31 +192,12 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
                                        {options.proc_root, std::chrono::milliseconds(2000), {}});
       Plan next = make_plan(latest, options.selection, caller);
       std::erase_if(next.targets, [&](const Target& t) { return signalled.contains(t.id); });
-      // A new holder whose parent also parented a killed one: that parent respawns.
-      for (const auto& t : next.targets) {
-        auto entry = std::find_if(caller.table.begin(), caller.table.end(),
-                                  [&](const proc::ProcessEntry& p) { return p.id == t.id; });
-        if (entry == caller.table.end()) continue;
-        for (const auto& [killed, parent] : parent_of_killed) {
-          if (parent.pid != entry->ppid || parent.pid == 1) continue;
-          int n = ++respawns[parent];
-          auto pe = std::find_if(caller.table.begin(), caller.table.end(),
-                                 [&](const proc::ProcessEntry& p) { return p.id == parent; });
-          bool included =
-              pe != caller.table.end() && !signalled.contains(parent) &&
-              include_respawner(next, *pe, options.selection, caller, n, options.proc_root);
-          auto r = std::find_if(report.respawners.begin(), report.respawners.end(),
-                                [&](const Respawner& x) { return x.id == parent; });
-          if (r == report.respawners.end())
-            report.respawners.push_back(
-                {parent, pe != caller.table.end() ? pe->comm : "", n, included});
-          else {
-            r->respawns = n;
-            r->included = r->included || included;
-          }
-          break;
-        }
-      }
+      // A new holder of a selected GPU whose parent also parented a killed one: that
+      // parent respawns. It is reported with the command that stops it, and signalled
+      // only when the user named it (--pid) or opted in (--stop-respawners). The new
+      // holder itself is a target only if it matches the selection on its own (above).
+      note_respawners(report, latest, caller, parent_of_killed, signalled, respawns, next,
+                      options);
       if (!next.targets.empty()) {
         // Memory freed earlier is held again by the new holders' GPUs.
         for (const auto& t : next.targets)

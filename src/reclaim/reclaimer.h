@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
+#include <set>
 #include <optional>
 #include <vector>
 
@@ -23,6 +25,8 @@ struct ReclaimOptions {
   EscalationOptions escalation;
   std::chrono::milliseconds timeout{60000};  // from the first signal until memory is verified free
   int max_rounds = 5;
+  bool stop_respawners = false;  // --stop-respawners: also signal a parent seen respawning
+                                 // killed holders (never a protected one unless named by --pid)
   bool reset = false;  // --reset: reset GPUs whose memory is driver-held
   std::chrono::milliseconds rescan_every{250};
   std::chrono::milliseconds respawn_settle{
@@ -47,6 +51,7 @@ struct Respawner {
   std::string comm;
   int respawns = 0;
   bool included = false;
+  std::string stop_hint;  // the command (or step) that stops it, for the report
 };
 
 struct ReclaimReport {
@@ -56,6 +61,7 @@ struct ReclaimReport {
   std::vector<Leftover> leftovers;
   std::vector<Respawner> respawners;
   std::vector<ResetOutcome> resets;
+  std::vector<std::string> notes;  // engine decisions worth knowing (why cgroup.kill was not used)
   bool interrupted = false;
   std::string nvml_error;  // NVML failed or hung during verification
   double seconds = 0;
@@ -71,6 +77,17 @@ struct ReclaimContext {
   inventory::BaselineStore& baselines;
   const std::atomic<bool>* interrupted = nullptr;
 };
+
+/// Records, in `report.respawners`, every parent of a killed target that started a new
+/// holder of a selected GPU (holders in `latest` not yet signalled), with the command that
+/// stops it; adds it to `next` only when named by --pid or with options.stop_respawners
+/// (and never when protected, unless named). `respawns` counts per parent across rounds.
+void note_respawners(ReclaimReport& report, const inventory::Inventory& latest,
+                     const CallerContext& caller,
+                     const std::map<proc::ProcessId, proc::ProcessId>& parent_of_killed,
+                     const std::set<proc::ProcessId>& signalled,
+                     std::map<proc::ProcessId, int>& respawns, Plan& next,
+                     const ReclaimOptions& options);
 
 /// Runs the reclaim for `plan` (built from `initial`). Never blocks past the
 /// timeout (plus the escalation's own bounded waits).

@@ -96,10 +96,16 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
   if (r.interrupted)
     out += style.yellow("Interrupted: stopped waiting; this is what had been done.\n");
   for (const auto& resp : r.respawners)
-    out += style.yellow(fmt::format(
-        "pid {} ({}) kept respawning GPU holders ({}x){}.\n", resp.id.pid,
-        terminal_text(resp.comm), resp.respawns,
-        resp.included ? "; it was included and signalled" : "; not selected, left alone"));
+    out += style.yellow(
+        resp.included
+            ? fmt::format("pid {} ({}) kept respawning GPU holders ({}x); it was included and "
+                          "signalled.\n",
+                          resp.id.pid, terminal_text(resp.comm), resp.respawns)
+            : fmt::format("pid {} ({}) respawns GPU holders ({}x) and was left alone (not in the "
+                          "plan). To stop it: {}\n",
+                          resp.id.pid, terminal_text(resp.comm), resp.respawns,
+                          terminal_text(resp.stop_hint)));
+  for (const auto& n : r.notes) out += "Note: " + terminal_text(n) + "\n";
   if (!r.actions.empty()) {
     out += style.bold("Actions:\n");
     for (const auto& a : r.actions) {
@@ -178,7 +184,8 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
                           {"start_time", x.id.start_time},
                           {"comm", x.comm},
                           {"respawns", x.respawns},
-                          {"included", x.included}});
+                          {"included", x.included},
+                          {"stop_hint", x.stop_hint}});
   for (const auto& x : r.resets)
     resets.push_back({{"gpu", x.gpu},
                       {"blockers", x.blockers},
@@ -198,6 +205,7 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
           {"leftovers", leftovers},
           {"respawners", respawners},
           {"resets", resets},
+          {"notes", r.notes},
           {"interrupted", r.interrupted},
           {"nvml_error", r.nvml_error.empty() ? nlohmann::ordered_json(nullptr)
                                               : nlohmann::ordered_json(r.nvml_error)},

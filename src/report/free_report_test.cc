@@ -29,7 +29,9 @@ reclaim::Action action(const std::string& comm) {
 TEST(FreeText, ProcessTextIsEscapedInEveryLine) {
   reclaim::ReclaimReport r;
   r.actions.push_back(action(kComm));
-  r.respawners.push_back({{4000, 1}, kComm, 3, false});
+  r.respawners.push_back({{4000, 1}, kComm, 3, true, ""});
+  r.respawners.push_back({{4001, 1}, kComm, 2, false, "kill 4001 \x1b[2J"});
+  r.notes.push_back("cgroup.kill not used for /x: pid 7 (" + kComm + ") is not in the plan");
   r.gpus.push_back({0, "GPU-x", 0, 1, 1, 0, 0, false, std::nullopt});
   r.leftovers.push_back({0,
                          "live_holder",
@@ -40,6 +42,13 @@ TEST(FreeText, ProcessTextIsEscapedInEveryLine) {
   EXPECT_FALSE(has_control_byte(out)) << out;
   EXPECT_NE(out.find("pid 4242 (" + kShown + ", start 1234) via pidfd"), std::string::npos) << out;
   EXPECT_NE(out.find("pid 4000 (" + kShown + ") kept respawning"), std::string::npos) << out;
+  EXPECT_NE(out.find("pid 4001 (" + kShown + ") respawns GPU holders (2x) and was left alone"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("To stop it: kill 4001 \\x1b[2J"), std::string::npos) << out;
+  EXPECT_NE(out.find("Note: cgroup.kill not used for /x: pid 7 (" + kShown + ")"),
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("cmd: a\\nb"), std::string::npos) << out;
 }
 

@@ -110,10 +110,11 @@ TEST(Free, SigtermIgnoredEscalatesToSigkill) {
   EXPECT_FALSE(alive(pid));
 }
 
-TEST(Free, RespawningParentIsReportedAndIncluded) {
+TEST(Free, RespawningParentIsIncludedWithStopRespawners) {
   SimNode node;
   auto held = node.hold({"--gpu", "2", "--bytes", "8GiB", "--children", "1", "--respawn"});
-  auto r = node.gpureap(free_args({"--gpu", "2", "--grace", "1s", "--timeout", "20s"}));
+  auto r = node.gpureap(
+      free_args({"--gpu", "2", "--grace", "1s", "--timeout", "20s", "--stop-respawners"}));
   expect_all_freed(r, 1);
   auto j = r.json();
   ASSERT_FALSE(j["respawners"].empty()) << j.dump(1);
@@ -121,6 +122,21 @@ TEST(Free, RespawningParentIsReportedAndIncluded) {
   EXPECT_TRUE(j["respawners"][0]["included"]);
   EXPECT_GE(j["rounds"].get<int>(), 2);
   EXPECT_FALSE(alive(held.leader));
+}
+
+// Without the opt-in the respawning parent is outside the plan: never signalled (D10),
+// reported with the command that stops it, and the GPU is not claimed free.
+TEST(Free, RespawningParentIsReportedAndLeftAloneByDefault) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "2", "--bytes", "8GiB", "--children", "1", "--respawn"});
+  auto r = node.gpureap(free_args({"--gpu", "2", "--grace", "1s", "--timeout", "3s"}));
+  EXPECT_TRUE(alive(held.leader)) << r.out;
+  auto j = r.json();
+  for (const auto& a : j["actions"]) EXPECT_NE(a["pid"], held.leader) << a.dump();
+  ASSERT_FALSE(j["respawners"].empty()) << j.dump(1);
+  EXPECT_EQ(j["respawners"][0]["pid"], held.leader);
+  EXPECT_FALSE(j["respawners"][0]["included"]);
+  EXPECT_FALSE(j["respawners"][0]["stop_hint"].get<std::string>().empty());
 }
 
 TEST(Free, ForkStormWhileFreeing) {
