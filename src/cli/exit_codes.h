@@ -16,10 +16,12 @@ inline constexpr const char* kExitCodesHelp =
     "  0  success (free: every selected GPU verified back at its baseline; wait: GPUs free)\n"
     "  1  free: GPU memory still held after reclaim (each leftover is classified)\n"
     "  2  usage error (bad flag, selector, size or duration)\n"
-    "  3  system error (NVML unusable where required, another free holds the lock, I/O)\n"
+    "  3  system error (NVML unusable where required, or a selected GPU it cannot read;\n"
+    "     another free holds the lock, I/O)\n"
     "  4  free: nothing to do (no holder matched the selection)\n"
     "  5  wait: timed out before the GPUs were free\n"
     "  run: the command's own status; 128+N if it was killed by signal N; 127 not found; 126 not\n"
-    "       executable; 1 if the command exited 0 but GPU memory stayed held after teardown";
+    "       executable; 1 if the command exited 0 but GPU memory stayed held after teardown;\n"
+    "       3 if it exited 0 but the release could not be measured (NVML failed or hung)";
 
 }  // namespace gpureap::cli

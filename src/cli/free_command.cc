@@ -139,10 +139,22 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   auto chosen = gpu::select_gpus(o.all ? "all" : o.gpu, infos);
   if (!chosen) return usage_error(chosen.error().message);
   sel.gpus = *chosen;
-  if (inv.nvml_state != gpu::NvmlState::ok)
+  if (inv.nvml_state == gpu::NvmlState::partial) {
+    // Only a selected GPU that NVML cannot read matters here; the others are verified.
+    for (const auto& v : inv.gpus) {
+      if (v.info.problem.empty() ||
+          std::find(sel.gpus.begin(), sel.gpus.end(), v.info.index) == sel.gpus.end())
+        continue;
+      print_err(fmt::format(
+          "gpureap free: warning: {}; GPU {}'s holders come from /proc only and its release "
+          "cannot be verified\n",
+          report::terminal_text(v.info.problem), v.info.index));
+    }
+  } else if (inv.nvml_state != gpu::NvmlState::ok) {
     print_err(fmt::format(
         "gpureap free: warning: {}; holders come from /proc only and release cannot be verified\n",
         report::terminal_text(inv.nvml_problem)));
+  }
   for (const auto& w : inv.warnings)
     print_err(fmt::format("gpureap free: warning: {}\n", report::terminal_text(w)));
 
@@ -205,7 +217,11 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   }
   print_out(rendered);
   if (result.interrupted) return kExitStillHeld;
-  return result.all_freed() ? kExitOk : kExitStillHeld;
+  if (result.all_freed()) return kExitOk;
+  // Not freed only because NVML cannot read those GPUs: not measured, not "still held".
+  bool unmeasured_only = std::all_of(result.gpus.begin(), result.gpus.end(),
+                                     [](const reclaim::GpuOutcome& g) { return g.freed || !g.measured; });
+  return unmeasured_only && !result.gpus.empty() ? kExitSystem : kExitStillHeld;
 }
 
 }  // namespace

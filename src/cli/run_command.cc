@@ -136,15 +136,24 @@ void report_problems(const supervise::RunOutcome& out) {
     if (!l.next_step.empty())
       print_err("    next: " + report::terminal_text(l.next_step) + "\n");
   }
-  if (out.release && !out.release->all_freed && out.leftovers.empty())
+  if (out.memory_unverified()) {
+    std::string why = out.unverified;
+    if (out.release)
+      for (const auto& g : out.release->gpus)
+        if (!g.problem.empty()) why += (why.empty() ? "" : "; ") + g.problem;
+    say("GPU memory not verified: " + why +
+        "; the run's GPUs may still hold memory (see `gpureap status`)");
+  } else if (out.release && !out.release->all_freed && out.leftovers.empty())
     say("GPU memory the run held is not back at baseline" +
         (out.release->nvml_error.empty() ? std::string()
                                          : " (NVML: " + out.release->nvml_error + ")"));
 }
 
-// tini's contract, plus one rule: a command that succeeded but whose memory
-// stayed held makes the run fail with 1 ("still held", as `free`), so a
-// restart script does not relaunch into an occupied GPU.
+// tini's contract, plus two rules: a command that succeeded but whose memory
+// stayed held makes the run fail with 1 ("still held", as `free`), and one
+// whose release could not be measured (NVML failed or hung) with 3 ("NVML
+// unusable where required"), so a restart script does not relaunch into an
+// occupied GPU.
 int run_exit_code(const supervise::RunOutcome& out) {
   if (out.launch_failure) {
     return out.launch_failure->stage == supervise::LaunchFailure::Stage::exec
@@ -153,6 +162,7 @@ int run_exit_code(const supervise::RunOutcome& out) {
   }
   if (!out.cmd_wait_status) return kExitSystem;
   int code = supervise::exit_code_of(*out.cmd_wait_status);
+  if (code == 0 && out.memory_unverified()) return kExitSystem;
   if (code == 0 && !out.memory_released()) return kExitStillHeld;
   return code;
 }
@@ -209,7 +219,8 @@ int run_run(const GlobalOptions& global, RunOptions o) {
     print_err("gpureap run: the report could not be rendered (" + report::terminal_text(e.what()) +
               "); the exit status stands\n");
   }
-  if (o.verbose && !out.nvml_problem.empty()) say("GPU memory not verified: " + out.nvml_problem);
+  if (o.verbose && !out.nvml_problem.empty() && !out.memory_unverified())
+    say("NVML: " + out.nvml_problem);
   int code = run_exit_code(out);
   if (o.verbose && !out.launch_failure)
     say(fmt::format("exit status {} ({:.3f} s from the end of the command to here)", code,
@@ -238,7 +249,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
       "reclaims the whole run (docs/run-and-wait.md).\n\n"
       "Exit status: CMD's own; 128+N if it was killed by signal N; 127 if CMD was not\n"
       "found, 126 if it could not be executed; 1 if CMD exited 0 but GPU memory stayed\n"
-      "held (explained on stderr; a failing CMD keeps its own status); with --wait-free or\n"
+      "held (explained on stderr; a failing CMD keeps its own status); 3 if CMD exited 0\n"
+      "but the release could not be measured (NVML failed or hung); with --wait-free or\n"
       "--free-first, 5 or 1 when the GPUs could not be made free (CMD is not started).\n\n"
       "Examples:\n"
       "  gpureap run -- python3 -m sglang.launch_server --model-path M --tp 8\n"

@@ -50,6 +50,23 @@ class FakeGpuSource : public GpuSource {
   }
   void clear_failure() { failure_state_ = NvmlState::ok; }
 
+  /// One GPU fails (or hangs, as NvmlSource reports it) while the others answer:
+  /// the snapshot keeps its identity with `problem` and no memory or process
+  /// list, in state partial, and memory readings of it carry the problem.
+  void set_gpu_failure(unsigned index, std::string problem, bool hung = false) {
+    for (GpuInfo& gpu : snapshot_.gpus) {
+      if (gpu.index != index) continue;
+      gpu.problem = problem;
+      gpu.hung = hung;
+      gpu.memory.reset();
+      gpu.processes.clear();
+      gpu.processes_known = false;
+    }
+    snapshot_.state = NvmlState::partial;
+    if (!snapshot_.problem.empty()) snapshot_.problem += "; ";
+    snapshot_.problem += problem;
+  }
+
   GpuSnapshot snapshot(std::chrono::milliseconds deadline) override {
     ++snapshot_calls;
     last_deadline = deadline;
@@ -106,6 +123,8 @@ class FakeGpuSource : public GpuSource {
     for (const GpuInfo& gpu : snapshot_.gpus) {
       MemoryReading r;
       r.index = gpu.index;
+      r.problem = gpu.problem;
+      r.hung = gpu.hung;
       if (gpu.memory) r.used = gpu.memory->used;
       for (const GpuProcess& p : gpu.processes) r.pids.push_back(p.pid);
       readings.push_back(std::move(r));

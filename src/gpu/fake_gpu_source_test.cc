@@ -25,7 +25,7 @@ GpuSnapshot two_gpus() {
 }
 
 MemoryReading reading(unsigned index, std::uint64_t used) {
-  return {index, used, {}};
+  return {index, used, {}, {}, false};
 }
 
 TEST(FakeGpuSource, SnapshotAndDefaultReadingsComeFromTheSetSnapshot) {

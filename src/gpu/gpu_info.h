@@ -35,6 +35,11 @@ struct GpuInfo {
   std::vector<GpuProcess> processes;   // compute + graphics + MPS, de-duplicated by pid
   bool processes_known = false;        // false when the process query failed
   std::optional<bool> persistence_mode;
+  /// Empty when every query of this GPU answered. Otherwise the failed NVML
+  /// calls ("nvmlDeviceGetMemoryInfo_v2(GPU 1): GPU is lost"), or why the GPU
+  /// did not answer in time. The other GPUs are unaffected.
+  std::string problem;
+  bool hung = false;  // a query of this GPU did not return before the deadline
 };
 
 /// One memory reading of one GPU, for release polling.
@@ -42,6 +47,8 @@ struct MemoryReading {
   unsigned index = 0;
   std::optional<std::uint64_t> used;
   std::vector<std::uint32_t> pids;  // NVML's process list on that GPU, pids only
+  std::string problem;  // non-empty: this GPU could not be read (`used` is then nullopt)
+  bool hung = false;    // its query did not return before the deadline
 };
 
 }  // namespace gpureap::gpu

@@ -16,8 +16,15 @@
 namespace gpureap::gpu {
 
 /// Why the GPU view is missing or partial, for the "no driver / NVML error /
-/// NVML hung" messages. `ok` means every query answered.
-enum class NvmlState { ok, library_missing, init_failed, query_failed, hung };
+/// NVML hung" messages. `ok` means every query answered. `partial`: every GPU
+/// is listed, and some of them (each with its GpuInfo::problem) could not be
+/// read or did not answer in time; the others are complete.
+enum class NvmlState { ok, library_missing, init_failed, query_failed, hung, partial };
+
+/// True when the snapshot lists the GPUs (all complete, or some marked).
+inline bool lists_gpus(NvmlState state) {
+  return state == NvmlState::ok || state == NvmlState::partial;
+}
 
 struct GpuSnapshot {
   NvmlState state = NvmlState::ok;
@@ -31,12 +38,15 @@ class GpuSource {
   virtual ~GpuSource() = default;
 
   /// Every GPU with identity, memory and NVML's process list. Never blocks past
-  /// `deadline`; a hang is reported as state == hung with no GPUs. Never fails:
-  /// problems are described in the snapshot.
+  /// `deadline`; a hang of NVML as a whole is reported as state == hung with no
+  /// GPUs, one of some GPUs as state == partial with those GPUs marked. Never
+  /// fails: problems are described in the snapshot.
   virtual GpuSnapshot snapshot(std::chrono::milliseconds deadline) = 0;
 
   /// Used memory and NVML pids of the GPUs with the given indices, for release
-  /// polling. Fails (with a message) when NVML fails or does not answer in time.
+  /// polling. A GPU that cannot be read or does not answer in time has a
+  /// reading with `problem` set; the others are read. Fails (with a message)
+  /// when NVML as a whole fails or does not answer in time.
   virtual Result<std::vector<MemoryReading>> memory(const std::vector<unsigned>& indices,
                                                     std::chrono::milliseconds deadline) = 0;
 

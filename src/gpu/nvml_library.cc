@@ -81,8 +81,8 @@ NvmlLibrary::NvmlLibrary(NvmlLibrary&& other) noexcept
     : handle_(std::move(other.handle_)),
       sym_(other.sym_),
       initialized_(std::exchange(other.initialized_, false)),
-      memory_v2_unusable_(other.memory_v2_unusable_),
-      detail_list_unusable_(other.detail_list_unusable_) {}
+      memory_v2_unusable_(other.memory_v2_unusable_.load()),
+      detail_list_unusable_(other.detail_list_unusable_.load()) {}
 
 NvmlLibrary& NvmlLibrary::operator=(NvmlLibrary&& other) noexcept {
   if (this != &other) {
@@ -90,8 +90,8 @@ NvmlLibrary& NvmlLibrary::operator=(NvmlLibrary&& other) noexcept {
     handle_ = std::move(other.handle_);
     sym_ = other.sym_;
     initialized_ = std::exchange(other.initialized_, false);
-    memory_v2_unusable_ = other.memory_v2_unusable_;
-    detail_list_unusable_ = other.detail_list_unusable_;
+    memory_v2_unusable_ = other.memory_v2_unusable_.load();
+    detail_list_unusable_ = other.detail_list_unusable_.load();
   }
   return *this;
 }
@@ -336,55 +336,94 @@ Result<std::optional<std::vector<GpuProcess>>> NvmlLibrary::read_processes(nvmlD
   return merge_processes(all);
 }
 
+void NvmlLibrary::query_gpu_into(unsigned index, GpuInfo& gpu, std::vector<Error>& errors,
+                                 const std::function<void(const GpuInfo&)>& on_identity) {
+  gpu.index = index;
+  auto dev = device(index);
+  if (!dev) {
+    errors.push_back(dev.error());
+    return;
+  }
+  if (auto identity = read_identity(*dev, gpu); !identity) errors.push_back(identity.error());
+  if (sym_.name) {
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+    if (sym_.name.fn(*dev, name, sizeof name) == NVML_SUCCESS) gpu.name = from_buffer(name);
+  }
+  if (sym_.minor_number) {
+    unsigned minor = 0;
+    if (sym_.minor_number.fn(*dev, &minor) == NVML_SUCCESS) gpu.minor = minor;
+  }
+  // Identity answers even for a lost GPU; what follows may not return at all.
+  if (on_identity) on_identity(gpu);
+  if (auto memory = read_memory(*dev, index); memory) {
+    gpu.memory = *memory;
+  } else {
+    errors.push_back(memory.error());
+  }
+  if (auto processes = read_processes(*dev, index); processes) {
+    gpu.processes_known = processes->has_value();
+    if (*processes) gpu.processes = std::move(**processes);
+  } else {
+    errors.push_back(processes.error());
+  }
+  if (sym_.persistence_mode) {
+    nvmlEnableState_t mode = 0;
+    if (sym_.persistence_mode.fn(*dev, &mode) == NVML_SUCCESS) {
+      gpu.persistence_mode = mode == static_cast<nvmlEnableState_t>(NVML_FEATURE_ENABLED);
+    }
+  }
+}
+
+GpuInfo NvmlLibrary::query_gpu(unsigned index,
+                               const std::function<void(const GpuInfo&)>& on_identity) {
+  GpuInfo gpu;
+  std::vector<Error> errors;
+  query_gpu_into(index, gpu, errors, on_identity);
+  for (const Error& e : errors) {
+    if (!gpu.problem.empty()) gpu.problem += "; ";
+    gpu.problem += e.message;
+  }
+  return gpu;
+}
+
 Result<std::vector<GpuInfo>> NvmlLibrary::query_all(std::vector<std::string>* problems) {
   auto count = device_count();
   if (!count) return std::unexpected(count.error());
 
   std::vector<GpuInfo> gpus;
-  // A per-GPU failure is kept as a problem when the caller collects them.
-  auto keep = [&](const Error& e) -> bool {
-    if (problems == nullptr) return false;
-    problems->push_back(e.message);
-    return true;
-  };
   for (unsigned i = 0; i < *count; ++i) {
+    std::vector<Error> errors;
     GpuInfo& gpu = gpus.emplace_back();
-    gpu.index = i;
-    auto dev = device(i);
-    if (!dev) {
-      if (!keep(dev.error())) return std::unexpected(dev.error());
-      continue;
-    }
-    if (auto identity = read_identity(*dev, gpu); !identity) {
-      if (!keep(identity.error())) return std::unexpected(identity.error());
-    }
-    if (sym_.name) {
-      char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
-      if (sym_.name.fn(*dev, name, sizeof name) == NVML_SUCCESS) gpu.name = from_buffer(name);
-    }
-    if (sym_.minor_number) {
-      unsigned minor = 0;
-      if (sym_.minor_number.fn(*dev, &minor) == NVML_SUCCESS) gpu.minor = minor;
-    }
-    if (auto memory = read_memory(*dev, i); memory) {
-      gpu.memory = *memory;
-    } else if (!keep(memory.error())) {
-      return std::unexpected(memory.error());
-    }
-    if (auto processes = read_processes(*dev, i); processes) {
-      gpu.processes_known = processes->has_value();
-      if (*processes) gpu.processes = std::move(**processes);
-    } else if (!keep(processes.error())) {
-      return std::unexpected(processes.error());
-    }
-    if (sym_.persistence_mode) {
-      nvmlEnableState_t mode = 0;
-      if (sym_.persistence_mode.fn(*dev, &mode) == NVML_SUCCESS) {
-        gpu.persistence_mode = mode == static_cast<nvmlEnableState_t>(NVML_FEATURE_ENABLED);
-      }
+    query_gpu_into(i, gpu, errors, {});
+    // A per-GPU failure is kept as a problem when the caller collects them.
+    if (!errors.empty() && problems == nullptr) return std::unexpected(errors.front());
+    for (const Error& e : errors) {
+      problems->push_back(e.message);
+      if (!gpu.problem.empty()) gpu.problem += "; ";
+      gpu.problem += e.message;
     }
   }
   return gpus;
+}
+
+Result<unsigned> NvmlLibrary::gpu_count() {
+  return device_count();
+}
+
+Result<MemoryReading> NvmlLibrary::query_reading(unsigned index) {
+  auto dev = device(index);
+  if (!dev) return std::unexpected(dev.error());
+  MemoryReading reading;
+  reading.index = index;
+  auto memory = read_memory(*dev, index);
+  if (!memory) return std::unexpected(memory.error());
+  if (*memory) reading.used = (*memory)->used;
+  auto processes = read_processes(*dev, index);
+  if (!processes) return std::unexpected(processes.error());
+  if (*processes) {
+    for (const GpuProcess& p : **processes) reading.pids.push_back(p.pid);
+  }
+  return reading;
 }
 
 Result<std::vector<MemoryReading>> NvmlLibrary::query_memory(const std::vector<unsigned>& indices) {
@@ -397,19 +436,9 @@ Result<std::vector<MemoryReading>> NvmlLibrary::query_memory(const std::vector<u
       return fail(fmt::format("no GPU with index {}: NVML sees {} GPU{}", index, *count,
                               *count == 1 ? "" : "s"));
     }
-    auto dev = device(index);
-    if (!dev) return std::unexpected(dev.error());
-    MemoryReading reading;
-    reading.index = index;
-    auto memory = read_memory(*dev, index);
-    if (!memory) return std::unexpected(memory.error());
-    if (*memory) reading.used = (*memory)->used;
-    auto processes = read_processes(*dev, index);
-    if (!processes) return std::unexpected(processes.error());
-    if (*processes) {
-      for (const GpuProcess& p : **processes) reading.pids.push_back(p.pid);
-    }
-    readings.push_back(std::move(reading));
+    auto reading = query_reading(index);
+    if (!reading) return std::unexpected(reading.error());
+    readings.push_back(std::move(*reading));
   }
   return readings;
 }

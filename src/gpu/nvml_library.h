@@ -4,10 +4,15 @@
 // each required or optional (as nvtop does); data a driver cannot supply
 // (NOT_SUPPORTED, a missing optional symbol) becomes std::nullopt, not an error.
 //
-// Not thread-safe. gpureap uses it only inside the NVML worker process
-// (nvml_source.h), so a driver call that never returns cannot hang gpureap.
+// gpureap uses it only inside the NVML worker process (nvml_source.h), so a
+// driver call that never returns cannot hang gpureap. init, shutdown and moves
+// need one thread; the per-GPU queries (query_gpu, query_reading) may run
+// concurrently on different GPUs (NVML itself is thread-safe), which is how the
+// worker keeps one hung GPU from holding up the others.
 
 #include <array>
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,6 +89,18 @@ class NvmlLibrary {
   /// is lost") to `*problems`; when `problems` is null it fails the call instead.
   Result<std::vector<GpuInfo>> query_all(std::vector<std::string>* problems = nullptr);
 
+  /// How many GPUs NVML sees.
+  Result<unsigned> gpu_count();
+
+  /// One GPU, as query_all reads it. Never fails: failed calls are joined into
+  /// `problem`, and the GPU keeps what was learned. `on_identity` (optional) is
+  /// called once index, UUID, PCI bus id, name and minor are known, before the
+  /// memory and process queries (which may never return on a lost GPU).
+  GpuInfo query_gpu(unsigned index, const std::function<void(const GpuInfo&)>& on_identity = {});
+
+  /// Used memory and NVML pids of one GPU; any NVML error fails the call.
+  Result<MemoryReading> query_reading(unsigned index);
+
   /// Used memory and NVML pids of the GPUs with these indices, in that order.
   /// Any NVML error, or an index NVML does not know, fails the call.
   Result<std::vector<MemoryReading>> query_memory(const std::vector<unsigned>& indices);
@@ -110,14 +127,17 @@ class NvmlLibrary {
   Result<std::optional<std::vector<GpuProcess>>> read_legacy_list(nvmlDevice_t dev, unsigned index,
                                                                   ProcessKind kind);
   Result<void> read_identity(nvmlDevice_t dev, GpuInfo& gpu);
+  void query_gpu_into(unsigned index, GpuInfo& gpu, std::vector<Error>& errors,
+                      const std::function<void(const GpuInfo&)>& on_identity);
 
   std::unique_ptr<void, DlClose> handle_;
   NvmlSymbols sym_;
   bool initialized_ = false;
   // Learned once per library: this driver rejects the versioned struct
   // (ARGUMENT_VERSION_MISMATCH / FUNCTION_NOT_FOUND), so use the older call.
-  bool memory_v2_unusable_ = false;
-  bool detail_list_unusable_ = false;
+  // Atomic: per-GPU queries may run on several threads.
+  std::atomic<bool> memory_v2_unusable_ = false;
+  std::atomic<bool> detail_list_unusable_ = false;
 };
 
 }  // namespace gpureap::gpu

@@ -21,6 +21,18 @@ constexpr milliseconds kShutdownBudget{1000};
 constexpr milliseconds kShutdownExitWait{500};
 // A prefetched snapshot older than this is dropped and taken again.
 constexpr milliseconds kPrefetchMaxAge{1000};
+// The worker's own per-GPU limit for a prefetched snapshot (the snapshot() that
+// collects it usually has 2 s), and the share of a call's deadline it gets
+// otherwise: it must answer, hung GPUs marked, before gpureap gives up on it.
+constexpr milliseconds kPrefetchQueryLimit{1500};
+constexpr int kQueryLimitPercent = 75;
+
+// The request with the worker's per-GPU limit: what is left of the deadline, less a margin.
+json with_limit(json request, std::chrono::steady_clock::time_point end) {
+  auto left = std::chrono::duration_cast<milliseconds>(end - std::chrono::steady_clock::now());
+  request["deadline_ms"] = std::max<std::int64_t>(1, left.count() * kQueryLimitPercent / 100);
+  return request;
+}
 
 std::string string_field(const json& message, const char* key) {
   if (!message.is_object()) return {};
@@ -170,7 +182,7 @@ std::expected<json, NvmlSource::Failure> NvmlSource::round_trip(const json& requ
       return std::move(*reply);
     }
   }
-  if (auto sent = write_frame(worker_->fd(), request, end); !sent) {
+  if (auto sent = write_frame(worker_->fd(), with_limit(request, end), end); !sent) {
     return std::unexpected(worker_failed(sent.error(), deadline, false));
   }
   auto reply = read_frame(worker_->fd(), end);
@@ -189,7 +201,8 @@ void NvmlSource::prefetch_snapshot() {
   // The request waits in the socket until the worker has initialized NVML. A
   // failure to send is left for snapshot() to find and report.
   const auto now = Clock::now();
-  if (write_frame(worker_->fd(), {{"op", "snapshot"}}, now)) prefetched_ = now;
+  json request = {{"op", "snapshot"}, {"deadline_ms", kPrefetchQueryLimit.count()}};
+  if (write_frame(worker_->fd(), request, now)) prefetched_ = now;
 }
 
 GpuSnapshot NvmlSource::snapshot(milliseconds deadline) {
@@ -222,15 +235,14 @@ GpuSnapshot NvmlSource::snapshot(milliseconds deadline) {
     }
     snapshot.gpus.push_back(std::move(*gpu));
   }
-  // Per-GPU failures: the other GPUs are still shown, and the state says so.
-  if (auto problems = reply->find("problems"); problems != reply->end() && problems->is_array()) {
-    for (const json& problem : *problems) {
-      if (!problem.is_string()) continue;
-      if (!snapshot.problem.empty()) snapshot.problem += "; ";
-      snapshot.problem += problem.get<std::string>();
-    }
+  // Per-GPU failures: each GPU carries its own; the other GPUs are complete,
+  // and the state says that some are not.
+  for (const GpuInfo& gpu : snapshot.gpus) {
+    if (gpu.problem.empty()) continue;
+    if (!snapshot.problem.empty()) snapshot.problem += "; ";
+    snapshot.problem += gpu.problem;
   }
-  if (!snapshot.problem.empty()) snapshot.state = NvmlState::query_failed;
+  if (!snapshot.problem.empty()) snapshot.state = NvmlState::partial;
   return snapshot;
 }
 

@@ -158,7 +158,9 @@ json gpu_info_to_wire(const GpuInfo& gpu) {
           {"memory", memory},
           {"processes", processes},
           {"processes_known", gpu.processes_known},
-          {"persistence_mode", optional_to_wire(gpu.persistence_mode)}};
+          {"persistence_mode", optional_to_wire(gpu.persistence_mode)},
+          {"problem", gpu.problem},
+          {"hung", gpu.hung}};
 }
 
 Result<GpuInfo> gpu_info_from_wire(const json& wire) {
@@ -181,13 +183,18 @@ Result<GpuInfo> gpu_info_from_wire(const json& wire) {
     }
     gpu.processes_known = wire.at("processes_known").get<bool>();
     gpu.persistence_mode = optional_from_wire<bool>(wire, "persistence_mode");
+    gpu.problem = wire.value("problem", std::string());
+    gpu.hung = wire.value("hung", false);
     return gpu;
   });
 }
 
 json memory_reading_to_wire(const MemoryReading& reading) {
-  return {
-      {"index", reading.index}, {"used", optional_to_wire(reading.used)}, {"pids", reading.pids}};
+  return {{"index", reading.index},
+          {"used", optional_to_wire(reading.used)},
+          {"pids", reading.pids},
+          {"problem", reading.problem},
+          {"hung", reading.hung}};
 }
 
 Result<MemoryReading> memory_reading_from_wire(const json& wire) {
@@ -196,6 +203,8 @@ Result<MemoryReading> memory_reading_from_wire(const json& wire) {
     reading.index = wire.at("index").get<unsigned>();
     reading.used = optional_from_wire<std::uint64_t>(wire, "used");
     reading.pids = wire.at("pids").get<std::vector<std::uint32_t>>();
+    reading.problem = wire.value("problem", std::string());
+    reading.hung = wire.value("hung", false);
     return reading;
   });
 }

@@ -26,7 +26,8 @@ bool same(const GpuInfo& a, const GpuInfo& b) {
   }
   return a.index == b.index && a.name == b.name && a.uuid == b.uuid &&
          a.pci_bus_id == b.pci_bus_id && a.minor == b.minor && mem(a.memory) == mem(b.memory) &&
-         a.processes_known == b.processes_known && a.persistence_mode == b.persistence_mode;
+         a.processes_known == b.processes_known && a.persistence_mode == b.persistence_mode &&
+         a.problem == b.problem && a.hung == b.hung;
 }
 
 GpuInfo full_gpu() {
@@ -43,6 +44,8 @@ GpuInfo full_gpu() {
                  {4194304, 1, ProcessKind::mps}};
   g.processes_known = true;
   g.persistence_mode = true;
+  g.problem = "nvmlDeviceGetGraphicsRunningProcesses_v3(GPU 7): No permission";
+  g.hung = true;
   return g;
 }
 
@@ -72,14 +75,16 @@ TEST(NvmlWire, GpuInfoRoundTripKeepsMissingValuesMissing) {
 }
 
 TEST(NvmlWire, MemoryReadingRoundTrip) {
-  MemoryReading r{5, (1ULL << 62) + 3, {1, 2, 4194304}};
+  MemoryReading r{5, (1ULL << 62) + 3, {1, 2, 4194304}, "GPU 5: lost", true};
   auto back = memory_reading_from_wire(memory_reading_to_wire(r));
   ASSERT_TRUE(back.has_value()) << back.error().message;
   EXPECT_EQ(back->index, 5U);
   EXPECT_EQ(back->used, r.used);
   EXPECT_EQ(back->pids, r.pids);
+  EXPECT_EQ(back->problem, "GPU 5: lost");
+  EXPECT_TRUE(back->hung);
 
-  MemoryReading unknown{1, std::nullopt, {}};
+  MemoryReading unknown{1, std::nullopt, {}, {}, false};
   back = memory_reading_from_wire(memory_reading_to_wire(unknown));
   ASSERT_TRUE(back.has_value());
   EXPECT_FALSE(back->used.has_value());

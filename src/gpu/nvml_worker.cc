@@ -11,9 +11,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <utility>
 
 #include "gpu/nvml_library.h"
@@ -43,22 +48,194 @@ std::string describe_ending(const siginfo_t& info) {
 
 // ---- The worker (child) side. ----
 
-json answer(NvmlLibrary& library, const json& request) {
+// Each GPU is queried on a thread of its own, so that a GPU whose calls never
+// return (a lost GPU, a driver stuck on it) holds up only itself: at the
+// request's deadline the worker answers with the GPUs that answered, and the
+// others marked hung. A hung GPU is not queried again while its query is still
+// stuck (another would hang as well, and cost a thread); its identity, which
+// NVML gives even for a lost GPU, is kept so that gpureap can name it.
+class PerGpuQueries {
+ public:
+  explicit PerGpuQueries(NvmlLibrary& library) : library_(library) {}
+
+  std::vector<GpuInfo> snapshot(unsigned count, std::optional<std::chrono::milliseconds> limit) {
+    std::vector<unsigned> indices(count);
+    for (unsigned i = 0; i < count; ++i) indices[i] = i;
+    auto board = run(indices, limit, [this](unsigned index, Slot& slot, std::mutex& m) {
+      GpuInfo gpu = library_.query_gpu(index, [&](const GpuInfo& identity) {
+        std::lock_guard lock(m);
+        slot.identity = identity;
+      });
+      std::lock_guard lock(m);
+      slot.gpu = std::move(gpu);
+    });
+    std::vector<GpuInfo> gpus;
+    std::lock_guard lock(board->mutex);
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      Slot& slot = board->slots[k];
+      if (slot.gpu) {
+        gpus.push_back(std::move(*slot.gpu));
+        continue;
+      }
+      GpuInfo gpu = slot.identity.value_or(GpuInfo{});
+      gpu.index = indices[k];
+      gpu.hung = true;
+      gpu.problem = hung_problem(indices[k], limit);
+      gpus.push_back(std::move(gpu));
+    }
+    return gpus;
+  }
+
+  std::vector<MemoryReading> memory(const std::vector<unsigned>& indices,
+                                    std::optional<std::chrono::milliseconds> limit) {
+    auto board = run(indices, limit, [this](unsigned index, Slot& slot, std::mutex& m) {
+      auto reading = library_.query_reading(index);
+      std::lock_guard lock(m);
+      slot.reading = std::move(reading);
+    });
+    std::vector<MemoryReading> readings;
+    std::lock_guard lock(board->mutex);
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      Slot& slot = board->slots[k];
+      MemoryReading reading;
+      reading.index = indices[k];
+      if (!slot.reading) {
+        reading.hung = true;
+        reading.problem = hung_problem(indices[k], limit);
+      } else if (!*slot.reading) {
+        reading.problem = slot.reading->error().message;
+      } else {
+        reading = std::move(**slot.reading);
+      }
+      readings.push_back(std::move(reading));
+    }
+    return readings;
+  }
+
+ private:
+  struct Slot {
+    std::optional<GpuInfo> identity;
+    std::optional<GpuInfo> gpu;
+    std::optional<Result<MemoryReading>> reading;
+    bool done = false;
+  };
+  // Shared with the query threads: one left stuck in the driver outlives the request.
+  struct Board {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::vector<Slot> slots;
+    std::size_t finished = 0;
+  };
+  std::string hung_problem(unsigned index, std::optional<std::chrono::milliseconds> limit) const {
+    auto it = stuck_.find(index);
+    if (it != stuck_.end() && it->second.since_request) {
+      return fmt::format("GPU {}: NVML did not answer within {} ms (the driver may be stuck on "
+                         "this GPU; see dmesg)",
+                         index, limit ? limit->count() : 0);
+    }
+    return fmt::format(
+        "GPU {}: an earlier NVML query of this GPU has still not returned (the driver may be "
+        "stuck on this GPU; see dmesg)",
+        index);
+  }
+
+  template <typename Query>
+  std::shared_ptr<Board> run(const std::vector<unsigned>& indices,
+                             std::optional<std::chrono::milliseconds> limit, Query query) {
+    auto board = std::make_shared<Board>();
+    board->slots.resize(indices.size());
+    const auto end = limit ? std::optional(std::chrono::steady_clock::now() + *limit) : std::nullopt;
+    std::size_t started = 0;
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      const unsigned index = indices[k];
+      if (still_stuck(index)) {
+        std::lock_guard lock(board->mutex);
+        board->slots[k].identity = stuck_[index].identity;
+        stuck_[index].since_request = false;
+        continue;
+      }
+      ++started;
+      std::thread([board, k, index, query] {
+        query(index, board->slots[k], board->mutex);
+        std::lock_guard lock(board->mutex);
+        board->slots[k].done = true;
+        ++board->finished;
+        board->done.notify_all();
+      }).detach();
+    }
+    std::unique_lock lock(board->mutex);
+    auto all_done = [&] { return board->finished == started; };
+    if (end) {
+      board->done.wait_until(lock, *end, all_done);
+    } else {
+      board->done.wait(lock, all_done);
+    }
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      Slot& slot = board->slots[k];
+      if (slot.done || stuck_.contains(indices[k])) continue;
+      stuck_[indices[k]] = StuckGpu{board, k, slot.identity, true};
+    }
+    return board;
+  }
+
+  // True while an earlier query of this GPU has not returned. One that has
+  // returned since lets the GPU be queried again.
+  bool still_stuck(unsigned index) {
+    auto it = stuck_.find(index);
+    if (it == stuck_.end()) return false;
+    std::lock_guard lock(it->second.board->mutex);
+    if (it->second.board->slots[it->second.slot].done) {
+      stuck_.erase(it);
+      return false;
+    }
+    return true;
+  }
+
+  struct StuckGpu {
+    std::shared_ptr<Board> board;
+    std::size_t slot = 0;
+    std::optional<GpuInfo> identity;
+    bool since_request = true;  // it got stuck during the current request
+  };
+
+  NvmlLibrary& library_;
+  std::map<unsigned, StuckGpu> stuck_;
+};
+
+std::optional<std::chrono::milliseconds> request_limit(const json& request) {
+  auto it = request.find("deadline_ms");
+  if (it == request.end() || !it->is_number_unsigned()) return std::nullopt;
+  return std::chrono::milliseconds(it->get<std::uint64_t>());
+}
+
+json answer(NvmlLibrary& library, PerGpuQueries& queries, const json& request) {
   try {
     const std::string op = request.at("op").get<std::string>();
     if (op == "snapshot") {
-      std::vector<std::string> problems;
-      auto gpus = library.query_all(&problems);
-      if (!gpus) return {{"error", gpus.error().message}};
+      auto count = library.gpu_count();
+      if (!count) return {{"error", count.error().message}};
       json wire = json::array();
-      for (const GpuInfo& gpu : *gpus) wire.push_back(gpu_info_to_wire(gpu));
+      json problems = json::array();
+      for (const GpuInfo& gpu : queries.snapshot(*count, request_limit(request))) {
+        if (!gpu.problem.empty()) problems.push_back(gpu.problem);
+        wire.push_back(gpu_info_to_wire(gpu));
+      }
       return {{"gpus", wire}, {"problems", problems}};
     }
     if (op == "memory") {
-      auto readings = library.query_memory(request.at("indices").get<std::vector<unsigned>>());
-      if (!readings) return {{"error", readings.error().message}};
+      auto indices = request.at("indices").get<std::vector<unsigned>>();
+      auto count = library.gpu_count();
+      if (!count) return {{"error", count.error().message}};
+      for (unsigned index : indices) {
+        if (index >= *count) {
+          return {{"error", fmt::format("no GPU with index {}: NVML sees {} GPU{}", index, *count,
+                                        *count == 1 ? "" : "s")}};
+        }
+      }
       json wire = json::array();
-      for (const MemoryReading& r : *readings) wire.push_back(memory_reading_to_wire(r));
+      for (const MemoryReading& r : queries.memory(indices, request_limit(request))) {
+        wire.push_back(memory_reading_to_wire(r));
+      }
       return {{"readings", wire}};
     }
     if (op == "shutdown") {
@@ -85,11 +262,13 @@ json answer(NvmlLibrary& library, const json& request) {
     _exit(0);
   }
   send({{"ready", true}, {"driver_version", library->driver_version()}});
+  PerGpuQueries queries(*library);
   for (;;) {
     auto request = read_frame(fd, std::nullopt);
-    // EOF: gpureap closed the channel. Exiting releases NVML's device files.
+    // EOF: gpureap closed the channel. Exiting releases NVML's device files
+    // (and ends any query thread stuck in the driver).
     if (!request) _exit(0);
-    send(answer(*library, *request));
+    send(answer(*library, queries, *request));
     if (request->value("op", "") == "shutdown") _exit(0);
   }
 }
@@ -119,13 +298,19 @@ void close_fds_except(int keep) {
     if (getppid() != parent) _exit(0);
     prctl(PR_SET_NAME, "gpureap-nvml");
 
-    // Drop gpureap's handlers and mask. Ctrl-C reaches the whole process group:
-    // the worker ignores it and ends with gpureap (PDEATHSIG, or EOF).
+    // A process group of its own: a signal to gpureap's whole group (`kill --
+    // -PGID`, timeout(1), a terminal's Ctrl-C) must not take the worker away
+    // while gpureap still has to measure the release. The parent sets the
+    // group too, so it is in place whichever runs first.
+    setpgid(0, 0);
+
+    // Drop gpureap's handlers and mask. Signals meant to stop gpureap, should
+    // they reach the worker anyway (systemd signals every process of a unit's
+    // cgroup), are ignored: the worker ends with gpureap (PDEATHSIG, or EOF).
     struct sigaction action {};
     action.sa_handler = SIG_DFL;
     for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &action, nullptr);
-    signal(SIGINT, SIG_IGN);
-    signal(SIGQUIT, SIG_IGN);
+    for (int sig : {SIGINT, SIGQUIT, SIGTERM, SIGHUP}) signal(sig, SIG_IGN);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -166,6 +351,8 @@ Result<NvmlWorker> NvmlWorker::spawn(const std::string& library_path) {
     run_child(sv[1], parent, library_path);
   }
   close(sv[1]);
+  // EACCES once the child has exec'd (it never does) and ESRCH once it died: harmless.
+  setpgid(pid, pid);
   fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
   return NvmlWorker(pid, open_pidfd(pid), sv[0]);
 }

@@ -54,7 +54,7 @@ Inventory collect(gpu::GpuSource& gpus, const proc::DeviceSet& devices, Baseline
   std::vector<unsigned> puzzling;
   for (const auto& view : inv.gpus)
     if (view.unexplained != Unexplained::none) puzzling.push_back(view.info.index);
-  if (puzzling.empty() || snapshot.state != gpu::NvmlState::ok) return inv;
+  if (puzzling.empty() || !gpu::lists_gpus(snapshot.state)) return inv;
 
   // Memory nobody explains: a few more readings (at most ~100 ms) tell a release
   // in progress apart from memory the driver keeps; stop at the first drop.

@@ -123,7 +123,9 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
   inv.problems = std::move(scan.problems);
   inv.processes_scanned = scan.processes_scanned;
 
-  const bool nvml_ok = snapshot.state == gpu::NvmlState::ok;
+  // A GPU that failed or hung is still listed (marked, without memory), so the
+  // other GPUs keep NVML's view: one lost GPU does not blind the rest.
+  const bool nvml_ok = gpu::lists_gpus(snapshot.state);
   auto gpus = nvml_ok ? std::move(snapshot.gpus) : gpus_from_nodes(scan.holders);
 
   std::map<pid_t, std::size_t> by_pid;

@@ -118,7 +118,16 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
   std::vector<ReleaseTarget> release_targets;
   for (unsigned idx : options.selection.gpus) {
     const auto* view = find_view(initial, idx);
-    if (!view || !view->info.memory) continue;
+    if (!view) continue;
+    if (!view->info.memory) {
+      // A selected GPU that NVML cannot read is reported as such, never as freed.
+      GpuOutcome g;
+      g.index = idx;
+      g.uuid = view->info.uuid;
+      g.measured = false;
+      report.gpus.push_back(g);
+      continue;
+    }
     GpuOutcome g;
     g.index = idx;
     g.uuid = view->info.uuid;
@@ -234,12 +243,17 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
       if (g.freed) continue;
       if (!view || !view->info.memory) {
         // Without NVML, "freed" cannot be proven: say so rather than guess.
+        g.measured = false;
+        std::string why = view && !view->info.problem.empty()
+                              ? "NVML cannot read this GPU: " + view->info.problem
+                              : "NVML stopped answering while verifying: " +
+                                    (report.nvml_error.empty() ? latest.nvml_problem
+                                                               : report.nvml_error);
         report.leftovers.push_back(
             Leftover{g.index,
                      "nvml_failed",
                      {},
-                     {"NVML stopped answering while verifying: " +
-                      (report.nvml_error.empty() ? latest.nvml_problem : report.nvml_error)},
+                     {why},
                      "the signalled processes are listed under actions; check the GPU with "
                      "nvidia-smi, and dmesg for Xid errors"});
         continue;

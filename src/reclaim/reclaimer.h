@@ -44,6 +44,7 @@ struct GpuOutcome {
   std::uint64_t threshold = 0;
   bool freed = false;
   std::optional<double> seconds_to_free;
+  bool measured = true;  // false: NVML cannot read this GPU (lost, hung); never counted freed
 };
 
 struct Respawner {

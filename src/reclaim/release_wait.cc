@@ -12,7 +12,7 @@ ReleaseResult wait_for_release(
   ReleaseResult result;
   std::vector<unsigned> pending;
   for (const auto& t : targets) {
-    result.gpus.push_back(ReleaseState{t.index, std::nullopt, std::nullopt});
+    result.gpus.push_back(ReleaseState{t.index, std::nullopt, std::nullopt, {}});
     pending.push_back(t.index);
   }
   // The driver frees memory asynchronously (about 0.2-0.4 s for tens of GiB on
@@ -34,16 +34,25 @@ ReleaseResult wait_for_release(
       auto target = std::find_if(targets.begin(), targets.end(),
                                  [&](const ReleaseTarget& t) { return t.index == r.index; });
       if (state == result.gpus.end() || target == targets.end()) continue;
+      if (!r.problem.empty()) {
+        // Not measured is never freed; the other GPUs are still measured.
+        state->problem = r.problem;
+        if (!result.nvml_error.empty()) result.nvml_error += "; ";
+        result.nvml_error += r.problem;
+        continue;
+      }
       state->used = r.used;
       if (r.used && *r.used <= target->threshold && !state->freed_at) state->freed_at = now;
     }
     if (progress) progress(result.gpus);
     std::erase_if(pending, [&](unsigned idx) {
-      return std::any_of(result.gpus.begin(), result.gpus.end(),
-                         [&](const ReleaseState& s) { return s.index == idx && s.freed_at; });
+      return std::any_of(result.gpus.begin(), result.gpus.end(), [&](const ReleaseState& s) {
+        return s.index == idx && (s.freed_at || !s.problem.empty());
+      });
     });
     if (pending.empty()) {
-      result.all_freed = true;
+      result.all_freed = std::all_of(result.gpus.begin(), result.gpus.end(),
+                                     [](const ReleaseState& s) { return s.freed_at.has_value(); });
       break;
     }
     if (interrupted && interrupted->load()) {

@@ -125,8 +125,14 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
                                   ? fmt::format("freed in {}", seconds_text(*g.seconds_to_free))
                                   : std::string("free"))
                 : style.red("STILL HELD");
-    out += fmt::format("  GPU {}  {} -> {}  (baseline {})  {}\n", g.index, format_bytes(g.before),
-                       format_bytes(g.after), format_bytes(g.baseline), verdict);
+    if (!g.measured) {
+      out += fmt::format("  GPU {}  memory unknown  {}\n", g.index,
+                         style.red("NOT VERIFIED (NVML cannot read this GPU)"));
+    } else {
+      out += fmt::format("  GPU {}  {} -> {}  (baseline {})  {}\n", g.index,
+                         format_bytes(g.before), format_bytes(g.after), format_bytes(g.baseline),
+                         verdict);
+    }
     for (const auto& l : r.leftovers) {
       if (l.gpu != g.index) continue;
       out += style.red(fmt::format("    [{}]", l.cls));
@@ -167,10 +173,11 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
   for (const auto& g : r.gpus)
     gpus.push_back({{"index", g.index},
                     {"uuid", g.uuid},
-                    {"memory_before_bytes", g.before},
-                    {"memory_after_bytes", g.after},
-                    {"baseline_bytes", g.baseline},
-                    {"threshold_bytes", g.threshold},
+                    {"measured", g.measured},
+                    {"memory_before_bytes", g.measured ? nlohmann::ordered_json(g.before) : nullptr},
+                    {"memory_after_bytes", g.measured ? nlohmann::ordered_json(g.after) : nullptr},
+                    {"baseline_bytes", g.measured ? nlohmann::ordered_json(g.baseline) : nullptr},
+                    {"threshold_bytes", g.measured ? nlohmann::ordered_json(g.threshold) : nullptr},
                     {"freed", g.freed},
                     {"seconds_to_free", opt(g.seconds_to_free)}});
   for (const auto& l : r.leftovers)
@@ -220,8 +227,11 @@ std::string free_record(const reclaim::ReclaimReport& r) {
     out += "  " + a.signal + " pid " + std::to_string(a.id.pid) + " start " +
            std::to_string(a.id.start_time) + " -> " + terminal_text(a.result) + "\n";
   for (const auto& g : r.gpus)
-    out += "  GPU " + std::to_string(g.index) + " " + std::to_string(g.before) + " -> " +
-           std::to_string(g.after) + " bytes: " + (g.freed ? "freed" : "STILL HELD") + "\n";
+    out += "  GPU " + std::to_string(g.index) + " " +
+           (g.measured ? std::to_string(g.before) + " -> " + std::to_string(g.after) + " bytes: " +
+                             (g.freed ? "freed" : "STILL HELD")
+                       : std::string("memory unknown: NOT VERIFIED")) +
+           "\n";
   if (r.interrupted) out += "  interrupted\n";
   return out;
 }

@@ -27,6 +27,8 @@ const char* nvml_state_name(gpu::NvmlState s) {
       return "query_failed";
     case gpu::NvmlState::hung:
       return "hung";
+    case gpu::NvmlState::partial:
+      return "partial";
   }
   return "unknown";
 }
@@ -117,6 +119,10 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
                                              : nlohmann::ordered_json(info.pci_bus_id)},
       {"minor", optional_json(info.minor)},
       {"persistence_mode", optional_json(info.persistence_mode)},
+      {"nvml",
+       {{"state", info.problem.empty() ? "ok" : info.hung ? "hung" : "query_failed"},
+        {"problem", info.problem.empty() ? nlohmann::ordered_json(nullptr)
+                                         : nlohmann::ordered_json(info.problem)}}},
       {"memory", memory},
       {"attributed_bytes", view.attributed_bytes},
       {"unattributed_bytes", view.unattributed_bytes},

@@ -86,7 +86,16 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style,
 
 std::string status_table(const inventory::Inventory& inv, const Style& style) {
   std::string out;
-  if (inv.nvml_state != gpu::NvmlState::ok) {
+  if (inv.nvml_state == gpu::NvmlState::partial) {
+    // Counted over the GPUs shown: `status --gpu 0` need not mention a lost GPU 1.
+    std::size_t failed = 0;
+    for (const auto& view : inv.gpus)
+      if (!view.info.problem.empty()) ++failed;
+    if (failed > 0)
+      out += style.yellow(fmt::format(
+        "! NVML could not read {} GPU{} (marked below); the other GPUs are shown in full.\n\n",
+        failed, failed == 1 ? "" : "s"));
+  } else if (inv.nvml_state != gpu::NvmlState::ok) {
     out += style.yellow(fmt::format("! NVML: {}\n", terminal_text(inv.nvml_problem)));
     out +=
         "  Showing the /proc view only: holders of each /dev/nvidia<minor> node, no memory "
@@ -102,6 +111,10 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
   std::set<unsigned> orphan_gpus, stuck_gpus;
   for (const auto& view : inv.gpus) {
     out += gpu_heading(view.info, style) + "\n";
+    if (!view.info.problem.empty()) {
+      out += style.red(fmt::format("  ! {}: {}\n", view.info.hung ? "NOT ANSWERING" : "QUERY FAILED",
+                                   terminal_text(view.info.problem)));
+    }
     std::size_t users = 0;
     for (const auto& gh : view.holders)
       if (gh.uses_gpu) {

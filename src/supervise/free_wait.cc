@@ -39,7 +39,7 @@ FreeWaitResult wait_until_free(gpu::GpuSource& gpus, const FreeWaitOptions& opti
   (void)baselines.save();
   result.warnings = inv.warnings;
   if (!devices) result.warnings.insert(result.warnings.begin(), devices.error().message);
-  if (inv.nvml_state != gpu::NvmlState::ok) {
+  if (!gpu::lists_gpus(inv.nvml_state)) {
     result.message = inv.nvml_problem.empty() ? "NVML is not usable" : inv.nvml_problem;
     return result;
   }
@@ -53,6 +53,17 @@ FreeWaitResult wait_until_free(gpu::GpuSource& gpus, const FreeWaitOptions& opti
     result.message = chosen.error().message;
     return result;
   }
+  // A selected GPU that NVML cannot read can never be seen free: say so now
+  // (the GPUs that were not selected do not matter).
+  for (const auto& v : inv.gpus) {
+    if (std::find(chosen->begin(), chosen->end(), v.info.index) == chosen->end()) continue;
+    if (v.info.memory) continue;
+    if (!result.message.empty()) result.message += "; ";
+    result.message += v.info.problem.empty()
+                          ? "GPU " + std::to_string(v.info.index) + ": NVML gives no memory figure"
+                          : v.info.problem;
+  }
+  if (!result.message.empty()) return result;
   for (const auto& v : inv.gpus) {
     if (std::find(chosen->begin(), chosen->end(), v.info.index) == chosen->end()) continue;
     std::uint64_t total = v.info.memory ? v.info.memory->total : 0;

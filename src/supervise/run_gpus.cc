@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "inventory/collect.h"
@@ -52,6 +54,13 @@ std::vector<std::string> RunGpuWatch::warnings() const {
   return out;
 }
 
+void RunGpuWatch::fail(gpu::NvmlState state, std::string problem) {
+  nvml_failed_ = true;
+  nvml_failure_ = state;
+  nvml_problem_ = std::move(problem);
+  next_sample_ = Clock::time_point::max();
+}
+
 void RunGpuWatch::sample(pid_t reaper, const RunCgroup* cgroup) {
   interval_ = std::min(interval_ * 2, kMaxSampleInterval);
   next_sample_ = Clock::now() + interval_;
@@ -61,23 +70,27 @@ void RunGpuWatch::sample(pid_t reaper, const RunCgroup* cgroup) {
   }
   if (indices_.empty()) {
     auto snap = gpus_.snapshot(kNvmlDeadline);
-    if (snap.state != gpu::NvmlState::ok || snap.gpus.empty()) {
-      nvml_failed_ = true;
-      nvml_problem_ = snap.problem.empty() ? "NVML lists no GPU" : snap.problem;
+    if (!gpu::lists_gpus(snap.state) || snap.gpus.empty()) {
+      fail(snap.gpus.empty() && gpu::lists_gpus(snap.state) ? gpu::NvmlState::library_missing
+                                                              : snap.state,
+           snap.problem.empty() ? "NVML lists no GPU" : snap.problem);
+      return;
+    }
+    // A GPU NVML cannot read is left to the teardown's inventory, which says so.
+    for (const auto& g : snap.gpus)
+      if (g.problem.empty()) indices_.push_back(g.index);
+    if (indices_.empty()) {
       next_sample_ = Clock::time_point::max();
       return;
     }
-    for (const auto& g : snap.gpus) indices_.push_back(g.index);
   }
   auto readings = gpus_.memory(indices_, kNvmlDeadline);
   if (!readings) {
-    nvml_failed_ = true;
-    nvml_problem_ = readings.error().message;
-    next_sample_ = Clock::time_point::max();
+    fail(gpu::NvmlState::query_failed, readings.error().message);
     return;
   }
   for (const auto& r : *readings) {
-    if (sampled_.contains(r.index)) continue;
+    if (sampled_.contains(r.index) || !r.problem.empty()) continue;
     for (auto pid : r.pids) {
       if (belongs_to_run(static_cast<pid_t>(pid), reaper, cgroup)) {
         sampled_.insert(r.index);
@@ -95,13 +108,25 @@ inventory::Inventory RunGpuWatch::inventory(const std::set<pid_t>& exclude) {
 }
 
 void RunGpuWatch::before_teardown(const std::vector<proc::ProcessId>& members) {
-  if (nvml_failed_ || (members.empty() && sampled_.empty())) return;
+  // No driver: nothing can hold GPU memory, so there is nothing to verify.
+  auto no_driver = [](gpu::NvmlState s) {
+    return s == gpu::NvmlState::library_missing || s == gpu::NvmlState::init_failed;
+  };
+  if (nvml_failed_ && no_driver(nvml_failure_)) return;
+  if (members.empty() && sampled_.empty() && !nvml_failed_) return;
   auto inv = inventory({});
-  if (inv.nvml_state != gpu::NvmlState::ok) {
-    nvml_failed_ = true;
-    nvml_problem_ = inv.nvml_problem;
+  if (inv.nvml_state == gpu::NvmlState::query_failed) {
+    // The worker may have been killed (a signal to the whole cgroup): NvmlSource
+    // starts a new one for the next call, so ask once more.
+    inv = inventory({});
+  }
+  if (!gpu::lists_gpus(inv.nvml_state)) {
+    if (no_driver(inv.nvml_state)) return;
+    fail(inv.nvml_state, inv.nvml_problem);
+    unverified_ = inv.nvml_problem.empty() ? "NVML is not usable" : inv.nvml_problem;
     return;
   }
+  if (members.empty() && sampled_.empty()) return;
   members_ = members;
   for (const auto& view : inv.gpus) {
     std::uint64_t run_bytes = 0;
@@ -116,7 +141,15 @@ void RunGpuWatch::before_teardown(const std::vector<proc::ProcessId>& members) {
       held = true;
       run_bytes += gh.gpu_bytes.value_or(0);
     }
-    if (!held || !view.info.memory) continue;
+    if (!held) continue;
+    if (!view.info.memory) {
+      // Held by the run, and NVML cannot read it: its release cannot be shown.
+      if (!unverified_.empty()) unverified_ += "; ";
+      unverified_ += view.info.problem.empty()
+                         ? fmt::format("GPU {}: NVML gives no memory figure", view.info.index)
+                         : view.info.problem;
+      continue;
+    }
     // What other processes hold on this GPU stays held after our teardown:
     // "freed" means the run's share is gone, not that the GPU is idle.
     std::uint64_t total = view.info.memory->total;

@@ -76,6 +76,12 @@ class RunGpuWatch {
   /// Why NVML (or the device nodes) could not be used; empty when all was well.
   const std::string& nvml_problem() const { return nvml_problem_; }
 
+  /// Why the release cannot be verified: NVML failed or hung when the run's
+  /// GPUs had to be measured, or a GPU the run held cannot be read. Empty when
+  /// every held GPU was measured, or when there is no NVIDIA driver (no library,
+  /// nvmlInit fails), where nothing can hold GPU memory.
+  const std::string& unverified() const { return unverified_; }
+
   /// Device nodes ignored and baselines refused (see inventory::Inventory::warnings).
   std::vector<std::string> warnings() const;
 
@@ -87,6 +93,7 @@ class RunGpuWatch {
 
  private:
   inventory::Inventory inventory(const std::set<pid_t>& exclude);
+  void fail(gpu::NvmlState state, std::string problem);
 
   gpu::GpuSource& gpus_;
   proc::DeviceSet devices_;
@@ -96,7 +103,9 @@ class RunGpuWatch {
   std::vector<unsigned> indices_;  // every GPU, from the first snapshot
   std::set<unsigned> sampled_;     // GPUs a sample saw the run on
   bool nvml_failed_ = false;
+  gpu::NvmlState nvml_failure_ = gpu::NvmlState::ok;
   std::string nvml_problem_;
+  std::string unverified_;
   std::vector<HeldGpu> held_;
   std::vector<proc::ProcessId> members_;  // the run's processes at the teardown
 };

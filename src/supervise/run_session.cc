@@ -215,6 +215,7 @@ RunOutcome supervise_run(const RunSettings& settings, gpu::GpuSource& gpus, cons
     if (!not_freed.empty()) out.leftovers = watch->classify(not_freed, out.teardown.survivors);
   }
   if (watch) {
+    out.unverified = watch->unverified();
     out.nvml_problem = watch->nvml_problem();
     out.warnings = watch->warnings();
   }

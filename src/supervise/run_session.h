@@ -8,6 +8,7 @@
 // The result says what happened; the CLI prints it (library code never prints,
 // except through the `log` callback the CLI passes for --verbose).
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -55,8 +56,22 @@ struct RunOutcome {
   double seconds = 0;                             // start to return
   double stop_to_return_seconds = 0;  // from the end of CMD (or the stop signal) to return
 
-  /// True when every GPU the run held was seen back at its baseline.
-  bool memory_released() const { return !release || release->all_freed; }
+  /// Why the release could not be measured (NVML failed or hung, or a GPU the
+  /// run held cannot be read); empty when it was measured or nothing needed it.
+  std::string unverified;
+
+  /// True when the release was measured and could not be: "not measured" is
+  /// never "released".
+  bool memory_unverified() const {
+    if (!unverified.empty()) return true;
+    return release && std::any_of(release->gpus.begin(), release->gpus.end(),
+                                  [](const reclaim::ReleaseState& g) { return !g.problem.empty(); });
+  }
+  /// True when every GPU the run held was measured back at its baseline (or
+  /// the run held none, as far as NVML could tell).
+  bool memory_released() const {
+    return !memory_unverified() && (!release || release->all_freed);
+  }
 };
 
 /// Progress lines for --verbose (no trailing newline).

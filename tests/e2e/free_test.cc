@@ -190,9 +190,12 @@ TEST(Free, NvmlFailingMidRunIsReported) {
   });
   auto r = node.gpureap(free_args({"--gpu", "0", "--grace", "1500ms", "--timeout", "10s"}));
   flip.join();
-  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  // Not measured is not "still held" either: exit 3 (README), GPU 0 not measured.
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   auto j = r.json();
   EXPECT_FALSE(j["nvml_error"].is_null()) << j.dump(1);
+  ASSERT_EQ(j["gpus"].size(), 1u) << j.dump(1);
+  EXPECT_FALSE(j["gpus"][0]["freed"]);
   const auto* l = leftover(j, 0);
   ASSERT_NE(l, nullptr) << j.dump(1);
   EXPECT_EQ((*l)["class"], "nvml_failed");

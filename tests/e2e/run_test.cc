@@ -11,6 +11,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "harness.h"
@@ -28,7 +29,9 @@ constexpr std::uint64_t kGiB = 1ULL << 30;
 // its pid cannot be reused under us).
 class Background {
  public:
-  Background(const SimNode& node, const std::vector<std::string>& args) {
+  /// `own_group`: gpureap leads a new session and process group (setsid), as
+  /// under systemd or timeout(1), so the test can signal that whole group.
+  Background(const SimNode& node, const std::vector<std::string>& args, bool own_group = false) {
     std::vector<std::string> argv = {GPUREAP_BIN};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> env;
@@ -44,6 +47,7 @@ class Background {
     start_ = std::chrono::steady_clock::now();
     pid_ = ::fork();
     if (pid_ == 0) {
+      if (own_group) ::setsid();
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
       int devnull = ::open("/dev/null", O_RDONLY);
@@ -85,6 +89,13 @@ class Background {
   void signal(int sig) {
     signalled_at_ = std::chrono::steady_clock::now();
     ::kill(pid_, sig);
+  }
+
+  /// Sends `sig` to the process group gpureap leads (started with own_group):
+  /// `kill -- -PGID`, systemd's KillMode=control-group, timeout(1).
+  void signal_group(int sig) {
+    signalled_at_ = std::chrono::steady_clock::now();
+    ::kill(-pid_, sig);
   }
 
   /// Waits for gpureap to exit (bounded); `seconds` counts from the last signal().
@@ -247,6 +258,65 @@ TEST(Run, SigtermTearsDownEveryWorkerInCgroupMode) {
 }
 TEST(Run, SigtermTearsDownEveryWorkerInSubreaperMode) {
   sigterm_tears_down_every_worker(false);
+}
+
+// ---- D3: the release is measured, or the run says it was not ----
+
+// True once gpureap (pid `parent`) has its NVML worker.
+bool has_nvml_worker(pid_t parent) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), {});
+    auto open = stat.find('(');
+    auto close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    if (stat.substr(open + 1, close - open - 1) != "gpureap-nvml") continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent) return true;
+  }
+  return false;
+}
+
+TEST(Run, SigtermToTheWholeProcessGroupStillVerifiesTheRelease) {
+  SimNode node;
+  std::string script = shell_hold(node, "--gpu 3 --bytes 7GiB --daemon",
+                                  "trap 'exit 0' TERM; while :; do sleep 0.1; done");
+  Background run(node, {"run", "-v", "--grace", "1s", "--timeout", "10s", "--", "/bin/sh", "-c",
+                        script},
+                 /*own_group=*/true);
+  auto ready = parse_ready(run.read_line(20s), run.err());
+  ASSERT_EQ(ready.holders.size(), 1u);
+  // The NVML worker exists (the run has sampled its GPUs) before the signal.
+  ASSERT_TRUE(SimNode::eventually([&] { return has_nvml_worker(run.pid()); }, 10s)) << run.err();
+  // Let that first sample finish, so the signal finds the worker idle, as a
+  // long run would (a worker lost mid-sample is replaced at the teardown anyway).
+  std::this_thread::sleep_for(300ms);
+
+  run.signal_group(SIGTERM);
+  auto r = run.wait(30s);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("GPUs held by the run: 3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GPU 3: back at baseline"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("not verified"), std::string::npos) << r.err;
+  expect_all_gone(ready.pids);
+  expect_gpus_free(node, ready.holders);
+}
+
+TEST(Run, NvmlFailingIsNotVerifiedAndNotExitZero) {
+  SimNode node;
+  ASSERT_EQ(node.sim({"mode", "--dir", node.dir(), "query_fail"}).exit_code, 0);
+  std::string script =
+      shell_hold(node, "--gpu 5 --bytes 10GiB --daemon --stuck", "sleep 0.6");
+  // Without -v: the verdict must be said all the same.
+  auto r = node.gpureap({"run", "--grace", "1s", "--timeout", "3s", "--", "/bin/sh", "-c", script});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("GPU memory not verified"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GPU 5"), std::string::npos) << r.err;
 }
 
 // ---- CMD exits by itself while its workers linger ----

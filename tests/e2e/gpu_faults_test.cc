@@ -1,0 +1,88 @@
+// One GPU that fails or hangs must not blind gpureap for the others (D6): the
+// simulated driver's query_fail / hang_query modes limited to GPU 1, with
+// holders on GPUs 1 and 2, and every command a user would run.
+
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace gpureap::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr std::uint64_t kGiB = 1ULL << 30;
+
+class GpuFault : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    auto r = node_.sim({"mode", "--dir", node_.dir(), GetParam(), "--gpu", "1"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  bool hang() const { return std::string(GetParam()) == "hang_query"; }
+  SimNode node_;
+};
+
+TEST_P(GpuFault, StatusListsEveryGpuWithTheFaultyOneMarked) {
+  node_.hold({"--gpu", "1", "--bytes", "4GiB"});
+  node_.hold({"--gpu", "2", "--bytes", "5GiB"});
+  auto r = node_.gpureap({"status", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = r.json();
+  EXPECT_EQ(j["nvml"]["state"], "partial");
+  ASSERT_EQ(j["gpus"].size(), 8u);
+  for (unsigned i = 0; i < 8; ++i) {
+    const auto& g = j["gpus"][i];
+    EXPECT_EQ(g["index"], i);
+    EXPECT_TRUE(g["uuid"].is_string()) << "identity still answers: GPU " << i;
+    if (i == 1) {
+      EXPECT_EQ(g["nvml"]["state"], hang() ? "hung" : "query_failed");
+      EXPECT_TRUE(g["nvml"]["problem"].get<std::string>().find("GPU 1") != std::string::npos);
+      EXPECT_TRUE(g["memory"].is_null());
+      EXPECT_EQ(g["holders"].size(), 1u) << "its holder is still found through /proc";
+    } else {
+      EXPECT_EQ(g["nvml"]["state"], "ok");
+      ASSERT_FALSE(g["memory"].is_null()) << "GPU " << i;
+    }
+  }
+  EXPECT_EQ(j["gpus"][2]["attributed_bytes"], 5 * kGiB);
+
+  auto table = node_.gpureap({"status"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find(hang() ? "NOT ANSWERING" : "QUERY FAILED"), std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("GPU 7"), std::string::npos) << table.out;
+}
+
+TEST_P(GpuFault, OtherGpusAreSelectedWaitedForAndFreed) {
+  auto zero = node_.gpureap({"status", "--gpu", "0", "--json"});
+  ASSERT_EQ(zero.exit_code, 0) << zero.err;
+  ASSERT_EQ(zero.json()["gpus"].size(), 1u);
+  EXPECT_EQ(zero.json()["gpus"][0]["index"], 0);
+
+  auto wait = node_.gpureap({"wait", "--gpu", "2", "--timeout", "0"});
+  EXPECT_EQ(wait.exit_code, 0) << wait.err;
+
+  auto held = node_.hold({"--gpu", "2", "--bytes", "5GiB"});
+  auto free = node_.gpureap({"free", "--gpu", "2", "--yes", "--grace", "1s"});
+  EXPECT_EQ(free.exit_code, 0) << free.out << free.err;
+  EXPECT_NE(free.out.find("freed"), std::string::npos) << free.out;
+  EXPECT_FALSE(alive(held.holders.at(0).first));
+}
+
+TEST_P(GpuFault, TheFaultyGpuIsNeverVerifiedFree) {
+  auto held = node_.hold({"--gpu", "1", "--bytes", "4GiB"});
+  auto wait = node_.gpureap({"wait", "--gpu", "1", "--timeout", "0"});
+  EXPECT_EQ(wait.exit_code, 3) << wait.err;
+  EXPECT_NE(wait.err.find("GPU 1"), std::string::npos) << wait.err;
+
+  auto free = node_.gpureap({"free", "--gpu", "1", "--yes", "--grace", "1s", "--timeout", "3s"});
+  EXPECT_EQ(free.exit_code, 3) << free.out << free.err;
+  EXPECT_NE(free.out.find("NOT VERIFIED"), std::string::npos) << free.out;
+  EXPECT_NE(free.out.find("nvml_failed"), std::string::npos) << free.out;
+  EXPECT_FALSE(alive(held.holders.at(0).first)) << "its holder, found through /proc, was freed";
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, GpuFault, ::testing::Values("query_fail", "hang_query"));
+
+}  // namespace
+}  // namespace gpureap::e2e
