@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 
 namespace gpureap::reclaim {
@@ -28,18 +31,32 @@ int run_captured(const std::vector<std::string>& argv, std::string& output, int 
     _exit(127);
   }
   ::close(pipefd[1]);
+  // One deadline for reading and for the exit: EOF on the pipe comes before the child
+  // is waitable, so wait on its pidfd for the time left rather than asking once (D11).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto left_ms = [&] {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    return static_cast<int>(std::max<long long>(left, 0));
+  };
   char buf[4096];
   pollfd pfd{pipefd[0], POLLIN, 0};
-  int waited = 0;
-  while (waited < timeout_ms) {
-    int r = ::poll(&pfd, 1, 100);
-    waited += 100;
+  while (left_ms() > 0) {
+    int r = ::poll(&pfd, 1, std::min(left_ms(), 100));
     if (r <= 0) continue;
     ssize_t n = ::read(pipefd[0], buf, sizeof buf);
     if (n <= 0) break;
     output.append(buf, static_cast<std::size_t>(n));
   }
   ::close(pipefd[0]);
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    pollfd exit_pfd{pidfd, POLLIN, 0};
+    while (left_ms() > 0 && ::poll(&exit_pfd, 1, left_ms()) == 0) {
+    }
+    ::close(pidfd);
+  }
   int status = 0;
   if (::waitpid(pid, &status, WNOHANG) == 0) {
     ::kill(pid, SIGKILL);  // our own unreaped child
