@@ -57,6 +57,31 @@ std::string stop_hint(const proc::ProcessEntry& parent, const std::optional<std:
                      parent.id.pid);
 }
 
+// True when every selected GPU not yet freed holds memory that no live target explains
+// (no signalled process still uses it, NVML lists no pid we cannot see) and whose reading
+// has not fallen for `after`: waiting longer only delays the classification (D16).
+bool all_stalled(const ReclaimReport& report, const inventory::Inventory& latest,
+                 const std::set<proc::ProcessId>& signalled,
+                 std::map<unsigned, std::pair<std::uint64_t, Clock::time_point>>& lowest,
+                 std::chrono::milliseconds after) {
+  const auto now = Clock::now();
+  bool all = true;
+  for (const auto& g : report.gpus) {
+    if (g.seconds_to_free || !g.measured) continue;
+    const auto* view = find_view(latest, g.index);
+    if (!view || !view->info.memory) return false;
+    auto [it, fresh] = lowest.try_emplace(g.index, view->used(), now);
+    if (!fresh && view->used() + (1u << 20) < it->second.first) it->second = {view->used(), now};
+    bool target_lives = std::any_of(view->holders.begin(), view->holders.end(),
+                                    [&](const inventory::GpuHolder& gh) {
+                                      return gh.uses_gpu && signalled.contains(gh.holder.id);
+                                    });
+    if (target_lives || !view->nvml_unseen.empty() || now - it->second.second < after)
+      all = false;
+  }
+  return all;
+}
+
 }  // namespace
 
 void note_respawners(ReclaimReport& report, const inventory::Inventory& latest,
@@ -134,7 +159,13 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
     g.total = view->info.memory->total;
     g.before = g.after = view->used();
     g.baseline = view->baseline.bytes;
-    g.threshold = view->baseline.bytes + inventory::freed_tolerance(view->info.memory->total);
+    // Holders left alone (not selected, protected, other users') keep their memory: a
+    // narrowed free is done when its own targets' memory is gone (D9). Where NVML gives
+    // no per-process figure, nothing can be subtracted.
+    for (const auto& gh : view->holders)
+      if (gh.uses_gpu && !plan.contains(gh.holder.id)) g.left_alone_bytes += gh.gpu_bytes.value_or(0);
+    g.threshold = view->baseline.bytes + inventory::freed_tolerance(view->info.memory->total) +
+                  g.left_alone_bytes;
     g.freed = view->used() <= g.threshold && plan.targets.empty();
     report.gpus.push_back(g);
     release_targets.push_back({idx, g.threshold});
@@ -147,6 +178,8 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
   CallerContext caller = CallerContext::current(options.proc_root);
   inventory::Inventory latest = initial;
   int round = 0;
+  // Per GPU: the lowest reading so far and when it was taken, for the stall rule (D16).
+  std::map<unsigned, std::pair<std::uint64_t, Clock::time_point>> lowest;
 
   while (round < options.max_rounds && !plan.targets.empty()) {
     ++round;
@@ -218,6 +251,7 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
       }
       plan.skipped = next.skipped;
       if (released.all_freed) break;
+      if (all_stalled(report, latest, signalled, lowest, options.stalled_after)) break;
     }
     if (report.interrupted || !report.nvml_error.empty()) break;
     if (plan.targets.empty()) break;

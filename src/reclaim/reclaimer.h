@@ -31,6 +31,10 @@ struct ReclaimOptions {
   std::chrono::milliseconds rescan_every{250};
   std::chrono::milliseconds respawn_settle{
       200};  // look again this long after "freed" when a parent lives
+  // Memory that no live target holds and that has not fallen for this long is classified
+  // at once instead of waiting out --timeout (D16). The simulator's and the H200's
+  // releases take 0.2-2 s and fall as they go; driver-held memory never falls.
+  std::chrono::milliseconds stalled_after{3000};
   std::string proc_root = "/proc";
 };
 
@@ -41,7 +45,8 @@ struct GpuOutcome {
   std::uint64_t before = 0;
   std::uint64_t after = 0;
   std::uint64_t baseline = 0;
-  std::uint64_t threshold = 0;
+  std::uint64_t threshold = 0;  // baseline + tolerance + left_alone_bytes
+  std::uint64_t left_alone_bytes = 0;  // NVML's figure for holders not in the plan (D9)
   bool freed = false;
   std::optional<double> seconds_to_free;
   bool measured = true;  // false: NVML cannot read this GPU (lost, hung); never counted freed

@@ -129,9 +129,13 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
       out += fmt::format("  GPU {}  memory unknown  {}\n", g.index,
                          style.red("NOT VERIFIED (NVML cannot read this GPU)"));
     } else {
-      out += fmt::format("  GPU {}  {} -> {}  (baseline {})  {}\n", g.index,
+      std::string left_alone =
+          g.left_alone_bytes ? fmt::format(", {} kept by holders left alone",
+                                           format_bytes(g.left_alone_bytes))
+                             : "";
+      out += fmt::format("  GPU {}  {} -> {}  (baseline {}{})  {}\n", g.index,
                          format_bytes(g.before), format_bytes(g.after), format_bytes(g.baseline),
-                         verdict);
+                         left_alone, verdict);
     }
     for (const auto& l : r.leftovers) {
       if (l.gpu != g.index) continue;
@@ -178,6 +182,7 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
                     {"memory_after_bytes", g.measured ? nlohmann::ordered_json(g.after) : nullptr},
                     {"baseline_bytes", g.measured ? nlohmann::ordered_json(g.baseline) : nullptr},
                     {"threshold_bytes", g.measured ? nlohmann::ordered_json(g.threshold) : nullptr},
+                    {"left_alone_bytes", g.left_alone_bytes},
                     {"freed", g.freed},
                     {"seconds_to_free", opt(g.seconds_to_free)}});
   for (const auto& l : r.leftovers)

@@ -32,7 +32,7 @@ TEST(FreeText, ProcessTextIsEscapedInEveryLine) {
   r.respawners.push_back({{4000, 1}, kComm, 3, true, ""});
   r.respawners.push_back({{4001, 1}, kComm, 2, false, "kill 4001 \x1b[2J"});
   r.notes.push_back("cgroup.kill not used for /x: pid 7 (" + kComm + ") is not in the plan");
-  r.gpus.push_back({0, "GPU-x", 0, 1, 1, 0, 0, false, std::nullopt});
+  r.gpus.push_back({0, "GPU-x", 0, 1, 1, 0, 0, 0, false, std::nullopt});
   r.leftovers.push_back({0,
                          "live_holder",
                          {4242},
@@ -73,7 +73,7 @@ TEST(PlanText, ProcessTextIsEscaped) {
 TEST(FreeRecord, NamesEveryActionWithoutProcessText) {
   reclaim::ReclaimReport r;
   r.actions.push_back(action(kComm));
-  r.gpus.push_back({0, "GPU-x", 0, 10, 1, 0, 0, true, 0.5});
+  r.gpus.push_back({0, "GPU-x", 0, 10, 1, 0, 0, 0, true, 0.5});
   std::string record = free_record(r);
   EXPECT_NE(record.find("SIGTERM pid 4242 start 1234 -> exited"), std::string::npos) << record;
   EXPECT_NE(record.find("GPU 0 10 -> 1 bytes: freed"), std::string::npos) << record;

@@ -181,6 +181,42 @@ TEST(Free, StuckMemoryIsClassifiedDriverHeldWithinTheTimeout) {
   EXPECT_FALSE(alive(held.holders[0].first));
 }
 
+// D16: driver-held memory was classified only when --timeout ran out (60 s by default).
+// Memory that no target holds and that stops falling is classified after a short stall
+// (3 s): with the default timeout the command ends long before the harness's 40 s bound.
+TEST(Free, StuckMemoryIsClassifiedWithoutWaitingOutTheTimeout) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "3", "--bytes", "20GiB", "--stuck"});
+  auto r = node.gpureap(free_args({"--gpu", "3"}), std::chrono::seconds(40));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  auto j = r.json();
+  const auto* l = leftover(j, 3);
+  ASSERT_NE(l, nullptr) << j.dump(1);
+  EXPECT_EQ((*l)["class"], "driver_held");
+  // A release that takes 2 s (and falls meanwhile) is still waited for and verified.
+  auto slow = node.hold({"--gpu", "4", "--bytes", "20GiB", "--release-delay", "2s"});
+  auto s = node.gpureap(free_args({"--gpu", "4"}), std::chrono::seconds(40));
+  EXPECT_EQ(s.exit_code, 0) << s.out << s.err;
+}
+
+// D9: a narrowed free waited the whole --timeout and exited 1 because holders it left
+// alone still held their memory. It is done when its own targets' memory is gone.
+TEST(Free, NarrowedFreeSubtractsTheHoldersItLeftAlone) {
+  SimNode node;
+  auto target = node.hold({"--gpu", "5", "--bytes", "4GiB"});
+  auto other = node.hold({"--gpu", "5", "--bytes", "6GiB"});
+  auto r = node.gpureap(
+      free_args({"--gpu", "5", "--pid", std::to_string(target.holders[0].first), "--timeout",
+                 "30s"}),
+      std::chrono::seconds(25));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto j = r.json();
+  EXPECT_TRUE(j["gpus"][0]["freed"]) << j["gpus"].dump();
+  EXPECT_EQ(j["gpus"][0]["left_alone_bytes"].get<std::uint64_t>(), 6 * kGiB);
+  EXPECT_FALSE(alive(target.holders[0].first));
+  EXPECT_TRUE(alive(other.holders[0].first));
+}
+
 TEST(Free, NvmlFailingMidRunIsReported) {
   SimNode node;
   auto held = node.hold({"--gpu", "0", "--bytes", "4GiB", "--ignore-term"});
