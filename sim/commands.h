@@ -49,6 +49,7 @@ struct HoldOptions {
   bool ignore_term = false;
   bool respawn = false;
   std::optional<unsigned> respawn_limit;
+  std::string respawn_delay;  // a respawned worker opens the GPU this long after it starts
   bool zombie_leader = false;
   bool stuck = false;
   std::string release_delay;

@@ -42,6 +42,12 @@ Result<HoldPlan> make_plan(const HoldOptions& o) {
   if (o.children == 0 && needs_children)
     return fail(fmt::format("{} needs --children N", needs_children));
   if (o.respawn_limit && !o.respawn) return fail("--respawn-limit needs --respawn");
+  if (!o.respawn_delay.empty()) {
+    if (!o.respawn) return fail("--respawn-delay needs --respawn");
+    auto d = parse_duration(o.respawn_delay);
+    if (!d) return fail(fmt::format("--respawn-delay: {}", d.error().message));
+    plan.respawn_delay = *d;
+  }
   if (o.orphan && o.respawn)
     return fail("--orphan and --respawn contradict each other: an orphaned server cannot respawn");
   if (o.orphan && o.pidns)

@@ -167,6 +167,14 @@ pid_t spawn_worker(HoldPlan& plan, unsigned k, bool announce) {
       // A respawned worker reports to nobody: the ready line was printed long ago.
       ::close(plan.report_fd);
       plan.report_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+      if (plan.respawn_delay.count() > 0) {
+        // The replacement exists at once but takes the GPU only later, as a Python
+        // worker does after importing torch and creating its CUDA context.
+        auto ns = plan.respawn_delay.count();
+        timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+        while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+      }
     }
     worker_main(plan, k, announce);
   }

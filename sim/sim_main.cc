@@ -121,6 +121,9 @@ int main(int argc, char** argv) {
   hold_cmd->add_flag("--ignore-term", hold.ignore_term, "holders ignore SIGTERM/SIGINT/SIGHUP");
   hold_cmd->add_flag("--respawn", hold.respawn, "the server restarts a worker that dies");
   hold_cmd->add_option("--respawn-limit", hold.respawn_limit, "at most N respawns in all");
+  hold_cmd->add_option("--respawn-delay", hold.respawn_delay,
+                       "a respawned worker takes the GPU this long after it starts (3s: like "
+                       "importing torch and creating a CUDA context)");
   hold_cmd->add_flag("--zombie-leader", hold.zombie_leader,
                      "the holder's main thread exits; a second thread keeps the memory");
   hold_cmd->add_flag("--stuck", hold.stuck, "memory stays after death (needs a GPU reset)");

@@ -36,6 +36,7 @@ struct FreeOptions {
   bool orphans = false;
   std::string grace = "5s";
   std::string timeout = "60s";
+  std::string settle = "5s";
   bool yes = false;
   bool dry_run = false;
   bool reset = false;
@@ -85,6 +86,9 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   if (!timeout) return usage_error("--timeout: " + timeout.error().message);
   options.escalation.grace = std::chrono::duration_cast<std::chrono::milliseconds>(*grace);
   options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
+  auto settle = parse_duration(o.settle);
+  if (!settle) return usage_error("--settle: " + settle.error().message);
+  options.settle = std::chrono::duration_cast<std::chrono::milliseconds>(*settle);
   options.escalation.interrupted = &g_interrupted;
   options.reset = o.reset;
   options.stop_respawners = o.stop_respawners;
@@ -240,7 +244,10 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "is\n"
       "reported with the command that stops it, and signalled only with --stop-respawners or "
       "when\n"
-      "named by --pid. Memory still held is classified with evidence and the next step.\n"
+      "named by --pid. While a killed holder's parent lives, the GPUs are watched for --settle\n"
+      "after the release, so a restart seconds later is caught. Memory still held is "
+      "classified\n"
+      "with evidence and the next step.\n"
       "Only processes in the plan (and later rounds' matching holders) are ever signalled, each\n"
       "through a pidfd verified against its identity; cgroup.kill is used only when a cgroup's\n"
       "whole subtree holds nothing but targets, checked while frozen.\n"
@@ -268,6 +275,10 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
                   "(RE2 syntax: POSIX extended plus \\d \\s \\w; no backreferences)");
   sub->add_flag("--orphans", o->orphans, "Only holders whose parent is gone (re-parented)");
   sub->add_option("--grace", o->grace, "Time between SIGTERM and SIGKILL")->default_val("5s");
+  sub->add_option("--settle", o->settle,
+                  "After the release, while a killed holder's parent lives (it may restart "
+                  "it), keep watching this long before the verdict; 0 to skip")
+      ->default_val("5s");
   sub->add_option("--timeout", o->timeout, "Give up verifying release after this long")
       ->default_val("60s");
   sub->add_flag("-y,--yes", o->yes, "Do not ask for confirmation");

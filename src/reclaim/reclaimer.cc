@@ -26,12 +26,13 @@ const inventory::GpuView* find_view(const inventory::Inventory& inv, unsigned in
   return nullptr;
 }
 
-// True when some killed target's parent is still alive and not init: it may
-// start a replacement.
+// True when some killed target's parent is still alive, not init and not one of
+// gpureap's own ancestors (the shell waiting for gpureap restarts nothing meanwhile): it
+// may start a replacement.
 bool parent_may_respawn(const std::map<proc::ProcessId, proc::ProcessId>& parent_of_killed,
-                        const std::string& proc_root) {
+                        const std::set<pid_t>& ancestors, const std::string& proc_root) {
   for (const auto& [killed, parent] : parent_of_killed) {
-    if (parent.pid <= 1) continue;
+    if (parent.pid <= 1 || ancestors.contains(parent.pid)) continue;
     auto now = proc::read_process_id(parent.pid, proc_root);
     if (now && *now == parent) return true;
   }
@@ -57,6 +58,14 @@ std::string stop_hint(const proc::ProcessEntry& parent, const std::optional<std:
                      parent.id.pid);
 }
 
+// True when the plan leaves this holder alone because the selection is narrowed or the
+// caller may not signal it (not because it is protected).
+bool left_alone_by_selection(const Plan& plan, const proc::ProcessId& id) {
+  return std::any_of(plan.skipped.begin(), plan.skipped.end(), [&](const Skipped& s) {
+    return s.id == id && s.kind != SkipKind::protected_process;
+  });
+}
+
 // True when every selected GPU not yet freed holds memory that no live target explains
 // (no signalled process still uses it, NVML lists no pid we cannot see) and whose reading
 // has not fallen for `after`: waiting longer only delays the classification (D16).
@@ -65,9 +74,10 @@ bool all_stalled(const ReclaimReport& report, const inventory::Inventory& latest
                  std::map<unsigned, std::pair<std::uint64_t, Clock::time_point>>& lowest,
                  std::chrono::milliseconds after) {
   const auto now = Clock::now();
-  bool all = true;
+  bool all = true, any_pending = false;
   for (const auto& g : report.gpus) {
     if (g.seconds_to_free || !g.measured) continue;
+    any_pending = true;
     const auto* view = find_view(latest, g.index);
     if (!view || !view->info.memory) return false;
     auto [it, fresh] = lowest.try_emplace(g.index, view->used(), now);
@@ -79,7 +89,7 @@ bool all_stalled(const ReclaimReport& report, const inventory::Inventory& latest
     if (target_lives || !view->nvml_unseen.empty() || now - it->second.second < after)
       all = false;
   }
-  return all;
+  return any_pending && all;
 }
 
 }  // namespace
@@ -162,8 +172,13 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
     // Holders left alone (not selected, protected, other users') keep their memory: a
     // narrowed free is done when its own targets' memory is gone (D9). Where NVML gives
     // no per-process figure, nothing can be subtracted.
+    // A protected holder is not subtracted: the GPU is not free while it holds memory,
+    // and the verdict says so ([protected]).
+    // With nothing of its own to free (no target), nothing is subtracted: the verdict
+    // then says who holds the GPU and why they were left alone.
     for (const auto& gh : view->holders)
-      if (gh.uses_gpu && !plan.contains(gh.holder.id)) g.left_alone_bytes += gh.gpu_bytes.value_or(0);
+      if (!plan.targets.empty() && gh.uses_gpu && left_alone_by_selection(plan, gh.holder.id))
+        g.left_alone_bytes += gh.gpu_bytes.value_or(0);
     g.threshold = view->baseline.bytes + inventory::freed_tolerance(view->info.memory->total) +
                   g.left_alone_bytes;
     g.freed = view->used() <= g.threshold && plan.targets.empty();
@@ -180,6 +195,7 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
   int round = 0;
   // Per GPU: the lowest reading so far and when it was taken, for the stall rule (D16).
   std::map<unsigned, std::pair<std::uint64_t, Clock::time_point>> lowest;
+  std::optional<Clock::time_point> settle_from;  // first "freed" with a live parent
 
   while (round < options.max_rounds && !plan.targets.empty()) {
     ++round;
@@ -221,11 +237,18 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
       if (released.interrupted) report.interrupted = true;
       if (released.interrupted || !released.nvml_error.empty()) break;
       if (released.all_freed) {
-        // Freed, but a live parent of a killed holder may be restarting it right
-        // now (a supervisor, --respawn): give it a moment and look once more.
-        // Orphans (the case study) have no such parent and cost no extra time.
-        if (!parent_may_respawn(parent_of_killed, options.proc_root)) break;
-        std::this_thread::sleep_for(options.respawn_settle);
+        // Freed, but a live parent of a killed holder may be restarting it right now
+        // (a supervisor, a retry loop; a torch worker needs seconds to take the GPU
+        // again): keep watching for --settle. Orphans cost no extra time.
+        if (!parent_may_respawn(parent_of_killed, caller.ancestors, options.proc_root)) break;
+        const auto now = Clock::now();
+        if (!settle_from) settle_from = now;
+        report.settled_seconds = std::chrono::duration<double>(now - *settle_from).count();
+        if (now - *settle_from >= options.settle) break;
+        std::this_thread::sleep_for(
+            std::min<Clock::duration>(options.rescan_every, options.settle - (now - *settle_from)));
+      } else {
+        settle_from.reset();
       }
 
       caller = CallerContext::current(options.proc_root);
@@ -247,10 +270,10 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
             for (auto& out : report.gpus)
               if (out.index == g) out.seconds_to_free.reset();
         plan = std::move(next);
+        settle_from.reset();  // the next release is watched afresh
         break;  // next round
       }
-      plan.skipped = next.skipped;
-      if (released.all_freed) break;
+      plan.skipped = next.skipped;  // freed: the settle window above decides when to stop
       if (all_stalled(report, latest, signalled, lowest, options.stalled_after)) break;
     }
     if (report.interrupted || !report.nvml_error.empty()) break;
@@ -321,6 +344,27 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
         return std::any_of(report.gpus.begin(), report.gpus.end(),
                            [&](const GpuOutcome& g) { return g.index == l.gpu && g.freed; });
       });
+    }
+  }
+  // Parents of killed holders still alive at the verdict: they could restart what was
+  // killed. Named with the command that stops them, so "freed" is not taken as "stays freed".
+  if (!report.interrupted) {
+    auto now_ctx = CallerContext::current(options.proc_root);
+    for (const auto& [killed, parent] : parent_of_killed) {
+      if (parent.pid <= 1 || signalled.contains(parent) || now_ctx.ancestors.contains(parent.pid))
+        continue;
+      if (std::any_of(report.respawners.begin(), report.respawners.end(),
+                      [&](const Respawner& r) { return r.id == parent; }))
+        continue;
+      auto pe = std::find_if(now_ctx.table.begin(), now_ctx.table.end(),
+                             [&](const proc::ProcessEntry& p) { return p.id == parent; });
+      if (pe == now_ctx.table.end()) continue;
+      bool named = std::find(options.selection.pids.begin(), options.selection.pids.end(),
+                             parent.pid) != options.selection.pids.end();
+      auto protection = protection_reason(pe->id.pid, pe->comm, pe->kernel_thread, now_ctx, named);
+      report.respawners.push_back(
+          {parent, pe->comm, 0, false,
+           stop_hint(*pe, protection, options.selection.gpus, options.proc_root)});
     }
   }
   report.seconds = seconds_since_t0();

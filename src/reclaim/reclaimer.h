@@ -29,8 +29,11 @@ struct ReclaimOptions {
                                  // killed holders (never a protected one unless named by --pid)
   bool reset = false;  // --reset: reset GPUs whose memory is driver-held
   std::chrono::milliseconds rescan_every{250};
-  std::chrono::milliseconds respawn_settle{
-      200};  // look again this long after "freed" when a parent lives
+  // --settle: after "freed", while a parent of a killed holder is alive (it may be
+  // restarting it: a supervisor, a retry loop; a torch worker takes 3-10 s to take the GPU
+  // again), keep watching the GPUs and re-scanning for this long before the verdict.
+  // Orphans (the case study) have no such parent and cost no time.
+  std::chrono::milliseconds settle{5000};
   // Memory that no live target holds and that has not fallen for this long is classified
   // at once instead of waiting out --timeout (D16). The simulator's and the H200's
   // releases take 0.2-2 s and fall as they go; driver-held memory never falls.
@@ -52,6 +55,8 @@ struct GpuOutcome {
   bool measured = true;  // false: NVML cannot read this GPU (lost, hung); never counted freed
 };
 
+/// A parent of a killed holder that started new holders (respawns > 0), or that is
+/// still alive at the verdict and could (respawns == 0: "watched, no restart").
 struct Respawner {
   proc::ProcessId id;
   std::string comm;
@@ -68,6 +73,7 @@ struct ReclaimReport {
   std::vector<Respawner> respawners;
   std::vector<ResetOutcome> resets;
   std::vector<std::string> notes;  // engine decisions worth knowing (why cgroup.kill was not used)
+  double settled_seconds = 0;      // how long GPUs were watched after "freed" (--settle)
   bool interrupted = false;
   std::string nvml_error;  // NVML failed or hung during verification
   double seconds = 0;

@@ -97,7 +97,13 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
     out += style.yellow("Interrupted: stopped waiting; this is what had been done.\n");
   for (const auto& resp : r.respawners)
     out += style.yellow(
-        resp.included
+        resp.respawns == 0
+            ? fmt::format("pid {} ({}), the parent of a killed holder, is still alive and could "
+                          "restart it (watched {:.1f} s after the release: no restart). To stop "
+                          "it: {}\n",
+                          resp.id.pid, terminal_text(resp.comm), r.settled_seconds,
+                          terminal_text(resp.stop_hint))
+        : resp.included
             ? fmt::format("pid {} ({}) kept respawning GPU holders ({}x); it was included and "
                           "signalled.\n",
                           resp.id.pid, terminal_text(resp.comm), resp.respawns)
@@ -218,6 +224,7 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
           {"respawners", respawners},
           {"resets", resets},
           {"notes", r.notes},
+          {"settled_seconds", r.settled_seconds},
           {"interrupted", r.interrupted},
           {"nvml_error", r.nvml_error.empty() ? nlohmann::ordered_json(nullptr)
                                               : nlohmann::ordered_json(r.nvml_error)},
