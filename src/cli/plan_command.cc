@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <fstream>
 #include <memory>
