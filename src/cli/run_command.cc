@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"

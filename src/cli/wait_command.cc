@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
+
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"

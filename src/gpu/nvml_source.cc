@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "gpu/nvml_wire.h"
+
 namespace gpureap::gpu {
 namespace {
 

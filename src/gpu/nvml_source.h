@@ -7,16 +7,20 @@
 
 #include <chrono>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gpu/gpu_source.h"
-#include "gpu/nvml_wire.h"
 #include "gpu/nvml_worker.h"
 
 namespace gpureap::gpu {
+
+// The wire (nvml_wire.h, with all of nlohmann-json) is the .cc's business: the
+// CLI units that include this header only construct a source.
+struct FrameFailure;
 
 /// The NVML library to load: `flag` (--nvml-library) when given, else
 /// $GPUREAP_NVML_LIBRARY when set and non-empty, else "libnvidia-ml.so.1".

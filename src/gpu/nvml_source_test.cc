@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 
 namespace gpureap::gpu {
