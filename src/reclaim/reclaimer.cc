@@ -195,7 +195,10 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
   int round = 0;
   // Per GPU: the lowest reading so far and when it was taken, for the stall rule (D16).
   std::map<unsigned, std::pair<std::uint64_t, Clock::time_point>> lowest;
-  std::optional<Clock::time_point> settle_from;  // first "freed" with a live parent
+  // First "freed" with a live parent; `settling` says whether it is set (a plain pair
+  // rather than std::optional: g++ 12 -O2 warns maybe-uninitialized on the optional).
+  Clock::time_point settle_from{};
+  bool settling = false;
 
   while (round < options.max_rounds && !plan.targets.empty()) {
     ++round;
@@ -242,13 +245,14 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
         // again): keep watching for --settle. Orphans cost no extra time.
         if (!parent_may_respawn(parent_of_killed, caller.ancestors, options.proc_root)) break;
         const auto now = Clock::now();
-        if (!settle_from) settle_from = now;
-        report.settled_seconds = std::chrono::duration<double>(now - *settle_from).count();
-        if (now - *settle_from >= options.settle) break;
+        if (!settling) settle_from = now;
+        settling = true;
+        report.settled_seconds = std::chrono::duration<double>(now - settle_from).count();
+        if (now - settle_from >= options.settle) break;
         std::this_thread::sleep_for(
-            std::min<Clock::duration>(options.rescan_every, options.settle - (now - *settle_from)));
+            std::min<Clock::duration>(options.rescan_every, options.settle - (now - settle_from)));
       } else {
-        settle_from.reset();
+        settling = false;
       }
 
       caller = CallerContext::current(options.proc_root);
@@ -270,7 +274,7 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
             for (auto& out : report.gpus)
               if (out.index == g) out.seconds_to_free.reset();
         plan = std::move(next);
-        settle_from.reset();  // the next release is watched afresh
+        settling = false;  // the next release is watched afresh
         break;  // next round
       }
       plan.skipped = next.skipped;  // freed: the settle window above decides when to stop
