@@ -58,6 +58,29 @@ std::string stop_hint(const proc::ProcessEntry& parent, const std::optional<std:
                      parent.id.pid);
 }
 
+// True when a live parent of a killed holder has a child that did not exist when the
+// round began and that bears a killed holder's name: a replacement on its way to the GPU.
+// Noted once in the report.
+bool replacement_starting(const CallerContext& caller,
+                          const std::set<proc::ProcessId>& existed_before_kill,
+                          const std::map<proc::ProcessId, std::set<std::string>>& killed_comms,
+                          ReclaimReport& report) {
+  for (const auto& p : caller.table) {
+    if (existed_before_kill.contains(p.id)) continue;
+    for (const auto& [parent, comms] : killed_comms) {
+      if (p.ppid != parent.pid || !comms.contains(p.comm)) continue;
+      std::string note = fmt::format(
+          "pid {} ({}) was started by pid {} after its holder was killed: watching until it "
+          "takes the GPU or exits (bounded by --timeout)",
+          p.id.pid, p.comm, parent.pid);
+      if (std::find(report.notes.begin(), report.notes.end(), note) == report.notes.end())
+        report.notes.push_back(note);
+      return true;
+    }
+  }
+  return false;
+}
+
 // True when the plan leaves this holder alone because the selection is narrowed or the
 // caller may not signal it (not because it is protected).
 bool left_alone_by_selection(const Plan& plan, const proc::ProcessId& id) {
@@ -199,17 +222,25 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
   // rather than std::optional: g++ 12 -O2 warns maybe-uninitialized on the optional).
   Clock::time_point settle_from{};
   bool settling = false;
+  // For a replacement in the making: every process that existed when a round began, and
+  // the comms of the holders each parent lost.
+  std::set<proc::ProcessId> existed_before_kill;
+  std::map<proc::ProcessId, std::set<std::string>> killed_comms;
 
   while (round < options.max_rounds && !plan.targets.empty()) {
     ++round;
     report.rounds.push_back(plan);
+    for (const auto& p : caller.table) existed_before_kill.insert(p.id);
     for (const auto& t : plan.targets) {
       signalled.insert(t.id);
       auto e = std::find_if(caller.table.begin(), caller.table.end(),
                             [&](const proc::ProcessEntry& p) { return p.id == t.id; });
       if (e != caller.table.end())
         for (const auto& p : caller.table)
-          if (p.id.pid == e->ppid) parent_of_killed[t.id] = p.id;
+          if (p.id.pid == e->ppid) {
+            parent_of_killed[t.id] = p.id;
+            killed_comms[p.id].insert(t.comm);
+          }
     }
     // 1. Signal: SIGTERM -> grace -> SIGKILL, each through a verified pidfd.
     EscalationResult esc = terminate(ids_of(plan), options.escalation, t0);
@@ -248,7 +279,13 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
         if (!settling) settle_from = now;
         settling = true;
         report.settled_seconds = std::chrono::duration<double>(now - settle_from).count();
-        if (now - settle_from >= options.settle) break;
+        // Past --settle, keep watching only while a replacement is visibly starting: a new
+        // child of such a parent with the killed holder's name (a worker importing torch
+        // has no GPU yet). --timeout still bounds the wait.
+        if (options.settle.count() == 0 ||
+            (now - settle_from >= options.settle &&
+             !replacement_starting(caller, existed_before_kill, killed_comms, report)))
+          break;
         std::this_thread::sleep_for(
             std::min<Clock::duration>(options.rescan_every, options.settle - (now - settle_from)));
       } else {

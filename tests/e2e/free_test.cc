@@ -154,6 +154,18 @@ TEST(Free, DelayedRespawnIsCaughtWithinTheSettleWindow) {
   EXPECT_EQ(q["respawners"][0]["pid"], again.leader);
   EXPECT_EQ(q["respawners"][0]["respawns"], 0);
   EXPECT_FALSE(q["respawners"][0]["stop_hint"].get<std::string>().empty());
+
+  // A restart slower than --settle is still caught while the replacement is visibly on
+  // its way (a new child of that parent, with the killed worker's name).
+  auto slow = node.hold({"--gpu", "4", "--bytes", "8GiB", "--children", "1", "--respawn",
+                         "--respawn-delay", "4s", "--respawn-limit", "1"});
+  auto caught = node.gpureap(
+      free_args({"--gpu", "4", "--grace", "1s", "--timeout", "30s", "--settle", "1s"}));
+  EXPECT_EQ(caught.exit_code, 0) << caught.out << caught.err;
+  auto c = caught.json();
+  EXPECT_GE(c["rounds"].get<int>(), 2) << c.dump(1);
+  EXPECT_NE(c["notes"].dump().find("after its holder was killed"), std::string::npos)
+      << c["notes"].dump();
 }
 
 // Without the opt-in the respawning parent is outside the plan: never signalled (D10),

@@ -38,6 +38,21 @@ while True:
     time.sleep(3600)
 """
 
+# A supervisor that restarts its GPU worker once when it dies (a Restart=on-failure unit,
+# a Ray raylet, a retry loop): the replacement imports torch and creates a CUDA context,
+# which takes seconds, before it holds the GPU again.
+SUPERVISOR = r"""
+import json, os, subprocess, sys, time
+gib = sys.argv[1]; worker = sys.argv[2]
+p = subprocess.Popen([sys.executable, "-c", worker, gib, "0"], stdout=subprocess.PIPE, text=True)
+first = int(p.stdout.readline())
+print(json.dumps({"supervisor": os.getpid(), "worker": first}), flush=True)
+p.wait()
+p = subprocess.Popen([sys.executable, "-c", worker, gib, "0"], stdout=subprocess.DEVNULL)
+while True:
+    time.sleep(3600)
+"""
+
 ZOMBIE_LEADER = r"""
 import ctypes, os, sys, threading, time, torch
 gib = float(sys.argv[1])
@@ -129,6 +144,16 @@ class Scenario:
         os.kill(p.pid, signal.SIGKILL)  # our own child, not yet reaped
         p.wait()
         return info["workers"]
+
+    def supervised_worker(self, gib=8):
+        """A supervisor (our child) with one torch worker that it restarts once."""
+        p = subprocess.Popen([sys.executable, "-c", SUPERVISOR, str(gib), WORKER],
+                             stdout=subprocess.PIPE, text=True)
+        self.popen.append(p)
+        info = json.loads(p.stdout.readline())
+        self.track(info["supervisor"])
+        self.track(info["worker"])
+        return info
 
     def zombie_leader(self, gib=8):
         p = subprocess.Popen([sys.executable, "-c", ZOMBIE_LEADER, str(gib)],

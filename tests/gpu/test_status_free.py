@@ -48,6 +48,26 @@ class CaseStudyOnGpu(unittest.TestCase):
         for pid in workers:
             self.assertFalse(alive(pid))
 
+    def test_delayed_restart_by_a_supervisor_is_caught(self):
+        # Issue 14: free saw the memory at baseline after 0.4 s and exited 0; the
+        # supervisor's replacement took the GPU again seconds later.
+        info = self.s.supervised_worker(gib=8)
+        r = gpureap("free", "--json", "--yes", "--gpu", "0", "--grace", "2s")
+        doc = json.loads(r.stdout)
+        print(f"\n  delayed restart: rc {r.returncode}, rounds {doc['rounds']}, "
+              f"{doc['seconds']:.2f} s, respawners {doc['respawners']}, notes {doc['notes']}")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertGreaterEqual(doc["rounds"], 2, doc)
+        sup = [x for x in doc["respawners"] if x["pid"] == info["supervisor"]]
+        self.assertTrue(sup, doc["respawners"])
+        self.assertEqual(sup[0]["respawns"], 1)
+        self.assertFalse(sup[0]["included"])
+        self.assertTrue(alive(info["supervisor"]))
+        # Freed stays freed: the supervisor restarts only once, and that one was caught.
+        time.sleep(3)
+        st = json.loads(gpureap("status", "--json", "--gpu", "0").stdout)["gpus"][0]["memory"]
+        self.assertLessEqual(st["used_bytes"], st["baseline_bytes"] + (512 << 20), st)
+
     def test_zombie_leader_with_cuda_in_a_second_thread(self):
         pid, _ = self.s.zombie_leader(gib=8)
         deadline = time.time() + 10
