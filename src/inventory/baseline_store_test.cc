@@ -13,28 +13,18 @@
 #include <sstream>
 #include <string>
 
+#include "util/test_temp_dir.h"
+
 namespace gpureap::inventory {
 namespace {
 
 constexpr std::uint64_t kMiB = 1024ULL * 1024ULL;
 constexpr std::uint64_t kGiB = 1024ULL * kMiB;
 
-class TempDir {
+// A private temporary directory for one test.
+class TempDir : public TestTempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/gpureap-state-test-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
-    dir_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-  const std::string& dir() const { return dir_; }
-
- private:
-  std::string dir_;
+  TempDir() : TestTempDir("gpureap-state-test") {}
 };
 
 // Sets GPUREAP_STATE_DIR for one test and restores it.

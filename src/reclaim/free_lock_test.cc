@@ -9,25 +9,15 @@
 #include <sstream>
 #include <string>
 
+#include "util/test_temp_dir.h"
+
 namespace gpureap::reclaim {
 namespace {
 
-class TempDir {
+// A private temporary directory for one test.
+class TempDir : public TestTempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/gpureap-lock-test-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
-    dir_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-  const std::string& dir() const { return dir_; }
-
- private:
-  std::string dir_;
+  TempDir() : TestTempDir("gpureap-lock-test") {}
 };
 
 std::string read_all(const std::string& path) {
