@@ -270,12 +270,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   }
   print_out(rendered);
   if (result.interrupted) return kExitStillHeld;
-  // With no target, "done once the targets' memory is gone" (D9) is vacuous: memory
-  // of holders free could not signal is memory still held.
-  bool kept_by_others =
-      plan.targets.empty() && std::any_of(result.gpus.begin(), result.gpus.end(),
-                                          [](const reclaim::GpuOutcome& g) { return g.left_alone_bytes > 0; });
-  if (result.all_freed() && !kept_by_others) return kExitOk;
+  if (result.all_freed()) return kExitOk;
   // Not freed only because NVML cannot read those GPUs: not measured, not "still held".
   bool unmeasured_only = std::all_of(result.gpus.begin(), result.gpus.end(),
                                      [](const reclaim::GpuOutcome& g) { return g.freed || !g.measured; });
