@@ -3,8 +3,12 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <charconv>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
+
+#include "util/units.h"
 
 namespace gpureap::capacity {
 namespace {
@@ -19,14 +23,20 @@ Result<json> parse_json(std::string_view text, std::string_view source) {
 }
 
 // An integer field: nullopt when absent or null; an error when present but not
-// a non-negative integer.
+// an integer from 0 to `max` (a geometry field: kMaxModelDim; a context length:
+// kMaxContextLen), so no later product of them can overflow.
 Result<std::optional<std::int64_t>> int_field(const json& obj, const char* key,
-                                              std::string_view source) {
+                                              std::string_view source,
+                                              std::int64_t max = kMaxModelDim) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return std::optional<std::int64_t>{};
-  if (!it->is_number_integer() || it->get<std::int64_t>() < 0)
+  // An unsigned integer above 2^63-1 reads as negative through get<int64_t>.
+  if (!it->is_number_integer() || (it->is_number_unsigned() && it->get<std::uint64_t>() > INT64_MAX) ||
+      it->get<std::int64_t>() < 0)
     return fail(
         fmt::format("{}: {} must be a non-negative integer, not {}", source, key, it->dump()));
+  if (it->get<std::int64_t>() > max)
+    return fail(fmt::format("{}: {} {} is out of range (at most {})", source, key, it->dump(), max));
   return std::optional<std::int64_t>{it->get<std::int64_t>()};
 }
 
@@ -110,7 +120,7 @@ Result<HfModel> parse_hf_config(std::string_view text, std::string_view source) 
 
   std::int64_t context = 0;
   for (const char* key : kContextKeys) {
-    auto value = int_field(cfg, key, where);
+    auto value = int_field(cfg, key, where, kMaxContextLen);
     if (!value) return std::unexpected(value.error());
     if (*value && **value > 0) {
       context = **value;
@@ -120,6 +130,16 @@ Result<HfModel> parse_hf_config(std::string_view text, std::string_view source) 
   if (context == 0)
     return fail(fmt::format(
         "{}: missing max_position_embeddings (the context length; pass --context-len)", where));
+
+  // The optional sizes feed the weight estimate's products: bounded like the rest.
+  for (const char* key :
+       {"vocab_size", "intermediate_size", "n_routed_experts", "num_experts", "num_local_experts",
+        "n_shared_experts", "moe_intermediate_size", "first_k_dense_replace", "q_lora_rank",
+        "qk_nope_head_dim", "v_head_dim"}) {
+    auto it = cfg.find(key);
+    if (it == cfg.end() || !it->is_number_integer()) continue;  // optional_int ignores these
+    if (auto ok = int_field(cfg, key, where); !ok) return std::unexpected(ok.error());
+  }
 
   ArchShape& shape = model.shape;
   shape.hidden = *hidden;
@@ -198,20 +218,27 @@ Result<std::uint64_t> parse_safetensors_index(std::string_view text, std::string
   auto total = meta->find("total_size");
   if (total == meta->end()) return fail(fmt::format("{}: missing metadata.total_size", source));
   // Some exporters write the size as a string.
+  // A whole byte count from 1 to kMaxSize: "-5" (stoull would wrap it to 16 EiB),
+  // 1e30 and 1e-300 are errors, not 0 B or 16 EiB of weights.
+  std::optional<std::uint64_t> value;
   if (total->is_string()) {
-    try {
-      std::size_t used = 0;
-      auto value = std::stoull(total->get<std::string>(), &used);
-      if (used == total->get<std::string>().size() && value > 0) return value;
-    } catch (const std::exception&) {
-    }
-  } else if (total->is_number_integer() && total->get<std::int64_t>() > 0) {
-    return static_cast<std::uint64_t>(total->get<std::int64_t>());
-  } else if (total->is_number_float() && total->get<double>() > 0) {
-    return static_cast<std::uint64_t>(total->get<double>());
+    const std::string& text = total->get_ref<const std::string&>();
+    std::uint64_t v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec == std::errc{} && end == text.data() + text.size() && !text.empty()) value = v;
+  } else if (total->is_number_unsigned()) {
+    value = total->get<std::uint64_t>();
+  } else if (total->is_number_integer()) {
+    if (total->get<std::int64_t>() > 0) value = static_cast<std::uint64_t>(total->get<std::int64_t>());
+  } else if (total->is_number_float()) {
+    const double d = total->get<double>();
+    if (std::isfinite(d) && d >= 1 && d <= static_cast<double>(kMaxSize) && d == std::floor(d))
+      value = static_cast<std::uint64_t>(d);
   }
-  return fail(fmt::format("{}: metadata.total_size must be a positive byte count, not {}", source,
-                          total->dump()));
+  if (value && *value > 0 && *value <= kMaxSize) return *value;
+  return fail(fmt::format(
+      "{}: metadata.total_size must be a whole positive byte count (at most 8 PiB), not {}",
+      source, total->dump()));
 }
 
 }  // namespace gpureap::capacity

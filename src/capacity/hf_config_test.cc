@@ -1,5 +1,6 @@
 #include "capacity/hf_config.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -146,6 +147,45 @@ TEST(SafetensorsIndex, MissingTotalIsAnErrorNamingTheFile) {
   auto negative = parse_safetensors_index(R"({"metadata": {"total_size": -5}})", "i.json");
   ASSERT_FALSE(negative);
   EXPECT_NE(negative.error().message.find("positive byte count"), std::string::npos);
+}
+
+TEST(HfConfigErrors, OutOfRangeNumbersNameTheFieldInsteadOfOverflowing) {
+  auto config = [](const std::string& extra) {
+    return R"({"num_hidden_layers": 36, "num_attention_heads": 32, "hidden_size": 4096,
+               "num_key_value_heads": 8, "max_position_embeddings": 40960)" +
+           extra + "}";
+  };
+  ASSERT_TRUE(parse_hf_config(config(R"(, "head_dim": 128)"), "c.json"));
+  // head_dim 2^31-1 used to overflow int math into "no KV cache at 0.90"; a context of
+  // 2^63-1 gave a 24 KiB request table; a uint64 above 2^63 read as negative.
+  for (const char* extra :
+       {R"(, "head_dim": 2147483647)", R"(, "head_dim": 18446744073709551615)",
+        R"(, "v_head_dim": 1099511627776)", R"(, "vocab_size": 9223372036854775807)",
+        R"(, "num_key_value_heads": 4294967296)"}) {
+    auto model = parse_hf_config(config(extra), "c.json");
+    ASSERT_FALSE(model) << extra;
+    EXPECT_EQ(model.error().message.rfind("c.json: ", 0), 0u) << model.error().message;
+  }
+  auto context = parse_hf_config(
+      R"({"num_hidden_layers": 36, "num_attention_heads": 32, "hidden_size": 4096,
+          "max_position_embeddings": 9223372036854775807})",
+      "c.json");
+  ASSERT_FALSE(context);
+  EXPECT_NE(context.error().message.find("max_position_embeddings"), std::string::npos);
+  EXPECT_NE(context.error().message.find("out of range"), std::string::npos);
+}
+
+TEST(SafetensorsIndex, TotalSizeMustBeAWholeByteCountInRange) {
+  EXPECT_EQ(*parse_safetensors_index(R"({"metadata": {"total_size": 1.6e10}})", "i"), 16'000'000'000u);
+  // 1e30 and 1e-300 gave "weights 0 B"; "-5" wrapped to 16 EiB through stoull.
+  for (const char* bad : {"1e30", "1e-300", "\"-5\"", "\"1e3\"", "\"\"", "0", "1.5",
+                          "18446744073709551615", "\" 12\""}) {
+    auto total = parse_safetensors_index(fmt::format(R"({{"metadata": {{"total_size": {}}}}})", bad),
+                                         "i.json");
+    ASSERT_FALSE(total) << bad;
+    EXPECT_NE(total.error().message.find("i.json: metadata.total_size"), std::string::npos)
+        << total.error().message;
+  }
 }
 
 }  // namespace

@@ -13,6 +13,13 @@
 
 namespace gpureap::capacity {
 
+/// Upper bounds on what a command line, config.json or log may say. Each is far
+/// above any real model or launch, and low enough that the planner's products
+/// (bytes per token x tokens x requests) stay well inside 64 bits.
+inline constexpr std::int64_t kMaxContextLen = 1LL << 30;  // tokens (largest today: ~10M)
+inline constexpr int kMaxTensorParallel = 1024;            // ranks
+inline constexpr std::int64_t kMaxModelDim = 1LL << 20;    // layers, heads, head and hidden sizes
+
 /// How the model's attention stores its cache.
 /// mla: multi-head latent attention (DeepSeek-V2/V3, Kimi-K2): one compressed
 ///      latent plus a rope key per token and layer, independent of head count.

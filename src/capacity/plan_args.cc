@@ -108,9 +108,34 @@ Result<std::uint64_t> parse_hicache_size(std::string_view text) {
     if (!(*gb > 0))
       return fail(
           fmt::format("--hicache-size {}: must be larger than zero (GB per rank)", trim(text)));
+    if (*gb * 1e9 > static_cast<double>(kMaxSize))
+      return fail(fmt::format("--hicache-size {}: too large (at most {:.0f} GB per rank)",
+                              trim(text), static_cast<double>(kMaxSize) / 1e9));
     return static_cast<std::uint64_t>(std::llround(*gb * 1e9));
   }
   return parse_size_flag("--hicache-size", text);
+}
+
+Result<int> parse_tensor_parallel(std::string_view text) {
+  auto tp = parse_count(text, "--tp", 1, kMaxTensorParallel);
+  if (!tp) return std::unexpected(tp.error());
+  return static_cast<int>(*tp);
+}
+
+Result<std::int64_t> parse_token_count(std::string_view flag, std::string_view text,
+                                       std::int64_t min) {
+  auto n = parse_count(text, flag, static_cast<std::uint64_t>(min),
+                       static_cast<std::uint64_t>(kMaxContextLen));
+  if (!n) return std::unexpected(n.error());
+  return static_cast<std::int64_t>(*n);
+}
+
+Result<double> parse_hicache_ratio(std::string_view text) {
+  auto ratio = parse_real(text, "--hicache-ratio", 0, 1000);
+  if (!ratio) return std::unexpected(ratio.error());
+  if (!(*ratio > 0))
+    return fail(fmt::format("--hicache-ratio {}: must be larger than zero", trim(text)));
+  return *ratio;
 }
 
 }  // namespace gpureap::capacity

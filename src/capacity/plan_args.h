@@ -31,4 +31,15 @@ Result<KvDtype> parse_kv_dtype(std::string_view text);
 /// also accepted ("44.7GiB"). Must be positive.
 Result<std::uint64_t> parse_hicache_size(std::string_view text);
 
+/// --tp: a whole number from 1 to kMaxTensorParallel.
+Result<int> parse_tensor_parallel(std::string_view text);
+
+/// A token count flag (--context-len: at least 1; --avg-prompt, --avg-output:
+/// at least 0): a whole number up to kMaxContextLen. Errors name `flag`.
+Result<std::int64_t> parse_token_count(std::string_view flag, std::string_view text,
+                                       std::int64_t min);
+
+/// --hicache-ratio: a finite multiple of the GPU pool, above 0 and at most 1000.
+Result<double> parse_hicache_ratio(std::string_view text);
+
 }  // namespace gpureap::capacity

@@ -75,5 +75,52 @@ TEST(HicacheSize, BareNumberIsGbLikeSglang) {
   EXPECT_NE(bad.error().message.find("--hicache-size lots"), std::string::npos);
 }
 
+TEST(SizeFlag, AbsurdSizesAreRejectedWithTheFlag) {
+  for (const char* bad : {"9000000TiB", "1.7e19B", "1e19B", "inf GiB", "nan MiB"}) {
+    auto r = parse_size_flag("--gpu-memory", bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().message.rfind("--gpu-memory", 0), 0u) << r.error().message;
+  }
+  for (const char* bad : {"1e10", "1e300", "18446744073709551616", "inf", "nan", "-5"}) {
+    auto r = parse_hicache_size(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().message.rfind("--hicache-size", 0), 0u) << r.error().message;
+  }
+  EXPECT_EQ(*parse_hicache_size("48"), 48'000'000'000u);
+}
+
+TEST(TensorParallel, WholeNumberInRange) {
+  EXPECT_EQ(*parse_tensor_parallel("8"), 8);
+  for (const char* bad : {"", "0", "-2", "1.5", "1025", "2147483648", "18446744073709551616"}) {
+    auto r = parse_tensor_parallel(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().message.rfind("--tp", 0), 0u) << r.error().message;
+  }
+}
+
+TEST(TokenCount, ContextLengthsAndAveragesAreBounded) {
+  EXPECT_EQ(*parse_token_count("--context-len", "262144", 1), 262144);
+  EXPECT_EQ(*parse_token_count("--avg-prompt", "0", 0), 0);
+  EXPECT_EQ(*parse_token_count("--context-len", "1073741824", 1), kMaxContextLen);
+  // 2^64 and 10^26 used to saturate to 2^63-1 tokens; 2^32 gave -32 TiB of headroom.
+  for (const char* bad : {"18446744073709551616", "100000000000000000000000000", "4294967296",
+                          "1073741825", "0", "-1", "", "1e3", "0x10"}) {
+    auto r = parse_token_count("--context-len", bad, 1);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().message.rfind("--context-len", 0), 0u) << r.error().message;
+  }
+  ASSERT_FALSE(parse_token_count("--avg-prompt", "100000000000000000000000000", 0));
+  ASSERT_FALSE(parse_token_count("--avg-output", "-1", 0));
+}
+
+TEST(HicacheRatio, FinitePositiveAndBounded) {
+  EXPECT_DOUBLE_EQ(*parse_hicache_ratio("2"), 2.0);
+  for (const char* bad : {"inf", "nan", "1e400", "0", "-1", "1001", "", "two"}) {
+    auto r = parse_hicache_ratio(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().message.rfind("--hicache-ratio", 0), 0u) << r.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace gpureap::capacity

@@ -12,8 +12,14 @@
 namespace gpureap::capacity {
 namespace {
 
+// A value too large to be real (a corrupt or crafted log): kept as this marker,
+// which parse_sglang_log rejects naming the field, rather than converted with
+// undefined behaviour or wrapped into a plausible-looking number.
+constexpr std::uint64_t kOutOfRange = UINT64_MAX;
+
 // SGLang's get_available_gpu_memory and KV sizes divide by 1 << 30 and print "GB".
 std::uint64_t gib(double v) {
+  if (v * (1ULL << 30) > static_cast<double>(kMaxSize)) return kOutOfRange;
   return static_cast<std::uint64_t>(std::llround(v * (1ULL << 30)));
 }
 
@@ -37,6 +43,7 @@ std::optional<std::uint64_t> gib_after(std::string_view line, std::string_view k
 
 std::optional<std::uint64_t> count_after(std::string_view line, std::string_view key) {
   auto v = number_after(line, key);
+  if (v && *v > static_cast<double>(kMaxSize)) return kOutOfRange;
   return v ? std::optional(static_cast<std::uint64_t>(*v)) : std::nullopt;
 }
 
@@ -83,7 +90,7 @@ void read_line(std::string_view line, SglangRankStartup& r) {
     if (auto kv = gib_after(line, "KV size:")) {
       first(r.kv_bytes, kv);
     } else if (auto k = gib_after(line, "K size:"), v = gib_after(line, "V size:"); k && v) {
-      first(r.kv_bytes, std::optional(*k + *v));
+      first(r.kv_bytes, std::optional(*k == kOutOfRange || *v == kOutOfRange ? kOutOfRange : *k + *v));
     }
   } else if (line.find("Memory pool end") != std::string_view::npos) {
     first(r.free_after_pool, gib_after(line, "avail mem="));
@@ -93,7 +100,10 @@ void read_line(std::string_view line, SglangRankStartup& r) {
     first(r.free_when_ready, gib_after(line, "available_gpu_mem="));
     first(r.max_running_requests, count_after(line, "max_running_requests="));
     if (auto ctx = count_after(line, "context_len="))
-      first(r.context_len, std::optional(static_cast<std::int64_t>(*ctx)));
+      first(r.context_len,
+            std::optional(*ctx > static_cast<std::uint64_t>(kMaxContextLen)
+                              ? std::int64_t{-1}  // out of range: rejected with the field named
+                              : static_cast<std::int64_t>(*ctx)));
   }
 }
 
@@ -124,7 +134,13 @@ Result<SglangStartup> parse_sglang_log(std::string_view text, std::string_view s
     if (line.find("server_args=") != std::string_view::npos) {
       if (!out.mem_fraction) out.mem_fraction = number_after(line, "mem_fraction_static=");
       if (!out.tp_size)
-        if (auto tp = number_after(line, "tp_size=")) out.tp_size = static_cast<int>(*tp);
+        if (auto tp = number_after(line, "tp_size=")) {
+          // Checked here, not later against --tp: the log, not a flag, said it.
+          if (*tp < 1 || *tp > kMaxTensorParallel || *tp != std::floor(*tp))
+            return fail(fmt::format("{}: server_args tp_size={} is out of range (1 to {})", source,
+                                    *tp, kMaxTensorParallel));
+          out.tp_size = static_cast<int>(*tp);
+        }
       if (!out.kv_cache_dtype) out.kv_cache_dtype = quoted_after(line, "kv_cache_dtype=");
       if (!out.model_path) out.model_path = quoted_after(line, "model_path=");
       continue;
@@ -134,8 +150,30 @@ Result<SglangStartup> parse_sglang_log(std::string_view text, std::string_view s
     if (inserted) it->second.rank = rank;
     read_line(line, it->second);
   }
-  for (auto& [rank, r] : ranks)
+  if (out.mem_fraction && !(*out.mem_fraction > 0 && *out.mem_fraction <= 1))
+    return fail(fmt::format("{}: server_args mem_fraction_static={} is outside (0, 1]", source,
+                            *out.mem_fraction));
+  for (auto& [rank, r] : ranks) {
+    const std::pair<const char*, const std::optional<std::uint64_t>*> fields[] = {
+        {"Load weight begin avail mem", &r.free_before_load},
+        {"Load weight end avail mem", &r.free_after_load},
+        {"Load weight end mem usage", &r.weight_load_usage},
+        {"#tokens", &r.kv_tokens},
+        {"KV size", &r.kv_bytes},
+        {"Memory pool end avail mem", &r.free_after_pool},
+        {"cuda graph end avail mem", &r.free_after_graphs},
+        {"available_gpu_mem", &r.free_when_ready},
+        {"max_running_requests", &r.max_running_requests}};
+    for (const auto& [name, value] : fields)
+      if (*value && **value == kOutOfRange)
+        return fail(fmt::format("{}: TP{} {} is out of range (a size above 8 PiB or a count "
+                                "above 2^53)",
+                                source, rank, name));
+    if (r.context_len && (*r.context_len < 1))
+      return fail(fmt::format("{}: TP{} context_len is out of range (1 to {})", source, rank,
+                              kMaxContextLen));
     if (r.free_after_load || r.kv_tokens) out.ranks.push_back(r);
+  }
   if (std::ranges::none_of(out.ranks, [](const auto& r) { return r.free_after_load.has_value(); }))
     return fail(fmt::format(
         "{}: no SGLang start-up found (expected a 'Load weight end. ... avail mem=' line)",

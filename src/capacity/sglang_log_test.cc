@@ -155,5 +155,41 @@ TEST(SglangLog, CalibrationNeedsTheKvPool) {
   EXPECT_NE(c.error().message.find("short.log: no 'KV Cache is allocated"), std::string::npos);
 }
 
+TEST(SglangLog, OutOfRangeValuesNameTheLogNotAFlag) {
+  const std::string startup =
+      "[t TP0] Load weight end. type=X, dtype=torch.bfloat16, avail mem=21.00 GB, mem usage=70.00 "
+      "GB.\n"
+      "[t TP0] KV Cache is allocated. #tokens: 524288, KV size: 17.16 GB\n";
+  // tp_size=1e30 used to become "--tp -2147483648: must be at least 1" and context_len=1e30
+  // "--context-len 0", blaming flags that were not given.
+  struct Case {
+    std::string text;
+    std::string field;
+  };
+  for (const Case& c : {
+           Case{"server_args=ServerArgs(tp_size=1e30, mem_fraction_static=0.9)\n" + startup,
+                "tp_size=1e+30"},
+           Case{"server_args=ServerArgs(tp_size=0, mem_fraction_static=0.9)\n" + startup,
+                "tp_size=0"},
+           Case{"server_args=ServerArgs(tp_size=8, mem_fraction_static=1.5)\n" + startup,
+                "mem_fraction_static=1.5"},
+           Case{"server_args=ServerArgs(tp_size=8, mem_fraction_static=0)\n" + startup,
+                "mem_fraction_static=0"},
+           Case{startup + "[t TP0] max_total_num_tokens=1, max_running_requests=8, "
+                          "context_len=1e30, available_gpu_mem=5.48 GB\n",
+                "context_len"},
+           Case{startup + "[t TP0] Memory pool end. avail mem=1e30 GB\n", "Memory pool end"},
+           Case{"[t TP0] Load weight end. type=X, avail mem=21.00 GB, mem usage=70.00 GB.\n"
+                "[t TP0] KV Cache is allocated. #tokens: 1e300, KV size: 17.16 GB\n",
+                "#tokens"},
+       }) {
+    auto log = parse_sglang_log(c.text, "bad.log");
+    ASSERT_FALSE(log) << c.text;
+    EXPECT_EQ(log.error().message.rfind("bad.log: ", 0), 0u) << log.error().message;
+    EXPECT_NE(log.error().message.find(c.field), std::string::npos) << log.error().message;
+    EXPECT_EQ(log.error().message.find("--"), std::string::npos) << log.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace gpureap::capacity

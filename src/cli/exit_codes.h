@@ -11,17 +11,61 @@ inline constexpr int kExitSystem = 3;  // system error: NVML unusable when requi
 inline constexpr int kExitNothingToDo = 4;  // free: no holder matched the selection
 inline constexpr int kExitTimeout = 5;      // wait: the GPUs were not free before --timeout
 
+// The help footers: the whole table for `gpureap --help`, and for each command
+// only the statuses it can return. They restate README's "Exit status" table;
+// keep the three in step.
 inline constexpr const char* kExitCodesHelp =
     "Exit status:\n"
     "  0  success (free: every selected GPU verified back at its baseline; wait: GPUs free)\n"
-    "  1  free: GPU memory still held after reclaim (each leftover is classified)\n"
-    "  2  usage error (bad flag, selector, size or duration)\n"
+    "  1  free: GPU memory still held after reclaim (each leftover is classified, also\n"
+    "     memory of holders the selection left alone)\n"
+    "  2  usage error (bad flag, selector, number, size or duration; or no confirmation)\n"
     "  3  system error (NVML unusable where required, or a selected GPU it cannot read;\n"
     "     another free holds the lock, I/O)\n"
-    "  4  free: nothing to do (no holder matched the selection)\n"
+    "  4  free: nothing to do (no holder on the selected GPUs, memory at baseline)\n"
     "  5  wait: timed out before the GPUs were free\n"
     "  run: the command's own status; 128+N if it was killed by signal N; 127 not found; 126 not\n"
     "       executable; 1 if the command exited 0 but GPU memory stayed held after teardown;\n"
     "       3 if it exited 0 but the release could not be measured (NVML failed or hung)";
+
+inline constexpr const char* kStatusExitHelp =
+    "Exit status:\n"
+    "  0  shown (a GPU NVML cannot read is shown, marked, with what /proc shows)\n"
+    "  2  usage error (bad flag or --gpu selector)\n"
+    "  3  system error (the device directory cannot be read)";
+
+inline constexpr const char* kFreeExitHelp =
+    "Exit status:\n"
+    "  0  every selected GPU verified back at its baseline (a narrowed free: its targets'\n"
+    "     memory gone)\n"
+    "  1  GPU memory still held after reclaim (each leftover is classified, also memory of\n"
+    "     holders the selection left alone); or interrupted\n"
+    "  2  usage error (bad flag, selector, number or duration; or no confirmation)\n"
+    "  3  system error: NVML unusable, or a selected GPU it cannot read, so the release cannot\n"
+    "     be measured; another free holds the lock; I/O\n"
+    "  4  nothing to do (no holder on the selected GPUs, memory at baseline)";
+
+inline constexpr const char* kWaitExitHelp =
+    "Exit status:\n"
+    "  0  the selected GPUs are free\n"
+    "  2  usage error (bad flag, selector, size or duration)\n"
+    "  3  NVML unusable, or a selected GPU it cannot read (lost, hung)\n"
+    "  5  timed out before the GPUs were free";
+
+inline constexpr const char* kRunExitHelp =
+    "Exit status:\n"
+    "  the command's own status; 128+N if it was killed by signal N; 127 not found; 126 not\n"
+    "  executable; 1 if the command exited 0 but GPU memory stayed held after teardown; 3 if it\n"
+    "  exited 0 but the release could not be measured (NVML failed or hung).\n"
+    "  Before the command starts: 2 usage error; --free-first: free's status (1, 2, 3);\n"
+    "  --wait-free: 5 timed out, 3 NVML unusable.";
+
+inline constexpr const char* kPlanExitHelp =
+    "Exit status:\n"
+    "  0  planned (warnings such as prefill_oom_risk are in the output)\n"
+    "  2  usage error (a flag, config.json, index or log out of range or malformed), or a\n"
+    "     launch that cannot start (weights do not fit, no KV budget)\n"
+    "  3  the GPU must be read through NVML (no --gpu-memory or --from-log) and NVML is\n"
+    "     unusable or shows no GPU";
 
 }  // namespace gpureap::cli

@@ -30,8 +30,10 @@ namespace {
 struct FreeOptions {
   std::string gpu;
   bool all = false;
-  std::vector<pid_t> pids;
+  std::vector<std::string> pids;
+  CLI::Option* pid_opt = nullptr;
   std::string user;
+  CLI::Option* user_opt = nullptr;
   std::string cgroup;
   std::string match;
   bool orphans = false;
@@ -54,8 +56,12 @@ Result<uid_t> parse_user(const std::string& text) {
   struct passwd* out = nullptr;
   char buf[1024];
   if (::getpwnam_r(text.c_str(), &pw, buf, sizeof buf, &out) == 0 && out) return out->pw_uid;
-  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos)
-    return static_cast<uid_t>(std::stoul(text));
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
+    // (uid_t)-1 is "no uid" to the kernel, so 4294967294 is the largest.
+    auto uid = parse_count(text, "uid", 0, 4294967294U);
+    if (!uid) return std::unexpected(uid.error());
+    return static_cast<uid_t>(*uid);
+  }
   return fail(fmt::format("unknown user '{}'", text));
 }
 
@@ -94,9 +100,18 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   options.reset = o.reset;
   options.stop_respawners = o.stop_respawners;
   auto& sel = options.selection;
-  sel.pids = o.pids;
+  if (o.pid_opt->count() > 0 && o.pids.empty())
+    return usage_error("--pid '': expected a process id (or a comma list)");
+  for (const auto& text : o.pids) {
+    // 4194304 is the kernel's PID_MAX_LIMIT: no pid is larger.
+    auto pid = parse_count(text, "--pid", 1, 4194304);
+    if (!pid) return usage_error(pid.error().message);
+    sel.pids.push_back(static_cast<pid_t>(*pid));
+  }
   sel.cgroup = o.cgroup;
   sel.orphans_only = o.orphans;
+  if (o.user_opt->count() > 0 && o.user.empty())
+    return usage_error("--user '': expected a user name or uid");
   if (!o.user.empty()) {
     auto uid = parse_user(o.user);
     if (!uid) return usage_error("--user: " + uid.error().message);
@@ -141,8 +156,19 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   inventory::Inventory inv = inventory::collect_inventory(*gpus, *devices, baselines);
   std::vector<gpu::GpuInfo> infos;
   for (const auto& v : inv.gpus) infos.push_back(v.info);
+  const bool nvml_usable = gpu::lists_gpus(inv.nvml_state);
   auto chosen = gpu::select_gpus(o.all ? "all" : o.gpu, infos);
-  if (!chosen) return usage_error(chosen.error().message);
+  if (!chosen) {
+    // Without NVML the GPUs gpureap knows are only those /proc shows held: a
+    // selector it cannot resolve may well be right, so this is NVML's failure.
+    if (!nvml_usable) {
+      print_err(fmt::format("gpureap free: {}; NVML is unusable: {}\n",
+                            report::terminal_text(chosen.error().message),
+                            report::terminal_text(inv.nvml_problem)));
+      return kExitSystem;
+    }
+    return usage_error(chosen.error().message);
+  }
   sel.gpus = *chosen;
   if (inv.nvml_state == gpu::NvmlState::partial) {
     // Only a selected GPU that NVML cannot read matters here; the others are verified.
@@ -171,12 +197,39 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
     return !selected || (v.at_baseline() && v.unexplained == inventory::Unexplained::none);
   });
   auto style = stdout_style(global);
-  if (plan.targets.empty() && all_idle) {
+  if (plan.targets.empty() && !nvml_usable) {
+    // "Nothing to do" needs a measurement: without NVML, no holder in /proc does
+    // not mean no memory held (driver-held memory, holders in other namespaces).
+    if (global.json)
+      print_out(report::json_text(
+          report::free_json(plan, reclaim::ReclaimReport{}, o.dry_run, inv.warnings)));
+    else
+      print_out(report::plan_text(plan, style));
+    print_err(fmt::format(
+        "gpureap free: no process to signal, and NVML is unusable, so whether the selected "
+        "GPUs hold memory cannot be measured: {}\n",
+        report::terminal_text(inv.nvml_problem)));
+    return kExitSystem;
+  }
+  // Exit 4 means nothing here for this free to do: no holder at all, or only holders
+  // the selection itself leaves alone (--pid, --user, --cgroup, --match, --orphans), with
+  // no memory that no process explains. Holders free may not signal (protected, other
+  // users') or driver-held memory are memory still held: they go on to be classified (1).
+  bool unexplained = std::any_of(inv.gpus.begin(), inv.gpus.end(), [&](const inventory::GpuView& v) {
+    return std::find(sel.gpus.begin(), sel.gpus.end(), v.info.index) != sel.gpus.end() &&
+           v.unexplained != inventory::Unexplained::none;
+  });
+  bool only_unmatched = std::all_of(plan.skipped.begin(), plan.skipped.end(), [](const auto& s) {
+    return s.kind == reclaim::SkipKind::not_matched;
+  });
+  if (plan.targets.empty() && (all_idle || (!unexplained && only_unmatched))) {
     if (global.json)
       print_out(report::json_text(report::free_json(plan, reclaim::ReclaimReport{}, o.dry_run, inv.warnings)));
     else
       print_out(report::plan_text(plan, style) +
-                "Nothing to do: the selected GPUs hold no memory above baseline.\n");
+                (all_idle ? "Nothing to do: the selected GPUs hold no memory above baseline.\n"
+                          : "Nothing to do: no holder on the selected GPUs matches the selection "
+                            "(the memory of those left alone stays held).\n"));
     return kExitNothingToDo;
   }
   if (!global.json) print_out(report::plan_text(plan, style));
@@ -266,9 +319,9 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "memory");
   sub->add_option("--gpu", o->gpu, "GPUs: all, indices (0,3), UUID (prefix), PCI bus id, minor:N");
   sub->add_flag("--all", o->all, "All GPUs (same as --gpu all)");
-  sub->add_option("--pid", o->pids, "Only these holders (comma list); may name infrastructure")
+  o->pid_opt = sub->add_option("--pid", o->pids, "Only these holders (comma list); may name infrastructure")
       ->delimiter(',');
-  sub->add_option("--user", o->user, "Only holders owned by this user (name or uid)");
+  o->user_opt = sub->add_option("--user", o->user, "Only holders owned by this user (name or uid)");
   sub->add_option("--cgroup", o->cgroup,
                   "Only holders whose cgroup path or container contains this text");
   sub->add_option("--match", o->match,
@@ -290,7 +343,7 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
   sub->add_flag("--reset", o->reset,
                 "Reset a GPU whose memory only the driver holds (checks preconditions; runs "
                 "nvidia-smi --gpu-reset)");
-  sub->footer(kExitCodesHelp);
+  sub->footer(kFreeExitHelp);
   sub->callback([&run, &global, o] { run = [&global, o] { return run_free(global, *o); }; });
 }
 

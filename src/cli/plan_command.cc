@@ -40,15 +40,15 @@ using report::PlanReport;
 struct PlanOptions {
   std::string model;
   std::string gpu_memory;
-  int tp = 0;  // 0: not given (the log's, else 1)
+  std::string tp;  // empty: not given (the log's, else 1)
   std::string mem_fraction;
   std::string kv_dtype;
   std::string hicache_size;
-  double hicache_ratio = 0;
+  std::string hicache_ratio;
   std::string host_memory;
-  std::int64_t context_len = 0;
-  std::int64_t avg_prompt = 0;
-  std::int64_t avg_output = 0;
+  std::string context_len;
+  std::string avg_prompt;
+  std::string avg_output;
   std::string engine = "sglang";
   std::string weights;
   std::string from_log;
@@ -61,9 +61,12 @@ struct PlanOptions {
   CLI::Option* dtype_opt = nullptr;
 };
 
-// A failure the user fixes by changing the command line: exit 2.
+// Why a plan was not made: a usage error (exit 2) the user fixes by changing
+// the command line, or a system error (exit 3): NVML, needed to measure the GPU
+// when neither --gpu-memory nor --from-log is given, is unusable.
 struct UsageError {
   std::string message;
+  int exit_status = kExitUsage;
 };
 
 template <typename T>
@@ -91,8 +94,10 @@ Step<Measured> measure_with_nvml(const GlobalOptions& global, int tp, std::uint6
   for (const auto& g : snap.gpus)
     if (g.memory && g.memory->total > 0) usable.push_back(&g);
   if (usable.empty()) {
-    return usage(fmt::format("no GPU found: pass --gpu-memory{}",
-                             snap.problem.empty() ? "" : fmt::format(" ({})", snap.problem)));
+    return std::unexpected(UsageError{
+        fmt::format("no GPU could be measured through NVML{}; pass --gpu-memory (or --from-log)",
+                    snap.problem.empty() ? "" : fmt::format(" ({})", snap.problem)),
+        kExitSystem});
   }
   // SGLang sizes every rank's pool from the tightest GPU; the launch uses the
   // first tp GPUs (CUDA_VISIBLE_DEVICES order aside).
@@ -157,10 +162,10 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
     r.hicache_text =
         fmt::format("--hicache-size {} ({} per rank)", o.hicache_size, report::decimal_gb(*size));
   } else if (o.ratio_opt->count() > 0) {
-    if (!(o.hicache_ratio > 0))
-      return usage(fmt::format("--hicache-ratio {}: must be positive", o.hicache_ratio));
-    in.host_cache.ratio = o.hicache_ratio;
-    r.hicache_text = fmt::format("--hicache-ratio {}", o.hicache_ratio);
+    auto ratio = cap::parse_hicache_ratio(o.hicache_ratio);
+    if (!ratio) return usage(ratio.error().message);
+    in.host_cache.ratio = *ratio;
+    r.hicache_text = fmt::format("--hicache-ratio {}", *ratio);
   }
   if (!o.host_memory.empty()) {
     auto size = cap::parse_size_flag("--host-memory", o.host_memory);
@@ -173,15 +178,28 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
     if (!size) return usage(size.error().message);
     card = *size;
   }
-  if (o.prompt_opt->count() > 0 && o.avg_prompt < 0)
-    return usage(fmt::format("--avg-prompt {}: must be zero or more tokens", o.avg_prompt));
-  if (o.output_opt->count() > 0 && o.avg_output < 0)
-    return usage(fmt::format("--avg-output {}: must be zero or more tokens", o.avg_output));
-  in.avg_prompt = static_cast<std::uint64_t>(std::max<std::int64_t>(o.avg_prompt, 0));
-  in.avg_output = static_cast<std::uint64_t>(std::max<std::int64_t>(o.avg_output, 0));
-  if (o.context_opt->count() > 0 && o.context_len <= 0)
-    return usage(
-        fmt::format("--context-len {}: must be a positive number of tokens", o.context_len));
+  if (o.prompt_opt->count() > 0) {
+    auto n = cap::parse_token_count("--avg-prompt", o.avg_prompt, 0);
+    if (!n) return usage(n.error().message);
+    in.avg_prompt = static_cast<std::uint64_t>(*n);
+  }
+  if (o.output_opt->count() > 0) {
+    auto n = cap::parse_token_count("--avg-output", o.avg_output, 0);
+    if (!n) return usage(n.error().message);
+    in.avg_output = static_cast<std::uint64_t>(*n);
+  }
+  std::optional<std::int64_t> context_flag;
+  if (o.context_opt->count() > 0) {
+    auto n = cap::parse_token_count("--context-len", o.context_len, 1);
+    if (!n) return usage(n.error().message);
+    context_flag = *n;
+  }
+  std::optional<int> tp_flag;
+  if (o.tp_opt->count() > 0) {
+    auto tp = cap::parse_tensor_parallel(o.tp);
+    if (!tp) return usage(tp.error().message);
+    tp_flag = *tp;
+  }
 
   // 2. The model.
   auto model = cap::resolve_model(o.model);
@@ -191,7 +209,7 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
     return usage(ok.error().message);
   in.model_name = model->spec.name;
   in.kv = model->spec.kv;
-  in.context_len = o.context_opt->count() > 0 ? o.context_len : model->spec.context_len;
+  in.context_len = context_flag.value_or(model->spec.context_len);
   r.notes = model->notes;
 
   // 3. The GPU: a start-up log, else --gpu-memory, else NVML.
@@ -203,17 +221,17 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
     if (!log) return usage(fmt::format("--from-log {}", log.error().message));
     auto c = cap::calibrate(*log, in.kv, in.context_len, o.from_log);
     if (!c) return usage(fmt::format("--from-log {}", c.error().message));
-    if (c->tp && o.tp_opt->count() > 0 && *c->tp != o.tp)
+    if (c->tp && tp_flag && *c->tp != *tp_flag)
       return usage(
           fmt::format("--tp {} differs from the log's tp_size {}: a calibration holds for "
                       "the layout that wrote the log",
-                      o.tp, *c->tp));
+                      *tp_flag, *c->tp));
     // The log's dtype is what it measured; the flag is what to predict.
     if (o.dtype_opt->count() == 0) in.dtype = c->kv_dtype;
-    if (o.context_opt->count() == 0 && c->context_len) in.context_len = *c->context_len;
+    if (!context_flag && c->context_len) in.context_len = *c->context_len;
     calibration = std::move(c).value();
   }
-  in.tp = o.tp_opt->count() > 0 ? o.tp : calibration && calibration->tp ? *calibration->tp : 1;
+  in.tp = tp_flag ? *tp_flag : calibration && calibration->tp ? *calibration->tp : 1;
   if (auto ok = cap::check_tensor_parallel(model->spec, in.tp); !ok)
     return usage(ok.error().message);
 
@@ -291,7 +309,7 @@ int run_plan(const GlobalOptions& global, const PlanOptions& options) {
   auto report = build_plan(global, options);
   if (!report) {
     print_err(fmt::format("gpureap plan: {}\n", report::terminal_text(report.error().message)));
-    return kExitUsage;
+    return report.error().exit_status;
   }
   if (global.json) {
     print_out(report::json_text(report::plan_report_json(*report)));
@@ -340,10 +358,8 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "Presets (weights from a parameter inventory; docs/plan.md shows it):\n" + presets_help() +
       "\nJSON (--json): bytes_per_token, weights_bytes, kv_budget_bytes, kv_tokens,\n"
       "headroom_bytes, running_requests, host_cache_tokens, host_ram_bytes, warnings[] (code,\n"
-      "message); a sweep puts one object per fraction under points[]. Schema: docs/plan.md.\n\n"
-      "Exit status:\n"
-      "  0  planned (warnings such as prefill_oom_risk are in the output)\n"
-      "  2  usage error, or a launch that cannot start (weights do not fit, no KV budget)");
+      "message); a sweep puts one object per fraction under points[]. Schema: docs/plan.md.\n\n" +
+      std::string(kPlanExitHelp));
   sub->add_option("--model", o->model,
                   "A preset name (Presets below) or a Hugging Face config.json (or its directory)")
       ->required();

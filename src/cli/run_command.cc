@@ -281,6 +281,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
   sub->add_option("command", options->command, "The command and its arguments (after --)");
   sub->allow_extras();
   sub->fallthrough(false);
+  sub->footer(kRunExitHelp);
   sub->callback([&run, &global, options, sub] {
     auto extras = sub->remaining();
     std::erase(extras, std::string("--"));

@@ -80,6 +80,7 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
   sub->add_option("--gpu", options->gpu,
                   "GPUs to show: all, indices (0,3), UUID or UUID prefix, PCI bus id, minor:N")
       ->default_val("all");
+  sub->footer(kStatusExitHelp);
   sub->callback([&run, &global, options] {
     run = [&global, options] { return run_status(global, *options); };
   });

@@ -49,6 +49,7 @@ nlohmann::json wait_json(const supervise::FreeWaitResult& r) {
                      g.freed_after ? nlohmann::json(*g.freed_after) : nlohmann::json(nullptr)}});
   }
   nlohmann::json j = {{"schema_version", report::kSchemaVersion},
+                      {"command", "wait"},
                       {"free", r.status == supervise::FreeWaitResult::Status::free},
                       {"timed_out", r.status == supervise::FreeWaitResult::Status::timed_out},
                       {"seconds", r.seconds},
@@ -98,7 +99,11 @@ int run_wait(const GlobalOptions& global, const WaitOptions& o) {
             fmt::format("{}GPU {} {} used (free means at most {})", still.empty() ? "" : "; ",
                         g.index, g.used ? format_bytes(*g.used) : "?", format_bytes(g.threshold));
       }
-      print_err(fmt::format("gpureap wait: timed out after {}: {}\n", o.timeout, still));
+      print_err(fmt::format("gpureap wait: {}: {}\n",
+                            options.timeout.count() == 0
+                                ? std::string("not free at the one check (--timeout 0)")
+                                : "timed out after " + format_duration(options.timeout),
+                            still));
       if (!global.json && result.holders)
         print_out(report::status_table(*result.holders, stdout_style(global)));
       return kExitTimeout;
@@ -134,6 +139,7 @@ void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
   sub->add_option("--timeout", options->timeout,
                   "Give up after DURATION (e.g. 90s, 5m; 0 checks once)")
       ->default_val("60s");
+  sub->footer(kWaitExitHelp);
   sub->callback([&run, &global, options] {
     run = [&global, options] { return run_wait(global, *options); };
   });

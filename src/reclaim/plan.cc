@@ -49,6 +49,7 @@ struct Candidate {
   const proc::Holder* holder = nullptr;
   std::vector<unsigned> gpus;
   std::uint64_t bytes = 0;
+  bool bytes_known = false;  // NVML reported this holder's memory on at least one GPU
 };
 
 std::string gpu_text(const std::vector<unsigned>& gpus) {
@@ -147,6 +148,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       c.holder = &gh.holder;
       c.gpus.push_back(view.info.index);
       c.bytes += gh.gpu_bytes.value_or(0);
+      c.bytes_known = c.bytes_known || gh.gpu_bytes.has_value();
     }
   }
 
@@ -167,7 +169,10 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
     } else if (auto mismatch = filter_mismatch(h, sel); !mismatch.empty()) {
       skip(SkipKind::not_matched, mismatch);
     } else {
-      std::string why = fmt::format("holds {} on GPU {}", format_bytes(c.bytes), gpu_text(c.gpus));
+      // Without NVML's figure (an fd-only holder, NVML down) "holds 0 B" would be a guess.
+      std::string why = c.bytes_known ? fmt::format("holds {} on GPU {}", format_bytes(c.bytes),
+                                                    gpu_text(c.gpus))
+                                      : fmt::format("uses GPU {} (memory unknown)", gpu_text(c.gpus));
       if (h.orphaned) why += "; orphaned: " + h.orphan_reason;
       if (h.zombie_leader) why += "; zombie leader with live threads";
       plan.targets.push_back(Target{h.id, h.comm, h.cmdline, h.user, c.gpus, c.bytes, why});

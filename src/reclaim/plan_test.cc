@@ -51,6 +51,21 @@ TEST(MakePlan, TargetsHoldersAndTheirDescendants) {
   EXPECT_NE(plan.targets[1].why.find("descendant of 100"), std::string::npos);
 }
 
+TEST(MakePlan, MemoryNvmlDoesNotReportIsUnknownNotZero) {
+  Selection sel;
+  sel.gpus = {0};
+  auto unknown = user(100, "python3");
+  unknown.gpu_bytes = std::nullopt;  // fd-only holder, or NVML down
+  Plan plan = make_plan(one_gpu({unknown}), sel, root_caller());
+  ASSERT_FALSE(plan.targets.empty());
+  EXPECT_NE(plan.targets[0].why.find("uses GPU 0 (memory unknown)"), std::string::npos)
+      << plan.targets[0].why;
+  EXPECT_EQ(plan.targets[0].why.find("0 B"), std::string::npos) << plan.targets[0].why;
+  Plan known = make_plan(one_gpu({user(100, "python3")}), sel, root_caller());
+  EXPECT_NE(known.targets[0].why.find("holds 20.0 GiB on GPU 0"), std::string::npos)
+      << known.targets[0].why;
+}
+
 TEST(MakePlan, NeverInitSelfAncestorsOrInfrastructure) {
   Selection sel;
   sel.gpus = {0};

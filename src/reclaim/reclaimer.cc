@@ -81,14 +81,6 @@ bool replacement_starting(const CallerContext& caller,
   return false;
 }
 
-// True when the plan leaves this holder alone because the selection is narrowed or the
-// caller may not signal it (not because it is protected).
-bool left_alone_by_selection(const Plan& plan, const proc::ProcessId& id) {
-  return std::any_of(plan.skipped.begin(), plan.skipped.end(), [&](const Skipped& s) {
-    return s.id == id && s.kind != SkipKind::protected_process;
-  });
-}
-
 // True when every selected GPU not yet freed holds memory that no live target explains
 // (no signalled process still uses it, NVML lists no pid we cannot see) and whose reading
 // has not fallen for `after`: waiting longer only delays the classification (D16).
@@ -173,6 +165,9 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
   auto seconds_since_t0 = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
 
   // What "freed" means for each selected GPU: back at its baseline, within tolerance.
+  std::set<proc::ProcessId> left_alone;  // skipped by the selection, not for protection
+  for (const auto& s : plan.skipped)
+    if (s.kind != SkipKind::protected_process) left_alone.insert(s.id);
   std::vector<ReleaseTarget> release_targets;
   for (unsigned idx : options.selection.gpus) {
     const auto* view = find_view(initial, idx);
@@ -195,13 +190,14 @@ ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, P
     // Holders left alone (not selected, protected, other users') keep their memory: a
     // narrowed free is done when its own targets' memory is gone (D9). Where NVML gives
     // no per-process figure, nothing can be subtracted.
-    // A protected holder is not subtracted: the GPU is not free while it holds memory,
-    // and the verdict says so ([protected]).
-    // With nothing of its own to free (no target), nothing is subtracted: the verdict
-    // then says who holds the GPU and why they were left alone.
-    for (const auto& gh : view->holders)
-      if (!plan.targets.empty() && gh.uses_gpu && left_alone_by_selection(plan, gh.holder.id))
-        g.left_alone_bytes += gh.gpu_bytes.value_or(0);
+    // Only what the selection itself leaves alone is subtracted: holders it does not
+    // match, and other users' (without root). A protected holder's memory is still
+    // held (naming it with --pid frees it), and a free with no target at all has no
+    // memory of its own to wait for, so what others hold stays "still held" (exit 1).
+    if (!plan.targets.empty())
+      for (const auto& gh : view->holders)
+        if (gh.uses_gpu && left_alone.contains(gh.holder.id))
+          g.left_alone_bytes += gh.gpu_bytes.value_or(0);
     g.threshold = view->baseline.bytes + inventory::freed_tolerance(view->info.memory->total) +
                   g.left_alone_bytes;
     g.freed = view->used() <= g.threshold && plan.targets.empty();

@@ -36,8 +36,9 @@ std::string plan_text(const reclaim::Plan& plan, const Style& style) {
     std::uint64_t bytes = 0;
     for (const auto& t : plan.targets) bytes += t.gpu_bytes;
     out += style.bold(fmt::format(
-        "Plan: signal {} process{} holding {} (SIGTERM, then SIGKILL after the grace period)\n",
-        plan.targets.size(), plan.targets.size() == 1 ? "" : "es", format_bytes(bytes)));
+        "Plan: signal {} process{} {} (SIGTERM, then SIGKILL after the grace period)\n",
+        plan.targets.size(), plan.targets.size() == 1 ? "" : "es",
+        bytes ? "holding " + format_bytes(bytes) : std::string("(memory unknown)")));
     out += style.dim(fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", "PID", "USER", "GPU",
                                  "GPU MEM", "WHY", "COMMAND"));
     for (const auto& t : plan.targets) {
@@ -52,7 +53,8 @@ std::string plan_text(const reclaim::Plan& plan, const Style& style) {
     out += style.yellow(fmt::format("Left alone ({}):\n", plan.skipped.size()));
     for (const auto& s : plan.skipped)
       out += fmt::format("  {:<8} {:<16} GPU {:<5} {:>10}  {}\n", s.id.pid,
-                         terminal_text(s.comm, 16), gpus_text(s.gpus), format_bytes(s.gpu_bytes),
+                         terminal_text(s.comm, 16), gpus_text(s.gpus),
+                         s.gpu_bytes ? format_bytes(s.gpu_bytes) : "-",
                          terminal_text(s.reason));
   }
   return out;

@@ -1,5 +1,7 @@
 #include "report/plan_report.h"
 
+#include "report/json.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -259,6 +261,8 @@ json plan_report_json(const PlanReport& r) {
     model["v_head_dim"] = in.kv.v_head_dim;
   }
   json j{
+      {"schema_version", kSchemaVersion},
+      {"command", "plan"},
       {"engine", in.engine == cap::Engine::sglang ? "sglang" : "vllm"},
       {"model", model},
       {"tp", in.tp},

@@ -106,6 +106,8 @@ TEST(PlanReportText, FailingLaunchesInRedOnATerminal) {
 
 TEST(PlanReportJson, OneFractionAtTheTopLevel) {
   EXPECT_EQ(json_text(plan_report_json(planned(kimi(), "0.88"))), R"json({
+  "schema_version": 1,
+  "command": "plan",
   "engine": "sglang",
   "model": {
     "name": "Kimi-K2.5",

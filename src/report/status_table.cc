@@ -108,6 +108,7 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
 
   std::size_t orphans = 0;
   std::uint64_t orphan_bytes = 0;
+  std::size_t orphans_unknown = 0;  // orphans whose memory NVML does not report
   std::set<unsigned> orphan_gpus, stuck_gpus;
   for (const auto& view : inv.gpus) {
     out += gpu_heading(view.info, style) + "\n";
@@ -122,6 +123,7 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
         if (gh.holder.orphaned) {
           ++orphans;
           orphan_bytes += gh.gpu_bytes.value_or(0);
+          if (!gh.gpu_bytes) ++orphans_unknown;
           orphan_gpus.insert(view.info.index);
         }
       }
@@ -179,9 +181,13 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
     return r;
   };
   if (orphans > 0) {
+    // "holds 0 B" for memory NVML does not report would read as "holds nothing".
+    std::string held = orphans_unknown == orphans ? "memory unknown"
+                       : orphans_unknown > 0      ? "at least " + format_bytes(orphan_bytes)
+                                                  : format_bytes(orphan_bytes);
     out += "\n" + style.bold(fmt::format("{} orphaned process{} (parent gone) hold{} {} on GPU {}.",
                                          orphans, orphans == 1 ? "" : "es", orphans == 1 ? "s" : "",
-                                         format_bytes(orphan_bytes), gpu_list(orphan_gpus)));
+                                         held, gpu_list(orphan_gpus)));
     out += fmt::format(" Free them: gpureap free --orphans --gpu {}\n", gpu_list(orphan_gpus));
   }
   if (!stuck_gpus.empty())

@@ -62,18 +62,53 @@ Result<std::uint64_t> parse_size(std::string_view text, bool require_unit) {
     if (require_unit)
       return fail(fmt::format(
           "invalid size '{}': add a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", trim(text)));
+    if (value > static_cast<double>(kMaxSize))
+      return fail(fmt::format("invalid size '{}': too large (at most 8 PiB)", trim(text)));
     return static_cast<std::uint64_t>(value);
   }
   for (const auto& u : kSizeUnits) {
     if (unit == u.name) {
       double bytes = value * u.factor;
-      if (bytes > 1.8e19) return fail(fmt::format("invalid size '{}': too large", trim(text)));
+      if (bytes > static_cast<double>(kMaxSize))
+        return fail(fmt::format("invalid size '{}': too large (at most 8 PiB)", trim(text)));
       return static_cast<std::uint64_t>(std::llround(bytes));
     }
   }
   return fail(fmt::format(
       "invalid size '{}': unknown unit '{}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
       trim(text), unit));
+}
+
+Result<std::uint64_t> parse_count(std::string_view text, std::string_view what, std::uint64_t min,
+                                  std::uint64_t max) {
+  std::string_view digits = text;
+  if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
+  auto expected = [&] {
+    return fail(fmt::format("{} '{}': expected a whole number from {} to {}", what, text, min, max));
+  };
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos)
+    return expected();
+  std::uint64_t value = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  // result_out_of_range: more than 2^64-1, which is above any max.
+  if (ec == std::errc::result_out_of_range || (ec == std::errc{} && value > max))
+    return fail(fmt::format("{} {}: too large (at most {})", what, text, max));
+  if (ec != std::errc{} || end != digits.data() + digits.size()) return expected();
+  if (value < min) return fail(fmt::format("{} {}: must be at least {}", what, text, min));
+  return value;
+}
+
+Result<double> parse_real(std::string_view text, std::string_view what, double min, double max) {
+  std::string_view t = trim(text);
+  double value = 0;
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+  if (ec == std::errc::result_out_of_range)
+    return fail(fmt::format("{} {}: out of range ({} to {})", what, text, min, max));
+  if (ec != std::errc{} || t.empty() || end != t.data() + t.size() || !std::isfinite(value))
+    return fail(fmt::format("{} '{}': expected a finite number from {} to {}", what, text, min, max));
+  if (value < min || value > max)
+    return fail(fmt::format("{} {}: out of range ({} to {})", what, text, min, max));
+  return value;
 }
 
 Result<std::chrono::nanoseconds> parse_duration(std::string_view text) {

@@ -10,10 +10,27 @@
 
 namespace gpureap {
 
+/// The largest size parse_size accepts: 2^53 bytes (8 PiB), far above any GPU's
+/// or host's memory and still exact in a double, so sums and products of sizes
+/// in the planner cannot wrap.
+inline constexpr std::uint64_t kMaxSize = 1ULL << 53;
+
 /// Parses a byte size with a unit: B, KiB, MiB, GiB, TiB (powers of 1024) or
 /// KB, MB, GB, TB (powers of 1000). A bare number is rejected when
-/// `require_unit` is true, so "96" cannot silently mean 96 bytes.
+/// `require_unit` is true, so "96" cannot silently mean 96 bytes. Negative,
+/// non-finite (inf, nan) and sizes above kMaxSize are rejected.
 Result<std::uint64_t> parse_size(std::string_view text, bool require_unit = true);
+
+/// Parses a whole decimal number in [min, max]: digits only (an optional
+/// leading '+'), no sign, no exponent, no hex, no spaces inside. Empty text,
+/// "-1", "1.5", "0x10", "1e3" and anything above `max` (however many digits)
+/// are errors that name `what` (the option, e.g. "--pid") and the text.
+Result<std::uint64_t> parse_count(std::string_view text, std::string_view what, std::uint64_t min,
+                                  std::uint64_t max);
+
+/// Parses a finite decimal number in [min, max] (exponents allowed: "2.5",
+/// "1e-3"); inf, nan and values outside the range are errors naming `what`.
+Result<double> parse_real(std::string_view text, std::string_view what, double min, double max);
 
 /// Parses a duration: a number with ns, us, ms, s, m or h ("300ms", "1.5s").
 /// A bare number means seconds.

@@ -31,6 +31,51 @@ TEST(ParseSize, BadInputNamesTheInput) {
   EXPECT_NE(parse_size("12 parsecs").error().message.find("parsecs"), std::string::npos);
 }
 
+TEST(ParseSize, AbsurdSizesAreRejectedNotWrapped) {
+  // 9000000TiB, 1.7e19B and 1e19B used to round past 2^63 and print as 8 EiB.
+  for (const char* bad : {"9000000TiB", "1.7e19B", "1e19B", "18446744073709551616B", "inf GiB",
+                          "1e400GiB"}) {
+    auto r = parse_size(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find(bad), std::string::npos) << r.error().message;
+  }
+  EXPECT_FALSE(parse_size("1e30", /*require_unit=*/false));
+  EXPECT_EQ(parse_size("8192TiB").value(), kMaxSize);
+  EXPECT_FALSE(parse_size("8193TiB"));
+}
+
+TEST(ParseCount, WholeNumbersInRange) {
+  EXPECT_EQ(parse_count("1", "--pid", 1, 100).value(), 1u);
+  EXPECT_EQ(parse_count("+42", "--pid", 1, 100).value(), 42u);
+  EXPECT_EQ(parse_count("4294967294", "--user", 0, 4294967294).value(), 4294967294u);
+}
+
+TEST(ParseCount, RejectsWhatWouldWrapOrIsNotAWholeNumber) {
+  // Each class: empty, negative, zero below min, fraction, hex, exponent, spaces,
+  // just above max, above 2^64 (would wrap in stoul), non-ASCII digits.
+  for (const char* bad : {"", "-1", "-0", "0", "1.5", "0x10", "1e3", " 1", "1 ", "4294967296",
+                          "18446744073709551616", "100000000000000000000000000", "\xd9\xa1"}) {
+    auto r = parse_count(bad, "--user", 1, 4294967294);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("--user"), std::string::npos) << r.error().message;
+  }
+  EXPECT_NE(parse_count("4294967296", "--user", 0, 4294967294).error().message.find("too large"),
+            std::string::npos);
+  EXPECT_NE(parse_count("0", "--pid", 1, 10).error().message.find("at least 1"),
+            std::string::npos);
+}
+
+TEST(ParseReal, FiniteAndInRange) {
+  EXPECT_DOUBLE_EQ(parse_real("2", "--hicache-ratio", 0.01, 1000).value(), 2.0);
+  EXPECT_DOUBLE_EQ(parse_real("1e-1", "--hicache-ratio", 0.01, 1000).value(), 0.1);
+  for (const char* bad : {"", "inf", "-inf", "nan", "NaN", "1e400", "1e-400", "0", "-2", "1001",
+                          "2x", "0x10"}) {
+    auto r = parse_real(bad, "--hicache-ratio", 0.01, 1000);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("--hicache-ratio"), std::string::npos) << r.error().message;
+  }
+}
+
 TEST(ParseDuration, UnitsAndBareSeconds) {
   EXPECT_EQ(parse_duration("300ms").value(), 300ms);
   EXPECT_EQ(parse_duration("1.5s").value(), 1500ms);

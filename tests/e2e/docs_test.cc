@@ -1,0 +1,74 @@
+// The README's commands, run as written: the fenced block under "The simulated
+// GPU node" is extracted from README.md and run line by line with this build's
+// binaries, so an example that no longer works (exit 137, a renamed flag) fails here.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "harness.h"
+
+namespace gpureap::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (auto at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+}
+
+// The lines of the first fenced block after `heading`.
+std::vector<std::string> fenced_block_after(const std::string& text, const std::string& heading) {
+  std::vector<std::string> lines;
+  auto at = text.find("\n" + heading + "\n");
+  if (at == std::string::npos) return lines;
+  auto open = text.find("\n```", at);
+  if (open == std::string::npos) return lines;
+  std::istringstream in(text.substr(text.find('\n', open + 1) + 1));
+  for (std::string line; std::getline(in, line) && line.rfind("```", 0) != 0;)
+    if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+TEST(Docs, ReadmeSimulatedNodeCommandsRun) {
+  std::ifstream readme(std::string(GPUREAP_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(readme.good());
+  std::stringstream text;
+  text << readme.rdbuf();
+  auto lines = fenced_block_after(text.str(), "## The simulated GPU node");
+  ASSERT_GE(lines.size(), 4u) << "the README's simulated-node block was not found";
+
+  // A private node and state directory; SimNode cleans up its own directory, and the
+  // README's node (a subdirectory) is cleaned up below: only processes this test started.
+  SimNode scratch({"--gpus", "1"});
+  const std::string node_dir = scratch.dir() + "/readme-node";
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { run_command({GPUREAP_SIM_BIN, "cleanup", "--dir", dir}, {}, 30s); }
+  } cleanup{node_dir};
+
+  std::string script = "set -u\n";
+  for (std::string line : lines) {
+    replace_all(line, "build/sim/gpureap-sim", GPUREAP_SIM_BIN);
+    replace_all(line, "build/gpureap", GPUREAP_BIN);
+    replace_all(line, "/tmp/node", node_dir);
+    std::string quoted = line;
+    replace_all(quoted, "'", "'\\''");
+    script += line + "\nrc=$?; if [ $rc -ne 0 ]; then echo \"README line exited $rc: " + quoted +
+              "\" >&2; exit 1; fi\n";
+  }
+  std::map<std::string, std::string> env = {{"GPUREAP_STATE_DIR", scratch.dir() + "/state"},
+                                            {"GPUREAP_NVML_LIBRARY", ""},
+                                            {"GPUREAP_SIM_DIR", ""},
+                                            {"GPUREAP_DEV_DIR", ""}};
+  auto r = run_command({"/bin/bash", "-c", script}, env, 60s);
+  EXPECT_EQ(r.exit_code, 0) << "stderr:\n" << r.err << "\nstdout:\n" << r.out;
+  // The block frees the orphans it made: free's report says so.
+  EXPECT_NE(r.out.find("freed"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace gpureap::e2e

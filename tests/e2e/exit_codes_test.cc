@@ -1,0 +1,116 @@
+// Exit statuses as README's table says, for every command, under faults (D12);
+// numbers rejected with exit 2 naming the option (D15); every --json document
+// carries schema_version and command (D17).
+
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace gpureap::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::map<std::string, std::string> kNoNvml = {
+    {"GPUREAP_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}};
+
+TEST(ExitCodes, NvmlUnusableIsASystemError) {
+  SimNode node({"--gpus", "2", "--memory", "96GiB"});
+  // A selector NVML would resolve: exit 3 naming NVML, not 2 "index out of range".
+  auto sel = node.gpureap({"free", "--gpu", "0", "--yes"}, 30s, kNoNvml);
+  EXPECT_EQ(sel.exit_code, 3) << sel.err;
+  EXPECT_NE(sel.err.find("NVML is unusable"), std::string::npos) << sel.err;
+  // No holder in /proc does not mean no memory held: exit 3, not 4 "nothing to do".
+  auto idle = node.gpureap({"free", "--gpu", "all", "--dry-run"}, 30s, kNoNvml);
+  EXPECT_EQ(idle.exit_code, 3) << idle.err;
+  auto plan = node.gpureap({"plan", "--model", "Kimi-K2.5", "--tp", "8", "--mem-fraction", "0.88"},
+                           30s, kNoNvml);
+  EXPECT_EQ(plan.exit_code, 3) << plan.err;
+  EXPECT_NE(plan.err.find("--gpu-memory"), std::string::npos) << plan.err;
+  EXPECT_EQ(node.gpureap({"wait", "--timeout", "0"}, 30s, kNoNvml).exit_code, 3);
+  EXPECT_EQ(node.gpureap({"status"}, 30s, kNoNvml).exit_code, 0);
+}
+
+TEST(ExitCodes, OutOfRangeNumbersAreUsageErrorsNamingTheOption) {
+  SimNode node({"--gpus", "1"});
+  struct Case {
+    std::vector<std::string> args;
+    std::string option;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"free", "--gpu", "0", "--dry-run", "--user", "18446744073709551616"}, "--user"},
+           {{"free", "--gpu", "0", "--dry-run", "--user", "4294967296"}, "--user"},
+           {{"free", "--gpu", "0", "--dry-run", "--user", ""}, "--user"},
+           {{"free", "--gpu", "0", "--dry-run", "--pid", "-1"}, "--pid"},
+           {{"free", "--gpu", "0", "--dry-run", "--pid", "0"}, "--pid"},
+           {{"free", "--gpu", "0", "--dry-run", "--pid", ""}, "--pid"},
+           {{"free", "--gpu", "0", "--dry-run", "--pid", "0x10"}, "--pid"},
+           {{"plan", "--model", "Kimi-K2.5", "--gpu-memory", "9000000TiB", "--tp", "8",
+             "--mem-fraction", "0.88"},
+            "--gpu-memory"},
+           {{"plan", "--model", "Kimi-K2.5", "--gpu-memory", "96GiB", "--tp", "8", "--mem-fraction",
+             "0.88", "--hicache-ratio", "inf"},
+            "--hicache-ratio"},
+           {{"plan", "--model", "Kimi-K2.5", "--gpu-memory", "96GiB", "--tp", "8", "--mem-fraction",
+             "0.88", "--context-len", "18446744073709551616"},
+            "--context-len"},
+           {{"plan", "--model", "Kimi-K2.5", "--gpu-memory", "96GiB", "--tp", "8", "--mem-fraction",
+             "0.88", "--avg-prompt", "100000000000000000000000000"},
+            "--avg-prompt"},
+       }) {
+    auto r = node.gpureap(c.args, 30s);
+    EXPECT_EQ(r.exit_code, 2) << c.option << ": " << r.err;
+    EXPECT_NE(r.err.find(c.option), std::string::npos) << r.err;
+  }
+}
+
+TEST(ExitCodes, ASelectionMatchingNoHolderIsNothingToDo) {
+  SimNode node({"--gpus", "2", "--memory", "96GiB"});
+  auto held = node.hold({"--gpu", "1", "--bytes", "4GiB"});
+  // Holders present, none selected: 4, nothing signalled (was 1, and 0 after D9).
+  auto r = node.gpureap({"free", "--gpu", "1", "--match", "no-such-server", "--yes", "--timeout",
+                         "5s"});
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_NE(r.out.find("no holder on the selected GPUs matches"), std::string::npos) << r.out;
+  EXPECT_TRUE(alive(held.leader));
+  // No holder at all: 4 too.
+  EXPECT_EQ(node.gpureap({"free", "--gpu", "0", "--yes"}).exit_code, 4);
+}
+
+TEST(ExitCodes, EveryJsonDocumentNamesItsSchemaAndCommand) {
+  SimNode node({"--gpus", "1"});
+  std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
+      {"status", {"--json", "status"}},
+      {"free", {"--json", "free", "--gpu", "0", "--dry-run"}},
+      {"wait", {"--json", "wait", "--timeout", "1s"}},
+      {"plan", {"--json", "plan", "--model", "Kimi-K2.5", "--gpu-memory", "97887MiB", "--tp", "8",
+                "--mem-fraction", "0.88"}},
+  };
+  for (const auto& [name, args] : commands) {
+    auto r = node.gpureap(args, 30s);
+    auto j = r.json();
+    EXPECT_EQ(j.value("schema_version", 0), 1) << name << ": " << r.out;
+    EXPECT_EQ(j.value("command", ""), name) << r.out;
+  }
+}
+
+TEST(ExitCodes, EachSubcommandsHelpListsOnlyItsOwnStatuses) {
+  SimNode node({"--gpus", "1"});
+  auto top = node.gpureap({"--help"});
+  EXPECT_NE(top.out.find("5  wait:"), std::string::npos) << top.out;
+  auto status = node.gpureap({"status", "--help"});
+  EXPECT_NE(status.out.find("Exit status:"), std::string::npos) << status.out;
+  EXPECT_EQ(status.out.find("wait:"), std::string::npos) << status.out;
+  EXPECT_EQ(status.out.find("  5  "), std::string::npos) << status.out;
+  auto wait = node.gpureap({"wait", "--help"});
+  EXPECT_NE(wait.out.find("5  timed out"), std::string::npos) << wait.out;
+  EXPECT_EQ(wait.out.find("  4  "), std::string::npos) << wait.out;
+  auto free = node.gpureap({"free", "--help"});
+  EXPECT_NE(free.out.find("4  nothing to do"), std::string::npos) << free.out;
+  EXPECT_EQ(free.out.find("  5  "), std::string::npos) << free.out;
+  auto plan = node.gpureap({"plan", "--help"});
+  EXPECT_NE(plan.out.find("3  the GPU must be read through NVML"), std::string::npos) << plan.out;
+}
+
+}  // namespace
+}  // namespace gpureap::e2e
