@@ -1,12 +1,17 @@
 #include "capacity/sglang_log.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <map>
+#include <cstring>
 
+#include "util/line_reader.h"
 #include "util/units.h"
 
 namespace gpureap::capacity {
@@ -30,14 +35,18 @@ std::optional<double> number_after(std::string_view line, std::string_view key) 
   return value;
 }
 
+// A figure no GPU can have (2^33 GiB = 2^63 bytes) is treated as absent: it
+// would not fit the byte count.
 std::optional<std::uint64_t> gib_after(std::string_view line, std::string_view key) {
   auto v = number_after(line, key);
-  return v ? std::optional(gib(*v)) : std::nullopt;
+  return v && *v < 0x1p33 ? std::optional(gib(*v)) : std::nullopt;
 }
 
+// Counts above 2^53 (past exact doubles, and past any token count) are absent
+// too; converting them would be undefined.
 std::optional<std::uint64_t> count_after(std::string_view line, std::string_view key) {
   auto v = number_after(line, key);
-  return v ? std::optional(static_cast<std::uint64_t>(*v)) : std::nullopt;
+  return v && *v < 0x1p53 ? std::optional(static_cast<std::uint64_t>(*v)) : std::nullopt;
 }
 
 // 'value' after key= in the server_args repr.
@@ -107,40 +116,80 @@ std::optional<T> min_over(const std::vector<SglangRankStartup>& ranks, Get get) 
 
 }  // namespace
 
-Result<SglangStartup> parse_sglang_log(std::string_view text, std::string_view source) {
-  // The last start-up: from the last server_args line on.
-  if (auto at = text.rfind("server_args="); at != std::string_view::npos) {
-    auto line_start = text.rfind('\n', at);
-    text.remove_prefix(line_start == std::string_view::npos ? 0 : line_start + 1);
+void SglangLogParser::add_line(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.find("server_args=") != std::string_view::npos) {
+    // A (re)start: what came before belongs to an earlier start-up.
+    startup_ = SglangStartup{};
+    ranks_.clear();
+    startup_.mem_fraction = number_after(line, "mem_fraction_static=");
+    // An absurd tp_size is left out rather than wrapped into an int.
+    if (auto tp = number_after(line, "tp_size="); tp && *tp <= 1 << 20)
+      startup_.tp_size = static_cast<int>(*tp);
+    startup_.kv_cache_dtype = quoted_after(line, "kv_cache_dtype=");
+    startup_.model_path = quoted_after(line, "model_path=");
+    return;
   }
-  SglangStartup out;
-  std::map<int, SglangRankStartup> ranks;
-  while (!text.empty()) {
-    auto nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-
-    if (line.find("server_args=") != std::string_view::npos) {
-      if (!out.mem_fraction) out.mem_fraction = number_after(line, "mem_fraction_static=");
-      if (!out.tp_size)
-        if (auto tp = number_after(line, "tp_size=")) out.tp_size = static_cast<int>(*tp);
-      if (!out.kv_cache_dtype) out.kv_cache_dtype = quoted_after(line, "kv_cache_dtype=");
-      if (!out.model_path) out.model_path = quoted_after(line, "model_path=");
-      continue;
-    }
-    const int rank = rank_of(line);
-    auto [it, inserted] = ranks.try_emplace(rank);
-    if (inserted) it->second.rank = rank;
+  const int rank = rank_of(line);
+  if (auto it = ranks_.find(rank); it != ranks_.end()) {
     read_line(line, it->second);
+    return;
   }
-  for (auto& [rank, r] : ranks)
+  // A rank is kept from its first line that says something, up to kMaxRanks.
+  SglangRankStartup r;
+  r.rank = rank;
+  read_line(line, r);
+  if (!r.free_before_load && !r.free_after_load && !r.weight_load_usage && !r.kv_tokens &&
+      !r.kv_bytes && !r.free_after_pool && !r.free_after_graphs && !r.free_when_ready &&
+      !r.max_running_requests && !r.context_len)
+    return;
+  if (ranks_.size() < kMaxRanks) ranks_.emplace(rank, r);
+}
+
+Result<SglangStartup> SglangLogParser::finish(std::string_view source) const {
+  SglangStartup out = startup_;
+  for (const auto& [rank, r] : ranks_)
     if (r.free_after_load || r.kv_tokens) out.ranks.push_back(r);
   if (std::ranges::none_of(out.ranks, [](const auto& r) { return r.free_after_load.has_value(); }))
     return fail(fmt::format(
         "{}: no SGLang start-up found (expected a 'Load weight end. ... avail mem=' line)",
         source));
   return out;
+}
+
+Result<SglangStartup> parse_sglang_log(std::string_view text, std::string_view source) {
+  SglangLogParser parser;
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    parser.add_line(text.substr(0, nl));
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  }
+  return parser.finish(source);
+}
+
+Result<SglangStartup> read_sglang_log(const std::string& path, std::string_view flag) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR)
+      return fail(fmt::format("{} {}: no such file", flag, path));
+    return fail(fmt::format("{} {}: cannot open the file: {}", flag, path, std::strerror(errno)),
+                errno);
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail(fmt::format("{} {}: not a regular file", flag, path));
+  }
+  SglangLogParser parser;
+  const int err = for_each_line(fd, SglangLogParser::kMaxLineBytes,
+                                [&](std::string_view line) { parser.add_line(line); });
+  ::close(fd);
+  if (err != 0)
+    return fail(fmt::format("{} {}: cannot read the file: {}", flag, path, std::strerror(err)),
+                err);
+  auto log = parser.finish(path);
+  if (!log) return fail(fmt::format("{} {}", flag, log.error().message));
+  return log;
 }
 
 Result<Calibration> calibrate(const SglangStartup& log, const KvGeometry& kv,

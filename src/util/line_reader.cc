@@ -1,0 +1,50 @@
+#include "util/line_reader.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+#include <vector>
+
+namespace gpureap {
+
+int for_each_line(int fd, std::size_t max_line,
+                  const std::function<void(std::string_view)>& on_line) {
+  std::vector<char> block(kLineReaderBlock);
+  std::string partial;  // the start of a line that crosses a block boundary
+  bool cut = false;     // the current line already passed max_line: drop the rest
+  for (;;) {
+    const ssize_t n = ::read(fd, block.data(), block.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) break;
+    std::string_view data(block.data(), static_cast<std::size_t>(n));
+    while (!data.empty()) {
+      const auto nl = data.find('\n');
+      const bool complete = nl != std::string_view::npos;
+      std::string_view piece = data.substr(0, complete ? nl : data.size());
+      data.remove_prefix(complete ? nl + 1 : data.size());
+      // The common case: a whole line inside the block, passed without a copy.
+      if (complete && partial.empty() && !cut && piece.size() <= max_line) {
+        on_line(piece);
+        continue;
+      }
+      if (!cut) {
+        const std::size_t room = max_line - partial.size();
+        if (piece.size() > room) cut = true;
+        partial.append(piece.substr(0, piece.size() > room ? room : piece.size()));
+      }
+      if (complete) {
+        on_line(partial);
+        partial.clear();
+        cut = false;
+      }
+    }
+  }
+  if (!partial.empty() || cut) on_line(partial);
+  return 0;
+}
+
+}  // namespace gpureap
