@@ -53,6 +53,48 @@ TEST(LineReader, AnOverlongLineIsCutAndTheNextLineIsIntact) {
   EXPECT_EQ(one, (std::vector<std::string>{std::string(10, 'y')}));
 }
 
+TEST(LineReader, HolesReadAsTheNulsTheyHold) {
+  // "a", a hole, "b\nc": the hole joins the first line as NULs, as read() would
+  // give it, whether it fits the cap or is cut by it.
+  for (const std::size_t hole : {std::size_t{10}, std::size_t{3} << 20}) {
+    FILE* f = std::tmpfile();
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite("a", 1, 1, f), 1u);
+    ASSERT_EQ(std::fseek(f, static_cast<long>(1 + hole), SEEK_SET), 0);
+    ASSERT_EQ(std::fwrite("b\nc", 1, 3, f), 3u);
+    std::fflush(f);
+    std::rewind(f);
+    std::vector<std::string> lines;
+    ASSERT_EQ(for_each_line(fileno(f), 100, [&](std::string_view l) { lines.emplace_back(l); }), 0);
+    std::fclose(f);
+    const std::string first = hole < 99 ? "a" + std::string(hole, '\0') + "b"
+                                        : "a" + std::string(99, '\0');
+    EXPECT_EQ(lines, (std::vector<std::string>{first, "c"})) << "hole of " << hole;
+  }
+  // A hole up to the end of the file.
+  FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(std::fwrite("x\ny", 1, 3, f), 3u);
+  std::fflush(f);
+  ASSERT_EQ(ftruncate(fileno(f), 8 << 20), 0);
+  std::rewind(f);
+  std::vector<std::string> lines;
+  ASSERT_EQ(for_each_line(fileno(f), 5, [&](std::string_view l) { lines.emplace_back(l); }), 0);
+  std::fclose(f);
+  EXPECT_EQ(lines, (std::vector<std::string>{"x", "y" + std::string(4, '\0')}));
+}
+
+TEST(LineReader, ReadsAPipe) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  ASSERT_EQ(write(fds[1], "p\nq\n", 4), 4);
+  close(fds[1]);
+  std::vector<std::string> lines;
+  EXPECT_EQ(for_each_line(fds[0], 10, [&](std::string_view l) { lines.emplace_back(l); }), 0);
+  close(fds[0]);
+  EXPECT_EQ(lines, (std::vector<std::string>{"p", "q"}));
+}
+
 TEST(LineReader, ReportsAFailedRead) {
   EXPECT_EQ(for_each_line(-1, 10, [](std::string_view) {}), EBADF);
 }
