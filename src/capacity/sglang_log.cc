@@ -122,7 +122,9 @@ void SglangLogParser::add_line(std::string_view line) {
     // A (re)start: what came before belongs to an earlier start-up.
     startup_ = SglangStartup{};
     ranks_.clear();
-    startup_.mem_fraction = number_after(line, "mem_fraction_static=");
+    // A fraction outside (0, 1] is no fraction SGLang runs with: left out.
+    if (auto f = number_after(line, "mem_fraction_static="); f && *f > 0 && *f <= 1)
+      startup_.mem_fraction = f;
     // An absurd tp_size is left out rather than wrapped into an int.
     if (auto tp = number_after(line, "tp_size="); tp && *tp <= 1 << 20)
       startup_.tp_size = static_cast<int>(*tp);
@@ -251,7 +253,10 @@ Result<Calibration> calibrate(const SglangStartup& log, const KvGeometry& kv,
     c.notes.push_back(fmt::format("fraction {:.3f} implied by the pool", implied));
 
   const double budget = c.mem_fraction * m0d - static_cast<double>(c.weights_per_rank);
-  c.predicted_kv_tokens = budget > 0 ? static_cast<std::uint64_t>(budget) / cell : 0;
+  // budget is below M0 (< 2^63) since the fraction is at most 1; the implied
+  // one is not bounded, so guard the conversion (found by fuzz/sglang_log_fuzz.cc).
+  c.predicted_kv_tokens =
+      budget > 0 ? static_cast<std::uint64_t>(std::min(budget, 0x1p63)) / cell : 0;
   const double logged_cell = static_cast<double>(pool) / static_cast<double>(c.kv_tokens);
   if (std::abs(logged_cell / static_cast<double>(cell) - 1.0) > 0.03 ||
       std::abs(static_cast<double>(c.predicted_kv_tokens) / static_cast<double>(c.kv_tokens) -

@@ -222,13 +222,14 @@ TEST(SglangLog, RanksAreBounded) {
 
 TEST(SglangLog, AbsurdNumbersAreLeftOut) {
   auto log = parse_sglang_log(
-      "server_args=ServerArgs(tp_size=1e30)\n"
+      "server_args=ServerArgs(tp_size=1e30, mem_fraction_static=1.5)\n"
       "[x TP0] Load weight end. avail mem=1e300 GB\n"
       "[x TP0] Load weight end. avail mem=2.0 GB\n"
       "[x TP0] KV Cache is allocated. #tokens: 1e30, KV size: 1.0 GB\n",
       "absurd.log");
   ASSERT_TRUE(log) << log.error().message;
   EXPECT_FALSE(log->tp_size.has_value());
+  EXPECT_FALSE(log->mem_fraction.has_value());
   EXPECT_NEAR(gib(*log->ranks[0].free_after_load), 2.0, 1e-9);
   EXPECT_FALSE(log->ranks[0].kv_tokens.has_value());
 }

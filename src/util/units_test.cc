@@ -31,6 +31,16 @@ TEST(ParseSize, BadInputNamesTheInput) {
   EXPECT_NE(parse_size("12 parsecs").error().message.find("parsecs"), std::string::npos);
 }
 
+TEST(ParseSize, PastTwoToTheSixtyFourIsTooLarge) {
+  // Found by fuzz/units_fuzz.cc: a bare 14e85 was converted with undefined behaviour.
+  for (const char* big : {"14e85", "18446744073709551616", "16EiB", "16384PiB"}) {
+    auto r = parse_size(big, /*require_unit=*/false);
+    EXPECT_FALSE(r) << big;
+  }
+  EXPECT_FALSE(parse_size("16777216TiB"));  // 2^64 bytes
+  EXPECT_EQ(parse_size("16777215TiB").value(), 16777215ULL << 40);
+}
+
 TEST(ParseDuration, UnitsAndBareSeconds) {
   EXPECT_EQ(parse_duration("300ms").value(), 300ms);
   EXPECT_EQ(parse_duration("1.5s").value(), 1500ms);
