@@ -3,8 +3,12 @@
 # Two build flavours (README, "For contributors"):
 #   build/          Debug (-O0): fast to compile; tests, `make unit`, `make test-MODULE`, demo.
 #   build-release/  RelWithDebInfo (-O2): the shipped binary and every benchmark.
+#   build-fuzz/     clang 16 with libFuzzer, ASan and UBSan: `make fuzz` only.
 BUILD         ?= build
 RELEASE_BUILD ?= build-release
+FUZZ_BUILD    ?= build-fuzz
+FUZZ_SECONDS  ?= 60
+FUZZ_CXX      ?= clang++-16
 JOBS          ?= $(shell nproc)
 CMAKE_FLAGS   ?=
 # Ninja when installed (scripts/install-deps.sh installs it); a directory keeps the
@@ -14,7 +18,7 @@ configure = @test -f $(1)/CMakeCache.txt || cmake -S . -B $(1) $(GENERATOR) $(2)
 # The modules with unit tests of their own (`make test-proc`, ...).
 MODULES = util gpu proc capacity inventory reclaim report supervise cli sim
 
-.PHONY: all deps build release demo test unit e2e stress gpu-test bench clean $(addprefix test-,$(MODULES))
+.PHONY: all deps build release demo test unit e2e stress gpu-test bench fuzz clean $(addprefix test-,$(MODULES))
 
 all: build
 
@@ -69,5 +73,17 @@ bench: release
 	@$(RELEASE_BUILD)/bench/gpureap_scan_bench
 	@./bench/run_overhead.sh $(RELEASE_BUILD)/gpureap
 
+# Each libFuzzer target for FUZZ_SECONDS (default 60), seeded from fuzz/corpus/ and
+# tests/fixtures (docs/benchmarks.md, "Fuzzing"). Not part of `make test`, which replays
+# the stored corpus through the same targets built with gcc (label unit-fuzz).
+fuzz:
+	@./scripts/install-deps.sh
+	@./scripts/install-fuzz-deps.sh
+	@test -f $(FUZZ_BUILD)/CMakeCache.txt || cmake -S . -B $(FUZZ_BUILD) $(GENERATOR) \
+	  -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DGPUREAP_FUZZ=ON -DGPUREAP_BUILD_TESTS=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+	@./scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 clean:
-	rm -rf $(BUILD) $(RELEASE_BUILD)
+	rm -rf $(BUILD) $(RELEASE_BUILD) $(FUZZ_BUILD)

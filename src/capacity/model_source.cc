@@ -1,11 +1,15 @@
 #include "capacity/model_source.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "capacity/hf_config.h"
 #include "capacity/model_preset.h"
@@ -40,14 +44,54 @@ Result<std::uint64_t> index_total(const std::string& path, std::string_view flag
 
 }  // namespace
 
-Result<std::string> read_text_file(const std::string& path, std::string_view flag) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return fail(fmt::format("{} {}: no such file", flag, path));
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return fail(fmt::format("{} {}: cannot read the file", flag, path));
-  return text.str();
+Result<std::string> read_text_file(const std::string& path, std::string_view flag,
+                                   std::uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR)
+      return fail(fmt::format("{} {}: no such file", flag, path));
+    return fail(fmt::format("{} {}: cannot open the file: {}", flag, path, std::strerror(errno)),
+                errno);
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail(fmt::format("{} {}: not a regular file", flag, path));
+  }
+  // The size is checked before reading (a sparse multi-GB file costs nothing),
+  // and the read stops at the cap anyway in case the file grows meanwhile.
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  auto too_big = [&](std::uint64_t bytes) {
+    return fail(fmt::format("{} {}: {} bytes, more than the {} read from a model file", flag, path,
+                            bytes, format_bytes(max_bytes)));
+  };
+  if (size > max_bytes) {
+    ::close(fd);
+    return too_big(size);
+  }
+  std::string text(static_cast<std::size_t>(size), '\0');
+  std::size_t used = 0;
+  for (;;) {
+    if (used == text.size()) {
+      if (text.size() > max_bytes) break;
+      text.resize(std::min<std::size_t>(std::max<std::size_t>(text.size() * 2, 4096),
+                                        static_cast<std::size_t>(max_bytes) + 1));
+    }
+    const ssize_t n = ::read(fd, text.data() + used, text.size() - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return fail(fmt::format("{} {}: cannot read the file: {}", flag, path, std::strerror(err)),
+                  err);
+    }
+    if (n == 0) break;
+    used += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  if (used > max_bytes) return too_big(used);
+  text.resize(used);
+  return text;
 }
 
 Result<ResolvedModel> resolve_model(const std::string& arg) {

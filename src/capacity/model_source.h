@@ -5,6 +5,7 @@
 // preset's inventory. Reads the files it is pointed at; every error names the
 // flag and the path.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,9 +24,16 @@ struct ResolvedModel {
   std::string config_path;         // empty for a preset
 };
 
-/// The whole of a text file; fails with "<flag> <path>: no such file" or
-/// "...: cannot read the file".
-Result<std::string> read_text_file(const std::string& path, std::string_view flag);
+/// The largest config.json or safetensors index read: 64 MiB. A config is a few
+/// KB; the largest index we know (DeepSeek-V3's, ~92k tensors) is under 10 MB.
+/// A larger file is refused before any of it is read.
+inline constexpr std::uint64_t kMaxModelFileBytes = 64ULL << 20;
+
+/// The whole of a regular file of at most `max_bytes`; fails with
+/// "<flag> <path>: no such file", "...: not a regular file", "...: N bytes,
+/// more than the ... read from a model file" or "...: cannot read the file".
+Result<std::string> read_text_file(const std::string& path, std::string_view flag,
+                                   std::uint64_t max_bytes = kMaxModelFileBytes);
 
 /// --model: a preset name (matched as find_preset does), else a path to a
 /// config.json or to a directory holding one. A name that is neither fails

@@ -1,6 +1,10 @@
 #include "capacity/model_source.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 namespace gpureap::capacity {
 namespace {
@@ -84,6 +88,32 @@ TEST(ReadTextFile, NamesTheFlag) {
   auto missing = read_text_file(kDir + "nope.log", "--from-log");
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().message, "--from-log " + kDir + "nope.log: no such file");
+}
+
+TEST(ReadTextFile, AFileAboveTheCapIsRefusedUnread) {
+  // A sparse config.json past the cap: refused from its size, naming the file.
+  const std::string dir = ::testing::TempDir() + "gpureap_big_model";
+  std::filesystem::create_directories(dir);
+  const std::string config = dir + "/config.json";
+  { std::ofstream(config) << "{}"; }
+  ASSERT_EQ(truncate(config.c_str(), kMaxModelFileBytes + 1), 0);
+  auto model = resolve_model(dir);
+  ASSERT_FALSE(model);
+  EXPECT_EQ(model.error().message, "--model " + config + ": " +
+                                       std::to_string(kMaxModelFileBytes + 1) +
+                                       " bytes, more than the 64.0 MiB read from a model file");
+  auto qwen = resolve_model("Qwen3-8B");
+  ASSERT_TRUE(qwen);
+  auto index = resolve_weights(*qwen, "Qwen3-8B", config, true);
+  ASSERT_FALSE(index);
+  EXPECT_NE(index.error().message.find("--weights " + config + ": "), std::string::npos);
+  std::filesystem::remove_all(dir);
+  // The cap itself is a parameter: one byte over is refused, the cap is read.
+  EXPECT_FALSE(read_text_file(kDir + "meminfo", "--x", 10));
+  auto exact = read_text_file(kDir + "meminfo", "--x");
+  ASSERT_TRUE(exact);
+  EXPECT_TRUE(read_text_file(kDir + "meminfo", "--x", exact->size()));
+  EXPECT_FALSE(read_text_file(kDir + "meminfo", "--x", exact->size() - 1));
 }
 
 }  // namespace

@@ -1,20 +1,25 @@
 #include "capacity/sglang_log.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <map>
+#include <cstring>
 
+#include "util/line_reader.h"
 #include "util/units.h"
 
 namespace gpureap::capacity {
 namespace {
 
-// A value too large to be real (a corrupt or crafted log): kept as this marker,
-// which parse_sglang_log rejects naming the field, rather than converted with
-// undefined behaviour or wrapped into a plausible-looking number.
+// A value too large to be real (a corrupt or crafted log): kept as this marker, which
+// finish() rejects naming the field, rather than converted with undefined behaviour or
+// wrapped into a plausible-looking number.
 constexpr std::uint64_t kOutOfRange = UINT64_MAX;
 
 // SGLang's get_available_gpu_memory and KV sizes divide by 1 << 30 and print "GB".
@@ -36,14 +41,17 @@ std::optional<double> number_after(std::string_view line, std::string_view key) 
   return value;
 }
 
+// A figure above 8 PiB is out of range (kOutOfRange, rejected by finish()).
 std::optional<std::uint64_t> gib_after(std::string_view line, std::string_view key) {
   auto v = number_after(line, key);
   return v ? std::optional(gib(*v)) : std::nullopt;
 }
 
+// Counts above 2^53 (past exact doubles, and past any token count) are out of range;
+// converting them would be undefined.
 std::optional<std::uint64_t> count_after(std::string_view line, std::string_view key) {
   auto v = number_after(line, key);
-  if (v && *v > static_cast<double>(kMaxSize)) return kOutOfRange;
+  if (v && *v >= 0x1p53) return kOutOfRange;
   return v ? std::optional(static_cast<std::uint64_t>(*v)) : std::nullopt;
 }
 
@@ -90,7 +98,7 @@ void read_line(std::string_view line, SglangRankStartup& r) {
     if (auto kv = gib_after(line, "KV size:")) {
       first(r.kv_bytes, kv);
     } else if (auto k = gib_after(line, "K size:"), v = gib_after(line, "V size:"); k && v) {
-      first(r.kv_bytes, std::optional(*k == kOutOfRange || *v == kOutOfRange ? kOutOfRange : *k + *v));
+      first(r.kv_bytes, std::optional(*k + *v));
     }
   } else if (line.find("Memory pool end") != std::string_view::npos) {
     first(r.free_after_pool, gib_after(line, "avail mem="));
@@ -117,43 +125,50 @@ std::optional<T> min_over(const std::vector<SglangRankStartup>& ranks, Get get) 
 
 }  // namespace
 
-Result<SglangStartup> parse_sglang_log(std::string_view text, std::string_view source) {
-  // The last start-up: from the last server_args line on.
-  if (auto at = text.rfind("server_args="); at != std::string_view::npos) {
-    auto line_start = text.rfind('\n', at);
-    text.remove_prefix(line_start == std::string_view::npos ? 0 : line_start + 1);
-  }
-  SglangStartup out;
-  std::map<int, SglangRankStartup> ranks;
-  while (!text.empty()) {
-    auto nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-
-    if (line.find("server_args=") != std::string_view::npos) {
-      if (!out.mem_fraction) out.mem_fraction = number_after(line, "mem_fraction_static=");
-      if (!out.tp_size)
-        if (auto tp = number_after(line, "tp_size=")) {
-          // Checked here, not later against --tp: the log, not a flag, said it.
-          if (*tp < 1 || *tp > kMaxTensorParallel || *tp != std::floor(*tp))
-            return fail(fmt::format("{}: server_args tp_size={} is out of range (1 to {})", source,
-                                    *tp, kMaxTensorParallel));
-          out.tp_size = static_cast<int>(*tp);
-        }
-      if (!out.kv_cache_dtype) out.kv_cache_dtype = quoted_after(line, "kv_cache_dtype=");
-      if (!out.model_path) out.model_path = quoted_after(line, "model_path=");
-      continue;
+void SglangLogParser::add_line(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.find("server_args=") != std::string_view::npos) {
+    // A (re)start: what came before belongs to an earlier start-up.
+    startup_ = SglangStartup{};
+    ranks_.clear();
+    error_.clear();
+    // Checked here, not later against flags: the log, not a flag, said it.
+    if (auto f = number_after(line, "mem_fraction_static=")) {
+      if (*f > 0 && *f <= 1)
+        startup_.mem_fraction = f;
+      else
+        error_ = fmt::format("server_args mem_fraction_static={} is outside (0, 1]", *f);
     }
-    const int rank = rank_of(line);
-    auto [it, inserted] = ranks.try_emplace(rank);
-    if (inserted) it->second.rank = rank;
-    read_line(line, it->second);
+    if (auto tp = number_after(line, "tp_size=")) {
+      if (*tp >= 1 && *tp <= kMaxTensorParallel && *tp == std::floor(*tp))
+        startup_.tp_size = static_cast<int>(*tp);
+      else if (error_.empty())
+        error_ = fmt::format("server_args tp_size={} is out of range (1 to {})", *tp,
+                             kMaxTensorParallel);
+    }
+    startup_.kv_cache_dtype = quoted_after(line, "kv_cache_dtype=");
+    startup_.model_path = quoted_after(line, "model_path=");
+    return;
   }
-  if (out.mem_fraction && !(*out.mem_fraction > 0 && *out.mem_fraction <= 1))
-    return fail(fmt::format("{}: server_args mem_fraction_static={} is outside (0, 1]", source,
-                            *out.mem_fraction));
-  for (auto& [rank, r] : ranks) {
+  const int rank = rank_of(line);
+  if (auto it = ranks_.find(rank); it != ranks_.end()) {
+    read_line(line, it->second);
+    return;
+  }
+  // A rank is kept from its first line that says something, up to kMaxRanks.
+  SglangRankStartup r;
+  r.rank = rank;
+  read_line(line, r);
+  if (!r.free_before_load && !r.free_after_load && !r.weight_load_usage && !r.kv_tokens &&
+      !r.kv_bytes && !r.free_after_pool && !r.free_after_graphs && !r.free_when_ready &&
+      !r.max_running_requests && !r.context_len)
+    return;
+  if (ranks_.size() < kMaxRanks) ranks_.emplace(rank, r);
+}
+
+Result<SglangStartup> SglangLogParser::finish(std::string_view source) const {
+  if (!error_.empty()) return fail(fmt::format("{}: {}", source, error_));
+  for (const auto& [rank, r] : ranks_) {
     const std::pair<const char*, const std::optional<std::uint64_t>*> fields[] = {
         {"Load weight begin avail mem", &r.free_before_load},
         {"Load weight end avail mem", &r.free_after_load},
@@ -166,19 +181,56 @@ Result<SglangStartup> parse_sglang_log(std::string_view text, std::string_view s
         {"max_running_requests", &r.max_running_requests}};
     for (const auto& [name, value] : fields)
       if (*value && **value == kOutOfRange)
-        return fail(fmt::format("{}: TP{} {} is out of range (a size above 8 PiB or a count "
-                                "above 2^53)",
-                                source, rank, name));
-    if (r.context_len && (*r.context_len < 1))
+        return fail(fmt::format(
+            "{}: TP{} {} is out of range (a size above 8 PiB or a count above 2^53)", source,
+            rank, name));
+    if (r.context_len && *r.context_len < 1)
       return fail(fmt::format("{}: TP{} context_len is out of range (1 to {})", source, rank,
                               kMaxContextLen));
-    if (r.free_after_load || r.kv_tokens) out.ranks.push_back(r);
   }
+  SglangStartup out = startup_;
+  for (const auto& [rank, r] : ranks_)
+    if (r.free_after_load || r.kv_tokens) out.ranks.push_back(r);
   if (std::ranges::none_of(out.ranks, [](const auto& r) { return r.free_after_load.has_value(); }))
     return fail(fmt::format(
         "{}: no SGLang start-up found (expected a 'Load weight end. ... avail mem=' line)",
         source));
   return out;
+}
+
+Result<SglangStartup> parse_sglang_log(std::string_view text, std::string_view source) {
+  SglangLogParser parser;
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    parser.add_line(text.substr(0, nl));
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  }
+  return parser.finish(source);
+}
+
+Result<SglangStartup> read_sglang_log(const std::string& path, std::string_view flag) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR)
+      return fail(fmt::format("{} {}: no such file", flag, path));
+    return fail(fmt::format("{} {}: cannot open the file: {}", flag, path, std::strerror(errno)),
+                errno);
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail(fmt::format("{} {}: not a regular file", flag, path));
+  }
+  SglangLogParser parser;
+  const int err = for_each_line(fd, SglangLogParser::kMaxLineBytes,
+                                [&](std::string_view line) { parser.add_line(line); });
+  ::close(fd);
+  if (err != 0)
+    return fail(fmt::format("{} {}: cannot read the file: {}", flag, path, std::strerror(err)),
+                err);
+  auto log = parser.finish(path);
+  if (!log) return fail(fmt::format("{} {}", flag, log.error().message));
+  return log;
 }
 
 Result<Calibration> calibrate(const SglangStartup& log, const KvGeometry& kv,
@@ -240,7 +292,10 @@ Result<Calibration> calibrate(const SglangStartup& log, const KvGeometry& kv,
     c.notes.push_back(fmt::format("fraction {:.3f} implied by the pool", implied));
 
   const double budget = c.mem_fraction * m0d - static_cast<double>(c.weights_per_rank);
-  c.predicted_kv_tokens = budget > 0 ? static_cast<std::uint64_t>(budget) / cell : 0;
+  // budget is below M0 (< 2^63) since the fraction is at most 1; the implied
+  // one is not bounded, so guard the conversion (found by fuzz/sglang_log_fuzz.cc).
+  c.predicted_kv_tokens =
+      budget > 0 ? static_cast<std::uint64_t>(std::min(budget, 0x1p63)) / cell : 0;
   const double logged_cell = static_cast<double>(pool) / static_cast<double>(c.kv_tokens);
   if (std::abs(logged_cell / static_cast<double>(cell) - 1.0) > 0.03 ||
       std::abs(static_cast<double>(c.predicted_kv_tokens) / static_cast<double>(c.kv_tokens) -

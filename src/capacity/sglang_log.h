@@ -14,7 +14,9 @@
 // and kv_cache_dtype. From these the planner takes M0, the weights as loaded and
 // the runtime reserve of *that* machine, and predicts other settings from them.
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,12 +52,39 @@ struct SglangStartup {
   std::optional<std::string> model_path;
 };
 
-/// Parses a log. When the file holds several start-ups (restarts appended),
-/// the last `server_args=` line starts the one read; within it the first value
-/// of each field per rank wins (a speculative draft model loads after the
-/// target). Lines without a "[... TPn]" tag count as rank 0. Fails naming
-/// `source` when no rank printed the "Load weight end ... avail mem" line.
+/// Reads a log one line at a time (a server's log can be gigabytes; only the
+/// last start-up is kept). When the log holds several start-ups (restarts
+/// appended), each `server_args=` line starts a new one and discards the one
+/// before; within a start-up the first value of each field per rank wins (a
+/// speculative draft model loads after the target). Lines without a
+/// "[... TPn]" tag count as rank 0. Memory is bounded: lines are read cut to
+/// kMaxLineBytes by read_sglang_log, and at most kMaxRanks ranks are kept.
+class SglangLogParser {
+ public:
+  /// Longer lines are cut: a server_args line is a few KB.
+  static constexpr std::size_t kMaxLineBytes = 1 << 20;
+  /// Lines tagged with further ranks are ignored (no launch has this many).
+  static constexpr std::size_t kMaxRanks = 4096;
+
+  /// One line, without its '\n' (a trailing '\r' is ignored).
+  void add_line(std::string_view line);
+  /// The start-up read so far. Fails naming `source` when no rank printed the
+  /// "Load weight end ... avail mem" line.
+  Result<SglangStartup> finish(std::string_view source) const;
+
+ private:
+  SglangStartup startup_;  // the server_args fields of the current start-up
+  std::string error_;      // a server_args value out of range, reported by finish()
+  std::map<int, SglangRankStartup> ranks_;
+};
+
+/// Parses a whole log held in memory (tests, fuzzing); as SglangLogParser.
 Result<SglangStartup> parse_sglang_log(std::string_view text, std::string_view source);
+
+/// Streams the log at `path` through SglangLogParser; memory does not grow with
+/// the file. Every failure starts "<flag> <path>: " (no such file, not a
+/// regular file, cannot read it, no start-up in it).
+Result<SglangStartup> read_sglang_log(const std::string& path, std::string_view flag);
 
 /// What a log says about its machine, in the planner's terms.
 struct Calibration {

@@ -1,8 +1,12 @@
 #include "capacity/sglang_log.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -189,6 +193,89 @@ TEST(SglangLog, OutOfRangeValuesNameTheLogNotAFlag) {
     EXPECT_NE(log.error().message.find(c.field), std::string::npos) << log.error().message;
     EXPECT_EQ(log.error().message.find("--"), std::string::npos) << log.error().message;
   }
+}
+
+// Peak resident memory of this process so far, in bytes.
+std::uint64_t peak_rss() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<std::uint64_t>(u.ru_maxrss) * 1024;
+}
+
+TEST(ReadSglangLog, ALongLogIsStreamedAndItsLastStartUpRead) {
+  // An earlier start-up, 16 MiB of decode lines, 512 MiB without a newline
+  // (sparse), then the start-up that counts, at the very end.
+  const std::string path = ::testing::TempDir() + "gpureap_long_sglang.log";
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << fixture("sglang_kimi_k25_tp8.log");
+    const std::string filler =
+        "[2025-01-20 09:13:00 TP0] Decode batch. #running-req: 12, #token: 3456, token usage: "
+        "0.01, gen throughput (token/s): 1234.56, #queue-req: 0\n";
+    for (std::size_t n = 0; n < (16u << 20) / filler.size(); ++n) out << filler;
+  }
+  ASSERT_EQ(truncate(path.c_str(), (16 << 20) + (512 << 20)), 0);
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::app);
+    out << "\n" << fixture("sglang_qwen3_8b_old_format.log");
+  }
+  const std::uint64_t before = peak_rss();
+  auto log = read_sglang_log(path, "--from-log");
+  const std::uint64_t growth = peak_rss() - before;
+  std::remove(path.c_str());
+  ASSERT_TRUE(log) << log.error().message;
+  EXPECT_EQ(log->mem_fraction, 0.88);
+  EXPECT_EQ(log->kv_cache_dtype, "fp8_e4m3");
+  EXPECT_EQ(log->model_path, "Qwen/Qwen3-8B");
+  ASSERT_EQ(log->ranks.size(), 1u);  // the Kimi start-up's 8 ranks were discarded
+  EXPECT_NEAR(gib(*log->ranks[0].free_after_load), 62.10, 0.01);
+  // Reading the whole file would have cost 528 MiB.
+  EXPECT_LT(growth, 16u << 20) << "peak RSS grew by " << growth << " bytes";
+}
+
+TEST(ReadSglangLog, FailuresNameTheFlagAndThePath) {
+  auto missing = read_sglang_log("/no/such.log", "--from-log");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().message, "--from-log /no/such.log: no such file");
+  auto dir = read_sglang_log("/", "--from-log");
+  ASSERT_FALSE(dir);
+  EXPECT_EQ(dir.error().message, "--from-log /: not a regular file");
+  const std::string empty = std::string(GPUREAP_FIXTURES) + "/capacity/sglang_no_startup.log";
+  auto none = read_sglang_log(empty, "--from-log");
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().message.rfind("--from-log " + empty + ": no SGLang start-up found", 0),
+            0u);
+}
+
+TEST(SglangLog, RanksAreBounded) {
+  SglangLogParser parser;
+  for (int rank = 0; rank < 10000; ++rank)
+    parser.add_line(fmt::format("[x TP{}] Load weight end. avail mem=1.0 GB", rank));
+  auto log = parser.finish("many.log");
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->ranks.size(), SglangLogParser::kMaxRanks);
+}
+
+// Found by fuzz/sglang_log_fuzz.cc: absurd numbers were converted with undefined
+// behaviour. They are never converted: the start-up is refused, naming the field.
+TEST(SglangLog, AbsurdNumbersAreRefusedNotConverted) {
+  auto log = parse_sglang_log(
+      "server_args=ServerArgs(tp_size=1e30, mem_fraction_static=1.5)\n"
+      "[x TP0] Load weight end. avail mem=1e300 GB\n"
+      "[x TP0] Load weight end. avail mem=2.0 GB\n"
+      "[x TP0] KV Cache is allocated. #tokens: 1e30, KV size: 1.0 GB\n",
+      "absurd.log");
+  ASSERT_FALSE(log);
+  EXPECT_NE(log.error().message.find("absurd.log: server_args mem_fraction_static=1.5"),
+            std::string::npos)
+      << log.error().message;
+  auto sizes = parse_sglang_log(
+      "[x TP0] Load weight end. avail mem=1e300 GB\n"
+      "[x TP0] KV Cache is allocated. #tokens: 1e30, KV size: 1.0 GB\n",
+      "absurd.log");
+  ASSERT_FALSE(sizes);
+  EXPECT_NE(sizes.error().message.find("out of range"), std::string::npos)
+      << sizes.error().message;
 }
 
 }  // namespace

@@ -215,10 +215,8 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
   // 3. The GPU: a start-up log, else --gpu-memory, else NVML.
   std::optional<cap::Calibration> calibration;
   if (!o.from_log.empty()) {
-    auto text = cap::read_text_file(o.from_log, "--from-log");
-    if (!text) return usage(text.error().message);
-    auto log = cap::parse_sglang_log(*text, o.from_log);
-    if (!log) return usage(fmt::format("--from-log {}", log.error().message));
+    auto log = cap::read_sglang_log(o.from_log, "--from-log");
+    if (!log) return usage(log.error().message);
     auto c = cap::calibrate(*log, in.kv, in.context_len, o.from_log);
     if (!c) return usage(fmt::format("--from-log {}", c.error().message));
     if (c->tp && tp_flag && *c->tp != *tp_flag)

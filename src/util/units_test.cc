@@ -76,6 +76,16 @@ TEST(ParseReal, FiniteAndInRange) {
   }
 }
 
+TEST(ParseSize, PastTwoToTheSixtyFourIsTooLarge) {
+  // Found by fuzz/units_fuzz.cc: a bare 14e85 was converted with undefined behaviour.
+  for (const char* big : {"14e85", "18446744073709551616", "16EiB", "16384PiB"}) {
+    auto r = parse_size(big, /*require_unit=*/false);
+    EXPECT_FALSE(r) << big;
+  }
+  EXPECT_FALSE(parse_size("16777216TiB"));  // 2^64 bytes
+  EXPECT_FALSE(parse_size("16777215TiB"));  // below 2^64, but above the 8 PiB cap
+}
+
 TEST(ParseDuration, UnitsAndBareSeconds) {
   EXPECT_EQ(parse_duration("300ms").value(), 300ms);
   EXPECT_EQ(parse_duration("1.5s").value(), 1500ms);
