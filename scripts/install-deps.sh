@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs gpureap's build and test dependencies from Debian's packages.
 # Idempotent: installs only what is missing, and does nothing when all is present.
+# Extra package names given as arguments are installed the same way
+# (scripts/install-fuzz-deps.sh passes the fuzzing toolchain).
 set -euo pipefail
 packages=(g++ cmake make pkg-config ninja-build ccache mold libcli11-dev nlohmann-json3-dev libfmt-dev libre2-dev
-          libgtest-dev libgmock-dev util-linux psmisc procps python3)
+          libgtest-dev libgmock-dev util-linux psmisc procps python3 "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

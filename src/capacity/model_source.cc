@@ -44,8 +44,7 @@ Result<std::uint64_t> index_total(const std::string& path, std::string_view flag
 
 }  // namespace
 
-Result<std::string> read_text_file(const std::string& path, std::string_view flag,
-                                   std::uint64_t max_bytes) {
+Result<OpenFile> open_regular_file(const std::string& path, std::string_view flag) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT || errno == ENOTDIR)
@@ -58,9 +57,17 @@ Result<std::string> read_text_file(const std::string& path, std::string_view fla
     ::close(fd);
     return fail(fmt::format("{} {}: not a regular file", flag, path));
   }
+  return OpenFile{fd, static_cast<std::uint64_t>(st.st_size)};
+}
+
+Result<std::string> read_text_file(const std::string& path, std::string_view flag,
+                                   std::uint64_t max_bytes) {
+  auto opened = open_regular_file(path, flag);
+  if (!opened) return std::unexpected(opened.error());
+  const int fd = opened->fd;
   // The size is checked before reading (a sparse multi-GB file costs nothing),
   // and the read stops at the cap anyway in case the file grows meanwhile.
-  const auto size = static_cast<std::uint64_t>(st.st_size);
+  const auto size = opened->size;
   auto too_big = [&](std::uint64_t bytes) {
     return fail(fmt::format("{} {}: {} bytes, more than the {} read from a model file", flag, path,
                             bytes, format_bytes(max_bytes)));

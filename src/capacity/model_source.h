@@ -32,6 +32,16 @@ inline constexpr std::uint64_t kMaxModelFileBytes = 64ULL << 20;
 /// The whole of a regular file of at most `max_bytes`; fails with
 /// "<flag> <path>: no such file", "...: not a regular file", "...: N bytes,
 /// more than the ... read from a model file" or "...: cannot read the file".
+/// An open regular file: the caller owns `fd`; `size` as fstat saw it.
+struct OpenFile {
+  int fd = -1;
+  std::uint64_t size = 0;
+};
+
+/// Opens `path` for reading (O_CLOEXEC) and checks it is a regular file. Failures
+/// start "<flag> <path>: " (no such file, cannot open, not a regular file).
+Result<OpenFile> open_regular_file(const std::string& path, std::string_view flag);
+
 Result<std::string> read_text_file(const std::string& path, std::string_view flag,
                                    std::uint64_t max_bytes = kMaxModelFileBytes);
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "capacity/model_source.h"
 #include "util/line_reader.h"
 #include "util/units.h"
 
@@ -209,18 +210,9 @@ Result<SglangStartup> parse_sglang_log(std::string_view text, std::string_view s
 }
 
 Result<SglangStartup> read_sglang_log(const std::string& path, std::string_view flag) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT || errno == ENOTDIR)
-      return fail(fmt::format("{} {}: no such file", flag, path));
-    return fail(fmt::format("{} {}: cannot open the file: {}", flag, path, std::strerror(errno)),
-                errno);
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return fail(fmt::format("{} {}: not a regular file", flag, path));
-  }
+  auto opened = open_regular_file(path, flag);
+  if (!opened) return std::unexpected(opened.error());
+  const int fd = opened->fd;
   SglangLogParser parser;
   const int err = for_each_line(fd, SglangLogParser::kMaxLineBytes,
                                 [&](std::string_view line) { parser.add_line(line); });
