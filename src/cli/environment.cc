@@ -46,6 +46,13 @@ std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global) {
   return gpu::make_nvml_source(gpu::resolve_nvml_library(global.nvml_library));
 }
 
+inventory::Node open_node(const GlobalOptions& global, std::optional<std::string> state_dir) {
+  inventory::NodeConfig config;
+  config.dev_dir = resolve_dev_dir(global);
+  config.state_dir = std::move(state_dir);
+  return inventory::Node(std::move(config), open_gpu_source(global));
+}
+
 void print_out(std::string_view text) {
   write_all(1, text);
 }

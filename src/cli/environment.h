@@ -3,10 +3,12 @@
 // and the environment. Shared by every command.
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli/command.h"
 #include "gpu/gpu_source.h"
+#include "inventory/node.h"
 #include "report/style.h"
 
 namespace gpureap::cli {
@@ -20,6 +22,11 @@ report::Style stderr_style(const GlobalOptions& global);
 
 /// The NVML source for this run (--nvml-library / $GPUREAP_NVML_LIBRARY / libnvidia-ml.so.1).
 std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global);
+
+/// The node context of one command: devices from resolve_dev_dir, the NVML source,
+/// baselines from `state_dir` (nullopt: the default state directory, refused ones a warning).
+inventory::Node open_node(const GlobalOptions& global,
+                          std::optional<std::string> state_dir = std::nullopt);
 
 /// Writes `text` to stdout / stderr in full (handles short writes, ignores EPIPE).
 void print_out(std::string_view text);

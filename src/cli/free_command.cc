@@ -14,8 +14,6 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
-#include "gpu/gpu_select.h"
-#include "inventory/collect.h"
 #include "reclaim/free_lock.h"
 #include "reclaim/reclaimer.h"
 #include "report/free_report.h"
@@ -146,18 +144,16 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   }
 
   // 3. Discover.
-  auto devices = proc::discover_devices(resolve_dev_dir(global));
-  if (!devices) {
-    print_err(fmt::format("gpureap free: {}\n", report::terminal_text(devices.error().message)));
+  inventory::Node node = open_node(global, *state);
+  if (node.device_error()) {
+    print_err(fmt::format("gpureap free: {}\n",
+                          report::terminal_text(node.device_error()->message)));
     return kExitSystem;
   }
-  auto gpus = open_gpu_source(global);
-  auto baselines = inventory::BaselineStore::load(*state);
-  inventory::Inventory inv = inventory::collect_inventory(*gpus, *devices, baselines);
-  std::vector<gpu::GpuInfo> infos;
-  for (const auto& v : inv.gpus) infos.push_back(v.info);
+  node.set_interrupt_flag(&g_interrupted);
+  inventory::Inventory inv = node.look();
   const bool nvml_usable = gpu::lists_gpus(inv.nvml_state);
-  auto chosen = gpu::select_gpus(o.all ? "all" : o.gpu, infos);
+  auto chosen = inventory::select_gpus(o.all ? "all" : o.gpu, inv);
   if (!chosen) {
     // Without NVML the GPUs gpureap knows are only those /proc shows held: a
     // selector it cannot resolve may well be right, so this is NVML's failure.
@@ -173,9 +169,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   if (inv.nvml_state == gpu::NvmlState::partial) {
     // Only a selected GPU that NVML cannot read matters here; the others are verified.
     for (const auto& v : inv.gpus) {
-      if (v.info.problem.empty() ||
-          std::find(sel.gpus.begin(), sel.gpus.end(), v.info.index) == sel.gpus.end())
-        continue;
+      if (v.info.problem.empty() || !inventory::is_selected(sel.gpus, v.info.index)) continue;
       print_err(fmt::format(
           "gpureap free: warning: {}; GPU {}'s holders come from /proc only and its release "
           "cannot be verified\n",
@@ -193,8 +187,8 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   auto caller = reclaim::CallerContext::current();
   reclaim::Plan plan = reclaim::make_plan(inv, sel, caller);
   bool all_idle = std::all_of(inv.gpus.begin(), inv.gpus.end(), [&](const inventory::GpuView& v) {
-    bool selected = std::find(sel.gpus.begin(), sel.gpus.end(), v.info.index) != sel.gpus.end();
-    return !selected || (v.at_baseline() && v.unexplained == inventory::Unexplained::none);
+    return !inventory::is_selected(sel.gpus, v.info.index) ||
+           (v.at_baseline() && v.unexplained == inventory::Unexplained::none);
   });
   auto style = stdout_style(global);
   if (plan.targets.empty() && !nvml_usable) {
@@ -216,7 +210,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   // no memory that no process explains. Holders free may not signal (protected, other
   // users') or driver-held memory are memory still held: they go on to be classified (1).
   bool unexplained = std::any_of(inv.gpus.begin(), inv.gpus.end(), [&](const inventory::GpuView& v) {
-    return std::find(sel.gpus.begin(), sel.gpus.end(), v.info.index) != sel.gpus.end() &&
+    return inventory::is_selected(sel.gpus, v.info.index) &&
            v.unexplained != inventory::Unexplained::none;
   });
   bool only_unmatched = std::all_of(plan.skipped.begin(), plan.skipped.end(), [](const auto& s) {
@@ -257,10 +251,10 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   auto progress = [live](const std::vector<reclaim::GpuOutcome>& g) {
     if (live) print_err("\r\033[K" + report::progress_line(g));
   };
-  reclaim::ReclaimContext ctx{*gpus, *devices, baselines, &g_interrupted};
+  reclaim::ReclaimContext ctx{node.gpus(), node.devices(), node.baselines(), node.interrupt_flag()};
   reclaim::ReclaimReport result = reclaim::reclaim(ctx, inv, plan, options, progress);
   if (live) print_err("\r\033[K");
-  (void)baselines.save();
+  (void)node.save_baselines();
 
   // 7. Report. Processes were signalled: the caller gets a record of it even if
   // rendering the full report fails (the exit status is decided apart from it).

@@ -78,12 +78,11 @@ int free_gpus_first(const GlobalOptions& global, const RunOptions& o) {
 // --wait-free: block until those GPUs are free (as `gpureap wait`).
 int wait_gpus_free(const GlobalOptions& global, const RunOptions& o,
                    std::chrono::milliseconds timeout) {
-  auto gpus = open_gpu_source(global);
+  inventory::Node node = open_node(global);
   supervise::FreeWaitOptions options;
   options.gpus = o.gpu;
   options.timeout = timeout;
-  options.dev_dir = resolve_dev_dir(global);
-  auto r = supervise::wait_until_free(*gpus, options);
+  auto r = supervise::wait_until_free(node, options);
   for (const auto& w : r.warnings) say("warning: " + w);
   using Status = supervise::FreeWaitResult::Status;
   switch (r.status) {
@@ -200,11 +199,10 @@ int run_run(const GlobalOptions& global, RunOptions o) {
   settings.use_cgroup = !o.no_cgroup;
   settings.grace = to_ms(*grace);
   settings.release_timeout = to_ms(*timeout);
-  settings.dev_dir = resolve_dev_dir(global);
-  auto gpus = open_gpu_source(global);
+  inventory::Node node = open_node(global);
   supervise::RunLog log;
   if (o.verbose) log = [](std::string_view line) { say(std::string(line)); };
-  auto out = supervise::supervise_run(settings, *gpus, log);
+  auto out = supervise::supervise_run(settings, node, log);
 
   // 4. Report: only what went wrong, unless --verbose.
   if (out.launch_failure) {

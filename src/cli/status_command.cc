@@ -9,8 +9,6 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
-#include "gpu/gpu_select.h"
-#include "inventory/collect.h"
 #include "report/json.h"
 #include "report/status_table.h"
 #include "report/terminal_text.h"
@@ -23,33 +21,27 @@ struct StatusOptions {
 };
 
 int run_status(const GlobalOptions& global, const StatusOptions& options) {
-  // 1. Devices: the nvidia nodes, by device identity.
-  std::string dev_dir = resolve_dev_dir(global);
-  auto devices = proc::discover_devices(dev_dir);
-  if (!devices) {
-    print_err(fmt::format("gpureap status: {}\n", report::terminal_text(devices.error().message)));
+  // 1. The node: the nvidia device nodes (by device identity), NVML, baselines.
+  // A refused state directory is a warning in the output, not a failure.
+  inventory::Node node = open_node(global);
+  if (node.device_error()) {
+    print_err(fmt::format("gpureap status: {}\n",
+                          report::terminal_text(node.device_error()->message)));
     return kExitSystem;
   }
 
   // 2. Collect and attribute.
-  auto gpus = open_gpu_source(global);
-  // A refused state directory is a warning in the output, not a failure.
-  auto baselines = inventory::BaselineStore::load_default();
-  inventory::Inventory inv = inventory::collect_inventory(*gpus, *devices, baselines);
-  (void)baselines.save();  // a read-only state dir only costs us the learnt baseline
+  inventory::Inventory inv = node.look();
+  (void)node.save_baselines();  // a read-only state dir only costs us the learnt baseline
 
   // 3. Select.
   if (options.gpu != "all") {
-    std::vector<gpu::GpuInfo> infos;
-    for (const auto& v : inv.gpus) infos.push_back(v.info);
-    auto chosen = gpu::select_gpus(options.gpu, infos);
+    auto chosen = inventory::select_gpus(options.gpu, inv);
     if (!chosen) {
       print_err(fmt::format("gpureap status: {}\n", report::terminal_text(chosen.error().message)));
       return kExitUsage;
     }
-    std::erase_if(inv.gpus, [&](const inventory::GpuView& v) {
-      return std::find(chosen->begin(), chosen->end(), v.info.index) == chosen->end();
-    });
+    inventory::keep_gpus(inv, *chosen);
   }
 
   // 4. Report.

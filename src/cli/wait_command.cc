@@ -64,7 +64,6 @@ int run_wait(const GlobalOptions& global, const WaitOptions& o) {
   // 1. Parse.
   supervise::FreeWaitOptions options;
   options.gpus = o.gpu;
-  options.dev_dir = resolve_dev_dir(global);
   auto timeout = parse_duration(o.timeout);
   if (!timeout) return usage_error("--timeout: " + timeout.error().message);
   options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
@@ -75,8 +74,8 @@ int run_wait(const GlobalOptions& global, const WaitOptions& o) {
   }
 
   // 2. Wait.
-  auto gpus = open_gpu_source(global);
-  auto result = supervise::wait_until_free(*gpus, options);
+  inventory::Node node = open_node(global);
+  auto result = supervise::wait_until_free(node, options);
   for (const auto& w : result.warnings)
     print_err(fmt::format("gpureap wait: warning: {}\n", report::terminal_text(w)));
 

@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <thread>
 
-#include "gpu/gpu_select.h"
-#include "inventory/collect.h"
-#include "proc/device_nodes.h"
 #include "reclaim/release_wait.h"
 
 namespace gpureap::supervise {
@@ -17,37 +14,26 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Keeps only the selected GPUs in an inventory.
-void keep_only(inventory::Inventory& inv, const std::vector<unsigned>& chosen) {
-  std::erase_if(inv.gpus, [&](const inventory::GpuView& v) {
-    return std::find(chosen.begin(), chosen.end(), v.info.index) == chosen.end();
-  });
-}
-
 }  // namespace
 
-FreeWaitResult wait_until_free(gpu::GpuSource& gpus, const FreeWaitOptions& options) {
+FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& options) {
   FreeWaitResult result;
   const auto t0 = Clock::now();
   const auto deadline = t0 + options.timeout;
 
   // 1. One inventory: the GPUs, their baselines, and who holds them now.
-  auto devices = proc::discover_devices(options.dev_dir);
-  proc::DeviceSet device_set = devices ? std::move(*devices) : proc::DeviceSet{};
-  auto baselines = inventory::BaselineStore::load_default();
-  auto inv = inventory::collect_inventory(gpus, device_set, baselines);
-  (void)baselines.save();
+  auto inv = node.look();
+  (void)node.save_baselines();
   result.warnings = inv.warnings;
-  if (!devices) result.warnings.insert(result.warnings.begin(), devices.error().message);
+  if (node.device_error())
+    result.warnings.insert(result.warnings.begin(), node.device_error()->message);
   if (!gpu::lists_gpus(inv.nvml_state)) {
     result.message = inv.nvml_problem.empty() ? "NVML is not usable" : inv.nvml_problem;
     return result;
   }
 
   // 2. Select, and set each GPU's threshold: baseline + below.
-  std::vector<gpu::GpuInfo> infos;
-  for (const auto& v : inv.gpus) infos.push_back(v.info);
-  auto chosen = gpu::select_gpus(options.gpus, infos);
+  auto chosen = inventory::select_gpus(options.gpus, inv);
   if (!chosen) {
     result.status = FreeWaitResult::Status::bad_selection;
     result.message = chosen.error().message;
@@ -56,7 +42,7 @@ FreeWaitResult wait_until_free(gpu::GpuSource& gpus, const FreeWaitOptions& opti
   // A selected GPU that NVML cannot read can never be seen free: say so now
   // (the GPUs that were not selected do not matter).
   for (const auto& v : inv.gpus) {
-    if (std::find(chosen->begin(), chosen->end(), v.info.index) == chosen->end()) continue;
+    if (!inventory::is_selected(*chosen, v.info.index)) continue;
     if (v.info.memory) continue;
     if (!result.message.empty()) result.message += "; ";
     result.message += v.info.problem.empty()
@@ -65,7 +51,7 @@ FreeWaitResult wait_until_free(gpu::GpuSource& gpus, const FreeWaitOptions& opti
   }
   if (!result.message.empty()) return result;
   for (const auto& v : inv.gpus) {
-    if (std::find(chosen->begin(), chosen->end(), v.info.index) == chosen->end()) continue;
+    if (!inventory::is_selected(*chosen, v.info.index)) continue;
     std::uint64_t total = v.info.memory ? v.info.memory->total : 0;
     FreeWaitGpu g;
     g.index = v.info.index;
@@ -87,7 +73,7 @@ FreeWaitResult wait_until_free(gpu::GpuSource& gpus, const FreeWaitOptions& opti
     std::vector<reclaim::ReleaseTarget> pending;
     for (const auto& g : result.gpus)
       if (!g.freed_after) pending.push_back({g.index, g.threshold});
-    auto release = reclaim::wait_for_release(gpus, pending, deadline, t0, nullptr, {});
+    auto release = reclaim::wait_for_release(node.gpus(), pending, deadline, t0, nullptr, {});
     for (const auto& s : release.gpus) {
       auto g = std::find_if(result.gpus.begin(), result.gpus.end(),
                             [&](const FreeWaitGpu& x) { return x.index == s.index; });
@@ -119,8 +105,8 @@ FreeWaitResult wait_until_free(gpu::GpuSource& gpus, const FreeWaitOptions& opti
 
   // 4. Timed out: who holds what now, for the caller's summary.
   result.status = FreeWaitResult::Status::timed_out;
-  auto after = inventory::collect_inventory(gpus, device_set, baselines);
-  keep_only(after, *chosen);
+  auto after = node.look();
+  inventory::keep_gpus(after, *chosen);
   after.warnings.clear();  // already in result.warnings: said once
   result.holders = std::move(after);
   return result;

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu/gpu_source.h"
 #include "inventory/inventory.h"
+#include "inventory/node.h"
 
 namespace gpureap::supervise {
 
@@ -20,7 +20,6 @@ struct FreeWaitOptions {
   std::string gpus = "all";            // a --gpu selector (gpu_select.h)
   std::optional<std::uint64_t> below;  // default: inventory::freed_tolerance(total) per GPU
   std::chrono::milliseconds timeout{60000};
-  std::string dev_dir = "/dev";
 };
 
 struct FreeWaitGpu {
@@ -52,6 +51,6 @@ struct FreeWaitResult {
 
 /// Blocks until the selected GPUs are free or `options.timeout` passes.
 /// A timeout of 0 checks once.
-FreeWaitResult wait_until_free(gpu::GpuSource& gpus, const FreeWaitOptions& options);
+FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& options);
 
 }  // namespace gpureap::supervise

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 
-#include "inventory/collect.h"
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
 
@@ -36,21 +35,15 @@ bool belongs_to_run(pid_t pid, pid_t reaper, const RunCgroup* cgroup,
   return false;
 }
 
-RunGpuWatch::RunGpuWatch(gpu::GpuSource& gpus, const std::string& dev_dir)
-    : gpus_(gpus),
-      baselines_(inventory::BaselineStore::in_memory()),
-      next_sample_(Clock::now() + interval_) {
-  if (auto devices = proc::discover_devices(dev_dir)) {
-    devices_ = std::move(*devices);
-  } else {
-    nvml_problem_ = devices.error().message;
-  }
-  baselines_ = inventory::BaselineStore::load_default();
+RunGpuWatch::RunGpuWatch(inventory::Node& node)
+    : node_(node), next_sample_(Clock::now() + interval_) {
+  if (node_.device_error()) nvml_problem_ = node_.device_error()->message;
 }
 
 std::vector<std::string> RunGpuWatch::warnings() const {
-  std::vector<std::string> out = devices_.warnings();
-  out.insert(out.end(), baselines_.warnings().begin(), baselines_.warnings().end());
+  std::vector<std::string> out = node_.devices().warnings();
+  const auto& refused = node_.baselines().warnings();
+  out.insert(out.end(), refused.begin(), refused.end());
   return out;
 }
 
@@ -69,7 +62,7 @@ void RunGpuWatch::sample(pid_t reaper, const RunCgroup* cgroup) {
     return;
   }
   if (indices_.empty()) {
-    auto snap = gpus_.snapshot(kNvmlDeadline);
+    auto snap = node_.gpus().snapshot(kNvmlDeadline);
     if (!gpu::lists_gpus(snap.state) || snap.gpus.empty()) {
       fail(snap.gpus.empty() && gpu::lists_gpus(snap.state) ? gpu::NvmlState::library_missing
                                                               : snap.state,
@@ -84,7 +77,7 @@ void RunGpuWatch::sample(pid_t reaper, const RunCgroup* cgroup) {
       return;
     }
   }
-  auto readings = gpus_.memory(indices_, kNvmlDeadline);
+  auto readings = node_.gpus().memory(indices_, kNvmlDeadline);
   if (!readings) {
     fail(gpu::NvmlState::query_failed, readings.error().message);
     return;
@@ -101,10 +94,10 @@ void RunGpuWatch::sample(pid_t reaper, const RunCgroup* cgroup) {
 }
 
 inventory::Inventory RunGpuWatch::inventory(const std::set<pid_t>& exclude) {
-  inventory::CollectOptions options;
+  inventory::LookOptions options;
   options.exclude = exclude;
   options.nvml_deadline = kNvmlDeadline;
-  return inventory::collect_inventory(gpus_, devices_, baselines_, options);
+  return node_.look(options);
 }
 
 void RunGpuWatch::before_teardown(const std::vector<proc::ProcessId>& members) {
@@ -157,7 +150,7 @@ void RunGpuWatch::before_teardown(const std::vector<proc::ProcessId>& members) {
                             view.baseline.bytes + other_bytes + inventory::freed_tolerance(total),
                             run_bytes, other_bytes});
   }
-  (void)baselines_.save();
+  (void)node_.save_baselines();
 }
 
 std::vector<reclaim::ReleaseTarget> RunGpuWatch::release_targets() const {

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "gpu/gpu_source.h"
-#include "inventory/baseline_store.h"
 #include "inventory/inventory.h"
+#include "inventory/node.h"
 #include "proc/device_nodes.h"
 #include "reclaim/leftovers.h"
 #include "reclaim/release_wait.h"
@@ -53,9 +53,9 @@ class RunGpuWatch {
  public:
   using Clock = std::chrono::steady_clock;
 
-  /// Finds the device nodes in `dev_dir` and loads the recorded baselines
-  /// (created only when needed, so a short run never pays for this).
-  RunGpuWatch(gpu::GpuSource& gpus, const std::string& dev_dir);
+  /// Watches the GPUs of `node` (created only when needed, so a short run never
+  /// pays for device discovery and baselines).
+  explicit RunGpuWatch(inventory::Node& node);
 
   /// When the next sample is due (the first one a little after the start, so
   /// short commands never load NVML; then backing off to every few seconds).
@@ -95,9 +95,7 @@ class RunGpuWatch {
   inventory::Inventory inventory(const std::set<pid_t>& exclude);
   void fail(gpu::NvmlState state, std::string problem);
 
-  gpu::GpuSource& gpus_;
-  proc::DeviceSet devices_;
-  inventory::BaselineStore baselines_;
+  inventory::Node& node_;
   Clock::time_point next_sample_;
   std::chrono::milliseconds interval_{250};
   std::vector<unsigned> indices_;  // every GPU, from the first snapshot

@@ -73,7 +73,7 @@ void take_pending(LaunchedRun& run, std::chrono::milliseconds wait) {
 
 }  // namespace
 
-RunOutcome supervise_run(const RunSettings& settings, gpu::GpuSource& gpus, const RunLog& log) {
+RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, const RunLog& log) {
   RunOutcome out;
   const auto t0 = Clock::now();
   auto say = [&](const std::string& line) {
@@ -159,7 +159,7 @@ RunOutcome supervise_run(const RunSettings& settings, gpu::GpuSource& gpus, cons
       say("the reaper process was killed: reaping and signal forwarding stopped");
       break;
     } else if (ev.kind == RunEvent::Kind::deadline) {
-      if (!watch) watch.emplace(gpus, settings.dev_dir);
+      if (!watch) watch.emplace(node);
       watch->sample(run->reaper_pid(), cg);
     }
   }
@@ -171,7 +171,7 @@ RunOutcome supervise_run(const RunSettings& settings, gpu::GpuSource& gpus, cons
   bool anything_left = !run->all_reaped() || (cg && cg->populated());
   std::vector<proc::ProcessId> members;
   if (anything_left) members = run_members(run->reaper_pid(), cg);
-  if (!members.empty() && !watch) watch.emplace(gpus, settings.dev_dir);
+  if (!members.empty() && !watch) watch.emplace(node);
   if (watch) {
     auto inventory_start = Clock::now();
     watch->before_teardown(members);
@@ -201,7 +201,7 @@ RunOutcome supervise_run(const RunSettings& settings, gpu::GpuSource& gpus, cons
   if (watch && !watch->held().empty()) {
     out.held = watch->held();
     out.release = reclaim::wait_for_release(
-        gpus, watch->release_targets(), Clock::now() + settings.release_timeout, t0, nullptr, {});
+        node.gpus(), watch->release_targets(), Clock::now() + settings.release_timeout, t0, nullptr, {});
     std::vector<unsigned> not_freed;
     for (const auto& g : out.release->gpus) {
       if (g.freed_at) {

@@ -32,7 +32,6 @@ struct RunSettings {
   std::chrono::milliseconds grace{10000};  // SIGTERM -> SIGKILL at the teardown
   std::chrono::milliseconds kill_wait{5000};         // SIGKILL -> give up on a process
   std::chrono::milliseconds release_timeout{60000};  // teardown -> GPUs back at baseline
-  std::string dev_dir = "/dev";                      // where the nvidia device nodes are
 };
 
 enum class Containment { cgroup, subreaper };
@@ -80,6 +79,6 @@ using RunLog = std::function<void(std::string_view)>;
 /// Runs CMD under gpureap's supervision until it ends or gpureap is told to
 /// stop, tears the run down and verifies the release. Blocks SIGINT, SIGTERM,
 /// SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH in this process for good.
-RunOutcome supervise_run(const RunSettings& settings, gpu::GpuSource& gpus, const RunLog& log);
+RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, const RunLog& log);
 
 }  // namespace gpureap::supervise

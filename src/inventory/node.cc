@@ -1,0 +1,49 @@
+#include "inventory/node.h"
+
+#include <algorithm>
+
+#include "gpu/gpu_select.h"
+#include "inventory/collect.h"
+
+namespace gpureap::inventory {
+
+Node::Node(NodeConfig config, std::unique_ptr<gpu::GpuSource> gpus, util::Clock& clock)
+    : config_(std::move(config)), gpus_(std::move(gpus)), clock_(&clock) {}
+
+void Node::load() {
+  if (loaded_) return;
+  loaded_ = true;
+  auto devices = proc::discover_devices(config_.dev_dir);
+  if (devices)
+    devices_ = std::move(*devices);
+  else
+    device_error_ = devices.error();
+  baselines_ = config_.state_dir ? BaselineStore::load(*config_.state_dir)
+                                 : BaselineStore::load_default();
+}
+
+Inventory Node::look(const LookOptions& options) {
+  load();
+  CollectOptions collect;
+  collect.proc_root = config_.proc_root;
+  collect.nvml_deadline = options.nvml_deadline;
+  collect.exclude = options.exclude;
+  return collect_inventory(*gpus_, devices_, baselines_, collect);
+}
+
+Result<std::vector<unsigned>> select_gpus(std::string_view spec, const Inventory& inv) {
+  std::vector<gpu::GpuInfo> infos;
+  infos.reserve(inv.gpus.size());
+  for (const auto& v : inv.gpus) infos.push_back(v.info);
+  return gpu::select_gpus(spec, infos);
+}
+
+bool is_selected(const std::vector<unsigned>& chosen, unsigned index) {
+  return std::find(chosen.begin(), chosen.end(), index) != chosen.end();
+}
+
+void keep_gpus(Inventory& inv, const std::vector<unsigned>& chosen) {
+  std::erase_if(inv.gpus, [&](const GpuView& v) { return !is_selected(chosen, v.info.index); });
+}
+
+}  // namespace gpureap::inventory

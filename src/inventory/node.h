@@ -1,0 +1,96 @@
+#pragma once
+// The node context: everything a command needs to look at this machine's GPUs,
+// built once per command (mold's and ccache's context object): the NVIDIA device
+// nodes, the GPU source (NVML, or a fake in tests), the baseline store, the proc
+// root, the clock and the interrupt flag. `look()` is the one way to take an
+// inventory, so status, free, wait, run and the engine's re-scans all see the
+// machine the same way.
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpu/gpu_source.h"
+#include "inventory/baseline_store.h"
+#include "inventory/inventory.h"
+#include "proc/device_nodes.h"
+#include "util/clock.h"
+#include "util/result.h"
+
+namespace gpureap::inventory {
+
+struct NodeConfig {
+  std::string dev_dir = "/dev";
+  /// Where /proc is: the only place a proc root is set (tests point it at fixtures).
+  std::string proc_root = "/proc";
+  /// Baselines from this directory (already checked: state_dir()); nullopt: from
+  /// state_dir() when usable, else in memory with a warning (BaselineStore::load_default).
+  std::optional<std::string> state_dir;
+};
+
+struct LookOptions {
+  std::chrono::milliseconds nvml_deadline{2000};
+  std::set<pid_t> exclude;  // in addition to ourselves and our NVML helper
+};
+
+class Node {
+ public:
+  /// Nothing is read yet: the device nodes are discovered (a failure leaves the set
+  /// empty and is kept in device_error(): each command decides whether it is fatal)
+  /// and the baselines loaded on first use, and NVML is asked only by look(), so a
+  /// `gpureap run -- true` never pays for any of it.
+  Node(NodeConfig config, std::unique_ptr<gpu::GpuSource> gpus,
+       util::Clock& clock = util::system_clock());
+  Node(Node&&) noexcept = default;
+  Node& operator=(Node&&) noexcept = default;
+
+  /// One look at the machine: NVML snapshot and /proc holder scan, concurrently
+  /// (inventory/collect.h), joined into an Inventory.
+  Inventory look(const LookOptions& options = {});
+  /// Writes the baselines learnt by look() (a read-only state dir only costs them).
+  Result<void> save_baselines() { return baselines().save(); }
+
+  /// Why the device directory could not be read; nullopt when it could.
+  const std::optional<Error>& device_error() { return load(), device_error_; }
+  const proc::DeviceSet& devices() { return load(), devices_; }
+  gpu::GpuSource& gpus() { return *gpus_; }
+  BaselineStore& baselines() { return load(), baselines_; }
+  const std::string& proc_root() const { return config_.proc_root; }
+  const std::string& dev_dir() const { return config_.dev_dir; }
+  util::Clock& clock() { return *clock_; }
+
+  /// The flag a signal handler sets (Ctrl-C): long waits stop and report.
+  void set_interrupt_flag(const std::atomic<bool>* flag) { interrupted_ = flag; }
+  const std::atomic<bool>* interrupt_flag() const { return interrupted_; }
+  bool interrupted() const { return interrupted_ && interrupted_->load(); }
+
+ private:
+  void load();
+
+  NodeConfig config_;
+  std::unique_ptr<gpu::GpuSource> gpus_;
+  util::Clock* clock_;
+  proc::DeviceSet devices_;
+  std::optional<Error> device_error_;
+  BaselineStore baselines_ = BaselineStore::in_memory();
+  bool loaded_ = false;
+  const std::atomic<bool>* interrupted_ = nullptr;
+};
+
+/// The indices a --gpu selector (gpu/gpu_select.h) picks among the inventory's GPUs.
+Result<std::vector<unsigned>> select_gpus(std::string_view spec, const Inventory& inv);
+
+/// True when GPU `index` is among `chosen`.
+bool is_selected(const std::vector<unsigned>& chosen, unsigned index);
+
+/// Keeps only the GPUs in `chosen` in an inventory.
+void keep_gpus(Inventory& inv, const std::vector<unsigned>& chosen);
+
+}  // namespace gpureap::inventory
