@@ -25,6 +25,11 @@
 namespace gpureap::cli {
 namespace {
 
+// "5s": a default as --help shows it (the constants live in reclaim/).
+std::string seconds_text(std::chrono::milliseconds d) {
+  return fmt::format("{}s", std::chrono::duration_cast<std::chrono::seconds>(d).count());
+}
+
 struct FreeOptions {
   std::string gpu;
   bool all = false;
@@ -35,9 +40,9 @@ struct FreeOptions {
   std::string cgroup;
   std::string match;
   bool orphans = false;
-  std::string grace = "5s";
-  std::string timeout = "60s";
-  std::string settle = "5s";
+  std::string grace = seconds_text(reclaim::kDefaultGrace);
+  std::string timeout = seconds_text(reclaim::kDefaultTimeout);
+  std::string settle = seconds_text(reclaim::kDefaultSettle);
   bool yes = false;
   bool dry_run = false;
   bool reset = false;
@@ -94,7 +99,6 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   auto settle = parse_duration(o.settle);
   if (!settle) return usage_error("--settle: " + settle.error().message);
   options.settle = std::chrono::duration_cast<std::chrono::milliseconds>(*settle);
-  options.escalation.interrupted = &g_interrupted;
   options.reset = o.reset;
   options.stop_respawners = o.stop_respawners;
   auto& sel = options.selection;
@@ -184,7 +188,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
     print_err(fmt::format("gpureap free: warning: {}\n", report::terminal_text(w)));
 
   // 4. Plan.
-  auto caller = reclaim::CallerContext::current();
+  auto caller = reclaim::CallerContext::current(node.proc_root());
   reclaim::Plan plan = reclaim::make_plan(inv, sel, caller);
   bool all_idle = std::all_of(inv.gpus.begin(), inv.gpus.end(), [&](const inventory::GpuView& v) {
     return !inventory::is_selected(sel.gpus, v.info.index) ||
@@ -248,11 +252,11 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   bool live = !global.json && ::isatty(2);
-  auto progress = [live](const std::vector<reclaim::GpuOutcome>& g) {
+  auto progress = [live](const std::vector<reclaim::GpuRelease>& g) {
     if (live) print_err("\r\033[K" + report::progress_line(g));
   };
-  reclaim::ReclaimContext ctx{node.gpus(), node.devices(), node.baselines(), node.interrupt_flag()};
-  reclaim::ReclaimReport result = reclaim::reclaim(ctx, inv, plan, options, progress);
+  reclaim::SystemProcessControl control(node.proc_root());
+  reclaim::ReclaimReport result = reclaim::reclaim(node, control, inv, plan, options, progress);
   if (live) print_err("\r\033[K");
   (void)node.save_baselines();
 
@@ -272,7 +276,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   if (result.all_freed()) return kExitOk;
   // Not freed only because NVML cannot read those GPUs: not measured, not "still held".
   bool unmeasured_only = std::all_of(result.gpus.begin(), result.gpus.end(),
-                                     [](const reclaim::GpuOutcome& g) { return g.freed || !g.measured; });
+                                     [](const reclaim::GpuRelease& g) { return g.freed || !g.measured; });
   return unmeasured_only && !result.gpus.empty() ? kExitSystem : kExitStillHeld;
 }
 
@@ -322,13 +326,14 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
                   "Only holders whose command line matches this regular expression, searched anywhere "
                   "(RE2 syntax: POSIX extended plus \\d \\s \\w; no backreferences)");
   sub->add_flag("--orphans", o->orphans, "Only holders whose parent is gone (re-parented)");
-  sub->add_option("--grace", o->grace, "Time between SIGTERM and SIGKILL")->default_val("5s");
+  sub->add_option("--grace", o->grace, "Time between SIGTERM and SIGKILL")
+      ->default_val(o->grace);
   sub->add_option("--settle", o->settle,
                   "After the release, while a killed holder's parent lives (it may restart "
                   "it), keep watching this long before the verdict; 0 to skip")
-      ->default_val("5s");
+      ->default_val(o->settle);
   sub->add_option("--timeout", o->timeout, "Give up verifying release after this long")
-      ->default_val("60s");
+      ->default_val(o->timeout);
   sub->add_flag("-y,--yes", o->yes, "Do not ask for confirmation");
   sub->add_flag("--dry-run", o->dry_run, "Show the plan, signal nothing");
   sub->add_flag("--stop-respawners", o->stop_respawners,

@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "report/names.h"
 #include "report/terminal_text.h"
 #include "supervise/free_wait.h"
 #include "supervise/run_session.h"
@@ -132,7 +133,7 @@ void report_problems(const supervise::RunOutcome& out) {
     say(fmt::format(
         "GPU {} memory still held after the teardown: {} used, free means at most {} [{}]", l.gpu,
         used.empty() ? "?" : used, held != out.held.end() ? format_bytes(held->threshold) : "?",
-        l.cls));
+        report::to_string(l.cls)));
     for (const auto& e : l.evidence) print_err("    " + report::terminal_text(e) + "\n");
     if (!l.next_step.empty())
       print_err("    next: " + report::terminal_text(l.next_step) + "\n");

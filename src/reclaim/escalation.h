@@ -1,41 +1,63 @@
 #pragma once
 // Signalling a set of processes safely and without sleeps: every target is
-// identified by (pid, start time) and signalled only through a pidfd opened and
-// re-verified after discovery, so a reused pid is never hit. SIGTERM (+SIGCONT)
-// to all at once, wait on the pidfds until they exit or the grace period ends,
-// SIGKILL the rest (through cgroup.kill only when a cgroup's whole subtree holds
-// nothing but live targets, verified while frozen), wait again.
+// identified by (pid, start time) and signalled only through a handle opened and
+// re-verified after discovery (ProcessControl: a pidfd on a real node), so a
+// reused pid is never hit. SIGTERM (+SIGCONT) to all at once, wait for the exits
+// until they happen or the grace period ends, SIGKILL the rest (through
+// cgroup.kill only when a cgroup's whole subtree holds nothing but live targets,
+// verified while frozen), wait again.
 
 #include <atomic>
 #include <chrono>
-#include <functional>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "proc/holder.h"
+#include "reclaim/plan.h"
+#include "reclaim/process_control.h"
+#include "util/clock.h"
 
 namespace gpureap::reclaim {
 
-using Clock = std::chrono::steady_clock;
+/// `free --grace`'s default: SIGTERM -> SIGKILL.
+inline constexpr std::chrono::milliseconds kDefaultGrace{5000};
+
+/// The signal of an action (report/names.h spells it).
+enum class Signal { none, sigterm, sigkill };
+
+/// What happened to a target after an action (report/names.h spells it).
+enum class Outcome {
+  pending,                    // not known yet (never left in a finished result)
+  exited,                     // exited after this signal
+  still_running,              // alive when the engine stopped waiting
+  still_running_after_grace,  // a later signal followed
+  already_exited,             // the signal found it exited
+  signal_failed,              // detail says why
+  already_gone,               // not signalled: exited before its handle was opened
+  pid_reused,                 // not signalled: the pid belongs to another process now
+  permission_denied,          // not signalled
+  no_pidfd_support,           // not signalled: kernel < 5.3
+  not_signalled,              // not signalled: detail says why
+};
 
 /// What happened to one target.
 struct Action {
   proc::ProcessId id;
   std::string comm;
-  std::string signal;  // "SIGTERM", "SIGKILL", "cgroup.kill", "none"
+  Signal signal = Signal::none;
   std::string via;     // "pidfd", "cgroup.kill <path>", "" when not sent
   double sent_at = 0;  // seconds since the engine started
   std::optional<double> exited_at;
-  std::string result;  // "exited", "still running", "pid reused: not signalled",
-                       // "already gone", "permission denied", ...
+  Outcome outcome = Outcome::pending;
+  std::string detail;  // for signal_failed and not_signalled: the reason
 };
 
 struct EscalationOptions {
-  std::chrono::milliseconds grace{5000};      // SIGTERM -> SIGKILL
-  std::chrono::milliseconds kill_wait{5000};  // SIGKILL -> give up waiting for exit
-  bool use_cgroup_kill = true;                // freeze + cgroup.kill when a whole cgroup is ours
-  std::string proc_root = "/proc";
-  const std::atomic<bool>* interrupted = nullptr;  // Ctrl-C: stop waiting, report
+  std::chrono::milliseconds grace = kDefaultGrace;  // SIGTERM -> SIGKILL; 0: SIGKILL at once
+  std::chrono::milliseconds kill_wait{5000};        // SIGKILL -> give up waiting for exit
+  bool use_cgroup_kill = true;  // freeze + cgroup.kill when a whole cgroup is ours
 };
 
 struct EscalationResult {
@@ -45,8 +67,23 @@ struct EscalationResult {
   bool interrupted = false;
 };
 
-/// Terminates `targets`. `t0` is the time actions are measured from.
+/// Where terminate() reads time and processes, and what stops its waits.
+struct EscalationEnv {
+  ProcessControl& control;
+  util::Clock& clock;
+  const std::atomic<bool>* interrupted = nullptr;  // Ctrl-C: stop waiting, report
+  util::Clock::time_point t0;                      // actions are measured from here
+};
+
+/// Terminates `targets` (a plan's, with their comm as planned).
+EscalationResult terminate(std::span<const Target> targets, const EscalationOptions& options,
+                           const EscalationEnv& env);
+
+/// For callers with bare ids (run's teardown): each comm is read from
+/// `proc_root`; the kernel's processes, the system clock, no interrupt.
 EscalationResult terminate(const std::vector<proc::ProcessId>& targets,
-                           const EscalationOptions& options, Clock::time_point t0);
+                           const EscalationOptions& options,
+                           std::chrono::steady_clock::time_point t0,
+                           const std::string& proc_root = "/proc");
 
 }  // namespace gpureap::reclaim

@@ -21,9 +21,21 @@ const Skipped* skipped_entry(const LeftoverInput& in, const proc::ProcessId& id)
   return nullptr;
 }
 
+LeftoverClass class_of(SkipKind k) {
+  switch (k) {
+    case SkipKind::protected_process:
+      return LeftoverClass::protected_process;
+    case SkipKind::not_permitted:
+      return LeftoverClass::not_permitted;
+    case SkipKind::not_matched:
+      break;
+  }
+  return LeftoverClass::not_selected;
+}
+
 }  // namespace
 
-std::vector<Leftover> classify_leftovers(const LeftoverInput& in) {
+std::vector<Leftover> classify_leftovers(const LeftoverInput& in, const std::string& proc_root) {
   std::vector<Leftover> out;
   const auto& view = *in.view;
   const unsigned gpu = view.info.index;
@@ -31,12 +43,12 @@ std::vector<Leftover> classify_leftovers(const LeftoverInput& in) {
   for (const auto& gh : view.holders) {
     if (!gh.uses_gpu) continue;
     const auto& h = gh.holder;
-    Leftover l{gpu, "", {h.id.pid}, {}, ""};
+    Leftover l{gpu, LeftoverClass::unknown, {h.id.pid}, {}, ""};
     l.evidence.push_back(
         fmt::format("pid {} ({}) state {}, {} on this GPU, cmd: {}", h.id.pid, h.comm, h.state,
                     gh.gpu_bytes ? format_bytes(*gh.gpu_bytes) : "unknown", h.cmdline));
     if (const Skipped* s = skipped_entry(in, h.id)) {
-      l.cls = skip_kind_name(s->kind);
+      l.cls = class_of(s->kind);
       l.evidence.push_back("not signalled: " + s->reason);
       l.next_step =
           s->kind == SkipKind::not_permitted
@@ -47,18 +59,18 @@ std::vector<Leftover> classify_leftovers(const LeftoverInput& in) {
                     gpu, h.id.pid)
               : fmt::format("it is outside your selection; widen it (e.g. --pid {})", h.id.pid);
     } else if (is_survivor(in, h.id)) {
-      auto threads = proc::read_thread_states(h.id.pid, in.proc_root);
-      std::string wchan = proc::read_wchan(h.id.pid, in.proc_root);
-      std::string stack = proc::read_stack(h.id.pid, in.proc_root);
+      auto threads = proc::read_thread_states(h.id.pid, proc_root);
+      std::string wchan = proc::read_wchan(h.id.pid, proc_root);
+      std::string stack = proc::read_stack(h.id.pid, proc_root);
       if (h.zombie_leader) {
-        l.cls = "zombie_leader";
+        l.cls = LeftoverClass::zombie_leader;
         l.evidence.push_back(
             "leader is a zombie while other threads live (the fds live in task/*/)");
       } else {
         bool in_d = h.state == 'D' ||
                     std::any_of(threads.begin(), threads.end(),
                                 [](const proc::ThreadState& t) { return t.state == 'D'; });
-        l.cls = in_d ? "exiting_in_driver" : "live_holder";
+        l.cls = in_d ? LeftoverClass::exiting_in_driver : LeftoverClass::live_holder;
         if (in_d)
           l.evidence.push_back(
               "in uninterruptible sleep (D) after SIGKILL: blocked inside the kernel");
@@ -68,14 +80,14 @@ std::vector<Leftover> classify_leftovers(const LeftoverInput& in) {
       if (!wchan.empty() && wchan != "0") l.evidence.push_back("wchan: " + wchan);
       if (!stack.empty()) l.evidence.push_back("kernel stack: " + stack.substr(0, 400));
       l.next_step =
-          l.cls == "exiting_in_driver"
+          l.cls == LeftoverClass::exiting_in_driver
               ? "it is exiting inside the driver; wait (`gpureap wait --gpu " +
                     std::to_string(gpu) +
                     "`); if it never finishes, check dmesg for Xid errors: a GPU reset or reboot "
                     "is needed"
               : "SIGKILL was sent but it did not exit in time; re-run free, and check dmesg";
     } else {
-      l.cls = "live_holder";
+      l.cls = LeftoverClass::live_holder;
       l.evidence.push_back("appeared after the last round (a supervisor may keep restarting it)");
       l.next_step =
           "stop whatever restarts it (systemd unit, container restart policy), then re-run free";
@@ -84,31 +96,31 @@ std::vector<Leftover> classify_leftovers(const LeftoverInput& in) {
   }
   if (!out.empty()) return out;
 
-  Leftover l{gpu, "", {}, {}, ""};
+  Leftover l{gpu, LeftoverClass::unknown, {}, {}, ""};
   l.evidence.push_back(fmt::format("used {} with threshold {} (baseline {} + tolerance)",
                                    format_bytes(view.used()), format_bytes(in.threshold),
                                    format_bytes(view.baseline.bytes)));
   switch (view.unexplained) {
     case inventory::Unexplained::outside_namespace:
-      l.cls = "outside_namespace";
+      l.cls = LeftoverClass::outside_namespace;
       for (const auto& p : view.nvml_unseen) l.pids.push_back(static_cast<pid_t>(p.pid));
       l.next_step =
           "run gpureap on the host (e.g. outside `pct exec`/the container), where those processes "
           "are visible";
       break;
     case inventory::Unexplained::releasing:
-      l.cls = "still_releasing";
+      l.cls = LeftoverClass::still_releasing;
       l.next_step =
           "the driver is still freeing it: `gpureap wait --gpu " + std::to_string(gpu) + "`";
       break;
     case inventory::Unexplained::driver_held:
-      l.cls = "driver_held";
+      l.cls = LeftoverClass::driver_held;
       l.next_step = "no process holds it: only a GPU reset (`gpureap free --reset --gpu " +
                     std::to_string(gpu) +
                     " --yes`, checks preconditions first) or a reboot frees it";
       break;
     default:
-      l.cls = "unknown";
+      l.cls = LeftoverClass::unknown;
       l.next_step = "inspect with `gpureap status --gpu " + std::to_string(gpu) + "`";
   }
   if (!view.unexplained_detail.empty()) l.evidence.push_back(view.unexplained_detail);

@@ -10,11 +10,24 @@
 
 namespace gpureap::reclaim {
 
+/// Why a GPU still holds memory (report/names.h spells it; docs/json-schema.md).
+enum class LeftoverClass {
+  not_selected,       // a holder the selection left alone
+  not_permitted,      // another user's holder, without root
+  protected_process,  // "protected": infrastructure, supervisors, shells
+  zombie_leader,      // leader a zombie while other threads hold the fds
+  exiting_in_driver,  // SIGKILLed, in D state inside the kernel
+  live_holder,        // alive after SIGKILL, or appeared after the last round
+  outside_namespace,  // NVML lists pids this PID namespace cannot see
+  still_releasing,    // no holder; the reading is still falling
+  driver_held,        // no holder; the reading does not fall
+  unknown,
+  nvml_failed,  // NVML cannot read the GPU: freed cannot be proven
+};
+
 struct Leftover {
   unsigned gpu = 0;
-  std::string cls;  // not_selected, not_permitted, protected, zombie_leader,
-                    // exiting_in_driver, live_holder, outside_namespace,
-                    // still_releasing, driver_held, unknown, nvml_failed
+  LeftoverClass cls = LeftoverClass::unknown;
   std::vector<pid_t> pids;
   std::vector<std::string> evidence;  // one fact per line
   std::string next_step;
@@ -25,12 +38,12 @@ struct LeftoverInput {
   const Plan* last_plan = nullptr;           // skipped holders live here
   std::vector<proc::ProcessId> survivors;    // targets alive after SIGKILL + wait
   std::uint64_t threshold = 0;
-  std::string proc_root = "/proc";
 };
 
 /// Classifies why this GPU still holds memory. Looks at live holders first (a
 /// process we did not or could not kill explains the memory), then at survivors,
 /// then at memory with no visible holder.
-std::vector<Leftover> classify_leftovers(const LeftoverInput& in);
+/// Reads a survivor's threads, wchan and kernel stack under `proc_root`.
+std::vector<Leftover> classify_leftovers(const LeftoverInput& in, const std::string& proc_root);
 
 }  // namespace gpureap::reclaim

@@ -73,30 +73,19 @@ std::string filter_mismatch(const proc::Holder& h, const Selection& sel) {
   return "";
 }
 
-std::string read_environ(pid_t pid) {
-  return proc::read_small_file(fmt::format("/proc/{}/environ", pid));
+std::string read_environ(pid_t pid, const std::string& proc_root) {
+  return proc::read_small_file(fmt::format("{}/{}/environ", proc_root, pid));
 }
 
 // True when the gpureap that owned this run is gone (its pid is not a gpureap).
-bool run_is_over(const std::string& run_id) {
+bool run_is_over(const std::string& run_id, const std::string& proc_root) {
   auto owner = proc::run_owner(run_id);
   if (!owner) return false;
-  return !proc::read_small_file(fmt::format("/proc/{}/comm", *owner)).starts_with("gpureap");
+  return !proc::read_small_file(fmt::format("{}/{}/comm", proc_root, *owner))
+              .starts_with("gpureap");
 }
 
 }  // namespace
-
-std::string skip_kind_name(SkipKind k) {
-  switch (k) {
-    case SkipKind::protected_process:
-      return "protected";
-    case SkipKind::not_permitted:
-      return "not_permitted";
-    case SkipKind::not_matched:
-      return "not_selected";
-  }
-  return "not_selected";
-}
 
 bool Plan::contains(const proc::ProcessId& id) const {
   return std::any_of(targets.begin(), targets.end(), [&](const Target& t) { return t.id == id; });
@@ -104,6 +93,7 @@ bool Plan::contains(const proc::ProcessId& id) const {
 
 CallerContext CallerContext::current(const std::string& proc_root) {
   CallerContext ctx;
+  ctx.proc_root = proc_root;
   ctx.self = ::getpid();
   for (pid_t p : proc::ancestors(ctx.self, proc_root)) ctx.ancestors.insert(p);
   ctx.euid = ::geteuid();
@@ -176,7 +166,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       if (h.orphaned) why += "; orphaned: " + h.orphan_reason;
       if (h.zombie_leader) why += "; zombie leader with live threads";
       plan.targets.push_back(Target{h.id, h.comm, h.cmdline, h.user, c.gpus, c.bytes, why});
-      if (!h.run_id.empty() && run_is_over(h.run_id)) ended_runs.emplace(h.run_id, h.sid);
+      if (!h.run_id.empty() && run_is_over(h.run_id, ctx.proc_root)) ended_runs.emplace(h.run_id, h.sid);
     }
   }
 
@@ -194,7 +184,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       if (ctx.euid != 0 && entry->uid != ctx.euid) continue;
       extra.push_back(Target{d,
                              entry->comm,
-                             proc::read_cmdline(d.pid),
+                             proc::read_cmdline(d.pid, ctx.proc_root),
                              proc::user_name(entry->uid),
                              {},
                              0,
@@ -210,11 +200,11 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       if (e.sid != sid || plan.contains(e.id) || e.kernel_thread) continue;
       if (protection_reason(e.id.pid, e.comm, false, ctx, false)) continue;
       if (ctx.euid != 0 && e.uid != ctx.euid) continue;
-      if (proc::run_id_from_environ(read_environ(e.id.pid)).value_or("") != run_id) continue;
+      if (proc::run_id_from_environ(read_environ(e.id.pid, ctx.proc_root)).value_or("") != run_id) continue;
       plan.targets.push_back(
           Target{e.id,
                  e.comm,
-                 proc::read_cmdline(e.id.pid),
+                 proc::read_cmdline(e.id.pid, ctx.proc_root),
                  proc::user_name(e.uid),
                  {},
                  0,
@@ -225,12 +215,12 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
 }
 
 bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selection& sel,
-                       const CallerContext& ctx, int respawns, const std::string& proc_root) {
+                       const CallerContext& ctx, int respawns) {
   if (plan.contains(parent.id)) return false;
   bool named = std::find(sel.pids.begin(), sel.pids.end(), parent.id.pid) != sel.pids.end();
   if (protection_reason(parent.id.pid, parent.comm, parent.kernel_thread, ctx, named)) return false;
   if (ctx.euid != 0 && parent.uid != ctx.euid) return false;
-  std::string cmdline = proc::read_cmdline(parent.id.pid, proc_root);
+  std::string cmdline = proc::read_cmdline(parent.id.pid, ctx.proc_root);
   // With a narrowed selection the parent must match it too (its own filters; a
   // supervisor is by nature not an orphan, so --orphans alone does not exclude it).
   if (!named && !sel.pids.empty()) return false;

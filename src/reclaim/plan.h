@@ -35,9 +35,10 @@ struct CallerContext {
   std::set<pid_t> ancestors;  // our parent chain up to pid 1
   uid_t euid = 0;
   std::vector<proc::ProcessEntry> table;  // all processes, for descendants
+  std::string proc_root = "/proc";        // where the table was read; plans read more here
 
-  /// Reads the caller's context from /proc.
-  static CallerContext current(const std::string& proc_root = "/proc");
+  /// Reads the caller's context from `proc_root` (inventory::Node::proc_root()).
+  static CallerContext current(const std::string& proc_root);
 };
 
 struct Target {
@@ -79,9 +80,6 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& selection,
 /// Adds a respawning parent to `plan` as a target, when it is not protected and
 /// the selection (if narrowed) matches it. Returns true when added.
 bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selection& selection,
-                       const CallerContext& ctx, int respawns,
-                       const std::string& proc_root = "/proc");
-
-std::string skip_kind_name(SkipKind k);
+                       const CallerContext& ctx, int respawns);
 
 }  // namespace gpureap::reclaim

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <thread>
 
 #include "proc/cgroup_fs.h"
 #include "proc/proc_parse.h"
@@ -14,11 +13,7 @@
 namespace gpureap::reclaim {
 namespace {
 
-std::vector<proc::ProcessId> ids_of(const Plan& plan) {
-  std::vector<proc::ProcessId> ids;
-  for (const auto& t : plan.targets) ids.push_back(t.id);
-  return ids;
-}
+using TimePoint = util::Clock::time_point;
 
 const inventory::GpuView* find_view(const inventory::Inventory& inv, unsigned index) {
   for (const auto& v : inv.gpus)
@@ -26,17 +21,8 @@ const inventory::GpuView* find_view(const inventory::Inventory& inv, unsigned in
   return nullptr;
 }
 
-// True when some killed target's parent is still alive, not init and not one of
-// gpureap's own ancestors (the shell waiting for gpureap restarts nothing meanwhile): it
-// may start a replacement.
-bool parent_may_respawn(const std::map<proc::ProcessId, proc::ProcessId>& parent_of_killed,
-                        const std::set<pid_t>& ancestors, const std::string& proc_root) {
-  for (const auto& [killed, parent] : parent_of_killed) {
-    if (parent.pid <= 1 || ancestors.contains(parent.pid)) continue;
-    auto now = proc::read_process_id(parent.pid, proc_root);
-    if (now && *now == parent) return true;
-  }
-  return false;
+bool named_by_pid(const Selection& sel, pid_t pid) {
+  return std::find(sel.pids.begin(), sel.pids.end(), pid) != sel.pids.end();
 }
 
 // What stops a respawning parent, for the report: its service or container's own
@@ -58,354 +44,402 @@ std::string stop_hint(const proc::ProcessEntry& parent, const std::optional<std:
                      parent.id.pid);
 }
 
-// True when a live parent of a killed holder has a child that did not exist when the
-// round began and that bears a killed holder's name: a replacement on its way to the GPU.
-// Noted once in the report.
-bool replacement_starting(const CallerContext& caller,
-                          const std::set<proc::ProcessId>& existed_before_kill,
-                          const std::map<proc::ProcessId, std::set<std::string>>& killed_comms,
-                          ReclaimReport& report) {
-  for (const auto& p : caller.table) {
-    if (existed_before_kill.contains(p.id)) continue;
-    for (const auto& [parent, comms] : killed_comms) {
-      if (p.ppid != parent.pid || !comms.contains(p.comm)) continue;
-      std::string note = fmt::format(
-          "pid {} ({}) was started by pid {} after its holder was killed: watching until it "
-          "takes the GPU or exits (bounded by --timeout)",
-          p.id.pid, p.comm, parent.pid);
-      if (std::find(report.notes.begin(), report.notes.end(), note) == report.notes.end())
-        report.notes.push_back(note);
-      return true;
+// Without NVML, "freed" cannot be proven: say so rather than guess.
+Leftover nvml_failed(unsigned gpu, const inventory::GpuView* view, const std::string& nvml_error,
+                     const inventory::Inventory& latest) {
+  std::string why = view && !view->info.problem.empty()
+                        ? "NVML cannot read this GPU: " + view->info.problem
+                        : "NVML stopped answering while verifying: " +
+                              (nvml_error.empty() ? latest.nvml_problem : nvml_error);
+  return Leftover{gpu,
+                  LeftoverClass::nvml_failed,
+                  {},
+                  {why},
+                  "the signalled processes are listed under actions; check the GPU with "
+                  "nvidia-smi, and dmesg for Xid errors"};
+}
+
+// One free's engine state; each member function is one named step of a round
+// (escalate -> watch release -> rescan) or of the verdict (judge -> classify -> reset).
+class Reclaim {
+ public:
+  Reclaim(inventory::Node& node, ProcessControl& control, const ReclaimOptions& options,
+          const ProgressFn& progress)
+      : node_(node),
+        control_(control),
+        options_(options),
+        progress_(progress),
+        clock_(node.clock()),
+        t0_(clock_.now()),
+        deadline_(t0_ + options.timeout),
+        caller_(CallerContext::current(node.proc_root())) {}
+
+  ReclaimReport run(const inventory::Inventory& initial, Plan plan) {
+    latest_ = initial;
+    set_thresholds(initial, plan);
+    while (round_ < options_.max_rounds && !plan.targets.empty()) {
+      ++round_;
+      report_.rounds.push_back(plan);
+      if (!escalate(plan)) break;
+      plan = watch_release();
+      if (report_.interrupted || !report_.nvml_error.empty()) break;
     }
-  }
-  return false;
-}
-
-// True when every selected GPU not yet freed holds memory that no live target explains
-// (no signalled process still uses it, NVML lists no pid we cannot see) and whose reading
-// has not fallen for `after`: waiting longer only delays the classification (D16).
-bool all_stalled(const ReclaimReport& report, const inventory::Inventory& latest,
-                 const std::set<proc::ProcessId>& signalled,
-                 std::map<unsigned, std::pair<std::uint64_t, Clock::time_point>>& lowest,
-                 std::chrono::milliseconds after) {
-  const auto now = Clock::now();
-  bool all = true, any_pending = false;
-  for (const auto& g : report.gpus) {
-    if (g.seconds_to_free || !g.measured) continue;
-    any_pending = true;
-    const auto* view = find_view(latest, g.index);
-    if (!view || !view->info.memory) return false;
-    auto [it, fresh] = lowest.try_emplace(g.index, view->used(), now);
-    if (!fresh && view->used() + (1u << 20) < it->second.first) it->second = {view->used(), now};
-    bool target_lives = std::any_of(view->holders.begin(), view->holders.end(),
-                                    [&](const inventory::GpuHolder& gh) {
-                                      return gh.uses_gpu && signalled.contains(gh.holder.id);
-                                    });
-    if (target_lives || !view->nvml_unseen.empty() || now - it->second.second < after)
-      all = false;
-  }
-  return any_pending && all;
-}
-
-}  // namespace
-
-void note_respawners(ReclaimReport& report, const inventory::Inventory& latest,
-                     const CallerContext& caller,
-                     const std::map<proc::ProcessId, proc::ProcessId>& parent_of_killed,
-                     const std::set<proc::ProcessId>& signalled,
-                     std::map<proc::ProcessId, int>& respawns, Plan& next,
-                     const ReclaimOptions& options) {
-  std::set<proc::ProcessId> seen;  // a holder of several GPUs counts once
-  for (const auto& view : latest.gpus) {
-    if (std::find(options.selection.gpus.begin(), options.selection.gpus.end(),
-                  view.info.index) == options.selection.gpus.end())
-      continue;
-    for (const auto& gh : view.holders) {
-      const proc::Holder& h = gh.holder;
-      if (!gh.uses_gpu || signalled.contains(h.id) || !seen.insert(h.id).second) continue;
-      for (const auto& [killed, parent] : parent_of_killed) {
-        if (parent.pid != h.ppid || parent.pid <= 1) continue;
-        int n = ++respawns[parent];
-        auto pe = std::find_if(caller.table.begin(), caller.table.end(),
-                               [&](const proc::ProcessEntry& p) { return p.id == parent; });
-        if (pe == caller.table.end()) break;  // the parent is gone meanwhile
-        bool named = std::find(options.selection.pids.begin(), options.selection.pids.end(),
-                               parent.pid) != options.selection.pids.end();
-        bool included = !signalled.contains(parent) && (named || options.stop_respawners) &&
-                        include_respawner(next, *pe, options.selection, caller, n,
-                                          options.proc_root);
-        auto r = std::find_if(report.respawners.begin(), report.respawners.end(),
-                              [&](const Respawner& x) { return x.id == parent; });
-        if (r == report.respawners.end()) {
-          auto protection = protection_reason(pe->id.pid, pe->comm, pe->kernel_thread, caller,
-                                              named);
-          report.respawners.push_back({parent, pe->comm, n, included,
-                                       stop_hint(*pe, protection, options.selection.gpus,
-                                                 options.proc_root)});
-        } else {
-          r->respawns = n;
-          r->included = r->included || included;
-        }
-        break;
-      }
+    judge(plan);
+    const bool any_held = std::any_of(report_.gpus.begin(), report_.gpus.end(),
+                                      [](const GpuRelease& g) { return !g.freed; });
+    if (any_held && !report_.interrupted) {
+      classify();
+      if (options_.reset) reset_driver_held();
     }
+    if (!report_.interrupted) note_live_parents();
+    report_.seconds = since_t0();
+    return std::move(report_);
   }
-}
 
-bool ReclaimReport::all_freed() const {
-  return !gpus.empty() &&
-         std::all_of(gpus.begin(), gpus.end(), [](const GpuOutcome& g) { return g.freed; });
-}
-
-ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, Plan plan,
-                      const ReclaimOptions& options, const ProgressFn& progress) {
-  ReclaimReport report;
-  const auto t0 = Clock::now();
-  const auto deadline = t0 + options.timeout;
-  auto seconds_since_t0 = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+ private:
+  double since_t0() const { return std::chrono::duration<double>(clock_.now() - t0_).count(); }
 
   // What "freed" means for each selected GPU: back at its baseline, within tolerance.
-  std::set<proc::ProcessId> left_alone;  // skipped by the selection, not for protection
-  for (const auto& s : plan.skipped)
-    if (s.kind != SkipKind::protected_process) left_alone.insert(s.id);
-  std::vector<ReleaseTarget> release_targets;
-  for (unsigned idx : options.selection.gpus) {
-    const auto* view = find_view(initial, idx);
-    if (!view) continue;
-    if (!view->info.memory) {
-      // A selected GPU that NVML cannot read is reported as such, never as freed.
-      GpuOutcome g;
+  void set_thresholds(const inventory::Inventory& initial, const Plan& plan) {
+    std::set<proc::ProcessId> left_alone;  // skipped by the selection, not for protection
+    for (const auto& s : plan.skipped)
+      if (s.kind != SkipKind::protected_process) left_alone.insert(s.id);
+    for (unsigned idx : options_.selection.gpus) {
+      const auto* view = find_view(initial, idx);
+      if (!view) continue;
+      GpuRelease g;
       g.index = idx;
       g.uuid = view->info.uuid;
-      g.measured = false;
-      report.gpus.push_back(g);
-      continue;
+      if (!view->info.memory) {
+        // A selected GPU that NVML cannot read is reported as such, never as freed.
+        g.measured = false;
+        report_.gpus.push_back(g);
+        continue;
+      }
+      g.total = view->info.memory->total;
+      g.before = view->used();
+      g.used = g.before;
+      g.baseline = view->baseline.bytes;
+      // Only what the selection itself leaves alone is subtracted (D9): holders it does
+      // not match, and other users' (without root). A protected holder's memory is still
+      // held (naming it with --pid frees it), and a free with no target at all has no
+      // memory of its own to wait for, so what others hold stays "still held" (exit 1).
+      // Where NVML gives no per-process figure, nothing can be subtracted.
+      if (!plan.targets.empty())
+        for (const auto& gh : view->holders)
+          if (gh.uses_gpu && left_alone.contains(gh.holder.id))
+            g.left_alone_bytes += gh.gpu_bytes.value_or(0);
+      g.threshold = g.baseline + inventory::freed_tolerance(g.total) + g.left_alone_bytes;
+      g.freed = g.before <= g.threshold && plan.targets.empty();
+      report_.gpus.push_back(g);
     }
-    GpuOutcome g;
-    g.index = idx;
-    g.uuid = view->info.uuid;
-    g.total = view->info.memory->total;
-    g.before = g.after = view->used();
-    g.baseline = view->baseline.bytes;
-    // Holders left alone (not selected, protected, other users') keep their memory: a
-    // narrowed free is done when its own targets' memory is gone (D9). Where NVML gives
-    // no per-process figure, nothing can be subtracted.
-    // Only what the selection itself leaves alone is subtracted: holders it does not
-    // match, and other users' (without root). A protected holder's memory is still
-    // held (naming it with --pid frees it), and a free with no target at all has no
-    // memory of its own to wait for, so what others hold stays "still held" (exit 1).
-    if (!plan.targets.empty())
-      for (const auto& gh : view->holders)
-        if (gh.uses_gpu && left_alone.contains(gh.holder.id))
-          g.left_alone_bytes += gh.gpu_bytes.value_or(0);
-    g.threshold = view->baseline.bytes + inventory::freed_tolerance(view->info.memory->total) +
-                  g.left_alone_bytes;
-    g.freed = view->used() <= g.threshold && plan.targets.empty();
-    report.gpus.push_back(g);
-    release_targets.push_back({idx, g.threshold});
   }
 
-  std::set<proc::ProcessId> signalled;
-  std::map<proc::ProcessId, proc::ProcessId> parent_of_killed;  // target -> its parent
-  std::map<proc::ProcessId, int> respawns;                      // parent -> new holders seen
-  std::vector<proc::ProcessId> survivors;
-  CallerContext caller = CallerContext::current(options.proc_root);
-  inventory::Inventory latest = initial;
-  int round = 0;
-  // Per GPU: the lowest reading so far and when it was taken, for the stall rule (D16).
-  std::map<unsigned, std::pair<std::uint64_t, Clock::time_point>> lowest;
-  // First "freed" with a live parent; `settling` says whether it is set (a plain pair
-  // rather than std::optional: g++ 12 -O2 warns maybe-uninitialized on the optional).
-  Clock::time_point settle_from{};
-  bool settling = false;
-  // For a replacement in the making: every process that existed when a round began, and
-  // the comms of the holders each parent lost.
-  std::set<proc::ProcessId> existed_before_kill;
-  std::map<proc::ProcessId, std::set<std::string>> killed_comms;
-
-  while (round < options.max_rounds && !plan.targets.empty()) {
-    ++round;
-    report.rounds.push_back(plan);
-    for (const auto& p : caller.table) existed_before_kill.insert(p.id);
+  // Step 1, escalate: SIGTERM -> grace -> SIGKILL, each through a verified handle.
+  // False when interrupted.
+  bool escalate(const Plan& plan) {
+    for (const auto& p : caller_.table) existed_before_kill_.insert(p.id);
     for (const auto& t : plan.targets) {
-      signalled.insert(t.id);
-      auto e = std::find_if(caller.table.begin(), caller.table.end(),
+      signalled_.insert(t.id);
+      auto e = std::find_if(caller_.table.begin(), caller_.table.end(),
                             [&](const proc::ProcessEntry& p) { return p.id == t.id; });
-      if (e != caller.table.end())
-        for (const auto& p : caller.table)
-          if (p.id.pid == e->ppid) {
-            parent_of_killed[t.id] = p.id;
-            killed_comms[p.id].insert(t.comm);
-          }
+      if (e == caller_.table.end()) continue;
+      for (const auto& p : caller_.table)
+        if (p.id.pid == e->ppid) {
+          parent_of_killed_[t.id] = p.id;
+          killed_comms_[p.id].insert(t.comm);
+        }
     }
-    // 1. Signal: SIGTERM -> grace -> SIGKILL, each through a verified pidfd.
-    EscalationResult esc = terminate(ids_of(plan), options.escalation, t0);
-    report.actions.insert(report.actions.end(), esc.actions.begin(), esc.actions.end());
-    report.notes.insert(report.notes.end(), esc.notes.begin(), esc.notes.end());
-    survivors = esc.survivors;
-    if (esc.interrupted) {
-      report.interrupted = true;
-      break;
-    }
+    EscalationResult esc = terminate(
+        plan.targets, options_.escalation,
+        EscalationEnv{control_, clock_, node_.interrupt_flag(), t0_});
+    report_.actions.insert(report_.actions.end(), esc.actions.begin(), esc.actions.end());
+    report_.notes.insert(report_.notes.end(), esc.notes.begin(), esc.notes.end());
+    survivors_ = esc.survivors;
+    if (esc.interrupted) report_.interrupted = true;
+    return !esc.interrupted;
+  }
 
-    // 2. Watch memory fall; re-scan now and then for holders that appeared.
-    plan = Plan{};
-    while (Clock::now() < deadline) {
-      auto slice_end = std::min(deadline, Clock::now() + options.rescan_every);
-      auto released = wait_for_release(ctx.gpus, release_targets, slice_end, t0, ctx.interrupted,
-                                       [&](const std::vector<ReleaseState>& states) {
-                                         for (const auto& s : states)
-                                           for (auto& g : report.gpus)
-                                             if (g.index == s.index) {
-                                               if (s.used) g.after = *s.used;
-                                               if (s.freed_at && !g.seconds_to_free)
-                                                 g.seconds_to_free = s.freed_at;
-                                             }
-                                         if (progress) progress(report.gpus);
-                                       });
-      if (!released.nvml_error.empty()) report.nvml_error = released.nvml_error;
-      if (released.interrupted) report.interrupted = true;
-      if (released.interrupted || !released.nvml_error.empty()) break;
-      if (released.all_freed) {
-        // Freed, but a live parent of a killed holder may be restarting it right now
-        // (a supervisor, a retry loop; a torch worker needs seconds to take the GPU
-        // again): keep watching for --settle. Orphans cost no extra time.
-        if (!parent_may_respawn(parent_of_killed, caller.ancestors, options.proc_root)) break;
-        const auto now = Clock::now();
-        if (!settling) settle_from = now;
-        settling = true;
-        report.settled_seconds = std::chrono::duration<double>(now - settle_from).count();
-        // Past --settle, keep watching only while a replacement is visibly starting: a new
-        // child of such a parent with the killed holder's name (a worker importing torch
-        // has no GPU yet). --timeout still bounds the wait.
-        if (options.settle.count() == 0 ||
-            (now - settle_from >= options.settle &&
-             !replacement_starting(caller, existed_before_kill, killed_comms, report)))
-          break;
-        std::this_thread::sleep_for(
-            std::min<Clock::duration>(options.rescan_every, options.settle - (now - settle_from)));
-      } else {
-        settling = false;
-      }
-
-      caller = CallerContext::current(options.proc_root);
-      latest =
-          inventory::collect_inventory(ctx.gpus, ctx.devices, ctx.baselines,
-                                       {options.proc_root, std::chrono::milliseconds(2000), {}});
-      Plan next = make_plan(latest, options.selection, caller);
-      std::erase_if(next.targets, [&](const Target& t) { return signalled.contains(t.id); });
-      // A new holder of a selected GPU whose parent also parented a killed one: that
-      // parent respawns. It is reported with the command that stops it, and signalled
-      // only when the user named it (--pid) or opted in (--stop-respawners). The new
-      // holder itself is a target only if it matches the selection on its own (above).
-      note_respawners(report, latest, caller, parent_of_killed, signalled, respawns, next,
-                      options);
+  // Step 2, watch release: memory falls; re-scan now and then for holders that
+  // appeared. Returns the next round's plan (no targets: this was the last round;
+  // its skipped holders are the latest re-scan's).
+  Plan watch_release() {
+    Plan last;
+    while (clock_.now() < deadline_) {
+      if (!watch_slice()) break;
+      Plan next = rescan();
       if (!next.targets.empty()) {
         // Memory freed earlier is held again by the new holders' GPUs.
         for (const auto& t : next.targets)
-          for (unsigned g : t.gpus)
-            for (auto& out : report.gpus)
-              if (out.index == g) out.seconds_to_free.reset();
-        plan = std::move(next);
-        settling = false;  // the next release is watched afresh
-        break;  // next round
+          for (unsigned idx : t.gpus)
+            for (auto& g : report_.gpus)
+              if (g.index == idx) g.freed_at.reset();
+        settling_ = false;  // the next release is watched afresh
+        return next;
       }
-      plan.skipped = next.skipped;  // freed: the settle window above decides when to stop
-      if (all_stalled(report, latest, signalled, lowest, options.stalled_after)) break;
+      last.skipped = std::move(next.skipped);  // freed: the settle window decides when to stop
+      if (all_stalled()) break;
     }
-    if (report.interrupted || !report.nvml_error.empty()) break;
-    if (plan.targets.empty()) break;
+    return last;
   }
 
-  for (auto& g : report.gpus) {
-    g.freed = g.seconds_to_free.has_value() || (g.freed && round == 0);
-    // Every holder of this GPU is gone and its memory settled: that reading is
-    // the GPU's idle baseline (the store refuses implausibly high values).
-    if (g.freed && round > 0 && plan.skipped.empty())
-      ctx.baselines.observe_idle(g.uuid, g.total, g.after);
+  // One slice of the release wait (until the next re-scan). False when the watch
+  // is over: NVML failed, Ctrl-C, or freed and settled.
+  bool watch_slice() {
+    auto slice_end = std::min(deadline_, clock_.now() + options_.rescan_every);
+    auto released = wait_for_release(node_.gpus(), report_.gpus, slice_end, t0_,
+                                     node_.interrupt_flag(), progress_, clock_);
+    report_.gpus = std::move(released.gpus);
+    if (!released.nvml_error.empty()) report_.nvml_error = released.nvml_error;
+    if (released.interrupted) report_.interrupted = true;
+    if (released.interrupted || !released.nvml_error.empty()) return false;
+    if (released.all_freed) return keep_settling();
+    settling_ = false;
+    return true;
   }
 
-  // 3. Classify what is still held, from a fresh look.
-  bool any_held = std::any_of(report.gpus.begin(), report.gpus.end(),
-                              [](const GpuOutcome& g) { return !g.freed; });
-  if (any_held && !report.interrupted) {
-    latest = inventory::collect_inventory(ctx.gpus, ctx.devices, ctx.baselines,
-                                          {options.proc_root, std::chrono::milliseconds(2000), {}});
-    Plan last = make_plan(latest, options.selection, CallerContext::current(options.proc_root));
-    for (auto& g : report.gpus) {
-      const auto* view = find_view(latest, g.index);
+  // Freed, but a live parent of a killed holder may be restarting it right now (a
+  // supervisor, a retry loop; a torch worker needs seconds to take the GPU again):
+  // keep watching for --settle. Orphans cost no extra time. Past --settle, keep
+  // watching only while a replacement is visibly starting (a new child of such a
+  // parent with the killed holder's name: a worker importing torch has no GPU yet).
+  // --timeout still bounds the wait. False when the verdict is due.
+  bool keep_settling() {
+    if (!parent_may_respawn()) return false;
+    const auto now = clock_.now();
+    if (!settling_) settle_from_ = now;
+    settling_ = true;
+    report_.settled_seconds = std::chrono::duration<double>(now - settle_from_).count();
+    if (options_.settle.count() == 0 ||
+        (now - settle_from_ >= options_.settle && !replacement_starting()))
+      return false;
+    clock_.sleep_for(
+        std::min<util::Clock::duration>(options_.rescan_every, options_.settle - (now - settle_from_)));
+    return true;
+  }
+
+  // Step 3, rescan: a fresh look. New holders of a selected GPU that match the
+  // selection by themselves are the next round's targets; a parent that respawns
+  // them is noted (note_respawners).
+  Plan rescan() {
+    caller_ = CallerContext::current(node_.proc_root());
+    latest_ = node_.look();
+    Plan next = make_plan(latest_, options_.selection, caller_);
+    std::erase_if(next.targets, [&](const Target& t) { return signalled_.contains(t.id); });
+    note_respawners(next);
+    return next;
+  }
+
+  // True when some killed target's parent is still alive, not init and not one of
+  // gpureap's own ancestors (the shell waiting for gpureap restarts nothing meanwhile).
+  bool parent_may_respawn() const {
+    for (const auto& [killed, parent] : parent_of_killed_) {
+      if (parent.pid <= 1 || caller_.ancestors.contains(parent.pid)) continue;
+      auto now = proc::read_process_id(parent.pid, node_.proc_root());
+      if (now && *now == parent) return true;
+    }
+    return false;
+  }
+
+  // True when a live parent of a killed holder has a child that did not exist when the
+  // round began and that bears a killed holder's name: a replacement on its way to the
+  // GPU. Noted once in the report.
+  bool replacement_starting() {
+    for (const auto& p : caller_.table) {
+      if (existed_before_kill_.contains(p.id)) continue;
+      for (const auto& [parent, comms] : killed_comms_) {
+        if (p.ppid != parent.pid || !comms.contains(p.comm)) continue;
+        std::string note = fmt::format(
+            "pid {} ({}) was started by pid {} after its holder was killed: watching until it "
+            "takes the GPU or exits (bounded by --timeout)",
+            p.id.pid, p.comm, parent.pid);
+        if (std::find(report_.notes.begin(), report_.notes.end(), note) == report_.notes.end())
+          report_.notes.push_back(note);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Records every parent of a killed target that started a new holder of a selected GPU
+  // (holders in the latest look not yet signalled), with the command that stops it; adds
+  // it to `next` only when named by --pid or with --stop-respawners (and never when
+  // protected, unless named). Respawns count per parent across rounds.
+  void note_respawners(Plan& next) {
+    std::set<proc::ProcessId> seen;  // a holder of several GPUs counts once
+    for (const auto& view : latest_.gpus) {
+      if (!inventory::is_selected(options_.selection.gpus, view.info.index)) continue;
+      for (const auto& gh : view.holders) {
+        const proc::Holder& h = gh.holder;
+        if (!gh.uses_gpu || signalled_.contains(h.id) || !seen.insert(h.id).second) continue;
+        for (const auto& [killed, parent] : parent_of_killed_) {
+          if (parent.pid != h.ppid || parent.pid <= 1) continue;
+          note_respawner(parent, ++respawns_[parent], next);
+          break;
+        }
+      }
+    }
+  }
+
+  void note_respawner(const proc::ProcessId& parent, int n, Plan& next) {
+    auto pe = std::find_if(caller_.table.begin(), caller_.table.end(),
+                           [&](const proc::ProcessEntry& p) { return p.id == parent; });
+    if (pe == caller_.table.end()) return;  // the parent is gone meanwhile
+    bool named = named_by_pid(options_.selection, parent.pid);
+    bool included = !signalled_.contains(parent) && (named || options_.stop_respawners) &&
+                    include_respawner(next, *pe, options_.selection, caller_, n);
+    auto r = std::find_if(report_.respawners.begin(), report_.respawners.end(),
+                          [&](const Respawner& x) { return x.id == parent; });
+    if (r != report_.respawners.end()) {
+      r->respawns = n;
+      r->included = r->included || included;
+      return;
+    }
+    auto protection = protection_reason(pe->id.pid, pe->comm, pe->kernel_thread, caller_, named);
+    report_.respawners.push_back(
+        {parent, pe->comm, n, included,
+         stop_hint(*pe, protection, options_.selection.gpus, node_.proc_root())});
+  }
+
+  // True when every selected GPU not yet freed holds memory that no live target explains
+  // (no signalled process still uses it, NVML lists no pid we cannot see) and whose reading
+  // has not fallen for --stalled_after: waiting longer only delays the classification (D16).
+  bool all_stalled() {
+    const auto now = clock_.now();
+    bool all = true, any_pending = false;
+    for (const auto& g : report_.gpus) {
+      if (g.freed_at || !g.measured) continue;
+      any_pending = true;
+      const auto* view = find_view(latest_, g.index);
+      if (!view || !view->info.memory) return false;
+      auto [it, fresh] = lowest_.try_emplace(g.index, view->used(), now);
+      if (!fresh && view->used() + (1u << 20) < it->second.first) it->second = {view->used(), now};
+      bool target_lives = std::any_of(view->holders.begin(), view->holders.end(),
+                                      [&](const inventory::GpuHolder& gh) {
+                                        return gh.uses_gpu && signalled_.contains(gh.holder.id);
+                                      });
+      if (target_lives || !view->nvml_unseen.empty() || now - it->second.second < options_.stalled_after)
+        all = false;
+    }
+    return any_pending && all;
+  }
+
+  // The verdict per GPU: freed when seen at or below its threshold. Every holder of a
+  // freed GPU is gone and its memory settled: that reading is the GPU's idle baseline
+  // (the store refuses implausibly high values).
+  void judge(const Plan& last) {
+    for (auto& g : report_.gpus) {
+      g.freed = g.freed_at.has_value() || (g.freed && round_ == 0);
+      if (g.freed && round_ > 0 && last.skipped.empty())
+        node_.baselines().observe_idle(g.uuid, g.total, g.after());
+    }
+  }
+
+  // Classify what is still held, from a fresh look.
+  void classify() {
+    latest_ = node_.look();
+    Plan last = make_plan(latest_, options_.selection, CallerContext::current(node_.proc_root()));
+    for (auto& g : report_.gpus) {
       if (g.freed) continue;
+      const auto* view = find_view(latest_, g.index);
       if (!view || !view->info.memory) {
-        // Without NVML, "freed" cannot be proven: say so rather than guess.
         g.measured = false;
-        std::string why = view && !view->info.problem.empty()
-                              ? "NVML cannot read this GPU: " + view->info.problem
-                              : "NVML stopped answering while verifying: " +
-                                    (report.nvml_error.empty() ? latest.nvml_problem
-                                                               : report.nvml_error);
-        report.leftovers.push_back(
-            Leftover{g.index,
-                     "nvml_failed",
-                     {},
-                     {why},
-                     "the signalled processes are listed under actions; check the GPU with "
-                     "nvidia-smi, and dmesg for Xid errors"});
+        report_.leftovers.push_back(nvml_failed(g.index, view, report_.nvml_error, latest_));
         continue;
       }
-      g.after = view->used();
+      g.used = view->used();
       if (view->at_baseline() && view->holders.empty()) {
         g.freed = true;
-        if (!g.seconds_to_free) g.seconds_to_free = seconds_since_t0();
+        if (!g.freed_at) g.freed_at = since_t0();
         continue;
       }
-      auto found = classify_leftovers({view, &last, survivors, g.threshold, options.proc_root});
-      report.leftovers.insert(report.leftovers.end(), found.begin(), found.end());
-    }
-    // 4. Optional reset of GPUs whose memory only the driver holds.
-    if (options.reset) {
-      for (const auto& l : report.leftovers) {
-        if (l.cls != "driver_held") continue;
-        const auto* view = find_view(latest, l.gpu);
-        if (!view) continue;
-        report.resets.push_back(reset_gpu(*view, latest, ctx.gpus));
-        if (!report.resets.back().succeeded) continue;
-        auto reading = ctx.gpus.memory({l.gpu}, std::chrono::milliseconds(2000));
-        for (auto& g : report.gpus)
-          if (g.index == l.gpu && reading && !reading->empty() && reading->front().used) {
-            g.after = *reading->front().used;
-            g.freed = g.after <= g.threshold;
-            if (g.freed) g.seconds_to_free = seconds_since_t0();
-          }
-      }
-      std::erase_if(report.leftovers, [&](const Leftover& l) {
-        return std::any_of(report.gpus.begin(), report.gpus.end(),
-                           [&](const GpuOutcome& g) { return g.index == l.gpu && g.freed; });
-      });
+      auto found =
+          classify_leftovers({view, &last, survivors_, g.threshold}, node_.proc_root());
+      report_.leftovers.insert(report_.leftovers.end(), found.begin(), found.end());
     }
   }
+
+  // Optional reset of GPUs whose memory only the driver holds.
+  void reset_driver_held() {
+    for (const auto& l : report_.leftovers) {
+      if (l.cls != LeftoverClass::driver_held) continue;
+      const auto* view = find_view(latest_, l.gpu);
+      if (!view) continue;
+      report_.resets.push_back(reset_gpu(*view, latest_, node_.gpus()));
+      if (!report_.resets.back().succeeded) continue;
+      auto reading = node_.gpus().memory({l.gpu}, std::chrono::milliseconds(2000));
+      for (auto& g : report_.gpus)
+        if (g.index == l.gpu && reading && !reading->empty() && reading->front().used) {
+          g.used = reading->front().used;
+          g.freed = *g.used <= g.threshold;
+          if (g.freed) g.freed_at = since_t0();
+        }
+    }
+    std::erase_if(report_.leftovers, [&](const Leftover& l) {
+      return std::any_of(report_.gpus.begin(), report_.gpus.end(),
+                         [&](const GpuRelease& g) { return g.index == l.gpu && g.freed; });
+    });
+  }
+
   // Parents of killed holders still alive at the verdict: they could restart what was
   // killed. Named with the command that stops them, so "freed" is not taken as "stays freed".
-  if (!report.interrupted) {
-    auto now_ctx = CallerContext::current(options.proc_root);
-    for (const auto& [killed, parent] : parent_of_killed) {
-      if (parent.pid <= 1 || signalled.contains(parent) || now_ctx.ancestors.contains(parent.pid))
+  void note_live_parents() {
+    auto now_ctx = CallerContext::current(node_.proc_root());
+    for (const auto& [killed, parent] : parent_of_killed_) {
+      if (parent.pid <= 1 || signalled_.contains(parent) || now_ctx.ancestors.contains(parent.pid))
         continue;
-      if (std::any_of(report.respawners.begin(), report.respawners.end(),
+      if (std::any_of(report_.respawners.begin(), report_.respawners.end(),
                       [&](const Respawner& r) { return r.id == parent; }))
         continue;
       auto pe = std::find_if(now_ctx.table.begin(), now_ctx.table.end(),
                              [&](const proc::ProcessEntry& p) { return p.id == parent; });
       if (pe == now_ctx.table.end()) continue;
-      bool named = std::find(options.selection.pids.begin(), options.selection.pids.end(),
-                             parent.pid) != options.selection.pids.end();
+      bool named = named_by_pid(options_.selection, parent.pid);
       auto protection = protection_reason(pe->id.pid, pe->comm, pe->kernel_thread, now_ctx, named);
-      report.respawners.push_back(
+      report_.respawners.push_back(
           {parent, pe->comm, 0, false,
-           stop_hint(*pe, protection, options.selection.gpus, options.proc_root)});
+           stop_hint(*pe, protection, options_.selection.gpus, node_.proc_root())});
     }
   }
-  report.seconds = seconds_since_t0();
-  return report;
+
+  inventory::Node& node_;
+  ProcessControl& control_;
+  const ReclaimOptions& options_;
+  const ProgressFn& progress_;
+  util::Clock& clock_;
+  const TimePoint t0_;
+  const TimePoint deadline_;
+  ReclaimReport report_;
+  int round_ = 0;
+  CallerContext caller_;
+  inventory::Inventory latest_;
+  std::set<proc::ProcessId> signalled_;
+  std::map<proc::ProcessId, proc::ProcessId> parent_of_killed_;  // target -> its parent
+  std::map<proc::ProcessId, int> respawns_;                      // parent -> new holders seen
+  std::vector<proc::ProcessId> survivors_;
+  // Per GPU: the lowest reading so far and when it was taken, for the stall rule (D16).
+  std::map<unsigned, std::pair<std::uint64_t, TimePoint>> lowest_;
+  // First "freed" with a live parent; `settling_` says whether it is set (a plain pair
+  // rather than std::optional: g++ 12 -O2 warns maybe-uninitialized on the optional).
+  TimePoint settle_from_{};
+  bool settling_ = false;
+  // For a replacement in the making: every process that existed when a round began, and
+  // the comms of the holders each parent lost.
+  std::set<proc::ProcessId> existed_before_kill_;
+  std::map<proc::ProcessId, std::set<std::string>> killed_comms_;
+};
+
+}  // namespace
+
+bool ReclaimReport::all_freed() const {
+  return !gpus.empty() &&
+         std::all_of(gpus.begin(), gpus.end(), [](const GpuRelease& g) { return g.freed; });
+}
+
+ReclaimReport reclaim(inventory::Node& node, ProcessControl& control,
+                      const inventory::Inventory& initial, Plan plan,
+                      const ReclaimOptions& options, const ProgressFn& progress) {
+  return Reclaim(node, control, options, progress).run(initial, std::move(plan));
 }
 
 }  // namespace gpureap::reclaim

@@ -2,28 +2,34 @@
 // The reclaim loop behind `free`: signal the plan, watch the GPUs' memory fall,
 // re-scan for holders that appeared meanwhile (respawned workers, late forks),
 // repeat a bounded number of rounds, and classify whatever is still held.
+// The machine is an inventory::Node (GPUs, /proc, baselines, clock, Ctrl-C) and
+// processes are signalled through a ProcessControl: unit tests run the engine on
+// fakes of both (reclaimer_test.cc).
 
-#include <atomic>
+#include <chrono>
 #include <functional>
-#include <map>
-#include <set>
-#include <optional>
+#include <string>
 #include <vector>
 
-#include "gpu/gpu_source.h"
-#include "inventory/collect.h"
+#include "inventory/node.h"
 #include "reclaim/escalation.h"
 #include "reclaim/gpu_reset.h"
 #include "reclaim/leftovers.h"
 #include "reclaim/plan.h"
+#include "reclaim/process_control.h"
 #include "reclaim/release_wait.h"
 
 namespace gpureap::reclaim {
 
+/// `free --timeout`'s default: from the first signal until memory is verified free.
+inline constexpr std::chrono::milliseconds kDefaultTimeout{60000};
+/// `free --settle`'s default.
+inline constexpr std::chrono::milliseconds kDefaultSettle{5000};
+
 struct ReclaimOptions {
   Selection selection;
   EscalationOptions escalation;
-  std::chrono::milliseconds timeout{60000};  // from the first signal until memory is verified free
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   int max_rounds = 5;
   bool stop_respawners = false;  // --stop-respawners: also signal a parent seen respawning
                                  // killed holders (never a protected one unless named by --pid)
@@ -33,26 +39,11 @@ struct ReclaimOptions {
   // restarting it: a supervisor, a retry loop; a torch worker takes 3-10 s to take the GPU
   // again), keep watching the GPUs and re-scanning for this long before the verdict.
   // Orphans (the case study) have no such parent and cost no time.
-  std::chrono::milliseconds settle{5000};
+  std::chrono::milliseconds settle = kDefaultSettle;
   // Memory that no live target holds and that has not fallen for this long is classified
   // at once instead of waiting out --timeout (D16). The simulator's and the H200's
   // releases take 0.2-2 s and fall as they go; driver-held memory never falls.
   std::chrono::milliseconds stalled_after{3000};
-  std::string proc_root = "/proc";
-};
-
-struct GpuOutcome {
-  unsigned index = 0;
-  std::string uuid;
-  std::uint64_t total = 0;
-  std::uint64_t before = 0;
-  std::uint64_t after = 0;
-  std::uint64_t baseline = 0;
-  std::uint64_t threshold = 0;  // baseline + tolerance + left_alone_bytes
-  std::uint64_t left_alone_bytes = 0;  // NVML's figure for holders not in the plan (D9)
-  bool freed = false;
-  std::optional<double> seconds_to_free;
-  bool measured = true;  // false: NVML cannot read this GPU (lost, hung); never counted freed
 };
 
 /// A parent of a killed holder that started new holders (respawns > 0), or that is
@@ -68,7 +59,7 @@ struct Respawner {
 struct ReclaimReport {
   std::vector<Plan> rounds;  // the plan of each round (round 1 = the shown plan)
   std::vector<Action> actions;
-  std::vector<GpuOutcome> gpus;
+  std::vector<GpuRelease> gpus;  // the selected GPUs
   std::vector<Leftover> leftovers;
   std::vector<Respawner> respawners;
   std::vector<ResetOutcome> resets;
@@ -80,30 +71,16 @@ struct ReclaimReport {
   bool all_freed() const;
 };
 
-/// Progress during the release wait: (gpu index, used bytes, freed) per GPU.
-using ProgressFn = std::function<void(const std::vector<GpuOutcome>&)>;
+/// Progress during the release wait: every selected GPU, as last read.
+using ProgressFn = std::function<void(const std::vector<GpuRelease>&)>;
 
-struct ReclaimContext {
-  gpu::GpuSource& gpus;
-  const proc::DeviceSet& devices;
-  inventory::BaselineStore& baselines;
-  const std::atomic<bool>* interrupted = nullptr;
-};
-
-/// Records, in `report.respawners`, every parent of a killed target that started a new
-/// holder of a selected GPU (holders in `latest` not yet signalled), with the command that
-/// stops it; adds it to `next` only when named by --pid or with options.stop_respawners
-/// (and never when protected, unless named). `respawns` counts per parent across rounds.
-void note_respawners(ReclaimReport& report, const inventory::Inventory& latest,
-                     const CallerContext& caller,
-                     const std::map<proc::ProcessId, proc::ProcessId>& parent_of_killed,
-                     const std::set<proc::ProcessId>& signalled,
-                     std::map<proc::ProcessId, int>& respawns, Plan& next,
-                     const ReclaimOptions& options);
-
-/// Runs the reclaim for `plan` (built from `initial`). Never blocks past the
-/// timeout (plus the escalation's own bounded waits).
-ReclaimReport reclaim(ReclaimContext ctx, const inventory::Inventory& initial, Plan plan,
+/// Runs the reclaim for `plan` (built from `initial`, an inventory of `node`):
+/// rounds of escalate -> watch release -> rescan, then classify -> reset.
+/// Reads time and waits on node.clock(), stops waiting at node.interrupted(),
+/// signals only through `control`. Never blocks past options.timeout (plus the
+/// escalation's own bounded waits).
+ReclaimReport reclaim(inventory::Node& node, ProcessControl& control,
+                      const inventory::Inventory& initial, Plan plan,
                       const ReclaimOptions& options, const ProgressFn& progress);
 
 }  // namespace gpureap::reclaim

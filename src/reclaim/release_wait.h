@@ -3,42 +3,55 @@
 // idle baseline (within a tolerance), with a deadline and no fixed sleeps (the
 // poll interval starts at a few ms and backs off gently).
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
-#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "gpu/gpu_source.h"
-#include "reclaim/escalation.h"
+#include "util/clock.h"
 
 namespace gpureap::reclaim {
 
-struct ReleaseTarget {
+/// One GPU whose release is watched: what "freed" means for it, what was read,
+/// and the verdict. The one per-GPU record of free's engine, run's verification
+/// and the release wait.
+struct GpuRelease {
   unsigned index = 0;
-  std::uint64_t threshold = 0;  // used <= threshold counts as freed (baseline + tolerance)
-};
-
-struct ReleaseState {
-  unsigned index = 0;
-  std::optional<std::uint64_t> used;  // latest reading
+  std::string uuid;
+  std::uint64_t total = 0;
+  std::uint64_t baseline = 0;
+  std::uint64_t left_alone_bytes = 0;  // NVML's figure for holders not in the plan (D9)
+  std::uint64_t threshold = 0;  // used <= threshold counts as freed (baseline + tolerance + left alone)
+  std::uint64_t before = 0;     // before any signal
+  std::optional<std::uint64_t> used;  // the latest reading
   std::optional<double> freed_at;     // seconds since t0 when first seen freed
-  std::string problem;  // this GPU could not be read (lost, hung): never counted as freed
+  bool freed = false;                 // the verdict
+  bool measured = true;  // false: NVML cannot read this GPU (lost, hung); never counted freed
+  std::string problem;   // why the latest reading failed: never counted as freed
+
+  std::uint64_t after() const { return used.value_or(before); }
 };
 
 struct ReleaseResult {
-  std::vector<ReleaseState> gpus;
-  bool all_freed = false;
+  std::vector<GpuRelease> gpus;
+  bool all_freed = false;  // every GPU was seen freed during this wait
   bool interrupted = false;
   std::string nvml_error;  // set when NVML failed or hung while waiting, or a GPU could not be read
 };
 
-/// Polls until every target GPU is freed, the deadline passes, NVML fails, or
-/// `interrupted` is set. A GPU that cannot be read (its reading has a problem)
-/// is no longer polled and is not freed; the others are polled on. `progress` (may be empty) sees every reading.
-ReleaseResult wait_for_release(
-    gpu::GpuSource& gpus, const std::vector<ReleaseTarget>& targets, Clock::time_point deadline,
-    Clock::time_point t0, const std::atomic<bool>* interrupted,
-    const std::function<void(const std::vector<ReleaseState>&)>& progress);
+/// Polls until every measured GPU of `gpus` is seen freed, the deadline passes, NVML
+/// fails, or `interrupted` is set; returns them with their readings (`used`,
+/// `freed_at` when first seen freed, `problem`). A GPU that cannot be read is no
+/// longer polled and is not freed; the others are polled on. `progress` (may be
+/// empty) sees every reading. Time is read, and waited, on `clock`.
+ReleaseResult wait_for_release(gpu::GpuSource& source, std::vector<GpuRelease> gpus,
+                               util::Clock::time_point deadline, util::Clock::time_point t0,
+                               const std::atomic<bool>* interrupted,
+                               const std::function<void(const std::vector<GpuRelease>&)>& progress,
+                               util::Clock& clock = util::system_clock());
 
 }  // namespace gpureap::reclaim

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "report/json.h"
+#include "report/names.h"
 #include "report/status_table.h"
 #include "report/terminal_text.h"
 #include "util/units.h"
@@ -78,17 +79,17 @@ nlohmann::ordered_json plan_json(const reclaim::Plan& plan) {
                        {"comm", s.comm},
                        {"gpus", s.gpus},
                        {"gpu_bytes", s.gpu_bytes},
-                       {"class", reclaim::skip_kind_name(s.kind)},
+                       {"class", std::string(to_string(s.kind))},
                        {"reason", s.reason}});
   return {{"targets", targets}, {"skipped", skipped}};
 }
 
-std::string progress_line(const std::vector<reclaim::GpuOutcome>& gpus) {
+std::string progress_line(const std::vector<reclaim::GpuRelease>& gpus) {
   std::string out;
   for (const auto& g : gpus) {
     if (!out.empty()) out += " | ";
-    out += g.seconds_to_free ? fmt::format("GPU {} freed {:.2f}s", g.index, *g.seconds_to_free)
-                             : fmt::format("GPU {} {}", g.index, format_bytes(g.after));
+    out += g.freed_at ? fmt::format("GPU {} freed {:.2f}s", g.index, *g.freed_at)
+                      : fmt::format("GPU {} {}", g.index, format_bytes(g.after()));
   }
   return out;
 }
@@ -118,9 +119,10 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
     out += style.bold("Actions:\n");
     for (const auto& a : r.actions) {
       std::string outcome =
-          a.exited_at ? fmt::format("{} at +{:.3f}s", a.result, *a.exited_at) : a.result;
+          a.exited_at ? fmt::format("{} at +{:.3f}s", outcome_text(a), *a.exited_at)
+                      : outcome_text(a);
       out +=
-          fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {} -> {}\n", a.sent_at, a.signal,
+          fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {} -> {}\n", a.sent_at, to_string(a.signal),
                       a.id.pid, terminal_text(a.comm), a.id.start_time,
                       a.via.empty() ? "-" : terminal_text(a.via), terminal_text(outcome));
     }
@@ -129,8 +131,7 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
                                 r.rounds.size(), r.rounds.size() == 1 ? "" : "s"));
   for (const auto& g : r.gpus) {
     std::string verdict =
-        g.freed ? style.green(g.seconds_to_free
-                                  ? fmt::format("freed in {}", seconds_text(*g.seconds_to_free))
+        g.freed ? style.green(g.freed_at ? fmt::format("freed in {}", seconds_text(*g.freed_at))
                                   : std::string("free"))
                 : style.red("STILL HELD");
     if (!g.measured) {
@@ -142,12 +143,12 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
                                            format_bytes(g.left_alone_bytes))
                              : "";
       out += fmt::format("  GPU {}  {} -> {}  (baseline {}{})  {}\n", g.index,
-                         format_bytes(g.before), format_bytes(g.after), format_bytes(g.baseline),
+                         format_bytes(g.before), format_bytes(g.after()), format_bytes(g.baseline),
                          left_alone, verdict);
     }
     for (const auto& l : r.leftovers) {
       if (l.gpu != g.index) continue;
-      out += style.red(fmt::format("    [{}]", l.cls));
+      out += style.red(fmt::format("    [{}]", to_string(l.cls)));
       out += l.pids.empty() ? "\n" : fmt::format(" pid {}\n", fmt::join(l.pids, ","));
       for (const auto& e : l.evidence) out += fmt::format("      {}\n", terminal_text(e));
       out += fmt::format("      next: {}\n", terminal_text(l.next_step));
@@ -177,25 +178,25 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
     actions.push_back({{"pid", a.id.pid},
                        {"start_time", a.id.start_time},
                        {"comm", a.comm},
-                       {"signal", a.signal},
+                       {"signal", std::string(to_string(a.signal))},
                        {"via", a.via},
                        {"sent_at_seconds", a.sent_at},
                        {"exited_at_seconds", opt(a.exited_at)},
-                       {"result", a.result}});
+                       {"result", outcome_text(a)}});
   for (const auto& g : r.gpus)
     gpus.push_back({{"index", g.index},
                     {"uuid", g.uuid},
                     {"measured", g.measured},
                     {"memory_before_bytes", g.measured ? nlohmann::ordered_json(g.before) : nullptr},
-                    {"memory_after_bytes", g.measured ? nlohmann::ordered_json(g.after) : nullptr},
+                    {"memory_after_bytes", g.measured ? nlohmann::ordered_json(g.after()) : nullptr},
                     {"baseline_bytes", g.measured ? nlohmann::ordered_json(g.baseline) : nullptr},
                     {"threshold_bytes", g.measured ? nlohmann::ordered_json(g.threshold) : nullptr},
                     {"left_alone_bytes", g.left_alone_bytes},
                     {"freed", g.freed},
-                    {"seconds_to_free", opt(g.seconds_to_free)}});
+                    {"seconds_to_free", opt(g.freed_at)}});
   for (const auto& l : r.leftovers)
     leftovers.push_back({{"gpu", l.gpu},
-                         {"class", l.cls},
+                         {"class", std::string(to_string(l.cls))},
                          {"pids", l.pids},
                          {"evidence", l.evidence},
                          {"next_step", l.next_step}});
@@ -238,11 +239,11 @@ std::string free_record(const reclaim::ReclaimReport& r) {
   // Plain concatenation: whatever made the full report fail must not fail here.
   std::string out = "gpureap free record:\n";
   for (const auto& a : r.actions)
-    out += "  " + a.signal + " pid " + std::to_string(a.id.pid) + " start " +
-           std::to_string(a.id.start_time) + " -> " + terminal_text(a.result) + "\n";
+    out += "  " + std::string(to_string(a.signal)) + " pid " + std::to_string(a.id.pid) + " start " +
+           std::to_string(a.id.start_time) +  " -> " + terminal_text(outcome_text(a)) + "\n";
   for (const auto& g : r.gpus)
     out += "  GPU " + std::to_string(g.index) + " " +
-           (g.measured ? std::to_string(g.before) + " -> " + std::to_string(g.after) + " bytes: " +
+           (g.measured ? std::to_string(g.before) + " -> " + std::to_string(g.after()) + " bytes: " +
                              (g.freed ? "freed" : "STILL HELD")
                        : std::string("memory unknown: NOT VERIFIED")) +
            "\n";

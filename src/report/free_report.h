@@ -15,7 +15,7 @@ std::string plan_text(const reclaim::Plan& plan, const Style& style);
 nlohmann::ordered_json plan_json(const reclaim::Plan& plan);
 
 /// One progress line: "GPU 0 20.0 GiB -> 3.1 GiB | GPU 1 freed 0.41 s".
-std::string progress_line(const std::vector<reclaim::GpuOutcome>& gpus);
+std::string progress_line(const std::vector<reclaim::GpuRelease>& gpus);
 
 /// The final report.
 std::string free_text(const reclaim::ReclaimReport& report, const Style& style);

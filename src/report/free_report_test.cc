@@ -20,9 +20,9 @@ reclaim::Action action(const std::string& comm) {
   reclaim::Action a;
   a.id = {4242, 1234};
   a.comm = comm;
-  a.signal = "SIGTERM";
+  a.signal = reclaim::Signal::sigterm;
   a.via = "pidfd";
-  a.result = "exited";
+  a.outcome = reclaim::Outcome::exited;
   return a;
 }
 
@@ -32,9 +32,12 @@ TEST(FreeText, ProcessTextIsEscapedInEveryLine) {
   r.respawners.push_back({{4000, 1}, kComm, 3, true, ""});
   r.respawners.push_back({{4001, 1}, kComm, 2, false, "kill 4001 \x1b[2J"});
   r.notes.push_back("cgroup.kill not used for /x: pid 7 (" + kComm + ") is not in the plan");
-  r.gpus.push_back({0, "GPU-x", 0, 1, 1, 0, 0, 0, false, std::nullopt});
+  reclaim::GpuRelease g;
+  g.uuid = "GPU-x";
+  g.before = 1;
+  r.gpus.push_back(g);
   r.leftovers.push_back({0,
-                         "live_holder",
+                         reclaim::LeftoverClass::live_holder,
                          {4242},
                          {"pid 4242 (" + kComm + ") cmd: a\nb"},
                          "widen it \x1b]0;title\x07"});
@@ -73,7 +76,13 @@ TEST(PlanText, ProcessTextIsEscaped) {
 TEST(FreeRecord, NamesEveryActionWithoutProcessText) {
   reclaim::ReclaimReport r;
   r.actions.push_back(action(kComm));
-  r.gpus.push_back({0, "GPU-x", 0, 10, 1, 0, 0, 0, true, 0.5});
+  reclaim::GpuRelease g;
+  g.uuid = "GPU-x";
+  g.before = 10;
+  g.used = 1;
+  g.freed = true;
+  g.freed_at = 0.5;
+  r.gpus.push_back(g);
   std::string record = free_record(r);
   EXPECT_NE(record.find("SIGTERM pid 4242 start 1234 -> exited"), std::string::npos) << record;
   EXPECT_NE(record.find("GPU 0 10 -> 1 bytes: freed"), std::string::npos) << record;

@@ -42,8 +42,8 @@ TEST(JsonText, FreeReportWithNonUtf8TextIsValidUtf8) {
   reclaim::Action a;
   a.id = {4242, 1234};
   a.comm = kBadBytes;
-  a.signal = "SIGTERM";
-  a.result = "exited";
+  a.signal = reclaim::Signal::sigterm;
+  a.outcome = reclaim::Outcome::exited;
   report.actions.push_back(a);
   std::string text;
   ASSERT_NO_THROW(text = json_text(free_json(plan, report, false)));

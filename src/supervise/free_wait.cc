@@ -70,9 +70,13 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
                        [](const FreeWaitGpu& g) { return g.freed_after.has_value(); });
   };
   auto poll_until_deadline = [&] {
-    std::vector<reclaim::ReleaseTarget> pending;
+    std::vector<reclaim::GpuRelease> pending;
     for (const auto& g : result.gpus)
-      if (!g.freed_after) pending.push_back({g.index, g.threshold});
+      if (!g.freed_after) {
+        pending.emplace_back();
+        pending.back().index = g.index;
+        pending.back().threshold = g.threshold;
+      }
     auto release = reclaim::wait_for_release(node.gpus(), pending, deadline, t0, nullptr, {});
     for (const auto& s : release.gpus) {
       auto g = std::find_if(result.gpus.begin(), result.gpus.end(),

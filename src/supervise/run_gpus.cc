@@ -153,9 +153,16 @@ void RunGpuWatch::before_teardown(const std::vector<proc::ProcessId>& members) {
   (void)node_.save_baselines();
 }
 
-std::vector<reclaim::ReleaseTarget> RunGpuWatch::release_targets() const {
-  std::vector<reclaim::ReleaseTarget> out;
-  for (const auto& h : held_) out.push_back(reclaim::ReleaseTarget{h.index, h.threshold});
+std::vector<reclaim::GpuRelease> RunGpuWatch::release_targets() const {
+  std::vector<reclaim::GpuRelease> out;
+  for (const auto& h : held_) {
+    reclaim::GpuRelease g;
+    g.index = h.index;
+    g.baseline = h.baseline;
+    g.threshold = h.threshold;
+    g.before = h.used;
+    out.push_back(std::move(g));
+  }
   return out;
 }
 
@@ -187,7 +194,7 @@ std::vector<reclaim::Leftover> RunGpuWatch::classify(
     in.last_plan = &plan;
     in.survivors = survivors;
     in.threshold = held != held_.end() ? held->threshold : view.baseline.bytes;
-    auto classified = reclaim::classify_leftovers(in);
+    auto classified = reclaim::classify_leftovers(in, node_.proc_root());
     out.insert(out.end(), classified.begin(), classified.end());
   }
   return out;

@@ -71,7 +71,7 @@ class RunGpuWatch {
 
   /// The GPUs to verify, with their thresholds. Empty when the run held none.
   const std::vector<HeldGpu>& held() const { return held_; }
-  std::vector<reclaim::ReleaseTarget> release_targets() const;
+  std::vector<reclaim::GpuRelease> release_targets() const;
 
   /// Why NVML (or the device nodes) could not be used; empty when all was well.
   const std::string& nvml_problem() const { return nvml_problem_; }

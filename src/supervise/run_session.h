@@ -64,7 +64,7 @@ struct RunOutcome {
   bool memory_unverified() const {
     if (!unverified.empty()) return true;
     return release && std::any_of(release->gpus.begin(), release->gpus.end(),
-                                  [](const reclaim::ReleaseState& g) { return !g.problem.empty(); });
+                                  [](const reclaim::GpuRelease& g) { return !g.problem.empty(); });
   }
   /// True when every GPU the run held was measured back at its baseline (or
   /// the run held none, as far as NVML could tell).

@@ -62,8 +62,7 @@ TeardownReport tear_down(LaunchedRun& run, RunCgroup* cgroup, const TeardownOpti
     // action per target (reported to reclaim's owner).
     esc.grace = round == 0 ? std::max(options.grace, kMinGrace) : kMinGrace;
     esc.kill_wait = options.kill_wait;
-    esc.proc_root = options.proc_root;
-    auto result = reclaim::terminate(targets, esc, t0);
+    auto result = reclaim::terminate(targets, esc, t0, options.proc_root);
     report.rounds = round + 1;
     signalled.insert(targets.begin(), targets.end());
     report.actions.insert(report.actions.end(), result.actions.begin(), result.actions.end());

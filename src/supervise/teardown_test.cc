@@ -91,7 +91,7 @@ void teardown_kills_everything(RunCgroup* cgroup) {
   EXPECT_EQ(exit_code_of(*run->cmd_status()), 128 + SIGTERM);
   bool sigkill_sent = std::any_of(
       report.actions.begin(), report.actions.end(),
-      [](const reclaim::Action& a) { return a.signal != "SIGTERM" && a.signal != "none"; });
+      [](const reclaim::Action& a) { return a.signal == reclaim::Signal::sigkill; });
   EXPECT_TRUE(sigkill_sent) << "the worker ignoring SIGTERM needed SIGKILL";
   std::filesystem::remove_all(dir);
 }
