@@ -60,7 +60,7 @@ Inventory collect(gpu::GpuSource& gpus, const proc::DeviceSet& devices, Baseline
   // in progress apart from memory the driver keeps; stop at the first drop.
   std::vector<gpu::MemoryReading> later;
   for (int attempt = 0; attempt < 4; ++attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    (options.clock ? *options.clock : util::system_clock()).sleep_for(std::chrono::milliseconds(25));
     auto reading = gpus.memory(puzzling, options.nvml_deadline);
     if (!reading) break;
     later = std::move(*reading);

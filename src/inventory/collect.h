@@ -10,6 +10,7 @@
 #include "gpu/gpu_source.h"
 #include "inventory/inventory.h"
 #include "proc/device_nodes.h"
+#include "util/clock.h"
 
 namespace gpureap::inventory {
 
@@ -17,6 +18,7 @@ struct CollectOptions {
   std::string proc_root = "/proc";
   std::chrono::milliseconds nvml_deadline{2000};
   std::set<pid_t> exclude;  // in addition to ourselves and our NVML helper
+  util::Clock* clock = nullptr;  // waits between re-readings; nullptr: the system clock
 };
 
 /// Takes the snapshot and the scan concurrently and builds the inventory. When

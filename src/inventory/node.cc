@@ -28,6 +28,7 @@ Inventory Node::look(const LookOptions& options) {
   collect.proc_root = config_.proc_root;
   collect.nvml_deadline = options.nvml_deadline;
   collect.exclude = options.exclude;
+  collect.clock = clock_;
   return collect_inventory(*gpus_, devices_, baselines_, collect);
 }
 

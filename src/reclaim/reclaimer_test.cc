@@ -1,0 +1,324 @@
+// The reclaim engine on fakes (test_machine.h): real planning, holder scan and
+// classification over a fixture /proc, a FakeGpuSource, scripted processes and
+// an EventClock. Rounds that take seconds on a node take milliseconds here.
+
+#include "reclaim/reclaimer.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "reclaim/test_machine.h"
+
+namespace gpureap::reclaim {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeProc;
+using testing::kGiB;
+using testing::TestMachine;
+
+FakeProc holder(pid_t pid, pid_t ppid = 1, unsigned gpu = 0) {
+  FakeProc p;
+  p.pid = pid;
+  p.ppid = ppid;
+  p.gpu = gpu;
+  p.bytes = 20 * kGiB;
+  p.cmdline = "python3 -m sglang.launch_server";
+  return p;
+}
+
+FakeProc parent(pid_t pid) {
+  FakeProc p;
+  p.pid = pid;
+  p.comm = "launcher";
+  p.cmdline = "bash run_workers.sh";
+  return p;
+}
+
+std::vector<int> sigs(std::initializer_list<int> l) { return l; }
+
+TEST(Reclaim, OrphanIsFreedInOneRoundWithoutSettling) {
+  TestMachine m;
+  auto id = m.spawn(holder(3000101));
+  ReclaimReport r = m.free({});
+  ASSERT_EQ(m.plan.targets.size(), 1u);
+  EXPECT_TRUE(r.all_freed());
+  EXPECT_EQ(r.rounds.size(), 1u);
+  ASSERT_EQ(r.actions.size(), 1u);
+  EXPECT_EQ(r.actions[0].signal, Signal::sigterm);
+  EXPECT_EQ(r.actions[0].outcome, Outcome::exited);
+  EXPECT_NEAR(*r.actions[0].exited_at, 0.1, 1e-3);
+  EXPECT_EQ(m.control.signals_of(id), sigs({SIGTERM}));
+  ASSERT_EQ(r.gpus.size(), 1u);
+  EXPECT_EQ(r.gpus[0].before, 20 * kGiB);
+  EXPECT_EQ(r.gpus[0].after(), 0u);
+  // Exit at 0.1 s, the driver's release 0.2 s later; no live parent: no settle.
+  EXPECT_NEAR(*r.gpus[0].freed_at, 0.3, 0.03);
+  EXPECT_EQ(r.settled_seconds, 0);
+  EXPECT_TRUE(r.leftovers.empty());
+  EXPECT_TRUE(r.respawners.empty());
+  EXPECT_LT(m.real_seconds, 1.0);
+}
+
+TEST(Reclaim, IgnoredSigtermGetsSigkillAfterTheGrace) {
+  TestMachine m;
+  FakeProc p = holder(3000102);
+  p.script.exits_after_term.reset();
+  auto id = m.spawn(p);
+  ReclaimOptions o;
+  o.escalation.grace = 2s;
+  ReclaimReport r = m.free(o);
+  EXPECT_TRUE(r.all_freed());
+  EXPECT_EQ(m.control.signals_of(id), sigs({SIGTERM, SIGKILL}));
+  ASSERT_EQ(r.actions.size(), 2u);
+  EXPECT_EQ(r.actions[0].outcome, Outcome::still_running_after_grace);
+  EXPECT_EQ(r.actions[1].signal, Signal::sigkill);
+  EXPECT_EQ(r.actions[1].via, "pidfd");
+  EXPECT_NEAR(r.actions[1].sent_at, 2.0, 1e-3);
+  EXPECT_EQ(r.actions[1].outcome, Outcome::exited);
+}
+
+TEST(Reclaim, GraceZeroSendsSigkillAtOnce) {
+  TestMachine m;
+  auto id = m.spawn(holder(3000103));
+  ReclaimOptions o;
+  o.escalation.grace = 0ms;
+  ReclaimReport r = m.free(o);
+  EXPECT_TRUE(r.all_freed());
+  EXPECT_EQ(m.control.signals_of(id), sigs({SIGKILL}));
+}
+
+TEST(Reclaim, ReusedGoneAndForbiddenPidsAreNeverSignalled) {
+  TestMachine m;
+  FakeProc a = holder(3000104), b = holder(3000105), c = holder(3000106);
+  a.script.open_error = proc::OpenError::reused;
+  b.script.open_error = proc::OpenError::no_permission;
+  c.script.open_error = proc::OpenError::gone;
+  auto ia = m.spawn(a), ib = m.spawn(b), ic = m.spawn(c);
+  ReclaimOptions o;
+  o.timeout = 2s;
+  ReclaimReport r = m.free(o);
+  EXPECT_TRUE(m.control.signals_of(ia).empty());
+  EXPECT_TRUE(m.control.signals_of(ib).empty());
+  EXPECT_TRUE(m.control.signals_of(ic).empty());
+  ASSERT_EQ(r.actions.size(), 3u);
+  EXPECT_EQ(r.actions[0].outcome, Outcome::pid_reused);
+  EXPECT_EQ(r.actions[1].outcome, Outcome::permission_denied);
+  EXPECT_EQ(r.actions[2].outcome, Outcome::already_gone);
+  for (const auto& a : r.actions) EXPECT_EQ(a.signal, Signal::none);
+  // Their memory is still held by live holders that were never signalled.
+  EXPECT_FALSE(r.all_freed());
+  ASSERT_FALSE(r.leftovers.empty());
+  EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::live_holder);
+}
+
+// A parent restarts its killed worker 0.5 s later: the new holder matches the
+// selection by itself, so it is the next round's target; the parent is reported
+// with the command that stops it and left alone (no --stop-respawners).
+TEST(Reclaim, RespawnedHolderIsTheNextRoundAndItsParentIsNoted) {
+  TestMachine m;
+  auto pid = m.spawn(parent(3000200));
+  FakeProc first = holder(3000201, 3000200);
+  FakeProc second = holder(3000202, 3000200);
+  first.then = [&] { m.clock.after(500ms, [&] { m.spawn(second); }); };
+  m.spawn(first);
+  ReclaimReport r = m.free({});
+  EXPECT_TRUE(r.all_freed());
+  ASSERT_EQ(r.rounds.size(), 2u);
+  ASSERT_EQ(r.rounds[1].targets.size(), 1u);
+  EXPECT_EQ(r.rounds[1].targets[0].id.pid, 3000202);
+  ASSERT_EQ(r.respawners.size(), 1u);
+  EXPECT_EQ(r.respawners[0].id, pid);
+  EXPECT_EQ(r.respawners[0].respawns, 1);
+  EXPECT_FALSE(r.respawners[0].included);
+  EXPECT_EQ(r.respawners[0].stop_hint,
+            "gpureap free --gpu 0 --stop-respawners (or: kill 3000200)");
+  EXPECT_TRUE(m.control.signals_of(pid).empty());
+  // The parent lives on: the GPU was watched for --settle after the release.
+  EXPECT_NEAR(r.settled_seconds, 5.0, 0.3);
+}
+
+TEST(Reclaim, StopRespawnersSignalsTheParent) {
+  TestMachine m;
+  auto pid = m.spawn(parent(3000300));
+  FakeProc first = holder(3000301, 3000300);
+  FakeProc second = holder(3000302, 3000300);
+  first.then = [&] { m.clock.after(500ms, [&] { m.spawn(second); }); };
+  m.spawn(first);
+  ReclaimOptions o;
+  o.stop_respawners = true;
+  ReclaimReport r = m.free(o);
+  EXPECT_TRUE(r.all_freed());
+  ASSERT_EQ(r.rounds.size(), 2u);
+  EXPECT_TRUE(r.rounds[1].contains(pid));
+  EXPECT_EQ(m.control.signals_of(pid), sigs({SIGTERM}));
+  ASSERT_EQ(r.respawners.size(), 1u);
+  EXPECT_TRUE(r.respawners[0].included);
+  // Round 1 watched a little while the parent lived (the restart came 0.3 s after
+  // the release); after round 2 the parent is gone and no settle window follows.
+  EXPECT_LT(r.settled_seconds, 0.5);
+  EXPECT_LT(r.seconds, 2.0);
+}
+
+TEST(Reclaim, LiveParentThatRestartsNothingIsWatchedForSettleThenListed) {
+  TestMachine m;
+  auto pid = m.spawn(parent(3000400));
+  m.spawn(holder(3000401, 3000400));
+  ReclaimOptions o;
+  o.settle = 2s;
+  ReclaimReport r = m.free(o);
+  EXPECT_TRUE(r.all_freed());
+  EXPECT_NEAR(r.settled_seconds, 2.0, 0.3);
+  EXPECT_NEAR(r.seconds, 2.3, 0.3);
+  ASSERT_EQ(r.respawners.size(), 1u);
+  EXPECT_EQ(r.respawners[0].id, pid);
+  EXPECT_EQ(r.respawners[0].respawns, 0);
+
+  TestMachine quick;
+  quick.spawn(parent(3000400));
+  quick.spawn(holder(3000401, 3000400));
+  o.settle = 0ms;
+  ReclaimReport q = quick.free(o);
+  EXPECT_TRUE(q.all_freed());
+  EXPECT_EQ(q.settled_seconds, 0);
+  EXPECT_LT(q.seconds, 1.0);
+}
+
+TEST(Reclaim, InterruptDuringTheGraceStopsAndReports) {
+  TestMachine m;
+  FakeProc p = holder(3000500);
+  p.script.exits_after_term.reset();
+  auto id = m.spawn(p);
+  std::atomic<bool> interrupted{false};
+  m.set_interrupt_flag(&interrupted);
+  m.clock.after(1s, [&] { interrupted = true; });
+  ReclaimReport r = m.free({});
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_FALSE(r.all_freed());
+  EXPECT_EQ(m.control.signals_of(id), sigs({SIGTERM}));  // no SIGKILL after Ctrl-C
+  ASSERT_EQ(r.actions.size(), 1u);
+  EXPECT_EQ(r.actions[0].outcome, Outcome::still_running);
+  EXPECT_LT(r.seconds, 1.1);
+  EXPECT_TRUE(r.leftovers.empty());  // an interrupted free classifies nothing
+}
+
+TEST(Reclaim, InterruptDuringTheReleaseWaitStopsAndReports) {
+  TestMachine m;
+  FakeProc p = holder(3000501);
+  p.release_after = 10s;
+  m.spawn(p);
+  std::atomic<bool> interrupted{false};
+  m.set_interrupt_flag(&interrupted);
+  m.clock.after(1s, [&] { interrupted = true; });
+  ReclaimReport r = m.free({});
+  EXPECT_TRUE(r.interrupted);
+  ASSERT_EQ(r.actions.size(), 1u);
+  EXPECT_EQ(r.actions[0].outcome, Outcome::exited);
+  EXPECT_FALSE(r.gpus[0].freed);
+  EXPECT_LT(r.seconds, 1.1);
+}
+
+TEST(Reclaim, NvmlFailingMidRunIsReportedNotFreed) {
+  TestMachine m;
+  FakeProc p = holder(3000600);
+  p.release_after = 2s;
+  m.spawn(p);
+  m.clock.after(500ms, [&] { m.nvml().set_failure(gpu::NvmlState::query_failed, "GPU is lost"); });
+  ReclaimReport r = m.free({});
+  EXPECT_EQ(r.nvml_error, "GPU is lost");
+  EXPECT_FALSE(r.all_freed());
+  ASSERT_EQ(r.gpus.size(), 1u);
+  EXPECT_FALSE(r.gpus[0].measured);  // `free` exits 3, not 1: unmeasured is not "still held"
+  ASSERT_EQ(r.leftovers.size(), 1u);
+  EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::nvml_failed);
+  EXPECT_EQ(r.leftovers[0].evidence,
+            std::vector<std::string>{"NVML stopped answering while verifying: GPU is lost"});
+  EXPECT_LT(r.seconds, 1.0);
+}
+
+TEST(Reclaim, DriverHeldMemoryIsClassifiedOnceItStalls) {
+  TestMachine m;
+  FakeProc p = holder(3000700);
+  p.release_after.reset();  // the driver keeps it
+  m.spawn(p);
+  ReclaimOptions o;
+  o.stalled_after = 3s;
+  ReclaimReport r = m.free(o);
+  EXPECT_FALSE(r.all_freed());
+  // Classified after about 3 s without a fall, not after --timeout (60 s).
+  EXPECT_GT(r.seconds, 3.0);
+  EXPECT_LT(r.seconds, 4.0);
+  ASSERT_EQ(r.leftovers.size(), 1u);
+  EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::driver_held);
+  EXPECT_NE(r.leftovers[0].next_step.find("gpureap free --reset --gpu 0 --yes"), std::string::npos);
+  EXPECT_TRUE(r.resets.empty());
+}
+
+TEST(Reclaim, SlowReleaseIsWaitedForNotClassified) {
+  TestMachine m;
+  FakeProc p = holder(3000701);
+  p.release_after = 2s;
+  m.spawn(p);
+  // The memory falls in one step at 2.1 s: it is "still releasing" until then, and
+  // the stall rule (3 s) must not cut it short.
+  ReclaimReport r = m.free({});
+  EXPECT_TRUE(r.all_freed());
+  EXPECT_NEAR(*r.gpus[0].freed_at, 2.1, 0.05);
+}
+
+TEST(Reclaim, SurvivorInTheDriverIsExitingInDriver) {
+  TestMachine m;
+  FakeProc p = holder(3000800);
+  p.script.exits_after_term.reset();
+  p.script.exits_after_kill.reset();
+  p.state = 'D';
+  auto id = m.spawn(p);
+  ReclaimOptions o;
+  o.escalation.grace = 1s;
+  o.escalation.kill_wait = 1s;
+  o.timeout = 3s;
+  ReclaimReport r = m.free(o);
+  EXPECT_EQ(m.control.signals_of(id), sigs({SIGTERM, SIGKILL}));
+  ASSERT_EQ(r.actions.size(), 2u);
+  EXPECT_EQ(r.actions[1].outcome, Outcome::still_running);
+  ASSERT_EQ(r.leftovers.size(), 1u);
+  EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::exiting_in_driver);
+  EXPECT_EQ(r.leftovers[0].pids, std::vector<pid_t>{3000800});
+}
+
+TEST(Reclaim, HolderLeftAloneByTheSelectionKeepsItsMemoryAndTheRestIsFreed) {
+  TestMachine m;
+  m.spawn(holder(3000900));
+  FakeProc other = holder(3000901);
+  other.bytes = 10 * kGiB;
+  auto kept = m.spawn(other);
+  ReclaimOptions o;
+  o.selection.pids = {3000900};
+  ReclaimReport r = m.free(o);
+  EXPECT_TRUE(r.all_freed());
+  EXPECT_EQ(r.gpus[0].left_alone_bytes, 10 * kGiB);
+  EXPECT_EQ(r.gpus[0].after(), 10 * kGiB);
+  EXPECT_TRUE(m.control.signals_of(kept).empty());
+}
+
+TEST(Reclaim, ResetIsNotAttemptedWhenItsPreconditionsFail) {
+  TestMachine m;
+  FakeProc p = holder(3001000);
+  p.release_after.reset();
+  m.spawn(p);
+  m.gpu(0).persistence_mode = true;
+  ReclaimOptions o;
+  o.reset = true;
+  ReclaimReport r = m.free(o);
+  ASSERT_EQ(r.resets.size(), 1u);
+  EXPECT_FALSE(r.resets[0].attempted);
+  EXPECT_TRUE(std::any_of(r.resets[0].blockers.begin(), r.resets[0].blockers.end(),
+                          [](const std::string& b) { return b.starts_with("persistence mode is on"); }));
+  ASSERT_EQ(r.leftovers.size(), 1u);
+  EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::driver_held);
+  EXPECT_FALSE(r.all_freed());
+}
+
+}  // namespace
+}  // namespace gpureap::reclaim
