@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <functional>
 #include <thread>
 
 #include "harness.h"
@@ -24,6 +26,18 @@ std::vector<std::string> free_args(std::vector<std::string> extra) {
   std::vector<std::string> args = {"free", "--json", "--yes"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
+}
+
+// Opens the write end of gpureap's test-hook FIFO once gpureap waits at the hook (a
+// FIFO opens for writing only while a reader has it open); -1 when `gone()` says
+// gpureap ended before it got there, or after 10 s.
+int open_hook(const std::string& fifo, const std::function<bool()>& gone) {
+  int hook = -1;
+  SimNode::eventually([&] {
+    hook = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    return hook >= 0 || gone();
+  });
+  return hook;
 }
 
 bool any_action(const nlohmann::json& j, pid_t pid, const std::string& signal) {
@@ -261,15 +275,29 @@ TEST(Free, NarrowedFreeSubtractsTheHoldersItLeftAlone) {
   EXPECT_TRUE(alive(other.holders[0].first));
 }
 
+// The engine's unit tests (reclaim/reclaimer_test.cc) fail NVML at chosen moments of
+// the wait; this one proves the binary's exit status and JSON with the real NVML
+// worker. NVML fails after planning and before the first signal (gpureap waits at
+// its test hook), so nothing depends on how long discovery takes.
 TEST(Free, NvmlFailingMidRunIsReported) {
   SimNode node;
   auto held = node.hold({"--gpu", "0", "--bytes", "4GiB", "--ignore-term"});
-  std::thread flip([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
-    node.sim({"mode", "--dir", node.dir(), "query_fail"});
+  std::string fifo = node.dir() + "/hook";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  CommandResult r;
+  std::atomic<bool> done{false};
+  std::thread run([&] {
+    r = node.gpureap(free_args({"--gpu", "0", "--grace", "300ms", "--timeout", "10s"}),
+                     std::chrono::seconds(30), {{"GPUREAP_TEST_HOOK_BEFORE_SIGNAL", fifo}});
+    done = true;
   });
-  auto r = node.gpureap(free_args({"--gpu", "0", "--grace", "1500ms", "--timeout", "10s"}));
-  flip.join();
+  int hook = open_hook(fifo, [&] { return done.load(); });
+  if (hook < 0) run.join();
+  ASSERT_GE(hook, 0) << "gpureap did not reach its test hook: " << r.out << r.err;
+  node.sim({"mode", "--dir", node.dir(), "query_fail"});
+  (void)!::write(hook, "x", 1);
+  ::close(hook);
+  run.join();
   // Not measured is not "still held" either: exit 3 (README), GPU 0 not measured.
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   auto j = r.json();
@@ -494,9 +522,15 @@ TEST(Free, ResetThroughTheStandInChecksPreconditions) {
   EXPECT_EQ(out.find("did not finish"), std::string::npos) << out;
 }
 
+// Ctrl-C reaches gpureap while it waits at its test hook (after planning, with
+// its SIGINT handler installed, before any signal): it still sends the round's
+// SIGTERM, then stops waiting, sends no SIGKILL and reports. The engine's unit
+// tests interrupt it at chosen moments of the grace and of the release wait.
 TEST(Free, InterruptStopsCleanlyAndReports) {
   SimNode node;
   auto held = node.hold({"--gpu", "0", "--bytes", "2GiB", "--ignore-term"});
+  std::string fifo = node.dir() + "/hook";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   // Run gpureap as our child so we can send it SIGINT.
   int out_pipe[2];
   ASSERT_EQ(::pipe(out_pipe), 0);
@@ -504,17 +538,17 @@ TEST(Free, InterruptStopsCleanlyAndReports) {
   if (pid == 0) {
     ::dup2(out_pipe[1], 1);
     for (const auto& [k, v] : node.env()) ::setenv(k.c_str(), v.c_str(), 1);
+    ::setenv("GPUREAP_TEST_HOOK_BEFORE_SIGNAL", fifo.c_str(), 1);
     ::execl(GPUREAP_BIN, GPUREAP_BIN, "free", "--json", "--yes", "--gpu", "0", "--grace", "30s",
             nullptr);
     _exit(127);
   }
   ::close(out_pipe[1]);
-  ASSERT_TRUE(SimNode::eventually([&] {
-    auto s = node.sim({"list", "--dir", node.dir()});
-    return state_of(pid) != '\0';
-  }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  int hook = open_hook(fifo, [&] { return state_of(pid) == 'Z'; });
+  ASSERT_GE(hook, 0) << "gpureap did not reach its test hook";
   ::kill(pid, SIGINT);  // our own child
+  (void)!::write(hook, "x", 1);  // in case the signal came before its poll on the hook
+  ::close(hook);
   std::string out;
   char buf[4096];
   ssize_t n;
@@ -529,18 +563,34 @@ TEST(Free, InterruptStopsCleanlyAndReports) {
   ASSERT_FALSE(j.is_discarded()) << out;
   EXPECT_TRUE(j["interrupted"]);
   EXPECT_TRUE(any_action(j, held.holders[0].first, "SIGTERM"));
+  EXPECT_FALSE(any_action(j, held.holders[0].first, "SIGKILL"));
   EXPECT_TRUE(alive(held.holders[0].first)) << "interrupted before SIGKILL";
 }
 
+// The first free holds the lock while it waits at its test hook (the lock is taken
+// before discovery): a second one at that moment is refused, whatever the timing.
 TEST(Free, TwoFreesAtOnceDoNotFight) {
   SimNode node;
-  node.hold({"--gpu", "0", "--bytes", "2GiB", "--ignore-term"});
-  std::thread first([&] { node.gpureap(free_args({"--gpu", "0", "--grace", "1500ms"})); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  node.hold({"--gpu", "0", "--bytes", "2GiB"});
+  std::string fifo = node.dir() + "/hook";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  CommandResult first;
+  std::atomic<bool> done{false};
+  std::thread run([&] {
+    first = node.gpureap(free_args({"--gpu", "0"}), std::chrono::seconds(30),
+                         {{"GPUREAP_TEST_HOOK_BEFORE_SIGNAL", fifo}});
+    done = true;
+  });
+  int hook = open_hook(fifo, [&] { return done.load(); });
+  if (hook < 0) run.join();
+  ASSERT_GE(hook, 0) << "the first free did not reach its test hook: " << first.out << first.err;
   auto second = node.gpureap(free_args({"--gpu", "0"}));
-  first.join();
+  (void)!::write(hook, "x", 1);
+  ::close(hook);
+  run.join();
   EXPECT_EQ(second.exit_code, 3) << second.out;
   EXPECT_NE(second.err.find("another gpureap free"), std::string::npos) << second.err;
+  EXPECT_EQ(first.exit_code, 0) << first.out << first.err;
 }
 
 // PID reuse: a target exits and a new process takes its pid before the signal.
