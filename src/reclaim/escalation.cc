@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <csignal>
 
-#include "proc/proc_files.h"
-
 namespace gpureap::reclaim {
 namespace {
 
@@ -42,9 +40,7 @@ class Escalation {
   Escalation(const EscalationOptions& options, const EscalationEnv& env)
       : options_(options), env_(env) {}
 
-  double now() const {
-    return std::chrono::duration<double>(env_.clock.now() - env_.t0).count();
-  }
+  double now() const { return std::chrono::duration<double>(env_.clock.now() - env_.t0).count(); }
   bool interrupted() const { return env_.interrupted && env_.interrupted->load(); }
 
   // Opens a verified handle for every target; the ones that are gone or reused
@@ -55,8 +51,9 @@ class Escalation {
       auto process = env_.control.open(t.id, first);
       first = false;
       if (!process) {
-        Action a{t.id, t.comm, Signal::none, "", now(), std::nullopt,
-                 open_outcome(process.error().kind), ""};
+        Action a{
+            t.id, t.comm, Signal::none, "", now(), std::nullopt, open_outcome(process.error().kind),
+            ""};
         if (a.outcome == Outcome::not_signalled) a.detail = process.error().message;
         result_.actions.push_back(std::move(a));
         continue;
@@ -115,8 +112,8 @@ class Escalation {
         return false;
       }
       if (env_.clock.now() >= deadline) return false;
-      auto alive = env_.control.wait_for_exit(
-          live, std::min(deadline, env_.clock.now() + kInterruptSlice));
+      auto alive =
+          env_.control.wait_for_exit(live, std::min(deadline, env_.clock.now() + kInterruptSlice));
       std::size_t next = 0;  // `alive` is ascending
       for (std::size_t i = 0; i < who.size(); ++i) {
         if (next < alive.size() && alive[next] == i) {
@@ -185,12 +182,6 @@ class Escalation {
   EscalationResult result_;
 };
 
-std::string read_comm(pid_t pid, const std::string& proc_root) {
-  std::string comm = proc::read_small_file(fmt::format("{}/{}/comm", proc_root, pid));
-  if (!comm.empty() && comm.back() == '\n') comm.pop_back();
-  return comm;
-}
-
 }  // namespace
 
 EscalationResult terminate(std::span<const Target> targets, const EscalationOptions& options,
@@ -217,8 +208,7 @@ EscalationResult terminate(std::span<const Target> targets, const EscalationOpti
 
 EscalationResult terminate(const std::vector<proc::ProcessId>& targets,
                            const EscalationOptions& options,
-                           std::chrono::steady_clock::time_point t0,
-                           const std::string& proc_root) {
+                           std::chrono::steady_clock::time_point t0, const std::string& proc_root) {
   std::vector<Target> planned;
   planned.reserve(targets.size());
   for (const auto& id : targets) {

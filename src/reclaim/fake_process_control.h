@@ -39,7 +39,9 @@ class EventClock final : public util::Clock {
     if (t > now_) now_ = t;
   }
   /// Runs `fn` when time reaches `t` (at once on the next wait when `t` has passed).
-  void at(time_point t, std::function<void()> fn) { events_.emplace(std::pair{t, seq_++}, std::move(fn)); }
+  void at(time_point t, std::function<void()> fn) {
+    events_.emplace(std::pair{t, seq_++}, std::move(fn));
+  }
   void after(duration d, std::function<void()> fn) { at(now_ + d, std::move(fn)); }
   /// The time of the next event, if any.
   std::optional<time_point> next_event() const {
@@ -100,8 +102,8 @@ class FakeProcessControl final : public ProcessControl {
       return std::unexpected(proc::OpenFailure{proc::OpenError::gone, "no such process", ESRCH});
     if (auto e = it->second->script.open_error) {
       std::string what = *e == proc::OpenError::no_permission ? "not permitted"
-                         : *e == proc::OpenError::reused       ? "pid reused"
-                                                                : "no such process";
+                         : *e == proc::OpenError::reused      ? "pid reused"
+                                                              : "no such process";
       return std::unexpected(proc::OpenFailure{*e, what, 0});
     }
     return std::make_unique<Process>(*this, id, it->second);

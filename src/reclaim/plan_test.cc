@@ -33,6 +33,7 @@ CallerContext root_caller() {
   ctx.self = 999;
   ctx.ancestors = {998, 1};
   ctx.euid = 0;
+  ctx.proc_root = "/nonexistent-proc";  // the planner reads nothing of this host
   // 100 has a helper child 150; 150 must die with it.
   ctx.table = {{{100, 5100}, 1, 100, 100, 0, 'S', 0, "python3", false},
                {{150, 5150}, 100, 100, 100, 0, 'S', 0, "helper", false},

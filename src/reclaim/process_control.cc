@@ -41,12 +41,6 @@ proc::ProcessHandle* handle_of(ControlledProcess* p) {
   return static_cast<SystemProcess*>(p)->handle();
 }
 
-std::string read_comm(pid_t pid, const std::string& proc_root) {
-  std::string comm = proc::read_small_file(fmt::format("{}/{}/comm", proc_root, pid));
-  if (!comm.empty() && comm.back() == '\n') comm.pop_back();
-  return comm;
-}
-
 // Test hook: $GPUREAP_TEST_HOOK_BEFORE_SIGNAL names a FIFO; gpureap waits (at
 // most 30 s) for one byte on it after planning and before opening any pidfd, so
 // a test can make a target's pid be reused exactly in that window.
@@ -92,9 +86,10 @@ std::string foreign_member(const proc::Cgroup2Mount& mount, const std::string& d
       return fmt::format("pid {} ({}){} is not in the plan", m.pid, read_comm(m.pid, proc_root),
                          where);
     if (t == live.end() || (*t)->has_exited())
-      return fmt::format("pid {}{} is no longer the target that had it (it exited; the pid "
-                         "may have been reused)",
-                         m.pid, where);
+      return fmt::format(
+          "pid {}{} is no longer the target that had it (it exited; the pid "
+          "may have been reused)",
+          m.pid, where);
     const std::uint64_t want = (*t)->id().pidfs_ino;
     if (want != 0 && proc::pidfs_inode(m.pid) != want)
       return fmt::format("pid {}{} is not the process that was planned", m.pid, where);
@@ -103,6 +98,12 @@ std::string foreign_member(const proc::Cgroup2Mount& mount, const std::string& d
 }
 
 }  // namespace
+
+std::string read_comm(pid_t pid, const std::string& proc_root) {
+  std::string comm = proc::read_small_file(fmt::format("{}/{}/comm", proc_root, pid));
+  if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+  return comm;
+}
 
 std::expected<ProcessPtr, proc::OpenFailure> SystemProcessControl::open(const proc::ProcessId& id,
                                                                         bool first) {

@@ -67,11 +67,15 @@ class ProcessControl {
                                          std::span<ControlledProcess* const> planned) = 0;
 };
 
+/// PROC_ROOT/PID/comm without its newline; empty when the process is gone.
+std::string read_comm(pid_t pid, const std::string& proc_root);
+
 /// The kernel: pidfds (proc::ProcessHandle) re-verified by start time, poll() on
 /// them for exits, cgroup v2 freeze + cgroup.kill.
 class SystemProcessControl final : public ProcessControl {
  public:
-  explicit SystemProcessControl(std::string proc_root = "/proc") : proc_root_(std::move(proc_root)) {}
+  explicit SystemProcessControl(std::string proc_root = "/proc")
+      : proc_root_(std::move(proc_root)) {}
   std::expected<ProcessPtr, proc::OpenFailure> open(const proc::ProcessId& id, bool first) override;
   std::vector<std::size_t> wait_for_exit(std::span<ControlledProcess* const> live,
                                          util::Clock::time_point deadline) override;

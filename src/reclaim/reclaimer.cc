@@ -27,7 +27,8 @@ bool named_by_pid(const Selection& sel, pid_t pid) {
 
 // What stops a respawning parent, for the report: its service or container's own
 // command, else gpureap with the opt-in.
-std::string stop_hint(const proc::ProcessEntry& parent, const std::optional<std::string>& protection,
+std::string stop_hint(const proc::ProcessEntry& parent,
+                      const std::optional<std::string>& protection,
                       const std::vector<unsigned>& gpus, const std::string& proc_root) {
   std::string hint = proc::container_hint(proc::cgroup2_path_of(parent.id.pid, proc_root));
   std::string gpu_list;
@@ -150,9 +151,8 @@ class Reclaim {
           killed_comms_[p.id].insert(t.comm);
         }
     }
-    EscalationResult esc = terminate(
-        plan.targets, options_.escalation,
-        EscalationEnv{control_, clock_, node_.interrupt_flag(), t0_});
+    EscalationResult esc = terminate(plan.targets, options_.escalation,
+                                     EscalationEnv{control_, clock_, node_.interrupt_flag(), t0_});
     report_.actions.insert(report_.actions.end(), esc.actions.begin(), esc.actions.end());
     report_.notes.insert(report_.notes.end(), esc.notes.begin(), esc.notes.end());
     survivors_ = esc.survivors;
@@ -213,8 +213,8 @@ class Reclaim {
     if (options_.settle.count() == 0 ||
         (now - settle_from_ >= options_.settle && !replacement_starting()))
       return false;
-    clock_.sleep_for(
-        std::min<util::Clock::duration>(options_.rescan_every, options_.settle - (now - settle_from_)));
+    clock_.sleep_for(std::min<util::Clock::duration>(options_.rescan_every,
+                                                     options_.settle - (now - settle_from_)));
     return true;
   }
 
@@ -318,7 +318,8 @@ class Reclaim {
                                       [&](const inventory::GpuHolder& gh) {
                                         return gh.uses_gpu && signalled_.contains(gh.holder.id);
                                       });
-      if (target_lives || !view->nvml_unseen.empty() || now - it->second.second < options_.stalled_after)
+      if (target_lives || !view->nvml_unseen.empty() ||
+          now - it->second.second < options_.stalled_after)
         all = false;
     }
     return any_pending && all;
@@ -353,8 +354,7 @@ class Reclaim {
         if (!g.freed_at) g.freed_at = since_t0();
         continue;
       }
-      auto found =
-          classify_leftovers({view, &last, survivors_, g.threshold}, node_.proc_root());
+      auto found = classify_leftovers({view, &last, survivors_, g.threshold}, node_.proc_root());
       report_.leftovers.insert(report_.leftovers.end(), found.begin(), found.end());
     }
   }
@@ -437,8 +437,8 @@ bool ReclaimReport::all_freed() const {
 }
 
 ReclaimReport reclaim(inventory::Node& node, ProcessControl& control,
-                      const inventory::Inventory& initial, Plan plan,
-                      const ReclaimOptions& options, const ProgressFn& progress) {
+                      const inventory::Inventory& initial, Plan plan, const ReclaimOptions& options,
+                      const ProgressFn& progress) {
   return Reclaim(node, control, options, progress).run(initial, std::move(plan));
 }
 

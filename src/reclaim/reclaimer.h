@@ -33,7 +33,7 @@ struct ReclaimOptions {
   int max_rounds = 5;
   bool stop_respawners = false;  // --stop-respawners: also signal a parent seen respawning
                                  // killed holders (never a protected one unless named by --pid)
-  bool reset = false;  // --reset: reset GPUs whose memory is driver-held
+  bool reset = false;            // --reset: reset GPUs whose memory is driver-held
   std::chrono::milliseconds rescan_every{250};
   // --settle: after "freed", while a parent of a killed holder is alive (it may be
   // restarting it: a supervisor, a retry loop; a torch worker takes 3-10 s to take the GPU
@@ -80,7 +80,7 @@ using ProgressFn = std::function<void(const std::vector<GpuRelease>&)>;
 /// signals only through `control`. Never blocks past options.timeout (plus the
 /// escalation's own bounded waits).
 ReclaimReport reclaim(inventory::Node& node, ProcessControl& control,
-                      const inventory::Inventory& initial, Plan plan,
-                      const ReclaimOptions& options, const ProgressFn& progress);
+                      const inventory::Inventory& initial, Plan plan, const ReclaimOptions& options,
+                      const ProgressFn& progress);
 
 }  // namespace gpureap::reclaim

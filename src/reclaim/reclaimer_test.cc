@@ -36,7 +36,9 @@ FakeProc parent(pid_t pid) {
   return p;
 }
 
-std::vector<int> sigs(std::initializer_list<int> l) { return l; }
+std::vector<int> sigs(std::initializer_list<int> l) {
+  return l;
+}
 
 TEST(Reclaim, OrphanIsFreedInOneRoundWithoutSettling) {
   TestMachine m;
@@ -132,8 +134,7 @@ TEST(Reclaim, RespawnedHolderIsTheNextRoundAndItsParentIsNoted) {
   EXPECT_EQ(r.respawners[0].id, pid);
   EXPECT_EQ(r.respawners[0].respawns, 1);
   EXPECT_FALSE(r.respawners[0].included);
-  EXPECT_EQ(r.respawners[0].stop_hint,
-            "gpureap free --gpu 0 --stop-respawners (or: kill 3000200)");
+  EXPECT_EQ(r.respawners[0].stop_hint, "gpureap free --gpu 0 --stop-respawners (or: kill 3000200)");
   EXPECT_TRUE(m.control.signals_of(pid).empty());
   // The parent lives on: the GPU was watched for --settle after the release.
   EXPECT_NEAR(r.settled_seconds, 5.0, 0.3);
@@ -313,8 +314,9 @@ TEST(Reclaim, ResetIsNotAttemptedWhenItsPreconditionsFail) {
   ReclaimReport r = m.free(o);
   ASSERT_EQ(r.resets.size(), 1u);
   EXPECT_FALSE(r.resets[0].attempted);
-  EXPECT_TRUE(std::any_of(r.resets[0].blockers.begin(), r.resets[0].blockers.end(),
-                          [](const std::string& b) { return b.starts_with("persistence mode is on"); }));
+  EXPECT_TRUE(
+      std::any_of(r.resets[0].blockers.begin(), r.resets[0].blockers.end(),
+                  [](const std::string& b) { return b.starts_with("persistence mode is on"); }));
   ASSERT_EQ(r.leftovers.size(), 1u);
   EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::driver_held);
   EXPECT_FALSE(r.all_freed());

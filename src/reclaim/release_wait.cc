@@ -53,9 +53,8 @@ ReleaseResult wait_for_release(gpu::GpuSource& source, std::vector<GpuRelease> g
     if (progress) progress(result.gpus);
     std::erase_if(pending, [&](unsigned idx) {
       return freed_now.contains(idx) ||
-             std::any_of(result.gpus.begin(), result.gpus.end(), [&](const GpuRelease& g) {
-               return g.index == idx && !g.problem.empty();
-             });
+             std::any_of(result.gpus.begin(), result.gpus.end(),
+                         [&](const GpuRelease& g) { return g.index == idx && !g.problem.empty(); });
     });
     if (pending.empty()) {
       result.all_freed = freed_now.size() == watched;

@@ -25,8 +25,9 @@ struct GpuRelease {
   std::uint64_t total = 0;
   std::uint64_t baseline = 0;
   std::uint64_t left_alone_bytes = 0;  // NVML's figure for holders not in the plan (D9)
-  std::uint64_t threshold = 0;  // used <= threshold counts as freed (baseline + tolerance + left alone)
-  std::uint64_t before = 0;     // before any signal
+  std::uint64_t threshold =
+      0;  // used <= threshold counts as freed (baseline + tolerance + left alone)
+  std::uint64_t before = 0;           // before any signal
   std::optional<std::uint64_t> used;  // the latest reading
   std::optional<double> freed_at;     // seconds since t0 when first seen freed
   bool freed = false;                 // the verdict

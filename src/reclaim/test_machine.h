@@ -8,6 +8,7 @@
 // FakeProcessControl whose processes, when they exit, leave the tree and the
 // process list, and give their memory back `release_after` later (or never).
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -16,8 +17,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "gpu/fake_gpu_source.h"
 #include "inventory/node.h"
@@ -105,8 +104,8 @@ class TestMachine {
     if (p.gpu) {
       fs::create_symlink(fmt::format("{}/nvidia{}", dev(), *p.gpu), d + "/fd/3");
       auto& g = gpu(*p.gpu);
-      g.processes.push_back(gpu::GpuProcess{static_cast<std::uint32_t>(p.pid), p.bytes,
-                                            gpu::ProcessKind::compute});
+      g.processes.push_back(
+          gpu::GpuProcess{static_cast<std::uint32_t>(p.pid), p.bytes, gpu::ProcessKind::compute});
       g.memory->used += p.bytes;
     }
     auto script = p.script;
@@ -163,8 +162,7 @@ class TestMachine {
  private:
   static std::uint64_t start_time(pid_t pid) { return 100000 + static_cast<std::uint64_t>(pid); }
 
-  void write_stat(pid_t pid, const std::string& comm, char state, pid_t ppid,
-                  std::uint64_t start) {
+  void write_stat(pid_t pid, const std::string& comm, char state, pid_t ppid, std::uint64_t start) {
     // Own session and group: never an orphan by the group-leader rule.
     write(fmt::format("{}/{}/stat", proc(), pid),
           fmt::format("{} ({}) {} {} {} {} 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {} 0 0\n", pid, comm,
