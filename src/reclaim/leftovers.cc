@@ -33,69 +33,52 @@ LeftoverClass class_of(SkipKind k) {
   return LeftoverClass::not_selected;
 }
 
-}  // namespace
+// A holder the selection left alone: why, and how to include it.
+void classify_skipped(Leftover& l, const Skipped& s, pid_t pid) {
+  l.cls = class_of(s.kind);
+  l.evidence.push_back("not signalled: " + s.reason);
+  l.next_step =
+      s.kind == SkipKind::not_permitted
+          ? "run as root: sudo gpureap free --gpu " + std::to_string(l.gpu)
+      : s.kind == SkipKind::protected_process
+          ? fmt::format("it is protected; if you are sure, name it: gpureap free --gpu {} --pid {}",
+                        l.gpu, pid)
+          : fmt::format("it is outside your selection; widen it (e.g. --pid {})", pid);
+}
 
-std::vector<Leftover> classify_leftovers(const LeftoverInput& in, const std::string& proc_root) {
-  std::vector<Leftover> out;
+// A target alive after SIGKILL and the wait: a zombie leader, stuck in the driver (D),
+// or just slow; with its threads, wchan and kernel stack as evidence.
+void classify_survivor(Leftover& l, const proc::Holder& h, const std::string& proc_root) {
+  auto threads = proc::read_thread_states(h.id.pid, proc_root);
+  std::string wchan = proc::read_wchan(h.id.pid, proc_root);
+  std::string stack = proc::read_stack(h.id.pid, proc_root);
+  if (h.zombie_leader) {
+    l.cls = LeftoverClass::zombie_leader;
+    l.evidence.push_back("leader is a zombie while other threads live (the fds live in task/*/)");
+  } else {
+    bool in_d =
+        h.state == 'D' || std::any_of(threads.begin(), threads.end(),
+                                      [](const proc::ThreadState& t) { return t.state == 'D'; });
+    l.cls = in_d ? LeftoverClass::exiting_in_driver : LeftoverClass::live_holder;
+    if (in_d)
+      l.evidence.push_back("in uninterruptible sleep (D) after SIGKILL: blocked inside the kernel");
+  }
+  for (const auto& t : threads)
+    l.evidence.push_back(fmt::format("thread {} state {}", t.tid, t.state));
+  if (!wchan.empty() && wchan != "0") l.evidence.push_back("wchan: " + wchan);
+  if (!stack.empty()) l.evidence.push_back("kernel stack: " + stack.substr(0, 400));
+  l.next_step =
+      l.cls == LeftoverClass::exiting_in_driver
+          ? "it is exiting inside the driver; wait (`gpureap wait --gpu " + std::to_string(l.gpu) +
+                "`); if it never finishes, check dmesg for Xid errors: a GPU reset or reboot "
+                "is needed"
+          : "SIGKILL was sent but it did not exit in time; re-run free, and check dmesg";
+}
+
+// Memory no visible process holds, by inventory's classification of it.
+Leftover classify_unexplained(const LeftoverInput& in) {
   const auto& view = *in.view;
   const unsigned gpu = view.info.index;
-
-  for (const auto& gh : view.holders) {
-    if (!gh.uses_gpu) continue;
-    const auto& h = gh.holder;
-    Leftover l{gpu, LeftoverClass::unknown, {h.id.pid}, {}, ""};
-    l.evidence.push_back(
-        fmt::format("pid {} ({}) state {}, {} on this GPU, cmd: {}", h.id.pid, h.comm, h.state,
-                    gh.gpu_bytes ? format_bytes(*gh.gpu_bytes) : "unknown", h.cmdline));
-    if (const Skipped* s = skipped_entry(in, h.id)) {
-      l.cls = class_of(s->kind);
-      l.evidence.push_back("not signalled: " + s->reason);
-      l.next_step =
-          s->kind == SkipKind::not_permitted
-              ? "run as root: sudo gpureap free --gpu " + std::to_string(gpu)
-          : s->kind == SkipKind::protected_process
-              ? fmt::format(
-                    "it is protected; if you are sure, name it: gpureap free --gpu {} --pid {}",
-                    gpu, h.id.pid)
-              : fmt::format("it is outside your selection; widen it (e.g. --pid {})", h.id.pid);
-    } else if (is_survivor(in, h.id)) {
-      auto threads = proc::read_thread_states(h.id.pid, proc_root);
-      std::string wchan = proc::read_wchan(h.id.pid, proc_root);
-      std::string stack = proc::read_stack(h.id.pid, proc_root);
-      if (h.zombie_leader) {
-        l.cls = LeftoverClass::zombie_leader;
-        l.evidence.push_back(
-            "leader is a zombie while other threads live (the fds live in task/*/)");
-      } else {
-        bool in_d = h.state == 'D' ||
-                    std::any_of(threads.begin(), threads.end(),
-                                [](const proc::ThreadState& t) { return t.state == 'D'; });
-        l.cls = in_d ? LeftoverClass::exiting_in_driver : LeftoverClass::live_holder;
-        if (in_d)
-          l.evidence.push_back(
-              "in uninterruptible sleep (D) after SIGKILL: blocked inside the kernel");
-      }
-      for (const auto& t : threads)
-        l.evidence.push_back(fmt::format("thread {} state {}", t.tid, t.state));
-      if (!wchan.empty() && wchan != "0") l.evidence.push_back("wchan: " + wchan);
-      if (!stack.empty()) l.evidence.push_back("kernel stack: " + stack.substr(0, 400));
-      l.next_step =
-          l.cls == LeftoverClass::exiting_in_driver
-              ? "it is exiting inside the driver; wait (`gpureap wait --gpu " +
-                    std::to_string(gpu) +
-                    "`); if it never finishes, check dmesg for Xid errors: a GPU reset or reboot "
-                    "is needed"
-              : "SIGKILL was sent but it did not exit in time; re-run free, and check dmesg";
-    } else {
-      l.cls = LeftoverClass::live_holder;
-      l.evidence.push_back("appeared after the last round (a supervisor may keep restarting it)");
-      l.next_step =
-          "stop whatever restarts it (systemd unit, container restart policy), then re-run free";
-    }
-    out.push_back(std::move(l));
-  }
-  if (!out.empty()) return out;
-
   Leftover l{gpu, LeftoverClass::unknown, {}, {}, ""};
   l.evidence.push_back(fmt::format("used {} with threshold {} (baseline {} + tolerance)",
                                    format_bytes(view.used()), format_bytes(in.threshold),
@@ -124,7 +107,34 @@ std::vector<Leftover> classify_leftovers(const LeftoverInput& in, const std::str
       l.next_step = "inspect with `gpureap status --gpu " + std::to_string(gpu) + "`";
   }
   if (!view.unexplained_detail.empty()) l.evidence.push_back(view.unexplained_detail);
-  out.push_back(std::move(l));
+  return l;
+}
+
+}  // namespace
+
+std::vector<Leftover> classify_leftovers(const LeftoverInput& in, const std::string& proc_root) {
+  std::vector<Leftover> out;
+  const unsigned gpu = in.view->info.index;
+  for (const auto& gh : in.view->holders) {
+    if (!gh.uses_gpu) continue;
+    const auto& h = gh.holder;
+    Leftover l{gpu, LeftoverClass::unknown, {h.id.pid}, {}, ""};
+    l.evidence.push_back(
+        fmt::format("pid {} ({}) state {}, {} on this GPU, cmd: {}", h.id.pid, h.comm, h.state,
+                    gh.gpu_bytes ? format_bytes(*gh.gpu_bytes) : "unknown", h.cmdline));
+    if (const Skipped* s = skipped_entry(in, h.id)) {
+      classify_skipped(l, *s, h.id.pid);
+    } else if (is_survivor(in, h.id)) {
+      classify_survivor(l, h, proc_root);
+    } else {
+      l.cls = LeftoverClass::live_holder;
+      l.evidence.push_back("appeared after the last round (a supervisor may keep restarting it)");
+      l.next_step =
+          "stop whatever restarts it (systemd unit, container restart policy), then re-run free";
+    }
+    out.push_back(std::move(l));
+  }
+  if (out.empty()) out.push_back(classify_unexplained(in));
   return out;
 }
 

@@ -127,6 +127,58 @@ std::optional<std::string> protection_reason(pid_t pid, const std::string& comm,
   return std::nullopt;
 }
 
+namespace {
+
+// Step 3 of make_plan: descendants of the targets (a worker's helpers die with it).
+void add_descendants(Plan& plan, const CallerContext& ctx) {
+  std::vector<Target> extra;
+  for (const auto& t : plan.targets) {
+    for (const auto& d : proc::descendants(ctx.table, t.id.pid)) {
+      if (plan.contains(d) ||
+          std::any_of(extra.begin(), extra.end(), [&](const Target& e) { return e.id == d; }))
+        continue;
+      auto entry = std::find_if(ctx.table.begin(), ctx.table.end(),
+                                [&](const proc::ProcessEntry& e) { return e.id == d; });
+      if (entry == ctx.table.end()) continue;
+      if (protection_reason(d.pid, entry->comm, entry->kernel_thread, ctx, false)) continue;
+      if (ctx.euid != 0 && entry->uid != ctx.euid) continue;
+      extra.push_back(Target{d,
+                             entry->comm,
+                             proc::read_cmdline(d.pid, ctx.proc_root),
+                             proc::user_name(entry->uid),
+                             {},
+                             0,
+                             fmt::format("descendant of {} ({})", t.id.pid, t.comm)});
+    }
+  }
+  plan.targets.insert(plan.targets.end(), extra.begin(), extra.end());
+}
+
+// Step 4 of make_plan: the rest of a run whose gpureap is gone (its server, which may
+// hold no GPU but would restart workers): same session and the same GPUREAP_RUN_ID.
+void add_ended_runs(Plan& plan, const std::map<std::string, pid_t>& ended_runs,
+                    const CallerContext& ctx) {
+  for (const auto& [run_id, sid] : ended_runs) {
+    for (const auto& e : ctx.table) {
+      if (e.sid != sid || plan.contains(e.id) || e.kernel_thread) continue;
+      if (protection_reason(e.id.pid, e.comm, false, ctx, false)) continue;
+      if (ctx.euid != 0 && e.uid != ctx.euid) continue;
+      if (proc::run_id_from_environ(read_environ(e.id.pid, ctx.proc_root)).value_or("") != run_id)
+        continue;
+      plan.targets.push_back(
+          Target{e.id,
+                 e.comm,
+                 proc::read_cmdline(e.id.pid, ctx.proc_root),
+                 proc::user_name(e.uid),
+                 {},
+                 0,
+                 fmt::format("part of gpureap run {}, whose gpureap is gone", run_id)});
+    }
+  }
+}
+
+}  // namespace
+
 Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const CallerContext& ctx) {
   // 1. Holders that use a selected GPU, merged across GPUs.
   std::map<proc::ProcessId, Candidate> candidates;
@@ -170,47 +222,8 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
     }
   }
 
-  // 3. Descendants of the targets: a worker's helpers die with it.
-  std::vector<Target> extra;
-  for (const auto& t : plan.targets) {
-    for (const auto& d : proc::descendants(ctx.table, t.id.pid)) {
-      if (plan.contains(d) ||
-          std::any_of(extra.begin(), extra.end(), [&](const Target& e) { return e.id == d; }))
-        continue;
-      auto entry = std::find_if(ctx.table.begin(), ctx.table.end(),
-                                [&](const proc::ProcessEntry& e) { return e.id == d; });
-      if (entry == ctx.table.end()) continue;
-      if (protection_reason(d.pid, entry->comm, entry->kernel_thread, ctx, false)) continue;
-      if (ctx.euid != 0 && entry->uid != ctx.euid) continue;
-      extra.push_back(Target{d,
-                             entry->comm,
-                             proc::read_cmdline(d.pid, ctx.proc_root),
-                             proc::user_name(entry->uid),
-                             {},
-                             0,
-                             fmt::format("descendant of {} ({})", t.id.pid, t.comm)});
-    }
-  }
-  plan.targets.insert(plan.targets.end(), extra.begin(), extra.end());
-
-  // 4. The rest of a run whose gpureap is gone (its server, which may hold no
-  //    GPU but would restart workers): same session and the same GPUREAP_RUN_ID.
-  for (const auto& [run_id, sid] : ended_runs) {
-    for (const auto& e : ctx.table) {
-      if (e.sid != sid || plan.contains(e.id) || e.kernel_thread) continue;
-      if (protection_reason(e.id.pid, e.comm, false, ctx, false)) continue;
-      if (ctx.euid != 0 && e.uid != ctx.euid) continue;
-      if (proc::run_id_from_environ(read_environ(e.id.pid, ctx.proc_root)).value_or("") != run_id) continue;
-      plan.targets.push_back(
-          Target{e.id,
-                 e.comm,
-                 proc::read_cmdline(e.id.pid, ctx.proc_root),
-                 proc::user_name(e.uid),
-                 {},
-                 0,
-                 fmt::format("part of gpureap run {}, whose gpureap is gone", run_id)});
-    }
-  }
+  add_descendants(plan, ctx);
+  add_ended_runs(plan, ended_runs, ctx);
   return plan;
 }
 

@@ -4,6 +4,32 @@
 #include <set>
 
 namespace gpureap::reclaim {
+namespace {
+
+// Takes one round of readings into `result`: the latest use, when each GPU was first
+// seen freed, and why a GPU could not be read (not measured is never freed; the other
+// GPUs are still measured).
+void record(const std::vector<gpu::MemoryReading>& readings, double now, ReleaseResult& result,
+            std::set<unsigned>& freed_now) {
+  for (const auto& r : readings) {
+    auto g = std::find_if(result.gpus.begin(), result.gpus.end(),
+                          [&](const GpuRelease& x) { return x.index == r.index; });
+    if (g == result.gpus.end()) continue;
+    if (!r.problem.empty()) {
+      g->problem = r.problem;
+      if (!result.nvml_error.empty()) result.nvml_error += "; ";
+      result.nvml_error += r.problem;
+      continue;
+    }
+    if (r.used) g->used = r.used;
+    if (r.used && *r.used <= g->threshold) {
+      freed_now.insert(g->index);
+      if (!g->freed_at) g->freed_at = now;
+    }
+  }
+}
+
+}  // namespace
 
 ReleaseResult wait_for_release(gpu::GpuSource& source, std::vector<GpuRelease> gpus,
                                util::Clock::time_point deadline, util::Clock::time_point t0,
@@ -32,24 +58,7 @@ ReleaseResult wait_for_release(gpu::GpuSource& source, std::vector<GpuRelease> g
       result.nvml_error = reading.error().message;
       break;
     }
-    double now = std::chrono::duration<double>(clock.now() - t0).count();
-    for (const auto& r : *reading) {
-      auto g = std::find_if(result.gpus.begin(), result.gpus.end(),
-                            [&](const GpuRelease& x) { return x.index == r.index; });
-      if (g == result.gpus.end()) continue;
-      if (!r.problem.empty()) {
-        // Not measured is never freed; the other GPUs are still measured.
-        g->problem = r.problem;
-        if (!result.nvml_error.empty()) result.nvml_error += "; ";
-        result.nvml_error += r.problem;
-        continue;
-      }
-      if (r.used) g->used = r.used;
-      if (r.used && *r.used <= g->threshold) {
-        freed_now.insert(g->index);
-        if (!g->freed_at) g->freed_at = now;
-      }
-    }
+    record(*reading, std::chrono::duration<double>(clock.now() - t0).count(), result, freed_now);
     if (progress) progress(result.gpus);
     std::erase_if(pending, [&](unsigned idx) {
       return freed_now.contains(idx) ||
