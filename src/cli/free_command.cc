@@ -29,7 +29,7 @@ struct FreeOptions {
   std::string gpu;
   bool all = false;
   std::vector<std::string> pids;
-  CLI::Option* pid_opt = nullptr;
+  CLI::Option* pid_opt = nullptr;  // null when there is no command line (free_for_run)
   std::string user;
   CLI::Option* user_opt = nullptr;
   std::string cgroup;
@@ -80,7 +80,31 @@ int usage_error(const std::string& message) {
   return kExitUsage;
 }
 
-int run_free(const GlobalOptions& global, const FreeOptions& o) {
+// Restores SIGINT's and SIGTERM's handlers when `free` returns: `run --free-first`
+// goes on to launch a command, and a Ctrl-C then must not be swallowed by our flag.
+class InterruptHandlers {
+ public:
+  InterruptHandlers() {
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~InterruptHandlers() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  InterruptHandlers(const InterruptHandlers&) = delete;
+  InterruptHandlers& operator=(const InterruptHandlers&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+// `report_on_stderr`: for `run --free-first`, whose stdout belongs to the command.
+int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_stderr = false) {
+  const auto print_out = report_on_stderr ? cli::print_err : cli::print_out;
   // 1. Parse and check the inputs before touching anything.
   if (o.gpu.empty() && !o.all)
     return usage_error("choose the GPUs: --gpu SEL (e.g. --gpu 3, --gpu all) or --all");
@@ -98,7 +122,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   options.reset = o.reset;
   options.stop_respawners = o.stop_respawners;
   auto& sel = options.selection;
-  if (o.pid_opt->count() > 0 && o.pids.empty())
+  if (o.pid_opt && o.pid_opt->count() > 0 && o.pids.empty())
     return usage_error("--pid '': expected a process id (or a comma list)");
   for (const auto& text : o.pids) {
     // 4194304 is the kernel's PID_MAX_LIMIT: no pid is larger.
@@ -108,7 +132,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   }
   sel.cgroup = o.cgroup;
   sel.orphans_only = o.orphans;
-  if (o.user_opt->count() > 0 && o.user.empty())
+  if (o.user_opt && o.user_opt->count() > 0 && o.user.empty())
     return usage_error("--user '': expected a user name or uid");
   if (!o.user.empty()) {
     auto uid = parse_user(o.user);
@@ -190,7 +214,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
     return !inventory::is_selected(sel.gpus, v.info.index) ||
            (v.at_baseline() && v.unexplained == inventory::Unexplained::none);
   });
-  auto style = stdout_style(global);
+  auto style = report_on_stderr ? stderr_style(global) : stdout_style(global);
   if (plan.targets.empty() && !nvml_usable) {
     // "Nothing to do" needs a measurement: without NVML, no holder in /proc does
     // not mean no memory held (driver-held memory, holders in other namespaces).
@@ -243,10 +267,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   }
 
   // 6. Act; Ctrl-C stops the waits and still reports.
-  struct sigaction sa {};
-  sa.sa_handler = on_interrupt;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  InterruptHandlers handlers;
   bool live = !global.json && ::isatty(2);
   auto progress = [live](const std::vector<reclaim::GpuOutcome>& g) {
     if (live) print_err("\r\033[K" + report::progress_line(g));
@@ -277,6 +298,17 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
 }
 
 }  // namespace
+
+int free_for_run(const GlobalOptions& global, const FreeForRun& request) {
+  GlobalOptions text = global;
+  text.json = false;  // run's own lines are text on stderr, --json or not
+  FreeOptions o;
+  o.gpu = request.gpu;
+  o.grace = request.grace;
+  o.timeout = request.timeout;
+  o.yes = true;
+  return run_free(text, o, /*report_on_stderr=*/true);
+}
 
 void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
   auto o = std::make_shared<FreeOptions>();

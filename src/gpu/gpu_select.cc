@@ -204,4 +204,10 @@ Result<std::vector<unsigned>> select_gpus(std::string_view spec, const std::vect
   return std::vector<unsigned>(selected.begin(), selected.end());
 }
 
+std::string index_list(const std::vector<unsigned>& indices) {
+  std::string out;
+  for (unsigned i : indices) out += (out.empty() ? "" : ",") + std::to_string(i);
+  return out;
+}
+
 }  // namespace gpureap::gpu

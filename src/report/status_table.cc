@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "gpu/gpu_select.h"
 #include "report/terminal_text.h"
 #include "util/units.h"
 
@@ -176,9 +177,7 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
 
   // What now.
   auto gpu_list = [](const std::set<unsigned>& s) {
-    std::string r;
-    for (unsigned i : s) r += fmt::format("{}{}", r.empty() ? "" : ",", i);
-    return r;
+    return gpu::index_list(std::vector<unsigned>(s.begin(), s.end()));
   };
   if (orphans > 0) {
     // "holds 0 B" for memory NVML does not report would read as "holds nothing".
