@@ -22,7 +22,7 @@ namespace {
 struct WaitOptions {
   std::string gpu = "all";
   std::string below;  // empty: the freed tolerance, max(64 MiB, 0.5% of the GPU's memory)
-  std::string timeout = "60s";
+  std::string timeout = duration_flag(supervise::kDefaultWaitTimeout);
 };
 
 int usage_error(const std::string& message) {
@@ -95,7 +95,7 @@ void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "Free means used <= baseline + SIZE (default: max(64 MiB, 0.5% of the GPU's memory))");
   sub->add_option("--timeout", options->timeout,
                   "Give up after DURATION (e.g. 90s, 5m; 0 checks once)")
-      ->default_val("60s");
+      ->default_val(duration_flag(supervise::kDefaultWaitTimeout));
   sub->footer(kWaitExitHelp);
   sub->callback([&run, &global, options] {
     run = [&global, options] { return run_wait(global, *options); };
