@@ -96,6 +96,9 @@ class Children {
     ::waitid(P_PID, pid, &info, WEXITED | WNOWAIT);
   }
 
+  /// Stops tracking a child the test reaped itself (its pid may be reused).
+  void forget(pid_t pid) { std::erase(pids_, pid); }
+
   /// Reaps a child now; returns its wait status.
   int reap(pid_t pid) {
     int status = 0;
