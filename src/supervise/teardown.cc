@@ -13,15 +13,6 @@ namespace {
 
 constexpr std::chrono::milliseconds kMinGrace{1};
 
-// Pumps the run's events (reports from the reaper) that are already waiting,
-// or until `deadline` when `until_reaped` asks to wait for the reaper.
-void drain_events(LaunchedRun& run, Clock::time_point deadline) {
-  while (run.reaper_alive() && !(run.cmd_status() && run.all_reaped())) {
-    auto ev = run.next_event(deadline);
-    if (ev.kind == RunEvent::Kind::deadline) return;
-  }
-}
-
 }  // namespace
 
 std::vector<proc::ProcessId> run_members(pid_t reaper, const RunCgroup* cgroup,
@@ -50,7 +41,7 @@ TeardownReport tear_down(LaunchedRun& run, RunCgroup* cgroup, const TeardownOpti
   //    whatever appeared meanwhile (forked during the grace period, or a fork
   //    that raced the first listing): those get SIGKILL at once.
   for (int round = 0; round < options.max_rounds; ++round) {
-    drain_events(run, Clock::now());
+    run.take_pending(Clock::now());
     if (run.all_reaped() && !(cgroup && cgroup->populated())) break;
     std::vector<proc::ProcessId> targets;
     for (const auto& id : run_members(run.reaper_pid(), cgroup, options.proc_root))
@@ -80,7 +71,7 @@ TeardownReport tear_down(LaunchedRun& run, RunCgroup* cgroup, const TeardownOpti
   }
 
   // 3. The reaper reports CMD's status and that nothing is left to reap.
-  drain_events(run, Clock::now() + options.kill_wait);
+  run.take_pending(Clock::now() + options.kill_wait);
   report.empty = run.all_reaped() && !(cgroup && cgroup->populated());
   if (!run.reaper_alive())
     report.empty = run_members(run.reaper_pid(), cgroup, options.proc_root).empty();
