@@ -333,23 +333,20 @@ Result<NvmlWorker> NvmlWorker::spawn(const std::string& library_path) {
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     return std::unexpected(Error::from_errno("socketpair for the NVML worker"));
   }
+  UniqueFd ours(sv[0]);
+  UniqueFd theirs(sv[1]);
   const pid_t parent = getpid();
   const pid_t pid = fork();
-  if (pid < 0) {
-    Error error = Error::from_errno("fork of the NVML worker");
-    close(sv[0]);
-    close(sv[1]);
-    return std::unexpected(error);
-  }
+  if (pid < 0) return std::unexpected(Error::from_errno("fork of the NVML worker"));
   if (pid == 0) {
-    close(sv[0]);
-    run_child(sv[1], parent, library_path);
+    ours.reset();
+    run_child(theirs.get(), parent, library_path);
   }
-  close(sv[1]);
+  theirs.reset();
   // EACCES once the child has exec'd (it never does) and ESRCH once it died: harmless.
   setpgid(pid, pid);
-  fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
-  return NvmlWorker(proc::ProcessHandle::open_child(pid), UniqueFd(sv[0]));
+  fcntl(ours.get(), F_SETFL, fcntl(ours.get(), F_GETFL) | O_NONBLOCK);
+  return NvmlWorker(proc::ProcessHandle::open_child(pid), std::move(ours));
 }
 
 void NvmlWorker::close_channel() {

@@ -251,7 +251,7 @@ std::expected<LaunchedRun, LaunchFailure> LaunchedRun::start(const LaunchSpec& s
   plan.channel = theirs.get();
   pid_t reaper = ::fork();
   if (reaper == 0) {
-    ::close(ours.get());
+    ours.reset();
     reaper_main(plan);
   }
   int fork_errno = errno;
