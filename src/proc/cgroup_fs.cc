@@ -10,6 +10,7 @@
 #include <charconv>
 #include <csignal>
 #include <filesystem>
+#include <span>
 
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
@@ -249,7 +250,7 @@ Result<void> cgroup_kill_all(const std::string& dir, Clock::time_point deadline,
   const bool frozen = cgroup_freeze(dir, true).has_value();
   if (frozen) cgroup_wait_frozen(dir, deadline);
   auto members = cgroup_subtree_members(dir);
-  for (const auto& m : members ? *members : std::vector<CgroupMember>{}) {
+  for (const auto& m : members ? *members : std::span<const CgroupMember>{}) {
     auto id = read_process_id(m.pid, proc_root);
     if (!id) continue;
     auto handle = ProcessHandle::open(*id, proc_root);

@@ -82,6 +82,7 @@ TEST(CgroupSubtree, MembersOfEveryCgroupBelowAreListed) {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing::Children;
+using testing::spawn_parked;
 
 // A cgroup of the test's own on the real cgroup2 file system, beneath this
 // process's cgroup or at the mount's root; nullopt (the test skips) where
@@ -115,15 +116,6 @@ class TestCgroup {
 
 void move_into(const std::string& dir, pid_t pid) {
   std::ofstream(dir + "/cgroup.procs") << pid << std::flush;
-}
-
-pid_t spawn_parked(Children& children) {
-  pid_t pid = children.spawn([](int ready) {
-    testing::signal_ready(ready);
-    testing::park();
-  });
-  children.ready(pid);
-  return pid;
 }
 
 TEST(CgroupFs, MembersFreezeKillAndWaitEmptyOnARealCgroup) {

@@ -21,15 +21,7 @@ using std::chrono::steady_clock;
 using testing::Children;
 using testing::park;
 using testing::signal_ready;
-
-pid_t spawn_parked(Children& children) {
-  pid_t pid = children.spawn([](int ready) {
-    signal_ready(ready);
-    park();
-  });
-  children.ready(pid);
-  return pid;
-}
+using testing::spawn_parked;
 
 ProcessHandle open_or_die(pid_t pid) {
   auto id = read_process_id(pid);

@@ -124,6 +124,17 @@ inline void signal_ready(int fd, const std::string& text = "") {
   for (;;) ::pause();
 }
 
+/// Forks a child that says it is ready, then blocks until killed; returns its
+/// pid once it is ready.
+inline pid_t spawn_parked(Children& children) {
+  pid_t pid = children.spawn([](int ready) {
+    signal_ready(ready);
+    park();
+  });
+  children.ready(pid);
+  return pid;
+}
+
 /// The state letter of /proc/PID/stat, '?' if unreadable.
 inline char state_of(pid_t pid) {
   std::string path = "/proc/" + std::to_string(pid) + "/stat";
