@@ -193,9 +193,10 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   inventory::Inventory inv = node.look();
   const bool nvml_usable = gpu::lists_gpus(inv.nvml_state);
   // --pid alone: the GPUs those processes use.
-  auto chosen = o.gpu.empty() && !o.all ? gpus_used_by(inv, sel.pids)
-                                        : inventory::select_gpus(o.all ? "all" : o.gpu, inv);
-  if (chosen && chosen->empty()) {
+  const bool pids_choose = o.gpu.empty() && !o.all;
+  auto chosen = pids_choose ? gpus_used_by(inv, sel.pids)
+                            : inventory::select_gpus(o.all ? "all" : o.gpu, inv);
+  if (pids_choose && chosen->empty() && nvml_usable) {
     std::string pids;
     for (pid_t p : sel.pids) pids += (pids.empty() ? "" : ",") + std::to_string(p);
     print_err(fmt::format(
