@@ -33,4 +33,16 @@ void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
 void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 
+/// What `run --free-first` asks of `free`: these GPUs, confirmed, with run's --grace
+/// and --timeout (as given on the command line).
+struct FreeForRun {
+  std::string gpu;
+  std::string grace;
+  std::string timeout;
+};
+/// `gpureap free --gpu G --yes --grace .. --timeout ..`, in this process: the same
+/// plan, protections, lock and exit status; its report goes to stderr (run's
+/// stdout is the command's).
+int free_for_run(const GlobalOptions& global, const FreeForRun& request);
+
 }  // namespace gpureap::cli

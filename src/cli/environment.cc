@@ -53,6 +53,11 @@ inventory::Node open_node(const GlobalOptions& global, std::optional<std::string
   return inventory::Node(std::move(config), open_gpu_source(global));
 }
 
+std::string duration_flag(std::chrono::milliseconds d) {
+  return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s"
+                               : std::to_string(d.count()) + "ms";
+}
+
 void print_out(std::string_view text) {
   write_all(1, text);
 }

@@ -2,6 +2,7 @@
 // Resolving where things are (device nodes, NVML) and how to print, from flags
 // and the environment. Shared by every command.
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,10 @@ std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global);
 /// baselines from `state_dir` (nullopt: the default state directory, refused ones a warning).
 inventory::Node open_node(const GlobalOptions& global,
                           std::optional<std::string> state_dir = std::nullopt);
+
+/// A default duration as a flag value `parse_duration` reads back: "5s", "250ms".
+/// Help shows the library's named defaults through it, never a copy.
+std::string duration_flag(std::chrono::milliseconds d);
 
 /// Writes `text` to stdout / stderr in full (handles short writes, ignores EPIPE).
 void print_out(std::string_view text);

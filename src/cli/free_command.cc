@@ -34,7 +34,7 @@ struct FreeOptions {
   std::string gpu;
   bool all = false;
   std::vector<std::string> pids;
-  CLI::Option* pid_opt = nullptr;
+  CLI::Option* pid_opt = nullptr;  // null when there is no command line (free_for_run)
   std::string user;
   CLI::Option* user_opt = nullptr;
   std::string cgroup;
@@ -68,6 +68,20 @@ Result<uid_t> parse_user(const std::string& text) {
   return fail(fmt::format("unknown user '{}'", text));
 }
 
+// The GPUs on which any of `pids` is a holder that uses the GPU (not one that only
+// has its node open), ascending.
+Result<std::vector<unsigned>> gpus_used_by(const inventory::Inventory& inv,
+                                           const std::vector<pid_t>& pids) {
+  std::vector<unsigned> out;
+  for (const auto& v : inv.gpus)
+    for (const auto& gh : v.holders)
+      if (gh.uses_gpu && std::find(pids.begin(), pids.end(), gh.holder.id.pid) != pids.end()) {
+        out.push_back(v.info.index);
+        break;
+      }
+  return out;
+}
+
 // Asks on the terminal; anything but y/yes declines.
 bool confirm(const std::string& question) {
   FILE* tty = std::fopen("/dev/tty", "r+");
@@ -85,10 +99,35 @@ int usage_error(const std::string& message) {
   return kExitUsage;
 }
 
-int run_free(const GlobalOptions& global, const FreeOptions& o) {
+// Restores SIGINT's and SIGTERM's handlers when `free` returns: `run --free-first`
+// goes on to launch a command, and a Ctrl-C then must not be swallowed by our flag.
+class InterruptHandlers {
+ public:
+  InterruptHandlers() {
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~InterruptHandlers() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  InterruptHandlers(const InterruptHandlers&) = delete;
+  InterruptHandlers& operator=(const InterruptHandlers&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+// `report_on_stderr`: for `run --free-first`, whose stdout belongs to the command.
+int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_stderr = false) {
+  const auto print_out = report_on_stderr ? cli::print_err : cli::print_out;
   // 1. Parse and check the inputs before touching anything.
-  if (o.gpu.empty() && !o.all)
-    return usage_error("choose the GPUs: --gpu SEL (e.g. --gpu 3, --gpu all) or --all");
+  if (o.gpu.empty() && !o.all && o.pids.empty())
+    return usage_error(
+        "choose the GPUs: --gpu SEL (e.g. --gpu 3, --gpu all), --all, or name holders with --pid");
   reclaim::ReclaimOptions options;
   auto grace = parse_duration(o.grace);
   if (!grace) return usage_error("--grace: " + grace.error().message);
@@ -102,7 +141,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   options.reset = o.reset;
   options.stop_respawners = o.stop_respawners;
   auto& sel = options.selection;
-  if (o.pid_opt->count() > 0 && o.pids.empty())
+  if (o.pid_opt && o.pid_opt->count() > 0 && o.pids.empty())
     return usage_error("--pid '': expected a process id (or a comma list)");
   for (const auto& text : o.pids) {
     // 4194304 is the kernel's PID_MAX_LIMIT: no pid is larger.
@@ -112,7 +151,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   }
   sel.cgroup = o.cgroup;
   sel.orphans_only = o.orphans;
-  if (o.user_opt->count() > 0 && o.user.empty())
+  if (o.user_opt && o.user_opt->count() > 0 && o.user.empty())
     return usage_error("--user '': expected a user name or uid");
   if (!o.user.empty()) {
     auto uid = parse_user(o.user);
@@ -157,7 +196,19 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   node.set_interrupt_flag(&g_interrupted);
   inventory::Inventory inv = node.look();
   const bool nvml_usable = gpu::lists_gpus(inv.nvml_state);
-  auto chosen = inventory::select_gpus(o.all ? "all" : o.gpu, inv);
+  // --pid alone: the GPUs those processes use.
+  const bool pids_choose = o.gpu.empty() && !o.all;
+  auto chosen = pids_choose ? gpus_used_by(inv, sel.pids)
+                            : inventory::select_gpus(o.all ? "all" : o.gpu, inv);
+  if (pids_choose && chosen->empty() && nvml_usable) {
+    std::string pids;
+    for (pid_t p : sel.pids) pids += (pids.empty() ? "" : ",") + std::to_string(p);
+    print_err(fmt::format(
+        "gpureap free: --pid {}: no such process uses a GPU here; nothing to do (see `gpureap "
+        "status`)\n",
+        pids));
+    return kExitNothingToDo;
+  }
   if (!chosen) {
     // Without NVML the GPUs gpureap knows are only those /proc shows held: a
     // selector it cannot resolve may well be right, so this is NVML's failure.
@@ -194,7 +245,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
     return !inventory::is_selected(sel.gpus, v.info.index) ||
            (v.at_baseline() && v.unexplained == inventory::Unexplained::none);
   });
-  auto style = stdout_style(global);
+  auto style = report_on_stderr ? stderr_style(global) : stdout_style(global);
   if (plan.targets.empty() && !nvml_usable) {
     // "Nothing to do" needs a measurement: without NVML, no holder in /proc does
     // not mean no memory held (driver-held memory, holders in other namespaces).
@@ -247,10 +298,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
   }
 
   // 6. Act; Ctrl-C stops the waits and still reports.
-  struct sigaction sa {};
-  sa.sa_handler = on_interrupt;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  InterruptHandlers handlers;
   bool live = !global.json && ::isatty(2);
   auto progress = [live](const std::vector<reclaim::GpuRelease>& g) {
     if (live) print_err("\r\033[K" + report::progress_line(g));
@@ -281,6 +329,17 @@ int run_free(const GlobalOptions& global, const FreeOptions& o) {
 }
 
 }  // namespace
+
+int free_for_run(const GlobalOptions& global, const FreeForRun& request) {
+  GlobalOptions text = global;
+  text.json = false;  // run's own lines are text on stderr, --json or not
+  FreeOptions o;
+  o.gpu = request.gpu;
+  o.grace = request.grace;
+  o.timeout = request.timeout;
+  o.yes = true;
+  return run_free(text, o, /*report_on_stderr=*/true);
+}
 
 void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
   auto o = std::make_shared<FreeOptions>();
@@ -317,7 +376,8 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "memory");
   sub->add_option("--gpu", o->gpu, "GPUs: all, indices (0,3), UUID (prefix), PCI bus id, minor:N");
   sub->add_flag("--all", o->all, "All GPUs (same as --gpu all)");
-  o->pid_opt = sub->add_option("--pid", o->pids, "Only these holders (comma list); may name infrastructure")
+  o->pid_opt = sub->add_option("--pid", o->pids, "Only these holders (comma list); may name infrastructure. Without --gpu: the "
+                               "GPUs they use")
       ->delimiter(',');
   o->user_opt = sub->add_option("--user", o->user, "Only holders owned by this user (name or uid)");
   sub->add_option("--cgroup", o->cgroup,

@@ -13,8 +13,8 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
-#include "report/names.h"
-#include "report/terminal_text.h"
+#include "report/run_report.h"
+#include "report/wait_report.h"
 #include "supervise/free_wait.h"
 #include "supervise/run_session.h"
 #include "util/units.h"
@@ -27,17 +27,15 @@ struct RunOptions {
   std::string gpu;
   bool wait_free = false;
   bool free_first = false;
-  std::string grace = "10s";
-  std::string timeout = "60s";
+  std::string grace = duration_flag(supervise::kDefaultTeardownGrace);
+  std::string timeout = duration_flag(supervise::kDefaultWaitTimeout);
   std::string name;
   bool no_cgroup = false;
   bool verbose = false;
 };
 
-// Every line goes through terminal_text: they carry cgroup paths, evidence about
-// processes and messages that quote them.
 void say(const std::string& line) {
-  print_err("gpureap run: " + report::terminal_text(line) + "\n");
+  print_err(report::run_line(line));
 }
 
 int usage_error(const std::string& message) {
@@ -47,33 +45,6 @@ int usage_error(const std::string& message) {
 
 std::chrono::milliseconds to_ms(std::chrono::nanoseconds d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d);
-}
-
-// --free-first: `gpureap free --yes` on those GPUs, as its own process, so it is
-// exactly `free` (same plan, protections, lock and report). Its report goes to
-// our stderr: stdout is CMD's.
-int free_gpus_first(const GlobalOptions& global, const RunOptions& o) {
-  std::vector<std::string> args = {"gpureap"};
-  if (!global.nvml_library.empty())
-    args.insert(args.end(), {"--nvml-library", global.nvml_library});
-  if (!global.dev_dir.empty()) args.insert(args.end(), {"--dev-dir", global.dev_dir});
-  if (global.no_color) args.push_back("--no-color");
-  args.insert(args.end(),
-              {"free", "--gpu", o.gpu, "--yes", "--grace", o.grace, "--timeout", o.timeout});
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(2, 1);
-    ::execv("/proc/self/exe", argv.data());
-    ::_exit(127);
-  }
-  if (pid < 0) return kExitSystem;
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : kExitSystem;
 }
 
 // --wait-free: block until those GPUs are free (as `gpureap wait`).
@@ -91,15 +62,9 @@ int wait_gpus_free(const GlobalOptions& global, const RunOptions& o,
       if (o.verbose) say(fmt::format("GPU {} free after {:.3f} s", o.gpu, r.seconds));
       return kExitOk;
     case Status::timed_out: {
-      std::string still;
-      for (const auto& g : r.gpus)
-        if (!g.freed_after)
-          still +=
-              fmt::format("{}GPU {} {} used (free means at most {})", still.empty() ? "" : "; ",
-                          g.index, g.used ? format_bytes(*g.used) : "?", format_bytes(g.threshold));
       say(fmt::format(
           "--wait-free: GPUs not free after {}: {}; not starting {}. See `gpureap status --gpu {}`",
-          o.timeout, still, o.command[0], o.gpu));
+          o.timeout, report::gpus_not_free_text(r), o.command[0], o.gpu));
       return kExitTimeout;
     }
     case Status::bad_selection:
@@ -109,46 +74,6 @@ int wait_gpus_free(const GlobalOptions& global, const RunOptions& o,
   }
   say("--wait-free: " + r.message);
   return kExitSystem;
-}
-
-void report_problems(const supervise::RunOutcome& out) {
-  for (const auto& w : out.warnings) say("warning: " + w);
-  if (out.reaper_lost)
-    say("the reaper process was killed: the command's exit status is unknown and orphans "
-        "may have escaped; see `gpureap status`");
-  if (!out.teardown.survivors.empty()) {
-    std::string pids;
-    for (const auto& id : out.teardown.survivors)
-      pids += (pids.empty() ? "" : ", ") + std::to_string(id.pid);
-    say(fmt::format("{} process(es) of the run still alive after SIGKILL: {}",
-                    out.teardown.survivors.size(), pids));
-  }
-  for (const auto& l : out.leftovers) {
-    auto held = std::find_if(out.held.begin(), out.held.end(),
-                             [&](const auto& h) { return h.index == l.gpu; });
-    std::string used;
-    if (out.release)
-      for (const auto& g : out.release->gpus)
-        if (g.index == l.gpu && g.used) used = format_bytes(*g.used);
-    say(fmt::format(
-        "GPU {} memory still held after the teardown: {} used, free means at most {} [{}]", l.gpu,
-        used.empty() ? "?" : used, held != out.held.end() ? format_bytes(held->threshold) : "?",
-        report::to_string(l.cls)));
-    for (const auto& e : l.evidence) print_err("    " + report::terminal_text(e) + "\n");
-    if (!l.next_step.empty())
-      print_err("    next: " + report::terminal_text(l.next_step) + "\n");
-  }
-  if (out.memory_unverified()) {
-    std::string why = out.unverified;
-    if (out.release)
-      for (const auto& g : out.release->gpus)
-        if (!g.problem.empty()) why += (why.empty() ? "" : "; ") + g.problem;
-    say("GPU memory not verified: " + why +
-        "; the run's GPUs may still hold memory (see `gpureap status`)");
-  } else if (out.release && !out.release->all_freed && out.leftovers.empty())
-    say("GPU memory the run held is not back at baseline" +
-        (out.release->nvml_error.empty() ? std::string()
-                                         : " (NVML: " + out.release->nvml_error + ")"));
 }
 
 // tini's contract, plus two rules: a command that succeeded but whose memory
@@ -182,7 +107,7 @@ int run_run(const GlobalOptions& global, RunOptions o) {
 
   // 2. The GPUs first: freed, and/or waited for.
   if (o.free_first) {
-    int code = free_gpus_first(global, o);
+    int code = free_for_run(global, {o.gpu, o.grace, o.timeout});
     if (code != kExitOk && code != kExitNothingToDo) {
       say(fmt::format("--free-first: `gpureap free --gpu {}` exited {}; not starting {}", o.gpu,
                       code, o.command[0]));
@@ -215,10 +140,9 @@ int run_run(const GlobalOptions& global, RunOptions o) {
   // The run is over and its processes were signalled: a failure to render the
   // details must not lose the exit status, which is the run's record.
   try {
-    report_problems(out);
+    print_err(report::run_problems_text(out));
   } catch (const std::exception& e) {
-    print_err("gpureap run: the report could not be rendered (" + report::terminal_text(e.what()) +
-              "); the exit status stands\n");
+    say("the report could not be rendered (" + std::string(e.what()) + "); the exit status stands");
   }
   if (o.verbose && !out.nvml_problem.empty() && !out.memory_unverified())
     say("NVML: " + out.nvml_problem);
@@ -264,11 +188,12 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
   sub->add_flag(
       "--free-first", options->free_first,
       "Free the --gpu GPUs first (`gpureap free --yes`, same protections), then wait for them");
-  sub->add_option("--grace", options->grace, "SIGTERM -> SIGKILL delay at the teardown")
-      ->default_val("10s");
+  sub->add_option("--grace", options->grace,
+                  "SIGTERM -> SIGKILL delay at the teardown; 0: SIGKILL at once (as in `free`)")
+      ->default_val(duration_flag(supervise::kDefaultTeardownGrace));
   sub->add_option("--timeout", options->timeout,
                   "Bound on waiting for GPU memory to be released (and for --wait-free)")
-      ->default_val("60s");
+      ->default_val(duration_flag(supervise::kDefaultWaitTimeout));
   sub->add_option("--name", options->name, "Run name (default: the command's base name)");
   sub->add_flag("--no-cgroup", options->no_cgroup,
                 "Subreaper mode even where a run cgroup is possible");

@@ -10,6 +10,7 @@
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
 #include "report/json.h"
+#include "report/wait_report.h"
 #include "report/status_table.h"
 #include "report/terminal_text.h"
 #include "supervise/free_wait.h"
@@ -21,43 +22,12 @@ namespace {
 struct WaitOptions {
   std::string gpu = "all";
   std::string below;  // empty: the freed tolerance, max(64 MiB, 0.5% of the GPU's memory)
-  std::string timeout = "60s";
+  std::string timeout = duration_flag(supervise::kDefaultWaitTimeout);
 };
 
 int usage_error(const std::string& message) {
   print_err(fmt::format("gpureap wait: {}\n", report::terminal_text(message)));
   return kExitUsage;
-}
-
-std::string gpu_list(const supervise::FreeWaitResult& r) {
-  std::string out;
-  for (const auto& g : r.gpus) out += (out.empty() ? "" : ",") + std::to_string(g.index);
-  return out;
-}
-
-nlohmann::json wait_json(const supervise::FreeWaitResult& r) {
-  nlohmann::json gpus = nlohmann::json::array();
-  for (const auto& g : r.gpus) {
-    gpus.push_back({{"index", g.index},
-                    {"uuid", g.uuid},
-                    {"used_bytes", g.used ? nlohmann::json(*g.used) : nlohmann::json(nullptr)},
-                    {"baseline_bytes", g.baseline},
-                    {"baseline_recorded", g.baseline_recorded},
-                    {"threshold_bytes", g.threshold},
-                    {"free", g.freed_after.has_value()},
-                    {"freed_after_seconds",
-                     g.freed_after ? nlohmann::json(*g.freed_after) : nlohmann::json(nullptr)}});
-  }
-  nlohmann::json j = {{"schema_version", report::kSchemaVersion},
-                      {"command", "wait"},
-                      {"free", r.status == supervise::FreeWaitResult::Status::free},
-                      {"timed_out", r.status == supervise::FreeWaitResult::Status::timed_out},
-                      {"seconds", r.seconds},
-                      {"gpus", gpus}};
-  j["warnings"] = r.warnings;
-  if (r.holders) j["status"] = report::status_json(*r.holders);
-  if (!r.message.empty()) j["error"] = r.message;
-  return j;
 }
 
 int run_wait(const GlobalOptions& global, const WaitOptions& o) {
@@ -82,27 +52,15 @@ int run_wait(const GlobalOptions& global, const WaitOptions& o) {
   // 3. Report.
   using Status = supervise::FreeWaitResult::Status;
   if (result.status == Status::bad_selection) return usage_error(result.message);
-  if (global.json) print_out(report::json_text(wait_json(result)));
+  if (global.json) print_out(report::json_text(report::wait_json(result)));
   switch (result.status) {
     case Status::free:
       if (!global.json)
-        print_out(fmt::format("gpureap wait: GPU {} free after {}\n", gpu_list(result),
-                              format_duration(std::chrono::nanoseconds(
-                                  static_cast<long long>(result.seconds * 1e9)))));
+        print_out("gpureap wait: " + report::wait_free_text(result) + "\n");
       return kExitOk;
     case Status::timed_out: {
-      std::string still;
-      for (const auto& g : result.gpus) {
-        if (g.freed_after) continue;
-        still +=
-            fmt::format("{}GPU {} {} used (free means at most {})", still.empty() ? "" : "; ",
-                        g.index, g.used ? format_bytes(*g.used) : "?", format_bytes(g.threshold));
-      }
-      print_err(fmt::format("gpureap wait: {}: {}\n",
-                            options.timeout.count() == 0
-                                ? std::string("not free at the one check (--timeout 0)")
-                                : "timed out after " + format_duration(options.timeout),
-                            still));
+      print_err(fmt::format("gpureap wait: {}: {}\n", report::wait_timeout_text(options.timeout),
+                            report::gpus_not_free_text(result)));
       if (!global.json && result.holders)
         print_out(report::status_table(*result.holders, stdout_style(global)));
       return kExitTimeout;
@@ -137,7 +95,7 @@ void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "Free means used <= baseline + SIZE (default: max(64 MiB, 0.5% of the GPU's memory))");
   sub->add_option("--timeout", options->timeout,
                   "Give up after DURATION (e.g. 90s, 5m; 0 checks once)")
-      ->default_val("60s");
+      ->default_val(duration_flag(supervise::kDefaultWaitTimeout));
   sub->footer(kWaitExitHelp);
   sub->callback([&run, &global, options] {
     run = [&global, options] { return run_wait(global, *options); };

@@ -24,4 +24,8 @@ namespace gpureap::gpu {
 /// matches no GPU (listing the GPUs there are).
 Result<std::vector<unsigned>> select_gpus(std::string_view spec, const std::vector<GpuInfo>& gpus);
 
+/// GPU indices as a selector: "0,3,7" ("" for none). The one way every output
+/// writes a list of GPUs, so what gpureap prints can be pasted after --gpu.
+std::string index_list(const std::vector<unsigned>& indices);
+
 }  // namespace gpureap::gpu

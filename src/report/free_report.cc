@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "gpu/gpu_select.h"
 #include "report/json.h"
 #include "report/names.h"
 #include "report/status_table.h"
@@ -13,9 +14,7 @@ namespace gpureap::report {
 namespace {
 
 std::string gpus_text(const std::vector<unsigned>& gpus) {
-  std::string s;
-  for (unsigned g : gpus) s += fmt::format("{}{}", s.empty() ? "" : ",", g);
-  return s.empty() ? "-" : s;
+  return gpus.empty() ? "-" : gpu::index_list(gpus);
 }
 
 std::string seconds_text(double s) {

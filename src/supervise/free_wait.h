@@ -16,10 +16,13 @@
 
 namespace gpureap::supervise {
 
+/// How long `wait` and `run --wait-free` wait by default.
+inline constexpr std::chrono::milliseconds kDefaultWaitTimeout{60000};
+
 struct FreeWaitOptions {
   std::string gpus = "all";            // a --gpu selector (gpu_select.h)
   std::optional<std::uint64_t> below;  // default: inventory::freed_tolerance(total) per GPU
-  std::chrono::milliseconds timeout{60000};
+  std::chrono::milliseconds timeout = kDefaultWaitTimeout;
 };
 
 struct FreeWaitGpu {

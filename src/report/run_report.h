@@ -1,0 +1,19 @@
+#pragma once
+// Rendering of `gpureap run`'s own lines (stderr: stdout belongs to CMD): what
+// went wrong at the teardown, and what the run's GPUs still hold, classified.
+
+#include <string>
+
+#include "supervise/run_session.h"
+
+namespace gpureap::report {
+
+/// One line of run's own output: "gpureap run: <text>\n", with process text escaped.
+std::string run_line(const std::string& text);
+
+/// Everything worth knowing after a run ended: warnings, a lost reaper, survivors
+/// of SIGKILL, each GPU still held (with evidence and the next step), memory that
+/// could not be verified. Empty when all went well.
+std::string run_problems_text(const supervise::RunOutcome& out);
+
+}  // namespace gpureap::report

@@ -1,0 +1,65 @@
+#include "report/wait_report.h"
+
+#include <fmt/format.h>
+
+#include "gpu/gpu_select.h"
+#include "report/json.h"
+#include "report/status_table.h"
+#include "util/units.h"
+
+namespace gpureap::report {
+
+std::string gpu_not_free_text(unsigned index, std::optional<std::uint64_t> used,
+                              std::uint64_t threshold) {
+  return fmt::format("GPU {} {} used (free means at most {})", index,
+                     used ? format_bytes(*used) : "?", format_bytes(threshold));
+}
+
+std::string gpus_not_free_text(const supervise::FreeWaitResult& r) {
+  std::string still;
+  for (const auto& g : r.gpus)
+    if (!g.freed_after)
+      still += (still.empty() ? "" : "; ") + gpu_not_free_text(g.index, g.used, g.threshold);
+  return still;
+}
+
+std::string wait_free_text(const supervise::FreeWaitResult& r) {
+  std::vector<unsigned> indices;
+  for (const auto& g : r.gpus) indices.push_back(g.index);
+  return fmt::format(
+      "GPU {} free after {}", gpu::index_list(indices),
+      format_duration(std::chrono::nanoseconds(static_cast<long long>(r.seconds * 1e9))));
+}
+
+std::string wait_timeout_text(std::chrono::milliseconds timeout) {
+  return timeout.count() == 0 ? std::string("not free at the one check (--timeout 0)")
+                              : "timed out after " + format_duration(timeout);
+}
+
+nlohmann::json wait_json(const supervise::FreeWaitResult& r) {
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : r.gpus) {
+    gpus.push_back({{"index", g.index},
+                    {"uuid", g.uuid},
+                    {"used_bytes", g.used ? nlohmann::json(*g.used) : nlohmann::json(nullptr)},
+                    {"baseline_bytes", g.baseline},
+                    {"baseline_recorded", g.baseline_recorded},
+                    {"threshold_bytes", g.threshold},
+                    {"free", g.freed_after.has_value()},
+                    {"freed_after_seconds",
+                     g.freed_after ? nlohmann::json(*g.freed_after) : nlohmann::json(nullptr)}});
+  }
+  using Status = supervise::FreeWaitResult::Status;
+  nlohmann::json j = {{"schema_version", kSchemaVersion},
+                      {"command", "wait"},
+                      {"free", r.status == Status::free},
+                      {"timed_out", r.status == Status::timed_out},
+                      {"seconds", r.seconds},
+                      {"gpus", gpus}};
+  j["warnings"] = r.warnings;
+  if (r.holders) j["status"] = status_json(*r.holders);
+  if (!r.message.empty()) j["error"] = r.message;
+  return j;
+}
+
+}  // namespace gpureap::report
