@@ -31,6 +31,21 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
     s.replace(at, from.size(), to);
 }
 
+// The cgroup paths of this test process (v2, and v1's on a hybrid host), which the
+// holders it starts inherit and status shows: they depend on the session or CI job.
+std::vector<std::string> own_cgroups() {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/self/cgroup");
+  for (std::string line; std::getline(in, line);) {
+    auto colon = line.find(':', line.find(':') + 1);
+    if (colon == std::string::npos) continue;
+    std::string path = line.substr(colon + 1);
+    if (path.size() > 1 && std::find(out.begin(), out.end(), path) == out.end())
+      out.push_back(path);
+  }
+  return out;
+}
+
 // Replaces what differs between runs and machines, and nothing else.
 class Masker {
  public:
@@ -45,6 +60,11 @@ class Masker {
     replace_all(text, GPUREAP_SIM_BIN, "<sim>");
     replace_all(text, GPUREAP_BIN, "<gpureap>");
     replace_all(text, node_dir_, "<dir>");
+    replace_all(text, GPUREAP_SOURCE_DIR, "<source>");
+    // The holders' cgroup is the one the test runs in (a session's, a CI job's).
+    static const std::vector<std::string> cgroups = own_cgroups();
+    for (const auto& c : cgroups)
+      replace_all(text, "\"cgroup\": \"" + c + "\"", "\"cgroup\": \"<cgroup>\"");
     // Times, kernel identities and the user running the test: the key and whether
     // the value is null stay pinned.
     static const std::regex volatile_number(
@@ -184,7 +204,7 @@ TEST(Golden, PlanJsonIsUnchanged) {
                                     "/tests/fixtures/capacity/sglang_kimi_k25_tp8.log",
                                 "--mem-fraction", "0.93"});
   EXPECT_EQ(from_log.exit_code, 0) << from_log.err;
-  expect_golden("plan-from-log.json", Masker(node.dir())(from_log.out));
+  expect_golden("plan-from-log.json", Masker(node.dir())(from_log.out));  // <source>
 }
 
 }  // namespace
