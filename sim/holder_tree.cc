@@ -79,6 +79,8 @@ void hold_gpu(const HoldPlan& plan, unsigned gpu) {
   a.release_delay = plan.release_delay;
   auto st = read_proc_stat(a.pid);
   a.comm = st ? st->comm : "";
+  a.pid_ns = own_pid_namespace();
+  if (auto ok = lock_allocation(plan.paths, a); !ok) die(plan, ok.error().message);
   if (auto ok = register_allocation(plan.paths, a); !ok) die(plan, ok.error().message);
   report(plan, fmt::format("H {} {} {}", a.pid, gpu, a.bytes));
 }

@@ -258,6 +258,7 @@ struct Smi {
       std::error_code ec;
       fs::remove(paths.allocs() / (e.alloc.name() + ".json"), ec);
       fs::remove(paths.allocs() / (e.alloc.name() + ".dead"), ec);
+      fs::remove(paths.allocs() / (e.alloc.name() + ".lock"), ec);
     }
     for (unsigned gpu : gpus) fmt::print("GPU {} was successfully reset.\n", node.gpus[gpu].bus_id);
     fmt::print("All done.\n");

@@ -39,6 +39,7 @@ std::optional<Allocation> parse_allocation(const std::string& text) {
     a.client = j.value("client", false);
     a.release_delay = std::chrono::nanoseconds(j.value("release_delay_ns", std::int64_t{0}));
     a.comm = j.value("comm", "");
+    a.pid_ns = j.value("pid_ns", std::uint64_t{0});
     return a;
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
@@ -79,6 +80,44 @@ Result<void> register_process(const SimPaths& paths, const ProcRecord& r) {
                            j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
+std::uint64_t own_pid_namespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
+}
+
+Result<void> lock_allocation(const SimPaths& paths, const Allocation& a) {
+  fs::path path = paths.allocs() / (a.name() + ".lock");
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return std::unexpected(Error::from_errno("cannot create " + path.string()));
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  if (::fcntl(fd, F_OFD_SETLK, &lock) != 0) {
+    ::close(fd);
+    return std::unexpected(Error::from_errno("cannot lock " + path.string()));
+  }
+  return {};  // fd stays open: the lock lives as long as this process's files
+}
+
+namespace {
+
+// Whether someone still holds the allocation's lock: an OFD lock belongs to the
+// open file description, so it is released when the holder's last descriptor of
+// it closes (its exit, or a zombie leader's last thread), in any PID namespace.
+bool lock_held(const SimPaths& paths, const std::string& name) {
+  fs::path path = paths.allocs() / (name + ".lock");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct flock probe {};
+  probe.l_type = F_RDLCK;
+  probe.l_whence = SEEK_SET;
+  bool held = ::fcntl(fd, F_OFD_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
+  ::close(fd);
+  return held;
+}
+
+}  // namespace
+
 Result<void> register_allocation(const SimPaths& paths, const Allocation& a) {
   nlohmann::json j = {{"pid", a.pid},
                       {"start_time", a.start_time},
@@ -87,7 +126,8 @@ Result<void> register_allocation(const SimPaths& paths, const Allocation& a) {
                       {"stuck", a.stuck},
                       {"client", a.client},
                       {"release_delay_ns", a.release_delay.count()},
-                      {"comm", a.comm}};
+                      {"comm", a.comm},
+                      {"pid_ns", a.pid_ns}};
   return write_file_atomic(paths.allocs() / (a.name() + ".json"), j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
@@ -177,8 +217,19 @@ std::vector<AllocationTable::Entry> AllocationTable::evaluate(std::optional<unsi
       it = cache_.emplace(name, Cached{*alloc, false, std::nullopt}).first;
     }
     Cached& c = it->second;
-    if (!c.dead && !holds_resources(c.alloc.pid, c.alloc.start_time)) c.dead = true;
+    // A holder is visible when it is in our PID namespace or our /proc shows it (a
+    // caller on the host sees a holder of a container); a caller inside a container
+    // cannot look up a host holder in its /proc, and the holder's lock says whether
+    // it still holds.
+    static const std::uint64_t ours = own_pid_namespace();
+    bool visible = true;
+    if (!c.dead) {
+      const bool shown = holds_resources(c.alloc.pid, c.alloc.start_time);
+      visible = c.alloc.pid_ns == 0 || c.alloc.pid_ns == ours || shown;
+      if (!(visible ? shown : lock_held(paths_, name))) c.dead = true;
+    }
     Entry e{c.alloc, AllocState::held, std::nullopt};
+    e.visible = visible;
     if (!c.dead) {
       e.state = AllocState::held;
     } else if (c.alloc.stuck) {
@@ -204,7 +255,7 @@ GpuUsage summarize(const std::vector<AllocationTable::Entry>& entries, unsigned 
   for (const auto& e : entries) {
     if (e.alloc.gpu != gpu || e.state == AllocState::released) continue;
     u.counted_bytes += e.alloc.bytes;
-    if (e.state != AllocState::held || e.alloc.client) continue;
+    if (e.state != AllocState::held || e.alloc.client || !e.visible) continue;
     auto it = std::find_if(u.processes.begin(), u.processes.end(),
                            [&](const auto& p) { return p.pid == e.alloc.pid; });
     if (it != u.processes.end())

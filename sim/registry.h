@@ -4,6 +4,10 @@
 //
 //   D/procs/<pid>-<start>.json        every process `hold` started (role, pgid, comm)
 //   D/allocs/g<gpu>-<pid>-<start>.json one GPU allocation (bytes, stuck, release delay)
+//   D/allocs/g<gpu>-<pid>-<start>.lock an OFD write lock the holder keeps while its
+//                                      files are open (how a caller in another PID
+//                                      namespace, whose /proc cannot show the holder,
+//                                      still knows whether it holds)
 //   D/allocs/g<gpu>-<pid>-<start>.dead when the holder was first seen dead
 //                                      (CLOCK_BOOTTIME ns; created once, atomically)
 //
@@ -40,9 +44,18 @@ struct Allocation {
   bool client = false;  // a monitoring client: 0 bytes, not listed as a process
   std::chrono::nanoseconds release_delay{0};
   std::string comm;
+  std::uint64_t pid_ns = 0;  // inode of the holder's /proc/self/ns/pid (0: not recorded)
 
   std::string name() const;  // "g<gpu>-<pid>-<start>"
 };
+
+/// The inode of this process's PID namespace (/proc/self/ns/pid); 0 when unknown.
+std::uint64_t own_pid_namespace();
+
+/// Takes the allocation's lock (D/allocs/<name>.lock) for as long as this process's
+/// files stay open: the descriptor is never closed, and is inherited by children
+/// forked afterwards. Call before register_allocation.
+Result<void> lock_allocation(const SimPaths& paths, const Allocation& alloc);
 
 /// Writes D/procs/<pid>-<start>.json.
 Result<void> register_process(const SimPaths& paths, const ProcRecord& record);
@@ -73,6 +86,10 @@ class AllocationTable {
     Allocation alloc;
     AllocState state = AllocState::held;
     std::optional<std::chrono::nanoseconds> release_left;  // releasing: time left
+    // The holder can be named to the caller (its /proc shows it).
+    // The real driver (>= 535.113) translates pids into the caller's namespace and
+    // drops those it cannot see: their memory still counts.
+    bool visible = true;
   };
 
   /// Re-reads D/allocs (only the files of `gpu` when given) and evaluates each

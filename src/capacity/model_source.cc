@@ -45,7 +45,9 @@ Result<std::uint64_t> index_total(const std::string& path, std::string_view flag
 }  // namespace
 
 Result<OpenFile> open_regular_file(const std::string& path, std::string_view flag) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading otherwise blocks until a writer comes,
+  // which may be never; it is refused just below as not a regular file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT || errno == ENOTDIR)
       return fail(fmt::format("{} {}: no such file", flag, path));
@@ -57,6 +59,8 @@ Result<OpenFile> open_regular_file(const std::string& path, std::string_view fla
     ::close(fd);
     return fail(fmt::format("{} {}: not a regular file", flag, path));
   }
+  // Regular files never block; clear the flag so reads behave as usual anyway.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   return OpenFile{fd, static_cast<std::uint64_t>(st.st_size)};
 }
 

@@ -7,16 +7,11 @@
 #include <optional>
 #include <string>
 
+#include "util/text.h"
 #include "util/units.h"
 
 namespace gpureap::capacity {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 // The whole of `text` as a number, or nullopt.
 std::optional<double> whole_number(std::string_view text) {

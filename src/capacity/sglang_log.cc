@@ -13,6 +13,7 @@
 
 #include "capacity/model_source.h"
 #include "util/line_reader.h"
+#include "util/text.h"
 #include "util/units.h"
 
 namespace gpureap::capacity {
@@ -201,11 +202,7 @@ Result<SglangStartup> SglangLogParser::finish(std::string_view source) const {
 
 Result<SglangStartup> parse_sglang_log(std::string_view text, std::string_view source) {
   SglangLogParser parser;
-  while (!text.empty()) {
-    const auto nl = text.find('\n');
-    parser.add_line(text.substr(0, nl));
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-  }
+  for_each_line(text, [&](std::string_view line) { parser.add_line(line); });
   return parser.finish(source);
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <sstream>
 
 #include "capacity/model_preset.h"
+#include "util/test_temp_dir.h"
 
 namespace gpureap::capacity {
 namespace {
@@ -240,6 +242,13 @@ TEST(ReadSglangLog, FailuresNameTheFlagAndThePath) {
   auto dir = read_sglang_log("/", "--from-log");
   ASSERT_FALSE(dir);
   EXPECT_EQ(dir.error().message, "--from-log /: not a regular file");
+  // A FIFO with no writer: refused at once, never a read that waits for a writer.
+  TestTempDir tmp;
+  const std::string fifo = tmp.path("log.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto pipe = read_sglang_log(fifo, "--from-log");
+  ASSERT_FALSE(pipe);
+  EXPECT_EQ(pipe.error().message, "--from-log " + fifo + ": not a regular file");
   const std::string empty = std::string(GPUREAP_FIXTURES) + "/capacity/sglang_no_startup.log";
   auto none = read_sglang_log(empty, "--from-log");
   ASSERT_FALSE(none);

@@ -63,6 +63,20 @@ Result<uid_t> parse_user(const std::string& text) {
   return fail(fmt::format("unknown user '{}'", text));
 }
 
+// The GPUs on which any of `pids` is a holder that uses the GPU (not one that only
+// has its node open), ascending.
+Result<std::vector<unsigned>> gpus_used_by(const inventory::Inventory& inv,
+                                           const std::vector<pid_t>& pids) {
+  std::vector<unsigned> out;
+  for (const auto& v : inv.gpus)
+    for (const auto& gh : v.holders)
+      if (gh.uses_gpu && std::find(pids.begin(), pids.end(), gh.holder.id.pid) != pids.end()) {
+        out.push_back(v.info.index);
+        break;
+      }
+  return out;
+}
+
 // Asks on the terminal; anything but y/yes declines.
 bool confirm(const std::string& question) {
   FILE* tty = std::fopen("/dev/tty", "r+");
@@ -106,8 +120,9 @@ class InterruptHandlers {
 int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_stderr = false) {
   const auto print_out = report_on_stderr ? cli::print_err : cli::print_out;
   // 1. Parse and check the inputs before touching anything.
-  if (o.gpu.empty() && !o.all)
-    return usage_error("choose the GPUs: --gpu SEL (e.g. --gpu 3, --gpu all) or --all");
+  if (o.gpu.empty() && !o.all && o.pids.empty())
+    return usage_error(
+        "choose the GPUs: --gpu SEL (e.g. --gpu 3, --gpu all), --all, or name holders with --pid");
   reclaim::ReclaimOptions options;
   auto grace = parse_duration(o.grace);
   if (!grace) return usage_error("--grace: " + grace.error().message);
@@ -177,7 +192,19 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   node.set_interrupt_flag(&g_interrupted);
   inventory::Inventory inv = node.look();
   const bool nvml_usable = gpu::lists_gpus(inv.nvml_state);
-  auto chosen = inventory::select_gpus(o.all ? "all" : o.gpu, inv);
+  // --pid alone: the GPUs those processes use.
+  const bool pids_choose = o.gpu.empty() && !o.all;
+  auto chosen = pids_choose ? gpus_used_by(inv, sel.pids)
+                            : inventory::select_gpus(o.all ? "all" : o.gpu, inv);
+  if (pids_choose && chosen->empty() && nvml_usable) {
+    std::string pids;
+    for (pid_t p : sel.pids) pids += (pids.empty() ? "" : ",") + std::to_string(p);
+    print_err(fmt::format(
+        "gpureap free: --pid {}: no such process uses a GPU here; nothing to do (see `gpureap "
+        "status`)\n",
+        pids));
+    return kExitNothingToDo;
+  }
   if (!chosen) {
     // Without NVML the GPUs gpureap knows are only those /proc shows held: a
     // selector it cannot resolve may well be right, so this is NVML's failure.
@@ -345,7 +372,8 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "memory");
   sub->add_option("--gpu", o->gpu, "GPUs: all, indices (0,3), UUID (prefix), PCI bus id, minor:N");
   sub->add_flag("--all", o->all, "All GPUs (same as --gpu all)");
-  o->pid_opt = sub->add_option("--pid", o->pids, "Only these holders (comma list); may name infrastructure")
+  o->pid_opt = sub->add_option("--pid", o->pids, "Only these holders (comma list); may name infrastructure. Without --gpu: the "
+                               "GPUs they use")
       ->delimiter(',');
   o->user_opt = sub->add_option("--user", o->user, "Only holders owned by this user (name or uid)");
   sub->add_option("--cgroup", o->cgroup,

@@ -27,8 +27,8 @@ struct RunOptions {
   std::string gpu;
   bool wait_free = false;
   bool free_first = false;
-  std::string grace = "10s";
-  std::string timeout = "60s";
+  std::string grace = duration_flag(supervise::kDefaultTeardownGrace);
+  std::string timeout = duration_flag(supervise::kDefaultWaitTimeout);
   std::string name;
   bool no_cgroup = false;
   bool verbose = false;
@@ -188,11 +188,12 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
   sub->add_flag(
       "--free-first", options->free_first,
       "Free the --gpu GPUs first (`gpureap free --yes`, same protections), then wait for them");
-  sub->add_option("--grace", options->grace, "SIGTERM -> SIGKILL delay at the teardown")
-      ->default_val("10s");
+  sub->add_option("--grace", options->grace,
+                  "SIGTERM -> SIGKILL delay at the teardown; 0: SIGKILL at once (as in `free`)")
+      ->default_val(duration_flag(supervise::kDefaultTeardownGrace));
   sub->add_option("--timeout", options->timeout,
                   "Bound on waiting for GPU memory to be released (and for --wait-free)")
-      ->default_val("60s");
+      ->default_val(duration_flag(supervise::kDefaultWaitTimeout));
   sub->add_option("--name", options->name, "Run name (default: the command's base name)");
   sub->add_flag("--no-cgroup", options->no_cgroup,
                 "Subreaper mode even where a run cgroup is possible");

@@ -10,17 +10,12 @@
 #include <set>
 #include <string>
 
+#include "util/text.h"
+
 namespace gpureap::gpu {
 namespace {
 
 constexpr std::size_t kMinUuidPrefix = 4;  // characters after "GPU-"
-
-std::string_view trim(std::string_view s) {
-  auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {

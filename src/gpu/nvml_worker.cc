@@ -29,21 +29,16 @@ namespace {
 
 using nlohmann::json;
 
-// waitid(P_PIDFD, ...) (Linux 5.4); spelled out for C libraries that predate it.
-constexpr auto kIdTypePidfd = static_cast<idtype_t>(3);
-
-int open_pidfd(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  return -1;
-#endif
-}
-
-std::string describe_ending(const siginfo_t& info) {
-  if (info.si_code == CLD_EXITED) return fmt::format("exited with status {}", info.si_status);
-  return fmt::format("was killed by signal {} ({})", info.si_status, strsignal(info.si_status));
+std::string describe_ending(const proc::ChildExit& exit) {
+  switch (exit.how) {
+    case proc::ChildExit::How::exited:
+      return fmt::format("exited with status {}", exit.status);
+    case proc::ChildExit::How::killed:
+      return fmt::format("was killed by signal {} ({})", exit.status, strsignal(exit.status));
+    case proc::ChildExit::How::unknown:
+      break;  // someone else reaped it (SIGCHLD ignored, or a waitpid(-1))
+  }
+  return "ended";
 }
 
 // ---- The worker (child) side. ----
@@ -338,109 +333,41 @@ Result<NvmlWorker> NvmlWorker::spawn(const std::string& library_path) {
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     return std::unexpected(Error::from_errno("socketpair for the NVML worker"));
   }
+  UniqueFd ours(sv[0]);
+  UniqueFd theirs(sv[1]);
   const pid_t parent = getpid();
   const pid_t pid = fork();
-  if (pid < 0) {
-    Error error = Error::from_errno("fork of the NVML worker");
-    close(sv[0]);
-    close(sv[1]);
-    return std::unexpected(error);
-  }
+  if (pid < 0) return std::unexpected(Error::from_errno("fork of the NVML worker"));
   if (pid == 0) {
-    close(sv[0]);
-    run_child(sv[1], parent, library_path);
+    ours.reset();
+    run_child(theirs.get(), parent, library_path);
   }
-  close(sv[1]);
+  theirs.reset();
   // EACCES once the child has exec'd (it never does) and ESRCH once it died: harmless.
   setpgid(pid, pid);
-  fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
-  return NvmlWorker(pid, open_pidfd(pid), sv[0]);
-}
-
-NvmlWorker::NvmlWorker(NvmlWorker&& other) noexcept
-    : pid_(std::exchange(other.pid_, -1)),
-      pidfd_(std::exchange(other.pidfd_, -1)),
-      socket_(std::exchange(other.socket_, -1)),
-      reaped_(other.reaped_),
-      ending_(std::move(other.ending_)) {}
-
-NvmlWorker& NvmlWorker::operator=(NvmlWorker&& other) noexcept {
-  if (this != &other) {
-    release();
-    pid_ = std::exchange(other.pid_, -1);
-    pidfd_ = std::exchange(other.pidfd_, -1);
-    socket_ = std::exchange(other.socket_, -1);
-    reaped_ = other.reaped_;
-    ending_ = std::move(other.ending_);
-  }
-  return *this;
-}
-
-NvmlWorker::~NvmlWorker() {
-  release();
-}
-
-void NvmlWorker::release() {
-  close_channel();
-  if (pidfd_ >= 0) close(pidfd_);
-  pidfd_ = -1;
+  fcntl(ours.get(), F_SETFL, fcntl(ours.get(), F_GETFL) | O_NONBLOCK);
+  return NvmlWorker(proc::ProcessHandle::open_child(pid), std::move(ours));
 }
 
 void NvmlWorker::close_channel() {
-  if (socket_ >= 0) close(socket_);
-  socket_ = -1;
+  socket_.reset();
 }
 
 void NvmlWorker::kill() {
-  if (reaped_ || pid_ <= 0) return;
-#ifdef SYS_pidfd_send_signal
-  if (pidfd_ >= 0 && syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0) == 0) return;
-#endif
-  ::kill(pid_, SIGKILL);
+  if (!ending_) (void)child_.signal(SIGKILL);
 }
 
 std::optional<std::string> NvmlWorker::try_reap() {
-  if (reaped_) return ending_;
-  if (pid_ <= 0) return std::nullopt;
-  for (;;) {
-    siginfo_t info{};
-    int rc = pidfd_ >= 0 ? waitid(kIdTypePidfd, static_cast<id_t>(pidfd_), &info, WEXITED | WNOHANG)
-                         : waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG);
-    if (rc == 0 && info.si_pid == 0) return std::nullopt;  // still running (or stuck)
-    if (rc == 0) {
-      ending_ = describe_ending(info);
-    } else if (errno == EINTR) {
-      continue;
-    } else if (errno == EINVAL && pidfd_ >= 0) {
-      // Linux 5.3 has pidfd_open but not waitid(P_PIDFD): use the pid (still our child).
-      close(pidfd_);
-      pidfd_ = -1;
-      continue;
-    } else {
-      // ECHILD: someone else reaped it (SIGCHLD ignored, or a waitpid(-1)).
-      ending_ = "ended";
-    }
-    reaped_ = true;
-    return ending_;
+  if (!ending_) {
+    if (auto exit = child_.try_reap()) ending_ = describe_ending(*exit);
   }
+  return ending_;
 }
 
 std::optional<std::string> NvmlWorker::wait_exit(std::chrono::milliseconds limit) {
   if (auto ending = try_reap()) return ending;
-  const auto end = std::chrono::steady_clock::now() + limit;
-  for (;;) {
-    auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return try_reap();
-    if (pidfd_ >= 0) {
-      // A pidfd becomes readable when the process exits.
-      pollfd p{pidfd_, POLLIN, 0};
-      poll(&p, 1, static_cast<int>(left.count()));
-    } else {
-      poll(nullptr, 0, static_cast<int>(std::min<long long>(left.count(), 5)));
-    }
-    if (auto ending = try_reap()) return ending;
-  }
+  child_.wait_exit(std::chrono::steady_clock::now() + limit);
+  return try_reap();
 }
 
 }  // namespace gpureap::gpu

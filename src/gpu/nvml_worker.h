@@ -18,6 +18,8 @@
 #include <optional>
 #include <string>
 
+#include "proc/process_handle.h"
+#include "util/fd.h"
 #include "util/result.h"
 
 namespace gpureap::gpu {
@@ -32,21 +34,20 @@ class NvmlWorker {
   /// gpureap holds a lock the child would need (malloc, the dynamic loader).
   static Result<NvmlWorker> spawn(const std::string& library_path);
 
-  NvmlWorker(NvmlWorker&& other) noexcept;
-  NvmlWorker& operator=(NvmlWorker&& other) noexcept;
+  NvmlWorker(NvmlWorker&& other) noexcept = default;
+  NvmlWorker& operator=(NvmlWorker&& other) noexcept = default;
   NvmlWorker(const NvmlWorker&) = delete;
   NvmlWorker& operator=(const NvmlWorker&) = delete;
-  ~NvmlWorker();
+  ~NvmlWorker() = default;
 
-  int fd() const { return socket_; }
-  pid_t pid() const { return pid_; }
-  bool reaped() const { return reaped_; }
+  int fd() const { return socket_.get(); }
+  pid_t pid() const { return child_.id().pid; }
+  bool reaped() const { return ending_.has_value(); }
 
   /// Closes the socket: an idle worker sees EOF and exits.
   void close_channel();
 
-  /// SIGKILL, through the pidfd when there is one. The worker is our unreaped
-  /// child, so its pid cannot have been reused even without a pidfd.
+  /// SIGKILL, through the pidfd when there is one (proc::ProcessHandle::open_child).
   void kill();
 
   /// Reaps the worker if it has exited, never blocking (a worker stuck in D
@@ -59,14 +60,12 @@ class NvmlWorker {
   std::optional<std::string> wait_exit(std::chrono::milliseconds limit);
 
  private:
-  NvmlWorker(pid_t pid, int pidfd, int socket) : pid_(pid), pidfd_(pidfd), socket_(socket) {}
-  void release();
+  NvmlWorker(proc::ProcessHandle child, UniqueFd socket)
+      : child_(std::move(child)), socket_(std::move(socket)) {}
 
-  pid_t pid_ = -1;
-  int pidfd_ = -1;  // -1 when pidfd_open is unavailable (Linux < 5.3)
-  int socket_ = -1;
-  bool reaped_ = false;
-  std::string ending_;  // how it ended, once reaped
+  proc::ProcessHandle child_;
+  UniqueFd socket_;
+  std::optional<std::string> ending_;  // how it ended, once reaped
 };
 
 }  // namespace gpureap::gpu

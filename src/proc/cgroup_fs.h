@@ -1,7 +1,9 @@
 #pragma once
-// cgroup v2 operations used for containment: find the v2 mount, list members,
-// freeze, and kill a whole cgroup at once (cgroup.kill, Linux >= 5.14: atomic
-// against concurrent forks, unlike any signal loop).
+// cgroup v2, the one place that reads and writes it: find the v2 mount and a
+// process's cgroup, list members (recursively), freeze and wait for "frozen",
+// kill a whole cgroup at once (cgroup.kill, Linux >= 5.14: atomic against
+// concurrent forks, unlike any signal loop), and wait for it to empty. The
+// waits are driven by cgroup.events, which kernfs notifies with POLLPRI.
 
 #include <sys/types.h>
 
@@ -35,12 +37,25 @@ std::optional<Cgroup2Mount> parse_cgroup2_mount(std::string_view mountinfo);
 /// The cgroup2 mount of this process, from PROC_ROOT/self/mountinfo.
 Result<Cgroup2Mount> cgroup2_mount(std::string_view proc_root = "/proc");
 
+/// The v2 cgroup path in a /proc/PID/cgroup text (its "0::" line, pure);
+/// nullopt when the process has no v2 entry.
+std::optional<std::string> parse_cgroup2_path(std::string_view proc_pid_cgroup);
+
 /// The v2 cgroup path of a process ("/system.slice/x.service"), from the
 /// "0::" line of /proc/PID/cgroup; empty when none.
 std::string cgroup2_path_of(pid_t pid, std::string_view proc_root = "/proc");
 
+/// The v2 cgroup path of this process, from PROC_ROOT/self/cgroup; empty when none.
+std::string own_cgroup2_path(std::string_view proc_root = "/proc");
+
 /// Members (cgroup.procs) of the cgroup at `dir` (absolute directory).
 Result<std::vector<pid_t>> cgroup_members(const std::string& dir);
+
+/// The directory of every cgroup at or below `dir`, parents before children
+/// (symlinks are not followed). A cgroup removed while we list is left out (an
+/// rmdir of a cgroup succeeds only once it is empty); any other failure to list
+/// fails the whole answer.
+Result<std::vector<std::string>> cgroup_subtree_dirs(const std::string& dir);
 
 /// A process of a cgroup subtree and the directory of the cgroup it is in.
 struct CgroupMember {
@@ -59,9 +74,22 @@ bool cgroup_freeze_requested(const std::string& dir);
 /// Writes 1/0 to cgroup.freeze.
 Result<void> cgroup_freeze(const std::string& dir, bool frozen);
 
-/// Waits (bounded) until cgroup.events reports "frozen 1". A member stuck in D
-/// inside a driver never freezes, so a timeout is evidence, not an error.
+/// Waits until cgroup.events reports "frozen 1" or `deadline` passes; returns
+/// whether it is frozen. A member stuck in D inside a driver never freezes, so a
+/// timeout is evidence, not an error.
+bool cgroup_wait_frozen(const std::string& dir, std::chrono::steady_clock::time_point deadline);
+
+/// cgroup_wait_frozen for at most `timeout` from now.
 bool cgroup_wait_frozen(const std::string& dir, std::chrono::milliseconds timeout);
+
+/// `populated` of cgroup.events: a live process in the cgroup or below it. When
+/// cgroup.events cannot be read, whether any member is listed (true when that
+/// fails as well: never "empty" by mistake).
+bool cgroup_populated(const std::string& dir);
+
+/// Waits until the cgroup and every cgroup below it are empty, or `deadline`
+/// passes; returns whether they are empty.
+bool cgroup_wait_empty(const std::string& dir, std::chrono::steady_clock::time_point deadline);
 
 /// Writes 1 to cgroup.kill: SIGKILL to every member of the cgroup AND of every cgroup
 /// below it. Callers must have verified the whole subtree (cgroup_subtree_members).
@@ -69,5 +97,14 @@ Result<void> cgroup_kill(const std::string& dir);
 
 /// True when cgroup.kill exists and we can write it.
 bool cgroup_kill_available(const std::string& dir);
+
+/// SIGKILLs every process of the cgroup at `dir` and below, for a cgroup that
+/// is ours as a whole (a run's own cgroup; free's targets go through
+/// cgroup_subtree_members first): cgroup.kill where the kernel has it; else
+/// (Linux < 5.14) freeze, wait for "frozen 1" until `deadline`, SIGKILL each
+/// member through a pidfd opened after its start time was read and only while
+/// PROC_ROOT/PID/cgroup still puts it in this subtree, then thaw.
+Result<void> cgroup_kill_all(const std::string& dir, std::chrono::steady_clock::time_point deadline,
+                             std::string_view proc_root = "/proc");
 
 }  // namespace gpureap::proc

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "util/text.h"
+
 namespace gpureap::proc {
 namespace {
 
@@ -44,13 +46,9 @@ int read_text(int fd, ReadBuffer& buf, std::vector<MapsFileId>& out) {
     if (n == 0) break;
     buf.grow_by(static_cast<std::size_t>(n));
   }
-  std::string_view text = buf.view();
-  while (!text.empty()) {
-    std::size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  for_each_line(buf.view(), [&](std::string_view line) {
     if (auto id = parse_maps_file_id(line); id && id->inode != 0) out.push_back(*id);
-  }
+  });
   return 0;
 }
 

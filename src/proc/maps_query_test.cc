@@ -68,11 +68,7 @@ TEST(ReadMappedFiles, QueryAndTextAgreeAndSeeAPrivateAndASharedMapping) {
 
 TEST(ReadMappedFiles, ExitedProcessIsReportedAsGone) {
   testing::Children children;
-  pid_t pid = children.spawn([](int ready) {
-    testing::signal_ready(ready);
-    testing::park();
-  });
-  children.ready(pid);
+  pid_t pid = testing::spawn_parked(children);
   UniqueFd maps(::open(("/proc/" + std::to_string(pid) + "/maps").c_str(), O_RDONLY | O_CLOEXEC));
   ASSERT_TRUE(maps.valid());
   ::kill(pid, SIGKILL);

@@ -9,22 +9,6 @@
 
 namespace gpureap::proc {
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
-  if (this != &other) reset(other.release());
-  return *this;
-}
-
-int UniqueFd::release() {
-  int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-
-void UniqueFd::reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
-
 void ReadBuffer::reserve_more(std::size_t extra) {
   if (capacity_ - size_ >= extra) return;
   std::size_t cap = capacity_ == 0 ? 4096 : capacity_;

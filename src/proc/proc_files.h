@@ -1,6 +1,6 @@
 #pragma once
-// Low-level /proc access shared by the readers of this module: an owned file
-// descriptor, whole-file reads into a reusable buffer, and directory listing
+// Low-level /proc access shared by the readers of this module (with util/fd.h's
+// UniqueFd): whole-file reads into a reusable buffer, and directory listing
 // with getdents64. No iostreams: a scan of 10,000 processes reads ~30,000
 // files, so each read is one open, as few read()s as the kernel allows, close.
 
@@ -13,27 +13,9 @@
 #include <string_view>
 #include <vector>
 
+#include "util/fd.h"
+
 namespace gpureap::proc {
-
-/// An owned file descriptor; closed on destruction. Move-only.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release();
-  void reset(int fd = -1);
-
- private:
-  int fd_ = -1;
-};
 
 /// A growable byte buffer reused across reads, so the steady state of a scan
 /// allocates nothing.

@@ -77,16 +77,5 @@ TEST(ParsePid, OnlyPositiveDecimals) {
   EXPECT_EQ(parse_pid(""), 0);
 }
 
-TEST(UniqueFd, ClosesAndMoves) {
-  int raw = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  {
-    UniqueFd a(raw);
-    UniqueFd b(std::move(a));
-    EXPECT_FALSE(a.valid());  // NOLINT(bugprone-use-after-move): checking the moved-from state
-    EXPECT_EQ(b.get(), raw);
-  }
-  EXPECT_EQ(::fcntl(raw, F_GETFD), -1);  // closed
-}
-
 }  // namespace
 }  // namespace gpureap::proc

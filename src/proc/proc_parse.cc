@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "util/text.h"
+
 namespace gpureap::proc {
 namespace {
 
@@ -32,28 +34,10 @@ std::string_view next_token(std::string_view& rest) {
   return tok;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
-  return s;
-}
-
 bool is_hex(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
   });
-}
-
-/// Calls fn(line) for each line of `text` (without the newline).
-template <typename Fn>
-void for_each_line(std::string_view text, Fn&& fn) {
-  while (!text.empty()) {
-    std::size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    fn(line);
-    if (nl == std::string_view::npos) break;
-    text.remove_prefix(nl + 1);
-  }
 }
 
 }  // namespace
@@ -327,26 +311,25 @@ std::optional<unsigned> parse_char_device_major(std::string_view proc_devices,
                                                 std::string_view driver) {
   // "Character devices:\n  1 mem\n195 nvidia\n511 nvidia-uvm\n\nBlock devices:\n..."
   bool in_char = false;
-  while (!proc_devices.empty()) {
-    auto nl = proc_devices.find('\n');
-    std::string_view line = proc_devices.substr(0, nl);
-    proc_devices = nl == std::string_view::npos ? std::string_view{} : proc_devices.substr(nl + 1);
+  std::optional<unsigned> found;
+  for_each_line(proc_devices, [&](std::string_view line) {
+    if (found) return;
     if (line == "Character devices:") {
       in_char = true;
-      continue;
+      return;
     }
     if (line.ends_with("devices:")) {  // "Block devices:" ends the section
       in_char = false;
-      continue;
+      return;
     }
-    if (!in_char) continue;
+    if (!in_char) return;
     while (!line.empty() && is_blank(line.front())) line.remove_prefix(1);
     auto space = line.find(' ');
-    if (space == std::string_view::npos) continue;
-    if (line.substr(space + 1) != driver) continue;
-    if (auto major = to_number<unsigned>(line.substr(0, space))) return major;
-  }
-  return std::nullopt;
+    if (space == std::string_view::npos) return;
+    if (line.substr(space + 1) != driver) return;
+    found = to_number<unsigned>(line.substr(0, space));
+  });
+  return found;
 }
 
 }  // namespace gpureap::proc

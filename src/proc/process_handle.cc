@@ -6,13 +6,16 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <utility>
 
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
+#include "util/poll.h"
 
 namespace gpureap::proc {
 namespace {
@@ -29,6 +32,9 @@ int sys_pidfd_send_signal(int pidfd, int sig) {
 OpenFailure open_failure(OpenError kind, std::string message, int err = 0) {
   return OpenFailure{kind, std::move(message), err};
 }
+
+// waitid(P_PIDFD, ...) (Linux 5.4); spelled out for C libraries that predate it.
+constexpr auto kIdTypePidfd = static_cast<idtype_t>(3);
 
 }  // namespace
 
@@ -76,11 +82,20 @@ std::uint64_t inode_of_pidfd(int fd) {
 }  // namespace
 
 std::uint64_t pidfs_inode(pid_t pid) {
-  int fd = sys_pidfd_open(pid);
-  if (fd < 0) return 0;
-  std::uint64_t ino = inode_of_pidfd(fd);
-  ::close(fd);
-  return ino;
+  UniqueFd fd(sys_pidfd_open(pid));
+  return fd.valid() ? inode_of_pidfd(fd.get()) : 0;
+}
+
+int ChildExit::exit_code() const {
+  switch (how) {
+    case How::exited:
+      return status;
+    case How::killed:
+      return 128 + status;
+    case How::unknown:
+      return -1;
+  }
+  return -1;
 }
 
 OpenResult ProcessHandle::open(ProcessId id, std::string_view proc_root) {
@@ -106,7 +121,7 @@ OpenResult ProcessHandle::open(ProcessId id, std::string_view proc_root) {
             open_failure(OpenError::other, Error::from_errno(what, err).message, err));
     }
   }
-  ProcessHandle handle(id, fd);
+  ProcessHandle handle(id, UniqueFd(fd), false);
 
   // The exact test, where the kernel offers it: the pidfs inode seen at discovery.
   if (id.pidfs_ino != 0) {
@@ -134,46 +149,102 @@ OpenResult ProcessHandle::open(ProcessId id, std::string_view proc_root) {
   return handle;
 }
 
+ProcessHandle ProcessHandle::open_child(pid_t pid) {
+  if (pid <= 0) return ProcessHandle();  // kill(0 or -N, ...) would hit a whole group
+  // pidfd_open(2): for a child not yet reaped, the pid names it until we reap
+  // it, so this pidfd is for our child; -1 only where the kernel has no pidfds.
+  return ProcessHandle(ProcessId{pid, 0}, UniqueFd(sys_pidfd_open(pid)), true);
+}
+
 ProcessHandle::ProcessHandle(ProcessHandle&& other) noexcept
-    : id_(other.id_), fd_(std::exchange(other.fd_, -1)) {}
+    : id_(std::exchange(other.id_, ProcessId{})),
+      fd_(std::move(other.fd_)),
+      child_(std::exchange(other.child_, false)),
+      ended_(std::exchange(other.ended_, std::nullopt)) {}
 
 ProcessHandle& ProcessHandle::operator=(ProcessHandle&& other) noexcept {
   if (this != &other) {
-    close();
-    id_ = other.id_;
-    fd_ = std::exchange(other.fd_, -1);
+    id_ = std::exchange(other.id_, ProcessId{});
+    fd_ = std::move(other.fd_);
+    child_ = std::exchange(other.child_, false);
+    ended_ = std::exchange(other.ended_, std::nullopt);
   }
   return *this;
 }
 
-ProcessHandle::~ProcessHandle() {
-  close();
-}
-
-void ProcessHandle::close() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 Result<void> ProcessHandle::signal(int sig) const {
-  if (fd_ < 0) return fail("process handle is empty");
-  if (sys_pidfd_send_signal(fd_, sig) == 0) return {};
+  if (ended_) return fail(fmt::format("process {} exited", id_.pid), ESRCH);
+  if (fd_.valid()) {
+    if (sys_pidfd_send_signal(fd_.get(), sig) == 0) return {};
+  } else if (child_) {
+    // No pidfds on this kernel: our unreaped child's pid cannot have been reused.
+    if (::kill(id_.pid, sig) == 0) return {};
+  } else {
+    return fail("process handle is empty");
+  }
   if (errno == ESRCH) return fail(fmt::format("process {} exited", id_.pid), ESRCH);
   return std::unexpected(Error::from_errno(fmt::format("signal {} to process {}", sig, id_.pid)));
 }
 
 bool ProcessHandle::has_exited() const {
-  if (fd_ < 0) return true;
-  pollfd p{fd_, POLLIN, 0};
-  int n;
-  do n = ::poll(&p, 1, 0);
-  while (n < 0 && errno == EINTR);
-  return n > 0;
+  if (ended_) return true;
+  if (fd_.valid()) return poll_until(fd_.get(), POLLIN, std::chrono::steady_clock::now()) != 0;
+  if (!child_) return true;
+  siginfo_t info{};
+  return ::waitid(P_PID, static_cast<id_t>(id_.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+         info.si_pid != 0;
+}
+
+bool ProcessHandle::wait_exit(Clock::time_point deadline) const {
+  // A pidfd polls readable once the process has exited.
+  if (fd_.valid()) return ended_ || poll_until(fd_.get(), POLLIN, deadline) != 0;
+  // Linux < 5.3: nothing to wait on for a child but SIGCHLD, which belongs to
+  // the program; look again every 5 ms until the deadline.
+  for (;;) {
+    if (has_exited()) return true;
+    int left = poll_timeout_ms(deadline);
+    if (left == 0) return false;
+    ::poll(nullptr, 0, std::min(left, 5));
+  }
+}
+
+std::optional<ChildExit> ProcessHandle::wait_child(bool block) {
+  if (ended_ || !child_) return ended_;
+  const int flags = WEXITED | (block ? 0 : WNOHANG);
+  bool by_pidfd = fd_.valid();
+  for (;;) {
+    siginfo_t info{};
+    int rc = by_pidfd ? ::waitid(kIdTypePidfd, static_cast<id_t>(fd_.get()), &info, flags)
+                      : ::waitid(P_PID, static_cast<id_t>(id_.pid), &info, flags);
+    if (rc == 0 && info.si_pid == 0) return std::nullopt;  // still running (WNOHANG)
+    if (rc != 0 && errno == EINTR) continue;
+    if (rc != 0 && errno == EINVAL && by_pidfd) {
+      // Linux 5.3 has pidfd_open but not waitid(P_PIDFD): the pid, still our
+      // unreaped child, says the same.
+      by_pidfd = false;
+      continue;
+    }
+    if (rc == 0) {
+      ended_ = ChildExit{info.si_code == CLD_EXITED ? ChildExit::How::exited : ChildExit::How::killed,
+                         info.si_status};
+    } else {
+      ended_ = ChildExit{};  // ECHILD: someone else reaped it
+    }
+    return ended_;
+  }
+}
+
+ChildExit ProcessHandle::reap() {
+  return wait_child(true).value_or(ChildExit{});
+}
+
+std::optional<ChildExit> ProcessHandle::try_reap() {
+  return wait_child(false);
 }
 
 std::vector<std::size_t> wait_for_exit(std::span<ProcessHandle* const> handles,
                                        std::chrono::steady_clock::time_point deadline) {
-  using namespace std::chrono;
+  using std::chrono::steady_clock;
   std::vector<bool> exited(handles.size(), false);
   std::vector<pollfd> fds;
   std::vector<std::size_t> index;  // fds[i] belongs to handles[index[i]]
@@ -190,11 +261,7 @@ std::vector<std::size_t> wait_for_exit(std::span<ProcessHandle* const> handles,
       index.push_back(i);
     }
     if (fds.empty()) return {};
-    auto left = deadline - steady_clock::now();
-    // Round up so that we never wake a hair before the deadline and spin.
-    int timeout_ms =
-        left <= nanoseconds::zero() ? 0 : static_cast<int>(ceil<milliseconds>(left).count());
-    int n = ::poll(fds.data(), fds.size(), timeout_ms);
+    int n = ::poll(fds.data(), fds.size(), poll_timeout_ms(deadline));
     if (n < 0 && errno != EINTR) break;  // cannot wait: report everyone as still alive
     for (std::size_t k = 0; k < fds.size(); ++k)
       if (fds[k].revents != 0) exited[index[k]] = true;  // POLLIN on exit; POLLERR/HUP too

@@ -21,15 +21,7 @@ using std::chrono::steady_clock;
 using testing::Children;
 using testing::park;
 using testing::signal_ready;
-
-pid_t spawn_parked(Children& children) {
-  pid_t pid = children.spawn([](int ready) {
-    signal_ready(ready);
-    park();
-  });
-  children.ready(pid);
-  return pid;
-}
+using testing::spawn_parked;
 
 ProcessHandle open_or_die(pid_t pid) {
   auto id = read_process_id(pid);
@@ -181,6 +173,65 @@ TEST(ProcessHandle, SignalWithoutPermissionFails) {
   });
   EXPECT_EQ(children.ready(prober), std::to_string(EPERM));
   EXPECT_NE(testing::state_of(target), 'Z');  // still alive
+}
+
+TEST(ProcessHandle, OpenChildReapsTheExitStatus) {
+  Children children;
+  pid_t pid = children.spawn([](int ready) {
+    signal_ready(ready);
+    ::_exit(7);
+  });
+  children.ready(pid);
+  ProcessHandle h = ProcessHandle::open_child(pid);
+  EXPECT_EQ(h.id().pid, pid);
+  EXPECT_GE(h.fd(), 0);
+  ASSERT_TRUE(h.wait_exit(steady_clock::now() + 10s));
+  ChildExit exit = h.reap();
+  children.forget(pid);
+  EXPECT_EQ(exit.how, ChildExit::How::exited);
+  EXPECT_EQ(exit.status, 7);
+  EXPECT_EQ(exit.exit_code(), 7);
+  EXPECT_EQ(h.try_reap()->status, 7);  // the same ending again
+  // Reaped: its pid may name another process now, so it is never signalled.
+  auto sent = h.signal(0);
+  ASSERT_FALSE(sent);
+  EXPECT_EQ(sent.error().sys_errno, ESRCH);
+}
+
+TEST(ProcessHandle, OpenChildSignalsAndReportsTheSignal) {
+  Children children;
+  pid_t pid = spawn_parked(children);
+  ProcessHandle h = ProcessHandle::open_child(pid);
+  EXPECT_FALSE(h.try_reap());  // still running: never blocks
+  EXPECT_FALSE(h.has_exited());
+  ASSERT_TRUE(h.signal(SIGKILL));
+  ChildExit exit = h.reap();
+  children.forget(pid);
+  EXPECT_EQ(exit.how, ChildExit::How::killed);
+  EXPECT_EQ(exit.status, SIGKILL);
+  EXPECT_EQ(exit.exit_code(), 128 + SIGKILL);
+  EXPECT_TRUE(h.has_exited());
+}
+
+TEST(ProcessHandle, WaitExitEndsAtTheDeadlineWhileTheChildRuns) {
+  Children children;
+  pid_t pid = spawn_parked(children);
+  ProcessHandle h = ProcessHandle::open_child(pid);
+  auto start = steady_clock::now();
+  EXPECT_FALSE(h.wait_exit(start + 200ms));
+  auto took = steady_clock::now() - start;
+  EXPECT_GE(took, 200ms);
+  EXPECT_LT(took, 3s);
+}
+
+TEST(ProcessHandle, AnEmptyHandleSignalsNothing) {
+  ProcessHandle empty;
+  EXPECT_FALSE(empty.signal(0));
+  EXPECT_TRUE(empty.has_exited());
+  EXPECT_EQ(empty.reap().how, ChildExit::How::unknown);
+  // pid 0 would mean "our whole process group" to kill(2): never a child handle.
+  ProcessHandle none = ProcessHandle::open_child(0);
+  EXPECT_FALSE(none.signal(0));
 }
 
 TEST(WaitForExit, ReturnsWhenTheChildExits) {

@@ -96,6 +96,9 @@ class Children {
     ::waitid(P_PID, pid, &info, WEXITED | WNOWAIT);
   }
 
+  /// Stops tracking a child the test reaped itself (its pid may be reused).
+  void forget(pid_t pid) { std::erase(pids_, pid); }
+
   /// Reaps a child now; returns its wait status.
   int reap(pid_t pid) {
     int status = 0;
@@ -119,6 +122,17 @@ inline void signal_ready(int fd, const std::string& text = "") {
 /// Blocks a child forever (until killed).
 [[noreturn]] inline void park() {
   for (;;) ::pause();
+}
+
+/// Forks a child that says it is ready, then blocks until killed; returns its
+/// pid once it is ready.
+inline pid_t spawn_parked(Children& children) {
+  pid_t pid = children.spawn([](int ready) {
+    signal_ready(ready);
+    park();
+  });
+  children.ready(pid);
+  return pid;
 }
 
 /// The state letter of /proc/PID/stat, '?' if unreadable.

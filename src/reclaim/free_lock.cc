@@ -13,7 +13,8 @@ Result<FreeLock> FreeLock::acquire(const std::string& state_dir) {
   // Never through a symlink, and nothing is truncated before we know the file
   // is a regular file of our own: a planted link once made this overwrite
   // another file with our pid.
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  UniqueFd lock(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
+  const int fd = lock.get();
   if (fd < 0) {
     if (errno == ELOOP)
       return fail(
@@ -21,13 +22,8 @@ Result<FreeLock> FreeLock::acquire(const std::string& state_dir) {
     return std::unexpected(Error::from_errno("cannot open lock " + path));
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    auto err = Error::from_errno("cannot stat lock " + path);
-    ::close(fd);
-    return std::unexpected(err);
-  }
+  if (::fstat(fd, &st) != 0) return std::unexpected(Error::from_errno("cannot stat lock " + path));
   if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
-    ::close(fd);
     return fail(fmt::format("lock {} is {}; refusing to use it (remove it)", path,
                             !S_ISREG(st.st_mode)
                                 ? std::string("not a regular file")
@@ -36,7 +32,6 @@ Result<FreeLock> FreeLock::acquire(const std::string& state_dir) {
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char buf[32] = {};
     ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-    ::close(fd);
     std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "unknown";
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
     return fail(
@@ -45,11 +40,7 @@ Result<FreeLock> FreeLock::acquire(const std::string& state_dir) {
   }
   std::string me = fmt::format("{}\n", ::getpid());
   if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, me.data(), me.size(), 0);
-  return FreeLock(fd);
-}
-
-FreeLock::~FreeLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing drops the flock
+  return FreeLock(std::move(lock));
 }
 
 }  // namespace gpureap::reclaim

@@ -4,7 +4,9 @@
 // The kernel drops the lock when the holder dies, so a crashed run never wedges it.
 
 #include <string>
+#include <utility>
 
+#include "util/fd.h"
 #include "util/result.h"
 
 namespace gpureap::reclaim {
@@ -17,14 +19,15 @@ class FreeLock {
   /// otherwise the error names it and nothing is written.
   static Result<FreeLock> acquire(const std::string& state_dir);
 
-  FreeLock(FreeLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FreeLock(FreeLock&& o) noexcept = default;
   FreeLock& operator=(FreeLock&&) = delete;
   FreeLock(const FreeLock&) = delete;
-  ~FreeLock();
+  /// Closing the descriptor drops the flock.
+  ~FreeLock() = default;
 
  private:
-  explicit FreeLock(int fd) : fd_(fd) {}
-  int fd_ = -1;
+  explicit FreeLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
 };
 
 }  // namespace gpureap::reclaim

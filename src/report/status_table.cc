@@ -55,7 +55,7 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style,
   std::vector<const inventory::GpuHolder*> users, openers;
   for (const auto& gh : view.holders) (gh.uses_gpu ? users : openers).push_back(&gh);
   if (!users.empty()) {
-    out += style.dim(fmt::format("{}{:<8} {:<10} {:<8} {:>8} {:>10}  {:<11} {:<12} {}\n", indent,
+    out += style.dim(fmt::format("{}{:<8} {:<10} {:<9} {:>8} {:>10}  {:<11} {:<12} {}\n", indent,
                                  "PID", "USER", "STATE", "AGE", "GPU MEM", "FOUND BY", "PARENT",
                                  "COMMAND"));
     for (const auto* gh : users) {
@@ -68,7 +68,7 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style,
       // Pad on the visible text so colour codes don't break the columns.
       std::size_t parent_width = fmt::format("{}{}", h.ppid, h.orphaned ? " ORPHAN" : "").size();
       out += fmt::format(
-          "{}{:<8} {:<10} {:<8} {:>8} {:>10}  {:<11} {}{} {}{}\n", indent, h.id.pid,
+          "{}{:<8} {:<10} {:<9} {:>8} {:>10}  {:<11} {}{} {}{}\n", indent, h.id.pid,
           terminal_text(h.user, 10), state_text(h),
           format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(h.age_seconds * 1e9))),
           gh->gpu_bytes ? format_bytes(*gh->gpu_bytes) : "?", found_by_text(h), parent,
@@ -187,7 +187,8 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
     out += "\n" + style.bold(fmt::format("{} orphaned process{} (parent gone) hold{} {} on GPU {}.",
                                          orphans, orphans == 1 ? "" : "es", orphans == 1 ? "s" : "",
                                          held, gpu_list(orphan_gpus)));
-    out += fmt::format(" Free them: gpureap free --orphans --gpu {}\n", gpu_list(orphan_gpus));
+    out += fmt::format(" Free {}: gpureap free --orphans --gpu {}\n", orphans == 1 ? "it" : "them",
+                       gpu_list(orphan_gpus));
   }
   if (!stuck_gpus.empty())
     out += style.bold(fmt::format("GPU {}: memory held by the driver with no process; see above.\n",

@@ -5,7 +5,6 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +12,8 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+
+#include "util/poll.h"
 
 namespace gpureap::supervise {
 namespace {
@@ -177,15 +178,6 @@ void reap(pid_t cmd, int channel, bool& cmd_reaped, bool& empty_sent) {
   }
 }
 
-int pidfd_open(pid_t pid) {
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-}
-
-int ms_until(Clock::time_point deadline) {
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<long long>(left, 0, 24 * 3600 * 1000));
-}
-
 LaunchFailure failure_from(std::int32_t kind, int err) {
   switch (kind) {
     case kCgroupFailed:
@@ -221,23 +213,16 @@ Result<ForwardedSignals> ForwardedSignals::block() {
   ForwardedSignals out;
   if (::sigprocmask(SIG_BLOCK, &set, &out.original_) != 0)
     return fail(Error::from_errno("sigprocmask").message);
-  out.fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (out.fd_ < 0) return fail(Error::from_errno("signalfd").message);
+  out.fd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!out.fd_.valid()) return fail(Error::from_errno("signalfd").message);
   return out;
-}
-
-ForwardedSignals::ForwardedSignals(ForwardedSignals&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), original_(o.original_) {}
-
-ForwardedSignals::~ForwardedSignals() {
-  if (fd_ >= 0) ::close(fd_);
 }
 
 std::optional<int> ForwardedSignals::take() {
   signalfd_siginfo info;
   ssize_t n;
   do {
-    n = ::read(fd_, &info, sizeof info);
+    n = ::read(fd_.get(), &info, sizeof info);
   } while (n < 0 && errno == EINTR);
   if (n != static_cast<ssize_t>(sizeof info)) return std::nullopt;
   return static_cast<int>(info.ssi_signo);
@@ -261,29 +246,27 @@ std::expected<LaunchedRun, LaunchFailure> LaunchedRun::start(const LaunchSpec& s
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     return std::unexpected(failure_from(kSetupFailed, errno));
-  plan.channel = sv[1];
+  UniqueFd ours(sv[0]);
+  UniqueFd theirs(sv[1]);
+  plan.channel = theirs.get();
   pid_t reaper = ::fork();
   if (reaper == 0) {
-    ::close(sv[0]);
+    ours.reset();
     reaper_main(plan);
   }
   int fork_errno = errno;
-  ::close(sv[1]);
-  if (reaper < 0) {
-    ::close(sv[0]);
-    return std::unexpected(failure_from(kSetupFailed, fork_errno));
-  }
+  theirs.reset();
+  if (reaper < 0) return std::unexpected(failure_from(kSetupFailed, fork_errno));
 
   LaunchedRun run;
   run.signals_ = &signals;
-  run.reaper_pid_ = reaper;
-  run.channel_ = sv[0];
-  run.reaper_pidfd_ = pidfd_open(reaper);  // our unreaped child: no reuse race
+  run.reaper_ = proc::ProcessHandle::open_child(reaper);
+  run.channel_ = std::move(ours);
 
   // The first report says whether CMD is running.
   for (;;) {
     Message m;
-    ssize_t n = ::recv(run.channel_, &m, sizeof m, 0);
+    ssize_t n = ::recv(run.channel_.get(), &m, sizeof m, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof m))
       return std::unexpected(
@@ -296,23 +279,12 @@ std::expected<LaunchedRun, LaunchFailure> LaunchedRun::start(const LaunchSpec& s
   }
 }
 
-LaunchedRun::LaunchedRun(LaunchedRun&& o) noexcept
-    : signals_(o.signals_),
-      reaper_pid_(std::exchange(o.reaper_pid_, 0)),
-      reaper_pidfd_(std::exchange(o.reaper_pidfd_, -1)),
-      channel_(std::exchange(o.channel_, -1)),
-      cmd_pid_(o.cmd_pid_),
-      cmd_status_(o.cmd_status_),
-      all_reaped_(o.all_reaped_),
-      reaper_lost_(o.reaper_lost_) {}
-
 LaunchedRun& LaunchedRun::operator=(LaunchedRun&& o) noexcept {
   if (this != &o) {
     finish();
     signals_ = o.signals_;
-    reaper_pid_ = std::exchange(o.reaper_pid_, 0);
-    reaper_pidfd_ = std::exchange(o.reaper_pidfd_, -1);
-    channel_ = std::exchange(o.channel_, -1);
+    reaper_ = std::move(o.reaper_);
+    channel_ = std::move(o.channel_);
     cmd_pid_ = o.cmd_pid_;
     cmd_status_ = o.cmd_status_;
     all_reaped_ = o.all_reaped_;
@@ -337,17 +309,17 @@ void LaunchedRun::handle_message(int kind, int value, RunEvent& event) {
 
 RunEvent LaunchedRun::next_event(Clock::time_point deadline) {
   for (;;) {
-    bool watch_reaper = !reaper_lost_ && channel_ >= 0;
-    pollfd fds[3] = {{watch_reaper ? channel_ : -1, POLLIN, 0},
+    bool watch_reaper = !reaper_lost_ && channel_.valid();
+    pollfd fds[3] = {{watch_reaper ? channel_.get() : -1, POLLIN, 0},
                      {signals_ ? signals_->fd() : -1, POLLIN, 0},
-                     {watch_reaper ? reaper_pidfd_ : -1, POLLIN, 0}};
-    int r = ::poll(fds, 3, ms_until(deadline));
+                     {watch_reaper ? reaper_.fd() : -1, POLLIN, 0}};
+    int r = ::poll(fds, 3, poll_timeout_ms(deadline));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return {RunEvent::Kind::deadline, 0};
     // Reports first: when CMD exited and a signal came at once, the exit is the news.
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       Message m;
-      ssize_t n = ::recv(channel_, &m, sizeof m, MSG_DONTWAIT);
+      ssize_t n = ::recv(channel_.get(), &m, sizeof m, MSG_DONTWAIT);
       if (n == static_cast<ssize_t>(sizeof m)) {
         RunEvent event;
         handle_message(m.kind, m.value, event);
@@ -370,32 +342,24 @@ RunEvent LaunchedRun::next_event(Clock::time_point deadline) {
   }
 }
 
+void LaunchedRun::take_pending(Clock::time_point deadline) {
+  while (reaper_alive() && !(cmd_status() && all_reaped())) {
+    if (next_event(deadline).kind == RunEvent::Kind::deadline) return;
+  }
+}
+
 void LaunchedRun::forward(int signo) {
-  if (channel_ < 0 || reaper_lost_ || cmd_status_) return;
+  if (!channel_.valid() || reaper_lost_ || cmd_status_) return;
   std::int32_t sig = signo;
-  ::send(channel_, &sig, sizeof sig, MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::send(channel_.get(), &sig, sizeof sig, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 void LaunchedRun::finish() {
-  if (channel_ >= 0) {
-    ::close(channel_);  // the reaper exits when it sees EOF
-    channel_ = -1;
-  }
-  if (reaper_pid_ > 0) {
-    if (reaper_pidfd_ >= 0) {
-      pollfd pfd{reaper_pidfd_, POLLIN, 0};
-      while (::poll(&pfd, 1, 2000) < 0 && errno == EINTR) {
-      }
-      if (!(pfd.revents & POLLIN))
-        ::syscall(SYS_pidfd_send_signal, reaper_pidfd_, SIGKILL, nullptr, 0);
-    }
-    while (::waitpid(reaper_pid_, nullptr, 0) < 0 && errno == EINTR) {
-    }
-    reaper_pid_ = 0;
-  }
-  if (reaper_pidfd_ >= 0) {
-    ::close(reaper_pidfd_);
-    reaper_pidfd_ = -1;
+  channel_.reset();  // the reaper exits when it sees EOF
+  if (reaper_.id().pid > 0) {
+    if (!reaper_.wait_exit(Clock::now() + std::chrono::seconds(2))) (void)reaper_.signal(SIGKILL);
+    reaper_.reap();
+    reaper_ = proc::ProcessHandle();
   }
 }
 

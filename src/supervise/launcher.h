@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "proc/process_handle.h"
+#include "util/fd.h"
 #include "util/result.h"
 
 namespace gpureap::supervise {
@@ -47,12 +49,12 @@ inline constexpr std::array<int, 7> kForwardedSignals = {SIGINT,  SIGTERM, SIGHU
 class ForwardedSignals {
  public:
   static Result<ForwardedSignals> block();
-  ForwardedSignals(ForwardedSignals&&) noexcept;
+  ForwardedSignals(ForwardedSignals&&) noexcept = default;
   ForwardedSignals& operator=(ForwardedSignals&&) = delete;
   ForwardedSignals(const ForwardedSignals&) = delete;
-  ~ForwardedSignals();
+  ~ForwardedSignals() = default;
 
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   /// The mask this process had before block(); CMD gets it back before exec.
   const sigset_t& original_mask() const { return original_; }
   /// One pending forwarded signal, nullopt when none is pending.
@@ -60,7 +62,7 @@ class ForwardedSignals {
 
  private:
   ForwardedSignals() = default;
-  int fd_ = -1;
+  UniqueFd fd_;
   sigset_t original_{};
 };
 
@@ -106,17 +108,22 @@ class LaunchedRun {
   static std::expected<LaunchedRun, LaunchFailure> start(const LaunchSpec& spec,
                                                          ForwardedSignals& signals);
 
-  LaunchedRun(LaunchedRun&&) noexcept;
-  LaunchedRun& operator=(LaunchedRun&&) noexcept;
+  LaunchedRun(LaunchedRun&&) noexcept = default;
+  LaunchedRun& operator=(LaunchedRun&& other) noexcept;
   LaunchedRun(const LaunchedRun&) = delete;
   ~LaunchedRun();
 
   pid_t cmd_pid() const { return cmd_pid_; }
-  pid_t reaper_pid() const { return reaper_pid_; }
+  pid_t reaper_pid() const { return reaper_.id().pid; }
 
   /// Waits for the next event, up to `deadline`. A signal is returned, not
   /// passed on: the caller decides (forward() it, or start the teardown).
   RunEvent next_event(Clock::time_point deadline);
+
+  /// Takes the reaper's reports (CMD's exit, "all reaped") until both are in,
+  /// the reaper is lost, or `deadline` passes; Clock::now() takes only those
+  /// already waiting. A signal that arrives meanwhile is consumed, not returned.
+  void take_pending(Clock::time_point deadline);
 
   /// Passes `signo` on to CMD (through the reaper, which alone may signal its
   /// child by pid without a reuse race). No effect once CMD has been reaped.
@@ -136,9 +143,8 @@ class LaunchedRun {
   void handle_message(int kind, int value, RunEvent& event);
 
   ForwardedSignals* signals_ = nullptr;
-  pid_t reaper_pid_ = 0;
-  int reaper_pidfd_ = -1;
-  int channel_ = -1;  // SOCK_SEQPACKET to the reaper: signals down, reports up
+  proc::ProcessHandle reaper_;
+  UniqueFd channel_;  // SOCK_SEQPACKET to the reaper: signals down, reports up
   pid_t cmd_pid_ = 0;
   std::optional<int> cmd_status_;
   bool all_reaped_ = false;

@@ -61,6 +61,19 @@ TEST(Launcher, ReturnsTheCommandsExitStatus) {
   EXPECT_TRUE(run->all_reaped());
 }
 
+TEST(Launcher, TakePendingReturnsOnceTheExitAndAllReapedAreIn) {
+  auto run = LaunchedRun::start({{"sh", "-c", "exit 4"}, current_env()}, signals());
+  ASSERT_TRUE(run.has_value()) << run.error().message;
+  run->take_pending(Clock::now() + std::chrono::seconds(10));
+  ASSERT_TRUE(run->cmd_status());
+  EXPECT_EQ(exit_code_of(*run->cmd_status()), 4);
+  EXPECT_TRUE(run->all_reaped());
+  // Nothing more will come: a later call returns at once, without waiting.
+  auto start = Clock::now();
+  run->take_pending(start + std::chrono::seconds(10));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+}
+
 TEST(Launcher, KilledBySignalIs128PlusN) {
   auto run = LaunchedRun::start({{"sh", "-c", "kill -9 $$"}, current_env()}, signals());
   ASSERT_TRUE(run.has_value());
@@ -193,7 +206,7 @@ TEST(Launcher, CommandMovesIntoTheRunCgroupBeforeExec) {
   ASSERT_TRUE(run.has_value()) << run.error().message;
   std::ifstream in("/proc/" + std::to_string(run->cmd_pid()) + "/cgroup");
   std::string text((std::istreambuf_iterator<char>(in)), {});
-  EXPECT_EQ(v2_cgroup_path(text), cg->cgroup_path());
+  EXPECT_EQ(proc::parse_cgroup2_path(text), cg->cgroup_path());
   for (int i = 0; i < 400 && cg->members().size() < 3; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(cg->members().size(), 3u) << "sh and both sleeps";

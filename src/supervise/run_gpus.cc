@@ -6,8 +6,8 @@
 
 #include <algorithm>
 
-#include "proc/proc_files.h"
-#include "proc/proc_parse.h"
+#include "proc/cgroup_fs.h"
+#include "proc/process_table.h"
 
 namespace gpureap::supervise {
 namespace {
@@ -20,19 +20,13 @@ constexpr std::chrono::milliseconds kMaxSampleInterval{5000};
 bool belongs_to_run(pid_t pid, pid_t reaper, const RunCgroup* cgroup,
                     const std::string& proc_root) {
   if (cgroup) {
-    auto path =
-        v2_cgroup_path(proc::read_small_file(proc_root + "/" + std::to_string(pid) + "/cgroup"));
-    if (path && (*path == cgroup->cgroup_path() || path->starts_with(cgroup->cgroup_path() + "/")))
+    const std::string path = proc::cgroup2_path_of(pid, proc_root);
+    if (!path.empty() &&
+        (path == cgroup->cgroup_path() || path.starts_with(cgroup->cgroup_path() + "/")))
       return true;
   }
-  for (int depth = 0; depth < 64 && pid > 1; ++depth) {
-    auto stat =
-        proc::parse_stat(proc::read_small_file(proc_root + "/" + std::to_string(pid) + "/stat"));
-    if (!stat) return false;
-    if (stat->ppid == reaper) return true;
-    pid = stat->ppid;
-  }
-  return false;
+  auto up = proc::ancestors(pid, proc_root);
+  return std::find(up.begin(), up.end(), reaper) != up.end();
 }
 
 RunGpuWatch::RunGpuWatch(inventory::Node& node)
@@ -85,7 +79,7 @@ void RunGpuWatch::sample(pid_t reaper, const RunCgroup* cgroup) {
   for (const auto& r : *readings) {
     if (sampled_.contains(r.index) || !r.problem.empty()) continue;
     for (auto pid : r.pids) {
-      if (belongs_to_run(static_cast<pid_t>(pid), reaper, cgroup)) {
+      if (belongs_to_run(static_cast<pid_t>(pid), reaper, cgroup, node_.proc_root())) {
         sampled_.insert(r.index);
         break;
       }

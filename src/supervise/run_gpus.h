@@ -35,9 +35,9 @@
 namespace gpureap::supervise {
 
 /// True when `pid` is a process of the run: in the run cgroup (or beneath it),
-/// or a descendant of `reaper` (walking up at most 64 parents).
+/// or a descendant of `reaper`.
 bool belongs_to_run(pid_t pid, pid_t reaper, const RunCgroup* cgroup,
-                    const std::string& proc_root = "/proc");
+                    const std::string& proc_root);
 
 /// What the run held on one GPU, as seen at the teardown.
 struct HeldGpu {

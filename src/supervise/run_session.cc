@@ -62,15 +62,6 @@ std::vector<std::string> command_environment(const std::string& run_id) {
   return env;
 }
 
-// Reports from the reaper that are already on their way (CMD's exit and "all
-// reaped" are sent back to back), without waiting longer than `wait`.
-void take_pending(LaunchedRun& run, std::chrono::milliseconds wait) {
-  auto deadline = Clock::now() + wait;
-  while (run.reaper_alive() && !(run.cmd_status() && run.all_reaped())) {
-    if (run.next_event(deadline).kind == RunEvent::Kind::deadline) return;
-  }
-}
-
 }  // namespace
 
 RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, const RunLog& log) {
@@ -167,7 +158,8 @@ RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, con
 
   // 4. Teardown. Which GPUs the run holds is read before anything is signalled.
   if (out.cmd_wait_status = run->cmd_status(); out.cmd_wait_status && !out.stop_signal)
-    take_pending(*run, std::chrono::milliseconds(2));
+    // CMD's exit and "all reaped" are sent back to back: the second is on its way.
+    run->take_pending(Clock::now() + std::chrono::milliseconds(2));
   bool anything_left = !run->all_reaped() || (cg && cg->populated());
   std::vector<proc::ProcessId> members;
   if (anything_left) members = run_members(run->reaper_pid(), cg);
@@ -181,8 +173,10 @@ RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, con
                     held.empty() ? "none" : held, seconds_since(inventory_start)));
   }
   if (!members.empty())
-    say(fmt::format("tearing down {} process(es): SIGTERM, SIGKILL after {}", members.size(),
-                    format_duration(settings.grace)));
+    say(fmt::format("tearing down {} process(es): {}", members.size(),
+                    settings.grace.count() == 0
+                        ? std::string("SIGKILL at once (--grace 0)")
+                        : "SIGTERM, SIGKILL after " + format_duration(settings.grace)));
   TeardownOptions teardown_options;
   teardown_options.grace = settings.grace;
   teardown_options.kill_wait = settings.kill_wait;

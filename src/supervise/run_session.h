@@ -20,6 +20,7 @@
 #include "reclaim/leftovers.h"
 #include "reclaim/release_wait.h"
 #include "supervise/launcher.h"
+#include "supervise/free_wait.h"
 #include "supervise/run_gpus.h"
 #include "supervise/teardown.h"
 
@@ -29,9 +30,9 @@ struct RunSettings {
   std::vector<std::string> argv;           // CMD and its arguments
   std::string name;                        // run name; default: basename of argv[0]
   bool use_cgroup = true;                  // false: subreaper mode even where a cgroup is possible
-  std::chrono::milliseconds grace{10000};  // SIGTERM -> SIGKILL at the teardown
+  std::chrono::milliseconds grace = kDefaultTeardownGrace;  // SIGTERM -> SIGKILL; 0: SIGKILL at once
   std::chrono::milliseconds kill_wait{5000};         // SIGKILL -> give up on a process
-  std::chrono::milliseconds release_timeout{60000};  // teardown -> GPUs back at baseline
+  std::chrono::milliseconds release_timeout = kDefaultWaitTimeout;  // teardown -> GPUs at baseline
 };
 
 enum class Containment { cgroup, subreaper };

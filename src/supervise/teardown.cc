@@ -11,16 +11,9 @@
 namespace gpureap::supervise {
 namespace {
 
-constexpr std::chrono::milliseconds kMinGrace{1};
-
-// Pumps the run's events (reports from the reaper) that are already waiting,
-// or until `deadline` when `until_reaped` asks to wait for the reaper.
-void drain_events(LaunchedRun& run, Clock::time_point deadline) {
-  while (run.reaper_alive() && !(run.cmd_status() && run.all_reaped())) {
-    auto ev = run.next_event(deadline);
-    if (ev.kind == RunEvent::Kind::deadline) return;
-  }
-}
+// Processes that appeared during the first round's grace period (forks) get
+// SIGTERM and, this long after, SIGKILL.
+constexpr std::chrono::milliseconds kLaterRoundGrace{1};
 
 }  // namespace
 
@@ -50,17 +43,15 @@ TeardownReport tear_down(LaunchedRun& run, RunCgroup* cgroup, const TeardownOpti
   //    whatever appeared meanwhile (forked during the grace period, or a fork
   //    that raced the first listing): those get SIGKILL at once.
   for (int round = 0; round < options.max_rounds; ++round) {
-    drain_events(run, Clock::now());
+    run.take_pending(Clock::now());
     if (run.all_reaped() && !(cgroup && cgroup->populated())) break;
     std::vector<proc::ProcessId> targets;
     for (const auto& id : run_members(run.reaper_pid(), cgroup, options.proc_root))
       if (!signalled.contains(id)) targets.push_back(id);
     if (targets.empty()) break;
     reclaim::EscalationOptions esc;
-    // Later rounds: SIGTERM and SIGKILL at once. Never a grace of 0: the
-    // engine then skips SIGTERM, and its SIGKILL step expects a SIGTERM
-    // action per target (reported to reclaim's owner).
-    esc.grace = round == 0 ? std::max(options.grace, kMinGrace) : kMinGrace;
+    // A grace of 0 means what it means in `free`: SIGKILL at once, no SIGTERM.
+    esc.grace = round == 0 ? options.grace : kLaterRoundGrace;
     esc.kill_wait = options.kill_wait;
     esc.proc_root = options.proc_root;
     auto result = reclaim::terminate(targets, esc, t0);
@@ -80,7 +71,7 @@ TeardownReport tear_down(LaunchedRun& run, RunCgroup* cgroup, const TeardownOpti
   }
 
   // 3. The reaper reports CMD's status and that nothing is left to reap.
-  drain_events(run, Clock::now() + options.kill_wait);
+  run.take_pending(Clock::now() + options.kill_wait);
   report.empty = run.all_reaped() && !(cgroup && cgroup->populated());
   if (!run.reaper_alive())
     report.empty = run_members(run.reaper_pid(), cgroup, options.proc_root).empty();

@@ -27,8 +27,12 @@ namespace gpureap::supervise {
 std::vector<proc::ProcessId> run_members(pid_t reaper, const RunCgroup* cgroup,
                                          const std::string& proc_root = "/proc");
 
+/// `run`'s teardown grace (SIGTERM -> SIGKILL) by default: a server gets longer than
+/// `free`'s stray holders (reclaim's default) to flush and exit on its own.
+inline constexpr std::chrono::milliseconds kDefaultTeardownGrace{10000};
+
 struct TeardownOptions {
-  std::chrono::milliseconds grace{10000};     // SIGTERM -> SIGKILL
+  std::chrono::milliseconds grace = kDefaultTeardownGrace;  // SIGTERM -> SIGKILL; 0: SIGKILL at once
   std::chrono::milliseconds kill_wait{5000};  // SIGKILL -> give up on a process
   int max_rounds = 5;                         // members that keep appearing: bounded
   std::string proc_root = "/proc";

@@ -72,10 +72,10 @@ void teardown_kills_everything(RunCgroup* cgroup) {
   auto members = run_members(run->reaper_pid(), cgroup);
   for (pid_t p : started) {
     EXPECT_TRUE(contains(members, p)) << "pid " << p << " not found as a member";
-    EXPECT_TRUE(belongs_to_run(p, run->reaper_pid(), cgroup));
+    EXPECT_TRUE(belongs_to_run(p, run->reaper_pid(), cgroup, "/proc"));
   }
   EXPECT_FALSE(contains(members, ::getpid()));
-  EXPECT_FALSE(belongs_to_run(::getpid(), run->reaper_pid(), cgroup));
+  EXPECT_FALSE(belongs_to_run(::getpid(), run->reaper_pid(), cgroup, "/proc"));
 
   TeardownOptions options;
   options.grace = 300ms;

@@ -6,6 +6,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "util/text.h"
+
 namespace gpureap {
 namespace {
 
@@ -32,12 +34,6 @@ constexpr std::array kDurationUnits{
     Unit{"ns", 1.0}, Unit{"us", 1e3}, Unit{"ms", 1e6},
     Unit{"s", 1e9},  Unit{"m", 60e9}, Unit{"h", 3600e9},
 };
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 // Splits "20GiB" into 20 and "GiB". Fails on an empty or negative number.
 Result<std::pair<double, std::string_view>> split_number(std::string_view text,

@@ -70,5 +70,38 @@ TEST(Docs, ReadmeSimulatedNodeCommandsRun) {
   EXPECT_NE(r.out.find("freed"), std::string::npos) << r.out;
 }
 
+// docs/plan.md's worked example is what `gpureap plan` prints, line for line (the
+// sweep once showed "(0.80 to 0.84 omitted)" rows the tool never printed).
+TEST(Docs, PlanWorkedExampleIsWhatPlanPrints) {
+  std::ifstream doc(std::string(GPUREAP_SOURCE_DIR) + "/docs/plan.md");
+  ASSERT_TRUE(doc.good());
+  std::stringstream text;
+  text << doc.rdbuf();
+  const std::string all = text.str();
+  auto at = all.find("\n## Worked example: the case studies\n");
+  ASSERT_NE(at, std::string::npos);
+  auto open = all.find("\n```\n", at);
+  ASSERT_NE(open, std::string::npos);
+  auto close = all.find("\n```\n", open + 5);
+  ASSERT_NE(close, std::string::npos);
+  std::string block = all.substr(open + 5, close - open - 5);
+  auto first_newline = block.find('\n');
+  std::string command = block.substr(0, first_newline);
+  std::string expected = block.substr(first_newline + 1);
+  ASSERT_TRUE(command.starts_with("$ gpureap plan ")) << command;
+
+  std::vector<std::string> args;
+  std::istringstream words(command.substr(10));
+  for (std::string w; words >> w;) args.push_back(w);
+  SimNode node({"--gpus", "1"});
+  auto r = node.gpureap(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto trim_end = [](std::string s) {
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
+  };
+  EXPECT_EQ(trim_end(r.out), trim_end(expected));
+}
+
 }  // namespace
 }  // namespace gpureap::e2e

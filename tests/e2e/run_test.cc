@@ -521,6 +521,28 @@ TEST(Run, WaitFreeTimesOutWithoutStartingTheCommand) {
   EXPECT_TRUE(alive(held.holders.at(0).first)) << "--wait-free must not signal anything";
 }
 
+// --grace 0 means what it means in `free`: SIGKILL at once, no SIGTERM first. A
+// process left behind by the command traps SIGTERM (it would leave a marker); the
+// command waits until the trap is set before it exits.
+TEST(Run, GraceZeroKillsWithoutSigterm) {
+  SimNode node({"--gpus", "1"});
+  for (const std::string grace : {"0", "10s"}) {
+    const std::string ready = node.dir() + "/ready-" + grace;
+    const std::string termed = node.dir() + "/termed-" + grace;
+    std::string script = "(trap 'touch " + termed + "; exit 0' TERM; touch " + ready +
+                         "; while :; do sleep 0.05; done) & while [ ! -e " + ready +
+                         " ]; do sleep 0.01; done; exit 0";
+    auto r = node.gpureap({"run", "-v", "--grace", grace, "--", "/bin/sh", "-c", script});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (grace == "0") {
+      EXPECT_FALSE(std::filesystem::exists(termed)) << "--grace 0 sent SIGTERM: " << r.err;
+      EXPECT_NE(r.err.find("SIGKILL at once"), std::string::npos) << r.err;
+    } else {
+      EXPECT_TRUE(std::filesystem::exists(termed)) << "the control run sends SIGTERM: " << r.err;
+    }
+  }
+}
+
 TEST(Run, FreeFirstReclaimsThenStarts) {
   SimNode node;
   auto held = node.hold({"--gpu", "1", "--bytes", "8GiB", "--children", "1", "--orphan"});

@@ -1,0 +1,12 @@
+#include "util/text.h"
+
+namespace gpureap {
+
+std::string_view trim(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\r\v\f";
+  const auto first = s.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
+}
+
+}  // namespace gpureap
