@@ -31,8 +31,13 @@ def run(cmd, env=None, check=True, **kw):
     return result
 
 
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
 def project_version():
-    text = open(os.path.join(ROOT, "CMakeLists.txt")).read()
+    text = read_text(os.path.join(ROOT, "CMakeLists.txt"))
     return re.search(r"project\(gpureap VERSION ([0-9.]+)", text).group(1)
 
 
@@ -89,24 +94,24 @@ class ManPages(unittest.TestCase):
         names = sorted(os.path.basename(p) for p in self.pages())
         self.assertEqual(names, sorted(["gpureap.1"] + [f"gpureap-{c}.1" for c in commands()]))
         for page in self.pages():
-            rc, err = groff_warnings(open(page).read())
+            rc, err = groff_warnings(read_text(page))
             self.assertEqual((rc, err), (0, ""), page)
 
     def test_groff_check_catches_a_bad_page(self):
         """The check above can fail: an undefined macro is reported on stderr."""
-        rc, err = groff_warnings(open(self.pages()[0]).read() + ".BOGUS\n")
+        rc, err = groff_warnings(read_text(self.pages()[0]) + ".BOGUS\n")
         self.assertIn("BOGUS", err)
 
     def test_sections_and_options(self):
         """Each page has exit status, environment, files and examples; a command's page
         lists every option of its --help."""
         for page in self.pages():
-            text = open(page).read()
+            text = read_text(page)
             for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "EXIT STATUS", "ENVIRONMENT",
                             "FILES", "EXAMPLES", "SEE ALSO"):
                 self.assertIn(f".SH {section}\n", text, f"{page}: {section}")
         for c in commands():
-            text = open(os.path.join(SHARE, "man", f"gpureap-{c}.1")).read().replace("\\-", "-")
+            text = read_text(os.path.join(SHARE, "man", f"gpureap-{c}.1")).replace("\\-", "-")
             for opt in help_options(c):
                 self.assertIn(opt, text, f"gpureap-{c}.1 lacks {opt}")
 
@@ -116,10 +121,10 @@ class ManPages(unittest.TestCase):
         for path in glob.glob(os.path.join(ROOT, "src", "**", "*.[ch]*"), recursive=True):
             if path.endswith("_test.cc"):
                 continue
-            names |= set(re.findall(r'"(GPUREAP_[A-Z_]+)"', open(path).read()))
+            names |= set(re.findall(r'"(GPUREAP_[A-Z_]+)"', read_text(path)))
         names = {n for n in names if not n.startswith("GPUREAP_TEST_")}
         self.assertIn("GPUREAP_STATE_DIR", names)
-        text = open(os.path.join(SHARE, "man", "gpureap.1")).read()
+        text = read_text(os.path.join(SHARE, "man", "gpureap.1"))
         env = text.split(".SH ENVIRONMENT")[1].split(".SH ")[0]
         for n in sorted(names):
             self.assertIn(n, env)
@@ -130,9 +135,9 @@ class ManPages(unittest.TestCase):
             args = [] if c == "gpureap" else [c]
             name = "gpureap.1" if c == "gpureap" else f"gpureap-{c}.1"
             self.assertEqual(run([BIN, "man-page"] + args).stdout,
-                             open(os.path.join(SHARE, "man", name)).read())
+                             read_text(os.path.join(SHARE, "man", name)))
             with gzip.open(os.path.join(SHARE, "man-gz", name + ".gz"), "rt") as f:
-                self.assertEqual(f.read(), open(os.path.join(SHARE, "man", name)).read())
+                self.assertEqual(f.read(), read_text(os.path.join(SHARE, "man", name)))
 
     def test_unknown_page_is_a_usage_error(self):
         r = run([BIN, "man-page", "nosuchcommand"], check=False)
@@ -200,7 +205,7 @@ class Completion(unittest.TestCase):
         """The zsh script parses (zsh -n), defines _gpureap, and names every option."""
         path = os.path.join(SHARE, "completions", "_gpureap")
         run(["zsh", "-n", path])
-        text = open(path).read()
+        text = read_text(path)
         self.assertTrue(text.startswith("#compdef gpureap\n"))
         for c in commands():
             self.assertIn(f"        {c})", text)
@@ -256,15 +261,15 @@ class DebianPackage(unittest.TestCase):
         self.assertEqual(files, expected)
 
     def test_changelog_names_this_version(self):
-        text = open(os.path.join(ROOT, "packaging", "changelog")).read()
+        text = read_text(os.path.join(ROOT, "packaging", "changelog"))
         self.assertTrue(text.startswith(f"gpureap ({project_version()}) "), text.splitlines()[0])
 
     def test_lintian(self):
         """lintian reports no error and only the warnings docs/packaging.md accepts."""
         r = run(["lintian", "--tag-display-limit", "0", deb_path()], check=False)
         tags = [line for line in r.stdout.splitlines() if line[:2] in ("E:", "W:")]
-        accepted = re.findall(r"^\| `([a-z0-9-]+)` \|", open(
-            os.path.join(ROOT, "docs", "packaging.md")).read(), re.M)
+        accepted = re.findall(r"^\| `([a-z0-9-]+)` \|", read_text(
+            os.path.join(ROOT, "docs", "packaging.md")), re.M)
         unexpected = [t for t in tags if t.startswith("E:") or t.split()[2] not in accepted]
         self.assertEqual(unexpected, [], r.stdout)
 
@@ -277,7 +282,8 @@ class DebianPackage(unittest.TestCase):
             admin = os.path.join(root, "var", "lib", "dpkg")
             for d in ("info", "updates", "triggers"):
                 os.makedirs(os.path.join(admin, d))
-            open(os.path.join(admin, "status"), "w").close()
+            with open(os.path.join(admin, "status"), "w"):
+                pass
             dpkg = ["dpkg", f"--root={root}", f"--admindir={admin}", "--force-depends",
                     "--force-not-root", "--log=/dev/null"]
             # --force-script-chrootless: the package has no maintainer scripts to chroot.
