@@ -7,6 +7,8 @@
 BUILD         ?= build
 RELEASE_BUILD ?= build-release
 FUZZ_BUILD    ?= build-fuzz
+PORTABLE_BUILD ?= build-portable
+PREFIX        ?= /usr/local
 FUZZ_SECONDS  ?= 60
 FUZZ_CXX      ?= clang++-16
 JOBS          ?= $(shell nproc)
@@ -18,7 +20,8 @@ configure = @test -f $(1)/CMakeCache.txt || cmake -S . -B $(1) $(GENERATOR) $(2)
 # The modules with unit tests of their own (`make test-proc`, ...).
 MODULES = util gpu proc capacity inventory reclaim report supervise cli sim
 
-.PHONY: all deps build release demo test unit e2e stress gpu-test bench fuzz clean $(addprefix test-,$(MODULES))
+.PHONY: all deps build release demo test unit e2e stress gpu-test bench fuzz clean \
+        install deb portable package-deps package-test $(addprefix test-,$(MODULES))
 
 all: build
 
@@ -85,5 +88,37 @@ fuzz:
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
 	@./scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
+# Packaging (docs/packaging.md). `make install PREFIX=/opt/gpureap DESTDIR=/tmp/root`:
+# the release binary, man pages, bash and zsh completion and the docs under PREFIX.
+install: release
+	@DESTDIR=$(DESTDIR) cmake --install $(RELEASE_BUILD) --prefix $(PREFIX)
+
+package-deps:
+	@./scripts/install-package-deps.sh
+
+# The Debian package: $(RELEASE_BUILD)/gpureap_<version>_amd64.deb (CPack; Depends
+# computed by dpkg-shlibdeps).
+deb: release package-deps
+	@cd $(RELEASE_BUILD) && cpack -G DEB >/dev/null && ls -1 $(CURDIR)/$(RELEASE_BUILD)/gpureap_*_amd64.deb
+
+# One binary that needs only glibc (libstdc++ and libgcc linked in; NVML dlopen'ed), at
+# $(PORTABLE_BUILD)/gpureap, with the simulated driver beside it as in a build directory
+# (scripts/demo.sh $(PORTABLE_BUILD) replays the demo with it).
+portable: deps
+	$(call configure,$(RELEASE_BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUREAP_BUILD_TESTS=OFF)
+	@cmake --build $(RELEASE_BUILD) -j $(JOBS) --target gpureap-portable gpureap-sim sim_nvml
+	@mkdir -p $(PORTABLE_BUILD)/sim
+	@objcopy --strip-debug $(RELEASE_BUILD)/gpureap-portable $(PORTABLE_BUILD)/gpureap
+	@cp -L $(RELEASE_BUILD)/sim/gpureap-sim $(RELEASE_BUILD)/sim/libnvidia-ml.so.1 $(PORTABLE_BUILD)/sim/
+	@echo $(CURDIR)/$(PORTABLE_BUILD)/gpureap
+
+# The packaging checks (tests/package): man pages (groff warnings fail), completion in a
+# real bash, the .deb (contents, lintian, installed into a scratch root and run), `make
+# install` with DESTDIR, the portable binary (ldd, glibc, the demo). CI runs it after
+# `make release` (.ci/run).
+package-test: deb portable
+	@GPUREAP_RELEASE_BUILD=$(RELEASE_BUILD) GPUREAP_PORTABLE_BUILD=$(PORTABLE_BUILD) \
+	  python3 -m unittest discover -s tests/package -p 'test_*.py' -v
+
 clean:
-	rm -rf $(BUILD) $(RELEASE_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(RELEASE_BUILD) $(FUZZ_BUILD) $(PORTABLE_BUILD)

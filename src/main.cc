@@ -9,8 +9,15 @@
 #include <exception>
 
 #include "cli/command.h"
+#include "cli/environment.h"
 #include "cli/exit_codes.h"
 #include "report/terminal_text.h"
+
+// What the binary carries of the C++ runtime, for --version: the portable build
+// (gpureap-portable in CMakeLists.txt) links libstdc++ and libgcc in.
+#ifndef GPUREAP_LINKAGE
+#define GPUREAP_LINKAGE "shared libstdc++"
+#endif
 
 int main(int argc, char** argv) {
   using namespace gpureap::cli;
@@ -18,7 +25,6 @@ int main(int argc, char** argv) {
   CLI::App app{
       "gpureap: who holds each GPU's memory, why it is still held, and how to free it.\n"
       "Run with no command for `status`."};
-  app.set_version_flag("--version", "gpureap 0.1.0");
   app.footer(kExitCodesHelp);
   // Global options may follow the command (`gpureap status --json`); subcommands
   // inherit this setting, so it is set before they are added.
@@ -33,6 +39,9 @@ int main(int argc, char** argv) {
       "--dev-dir", global.dev_dir,
       "Directory holding the nvidia device nodes (default: $GPUREAP_DEV_DIR, else /dev)");
   app.add_flag("--no-color", global.no_color, "No colour (also when NO_COLOR is set or not a TTY)");
+  bool version = false;
+  app.add_flag("--version", version,
+               "Print the version and commit, the build type and the NVML driver version");
 
   // 2. The commands; each fills `run` when chosen.
   CommandFn run;
@@ -41,6 +50,9 @@ int main(int argc, char** argv) {
   add_wait_command(app, global, run);
   add_run_command(app, global, run);
   add_plan_command(app, global, run);
+  // Hidden, for packaging: they describe the commands above (docs/packaging.md).
+  add_completion_command(app, global, run);
+  add_man_page_command(app, run);
   app.require_subcommand(0, 1);
 
   // 3. Parse; usage errors exit 2 with CLI11's message.
@@ -50,8 +62,6 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return kExitUsage;
@@ -59,6 +69,10 @@ int main(int argc, char** argv) {
 
   // 4. Run; an exception stops the command and is reported once, here.
   try {
+    if (version) {
+      print_out(version_text(global, GPUREAP_LINKAGE));
+      return kExitOk;
+    }
     if (!run) {
       // `gpureap` alone means `gpureap status` with its defaults.
       CLI::App* status = app.get_subcommand("status");

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 
 // CLI11 is the heaviest header we use (~3 s of compile time per unit): only the
 // files that register options (the commands, main) include <CLI/CLI.hpp>.
@@ -32,6 +33,22 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
 void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
+
+/// Hidden commands that serve packaging (docs/packaging.md), generated from `app`'s own
+/// tables: `gpureap completion bash|zsh` prints a completion script, `gpureap completion
+/// gpus` the GPU selectors present (for the scripts); `gpureap man-page [--dir DIR]
+/// [COMMAND]` prints gpureap(1) or gpureap-COMMAND(1), or writes every page into DIR.
+/// Register them last: they describe the commands registered before them.
+void add_completion_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
+void add_man_page_command(CLI::App& app, CommandFn& run);
+
+/// "0.1.0 (commit 7728aca1b2c3)": the version and the commit it was built from.
+std::string version_string();
+/// The commit's date (YYYY-MM-DD), empty outside git: the man pages' date.
+std::string commit_date();
+/// `gpureap --version`: version and commit, build type and `linkage`, and the NVML
+/// driver version (or why it is unknown). Ends with a newline.
+std::string version_text(const GlobalOptions& global, std::string_view linkage);
 
 /// What `run --free-first` asks of `free`: these GPUs, confirmed, with run's --grace
 /// and --timeout (as given on the command line).

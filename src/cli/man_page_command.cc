@@ -1,0 +1,318 @@
+// `gpureap man-page [--dir DIR] [COMMAND]` (hidden): the man pages, generated from the
+// CLI's own tables and help texts, so they cannot drift from --help. gpureap(1) gets
+// the global options, the commands and every exit status; gpureap-COMMAND(1) gets the
+// command's description, options, exit status and examples (the "Examples:" and "Exit
+// status:" paragraphs of its help become sections). ENVIRONMENT and FILES are written
+// here: they are not part of any --help.
+// Steps: walk the app (cli_outline) -> write troff -> print, or write each page into DIR.
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+
+#include "cli/cli_outline.h"
+#include "cli/command.h"
+#include "cli/environment.h"
+#include "cli/exit_codes.h"
+
+namespace gpureap::cli {
+namespace {
+
+// Text for a troff text line: backslashes escaped, an option's leading hyphens as
+// \- (a minus: copy-pasting the option works), and a leading . or ' made literal.
+std::string roff(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char ch = text[i];
+    if (ch == '\\') {
+      out += "\\e";
+    } else if (ch == '-' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '-' ||
+                             text[i - 1] == '(' || text[i - 1] == '[' || text[i - 1] == '`')) {
+      out += "\\-";
+    } else {
+      out += ch;
+    }
+  }
+  if (!out.empty() && (out[0] == '.' || out[0] == '\'')) out.insert(0, "\\&");
+  return out;
+}
+
+// A heading line: "Examples:", "Exit status:", or "Presets (a remark):". Returns the
+// heading ("Examples") and leaves the remark in `remark`; empty when not a heading.
+std::string heading_of(std::string_view line, std::string& remark) {
+  remark.clear();
+  if (line.size() < 2 || line.back() != ':' || !std::isupper(static_cast<unsigned char>(line[0])))
+    return "";
+  line.remove_suffix(1);
+  std::string_view name = line.substr(0, line.find(" ("));
+  if (name.size() < line.size()) {
+    if (line.back() != ')') return "";
+    remark = line.substr(name.size() + 1);
+  }
+  for (char ch : name)
+    if (!std::isalpha(static_cast<unsigned char>(ch)) && ch != ' ') return "";
+  return std::string(name);
+}
+
+std::vector<std::string> lines_of(std::string_view text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    out.emplace_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// Help text as troff: paragraphs at blank lines; text lines filled, runs of indented
+// lines (examples, tables) kept as they are, indented.
+std::string roff_body(const std::vector<std::string>& lines) {
+  std::string out = ".PP\n";
+  bool verbatim = false;
+  for (const auto& line : lines) {
+    bool indented = line.starts_with("  ");
+    if (line.empty()) {
+      if (verbatim) out += ".fi\n.RE\n";
+      verbatim = false;
+      out += ".PP\n";
+      continue;
+    }
+    if (indented && !verbatim) out += ".RS 4\n.nf\n";
+    if (!indented && verbatim) out += ".fi\n.RE\n";
+    verbatim = indented;
+    out += roff(indented ? line.substr(2) : line) + "\n";
+  }
+  if (verbatim) out += ".fi\n.RE\n";
+  return out;
+}
+
+// The help text's sections: paragraphs under a heading line ("Examples:", "Exit
+// status:") go to that section (upper-cased); the others to `rest`.
+using Sections = std::map<std::string, std::vector<std::string>>;
+void split_sections(std::string_view text, const std::string& rest, Sections& out) {
+  std::string section = rest;
+  for (const auto& line : lines_of(text)) {
+    if (line.empty()) {
+      section = rest;
+    } else if (std::string remark, name = heading_of(line, remark); !name.empty()) {
+      section = name;
+      for (auto& ch : section) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      if (!out[section].empty()) out[section].push_back("");
+      if (!remark.empty()) out[section].push_back(remark);
+      continue;
+    }
+    if (line.empty() && (out[section].empty() || out[section].back().empty())) continue;
+    out[section].push_back(line);
+  }
+  for (auto& [name, body] : out)
+    while (!body.empty() && body.back().empty()) body.pop_back();
+}
+
+std::string roff_options(const std::vector<OptionOutline>& options) {
+  std::string out;
+  for (const auto& o : options) {
+    std::string names;
+    for (const auto& n : o.names) names += (names.empty() ? "" : ", ") + fmt::format("\\fB{}\\fR", roff(n));
+    if (!o.value_name.empty()) names += fmt::format(" \\fI{}\\fR", o.value_name);
+    std::string text = o.description;
+    if (!o.default_value.empty()) text += fmt::format(" (default: {})", o.default_value);
+    out += ".TP\n" + names + "\n" + roff(text) + "\n";
+  }
+  return out;
+}
+
+constexpr const char* kEnvironment = R"(.TP
+.B GPUREAP_NVML_LIBRARY
+The NVML library to load when \fB\-\-nvml\-library\fR is not given (default:
+\fIlibnvidia\-ml.so.1\fR, found by the dynamic loader).
+.TP
+.B GPUREAP_DEV_DIR
+The directory holding the nvidia device nodes when \fB\-\-dev\-dir\fR is not given
+(default: \fI/dev\fR).
+.TP
+.B GPUREAP_SIM_DIR
+A simulated node's directory (made by \fBgpureap\-sim node\fR): its \fIdev\fR is the
+device directory when neither \fB\-\-dev\-dir\fR nor \fBGPUREAP_DEV_DIR\fR is set.
+.TP
+.B GPUREAP_STATE_DIR
+The state directory (an absolute path; see FILES).
+.TP
+.B XDG_RUNTIME_DIR
+Without \fBGPUREAP_STATE_DIR\fR and not root: the state directory is
+\fI$XDG_RUNTIME_DIR/gpureap\fR.
+.TP
+.B GPUREAP_NVIDIA_SMI
+The \fBnvidia\-smi\fR that \fBfree \-\-reset\fR runs (default: \fBnvidia\-smi\fR from
+\fBPATH\fR).
+.TP
+.B GPUREAP_RUN_ID
+Set by \fBgpureap run\fR in the environment of every process of a run
+(\fIname\fR\-\fIpid\fR), so its leftovers stay identifiable when gpureap itself is gone.
+.TP
+.B NO_COLOR
+When set and not empty, no colour (colour is used only on a terminal).
+)";
+
+constexpr const char* kFiles = R"(.TP
+.I /run/gpureap
+The state directory when running as root (else \fI$XDG_RUNTIME_DIR/gpureap\fR, else
+\fI/tmp/gpureap\-UID\fR; \fBGPUREAP_STATE_DIR\fR overrides). It must be a directory owned
+by the effective uid and not writable by group or others, else it is refused.
+.TP
+.I STATE_DIR/baselines.json
+Each GPU's idle memory reading, by UUID, learnt when the GPU has no holder.
+.TP
+.I STATE_DIR/free.lock
+Held by a running \fBgpureap free\fR, so two of them do not fight.
+.TP
+.I /dev/nvidia*
+The device nodes whose open files and mappings show who holds a GPU.
+.TP
+.I libnvidia\-ml.so.1
+NVML, loaded at run time (dlopen); without it, \fBstatus\fR shows the \fI/proc\fR view only.
+)";
+
+struct Page {
+  std::string file;  // "gpureap-free.1"
+  std::string text;
+};
+
+std::string header(const std::string& title, const std::string& name, const std::string& summary) {
+  std::string date = commit_date();
+  return fmt::format(
+      ".\\\" Generated by `gpureap man-page` from gpureap's own help; do not edit.\n"
+      ".TH {} 1 \"{}\" \"gpureap {}\" \"User Commands\"\n"
+      ".nh\n"  // no hyphenation: options and paths are copied from man pages
+      ".SH NAME\n{} \\- {}\n",
+      title, date, roff(version_string().substr(0, version_string().find(' '))), roff(name),
+      roff(summary));
+}
+
+std::string section(const std::string& name, const std::string& body) {
+  return body.empty() ? "" : fmt::format(".SH {}\n{}", name, body);
+}
+
+std::string body_of(const Sections& s, const std::string& name) {
+  auto it = s.find(name);
+  return it == s.end() || it->second.empty() ? "" : roff_body(it->second);
+}
+
+std::string common_sections() {
+  return section("ENVIRONMENT", kEnvironment) + section("FILES", kFiles);
+}
+
+std::string see_also(const std::vector<CommandOutline>& commands, const std::string& self) {
+  std::string refs;
+  if (self != "gpureap") refs = "\\fBgpureap\\fR(1)";
+  for (const auto& c : commands)
+    if (c.name != self) refs += (refs.empty() ? "" : ",\n") + fmt::format("\\fBgpureap\\-{}\\fR(1)", roff(c.name));
+  return ".SH SEE ALSO\n" + refs + "\n.PP\n" +
+         "The README and docs/ (installed in \\fI/usr/share/doc/gpureap\\fR by the package).\n";
+}
+
+Page command_page(const CommandOutline& c, const std::vector<CommandOutline>& commands) {
+  Sections s;
+  split_sections(c.description, "DESCRIPTION", s);
+  split_sections(c.footer, "NOTES", s);
+  std::string synopsis = fmt::format(".SH SYNOPSIS\n.B gpureap\n[\\fIglobal options\\fR] \\fB{}\\fR [\\fIoptions\\fR]", roff(c.name));
+  for (const auto& p : c.positionals) synopsis += fmt::format(" [\\fB\\-\\-\\fR] \\fI{}\\fR...", roff(p));
+  synopsis += "\n";
+  std::string text = header("GPUREAP-" + [&] {
+    std::string up = c.name;
+    for (auto& ch : up) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    return up;
+  }(), "gpureap-" + c.name, summary_of(c.description));
+  text += synopsis + section("DESCRIPTION", body_of(s, "DESCRIPTION")) +
+          section("OPTIONS", roff_options(c.options) +
+                                 ".PP\nThe global options of \\fBgpureap\\fR(1) (\\fB\\-\\-json\\fR, "
+                                 "\\fB\\-\\-nvml\\-library\\fR, \\fB\\-\\-dev\\-dir\\fR, "
+                                 "\\fB\\-\\-no\\-color\\fR) may also follow the command.\n") +
+          section("EXIT STATUS", body_of(s, "EXIT STATUS"));
+  for (const auto& [name, body] : s)
+    if (name != "DESCRIPTION" && name != "EXIT STATUS" && name != "EXAMPLES")
+      text += section(name, roff_body(body));
+  text += common_sections() + section("EXAMPLES", body_of(s, "EXAMPLES")) +
+          see_also(commands, c.name);
+  return {"gpureap-" + c.name + ".1", text};
+}
+
+Page main_page(const CommandOutline& top, const std::vector<CommandOutline>& commands) {
+  Sections s;
+  split_sections(top.description, "DESCRIPTION", s);
+  split_sections(top.footer, "NOTES", s);
+  std::string list, examples;
+  for (const auto& c : commands) {
+    list += fmt::format(".TP\n.B {}\n{}. See \\fBgpureap\\-{}\\fR(1).\n", roff(c.name),
+                        roff(summary_of(c.description)), roff(c.name));
+    // Each command's first example, as the overview's examples.
+    Sections cs;
+    split_sections(c.description, "DESCRIPTION", cs);
+    if (auto it = cs.find("EXAMPLES"); it != cs.end() && !it->second.empty())
+      examples += it->second.front() + "\n";
+  }
+  std::string text =
+      header("GPUREAP", "gpureap", "find and free GPU memory held by stray processes") +
+      ".SH SYNOPSIS\n.B gpureap\n[\\fIglobal options\\fR] [\\fIcommand\\fR] [\\fIoptions\\fR]\n"
+      ".br\n.B gpureap \\-\\-version\n" +
+      section("DESCRIPTION", body_of(s, "DESCRIPTION")) + section("COMMANDS", list) +
+      section("GLOBAL OPTIONS",
+              roff_options(top.options) +
+                  ".TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nHelp, with examples; "
+                  "\\fBgpureap \\fIcommand\\fB \\-\\-help\\fR for a command.\n") +
+      section("EXIT STATUS", body_of(s, "EXIT STATUS")) + common_sections() +
+      section("EXAMPLES", roff_body(lines_of(examples.substr(0, examples.size() - 1)))) +
+      see_also(commands, "gpureap");
+  return {"gpureap.1", text};
+}
+
+struct ManOptions {
+  std::string command;
+  std::string dir;
+};
+
+int run_man_page(const CLI::App& app, const ManOptions& o) {
+  CommandOutline top = outline_of(app, "gpureap");
+  std::vector<CommandOutline> commands = visible_commands(app);
+  std::vector<Page> pages{main_page(top, commands)};
+  for (const auto& c : commands) pages.push_back(command_page(c, commands));
+  if (o.dir.empty()) {
+    std::string want = o.command.empty() ? "gpureap.1" : "gpureap-" + o.command + ".1";
+    for (const auto& p : pages)
+      if (p.file == want) return print_out(p.text), kExitOk;
+    print_err(fmt::format("gpureap man-page: no command '{}'\n", o.command));
+    return kExitUsage;
+  }
+  for (const auto& p : pages) {
+    std::ofstream f(o.dir + "/" + p.file, std::ios::trunc);
+    f << p.text;
+    f.close();
+    if (!f) {
+      print_err(fmt::format("gpureap man-page: cannot write {}/{}: {}\n", o.dir, p.file,
+                            std::strerror(errno)));
+      return kExitSystem;
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_man_page_command(CLI::App& app, CommandFn& run) {
+  auto o = std::make_shared<ManOptions>();
+  auto* sub = app.add_subcommand("man-page",
+                                 "Print gpureap(1) or gpureap-COMMAND(1) as troff, or write every "
+                                 "page into --dir (the build does).");
+  sub->group("");  // hidden: for packaging
+  sub->add_option("command", o->command, "The command whose page to print (default: gpureap(1))");
+  sub->add_option("--dir", o->dir, "Write every page (gpureap.1, gpureap-COMMAND.1) into DIR")
+      ->check(CLI::ExistingDirectory);
+  sub->callback([&run, &app, o] { run = [&app, o] { return run_man_page(app, *o); }; });
+}
+
+}  // namespace gpureap::cli

@@ -1,0 +1,44 @@
+// `gpureap --version`: what this binary is (version, commit, build) and, when NVML
+// answers, which driver it talks to. The version and commit come from a header that
+// packaging/version.cmake writes at build time.
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "cli/command.h"
+#include "cli/environment.h"
+#include "gpureap_version.h"
+#include "report/terminal_text.h"
+
+#ifndef GPUREAP_BUILD_TYPE
+#define GPUREAP_BUILD_TYPE "unknown"
+#endif
+
+namespace gpureap::cli {
+
+std::string version_string() {
+  return fmt::format("{} (commit {})", GPUREAP_VERSION, GPUREAP_COMMIT);
+}
+
+std::string commit_date() {
+  return GPUREAP_COMMIT_DATE;
+}
+
+std::string version_text(const GlobalOptions& global, std::string_view linkage) {
+  // The driver as NVML reports it, through the same source every command uses (a
+  // watchdog child, so a hung driver costs the deadline, not a hang).
+  gpu::GpuSnapshot snap = open_gpu_source(global)->snapshot(std::chrono::milliseconds(2000));
+  std::string driver;
+  if (!snap.driver_version.empty())
+    driver = snap.driver_version + " (NVML)";
+  else if (gpu::lists_gpus(snap.state))
+    driver = "unknown (not reported)";
+  else
+    driver = fmt::format("unknown ({})", snap.problem.empty() ? std::string("NVML unusable")
+                                                           : report::terminal_text(snap.problem));
+  return fmt::format("gpureap {}\nbuild: {}, {}\ndriver: {}\n", version_string(),
+                     GPUREAP_BUILD_TYPE, linkage, driver);
+}
+
+}  // namespace gpureap::cli
