@@ -75,6 +75,9 @@ class Masker {
     // What the scan could not read depends on the machine (pid 1's maps as non-root).
     static const std::regex problems("\"problems\": \\[[^\\]]*\\]");
     text = std::regex_replace(text, problems, "\"problems\": \"<problems>\"");
+    // The container hint comes from that same cgroup (docker:..., a CI job's slice).
+    static const std::regex container("\"container\": (null|\"[^\"]*\")");
+    text = std::regex_replace(text, container, "\"container\": \"<container>\"");
     static const std::regex user("\"user\": \"[^\"]*\"");
     text = std::regex_replace(text, user, "\"user\": \"<user>\"");
     // Orphans are re-parented to the nearest subreaper: init here, maybe not on CI.
