@@ -34,4 +34,13 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
   REPS=${REPS:-10} timeout 400 python3 bench/gpu_bench.py "$out/gpu_bench.json" 2>&1 | tee -a "$out/bench.log"
   timeout 150 python3 bench/run_teardown_gpu.py --rounds 3 2>&1 | tee -a "$out/bench.log"
 fi
+if [ "$stage" = portable ]; then
+  # The binary built here by `make portable` (carried as build-portable/): the GPU tests
+  # with it, on a machine it was not built on (issue 13).
+  echo "== portable binary" | tee "$out/portable.log"
+  ldd build-portable/gpureap 2>&1 | tee -a "$out/portable.log"
+  build-portable/gpureap --version 2>&1 | tee -a "$out/portable.log"
+  GPUREAP_BIN=$PWD/build-portable/gpureap timeout 300 \
+    python3 -m unittest discover -s tests/gpu -p 'test_*.py' -v 2>&1 | tee -a "$out/portable.log"
+fi
 echo "== done"
