@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "report/json.h"
 #include "report/run_report.h"
 #include "report/wait_report.h"
 #include "supervise/free_wait.h"
@@ -130,23 +131,27 @@ int run_run(const GlobalOptions& global, RunOptions o) {
   if (o.verbose) log = [](std::string_view line) { say(std::string(line)); };
   auto out = supervise::supervise_run(settings, node, log);
 
-  // 4. Report: only what went wrong, unless --verbose.
-  if (out.launch_failure) {
-    const auto& f = *out.launch_failure;
-    say(f.stage == supervise::LaunchFailure::Stage::exec
-            ? fmt::format("{}: {}", o.command[0], f.message)
-            : f.message);
-  }
-  // The run is over and its processes were signalled: a failure to render the
-  // details must not lose the exit status, which is the run's record.
+  // 4. Report: only what went wrong, unless --verbose; with --json one document on
+  // stderr (stdout is CMD's). The run is over and its processes were signalled: a
+  // failure to render the details must not lose the exit status, the run's record.
+  int code = run_exit_code(out);
   try {
-    print_err(report::run_problems_text(out));
+    if (global.json) {
+      print_err(report::json_text(report::run_json(o.command, out, code)));
+    } else {
+      if (out.launch_failure) {
+        const auto& f = *out.launch_failure;
+        say(f.stage == supervise::LaunchFailure::Stage::exec
+                ? fmt::format("{}: {}", o.command[0], f.message)
+                : f.message);
+      }
+      print_err(report::run_problems_text(out));
+    }
   } catch (const std::exception& e) {
     say("the report could not be rendered (" + std::string(e.what()) + "); the exit status stands");
   }
   if (o.verbose && !out.nvml_problem.empty() && !out.memory_unverified())
     say("NVML: " + out.nvml_problem);
-  int code = run_exit_code(out);
   if (o.verbose && !out.launch_failure)
     say(fmt::format("exit status {} ({:.3f} s from the end of the command to here)", code,
                     out.stop_to_return_seconds));

@@ -166,6 +166,14 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
   return out;
 }
 
+nlohmann::ordered_json leftover_json(const reclaim::Leftover& l) {
+  return {{"gpu", l.gpu},
+          {"class", std::string(to_string(l.cls))},
+          {"pids", l.pids},
+          {"evidence", l.evidence},
+          {"next_step", l.next_step}};
+}
+
 nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::ReclaimReport& r,
                                  bool dry_run, const std::vector<std::string>& warnings) {
   nlohmann::ordered_json actions = nlohmann::ordered_json::array(),
@@ -193,12 +201,7 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
                     {"left_alone_bytes", g.left_alone_bytes},
                     {"freed", g.freed},
                     {"seconds_to_free", opt(g.freed_at)}});
-  for (const auto& l : r.leftovers)
-    leftovers.push_back({{"gpu", l.gpu},
-                         {"class", std::string(to_string(l.cls))},
-                         {"pids", l.pids},
-                         {"evidence", l.evidence},
-                         {"next_step", l.next_step}});
+  for (const auto& l : r.leftovers) leftovers.push_back(leftover_json(l));
   for (const auto& x : r.respawners)
     respawners.push_back({{"pid", x.id.pid},
                           {"start_time", x.id.start_time},

@@ -17,6 +17,9 @@ nlohmann::ordered_json plan_json(const reclaim::Plan& plan);
 /// One progress line: "GPU 0 20.0 GiB -> 3.1 GiB | GPU 1 freed 0.41 s".
 std::string progress_line(const std::vector<reclaim::GpuRelease>& gpus);
 
+/// One classified leftover as in free's JSON (also run's).
+nlohmann::ordered_json leftover_json(const reclaim::Leftover& l);
+
 /// The final report.
 std::string free_text(const reclaim::ReclaimReport& report, const Style& style);
 /// `warnings`: the inventory's (inventory::Inventory::warnings).

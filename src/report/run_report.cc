@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <sys/wait.h>
+
 #include <algorithm>
 
 #include "report/names.h"
+#include "report/free_report.h"
+#include "report/json.h"
 #include "report/terminal_text.h"
 #include "util/units.h"
 
@@ -58,6 +62,70 @@ std::string run_problems_text(const supervise::RunOutcome& out) {
                           : " (NVML: " + out.release->nvml_error + ")"));
   }
   return text;
+}
+
+nlohmann::ordered_json run_json(const std::vector<std::string>& argv,
+                                const supervise::RunOutcome& out, int exit_code) {
+  using J = nlohmann::ordered_json;
+  auto opt = [](const auto& v) { return v ? J(*v) : J(nullptr); };
+  J command = {{"argv", argv}, {"pid", out.cmd_pid ? J(out.cmd_pid) : J(nullptr)}};
+  std::optional<int> status, signal;
+  if (out.cmd_wait_status && WIFEXITED(*out.cmd_wait_status))
+    status = WEXITSTATUS(*out.cmd_wait_status);
+  if (out.cmd_wait_status && WIFSIGNALED(*out.cmd_wait_status))
+    signal = WTERMSIG(*out.cmd_wait_status);
+  command["exit_status"] = opt(status);
+  command["signal"] = opt(signal);
+  command["launch_failure"] = out.launch_failure ? J(out.launch_failure->message) : J(nullptr);
+
+  J survivors = J::array();
+  for (const auto& id : out.teardown.survivors) survivors.push_back(id.pid);
+  J teardown = {{"processes", out.teardown.processes},
+                {"rounds", out.teardown.rounds},
+                {"survivors", survivors},
+                {"cgroup_killed", out.teardown.cgroup_killed},
+                {"empty", out.teardown.empty},
+                {"seconds", out.teardown.seconds}};
+
+  J gpus = J::array();
+  for (const auto& h : out.held) {
+    const reclaim::GpuRelease* r = nullptr;
+    if (out.release)
+      for (const auto& g : out.release->gpus)
+        if (g.index == h.index) r = &g;
+    gpus.push_back({{"index", h.index},
+                    {"used_at_teardown_bytes", h.used},
+                    {"baseline_bytes", h.baseline},
+                    {"threshold_bytes", h.threshold},
+                    {"run_bytes", h.run_bytes},
+                    {"other_bytes", h.other_bytes},
+                    {"used_after_bytes", r && r->used ? J(*r->used) : J(nullptr)},
+                    {"freed", r != nullptr && r->freed_at.has_value() && r->problem.empty()},
+                    {"seconds_to_free", r ? opt(r->freed_at) : J(nullptr)},
+                    {"problem", r && !r->problem.empty() ? J(r->problem) : J(nullptr)}});
+  }
+  J leftovers = J::array();
+  for (const auto& l : out.leftovers) leftovers.push_back(leftover_json(l));
+
+  return {{"schema_version", kSchemaVersion},
+          {"command", "run"},
+          {"exit_code", exit_code},
+          {"run_id", out.run_id},
+          {"containment", out.mode == supervise::Containment::cgroup ? "cgroup" : "subreaper"},
+          {"cgroup", out.cgroup_path.empty() ? J(nullptr) : J(out.cgroup_path)},
+          {"no_cgroup_reason", out.no_cgroup_reason.empty() ? J(nullptr) : J(out.no_cgroup_reason)},
+          {"cmd", command},
+          {"stop_signal", opt(out.stop_signal)},
+          {"reaper_lost", out.reaper_lost},
+          {"teardown", teardown},
+          {"gpus", gpus},
+          {"leftovers", leftovers},
+          {"memory_verified", !out.memory_unverified()},
+          {"memory_released", out.memory_released()},
+          {"unverified", out.memory_unverified() ? J(out.unverified) : J(nullptr)},
+          {"nvml_problem", out.nvml_problem.empty() ? J(nullptr) : J(out.nvml_problem)},
+          {"warnings", out.warnings},
+          {"seconds", out.seconds}};
 }
 
 }  // namespace gpureap::report

@@ -2,7 +2,9 @@
 // Rendering of `gpureap run`'s own lines (stderr: stdout belongs to CMD): what
 // went wrong at the teardown, and what the run's GPUs still hold, classified.
 
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "supervise/run_session.h"
 
@@ -15,5 +17,10 @@ std::string run_line(const std::string& text);
 /// of SIGKILL, each GPU still held (with evidence and the next step), memory that
 /// could not be verified. Empty when all went well.
 std::string run_problems_text(const supervise::RunOutcome& out);
+
+/// `gpureap --json run`'s document (docs/json-schema.md), for stderr: stdout is the
+/// command's. `exit_code` is gpureap's own exit status.
+nlohmann::ordered_json run_json(const std::vector<std::string>& argv,
+                                const supervise::RunOutcome& out, int exit_code);
 
 }  // namespace gpureap::report

@@ -355,6 +355,28 @@ void daemon_is_reaped(bool use_cgroup) {
   EXPECT_NE(r.err.find("tearing down"), std::string::npos) << "the daemon was not found: " << r.err;
 }
 
+// --json: one document on stderr (stdout stays the command's) with the command's status,
+// the teardown and each GPU the run held, verified free.
+TEST(Run, JsonReportsTheOutcomeOnStderr) {
+  SimNode node;
+  std::string script = shell_hold(node, "--gpu 2 --bytes 4GiB --daemon", "exit 7");
+  auto r = node.gpureap({"--json", "run", "--", "/bin/sh", "-c", script});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_NE(r.out.find("\"holders\""), std::string::npos) << "CMD's stdout: " << r.out;
+  auto j = nlohmann::json::parse(r.err, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << "stderr is not one JSON document: " << r.err;
+  EXPECT_EQ(j.at("schema_version"), 1);
+  EXPECT_EQ(j.at("command"), "run");
+  EXPECT_EQ(j.at("exit_code"), 7);
+  EXPECT_EQ(j.at("cmd").at("exit_status"), 7);
+  EXPECT_GE(j.at("teardown").at("processes").get<int>(), 1) << "the daemon was torn down";
+  ASSERT_EQ(j.at("gpus").size(), 1u) << r.err;
+  EXPECT_EQ(j.at("gpus")[0].at("index"), 2);
+  EXPECT_EQ(j.at("gpus")[0].at("freed"), true);
+  EXPECT_EQ(j.at("memory_released"), true);
+  EXPECT_TRUE(j.at("leftovers").empty());
+}
+
 TEST(Run, DoubleForkedDaemonIsReapedInSubreaperMode) {
   daemon_is_reaped(false);
 }
