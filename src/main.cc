@@ -7,6 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <string_view>
 
 #include "cli/command.h"
 #include "cli/environment.h"
@@ -18,6 +20,23 @@
 #ifndef GPUREAP_LINKAGE
 #define GPUREAP_LINKAGE "shared libstdc++"
 #endif
+
+namespace {
+
+// The first argument that is neither an option nor the value of a global option's.
+std::string first_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--nvml-library" || a == "--dev-dir") {
+      ++i;
+      continue;
+    }
+    if (!a.starts_with("-")) return std::string(a);
+  }
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace gpureap::cli;
@@ -62,6 +81,17 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::ExtrasError& e) {
+    // A word where a command belongs is a mistyped command, not a stray argument.
+    if (auto word = first_word(argc, argv); app.get_subcommands().empty() && !word.empty()) {
+      std::fprintf(stderr,
+                   "gpureap: unknown command '%s'; the commands are status, free, wait, run "
+                   "and plan (gpureap --help)\n",
+                   gpureap::report::terminal_text(word).c_str());
+      return kExitUsage;
+    }
+    app.exit(e);
+    return kExitUsage;
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return kExitUsage;
