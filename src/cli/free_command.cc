@@ -253,7 +253,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
       print_out(report::json_text(
           report::free_json(plan, reclaim::ReclaimReport{}, o.dry_run, inv.warnings)));
     else
-      print_out(report::plan_text(plan, style));
+      print_out(report::plan_text(plan, style, options.escalation.grace));
     print_err(fmt::format(
         "gpureap free: no process to signal, and NVML is unusable, so whether the selected "
         "GPUs hold memory cannot be measured: {}\n",
@@ -275,13 +275,13 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     if (global.json)
       print_out(report::json_text(report::free_json(plan, reclaim::ReclaimReport{}, o.dry_run, inv.warnings)));
     else
-      print_out(report::plan_text(plan, style) +
+      print_out(report::plan_text(plan, style, options.escalation.grace) +
                 (all_idle ? "Nothing to do: the selected GPUs hold no memory above baseline.\n"
                           : "Nothing to do: no holder on the selected GPUs matches the selection "
                             "(the memory of those left alone stays held).\n"));
     return kExitNothingToDo;
   }
-  if (!global.json) print_out(report::plan_text(plan, style));
+  if (!global.json) print_out(report::plan_text(plan, style, options.escalation.grace));
   if (o.dry_run) {
     if (global.json)
       print_out(report::json_text(report::free_json(plan, reclaim::ReclaimReport{}, true, inv.warnings)));

@@ -28,7 +28,8 @@ nlohmann::ordered_json opt(const std::optional<T>& v) {
 
 }  // namespace
 
-std::string plan_text(const reclaim::Plan& plan, const Style& style) {
+std::string plan_text(const reclaim::Plan& plan, const Style& style,
+                      std::chrono::milliseconds grace) {
   std::string out;
   if (plan.targets.empty()) {
     out += "Plan: no process to signal.\n";
@@ -36,9 +37,11 @@ std::string plan_text(const reclaim::Plan& plan, const Style& style) {
     std::uint64_t bytes = 0;
     for (const auto& t : plan.targets) bytes += t.gpu_bytes;
     out += style.bold(fmt::format(
-        "Plan: signal {} process{} {} (SIGTERM, then SIGKILL after the grace period)\n",
-        plan.targets.size(), plan.targets.size() == 1 ? "" : "es",
-        bytes ? "holding " + format_bytes(bytes) : std::string("(memory unknown)")));
+        "Plan: signal {} process{} {} ({})\n", plan.targets.size(),
+        plan.targets.size() == 1 ? "" : "es",
+        bytes ? "holding " + format_bytes(bytes) : std::string("(memory unknown)"),
+        grace.count() == 0 ? "SIGKILL at once: --grace 0"
+                           : "SIGTERM, then SIGKILL after the grace period"));
     out += style.dim(fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", "PID", "USER", "GPU",
                                  "GPU MEM", "WHY", "COMMAND"));
     for (const auto& t : plan.targets) {

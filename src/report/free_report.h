@@ -11,7 +11,9 @@
 namespace gpureap::report {
 
 /// The plan as a table: targets (who, GPU, memory, why) and holders left alone.
-std::string plan_text(const reclaim::Plan& plan, const Style& style);
+/// `grace` 0 says SIGKILL at once (--grace 0).
+std::string plan_text(const reclaim::Plan& plan, const Style& style,
+                      std::chrono::milliseconds grace = reclaim::kDefaultGrace);
 nlohmann::ordered_json plan_json(const reclaim::Plan& plan);
 
 /// One progress line: "GPU 0 20.0 GiB -> 3.1 GiB | GPU 1 freed 0.41 s".

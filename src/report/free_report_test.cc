@@ -73,6 +73,15 @@ TEST(PlanText, ProcessTextIsEscaped) {
   EXPECT_NE(out.find("owned by \\x1b[2J"), std::string::npos) << out;
 }
 
+TEST(PlanText, GraceZeroSaysSigkillAtOnce) {
+  reclaim::Plan plan;
+  plan.targets.push_back({{4242, 1234}, "python3", "python3 serve.py", "me", {0}, 1, "orphaned"});
+  EXPECT_NE(plan_text(plan, Style{}).find("SIGTERM, then SIGKILL"), std::string::npos);
+  std::string zero = plan_text(plan, Style{}, std::chrono::milliseconds(0));
+  EXPECT_NE(zero.find("SIGKILL at once: --grace 0"), std::string::npos) << zero;
+  EXPECT_EQ(zero.find("SIGTERM"), std::string::npos) << zero;
+}
+
 TEST(FreeRecord, NamesEveryActionWithoutProcessText) {
   reclaim::ReclaimReport r;
   r.actions.push_back(action(kComm));
