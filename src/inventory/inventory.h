@@ -63,6 +63,10 @@ struct Inventory {
   /// state directory (BaselineStore::warnings). Set by collect_inventory.
   std::vector<std::string> warnings;
   std::size_t processes_scanned = 0;
+  /// Who took this inventory: "scan" (this process, directly) or "agent" (a
+  /// running `gpureap watch`, asked over its socket: inventory/agent_client.h).
+  std::string source = "scan";
+  pid_t agent_pid = 0;  // source == "agent": the agent's pid
 };
 
 /// Builds the per-GPU view. `later_used` (index -> used bytes read after the

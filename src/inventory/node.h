@@ -33,6 +33,10 @@ struct NodeConfig {
   /// Baselines from this directory (already checked: state_dir()); nullopt: from
   /// state_dir() when usable, else in memory with a warning (BaselineStore::load_default).
   std::optional<std::string> state_dir;
+  /// A running agent's socket (inventory/agent_client.h): the first look() asks it
+  /// and falls back to a direct scan when no agent answers; later looks (the
+  /// engine's re-scans) are direct. nullopt: always scan directly.
+  std::optional<std::string> agent_socket;
 };
 
 struct LookOptions {

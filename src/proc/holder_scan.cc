@@ -412,7 +412,9 @@ ScanResult scan_holders(const ScanOptions& options) {
     return result;
   }
   std::vector<pid_t> pids;
-  {
+  if (options.only_pids) {
+    pids = *options.only_pids;
+  } else {
     ReadBuffer scratch;
     if (int err = list_pids(proc_fd.get(), scratch, pids); err != 0) {
       result.problems.push_back(

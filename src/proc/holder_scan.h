@@ -21,6 +21,10 @@ struct ScanOptions {
   std::set<pid_t> exclude;             // pids to skip (gpureap itself, for instance)
   bool read_maps = true;               // false: fds only (misses mapping-only holders)
   unsigned workers = 0;                // scanning threads; 0 = 2 when there are many processes
+  /// Scan only these pids instead of every process in proc_root (the agent's
+  /// incremental scan: new processes and known holders). Pids that do not exist
+  /// are skipped silently.
+  std::optional<std::vector<pid_t>> only_pids;
 };
 
 struct ScanResult {

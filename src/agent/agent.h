@@ -1,0 +1,47 @@
+#pragma once
+// `gpureap watch`: the resident node agent. One loop thread owns the Watcher and
+// everything it knows; the HTTP server's thread and the control socket's clients
+// ask the loop for what they need (a fresh look, the metrics text), so there is
+// no shared mutable state beyond the request queue.
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "agent/watcher.h"
+#include "inventory/events.h"
+#include "inventory/node.h"
+#include "report/metrics.h"
+#include "util/result.h"
+
+namespace gpureap::agent {
+
+struct AgentOptions {
+  WatchOptions watch;
+  std::optional<std::string> listen;        // ADDR:PORT for /metrics; nullopt: no HTTP
+  std::optional<std::string> textfile_dir;  // node_exporter textfile collector directory
+  bool per_holder = false;                  // per-holder metric series
+  std::string state_dir;                    // the lock and the control socket live here
+  std::optional<gid_t> socket_group;        // 0660 + this group; nullopt: 0600 (root)
+  std::optional<std::chrono::milliseconds> reap_orphans_after;  // nullopt: never reap
+  std::string keep_regex;                   // holders whose command line matches are never reaped
+  bool reap_dry_run = false;
+  std::string version;                      // for gpureap_build_info
+};
+
+/// Where events go (the CLI renders and prints them: library code never prints).
+using EventSink = std::function<void(const inventory::Event&)>;
+
+/// Runs until `stop` is set (SIGTERM/SIGINT) and returns 0; `reload` set (SIGHUP)
+/// calls `reload_options` and applies what it returns. Fails before the loop
+/// starts: another agent holds the lock (its pid named), the socket or the
+/// listen address cannot be bound.
+Result<void> run_agent(inventory::Node& node, AgentOptions options, const EventSink& sink,
+                       const std::atomic<bool>& stop, std::atomic<bool>& reload,
+                       const std::function<Result<AgentOptions>()>& reload_options);
+
+}  // namespace gpureap::agent

@@ -1,0 +1,49 @@
+#pragma once
+// The agent's HTTP endpoint (`/metrics`, a landing page at `/`), served by
+// libmicrohttpd (Debian's libmicrohttpd-dev): no HTTP parsing of our own. The
+// handler runs on the library's thread; it must be thread-safe.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "util/result.h"
+
+namespace gpureap::agent {
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+};
+
+/// Called for each GET/HEAD with the request path ("/metrics"); other methods get 405.
+using HttpHandler = std::function<HttpResponse(std::string_view path)>;
+
+/// Default listen address (README and docs/watch.md say why this port).
+inline constexpr const char* kDefaultListen = "127.0.0.1:9847";
+
+class HttpServer {
+ public:
+  /// Parses `listen` ("ADDR:PORT", "[v6]:PORT"; port 0 picks a free one) and starts
+  /// serving. Fails with a message naming the address (in use, bad address).
+  static Result<HttpServer> start(std::string_view listen, HttpHandler handler);
+  HttpServer(HttpServer&&) noexcept;
+  HttpServer& operator=(HttpServer&&) noexcept;
+  ~HttpServer();  // stops serving, waits for requests in flight
+
+  std::uint16_t port() const;  // the port bound (useful with port 0)
+
+ private:
+  struct Impl;
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Writes `text` to DIR/gpureap.prom atomically (temporary file in DIR, fsync,
+/// rename), as node_exporter's textfile collector wants it.
+Result<void> write_textfile(const std::string& dir, std::string_view text);
+
+}  // namespace gpureap::agent

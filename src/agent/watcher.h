@@ -1,0 +1,85 @@
+#pragma once
+// The agent's incremental inventory. It never re-scans all of /proc at a tick:
+//  - NVML's process lists (cheap, the worker keeps NVML open) and the pids that
+//    appeared in /proc since the last tick name the candidates; only those are
+//    scanned (proc::ScanOptions::only_pids);
+//  - known holders' stat lines are re-read each tick (zombie leaders, orphaning);
+//  - a pidfd on each holder, its parent and its process-group leader fires the
+//    moment one of them dies, so orphaning is seen at once (watch_fds());
+//  - a full scan runs at a slow interval as a safety net.
+// The inventory it keeps is the one node.look() would return.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "inventory/events.h"
+#include "inventory/inventory.h"
+#include "inventory/node.h"
+#include "proc/process_handle.h"
+
+namespace gpureap::agent {
+
+struct WatchOptions {
+  std::chrono::milliseconds tick{1000};        // NVML, new pids, holders' state
+  std::chrono::milliseconds full_scan{30000};  // the whole of /proc, as a safety net
+  std::chrono::milliseconds nvml_deadline{2000};
+};
+
+inline constexpr std::chrono::milliseconds kDefaultTick{1000};
+inline constexpr std::chrono::milliseconds kDefaultFullScan{30000};
+
+class Watcher {
+ public:
+  Watcher(inventory::Node& node, WatchOptions options);
+
+  /// The inventory as of the last refresh.
+  const inventory::Inventory& inventory() const { return inv_; }
+
+  /// A tick: NVML snapshot, new pids and candidates scanned, holders' state
+  /// re-read; a full scan when it is due or `full` is set.
+  void refresh(bool full = false);
+
+  /// Descriptors to poll (pidfds of holders, parents and group leaders): when one
+  /// is readable call on_ready() with it.
+  std::vector<int> watch_fds() const;
+  /// A watched process died: records when (for dead_parents()), re-reads the
+  /// holders that depended on it, and rebuilds the inventory from the last NVML
+  /// figures (no NVML round trip: an event is out within milliseconds).
+  void on_ready(int fd);
+
+  /// Holder pid -> the parent or group leader whose death the agent saw.
+  const std::map<pid_t, inventory::DeadParent>& dead_parents() const { return dead_parents_; }
+
+  std::uint64_t full_scans() const { return full_scans_; }
+  std::uint64_t incremental_scans() const { return incremental_scans_; }
+  /// Pids the agent itself runs (its NVML worker): excluded from every scan.
+  std::set<pid_t> own_pids() const;
+
+ private:
+  struct Watched;  // a pidfd and what depends on it
+  void full_scan();
+  void incremental_scan();
+  void rebuild();
+  void rewatch();
+
+  inventory::Node& node_;
+  WatchOptions options_;
+  inventory::Inventory inv_;
+  gpu::GpuSnapshot snapshot_;
+  std::map<pid_t, proc::Holder> holders_;  // by pid
+  std::vector<proc::ScanProblem> problems_;
+  std::size_t processes_scanned_ = 0;
+  std::set<pid_t> seen_pids_;  // /proc at the last tick
+  std::map<int, std::shared_ptr<Watched>> watched_;  // by fd
+  std::map<pid_t, inventory::DeadParent> dead_parents_;
+  util::Clock::time_point next_full_{};
+  std::uint64_t full_scans_ = 0;
+  std::uint64_t incremental_scans_ = 0;
+};
+
+}  // namespace gpureap::agent

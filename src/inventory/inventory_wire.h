@@ -1,0 +1,30 @@
+#pragma once
+// The agent's wire format for an Inventory (`gpureap watch` answers `status`,
+// `free` and `wait` over its Unix socket): JSON that carries every field of
+// Inventory, so decode(encode(x)) == x. Internal between two gpureap binaries of
+// the same version (`wire_version`); users see report/'s formats, not this.
+
+#include <string>
+#include <string_view>
+
+#include "inventory/inventory.h"
+#include "util/result.h"
+
+namespace gpureap::inventory {
+
+inline constexpr int kWireVersion = 1;
+
+std::string encode_inventory(const Inventory& inv);
+/// Fails (with a message) on malformed JSON, a missing field or another wire_version.
+Result<Inventory> decode_inventory(std::string_view json);
+
+/// What a caller of uid `uid` may see of `inv`: what a direct scan run by that
+/// user would show it, never more. Root sees all. For another user: holders of
+/// other users keep only what /proc shows any user (stat, status, cmdline,
+/// cgroup) and only where NVML lists them (a direct scan cannot read their fds),
+/// their fd/mapping evidence and device nodes are dropped, fd-only holders of
+/// other users disappear; problems become what the scan reports
+/// ("fd table unreadable …"); as_root is false.
+Inventory redact_for(uid_t uid, const Inventory& inv);
+
+}  // namespace gpureap::inventory

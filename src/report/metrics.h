@@ -1,0 +1,51 @@
+#pragma once
+// Prometheus text exposition (format 0.0.4) of the agent's view, for `/metrics`
+// and node_exporter's textfile collector. Names and labels follow
+// ../shared/reference/cluster-and-exporters.md §2.4: base units, per-GPU labels
+// `gpu`, `uuid`, `pci_bus_id`, `minor` (joinable with dcgm-exporter's), one
+// `gpureap_gpu_info` for name and driver, every class and kind always present.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "inventory/inventory.h"
+
+namespace gpureap::report {
+
+/// A cumulative histogram with fixed bucket bounds (seconds).
+struct Histogram {
+  static constexpr std::array<double, 10> kBounds{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+  std::array<std::uint64_t, kBounds.size()> buckets{};  // count of observations <= bound
+  std::uint64_t count = 0;
+  double sum = 0;
+  void observe(double seconds);
+};
+
+/// What the agent counts between scrapes, beside the inventory.
+struct AgentCounters {
+  Histogram free_duration;                        // frees the agent performed (reaping)
+  std::map<std::string, std::uint64_t> frees;     // result ("freed", "held", "nothing") -> count
+  std::optional<double> last_free_timestamp;      // wall clock seconds
+  std::map<std::string, std::uint64_t> events;    // event kind word -> count
+  std::uint64_t full_scans = 0;
+  std::uint64_t incremental_scans = 0;
+};
+
+struct MetricsInput {
+  const inventory::Inventory* inventory = nullptr;  // required
+  const AgentCounters* counters = nullptr;          // nullptr: a one-shot export (no agent)
+  std::string version;                              // gpureap_build_info{version}
+  bool per_holder = false;                          // opt-in per-holder series
+  double last_scrape_seconds = 0;                   // gpureap_scrape_duration_seconds
+};
+
+/// The whole exposition: HELP and TYPE once per metric, each series once, ends in "\n".
+std::string render_metrics(const MetricsInput& input);
+
+/// Content-Type for the exposition.
+inline constexpr const char* kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+}  // namespace gpureap::report
