@@ -64,13 +64,15 @@ class Watcher {
   struct Watched;  // a pidfd and what depends on it
   void full_scan();
   void incremental_scan();
-  void rebuild();
+  void rescan(const std::set<pid_t>& pids);  // these pids only, fds and maps
+  void rebuild();  // the inventory from holders_ and the last NVML snapshot
   void rewatch();
 
   inventory::Node& node_;
   WatchOptions options_;
   inventory::Inventory inv_;
   gpu::GpuSnapshot snapshot_;
+  std::vector<gpu::MemoryReading> previous_used_;  // the last tick's figures
   std::map<pid_t, proc::Holder> holders_;  // by pid
   std::vector<proc::ScanProblem> problems_;
   std::size_t processes_scanned_ = 0;
