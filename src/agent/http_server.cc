@@ -85,7 +85,8 @@ Result<ListenAddress> parse_listen(std::string_view listen) {
 
 Result<UniqueFd> listen_on(std::string_view listen, const ListenAddress& a) {
   UniqueFd fd(::socket(a.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd.valid()) return std::unexpected(Error::from_errno("--listen " + std::string(listen) + ": socket"));
+  if (!fd.valid())
+    return std::unexpected(Error::from_errno("--listen " + std::string(listen) + ": socket"));
   int one = 1;
   // SO_REUSEADDR lets a restarted agent bind while old connections sit in
   // TIME_WAIT; on Linux it never lets two listeners share the port.
@@ -132,8 +133,7 @@ struct HttpServer::Impl {
   }
 
   static MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url,
-                               const char* method, const char*, const char*, std::size_t*,
-                               void**) {
+                               const char* method, const char*, const char*, std::size_t*, void**) {
     auto* self = static_cast<Impl*>(cls);
     std::string_view m = method;
     if (m != MHD_HTTP_METHOD_GET && m != MHD_HTTP_METHOD_HEAD)
@@ -165,10 +165,10 @@ Result<HttpServer> HttpServer::start(std::string_view listen, HttpHandler handle
   // No MHD_USE_ERROR_LOG: library code does not print.
   unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | (address->ipv6 ? MHD_USE_IPv6 : 0);
   int raw_fd = fd->release();  // MHD owns it from here: MHD_stop_daemon closes it
-  impl->daemon = MHD_start_daemon(
-      flags, 0, nullptr, nullptr, &Impl::on_request, impl.get(), MHD_OPTION_LISTEN_SOCKET,
-      raw_fd, MHD_OPTION_CONNECTION_TIMEOUT, kConnectionTimeoutSeconds,
-      MHD_OPTION_CONNECTION_LIMIT, kConnectionLimit, MHD_OPTION_END);
+  impl->daemon = MHD_start_daemon(flags, 0, nullptr, nullptr, &Impl::on_request, impl.get(),
+                                  MHD_OPTION_LISTEN_SOCKET, raw_fd, MHD_OPTION_CONNECTION_TIMEOUT,
+                                  kConnectionTimeoutSeconds, MHD_OPTION_CONNECTION_LIMIT,
+                                  kConnectionLimit, MHD_OPTION_END);
   if (!impl->daemon)
     return fail("--listen " + std::string(listen) + ": libmicrohttpd could not start serving");
   return HttpServer(std::move(impl));

@@ -4,6 +4,7 @@
 #include "agent/http_server.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -13,7 +14,6 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <gtest/gtest.h>
 #include <mutex>
 #include <thread>
 
@@ -134,8 +134,8 @@ TEST(HttpServer, OtherMethodsGet405WithoutReachingTheHandler) {
   });
   ASSERT_TRUE(server.has_value()) << server.error().message;
   for (const char* method : {"POST", "PUT", "DELETE"}) {
-    auto r = talk(server->port(), std::string(method) +
-                                          " /metrics HTTP/1.0\r\nContent-Length: 4\r\n\r\nabcd");
+    auto r = talk(server->port(),
+                  std::string(method) + " /metrics HTTP/1.0\r\nContent-Length: 4\r\n\r\nabcd");
     EXPECT_EQ(r.status, 405) << method << "\n" << r.head;
     EXPECT_NE(r.head.find("Allow: GET, HEAD\r\n"), std::string::npos) << r.head;
   }
@@ -179,9 +179,9 @@ TEST(HttpServer, StoppingReleasesThePort) {
 }
 
 TEST(HttpServer, BadAddressesNameTheOption) {
-  for (const char* listen : {"localhost:9847", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536",
-                             "127.0.0.1:80x", "::1:9847", "[::1", "[::1]9847", "[nope]:1",
-                             ":9847", "300.1.1.1:9847"}) {
+  for (const char* listen :
+       {"localhost:9847", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:80x", "::1:9847",
+        "[::1", "[::1]9847", "[nope]:1", ":9847", "300.1.1.1:9847"}) {
     auto server = HttpServer::start(listen, metrics_handler);
     ASSERT_FALSE(server.has_value()) << listen;
     EXPECT_TRUE(server.error().message.starts_with(std::string("--listen '") + listen + "'"))
@@ -239,8 +239,7 @@ TEST(Textfile, AReaderNeverSeesAHalfWrittenFile) {
   ASSERT_TRUE(write_textfile(dir.dir(), a).has_value());
   std::atomic<bool> done = false;
   std::thread writer([&] {
-    for (int i = 0; i < 100; ++i)
-      EXPECT_TRUE(write_textfile(dir.dir(), i % 2 ? a : b).has_value());
+    for (int i = 0; i < 100; ++i) EXPECT_TRUE(write_textfile(dir.dir(), i % 2 ? a : b).has_value());
     done = true;
   });
   int reads = 0, torn = 0;

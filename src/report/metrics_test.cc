@@ -182,8 +182,8 @@ std::vector<std::string> structure_problems(const std::string& text) {
       problems.push_back("not one value: " + line);
     std::string family = name;
     for (std::string suffix : {"_bucket", "_sum", "_count"})
-      if (name.ends_with(suffix) && type_of[name.substr(0, name.size() - suffix.size())] ==
-                                        "histogram")
+      if (name.ends_with(suffix) &&
+          type_of[name.substr(0, name.size() - suffix.size())] == "histogram")
         family = name.substr(0, name.size() - suffix.size());
     if (family != open || !helped.contains(family) || !type_of.contains(family))
       problems.push_back("sample outside its family's HELP/TYPE group: " + line);
@@ -304,9 +304,9 @@ TEST(Metrics, WithoutNvmlGpusAreNamedByMinorOnly) {
 
 TEST(Metrics, OneShotExportHasNoAgentMetrics) {
   auto text = render(one_gpu());
-  for (const char* m : {"gpureap_free_duration_seconds", "gpureap_frees_total",
-                        "gpureap_last_free_timestamp_seconds", "gpureap_events_total",
-                        "gpureap_scans_total"})
+  for (const char* m :
+       {"gpureap_free_duration_seconds", "gpureap_frees_total",
+        "gpureap_last_free_timestamp_seconds", "gpureap_events_total", "gpureap_scans_total"})
     EXPECT_EQ(text.find(m), std::string::npos) << m;
 }
 
@@ -365,8 +365,7 @@ TEST(Metrics, PerHolderSeriesAreOptInAndBounded) {
   EXPECT_EQ(text.find("pid=\"104\""), std::string::npos);
 
   for (pid_t p = 0; p < 200; ++p) add_holder(inv.gpus[0], holder(5000 + p, "w"), MiB);
-  EXPECT_EQ(lines_starting(render(inv, nullptr, true), "gpureap_holder_memory_bytes{").size(),
-            64u);
+  EXPECT_EQ(lines_starting(render(inv, nullptr, true), "gpureap_holder_memory_bytes{").size(), 64u);
 }
 
 TEST(Metrics, RealisticNodeIsStructurallySound) {
@@ -433,8 +432,9 @@ TEST(MetricsPromtool, RealisticNodePassesPromtool) {
 
 TEST(MetricsPromtool, PromtoolRejectsWhatItShould) {
   // Without this the test above could pass on a promtool that checks nothing.
-  auto r = promtool_check_metrics("# HELP gpureap_frees x\n# TYPE gpureap_frees counter\n"
-                                  "gpureap_frees 1\n");
+  auto r = promtool_check_metrics(
+      "# HELP gpureap_frees x\n# TYPE gpureap_frees counter\n"
+      "gpureap_frees 1\n");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("_total"), std::string::npos) << r.output;
 }

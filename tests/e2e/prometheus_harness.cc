@@ -186,8 +186,7 @@ int ChildProcess::stop(std::chrono::milliseconds grace) {
     ::syscall(SYS_pidfd_send_signal, pidfd_, SIGTERM, nullptr, 0);
     pollfd p{pidfd_, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(grace.count())) <= 0) {
-      ADD_FAILURE() << "pid " << pid_ << " ignored SIGTERM for " << grace.count()
-                    << " ms: killed";
+      ADD_FAILURE() << "pid " << pid_ << " ignored SIGTERM for " << grace.count() << " ms: killed";
       ::syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0);
     }
     int status = 0;
@@ -280,8 +279,7 @@ PrometheusServer::PrometheusServer(const std::string& target) {
     port_ = free_loopback_port();
     auto start = Clock::now();
     auto child = std::make_unique<ChildProcess>(
-        std::vector<std::string>{"/usr/bin/prometheus",
-                                 "--config.file=" + dir_ + "/prometheus.yml",
+        std::vector<std::string>{"/usr/bin/prometheus", "--config.file=" + dir_ + "/prometheus.yml",
                                  "--storage.tsdb.path=" + dir_ + "/data",
                                  "--web.listen-address=127.0.0.1:" + std::to_string(port_),
                                  "--log.level=warn"},

@@ -185,7 +185,9 @@ TEST(WatchPrometheus, OrphanedBytesAppearOnEachGpuAndFallToZeroAfterFree) {
   double to_seen = seconds_since(held);
   EXPECT_TRUE(prometheus.wait_for(
       "sum(gpureap_gpu_holders{kind=\"orphaned\"})",
-      [](const nlohmann::json& r) { return by_label(r, "") == std::map<std::string, double>{{"", 8}}; },
+      [](const nlohmann::json& r) {
+        return by_label(r, "") == std::map<std::string, double>{{"", 8}};
+      },
       10s, &last))
       << last;
 
