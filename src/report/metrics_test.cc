@@ -389,6 +389,20 @@ TEST(Metrics, StructureCheckerCatchesBrokenTexts) {
             std::vector<std::string>{});
 }
 
+// docs/metrics.md lists every metric, and nothing that is not rendered.
+TEST(Metrics, DocsListEveryMetric) {
+  std::ifstream in(std::string(GPUREAP_FIXTURES) + "/../../docs/metrics.md");
+  ASSERT_TRUE(in.good());
+  std::string doc((std::istreambuf_iterator<char>(in)), {});
+  auto c = counters();
+  std::set<std::string> rendered, documented;
+  for (const auto& line : lines_starting(render(realistic(), &c, true), "# TYPE "))
+    rendered.insert(line.substr(7, line.find(' ', 7) - 7));
+  for (const auto& line : lines_starting(doc, "| `gpureap_"))
+    documented.insert(line.substr(3, line.find('`', 3) - 3));
+  EXPECT_EQ(documented, rendered);
+}
+
 // promtool (Debian's prometheus package, scripts/install-deps.sh) lints the
 // exposition: names, units, counters' _total, HELP, the text format itself. Missing
 // promtool fails the test: install-deps puts it on every machine that runs tests.
