@@ -125,7 +125,7 @@ std::vector<Event> EventDetector::observe(const Inventory& inv, double now,
     Event e;
     e.kind = EventKind::nvml_up;
     e.time = now;
-    e.detail = "NVML answers again";
+    e.detail = "NVML answers again: memory figures are live again";
     out.push_back(std::move(e));
   }
   nvml_down_ = down;
@@ -146,7 +146,8 @@ std::vector<Event> EventDetector::observe(const Inventory& inv, double now,
         out.push_back(std::move(e));
       } else if (!failing && st->down) {
         Event e = gpu_event(EventKind::nvml_up, view, now);
-        e.detail = fmt::format("NVML answers for GPU {} again", view.info.index);
+        e.detail = fmt::format("NVML answers for GPU {} again: its memory figures are live again",
+                               view.info.index);
         out.push_back(std::move(e));
       }
       st->down = failing;
