@@ -88,7 +88,7 @@ std::string_view to_string(reclaim::SkipKind k) {
   return "not_selected";
 }
 
-std::string_view to_string(inventory::EventKind k) {
+const char* to_string(inventory::EventKind k) {
   using inventory::EventKind;
   switch (k) {
     case EventKind::orphaned_memory:

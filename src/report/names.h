@@ -27,6 +27,7 @@ std::string_view to_string(reclaim::SkipKind k);
 /// An agent event's kind: "orphaned_memory", "zombie_leader", "unattributed_memory",
 /// "memory_freed", "nvml_down", "nvml_up", "reap_planned", "reaped", "reap_failed"
 /// (the `event` of `gpureap --json watch`; the metrics count events by these words).
-std::string_view to_string(inventory::EventKind k);
+/// A C string, so that it keys a std::map<std::string, …> directly.
+const char* to_string(inventory::EventKind k);
 
 }  // namespace gpureap::report

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -135,6 +136,11 @@ std::string json_line(const nlohmann::ordered_json& doc) {
   return doc.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 bool has_bytes(const Event& e) {
   if (e.kind == EventKind::nvml_down || e.kind == EventKind::nvml_up) return false;
   // Holders whose figures are all unknown: the total is unknown, not 0.
@@ -198,6 +204,16 @@ std::string watch_started_json(double time, pid_t pid, const std::optional<std::
                                 {"socket", socket},
                                 {"gpus", gpus}};
   return json_line(doc);
+}
+
+std::string watch_started_line(pid_t pid, const std::optional<std::string>& listen,
+                               const std::string& socket, std::size_t gpus, const Style& style) {
+  return watch_started_line(wall_now(), pid, listen, socket, gpus, style);
+}
+
+std::string watch_started_json(pid_t pid, const std::optional<std::string>& listen,
+                               const std::string& socket, std::size_t gpus) {
+  return watch_started_json(wall_now(), pid, listen, socket, gpus);
 }
 
 }  // namespace gpureap::report

@@ -31,9 +31,16 @@ std::string watch_event_json(const inventory::Event& e);
 std::string watch_started_line(double time, pid_t pid, const std::optional<std::string>& listen,
                                const std::string& socket, std::size_t gpus, const Style& style);
 
+/// The same at the current time (what `gpureap watch` prints).
+std::string watch_started_line(pid_t pid, const std::optional<std::string>& listen,
+                               const std::string& socket, std::size_t gpus, const Style& style);
+
 /// The same as {"schema_version":1,"event":"started","time":T,"pid":P,
 /// "listen":"ADDR:PORT" or null,"socket":"PATH","gpus":N} on one line.
 std::string watch_started_json(double time, pid_t pid, const std::optional<std::string>& listen,
+                               const std::string& socket, std::size_t gpus);
+/// The same at the current time.
+std::string watch_started_json(pid_t pid, const std::optional<std::string>& listen,
                                const std::string& socket, std::size_t gpus);
 
 }  // namespace gpureap::report

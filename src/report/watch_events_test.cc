@@ -240,6 +240,15 @@ TEST_F(WatchEvents, Started) {
             "\n");
 }
 
+TEST_F(WatchEvents, StartedNowIsStampedWithTheClock) {
+  auto before = std::time(nullptr);
+  auto j = nlohmann::json::parse(watch_started_json(4100, std::nullopt, "/run/a.sock", 2));
+  EXPECT_GE(j["time"].get<double>(), static_cast<double>(before));
+  EXPECT_LE(j["time"].get<double>(), static_cast<double>(std::time(nullptr) + 1));
+  EXPECT_NE(watch_started_line(4100, std::nullopt, "/run/a.sock", 2, Style{}).find("(pid 4100)"),
+            std::string::npos);
+}
+
 TEST(EventKindNames, EveryKindHasAWord) {
   using K = EventKind;
   for (auto [k, word] : std::vector<std::pair<K, std::string_view>>{
