@@ -37,7 +37,9 @@ struct EventDetector::GpuState {
 
 namespace {
 
-bool gpu_failing(const GpuView& view) { return view.info.hung || !view.info.problem.empty(); }
+bool gpu_failing(const GpuView& view) {
+  return view.info.hung || !view.info.problem.empty();
+}
 
 // NVML as a whole is down: it lists no GPU, or every GPU it lists failed. One
 // node-wide line then says so, not one line per GPU.
@@ -154,7 +156,9 @@ std::vector<Event> EventDetector::observe(const Inventory& inv, double now,
     }
     // Memory unknown: who uses the GPU and how much is unknown too; keep what was
     // announced until NVML answers for it (never a memory_freed from a blind GPU).
-    if (gpu_failing(view) || !view.info.memory || !view.info.processes_known) continue;
+    // (A GPU whose driver cannot list processes at all still counts: its holders
+    // come from /proc and its memory is known.)
+    if (gpu_failing(view) || !view.info.memory) continue;
     observe_gpu(view, *st, now, dead_parents, out);
   }
   return out;
@@ -184,8 +188,8 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
     e.detail = fresh.front()->holder.orphan_reason.empty() ? "parent gone"
                                                            : fresh.front()->holder.orphan_reason;
     if (st.orphans.size() > fresh.size())  // others were announced before
-      e.detail += fmt::format("; {} on this GPU in all",
-                              count_text(st.orphans.size(), "orphaned holder"));
+      e.detail +=
+          fmt::format("; {} on this GPU in all", count_text(st.orphans.size(), "orphaned holder"));
     out.push_back(std::move(e));
   }
 
@@ -198,10 +202,9 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
     Event e = gpu_event(EventKind::zombie_leader, view, now);
     e.holders.push_back(event_holder(*gh));
     e.bytes = gh->gpu_bytes.value_or(0);
-    std::size_t live = std::count_if(gh->holder.threads.begin(), gh->holder.threads.end(),
-                                     [](const proc::ThreadState& t) {
-                                       return t.state != 'Z' && t.state != 'X';
-                                     });
+    std::size_t live =
+        std::count_if(gh->holder.threads.begin(), gh->holder.threads.end(),
+                      [](const proc::ThreadState& t) { return t.state != 'Z' && t.state != 'X'; });
     e.detail = live > 0 ? fmt::format("its main thread exited; {} still hold{} the GPU",
                                       count_text(live, "live thread"), live == 1 ? "s" : "")
                         : "its main thread exited; its other threads still hold the GPU";
@@ -257,27 +260,28 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
 
   // 4. Freed: what was announced went away, and nothing is pending (a release in
   //    progress or unexplained memory still settling keeps it waiting).
-  const bool settled =
-      cls == Unexplained::none ||
-      (cls == st.announced_class && bytes <= st.announced_unattributed + tolerance);
+  const bool settled = cls == Unexplained::none || (cls == st.announced_class &&
+                                                    bytes <= st.announced_unattributed + tolerance);
   if (st.gone && settled && st.orphans.empty() && st.zombies.empty()) {
     Event e = gpu_event(EventKind::memory_freed, view, now);
     e.bytes = st.gone_bytes;
+    // Holders counted once each, even one both orphaned and a zombie leader.
     std::vector<std::string> what;
-    if (st.gone_orphans) what.push_back(count_text(st.gone_orphans, "orphaned holder"));
-    if (st.gone_zombies) what.push_back(count_text(st.gone_zombies, "zombie leader"));
+    const char* label = !st.gone_zombies   ? "orphaned holder"
+                        : !st.gone_orphans ? "zombie leader"
+                                           : "orphaned or zombie-leader holder";
+    if (!st.gone_ids.empty()) what.push_back(count_text(st.gone_ids.size(), label));
     if (st.gone_unattributed) what.push_back("the unattributed memory");
     std::string gone;
-    for (std::size_t i = 0; i < what.size(); ++i)
-      gone += (i == 0 ? "" : i + 1 == what.size() ? " and " : ", ") + what[i];
-    const bool one = what.size() == 1 && (st.gone_unattributed || st.gone_orphans + st.gone_zombies == 1);
+    for (std::size_t i = 0; i < what.size(); ++i) gone += (i == 0 ? "" : " and ") + what[i];
+    const bool one = what.size() == 1 && (st.gone_unattributed || st.gone_ids.size() == 1);
     gone += one ? " is gone" : " are gone";
     if (cls != Unexplained::none)
-      e.detail = fmt::format("{}; {} still unattributed ({})", gone, format_bytes(bytes),
-                             to_string(cls));
+      e.detail =
+          fmt::format("{}; {} still unattributed ({})", gone, format_bytes(bytes), to_string(cls));
     else if (view.at_baseline())
-      e.detail = fmt::format("{}; GPU {} is back at its baseline ({} used)", gone,
-                             view.info.index, format_bytes(view.used()));
+      e.detail = fmt::format("{}; GPU {} is back at its baseline ({} used)", gone, view.info.index,
+                             format_bytes(view.used()));
     else
       e.detail = fmt::format("{}; GPU {} has {} used by live holders", gone, view.info.index,
                              format_bytes(view.attributed_bytes));

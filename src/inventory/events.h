@@ -50,11 +50,11 @@ struct DeadParent {
 
 struct Event {
   EventKind kind = EventKind::nvml_down;
-  double time = 0;  // wall clock, seconds since the epoch
+  double time = 0;              // wall clock, seconds since the epoch
   std::optional<unsigned> gpu;  // NVML index; nullopt for node-wide events (NVML)
   std::string uuid;
   std::vector<EventHolder> holders;
-  std::uint64_t bytes = 0;  // orphaned / unattributed / freed bytes on that GPU
+  std::uint64_t bytes = 0;                      // orphaned / unattributed / freed bytes on that GPU
   Unexplained unexplained = Unexplained::none;  // unattributed_memory: its class
   std::optional<DeadParent> parent;             // orphaned_memory: whose death, when known
   std::string detail;  // one sentence: NVML's problem, a reap's outcome, evidence

@@ -172,9 +172,9 @@ TEST(EventDetector, ZombieLeaderIsAnnouncedOnce) {
 
 TEST(EventDetector, FreedOrphansAreAnnouncedWhenTheMemoryIsBack) {
   EventDetector d(0ms);
-  ASSERT_EQ(d.observe(node({gpu(0, {user(10, 8 * kGiB, true), user(11, 4 * kGiB, true)})}), 1)
-                .size(),
-            1u);
+  ASSERT_EQ(
+      d.observe(node({gpu(0, {user(10, 8 * kGiB, true), user(11, 4 * kGiB, true)})}), 1).size(),
+      1u);
   auto events = d.observe(node({gpu(0)}), 2);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, EventKind::memory_freed);
@@ -202,13 +202,13 @@ TEST(EventDetector, AReleaseInProgressIsNeverAnnouncedAndFreedComesAfterIt) {
   // calls it releasing when it sees it fall, driver_held while it is flat).
   EventDetector d(3000ms);
   d.observe(node({gpu(0, {user(10, 8 * kGiB, true)})}), 1);
-  EXPECT_TRUE(d.observe(node({with_unexplained(gpu(0), Unexplained::driver_held, 8 * kGiB)}), 2)
-                  .empty());
-  EXPECT_TRUE(d.observe(node({with_unexplained(gpu(0), Unexplained::driver_held, 8 * kGiB)}), 4)
-                  .empty())
+  EXPECT_TRUE(
+      d.observe(node({with_unexplained(gpu(0), Unexplained::driver_held, 8 * kGiB)}), 2).empty());
+  EXPECT_TRUE(
+      d.observe(node({with_unexplained(gpu(0), Unexplained::driver_held, 8 * kGiB)}), 4).empty())
       << "flat for 2 s: still settling";
-  EXPECT_TRUE(d.observe(node({with_unexplained(gpu(0), Unexplained::releasing, 3 * kGiB)}), 4.5)
-                  .empty());
+  EXPECT_TRUE(
+      d.observe(node({with_unexplained(gpu(0), Unexplained::releasing, 3 * kGiB)}), 4.5).empty());
   auto events = d.observe(node({gpu(0)}), 5);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, EventKind::memory_freed);
@@ -371,6 +371,19 @@ TEST(EventDetector, AHungGpuNeverProducesMemoryFreed) {
   ASSERT_EQ(kinds(events), std::vector{EventKind::nvml_up});
 }
 
+TEST(EventDetector, AGpuWithoutProcessListsIsStillWatched) {
+  // Some drivers cannot list processes ("not supported"): holders come from /proc.
+  EventDetector d(0ms);
+  auto g = gpu(0, {user(10, 0, true)});
+  g.holders[0].gpu_bytes.reset();
+  g.info.processes_known = false;
+  auto events = d.observe(node({g}), 1);
+  ASSERT_EQ(kinds(events), std::vector{EventKind::orphaned_memory});
+  EXPECT_FALSE(events[0].holders[0].gpu_bytes);
+  g.holders.clear();
+  EXPECT_EQ(kinds(d.observe(node({g}), 2)), std::vector{EventKind::memory_freed});
+}
+
 TEST(EventDetector, GpusAreIndependent) {
   EventDetector d(0ms);
   auto events = d.observe(
@@ -394,8 +407,8 @@ TEST(EventDetector, AZombieAndOrphanIsFreedOnce) {
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].bytes, 6 * kGiB) << "one process, counted once";
   EXPECT_EQ(events[0].detail,
-            "1 orphaned holder and 1 zombie leader are gone; GPU 0 is back at its baseline (512 "
-            "MiB used)");
+            "1 orphaned or zombie-leader holder is gone; GPU 0 is back at its baseline (512 MiB "
+            "used)");
 }
 
 }  // namespace

@@ -57,8 +57,7 @@ std::string holder_list(const Event& e) {
 std::string parent_text(const Event& e) {
   const auto& p = *e.parent;
   const double ago = std::max(0.0, e.time - p.died_at);
-  return fmt::format("parent {} (pid {}) died {:.1f} s ago", terminal_text(p.comm, 32), p.pid,
-                     ago);
+  return fmt::format("parent {} (pid {}) died {:.1f} s ago", terminal_text(p.comm, 32), p.pid, ago);
 }
 
 // A sentence and the next step: "a; b", or "a. B" after a sentence that ends in a
@@ -76,27 +75,24 @@ std::string describe(const Event& e, const Style& style) {
   switch (e.kind) {
     case EventKind::orphaned_memory: {
       std::string why = e.parent ? parent_text(e) + (detail.empty() ? "" : "; " + detail) : detail;
-      return fmt::format("{} {}: {} — {}; free {}: gpureap free --orphans --gpu {}",
-                         held_bytes(e), style.red("orphaned"), holder_list(e), why,
+      return fmt::format("{} {}: {} — {}; free {}: gpureap free --orphans --gpu {}", held_bytes(e),
+                         style.red("orphaned"), holder_list(e), why,
                          e.holders.size() == 1 ? "it" : "them", gpu);
     }
     case EventKind::zombie_leader: {
       const auto* h = e.holders.empty() ? nullptr : &e.holders.front();
-      std::string who =
-          h ? fmt::format("{} pid {} (user {})", terminal_text(h->comm, 32), h->id.pid,
-                          terminal_text(h->user, 32))
-            : "?";
-      return fmt::format(
-          "{} held by a {}, {} — {}", held_bytes(e), style.red("zombie leader"), who,
-          then(detail, fmt::format("free it: gpureap free --gpu {} --pid {}", gpu,
-                                   h ? h->id.pid : 0)));
+      std::string who = h ? fmt::format("{} pid {} (user {})", terminal_text(h->comm, 32),
+                                        h->id.pid, terminal_text(h->user, 32))
+                          : "?";
+      return fmt::format("{} held by a {}, {} — {}", held_bytes(e), style.red("zombie leader"), who,
+                         then(detail, fmt::format("free it: gpureap free --gpu {} --pid {}", gpu,
+                                                  h ? h->id.pid : 0)));
     }
     case EventKind::unattributed_memory: {
       // The inventory's detail ends in the next step for every class but unknown.
-      std::string text =
-          e.unexplained == inventory::Unexplained::unknown
-              ? then(detail, fmt::format("inspect: gpureap status --gpu {}", gpu))
-              : detail;
+      std::string text = e.unexplained == inventory::Unexplained::unknown
+                             ? then(detail, fmt::format("inspect: gpureap status --gpu {}", gpu))
+                             : detail;
       return fmt::format("{} {} [{}] — {}", format_bytes(e.bytes),
                          style.red("not explained by any visible process"),
                          inventory::to_string(e.unexplained), text);
@@ -137,8 +133,7 @@ std::string json_line(const nlohmann::ordered_json& doc) {
 }
 
 double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 bool has_bytes(const Event& e) {
@@ -196,13 +191,9 @@ std::string watch_started_line(double time, pid_t pid, const std::optional<std::
 
 std::string watch_started_json(double time, pid_t pid, const std::optional<std::string>& listen,
                                const std::string& socket, std::size_t gpus) {
-  nlohmann::ordered_json doc = {{"schema_version", kSchemaVersion},
-                                {"event", "started"},
-                                {"time", time},
-                                {"pid", pid},
-                                {"listen", or_null(listen)},
-                                {"socket", socket},
-                                {"gpus", gpus}};
+  nlohmann::ordered_json doc = {
+      {"schema_version", kSchemaVersion}, {"event", "started"}, {"time", time}, {"pid", pid},
+      {"listen", or_null(listen)},        {"socket", socket},   {"gpus", gpus}};
   return json_line(doc);
 }
 

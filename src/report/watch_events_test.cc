@@ -44,26 +44,27 @@ Event orphans(std::size_t n) {
 
 TEST_F(WatchEvents, OrphanedMemoryNamesHoldersParentAndTheFree) {
   Event e = orphans(8);
-  e.parent = inventory::DeadParent{4100, "sglang.launch", "python3 -m sglang.launch_server",
-                                   kTime - 0.2};
+  e.parent =
+      inventory::DeadParent{4100, "sglang.launch", "python3 -m sglang.launch_server", kTime - 0.2};
   EXPECT_EQ(watch_event_line(e, Style{}),
             "19:34:38 GPU 3: 80.0 GiB orphaned: 8 holders (python3 pid 4242, python3 pid 4243, "
             "python3 pid 4244 and 5 more) — parent sglang.launch (pid 4100) died 0.2 s ago; "
             "re-parented to init (pid 1); free them: gpureap free --orphans --gpu 3\n");
-  EXPECT_EQ(watch_event_json(e),
-            R"j({"schema_version":1,"event":"orphaned_memory","time":1712345678.25,"gpu":3,)j"
-            R"j("uuid":"GPU-3","bytes":85899345920,"holders":[)j"
-            R"j({"pid":4242,"start_time":13242,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
-            R"j({"pid":4243,"start_time":13243,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
-            R"j({"pid":4244,"start_time":13244,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
-            R"j({"pid":4245,"start_time":13245,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
-            R"j({"pid":4246,"start_time":13246,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
-            R"j({"pid":4247,"start_time":13247,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
-            R"j({"pid":4248,"start_time":13248,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
-            R"j({"pid":4249,"start_time":13249,"comm":"python3","user":"alice","gpu_bytes":10737418240}],)j"
-            R"j("parent":{"pid":4100,"comm":"sglang.launch","cmdline":"python3 -m sglang.launch_server",)j"
-            R"j("died_at":1712345678.05},"class":null,"detail":"re-parented to init (pid 1)"})j"
-            "\n");
+  EXPECT_EQ(
+      watch_event_json(e),
+      R"j({"schema_version":1,"event":"orphaned_memory","time":1712345678.25,"gpu":3,)j"
+      R"j("uuid":"GPU-3","bytes":85899345920,"holders":[)j"
+      R"j({"pid":4242,"start_time":13242,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
+      R"j({"pid":4243,"start_time":13243,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
+      R"j({"pid":4244,"start_time":13244,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
+      R"j({"pid":4245,"start_time":13245,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
+      R"j({"pid":4246,"start_time":13246,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
+      R"j({"pid":4247,"start_time":13247,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
+      R"j({"pid":4248,"start_time":13248,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
+      R"j({"pid":4249,"start_time":13249,"comm":"python3","user":"alice","gpu_bytes":10737418240}],)j"
+      R"j("parent":{"pid":4100,"comm":"sglang.launch","cmdline":"python3 -m sglang.launch_server",)j"
+      R"j("died_at":1712345678.05},"class":null,"detail":"re-parented to init (pid 1)"})j"
+      "\n");
 }
 
 TEST_F(WatchEvents, OneOrphanWithoutAParent) {
@@ -83,8 +84,7 @@ TEST_F(WatchEvents, UnknownFiguresAreNotZero) {
             std::string::npos);
   e.holders[1].gpu_bytes.reset();
   e.bytes = 0;
-  EXPECT_NE(watch_event_line(e, Style{}).find("GPU 3: memory unknown orphaned"),
-            std::string::npos);
+  EXPECT_NE(watch_event_line(e, Style{}).find("GPU 3: memory unknown orphaned"), std::string::npos);
   auto j = nlohmann::json::parse(watch_event_json(e));
   EXPECT_TRUE(j["bytes"].is_null());
   EXPECT_TRUE(j["holders"][0]["gpu_bytes"].is_null());
@@ -222,11 +222,11 @@ TEST_F(WatchEvents, ColourOnlyWhenAsked) {
 }
 
 TEST_F(WatchEvents, Started) {
-  EXPECT_EQ(watch_started_line(kTime, 4100, "127.0.0.1:9849", "/var/lib/gpureap/agent.sock", 8,
-                               Style{}),
-            "19:34:38 gpureap watch started (pid 4100): metrics on "
-            "http://127.0.0.1:9849/metrics, status socket /var/lib/gpureap/agent.sock, watching "
-            "8 GPUs\n");
+  EXPECT_EQ(
+      watch_started_line(kTime, 4100, "127.0.0.1:9849", "/var/lib/gpureap/agent.sock", 8, Style{}),
+      "19:34:38 gpureap watch started (pid 4100): metrics on "
+      "http://127.0.0.1:9849/metrics, status socket /var/lib/gpureap/agent.sock, watching "
+      "8 GPUs\n");
   EXPECT_EQ(watch_started_line(kTime, 4100, std::nullopt, "/run/a.sock", 1, Style{}),
             "19:34:38 gpureap watch started (pid 4100): no metrics listener, status socket "
             "/run/a.sock, watching 1 GPU\n");
@@ -251,16 +251,16 @@ TEST_F(WatchEvents, StartedNowIsStampedWithTheClock) {
 
 TEST(EventKindNames, EveryKindHasAWord) {
   using K = EventKind;
-  for (auto [k, word] : std::vector<std::pair<K, std::string_view>>{
-           {K::orphaned_memory, "orphaned_memory"},
-           {K::zombie_leader, "zombie_leader"},
-           {K::unattributed_memory, "unattributed_memory"},
-           {K::memory_freed, "memory_freed"},
-           {K::nvml_down, "nvml_down"},
-           {K::nvml_up, "nvml_up"},
-           {K::reap_planned, "reap_planned"},
-           {K::reaped, "reaped"},
-           {K::reap_failed, "reap_failed"}})
+  for (auto [k, word] :
+       std::vector<std::pair<K, std::string_view>>{{K::orphaned_memory, "orphaned_memory"},
+                                                   {K::zombie_leader, "zombie_leader"},
+                                                   {K::unattributed_memory, "unattributed_memory"},
+                                                   {K::memory_freed, "memory_freed"},
+                                                   {K::nvml_down, "nvml_down"},
+                                                   {K::nvml_up, "nvml_up"},
+                                                   {K::reap_planned, "reap_planned"},
+                                                   {K::reaped, "reaped"},
+                                                   {K::reap_failed, "reap_failed"}})
     EXPECT_EQ(to_string(k), word);
 }
 

@@ -22,8 +22,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 int ms_until(Clock::time_point deadline) {

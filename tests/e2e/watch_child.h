@@ -49,9 +49,9 @@ class WatchChild {
   /// Reads lines until one parses as a JSON object that satisfies `pred`, for at
   /// most `timeout`; returns it (nullopt at the deadline or EOF). Every line read
   /// is kept in lines().
-  std::optional<nlohmann::json> wait_for_json(const std::function<bool(const nlohmann::json&)>& pred,
-                                              std::chrono::milliseconds timeout,
-                                              Line* line = nullptr);
+  std::optional<nlohmann::json> wait_for_json(
+      const std::function<bool(const nlohmann::json&)>& pred, std::chrono::milliseconds timeout,
+      Line* line = nullptr);
   /// Every stdout line read so far, and what it wrote on stderr so far.
   const std::vector<Line>& lines() const { return lines_; }
   const std::string& err() const { return err_; }

@@ -28,8 +28,7 @@ constexpr auto kStartBound = 30s;
 constexpr auto kEventBound = 20s;
 
 double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // Every key of an event line (docs/json-schema.md, "gpureap watch events").
@@ -209,11 +208,11 @@ TEST_F(WatchEvents, AServerKilledUnderTheAgentIsNamedAsTheParent) {
     EXPECT_GE(died_at, killed_at_wall - 0.05) << "it died after we killed it";
     EXPECT_GE(e["time"].get<double>(), died_at);
     const double latency = std::chrono::duration<double>(line.read_at - killed_at).count();
-    std::printf("[ latency ] GPU %u: SIGKILL of the server -> orphaned_memory line read: %.3f s "
-                "(event time - kill: %.3f s, parent died_at - kill: %.3f s)\n",
-                gpu, latency, e["time"].get<double>() - killed_at_wall, died_at - killed_at_wall);
-    RecordProperty("latency_gpu" + std::to_string(gpu) + "_ms",
-                   static_cast<int>(latency * 1000));
+    std::printf(
+        "[ latency ] GPU %u: SIGKILL of the server -> orphaned_memory line read: %.3f s "
+        "(event time - kill: %.3f s, parent died_at - kill: %.3f s)\n",
+        gpu, latency, e["time"].get<double>() - killed_at_wall, died_at - killed_at_wall);
+    RecordProperty("latency_gpu" + std::to_string(gpu) + "_ms", static_cast<int>(latency * 1000));
   }
   stop_and_check_lines();
 }
@@ -232,7 +231,8 @@ TEST_F(WatchEvents, ZombieLeaderIsAnnounced) {
 
 TEST_F(WatchEvents, StuckMemoryIsDriverHeldAndNeverFreed) {
   start();
-  auto held = node_.hold({"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--stuck", "--orphan"});
+  auto held =
+      node_.hold({"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--stuck", "--orphan"});
   ASSERT_EQ(held.holders.size(), 1u);
   const pid_t pid = held.holders[0].first;
   wait_for("orphaned_memory", 0u);
