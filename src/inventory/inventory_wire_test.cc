@@ -444,5 +444,25 @@ TEST(RedactFor, ReleasingStaysReleasing) {
   EXPECT_EQ(got.gpus[0].unexplained_detail, inv.gpus[0].unexplained_detail);
 }
 
+TEST(WithoutPids, AsAScanThatSkippedThem) {
+  Node n = sample_node();
+  auto store = BaselineStore::in_memory();
+  Inventory inv = build_inventory(n.snap, n.root_scan, store);
+  // A scan told to skip 100 and 300 (and problem pid 66) never saw them.
+  proc::ScanResult skipping;
+  skipping.holders = {n.root_scan.holders[1], n.root_scan.holders[3], n.root_scan.holders[4]};
+  skipping.processes_scanned = n.root_scan.processes_scanned;
+  auto store2 = BaselineStore::in_memory();
+  Inventory expected = build_inventory(n.snap, skipping, store2);
+
+  Inventory got = without_pids(inv, {100, 300, 66});
+  ASSERT_EQ(got.gpus.size(), 2u);
+  expect_same(got, expected);
+  ASSERT_EQ(got.gpus[0].nvml_unseen.size(), 1u) << "NVML still lists 100";
+  EXPECT_EQ(got.gpus[0].nvml_unseen[0].pid, 100u);
+  EXPECT_TRUE(got.problems.empty());
+  expect_same(without_pids(inv, {}), inv);
+}
+
 }  // namespace
 }  // namespace gpureap::inventory
