@@ -28,8 +28,8 @@ Error connect_error(const std::string& path, int err) {
       return Error{"no agent listening at " + path, err};
     case EACCES:
     case EPERM:
-      return Error{path + " is not open to this user (the agent serves root, or its --socket-group)",
-                   err};
+      return Error{
+          path + " is not open to this user (the agent serves root, or its --socket-group)", err};
     case EAGAIN:
       return Error{"the agent at " + path + " has too many clients waiting", err};
     default:

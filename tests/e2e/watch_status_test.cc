@@ -36,7 +36,8 @@ class WatchAgent {
     std::map<std::string, std::string> env;
     for (char** e = environ; *e; ++e) {
       std::string kv = *e;
-      if (auto eq = kv.find('='); eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+      if (auto eq = kv.find('='); eq != std::string::npos)
+        env[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
     for (const auto& [k, v] : node.env()) env[k] = v;
     std::vector<std::string> env_strings;
@@ -107,9 +108,7 @@ class WatchAgent {
     if (pidfd_ >= 0) ::close(pidfd_);
   }
 
-  bool started() const {
-    return started_.is_object() && started_.value("event", "") == "started";
-  }
+  bool started() const { return started_.is_object() && started_.value("event", "") == "started"; }
   pid_t pid() const { return pid_; }
   const json& started_line() const { return started_; }
   std::string stderr_text() const {
@@ -140,8 +139,8 @@ bool watch_exists() {
   return r.out.find("\n  watch ") != std::string::npos;
 }
 
-#define REQUIRE_WATCH()                                                         \
-  do {                                                                          \
+#define REQUIRE_WATCH()                                                      \
+  do {                                                                       \
     if (!watch_exists()) GTEST_SKIP() << "`gpureap watch` is not built yet"; \
   } while (0)
 
@@ -197,9 +196,9 @@ TEST(WatchStatus, TheAgentAnswersWhatADirectScanShows) {
   }
 
   auto table = node.gpureap({"status"});
-  EXPECT_NE(table.out.find("answered by the gpureap agent (pid " + std::to_string(agent.pid()) +
-                           ")"),
-            std::string::npos)
+  EXPECT_NE(
+      table.out.find("answered by the gpureap agent (pid " + std::to_string(agent.pid()) + ")"),
+      std::string::npos)
       << table.out;
   auto opted_out = node.gpureap({"--json", "--no-agent", "status"}).json();
   EXPECT_EQ(opted_out["source"], "scan");
