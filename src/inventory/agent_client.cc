@@ -103,7 +103,7 @@ Result<Inventory> ask_agent(const std::string& socket_path, std::chrono::millise
     return fail(socket_path + " is served by uid " + std::to_string(server.uid) +
                 ", neither root nor this user: not asked");
 
-  if (auto sent = send_all(fd.get(), "inventory\n", end); !sent)
+  if (auto sent = send_all(fd.get(), std::string(kInventoryRequest) + "\n", end); !sent)
     return std::unexpected(sent.error());
   auto answer = read_to_eof(fd.get(), end);
   if (!answer) return std::unexpected(answer.error());

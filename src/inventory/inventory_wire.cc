@@ -389,13 +389,16 @@ std::string encode_inventory(const Inventory& inv) {
   return doc.dump();
 }
 
+std::string encode_wire_error(std::string_view message) {
+  return json{{"error", text(std::string(message))}}.dump();
+}
+
 Result<Inventory> decode_inventory(std::string_view text_in) {
   try {
     json doc = json::parse(text_in.begin(), text_in.end());
     if (!doc.is_object()) return fail("agent answer: not a JSON object");
     if (auto it = doc.find("error"); it != doc.end() && !doc.contains("wire_version"))
-      return fail(fmt::format("the agent answered: {}",
-                              it->is_string() ? it->get<std::string>() : it->dump()));
+      return fail("the agent answered: " + text_of(*it, "error"));
     const int version = integer<int>(doc, "wire_version");
     if (version != kWireVersion)
       return fail(

@@ -271,9 +271,10 @@ TEST(InventoryWire, AnotherWireVersionIsRefused) {
 }
 
 TEST(InventoryWire, TheAgentsErrorIsPassedOn) {
-  auto r = decode_inventory(R"({"error":"NVML worker restarting"})");
+  auto r = decode_inventory(encode_wire_error("unknown request 'hello\xff'"));
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("NVML worker restarting"), std::string::npos);
+  EXPECT_EQ(r.error().message, "the agent answered: unknown request 'hello\xff'");
+  EXPECT_FALSE(decode_inventory(R"({"error":42})"));
 }
 
 // ---- redact_for --------------------------------------------------------------------
