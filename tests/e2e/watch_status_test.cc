@@ -38,17 +38,6 @@ struct Agent {
   }
 };
 
-// Until the lead's `watch` lands, this file compiles and skips.
-bool watch_exists() {
-  auto r = run_command({GPUREAP_BIN, "--help"}, {}, 30s);
-  return r.out.find("\n  watch ") != std::string::npos;
-}
-
-#define REQUIRE_WATCH()                                                      \
-  do {                                                                       \
-    if (!watch_exists()) GTEST_SKIP() << "`gpureap watch` is not built yet"; \
-  } while (0)
-
 // What differs between two looks a moment apart, or says who took them.
 json comparable(json doc, bool baselines_too = true) {
   doc.erase("source");
@@ -69,7 +58,6 @@ std::string dump_diff(const json& a, const json& b) {
 }
 
 TEST(WatchStatus, TheAgentAnswersWhatADirectScanShows) {
-  REQUIRE_WATCH();
   SimNode node;
   auto held = node.hold({"--gpu", "0", "--children", "8", "--bytes", "20GiB", "--orphan"});
   ASSERT_EQ(held.holders.size(), 8u);
@@ -112,7 +100,6 @@ TEST(WatchStatus, TheAgentAnswersWhatADirectScanShows) {
 
 // `free` plans from the agent's answer; its re-scans and verification are its own.
 TEST(WatchStatus, FreeAndWaitStayCorrectWithAnAgent) {
-  REQUIRE_WATCH();
   SimNode node;
   auto held = node.hold({"--gpu", "0", "--children", "8", "--bytes", "20GiB", "--orphan"});
   ASSERT_EQ(held.holders.size(), 8u);
@@ -147,8 +134,7 @@ class NonRootCaller : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root to run the caller as another user";
     if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "setpriv (util-linux) missing";
-    REQUIRE_WATCH();
-  }
+    }
   CommandResult as_nobody(const SimNode& node, std::vector<std::string> args,
                           std::map<std::string, std::string> extra = {}) {
     std::vector<std::string> argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
