@@ -53,7 +53,8 @@ std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global) {
 std::optional<std::string> agent_socket(const GlobalOptions& global,
                                         const std::optional<std::string>& state_dir) {
   if (global.no_agent) return std::nullopt;
-  if (const char* off = std::getenv("GPUREAP_NO_AGENT"); off && *off && std::string_view(off) != "0")
+  if (const char* off = std::getenv("GPUREAP_NO_AGENT");
+      off && *off && std::string_view(off) != "0")
     return std::nullopt;
   if (!global.dev_dir.empty() || !global.nvml_library.empty()) return std::nullopt;
   std::optional<std::string> own = state_dir;
