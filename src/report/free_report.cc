@@ -46,10 +46,13 @@ std::string plan_text(const reclaim::Plan& plan, const Style& style,
                                  "GPU MEM", "WHY", "COMMAND"));
     for (const auto& t : plan.targets) {
       std::string cmd = terminal_text(t.cmdline.empty() ? "[" + t.comm + "]" : t.cmdline, 50);
+      // The reason wraps in its column: cut, "orphaned: re-parent" hides the why.
+      auto why = terminal_text_lines(t.why, 44);
       out += fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", t.id.pid,
                          terminal_text(t.user, 10), gpus_text(t.gpus),
-                         t.gpu_bytes ? format_bytes(t.gpu_bytes) : "-", terminal_text(t.why, 44),
-                         cmd);
+                         t.gpu_bytes ? format_bytes(t.gpu_bytes) : "-", why[0], cmd);
+      for (std::size_t i = 1; i < why.size(); ++i)
+        out += fmt::format("  {:<38}  {}\n", "", why[i]);
     }
   }
   if (!plan.skipped.empty()) {

@@ -82,6 +82,28 @@ TEST(PlanText, GraceZeroSaysSigkillAtOnce) {
   EXPECT_EQ(zero.find("SIGTERM"), std::string::npos) << zero;
 }
 
+TEST(PlanText, LongReasonsWrapInTheirColumn) {
+  reclaim::Plan plan;
+  plan.targets.push_back({{4242, 1234},
+                          "python3",
+                          "python3 serve.py",
+                          "me",
+                          {0},
+                          90ULL << 30,
+                          "holds 90.0 GiB on GPU 0; orphaned: re-parented to 1 (systemd)"});
+  std::string out = plan_text(plan, Style{});
+  // The first line has every column; the rest of the reason follows in the WHY column.
+  const std::string first = "holds 90.0 GiB on GPU 0; orphaned:";
+  const auto row = out.find("  4242 ");
+  ASSERT_NE(row, std::string::npos) << out;
+  const auto why_column = out.find(first, row) - out.rfind('\n', row) - 1;
+  EXPECT_NE(out.find(first + "           python3 serve.py\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("\n" + std::string(why_column, ' ') + "re-parented to 1 (systemd)\n"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("re-parent "), std::string::npos) << out;
+}
+
 TEST(FreeRecord, NamesEveryActionWithoutProcessText) {
   reclaim::ReclaimReport r;
   r.actions.push_back(action(kComm));
