@@ -227,6 +227,18 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
   return plan;
 }
 
+Plan orphans_plan(const inventory::Inventory& inv, const std::string& proc_root) {
+  Selection sel;
+  sel.orphans_only = true;
+  bool any = false;
+  for (const auto& view : inv.gpus) {
+    sel.gpus.push_back(view.info.index);
+    for (const auto& gh : view.holders) any = any || (gh.uses_gpu && gh.holder.orphaned);
+  }
+  if (!any) return {};
+  return make_plan(inv, sel, CallerContext::current(proc_root));
+}
+
 bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selection& sel,
                        const CallerContext& ctx, int respawns) {
   if (plan.contains(parent.id)) return false;

@@ -77,6 +77,11 @@ std::optional<std::string> protection_reason(pid_t pid, const std::string& comm,
 Plan make_plan(const inventory::Inventory& inv, const Selection& selection,
                const CallerContext& ctx);
 
+/// What `gpureap free --orphans` over every GPU of `inv` would plan (status's closing
+/// advice names only what free would act on). Reads the caller's context from
+/// `proc_root` only when some holder is orphaned; otherwise the plan is empty.
+Plan orphans_plan(const inventory::Inventory& inv, const std::string& proc_root);
+
 /// Adds a respawning parent to `plan` as a target, when it is not protected and
 /// the selection (if narrowed) matches it. Returns true when added.
 bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selection& selection,
