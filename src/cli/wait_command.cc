@@ -71,7 +71,7 @@ int run_wait(const GlobalOptions& global, const WaitOptions& o) {
     case Status::bad_selection:
       break;
   }
-  print_err(fmt::format("gpureap wait: {}\n", report::terminal_text(result.message)));
+  print_err(fmt::format("gpureap wait: {}\n", report::wait_failure_text(result)));
   return kExitSystem;
 }
 

@@ -167,9 +167,31 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
       out += fmt::format("  ran: {}\n  exit {}: {}\n", terminal_text(reset.command),
                          reset.exit_code, terminal_text(reset.output));
   }
-  if (!r.nvml_error.empty())
-    out += style.yellow("NVML failed while verifying: " + terminal_text(r.nvml_error) + "\n");
+  if (!r.nvml_error.empty()) {
+    std::string per_gpu = gpu_problems_text("NVML failed while verifying", r.gpus);
+    out += style.yellow(
+        (per_gpu.empty() ? "NVML failed while verifying: " + terminal_text(r.nvml_error) : per_gpu) +
+        "\n");
+  }
   return out;
+}
+
+std::string gpu_problems_text(std::string_view heading,
+                              const std::vector<reclaim::GpuRelease>& gpus) {
+  std::vector<const reclaim::GpuRelease*> failed;
+  for (const auto& g : gpus)
+    if (!g.problem.empty()) failed.push_back(&g);
+  if (failed.empty()) return "";
+  if (failed.size() == 1)
+    return fmt::format("{} GPU {}: {}", heading, failed[0]->index,
+                       terminal_text(failed[0]->problem));
+  std::vector<unsigned> indices;
+  std::string lines;
+  for (const auto* g : failed) {
+    indices.push_back(g->index);
+    lines += fmt::format("\n  GPU {}: {}", g->index, terminal_text(g->problem));
+  }
+  return fmt::format("{} GPU {}:", heading, gpu::index_list(indices)) + lines;
 }
 
 nlohmann::ordered_json leftover_json(const reclaim::Leftover& l) {

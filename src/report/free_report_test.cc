@@ -1,5 +1,6 @@
 #include "report/free_report.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace gpureap::report {
@@ -102,6 +103,43 @@ TEST(PlanText, LongReasonsWrapInTheirColumn) {
             std::string::npos)
       << out;
   EXPECT_EQ(out.find("re-parent "), std::string::npos) << out;
+}
+
+TEST(FreeText, EachGpuNvmlLostWhileVerifyingHasItsOwnLine) {
+  reclaim::ReclaimReport r;
+  for (unsigned i = 0; i < 3; ++i) {
+    reclaim::GpuRelease g;
+    g.index = i;
+    g.before = 1;
+    if (i != 1) g.problem = fmt::format("nvmlDeviceGetMemoryInfo_v2(GPU {}): GPU is lost", i);
+    r.gpus.push_back(g);
+  }
+  r.nvml_error = r.gpus[0].problem + "; " + r.gpus[2].problem;
+  std::string out = free_text(r, Style{});
+  EXPECT_NE(out.find("NVML failed while verifying GPU 0,2:\n"
+                     "  GPU 0: nvmlDeviceGetMemoryInfo_v2(GPU 0): GPU is lost\n"
+                     "  GPU 2: nvmlDeviceGetMemoryInfo_v2(GPU 2): GPU is lost\n"),
+            std::string::npos)
+      << out;
+
+  r.gpus[2].problem.clear();  // one GPU: one line
+  EXPECT_NE(free_text(r, Style{}).find(
+                "NVML failed while verifying GPU 0: nvmlDeviceGetMemoryInfo_v2(GPU 0): GPU is "
+                "lost\n"),
+            std::string::npos);
+  r.gpus[0].problem.clear();  // the whole query failed: NVML's own words
+  r.nvml_error = "the NVML helper did not answer within 2 s";
+  EXPECT_NE(free_text(r, Style{}).find(
+                "NVML failed while verifying: the NVML helper did not answer within 2 s\n"),
+            std::string::npos);
+}
+
+TEST(GpuProblemsText, EscapesAndIsEmptyWithoutProblems) {
+  std::vector<reclaim::GpuRelease> gpus(2);
+  gpus[1].index = 1;
+  EXPECT_EQ(gpu_problems_text("NVML cannot read", gpus), "");
+  gpus[1].problem = "lost \x1b[2J";
+  EXPECT_EQ(gpu_problems_text("NVML cannot read", gpus), "NVML cannot read GPU 1: lost \\x1b[2J");
 }
 
 TEST(FreeRecord, NamesEveryActionWithoutProcessText) {
