@@ -150,6 +150,7 @@ class Reclaim {
           parent_of_killed_[t.id] = p.id;
           killed_comms_[p.id].insert(t.comm);
         }
+      note_restarting_unit(*e);
     }
     EscalationResult esc = terminate(plan.targets, options_.escalation,
                                      EscalationEnv{control_, clock_, node_.interrupt_flag(), t0_});
@@ -158,6 +159,26 @@ class Reclaim {
     survivors_ = esc.survivors;
     if (esc.interrupted) report_.interrupted = true;
     return !esc.interrupted;
+  }
+
+  // A killed target that is a system service's main process, or whose parent is (its
+  // parent is pid 1), comes back when systemd restarts the unit, unless Restart=no.
+  // systemd is asked once per unit; no answer (no systemd, a timeout) is no claim.
+  void note_restarting_unit(const proc::ProcessEntry& target) {
+    const proc::ProcessEntry* main = &target;
+    if (target.ppid != 1) {
+      auto p = std::find_if(caller_.table.begin(), caller_.table.end(),
+                            [&](const proc::ProcessEntry& x) { return x.id.pid == target.ppid; });
+      main = p == caller_.table.end() ? nullptr : &*p;
+    }
+    if (!main || main->ppid != 1 || !options_.restart_policy) return;
+    std::string unit =
+        system_service_of(proc::cgroup2_path_of(main->id.pid, node_.proc_root()));
+    if (unit.empty() || !asked_units_.insert(unit).second) return;
+    auto policy = options_.restart_policy(unit);
+    if (policy && *policy != "no")
+      restarting_units_.push_back({main->id, main->comm, 0, false, "systemctl stop " + unit, unit,
+                                   *policy});
   }
 
   // Step 2, watch release: memory falls; re-scan now and then for holders that
@@ -233,6 +254,7 @@ class Reclaim {
   // True when some killed target's parent is still alive, not init and not one of
   // gpureap's own ancestors (the shell waiting for gpureap restarts nothing meanwhile).
   bool parent_may_respawn() const {
+    if (!restarting_units_.empty()) return true;
     for (const auto& [killed, parent] : parent_of_killed_) {
       if (parent.pid <= 1 || caller_.ancestors.contains(parent.pid)) continue;
       auto now = proc::read_process_id(parent.pid, node_.proc_root());
@@ -272,11 +294,15 @@ class Reclaim {
       for (const auto& gh : view.holders) {
         const proc::Holder& h = gh.holder;
         if (!gh.uses_gpu || signalled_.contains(h.id) || !seen.insert(h.id).second) continue;
+        bool by_parent = false;
         for (const auto& [killed, parent] : parent_of_killed_) {
           if (parent.pid != h.ppid || parent.pid <= 1) continue;
           note_respawner(parent, ++respawns_[parent], next);
+          by_parent = true;
           break;
         }
+        for (auto& u : restarting_units_)
+          if (!by_parent && h.container == "systemd:" + u.unit) ++u.respawns;
       }
     }
   }
@@ -298,7 +324,7 @@ class Reclaim {
     auto protection = protection_reason(pe->id.pid, pe->comm, pe->kernel_thread, caller_, named);
     report_.respawners.push_back(
         {parent, pe->comm, n, included,
-         stop_hint(*pe, protection, options_.selection.gpus, node_.proc_root())});
+         stop_hint(*pe, protection, options_.selection.gpus, node_.proc_root()), "", ""});
   }
 
   // True when every selected GPU not yet freed holds memory that no live target explains
@@ -398,7 +424,20 @@ class Reclaim {
       auto protection = protection_reason(pe->id.pid, pe->comm, pe->kernel_thread, now_ctx, named);
       report_.respawners.push_back(
           {parent, pe->comm, 0, false,
-           stop_hint(*pe, protection, options_.selection.gpus, node_.proc_root())});
+           stop_hint(*pe, protection, options_.selection.gpus, node_.proc_root()), "", ""});
+    }
+    // Services systemd restarts: named whether or not their main process lives on.
+    for (const auto& u : restarting_units_) {
+      auto r = std::find_if(report_.respawners.begin(), report_.respawners.end(),
+                            [&](const Respawner& x) { return x.id == u.id; });
+      if (r == report_.respawners.end()) {
+        report_.respawners.push_back(u);
+        continue;
+      }
+      r->respawns += u.respawns;
+      r->stop_hint = u.stop_hint;
+      r->unit = u.unit;
+      r->restart = u.restart;
     }
   }
 
@@ -427,6 +466,10 @@ class Reclaim {
   // the comms of the holders each parent lost.
   std::set<proc::ProcessId> existed_before_kill_;
   std::map<proc::ProcessId, std::set<std::string>> killed_comms_;
+  // System services that restart a killed target (Restart= not "no"), as reported;
+  // `respawns` counts new holders in the unit that no live parent explains.
+  std::vector<Respawner> restarting_units_;
+  std::set<std::string> asked_units_;
 };
 
 }  // namespace

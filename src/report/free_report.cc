@@ -105,7 +105,17 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
     out += style.yellow("Interrupted: stopped waiting; this is what had been done.\n");
   for (const auto& resp : r.respawners)
     out += style.yellow(
-        resp.respawns == 0
+        !resp.unit.empty()
+            ? fmt::format("{} restarts its worker when it exits (Restart={}; pid {} ({}) was its "
+                          "main process); {}. To stop it: {}\n",
+                          terminal_text(resp.unit), terminal_text(resp.restart), resp.id.pid,
+                          terminal_text(resp.comm),
+                          resp.respawns == 0
+                              ? fmt::format("watched {:.1f} s after the release: no restart yet",
+                                            r.settled_seconds)
+                              : fmt::format("restarted GPU holders {}x", resp.respawns),
+                          terminal_text(resp.stop_hint))
+        : resp.respawns == 0
             ? fmt::format("pid {} ({}), the parent of a killed holder, is still alive and could "
                           "restart it (watched {:.1f} s after the release: no restart). To stop "
                           "it: {}\n",
@@ -236,7 +246,11 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
                           {"comm", x.comm},
                           {"respawns", x.respawns},
                           {"included", x.included},
-                          {"stop_hint", x.stop_hint}});
+                          {"stop_hint", x.stop_hint},
+                          {"unit", x.unit.empty() ? nlohmann::ordered_json(nullptr)
+                                                  : nlohmann::ordered_json(x.unit)},
+                          {"restart", x.restart.empty() ? nlohmann::ordered_json(nullptr)
+                                                        : nlohmann::ordered_json(x.restart)}});
   for (const auto& x : r.resets)
     resets.push_back({{"gpu", x.gpu},
                       {"blockers", x.blockers},

@@ -30,8 +30,8 @@ reclaim::Action action(const std::string& comm) {
 TEST(FreeText, ProcessTextIsEscapedInEveryLine) {
   reclaim::ReclaimReport r;
   r.actions.push_back(action(kComm));
-  r.respawners.push_back({{4000, 1}, kComm, 3, true, ""});
-  r.respawners.push_back({{4001, 1}, kComm, 2, false, "kill 4001 \x1b[2J"});
+  r.respawners.push_back({{4000, 1}, kComm, 3, true, "", "", ""});
+  r.respawners.push_back({{4001, 1}, kComm, 2, false, "kill 4001 \x1b[2J", "", ""});
   r.notes.push_back("cgroup.kill not used for /x: pid 7 (" + kComm + ") is not in the plan");
   reclaim::GpuRelease g;
   g.uuid = "GPU-x";
@@ -54,6 +54,29 @@ TEST(FreeText, ProcessTextIsEscapedInEveryLine) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("cmd: a\\nb"), std::string::npos) << out;
+}
+
+TEST(FreeText, ASystemdUnitThatRestartsTheWorkerIsNamedWithItsStopCommand) {
+  reclaim::ReclaimReport r;
+  r.settled_seconds = 5;
+  r.respawners.push_back(
+      {{4100, 7}, "python3", 0, false, "systemctl stop llm.service", "llm.service", "always"});
+  r.respawners.push_back(
+      {{4101, 8}, "launcher", 2, false, "systemctl stop job.service", "job.service", "on-failure"});
+  std::string out = free_text(r, Style{});
+  EXPECT_NE(out.find("llm.service restarts its worker when it exits (Restart=always; pid 4100 "
+                     "(python3) was its main process); watched 5.0 s after the release: no restart "
+                     "yet. To stop it: systemctl stop llm.service\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("job.service restarts its worker when it exits (Restart=on-failure; pid 4101 "
+                     "(launcher) was its main process); restarted GPU holders 2x. To stop it: "
+                     "systemctl stop job.service\n"),
+            std::string::npos)
+      << out;
+  auto j = free_json(reclaim::Plan{}, r, false);
+  EXPECT_EQ(j["respawners"][0]["unit"], "llm.service");
+  EXPECT_EQ(j["respawners"][0]["restart"], "always");
 }
 
 TEST(PlanText, ProcessTextIsEscaped) {
