@@ -36,12 +36,17 @@ struct AgentOptions {
 /// Where events go (the CLI renders and prints them: library code never prints).
 using EventSink = std::function<void(const inventory::Event&)>;
 
+/// Called once the agent listens: the HTTP address really bound (port 0 picks
+/// one; nullopt without --listen) and the number of GPUs it watches.
+using StartedFn = std::function<void(const std::optional<std::string>& listen, std::size_t gpus)>;
+
 /// Runs until `stop` is set (SIGTERM/SIGINT) and returns 0; `reload` set (SIGHUP)
 /// calls `reload_options` and applies what it returns. Fails before the loop
 /// starts: another agent holds the lock (its pid named), the socket or the
 /// listen address cannot be bound.
 Result<void> run_agent(inventory::Node& node, AgentOptions options, const EventSink& sink,
                        const std::atomic<bool>& stop, std::atomic<bool>& reload,
-                       const std::function<Result<AgentOptions>()>& reload_options);
+                       const std::function<Result<AgentOptions>()>& reload_options,
+                       const StartedFn& started);
 
 }  // namespace gpureap::agent

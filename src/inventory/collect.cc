@@ -28,7 +28,16 @@ Inventory collect(gpu::GpuSource& gpus, const proc::DeviceSet& devices, Baseline
       std::async(std::launch::async, [&] { return proc::scan_holders(scan_options); });
   gpu::GpuSnapshot snapshot = gpus.snapshot(options.nvml_deadline);
   proc::ScanResult scan = scan_future.get();
+  return join_look(gpus, std::move(snapshot), std::move(scan), devices, baselines, options);
+}
 
+}  // namespace
+
+Inventory join_look(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc::ScanResult scan,
+                    const proc::DeviceSet& devices, BaselineStore& baselines,
+                    const CollectOptions& options) {
+  std::set<pid_t> exclude = options.exclude;
+  exclude.insert(::getpid());
   // Our NVML helper opens the device nodes itself; it is not a holder to report.
   if (auto worker = gpus.worker_pid()) {
     std::erase_if(scan.holders, [&](const proc::Holder& h) { return h.id.pid == *worker; });
@@ -43,14 +52,17 @@ Inventory collect(gpu::GpuSource& gpus, const proc::DeviceSet& devices, Baseline
       auto pid = static_cast<pid_t>(p.pid);
       bool known = std::any_of(scan.holders.begin(), scan.holders.end(),
                                [&](const proc::Holder& h) { return h.id.pid == pid; });
-      if (!known && !scan_options.exclude.contains(pid) && pid != gpus.worker_pid().value_or(-1) &&
+      if (!known && !exclude.contains(pid) && pid != gpus.worker_pid().value_or(-1) &&
           std::find(unread.begin(), unread.end(), pid) == unread.end())
         unread.push_back(pid);
     }
   for (auto& h : proc::describe_processes(unread, options.proc_root))
     scan.holders.push_back(std::move(h));
 
-  Inventory inv = build_inventory(snapshot, scan, baselines);
+  Inventory inv = build_inventory(snapshot, scan, baselines, {}, options.earlier);
+  inv.warnings = devices.warnings();
+  inv.warnings.insert(inv.warnings.end(), baselines.warnings().begin(), baselines.warnings().end());
+  if (!options.reread_unexplained) return inv;
   std::vector<unsigned> puzzling;
   for (const auto& view : inv.gpus)
     if (view.unexplained != Unexplained::none) puzzling.push_back(view.info.index);
@@ -73,18 +85,15 @@ Inventory collect(gpu::GpuSource& gpus, const proc::DeviceSet& devices, Baseline
     if (dropped) break;
   }
   if (later.empty()) return inv;
-  return build_inventory(std::move(snapshot), std::move(scan), baselines, later);
+  std::vector<std::string> warnings = std::move(inv.warnings);
+  inv = build_inventory(std::move(snapshot), std::move(scan), baselines, later, options.earlier);
+  inv.warnings = std::move(warnings);
+  return inv;
 }
-
-}  // namespace
 
 Inventory collect_inventory(gpu::GpuSource& gpus, const proc::DeviceSet& devices,
                             BaselineStore& baselines, const CollectOptions& options) {
-  Inventory inv = collect(gpus, devices, baselines, options);
-  // After the build: reading the baselines is what finds implausible ones.
-  inv.warnings = devices.warnings();
-  inv.warnings.insert(inv.warnings.end(), baselines.warnings().begin(), baselines.warnings().end());
-  return inv;
+  return collect(gpus, devices, baselines, options);
 }
 
 }  // namespace gpureap::inventory

@@ -5,11 +5,13 @@
 
 #include <chrono>
 #include <set>
+#include <vector>
 #include <string>
 
 #include "gpu/gpu_source.h"
 #include "inventory/inventory.h"
 #include "proc/device_nodes.h"
+#include "proc/holder_scan.h"
 #include "util/clock.h"
 
 namespace gpureap::inventory {
@@ -19,11 +21,24 @@ struct CollectOptions {
   std::chrono::milliseconds nvml_deadline{2000};
   std::set<pid_t> exclude;  // in addition to ourselves and our NVML helper
   util::Clock* clock = nullptr;  // waits between re-readings; nullptr: the system clock
+  /// Memory no holder explains is read again a few times (at most ~100 ms) to tell
+  /// a release in progress from driver-held memory. The agent, which reads every
+  /// tick, turns this off and passes its previous reading as `earlier` instead.
+  bool reread_unexplained = true;
+  std::vector<gpu::MemoryReading> earlier;
 };
 
 /// Takes the snapshot and the scan concurrently and builds the inventory. When
 /// some GPU has memory no holder explains, reads its memory once more so that a
 /// release in progress is told apart from driver-held memory.
+/// The join step of a look, for a caller that keeps its own scan (the agent's
+/// incremental one): drops our NVML helper from the holders, describes from /proc
+/// the processes NVML lists that the scan did not read (another user's, when not
+/// root), builds the inventory and classifies unexplained memory.
+Inventory join_look(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc::ScanResult scan,
+                    const proc::DeviceSet& devices, BaselineStore& baselines,
+                    const CollectOptions& options);
+
 Inventory collect_inventory(gpu::GpuSource& gpus, const proc::DeviceSet& devices,
                             BaselineStore& baselines, const CollectOptions& options = {});
 

@@ -38,7 +38,9 @@ std::vector<gpu::GpuInfo> gpus_from_nodes(const std::vector<proc::Holder>& holde
   return gpus;
 }
 
-void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::uint64_t>& later) {
+void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::uint64_t>& later,
+                          const std::optional<std::uint64_t>& earlier) {
+  const std::uint64_t step = freed_tolerance(view.info.memory->total) / 4;
   const auto amount = format_bytes(view.unattributed_bytes);
   bool openers_without_figure =
       std::any_of(view.holders.begin(), view.holders.end(),
@@ -57,12 +59,14 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
         "PID namespace (container, LXC guest) or exited a moment ago. Look on the host, or re-run "
         "in a second.",
         pid_list(view.nvml_unseen));
-  } else if (later && *later + freed_tolerance(view.info.memory->total) / 4 < view.used()) {
+  } else if ((later && *later + step < view.used()) || (earlier && view.used() + step < *earlier)) {
+    bool fell_since = earlier && view.used() + step < *earlier;
     view.unexplained = Unexplained::releasing;
     view.unexplained_detail = fmt::format(
         "used memory is falling ({} -> {}): the driver is still releasing it after its holder "
         "exited. `gpureap wait` returns when it is done.",
-        format_bytes(view.used()), format_bytes(*later));
+        format_bytes(fell_since ? *earlier : view.used()),
+        format_bytes(fell_since ? view.used() : *later));
   } else if (!view.info.processes_known || openers_without_figure) {
     view.unexplained = Unexplained::unknown;
     view.unexplained_detail =
@@ -113,7 +117,8 @@ bool in_host_pid_namespace(const std::string& proc_root) {
 
 Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
                           BaselineStore& baselines,
-                          const std::vector<gpu::MemoryReading>& later_used) {
+                          const std::vector<gpu::MemoryReading>& later_used,
+                          const std::vector<gpu::MemoryReading>& earlier_used) {
   Inventory inv;
   inv.nvml_state = snapshot.state;
   inv.nvml_problem = std::move(snapshot.problem);
@@ -185,7 +190,10 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
         std::optional<std::uint64_t> later;
         for (const auto& r : later_used)
           if (r.index == view.info.index) later = r.used;
-        classify_unexplained(view, inv.host_pid_namespace, later);
+        std::optional<std::uint64_t> earlier;
+        for (const auto& r : earlier_used)
+          if (r.index == view.info.index) earlier = r.used;
+        classify_unexplained(view, inv.host_pid_namespace, later, earlier);
       }
     }
     inv.gpus.push_back(std::move(view));

@@ -70,11 +70,13 @@ struct Inventory {
 };
 
 /// Builds the per-GPU view. `later_used` (index -> used bytes read after the
-/// scan) lets a drop in memory be recognised as "still being released".
+/// scan) lets a drop in memory be recognised as "still being released"; so does
+/// `earlier_used` (index -> used read before: the agent's previous tick).
 /// Records idle baselines into `baselines` (the caller saves the store).
 Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
                           BaselineStore& baselines,
-                          const std::vector<gpu::MemoryReading>& later_used = {});
+                          const std::vector<gpu::MemoryReading>& later_used = {},
+                          const std::vector<gpu::MemoryReading>& earlier_used = {});
 
 /// True when this process runs in the initial (host) PID namespace: inode of
 /// /proc/self/ns/pid == PROC_PID_INIT_INO (0xEFFFFFFC). There NVML pids match /proc.

@@ -8,8 +8,9 @@
 
 namespace gpureap::reclaim {
 
-Result<FreeLock> FreeLock::acquire(const std::string& state_dir) {
-  std::string path = state_dir + "/free.lock";
+Result<FreeLock> FreeLock::acquire(const std::string& state_dir, std::string_view file,
+                                   std::string_view who, std::string_view advice) {
+  std::string path = fmt::format("{}/{}", state_dir, file);
   // Never through a symlink, and nothing is truncated before we know the file
   // is a regular file of our own: a planted link once made this overwrite
   // another file with our pid.
@@ -35,8 +36,7 @@ Result<FreeLock> FreeLock::acquire(const std::string& state_dir) {
     std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "unknown";
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
     return fail(
-        fmt::format("another gpureap free (pid {}) is running; wait for it to finish (lock: {})",
-                    holder, path));
+        fmt::format("another {} (pid {}) is running; {} (lock: {})", who, holder, advice, path));
   }
   std::string me = fmt::format("{}\n", ::getpid());
   if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, me.data(), me.size(), 0);

@@ -4,6 +4,7 @@
 // The kernel drops the lock when the holder dies, so a crashed run never wedges it.
 
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "util/fd.h"
@@ -17,7 +18,13 @@ class FreeLock {
   /// running" when it is held. <state_dir>/free.lock is opened without following
   /// a symlink and used only when it is a regular file owned by the caller;
   /// otherwise the error names it and nothing is written.
-  static Result<FreeLock> acquire(const std::string& state_dir);
+  static Result<FreeLock> acquire(const std::string& state_dir) {
+    return acquire(state_dir, "free.lock", "gpureap free", "wait for it to finish");
+  }
+  /// The same lock under another name: `gpureap watch` holds agent.lock ("another
+  /// gpureap watch (pid N) is running; <advice> (lock: …)").
+  static Result<FreeLock> acquire(const std::string& state_dir, std::string_view file,
+                                  std::string_view who, std::string_view advice);
 
   FreeLock(FreeLock&& o) noexcept = default;
   FreeLock& operator=(FreeLock&&) = delete;

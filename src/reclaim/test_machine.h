@@ -137,6 +137,13 @@ class TestMachine {
     write_stat(p.pid, p.comm, state, p.ppid, start_time(p.pid));
   }
 
+  /// Re-parents a process (its parent died): the new parent, group and session.
+  void set_parent(const FakeProc& p, pid_t ppid, pid_t pgid, pid_t sid) {
+    write(fmt::format("{}/{}/stat", proc(), p.pid),
+          fmt::format("{} ({}) {} {} {} {} 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {} 0 0\n", p.pid, p.comm,
+                      p.state, ppid, pgid, sid, start_time(p.pid)));
+  }
+
   /// What `free --gpu <selection.gpus> --yes` does after its discovery: look, plan, reclaim.
   ReclaimReport free(ReclaimOptions options) {
     if (options.selection.gpus.empty()) options.selection.gpus = {0};

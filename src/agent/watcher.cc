@@ -1,0 +1,251 @@
+#include "agent/watcher.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "inventory/collect.h"
+#include "proc/holder_scan.h"
+#include "proc/proc_files.h"
+#include "proc/proc_parse.h"
+#include "proc/process_table.h"
+
+namespace gpureap::agent {
+
+namespace {
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+/// The stat line of one process, parsed; nullopt when it is gone or unreadable.
+std::optional<proc::StatInfo> read_stat(int proc_fd, pid_t pid, proc::ReadBuffer& buf) {
+  std::string path = std::to_string(pid) + "/stat";
+  if (proc::read_file_at(proc_fd, path.c_str(), buf) != 0) return std::nullopt;
+  auto stat = proc::parse_stat(buf.view());
+  if (!stat) return std::nullopt;
+  return std::move(*stat);
+}
+
+}  // namespace
+
+/// A pidfd on a process whose death matters: a holder (it is gone: drop it), or
+/// a holder's parent or process-group leader (its holders may be orphans now).
+struct Watcher::Watched {
+  proc::ProcessHandle handle;
+  pid_t pid = 0;
+  std::string comm;
+  std::string cmdline;
+  std::set<pid_t> dependents;  // holders whose parent or group leader this is
+  bool is_holder = false;
+};
+
+Watcher::Watcher(inventory::Node& node, WatchOptions options)
+    : node_(node), options_(options) {}
+
+std::set<pid_t> Watcher::own_pids() const {
+  std::set<pid_t> own{::getpid()};
+  if (auto worker = node_.gpus().worker_pid()) own.insert(*worker);
+  return own;
+}
+
+void Watcher::refresh(bool full) {
+  auto now = node_.clock().now();
+  if (full || full_scans_ == 0 || now >= next_full_) {
+    full_scan();
+    next_full_ = now + options_.full_scan;
+  } else {
+    incremental_scan();
+  }
+  rewatch();
+}
+
+void Watcher::full_scan() {
+  ++full_scans_;
+  node_.gpus().prefetch_snapshot();
+  proc::ScanOptions scan;
+  scan.proc_root = node_.proc_root();
+  scan.devices = &node_.devices();
+  scan.exclude = own_pids();
+  proc::ScanResult result = proc::scan_holders(scan);
+  take_snapshot();
+
+  holders_.clear();
+  for (auto& h : result.holders) holders_.emplace(h.id.pid, std::move(h));
+  problems_ = std::move(result.problems);
+  processes_scanned_ = result.processes_scanned;
+
+  // Every process seen now is known: the next tick scans only newer ones.
+  seen_pids_.clear();
+  UniqueFd proc_fd(proc::open_dir_at(AT_FDCWD, node_.proc_root().c_str()));
+  proc::ReadBuffer scratch;
+  std::vector<pid_t> pids;
+  if (proc_fd.valid() && proc::list_pids(proc_fd.get(), scratch, pids) == 0)
+    seen_pids_.insert(pids.begin(), pids.end());
+  rebuild();
+}
+
+void Watcher::take_snapshot() {
+  // A hung NVML stays refused by the source; the agent must recover when the driver
+  // does, so it asks again, less and less often (5 s, doubling up to 5 min), and only
+  // once the helper that hung has exited.
+  if (snapshot_.state == gpu::NvmlState::hung) {
+    auto now = node_.clock().now();
+    if (now >= next_nvml_retry_) {
+      if (node_.gpus().retry_after_hang())
+        nvml_backoff_ = std::min<std::chrono::seconds>(nvml_backoff_ * 2, std::chrono::minutes(5));
+      next_nvml_retry_ = now + nvml_backoff_;
+    }
+  } else {
+    nvml_backoff_ = std::chrono::seconds(5);
+  }
+  snapshot_ = node_.gpus().snapshot(options_.nvml_deadline);
+}
+
+void Watcher::incremental_scan() {
+  ++incremental_scans_;
+  node_.gpus().prefetch_snapshot();
+  UniqueFd proc_fd(proc::open_dir_at(AT_FDCWD, node_.proc_root().c_str()));
+  if (!proc_fd.valid()) return full_scan();  // reports the failure as a scan problem
+  proc::ReadBuffer buf;
+  std::vector<pid_t> pids;
+  if (proc::list_pids(proc_fd.get(), buf, pids) != 0) return full_scan();
+
+  std::set<pid_t> now_seen(pids.begin(), pids.end());
+  std::set<pid_t> candidates;
+  for (pid_t p : pids)
+    if (!seen_pids_.contains(p)) candidates.insert(p);  // new since the last tick
+  seen_pids_ = std::move(now_seen);
+
+  // Known holders: gone ones are dropped; a changed state letter, parent or group
+  // (a zombie leader, an orphan) means a fresh look at that one process.
+  for (auto it = holders_.begin(); it != holders_.end();) {
+    auto stat = read_stat(proc_fd.get(), it->first, buf);
+    if (!stat || stat->start_time != it->second.id.start_time) {
+      it = holders_.erase(it);
+      continue;
+    }
+    if (stat->state != it->second.state || stat->ppid != it->second.ppid ||
+        stat->pgid != it->second.pgid)
+      candidates.insert(it->first);
+    ++it;
+  }
+
+  take_snapshot();
+  // Processes NVML lists that we do not know as holders yet (a context created
+  // by a process that was already running).
+  for (const auto& g : snapshot_.gpus)
+    for (const auto& p : g.processes)
+      if (!holders_.contains(static_cast<pid_t>(p.pid)))
+        candidates.insert(static_cast<pid_t>(p.pid));
+  for (pid_t own : own_pids()) candidates.erase(own);
+  if (!candidates.empty()) rescan(candidates);
+  rebuild();
+}
+
+void Watcher::rescan(const std::set<pid_t>& pids) {
+  proc::ScanOptions scan;
+  scan.proc_root = node_.proc_root();
+  scan.devices = &node_.devices();
+  scan.exclude = own_pids();
+  scan.only_pids = std::vector<pid_t>(pids.begin(), pids.end());
+  proc::ScanResult result = proc::scan_holders(scan);
+  for (pid_t p : pids) holders_.erase(p);  // no longer a holder unless found again
+  std::erase_if(problems_, [&](const proc::ScanProblem& pr) { return pids.contains(pr.pid); });
+  for (auto& h : result.holders) holders_[h.id.pid] = std::move(h);
+  for (auto& pr : result.problems)
+    if (pr.pid != 0) problems_.push_back(std::move(pr));
+}
+
+void Watcher::rebuild() {
+  proc::ScanResult scan;
+  scan.holders.reserve(holders_.size());
+  for (const auto& [pid, h] : holders_) scan.holders.push_back(h);
+  scan.problems = problems_;
+  scan.processes_scanned = full_scans_ > 0 ? seen_pids_.size() : processes_scanned_;
+
+  inventory::CollectOptions options;
+  options.proc_root = node_.proc_root();
+  options.nvml_deadline = options_.nvml_deadline;
+  options.exclude = own_pids();
+  options.clock = &node_.clock();
+  options.reread_unexplained = false;
+  options.earlier = std::move(previous_used_);
+  gpu::GpuSnapshot snapshot = snapshot_;
+  inv_ = inventory::join_look(node_.gpus(), std::move(snapshot), std::move(scan), node_.devices(),
+                              node_.baselines(), options);
+  // This reading is the next one's "earlier": a drop between ticks is a release.
+  previous_used_.clear();
+  for (const auto& g : snapshot_.gpus)
+    if (g.memory) previous_used_.push_back({g.index, g.memory->used, {}, {}, false});
+}
+
+void Watcher::rewatch() {
+  // Which processes matter now: every holder, and each one's parent and group leader.
+  std::map<pid_t, std::set<pid_t>> wanted;  // pid -> dependents
+  for (const auto& [pid, h] : holders_) {
+    wanted[pid];
+    if (h.ppid > 1) wanted[h.ppid].insert(pid);
+    if (h.pgid > 1 && h.pgid != pid) wanted[h.pgid].insert(pid);
+  }
+  std::map<pid_t, std::shared_ptr<Watched>> by_pid;
+  for (auto& [fd, w] : watched_) by_pid[w->pid] = w;
+
+  std::map<int, std::shared_ptr<Watched>> next;
+  UniqueFd proc_fd(proc::open_dir_at(AT_FDCWD, node_.proc_root().c_str()));
+  proc::ReadBuffer buf;
+  for (auto& [pid, dependents] : wanted) {
+    std::shared_ptr<Watched> w;
+    if (auto it = by_pid.find(pid); it != by_pid.end() && !it->second->handle.has_exited()) {
+      w = it->second;
+    } else {
+      if (!proc_fd.valid()) continue;
+      auto stat = read_stat(proc_fd.get(), pid, buf);
+      if (!stat) continue;
+      auto handle = proc::ProcessHandle::open({pid, stat->start_time, 0}, node_.proc_root());
+      if (!handle) continue;  // gone already, or not ours to watch: the tick will see it
+      w = std::make_shared<Watched>();
+      w->handle = std::move(*handle);
+      w->pid = pid;
+      w->comm = stat->comm;
+      w->cmdline = proc::read_cmdline(pid, node_.proc_root());
+    }
+    w->dependents = std::move(dependents);
+    w->is_holder = holders_.contains(pid);
+    next[w->handle.fd()] = w;
+  }
+  watched_ = std::move(next);
+}
+
+std::vector<int> Watcher::watch_fds() const {
+  std::vector<int> fds;
+  fds.reserve(watched_.size());
+  for (const auto& [fd, w] : watched_) fds.push_back(fd);
+  return fds;
+}
+
+void Watcher::on_ready(int fd) {
+  auto it = watched_.find(fd);
+  if (it == watched_.end()) return;
+  std::shared_ptr<Watched> w = it->second;
+  if (!w->handle.has_exited()) return;  // a spurious wake-up
+  watched_.erase(it);
+
+  double now = wall_now();
+  std::set<pid_t> affected = w->dependents;
+  if (w->is_holder) holders_.erase(w->pid);
+  for (pid_t dep : w->dependents)
+    dead_parents_[dep] = inventory::DeadParent{w->pid, w->comm, w->cmdline, now};
+  // Dependents were re-parented before the pidfd fired (exit_notify): their fresh
+  // stat already says who adopted them.
+  for (pid_t own : own_pids()) affected.erase(own);
+  if (!affected.empty()) rescan(affected);
+  // Forget parents of processes that are no holders any more.
+  std::erase_if(dead_parents_, [&](const auto& entry) { return !holders_.contains(entry.first); });
+  rebuild();
+  rewatch();
+}
+
+}  // namespace gpureap::agent

@@ -1,0 +1,146 @@
+// The Watcher on the reclaim engine's fake machine (a fixture /proc, a fake NVML,
+// an EventClock): what an incremental tick finds without a full scan, and when
+// the full scan runs.
+
+#include "agent/watcher.h"
+
+#include <gtest/gtest.h>
+
+#include "reclaim/test_machine.h"
+
+namespace gpureap::agent {
+namespace {
+
+using reclaim::testing::FakeProc;
+using reclaim::testing::kGiB;
+using reclaim::testing::TestMachine;
+
+const inventory::GpuHolder* holder_on(const inventory::Inventory& inv, unsigned gpu, pid_t pid) {
+  for (const auto& view : inv.gpus)
+    if (view.info.index == gpu)
+      for (const auto& h : view.holders)
+        if (h.holder.id.pid == pid) return &h;
+  return nullptr;
+}
+
+FakeProc proc(pid_t pid, std::optional<unsigned> gpu = std::nullopt, std::uint64_t bytes = 0,
+              pid_t ppid = 1) {
+  FakeProc p;
+  p.pid = pid;
+  p.ppid = ppid;
+  p.gpu = gpu;
+  p.bytes = bytes;
+  p.release_after = std::nullopt;  // the tests move memory themselves
+  return p;
+}
+
+WatchOptions slow_full_scan() {
+  WatchOptions o;
+  o.full_scan = std::chrono::hours(1);
+  return o;
+}
+
+TEST(Watcher, FirstRefreshIsAFullScan) {
+  TestMachine m;
+  m.spawn(proc(4001, 0, 20 * kGiB));
+  Watcher w(m.node(), slow_full_scan());
+  w.refresh();
+  EXPECT_EQ(w.full_scans(), 1u);
+  EXPECT_EQ(w.incremental_scans(), 0u);
+  ASSERT_NE(holder_on(w.inventory(), 0, 4001), nullptr);
+  EXPECT_EQ(holder_on(w.inventory(), 0, 4001)->gpu_bytes, 20 * kGiB);
+}
+
+TEST(Watcher, ANewHolderIsFoundWithoutAFullScan) {
+  TestMachine m;
+  Watcher w(m.node(), slow_full_scan());
+  w.refresh();
+  EXPECT_EQ(w.inventory().gpus.at(1).holders.size(), 0u);
+  m.spawn(proc(5001, 1, 8 * kGiB));
+  w.refresh();
+  EXPECT_EQ(w.full_scans(), 1u);
+  EXPECT_EQ(w.incremental_scans(), 1u);
+  ASSERT_NE(holder_on(w.inventory(), 1, 5001), nullptr);
+  EXPECT_EQ(w.inventory().gpus.at(1).attributed_bytes, 8 * kGiB);
+}
+
+TEST(Watcher, AHolderThatExitedIsDroppedAtTheNextTick) {
+  TestMachine m;
+  FakeProc p = proc(4001, 0, 20 * kGiB);
+  m.spawn(p);
+  Watcher w(m.node(), slow_full_scan());
+  w.refresh();
+  ASSERT_NE(holder_on(w.inventory(), 0, 4001), nullptr);
+  m.end_process(p);
+  w.refresh();
+  EXPECT_EQ(holder_on(w.inventory(), 0, 4001), nullptr);
+  EXPECT_EQ(w.full_scans(), 1u);
+}
+
+TEST(Watcher, AKnownHolderReparentedToInitBecomesAnOrphanAtTheNextTick) {
+  TestMachine m;
+  FakeProc server = proc(4000);
+  server.comm = "sglang";
+  FakeProc worker = proc(4001, 0, 20 * kGiB, 4000);
+  m.spawn(server);
+  m.spawn(worker);
+  Watcher w(m.node(), slow_full_scan());
+  w.refresh();
+  ASSERT_NE(holder_on(w.inventory(), 0, 4001), nullptr);
+  EXPECT_FALSE(holder_on(w.inventory(), 0, 4001)->holder.orphaned);
+  m.end_process(server);
+  m.set_parent(worker, 1, 4000, 4000);  // the server led its group and session
+  w.refresh();
+  EXPECT_EQ(w.full_scans(), 1u);
+  ASSERT_NE(holder_on(w.inventory(), 0, 4001), nullptr);
+  EXPECT_TRUE(holder_on(w.inventory(), 0, 4001)->holder.orphaned);
+}
+
+TEST(Watcher, AProcessNvmlListsLaterIsScannedEvenIfItWasSeenBefore) {
+  TestMachine m;
+  Watcher w(m.node(), slow_full_scan());
+  // Running before the first scan, without a GPU: a known, non-holding process.
+  FakeProc late = proc(6001);
+  m.spawn(late);
+  w.refresh();
+  w.refresh();
+  // It imports torch and creates a context: NVML lists it, the fd appears.
+  m.end_process(late);
+  m.spawn(proc(6001, 0, 4 * kGiB));
+  w.refresh();
+  EXPECT_EQ(w.full_scans(), 1u);
+  EXPECT_NE(holder_on(w.inventory(), 0, 6001), nullptr);
+}
+
+TEST(Watcher, TheFullScanRunsAtItsInterval) {
+  TestMachine m;
+  WatchOptions o;
+  o.full_scan = std::chrono::seconds(30);
+  Watcher w(m.node(), o);
+  w.refresh();
+  m.clock.sleep_for(std::chrono::seconds(29));
+  w.refresh();
+  EXPECT_EQ(w.full_scans(), 1u);
+  m.clock.sleep_for(std::chrono::seconds(2));
+  w.refresh();
+  EXPECT_EQ(w.full_scans(), 2u);
+  w.refresh(true);
+  EXPECT_EQ(w.full_scans(), 3u);
+}
+
+TEST(Watcher, MemoryFallingBetweenTicksIsReleasingNotDriverHeld) {
+  TestMachine m;
+  FakeProc p = proc(4001, 0, 40 * kGiB);
+  m.spawn(p);
+  Watcher w(m.node(), slow_full_scan());
+  w.refresh();
+  m.end_process(p);
+  m.gpu(0).memory->used -= 30 * kGiB;  // part released: 10 GiB to go
+  w.refresh();
+  EXPECT_EQ(w.inventory().gpus.at(0).unexplained, inventory::Unexplained::releasing);
+  w.refresh();  // no further drop: nobody holds it, it stays
+  EXPECT_EQ(w.inventory().gpus.at(0).unexplained, inventory::Unexplained::driver_held);
+}
+
+}  // namespace
+}  // namespace gpureap::agent
