@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "gpu/gpu_select.h"
-#include "inventory/collect.h"
 
 namespace gpureap::inventory {
 
@@ -22,14 +21,11 @@ void Node::load() {
                                  : BaselineStore::load_default();
 }
 
-Inventory Node::look(const LookOptions& options) {
+Inventory Node::look(CollectOptions options) {
   load();
-  CollectOptions collect;
-  collect.proc_root = config_.proc_root;
-  collect.nvml_deadline = options.nvml_deadline;
-  collect.exclude = options.exclude;
-  collect.clock = clock_;
-  return collect_inventory(*gpus_, devices_, baselines_, collect);
+  options.proc_root = config_.proc_root;
+  options.clock = clock_;
+  return collect_inventory(*gpus_, devices_, baselines_, options);
 }
 
 Result<std::vector<unsigned>> select_gpus(std::string_view spec, const Inventory& inv) {

@@ -9,16 +9,15 @@
 #include <sys/types.h>
 
 #include <atomic>
-#include <chrono>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gpu/gpu_source.h"
 #include "inventory/baseline_store.h"
+#include "inventory/collect.h"
 #include "inventory/inventory.h"
 #include "proc/device_nodes.h"
 #include "util/clock.h"
@@ -39,11 +38,6 @@ struct NodeConfig {
   std::optional<std::string> agent_socket;
 };
 
-struct LookOptions {
-  std::chrono::milliseconds nvml_deadline{2000};
-  std::set<pid_t> exclude;  // in addition to ourselves and our NVML helper
-};
-
 class Node {
  public:
   /// Nothing is read yet: the device nodes are discovered (a failure leaves the set
@@ -56,8 +50,9 @@ class Node {
   Node& operator=(Node&&) noexcept = default;
 
   /// One look at the machine: NVML snapshot and /proc holder scan, concurrently
-  /// (inventory/collect.h), joined into an Inventory.
-  Inventory look(const LookOptions& options = {});
+  /// (inventory/collect.h), joined into an Inventory. The node's proc root and clock
+  /// replace those of `options`.
+  Inventory look(CollectOptions options = {});
   /// Writes the baselines learnt by look() (a read-only state dir only costs them).
   Result<void> save_baselines() { return baselines().save(); }
 

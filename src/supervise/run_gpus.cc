@@ -88,7 +88,7 @@ void RunGpuWatch::sample(pid_t reaper, const RunCgroup* cgroup) {
 }
 
 inventory::Inventory RunGpuWatch::inventory(const std::set<pid_t>& exclude) {
-  inventory::LookOptions options;
+  inventory::CollectOptions options;
   options.exclude = exclude;
   options.nvml_deadline = kNvmlDeadline;
   return node_.look(options);
