@@ -4,17 +4,12 @@
 #include <thread>
 
 #include "reclaim/release_wait.h"
+#include "util/clock.h"
 
 namespace gpureap::supervise {
-namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-}  // namespace
+using util::seconds_since;
 
 FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& options) {
   FreeWaitResult result;

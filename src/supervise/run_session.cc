@@ -7,20 +7,20 @@
 
 #include "supervise/run_cgroup.h"
 #include "proc/run_id.h"
+#include "util/clock.h"
 #include "util/units.h"
 
 extern char** environ;
 
 namespace gpureap::supervise {
+
+using util::seconds_since;
+
 namespace {
 
 // The first GPU sample comes this long after the start: a command that ends
 // sooner never makes gpureap load NVML.
 constexpr std::chrono::milliseconds kFirstSample{250};
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 std::string signal_name(int sig) {
   switch (sig) {
