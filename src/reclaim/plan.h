@@ -3,6 +3,7 @@
 // their descendants (a worker's helpers die with it); some processes are never
 // targets, whatever the flags.
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -23,6 +24,8 @@ struct Selection {
   std::optional<Pattern> match;     // --match: searched anywhere in the command line
   bool orphans_only = false;        // --orphans
 
+  /// True when `pid` is named by --pid.
+  bool names(pid_t pid) const { return std::find(pids.begin(), pids.end(), pid) != pids.end(); }
   /// True when the selection narrows beyond GPUs (any of pid/user/cgroup/match/orphans).
   bool narrowed() const {
     return !pids.empty() || user || !cgroup.empty() || match || orphans_only;

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "gpu/gpu_select.h"
 #include "proc/cgroup_fs.h"
 #include "proc/proc_parse.h"
 #include "proc/process_handle.h"
@@ -21,18 +22,12 @@ const inventory::GpuView* find_view(const inventory::Inventory& inv, unsigned in
   return nullptr;
 }
 
-bool named_by_pid(const Selection& sel, pid_t pid) {
-  return std::find(sel.pids.begin(), sel.pids.end(), pid) != sel.pids.end();
-}
-
 // What stops a respawning parent, for the report: its service or container's own
 // command, else gpureap with the opt-in.
 std::string stop_hint(const proc::ProcessEntry& parent,
                       const std::optional<std::string>& protection,
                       const std::vector<unsigned>& gpus, const std::string& proc_root) {
   std::string hint = proc::container_hint(proc::cgroup2_path_of(parent.id.pid, proc_root));
-  std::string gpu_list;
-  for (unsigned g : gpus) gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(g);
   if (hint.starts_with("systemd:") && hint.ends_with(".service") && !protection)
     return "systemctl stop " + hint.substr(8);
   if (hint.starts_with("docker:")) return "docker stop " + hint.substr(7);
@@ -44,7 +39,7 @@ std::string stop_hint(const proc::ProcessEntry& parent,
   if (protection)
     return "it is protected (" + *protection +
            "): stop the job it runs with that job's own tool, or name it with --pid";
-  return fmt::format("gpureap free --gpu {} --stop-respawners (or: kill {})", gpu_list,
+  return fmt::format("gpureap free --gpu {} --stop-respawners (or: kill {})", gpu::index_list(gpus),
                      parent.id.pid);
 }
 
@@ -145,14 +140,12 @@ class Reclaim {
     for (const auto& p : caller_.table) existed_before_kill_.insert(p.id);
     for (const auto& t : plan.targets) {
       signalled_.insert(t.id);
-      auto e = std::find_if(caller_.table.begin(), caller_.table.end(),
-                            [&](const proc::ProcessEntry& p) { return p.id == t.id; });
-      if (e == caller_.table.end()) continue;
-      for (const auto& p : caller_.table)
-        if (p.id.pid == e->ppid) {
-          parent_of_killed_[t.id] = p.id;
-          killed_comms_[p.id].insert(t.comm);
-        }
+      auto e = proc::find_process(caller_.table, t.id);
+      if (!e) continue;
+      if (auto p = proc::find_process(caller_.table, e->ppid)) {
+        parent_of_killed_[t.id] = p->id;
+        killed_comms_[p->id].insert(t.comm);
+      }
       note_restarting_unit(*e);
     }
     EscalationResult esc = terminate(plan.targets, options_.escalation,
@@ -168,20 +161,16 @@ class Reclaim {
   // parent is pid 1), comes back when systemd restarts the unit, unless Restart=no.
   // systemd is asked once per unit; no answer (no systemd, a timeout) is no claim.
   void note_restarting_unit(const proc::ProcessEntry& target) {
-    const proc::ProcessEntry* main = &target;
-    if (target.ppid != 1) {
-      auto p = std::find_if(caller_.table.begin(), caller_.table.end(),
-                            [&](const proc::ProcessEntry& x) { return x.id.pid == target.ppid; });
-      main = p == caller_.table.end() ? nullptr : &*p;
-    }
-    if (!main || main->ppid != 1 || !options_.restart_policy) return;
+    const proc::ProcessEntry* service_main =
+        target.ppid == 1 ? &target : proc::find_process(caller_.table, target.ppid);
+    if (!service_main || service_main->ppid != 1 || !options_.restart_policy) return;
     std::string unit =
-        system_service_of(proc::cgroup2_path_of(main->id.pid, node_.proc_root()));
+        system_service_of(proc::cgroup2_path_of(service_main->id.pid, node_.proc_root()));
     if (unit.empty() || !asked_units_.insert(unit).second) return;
     auto policy = options_.restart_policy(unit);
     if (policy && *policy != "no")
-      restarting_units_.push_back({main->id, main->comm, 0, false, "systemctl stop " + unit, unit,
-                                   *policy});
+      restarting_units_.push_back({service_main->id, service_main->comm, 0, false,
+                                   "systemctl stop " + unit, unit, *policy});
   }
 
   // Step 2, watch release: memory falls; re-scan now and then for holders that
@@ -311,10 +300,9 @@ class Reclaim {
   }
 
   void note_respawner(const proc::ProcessId& parent, int n, Plan& next) {
-    auto pe = std::find_if(caller_.table.begin(), caller_.table.end(),
-                           [&](const proc::ProcessEntry& p) { return p.id == parent; });
-    if (pe == caller_.table.end()) return;  // the parent is gone meanwhile
-    bool named = named_by_pid(options_.selection, parent.pid);
+    auto pe = proc::find_process(caller_.table, parent);
+    if (!pe) return;  // the parent is gone meanwhile
+    bool named = options_.selection.names(parent.pid);
     bool included = !signalled_.contains(parent) && (named || options_.stop_respawners) &&
                     include_respawner(next, *pe, options_.selection, caller_, n);
     auto r = std::find_if(report_.respawners.begin(), report_.respawners.end(),
@@ -420,10 +408,9 @@ class Reclaim {
       if (std::any_of(report_.respawners.begin(), report_.respawners.end(),
                       [&](const Respawner& r) { return r.id == parent; }))
         continue;
-      auto pe = std::find_if(now_ctx.table.begin(), now_ctx.table.end(),
-                             [&](const proc::ProcessEntry& p) { return p.id == parent; });
-      if (pe == now_ctx.table.end()) continue;
-      bool named = named_by_pid(options_.selection, parent.pid);
+      auto pe = proc::find_process(now_ctx.table, parent);
+      if (!pe) continue;
+      bool named = options_.selection.names(parent.pid);
       auto protection = protection_reason(pe->id.pid, pe->comm, pe->kernel_thread, now_ctx, named);
       report_.respawners.push_back(
           {parent, pe->comm, 0, false,
