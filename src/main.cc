@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
       "--dev-dir", global.dev_dir,
       "Directory holding the nvidia device nodes (default: $GPUREAP_DEV_DIR, else /dev)");
   app.add_flag("--no-color", global.no_color, "No colour (also when NO_COLOR is set or not a TTY)");
+  app.add_flag("--no-agent", global.no_agent,
+               "Scan directly, without asking a running `gpureap watch` (also GPUREAP_NO_AGENT=1)");
   bool version = false;
   app.add_flag("--version", version,
                "Print the version and commit, the build type and the NVML driver version");

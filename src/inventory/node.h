@@ -50,8 +50,10 @@ class Node {
   Node& operator=(Node&&) noexcept = default;
 
   /// One look at the machine: NVML snapshot and /proc holder scan, concurrently
-  /// (inventory/collect.h), joined into an Inventory. The node's proc root and clock
-  /// replace those of `options`.
+  /// (inventory/collect.h), joined into an Inventory. The first look asks the
+  /// agent instead when config.agent_socket is set (source "agent"; on any
+  /// failure it scans); the agent records the baselines then, this node does not.
+  /// The node's proc root and clock replace those of `options`.
   Inventory look(CollectOptions options = {});
   /// Writes the baselines learnt by look() (a read-only state dir only costs them).
   Result<void> save_baselines() { return baselines().save(); }
@@ -80,6 +82,7 @@ class Node {
   std::optional<Error> device_error_;
   BaselineStore baselines_ = BaselineStore::in_memory();
   bool loaded_ = false;
+  bool agent_asked_ = false;  // only the first look asks the agent
   const std::atomic<bool>* interrupted_ = nullptr;
 };
 
