@@ -68,4 +68,11 @@ inline constexpr const char* kPlanExitHelp =
     "  3  the GPU must be read through NVML (no --gpu-memory or --from-log) and NVML is\n"
     "     unusable or shows no GPU";
 
+inline constexpr const char* kWatchExitHelp =
+    "Exit status:\n"
+    "  0  stopped by SIGTERM or SIGINT\n"
+    "  2  usage error (bad flag, duration, group, regular expression or options file)\n"
+    "  3  could not start: another gpureap watch holds the lock, the socket or --listen\n"
+    "     address cannot be bound, the state or device directory cannot be used";
+
 }  // namespace gpureap::cli

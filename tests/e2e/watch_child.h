@@ -76,7 +76,8 @@ class WatchChild {
   std::string out_buf_;
   std::string err_;
   std::vector<Line> lines_;
-  std::size_t next_ = 0;  // lines_ index next_line() returns next
+  std::size_t next_ = 0;    // lines_ index next_line() returns next
+  std::vector<bool> taken_;  // lines wait_for_json() took out of order (next_line skips them)
   std::optional<int> exit_status_;
 };
 
