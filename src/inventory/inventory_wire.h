@@ -37,7 +37,7 @@ std::string encode_wire_error(std::string_view message);
 /// the baselines are the agent's.
 Inventory redact_for(uid_t uid, const Inventory& inv);
 
-/// `inv` as a scan that skipped `pids` (LookOptions::exclude) would have built
+/// `inv` as a scan that skipped `pids` (CollectOptions::exclude) would have built
 /// it: they are no holders, NVML's mentions of them are unseen pids, their
 /// problems are gone, attribution is recomputed.
 Inventory without_pids(const Inventory& inv, const std::set<pid_t>& pids);

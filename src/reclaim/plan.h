@@ -3,6 +3,7 @@
 // their descendants (a worker's helpers die with it); some processes are never
 // targets, whatever the flags.
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -23,6 +24,8 @@ struct Selection {
   std::optional<Pattern> match;     // --match: searched anywhere in the command line
   bool orphans_only = false;        // --orphans
 
+  /// True when `pid` is named by --pid.
+  bool names(pid_t pid) const { return std::find(pids.begin(), pids.end(), pid) != pids.end(); }
   /// True when the selection narrows beyond GPUs (any of pid/user/cgroup/match/orphans).
   bool narrowed() const {
     return !pids.empty() || user || !cgroup.empty() || match || orphans_only;
@@ -76,6 +79,11 @@ std::optional<std::string> protection_reason(pid_t pid, const std::string& comm,
 /// Builds the plan from an inventory.
 Plan make_plan(const inventory::Inventory& inv, const Selection& selection,
                const CallerContext& ctx);
+
+/// What `gpureap free --orphans` over every GPU of `inv` would plan (status's closing
+/// advice names only what free would act on). Reads the caller's context from
+/// `proc_root` only when some holder is orphaned; otherwise the plan is empty.
+Plan orphans_plan(const inventory::Inventory& inv, const std::string& proc_root);
 
 /// Adds a respawning parent to `plan` as a target, when it is not protected and
 /// the selection (if narrowed) matches it. Returns true when added.

@@ -18,6 +18,7 @@
 #include "reclaim/plan.h"
 #include "reclaim/process_control.h"
 #include "reclaim/release_wait.h"
+#include "reclaim/systemd_unit.h"
 
 namespace gpureap::reclaim {
 
@@ -44,16 +45,25 @@ struct ReclaimOptions {
   // at once instead of waiting out --timeout (D16). The simulator's and the H200's
   // releases take 0.2-2 s and fall as they go; driver-held memory never falls.
   std::chrono::milliseconds stalled_after{3000};
+  // How a killed holder's system service is asked for its Restart= setting (a holder
+  // that is, or whose parent is, the unit's main process): systemctl; tests fake it.
+  RestartPolicyFn restart_policy = [](const std::string& unit) {
+    return systemd_restart_policy(unit);
+  };
 };
 
 /// A parent of a killed holder that started new holders (respawns > 0), or that is
-/// still alive at the verdict and could (respawns == 0: "watched, no restart").
+/// still alive at the verdict and could (respawns == 0: "watched, no restart"). Or a
+/// system service whose main process was (or was the parent of) a killed holder and
+/// that systemd restarts (`unit` and `restart` set; `id` is that main process).
 struct Respawner {
   proc::ProcessId id;
   std::string comm;
   int respawns = 0;
   bool included = false;
   std::string stop_hint;  // the command (or step) that stops it, for the report
+  std::string unit;       // "llm.service" when systemd restarts it
+  std::string restart;    // that unit's Restart= ("always", "on-failure", ...)
 };
 
 struct ReclaimReport {
