@@ -68,7 +68,7 @@ TEST(StatusSource, JsonAndTableNameTheAgentThatAnswered) {
   auto j = status_json(scanned);
   EXPECT_EQ(j["source"], "scan");
   EXPECT_TRUE(j["agent_pid"].is_null());
-  EXPECT_EQ(status_table(scanned, Style{}).find("agent"), std::string::npos);
+  EXPECT_EQ(status_table(scanned, Style{}, reclaim::Plan{}).find("agent"), std::string::npos);
 
   inventory::Inventory answered;
   answered.source = "agent";
@@ -76,7 +76,7 @@ TEST(StatusSource, JsonAndTableNameTheAgentThatAnswered) {
   j = status_json(answered);
   EXPECT_EQ(j["source"], "agent");
   EXPECT_EQ(j["agent_pid"], 3121);
-  EXPECT_NE(status_table(answered, Style{}).find("answered by the gpureap agent (pid 3121)"),
+  EXPECT_NE(status_table(answered, Style{}, reclaim::Plan{}).find("answered by the gpureap agent (pid 3121)"),
             std::string::npos);
 }
 
