@@ -70,7 +70,7 @@ void Watcher::full_scan() {
   scan.devices = &node_.devices();
   scan.exclude = own_pids();
   proc::ScanResult result = proc::scan_holders(scan);
-  snapshot_ = node_.gpus().snapshot(options_.nvml_deadline);
+  take_snapshot();
 
   holders_.clear();
   for (auto& h : result.holders) holders_.emplace(h.id.pid, std::move(h));
@@ -85,6 +85,23 @@ void Watcher::full_scan() {
   if (proc_fd.valid() && proc::list_pids(proc_fd.get(), scratch, pids) == 0)
     seen_pids_.insert(pids.begin(), pids.end());
   rebuild();
+}
+
+void Watcher::take_snapshot() {
+  // A hung NVML stays refused by the source; the agent must recover when the driver
+  // does, so it asks again, less and less often (5 s, doubling up to 5 min), and only
+  // once the helper that hung has exited.
+  if (snapshot_.state == gpu::NvmlState::hung) {
+    auto now = node_.clock().now();
+    if (now >= next_nvml_retry_) {
+      if (node_.gpus().retry_after_hang())
+        nvml_backoff_ = std::min<std::chrono::seconds>(nvml_backoff_ * 2, std::chrono::minutes(5));
+      next_nvml_retry_ = now + nvml_backoff_;
+    }
+  } else {
+    nvml_backoff_ = std::chrono::seconds(5);
+  }
+  snapshot_ = node_.gpus().snapshot(options_.nvml_deadline);
 }
 
 void Watcher::incremental_scan() {
@@ -116,7 +133,7 @@ void Watcher::incremental_scan() {
     ++it;
   }
 
-  snapshot_ = node_.gpus().snapshot(options_.nvml_deadline);
+  take_snapshot();
   // Processes NVML lists that we do not know as holders yet (a context created
   // by a process that was already running).
   for (const auto& g : snapshot_.gpus)

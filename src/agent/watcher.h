@@ -67,6 +67,7 @@ class Watcher {
   void rescan(const std::set<pid_t>& pids);  // these pids only, fds and maps
   void rebuild();  // the inventory from holders_ and the last NVML snapshot
   void rewatch();
+  void take_snapshot();  // NVML, with a retry (backed off) after a hang
 
   inventory::Node& node_;
   WatchOptions options_;
@@ -80,6 +81,8 @@ class Watcher {
   std::map<int, std::shared_ptr<Watched>> watched_;  // by fd
   std::map<pid_t, inventory::DeadParent> dead_parents_;
   util::Clock::time_point next_full_{};
+  util::Clock::time_point next_nvml_retry_{};  // after a hang: when to ask NVML again
+  std::chrono::seconds nvml_backoff_{5};
   std::uint64_t full_scans_ = 0;
   std::uint64_t incremental_scans_ = 0;
 };

@@ -63,6 +63,13 @@ class GpuSource {
   /// such as the /proc scan; the next snapshot() within a second collects it.
   /// Optional: the default does nothing.
   virtual void prefetch_snapshot() {}
+
+  /// For long-running callers (the agent): when NVML hung and the source refuses
+  /// every call since, forgets the hang, so that the next call starts afresh,
+  /// but only once the helper that hung has really exited (a helper stuck in the
+  /// driver is not replaced by another that would get stuck too). Returns
+  /// whether the next call will try again. The default: nothing to forget.
+  virtual bool retry_after_hang() { return false; }
 };
 
 }  // namespace gpureap::gpu

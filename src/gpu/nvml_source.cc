@@ -293,4 +293,11 @@ void NvmlSource::disconnect() {
   reap_stuck();
 }
 
+bool NvmlSource::retry_after_hang() {
+  reap_stuck();
+  if (!remembered_ || remembered_->state != NvmlState::hung || !stuck_.empty()) return false;
+  remembered_.reset();
+  return true;
+}
+
 }  // namespace gpureap::gpu

@@ -57,6 +57,7 @@ class NvmlSource : public GpuSource {
   /// waiting; the next snapshot() collects the answer (if asked within 1 s:
   /// an older one is dropped and the snapshot taken again). Never blocks.
   void prefetch_snapshot() override;
+  bool retry_after_hang() override;
 
   const std::string& library_path() const { return library_path_; }
 

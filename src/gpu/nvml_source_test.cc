@@ -323,6 +323,18 @@ TEST_F(SimNode, HangInInitIsAHangToo) {
   EXPECT_THAT(s.problem, HasSubstr("NVML did not finish initializing within 500 ms"));
 }
 
+TEST_F(SimNode, AHangIsRememberedUntilRetryAfterHangOnceTheHelperHasExited) {
+  set_mode("hang_init");
+  NvmlSource source(GPUREAP_SIM_NVML);
+  EXPECT_EQ(source.snapshot(500ms).state, NvmlState::hung);
+  set_mode("ok");
+  EXPECT_EQ(source.snapshot(500ms).state, NvmlState::hung) << "refused at once, no new helper";
+  // The hung helper was SIGKILLed (the simulator's hang is killable): the agent may ask again.
+  EXPECT_TRUE(source.retry_after_hang());
+  EXPECT_EQ(source.snapshot(5s).state, NvmlState::ok);
+  EXPECT_FALSE(source.retry_after_hang()) << "nothing to forget";
+}
+
 TEST_F(SimNode, FailingQueriesAreQueryFailedWithNvmlsText) {
   NvmlSource source(GPUREAP_SIM_NVML);
   set_mode("query_fail gpu=3");

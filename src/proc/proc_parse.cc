@@ -177,23 +177,39 @@ std::string_view strip_unit_suffix(std::string_view s) {
   return s;
 }
 
+/// The container id (first 12 hex digits) in the segment below a pod's: raw (the
+/// cgroupfs driver) or a runtime's scope (systemd driver). nullopt when it is none.
+std::optional<std::string> pod_container_id(std::string_view seg) {
+  if (auto id = hex_id_between(seg, "", "")) return id;
+  for (std::string_view prefix : {"cri-containerd-", "crio-", "docker-"})
+    if (auto id = hex_id_between(seg, prefix, ".scope")) return id;
+  return std::nullopt;
+}
+
+/// "k8s-pod:<pod uid>", with "/<container id>" when the path goes down to the container.
 std::string kubernetes_pod(const std::vector<std::string_view>& segs) {
   bool in_kubepods = false;
-  for (std::string_view seg : segs) {
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    std::string_view seg = segs[i];
     if (seg == "kubepods" || seg.starts_with("kubepods.") || seg.starts_with("kubepods-"))
       in_kubepods = true;
     if (!in_kubepods) continue;
+    std::string uid;
     // systemd cgroup driver: kubepods-besteffort-pod<uid with '_'>.slice
     if (seg.starts_with("kubepods") && seg.ends_with(".slice")) {
       std::size_t pod = seg.find("-pod");
       if (pod != std::string_view::npos) {
-        std::string uid(seg.substr(pod + 4, seg.size() - pod - 4 - 6));
+        uid = std::string(seg.substr(pod + 4, seg.size() - pod - 4 - 6));
         std::replace(uid.begin(), uid.end(), '_', '-');
-        if (!uid.empty()) return "k8s-pod:" + uid;
       }
     }
     // cgroupfs driver: /kubepods/[burstable|besteffort/]pod<uid>/<container>
-    if (seg.starts_with("pod") && seg.size() > 3) return "k8s-pod:" + std::string(seg.substr(3));
+    if (uid.empty() && seg.starts_with("pod") && seg.size() > 3) uid = std::string(seg.substr(3));
+    if (uid.empty()) continue;
+    std::string hint = "k8s-pod:" + uid;
+    if (i + 1 < segs.size())
+      if (auto container = pod_container_id(segs[i + 1])) hint += "/" + *container;
+    return hint;
   }
   return {};
 }

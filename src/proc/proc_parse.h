@@ -79,8 +79,9 @@ std::string pick_cgroup_path(const std::vector<CgroupEntry>& entries);
 
 /// What a cgroup path says about where the process lives, "" if nothing:
 ///   "docker:<12 hex>"   /docker/<id>, docker-<id>.scope
-///   "k8s-pod:<uid>"     /kubepods/[qos/]pod<uid>/...,
-///   kubepods-[qos-]pod<uid_with_underscores>.slice "containerd:<12>"   cri-containerd-<id>.scope
+///   "k8s-pod:<uid>[/<12 hex>]"  /kubepods/[qos/]pod<uid>/<container id>,
+///   kubepods-[qos-]pod<uid_with_underscores>.slice/<runtime>-<id>.scope; the
+///   container id when the path reaches the container "containerd:<12>"   cri-containerd-<id>.scope
 ///   outside a pod slice ("crio:<12>" likewise) "lxc:<name>"        /lxc/<name>/...,
 ///   /lxc.payload.<name>/..., /lxc.monitor.<name> "podman:<12 hex>"   libpod-<id>.scope,
 ///   libpod-conmon-<id>.scope "gpureap-run:<name>" gpureap's own run cgroups

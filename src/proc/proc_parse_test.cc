@@ -151,14 +151,18 @@ TEST(ContainerHint, EachKind) {
                            "kubepods-burstable-pod6b9a8f0e_1c2d_4e5f_8a9b_0c1d2e3f4a5b.slice/"
                            "cri-containerd-" +
                            id + ".scope"),
-            "k8s-pod:6b9a8f0e-1c2d-4e5f-8a9b-0c1d2e3f4a5b");
+            "k8s-pod:6b9a8f0e-1c2d-4e5f-8a9b-0c1d2e3f4a5b/3f2a1b9c8d7e");
   EXPECT_EQ(container_hint("/kubepods.slice/kubepods-pod0a1b2c3d_0000_1111_2222_333344445555.slice/"
                            "cri-containerd-" +
                            id + ".scope"),
-            "k8s-pod:0a1b2c3d-0000-1111-2222-333344445555");
+            "k8s-pod:0a1b2c3d-0000-1111-2222-333344445555/3f2a1b9c8d7e");
   EXPECT_EQ(container_hint("/kubepods/burstable/pod6b9a8f0e-1c2d-4e5f-8a9b-0c1d2e3f4a5b/" + id),
-            "k8s-pod:6b9a8f0e-1c2d-4e5f-8a9b-0c1d2e3f4a5b");
-  EXPECT_EQ(container_hint("/kubepods/podabc-123/" + id), "k8s-pod:abc-123");
+            "k8s-pod:6b9a8f0e-1c2d-4e5f-8a9b-0c1d2e3f4a5b/3f2a1b9c8d7e");
+  EXPECT_EQ(container_hint("/kubepods/podabc-123/" + id), "k8s-pod:abc-123/3f2a1b9c8d7e");
+  // The pod's own cgroup (its pause process, or a v1 hierarchy cut there): no container.
+  EXPECT_EQ(container_hint("/kubepods/burstable/podabc-123"), "k8s-pod:abc-123");
+  EXPECT_EQ(container_hint("/kubepods.slice/kubepods-pod0a1b_2c3d.slice/crio-" + id + ".scope"),
+            "k8s-pod:0a1b-2c3d/3f2a1b9c8d7e");
   EXPECT_EQ(container_hint("/system.slice/cri-containerd-" + id + ".scope"),
             "containerd:3f2a1b9c8d7e");
   EXPECT_EQ(container_hint("/lxc/129/ns/system.slice/sglang.service"), "lxc:129");
@@ -185,7 +189,7 @@ TEST(ContainerHint, ContainerWinsOverUnit) {
   // Kubernetes with the docker runtime names a docker scope inside the pod.
   EXPECT_EQ(container_hint("/kubepods/besteffort/pod1234/"
                            "3f2a1b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a"),
-            "k8s-pod:1234");
+            "k8s-pod:1234/3f2a1b9c8d7e");
   EXPECT_EQ(container_hint("/lxc.payload.129/gpureap-run-x.scope"), "lxc:129");
 }
 

@@ -37,7 +37,10 @@ std::string stop_hint(const proc::ProcessEntry& parent,
     return "systemctl stop " + hint.substr(8);
   if (hint.starts_with("docker:")) return "docker stop " + hint.substr(7);
   if (hint.starts_with("podman:")) return "podman stop " + hint.substr(7);
-  if (hint.starts_with("k8s-pod:")) return "delete its pod (pod uid " + hint.substr(8) + ")";
+  if (hint.starts_with("k8s-pod:")) {
+    std::string pod = hint.substr(8);
+    return "delete its pod (pod uid " + pod.substr(0, pod.find('/')) + ")";
+  }
   if (protection)
     return "it is protected (" + *protection +
            "): stop the job it runs with that job's own tool, or name it with --pid";
