@@ -42,8 +42,9 @@ inline constexpr const char* kFreeExitHelp =
     "     holders the selection left alone); or interrupted\n"
     "  2  usage error (bad flag, selector, number or duration; or no confirmation)\n"
     "  3  system error: NVML unusable, or a selected GPU it cannot read, so the release cannot\n"
-    "     be measured; another free holds the lock; I/O\n"
-    "  4  nothing to do (no holder on the selected GPUs, memory at baseline)";
+    "     be measured; another free holds the lock (past --wait-lock); I/O\n"
+    "  4  nothing to do (no holder on the selected GPUs, memory at baseline); 0 instead\n"
+    "     with --ok-if-nothing";
 
 inline constexpr const char* kWaitExitHelp =
     "Exit status:\n"
