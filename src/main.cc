@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   add_wait_command(app, global, run);
   add_run_command(app, global, run);
   add_plan_command(app, global, run);
+  add_slurm_command(app, global, run);
   // Hidden, for packaging: they describe the commands above (docs/packaging.md).
   add_completion_command(app, global, run);
   add_man_page_command(app, run);
