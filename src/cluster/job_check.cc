@@ -143,7 +143,10 @@ JobCheck clean_up_after_job(inventory::Node& node, reclaim::ProcessControl& cont
   sel.gpus = out.checked;
 
   out.plan = reclaim::make_plan(inv, sel, caller);
-  if (out.checked.empty() || nothing_to_do(inv, sel, out.plan)) return out;
+  // The rest of the job, holding no GPU: an escaped server would start new workers.
+  reclaim::add_processes_matching(out.plan, own.any_of, caller,
+                                  fmt::format("part of job {}, which has ended", job.id));
+  if (nothing_to_do(inv, sel, out.plan)) return out;
   reclaim::ReclaimOptions o = options;
   o.selection = std::move(sel);
   out.freed = reclaim::reclaim(node, control, inv, out.plan, o, {});

@@ -92,6 +92,35 @@ TEST_F(JobCheckTest, TheJobsCgroupAndOrphansOnItsGpuAreItsLeftovers) {
   EXPECT_TRUE(c.ok());
 }
 
+TEST_F(JobCheckTest, TheRestOfTheJobGoesTooEvenWithoutAGpu) {
+  FakeProc server;
+  server.pid = 5000701;
+  server.comm = "python3";
+  server.cmdline = "python3 -m sglang.launch_server";
+  auto server_id = m_.spawn(server);  // escaped, holds nothing
+  set_file(5000701, "environ", std::string("SLURM_JOB_ID=42\0", 16));
+  auto worker = spawn(5000702, 0, 5000701, "42");
+  FakeProc bystander;
+  bystander.pid = 5000703;
+  auto other = m_.spawn(bystander);  // no environment entry: not the job's
+  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
+  EXPECT_FALSE(m_.control.signals_of(server_id).empty());
+  EXPECT_FALSE(m_.control.signals_of(worker).empty());
+  EXPECT_TRUE(m_.control.signals_of(other).empty());
+  EXPECT_TRUE(c.ok());
+  bool why = false;
+  for (const auto& t : c.plan.targets) why = why || t.why == "part of job 42, which has ended";
+  EXPECT_TRUE(why);
+  // A job without GPUs: its leftovers go all the same.
+  FakeProc lone;
+  lone.pid = 5000704;
+  auto lone_id = m_.spawn(lone);
+  set_file(5000704, "environ", std::string("SLURM_JOB_ID=43\0", 16));
+  auto none = clean_up_after_job(m_.node(), m_.control, job("43", {}), options());
+  EXPECT_FALSE(m_.control.signals_of(lone_id).empty());
+  EXPECT_TRUE(none.ok());
+}
+
 TEST_F(JobCheckTest, NothingLeftIsNothingToDo) {
   spawn(5000301, 1, 5000399, "8");  // another job's, on another GPU
   auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());

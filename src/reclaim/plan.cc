@@ -164,15 +164,23 @@ bool respawner_passes(const proc::Holder& parent, const Filters& f, EnvironOnce&
   return !filter_mismatch(parent, {}, own, environ);
 }
 
+// A process of the table described as the filters see a holder (no GPU, no orphan rule).
+proc::Holder describe(const proc::ProcessEntry& entry, const std::string& cmdline,
+                      const std::string& proc_root) {
+  proc::Holder h;
+  h.id = entry.id;
+  h.uid = entry.uid;
+  h.comm = entry.comm;
+  h.cmdline = cmdline;
+  h.cgroup = proc::pick_cgroup_path(
+      proc::parse_cgroup(proc::read_small_file(fmt::format("{}/{}/cgroup", proc_root, entry.id.pid))));
+  h.container = proc::container_hint(h.cgroup);
+  return h;
+}
+
 bool respawner_matches(const proc::ProcessEntry& entry, const std::string& cmdline,
                        const Selection& sel, const std::string& proc_root) {
-  proc::Holder parent;
-  parent.id = entry.id;
-  parent.uid = entry.uid;
-  parent.cmdline = cmdline;
-  parent.cgroup = proc::pick_cgroup_path(
-      proc::parse_cgroup(proc::read_small_file(fmt::format("{}/{}/cgroup", proc_root, entry.id.pid))));
-  parent.container = proc::container_hint(parent.cgroup);
+  proc::Holder parent = describe(entry, cmdline, proc_root);
   EnvironOnce environ(parent, proc_root);
   bool applied = false;
   if (!respawner_passes(parent, sel, environ, applied)) return false;
@@ -207,6 +215,7 @@ CallerContext CallerContext::current(const std::string& proc_root) {
   for (pid_t p : proc::ancestors(ctx.self, proc_root)) ctx.ancestors.insert(p);
   ctx.euid = ::geteuid();
   if (auto table = proc::read_process_table(proc_root)) ctx.table = std::move(*table);
+  for (const auto& d : proc::descendants(ctx.table, ctx.self)) ctx.helpers.insert(d.pid);
   return ctx;
 }
 
@@ -215,6 +224,7 @@ std::optional<std::string> protection_reason(pid_t pid, const std::string& comm,
   if (pid == 1) return "pid 1 (init) is never signalled";
   if (pid == ctx.self) return "gpureap itself";
   if (ctx.ancestors.contains(pid)) return "an ancestor of this gpureap (its shell or supervisor)";
+  if (ctx.helpers.contains(pid)) return "a helper process of this gpureap (its NVML worker)";
   if (kernel_thread) return "a kernel thread";
   // comm is truncated to 15 characters by the kernel (TASK_COMM_LEN).
   auto is_infrastructure = [&](std::string_view name) {
@@ -334,6 +344,29 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
   add_descendants(plan, ctx);
   add_ended_runs(plan, ended_runs, ctx);
   return plan;
+}
+
+std::size_t add_processes_matching(Plan& plan, const std::vector<Filters>& any_of,
+                                   const CallerContext& ctx, const std::string& why) {
+  std::size_t added = 0;
+  for (const auto& e : ctx.table) {
+    if (e.kernel_thread || e.state == 'Z' || plan.contains(e.id)) continue;
+    if (protection_reason(e.id.pid, e.comm, false, ctx, false)) continue;
+    if (ctx.euid != 0 && e.uid != ctx.euid) continue;
+    std::string cmdline = proc::read_cmdline(e.id.pid, ctx.proc_root);
+    proc::Holder p = describe(e, cmdline, ctx.proc_root);
+    EnvironOnce environ(p, ctx.proc_root);
+    bool matched = std::any_of(any_of.begin(), any_of.end(), [&](const Filters& f) {
+      bool applied = false;
+      return respawner_passes(p, f, environ, applied) && applied;
+    });
+    if (!matched) continue;
+    plan.targets.push_back(
+        Target{e.id, e.comm, cmdline.empty() ? "[" + e.comm + "]" : cmdline,
+               proc::user_name(e.uid), {}, 0, why});
+    ++added;
+  }
+  return added;
 }
 
 bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selection& sel,

@@ -51,6 +51,8 @@ struct Selection : Filters {
 struct CallerContext {
   pid_t self = 0;
   std::set<pid_t> ancestors;  // our parent chain up to pid 1
+  std::set<pid_t> helpers;    // our own descendants (the NVML worker, nvidia-smi, scontrol):
+                              // they inherit our environment and cgroup, and are never targets
   uid_t euid = 0;
   std::vector<proc::ProcessEntry> table;  // all processes, for descendants
   std::string proc_root = "/proc";        // where the table was read; plans read more here
@@ -94,6 +96,15 @@ std::optional<std::string> protection_reason(pid_t pid, const std::string& comm,
 /// Builds the plan from an inventory.
 Plan make_plan(const inventory::Inventory& inv, const Selection& selection,
                const CallerContext& ctx);
+
+/// Adds every process of ctx.table that matches one of `any_of` by what describes a
+/// process (its environment, cgroup, user, command line; orphans_only and on_gpus do not
+/// apply), whether it holds a GPU or not: the rest of a finished Slurm job (an escaped
+/// server whose workers hold the GPUs would start new ones). Never a protected process,
+/// a kernel thread, a zombie, or (without root) another user's. `why` is each one's reason.
+/// Returns how many were added.
+std::size_t add_processes_matching(Plan& plan, const std::vector<Filters>& any_of,
+                                   const CallerContext& ctx, const std::string& why);
 
 /// Adds a respawning parent to `plan` as a target, when it is not protected and
 /// the selection (if narrowed) matches it. Returns true when added.

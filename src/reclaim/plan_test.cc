@@ -107,6 +107,17 @@ TEST(ProtectionReason, SupervisorsAndLoggedInShells) {
   EXPECT_FALSE(protection_reason(500, "python3", false, ctx, false));
 }
 
+// gpureap's own children inherit its environment and cgroup (in a Slurm epilog,
+// SLURM_JOB_ID): the NVML worker once matched the epilog's own selection.
+TEST(ProtectionReason, OurOwnHelpersAreNeverTargets) {
+  auto ctx = root_caller();
+  ctx.helpers = {1001};
+  auto why = protection_reason(1001, "gpureap-nvml", false, ctx, false);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("helper process of this gpureap"), std::string::npos) << *why;
+  EXPECT_TRUE(protection_reason(1001, "gpureap-nvml", false, ctx, true));  // not even by --pid
+}
+
 TEST(MakePlan, NonRootOnlyOwnProcesses) {
   Selection sel;
   sel.gpus = {0};

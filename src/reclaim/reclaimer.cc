@@ -7,6 +7,7 @@
 #include <set>
 
 #include "proc/cgroup_fs.h"
+#include "proc/proc_files.h"
 #include "proc/proc_parse.h"
 #include "proc/process_handle.h"
 
@@ -274,7 +275,12 @@ class Reclaim {
     for (const auto& [killed, parent] : parent_of_killed_) {
       if (parent.pid <= 1 || caller_.ancestors.contains(parent.pid)) continue;
       auto now = proc::read_process_id(parent.pid, node_.proc_root());
-      if (now && *now == parent) return true;
+      if (!now || *now != parent) continue;
+      // A zombie restarts nothing. (Killed with its workers, as a finished Slurm job's
+      // server is, it stays one until its new parent reaps it: on hosts whose pid 1 is
+      // not a prompt reaper, for a second or more.)
+      auto stat = proc::read_small_file(fmt::format("{}/{}/stat", node_.proc_root(), parent.pid));
+      if (proc::parse_stat_state(stat) != 'Z') return true;
     }
     return false;
   }
