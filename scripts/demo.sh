@@ -45,5 +45,29 @@ set +e
 echo "(exit status $?: memory still held, classified)"
 set -e
 
+say "The agent: gpureap watch sees the next crash the moment it happens"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+events="$node/watch-events.txt"
+"$bin" watch --listen "127.0.0.1:$port" --tick 250ms >"$events" 2>&1 &
+agent=$!
+for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.1; done
+server=$("$sim" hold --dir "$node" --gpu 4 --bytes 40GiB --children 4 --detach --comm sglang-server)
+leader=$(echo "$server" | python3 -c 'import json,sys; print(json.load(sys.stdin)["leader"])')
+sleep 0.5
+echo "kill -9 $leader (the server again)"
+kill -9 "$leader"
+sleep 0.5
+cat "$events"
+echo "curl http://127.0.0.1:$port/metrics | grep orphaned_bytes"
+curl -s "http://127.0.0.1:$port/metrics" | grep '^gpureap_gpu_memory_orphaned_bytes' | grep -v ' 0$' || true
+"$bin" free --gpu 4,5,6,7 --yes --grace 2s >/dev/null || true
+sleep 0.5
+echo "after gpureap free, the agent said:"
+tail -n 4 "$events"
+curl -s "http://127.0.0.1:$port/metrics" | grep "^gpureap_gpu_memory_orphaned_bytes" | grep -E "gpu=\"[4-7]\""
+"$bin" status --gpu 4
+kill -TERM "$agent"; wait "$agent" || true
+echo "(gpureap status above was answered by the agent: instant)"
+
 say "Done. Try it yourself:"
 echo "  eval \"\$($sim node --dir /tmp/node --gpus 8 --memory 96GiB)\"; $bin status"

@@ -34,6 +34,17 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
   REPS=${REPS:-10} timeout 400 python3 bench/gpu_bench.py "$out/gpu_bench.json" 2>&1 | tee -a "$out/bench.log"
   timeout 150 python3 bench/run_teardown_gpu.py --rounds 3 2>&1 | tee -a "$out/bench.log"
 fi
+if [ "$stage" = all ] || [ "$stage" = agent ]; then
+  # gpureap watch on the GPU (issue 11): its GPU test alone when the tests stage did not
+  # run it, then its benchmark (event latency, status via the agent vs nvidia-smi).
+  if [ "$stage" = agent ]; then
+    echo "== watch GPU test" | tee "$out/watch-test.log"
+    (cd tests/gpu && timeout 120 python3 -m unittest -v test_watch) 2>&1 | tee -a "$out/watch-test.log"
+  fi
+  echo "== agent benchmark" | tee "$out/agent-bench.log"
+  timeout 200 python3 bench/agent_bench.py gpu --gpureap "$GPUREAP_BIN" --reps 30 --event-reps 5 \
+    --out "$out/agent_bench_gpu.json" 2>&1 | tee -a "$out/agent-bench.log"
+fi
 if [ "$stage" = portable ]; then
   # The binary built here by `make portable` (carried as build-portable/): the GPU tests
   # with it, on a machine it was not built on (issue 13).

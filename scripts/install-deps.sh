@@ -3,16 +3,28 @@
 # Idempotent: installs only what is missing, and does nothing when all is present.
 # Extra package names given as arguments are installed the same way
 # (scripts/install-fuzz-deps.sh passes the fuzzing toolchain).
+#
+# Test tools whose packages come with services that must never run on a build machine:
+# - `prometheus`: its promtool checks the agent's /metrics text and its server scrapes the
+#   agent in an end-to-end test (docs/metrics.md);
+# - `slurmd`, `slurmctld`, `slurm-client` (and munge, their dependency): the Slurm
+#   end-to-end test (tests/e2e/slurm_test.cc, docs/slurm.md) starts the real daemons with
+#   a throw-away configuration of its own.
+# The tests start their own servers on free loopback ports; the packages' services are
+# installed without starting them, their boot links disabled (below).
 set -euo pipefail
-# slurmd, slurmctld and slurm-client: the Slurm end-to-end test (tests/e2e/slurm_test.cc)
-# starts the real daemons itself, with a throw-away configuration of its own.
 packages=(g++ cmake make pkg-config ninja-build ccache mold libcli11-dev nlohmann-json3-dev libfmt-dev libre2-dev
-          libgtest-dev libgmock-dev util-linux psmisc procps python3 slurmd slurmctld slurm-client "$@")
-# Daemons whose packages would start them (munge comes with Slurm's packages).
-daemons=(slurmd slurmctld munged)
+          libmicrohttpd-dev libgtest-dev libgmock-dev util-linux psmisc procps python3 prometheus
+          slurmd slurmctld slurm-client "$@")
+# The services those packages bring (Debian package and unit names), and the daemons they run.
+services=(prometheus munge slurmd slurmctld)
+daemons=(prometheus munged slurmd slurmctld)
+# munge is no package of ours but arrives with slurmd: note whether this run brings it.
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+new_services=()
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  installed "$p" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
@@ -21,36 +33,55 @@ echo "install-deps: installing ${missing[*]}"
 sudo_cmd=()
 [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
 export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
 
-# A package install must start no service on this machine: Slurm's and munge's
-# maintainer scripts would (invoke-rc.d / deb-systemd-invoke). Both ask
-# /usr/sbin/policy-rc.d first, and exit status 101 means "action forbidden"
-# (Debian policy, invoke-rc.d(8)). Where the machine has no policy of its own,
-# one is put in place for the install and removed after it.
+# The postinsts of these packages start their services (invoke-rc.d, or deb-systemd-invoke
+# under systemd) and enable them at boot. Both invoke-rc.d and deb-systemd-invoke ask
+# /usr/sbin/policy-rc.d first, and exit status 101 means "action forbidden", so a
+# temporary one that exits 101 (the machine's own, if any, put back afterwards) keeps
+# the services from starting; the boot links they created are then disabled.
 policy=/usr/sbin/policy-rc.d
-added_policy=0
-if [ ! -e "$policy" ]; then
-  printf '#!/bin/sh\n# gpureap install-deps.sh: no service starts during this install\nexit 101\n' |
-    "${sudo_cmd[@]}" tee "$policy" >/dev/null
-  "${sudo_cmd[@]}" chmod 755 "$policy"
-  added_policy=1
-fi
-remove_policy() {
-  if [ "$added_policy" -eq 1 ]; then "${sudo_cmd[@]}" rm -f "$policy"; fi
+saved_policy=""
+restore_policy() {
+  if [ -n "$saved_policy" ]; then
+    "${sudo_cmd[@]}" mv -f "$saved_policy" "$policy"
+  else
+    "${sudo_cmd[@]}" rm -f "$policy"
+  fi
 }
-trap remove_policy EXIT
+if [ -e "$policy" ]; then
+  saved_policy=$("${sudo_cmd[@]}" mktemp /usr/sbin/policy-rc.d.gpureap.XXXXXX)
+  "${sudo_cmd[@]}" cp -p "$policy" "$saved_policy"
+fi
+trap restore_policy EXIT
+for s in "${services[@]}"; do
+  installed "$s" || new_services+=("$s")
+done
 running_before=()
 for d in "${daemons[@]}"; do
   if pgrep -x "$d" >/dev/null; then running_before+=("$d"); fi
 done
-"${sudo_cmd[@]}" apt-get update -qq
+printf '#!/bin/sh\n# gpureap install-deps: start no service while installing\nexit 101\n' |
+  "${sudo_cmd[@]}" tee "$policy" >/dev/null
+"${sudo_cmd[@]}" chmod 755 "$policy"
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
-# Check rather than trust: a daemon that runs now and did not before was started by
-# the install (a policy-rc.d the machine had that allows it, say). Say so; stopping it
-# is the machine owner's call.
+restore_policy
+trap - EXIT
+# Only the services this run brought: one the machine had is its owner's business.
+for s in "${new_services[@]}"; do
+  installed "$s" || continue
+  if command -v deb-systemd-helper >/dev/null; then
+    "${sudo_cmd[@]}" deb-systemd-helper disable "$s.service" >/dev/null 2>&1 || true
+  fi
+  if [ -x "/etc/init.d/$s" ] && command -v update-rc.d >/dev/null; then
+    "${sudo_cmd[@]}" update-rc.d "$s" disable >/dev/null 2>&1 || true
+  fi
+done
+# Check rather than trust: a daemon that runs now and did not before was started by the
+# install. Say so; stopping it is the machine owner's call.
 for d in "${daemons[@]}"; do
   if pgrep -x "$d" >/dev/null && [[ ! " ${running_before[*]} " == *" $d "* ]]; then
     echo "install-deps: warning: $d is running since this install; stop it if this machine" \
-         "is not a Slurm node (systemctl disable --now ${d%d}d or its init script)" >&2
+         "should not run it" >&2
   fi
 done

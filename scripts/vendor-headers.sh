@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Copies the build dependencies (CLI11, nlohmann-json and fmt headers; RE2's headers
-# and static library) from this machine's Debian packages into .deps/include and
+# Copies the build dependencies (CLI11, nlohmann-json and fmt headers; RE2's and
+# libmicrohttpd's headers and static libraries) from this machine's Debian packages into .deps/include and
 # .deps/lib, for building on a machine without apt (the GPU machine). .deps/ is
 # git-ignored; name it in the device tool's carry list.
 set -euo pipefail
@@ -9,5 +9,6 @@ cd "$(dirname "$0")/.."
 mkdir -p .deps/include
 mkdir -p .deps/lib
 cp -r /usr/include/CLI /usr/include/nlohmann /usr/include/fmt /usr/include/re2 .deps/include/
-cp /usr/lib/x86_64-linux-gnu/libre2.a .deps/lib/
-echo "vendored headers into .deps/include, libre2.a into .deps/lib"
+cp /usr/lib/x86_64-linux-gnu/libre2.a /usr/lib/x86_64-linux-gnu/libmicrohttpd.a .deps/lib/
+cp /usr/include/microhttpd.h .deps/include/
+echo "vendored headers into .deps/include, libre2.a and libmicrohttpd.a into .deps/lib"

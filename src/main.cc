@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
       "--dev-dir", global.dev_dir,
       "Directory holding the nvidia device nodes (default: $GPUREAP_DEV_DIR, else /dev)");
   app.add_flag("--no-color", global.no_color, "No colour (also when NO_COLOR is set or not a TTY)");
+  app.add_flag("--no-agent", global.no_agent,
+               "Scan directly, without asking a running `gpureap watch` (also GPUREAP_NO_AGENT=1)");
   bool version = false;
   app.add_flag("--version", version,
                "Print the version and commit, the build type and the NVML driver version");
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
   add_wait_command(app, global, run);
   add_run_command(app, global, run);
   add_plan_command(app, global, run);
+  add_watch_command(app, global, run);
   add_slurm_command(app, global, run);
   // Hidden, for packaging: they describe the commands above (docs/packaging.md).
   add_completion_command(app, global, run);
@@ -86,8 +89,8 @@ int main(int argc, char** argv) {
     // A word where a command belongs is a mistyped command, not a stray argument.
     if (auto word = first_word(argc, argv); app.get_subcommands().empty() && !word.empty()) {
       std::fprintf(stderr,
-                   "gpureap: unknown command '%s'; the commands are status, free, wait, run "
-                   "and plan (gpureap --help)\n",
+                   "gpureap: unknown command '%s'; the commands are status, free, wait, run, "
+                   "plan, watch and slurm (gpureap --help)\n",
                    gpureap::report::terminal_text(word).c_str());
       return kExitUsage;
     }

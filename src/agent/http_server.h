@@ -22,7 +22,7 @@ struct HttpResponse {
 /// Called for each GET/HEAD with the request path ("/metrics"); other methods get 405.
 using HttpHandler = std::function<HttpResponse(std::string_view path)>;
 
-/// Default listen address (README and docs/watch.md say why this port).
+/// Default listen address (docs/metrics.md, "Why port 9847").
 inline constexpr const char* kDefaultListen = "127.0.0.1:9847";
 
 class HttpServer {

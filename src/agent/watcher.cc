@@ -88,10 +88,13 @@ void Watcher::full_scan() {
 }
 
 void Watcher::take_snapshot() {
-  // A hung NVML stays refused by the source; the agent must recover when the driver
-  // does, so it asks again, less and less often (5 s, doubling up to 5 min), and only
-  // once the helper that hung has exited.
-  if (snapshot_.state == gpu::NvmlState::hung) {
+  // A hung NVML (or GPU) is not asked again by the source; the agent must recover
+  // when the driver does, so it asks afresh, less and less often (2 s, doubling up
+  // to 5 min), and only once the helper that hung has exited.
+  const bool hung = snapshot_.state == gpu::NvmlState::hung ||
+                    std::any_of(snapshot_.gpus.begin(), snapshot_.gpus.end(),
+                                [](const gpu::GpuInfo& g) { return g.hung; });
+  if (hung) {
     auto now = node_.clock().now();
     if (now >= next_nvml_retry_) {
       if (node_.gpus().retry_after_hang())
@@ -99,7 +102,7 @@ void Watcher::take_snapshot() {
       next_nvml_retry_ = now + nvml_backoff_;
     }
   } else {
-    nvml_backoff_ = std::chrono::seconds(5);
+    nvml_backoff_ = std::chrono::seconds(2);
   }
   snapshot_ = node_.gpus().snapshot(options_.nvml_deadline);
 }

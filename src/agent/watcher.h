@@ -82,7 +82,7 @@ class Watcher {
   std::map<pid_t, inventory::DeadParent> dead_parents_;
   util::Clock::time_point next_full_{};
   util::Clock::time_point next_nvml_retry_{};  // after a hang: when to ask NVML again
-  std::chrono::seconds nvml_backoff_{5};
+  std::chrono::seconds nvml_backoff_{2};
   std::uint64_t full_scans_ = 0;
   std::uint64_t incremental_scans_ = 0;
 };

@@ -23,6 +23,7 @@ struct GlobalOptions {
   std::string
       dev_dir;  // --dev-dir DIR (else $GPUREAP_DEV_DIR, else $GPUREAP_SIM_DIR/dev, else /dev)
   bool no_color = false;  // --no-color (NO_COLOR in the environment does the same)
+  bool no_agent = false;  // --no-agent: scan directly even when `gpureap watch` runs ($GPUREAP_NO_AGENT=1)
 };
 
 /// The function main calls once parsing succeeded; returns the exit status.
@@ -35,6 +36,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
 void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 /// `gpureap slurm prolog|epilog|health` (cli/slurm_command.cc, docs/slurm.md).
 void add_slurm_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
+void add_watch_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 
 /// Hidden commands that serve packaging (docs/packaging.md), generated from `app`'s own
 /// tables: `gpureap completion bash|zsh` prints a completion script, `gpureap completion

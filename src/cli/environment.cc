@@ -2,9 +2,13 @@
 
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 
 #include "gpu/nvml_source.h"
+#include "inventory/agent_client.h"
+#include "inventory/baseline_store.h"
 
 namespace gpureap::cli {
 namespace {
@@ -46,9 +50,35 @@ std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global) {
   return gpu::make_nvml_source(gpu::resolve_nvml_library(global.nvml_library));
 }
 
-inventory::Node open_node(const GlobalOptions& global, std::optional<std::string> state_dir) {
+std::optional<std::string> agent_socket(const GlobalOptions& global,
+                                        const std::optional<std::string>& state_dir) {
+  if (global.no_agent) return std::nullopt;
+  if (const char* off = std::getenv("GPUREAP_NO_AGENT"); off && *off && std::string_view(off) != "0")
+    return std::nullopt;
+  if (!global.dev_dir.empty() || !global.nvml_library.empty()) return std::nullopt;
+  std::optional<std::string> own = state_dir;
+  if (!own)
+    if (auto dir = inventory::state_dir()) own = *dir;
+  if (::geteuid() == 0) {
+    if (!own) return std::nullopt;
+    return inventory::agent_socket_path(*own);
+  }
+  // Agents run as root (only root reads every process's fds): a user's own
+  // state directory holds a socket only when the user runs an agent.
+  if (own) {
+    std::string path = inventory::agent_socket_path(*own);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) return path;
+  }
+  const char* dir = std::getenv("GPUREAP_STATE_DIR");
+  return inventory::agent_socket_path(dir && *dir == '/' ? dir : "/run/gpureap");
+}
+
+inventory::Node open_node(const GlobalOptions& global, std::optional<std::string> state_dir,
+                          FirstLook first_look) {
   inventory::NodeConfig config;
   config.dev_dir = resolve_dev_dir(global);
+  if (first_look == FirstLook::agent_or_scan) config.agent_socket = agent_socket(global, state_dir);
   config.state_dir = std::move(state_dir);
   return inventory::Node(std::move(config), open_gpu_source(global));
 }

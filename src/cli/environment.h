@@ -24,10 +24,25 @@ report::Style stderr_style(const GlobalOptions& global);
 /// The NVML source for this run (--nvml-library / $GPUREAP_NVML_LIBRARY / libnvidia-ml.so.1).
 std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global);
 
+/// The socket of the `gpureap watch` to ask for the first look, or nullopt:
+/// none with --no-agent or GPUREAP_NO_AGENT=1, nor with --dev-dir or
+/// --nvml-library (the agent sees its own node, not the one asked for). Else
+/// `<state dir>/agent.sock` of the caller's state directory (`state_dir`, or
+/// inventory::state_dir()); for a caller that is not root, when no socket is
+/// there, root's agent's: $GPUREAP_STATE_DIR, else /run/gpureap.
+std::optional<std::string> agent_socket(const GlobalOptions& global,
+                                        const std::optional<std::string>& state_dir);
+
+/// Whether the first look may come from a running agent (status, free, wait),
+/// or must be this process's own (run verifies its own command's release).
+enum class FirstLook { agent_or_scan, scan };
+
 /// The node context of one command: devices from resolve_dev_dir, the NVML source,
-/// baselines from `state_dir` (nullopt: the default state directory, refused ones a warning).
+/// baselines from `state_dir` (nullopt: the default state directory, refused ones a
+/// warning), the agent's socket (agent_socket) unless `first_look` is scan.
 inventory::Node open_node(const GlobalOptions& global,
-                          std::optional<std::string> state_dir = std::nullopt);
+                          std::optional<std::string> state_dir = std::nullopt,
+                          FirstLook first_look = FirstLook::agent_or_scan);
 
 /// A default duration as a flag value `parse_duration` reads back: "5s", "250ms".
 /// Help shows the library's named defaults through it, never a copy.

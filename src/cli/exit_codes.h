@@ -78,5 +78,11 @@ inline constexpr const char* kSlurmExitHelp =
     "  2  usage error (bad flag; SLURM_JOB_ID unset or not a number; SLURM_JOB_GPUS malformed)\n"
     "  3  the GPUs could not be verified (NVML unusable, a job GPU not found, the free lock\n"
     "     still held at the deadline, the state directory refused), or scontrol failed (health)";
+inline constexpr const char* kWatchExitHelp =
+    "Exit status:\n"
+    "  0  stopped by SIGTERM or SIGINT\n"
+    "  2  usage error (bad flag, duration, group, regular expression or options file)\n"
+    "  3  could not start: another gpureap watch holds the lock, the socket or --listen\n"
+    "     address cannot be bound, the state or device directory cannot be used";
 
 }  // namespace gpureap::cli

@@ -126,7 +126,8 @@ int run_run(const GlobalOptions& global, RunOptions o) {
   settings.use_cgroup = !o.no_cgroup;
   settings.grace = to_ms(*grace);
   settings.release_timeout = to_ms(*timeout);
-  inventory::Node node = open_node(global);
+  // Its own command's release is what run verifies: never from an agent.
+  inventory::Node node = open_node(global, std::nullopt, FirstLook::scan);
   supervise::RunLog log;
   if (o.verbose) log = [](std::string_view line) { say(std::string(line)); };
   auto out = supervise::supervise_run(settings, node, log);

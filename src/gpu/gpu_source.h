@@ -64,11 +64,13 @@ class GpuSource {
   /// Optional: the default does nothing.
   virtual void prefetch_snapshot() {}
 
-  /// For long-running callers (the agent): when NVML hung and the source refuses
-  /// every call since, forgets the hang, so that the next call starts afresh,
-  /// but only once the helper that hung has really exited (a helper stuck in the
-  /// driver is not replaced by another that would get stuck too). Returns
-  /// whether the next call will try again. The default: nothing to forget.
+  /// For long-running callers (the agent), after a snapshot that hung (as a whole,
+  /// or some GPUs): a hang as a whole is remembered and every call refused, and a
+  /// GPU whose query is stuck is not asked again by the same helper. This starts
+  /// afresh: the hang forgotten, the helper replaced, so the next call asks NVML
+  /// again, but only once no earlier helper is stuck in the driver (one that
+  /// cannot be killed is not joined by another that would get stuck too).
+  /// Returns whether the next call will ask afresh. The default: nothing to do.
   virtual bool retry_after_hang() { return false; }
 };
 

@@ -295,9 +295,16 @@ void NvmlSource::disconnect() {
 
 bool NvmlSource::retry_after_hang() {
   reap_stuck();
-  if (!remembered_ || remembered_->state != NvmlState::hung || !stuck_.empty()) return false;
-  remembered_.reset();
-  return true;
+  if (!stuck_.empty()) return false;
+  if (remembered_ && remembered_->state == NvmlState::hung) {
+    remembered_.reset();
+    return true;
+  }
+  if (!worker_) return false;
+  // A helper with a GPU's query stuck in it: replaced (a helper that cannot be
+  // killed stays in stuck_, and the next retry waits for it).
+  disconnect();
+  return stuck_.empty();
 }
 
 }  // namespace gpureap::gpu

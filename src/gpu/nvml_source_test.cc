@@ -332,7 +332,24 @@ TEST_F(SimNode, AHangIsRememberedUntilRetryAfterHangOnceTheHelperHasExited) {
   // The hung helper was SIGKILLed (the simulator's hang is killable): the agent may ask again.
   EXPECT_TRUE(source.retry_after_hang());
   EXPECT_EQ(source.snapshot(5s).state, NvmlState::ok);
-  EXPECT_FALSE(source.retry_after_hang()) << "nothing to forget";
+}
+
+TEST_F(SimNode, AGpuStuckInItsHelperIsAskedAgainByANewOneAfterRetryAfterHang) {
+  NvmlSource source(GPUREAP_SIM_NVML);
+  EXPECT_FALSE(source.retry_after_hang()) << "no helper yet: nothing to replace";
+  set_mode("hang_query gpu=1");
+  GpuSnapshot s = source.snapshot(1000ms);
+  ASSERT_EQ(s.gpus.size(), 8U);
+  EXPECT_TRUE(s.gpus[1].hung);
+  set_mode("ok");
+  // The same helper does not ask GPU 1 again while its query is stuck.
+  EXPECT_TRUE(source.snapshot(1000ms).gpus.at(1).hung);
+  const pid_t stuck_helper = *source.worker_pid();
+  EXPECT_TRUE(source.retry_after_hang());
+  s = source.snapshot(5s);
+  EXPECT_EQ(s.state, NvmlState::ok) << s.problem;
+  EXPECT_TRUE(s.gpus.at(1).memory.has_value());
+  EXPECT_NE(source.worker_pid(), stuck_helper);
 }
 
 TEST_F(SimNode, FailingQueriesAreQueryFailedWithNvmlsText) {

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -49,30 +50,61 @@ struct DeadParent {
 
 struct Event {
   EventKind kind = EventKind::nvml_down;
-  double time = 0;  // wall clock, seconds since the epoch
+  double time = 0;              // wall clock, seconds since the epoch
   std::optional<unsigned> gpu;  // NVML index; nullopt for node-wide events (NVML)
   std::string uuid;
   std::vector<EventHolder> holders;
-  std::uint64_t bytes = 0;  // orphaned / unattributed / freed bytes on that GPU
+  std::uint64_t bytes = 0;                      // orphaned / unattributed / freed bytes on that GPU
   Unexplained unexplained = Unexplained::none;  // unattributed_memory: its class
   std::optional<DeadParent> parent;             // orphaned_memory: whose death, when known
   std::string detail;  // one sentence: NVML's problem, a reap's outcome, evidence
 };
 
+/// How long memory that no process explains must stay unexplained, and not
+/// falling, before unattributed_memory announces it. A release takes 0.2-2 s
+/// (free's "stalled" rule, D16, waits 3 s too), and between a holder's death and
+/// the next NVML reading the inventory shows its memory as unexplained for a moment:
+/// announcing at once would cry "driver_held" at every free.
+inline constexpr std::chrono::milliseconds kUnattributedSettle{3000};
+
 /// Remembers what was announced per GPU and turns each new inventory into the
-/// events of the change.
+/// events of the change. The rules (docs/json-schema.md, "gpureap watch events"):
+///  - orphaned_memory: the set of orphaned holders using a GPU grew; the event
+///    names the new ones. zombie_leader: likewise for zombie leaders.
+///  - unattributed_memory: the GPU's class became one other than none and
+///    releasing, or its bytes grew past the freed tolerance, and stayed so for
+///    `unattributed_settle`. `releasing` is never announced (it is every free).
+///  - memory_freed: everything announced on the GPU (holders gone, unattributed
+///    class back to none or no larger than announced) is gone and nothing is
+///    pending; `bytes` is what was announced and went away.
+///  - nvml_down / nvml_up: node-wide when NVML lists no GPU or every GPU failed
+///    (one line, not one per GPU); per GPU (gpu set) otherwise.
+/// While a GPU's memory is unknown (NVML down or that GPU hung or failing) its
+/// memory state is frozen: nothing is announced or freed for it until NVML
+/// answers again; then what changed meanwhile is announced.
+/// The first observe() starts from nothing, so it announces what is already bad.
+/// A state is announced once; one that goes away and comes back, again.
 class EventDetector {
  public:
-  /// `dead_parents`: holder pid -> the parent (or process-group leader) whose
-  /// death the agent saw, for the orphaned_memory event's `parent`.
+  explicit EventDetector(std::chrono::milliseconds unattributed_settle = kUnattributedSettle);
+  ~EventDetector();
+  EventDetector(EventDetector&&) noexcept;
+  EventDetector& operator=(EventDetector&&) noexcept;
+
+  /// `now`: wall clock seconds (Event::time, and the settle time of unattributed
+  /// memory). `dead_parents`: holder pid -> the parent (or process-group leader)
+  /// whose death the agent saw, for the orphaned_memory event's `parent`.
   std::vector<Event> observe(const Inventory& inv, double now,
                              const std::map<pid_t, DeadParent>& dead_parents = {});
 
  private:
   struct GpuState;  // defined in events.cc
-  std::map<std::string, std::shared_ptr<GpuState>> gpus_;  // by uuid (index when no uuid)
+  void observe_gpu(const GpuView& view, GpuState& st, double now,
+                   const std::map<pid_t, DeadParent>& dead_parents, std::vector<Event>& out);
+
+  double settle_seconds_;
+  std::map<std::string, std::unique_ptr<GpuState>> gpus_;  // by uuid (index when no uuid)
   bool nvml_down_ = false;
-  bool first_ = true;
 };
 
 }  // namespace gpureap::inventory

@@ -4,6 +4,7 @@
 // Inventory, so decode(encode(x)) == x. Internal between two gpureap binaries of
 // the same version (`wire_version`); users see report/'s formats, not this.
 
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,14 @@ Result<Inventory> decode_inventory(std::string_view json);
 /// their fd/mapping evidence and device nodes are dropped, fd-only holders of
 /// other users disappear; problems become what the scan reports
 /// ("fd table unreadable …"); as_root is false.
+/// Differences from that scan (inventory_redact.cc says why): one problem (pid 0)
+/// says other users' processes were not inspected, instead of one per process;
+/// the baselines are the agent's.
 Inventory redact_for(uid_t uid, const Inventory& inv);
+
+/// `inv` as a scan that skipped `pids` (LookOptions::exclude) would have built
+/// it: they are no holders, NVML's mentions of them are unseen pids, their
+/// problems are gone, attribution is recomputed.
+Inventory without_pids(const Inventory& inv, const std::set<pid_t>& pids);
 
 }  // namespace gpureap::inventory

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "gpu/gpu_select.h"
+#include "inventory/agent_client.h"
 #include "inventory/collect.h"
+#include "inventory/inventory_wire.h"
 
 namespace gpureap::inventory {
 
@@ -24,6 +26,22 @@ void Node::load() {
 
 Inventory Node::look(const LookOptions& options) {
   load();
+  // A running agent answers the first look (instant status). Later looks are
+  // the engine's re-scans while it acts: those must be this process's own.
+  if (config_.agent_socket && !agent_asked_) {
+    agent_asked_ = true;
+    if (auto answer = ask_agent(*config_.agent_socket, options.nvml_deadline)) {
+      Inventory inv = without_pids(*answer, options.exclude);
+      // What this process's own scan would have warned about (a refused state
+      // directory, its device directory), besides the agent's warnings.
+      std::vector<std::string> own = devices_.warnings();
+      own.insert(own.end(), baselines_.warnings().begin(), baselines_.warnings().end());
+      for (auto& w : own)
+        if (std::find(inv.warnings.begin(), inv.warnings.end(), w) == inv.warnings.end())
+          inv.warnings.push_back(std::move(w));
+      return inv;
+    }
+  }
   CollectOptions collect;
   collect.proc_root = config_.proc_root;
   collect.nvml_deadline = options.nvml_deadline;

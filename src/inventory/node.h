@@ -56,7 +56,9 @@ class Node {
   Node& operator=(Node&&) noexcept = default;
 
   /// One look at the machine: NVML snapshot and /proc holder scan, concurrently
-  /// (inventory/collect.h), joined into an Inventory.
+  /// (inventory/collect.h), joined into an Inventory. The first look asks the
+  /// agent instead when config.agent_socket is set (source "agent"; on any
+  /// failure it scans); the agent records the baselines then, this node does not.
   Inventory look(const LookOptions& options = {});
   /// Writes the baselines learnt by look() (a read-only state dir only costs them).
   Result<void> save_baselines() { return baselines().save(); }
@@ -85,6 +87,7 @@ class Node {
   std::optional<Error> device_error_;
   BaselineStore baselines_ = BaselineStore::in_memory();
   bool loaded_ = false;
+  bool agent_asked_ = false;  // only the first look asks the agent
   const std::atomic<bool>* interrupted_ = nullptr;
 };
 

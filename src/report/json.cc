@@ -157,6 +157,9 @@ nlohmann::ordered_json status_json(const inventory::Inventory& inv) {
       {"problems", problems},
       {"warnings", warnings},
       {"scan", {{"processes", inv.processes_scanned}}},
+      {"source", inv.source},
+      {"agent_pid", inv.source == "agent" ? nlohmann::ordered_json(inv.agent_pid)
+                                          : nlohmann::ordered_json(nullptr)},
   };
 }
 

@@ -88,4 +88,29 @@ std::string_view to_string(reclaim::SkipKind k) {
   return "not_selected";
 }
 
+const char* to_string(inventory::EventKind k) {
+  using inventory::EventKind;
+  switch (k) {
+    case EventKind::orphaned_memory:
+      return "orphaned_memory";
+    case EventKind::zombie_leader:
+      return "zombie_leader";
+    case EventKind::unattributed_memory:
+      return "unattributed_memory";
+    case EventKind::memory_freed:
+      return "memory_freed";
+    case EventKind::nvml_down:
+      return "nvml_down";
+    case EventKind::nvml_up:
+      return "nvml_up";
+    case EventKind::reap_planned:
+      return "reap_planned";
+    case EventKind::reaped:
+      return "reaped";
+    case EventKind::reap_failed:
+      return "reap_failed";
+  }
+  return "unknown";
+}
+
 }  // namespace gpureap::report

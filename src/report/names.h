@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "inventory/events.h"
 #include "reclaim/escalation.h"
 #include "reclaim/leftovers.h"
 #include "reclaim/plan.h"
@@ -23,5 +24,10 @@ std::string outcome_text(const reclaim::Action& a);
 std::string_view to_string(reclaim::LeftoverClass c);
 /// A skipped holder's class: "protected", "not_permitted", "not_selected".
 std::string_view to_string(reclaim::SkipKind k);
+/// An agent event's kind: "orphaned_memory", "zombie_leader", "unattributed_memory",
+/// "memory_freed", "nvml_down", "nvml_up", "reap_planned", "reaped", "reap_failed"
+/// (the `event` of `gpureap --json watch`; the metrics count events by these words).
+/// A C string, so that it keys a std::map<std::string, …> directly.
+const char* to_string(inventory::EventKind k);
 
 }  // namespace gpureap::report

@@ -87,6 +87,8 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style,
 
 std::string status_table(const inventory::Inventory& inv, const Style& style) {
   std::string out;
+  if (inv.source == "agent")
+    out += style.dim(fmt::format("answered by the gpureap agent (pid {})\n", inv.agent_pid));
   if (inv.nvml_state == gpu::NvmlState::partial) {
     // Counted over the GPUs shown: `status --gpu 0` need not mention a lost GPU 1.
     std::size_t failed = 0;

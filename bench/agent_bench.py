@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Benchmarks of `gpureap watch` (issue 11; docs/benchmarks.md, "The agent").
+
+  agent_bench.py sim [--out F] [--procs 1000,10000] [--seconds 60]   CPU machine, simulated node
+  agent_bench.py gpu [--out F]                                      the GPU machine (H200)
+
+status: the whole `gpureap status` process answered by the agent, against a
+direct scan (GPUREAP_NO_AGENT=1) and against nvidia-smi, alternating in one run,
+with the case study present (orphaned workers).
+event: time from the SIGKILL of a server to the agent's orphaned_memory line.
+cpu (sim only): the agent's CPU (its own and its NVML worker's) at the default
+settings with N idle processes on the node, against the same agent doing a full
+/proc rescan at every tick (--full-scan-interval = --tick), same run.
+Medians and ratios on stdout; JSON to --out.
+"""
+import argparse
+import json
+import os
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def timed(argv, env):
+    t = time.perf_counter()
+    r = subprocess.run(argv, env=env, capture_output=True, text=True)
+    return time.perf_counter() - t, r
+
+
+class Agent:
+    """`gpureap --json watch` as a child; its JSON lines read with a deadline."""
+
+    def __init__(self, gpureap, env, *args):
+        self.p = subprocess.Popen([gpureap, "--json", "watch", "--no-listen", *args], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.started = self.next_event("started", 30)
+
+    def next_event(self, kind, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            ready, _, _ = select.select([self.p.stdout], [], [], max(0, deadline - time.time()))
+            if not ready:
+                break
+            line = self.p.stdout.readline()
+            if not line:
+                raise RuntimeError("agent exited: " + self.p.stderr.read())
+            event = json.loads(line)
+            if event.get("event") == kind:
+                return event, time.time()
+        raise RuntimeError(f"no {kind} event within {timeout} s")
+
+    def cpu_seconds(self):
+        """utime+stime of the agent and its children (the NVML worker), in seconds."""
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0
+        pids = [self.p.pid]
+        try:
+            with open(f"/proc/{self.p.pid}/task/{self.p.pid}/children") as f:
+                pids += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])
+            except OSError:
+                pass
+        return total / tick
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            return self.p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            return self.p.wait()
+
+
+def median_ms(xs):
+    return round(statistics.median(xs) * 1000, 2)
+
+
+def bench_status(gpureap, env, smi, reps):
+    direct_env = dict(env, GPUREAP_NO_AGENT="1")
+    agent, direct, nvsmi = [], [], []
+    for _ in range(reps):
+        dt, r = timed([gpureap, "status"], env)
+        assert r.returncode == 0, r.stderr
+        agent.append(dt)
+        dt, r = timed([gpureap, "status"], direct_env)
+        assert r.returncode == 0, r.stderr
+        direct.append(dt)
+        dt, r = timed([smi], env)
+        nvsmi.append(dt)
+    _, r = timed([gpureap, "--json", "status"], env)
+    source = json.loads(r.stdout).get("source")
+    return {"reps": reps, "agent_ms": median_ms(agent), "direct_ms": median_ms(direct),
+            "nvidia_smi_ms": median_ms(nvsmi), "answered_by": source,
+            "ratio_nvidia_smi_over_agent": round(statistics.median(nvsmi) / statistics.median(agent), 1),
+            "ratio_direct_over_agent": round(statistics.median(direct) / statistics.median(agent), 1)}
+
+
+def sim_node(tmp, gpus=8):
+    sim = os.path.join(ROOT, "build-release", "sim", "gpureap-sim")
+    if not os.path.exists(sim):
+        sim = os.path.join(ROOT, "build", "sim", "gpureap-sim")
+    out = subprocess.run([sim, "node", "--dir", os.path.join(tmp, "node"), "--gpus", str(gpus),
+                          "--memory", "96GiB"], capture_output=True, text=True, check=True).stdout
+    env = dict(os.environ)
+    for line in out.splitlines():
+        if line.startswith("export "):
+            k, v = line[len("export "):].split("=", 1)
+            env[k] = v.strip("'\"")
+    env["GPUREAP_STATE_DIR"] = os.path.join(tmp, "state")
+    os.makedirs(env["GPUREAP_STATE_DIR"], mode=0o700)
+    return sim, env
+
+
+def sim_event_latency(sim, env, agent, reps):
+    lat = []
+    for i in range(reps):
+        p = subprocess.Popen([sim, "hold", "--gpu", "0", "--children", "8", "--bytes", "20GiB"],
+                             env=env, stdout=subprocess.PIPE, text=True)
+        json.loads(p.stdout.readline())
+        time.sleep(1.5)  # the agent has seen the holders (at its next tick, 1 s)
+        t0 = time.time()
+        p.kill()
+        p.wait()
+        _, seen = agent.next_event("orphaned_memory", 10)
+        lat.append(seen - t0)
+        subprocess.run([sim, "cleanup"], env=env, capture_output=True)
+        agent.next_event("memory_freed", 10)
+    return {"reps": reps, "median_ms": median_ms(lat), "max_ms": round(max(lat) * 1000, 2)}
+
+
+def spawn_idle(n):
+    """n idle processes (sleep), ours, killed by pid at the end."""
+    procs = []
+    for _ in range(n):
+        procs.append(subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return procs
+
+
+def cpu_run(gpureap, env, seconds, *args):
+    agent = Agent(gpureap, env, *args)
+    time.sleep(2)  # past the start-up full scan
+    c0, t0 = agent.cpu_seconds(), time.time()
+    time.sleep(seconds)
+    c1, t1 = agent.cpu_seconds(), time.time()
+    agent.stop()
+    return (c1 - c0) / (t1 - t0)
+
+
+def main_sim(a):
+    gpureap = a.gpureap
+    results = {"machine": "cpu, simulated node", "nproc": os.cpu_count()}
+    with tempfile.TemporaryDirectory(prefix="gpureap-agent-bench-") as tmp:
+        sim, env = sim_node(tmp)
+        try:
+            subprocess.run([sim, "hold", "--gpu", "0", "--children", "8", "--bytes", "20GiB",
+                            "--orphan", "--detach"], env=env, check=True, capture_output=True)
+            agent = Agent(gpureap, env)
+            results["status"] = bench_status(gpureap, env, os.path.join(env["GPUREAP_SIM_DIR"], "bin", "nvidia-smi"), a.reps)
+            print("status", results["status"], flush=True)
+            subprocess.run([sim, "cleanup"], env=env, capture_output=True)
+            agent.next_event("memory_freed", 10)
+            results["event"] = sim_event_latency(sim, env, agent, a.event_reps)
+            print("event", results["event"], flush=True)
+            agent.stop()
+            results["cpu"] = []
+            for n in [int(x) for x in a.procs.split(",") if x]:
+                idle = spawn_idle(n)
+                try:
+                    inc = cpu_run(gpureap, env, a.seconds)
+                    full = cpu_run(gpureap, env, a.seconds, "--full-scan-interval", "1s")
+                finally:
+                    for p in idle:
+                        p.kill()
+                    for p in idle:
+                        p.wait()
+                row = {"processes": n, "agent_core_percent": round(inc * 100, 3),
+                       "full_rescan_each_tick_core_percent": round(full * 100, 3),
+                       "ratio": round(full / inc, 1) if inc > 0 else None, "seconds": a.seconds}
+                results["cpu"].append(row)
+                print("cpu", row, flush=True)
+        finally:
+            subprocess.run([sim, "cleanup"], env=env, capture_output=True)
+    return results
+
+
+def main_gpu(a):
+    sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
+    from gpu_scenario import SERVER, WORKER, Scenario  # noqa: E402
+    gpureap = a.gpureap
+    env = dict(os.environ)
+    env.setdefault("GPUREAP_STATE_DIR", "/tmp/gpureap-state")
+    os.makedirs(env["GPUREAP_STATE_DIR"], mode=0o700, exist_ok=True)
+    results = {"machine": "gpu"}
+    agent = Agent(gpureap, env)
+    try:
+        with Scenario() as s:
+            lat = []
+            for _ in range(a.event_reps):
+                p = subprocess.Popen([sys.executable, "-c", SERVER, "4", "4", "same", WORKER],
+                                     stdout=subprocess.PIPE, text=True)
+                s.popen.append(p)
+                info = json.loads(p.stdout.readline())
+                for pid in [info["server"]] + info["workers"]:
+                    s.track(pid)
+                time.sleep(1.5)  # the agent has listed the workers (tick 1 s)
+                t0 = time.time()
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait()
+                _, seen = agent.next_event("orphaned_memory", 15)
+                lat.append(seen - t0)
+                if len(lat) < a.event_reps:
+                    subprocess.run([gpureap, "free", "--gpu", "0", "--yes"], env=env, capture_output=True)
+                    agent.next_event("memory_freed", 30)
+            results["event"] = {"reps": len(lat), "median_ms": median_ms(lat), "max_ms": round(max(lat) * 1000, 2)}
+            print("event", results["event"], flush=True)
+            results["status"] = bench_status(gpureap, env, "nvidia-smi", a.reps)
+            print("status", results["status"], flush=True)
+            subprocess.run([gpureap, "free", "--gpu", "0", "--yes"], env=env, capture_output=True)
+    finally:
+        agent.stop()
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["sim", "gpu"])
+    ap.add_argument("--gpureap", default=os.environ.get("GPUREAP_BIN", os.path.join(ROOT, "build-release", "gpureap")))
+    ap.add_argument("--out")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--event-reps", type=int, default=5)
+    ap.add_argument("--procs", default="1000,10000")
+    ap.add_argument("--seconds", type=float, default=60)
+    a = ap.parse_args()
+    results = main_sim(a) if a.mode == "sim" else main_gpu(a)
+    print(json.dumps(results, indent=2))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+#include "inventory/agent_client.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string_view>
+
+#include "inventory/inventory_wire.h"
+#include "util/fd.h"
+#include "util/poll.h"
+
+namespace gpureap::inventory {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// An inventory of 10,000 holders encodes to a few MB; this only stops a runaway.
+constexpr std::size_t kMaxAnswer = 256u << 20;
+
+Error connect_error(const std::string& path, int err) {
+  switch (err) {
+    case ENOENT:
+      return Error{"no agent: no socket at " + path, err};
+    case ECONNREFUSED:
+      return Error{"no agent listening at " + path, err};
+    case EACCES:
+    case EPERM:
+      return Error{path + " is not open to this user (the agent serves root, or its --socket-group)",
+                   err};
+    case EAGAIN:
+      return Error{"the agent at " + path + " has too many clients waiting", err};
+    default:
+      return Error::from_errno("cannot connect to " + path, err);
+  }
+}
+
+Result<void> send_all(int fd, std::string_view text, Clock::time_point deadline) {
+  while (!text.empty()) {
+    ssize_t n = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      text.remove_prefix(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+      return std::unexpected(Error::from_errno("sending the request to the agent"));
+    if ((poll_until(fd, POLLOUT, deadline) & POLLOUT) == 0)
+      return fail("the agent took no request before the deadline");
+  }
+  return {};
+}
+
+Result<std::string> read_to_eof(int fd, Clock::time_point deadline) {
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      out.append(buf, static_cast<std::size_t>(n));
+      if (out.size() > kMaxAnswer) return fail("the agent's answer is implausibly large");
+      continue;
+    }
+    if (n == 0) return out;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      return std::unexpected(Error::from_errno("reading the agent's answer"));
+    if ((poll_until(fd, POLLIN, deadline) & (POLLIN | POLLHUP | POLLERR)) == 0)
+      return fail("the agent did not answer in time");
+  }
+}
+
+}  // namespace
+
+std::string agent_socket_path(const std::string& state_dir) {
+  return state_dir + "/agent.sock";
+}
+
+Result<Inventory> ask_agent(const std::string& socket_path, std::chrono::milliseconds deadline) {
+  const auto end = Clock::now() + deadline;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.empty() || socket_path.size() >= sizeof addr.sun_path)
+    return fail("agent socket path too long: " + socket_path);
+  std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
+
+  // Non-blocking: a Unix socket connect either completes at once or fails
+  // (EAGAIN when the agent's backlog is full), it never waits.
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return std::unexpected(Error::from_errno("socket"));
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
+    return std::unexpected(connect_error(socket_path, errno));
+
+  // Only root's agent, or one of our own, may tell us what holds the GPUs: a
+  // socket another user planted could otherwise steer `free`.
+  ucred server{};
+  socklen_t len = sizeof server;
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &server, &len) != 0)
+    return std::unexpected(Error::from_errno("SO_PEERCRED"));
+  if (server.uid != 0 && server.uid != ::geteuid())
+    return fail(socket_path + " is served by uid " + std::to_string(server.uid) +
+                ", neither root nor this user: not asked");
+
+  if (auto sent = send_all(fd.get(), "inventory\n", end); !sent)
+    return std::unexpected(sent.error());
+  auto answer = read_to_eof(fd.get(), end);
+  if (!answer) return std::unexpected(answer.error());
+  if (answer->empty()) return fail("the agent closed the connection without an answer");
+  auto inv = decode_inventory(*answer);
+  if (!inv) return inv;
+  inv->source = "agent";
+  inv->agent_pid = server.pid;
+  return inv;
+}
+
+}  // namespace gpureap::inventory

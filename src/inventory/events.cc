@@ -1,0 +1,297 @@
+// EventDetector: the announced state of each GPU, and the rules that turn a new
+// inventory into events (the contract is in events.h). Everything here is a pure
+// function of the inventories it has seen and the times it was given.
+
+#include "inventory/events.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "inventory/baseline_store.h"
+#include "util/units.h"
+
+namespace gpureap::inventory {
+
+struct EventDetector::GpuState {
+  // Announced holders still present, with their last known bytes on this GPU.
+  std::map<proc::ProcessId, std::optional<std::uint64_t>> orphans;
+  std::map<proc::ProcessId, std::optional<std::uint64_t>> zombies;
+  // Unattributed memory as announced, and a candidate waiting out the settle time.
+  Unexplained announced_class = Unexplained::none;
+  std::uint64_t announced_unattributed = 0;
+  Unexplained pending_class = Unexplained::none;
+  double pending_since = 0;
+  std::uint64_t last_unattributed = 0;
+  // Announced memory that went away (holders gone, class cleared) and is not yet
+  // confirmed freed: memory_freed reports it once nothing is pending.
+  bool gone = false;
+  std::uint64_t gone_bytes = 0;
+  std::size_t gone_orphans = 0;
+  std::size_t gone_zombies = 0;
+  std::set<proc::ProcessId> gone_ids;  // counted once when orphaned and a zombie leader
+  bool gone_unattributed = false;
+  bool down = false;  // a per-GPU nvml_down was announced
+};
+
+namespace {
+
+bool gpu_failing(const GpuView& view) {
+  return view.info.hung || !view.info.problem.empty();
+}
+
+// NVML as a whole is down: it lists no GPU, or every GPU it lists failed. One
+// node-wide line then says so, not one line per GPU.
+bool node_down(const Inventory& inv) {
+  if (!gpu::lists_gpus(inv.nvml_state)) return true;
+  if (inv.nvml_state != gpu::NvmlState::partial || inv.gpus.empty()) return false;
+  return std::all_of(inv.gpus.begin(), inv.gpus.end(), gpu_failing);
+}
+
+std::string gpu_key(const GpuView& view) {
+  return view.info.uuid.empty() ? fmt::format("#{}", view.info.index) : view.info.uuid;
+}
+
+Event gpu_event(EventKind kind, const GpuView& view, double now) {
+  Event e;
+  e.kind = kind;
+  e.time = now;
+  e.gpu = view.info.index;
+  e.uuid = view.info.uuid;
+  return e;
+}
+
+EventHolder event_holder(const GpuHolder& gh) {
+  return {gh.holder.id, gh.holder.comm, gh.holder.user, gh.gpu_bytes};
+}
+
+std::uint64_t known_bytes(const std::vector<EventHolder>& holders) {
+  std::uint64_t sum = 0;
+  for (const auto& h : holders) sum += h.gpu_bytes.value_or(0);
+  return sum;
+}
+
+std::string count_text(std::size_t n, const char* what) {
+  return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s");
+}
+
+// Holders of `view` that use it and satisfy `pred`, with the ones not yet in
+// `announced` appended to `fresh`. Announced holders no longer present go to
+// the state's "gone" account; present ones get their latest figure.
+template <typename Pred>
+void track_holders(const GpuView& view, Pred pred,
+                   std::map<proc::ProcessId, std::optional<std::uint64_t>>& announced,
+                   std::size_t& gone_count, std::vector<const GpuHolder*>& fresh, bool& gone,
+                   std::uint64_t& gone_bytes, std::set<proc::ProcessId>& gone_ids) {
+  std::map<proc::ProcessId, const GpuHolder*> current;
+  for (const auto& gh : view.holders)
+    if (gh.uses_gpu && pred(gh.holder)) current.emplace(gh.holder.id, &gh);
+  for (auto it = announced.begin(); it != announced.end();) {
+    auto cur = current.find(it->first);
+    if (cur == current.end()) {
+      gone = true;
+      if (gone_ids.insert(it->first).second) gone_bytes += it->second.value_or(0);
+      ++gone_count;
+      it = announced.erase(it);
+    } else {
+      if (cur->second->gpu_bytes) it->second = cur->second->gpu_bytes;
+      ++it;
+    }
+  }
+  for (const auto& gh : view.holders)
+    if (gh.uses_gpu && pred(gh.holder) && !announced.contains(gh.holder.id)) fresh.push_back(&gh);
+}
+
+}  // namespace
+
+EventDetector::EventDetector(std::chrono::milliseconds unattributed_settle)
+    : settle_seconds_(std::chrono::duration<double>(unattributed_settle).count()) {}
+EventDetector::~EventDetector() = default;
+EventDetector::EventDetector(EventDetector&&) noexcept = default;
+EventDetector& EventDetector::operator=(EventDetector&&) noexcept = default;
+
+std::vector<Event> EventDetector::observe(const Inventory& inv, double now,
+                                          const std::map<pid_t, DeadParent>& dead_parents) {
+  std::vector<Event> out;
+  const bool down = node_down(inv);
+  if (down && !nvml_down_) {
+    Event e;
+    e.kind = EventKind::nvml_down;
+    e.time = now;
+    e.detail = inv.nvml_problem.empty() ? "NVML does not answer" : inv.nvml_problem;
+    out.push_back(std::move(e));
+    // The node-wide line covers every GPU: each one's own down/up starts afresh.
+    for (auto& [key, st] : gpus_) st->down = false;
+  } else if (!down && nvml_down_) {
+    Event e;
+    e.kind = EventKind::nvml_up;
+    e.time = now;
+    e.detail = "NVML answers again: memory figures are live again";
+    out.push_back(std::move(e));
+  }
+  nvml_down_ = down;
+  // Without NVML the views are built from device nodes (no uuid, no memory, every
+  // opener counted as a user): nothing to compare with what was announced.
+  if (!gpu::lists_gpus(inv.nvml_state)) return out;
+
+  for (const auto& view : inv.gpus) {
+    auto& st = gpus_[gpu_key(view)];
+    if (!st) st = std::make_unique<GpuState>();
+    if (!down) {
+      const bool failing = gpu_failing(view);
+      if (failing && !st->down) {
+        Event e = gpu_event(EventKind::nvml_down, view, now);
+        e.detail = view.info.problem.empty()
+                       ? fmt::format("GPU {} did not answer in time", view.info.index)
+                       : view.info.problem;
+        out.push_back(std::move(e));
+      } else if (!failing && st->down) {
+        Event e = gpu_event(EventKind::nvml_up, view, now);
+        e.detail = fmt::format("NVML answers for GPU {} again: its memory figures are live again",
+                               view.info.index);
+        out.push_back(std::move(e));
+      }
+      st->down = failing;
+    }
+    // Memory unknown: who uses the GPU and how much is unknown too; keep what was
+    // announced until NVML answers for it (never a memory_freed from a blind GPU).
+    // (A GPU whose driver cannot list processes at all still counts: its holders
+    // come from /proc and its memory is known.)
+    if (gpu_failing(view) || !view.info.memory) continue;
+    observe_gpu(view, *st, now, dead_parents, out);
+  }
+  return out;
+}
+
+void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
+                                const std::map<pid_t, DeadParent>& dead_parents,
+                                std::vector<Event>& out) {
+  const std::uint64_t tolerance = freed_tolerance(view.info.memory->total);
+
+  // 1. Orphaned holders.
+  std::vector<const GpuHolder*> fresh;
+  track_holders(
+      view, [](const proc::Holder& h) { return h.orphaned; }, st.orphans, st.gone_orphans, fresh,
+      st.gone, st.gone_bytes, st.gone_ids);
+  if (!fresh.empty()) {
+    Event e = gpu_event(EventKind::orphaned_memory, view, now);
+    for (const auto* gh : fresh) {
+      e.holders.push_back(event_holder(*gh));
+      st.orphans.emplace(gh->holder.id, gh->gpu_bytes);
+      if (!e.parent) {
+        auto it = dead_parents.find(gh->holder.id.pid);
+        if (it != dead_parents.end()) e.parent = it->second;
+      }
+    }
+    e.bytes = known_bytes(e.holders);
+    e.detail = fresh.front()->holder.orphan_reason.empty() ? "parent gone"
+                                                           : fresh.front()->holder.orphan_reason;
+    if (st.orphans.size() > fresh.size())  // others were announced before
+      e.detail +=
+          fmt::format("; {} on this GPU in all", count_text(st.orphans.size(), "orphaned holder"));
+    out.push_back(std::move(e));
+  }
+
+  // 2. Zombie leaders.
+  fresh.clear();
+  track_holders(
+      view, [](const proc::Holder& h) { return h.zombie_leader; }, st.zombies, st.gone_zombies,
+      fresh, st.gone, st.gone_bytes, st.gone_ids);
+  for (const auto* gh : fresh) {
+    Event e = gpu_event(EventKind::zombie_leader, view, now);
+    e.holders.push_back(event_holder(*gh));
+    e.bytes = gh->gpu_bytes.value_or(0);
+    std::size_t live =
+        std::count_if(gh->holder.threads.begin(), gh->holder.threads.end(),
+                      [](const proc::ThreadState& t) { return t.state != 'Z' && t.state != 'X'; });
+    e.detail = live > 0 ? fmt::format("its main thread exited; {} still hold{} the GPU",
+                                      count_text(live, "live thread"), live == 1 ? "s" : "")
+                        : "its main thread exited; its other threads still hold the GPU";
+    st.zombies.emplace(gh->holder.id, gh->gpu_bytes);
+    out.push_back(std::move(e));
+  }
+
+  // 3. Memory no process explains. `releasing` and falling memory are a release
+  //    in progress: they restart the settle time and announce nothing.
+  const Unexplained cls = view.unexplained;
+  const std::uint64_t bytes = view.unattributed_bytes;
+  const bool falling = bytes + tolerance < st.last_unattributed;
+  st.last_unattributed = bytes;
+  if (cls == Unexplained::none) {
+    st.pending_class = Unexplained::none;
+    if (st.announced_class != Unexplained::none) {
+      st.gone = true;
+      st.gone_unattributed = true;
+      st.gone_bytes += st.announced_unattributed;
+      st.announced_class = Unexplained::none;
+      st.announced_unattributed = 0;
+    }
+  } else if (cls == Unexplained::releasing) {
+    st.pending_class = Unexplained::none;
+  } else if (falling) {
+    st.pending_class = cls;  // the settle time counts from the last fall
+    st.pending_since = now;
+  } else if (cls == st.announced_class && bytes <= st.announced_unattributed + tolerance) {
+    st.pending_class = Unexplained::none;  // as announced
+  } else {
+    if (st.pending_class != cls) {
+      st.pending_class = cls;
+      st.pending_since = now;
+    }
+    if (now - st.pending_since >= settle_seconds_) {
+      Event e = gpu_event(EventKind::unattributed_memory, view, now);
+      e.bytes = bytes;
+      e.unexplained = cls;
+      e.detail = view.unexplained_detail;
+      out.push_back(std::move(e));
+      st.announced_class = cls;
+      st.announced_unattributed = bytes;
+      st.pending_class = Unexplained::none;
+      // Memory of holders that went away and is now unexplained was not freed:
+      // it is this announcement's, and a later memory_freed counts it from here.
+      st.gone = false;
+      st.gone_bytes = 0;
+      st.gone_orphans = st.gone_zombies = 0;
+      st.gone_ids.clear();
+      st.gone_unattributed = false;
+    }
+  }
+
+  // 4. Freed: what was announced went away, and nothing is pending (a release in
+  //    progress or unexplained memory still settling keeps it waiting).
+  const bool settled = cls == Unexplained::none || (cls == st.announced_class &&
+                                                    bytes <= st.announced_unattributed + tolerance);
+  if (st.gone && settled && st.orphans.empty() && st.zombies.empty()) {
+    Event e = gpu_event(EventKind::memory_freed, view, now);
+    e.bytes = st.gone_bytes;
+    // Holders counted once each, even one both orphaned and a zombie leader.
+    std::vector<std::string> what;
+    const char* label = !st.gone_zombies   ? "orphaned holder"
+                        : !st.gone_orphans ? "zombie leader"
+                                           : "orphaned or zombie-leader holder";
+    if (!st.gone_ids.empty()) what.push_back(count_text(st.gone_ids.size(), label));
+    if (st.gone_unattributed) what.push_back("the unattributed memory");
+    std::string gone;
+    for (std::size_t i = 0; i < what.size(); ++i) gone += (i == 0 ? "" : " and ") + what[i];
+    const bool one = what.size() == 1 && (st.gone_unattributed || st.gone_ids.size() == 1);
+    gone += one ? " is gone" : " are gone";
+    if (cls != Unexplained::none)
+      e.detail =
+          fmt::format("{}; {} still unattributed ({})", gone, format_bytes(bytes), to_string(cls));
+    else if (view.at_baseline())
+      e.detail = fmt::format("{}; GPU {} is back at its baseline ({} used)", gone, view.info.index,
+                             format_bytes(view.used()));
+    else
+      e.detail = fmt::format("{}; GPU {} has {} used by live holders", gone, view.info.index,
+                             format_bytes(view.attributed_bytes));
+    out.push_back(std::move(e));
+    st.gone = false;
+    st.gone_bytes = 0;
+    st.gone_orphans = st.gone_zombies = 0;
+    st.gone_ids.clear();
+    st.gone_unattributed = false;
+  }
+}
+
+}  // namespace gpureap::inventory

@@ -1,0 +1,415 @@
+#include "inventory/events.h"
+
+#include <gtest/gtest.h>
+
+namespace gpureap::inventory {
+namespace {
+
+constexpr std::uint64_t kGiB = 1ULL << 30;
+constexpr std::uint64_t kMiB = 1ULL << 20;
+using namespace std::chrono_literals;
+
+// A GPU of 96 GiB with a 512 MiB baseline, its memory explained by `holders`.
+GpuView gpu(unsigned index, std::vector<GpuHolder> holders = {}) {
+  GpuView v;
+  v.info.index = index;
+  v.info.minor = index;
+  v.info.uuid = "GPU-" + std::to_string(index);
+  v.info.processes_known = true;
+  v.baseline = {512 * kMiB, true};
+  for (const auto& h : holders) v.attributed_bytes += h.gpu_bytes.value_or(0);
+  v.info.memory = gpu::GpuMemory{96 * kGiB, 512 * kMiB + v.attributed_bytes, std::nullopt};
+  v.holders = std::move(holders);
+  return v;
+}
+
+GpuView with_unexplained(GpuView v, Unexplained cls, std::uint64_t bytes) {
+  v.unexplained = cls;
+  v.unattributed_bytes = bytes;
+  v.unexplained_detail = std::string(to_string(cls)) + " evidence";
+  v.info.memory->used += bytes;
+  return v;
+}
+
+GpuHolder user(pid_t pid, std::uint64_t bytes, bool orphaned = false) {
+  GpuHolder gh;
+  gh.holder.id = {pid, 5000u + static_cast<unsigned>(pid)};
+  gh.holder.comm = "python3";
+  gh.holder.user = "alice";
+  gh.holder.orphaned = orphaned;
+  if (orphaned) gh.holder.orphan_reason = "re-parented to init (pid 1)";
+  gh.gpu_bytes = bytes;
+  return gh;
+}
+
+GpuHolder zombie(pid_t pid, std::uint64_t bytes) {
+  GpuHolder gh = user(pid, bytes);
+  gh.holder.state = 'Z';
+  gh.holder.zombie_leader = true;
+  gh.holder.threads = {{pid, 'Z'}, {pid + 1, 'S'}};
+  return gh;
+}
+
+Inventory node(std::vector<GpuView> gpus) {
+  Inventory inv;
+  inv.gpus = std::move(gpus);
+  return inv;
+}
+
+std::vector<EventKind> kinds(const std::vector<Event>& events) {
+  std::vector<EventKind> out;
+  for (const auto& e : events) out.push_back(e.kind);
+  return out;
+}
+
+TEST(EventDetector, QuietNodeSaysNothing) {
+  EventDetector d(0ms);
+  EXPECT_TRUE(d.observe(node({gpu(0, {user(10, 8 * kGiB)}), gpu(1)}), 1).empty());
+  EXPECT_TRUE(d.observe(node({gpu(0, {user(10, 8 * kGiB)}), gpu(1)}), 2).empty());
+}
+
+TEST(EventDetector, OrphansAreAnnouncedOnceWithTheirParentAndBytes) {
+  EventDetector d(0ms);
+  EXPECT_TRUE(d.observe(node({gpu(0, {user(10, 8 * kGiB), user(11, 4 * kGiB)})}), 1).empty());
+  DeadParent parent{4100, "sglang.launch", "python3 -m sglang.launch_server", 1.8};
+  auto orphaned = node({gpu(0, {user(10, 8 * kGiB, true), user(11, 4 * kGiB, true)})});
+  auto events = d.observe(orphaned, 2, {{10, parent}, {11, parent}});
+  ASSERT_EQ(events.size(), 1u);
+  const Event& e = events[0];
+  EXPECT_EQ(e.kind, EventKind::orphaned_memory);
+  EXPECT_EQ(e.time, 2);
+  EXPECT_EQ(e.gpu, 0u);
+  EXPECT_EQ(e.uuid, "GPU-0");
+  EXPECT_EQ(e.bytes, 12 * kGiB);
+  ASSERT_EQ(e.holders.size(), 2u);
+  EXPECT_EQ(e.holders[0].id.pid, 10);
+  EXPECT_EQ(e.holders[0].id.start_time, 5010u);
+  EXPECT_EQ(e.holders[0].comm, "python3");
+  EXPECT_EQ(e.holders[0].user, "alice");
+  EXPECT_EQ(e.holders[0].gpu_bytes, 8 * kGiB);
+  EXPECT_EQ(e.holders[1].id.pid, 11);
+  ASSERT_TRUE(e.parent);
+  EXPECT_EQ(e.parent->pid, 4100);
+  EXPECT_EQ(e.parent->comm, "sglang.launch");
+  EXPECT_EQ(e.parent->died_at, 1.8);
+  EXPECT_EQ(e.detail, "re-parented to init (pid 1)");
+
+  EXPECT_TRUE(d.observe(orphaned, 3, {{10, parent}}).empty()) << "never re-announced";
+  EXPECT_TRUE(d.observe(orphaned, 4).empty());
+}
+
+TEST(EventDetector, OrphansWithoutAKnownParentHaveNone) {
+  EventDetector d(0ms);
+  auto events = d.observe(node({gpu(2, {user(10, 8 * kGiB, true)})}), 1, {{99, {}}});
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_FALSE(events[0].parent);
+}
+
+TEST(EventDetector, MoreOrphansOnTheSameGpuAnnounceOnlyTheNewOnes) {
+  EventDetector d(0ms);
+  ASSERT_EQ(d.observe(node({gpu(0, {user(10, 8 * kGiB, true), user(11, 1 * kGiB)})}), 1).size(),
+            1u);
+  auto events = d.observe(node({gpu(0, {user(10, 8 * kGiB, true), user(11, 1 * kGiB, true)})}), 2);
+  ASSERT_EQ(events.size(), 1u);
+  ASSERT_EQ(events[0].holders.size(), 1u);
+  EXPECT_EQ(events[0].holders[0].id.pid, 11);
+  EXPECT_EQ(events[0].bytes, 1 * kGiB);
+  EXPECT_EQ(events[0].detail, "re-parented to init (pid 1); 2 orphaned holders on this GPU in all");
+}
+
+TEST(EventDetector, OrphanWithUnknownBytesCountsNothing) {
+  EventDetector d(0ms);
+  GpuHolder h = user(10, 0, true);
+  h.gpu_bytes.reset();
+  auto events = d.observe(node({gpu(0, {h, user(11, 2 * kGiB, true)})}), 1);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].bytes, 2 * kGiB) << "the sum of the known figures";
+  EXPECT_FALSE(events[0].holders[0].gpu_bytes);
+}
+
+TEST(EventDetector, AnOpenerThatDoesNotUseTheGpuIsNoOrphanThere) {
+  EventDetector d(0ms);
+  GpuHolder opener = user(10, 0, true);
+  opener.uses_gpu = false;
+  opener.gpu_bytes.reset();
+  EXPECT_TRUE(d.observe(node({gpu(0, {opener})}), 1).empty());
+}
+
+TEST(EventDetector, FirstObserveAnnouncesWhatIsAlreadyBad) {
+  // An agent started on a node with orphans, a zombie leader, a hung GPU and stuck memory.
+  EventDetector d(0ms);
+  auto hung = gpu(3);
+  hung.info.hung = true;
+  hung.info.problem = "GPU 3 did not answer within 1500 ms";
+  hung.info.memory.reset();
+  Inventory inv = node({gpu(0, {user(10, 8 * kGiB, true)}), gpu(1, {zombie(20, 6 * kGiB)}),
+                        with_unexplained(gpu(2), Unexplained::driver_held, 30 * kGiB), hung});
+  inv.nvml_state = gpu::NvmlState::partial;
+  auto events = d.observe(inv, 1);
+  EXPECT_EQ(kinds(events), (std::vector{EventKind::orphaned_memory, EventKind::zombie_leader,
+                                        EventKind::unattributed_memory, EventKind::nvml_down}));
+  EXPECT_EQ(events[2].unexplained, Unexplained::driver_held);
+  EXPECT_EQ(events[2].bytes, 30 * kGiB);
+  EXPECT_EQ(events[2].detail, "driver_held evidence");
+  EXPECT_EQ(events[3].gpu, 3u);
+  EXPECT_EQ(events[3].detail, "GPU 3 did not answer within 1500 ms");
+  EXPECT_TRUE(d.observe(inv, 2).empty());
+}
+
+TEST(EventDetector, ZombieLeaderIsAnnouncedOnce) {
+  EventDetector d(0ms);
+  EXPECT_TRUE(d.observe(node({gpu(1, {user(20, 6 * kGiB)})}), 1).empty());
+  auto events = d.observe(node({gpu(1, {zombie(20, 6 * kGiB)})}), 2);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, EventKind::zombie_leader);
+  EXPECT_EQ(events[0].gpu, 1u);
+  EXPECT_EQ(events[0].bytes, 6 * kGiB);
+  ASSERT_EQ(events[0].holders.size(), 1u);
+  EXPECT_EQ(events[0].holders[0].id.pid, 20);
+  EXPECT_EQ(events[0].detail, "its main thread exited; 1 live thread still holds the GPU");
+  EXPECT_TRUE(d.observe(node({gpu(1, {zombie(20, 6 * kGiB)})}), 3).empty());
+}
+
+TEST(EventDetector, FreedOrphansAreAnnouncedWhenTheMemoryIsBack) {
+  EventDetector d(0ms);
+  ASSERT_EQ(
+      d.observe(node({gpu(0, {user(10, 8 * kGiB, true), user(11, 4 * kGiB, true)})}), 1).size(),
+      1u);
+  auto events = d.observe(node({gpu(0)}), 2);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, EventKind::memory_freed);
+  EXPECT_EQ(events[0].gpu, 0u);
+  EXPECT_EQ(events[0].bytes, 12 * kGiB);
+  EXPECT_EQ(events[0].detail,
+            "2 orphaned holders are gone; GPU 0 is back at its baseline (512 MiB used)");
+  EXPECT_TRUE(d.observe(node({gpu(0)}), 3).empty()) << "freed once";
+}
+
+TEST(EventDetector, FreedWaitsForAllAnnouncedHolders) {
+  EventDetector d(0ms);
+  d.observe(node({gpu(0, {user(10, 8 * kGiB, true), user(11, 4 * kGiB, true)})}), 1);
+  EXPECT_TRUE(d.observe(node({gpu(0, {user(11, 4 * kGiB, true)})}), 2).empty());
+  auto events = d.observe(node({gpu(0, {user(30, 2 * kGiB)})}), 3);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, EventKind::memory_freed);
+  EXPECT_EQ(events[0].bytes, 12 * kGiB);
+  EXPECT_EQ(events[0].detail,
+            "2 orphaned holders are gone; GPU 0 has 2.00 GiB used by live holders");
+}
+
+TEST(EventDetector, AReleaseInProgressIsNeverAnnouncedAndFreedComesAfterIt) {
+  // The holder is killed; the driver keeps its memory for a while (the inventory
+  // calls it releasing when it sees it fall, driver_held while it is flat).
+  EventDetector d(3000ms);
+  d.observe(node({gpu(0, {user(10, 8 * kGiB, true)})}), 1);
+  EXPECT_TRUE(
+      d.observe(node({with_unexplained(gpu(0), Unexplained::driver_held, 8 * kGiB)}), 2).empty());
+  EXPECT_TRUE(
+      d.observe(node({with_unexplained(gpu(0), Unexplained::driver_held, 8 * kGiB)}), 4).empty())
+      << "flat for 2 s: still settling";
+  EXPECT_TRUE(
+      d.observe(node({with_unexplained(gpu(0), Unexplained::releasing, 3 * kGiB)}), 4.5).empty());
+  auto events = d.observe(node({gpu(0)}), 5);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, EventKind::memory_freed);
+  EXPECT_EQ(events[0].bytes, 8 * kGiB);
+  EXPECT_EQ(events[0].detail,
+            "1 orphaned holder is gone; GPU 0 is back at its baseline (512 MiB used)");
+}
+
+TEST(EventDetector, ReleasingAloneIsNeverAnnounced) {
+  EventDetector d(0ms);
+  for (double t = 1; t < 10; ++t)
+    EXPECT_TRUE(
+        d.observe(node({with_unexplained(gpu(0), Unexplained::releasing, 4 * kGiB)}), t).empty());
+  EXPECT_TRUE(d.observe(node({gpu(0)}), 11).empty()) << "nothing announced, nothing freed";
+}
+
+TEST(EventDetector, StuckMemoryIsAnnouncedAfterTheSettleTime) {
+  EventDetector d(3000ms);
+  d.observe(node({gpu(0, {user(10, 8 * kGiB, true)})}), 1);
+  auto stuck = node({with_unexplained(gpu(0), Unexplained::driver_held, 8 * kGiB)});
+  EXPECT_TRUE(d.observe(stuck, 2).empty());
+  EXPECT_TRUE(d.observe(stuck, 4.9).empty());
+  auto events = d.observe(stuck, 5);
+  ASSERT_EQ(events.size(), 1u) << "no memory_freed: the memory is not back";
+  EXPECT_EQ(events[0].kind, EventKind::unattributed_memory);
+  EXPECT_EQ(events[0].unexplained, Unexplained::driver_held);
+  EXPECT_EQ(events[0].bytes, 8 * kGiB);
+  EXPECT_TRUE(d.observe(stuck, 6).empty());
+  // A reset frees it: the unattributed memory is what is freed (the holder's
+  // memory became it), counted once.
+  events = d.observe(node({gpu(0)}), 7);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, EventKind::memory_freed);
+  EXPECT_EQ(events[0].bytes, 8 * kGiB);
+  EXPECT_EQ(events[0].detail,
+            "the unattributed memory is gone; GPU 0 is back at its baseline (512 MiB used)");
+}
+
+TEST(EventDetector, FallingMemoryRestartsTheSettleTime) {
+  EventDetector d(3000ms);
+  EXPECT_TRUE(
+      d.observe(node({with_unexplained(gpu(0), Unexplained::driver_held, 40 * kGiB)}), 1).empty());
+  EXPECT_TRUE(
+      d.observe(node({with_unexplained(gpu(0), Unexplained::driver_held, 20 * kGiB)}), 3).empty());
+  EXPECT_TRUE(
+      d.observe(node({with_unexplained(gpu(0), Unexplained::driver_held, 20 * kGiB)}), 5).empty())
+      << "flat for 2 s since it last fell";
+  auto events = d.observe(node({with_unexplained(gpu(0), Unexplained::driver_held, 20 * kGiB)}), 6);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].bytes, 20 * kGiB);
+}
+
+TEST(EventDetector, AClassChangeIsAnnouncedAgainAndGrowthToo) {
+  EventDetector d(0ms);
+  auto events =
+      d.observe(node({with_unexplained(gpu(0), Unexplained::outside_namespace, 4 * kGiB)}), 1);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].unexplained, Unexplained::outside_namespace);
+  EXPECT_TRUE(
+      d.observe(node({with_unexplained(gpu(0), Unexplained::outside_namespace, 4 * kGiB + kMiB)}),
+                2)
+          .empty())
+      << "a few MiB more is the same state";
+  events = d.observe(node({with_unexplained(gpu(0), Unexplained::unknown, 4 * kGiB)}), 3);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].unexplained, Unexplained::unknown);
+  events = d.observe(node({with_unexplained(gpu(0), Unexplained::unknown, 10 * kGiB)}), 4);
+  ASSERT_EQ(events.size(), 1u) << "6 GiB more became unattributed";
+  EXPECT_EQ(events[0].bytes, 10 * kGiB);
+}
+
+TEST(EventDetector, AStateThatComesBackIsAnnouncedAgain) {
+  // Flapping: orphans appear, are freed, appear again (new processes); stuck
+  // memory appears, is reset, appears again.
+  EventDetector d(0ms);
+  EXPECT_EQ(kinds(d.observe(node({gpu(0, {user(10, 8 * kGiB, true)})}), 1)),
+            std::vector{EventKind::orphaned_memory});
+  EXPECT_EQ(kinds(d.observe(node({gpu(0)}), 2)), std::vector{EventKind::memory_freed});
+  EXPECT_EQ(kinds(d.observe(node({gpu(0, {user(12, 8 * kGiB, true)})}), 3)),
+            std::vector{EventKind::orphaned_memory});
+  EXPECT_EQ(kinds(d.observe(node({gpu(0)}), 4)), std::vector{EventKind::memory_freed});
+  auto stuck = node({with_unexplained(gpu(0), Unexplained::driver_held, 8 * kGiB)});
+  EXPECT_EQ(kinds(d.observe(stuck, 5)), std::vector{EventKind::unattributed_memory});
+  EXPECT_EQ(kinds(d.observe(node({gpu(0)}), 6)), std::vector{EventKind::memory_freed});
+  EXPECT_EQ(kinds(d.observe(stuck, 7)), std::vector{EventKind::unattributed_memory});
+}
+
+TEST(EventDetector, NvmlDownAndUpNodeWide) {
+  EventDetector d(0ms);
+  d.observe(node({gpu(0, {user(10, 8 * kGiB, true)})}), 1);
+  Inventory down;
+  down.nvml_state = gpu::NvmlState::query_failed;
+  down.nvml_problem = "nvmlDeviceGetMemoryInfo_v2(GPU 0): GPU is lost";
+  // Without NVML the views come from device nodes: no uuid, no memory.
+  GpuView from_nodes;
+  from_nodes.info.index = 0;
+  from_nodes.info.minor = 0;
+  from_nodes.holders = {user(10, 0, true)};
+  from_nodes.holders[0].gpu_bytes.reset();
+  down.gpus = {from_nodes};
+  auto events = d.observe(down, 2);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, EventKind::nvml_down);
+  EXPECT_FALSE(events[0].gpu);
+  EXPECT_EQ(events[0].detail, "nvmlDeviceGetMemoryInfo_v2(GPU 0): GPU is lost");
+  EXPECT_TRUE(d.observe(down, 3).empty());
+  // The orphan is gone while NVML was down: no memory_freed while blind.
+  down.gpus[0].holders.clear();
+  EXPECT_TRUE(d.observe(down, 4).empty());
+  events = d.observe(node({gpu(0)}), 5);
+  EXPECT_EQ(kinds(events), (std::vector{EventKind::nvml_up, EventKind::memory_freed}));
+  EXPECT_FALSE(events[0].gpu);
+  EXPECT_EQ(events[1].bytes, 8 * kGiB);
+  EXPECT_TRUE(d.observe(node({gpu(0)}), 6).empty());
+}
+
+TEST(EventDetector, EveryGpuHungIsOneNodeWideLine) {
+  EventDetector d(0ms);
+  Inventory inv = node({gpu(0), gpu(1)});
+  inv.nvml_state = gpu::NvmlState::partial;
+  inv.nvml_problem = "GPU 0 did not answer; GPU 1 did not answer";
+  for (auto& v : inv.gpus) {
+    v.info.hung = true;
+    v.info.problem = "did not answer";
+    v.info.memory.reset();
+  }
+  auto events = d.observe(inv, 1);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, EventKind::nvml_down);
+  EXPECT_FALSE(events[0].gpu);
+  EXPECT_EQ(events[0].detail, "GPU 0 did not answer; GPU 1 did not answer");
+  // GPU 0 answers again, GPU 1 does not.
+  inv.gpus[0] = gpu(0);
+  events = d.observe(inv, 2);
+  ASSERT_EQ(kinds(events), (std::vector{EventKind::nvml_up, EventKind::nvml_down}));
+  EXPECT_FALSE(events[0].gpu);
+  EXPECT_EQ(events[1].gpu, 1u);
+  events = d.observe(node({gpu(0), gpu(1)}), 3);
+  ASSERT_EQ(kinds(events), std::vector{EventKind::nvml_up});
+  EXPECT_EQ(events[0].gpu, 1u);
+}
+
+TEST(EventDetector, AHungGpuNeverProducesMemoryFreed) {
+  EventDetector d(0ms);
+  d.observe(node({gpu(0), gpu(1, {user(10, 8 * kGiB, true)})}), 1);
+  Inventory inv = node({gpu(0), gpu(1)});
+  inv.nvml_state = gpu::NvmlState::partial;
+  inv.gpus[1].info.hung = true;
+  inv.gpus[1].info.problem = "GPU 1 did not answer within 1500 ms";
+  inv.gpus[1].info.memory.reset();
+  inv.gpus[1].info.processes_known = false;
+  auto events = d.observe(inv, 2);
+  ASSERT_EQ(events.size(), 1u) << "the orphan is gone from the view, but memory is unknown";
+  EXPECT_EQ(events[0].kind, EventKind::nvml_down);
+  EXPECT_EQ(events[0].gpu, 1u);
+  EXPECT_EQ(events[0].uuid, "GPU-1");
+  EXPECT_TRUE(d.observe(inv, 3).empty());
+  // The orphan is still there when GPU 1 answers again: not re-announced, not freed.
+  events = d.observe(node({gpu(0), gpu(1, {user(10, 8 * kGiB, true)})}), 4);
+  ASSERT_EQ(kinds(events), std::vector{EventKind::nvml_up});
+}
+
+TEST(EventDetector, AGpuWithoutProcessListsIsStillWatched) {
+  // Some drivers cannot list processes ("not supported"): holders come from /proc.
+  EventDetector d(0ms);
+  auto g = gpu(0, {user(10, 0, true)});
+  g.holders[0].gpu_bytes.reset();
+  g.info.processes_known = false;
+  auto events = d.observe(node({g}), 1);
+  ASSERT_EQ(kinds(events), std::vector{EventKind::orphaned_memory});
+  EXPECT_FALSE(events[0].holders[0].gpu_bytes);
+  g.holders.clear();
+  EXPECT_EQ(kinds(d.observe(node({g}), 2)), std::vector{EventKind::memory_freed});
+}
+
+TEST(EventDetector, GpusAreIndependent) {
+  EventDetector d(0ms);
+  auto events = d.observe(
+      node({gpu(0, {user(10, 8 * kGiB, true)}), gpu(1, {user(11, 8 * kGiB, true)}), gpu(2)}), 1);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].gpu, 0u);
+  EXPECT_EQ(events[1].gpu, 1u);
+  events = d.observe(node({gpu(0, {user(10, 8 * kGiB, true)}), gpu(1), gpu(2)}), 2);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, EventKind::memory_freed);
+  EXPECT_EQ(events[0].gpu, 1u);
+}
+
+TEST(EventDetector, AZombieAndOrphanIsFreedOnce) {
+  EventDetector d(0ms);
+  GpuHolder h = zombie(20, 6 * kGiB);
+  h.holder.orphaned = true;
+  EXPECT_EQ(kinds(d.observe(node({gpu(0, {h})}), 1)),
+            (std::vector{EventKind::orphaned_memory, EventKind::zombie_leader}));
+  auto events = d.observe(node({gpu(0)}), 2);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].bytes, 6 * kGiB) << "one process, counted once";
+  EXPECT_EQ(events[0].detail,
+            "1 orphaned or zombie-leader holder is gone; GPU 0 is back at its baseline (512 MiB "
+            "used)");
+}
+
+}  // namespace
+}  // namespace gpureap::inventory

@@ -1,0 +1,426 @@
+#include "inventory/inventory_wire.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <utility>
+
+namespace gpureap::inventory {
+namespace {
+
+using nlohmann::json;
+
+// A decoding failure, caught once in decode_inventory and turned into an Error:
+// nlohmann's own exceptions (missing key, wrong type) are caught there too.
+struct WireError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// ---- strings -----------------------------------------------------------------
+// Command lines, comm, cgroup paths and device paths come from /proc and /dev as
+// bytes, not necessarily UTF-8. JSON text cannot carry those bytes, and replacing
+// them would make the agent's answer differ from a direct scan, so such a string
+// travels as {"hex": "..."} instead.
+
+// RFC 3629 (no overlongs, no surrogates, nothing above U+10FFFF): the same rule
+// nlohmann's dump applies, so whatever passes here it writes unchanged.
+bool valid_utf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t n;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;  // truncated sequence
+    for (std::size_t k = 1; k <= n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      const unsigned min = k == 1 ? lo : 0x80, max = k == 1 ? hi : 0xBF;
+      if (b < min || b > max) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+json text(const std::string& s) {
+  if (valid_utf8(s)) return s;
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(s.size() * 2);
+  for (unsigned char c : s) {
+    hex += kDigits[c >> 4];
+    hex += kDigits[c & 15];
+  }
+  return json{{"hex", hex}};
+}
+
+std::string text_of(const json& j, const char* what) {
+  if (j.is_string()) return j.get<std::string>();
+  if (!j.is_object() || !j.contains("hex") || !j["hex"].is_string())
+    throw WireError(fmt::format("{}: not a string", what));
+  const auto& hex = j["hex"].get_ref<const std::string&>();
+  if (hex.size() % 2 != 0) throw WireError(fmt::format("{}: odd hex length", what));
+  auto digit = [&](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    throw WireError(fmt::format("{}: bad hex digit", what));
+  };
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (std::size_t i = 0; i < hex.size(); i += 2)
+    out += static_cast<char>(digit(hex[i]) * 16 + digit(hex[i + 1]));
+  return out;
+}
+
+// ---- typed reads ---------------------------------------------------------------
+
+const json& field(const json& j, const char* key) {
+  if (!j.is_object()) throw WireError(fmt::format("expected an object holding '{}'", key));
+  auto it = j.find(key);
+  if (it == j.end()) throw WireError(fmt::format("missing field '{}'", key));
+  return *it;
+}
+
+template <typename T>
+T integer_value(const json& v, const char* key) {
+  if (v.is_number_unsigned()) {
+    auto u = v.get<std::uint64_t>();
+    if (std::in_range<T>(u)) return static_cast<T>(u);
+  } else if (v.is_number_integer()) {
+    auto s = v.get<std::int64_t>();
+    if (std::in_range<T>(s)) return static_cast<T>(s);
+  }
+  throw WireError(fmt::format("'{}': not an integer in range", key));
+}
+
+template <typename T>
+T integer(const json& j, const char* key) {
+  return integer_value<T>(field(j, key), key);
+}
+
+template <typename T>
+std::optional<T> optional_integer(const json& j, const char* key) {
+  if (field(j, key).is_null()) return std::nullopt;
+  return integer<T>(j, key);
+}
+
+bool boolean(const json& j, const char* key) {
+  const json& v = field(j, key);
+  if (!v.is_boolean()) throw WireError(fmt::format("'{}': not a boolean", key));
+  return v.get<bool>();
+}
+
+std::string string(const json& j, const char* key) {
+  return text_of(field(j, key), key);
+}
+
+const json& array(const json& j, const char* key) {
+  const json& v = field(j, key);
+  if (!v.is_array()) throw WireError(fmt::format("'{}': not an array", key));
+  return v;
+}
+
+// Enumerations travel by name, so a reordering of an enum cannot shift meanings.
+template <typename E, std::size_t N>
+E enum_value(const json& v, const char* key, const std::pair<E, const char*> (&names)[N]) {
+  std::string name = text_of(v, key);
+  for (const auto& [value, n] : names)
+    if (name == n) return value;
+  throw WireError(fmt::format("'{}': unknown value '{}'", key, name));
+}
+
+template <typename E, std::size_t N>
+E enum_of(const json& j, const char* key, const std::pair<E, const char*> (&names)[N]) {
+  return enum_value(field(j, key), key, names);
+}
+
+template <typename E, std::size_t N>
+const char* name_of(E value, const std::pair<E, const char*> (&names)[N]) {
+  for (const auto& [v, n] : names)
+    if (v == value) return n;
+  return "?";
+}
+
+constexpr std::pair<gpu::NvmlState, const char*> kNvmlStates[] = {
+    {gpu::NvmlState::ok, "ok"},
+    {gpu::NvmlState::library_missing, "library_missing"},
+    {gpu::NvmlState::init_failed, "init_failed"},
+    {gpu::NvmlState::query_failed, "query_failed"},
+    {gpu::NvmlState::hung, "hung"},
+    {gpu::NvmlState::partial, "partial"},
+};
+constexpr std::pair<gpu::ProcessKind, const char*> kProcessKinds[] = {
+    {gpu::ProcessKind::compute, "compute"},
+    {gpu::ProcessKind::graphics, "graphics"},
+    {gpu::ProcessKind::mps, "mps"},
+};
+constexpr std::pair<proc::NodeKind, const char*> kNodeKinds[] = {
+    {proc::NodeKind::gpu, "gpu"},           {proc::NodeKind::ctl, "ctl"},
+    {proc::NodeKind::uvm, "uvm"},           {proc::NodeKind::uvm_tools, "uvm_tools"},
+    {proc::NodeKind::modeset, "modeset"},   {proc::NodeKind::other, "other"},
+};
+constexpr std::pair<proc::FoundBy, const char*> kFoundBy[] = {
+    {proc::FoundBy::nvml, "nvml"},
+    {proc::FoundBy::fd, "fd"},
+    {proc::FoundBy::mapping, "mapping"},
+};
+constexpr std::pair<Unexplained, const char*> kUnexplained[] = {
+    {Unexplained::none, "none"},
+    {Unexplained::outside_namespace, "outside_namespace"},
+    {Unexplained::releasing, "releasing"},
+    {Unexplained::driver_held, "driver_held"},
+    {Unexplained::unknown, "unknown"},
+};
+
+template <typename T>
+json optional_json(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+// ---- encode --------------------------------------------------------------------
+
+json encode_process(const gpu::GpuProcess& p) {
+  return {{"pid", p.pid},
+          {"used_bytes", optional_json(p.used_bytes)},
+          {"kind", name_of(p.kind, kProcessKinds)}};
+}
+
+json encode_info(const gpu::GpuInfo& g) {
+  json memory = nullptr;
+  if (g.memory)
+    memory = {{"total", g.memory->total},
+              {"used", g.memory->used},
+              {"reserved", optional_json(g.memory->reserved)}};
+  json processes = json::array();
+  for (const auto& p : g.processes) processes.push_back(encode_process(p));
+  return {{"index", g.index},
+          {"name", text(g.name)},
+          {"uuid", text(g.uuid)},
+          {"pci_bus_id", text(g.pci_bus_id)},
+          {"minor", optional_json(g.minor)},
+          {"memory", memory},
+          {"processes", processes},
+          {"processes_known", g.processes_known},
+          {"persistence_mode", optional_json(g.persistence_mode)},
+          {"problem", text(g.problem)},
+          {"hung", g.hung}};
+}
+
+json encode_holder(const proc::Holder& h) {
+  json threads = json::array();
+  for (const auto& t : h.threads) threads.push_back({t.tid, static_cast<unsigned char>(t.state)});
+  json found = json::array();
+  for (auto f : h.found_by) found.push_back(name_of(f, kFoundBy));
+  json nodes = json::array();
+  for (const auto& n : h.nodes)
+    nodes.push_back(
+        {{"kind", name_of(n.kind, kNodeKinds)}, {"minor", optional_json(n.minor)}, {"path", text(n.path)}});
+  return {{"pid", h.id.pid},
+          {"start_time", h.id.start_time},
+          {"pidfs_ino", h.id.pidfs_ino},
+          {"uid", h.uid},
+          {"user", text(h.user)},
+          {"state", static_cast<unsigned char>(h.state)},
+          {"threads", threads},
+          {"zombie_leader", h.zombie_leader},
+          {"ppid", h.ppid},
+          {"pgid", h.pgid},
+          {"sid", h.sid},
+          {"orphaned", h.orphaned},
+          {"orphan_reason", text(h.orphan_reason)},
+          {"cgroup", text(h.cgroup)},
+          {"container", text(h.container)},
+          {"run_id", text(h.run_id)},
+          {"nspid", h.nspid},
+          {"comm", text(h.comm)},
+          {"cmdline", text(h.cmdline)},
+          {"age_seconds", h.age_seconds},
+          {"found_by", found},
+          {"nodes", nodes},
+          {"gpu_minors", h.gpu_minors},
+          {"wchan", text(h.wchan)}};
+}
+
+json encode_view(const GpuView& v) {
+  json holders = json::array();
+  for (const auto& gh : v.holders)
+    holders.push_back({{"holder", encode_holder(gh.holder)},
+                       {"gpu_bytes", optional_json(gh.gpu_bytes)},
+                       {"uses_gpu", gh.uses_gpu}});
+  json unseen = json::array();
+  for (const auto& p : v.nvml_unseen) unseen.push_back(encode_process(p));
+  return {{"info", encode_info(v.info)},
+          {"baseline", {{"bytes", v.baseline.bytes}, {"recorded", v.baseline.recorded}}},
+          {"holders", holders},
+          {"nvml_unseen", unseen},
+          {"attributed_bytes", v.attributed_bytes},
+          {"unattributed_bytes", v.unattributed_bytes},
+          {"unexplained", name_of(v.unexplained, kUnexplained)},
+          {"unexplained_detail", text(v.unexplained_detail)}};
+}
+
+// ---- decode --------------------------------------------------------------------
+
+gpu::GpuProcess decode_process(const json& j) {
+  gpu::GpuProcess p;
+  p.pid = integer<std::uint32_t>(j, "pid");
+  p.used_bytes = optional_integer<std::uint64_t>(j, "used_bytes");
+  p.kind = enum_of(j, "kind", kProcessKinds);
+  return p;
+}
+
+gpu::GpuInfo decode_info(const json& j) {
+  gpu::GpuInfo g;
+  g.index = integer<unsigned>(j, "index");
+  g.name = string(j, "name");
+  g.uuid = string(j, "uuid");
+  g.pci_bus_id = string(j, "pci_bus_id");
+  g.minor = optional_integer<unsigned>(j, "minor");
+  if (const json& m = field(j, "memory"); !m.is_null())
+    g.memory = gpu::GpuMemory{integer<std::uint64_t>(m, "total"), integer<std::uint64_t>(m, "used"),
+                              optional_integer<std::uint64_t>(m, "reserved")};
+  for (const auto& p : array(j, "processes")) g.processes.push_back(decode_process(p));
+  g.processes_known = boolean(j, "processes_known");
+  if (const json& pm = field(j, "persistence_mode"); !pm.is_null())
+    g.persistence_mode = boolean(j, "persistence_mode");
+  g.problem = string(j, "problem");
+  g.hung = boolean(j, "hung");
+  return g;
+}
+
+proc::Holder decode_holder(const json& j) {
+  proc::Holder h;
+  h.id.pid = integer<pid_t>(j, "pid");
+  h.id.start_time = integer<std::uint64_t>(j, "start_time");
+  h.id.pidfs_ino = integer<std::uint64_t>(j, "pidfs_ino");
+  h.uid = integer<uid_t>(j, "uid");
+  h.user = string(j, "user");
+  h.state = static_cast<char>(integer<unsigned char>(j, "state"));
+  for (const auto& t : array(j, "threads")) {
+    if (!t.is_array() || t.size() != 2) throw WireError("'threads': expected [tid, state] pairs");
+    h.threads.push_back({integer_value<pid_t>(t[0], "threads"),
+                         static_cast<char>(integer_value<unsigned char>(t[1], "threads"))});
+  }
+  h.zombie_leader = boolean(j, "zombie_leader");
+  h.ppid = integer<pid_t>(j, "ppid");
+  h.pgid = integer<pid_t>(j, "pgid");
+  h.sid = integer<pid_t>(j, "sid");
+  h.orphaned = boolean(j, "orphaned");
+  h.orphan_reason = string(j, "orphan_reason");
+  h.cgroup = string(j, "cgroup");
+  h.container = string(j, "container");
+  h.run_id = string(j, "run_id");
+  for (const auto& p : array(j, "nspid")) h.nspid.push_back(integer_value<pid_t>(p, "nspid"));
+  h.comm = string(j, "comm");
+  h.cmdline = string(j, "cmdline");
+  const json& age = field(j, "age_seconds");
+  if (!age.is_number()) throw WireError("'age_seconds': not a number");
+  h.age_seconds = age.get<double>();
+  for (const auto& f : array(j, "found_by")) h.found_by.insert(enum_value(f, "found_by", kFoundBy));
+  for (const auto& n : array(j, "nodes"))
+    h.nodes.insert(proc::DeviceNode{enum_of(n, "kind", kNodeKinds),
+                                    optional_integer<unsigned>(n, "minor"), string(n, "path")});
+  for (const auto& m : array(j, "gpu_minors"))
+    h.gpu_minors.insert(integer_value<unsigned>(m, "gpu_minors"));
+  h.wchan = string(j, "wchan");
+  return h;
+}
+
+GpuView decode_view(const json& j) {
+  GpuView v;
+  v.info = decode_info(field(j, "info"));
+  const json& b = field(j, "baseline");
+  v.baseline = Baseline{integer<std::uint64_t>(b, "bytes"), boolean(b, "recorded")};
+  for (const auto& gh : array(j, "holders"))
+    v.holders.push_back(GpuHolder{decode_holder(field(gh, "holder")),
+                                  optional_integer<std::uint64_t>(gh, "gpu_bytes"),
+                                  boolean(gh, "uses_gpu")});
+  for (const auto& p : array(j, "nvml_unseen")) v.nvml_unseen.push_back(decode_process(p));
+  v.attributed_bytes = integer<std::uint64_t>(j, "attributed_bytes");
+  v.unattributed_bytes = integer<std::uint64_t>(j, "unattributed_bytes");
+  v.unexplained = enum_of(j, "unexplained", kUnexplained);
+  v.unexplained_detail = string(j, "unexplained_detail");
+  return v;
+}
+
+}  // namespace
+
+std::string encode_inventory(const Inventory& inv) {
+  json gpus = json::array();
+  for (const auto& v : inv.gpus) gpus.push_back(encode_view(v));
+  json others = json::array();
+  for (const auto& h : inv.other_holders) others.push_back(encode_holder(h));
+  json problems = json::array();
+  for (const auto& p : inv.problems) problems.push_back({{"pid", p.pid}, {"what", text(p.what)}});
+  json warnings = json::array();
+  for (const auto& w : inv.warnings) warnings.push_back(text(w));
+  json doc = {{"wire_version", kWireVersion},
+              {"nvml_state", name_of(inv.nvml_state, kNvmlStates)},
+              {"nvml_problem", text(inv.nvml_problem)},
+              {"driver_version", text(inv.driver_version)},
+              {"host_pid_namespace", inv.host_pid_namespace},
+              {"as_root", inv.as_root},
+              {"gpus", gpus},
+              {"other_holders", others},
+              {"problems", problems},
+              {"warnings", warnings},
+              {"processes_scanned", inv.processes_scanned},
+              {"source", text(inv.source)},
+              {"agent_pid", inv.agent_pid}};
+  // Every string went through text(), so strict dumping cannot throw.
+  return doc.dump();
+}
+
+Result<Inventory> decode_inventory(std::string_view text_in) {
+  try {
+    json doc = json::parse(text_in.begin(), text_in.end());
+    if (!doc.is_object()) return fail("agent answer: not a JSON object");
+    if (auto it = doc.find("error"); it != doc.end() && !doc.contains("wire_version"))
+      return fail(fmt::format("the agent answered: {}",
+                              it->is_string() ? it->get<std::string>() : it->dump()));
+    const int version = integer<int>(doc, "wire_version");
+    if (version != kWireVersion)
+      return fail(fmt::format("the agent speaks wire version {}, this gpureap {}", version,
+                              kWireVersion));
+    Inventory inv;
+    inv.nvml_state = enum_of(doc, "nvml_state", kNvmlStates);
+    inv.nvml_problem = string(doc, "nvml_problem");
+    inv.driver_version = string(doc, "driver_version");
+    inv.host_pid_namespace = boolean(doc, "host_pid_namespace");
+    inv.as_root = boolean(doc, "as_root");
+    for (const auto& v : array(doc, "gpus")) inv.gpus.push_back(decode_view(v));
+    for (const auto& h : array(doc, "other_holders")) inv.other_holders.push_back(decode_holder(h));
+    for (const auto& p : array(doc, "problems"))
+      inv.problems.push_back({integer<pid_t>(p, "pid"), string(p, "what")});
+    for (const auto& w : array(doc, "warnings")) inv.warnings.push_back(text_of(w, "warnings"));
+    inv.processes_scanned = integer<std::size_t>(doc, "processes_scanned");
+    inv.source = string(doc, "source");
+    inv.agent_pid = integer<pid_t>(doc, "agent_pid");
+    return inv;
+  } catch (const WireError& e) {
+    return fail(std::string("agent answer: ") + e.what());
+  } catch (const json::exception& e) {
+    return fail(std::string("agent answer: ") + e.what());
+  }
+}
+
+}  // namespace gpureap::inventory

@@ -1,0 +1,300 @@
+// Prometheus text exposition of the inventory (docs/metrics.md lists every series).
+// Rules this file keeps, from the exposition format and the naming guide
+// (../shared/reference/cluster-and-exporters.md §2):
+//  - each metric's HELP and TYPE come once, right before its samples, and all of
+//    its samples form one group: a Family is opened, filled, and never reopened;
+//  - a label gpureap does not know is left out rather than given "" (Prometheus
+//    treats an empty label as an absent one, so "" would only look different);
+//  - a figure gpureap does not know is not exported, never exported as 0: a GPU
+//    without an NVML memory reading has no byte series at all;
+//  - label values that came from processes are made visible (report/terminal_text)
+//    and bounded before they are escaped, so the text stays UTF-8 and small.
+
+#include "report/metrics.h"
+
+#include <fmt/format.h>
+
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "inventory/events.h"
+#include "report/terminal_text.h"
+
+namespace gpureap::report {
+namespace {
+
+// Label values from processes (comm, user) may be anything a local user chose.
+constexpr std::size_t kMaxLabelBytes = 128;
+// Per-holder series are opt-in and still bounded: the largest holders of a GPU.
+constexpr std::size_t kMaxHolderSeriesPerGpu = 64;
+
+constexpr std::array<inventory::Unexplained, 4> kUnattributedClasses{
+    inventory::Unexplained::outside_namespace, inventory::Unexplained::releasing,
+    inventory::Unexplained::driver_held, inventory::Unexplained::unknown};
+
+// The event kinds as the agent's counters name them (the enum's identifiers).
+constexpr std::array<std::pair<inventory::EventKind, std::string_view>, 9> kEventKinds{{
+    {inventory::EventKind::orphaned_memory, "orphaned_memory"},
+    {inventory::EventKind::zombie_leader, "zombie_leader"},
+    {inventory::EventKind::unattributed_memory, "unattributed_memory"},
+    {inventory::EventKind::memory_freed, "memory_freed"},
+    {inventory::EventKind::nvml_down, "nvml_down"},
+    {inventory::EventKind::nvml_up, "nvml_up"},
+    {inventory::EventKind::reap_planned, "reap_planned"},
+    {inventory::EventKind::reaped, "reaped"},
+    {inventory::EventKind::reap_failed, "reap_failed"},
+}};
+
+constexpr std::array<std::string_view, 3> kFreeResults{"freed", "held", "nothing"};
+
+using Labels = std::vector<std::pair<std::string_view, std::string>>;
+
+// Exposition escaping of a label value: backslash, double quote, line feed.
+std::string escape_label_value(std::string_view raw) {
+  std::string value = terminal_text(raw, kMaxLabelBytes);
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string number(double v) {
+  return fmt::format("{}", v);
+}
+
+// Builds the text one metric family at a time.
+class Exposition {
+ public:
+  void family(std::string_view name, std::string_view type, std::string_view help) {
+    name_ = name;
+    out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  }
+
+  // A sample of the open family; `suffix` is "_bucket" and the like for histograms.
+  void sample(const Labels& labels, std::string_view value, std::string_view suffix = {}) {
+    out_ += name_;
+    out_ += suffix;
+    bool first = true;
+    for (const auto& [key, v] : labels) {
+      if (v.empty()) continue;  // unknown: left out (see the file comment)
+      out_ += first ? "{" : ",";
+      first = false;
+      out_ += fmt::format("{}=\"{}\"", key, escape_label_value(v));
+    }
+    if (!first) out_ += "}";
+    out_ += ' ';
+    out_ += value;
+    out_ += '\n';
+  }
+  void sample(const Labels& labels, std::uint64_t value) { sample(labels, std::to_string(value)); }
+
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+  std::string name_;
+};
+
+Labels gpu_labels(const inventory::Inventory& inv, const inventory::GpuView& g) {
+  // Without NVML the views come from device nodes: their index is the minor, not
+  // NVML's index, so `gpu` would join with the wrong dcgm-exporter series.
+  bool index_known = gpu::lists_gpus(inv.nvml_state);
+  return {{"gpu", index_known ? std::to_string(g.info.index) : std::string()},
+          {"uuid", g.info.uuid},
+          {"pci_bus_id", g.info.pci_bus_id},
+          {"minor", g.info.minor ? std::to_string(*g.info.minor) : std::string()}};
+}
+
+Labels with(Labels labels, std::string_view key, std::string value) {
+  labels.emplace_back(key, std::move(value));
+  return labels;
+}
+
+bool gpu_up(const inventory::GpuView& g) {
+  return g.info.problem.empty() && !g.info.hung && g.info.memory.has_value();
+}
+
+// Mutually exclusive, so that sum() over `kind` is the number of holders.
+std::string_view holder_kind(const proc::Holder& h) {
+  if (h.zombie_leader) return "zombie_leader";
+  if (h.orphaned) return "orphaned";
+  return "live";
+}
+
+void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder) {
+  const auto& gpus = inv.gpus;
+  auto each_with_memory = [&](auto&& fn) {
+    for (const auto& g : gpus)
+      if (g.info.memory) fn(g, *g.info.memory);
+  };
+
+  x.family("gpureap_gpu_info", "gauge",
+           "Always 1: the GPU's model name and the NVIDIA driver version, as labels.");
+  for (const auto& g : gpus) {
+    auto labels = gpu_labels(inv, g);
+    labels.emplace_back("name", g.info.name);
+    labels.emplace_back("driver_version", inv.driver_version);
+    x.sample(labels, 1);
+  }
+
+  x.family("gpureap_gpu_up", "gauge",
+           "1 when every NVML query of this GPU answered; 0 when one failed or hung (its byte "
+           "series are then absent).");
+  for (const auto& g : gpus) x.sample(gpu_labels(inv, g), gpu_up(g) ? 1 : 0);
+
+  x.family("gpureap_gpu_memory_total_bytes", "gauge",
+           "Memory of the GPU in bytes (NVML). Absent while NVML gives no memory reading.");
+  each_with_memory([&](const auto& g, const auto& m) { x.sample(gpu_labels(inv, g), m.total); });
+
+  x.family("gpureap_gpu_memory_used_bytes", "gauge",
+           "Used memory of the GPU in bytes (NVML). Absent while NVML gives no memory reading.");
+  each_with_memory([&](const auto& g, const auto& m) { x.sample(gpu_labels(inv, g), m.used); });
+
+  x.family("gpureap_gpu_memory_baseline_bytes", "gauge",
+           "Used memory of the idle GPU in bytes (the driver's own share): recorded when gpureap "
+           "saw the GPU idle, else estimated. Absent while NVML gives no memory reading.");
+  each_with_memory(
+      [&](const auto& g, const auto&) { x.sample(gpu_labels(inv, g), g.baseline.bytes); });
+
+  x.family("gpureap_gpu_baseline_recorded", "gauge",
+           "1 when the baseline was recorded on this GPU while idle, 0 when it is an estimate.");
+  each_with_memory(
+      [&](const auto& g, const auto&) { x.sample(gpu_labels(inv, g), g.baseline.recorded); });
+
+  x.family("gpureap_gpu_memory_attributed_bytes", "gauge",
+           "Bytes NVML attributes to the processes gpureap found holding the GPU.");
+  each_with_memory(
+      [&](const auto& g, const auto&) { x.sample(gpu_labels(inv, g), g.attributed_bytes); });
+
+  x.family("gpureap_gpu_memory_orphaned_bytes", "gauge",
+           "Bytes held by orphaned holders (their parent or launcher died) on this GPU, as "
+           "NVML reports them.");
+  each_with_memory([&](const auto& g, const auto&) {
+    std::uint64_t bytes = 0;
+    for (const auto& h : g.holders)
+      if (h.uses_gpu && h.holder.orphaned) bytes += h.gpu_bytes.value_or(0);
+    x.sample(gpu_labels(inv, g), bytes);
+  });
+
+  x.family("gpureap_gpu_memory_unattributed_bytes", "gauge",
+           "Used bytes above the baseline that no visible process explains, by class "
+           "(outside_namespace, releasing, driver_held, unknown); every class always present, "
+           "0 when not the GPU's.");
+  each_with_memory([&](const auto& g, const auto&) {
+    for (auto c : kUnattributedClasses)
+      x.sample(with(gpu_labels(inv, g), "class", inventory::to_string(c)),
+               g.unexplained == c ? g.unattributed_bytes : 0);
+  });
+
+  x.family("gpureap_gpu_holders", "gauge",
+           "Processes holding the GPU, by kind: live, orphaned (parent or launcher died), "
+           "zombie_leader (leader exited, threads still hold it); each holder counted once.");
+  for (const auto& g : gpus) {
+    std::map<std::string_view, std::uint64_t> counts{
+        {"live", 0}, {"orphaned", 0}, {"zombie_leader", 0}};
+    for (const auto& h : g.holders)
+      if (h.uses_gpu) ++counts[holder_kind(h.holder)];
+    for (const auto& [kind, n] : counts)
+      x.sample(with(gpu_labels(inv, g), "kind", std::string(kind)), n);
+  }
+
+  if (!per_holder) return;
+  x.family("gpureap_holder_memory_bytes", "gauge",
+           "Bytes NVML attributes to one holder on one GPU (opt-in: --per-holder-metrics; the "
+           "largest 64 holders of each GPU, holders without an NVML figure left out).");
+  for (const auto& g : gpus) {
+    std::size_t shown = 0;
+    for (const auto& h : g.holders) {
+      if (!h.uses_gpu || !h.gpu_bytes) continue;
+      if (shown++ == kMaxHolderSeriesPerGpu) break;
+      Labels labels = gpu_labels(inv, g);
+      labels.emplace_back("pid", std::to_string(h.holder.id.pid));
+      labels.emplace_back("comm", h.holder.comm);
+      labels.emplace_back("user", h.holder.user);
+      labels.emplace_back("kind", std::string(holder_kind(h.holder)));
+      x.sample(labels, *h.gpu_bytes);
+    }
+  }
+}
+
+void render_agent(Exposition& x, const AgentCounters& c) {
+  x.family("gpureap_free_duration_seconds", "histogram",
+           "Seconds each free the agent performed took, from the first signal to memory back "
+           "at baseline (or given up).");
+  for (std::size_t i = 0; i < Histogram::kBounds.size(); ++i)
+    x.sample({{"le", number(Histogram::kBounds[i])}}, std::to_string(c.free_duration.buckets[i]),
+             "_bucket");
+  x.sample({{"le", "+Inf"}}, std::to_string(c.free_duration.count), "_bucket");
+  x.sample({}, number(c.free_duration.sum), "_sum");
+  x.sample({}, std::to_string(c.free_duration.count), "_count");
+
+  x.family("gpureap_frees_total", "counter",
+           "Frees the agent performed, by result: freed (memory back at baseline), held "
+           "(memory stayed held), nothing (nothing to free).");
+  std::map<std::string, std::uint64_t> frees;
+  for (auto r : kFreeResults) frees[std::string(r)] = 0;
+  for (const auto& [result, n] : c.frees) frees[result] = n;
+  for (const auto& [result, n] : frees) x.sample({{"result", result}}, n);
+
+  if (c.last_free_timestamp) {
+    x.family("gpureap_last_free_timestamp_seconds", "gauge",
+             "When the agent's last free ended, in seconds since the epoch (absent before the "
+             "first).");
+    x.sample({}, number(*c.last_free_timestamp));
+  }
+
+  x.family("gpureap_events_total", "counter",
+           "Events the agent announced, by kind (every kind always present).");
+  std::map<std::string, std::uint64_t> events;
+  for (const auto& [kind, word] : kEventKinds) events[std::string(word)] = 0;
+  for (const auto& [kind, n] : c.events) events[kind] = n;
+  for (const auto& [kind, n] : events) x.sample({{"kind", kind}}, n);
+
+  x.family("gpureap_scans_total", "counter",
+           "Scans of /proc the agent ran: full (every process) or incremental (new and known "
+           "pids only).");
+  x.sample({{"kind", "full"}}, c.full_scans);
+  x.sample({{"kind", "incremental"}}, c.incremental_scans);
+}
+
+}  // namespace
+
+void Histogram::observe(double seconds) {
+  for (std::size_t i = 0; i < kBounds.size(); ++i)
+    if (seconds <= kBounds[i]) ++buckets[i];
+  ++count;
+  sum += seconds;
+}
+
+std::string render_metrics(const MetricsInput& input) {
+  const auto& inv = *input.inventory;
+  Exposition x;
+  x.family("gpureap_build_info", "gauge", "Always 1: the gpureap version, as a label.");
+  x.sample({{"version", input.version}}, 1);
+
+  x.family("gpureap_nvml_up", "gauge",
+           "1 when NVML lists the GPUs (one GPU failing alone shows in gpureap_gpu_up); 0 when "
+           "NVML is missing, failed or hung as a whole (byte series are then absent, the "
+           "/proc view remains).");
+  x.sample({}, gpu::lists_gpus(inv.nvml_state) ? 1 : 0);
+
+  x.family("gpureap_scrape_duration_seconds", "gauge",
+           "Seconds gpureap took to refresh the figures shown (NVML and /proc).");
+  x.sample({}, number(input.last_scrape_seconds));
+
+  render_gpus(x, inv, input.per_holder);
+  if (input.counters) render_agent(x, *input.counters);
+  return x.take();
+}
+
+}  // namespace gpureap::report

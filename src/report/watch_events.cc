@@ -1,0 +1,210 @@
+#include "report/watch_events.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "report/json.h"
+#include "report/names.h"
+#include "report/terminal_text.h"
+#include "util/units.h"
+
+namespace gpureap::report {
+namespace {
+
+using inventory::Event;
+using inventory::EventKind;
+
+// How many holders a line names before "and N more": enough to recognise the
+// job, short enough for one terminal line.
+constexpr std::size_t kNamedHolders = 3;
+
+std::string clock_text(double time) {
+  std::time_t t = static_cast<std::time_t>(time);
+  std::tm tm{};
+  if (::localtime_r(&t, &tm) == nullptr) return "??:??:??";
+  return fmt::format("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+std::string plural(std::size_t n, const char* word) {
+  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+}
+
+// "8.00 GiB", "at least 8.00 GiB" when some holders' figures are unknown, and
+// "memory unknown" when all are.
+std::string held_bytes(const Event& e) {
+  const std::size_t unknown =
+      std::count_if(e.holders.begin(), e.holders.end(),
+                    [](const inventory::EventHolder& h) { return !h.gpu_bytes; });
+  if (!e.holders.empty() && unknown == e.holders.size()) return "memory unknown";
+  return (unknown > 0 ? "at least " : "") + format_bytes(e.bytes);
+}
+
+// "2 holders (python3 pid 4242, python3 pid 4243)", at most kNamedHolders named.
+std::string holder_list(const Event& e) {
+  std::string names;
+  for (std::size_t i = 0; i < e.holders.size() && i < kNamedHolders; ++i)
+    names += fmt::format("{}{} pid {}", i ? ", " : "", terminal_text(e.holders[i].comm, 32),
+                         e.holders[i].id.pid);
+  if (e.holders.size() > kNamedHolders)
+    names += fmt::format(" and {} more", e.holders.size() - kNamedHolders);
+  return fmt::format("{} ({})", plural(e.holders.size(), "holder"), names);
+}
+
+std::string parent_text(const Event& e) {
+  const auto& p = *e.parent;
+  const double ago = std::max(0.0, e.time - p.died_at);
+  return fmt::format("parent {} (pid {}) died {:.1f} s ago", terminal_text(p.comm, 32), p.pid, ago);
+}
+
+// A sentence and the next step: "a; b", or "a. B" after a sentence that ends in a
+// full stop (the inventory's details do).
+std::string then(const std::string& text, std::string next) {
+  if (text.empty()) return next;
+  if (text.back() != '.') return text + "; " + next;
+  if (!next.empty() && next[0] >= 'a' && next[0] <= 'z') next[0] = static_cast<char>(next[0] - 32);
+  return text + " " + next;
+}
+
+std::string describe(const Event& e, const Style& style) {
+  const std::string detail = terminal_text(e.detail);
+  const std::string gpu = e.gpu ? std::to_string(*e.gpu) : "?";
+  switch (e.kind) {
+    case EventKind::orphaned_memory: {
+      std::string why = e.parent ? parent_text(e) + (detail.empty() ? "" : "; " + detail) : detail;
+      return fmt::format("{} {}: {} — {}; free {}: gpureap free --orphans --gpu {}", held_bytes(e),
+                         style.red("orphaned"), holder_list(e), why,
+                         e.holders.size() == 1 ? "it" : "them", gpu);
+    }
+    case EventKind::zombie_leader: {
+      const auto* h = e.holders.empty() ? nullptr : &e.holders.front();
+      std::string who = h ? fmt::format("{} pid {} (user {})", terminal_text(h->comm, 32),
+                                        h->id.pid, terminal_text(h->user, 32))
+                          : "?";
+      return fmt::format("{} held by a {}, {} — {}", held_bytes(e), style.red("zombie leader"), who,
+                         then(detail, fmt::format("free it: gpureap free --gpu {} --pid {}", gpu,
+                                                  h ? h->id.pid : 0)));
+    }
+    case EventKind::unattributed_memory: {
+      // The inventory's detail ends in the next step for every class but unknown.
+      std::string text = e.unexplained == inventory::Unexplained::unknown
+                             ? then(detail, fmt::format("inspect: gpureap status --gpu {}", gpu))
+                             : detail;
+      return fmt::format("{} {} [{}] — {}", format_bytes(e.bytes),
+                         style.red("not explained by any visible process"),
+                         inventory::to_string(e.unexplained), text);
+    }
+    case EventKind::memory_freed:
+      return fmt::format("{} {} — {}", format_bytes(e.bytes), style.green("freed"), detail);
+    case EventKind::nvml_down:
+      return fmt::format("{} — {}", style.yellow(e.gpu ? "NVML not answering" : "NVML down"),
+                         then(detail, e.gpu ? "its holders are still watched through /proc, "
+                                              "without memory figures; the other GPUs as before"
+                                            : "holders are still watched through /proc, without "
+                                              "memory figures, until NVML answers (check dmesg "
+                                              "for Xid errors)"));
+    case EventKind::nvml_up:
+      return fmt::format("{} — {}", style.green("NVML up"), detail);
+    case EventKind::reap_planned:
+      return fmt::format("would reap {} holding {} (--reap-dry-run) — {}", holder_list(e),
+                         held_bytes(e), detail);
+    case EventKind::reaped:
+      return fmt::format("{} {} holding {} — {}", style.green("reaped"), holder_list(e),
+                         held_bytes(e), detail);
+    case EventKind::reap_failed:
+      return fmt::format("{} {} holding {} — {}", style.red("reaping failed for"), holder_list(e),
+                         held_bytes(e),
+                         then(detail, fmt::format("see: gpureap status --gpu {}", gpu)));
+  }
+  return detail;
+}
+
+template <typename T>
+nlohmann::ordered_json or_null(const std::optional<T>& v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+}
+
+std::string json_line(const nlohmann::ordered_json& doc) {
+  // Compact, and valid UTF-8 whatever the process text holds (as json_text).
+  return doc.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+bool has_bytes(const Event& e) {
+  if (e.kind == EventKind::nvml_down || e.kind == EventKind::nvml_up) return false;
+  // Holders whose figures are all unknown: the total is unknown, not 0.
+  return e.holders.empty() ||
+         std::any_of(e.holders.begin(), e.holders.end(),
+                     [](const inventory::EventHolder& h) { return h.gpu_bytes.has_value(); });
+}
+
+}  // namespace
+
+std::string watch_event_line(const Event& e, const Style& style) {
+  std::string gpu = e.gpu ? style.bold(fmt::format("GPU {}", *e.gpu)) + ": " : "";
+  return fmt::format("{} {}{}\n", style.dim(clock_text(e.time)), gpu, describe(e, style));
+}
+
+std::string watch_event_json(const Event& e) {
+  nlohmann::ordered_json holders = nlohmann::ordered_json::array();
+  for (const auto& h : e.holders)
+    holders.push_back({{"pid", h.id.pid},
+                       {"start_time", h.id.start_time},
+                       {"comm", h.comm},
+                       {"user", h.user},
+                       {"gpu_bytes", or_null(h.gpu_bytes)}});
+  nlohmann::ordered_json doc = {
+      {"schema_version", kSchemaVersion},
+      {"event", to_string(e.kind)},
+      {"time", e.time},
+      {"gpu", or_null(e.gpu)},
+      {"uuid", e.uuid.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.uuid)},
+      {"bytes", has_bytes(e) ? nlohmann::ordered_json(e.bytes) : nlohmann::ordered_json(nullptr)},
+      {"holders", std::move(holders)},
+  };
+  if (e.parent)
+    doc["parent"] = {{"pid", e.parent->pid},
+                     {"comm", e.parent->comm},
+                     {"cmdline", e.parent->cmdline},
+                     {"died_at", e.parent->died_at}};
+  doc["class"] = e.kind == EventKind::unattributed_memory
+                     ? nlohmann::ordered_json(inventory::to_string(e.unexplained))
+                     : nlohmann::ordered_json(nullptr);
+  doc["detail"] = e.detail;
+  return json_line(doc);
+}
+
+std::string watch_started_line(double time, pid_t pid, const std::optional<std::string>& listen,
+                               const std::string& socket, std::size_t gpus, const Style& style) {
+  return fmt::format("{} {} (pid {}): {}, status socket {}, watching {}\n",
+                     style.dim(clock_text(time)), style.bold("gpureap watch started"), pid,
+                     listen ? "metrics on http://" + terminal_text(*listen) + "/metrics"
+                            : std::string("no metrics listener"),
+                     terminal_text(socket), plural(gpus, "GPU"));
+}
+
+std::string watch_started_json(double time, pid_t pid, const std::optional<std::string>& listen,
+                               const std::string& socket, std::size_t gpus) {
+  nlohmann::ordered_json doc = {
+      {"schema_version", kSchemaVersion}, {"event", "started"}, {"time", time}, {"pid", pid},
+      {"listen", or_null(listen)},        {"socket", socket},   {"gpus", gpus}};
+  return json_line(doc);
+}
+
+std::string watch_started_line(pid_t pid, const std::optional<std::string>& listen,
+                               const std::string& socket, std::size_t gpus, const Style& style) {
+  return watch_started_line(wall_now(), pid, listen, socket, gpus, style);
+}
+
+std::string watch_started_json(pid_t pid, const std::optional<std::string>& listen,
+                               const std::string& socket, std::size_t gpus) {
+  return watch_started_json(wall_now(), pid, listen, socket, gpus);
+}
+
+}  // namespace gpureap::report

@@ -1,0 +1,46 @@
+#pragma once
+// What `gpureap watch` prints on stdout: a "started" line, then one line per event
+// (inventory/events.h). Human lines answer who holds the memory, why, and what to
+// do now, with the same next steps as `status` and `free`; `--json` prints one
+// compact JSON object per line instead (docs/json-schema.md, "gpureap watch events").
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "inventory/events.h"
+#include "report/style.h"
+
+namespace gpureap::report {
+
+/// One line, ending in "\n": the local time as HH:MM:SS, "GPU N: " for a GPU's
+/// event, what happened with the bytes and the holders, why, and the next step.
+/// Text from processes and the driver is escaped (terminal_text).
+std::string watch_event_line(const inventory::Event& e, const Style& style);
+
+/// One JSON object on one line, ending in "\n": schema_version, event, time, gpu,
+/// uuid, bytes, holders[{pid, start_time, comm, user, gpu_bytes}], parent{pid,
+/// comm, cmdline, died_at} (absent when unknown), class, detail.
+std::string watch_event_json(const inventory::Event& e);
+
+/// The first line of `gpureap watch`: the agent's pid, where /metrics is served
+/// (`listen` "ADDR:PORT"; nullopt: no HTTP listener), the control socket's path,
+/// how many GPUs it watches. `time`: wall clock seconds.
+std::string watch_started_line(double time, pid_t pid, const std::optional<std::string>& listen,
+                               const std::string& socket, std::size_t gpus, const Style& style);
+
+/// The same at the current time (what `gpureap watch` prints).
+std::string watch_started_line(pid_t pid, const std::optional<std::string>& listen,
+                               const std::string& socket, std::size_t gpus, const Style& style);
+
+/// The same as {"schema_version":1,"event":"started","time":T,"pid":P,
+/// "listen":"ADDR:PORT" or null,"socket":"PATH","gpus":N} on one line.
+std::string watch_started_json(double time, pid_t pid, const std::optional<std::string>& listen,
+                               const std::string& socket, std::size_t gpus);
+/// The same at the current time.
+std::string watch_started_json(pid_t pid, const std::optional<std::string>& listen,
+                               const std::string& socket, std::size_t gpus);
+
+}  // namespace gpureap::report

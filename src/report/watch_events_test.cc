@@ -1,0 +1,268 @@
+#include "report/watch_events.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "report/names.h"
+
+namespace gpureap::report {
+namespace {
+
+using inventory::Event;
+using inventory::EventKind;
+constexpr std::uint64_t kGiB = 1ULL << 30;
+constexpr double kTime = 1712345678.25;  // 19:34:38 UTC
+
+// Times are local: the tests fix the zone.
+class WatchEvents : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("TZ", "UTC", 1);
+    ::tzset();
+  }
+};
+
+inventory::EventHolder holder(pid_t pid, std::optional<std::uint64_t> bytes,
+                              std::string comm = "python3") {
+  return {{pid, 9000u + static_cast<unsigned>(pid)}, std::move(comm), "alice", bytes};
+}
+
+Event orphans(std::size_t n) {
+  Event e;
+  e.kind = EventKind::orphaned_memory;
+  e.time = kTime;
+  e.gpu = 3;
+  e.uuid = "GPU-3";
+  for (std::size_t i = 0; i < n; ++i) e.holders.push_back(holder(4242 + int(i), 10 * kGiB));
+  e.bytes = n * 10 * kGiB;
+  e.detail = "re-parented to init (pid 1)";
+  return e;
+}
+
+TEST_F(WatchEvents, OrphanedMemoryNamesHoldersParentAndTheFree) {
+  Event e = orphans(8);
+  e.parent =
+      inventory::DeadParent{4100, "sglang.launch", "python3 -m sglang.launch_server", kTime - 0.2};
+  EXPECT_EQ(watch_event_line(e, Style{}),
+            "19:34:38 GPU 3: 80.0 GiB orphaned: 8 holders (python3 pid 4242, python3 pid 4243, "
+            "python3 pid 4244 and 5 more) — parent sglang.launch (pid 4100) died 0.2 s ago; "
+            "re-parented to init (pid 1); free them: gpureap free --orphans --gpu 3\n");
+  EXPECT_EQ(
+      watch_event_json(e),
+      R"j({"schema_version":1,"event":"orphaned_memory","time":1712345678.25,"gpu":3,)j"
+      R"j("uuid":"GPU-3","bytes":85899345920,"holders":[)j"
+      R"j({"pid":4242,"start_time":13242,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
+      R"j({"pid":4243,"start_time":13243,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
+      R"j({"pid":4244,"start_time":13244,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
+      R"j({"pid":4245,"start_time":13245,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
+      R"j({"pid":4246,"start_time":13246,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
+      R"j({"pid":4247,"start_time":13247,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
+      R"j({"pid":4248,"start_time":13248,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
+      R"j({"pid":4249,"start_time":13249,"comm":"python3","user":"alice","gpu_bytes":10737418240}],)j"
+      R"j("parent":{"pid":4100,"comm":"sglang.launch","cmdline":"python3 -m sglang.launch_server",)j"
+      R"j("died_at":1712345678.05},"class":null,"detail":"re-parented to init (pid 1)"})j"
+      "\n");
+}
+
+TEST_F(WatchEvents, OneOrphanWithoutAParent) {
+  Event e = orphans(1);
+  EXPECT_EQ(watch_event_line(e, Style{}),
+            "19:34:38 GPU 3: 10.0 GiB orphaned: 1 holder (python3 pid 4242) — re-parented to "
+            "init (pid 1); free it: gpureap free --orphans --gpu 3\n");
+  auto j = nlohmann::json::parse(watch_event_json(e));
+  EXPECT_FALSE(j.contains("parent")) << "absent when the agent did not see the parent die";
+}
+
+TEST_F(WatchEvents, UnknownFiguresAreNotZero) {
+  Event e = orphans(2);
+  e.holders[0].gpu_bytes.reset();
+  e.bytes = 10 * kGiB;
+  EXPECT_NE(watch_event_line(e, Style{}).find("GPU 3: at least 10.0 GiB orphaned"),
+            std::string::npos);
+  e.holders[1].gpu_bytes.reset();
+  e.bytes = 0;
+  EXPECT_NE(watch_event_line(e, Style{}).find("GPU 3: memory unknown orphaned"), std::string::npos);
+  auto j = nlohmann::json::parse(watch_event_json(e));
+  EXPECT_TRUE(j["bytes"].is_null());
+  EXPECT_TRUE(j["holders"][0]["gpu_bytes"].is_null());
+}
+
+TEST_F(WatchEvents, ZombieLeader) {
+  Event e;
+  e.kind = EventKind::zombie_leader;
+  e.time = kTime;
+  e.gpu = 0;
+  e.uuid = "GPU-0";
+  e.holders = {holder(4242, 6 * kGiB)};
+  e.bytes = 6 * kGiB;
+  e.detail = "its main thread exited; 1 live thread still holds the GPU";
+  EXPECT_EQ(watch_event_line(e, Style{}),
+            "19:34:38 GPU 0: 6.00 GiB held by a zombie leader, python3 pid 4242 (user alice) — "
+            "its main thread exited; 1 live thread still holds the GPU; free it: gpureap free "
+            "--gpu 0 --pid 4242\n");
+  auto j = nlohmann::json::parse(watch_event_json(e));
+  EXPECT_EQ(j["event"], "zombie_leader");
+  EXPECT_EQ(j["bytes"], 6 * kGiB);
+  EXPECT_TRUE(j["class"].is_null());
+}
+
+TEST_F(WatchEvents, UnattributedMemoryHasItsClass) {
+  Event e;
+  e.kind = EventKind::unattributed_memory;
+  e.time = kTime;
+  e.gpu = 2;
+  e.uuid = "GPU-2";
+  e.bytes = 8 * kGiB;
+  e.unexplained = inventory::Unexplained::driver_held;
+  e.detail =
+      "8.00 GiB above the idle baseline with no process holding the GPU anywhere: the driver "
+      "still holds it. Only a GPU reset (`gpureap free --reset --gpu 2`) or a reboot frees it.";
+  EXPECT_EQ(watch_event_line(e, Style{}),
+            "19:34:38 GPU 2: 8.00 GiB not explained by any visible process [driver_held] — 8.00 "
+            "GiB above the idle baseline with no process holding the GPU anywhere: the driver "
+            "still holds it. Only a GPU reset (`gpureap free --reset --gpu 2`) or a reboot frees "
+            "it.\n");
+  EXPECT_EQ(watch_event_json(e),
+            R"j({"schema_version":1,"event":"unattributed_memory","time":1712345678.25,"gpu":2,)j"
+            R"j("uuid":"GPU-2","bytes":8589934592,"holders":[],"class":"driver_held","detail":)j"
+            R"j("8.00 GiB above the idle baseline with no process holding the GPU anywhere: the )j"
+            R"j(driver still holds it. Only a GPU reset (`gpureap free --reset --gpu 2`) or a )j"
+            R"j(reboot frees it."})j"
+            "\n");
+  e.unexplained = inventory::Unexplained::unknown;
+  e.detail = "8.00 GiB not attributed: NVML gave no process list for this GPU.";
+  EXPECT_EQ(watch_event_line(e, Style{}),
+            "19:34:38 GPU 2: 8.00 GiB not explained by any visible process [unknown] — 8.00 GiB "
+            "not attributed: NVML gave no process list for this GPU. Inspect: gpureap status "
+            "--gpu 2\n");
+}
+
+TEST_F(WatchEvents, MemoryFreed) {
+  Event e;
+  e.kind = EventKind::memory_freed;
+  e.time = kTime;
+  e.gpu = 0;
+  e.uuid = "GPU-0";
+  e.bytes = 16 * kGiB;
+  e.detail = "2 orphaned holders are gone; GPU 0 is back at its baseline (512 MiB used)";
+  EXPECT_EQ(watch_event_line(e, Style{}),
+            "19:34:38 GPU 0: 16.0 GiB freed — 2 orphaned holders are gone; GPU 0 is back at its "
+            "baseline (512 MiB used)\n");
+  EXPECT_EQ(nlohmann::json::parse(watch_event_json(e))["bytes"], 16 * kGiB);
+}
+
+TEST_F(WatchEvents, NvmlDownAndUp) {
+  Event down;
+  down.kind = EventKind::nvml_down;
+  down.time = kTime;
+  down.detail = "NVML did not answer within 2000 ms";
+  EXPECT_EQ(watch_event_line(down, Style{}),
+            "19:34:38 NVML down — NVML did not answer within 2000 ms; holders are still watched "
+            "through /proc, without memory figures, until NVML answers (check dmesg for Xid "
+            "errors)\n");
+  EXPECT_EQ(watch_event_json(down),
+            R"j({"schema_version":1,"event":"nvml_down","time":1712345678.25,"gpu":null,)j"
+            R"j("uuid":null,"bytes":null,"holders":[],"class":null,)j"
+            R"j("detail":"NVML did not answer within 2000 ms"})j"
+            "\n");
+  Event up = down;
+  up.kind = EventKind::nvml_up;
+  up.gpu = 1;
+  up.uuid = "GPU-1";
+  up.detail = "NVML answers for GPU 1 again: its memory figures are live again";
+  EXPECT_EQ(watch_event_line(up, Style{}),
+            "19:34:38 GPU 1: NVML up — NVML answers for GPU 1 again: its memory figures are "
+            "live again\n");
+  EXPECT_EQ(nlohmann::json::parse(watch_event_json(up))["gpu"], 1);
+}
+
+TEST_F(WatchEvents, Reaping) {
+  Event e = orphans(2);
+  e.kind = EventKind::reap_planned;
+  e.detail = "orphaned for 10.0 s (--reap-orphans-after 10s)";
+  EXPECT_EQ(watch_event_line(e, Style{}),
+            "19:34:38 GPU 3: would reap 2 holders (python3 pid 4242, python3 pid 4243) holding "
+            "20.0 GiB (--reap-dry-run) — orphaned for 10.0 s (--reap-orphans-after 10s)\n");
+  e.kind = EventKind::reaped;
+  e.detail = "freed in 0.31 s";
+  EXPECT_EQ(watch_event_line(e, Style{}),
+            "19:34:38 GPU 3: reaped 2 holders (python3 pid 4242, python3 pid 4243) holding 20.0 "
+            "GiB — freed in 0.31 s\n");
+  e.kind = EventKind::reap_failed;
+  e.detail = "memory still held after 60 s";
+  EXPECT_EQ(watch_event_line(e, Style{}),
+            "19:34:38 GPU 3: reaping failed for 2 holders (python3 pid 4242, python3 pid 4243) "
+            "holding 20.0 GiB — memory still held after 60 s; see: gpureap status --gpu 3\n");
+  EXPECT_EQ(nlohmann::json::parse(watch_event_json(e))["event"], "reap_failed");
+}
+
+TEST_F(WatchEvents, ProcessTextIsEscapedAndJsonStaysValid) {
+  Event e = orphans(1);
+  e.holders[0].comm = "\x1b[31mRED\xe9";
+  e.parent = inventory::DeadParent{4100, "\x07x", "a\nb", kTime};
+  std::string line = watch_event_line(e, Style{});
+  EXPECT_EQ(line.find('\x1b'), std::string::npos) << line;
+  EXPECT_EQ(line.find('\x07'), std::string::npos) << line;
+  EXPECT_NE(line.find("\\x1b[31mRED\\xe9 pid 4242"), std::string::npos) << line;
+  EXPECT_NE(line.find("parent \\x07x (pid 4100) died 0.0 s ago"), std::string::npos) << line;
+  std::string json = watch_event_json(e);
+  EXPECT_EQ(json.find('\n'), json.size() - 1) << "one line";
+  auto j = nlohmann::json::parse(json);
+  EXPECT_EQ(j["holders"][0]["comm"], "\x1b[31mRED\xef\xbf\xbd");
+  EXPECT_EQ(j["parent"]["cmdline"], "a\nb");
+}
+
+TEST_F(WatchEvents, ColourOnlyWhenAsked) {
+  Event e = orphans(1);
+  EXPECT_NE(watch_event_line(e, Style{true}).find("\033[31morphaned\033[0m"), std::string::npos);
+  EXPECT_EQ(watch_event_line(e, Style{false}).find('\033'), std::string::npos);
+}
+
+TEST_F(WatchEvents, Started) {
+  EXPECT_EQ(
+      watch_started_line(kTime, 4100, "127.0.0.1:9849", "/var/lib/gpureap/agent.sock", 8, Style{}),
+      "19:34:38 gpureap watch started (pid 4100): metrics on "
+      "http://127.0.0.1:9849/metrics, status socket /var/lib/gpureap/agent.sock, watching "
+      "8 GPUs\n");
+  EXPECT_EQ(watch_started_line(kTime, 4100, std::nullopt, "/run/a.sock", 1, Style{}),
+            "19:34:38 gpureap watch started (pid 4100): no metrics listener, status socket "
+            "/run/a.sock, watching 1 GPU\n");
+  EXPECT_EQ(watch_started_json(kTime, 4100, "127.0.0.1:9849", "/run/a.sock", 8),
+            R"j({"schema_version":1,"event":"started","time":1712345678.25,"pid":4100,)j"
+            R"j("listen":"127.0.0.1:9849","socket":"/run/a.sock","gpus":8})j"
+            "\n");
+  EXPECT_EQ(watch_started_json(kTime, 4100, std::nullopt, "/run/a.sock", 8),
+            R"j({"schema_version":1,"event":"started","time":1712345678.25,"pid":4100,)j"
+            R"j("listen":null,"socket":"/run/a.sock","gpus":8})j"
+            "\n");
+}
+
+TEST_F(WatchEvents, StartedNowIsStampedWithTheClock) {
+  auto before = std::time(nullptr);
+  auto j = nlohmann::json::parse(watch_started_json(4100, std::nullopt, "/run/a.sock", 2));
+  EXPECT_GE(j["time"].get<double>(), static_cast<double>(before));
+  EXPECT_LE(j["time"].get<double>(), static_cast<double>(std::time(nullptr) + 1));
+  EXPECT_NE(watch_started_line(4100, std::nullopt, "/run/a.sock", 2, Style{}).find("(pid 4100)"),
+            std::string::npos);
+}
+
+TEST(EventKindNames, EveryKindHasAWord) {
+  using K = EventKind;
+  for (auto [k, word] :
+       std::vector<std::pair<K, std::string_view>>{{K::orphaned_memory, "orphaned_memory"},
+                                                   {K::zombie_leader, "zombie_leader"},
+                                                   {K::unattributed_memory, "unattributed_memory"},
+                                                   {K::memory_freed, "memory_freed"},
+                                                   {K::nvml_down, "nvml_down"},
+                                                   {K::nvml_up, "nvml_up"},
+                                                   {K::reap_planned, "reap_planned"},
+                                                   {K::reaped, "reaped"},
+                                                   {K::reap_failed, "reap_failed"}})
+    EXPECT_EQ(to_string(k), word);
+}
+
+}  // namespace
+}  // namespace gpureap::report

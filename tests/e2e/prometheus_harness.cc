@@ -1,0 +1,349 @@
+#include "prometheus_harness.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+extern char** environ;
+
+namespace gpureap::e2e {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string make_temp_dir(const char* prefix) {
+  std::string tmpl = std::string(std::filesystem::temp_directory_path()) + "/" + prefix + "XXXXXX";
+  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  return tmpl;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+std::vector<std::string> environment(const std::map<std::string, std::string>& extra) {
+  std::map<std::string, std::string> all;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) all[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : extra) all[k] = v;
+  std::vector<std::string> out;
+  for (const auto& [k, v] : all) out.push_back(k + "=" + v);
+  return out;
+}
+
+int milliseconds_left(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return left.count() > 0 ? static_cast<int>(left.count()) : 0;
+}
+
+// A port nothing listens on now. Prometheus binds it a moment later; should
+// another process take it meanwhile, Prometheus exits and the start is retried.
+std::uint16_t free_loopback_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+            ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  ::close(fd);
+  return ok ? ntohs(a.sin_port) : 0;
+}
+
+std::string percent_encode(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- ChildProcess ------------------------------------------------------------
+
+ChildProcess::ChildProcess(const std::vector<std::string>& argv,
+                           const std::map<std::string, std::string>& env,
+                           const std::string& log_file, bool stdout_to_log) {
+  int out_pipe[2] = {-1, -1};
+  if (!stdout_to_log && ::pipe2(out_pipe, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe: " << std::strerror(errno);
+    return;
+  }
+  auto env_strings = environment(env);
+  std::vector<char*> envp, args;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& s : argv_copy) args.push_back(s.data());
+  args.push_back(nullptr);
+
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  if (!stdout_to_log)
+    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
+  else
+    posix_spawn_file_actions_adddup2(&fa, 2, 1);
+  int rc = ::posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (out_pipe[1] >= 0) ::close(out_pipe[1]);
+  if (rc != 0) {
+    ADD_FAILURE() << "cannot start " << argv[0] << ": " << std::strerror(rc);
+    if (out_pipe[0] >= 0) ::close(out_pipe[0]);
+    pid_ = -1;
+    return;
+  }
+  out_fd_ = out_pipe[0];
+  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+  if (pidfd_ < 0) ADD_FAILURE() << "pidfd_open " << pid_ << ": " << std::strerror(errno);
+}
+
+ChildProcess::~ChildProcess() {
+  stop();
+  if (out_fd_ >= 0) ::close(out_fd_);
+  if (pidfd_ >= 0) ::close(pidfd_);
+}
+
+bool ChildProcess::fill(std::chrono::milliseconds timeout) {
+  if (out_fd_ < 0) return false;
+  pollfd p{out_fd_, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+  char buf[65536];
+  ssize_t n = ::read(out_fd_, buf, sizeof buf);
+  if (n <= 0) {
+    ::close(out_fd_);
+    out_fd_ = -1;
+    return false;
+  }
+  buffer_.append(buf, static_cast<std::size_t>(n));
+  return true;
+}
+
+std::optional<std::string> ChildProcess::read_line(std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  for (;;) {
+    auto nl = buffer_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      return line;
+    }
+    if (out_fd_ < 0 || Clock::now() >= deadline) return std::nullopt;
+    fill(std::chrono::milliseconds(milliseconds_left(deadline)));
+  }
+}
+
+std::vector<std::string> ChildProcess::available_lines() {
+  while (fill(std::chrono::milliseconds(0))) {
+  }
+  std::vector<std::string> lines;
+  while (auto line = read_line(std::chrono::milliseconds(0))) lines.push_back(*line);
+  return lines;
+}
+
+bool ChildProcess::running() {
+  if (pid_ < 0 || status_) return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return false;
+  }
+  return true;
+}
+
+int ChildProcess::stop(std::chrono::milliseconds grace) {
+  if (pid_ < 0) return -1;
+  if (status_) return *status_;
+  // Our own unreaped child: its pidfd cannot name another process.
+  if (running()) {
+    ::syscall(SYS_pidfd_send_signal, pidfd_, SIGTERM, nullptr, 0);
+    pollfd p{pidfd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(grace.count())) <= 0) {
+      ADD_FAILURE() << "pid " << pid_ << " ignored SIGTERM for " << grace.count() << " ms: killed";
+      ::syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0);
+    }
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  return *status_;
+}
+
+// ---- HTTP and promtool -------------------------------------------------------
+
+HttpReply http_get(std::uint16_t port, const std::string& target,
+                   std::chrono::milliseconds timeout) {
+  HttpReply reply;
+  auto deadline = Clock::now() + timeout;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return reply;
+  }
+  std::string request = "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return reply;
+  }
+  std::string all;
+  char buf[65536];
+  pollfd p{fd, POLLIN, 0};
+  bool eof = false;
+  while (!eof && ::poll(&p, 1, milliseconds_left(deadline)) > 0) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0)
+      eof = true;
+    else
+      all.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  auto end = all.find("\r\n\r\n");
+  if (!eof || end == std::string::npos || !all.starts_with("HTTP/1.")) return reply;
+  reply.status = std::atoi(all.c_str() + 9);
+  reply.body = all.substr(end + 4);
+  return reply;
+}
+
+std::pair<int, std::string> promtool_check_metrics(const std::string& text) {
+  std::string dir = make_temp_dir("gpureap-promtool-");
+  std::ofstream(dir + "/metrics.prom") << text;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, (dir + "/metrics.prom").c_str(), O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, (dir + "/out").c_str(), O_WRONLY | O_CREAT, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  char arg0[] = "promtool", arg1[] = "check", arg2[] = "metrics";
+  char* argv[] = {arg0, arg1, arg2, nullptr};
+  pid_t pid = 0;
+  std::pair<int, std::string> result{-1, "promtool not found: run scripts/install-deps.sh"};
+  if (::posix_spawnp(&pid, "promtool", &fa, nullptr, argv, environ) == 0) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    result = {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+              read_file(dir + "/out")};
+  }
+  posix_spawn_file_actions_destroy(&fa);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return result;
+}
+
+// ---- PrometheusServer --------------------------------------------------------
+
+PrometheusServer::PrometheusServer(const std::string& target) {
+  dir_ = make_temp_dir("gpureap-prometheus-");
+  std::ofstream(dir_ + "/prometheus.yml") << "global:\n"
+                                             "  scrape_interval: 1s\n"
+                                             "  scrape_timeout: 1s\n"
+                                             "  evaluation_interval: 1s\n"
+                                             "scrape_configs:\n"
+                                             "  - job_name: gpureap\n"
+                                             "    static_configs:\n"
+                                             "      - targets: ['"
+                                          << target << "']\n";
+  // A port picked here may be taken before Prometheus binds it: then it exits at
+  // once, and another port is tried.
+  for (int attempt = 0; attempt < 3 && !child_; ++attempt) {
+    port_ = free_loopback_port();
+    auto start = Clock::now();
+    auto child = std::make_unique<ChildProcess>(
+        std::vector<std::string>{"/usr/bin/prometheus", "--config.file=" + dir_ + "/prometheus.yml",
+                                 "--storage.tsdb.path=" + dir_ + "/data",
+                                 "--web.listen-address=127.0.0.1:" + std::to_string(port_),
+                                 "--log.level=warn"},
+        std::map<std::string, std::string>{}, dir_ + "/prometheus.log", true);
+    auto deadline = start + std::chrono::seconds(60);
+    while (child->running() && Clock::now() < deadline) {
+      if (http_get(port_, "/-/ready", std::chrono::seconds(2)).status == 200) {
+        seconds_to_ready_ = std::chrono::duration<double>(Clock::now() - start).count();
+        child_ = std::move(child);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!child_ && child->running()) break;  // no answer within the deadline: give up
+  }
+  if (!child_) ADD_FAILURE() << "prometheus did not become ready:\n" << log();
+}
+
+PrometheusServer::~PrometheusServer() {
+  if (child_) child_->stop();
+  child_.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::string PrometheusServer::log() const {
+  return read_file(dir_ + "/prometheus.log");
+}
+
+nlohmann::json PrometheusServer::query(const std::string& expr) const {
+  if (!child_) return nullptr;
+  auto reply = http_get(port_, "/api/v1/query?query=" + percent_encode(expr));
+  if (reply.status != 200) return nullptr;
+  auto j = nlohmann::json::parse(reply.body, nullptr, false);
+  if (j.is_discarded() || j.value("status", "") != "success") return nullptr;
+  return j;
+}
+
+std::optional<nlohmann::json> PrometheusServer::wait_for(
+    const std::string& expr, const std::function<bool(const nlohmann::json&)>& pred,
+    std::chrono::milliseconds timeout, nlohmann::json* last) const {
+  auto deadline = Clock::now() + timeout;
+  for (;;) {
+    auto j = query(expr);
+    if (!j.is_null()) {
+      const auto& result = j["data"]["result"];
+      if (last) *last = result;
+      if (pred(result)) return result;
+    }
+    if (Clock::now() >= deadline) return std::nullopt;
+    // Prometheus has new data once a second (the scrape interval).
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+std::map<std::string, double> by_label(const nlohmann::json& result, const std::string& label) {
+  std::map<std::string, double> out;
+  if (!result.is_array()) return out;
+  for (const auto& sample : result) {
+    const auto& metric = sample["metric"];
+    std::string key = metric.contains(label) ? metric[label].get<std::string>() : "";
+    out[key] = std::stod(sample["value"][1].get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace gpureap::e2e

@@ -1,0 +1,327 @@
+// `gpureap --json watch` on the simulated node: one test per shape of the
+// simulator (orphans, a zombie leader, stuck memory, a slow release, NVML failing
+// and hanging, a free), each reading the agent's event lines as they come and
+// checking what an operator would rely on: the event, its GPU, its holders, the
+// parent whose death orphaned them, and that nothing false is announced. Every
+// line must be valid JSON with every field; the agent must stop on SIGTERM with 0.
+
+#include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <stdexcept>
+
+#include "harness.h"
+#include "watch_child.h"
+
+namespace gpureap::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+constexpr std::uint64_t kGiB = 1ULL << 30;
+constexpr std::uint64_t kMiB = 1ULL << 20;
+// Generous bounds for a loaded CI machine; the waits end at the event, not the bound.
+constexpr auto kStartBound = 30s;
+constexpr auto kEventBound = 20s;
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Every key of an event line (docs/json-schema.md, "gpureap watch events").
+void expect_event_fields(const json& j) {
+  SCOPED_TRACE(j.dump());
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j.value("schema_version", 0), 1);
+  ASSERT_TRUE(j.contains("event") && j["event"].is_string());
+  EXPECT_TRUE(j.contains("time") && j["time"].is_number());
+  EXPECT_TRUE(j.contains("gpu") && (j["gpu"].is_number_unsigned() || j["gpu"].is_null()));
+  EXPECT_TRUE(j.contains("uuid") && (j["uuid"].is_string() || j["uuid"].is_null()));
+  EXPECT_TRUE(j.contains("bytes") && (j["bytes"].is_number_unsigned() || j["bytes"].is_null()));
+  ASSERT_TRUE(j.contains("holders") && j["holders"].is_array());
+  for (const auto& h : j["holders"]) {
+    EXPECT_TRUE(h["pid"].is_number_integer());
+    EXPECT_TRUE(h["start_time"].is_number_unsigned());
+    EXPECT_TRUE(h["comm"].is_string());
+    EXPECT_TRUE(h["user"].is_string());
+    EXPECT_TRUE(h.contains("gpu_bytes"));
+  }
+  if (j.contains("parent")) {
+    EXPECT_TRUE(j["parent"]["pid"].is_number_integer());
+    EXPECT_TRUE(j["parent"]["comm"].is_string());
+    EXPECT_TRUE(j["parent"]["cmdline"].is_string());
+    EXPECT_TRUE(j["parent"]["died_at"].is_number());
+  }
+  EXPECT_TRUE(j.contains("class") && (j["class"].is_string() || j["class"].is_null()));
+  EXPECT_TRUE(j.contains("detail") && j["detail"].is_string());
+}
+
+auto is_event(const std::string& kind, std::optional<unsigned> gpu = std::nullopt) {
+  return [kind, gpu](const json& j) {
+    return j.value("event", "") == kind && (!gpu || (j["gpu"].is_number() && j["gpu"] == *gpu));
+  };
+}
+
+// A SIGKILL through a pidfd, only if `pid` still has the start time we saw.
+void kill_holder(pid_t pid, std::uint64_t start_time) {
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  ASSERT_GE(fd, 0) << "pid " << pid;
+  ASSERT_EQ(start_time_of(pid), start_time) << "pid " << pid << " is not the process we started";
+  EXPECT_EQ(::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0), 0);
+  ::close(fd);
+}
+
+class WatchEvents : public ::testing::Test {
+ protected:
+  WatchEvents() : node_({"--gpus", "2", "--memory", "96GiB"}) {}
+
+  // Starts the agent and reads its "started" line. Like wait_for(), it ends the
+  // test (an exception, after the failure is recorded) when that does not come:
+  // nothing after it could pass, and the fixture still kills what was started.
+  void start(bool json_lines = true) {
+    std::vector<std::string> args = {"watch", "--no-listen", "--tick", "200ms"};
+    if (json_lines) args.insert(args.begin(), "--json");
+    agent_.emplace(WatchChild::gpureap(node_, args));
+    auto first = agent_->next_line(kStartBound);
+    if (!first) {
+      ADD_FAILURE() << "no started line\n" << agent_->transcript();
+      throw std::runtime_error("the agent did not start");
+    }
+    if (!json_lines) {
+      EXPECT_NE(first->text.find("gpureap watch started"), std::string::npos) << first->text;
+      return;
+    }
+    auto j = json::parse(first->text, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << first->text;
+    EXPECT_EQ(j.value("schema_version", 0), 1);
+    EXPECT_EQ(j.value("event", ""), "started");
+    EXPECT_TRUE(j["time"].is_number());
+    EXPECT_EQ(j.value("pid", 0), agent_->pid());
+    EXPECT_TRUE(j["listen"].is_null()) << "--no-listen";
+    EXPECT_TRUE(j.value("socket", "").ends_with("/agent.sock")) << j.dump();
+    EXPECT_EQ(j.value("gpus", 0), 2);
+  }
+
+  json wait_for(const std::string& kind, std::optional<unsigned> gpu = std::nullopt,
+                WatchChild::Line* line = nullptr) {
+    auto j = agent_->wait_for_json(is_event(kind, gpu), kEventBound, line);
+    if (!j) {
+      ADD_FAILURE() << "no " << kind << (gpu ? " on GPU " + std::to_string(*gpu) : "") << "\n"
+                    << agent_->transcript();
+      throw std::runtime_error("no " + kind + " event");
+    }
+    expect_event_fields(*j);
+    return *j;
+  }
+
+  // Waits until the agent's own inventory (status answered from it) shows
+  // `pids` as holders: the agent has seen them alive, their parents watched.
+  void wait_until_agent_sees(const std::vector<pid_t>& pids) {
+    bool seen = SimNode::eventually(
+        [&] {
+          auto r = node_.gpureap({"status", "--json"}, 10s);
+          auto j = json::parse(r.out, nullptr, false);
+          if (!j.is_object() || j.value("source", "") != "agent") return false;
+          std::size_t found = 0;
+          for (const auto& g : j["gpus"])
+            for (const auto& h : g["holders"])
+              if (std::find(pids.begin(), pids.end(), h.value("pid", 0)) != pids.end()) ++found;
+          return found >= pids.size();
+        },
+        kEventBound);
+    ASSERT_TRUE(seen) << "the agent's status never showed the holders\n" << agent_->transcript();
+  }
+
+  // SIGTERM, exit 0; then every line it printed is valid JSON with every field.
+  void stop_and_check_lines() {
+    ASSERT_TRUE(agent_);
+    EXPECT_EQ(agent_->terminate(), 0) << agent_->transcript();
+    ASSERT_FALSE(agent_->lines().empty());
+    for (std::size_t i = 1; i < agent_->lines().size(); ++i) {
+      auto j = json::parse(agent_->lines()[i].text, nullptr, false);
+      EXPECT_TRUE(j.is_object()) << "not JSON: " << agent_->lines()[i].text;
+      if (j.is_object()) expect_event_fields(j);
+    }
+  }
+
+  std::size_t count(const std::string& kind, std::optional<unsigned> gpu = std::nullopt) const {
+    std::size_t n = 0;
+    for (const auto& l : agent_->lines()) {
+      auto j = json::parse(l.text, nullptr, false);
+      if (j.is_object() && is_event(kind, gpu)(j)) ++n;
+    }
+    return n;
+  }
+
+  SimNode node_;
+  std::optional<WatchChild> agent_;
+};
+
+void expect_names_holder(const json& event, pid_t pid, std::uint64_t bytes) {
+  ASSERT_EQ(event["holders"].size(), 1u) << event.dump();
+  const auto& h = event["holders"][0];
+  EXPECT_EQ(h["pid"], pid);
+  EXPECT_EQ(h["start_time"], start_time_of(pid));
+  EXPECT_EQ(h["gpu_bytes"], bytes);
+  EXPECT_FALSE(h["comm"].get<std::string>().empty());
+  EXPECT_FALSE(h["user"].get<std::string>().empty());
+  EXPECT_EQ(event["bytes"], bytes);
+}
+
+TEST_F(WatchEvents, OrphanedWorkersAreAnnouncedOnTheirGpus) {
+  start();
+  auto held = node_.hold({"--gpu", "0", "--children", "2", "--bytes", "8GiB", "--orphan"});
+  ASSERT_EQ(held.holders.size(), 2u);
+  for (const auto& [pid, gpu] : held.holders) {
+    json e = wait_for("orphaned_memory", gpu);
+    expect_names_holder(e, pid, 8 * kGiB);
+    EXPECT_EQ(e["uuid"].is_string(), true);
+    EXPECT_TRUE(e["class"].is_null());
+  }
+  stop_and_check_lines();
+  EXPECT_EQ(count("orphaned_memory"), 2u) << "announced once each\n" << agent_->transcript();
+}
+
+TEST_F(WatchEvents, AServerKilledUnderTheAgentIsNamedAsTheParent) {
+  start();
+  // In the foreground, without --orphan: the hold process is the server, our
+  // child; we kill it ourselves, after the agent has seen it alive.
+  auto held = node_.hold({"--gpu", "0", "--children", "2", "--bytes", "8GiB"}, true);
+  ASSERT_EQ(held.holders.size(), 2u);
+  wait_until_agent_sees({held.holders[0].first, held.holders[1].first});
+  const std::uint64_t leader_start = start_time_of(held.leader);
+  const auto killed_at = std::chrono::steady_clock::now();
+  const double killed_at_wall = wall_now();
+  kill_holder(held.leader, leader_start);
+
+  for (const auto& [pid, gpu] : held.holders) {
+    WatchChild::Line line;
+    json e = wait_for("orphaned_memory", gpu, &line);
+    expect_names_holder(e, pid, 8 * kGiB);
+    ASSERT_TRUE(e.contains("parent")) << e.dump();
+    EXPECT_EQ(e["parent"]["pid"], held.leader);
+    EXPECT_FALSE(e["parent"]["comm"].get<std::string>().empty());
+    const double died_at = e["parent"]["died_at"];
+    EXPECT_GE(died_at, killed_at_wall - 0.05) << "it died after we killed it";
+    EXPECT_GE(e["time"].get<double>(), died_at);
+    const double latency = std::chrono::duration<double>(line.read_at - killed_at).count();
+    std::printf(
+        "[ latency ] GPU %u: SIGKILL of the server -> orphaned_memory line read: %.3f s "
+        "(event time - kill: %.3f s, parent died_at - kill: %.3f s)\n",
+        gpu, latency, e["time"].get<double>() - killed_at_wall, died_at - killed_at_wall);
+    RecordProperty("latency_gpu" + std::to_string(gpu) + "_ms", static_cast<int>(latency * 1000));
+  }
+  stop_and_check_lines();
+}
+
+TEST_F(WatchEvents, ZombieLeaderIsAnnounced) {
+  start();
+  auto held = node_.hold({"--gpu", "1", "--bytes", "6GiB", "--zombie-leader"});
+  ASSERT_EQ(held.holders.size(), 1u);
+  const pid_t pid = held.holders[0].first;
+  json e = wait_for("zombie_leader", 1u);
+  expect_names_holder(e, pid, 6 * kGiB);
+  EXPECT_EQ(state_of(pid), 'Z') << "the leader is a zombie, its thread still holds";
+  stop_and_check_lines();
+  EXPECT_EQ(count("zombie_leader"), 1u) << agent_->transcript();
+}
+
+TEST_F(WatchEvents, StuckMemoryIsDriverHeldAndNeverFreed) {
+  start();
+  auto held =
+      node_.hold({"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--stuck", "--orphan"});
+  ASSERT_EQ(held.holders.size(), 1u);
+  const pid_t pid = held.holders[0].first;
+  wait_for("orphaned_memory", 0u);
+  kill_holder(pid, start_time_of(pid));
+  json e = wait_for("unattributed_memory", 0u);
+  EXPECT_EQ(e["class"], "driver_held") << e.dump();
+  const auto bytes = e["bytes"].get<std::uint64_t>();
+  EXPECT_GE(bytes, 8 * kGiB - 64 * kMiB) << e.dump();
+  EXPECT_LE(bytes, 8 * kGiB + 64 * kMiB) << e.dump();
+  EXPECT_NE(e["detail"].get<std::string>().find("gpureap free --reset --gpu 0"), std::string::npos)
+      << e.dump();
+  stop_and_check_lines();
+  EXPECT_EQ(count("memory_freed"), 0u) << "the holder died, its memory did not come back\n"
+                                       << agent_->transcript();
+  EXPECT_EQ(count("unattributed_memory"), 1u) << agent_->transcript();
+}
+
+TEST_F(WatchEvents, ASlowReleaseIsNotDriverHeldAndEndsFreed) {
+  start();
+  auto held = node_.hold(
+      {"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--release-delay", "2s", "--orphan"});
+  ASSERT_EQ(held.holders.size(), 1u);
+  wait_for("orphaned_memory", 0u);
+  auto free = node_.gpureap({"free", "--gpu", "0", "--yes", "--grace", "0"});
+  EXPECT_EQ(free.exit_code, 0) << free.out << free.err;
+  json e = wait_for("memory_freed", 0u);
+  EXPECT_EQ(e["bytes"], 8 * kGiB) << e.dump();
+  stop_and_check_lines();
+  EXPECT_EQ(count("unattributed_memory"), 0u)
+      << "2 s of memory that no process holds is a release, not driver_held\n"
+      << agent_->transcript();
+}
+
+TEST_F(WatchEvents, FreeingOrphansIsAnnounced) {
+  start();
+  auto held = node_.hold({"--gpu", "0", "--children", "2", "--bytes", "8GiB", "--orphan"});
+  ASSERT_EQ(held.holders.size(), 2u);
+  wait_for("orphaned_memory", 0u);
+  auto free = node_.gpureap({"free", "--gpu", "0", "--yes"});
+  EXPECT_EQ(free.exit_code, 0) << free.out << free.err;
+  json e = wait_for("memory_freed", 0u);
+  EXPECT_EQ(e["bytes"], 8 * kGiB) << e.dump();
+  EXPECT_NE(e["detail"].get<std::string>().find("baseline"), std::string::npos) << e.dump();
+  stop_and_check_lines();
+  EXPECT_EQ(count("memory_freed", 1u), 0u) << "GPU 1's orphan was not freed\n"
+                                           << agent_->transcript();
+}
+
+TEST_F(WatchEvents, NvmlFailingGoesDownAndComesBack) {
+  start();
+  ASSERT_EQ(node_.sim({"mode", "--dir", node_.dir(), "query_fail"}).exit_code, 0);
+  json down = wait_for("nvml_down");
+  EXPECT_FALSE(down["detail"].get<std::string>().empty()) << down.dump();
+  ASSERT_EQ(node_.sim({"mode", "--dir", node_.dir(), "ok"}).exit_code, 0);
+  wait_for("nvml_up");
+  stop_and_check_lines();
+  EXPECT_EQ(count("nvml_down"), 1u) << "once, not at every tick\n" << agent_->transcript();
+}
+
+TEST_F(WatchEvents, TheAgentSurvivesAHungDriver) {
+  start();
+  ASSERT_EQ(node_.sim({"mode", "--dir", node_.dir(), "hang_query"}).exit_code, 0);
+  wait_for("nvml_down");
+  EXPECT_TRUE(agent_->running());
+  ASSERT_EQ(node_.sim({"mode", "--dir", node_.dir(), "ok"}).exit_code, 0);
+  wait_for("nvml_up");
+  // It still sees the node: an orphan made now is announced.
+  auto held = node_.hold({"--gpu", "1", "--children", "1", "--bytes", "4GiB", "--orphan"});
+  ASSERT_EQ(held.holders.size(), 1u);
+  json e = wait_for("orphaned_memory", 1u);
+  expect_names_holder(e, held.holders[0].first, 4 * kGiB);
+  stop_and_check_lines();
+}
+
+TEST_F(WatchEvents, HumanLinesSayWhoWhyAndWhatNow) {
+  start(false);
+  auto held = node_.hold({"--gpu", "1", "--children", "1", "--bytes", "4GiB", "--orphan"});
+  ASSERT_EQ(held.holders.size(), 1u);
+  std::optional<WatchChild::Line> line;
+  while ((line = agent_->next_line(kEventBound))) {
+    if (line->text.find("GPU 1:") != std::string::npos) break;
+  }
+  ASSERT_TRUE(line) << agent_->transcript();
+  const std::string& t = line->text;
+  EXPECT_NE(t.find("4.00 GiB orphaned: 1 holder ("), std::string::npos) << t;
+  EXPECT_NE(t.find("pid " + std::to_string(held.holders[0].first)), std::string::npos) << t;
+  EXPECT_NE(t.find("free it: gpureap free --orphans --gpu 1"), std::string::npos) << t;
+  EXPECT_EQ(agent_->terminate(), 0) << agent_->transcript();
+}
+
+}  // namespace
+}  // namespace gpureap::e2e
