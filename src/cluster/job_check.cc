@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "cluster/running_jobs.h"
+#include "proc/environ.h"
 #include "reclaim/leftovers.h"
 #include "reclaim/release_wait.h"
 
@@ -143,9 +144,16 @@ JobCheck clean_up_after_job(inventory::Node& node, reclaim::ProcessControl& cont
   sel.gpus = out.checked;
 
   out.plan = reclaim::make_plan(inv, sel, caller);
-  // The rest of the job, holding no GPU: an escaped server would start new workers.
+  // The rest of the job, holding no GPU: an escaped server would start new workers. Not
+  // Slurm's own hooks, which carry the job's variables too (another prolog or epilog
+  // script of the job; SLURM_SCRIPT_CONTEXT marks them).
   reclaim::add_processes_matching(out.plan, own.any_of, caller,
                                   fmt::format("part of job {}, which has ended", job.id));
+  std::erase_if(out.plan.targets, [&](const reclaim::Target& t) {
+    if (!t.gpus.empty()) return false;
+    auto environ = proc::read_environ(t.id, node.proc_root());
+    return environ && proc::environ_value(*environ, "SLURM_SCRIPT_CONTEXT").has_value();
+  });
   if (nothing_to_do(inv, sel, out.plan)) return out;
   reclaim::ReclaimOptions o = options;
   o.selection = std::move(sel);

@@ -103,10 +103,16 @@ TEST_F(JobCheckTest, TheRestOfTheJobGoesTooEvenWithoutAGpu) {
   FakeProc bystander;
   bystander.pid = 5000703;
   auto other = m_.spawn(bystander);  // no environment entry: not the job's
+  FakeProc hook;
+  hook.pid = 5000705;
+  hook.comm = "epilog.sh";
+  auto hook_id = m_.spawn(hook);  // another epilog script of the job, still running
+  set_file(5000705, "environ", std::string("SLURM_JOB_ID=42\0SLURM_SCRIPT_CONTEXT=epilog_slurmd\0", 51));
   auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
   EXPECT_FALSE(m_.control.signals_of(server_id).empty());
   EXPECT_FALSE(m_.control.signals_of(worker).empty());
   EXPECT_TRUE(m_.control.signals_of(other).empty());
+  EXPECT_TRUE(m_.control.signals_of(hook_id).empty());
   EXPECT_TRUE(c.ok());
   bool why = false;
   for (const auto& t : c.plan.targets) why = why || t.why == "part of job 42, which has ended";

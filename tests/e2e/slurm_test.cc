@@ -143,7 +143,11 @@ class SlurmCluster {
     for (int k = 0; k < 2; ++k)
       fs::create_symlink("/dev/null", fmt("%s/dev/nvidia%d", dir_.c_str(), k));
     auto [ctld_port, d_port] = free_ports();
-    write_file(path("slurm.conf"), fmt(R"(ClusterName=gpureaptest
+    // Job ids (and the name) of their own: two of these clusters may run at once under
+    // `ctest -j`, and an epilog takes every process whose SLURM_JOB_ID is its job's.
+    const unsigned first_job = 1000 + static_cast<unsigned>(ctld_port) * 100;
+    write_file(path("slurm.conf"), fmt(R"(ClusterName=gpureap%d
+FirstJobId=%u
 SlurmctldHost=localhost
 SlurmctldPort=%d
 SlurmdPort=%d
@@ -176,7 +180,7 @@ GresTypes=gpu
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=2 Gres=gpu:2 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 )",
-                                       ctld_port, d_port, dir_.c_str(), dir_.c_str(), dir_.c_str(),
+                                       ctld_port, first_job, ctld_port, d_port, dir_.c_str(), dir_.c_str(), dir_.c_str(),
                                        dir_.c_str(), dir_.c_str(), dir_.c_str(), dir_.c_str(),
                                        dir_.c_str()));
     write_file(path("gres.conf"),
@@ -218,6 +222,11 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
     }
     slurmd_.reset();
     ctld_.reset();
+    // GPUREAP_KEEP_SLURM_DIR=1 keeps the configuration and the daemons' logs to read.
+    if (std::getenv("GPUREAP_KEEP_SLURM_DIR")) {
+      std::cerr << "kept " << dir_ << "\n";
+      return;
+    }
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
