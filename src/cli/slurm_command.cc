@@ -88,7 +88,8 @@ struct WhenHeld {
 // The job hooks: the check (prolog or epilog), then the node's fate and the exit status.
 int run_job_hook(const GlobalOptions& global, const SlurmOptions& o, Clock::time_point started) {
   // 1. Parse: flags, then Slurm's variables.
-  std::string when = o.when_held.empty() ? (o.mode == "prolog" ? "drain-fail" : "drain") : o.when_held;
+  std::string when =
+      o.when_held.empty() ? (o.mode == "prolog" ? "drain-fail" : "drain") : o.when_held;
   WhenHeld held_policy{when != "fail", when != "drain"};
   auto deadline_d = parse_duration(o.deadline);
   if (!deadline_d) return usage_error(o, "--deadline: " + deadline_d.error().message);
@@ -143,7 +144,8 @@ int run_job_hook(const GlobalOptions& global, const SlurmOptions& o, Clock::time
   NodeOutcome outcome{node_name_, NodeStep::none, "", ""};
   if (!check.ok()) {
     outcome.reason = report::drain_reason(
-        check.held, check.error, fmt::format("{} job {}", o.mode == "epilog" ? "after" : "before", job->id));
+        check.held, check.error,
+        fmt::format("{} job {}", o.mode == "epilog" ? "after" : "before", job->id));
     outcome.step = NodeStep::not_drained;
     if (held_policy.drain) {
       if (auto r = scontrol.drain(node_name_, outcome.reason, end); r)
@@ -246,7 +248,8 @@ void add_slurm_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
       "          held (driver-held, or a finished job's process); resume a node whose drain\n"
       "          reason starts with 'gpureap:' once healthy; other drained nodes are left alone.\n"
       "Slurm gives these no PATH: scontrol is --scontrol, $GPUREAP_SCONTROL or /usr/bin/scontrol,\n"
-      "and the node --node, $SLURMD_NODENAME or the host name. Configuration lines: docs/slurm.md.\n\n"
+      "and the node --node, $SLURMD_NODENAME or the host name. Configuration lines: "
+      "docs/slurm.md.\n\n"
       "Examples (slurm.conf runs contrib/slurm/gpureap-slurm, which calls these):\n"
       "  gpureap slurm epilog --deadline 45s\n"
       "  gpureap slurm prolog --free-orphans\n"
@@ -278,7 +281,8 @@ void add_slurm_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
   sub->add_option("--gpu", o->gpu, "health: only these GPUs (default: all)");
   sub->add_option("--scontrol", o->scontrol,
                   "scontrol's absolute path (else $GPUREAP_SCONTROL, else /usr/bin/scontrol)");
-  sub->add_option("--node", o->node, "this node's Slurm name (else $SLURMD_NODENAME, else the host name)");
+  sub->add_option("--node", o->node,
+                  "this node's Slurm name (else $SLURMD_NODENAME, else the host name)");
   sub->footer(kSlurmExitHelp);
   sub->callback([&run, &global, o] {
     run = [&global, o] {

@@ -28,9 +28,10 @@ struct HealthOptions {
 
 struct HealthCheck {
   std::vector<unsigned> checked;
-  std::vector<HeldGpu> held;          // held in both looks; the second look's figures
-  std::vector<std::string> warnings;  // the inventory's, and holders whose environment could not be read
-  std::string error;                  // NVML unusable or --gpu unresolvable: nothing could be checked
+  std::vector<HeldGpu> held;  // held in both looks; the second look's figures
+  std::vector<std::string>
+      warnings;       // the inventory's, and holders whose environment could not be read
+  std::string error;  // NVML unusable or --gpu unresolvable: nothing could be checked
   bool healthy() const { return error.empty() && held.empty(); }
 };
 

@@ -223,10 +223,14 @@ JobCheck check_before_job(inventory::Node& node, reclaim::ProcessControl& contro
     const auto* v = find_view(inv, g);
     if (!v || clean(*v)) continue;
     HeldGpu h{g, v->used() > v->baseline.bytes ? v->used() - v->baseline.bytes : 0, {}, {}};
-    if (!v->info.memory) h.classes.push_back(reclaim::LeftoverClass::nvml_failed);
+    if (!v->info.memory)
+      h.classes.push_back(reclaim::LeftoverClass::nvml_failed);
     else
       for (const auto& l : reclaim::classify_leftovers(
-               {v, nullptr, {}, v->baseline.bytes + inventory::freed_tolerance(v->info.memory->total)},
+               {v,
+                nullptr,
+                {},
+                v->baseline.bytes + inventory::freed_tolerance(v->info.memory->total)},
                node.proc_root())) {
         add_once(h.classes, l.cls);
         for (pid_t p : l.pids) add_once(h.pids, p);

@@ -33,11 +33,11 @@ struct HeldGpu {
 };
 
 struct JobCheck {
-  std::vector<unsigned> job_gpus;     // the job's GPUs (NVML indices), ascending
-  std::vector<unsigned> checked;      // every GPU verified: the job's, and those its processes used
-  reclaim::Plan plan;                 // what was (or would have been) signalled first
+  std::vector<unsigned> job_gpus;  // the job's GPUs (NVML indices), ascending
+  std::vector<unsigned> checked;   // every GPU verified: the job's, and those its processes used
+  reclaim::Plan plan;              // what was (or would have been) signalled first
   std::optional<reclaim::ReclaimReport> freed;  // the reclaim, when there was anything to do
-  std::vector<HeldGpu> held;          // empty: every checked GPU at baseline (or the job's memory gone)
+  std::vector<HeldGpu> held;  // empty: every checked GPU at baseline (or the job's memory gone)
   std::vector<std::string> warnings;  // the inventory's, and what the job's variables left out
   std::string error;  // the check could not be made (NVML unusable, a GPU it cannot find): held
                       // is then empty and nothing was verified

@@ -32,7 +32,8 @@ class JobCheckTest : public ::testing::Test {
     p.gpu = gpu;
     p.bytes = 8 * kGiB;
     auto id = m_.spawn(p);
-    if (!job.empty()) set_file(pid, "environ", "PATH=/bin" + std::string(1, '\0') + "SLURM_JOB_ID=" + job + '\0');
+    if (!job.empty())
+      set_file(pid, "environ", "PATH=/bin" + std::string(1, '\0') + "SLURM_JOB_ID=" + job + '\0');
     return id;
   }
   void running_job(pid_t pid, const std::string& id) {
@@ -47,20 +48,22 @@ class JobCheckTest : public ::testing::Test {
     o.deadline = m_.clock.now() + 40s;
     return o;
   }
-  static SlurmJob job(std::string id, std::vector<std::string> gpus) { return {std::move(id), std::move(gpus), {}}; }
+  static SlurmJob job(std::string id, std::vector<std::string> gpus) {
+    return {std::move(id), std::move(gpus), {}};
+  }
 
   TestMachine m_{3};
 };
 
 TEST_F(JobCheckTest, TheEpilogFreesTheJobsLeftoversOnly) {
   running_job(5000100, "7");
-  auto mine = spawn(5000101, 0, 1, "42");           // escaped worker of job 42, on its GPU
-  auto running = spawn(5000102, 1, 5000100, "7");   // job 7's worker, still running
-  auto claimed = spawn(5000103, 0, 1, "7");         // orphan on job 42's GPU, but job 7's
+  auto mine = spawn(5000101, 0, 1, "42");          // escaped worker of job 42, on its GPU
+  auto running = spawn(5000102, 1, 5000100, "7");  // job 7's worker, still running
+  auto claimed = spawn(5000103, 0, 1, "7");        // orphan on job 42's GPU, but job 7's
   FakeProc claimed_p;
   claimed_p.pid = 5000103;
-  m_.set_parent(claimed_p, 1, 5000100, 5000100);      // re-parented out of job 7's session
-  auto stray = spawn(5000104, 2, 1, "42");          // job 42's, on a GPU not allocated to it
+  m_.set_parent(claimed_p, 1, 5000100, 5000100);  // re-parented out of job 7's session
+  auto stray = spawn(5000104, 2, 1, "42");        // job 42's, on a GPU not allocated to it
   auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
   EXPECT_TRUE(c.error.empty()) << c.error;
   EXPECT_EQ(c.job_gpus, (std::vector<unsigned>{0}));
@@ -107,7 +110,8 @@ TEST_F(JobCheckTest, TheRestOfTheJobGoesTooEvenWithoutAGpu) {
   hook.pid = 5000705;
   hook.comm = "epilog.sh";
   auto hook_id = m_.spawn(hook);  // another epilog script of the job, still running
-  set_file(5000705, "environ", std::string("SLURM_JOB_ID=42\0SLURM_SCRIPT_CONTEXT=epilog_slurmd\0", 51));
+  set_file(5000705, "environ",
+           std::string("SLURM_JOB_ID=42\0SLURM_SCRIPT_CONTEXT=epilog_slurmd\0", 51));
   auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
   EXPECT_FALSE(m_.control.signals_of(server_id).empty());
   EXPECT_FALSE(m_.control.signals_of(worker).empty());
@@ -164,7 +168,8 @@ TEST_F(JobCheckTest, WhatCannotBeVerifiedIsAnErrorNotClean) {
 }
 
 TEST_F(JobCheckTest, ThePrologWantsTheJobsGpusAtBaseline) {
-  EXPECT_TRUE(check_before_job(m_.node(), m_.control, job("43", {"minor:0"}), options(), false).ok());
+  EXPECT_TRUE(
+      check_before_job(m_.node(), m_.control, job("43", {"minor:0"}), options(), false).ok());
   FakeProc orphan_p;
   orphan_p.pid = 5000501;
   orphan_p.gpu = 0;

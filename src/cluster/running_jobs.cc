@@ -8,11 +8,13 @@ std::optional<std::string> stepd_job_id(std::string_view cmdline) {
   constexpr std::string_view kPrefix = "slurmstepd: [";
   if (!cmdline.starts_with(kPrefix)) return std::nullopt;
   cmdline.remove_prefix(kPrefix.size());
-  auto digits = std::find_if(cmdline.begin(), cmdline.end(), [](char c) { return c < '0' || c > '9'; });
+  auto digits =
+      std::find_if(cmdline.begin(), cmdline.end(), [](char c) { return c < '0' || c > '9'; });
   std::size_t n = static_cast<std::size_t>(digits - cmdline.begin());
   // The id is followed by the step (".batch", ".0") or, for a heterogeneous job's
   // component, "+N".
-  if (n == 0 || n == cmdline.size() || (cmdline[n] != '.' && cmdline[n] != '+' && cmdline[n] != ']'))
+  if (n == 0 || n == cmdline.size() ||
+      (cmdline[n] != '.' && cmdline[n] != '+' && cmdline[n] != ']'))
     return std::nullopt;
   return std::string(cmdline.substr(0, n));
 }

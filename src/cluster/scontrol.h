@@ -54,7 +54,8 @@ class Scontrol {
                               std::chrono::steady_clock::time_point deadline) const;
   Result<void> drain(const std::string& node, const std::string& reason,
                      std::chrono::steady_clock::time_point deadline) const;
-  Result<void> resume(const std::string& node, std::chrono::steady_clock::time_point deadline) const;
+  Result<void> resume(const std::string& node,
+                      std::chrono::steady_clock::time_point deadline) const;
 
   const std::string& path() const { return path_; }
 

@@ -48,7 +48,8 @@ TEST(NodeState, StateAndReasonAreRead) {
 }
 
 TEST(NodeState, DrainIsAFlagOrABaseState) {
-  for (const char* s : {"IDLE+DRAIN", "MIXED+DRAIN", "DRAINED", "DRAINING", "IDLE+DRAIN+NOT_RESPONDING"})
+  for (const char* s :
+       {"IDLE+DRAIN", "MIXED+DRAIN", "DRAINED", "DRAINING", "IDLE+DRAIN+NOT_RESPONDING"})
     EXPECT_TRUE((NodeState{s, ""}).drained()) << s;
   for (const char* s : {"IDLE", "MIXED", "DOWN+NOT_RESPONDING", "IDLE+UNDRAINABLE"})
     EXPECT_FALSE((NodeState{s, ""}).drained()) << s;
@@ -58,12 +59,13 @@ TEST(NodeState, DrainIsAFlagOrABaseState) {
 }
 
 TEST(Scontrol, TheReasonTravelsAsOneArgument) {
-  EXPECT_EQ(drain_argv("/usr/bin/scontrol", "gpu01", "gpureap: GPU 1 driver_held 12.0 GiB"),
-            (std::vector<std::string>{"/usr/bin/scontrol", "update", "nodename=gpu01",
-                                      "state=drain", "reason=gpureap: GPU 1 driver_held 12.0 GiB"}));
-  EXPECT_EQ(resume_argv("/usr/bin/scontrol", "gpu01"),
-            (std::vector<std::string>{"/usr/bin/scontrol", "update", "nodename=gpu01",
-                                      "state=resume"}));
+  EXPECT_EQ(
+      drain_argv("/usr/bin/scontrol", "gpu01", "gpureap: GPU 1 driver_held 12.0 GiB"),
+      (std::vector<std::string>{"/usr/bin/scontrol", "update", "nodename=gpu01", "state=drain",
+                                "reason=gpureap: GPU 1 driver_held 12.0 GiB"}));
+  EXPECT_EQ(
+      resume_argv("/usr/bin/scontrol", "gpu01"),
+      (std::vector<std::string>{"/usr/bin/scontrol", "update", "nodename=gpu01", "state=resume"}));
 }
 
 // A stand-in scontrol: records its arguments, answers `show node` from a file.

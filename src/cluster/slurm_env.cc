@@ -65,8 +65,9 @@ Result<SlurmJob> read_slurm_job(const EnvLookup& env) {
   auto id = env("SLURM_JOB_ID");
   if (!id) id = env("SLURM_JOBID");
   if (!id)
-    return fail("SLURM_JOB_ID is not set: run this as Slurm's Prolog or Epilog (slurm.conf), "
-                "or set it");
+    return fail(
+        "SLURM_JOB_ID is not set: run this as Slurm's Prolog or Epilog (slurm.conf), "
+        "or set it");
   if (!all_digits(*id)) return fail(fmt::format("SLURM_JOB_ID '{}' is not a job number", *id));
   job.id = *id;
   if (auto gpus = env("SLURM_JOB_GPUS")) {

@@ -19,9 +19,8 @@ EnvLookup env_of(std::map<std::string, std::string> vars) {
 }
 
 TEST(SlurmJob, GpusAreDeviceMinorsNotIndices) {
-  auto job = read_slurm_job(env_of({{"SLURM_JOB_ID", "42"},
-                                    {"SLURM_JOB_GPUS", "0,1"},
-                                    {"CUDA_VISIBLE_DEVICES", "0,1"}}));
+  auto job = read_slurm_job(
+      env_of({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_GPUS", "0,1"}, {"CUDA_VISIBLE_DEVICES", "0,1"}}));
   ASSERT_TRUE(job) << job.error().message;
   EXPECT_EQ(job->id, "42");
   EXPECT_EQ(job->gpu_spec(), "minor:0,minor:1");
@@ -40,14 +39,13 @@ TEST(SlurmJob, RangesAndSpacesAreRead) {
 }
 
 TEST(SlurmJob, UuidsInCudaVisibleDevicesAreTakenNumbersAreNot) {
-  auto uuids = read_slurm_job(env_of({{"SLURM_JOB_ID", "7"},
-                                      {"CUDA_VISIBLE_DEVICES", "GPU-8f1c2d3e,GPU-0a0b0c0d"}}));
+  auto uuids = read_slurm_job(
+      env_of({{"SLURM_JOB_ID", "7"}, {"CUDA_VISIBLE_DEVICES", "GPU-8f1c2d3e,GPU-0a0b0c0d"}}));
   ASSERT_TRUE(uuids);
   EXPECT_EQ(uuids->gpu_spec(), "GPU-8f1c2d3e,GPU-0a0b0c0d");
   // Both: the minors, and the UUIDs once each.
-  auto both = read_slurm_job(env_of({{"SLURM_JOB_ID", "7"},
-                                     {"SLURM_JOB_GPUS", "3"},
-                                     {"CUDA_VISIBLE_DEVICES", "GPU-8f1c2d3e"}}));
+  auto both = read_slurm_job(env_of(
+      {{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_GPUS", "3"}, {"CUDA_VISIBLE_DEVICES", "GPU-8f1c2d3e"}}));
   EXPECT_EQ(both->gpu_spec(), "minor:3,GPU-8f1c2d3e");
   // A bare number counts the GPUs the job sees (from 0 under ConstrainDevices): it names
   // no GPU of the node, so it is left out, and said.

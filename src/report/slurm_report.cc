@@ -28,8 +28,10 @@ std::string classes_text(const std::vector<reclaim::LeftoverClass>& classes) {
 
 // One GPU as the reason and the text show it: "GPU 1 driver_held 12.0 GiB pids 7,8".
 std::string held_text(const cluster::HeldGpu& h) {
-  std::string s = fmt::format("GPU {} {} {}", h.index, classes_text(h.classes), format_bytes(h.bytes));
-  if (!h.pids.empty()) s += fmt::format(" pid{} {}", h.pids.size() > 1 ? "s" : "", pid_list(h.pids));
+  std::string s =
+      fmt::format("GPU {} {} {}", h.index, classes_text(h.classes), format_bytes(h.bytes));
+  if (!h.pids.empty())
+    s += fmt::format(" pid{} {}", h.pids.size() > 1 ? "s" : "", pid_list(h.pids));
   return s;
 }
 
@@ -46,8 +48,10 @@ nlohmann::ordered_json held_json(const std::vector<cluster::HeldGpu>& held) {
 nlohmann::ordered_json node_json(const NodeOutcome& n) {
   return {{"name", n.node},
           {"action", std::string(to_string(n.step))},
-          {"reason", n.reason.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(n.reason)},
-          {"error", n.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(n.error)}};
+          {"reason",
+           n.reason.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(n.reason)},
+          {"error",
+           n.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(n.error)}};
 }
 
 std::string node_text(const NodeOutcome& n, const Style& style) {
@@ -140,9 +144,10 @@ std::string slurm_job_text(std::string_view mode, const cluster::SlurmJob& job,
     out += plan_text(check.plan, style);
     out += free_text(*check.freed, style);
   } else if (check.error.empty() && check.held.empty()) {
-    out += mode == "epilog" ? fmt::format("Nothing to do: no leftover of job {}, and the GPUs are "
-                                          "at baseline.\n",
-                                          job.id)
+    out += mode == "epilog" ? fmt::format(
+                                  "Nothing to do: no leftover of job {}, and the GPUs are "
+                                  "at baseline.\n",
+                                  job.id)
                             : "The job's GPUs are at baseline.\n";
   }
   out += held_lines(check.held, style);
@@ -157,9 +162,11 @@ nlohmann::ordered_json slurm_job_json(std::string_view mode, const cluster::Slur
   doc["job_id"] = job.id;
   doc["job_gpus"] = check.job_gpus;
   doc["checked_gpus"] = check.checked;
-  doc["free"] = check.freed ? free_json(check.plan, *check.freed, false) : nlohmann::ordered_json(nullptr);
+  doc["free"] =
+      check.freed ? free_json(check.plan, *check.freed, false) : nlohmann::ordered_json(nullptr);
   doc["held"] = held_json(check.held);
-  doc["error"] = check.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(check.error);
+  doc["error"] =
+      check.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(check.error);
   doc["node"] = node_json(node);
   doc["warnings"] = check.warnings;
   return doc;
@@ -168,10 +175,10 @@ nlohmann::ordered_json slurm_job_json(std::string_view mode, const cluster::Slur
 std::string slurm_health_text(const cluster::HealthCheck& check,
                               const std::optional<cluster::NodeState>& state,
                               const NodeOutcome& node, const Style& style) {
-  std::string out = style.bold(fmt::format(
-      "gpureap slurm health: {}; GPUs checked: {}{}\n", terminal_text(node.node),
-      check.checked.empty() ? "none" : gpu::index_list(check.checked),
-      state ? fmt::format("; node state {}", terminal_text(state->state)) : ""));
+  std::string out = style.bold(
+      fmt::format("gpureap slurm health: {}; GPUs checked: {}{}\n", terminal_text(node.node),
+                  check.checked.empty() ? "none" : gpu::index_list(check.checked),
+                  state ? fmt::format("; node state {}", terminal_text(state->state)) : ""));
   out += warning_lines(check.warnings);
   if (!check.error.empty()) out += style.red("Not verified: " + terminal_text(check.error) + "\n");
   if (check.healthy()) out += style.green("Healthy: no GPU memory held outside running jobs.\n");
@@ -188,10 +195,11 @@ nlohmann::ordered_json slurm_health_json(const cluster::HealthCheck& check,
   doc["checked_gpus"] = check.checked;
   doc["healthy"] = check.healthy();
   doc["held"] = held_json(check.held);
-  doc["error"] = check.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(check.error);
-  doc["node_state"] = state ? nlohmann::ordered_json{{"state", state->state},
-                                                     {"reason", state->reason}}
-                            : nlohmann::ordered_json(nullptr);
+  doc["error"] =
+      check.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(check.error);
+  doc["node_state"] =
+      state ? nlohmann::ordered_json{{"state", state->state}, {"reason", state->reason}}
+            : nlohmann::ordered_json(nullptr);
   doc["node"] = node_json(node);
   doc["warnings"] = check.warnings;
   return doc;

@@ -13,11 +13,13 @@ constexpr std::uint64_t kGiB = 1ULL << 30;
 TEST(DrainReason, NamesGpuClassAndBytes) {
   EXPECT_EQ(drain_reason({{3, 12 * kGiB, {LeftoverClass::driver_held}, {}}}, "", ""),
             "gpureap: GPU 3 driver_held 12.0 GiB");
-  EXPECT_EQ(drain_reason({{0, 4 * kGiB, {LeftoverClass::live_holder, LeftoverClass::driver_held}, {123, 456}},
-                          {1, 2 * kGiB, {LeftoverClass::exiting_in_driver}, {789}}},
-                         "", "after job 42"),
-            "gpureap: GPU 0 live_holder+driver_held 4.00 GiB pids 123,456; GPU 1 "
-            "exiting_in_driver 2.00 GiB pid 789 (after job 42)");
+  EXPECT_EQ(
+      drain_reason(
+          {{0, 4 * kGiB, {LeftoverClass::live_holder, LeftoverClass::driver_held}, {123, 456}},
+           {1, 2 * kGiB, {LeftoverClass::exiting_in_driver}, {789}}},
+          "", "after job 42"),
+      "gpureap: GPU 0 live_holder+driver_held 4.00 GiB pids 123,456; GPU 1 "
+      "exiting_in_driver 2.00 GiB pid 789 (after job 42)");
   EXPECT_EQ(drain_reason({}, "NVML is unusable", "before job 43"),
             "gpureap: GPUs not verified (before job 43): NVML is unusable");
 }
@@ -39,7 +41,8 @@ TEST(SlurmJson, TheEpilogDocument) {
   check.job_gpus = {1};
   check.checked = {1};
   check.held = {{1, 12 * kGiB, {LeftoverClass::driver_held}, {}}};
-  NodeOutcome node{"gpu01", NodeStep::drained, "gpureap: GPU 1 driver_held 12.0 GiB (after job 42)", ""};
+  NodeOutcome node{"gpu01", NodeStep::drained, "gpureap: GPU 1 driver_held 12.0 GiB (after job 42)",
+                   ""};
   auto j = slurm_job_json("epilog", job, check, node);
   EXPECT_EQ(j["command"], "slurm epilog");
   EXPECT_EQ(j["job_id"], "42");

@@ -66,7 +66,8 @@ TEST(FreeEnv, NoMatchIsNothingToDoAndOkIfNothingMakesItSuccess) {
   // A malformed entry is a usage error naming the option.
   auto bad = node.gpureap(free_args({"--gpu", "1", "--env", "SLURM_JOB_ID"}));
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("--env 'SLURM_JOB_ID': expected NAME=VALUE"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--env 'SLURM_JOB_ID': expected NAME=VALUE"), std::string::npos)
+      << bad.err;
 }
 
 // The caller is not root: runs gpureap (or the simulator) as uid 65534 with its own
@@ -80,7 +81,8 @@ class AsNobody : public ::testing::Test {
     state_ = node_.dir() + "/nobody-state";
     ASSERT_EQ(::mkdir(state_.c_str(), 0700), 0);
     ASSERT_EQ(::chown(state_.c_str(), 65534, 65534), 0);
-    auto probe = run_command(nobody({GPUREAP_BIN, "--version"}), node_.env(), std::chrono::seconds(30));
+    auto probe =
+        run_command(nobody({GPUREAP_BIN, "--version"}), node_.env(), std::chrono::seconds(30));
     if (probe.exit_code != 0)
       GTEST_SKIP() << "uid 65534 cannot run " << GPUREAP_BIN << ": " << probe.err;
   }
@@ -100,7 +102,8 @@ class AsNobody : public ::testing::Test {
   }
 
   // A holder tree started as uid 65534 (detached; `cleanup` ends it with the node).
-  pid_t hold_as_nobody(std::vector<std::string> args, const std::map<std::string, std::string>& env) {
+  pid_t hold_as_nobody(std::vector<std::string> args,
+                       const std::map<std::string, std::string>& env) {
     std::vector<std::string> argv = {GPUREAP_SIM_BIN, "hold", "--dir", node_.dir(), "--detach"};
     argv.insert(argv.end(), args.begin(), args.end());
     auto all = node_.env();
@@ -147,8 +150,8 @@ TEST_F(AsNobody, AnotherUsersHolderIsLeftAloneAndReported) {
 
 TEST_F(AsNobody, AnUnreadableEnvironmentIsReportedNotGuessed) {
   // nobody's own holder, but not dumpable: its environ is root's to read.
-  pid_t holder = hold_as_nobody({"--gpu", "1", "--bytes", "3GiB", "--non-dumpable"},
-                                {{"SLURM_JOB_ID", "42"}});
+  pid_t holder =
+      hold_as_nobody({"--gpu", "1", "--bytes", "3GiB", "--non-dumpable"}, {{"SLURM_JOB_ID", "42"}});
   ASSERT_GT(holder, 0);
   auto r = gpureap_as_nobody(
       {"free", "--json", "--yes", "--gpu", "1", "--env", "SLURM_JOB_ID=42", "--timeout", "2s"});

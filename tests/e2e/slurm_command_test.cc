@@ -65,7 +65,8 @@ TEST(SlurmCommand, AnEpilogWithNothingLeftAsksNothingOfSlurm) {
 TEST(SlurmCommand, WhenHeldDecidesDrainAndExitStatus) {
   SimNode node;
   FakeSlurm slurm(node);
-  node.hold({"--gpu", "2", "--bytes", "12GiB", "--stuck", "--daemon"}, false, {{"SLURM_JOB_ID", "42"}});
+  node.hold({"--gpu", "2", "--bytes", "12GiB", "--stuck", "--daemon"}, false,
+            {{"SLURM_JOB_ID", "42"}});
   auto env = slurm.env({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_GPUS", "2"}});
   const std::string reason = "gpureap: GPU 2 driver_held 12.0 GiB (after job 42)";
   const std::string drain = "update|nodename=gpu01|state=drain|reason=" + reason + "\n";
@@ -74,13 +75,15 @@ TEST(SlurmCommand, WhenHeldDecidesDrainAndExitStatus) {
   auto drains = [&] {
     std::string calls = slurm.calls();
     std::size_t n = 0;
-    for (auto at = calls.find("state=drain|reason=gpureap: GPU 2 driver_held "); at != std::string::npos;
+    for (auto at = calls.find("state=drain|reason=gpureap: GPU 2 driver_held ");
+         at != std::string::npos;
          at = calls.find("state=drain|reason=gpureap: GPU 2 driver_held ", at + 1))
       ++n;
     return n;
   };
   // drain (the epilog's default): drained, exit 0.
-  auto r = node.gpureap({"--json", "slurm", "epilog", "--deadline", "10s"}, std::chrono::seconds(60), env);
+  auto r = node.gpureap({"--json", "slurm", "epilog", "--deadline", "10s"},
+                        std::chrono::seconds(60), env);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(slurm.calls(), drain);
   auto j = r.json();
@@ -102,7 +105,8 @@ TEST(SlurmCommand, WhenHeldDecidesDrainAndExitStatus) {
   EXPECT_EQ(drains(), 2u) << slurm.calls();
   // A drain that fails (the controller refuses): non-zero, so slurmd drains it anyway.
   std::ofstream(slurm.path("scontrol.rc")) << "1\n";
-  auto refused = node.gpureap({"slurm", "epilog", "--deadline", "10s"}, std::chrono::seconds(60), env);
+  auto refused =
+      node.gpureap({"slurm", "epilog", "--deadline", "10s"}, std::chrono::seconds(60), env);
   EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
   EXPECT_NE(refused.out.find("scontrol: "), std::string::npos) << refused.out;
 }
@@ -118,8 +122,9 @@ TEST(SlurmCommand, SlurmsVariablesAreCheckedAsInput) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("SLURM_JOB_GPUS 'gpu0'"), std::string::npos) << bad.err;
   // A GPU the node does not have: nothing can be verified; drained, and said why.
-  auto missing = node.gpureap({"slurm", "epilog", "--when-held", "drain-fail"}, std::chrono::seconds(60),
-                              slurm.env({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_GPUS", "12"}}));
+  auto missing =
+      node.gpureap({"slurm", "epilog", "--when-held", "drain-fail"}, std::chrono::seconds(60),
+                   slurm.env({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_GPUS", "12"}}));
   EXPECT_EQ(missing.exit_code, 3) << missing.out << missing.err;
   EXPECT_NE(slurm.calls().find("reason=gpureap: GPUs not verified (after job 42): the job's GPUs "
                                "(minor:12)"),
@@ -134,7 +139,8 @@ TEST(SlurmCommand, APrologOnADirtyGpuDrainsAndFailsUnlessOrphansMayBeFreed) {
   auto env = slurm.env({{"SLURM_JOB_ID", "43"}, {"SLURM_JOB_GPUS", "1"}});
   auto dirty = node.gpureap({"slurm", "prolog"}, std::chrono::seconds(60), env);
   EXPECT_EQ(dirty.exit_code, 1) << dirty.out << dirty.err;
-  EXPECT_NE(slurm.calls().find("reason=gpureap: GPU 1 live_holder 8.00 GiB pid "), std::string::npos)
+  EXPECT_NE(slurm.calls().find("reason=gpureap: GPU 1 live_holder 8.00 GiB pid "),
+            std::string::npos)
       << slurm.calls();
   EXPECT_NE(slurm.calls().find("(before job 43)"), std::string::npos) << slurm.calls();
   EXPECT_TRUE(alive(orphans.holders[0].first));
@@ -150,8 +156,8 @@ TEST(SlurmCommand, HealthDrainsKeepsResumesAndLeavesOthersAlone) {
   ASSERT_EQ(::kill(stuck.holders[0].first, SIGKILL), 0);
   ASSERT_TRUE(SimNode::eventually([&] { return !alive(stuck.holders[0].first); }));
   auto health = [&] {
-    return node.gpureap({"--json", "slurm", "health", "--persist", "200ms"}, std::chrono::seconds(60),
-                        slurm.env());
+    return node.gpureap({"--json", "slurm", "health", "--persist", "200ms"},
+                        std::chrono::seconds(60), slurm.env());
   };
   auto drained = health();
   EXPECT_EQ(drained.exit_code, 1) << drained.out << drained.err;

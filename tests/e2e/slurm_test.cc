@@ -136,7 +136,8 @@ class SlurmCluster {
     char tmpl[] = "/tmp/gpureap-slurm-XXXXXX";
     if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp");
     dir_ = tmpl;
-    for (const char* d : {"state", "spool", "log", "dev", "gpureap-state"}) fs::create_directories(dir_ + "/" + d);
+    for (const char* d : {"state", "spool", "log", "dev", "gpureap-state"})
+      fs::create_directories(dir_ + "/" + d);
     ::chmod((dir_ + "/gpureap-state").c_str(), 0700);
     // gres.conf takes character devices only (the simulator's nodes are plain files):
     // symlinks to /dev/null stand in; GRES index k is /dev/nvidia<k>, minor k.
@@ -180,38 +181,42 @@ GresTypes=gpu
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=2 Gres=gpu:2 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 )",
-                                       ctld_port, first_job, ctld_port, d_port, dir_.c_str(), dir_.c_str(), dir_.c_str(),
+                                       ctld_port, first_job, ctld_port, d_port, dir_.c_str(),
                                        dir_.c_str(), dir_.c_str(), dir_.c_str(), dir_.c_str(),
-                                       dir_.c_str()));
+                                       dir_.c_str(), dir_.c_str(), dir_.c_str()));
     write_file(path("gres.conf"),
                fmt("NodeName=localhost Name=gpu File=%s/dev/nvidia[0-1]\n", dir_.c_str()));
     // The site's wrapper as shipped, pointed at this test's settings file.
-    std::string wrapper = read_file(std::string(GPUREAP_SOURCE_DIR) + "/contrib/slurm/gpureap-slurm");
+    std::string wrapper =
+        read_file(std::string(GPUREAP_SOURCE_DIR) + "/contrib/slurm/gpureap-slurm");
     const std::string line = "defaults=/etc/default/gpureap\n";
     auto at = wrapper.find(line);
     if (at == std::string::npos) throw std::runtime_error("the wrapper has no defaults= line");
     wrapper.replace(at, line.size(), "defaults=" + path("gpureap.env") + "\n");
     write_file(path("gpureap-slurm"), wrapper, 0755);
     auto e = sim_.env();
-    write_file(path("gpureap.env"),
-               fmt("GPUREAP=%s\nGPUREAP_NVML_LIBRARY=%s\nGPUREAP_SIM_DIR=%s\nGPUREAP_DEV_DIR=%s\n"
-                   "GPUREAP_NVIDIA_SMI=%s\nGPUREAP_STATE_DIR=%s/gpureap-state\nGPUREAP_SCONTROL=%s\n"
-                   "SLURM_CONF=%s\nGPUREAP_SLURM_LOG=%s\n"
-                   "GPUREAP_EPILOG_ARGS='--deadline 10s --grace 2s'\n"
-                   "GPUREAP_PROLOG_ARGS='--deadline 10s --free-orphans'\n"
-                   "GPUREAP_HEALTH_ARGS='--persist 500ms --deadline 20s'\n",
-                   GPUREAP_BIN, e["GPUREAP_NVML_LIBRARY"].c_str(), e["GPUREAP_SIM_DIR"].c_str(),
-                   e["GPUREAP_DEV_DIR"].c_str(), e["GPUREAP_NVIDIA_SMI"].c_str(), dir_.c_str(),
-                   kScontrol, path("slurm.conf").c_str(), path("gpureap-slurm.log").c_str()));
+    write_file(
+        path("gpureap.env"),
+        fmt("GPUREAP=%s\nGPUREAP_NVML_LIBRARY=%s\nGPUREAP_SIM_DIR=%s\nGPUREAP_DEV_DIR=%s\n"
+            "GPUREAP_NVIDIA_SMI=%s\nGPUREAP_STATE_DIR=%s/gpureap-state\nGPUREAP_SCONTROL=%s\n"
+            "SLURM_CONF=%s\nGPUREAP_SLURM_LOG=%s\n"
+            "GPUREAP_EPILOG_ARGS='--deadline 10s --grace 2s'\n"
+            "GPUREAP_PROLOG_ARGS='--deadline 10s --free-orphans'\n"
+            "GPUREAP_HEALTH_ARGS='--persist 500ms --deadline 20s'\n",
+            GPUREAP_BIN, e["GPUREAP_NVML_LIBRARY"].c_str(), e["GPUREAP_SIM_DIR"].c_str(),
+            e["GPUREAP_DEV_DIR"].c_str(), e["GPUREAP_NVIDIA_SMI"].c_str(), dir_.c_str(), kScontrol,
+            path("slurm.conf").c_str(), path("gpureap-slurm.log").c_str()));
 
     auto start = std::chrono::steady_clock::now();
-    ctld_ = std::make_unique<Daemon>(std::vector<std::string>{kSlurmctld, "-D", "-f", path("slurm.conf")},
-                                     env(), path("log/slurmctld.out"));
+    ctld_ = std::make_unique<Daemon>(
+        std::vector<std::string>{kSlurmctld, "-D", "-f", path("slurm.conf")}, env(),
+        path("log/slurmctld.out"));
     slurmd_ = std::make_unique<Daemon>(
         std::vector<std::string>{kSlurmd, "-D", "-N", "localhost", "-f", path("slurm.conf")}, env(),
         path("log/slurmd.out"));
     up_ = SimNode::eventually([&] { return state().state == "IDLE"; }, 30s);
-    startup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    startup_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
   ~SlurmCluster() {
@@ -247,7 +252,8 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
     NodeState s;
     std::smatch m;
     if (std::regex_search(r.out, m, std::regex(" State=(\\S+)"))) s.state = m[1];
-    if (std::regex_search(r.out, m, std::regex(" Reason=(.*?)( \\[[^\\]]*\\])?\\s*$"))) s.reason = m[1];
+    if (std::regex_search(r.out, m, std::regex(" Reason=(.*?)( \\[[^\\]]*\\])?\\s*$")))
+      s.reason = m[1];
     return s;
   }
 
@@ -269,28 +275,33 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
   int epilog_exit(const std::string& job, std::chrono::milliseconds timeout = 40s) const {
     std::regex end("end gpureap slurm epilog job=" + job + " exit=(\\d+)");
     int rc = -1;
-    SimNode::eventually([&] {
-      std::smatch m;
-      std::string text = log();
-      if (!std::regex_search(text, m, end)) return false;
-      rc = std::stoi(m[1]);
-      return true;
-    }, timeout);
+    SimNode::eventually(
+        [&] {
+          std::smatch m;
+          std::string text = log();
+          if (!std::regex_search(text, m, end)) return false;
+          rc = std::stoi(m[1]);
+          return true;
+        },
+        timeout);
     return rc;
   }
   /// How long the epilog of `job` ran, from the wrapper's time stamps.
   double epilog_seconds(const std::string& job) const {
     std::smatch a, b;
     std::string text = log();
-    if (!std::regex_search(text, a, std::regex("=== (\\S+) start gpureap slurm epilog job=" + job + " ")) ||
-        !std::regex_search(text, b, std::regex("=== (\\S+) end gpureap slurm epilog job=" + job + " ")))
+    if (!std::regex_search(text, a,
+                           std::regex("=== (\\S+) start gpureap slurm epilog job=" + job + " ")) ||
+        !std::regex_search(text, b,
+                           std::regex("=== (\\S+) end gpureap slurm epilog job=" + job + " ")))
       return -1;
     return std::stod(b[1]) - std::stod(a[1]);
   }
 
   /// HealthCheckProgram as slurmd runs it: only SLURMD_NODENAME in its environment.
   CommandResult health() const {
-    return run_command({"/usr/bin/env", "-i", "SLURMD_NODENAME=localhost", path("gpureap-slurm")}, {}, 60s);
+    return run_command({"/usr/bin/env", "-i", "SLURMD_NODENAME=localhost", path("gpureap-slurm")},
+                       {}, 60s);
   }
 
   double startup_seconds = 0;
@@ -375,7 +386,8 @@ TEST_F(SlurmTest, EscapedWorkersAreFreedByTheEpilogAndTheNodeReturnsToIdle) {
   EXPECT_NE(slurm_->log().find("part of job " + job + ", which has ended"), std::string::npos)
       << slurm_->log();
   // SLURM_JOB_GPUS=0 is minor 0, which is GPU 1 here.
-  EXPECT_NE(slurm_->log().find("job " + job + " on localhost; the job's GPUs: 1"), std::string::npos)
+  EXPECT_NE(slurm_->log().find("job " + job + " on localhost; the job's GPUs: 1"),
+            std::string::npos)
       << slurm_->log();
   auto g = gpu_status(1);
   EXPECT_TRUE(g["holders"].empty()) << g.dump(1);
@@ -383,7 +395,8 @@ TEST_F(SlurmTest, EscapedWorkersAreFreedByTheEpilogAndTheNodeReturnsToIdle) {
   EXPECT_TRUE(SimNode::eventually([&] { return slurm_->state().state == "IDLE"; }, 20s))
       << slurm_->state().state << " " << slurm_->state().reason;
   // The prolog ran before it, through the same wrapper, and found the GPU clean.
-  EXPECT_NE(slurm_->log().find("end gpureap slurm prolog job=" + job + " exit=0"), std::string::npos)
+  EXPECT_NE(slurm_->log().find("end gpureap slurm prolog job=" + job + " exit=0"),
+            std::string::npos)
       << slurm_->log();
   EXPECT_TRUE(slurm_->nvml_intact()) << slurm_->log();
   RecordProperty("epilog_seconds", std::to_string(slurm_->epilog_seconds(job)));
@@ -409,7 +422,8 @@ TEST_F(SlurmTest, StuckMemoryDrainsTheNodeAndTheHealthCheckResumesItAfterAReset)
   auto kept = slurm_->health();
   EXPECT_EQ(kept.exit_code, 1) << kept.out << kept.err << slurm_->log();
   EXPECT_EQ(slurm_->state().reason, drained.reason);
-  EXPECT_NE(slurm_->log().find("localhost stays drained: gpureap: GPU 1 driver_held"), std::string::npos)
+  EXPECT_NE(slurm_->log().find("localhost stays drained: gpureap: GPU 1 driver_held"),
+            std::string::npos)
       << slurm_->log();
 
   // The simulated reset clears the driver-held memory; the health check resumes the node.
@@ -421,8 +435,8 @@ TEST_F(SlurmTest, StuckMemoryDrainsTheNodeAndTheHealthCheckResumesItAfterAReset)
       << slurm_->state().state << " " << slurm_->state().reason;
 
   // Drained by an administrator: healthy GPUs or not, the health check leaves it alone.
-  auto admin = slurm_->run({kScontrol, "update", "nodename=localhost", "state=drain",
-                            "reason=disk replacement"});
+  auto admin = slurm_->run(
+      {kScontrol, "update", "nodename=localhost", "state=drain", "reason=disk replacement"});
   ASSERT_EQ(admin.exit_code, 0) << admin.err;
   auto left = slurm_->health();
   EXPECT_EQ(left.exit_code, 0) << left.out << left.err;
@@ -443,12 +457,15 @@ TEST_F(SlurmTest, TwoJobsEndingAtOnceOnDifferentGpusBothEpilogsSucceed) {
   std::string first = slurm_->submit(script("d1.json"));
   std::string second = slurm_->submit(script("d2.json"));
   // Both jobs run, and their workers hold, before either ends.
-  ASSERT_TRUE(SimNode::eventually([&] {
-    std::size_t one = 0, two = 0;
-    holders("d1.json", &one);
-    holders("d2.json", &two);
-    return one == 1 && two == 1;
-  }, 30s)) << slurm_->log();
+  ASSERT_TRUE(SimNode::eventually(
+      [&] {
+        std::size_t one = 0, two = 0;
+        holders("d1.json", &one);
+        holders("d2.json", &two);
+        return one == 1 && two == 1;
+      },
+      30s))
+      << slurm_->log();
   write_file(go, "");
   EXPECT_EQ(slurm_->epilog_exit(first), 0) << slurm_->log();
   EXPECT_EQ(slurm_->epilog_exit(second), 0) << slurm_->log();
