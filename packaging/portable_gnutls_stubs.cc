@@ -1,5 +1,6 @@
-// The portable binary links libmicrohttpd statically (Debian's libmicrohttpd.a),
-// so that it still needs only glibc. Debian builds that archive with HTTPS support,
+// gpureap links libmicrohttpd statically (Debian's libmicrohttpd.a): the portable
+// binary still needs only glibc, and no command loads GnuTLS at start-up for TLS it
+// never uses (CMakeLists.txt). Debian builds that archive with HTTPS support,
 // so it refers to GnuTLS, whose static library Debian does not ship. gpureap never
 // starts libmicrohttpd with MHD_USE_TLS (agent/http_server.cc: plain HTTP on an
 // address of the operator's choosing), so no TLS code path runs; these definitions
@@ -7,7 +8,7 @@
 // and its destructor gnutls_global_deinit(): both return 0 here, as every stub does.
 // The list is `nm -u libmicrohttpd.a | grep gnutls_` (libmicrohttpd 0.9.75, bookworm);
 // a newer archive that needs another symbol fails to link `make portable`, loudly.
-// Only in the gpureap-portable target (CMakeLists.txt).
+// Linked into every executable that links the agent (CMakeLists.txt, GPUREAP_GNUTLS_STUBS).
 
 extern "C" {
 // A variable in GnuTLS (gnutls_alloc_function gnutls_malloc), read only on TLS paths.

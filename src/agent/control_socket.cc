@@ -33,7 +33,8 @@ Result<void> let_group_through(const std::string& dir, gid_t group) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) return std::unexpected(Error::from_errno("stat " + dir));
   if (st.st_gid != group && ::chown(dir.c_str(), static_cast<uid_t>(-1), group) != 0)
-    return std::unexpected(Error::from_errno("cannot give group " + std::to_string(group) + " " + dir));
+    return std::unexpected(
+        Error::from_errno("cannot give group " + std::to_string(group) + " " + dir));
   const mode_t mode = (st.st_mode & 07707) | S_IXGRP;
   if (mode != (st.st_mode & 07777) && ::chmod(dir.c_str(), mode) != 0)
     return std::unexpected(Error::from_errno("chmod " + dir));

@@ -19,11 +19,6 @@ std::int64_t to_bytes(double v) {
   return static_cast<std::int64_t>(std::floor(v));
 }
 
-std::string signed_bytes(std::int64_t b) {
-  return b < 0 ? "-" + format_bytes(static_cast<std::uint64_t>(-b))
-               : format_bytes(static_cast<std::uint64_t>(b));
-}
-
 // Every number of a point, without its warnings.
 PlanPoint compute(const PlanInput& in, double f) {
   PlanPoint p;
@@ -105,14 +100,14 @@ void add_warnings(const PlanInput& in, PlanPoint& p) {
            fmt::format("at {} {:.2f} the request table, CUDA graphs and workspaces need {} more "
                        "than the {} left outside the KV pool: the server runs out of memory while "
                        "capturing CUDA graphs or at its first prefill{}",
-                       flag, p.mem_fraction, signed_bytes(-p.headroom_bytes),
+                       flag, p.mem_fraction, format_signed_bytes(-p.headroom_bytes),
                        format_bytes(p.runtime_slack_bytes), advice));
     } else {
       warn("prefill_oom_risk",
            fmt::format("only {} left outside the KV pool at {} {:.2f}: a large prefill batch needs "
                        "more for its activations and the server will run out of memory (the case "
                        "study crashed this way at 0.93 with 0.82 GiB){}",
-                       signed_bytes(p.headroom_bytes), flag, p.mem_fraction, advice));
+                       format_signed_bytes(p.headroom_bytes), flag, p.mem_fraction, advice));
     }
   } else if (p.headroom_bytes < static_cast<std::int64_t>(kLowHeadroom)) {
     warn("low_headroom",

@@ -23,7 +23,7 @@ struct GlobalOptions {
   std::string
       dev_dir;  // --dev-dir DIR (else $GPUREAP_DEV_DIR, else $GPUREAP_SIM_DIR/dev, else /dev)
   bool no_color = false;  // --no-color (NO_COLOR in the environment does the same)
-  bool no_agent = false;  // --no-agent: scan directly even when `gpureap watch` runs ($GPUREAP_NO_AGENT=1)
+  bool no_agent = false;  // --no-agent (or $GPUREAP_NO_AGENT=1): never ask `gpureap watch`
 };
 
 /// The function main calls once parsing succeeded; returns the exit status.

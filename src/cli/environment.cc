@@ -9,6 +9,7 @@
 #include "gpu/nvml_source.h"
 #include "inventory/agent_client.h"
 #include "inventory/baseline_store.h"
+#include "util/fd.h"
 
 namespace gpureap::cli {
 namespace {
@@ -17,17 +18,6 @@ bool color_allowed(const GlobalOptions& global, int fd) {
   if (global.no_color || global.json) return false;
   if (const char* nc = std::getenv("NO_COLOR"); nc && *nc) return false;
   return ::isatty(fd) == 1;
-}
-
-void write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    ssize_t n = ::write(fd, text.data(), text.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    text.remove_prefix(static_cast<std::size_t>(n));
-  }
 }
 
 }  // namespace
@@ -53,7 +43,8 @@ std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global) {
 std::optional<std::string> agent_socket(const GlobalOptions& global,
                                         const std::optional<std::string>& state_dir) {
   if (global.no_agent) return std::nullopt;
-  if (const char* off = std::getenv("GPUREAP_NO_AGENT"); off && *off && std::string_view(off) != "0")
+  if (const char* off = std::getenv("GPUREAP_NO_AGENT");
+      off && *off && std::string_view(off) != "0")
     return std::nullopt;
   if (!global.dev_dir.empty() || !global.nvml_library.empty()) return std::nullopt;
   std::optional<std::string> own = state_dir;

@@ -31,8 +31,8 @@ std::string seconds_text(std::chrono::milliseconds d) {
 }
 
 // The first look's NVML deadline: the usual one, cut to what --deadline leaves.
-inventory::LookOptions first_look(std::optional<std::chrono::steady_clock::time_point> deadline) {
-  inventory::LookOptions look;
+inventory::CollectOptions first_look(std::optional<std::chrono::steady_clock::time_point> deadline) {
+  inventory::CollectOptions look;
   if (!deadline) return look;
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       *deadline - std::chrono::steady_clock::now());
@@ -84,8 +84,8 @@ Result<uid_t> parse_user(const std::string& text) {
 
 // The GPUs on which any of `pids` is a holder that uses the GPU (not one that only
 // has its node open), ascending.
-Result<std::vector<unsigned>> gpus_used_by(const inventory::Inventory& inv,
-                                           const std::vector<pid_t>& pids) {
+std::vector<unsigned> gpus_used_by(const inventory::Inventory& inv,
+                                   const std::vector<pid_t>& pids) {
   std::vector<unsigned> out;
   for (const auto& v : inv.gpus)
     for (const auto& gh : v.holders)
@@ -230,29 +230,32 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   const bool nvml_usable = gpu::lists_gpus(inv.nvml_state);
   // --pid alone: the GPUs those processes use.
   const bool pids_choose = o.gpu.empty() && !o.all;
-  auto chosen = pids_choose ? gpus_used_by(inv, sel.pids)
-                            : inventory::select_gpus(o.all ? "all" : o.gpu, inv);
-  if (pids_choose && chosen->empty() && nvml_usable) {
-    std::string pids;
-    for (pid_t p : sel.pids) pids += (pids.empty() ? "" : ",") + std::to_string(p);
-    print_err(fmt::format(
-        "gpureap free: --pid {}: no such process uses a GPU here; nothing to do (see `gpureap "
-        "status`)\n",
-        pids));
-    return nothing_to_do;
-  }
-  if (!chosen) {
-    // Without NVML the GPUs gpureap knows are only those /proc shows held: a
-    // selector it cannot resolve may well be right, so this is NVML's failure.
-    if (!nvml_usable) {
-      print_err(fmt::format("gpureap free: {}; NVML is unusable: {}\n",
-                            report::terminal_text(chosen.error().message),
-                            report::terminal_text(inv.nvml_problem)));
-      return kExitSystem;
+  if (pids_choose) {
+    sel.gpus = gpus_used_by(inv, sel.pids);
+    if (sel.gpus.empty() && nvml_usable) {
+      std::string pids;
+      for (pid_t p : sel.pids) pids += (pids.empty() ? "" : ",") + std::to_string(p);
+      print_err(fmt::format(
+          "gpureap free: --pid {}: no such process uses a GPU here; nothing to do (see `gpureap "
+          "status`)\n",
+          pids));
+      return nothing_to_do;
     }
-    return usage_error(chosen.error().message);
+  } else {
+    auto chosen = inventory::select_gpus(o.all ? "all" : o.gpu, inv);
+    if (!chosen) {
+      // Without NVML the GPUs gpureap knows are only those /proc shows held: a
+      // selector it cannot resolve may well be right, so this is NVML's failure.
+      if (!nvml_usable) {
+        print_err(fmt::format("gpureap free: {}; NVML is unusable: {}\n",
+                              report::terminal_text(chosen.error().message),
+                              report::terminal_text(inv.nvml_problem)));
+        return kExitSystem;
+      }
+      return usage_error(chosen.error().message);
+    }
+    sel.gpus = *chosen;
   }
-  sel.gpus = *chosen;
   if (inv.nvml_state == gpu::NvmlState::partial) {
     // Only a selected GPU that NVML cannot read matters here; the others are verified.
     for (const auto& v : inv.gpus) {

@@ -9,10 +9,8 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,6 +24,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "proc/proc_files.h"
 #include "report/json.h"
 #include "report/plan_report.h"
 #include "report/terminal_text.h"
@@ -83,13 +82,13 @@ struct Measured {
   cap::GpuBudget gpu;
   std::string m0_origin;       // one line: where M0 came from
   std::string reserve_origin;  // one line: where the runtime reserve came from
-  bool local = false;          // measured on this machine (NVML): host RAM may be read here
+  std::string proc_root;       // measured on this machine (NVML): its /proc, for host RAM
 };
 
 Step<Measured> measure_with_nvml(const GlobalOptions& global, int tp, std::uint64_t weights,
                                  std::vector<std::string>& notes) {
-  auto source = open_gpu_source(global);
-  const gpu::GpuSnapshot snap = source->snapshot(std::chrono::seconds(5));
+  inventory::Node node = open_node(global);
+  const gpu::GpuSnapshot snap = node.gpus().snapshot(std::chrono::seconds(5));
   std::vector<const gpu::GpuInfo*> usable;
   for (const auto& g : snap.gpus)
     if (g.memory && g.memory->total > 0) usable.push_back(&g);
@@ -129,7 +128,7 @@ Step<Measured> measure_with_nvml(const GlobalOptions& global, int tp, std::uint6
       smallest, format_bytes(total), format_bytes(cap::pre_load_overhead(tp)),
       tp > 1 ? " and NCCL" : "");
   m.reserve_origin = "assumed (calibrate with --from-log)";
-  m.local = true;
+  m.proc_root = node.proc_root();
   return m;
 }
 
@@ -274,11 +273,10 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
     return usage("--engine vllm sizes its pool from the card's total memory: pass --gpu-memory");
 
   // Host RAM: the flag, else this machine's when the GPUs are this machine's.
-  if (!in.host_memory && measured.local && (in.host_cache.size_per_rank || in.host_cache.ratio)) {
-    std::ifstream meminfo("/proc/meminfo");
-    std::ostringstream text;
-    text << meminfo.rdbuf();
-    in.host_memory = cap::parse_mem_available(text.str());
+  if (!in.host_memory && !measured.proc_root.empty() &&
+      (in.host_cache.size_per_rank || in.host_cache.ratio)) {
+    in.host_memory =
+        cap::parse_mem_available(proc::read_small_file(measured.proc_root + "/meminfo"));
     if (in.host_memory) r.notes.push_back("host RAM available: MemAvailable of this machine");
   }
   if (in.dtype == cap::KvDtype::fp8_e4m3 && in.kv.attention == cap::Attention::mla)

@@ -73,7 +73,7 @@ int wait_gpus_free(const GlobalOptions& global, const RunOptions& o,
     case Status::nvml_failed:
       break;
   }
-  say("--wait-free: " + r.message);
+  print_err("gpureap run: --wait-free: " + report::wait_failure_text(r) + "\n");
   return kExitSystem;
 }
 

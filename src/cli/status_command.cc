@@ -10,6 +10,7 @@
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
 #include "report/json.h"
+#include "reclaim/plan.h"
 #include "report/status_table.h"
 #include "report/terminal_text.h"
 
@@ -48,7 +49,8 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
   if (global.json) {
     print_out(report::json_text(report::status_json(inv)));
   } else {
-    print_out(report::status_table(inv, stdout_style(global)));
+    print_out(report::status_table(inv, stdout_style(global),
+                                      reclaim::orphans_plan(inv, node.proc_root())));
   }
   return kExitOk;
 }

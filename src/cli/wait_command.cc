@@ -11,6 +11,7 @@
 #include "cli/exit_codes.h"
 #include "report/json.h"
 #include "report/wait_report.h"
+#include "reclaim/plan.h"
 #include "report/status_table.h"
 #include "report/terminal_text.h"
 #include "supervise/free_wait.h"
@@ -62,14 +63,15 @@ int run_wait(const GlobalOptions& global, const WaitOptions& o) {
       print_err(fmt::format("gpureap wait: {}: {}\n", report::wait_timeout_text(options.timeout),
                             report::gpus_not_free_text(result)));
       if (!global.json && result.holders)
-        print_out(report::status_table(*result.holders, stdout_style(global)));
+        print_out(report::status_table(*result.holders, stdout_style(global),
+                                        reclaim::orphans_plan(*result.holders, node.proc_root())));
       return kExitTimeout;
     }
     case Status::nvml_failed:
     case Status::bad_selection:
       break;
   }
-  print_err(fmt::format("gpureap wait: {}\n", report::terminal_text(result.message)));
+  print_err(fmt::format("gpureap wait: {}\n", report::wait_failure_text(result)));
   return kExitSystem;
 }
 

@@ -158,7 +158,8 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given,
     return kExitUsage;
   }
 
-  inventory::Node node = open_node(global, *state);
+  // The agent's looks are its own: asking the agent socket would ask itself.
+  inventory::Node node = open_node(global, *state, FirstLook::scan);
   if (node.device_error()) {
     print_err(fmt::format("gpureap watch: {}\n",
                           report::terminal_text(node.device_error()->message)));

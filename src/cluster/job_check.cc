@@ -18,8 +18,8 @@ using reclaim::Selection;
 constexpr std::string_view kJobVariable = "SLURM_JOB_ID";
 
 // NVML's deadline for a look: the usual one, cut to what the deadline leaves.
-inventory::LookOptions look_within(const reclaim::ReclaimOptions& o, util::Clock& clock) {
-  inventory::LookOptions look;
+inventory::CollectOptions look_within(const reclaim::ReclaimOptions& o, util::Clock& clock) {
+  inventory::CollectOptions look;
   if (!o.deadline) return look;
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*o.deadline - clock.now());
   look.nvml_deadline = std::clamp(left, std::chrono::milliseconds(100), look.nvml_deadline);

@@ -291,7 +291,7 @@ void close_fds_except(int keep) {
     // Die with gpureap; the check closes the race with a parent that died first.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(0);
-    prctl(PR_SET_NAME, "gpureap-nvml");
+    prctl(PR_SET_NAME, kWorkerComm);
 
     // A process group of its own: a signal to gpureap's whole group (`kill --
     // -PGID`, timeout(1), a terminal's Ctrl-C) must not take the worker away

@@ -24,6 +24,9 @@
 
 namespace gpureap::gpu {
 
+/// The worker's process name (comm): how a scan tells gpureap's own NVML helpers.
+inline constexpr const char* kWorkerComm = "gpureap-nvml";
+
 /// Parent-side handle of one worker process: its socket and its pidfd. Move-only.
 /// Destroying it closes both without waiting; the owner decides how to end the
 /// worker (kill, reap) first.

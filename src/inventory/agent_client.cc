@@ -28,8 +28,8 @@ Error connect_error(const std::string& path, int err) {
       return Error{"no agent listening at " + path, err};
     case EACCES:
     case EPERM:
-      return Error{path + " is not open to this user (the agent serves root, or its --socket-group)",
-                   err};
+      return Error{
+          path + " is not open to this user (the agent serves root, or its --socket-group)", err};
     case EAGAIN:
       return Error{"the agent at " + path + " has too many clients waiting", err};
     default:
@@ -103,7 +103,7 @@ Result<Inventory> ask_agent(const std::string& socket_path, std::chrono::millise
     return fail(socket_path + " is served by uid " + std::to_string(server.uid) +
                 ", neither root nor this user: not asked");
 
-  if (auto sent = send_all(fd.get(), "inventory\n", end); !sent)
+  if (auto sent = send_all(fd.get(), std::string(kInventoryRequest) + "\n", end); !sent)
     return std::unexpected(sent.error());
   auto answer = read_to_eof(fd.get(), end);
   if (!answer) return std::unexpected(answer.error());

@@ -274,7 +274,7 @@ TEST(NodeLook, TheFirstLookIsTheAgentsTheNextOnesAreDirect) {
 TEST(NodeLook, ExcludedPidsAreDroppedFromTheAgentsAnswer) {
   TestNode t(true);
   FakeAgent agent(agent_socket_path(t.dir.path("state")), encode_inventory(agents_inventory()));
-  LookOptions options;
+  CollectOptions options;
   options.exclude = {100};
   Inventory inv = t.node.look(options);
   ASSERT_EQ(inv.source, "agent");

@@ -1,16 +1,31 @@
 #include "inventory/collect.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <future>
 #include <thread>
 
+#include "gpu/nvml_worker.h"
 #include "proc/holder_scan.h"
 
 namespace gpureap::inventory {
 
 namespace {
+
+/// A gpureap NVML helper: named so (gpu::kWorkerComm), running our own executable
+/// file (forked without exec), and so is its parent: a name alone proves nothing.
+bool is_gpureap_helper(const proc::Holder& h, const std::string& proc_root) {
+  if (h.comm != gpu::kWorkerComm) return false;
+  struct stat self {}, exe {}, parent {};
+  if (::stat("/proc/self/exe", &self) != 0) return false;
+  const std::string dir = proc_root + "/";
+  return ::stat((dir + std::to_string(h.id.pid) + "/exe").c_str(), &exe) == 0 &&
+         ::stat((dir + std::to_string(h.ppid) + "/exe").c_str(), &parent) == 0 &&
+         exe.st_dev == self.st_dev && exe.st_ino == self.st_ino && parent.st_dev == self.st_dev &&
+         parent.st_ino == self.st_ino;
+}
 
 Inventory collect(gpu::GpuSource& gpus, const proc::DeviceSet& devices, BaselineStore& baselines,
                   const CollectOptions& options) {
@@ -42,6 +57,15 @@ Inventory join_look(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc::ScanR
   if (auto worker = gpus.worker_pid()) {
     std::erase_if(scan.holders, [&](const proc::Holder& h) { return h.id.pid == *worker; });
   }
+  // Nor is another gpureap's (a running agent's: it keeps one for good): a process of
+  // our own executable that NVML lists nowhere holds no GPU memory, and counting it as
+  // an opener without a figure would call driver-held memory "unknown".
+  std::set<pid_t> listed;
+  for (const auto& g : snapshot.gpus)
+    for (const auto& p : g.processes) listed.insert(static_cast<pid_t>(p.pid));
+  std::erase_if(scan.holders, [&](const proc::Holder& h) {
+    return !listed.contains(h.id.pid) && is_gpureap_helper(h, options.proc_root);
+  });
 
   // NVML names processes whose fds we may not read (another user's, when not
   // root): describe them from what /proc does show, instead of calling them

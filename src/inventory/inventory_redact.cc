@@ -110,9 +110,8 @@ Inventory rebuild(const Inventory& inv, proc::ScanResult scan) {
   // "Still being released" rests on a second reading the agent took; the holders
   // dropped have no NVML figure, so no byte count changed and it still holds.
   for (auto& view : out.gpus) {
-    auto it = std::find_if(inv.gpus.begin(), inv.gpus.end(), [&](const GpuView& v) {
-      return v.info.index == view.info.index;
-    });
+    auto it = std::find_if(inv.gpus.begin(), inv.gpus.end(),
+                           [&](const GpuView& v) { return v.info.index == view.info.index; });
     if (it != inv.gpus.end() && it->unexplained == Unexplained::releasing &&
         view.unattributed_bytes == it->unattributed_bytes) {
       view.unexplained = it->unexplained;
@@ -136,9 +135,10 @@ Inventory redact_for(uid_t uid, const Inventory& inv) {
   });
   // pid 0 (the whole scan) first, as the scan sorts its problems by pid.
   scan.problems.push_back(
-      {0, "processes of other users not inspected (permission denied): the agent answers a caller "
-          "that is not root with what that caller's own scan could read; run as root to see every "
-          "holder"});
+      {0,
+       "processes of other users not inspected (permission denied): the agent answers a caller "
+       "that is not root with what that caller's own scan could read; run as root to see every "
+       "holder"});
   scan.problems.insert(scan.problems.end(), inv.problems.begin(), inv.problems.end());
   scan.processes_scanned = inv.processes_scanned;
   Inventory out = rebuild(inv, std::move(scan));

@@ -174,9 +174,9 @@ constexpr std::pair<gpu::ProcessKind, const char*> kProcessKinds[] = {
     {gpu::ProcessKind::mps, "mps"},
 };
 constexpr std::pair<proc::NodeKind, const char*> kNodeKinds[] = {
-    {proc::NodeKind::gpu, "gpu"},           {proc::NodeKind::ctl, "ctl"},
-    {proc::NodeKind::uvm, "uvm"},           {proc::NodeKind::uvm_tools, "uvm_tools"},
-    {proc::NodeKind::modeset, "modeset"},   {proc::NodeKind::other, "other"},
+    {proc::NodeKind::gpu, "gpu"},         {proc::NodeKind::ctl, "ctl"},
+    {proc::NodeKind::uvm, "uvm"},         {proc::NodeKind::uvm_tools, "uvm_tools"},
+    {proc::NodeKind::modeset, "modeset"}, {proc::NodeKind::other, "other"},
 };
 constexpr std::pair<proc::FoundBy, const char*> kFoundBy[] = {
     {proc::FoundBy::nvml, "nvml"},
@@ -184,10 +184,8 @@ constexpr std::pair<proc::FoundBy, const char*> kFoundBy[] = {
     {proc::FoundBy::mapping, "mapping"},
 };
 constexpr std::pair<Unexplained, const char*> kUnexplained[] = {
-    {Unexplained::none, "none"},
-    {Unexplained::outside_namespace, "outside_namespace"},
-    {Unexplained::releasing, "releasing"},
-    {Unexplained::driver_held, "driver_held"},
+    {Unexplained::none, "none"},           {Unexplained::outside_namespace, "outside_namespace"},
+    {Unexplained::releasing, "releasing"}, {Unexplained::driver_held, "driver_held"},
     {Unexplained::unknown, "unknown"},
 };
 
@@ -232,8 +230,9 @@ json encode_holder(const proc::Holder& h) {
   for (auto f : h.found_by) found.push_back(name_of(f, kFoundBy));
   json nodes = json::array();
   for (const auto& n : h.nodes)
-    nodes.push_back(
-        {{"kind", name_of(n.kind, kNodeKinds)}, {"minor", optional_json(n.minor)}, {"path", text(n.path)}});
+    nodes.push_back({{"kind", name_of(n.kind, kNodeKinds)},
+                     {"minor", optional_json(n.minor)},
+                     {"path", text(n.path)}});
   return {{"pid", h.id.pid},
           {"start_time", h.id.start_time},
           {"pidfs_ino", h.id.pidfs_ino},
@@ -390,17 +389,20 @@ std::string encode_inventory(const Inventory& inv) {
   return doc.dump();
 }
 
+std::string encode_wire_error(std::string_view message) {
+  return json{{"error", text(std::string(message))}}.dump();
+}
+
 Result<Inventory> decode_inventory(std::string_view text_in) {
   try {
     json doc = json::parse(text_in.begin(), text_in.end());
     if (!doc.is_object()) return fail("agent answer: not a JSON object");
     if (auto it = doc.find("error"); it != doc.end() && !doc.contains("wire_version"))
-      return fail(fmt::format("the agent answered: {}",
-                              it->is_string() ? it->get<std::string>() : it->dump()));
+      return fail("the agent answered: " + text_of(*it, "error"));
     const int version = integer<int>(doc, "wire_version");
     if (version != kWireVersion)
-      return fail(fmt::format("the agent speaks wire version {}, this gpureap {}", version,
-                              kWireVersion));
+      return fail(
+          fmt::format("the agent speaks wire version {}, this gpureap {}", version, kWireVersion));
     Inventory inv;
     inv.nvml_state = enum_of(doc, "nvml_state", kNvmlStates);
     inv.nvml_problem = string(doc, "nvml_problem");

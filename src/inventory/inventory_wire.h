@@ -14,10 +14,16 @@
 namespace gpureap::inventory {
 
 inline constexpr int kWireVersion = 1;
+/// The one request line a client sends (agent_client.h); any other is answered
+/// with encode_wire_error.
+inline constexpr std::string_view kInventoryRequest = "inventory";
 
 std::string encode_inventory(const Inventory& inv);
-/// Fails (with a message) on malformed JSON, a missing field or another wire_version.
+/// Fails (with a message) on malformed JSON, a missing field or another wire_version;
+/// an encode_wire_error answer fails with its message.
 Result<Inventory> decode_inventory(std::string_view json);
+/// The agent's answer when it cannot give an inventory: {"error": message}.
+std::string encode_wire_error(std::string_view message);
 
 /// What a caller of uid `uid` may see of `inv`: what a direct scan run by that
 /// user would show it, never more. Root sees all. For another user: holders of
@@ -31,7 +37,7 @@ Result<Inventory> decode_inventory(std::string_view json);
 /// the baselines are the agent's.
 Inventory redact_for(uid_t uid, const Inventory& inv);
 
-/// `inv` as a scan that skipped `pids` (LookOptions::exclude) would have built
+/// `inv` as a scan that skipped `pids` (CollectOptions::exclude) would have built
 /// it: they are no holders, NVML's mentions of them are unseen pids, their
 /// problems are gone, attribution is recomputed.
 Inventory without_pids(const Inventory& inv, const std::set<pid_t>& pids);

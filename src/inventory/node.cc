@@ -24,7 +24,7 @@ void Node::load() {
                                  : BaselineStore::load_default();
 }
 
-Inventory Node::look(const LookOptions& options) {
+Inventory Node::look(CollectOptions options) {
   load();
   // A running agent answers the first look (instant status). Later looks are
   // the engine's re-scans while it acts: those must be this process's own.
@@ -42,12 +42,9 @@ Inventory Node::look(const LookOptions& options) {
       return inv;
     }
   }
-  CollectOptions collect;
-  collect.proc_root = config_.proc_root;
-  collect.nvml_deadline = options.nvml_deadline;
-  collect.exclude = options.exclude;
-  collect.clock = clock_;
-  return collect_inventory(*gpus_, devices_, baselines_, collect);
+  options.proc_root = config_.proc_root;
+  options.clock = clock_;
+  return collect_inventory(*gpus_, devices_, baselines_, options);
 }
 
 Result<std::vector<unsigned>> select_gpus(std::string_view spec, const Inventory& inv) {

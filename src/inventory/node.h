@@ -9,16 +9,15 @@
 #include <sys/types.h>
 
 #include <atomic>
-#include <chrono>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gpu/gpu_source.h"
 #include "inventory/baseline_store.h"
+#include "inventory/collect.h"
 #include "inventory/inventory.h"
 #include "proc/device_nodes.h"
 #include "util/clock.h"
@@ -39,11 +38,6 @@ struct NodeConfig {
   std::optional<std::string> agent_socket;
 };
 
-struct LookOptions {
-  std::chrono::milliseconds nvml_deadline{2000};
-  std::set<pid_t> exclude;  // in addition to ourselves and our NVML helper
-};
-
 class Node {
  public:
   /// Nothing is read yet: the device nodes are discovered (a failure leaves the set
@@ -59,7 +53,8 @@ class Node {
   /// (inventory/collect.h), joined into an Inventory. The first look asks the
   /// agent instead when config.agent_socket is set (source "agent"; on any
   /// failure it scans); the agent records the baselines then, this node does not.
-  Inventory look(const LookOptions& options = {});
+  /// The node's proc root and clock replace those of `options`.
+  Inventory look(CollectOptions options = {});
   /// Writes the baselines learnt by look() (a read-only state dir only costs them).
   Result<void> save_baselines() { return baselines().save(); }
 

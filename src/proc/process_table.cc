@@ -52,6 +52,17 @@ Result<std::vector<ProcessEntry>> read_process_table(std::string_view proc_root)
   return table;
 }
 
+const ProcessEntry* find_process(const std::vector<ProcessEntry>& table, const ProcessId& id) {
+  auto e = std::find_if(table.begin(), table.end(), [&](const ProcessEntry& p) { return p.id == id; });
+  return e == table.end() ? nullptr : &*e;
+}
+
+const ProcessEntry* find_process(const std::vector<ProcessEntry>& table, pid_t pid) {
+  auto e = std::find_if(table.begin(), table.end(),
+                        [&](const ProcessEntry& p) { return p.id.pid == pid; });
+  return e == table.end() ? nullptr : &*e;
+}
+
 std::vector<ProcessId> descendants(const std::vector<ProcessEntry>& table, pid_t root) {
   std::multimap<pid_t, const ProcessEntry*> children;
   for (const auto& e : table) children.emplace(e.ppid, &e);

@@ -34,6 +34,10 @@ std::string user_name(uid_t uid);
 /// being read are left out. Fails only when `proc_root` itself cannot be read.
 Result<std::vector<ProcessEntry>> read_process_table(std::string_view proc_root = "/proc");
 
+/// The entry of `table` for `id` (pid and start time), or for `pid`; nullptr when none.
+const ProcessEntry* find_process(const std::vector<ProcessEntry>& table, const ProcessId& id);
+const ProcessEntry* find_process(const std::vector<ProcessEntry>& table, pid_t pid);
+
 /// The processes below `root` in `table` (children, grandchildren, ...), parents
 /// before their children; `root` itself is not included.
 std::vector<ProcessId> descendants(const std::vector<ProcessEntry>& table, pid_t root);

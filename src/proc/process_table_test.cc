@@ -55,13 +55,14 @@ TEST(ProcessTable, MissingRootIsAnError) {
   EXPECT_FALSE(read_process_table("/nonexistent-proc-root"));
 }
 
+ProcessEntry entry(pid_t pid, pid_t ppid) {
+  ProcessEntry e;
+  e.id = ProcessId{pid, static_cast<std::uint64_t>(pid) * 10};
+  e.ppid = ppid;
+  return e;
+}
+
 TEST(Descendants, WalksTheTreeParentsFirst) {
-  auto entry = [](pid_t pid, pid_t ppid) {
-    ProcessEntry e;
-    e.id = ProcessId{pid, static_cast<std::uint64_t>(pid) * 10};
-    e.ppid = ppid;
-    return e;
-  };
   std::vector<ProcessEntry> table{entry(1, 0),   entry(10, 1), entry(11, 10), entry(12, 10),
                                   entry(13, 12), entry(20, 1), entry(30, 31), entry(31, 30)};
   auto d = descendants(table, 10);
@@ -72,6 +73,16 @@ TEST(Descendants, WalksTheTreeParentsFirst) {
   EXPECT_EQ(d[2].start_time, 130u);
   EXPECT_TRUE(descendants(table, 13).empty());
   EXPECT_EQ(descendants(table, 30).size(), 1u);  // a cycle terminates
+}
+
+TEST(FindProcess, ByIdentityOrByPid) {
+  std::vector<ProcessEntry> table{entry(1, 0), entry(10, 1)};
+  ASSERT_NE(find_process(table, 10), nullptr);
+  EXPECT_EQ(find_process(table, 10)->ppid, 1);
+  EXPECT_EQ(find_process(table, table[1].id), &table[1]);
+  EXPECT_EQ(find_process(table, ProcessId{10, table[1].id.start_time + 1}), nullptr)
+      << "a reused pid is another process";
+  EXPECT_EQ(find_process(table, 11), nullptr);
 }
 
 TEST(Descendants, RealGrandchild) {

@@ -14,15 +14,6 @@
 namespace gpureap::proc {
 namespace {
 
-void write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    ssize_t n = ::write(fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    text.remove_prefix(static_cast<std::size_t>(n));
-  }
-}
-
 // In the forked child. argv was prepared before the fork; after a failed exec
 // only strerror() is not async-signal-safe, and the child exits right after.
 [[noreturn]] void exec_child(char* const* argv, int out) {

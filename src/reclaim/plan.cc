@@ -7,6 +7,7 @@
 #include <array>
 #include <map>
 
+#include "gpu/gpu_select.h"
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
 #include "proc/run_id.h"
@@ -52,12 +53,6 @@ struct Candidate {
   std::uint64_t bytes = 0;
   bool bytes_known = false;  // NVML reported this holder's memory on at least one GPU
 };
-
-std::string gpu_text(const std::vector<unsigned>& gpus) {
-  std::string s;
-  for (unsigned g : gpus) s += fmt::format("{}{}", s.empty() ? "" : ",", g);
-  return s;
-}
 
 // Why a holder that passed protection and permission is left alone by the filters:
 // not_matched, or not_permitted when the answer needs its environment and that cannot
@@ -115,8 +110,7 @@ std::optional<Mismatch> env_mismatch(const Filters& f, EnvironOnce& environ) {
 std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector<unsigned>& gpus,
                                         const Filters& f, EnvironOnce& environ) {
   auto no = [](std::string reason) { return Mismatch{SkipKind::not_matched, std::move(reason)}; };
-  if (!f.pids.empty() && std::find(f.pids.begin(), f.pids.end(), h.id.pid) == f.pids.end())
-    return no("not named by --pid");
+  if (!f.pids.empty() && !f.names(h.id.pid)) return no("not named by --pid");
   if (f.user && h.uid != *f.user) return no(fmt::format("owned by {}, not the --user given", h.user));
   if (!f.cgroup.empty() && h.cgroup.find(f.cgroup) == std::string::npos &&
       h.container.find(f.cgroup) == std::string::npos)
@@ -128,7 +122,7 @@ std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector
   if (!f.on_gpus.empty() && std::none_of(gpus.begin(), gpus.end(), [&](unsigned g) {
         return std::find(f.on_gpus.begin(), f.on_gpus.end(), g) != f.on_gpus.end();
       }))
-    return no(fmt::format("it uses none of GPU {}", gpu_text(f.on_gpus)));
+    return no(fmt::format("it uses none of GPU {}", gpu::index_list(f.on_gpus)));
   // Last: the environment costs a read, the other filters none.
   return env_mismatch(f, environ);
 }
@@ -236,9 +230,8 @@ std::optional<std::string> protection_reason(pid_t pid, const std::string& comm,
   if (std::any_of(kSupervisors.begin(), kSupervisors.end(), is_infrastructure))
     return fmt::format("a supervisor of other jobs ({}); name it with --pid to include it", comm);
   if (std::find(kShells.begin(), kShells.end(), comm) != kShells.end()) {
-    auto e = std::find_if(ctx.table.begin(), ctx.table.end(),
-                          [&](const proc::ProcessEntry& p) { return p.id.pid == pid; });
-    if (e != ctx.table.end() && e->tty_nr != 0)
+    auto e = proc::find_process(ctx.table, pid);
+    if (e && e->tty_nr != 0)
       return fmt::format("a logged-in user's shell ({} on a terminal); name it with --pid to "
                          "include it",
                          comm);
@@ -256,9 +249,8 @@ void add_descendants(Plan& plan, const CallerContext& ctx) {
       if (plan.contains(d) ||
           std::any_of(extra.begin(), extra.end(), [&](const Target& e) { return e.id == d; }))
         continue;
-      auto entry = std::find_if(ctx.table.begin(), ctx.table.end(),
-                                [&](const proc::ProcessEntry& e) { return e.id == d; });
-      if (entry == ctx.table.end()) continue;
+      auto entry = proc::find_process(ctx.table, d);
+      if (!entry) continue;
       if (protection_reason(d.pid, entry->comm, entry->kernel_thread, ctx, false)) continue;
       if (ctx.euid != 0 && entry->uid != ctx.euid) continue;
       extra.push_back(Target{d,
@@ -318,7 +310,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
   std::map<std::string, pid_t> ended_runs;  // run id -> session of its CMD
   for (const auto& [id, c] : candidates) {
     const auto& h = *c.holder;
-    bool named = std::find(sel.pids.begin(), sel.pids.end(), h.id.pid) != sel.pids.end();
+    bool named = sel.names(h.id.pid);
     auto skip = [&](SkipKind kind, std::string reason) {
       plan.skipped.push_back(Skipped{h.id, h.comm, c.gpus, c.bytes, kind, std::move(reason)});
     };
@@ -332,8 +324,8 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
     } else {
       // Without NVML's figure (an fd-only holder, NVML down) "holds 0 B" would be a guess.
       std::string why = c.bytes_known ? fmt::format("holds {} on GPU {}", format_bytes(c.bytes),
-                                                    gpu_text(c.gpus))
-                                      : fmt::format("uses GPU {} (memory unknown)", gpu_text(c.gpus));
+                                                    gpu::index_list(c.gpus))
+                                      : fmt::format("uses GPU {} (memory unknown)", gpu::index_list(c.gpus));
       if (h.orphaned) why += "; orphaned: " + h.orphan_reason;
       if (h.zombie_leader) why += "; zombie leader with live threads";
       plan.targets.push_back(Target{h.id, h.comm, h.cmdline, h.user, c.gpus, c.bytes, why});
@@ -369,10 +361,22 @@ std::size_t add_processes_matching(Plan& plan, const std::vector<Filters>& any_o
   return added;
 }
 
+Plan orphans_plan(const inventory::Inventory& inv, const std::string& proc_root) {
+  Selection sel;
+  sel.orphans_only = true;
+  bool any = false;
+  for (const auto& view : inv.gpus) {
+    sel.gpus.push_back(view.info.index);
+    for (const auto& gh : view.holders) any = any || (gh.uses_gpu && gh.holder.orphaned);
+  }
+  if (!any) return {};
+  return make_plan(inv, sel, CallerContext::current(proc_root));
+}
+
 bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selection& sel,
                        const CallerContext& ctx, int respawns) {
   if (plan.contains(parent.id)) return false;
-  bool named = std::find(sel.pids.begin(), sel.pids.end(), parent.id.pid) != sel.pids.end();
+  bool named = sel.names(parent.id.pid);
   if (protection_reason(parent.id.pid, parent.comm, parent.kernel_thread, ctx, named)) return false;
   if (ctx.euid != 0 && parent.uid != ctx.euid) return false;
   std::string cmdline = proc::read_cmdline(parent.id.pid, ctx.proc_root);

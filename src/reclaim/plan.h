@@ -3,6 +3,7 @@
 // their descendants (a worker's helpers die with it); some processes are never
 // targets, whatever the flags.
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -29,6 +30,8 @@ struct Filters {
   std::vector<proc::EnvEntry> env_none;  // none of these in its environment
   std::vector<unsigned> on_gpus;    // uses one of these GPUs (empty: any selected one)
 
+  /// True when `pid` is named by --pid.
+  bool names(pid_t pid) const { return std::find(pids.begin(), pids.end(), pid) != pids.end(); }
   /// True when any filter is set.
   bool narrowed() const {
     return !pids.empty() || user || !cgroup.empty() || !cgroup_component.empty() || match ||
@@ -105,6 +108,11 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& selection,
 /// Returns how many were added.
 std::size_t add_processes_matching(Plan& plan, const std::vector<Filters>& any_of,
                                    const CallerContext& ctx, const std::string& why);
+
+/// What `gpureap free --orphans` over every GPU of `inv` would plan (status's closing
+/// advice names only what free would act on). Reads the caller's context from
+/// `proc_root` only when some holder is orphaned; otherwise the plan is empty.
+Plan orphans_plan(const inventory::Inventory& inv, const std::string& proc_root);
 
 /// Adds a respawning parent to `plan` as a target, when it is not protected and
 /// the selection (if narrowed) matches it. Returns true when added.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -326,6 +327,25 @@ TEST(IncludeRespawner, AnyOfNeedsAnAlternativeThatDescribesTheParent) {
   EXPECT_FALSE(include_respawner(plan, other_parent, sel, ctx, 1));
   EXPECT_TRUE(include_respawner(plan, job_parent, sel, ctx, 1));
   EXPECT_EQ(target_pids(plan), (std::vector<pid_t>{100}));
+}
+
+TEST(OrphansPlan, IsWhatFreeOrphansWouldSignal) {
+  const uid_t me = ::geteuid();
+  auto inv = one_gpu({user(100, "nv-hostengine", me), user(101, "python3", me),
+                      user(102, "python3", me, false)});
+  Plan plan = orphans_plan(inv, "/nonexistent-proc");
+  ASSERT_EQ(plan.targets.size(), 1u);
+  EXPECT_EQ(plan.targets[0].id.pid, 101);
+  ASSERT_EQ(plan.skipped.size(), 2u);
+  EXPECT_EQ(plan.skipped[0].id.pid, 100);
+  EXPECT_EQ(plan.skipped[0].kind, SkipKind::protected_process);
+  EXPECT_EQ(plan.skipped[1].kind, SkipKind::not_matched);
+}
+
+TEST(OrphansPlan, WithoutOrphansIsEmpty) {
+  Plan plan = orphans_plan(one_gpu({user(102, "python3", ::geteuid(), false)}), "/nonexistent-proc");
+  EXPECT_TRUE(plan.targets.empty());
+  EXPECT_TRUE(plan.skipped.empty());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "gpu/gpu_select.h"
 #include "proc/cgroup_fs.h"
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
@@ -22,18 +23,12 @@ const inventory::GpuView* find_view(const inventory::Inventory& inv, unsigned in
   return nullptr;
 }
 
-bool named_by_pid(const Selection& sel, pid_t pid) {
-  return std::find(sel.pids.begin(), sel.pids.end(), pid) != sel.pids.end();
-}
-
 // What stops a respawning parent, for the report: its service or container's own
 // command, else gpureap with the opt-in.
 std::string stop_hint(const proc::ProcessEntry& parent,
                       const std::optional<std::string>& protection,
                       const std::vector<unsigned>& gpus, const std::string& proc_root) {
   std::string hint = proc::container_hint(proc::cgroup2_path_of(parent.id.pid, proc_root));
-  std::string gpu_list;
-  for (unsigned g : gpus) gpu_list += (gpu_list.empty() ? "" : ",") + std::to_string(g);
   if (hint.starts_with("systemd:") && hint.ends_with(".service") && !protection)
     return "systemctl stop " + hint.substr(8);
   if (hint.starts_with("docker:")) return "docker stop " + hint.substr(7);
@@ -45,7 +40,7 @@ std::string stop_hint(const proc::ProcessEntry& parent,
   if (protection)
     return "it is protected (" + *protection +
            "): stop the job it runs with that job's own tool, or name it with --pid";
-  return fmt::format("gpureap free --gpu {} --stop-respawners (or: kill {})", gpu_list,
+  return fmt::format("gpureap free --gpu {} --stop-respawners (or: kill {})", gpu::index_list(gpus),
                      parent.id.pid);
 }
 
@@ -128,8 +123,8 @@ class Reclaim {
 
   // NVML's deadline for a look: the usual one, cut to the time left before the global
   // deadline (at least 100 ms, so a reading can still be taken).
-  inventory::LookOptions look_options() const {
-    inventory::LookOptions look;
+  inventory::CollectOptions look_options() const {
+    inventory::CollectOptions look;
     if (!options_.deadline) return look;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*options_.deadline -
                                                                       clock_.now());
@@ -181,14 +176,13 @@ class Reclaim {
     for (const auto& p : caller_.table) existed_before_kill_.insert(p.id);
     for (const auto& t : plan.targets) {
       signalled_.insert(t.id);
-      auto e = std::find_if(caller_.table.begin(), caller_.table.end(),
-                            [&](const proc::ProcessEntry& p) { return p.id == t.id; });
-      if (e == caller_.table.end()) continue;
-      for (const auto& p : caller_.table)
-        if (p.id.pid == e->ppid) {
-          parent_of_killed_[t.id] = p.id;
-          killed_comms_[p.id].insert(t.comm);
-        }
+      auto e = proc::find_process(caller_.table, t.id);
+      if (!e) continue;
+      if (auto p = proc::find_process(caller_.table, e->ppid)) {
+        parent_of_killed_[t.id] = p->id;
+        killed_comms_[p->id].insert(t.comm);
+      }
+      note_restarting_unit(*e);
     }
     EscalationResult esc = terminate(plan.targets, escalation_options(),
                                      EscalationEnv{control_, clock_, node_.interrupt_flag(), t0_});
@@ -197,6 +191,22 @@ class Reclaim {
     survivors_ = esc.survivors;
     if (esc.interrupted) report_.interrupted = true;
     return !esc.interrupted;
+  }
+
+  // A killed target that is a system service's main process, or whose parent is (its
+  // parent is pid 1), comes back when systemd restarts the unit, unless Restart=no.
+  // systemd is asked once per unit; no answer (no systemd, a timeout) is no claim.
+  void note_restarting_unit(const proc::ProcessEntry& target) {
+    const proc::ProcessEntry* service_main =
+        target.ppid == 1 ? &target : proc::find_process(caller_.table, target.ppid);
+    if (!service_main || service_main->ppid != 1 || !options_.restart_policy) return;
+    std::string unit =
+        system_service_of(proc::cgroup2_path_of(service_main->id.pid, node_.proc_root()));
+    if (unit.empty() || !asked_units_.insert(unit).second) return;
+    auto policy = options_.restart_policy(unit);
+    if (policy && *policy != "no")
+      restarting_units_.push_back({service_main->id, service_main->comm, 0, false,
+                                   "systemctl stop " + unit, unit, *policy});
   }
 
   // Step 2, watch release: memory falls; re-scan now and then for holders that
@@ -272,6 +282,7 @@ class Reclaim {
   // True when some killed target's parent is still alive, not init and not one of
   // gpureap's own ancestors (the shell waiting for gpureap restarts nothing meanwhile).
   bool parent_may_respawn() const {
+    if (!restarting_units_.empty()) return true;
     for (const auto& [killed, parent] : parent_of_killed_) {
       if (parent.pid <= 1 || caller_.ancestors.contains(parent.pid)) continue;
       auto now = proc::read_process_id(parent.pid, node_.proc_root());
@@ -316,20 +327,23 @@ class Reclaim {
       for (const auto& gh : view.holders) {
         const proc::Holder& h = gh.holder;
         if (!gh.uses_gpu || signalled_.contains(h.id) || !seen.insert(h.id).second) continue;
+        bool by_parent = false;
         for (const auto& [killed, parent] : parent_of_killed_) {
           if (parent.pid != h.ppid || parent.pid <= 1) continue;
           note_respawner(parent, ++respawns_[parent], next);
+          by_parent = true;
           break;
         }
+        for (auto& u : restarting_units_)
+          if (!by_parent && h.container == "systemd:" + u.unit) ++u.respawns;
       }
     }
   }
 
   void note_respawner(const proc::ProcessId& parent, int n, Plan& next) {
-    auto pe = std::find_if(caller_.table.begin(), caller_.table.end(),
-                           [&](const proc::ProcessEntry& p) { return p.id == parent; });
-    if (pe == caller_.table.end()) return;  // the parent is gone meanwhile
-    bool named = named_by_pid(options_.selection, parent.pid);
+    auto pe = proc::find_process(caller_.table, parent);
+    if (!pe) return;  // the parent is gone meanwhile
+    bool named = options_.selection.names(parent.pid);
     bool included = !signalled_.contains(parent) && (named || options_.stop_respawners) &&
                     include_respawner(next, *pe, options_.selection, caller_, n);
     auto r = std::find_if(report_.respawners.begin(), report_.respawners.end(),
@@ -342,7 +356,7 @@ class Reclaim {
     auto protection = protection_reason(pe->id.pid, pe->comm, pe->kernel_thread, caller_, named);
     report_.respawners.push_back(
         {parent, pe->comm, n, included,
-         stop_hint(*pe, protection, options_.selection.gpus, node_.proc_root())});
+         stop_hint(*pe, protection, options_.selection.gpus, node_.proc_root()), "", ""});
   }
 
   // True when every selected GPU not yet freed holds memory that no live target explains
@@ -435,14 +449,26 @@ class Reclaim {
       if (std::any_of(report_.respawners.begin(), report_.respawners.end(),
                       [&](const Respawner& r) { return r.id == parent; }))
         continue;
-      auto pe = std::find_if(now_ctx.table.begin(), now_ctx.table.end(),
-                             [&](const proc::ProcessEntry& p) { return p.id == parent; });
-      if (pe == now_ctx.table.end()) continue;
-      bool named = named_by_pid(options_.selection, parent.pid);
+      auto pe = proc::find_process(now_ctx.table, parent);
+      if (!pe) continue;
+      bool named = options_.selection.names(parent.pid);
       auto protection = protection_reason(pe->id.pid, pe->comm, pe->kernel_thread, now_ctx, named);
       report_.respawners.push_back(
           {parent, pe->comm, 0, false,
-           stop_hint(*pe, protection, options_.selection.gpus, node_.proc_root())});
+           stop_hint(*pe, protection, options_.selection.gpus, node_.proc_root()), "", ""});
+    }
+    // Services systemd restarts: named whether or not their main process lives on.
+    for (const auto& u : restarting_units_) {
+      auto r = std::find_if(report_.respawners.begin(), report_.respawners.end(),
+                            [&](const Respawner& x) { return x.id == u.id; });
+      if (r == report_.respawners.end()) {
+        report_.respawners.push_back(u);
+        continue;
+      }
+      r->respawns += u.respawns;
+      r->stop_hint = u.stop_hint;
+      r->unit = u.unit;
+      r->restart = u.restart;
     }
   }
 
@@ -471,6 +497,10 @@ class Reclaim {
   // the comms of the holders each parent lost.
   std::set<proc::ProcessId> existed_before_kill_;
   std::map<proc::ProcessId, std::set<std::string>> killed_comms_;
+  // System services that restart a killed target (Restart= not "no"), as reported;
+  // `respawns` counts new holders in the unit that no live parent explains.
+  std::vector<Respawner> restarting_units_;
+  std::set<std::string> asked_units_;
 };
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "reclaim/plan.h"
 #include "reclaim/process_control.h"
 #include "reclaim/release_wait.h"
+#include "reclaim/systemd_unit.h"
 
 namespace gpureap::reclaim {
 
@@ -50,19 +51,28 @@ struct ReclaimOptions {
   // shrink to fit, no round starts after it, NVML's deadlines are cut to what is left),
   // and the last reading that classifies what is left is taken kClassifyReserve before it.
   std::optional<util::Clock::time_point> deadline;
+  // How a killed holder's system service is asked for its Restart= setting (a holder
+  // that is, or whose parent is, the unit's main process): systemctl; tests fake it.
+  RestartPolicyFn restart_policy = [](const std::string& unit) {
+    return systemd_restart_policy(unit);
+  };
 };
 
 /// With ReclaimOptions::deadline: the time kept for the last reading and classification.
 inline constexpr std::chrono::milliseconds kClassifyReserve{500};
 
 /// A parent of a killed holder that started new holders (respawns > 0), or that is
-/// still alive at the verdict and could (respawns == 0: "watched, no restart").
+/// still alive at the verdict and could (respawns == 0: "watched, no restart"). Or a
+/// system service whose main process was (or was the parent of) a killed holder and
+/// that systemd restarts (`unit` and `restart` set; `id` is that main process).
 struct Respawner {
   proc::ProcessId id;
   std::string comm;
   int respawns = 0;
   bool included = false;
   std::string stop_hint;  // the command (or step) that stops it, for the report
+  std::string unit;       // "llm.service" when systemd restarts it
+  std::string restart;    // that unit's Restart= ("always", "on-failure", ...)
 };
 
 struct ReclaimReport {

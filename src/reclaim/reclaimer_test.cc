@@ -186,6 +186,101 @@ TEST(Reclaim, LiveParentThatRestartsNothingIsWatchedForSettleThenListed) {
   EXPECT_LT(q.seconds, 1.0);
 }
 
+// A worker that is a system service's main process: its parent is pid 1, yet
+// systemd restarts it (Restart=always) seconds after the kill, as a torch worker
+// takes 3-10 s to take the GPU again. The unit is asked for, named with its stop
+// command, and settled on; the retake is the next round.
+struct FakeSystemd {
+  std::optional<std::string> restart;
+  std::vector<std::string> asked;
+  RestartPolicyFn fn() {
+    return [this](const std::string& unit) {
+      asked.push_back(unit);
+      return restart;
+    };
+  }
+};
+
+FakeProc service_main(pid_t pid) {
+  FakeProc p = holder(pid);
+  p.cgroup = "/system.slice/llm.service";
+  return p;
+}
+
+TEST(Reclaim, ServiceWithRestartAlwaysIsNamedAndSettledOn) {
+  TestMachine m;
+  FakeProc first = service_main(3000450), second = service_main(3000451);
+  first.then = [&] { m.clock.after(3s, [&] { m.spawn(second); }); };
+  auto id = m.spawn(first);
+  FakeSystemd systemd{"always", {}};
+  ReclaimOptions o;
+  o.restart_policy = systemd.fn();
+  ReclaimReport r = m.free(o);
+  EXPECT_EQ(systemd.asked, std::vector<std::string>{"llm.service"});
+  EXPECT_TRUE(r.all_freed());
+  // The restart 3 s after the kill fell in the settle window: killed in round 2.
+  ASSERT_EQ(r.rounds.size(), 2u);
+  ASSERT_EQ(r.rounds[1].targets.size(), 1u);
+  EXPECT_EQ(r.rounds[1].targets[0].id.pid, 3000451);
+  ASSERT_EQ(r.respawners.size(), 1u);
+  EXPECT_EQ(r.respawners[0].id, id);
+  EXPECT_EQ(r.respawners[0].unit, "llm.service");
+  EXPECT_EQ(r.respawners[0].restart, "always");
+  EXPECT_EQ(r.respawners[0].respawns, 1);
+  EXPECT_EQ(r.respawners[0].stop_hint, "systemctl stop llm.service");
+  EXPECT_NEAR(r.settled_seconds, 5.0, 0.3);
+}
+
+TEST(Reclaim, ParentThatIsAServiceMainProcessGetsItsUnitNamed) {
+  TestMachine m;
+  FakeProc launcher = parent(3000460);
+  launcher.cgroup = "/system.slice/llm.service";
+  auto pid = m.spawn(launcher);
+  FakeProc worker = holder(3000461, 3000460);
+  worker.cgroup = launcher.cgroup;
+  m.spawn(worker);
+  FakeSystemd systemd{"on-failure", {}};
+  ReclaimOptions o;
+  o.restart_policy = systemd.fn();
+  o.settle = 1s;
+  ReclaimReport r = m.free(o);
+  EXPECT_TRUE(r.all_freed());
+  ASSERT_EQ(r.respawners.size(), 1u);
+  EXPECT_EQ(r.respawners[0].id, pid);
+  EXPECT_EQ(r.respawners[0].unit, "llm.service");
+  EXPECT_EQ(r.respawners[0].restart, "on-failure");
+  EXPECT_EQ(r.respawners[0].stop_hint, "systemctl stop llm.service");
+  EXPECT_TRUE(m.control.signals_of(pid).empty());
+}
+
+TEST(Reclaim, ServiceWithoutRestartOrWithoutAnswerIsNoClaim) {
+  for (std::optional<std::string> answer : {std::optional<std::string>("no"),
+                                            std::optional<std::string>()}) {
+    // nullopt: systemctl missing, failing or timing out (systemd_unit_test.cc).
+    TestMachine m;
+    m.spawn(service_main(3000470));
+    FakeSystemd systemd{answer, {}};
+    ReclaimOptions o;
+    o.restart_policy = systemd.fn();
+    ReclaimReport r = m.free(o);
+    EXPECT_EQ(systemd.asked.size(), 1u);
+    EXPECT_TRUE(r.all_freed());
+    EXPECT_TRUE(r.respawners.empty()) << answer.value_or("(no answer)");
+    EXPECT_EQ(r.settled_seconds, 0) << "an orphan of a unit that stays down costs no time";
+  }
+}
+
+TEST(Reclaim, OrphanOutsideAServiceNeverAsksSystemd) {
+  TestMachine m;
+  m.spawn(holder(3000480));  // pid 1's child, in a session scope
+  FakeSystemd systemd{"always", {}};
+  ReclaimOptions o;
+  o.restart_policy = systemd.fn();
+  ReclaimReport r = m.free(o);
+  EXPECT_TRUE(systemd.asked.empty());
+  EXPECT_TRUE(r.respawners.empty());
+}
+
 TEST(Reclaim, InterruptDuringTheGraceStopsAndReports) {
   TestMachine m;
   FakeProc p = holder(3000500);

@@ -24,7 +24,10 @@ struct GpuRelease {
   std::string uuid;
   std::uint64_t total = 0;
   std::uint64_t baseline = 0;
-  std::uint64_t left_alone_bytes = 0;  // NVML's figure for holders not in the plan (D9)
+  bool baseline_recorded = false;      // the baseline was measured idle, not estimated
+  std::uint64_t own_bytes = 0;         // NVML's figure for the processes released (run's), 0: unknown
+  std::uint64_t left_alone_bytes = 0;  // NVML's figure for holders not in the plan (D9), or
+                                       // outside the run
   std::uint64_t threshold =
       0;  // used <= threshold counts as freed (baseline + tolerance + left alone)
   std::uint64_t before = 0;           // before any signal

@@ -39,6 +39,7 @@ struct FakeProc {
   std::optional<unsigned> gpu;  // holds /dev/nvidia<gpu> open and `bytes` on it
   std::uint64_t bytes = 0;
   std::string cmdline;  // default: comm
+  std::string cgroup = "/user.slice/test.scope";  // its v2 cgroup path
   /// Memory back this long after the exit; nullopt: the driver keeps it.
   std::optional<std::chrono::milliseconds> release_after = std::chrono::milliseconds(200);
   FakeProcessScript script;
@@ -97,7 +98,7 @@ class TestMachine {
     std::string cmd = p.cmdline.empty() ? p.comm : p.cmdline;
     write(d + "/cmdline", cmd + std::string(1, '\0'));
     write(d + "/comm", p.comm + "\n");
-    write(d + "/cgroup", "0::/user.slice/test.scope\n");
+    write(d + "/cgroup", "0::" + p.cgroup + "\n");
     write(d + "/maps", "");
     write(d + "/environ", "");
     fs::create_directories(d + "/fd");

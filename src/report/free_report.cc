@@ -46,10 +46,13 @@ std::string plan_text(const reclaim::Plan& plan, const Style& style,
                                  "GPU MEM", "WHY", "COMMAND"));
     for (const auto& t : plan.targets) {
       std::string cmd = terminal_text(t.cmdline.empty() ? "[" + t.comm + "]" : t.cmdline, 50);
+      // The reason wraps in its column: cut, "orphaned: re-parent" hides the why.
+      auto why = terminal_text_lines(t.why, 44);
       out += fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", t.id.pid,
                          terminal_text(t.user, 10), gpus_text(t.gpus),
-                         t.gpu_bytes ? format_bytes(t.gpu_bytes) : "-", terminal_text(t.why, 44),
-                         cmd);
+                         t.gpu_bytes ? format_bytes(t.gpu_bytes) : "-", why[0], cmd);
+      for (std::size_t i = 1; i < why.size(); ++i)
+        out += fmt::format("  {:<38}  {}\n", "", why[i]);
     }
   }
   if (!plan.skipped.empty()) {
@@ -102,7 +105,17 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
     out += style.yellow("Interrupted: stopped waiting; this is what had been done.\n");
   for (const auto& resp : r.respawners)
     out += style.yellow(
-        resp.respawns == 0
+        !resp.unit.empty()
+            ? fmt::format("{} restarts its worker when it exits (Restart={}; pid {} ({}) was its "
+                          "main process); {}. To stop it: {}\n",
+                          terminal_text(resp.unit), terminal_text(resp.restart), resp.id.pid,
+                          terminal_text(resp.comm),
+                          resp.respawns == 0
+                              ? fmt::format("watched {:.1f} s after the release: no restart yet",
+                                            r.settled_seconds)
+                              : fmt::format("restarted GPU holders {}x", resp.respawns),
+                          terminal_text(resp.stop_hint))
+        : resp.respawns == 0
             ? fmt::format("pid {} ({}), the parent of a killed holder, is still alive and could "
                           "restart it (watched {:.1f} s after the release: no restart). To stop "
                           "it: {}\n",
@@ -164,9 +177,31 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
       out += fmt::format("  ran: {}\n  exit {}: {}\n", terminal_text(reset.command),
                          reset.exit_code, terminal_text(reset.output));
   }
-  if (!r.nvml_error.empty())
-    out += style.yellow("NVML failed while verifying: " + terminal_text(r.nvml_error) + "\n");
+  if (!r.nvml_error.empty()) {
+    std::string per_gpu = gpu_problems_text("NVML failed while verifying", r.gpus);
+    out += style.yellow(
+        (per_gpu.empty() ? "NVML failed while verifying: " + terminal_text(r.nvml_error) : per_gpu) +
+        "\n");
+  }
   return out;
+}
+
+std::string gpu_problems_text(std::string_view heading,
+                              const std::vector<reclaim::GpuRelease>& gpus) {
+  std::vector<const reclaim::GpuRelease*> failed;
+  for (const auto& g : gpus)
+    if (!g.problem.empty()) failed.push_back(&g);
+  if (failed.empty()) return "";
+  if (failed.size() == 1)
+    return fmt::format("{} GPU {}: {}", heading, failed[0]->index,
+                       terminal_text(failed[0]->problem));
+  std::vector<unsigned> indices;
+  std::string lines;
+  for (const auto* g : failed) {
+    indices.push_back(g->index);
+    lines += fmt::format("\n  GPU {}: {}", g->index, terminal_text(g->problem));
+  }
+  return fmt::format("{} GPU {}:", heading, gpu::index_list(indices)) + lines;
 }
 
 nlohmann::ordered_json leftover_json(const reclaim::Leftover& l) {
@@ -211,7 +246,11 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
                           {"comm", x.comm},
                           {"respawns", x.respawns},
                           {"included", x.included},
-                          {"stop_hint", x.stop_hint}});
+                          {"stop_hint", x.stop_hint},
+                          {"unit", x.unit.empty() ? nlohmann::ordered_json(nullptr)
+                                                  : nlohmann::ordered_json(x.unit)},
+                          {"restart", x.restart.empty() ? nlohmann::ordered_json(nullptr)
+                                                        : nlohmann::ordered_json(x.restart)}});
   for (const auto& x : r.resets)
     resets.push_back({{"gpu", x.gpu},
                       {"blockers", x.blockers},

@@ -19,6 +19,12 @@ nlohmann::ordered_json plan_json(const reclaim::Plan& plan);
 /// One progress line: "GPU 0 20.0 GiB -> 3.1 GiB | GPU 1 freed 0.41 s".
 std::string progress_line(const std::vector<reclaim::GpuRelease>& gpus);
 
+/// `heading` and the GPUs of `gpus` whose reading failed, with why, escaped:
+/// "HEADING GPU 3: WHY" for one; "HEADING GPU 0,1:" and one "\n  GPU i: WHY" line
+/// each for several (16 reasons on one line cannot be read). Empty when none failed.
+std::string gpu_problems_text(std::string_view heading,
+                              const std::vector<reclaim::GpuRelease>& gpus);
+
 /// One classified leftover as in free's JSON (also run's).
 nlohmann::ordered_json leftover_json(const reclaim::Leftover& l);
 

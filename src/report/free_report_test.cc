@@ -1,5 +1,6 @@
 #include "report/free_report.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace gpureap::report {
@@ -29,8 +30,8 @@ reclaim::Action action(const std::string& comm) {
 TEST(FreeText, ProcessTextIsEscapedInEveryLine) {
   reclaim::ReclaimReport r;
   r.actions.push_back(action(kComm));
-  r.respawners.push_back({{4000, 1}, kComm, 3, true, ""});
-  r.respawners.push_back({{4001, 1}, kComm, 2, false, "kill 4001 \x1b[2J"});
+  r.respawners.push_back({{4000, 1}, kComm, 3, true, "", "", ""});
+  r.respawners.push_back({{4001, 1}, kComm, 2, false, "kill 4001 \x1b[2J", "", ""});
   r.notes.push_back("cgroup.kill not used for /x: pid 7 (" + kComm + ") is not in the plan");
   reclaim::GpuRelease g;
   g.uuid = "GPU-x";
@@ -53,6 +54,29 @@ TEST(FreeText, ProcessTextIsEscapedInEveryLine) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("cmd: a\\nb"), std::string::npos) << out;
+}
+
+TEST(FreeText, ASystemdUnitThatRestartsTheWorkerIsNamedWithItsStopCommand) {
+  reclaim::ReclaimReport r;
+  r.settled_seconds = 5;
+  r.respawners.push_back(
+      {{4100, 7}, "python3", 0, false, "systemctl stop llm.service", "llm.service", "always"});
+  r.respawners.push_back(
+      {{4101, 8}, "launcher", 2, false, "systemctl stop job.service", "job.service", "on-failure"});
+  std::string out = free_text(r, Style{});
+  EXPECT_NE(out.find("llm.service restarts its worker when it exits (Restart=always; pid 4100 "
+                     "(python3) was its main process); watched 5.0 s after the release: no restart "
+                     "yet. To stop it: systemctl stop llm.service\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("job.service restarts its worker when it exits (Restart=on-failure; pid 4101 "
+                     "(launcher) was its main process); restarted GPU holders 2x. To stop it: "
+                     "systemctl stop job.service\n"),
+            std::string::npos)
+      << out;
+  auto j = free_json(reclaim::Plan{}, r, false);
+  EXPECT_EQ(j["respawners"][0]["unit"], "llm.service");
+  EXPECT_EQ(j["respawners"][0]["restart"], "always");
 }
 
 TEST(PlanText, ProcessTextIsEscaped) {
@@ -80,6 +104,65 @@ TEST(PlanText, GraceZeroSaysSigkillAtOnce) {
   std::string zero = plan_text(plan, Style{}, std::chrono::milliseconds(0));
   EXPECT_NE(zero.find("SIGKILL at once: --grace 0"), std::string::npos) << zero;
   EXPECT_EQ(zero.find("SIGTERM"), std::string::npos) << zero;
+}
+
+TEST(PlanText, LongReasonsWrapInTheirColumn) {
+  reclaim::Plan plan;
+  plan.targets.push_back({{4242, 1234},
+                          "python3",
+                          "python3 serve.py",
+                          "me",
+                          {0},
+                          90ULL << 30,
+                          "holds 90.0 GiB on GPU 0; orphaned: re-parented to 1 (systemd)"});
+  std::string out = plan_text(plan, Style{});
+  // The first line has every column; the rest of the reason follows in the WHY column.
+  const std::string first = "holds 90.0 GiB on GPU 0; orphaned:";
+  const auto row = out.find("  4242 ");
+  ASSERT_NE(row, std::string::npos) << out;
+  const auto why_column = out.find(first, row) - out.rfind('\n', row) - 1;
+  EXPECT_NE(out.find(first + "           python3 serve.py\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("\n" + std::string(why_column, ' ') + "re-parented to 1 (systemd)\n"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("re-parent "), std::string::npos) << out;
+}
+
+TEST(FreeText, EachGpuNvmlLostWhileVerifyingHasItsOwnLine) {
+  reclaim::ReclaimReport r;
+  for (unsigned i = 0; i < 3; ++i) {
+    reclaim::GpuRelease g;
+    g.index = i;
+    g.before = 1;
+    if (i != 1) g.problem = fmt::format("nvmlDeviceGetMemoryInfo_v2(GPU {}): GPU is lost", i);
+    r.gpus.push_back(g);
+  }
+  r.nvml_error = r.gpus[0].problem + "; " + r.gpus[2].problem;
+  std::string out = free_text(r, Style{});
+  EXPECT_NE(out.find("NVML failed while verifying GPU 0,2:\n"
+                     "  GPU 0: nvmlDeviceGetMemoryInfo_v2(GPU 0): GPU is lost\n"
+                     "  GPU 2: nvmlDeviceGetMemoryInfo_v2(GPU 2): GPU is lost\n"),
+            std::string::npos)
+      << out;
+
+  r.gpus[2].problem.clear();  // one GPU: one line
+  EXPECT_NE(free_text(r, Style{}).find(
+                "NVML failed while verifying GPU 0: nvmlDeviceGetMemoryInfo_v2(GPU 0): GPU is "
+                "lost\n"),
+            std::string::npos);
+  r.gpus[0].problem.clear();  // the whole query failed: NVML's own words
+  r.nvml_error = "the NVML helper did not answer within 2 s";
+  EXPECT_NE(free_text(r, Style{}).find(
+                "NVML failed while verifying: the NVML helper did not answer within 2 s\n"),
+            std::string::npos);
+}
+
+TEST(GpuProblemsText, EscapesAndIsEmptyWithoutProblems) {
+  std::vector<reclaim::GpuRelease> gpus(2);
+  gpus[1].index = 1;
+  EXPECT_EQ(gpu_problems_text("NVML cannot read", gpus), "");
+  gpus[1].problem = "lost \x1b[2J";
+  EXPECT_EQ(gpu_problems_text("NVML cannot read", gpus), "NVML cannot read GPU 1: lost \\x1b[2J");
 }
 
 TEST(FreeRecord, NamesEveryActionWithoutProcessText) {

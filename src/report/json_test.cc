@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "report/free_report.h"
+#include "report/status_table.h"
 
 namespace gpureap::report {
 namespace {
@@ -59,6 +60,24 @@ TEST(JsonText, PlainJsonDocumentsToo) {
   // Valid UTF-8 passes through unchanged.
   EXPECT_EQ(nlohmann::json::parse(json_text(nlohmann::json{{"k", "caf\xc3\xa9"}}))["k"],
             "caf\xc3\xa9");
+}
+
+// Instant status (issue 11 §4): the answer says who took the inventory.
+TEST(StatusSource, JsonAndTableNameTheAgentThatAnswered) {
+  inventory::Inventory scanned;
+  auto j = status_json(scanned);
+  EXPECT_EQ(j["source"], "scan");
+  EXPECT_TRUE(j["agent_pid"].is_null());
+  EXPECT_EQ(status_table(scanned, Style{}, reclaim::Plan{}).find("agent"), std::string::npos);
+
+  inventory::Inventory answered;
+  answered.source = "agent";
+  answered.agent_pid = 3121;
+  j = status_json(answered);
+  EXPECT_EQ(j["source"], "agent");
+  EXPECT_EQ(j["agent_pid"], 3121);
+  EXPECT_NE(status_table(answered, Style{}, reclaim::Plan{}).find("answered by the gpureap agent (pid 3121)"),
+            std::string::npos);
 }
 
 }  // namespace

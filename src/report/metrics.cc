@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "inventory/events.h"
+#include "report/names.h"
 #include "report/terminal_text.h"
 
 namespace gpureap::report {
@@ -33,18 +34,14 @@ constexpr std::array<inventory::Unexplained, 4> kUnattributedClasses{
     inventory::Unexplained::outside_namespace, inventory::Unexplained::releasing,
     inventory::Unexplained::driver_held, inventory::Unexplained::unknown};
 
-// The event kinds as the agent's counters name them (the enum's identifiers).
-constexpr std::array<std::pair<inventory::EventKind, std::string_view>, 9> kEventKinds{{
-    {inventory::EventKind::orphaned_memory, "orphaned_memory"},
-    {inventory::EventKind::zombie_leader, "zombie_leader"},
-    {inventory::EventKind::unattributed_memory, "unattributed_memory"},
-    {inventory::EventKind::memory_freed, "memory_freed"},
-    {inventory::EventKind::nvml_down, "nvml_down"},
-    {inventory::EventKind::nvml_up, "nvml_up"},
-    {inventory::EventKind::reap_planned, "reap_planned"},
-    {inventory::EventKind::reaped, "reaped"},
-    {inventory::EventKind::reap_failed, "reap_failed"},
-}};
+// Every event kind, so that each has its series from the start (the agent's
+// counters are keyed by report::to_string of the kind, as events are spelled).
+constexpr std::array<inventory::EventKind, 9> kEventKinds{
+    inventory::EventKind::orphaned_memory, inventory::EventKind::zombie_leader,
+    inventory::EventKind::unattributed_memory, inventory::EventKind::memory_freed,
+    inventory::EventKind::nvml_down, inventory::EventKind::nvml_up,
+    inventory::EventKind::reap_planned, inventory::EventKind::reaped,
+    inventory::EventKind::reap_failed};
 
 constexpr std::array<std::string_view, 3> kFreeResults{"freed", "held", "nothing"};
 
@@ -256,7 +253,7 @@ void render_agent(Exposition& x, const AgentCounters& c) {
   x.family("gpureap_events_total", "counter",
            "Events the agent announced, by kind (every kind always present).");
   std::map<std::string, std::uint64_t> events;
-  for (const auto& [kind, word] : kEventKinds) events[std::string(word)] = 0;
+  for (auto kind : kEventKinds) events[to_string(kind)] = 0;
   for (const auto& [kind, n] : c.events) events[kind] = n;
   for (const auto& [kind, n] : events) x.sample({{"kind", kind}}, n);
 

@@ -25,11 +25,6 @@ std::string grouped(std::uint64_t n) {
   return out;
 }
 
-std::string signed_bytes(std::int64_t b) {
-  return b < 0 ? "-" + format_bytes(static_cast<std::uint64_t>(-b))
-               : format_bytes(static_cast<std::uint64_t>(b));
-}
-
 std::string cell_formula(const cap::PlanInput& in) {
   const int b = cap::kv_dtype_bytes(in.dtype);
   if (in.kv.attention == cap::Attention::mla)
@@ -82,7 +77,7 @@ std::string render_point(const PlanReport& r, const cap::PlanPoint& p, const Sty
   const bool sglang = in.engine == cap::Engine::sglang;
   std::string out;
   const std::string base = sglang ? "M0" : "total";
-  out += row("KV budget", signed_bytes(p.kv_budget_bytes),
+  out += row("KV budget", format_signed_bytes(p.kv_budget_bytes),
              fmt::format("{:.2f} x {} - weights{}", p.mem_fraction, base,
                          sglang ? "" : " - activation peak (2 GiB, assumed)"));
   out += row("KV tokens", style.bold(grouped(p.kv_tokens)));
@@ -97,7 +92,7 @@ std::string render_point(const PlanReport& r, const cap::PlanPoint& p, const Sty
   out += row("  CUDA graphs, workspaces", format_bytes(p.runtime_reserve_bytes), r.reserve_origin);
   const bool oom = p.headroom_bytes < static_cast<std::int64_t>(cap::kPrefillMinHeadroom);
   const bool low = p.headroom_bytes < static_cast<std::int64_t>(cap::kLowHeadroom);
-  out += row("headroom for prefill", signed_bytes(p.headroom_bytes),
+  out += row("headroom for prefill", format_signed_bytes(p.headroom_bytes),
              oom   ? style.red("PREFILL OUT-OF-MEMORY RISK (< 1 GiB)")
              : low ? style.yellow("tight (< 2 GiB)")
                    : style.green("ok"));
@@ -158,8 +153,8 @@ std::string render_sweep(const PlanReport& r, const Style& style) {
       status = style.yellow("tight headroom");
     if (has("host_ram_short")) status += ", " + style.red("host RAM short");
     out += fmt::format("  {:>8.2f}  {:>10}  {:>10}  {:>10}  {:>8}", p.mem_fraction,
-                       signed_bytes(p.kv_budget_bytes), grouped(p.kv_tokens),
-                       signed_bytes(p.headroom_bytes),
+                       format_signed_bytes(p.kv_budget_bytes), grouped(p.kv_tokens),
+                       format_signed_bytes(p.headroom_bytes),
                        p.running_requests ? grouped(*p.running_requests) : "-");
     if (hicache)
       out += fmt::format("  {:>11}  {:>10}", grouped(p.host_cache->tokens_per_rank),

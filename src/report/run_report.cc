@@ -35,26 +35,25 @@ std::string run_problems_text(const supervise::RunOutcome& out) {
                                  out.teardown.survivors.size(), pids));
   }
   for (const auto& l : out.leftovers) {
-    auto held = std::find_if(out.held.begin(), out.held.end(),
-                             [&](const auto& h) { return h.index == l.gpu; });
-    std::string used;
+    const reclaim::GpuRelease* g = nullptr;
     if (out.release)
-      for (const auto& g : out.release->gpus)
-        if (g.index == l.gpu && g.used) used = format_bytes(*g.used);
+      for (const auto& x : out.release->gpus)
+        if (x.index == l.gpu) g = &x;
     text += run_line(fmt::format(
         "GPU {} memory still held after the teardown: {} used, free means at most {} [{}]", l.gpu,
-        used.empty() ? "?" : used, held != out.held.end() ? format_bytes(held->threshold) : "?",
+        g && g->used ? format_bytes(*g->used) : "?", g ? format_bytes(g->threshold) : "?",
         to_string(l.cls)));
     for (const auto& e : l.evidence) text += "    " + terminal_text(e) + "\n";
     if (!l.next_step.empty()) text += "    next: " + terminal_text(l.next_step) + "\n";
   }
   if (out.memory_unverified()) {
-    std::string why = out.unverified;
-    if (out.release)
-      for (const auto& g : out.release->gpus)
-        if (!g.problem.empty()) why += (why.empty() ? "" : "; ") + g.problem;
-    text += run_line("GPU memory not verified: " + why +
-                     "; the run's GPUs may still hold memory (see `gpureap status`)");
+    // One line per GPU NVML cannot read (a lost GPU alone gives two reasons).
+    std::string per_gpu =
+        out.release ? gpu_problems_text("NVML cannot read", out.release->gpus) : "";
+    const std::string head = "GPU memory not verified (the run's GPUs may still hold memory: see "
+                             "`gpureap status`): ";
+    text += per_gpu.empty() ? run_line(head + out.unverified)
+                            : "gpureap run: " + terminal_text(head) + per_gpu + "\n";
   } else if (out.release && !out.release->all_freed && out.leftovers.empty()) {
     text += run_line("GPU memory the run held is not back at baseline" +
                      (out.release->nvml_error.empty()
@@ -88,21 +87,19 @@ nlohmann::ordered_json run_json(const std::vector<std::string>& argv,
                 {"seconds", out.teardown.seconds}};
 
   J gpus = J::array();
-  for (const auto& h : out.held) {
-    const reclaim::GpuRelease* r = nullptr;
-    if (out.release)
-      for (const auto& g : out.release->gpus)
-        if (g.index == h.index) r = &g;
-    gpus.push_back({{"index", h.index},
-                    {"used_at_teardown_bytes", h.used},
-                    {"baseline_bytes", h.baseline},
-                    {"threshold_bytes", h.threshold},
-                    {"run_bytes", h.run_bytes},
-                    {"other_bytes", h.other_bytes},
-                    {"used_after_bytes", r && r->used ? J(*r->used) : J(nullptr)},
-                    {"freed", r != nullptr && r->freed_at.has_value() && r->problem.empty()},
-                    {"seconds_to_free", r ? opt(r->freed_at) : J(nullptr)},
-                    {"problem", r && !r->problem.empty() ? J(r->problem) : J(nullptr)}});
+  std::string unverified = out.unverified;
+  for (const auto& g : out.release ? out.release->gpus : std::vector<reclaim::GpuRelease>{}) {
+    gpus.push_back({{"index", g.index},
+                    {"used_at_teardown_bytes", g.measured ? J(g.before) : J(nullptr)},
+                    {"baseline_bytes", g.baseline},
+                    {"threshold_bytes", g.measured ? J(g.threshold) : J(nullptr)},
+                    {"run_bytes", g.own_bytes},
+                    {"other_bytes", g.left_alone_bytes},
+                    {"used_after_bytes", opt(g.used)},
+                    {"freed", g.freed_at.has_value() && g.problem.empty()},
+                    {"seconds_to_free", opt(g.freed_at)},
+                    {"problem", g.problem.empty() ? J(nullptr) : J(g.problem)}});
+    if (!g.problem.empty()) unverified += (unverified.empty() ? "" : "; ") + g.problem;
   }
   J leftovers = J::array();
   for (const auto& l : out.leftovers) leftovers.push_back(leftover_json(l));
@@ -122,7 +119,7 @@ nlohmann::ordered_json run_json(const std::vector<std::string>& argv,
           {"leftovers", leftovers},
           {"memory_verified", !out.memory_unverified()},
           {"memory_released", out.memory_released()},
-          {"unverified", out.memory_unverified() ? J(out.unverified) : J(nullptr)},
+          {"unverified", out.memory_unverified() ? J(unverified) : J(nullptr)},
           {"nvml_problem", out.nvml_problem.empty() ? J(nullptr) : J(out.nvml_problem)},
           {"warnings", out.warnings},
           {"seconds", out.seconds}};

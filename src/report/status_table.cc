@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -85,7 +86,8 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style,
   return out;
 }
 
-std::string status_table(const inventory::Inventory& inv, const Style& style) {
+std::string status_table(const inventory::Inventory& inv, const Style& style,
+                         const reclaim::Plan& free_orphans) {
   std::string out;
   if (inv.source == "agent")
     out += style.dim(fmt::format("answered by the gpureap agent (pid {})\n", inv.agent_pid));
@@ -109,6 +111,18 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
         "! gpureap runs inside a PID namespace (container): processes of other namespaces are "
         "invisible here and NVML hides them too. Run it on the host for the full picture.\n\n");
 
+  // The orphans `free --orphans` would signal, itself or (others') with sudo.
+  bool needs_root = false;
+  auto freeable = [&](const proc::Holder& h) {
+    if (!h.orphaned) return false;
+    if (free_orphans.contains(h.id)) return true;
+    bool others = std::any_of(free_orphans.skipped.begin(), free_orphans.skipped.end(),
+                              [&](const reclaim::Skipped& s) {
+                                return s.id == h.id && s.kind == reclaim::SkipKind::not_permitted;
+                              });
+    needs_root = needs_root || others;
+    return others;
+  };
   std::size_t orphans = 0;
   std::uint64_t orphan_bytes = 0;
   std::size_t orphans_unknown = 0;  // orphans whose memory NVML does not report
@@ -123,7 +137,7 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
     for (const auto& gh : view.holders)
       if (gh.uses_gpu) {
         ++users;
-        if (gh.holder.orphaned) {
+        if (freeable(gh.holder)) {
           ++orphans;
           orphan_bytes += gh.gpu_bytes.value_or(0);
           if (!gh.gpu_bytes) ++orphans_unknown;
@@ -189,8 +203,8 @@ std::string status_table(const inventory::Inventory& inv, const Style& style) {
     out += "\n" + style.bold(fmt::format("{} orphaned process{} (parent gone) hold{} {} on GPU {}.",
                                          orphans, orphans == 1 ? "" : "es", orphans == 1 ? "s" : "",
                                          held, gpu_list(orphan_gpus)));
-    out += fmt::format(" Free {}: gpureap free --orphans --gpu {}\n", orphans == 1 ? "it" : "them",
-                       gpu_list(orphan_gpus));
+    out += fmt::format(" Free {}: {}gpureap free --orphans --gpu {}\n", orphans == 1 ? "it" : "them",
+                       needs_root ? "sudo " : "", gpu_list(orphan_gpus));
   }
   if (!stuck_gpus.empty())
     out += style.bold(fmt::format("GPU {}: memory held by the driver with no process; see above.\n",

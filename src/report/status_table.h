@@ -5,12 +5,17 @@
 #include <string>
 
 #include "inventory/inventory.h"
+#include "reclaim/plan.h"
 #include "report/style.h"
 
 namespace gpureap::report {
 
-/// Renders the table (ends with a newline). Pure: no I/O.
-std::string status_table(const inventory::Inventory& inv, const Style& style);
+/// Renders the table (ends with a newline). Pure: no I/O. `free_orphans` is what
+/// `gpureap free --orphans` would plan (reclaim::orphans_plan): the closing "Free
+/// them" line counts only the orphans it would signal, and says sudo when some
+/// of them only root may signal; protected ones (nv-hostengine) are not counted.
+std::string status_table(const inventory::Inventory& inv, const Style& style,
+                         const reclaim::Plan& free_orphans);
 
 /// The holder rows under one GPU (shared with `free`'s plan display).
 std::string holder_rows(const inventory::GpuView& view, const Style& style,

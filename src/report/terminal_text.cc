@@ -92,4 +92,22 @@ std::string terminal_text(std::string_view text, std::size_t width) {
   return out;
 }
 
+std::vector<std::string> terminal_text_lines(std::string_view text, std::size_t width) {
+  std::vector<std::string> lines(1);
+  while (!text.empty()) {
+    const auto space = text.find(' ');
+    std::string word = terminal_text(text.substr(0, space), width);
+    text.remove_prefix(space == std::string_view::npos ? text.size() : space + 1);
+    if (word.empty()) continue;
+    std::string& line = lines.back();
+    if (line.empty())
+      line = std::move(word);
+    else if (line.size() + 1 + word.size() <= width)
+      line += " " + word;
+    else
+      lines.push_back(std::move(word));
+  }
+  return lines;
+}
+
 }  // namespace gpureap::report

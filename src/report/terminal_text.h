@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpureap::report {
 
@@ -24,5 +25,10 @@ std::string terminal_text(std::string_view text);
 /// terminal_text(text) cut to at most `width` bytes, ending in "..." when cut, and
 /// never in the middle of a UTF-8 character or of an escape.
 std::string terminal_text(std::string_view text, std::size_t width);
+
+/// terminal_text(text) broken at spaces into lines of at most `width` bytes, for a
+/// table cell that wraps rather than cuts a reason mid-word; a single word wider
+/// than `width` is cut as above. Always at least one line (empty for an empty text).
+std::vector<std::string> terminal_text_lines(std::string_view text, std::size_t width);
 
 }  // namespace gpureap::report

@@ -57,5 +57,25 @@ TEST(TerminalText, WidthCutsAtACharacterBoundary) {
   EXPECT_EQ(terminal_text("abcdef", 2), "..");
 }
 
+TEST(TerminalTextLines, BreaksAtSpacesNeverMidWord) {
+  // defects-wave1 §1.7: free's WHY column showed "orphaned: re-parent".
+  EXPECT_EQ(terminal_text_lines("holds 90.0 GiB on GPU 0; orphaned: re-parented to 1 (systemd)",
+                                28),
+            (std::vector<std::string>{"holds 90.0 GiB on GPU 0;", "orphaned: re-parented to 1",
+                                      "(systemd)"}));
+  EXPECT_EQ(terminal_text_lines("fits in one", 11), std::vector<std::string>{"fits in one"});
+  EXPECT_EQ(terminal_text_lines("", 10), std::vector<std::string>{""});
+  EXPECT_EQ(terminal_text_lines("a  b ", 10), std::vector<std::string>{"a b"});
+}
+
+TEST(TerminalTextLines, AWordWiderThanTheCellIsCutAndEscapesStayWhole) {
+  EXPECT_EQ(terminal_text_lines("see /a/very/long/cgroup/path now", 10),
+            (std::vector<std::string>{"see", "/a/very...", "now"}));
+  EXPECT_EQ(terminal_text_lines("bell\x07 \x1b[2J", 10),
+            (std::vector<std::string>{"bell\\x07", "\\x1b[2J"}));
+  EXPECT_EQ(terminal_text_lines("x \x1b[31mred", 12),
+            (std::vector<std::string>{"x", "\\x1b[31mred"}));
+}
+
 }  // namespace
 }  // namespace gpureap::report

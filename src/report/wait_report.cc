@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include "gpu/gpu_select.h"
+#include "report/free_report.h"
 #include "report/json.h"
 #include "report/status_table.h"
+#include "report/terminal_text.h"
 #include "util/units.h"
 
 namespace gpureap::report {
@@ -18,7 +20,7 @@ std::string gpu_not_free_text(unsigned index, std::optional<std::uint64_t> used,
 std::string gpus_not_free_text(const supervise::FreeWaitResult& r) {
   std::string still;
   for (const auto& g : r.gpus)
-    if (!g.freed_after)
+    if (!g.freed_at)
       still += (still.empty() ? "" : "; ") + gpu_not_free_text(g.index, g.used, g.threshold);
   return still;
 }
@@ -29,6 +31,11 @@ std::string wait_free_text(const supervise::FreeWaitResult& r) {
   return fmt::format(
       "GPU {} free after {}", gpu::index_list(indices),
       format_duration(std::chrono::nanoseconds(static_cast<long long>(r.seconds * 1e9))));
+}
+
+std::string wait_failure_text(const supervise::FreeWaitResult& r) {
+  std::string per_gpu = gpu_problems_text("NVML cannot read", r.gpus);
+  return per_gpu.empty() ? terminal_text(r.message) : per_gpu;
 }
 
 std::string wait_timeout_text(std::chrono::milliseconds timeout) {
@@ -45,9 +52,9 @@ nlohmann::json wait_json(const supervise::FreeWaitResult& r) {
                     {"baseline_bytes", g.baseline},
                     {"baseline_recorded", g.baseline_recorded},
                     {"threshold_bytes", g.threshold},
-                    {"free", g.freed_after.has_value()},
+                    {"free", g.freed_at.has_value()},
                     {"freed_after_seconds",
-                     g.freed_after ? nlohmann::json(*g.freed_after) : nlohmann::json(nullptr)}});
+                     g.freed_at ? nlohmann::json(*g.freed_at) : nlohmann::json(nullptr)}});
   }
   using Status = supervise::FreeWaitResult::Status;
   nlohmann::json j = {{"schema_version", kSchemaVersion},

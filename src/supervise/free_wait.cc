@@ -4,17 +4,12 @@
 #include <thread>
 
 #include "reclaim/release_wait.h"
+#include "util/clock.h"
 
 namespace gpureap::supervise {
-namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-}  // namespace
+using util::seconds_since;
 
 FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& options) {
   FreeWaitResult result;
@@ -39,51 +34,47 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
     result.message = chosen.error().message;
     return result;
   }
-  // A selected GPU that NVML cannot read can never be seen free: say so now
-  // (the GPUs that were not selected do not matter).
   for (const auto& v : inv.gpus) {
     if (!inventory::is_selected(*chosen, v.info.index)) continue;
-    if (v.info.memory) continue;
-    if (!result.message.empty()) result.message += "; ";
-    result.message += v.info.problem.empty()
-                          ? "GPU " + std::to_string(v.info.index) + ": NVML gives no memory figure"
-                          : v.info.problem;
-  }
-  if (!result.message.empty()) return result;
-  for (const auto& v : inv.gpus) {
-    if (!inventory::is_selected(*chosen, v.info.index)) continue;
-    std::uint64_t total = v.info.memory ? v.info.memory->total : 0;
-    FreeWaitGpu g;
+    reclaim::GpuRelease g;
     g.index = v.info.index;
     g.uuid = v.info.uuid;
     g.baseline = v.baseline.bytes;
     g.baseline_recorded = v.baseline.recorded;
-    g.threshold = v.baseline.bytes + options.below.value_or(inventory::freed_tolerance(total));
-    if (v.info.memory) g.used = v.used();
-    if (g.used && *g.used <= g.threshold) g.freed_after = seconds_since(t0);
+    g.threshold = v.baseline.bytes + options.below.value_or(inventory::freed_tolerance(
+                                         v.info.memory ? v.info.memory->total : 0));
+    if (v.info.memory) {
+      g.used = v.used();
+      if (*g.used <= g.threshold) g.freed_at = seconds_since(t0);
+    } else {
+      // A selected GPU that NVML cannot read can never be seen free: say so now
+      // (the GPUs that were not selected do not matter).
+      g.measured = false;
+      g.problem = v.info.problem.empty() ? "NVML gives no memory figure" : v.info.problem;
+      if (!result.message.empty()) result.message += "; ";
+      result.message +=
+          v.info.problem.empty() ? "GPU " + std::to_string(g.index) + ": " + g.problem : g.problem;
+    }
     result.gpus.push_back(std::move(g));
   }
+  if (!result.message.empty()) return result;
 
   // 3. Poll until all are at or below their thresholds, or the deadline.
   auto all_free = [&] {
     return std::all_of(result.gpus.begin(), result.gpus.end(),
-                       [](const FreeWaitGpu& g) { return g.freed_after.has_value(); });
+                       [](const reclaim::GpuRelease& g) { return g.freed_at.has_value(); });
   };
   auto poll_until_deadline = [&] {
     std::vector<reclaim::GpuRelease> pending;
     for (const auto& g : result.gpus)
-      if (!g.freed_after) {
-        pending.emplace_back();
-        pending.back().index = g.index;
-        pending.back().threshold = g.threshold;
-      }
+      if (!g.freed_at) pending.push_back(g);
     auto release = reclaim::wait_for_release(node.gpus(), pending, deadline, t0, nullptr, {});
     for (const auto& s : release.gpus) {
       auto g = std::find_if(result.gpus.begin(), result.gpus.end(),
-                            [&](const FreeWaitGpu& x) { return x.index == s.index; });
-      if (g == result.gpus.end()) continue;
+                            [&](const reclaim::GpuRelease& x) { return x.index == s.index; });
       if (s.used) g->used = s.used;
-      if (!g->freed_after && s.freed_at) g->freed_after = s.freed_at;
+      if (!g->freed_at) g->freed_at = s.freed_at;
+      g->problem = s.problem;
     }
     return release.nvml_error;
   };

@@ -13,6 +13,7 @@
 
 #include "inventory/inventory.h"
 #include "inventory/node.h"
+#include "reclaim/release_wait.h"
 
 namespace gpureap::supervise {
 
@@ -23,16 +24,6 @@ struct FreeWaitOptions {
   std::string gpus = "all";            // a --gpu selector (gpu_select.h)
   std::optional<std::uint64_t> below;  // default: inventory::freed_tolerance(total) per GPU
   std::chrono::milliseconds timeout = kDefaultWaitTimeout;
-};
-
-struct FreeWaitGpu {
-  unsigned index = 0;
-  std::string uuid;
-  std::uint64_t baseline = 0;
-  bool baseline_recorded = false;
-  std::uint64_t threshold = 0;        // baseline + below
-  std::optional<std::uint64_t> used;  // latest reading
-  std::optional<double> freed_after;  // seconds from the start, when seen free
 };
 
 struct FreeWaitResult {
@@ -46,7 +37,10 @@ struct FreeWaitResult {
   std::string message;
   /// What the caller should show the user as warnings (inventory::Inventory::warnings).
   std::vector<std::string> warnings;
-  std::vector<FreeWaitGpu> gpus;
+  /// The selected GPUs: threshold (baseline + below), latest `used`, `freed_at` (seconds
+  /// from the start) once seen free; one NVML cannot read has `measured` false (at the
+  /// start) or a `problem` (while waiting), and the status is nvml_failed.
+  std::vector<reclaim::GpuRelease> gpus;
   double seconds = 0;
   /// On timeout: a fresh inventory of the selected GPUs, for the holder summary.
   std::optional<inventory::Inventory> holders;

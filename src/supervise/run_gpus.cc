@@ -88,7 +88,7 @@ void RunGpuWatch::sample(pid_t reaper, const RunCgroup* cgroup) {
 }
 
 inventory::Inventory RunGpuWatch::inventory(const std::set<pid_t>& exclude) {
-  inventory::LookOptions options;
+  inventory::CollectOptions options;
   options.exclude = exclude;
   options.nvml_deadline = kNvmlDeadline;
   return node_.look(options);
@@ -129,35 +129,26 @@ void RunGpuWatch::before_teardown(const std::vector<proc::ProcessId>& members) {
       run_bytes += gh.gpu_bytes.value_or(0);
     }
     if (!held) continue;
+    reclaim::GpuRelease g;
+    g.index = view.info.index;
+    g.uuid = view.info.uuid;
+    g.baseline = view.baseline.bytes;
+    g.own_bytes = run_bytes;
+    g.left_alone_bytes = other_bytes;
     if (!view.info.memory) {
       // Held by the run, and NVML cannot read it: its release cannot be shown.
-      if (!unverified_.empty()) unverified_ += "; ";
-      unverified_ += view.info.problem.empty()
-                         ? fmt::format("GPU {}: NVML gives no memory figure", view.info.index)
-                         : view.info.problem;
-      continue;
+      g.measured = false;
+      g.problem = view.info.problem.empty() ? "NVML gives no memory figure" : view.info.problem;
+    } else {
+      // What other processes hold on this GPU stays held after our teardown:
+      // "freed" means the run's share is gone, not that the GPU is idle.
+      g.total = view.info.memory->total;
+      g.before = view.used();
+      g.threshold = g.baseline + other_bytes + inventory::freed_tolerance(g.total);
     }
-    // What other processes hold on this GPU stays held after our teardown:
-    // "freed" means the run's share is gone, not that the GPU is idle.
-    std::uint64_t total = view.info.memory->total;
-    held_.push_back(HeldGpu{view.info.index, view.used(), view.baseline.bytes,
-                            view.baseline.bytes + other_bytes + inventory::freed_tolerance(total),
-                            run_bytes, other_bytes});
+    held_.push_back(std::move(g));
   }
   (void)node_.save_baselines();
-}
-
-std::vector<reclaim::GpuRelease> RunGpuWatch::release_targets() const {
-  std::vector<reclaim::GpuRelease> out;
-  for (const auto& h : held_) {
-    reclaim::GpuRelease g;
-    g.index = h.index;
-    g.baseline = h.baseline;
-    g.threshold = h.threshold;
-    g.before = h.used;
-    out.push_back(std::move(g));
-  }
-  return out;
 }
 
 std::vector<reclaim::Leftover> RunGpuWatch::classify(
@@ -182,7 +173,7 @@ std::vector<reclaim::Leftover> RunGpuWatch::classify(
                                               "not a process of this run"});
     }
     auto held = std::find_if(held_.begin(), held_.end(),
-                             [&](const HeldGpu& h) { return h.index == view.info.index; });
+                             [&](const reclaim::GpuRelease& h) { return h.index == view.info.index; });
     reclaim::LeftoverInput in;
     in.view = &view;
     in.last_plan = &plan;

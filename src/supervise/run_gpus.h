@@ -39,16 +39,6 @@ namespace gpureap::supervise {
 bool belongs_to_run(pid_t pid, pid_t reaper, const RunCgroup* cgroup,
                     const std::string& proc_root);
 
-/// What the run held on one GPU, as seen at the teardown.
-struct HeldGpu {
-  unsigned index = 0;
-  std::uint64_t used = 0;  // at the teardown, before any signal
-  std::uint64_t baseline = 0;
-  std::uint64_t threshold = 0;    // used <= threshold counts as freed
-  std::uint64_t run_bytes = 0;    // NVML's figure for the run's processes (0 when unknown)
-  std::uint64_t other_bytes = 0;  // held by processes outside the run (stays held)
-};
-
 class RunGpuWatch {
  public:
   using Clock = std::chrono::steady_clock;
@@ -69,16 +59,18 @@ class RunGpuWatch {
   /// by `members` (plus those sampled earlier) with their thresholds.
   void before_teardown(const std::vector<proc::ProcessId>& members);
 
-  /// The GPUs to verify, with their thresholds. Empty when the run held none.
-  const std::vector<HeldGpu>& held() const { return held_; }
-  std::vector<reclaim::GpuRelease> release_targets() const;
+  /// The GPUs the run held, as seen at the teardown, to verify: `before` (used then),
+  /// baseline, threshold (baseline + what others hold + tolerance), `own_bytes` (NVML's
+  /// figure for the run's processes), `left_alone_bytes` (other processes'). One NVML
+  /// cannot read has `measured` false and a `problem`. Empty when the run held none.
+  const std::vector<reclaim::GpuRelease>& held() const { return held_; }
 
   /// Why NVML (or the device nodes) could not be used; empty when all was well.
   const std::string& nvml_problem() const { return nvml_problem_; }
 
   /// Why the release cannot be verified: NVML failed or hung when the run's
-  /// GPUs had to be measured, or a GPU the run held cannot be read. Empty when
-  /// every held GPU was measured, or when there is no NVIDIA driver (no library,
+  /// GPUs had to be measured (a GPU it cannot read is in held(), with its problem).
+  /// Empty when NVML answered, or when there is no NVIDIA driver (no library,
   /// nvmlInit fails), where nothing can hold GPU memory.
   const std::string& unverified() const { return unverified_; }
 
@@ -104,7 +96,7 @@ class RunGpuWatch {
   gpu::NvmlState nvml_failure_ = gpu::NvmlState::ok;
   std::string nvml_problem_;
   std::string unverified_;
-  std::vector<HeldGpu> held_;
+  std::vector<reclaim::GpuRelease> held_;
   std::vector<proc::ProcessId> members_;  // the run's processes at the teardown
 };
 

@@ -7,20 +7,20 @@
 
 #include "supervise/run_cgroup.h"
 #include "proc/run_id.h"
+#include "util/clock.h"
 #include "util/units.h"
 
 extern char** environ;
 
 namespace gpureap::supervise {
+
+using util::seconds_since;
+
 namespace {
 
 // The first GPU sample comes this long after the start: a command that ends
 // sooner never makes gpureap load NVML.
 constexpr std::chrono::milliseconds kFirstSample{250};
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 std::string signal_name(int sig) {
   switch (sig) {
@@ -193,16 +193,15 @@ RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, con
 
   // 5. Verify: the GPUs the run held, back at their baselines (bounded).
   if (watch && !watch->held().empty()) {
-    out.held = watch->held();
     out.release = reclaim::wait_for_release(
-        node.gpus(), watch->release_targets(), Clock::now() + settings.release_timeout, t0, nullptr, {});
+        node.gpus(), watch->held(), Clock::now() + settings.release_timeout, t0, nullptr, {});
     std::vector<unsigned> not_freed;
     for (const auto& g : out.release->gpus) {
       if (g.freed_at) {
         say(fmt::format("GPU {}: back at baseline ({} used) {:.3f} s after the stop", g.index,
                         g.used ? format_bytes(*g.used) : "?",
                         *g.freed_at - std::chrono::duration<double>(stop_time - t0).count()));
-      } else {
+      } else if (g.measured) {  // one NVML cannot read is named as such, not classified
         not_freed.push_back(g.index);
       }
     }

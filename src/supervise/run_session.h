@@ -48,8 +48,9 @@ struct RunOutcome {
   std::optional<int> stop_signal;  // SIGTERM/SIGINT that told gpureap to stop
   bool reaper_lost = false;        // someone killed the reaper: the run's status is unknown
   TeardownReport teardown;
-  std::vector<HeldGpu> held;                      // GPUs the run held, with thresholds
-  std::optional<reclaim::ReleaseResult> release;  // set when there was something to verify
+  /// The GPUs the run held (RunGpuWatch::held()) as the release wait left them; set
+  /// when there was something to verify.
+  std::optional<reclaim::ReleaseResult> release;
   std::vector<reclaim::Leftover> leftovers;       // GPUs still held after the teardown
   std::string nvml_problem;                       // NVML could not be used to verify
   std::vector<std::string> warnings;              // device nodes ignored, baselines refused

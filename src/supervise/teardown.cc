@@ -7,6 +7,7 @@
 
 #include "proc/process_handle.h"
 #include "proc/process_table.h"
+#include "util/clock.h"
 
 namespace gpureap::supervise {
 namespace {
@@ -74,7 +75,7 @@ TeardownReport tear_down(LaunchedRun& run, RunCgroup* cgroup, const TeardownOpti
   report.empty = run.all_reaped() && !(cgroup && cgroup->populated());
   if (!run.reaper_alive())
     report.empty = run_members(run.reaper_pid(), cgroup, options.proc_root).empty();
-  report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  report.seconds = util::seconds_since(start);
   return report;
 }
 

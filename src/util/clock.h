@@ -21,6 +21,11 @@ class Clock {
 /// std::chrono::steady_clock and std::this_thread::sleep_until.
 Clock& system_clock();
 
+/// Seconds from `t` until now on the steady clock (the unit of every report).
+inline double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 /// A clock that moves only when told to, or when someone sleeps on it (the
 /// sleeper wakes at once, at the time it asked for).
 class FakeClock final : public Clock {

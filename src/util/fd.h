@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <string_view>
 #include <utility>
 
 namespace gpureap {
@@ -35,5 +37,17 @@ class UniqueFd {
  private:
   int fd_ = -1;
 };
+
+/// Writes all of `text` to `fd`, resuming after EINTR and short writes; gives up
+/// at the first error (EPIPE: the reader is gone). Async-signal-safe: a forked
+/// child may use it before exec.
+inline void write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
 
 }  // namespace gpureap

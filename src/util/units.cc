@@ -139,6 +139,11 @@ std::string format_bytes(std::uint64_t bytes) {
   return fmt::format("{:.2f} {}", v, names[i]);
 }
 
+std::string format_signed_bytes(std::int64_t bytes) {
+  return bytes < 0 ? "-" + format_bytes(static_cast<std::uint64_t>(-bytes))
+                   : format_bytes(static_cast<std::uint64_t>(bytes));
+}
+
 std::string format_duration(std::chrono::nanoseconds d) {
   double s = std::chrono::duration<double>(d).count();
   if (s < 0) s = 0;

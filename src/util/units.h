@@ -38,6 +38,8 @@ Result<std::chrono::nanoseconds> parse_duration(std::string_view text);
 
 /// "92.1 GiB", "512 MiB", "0 B": binary units, three significant digits.
 std::string format_bytes(std::uint64_t bytes);
+/// format_bytes with a minus sign below zero: "-1.50 GiB" (a shortfall).
+std::string format_signed_bytes(std::int64_t bytes);
 
 /// "0.42 s", "12 ms", "3m05s": a human-readable elapsed time.
 std::string format_duration(std::chrono::nanoseconds d);

@@ -107,6 +107,8 @@ TEST(Format, BytesAndDurations) {
   EXPECT_EQ(format_bytes(0), "0 B");
   EXPECT_EQ(format_bytes(512ULL << 20), "512 MiB");
   EXPECT_EQ(format_bytes(20ULL << 30), "20.0 GiB");
+  EXPECT_EQ(format_signed_bytes(-(3LL << 29)), "-1.50 GiB");
+  EXPECT_EQ(format_signed_bytes(512LL << 20), "512 MiB");
   EXPECT_EQ(format_bytes(3ULL << 29), "1.50 GiB");
   EXPECT_EQ(format_duration(420ms), "420 ms");
   EXPECT_EQ(format_duration(2500ms), "2.50 s");

@@ -82,6 +82,26 @@ TEST_P(GpuFault, TheFaultyGpuIsNeverVerifiedFree) {
   EXPECT_FALSE(alive(held.holders.at(0).first)) << "its holder, found through /proc, was freed";
 }
 
+// defects-wave1 §1.7: 16 lost GPUs gave 32 NVML errors on one line. Each GPU NVML
+// cannot read gets its own line, naming that GPU only.
+TEST(ManyGpuFaults, WaitNamesEachLostGpuOnItsOwnLine) {
+  SimNode node({"--gpus", "16", "--memory", "80GiB"});
+  ASSERT_EQ(node.sim({"mode", "--dir", node.dir(), "query_fail"}).exit_code, 0);
+  auto wait = node.gpureap({"wait", "--timeout", "0"});
+  EXPECT_EQ(wait.exit_code, 3) << wait.err;
+  std::vector<std::string> lines;
+  for (std::size_t at = 0, nl; (nl = wait.err.find('\n', at)) != std::string::npos; at = nl + 1)
+    lines.push_back(wait.err.substr(at, nl - at));
+  ASSERT_EQ(lines.size(), 17u) << wait.err;
+  EXPECT_EQ(lines[0], "gpureap wait: NVML cannot read GPU 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15:");
+  for (unsigned i = 0; i < 16; ++i) {
+    const std::string& line = lines[i + 1];
+    EXPECT_TRUE(line.starts_with("  GPU " + std::to_string(i) + ": ")) << line;
+    EXPECT_NE(line.find("(GPU " + std::to_string(i) + "): GPU is lost"), std::string::npos) << line;
+    EXPECT_EQ(line.find(std::to_string((i + 1) % 16) + "):"), std::string::npos) << line;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, GpuFault, ::testing::Values("query_fail", "hang_query"));
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -35,19 +36,6 @@ std::string make_temp_dir(const char* prefix) {
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-std::vector<std::string> environment(const std::map<std::string, std::string>& extra) {
-  std::map<std::string, std::string> all;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) all[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  for (const auto& [k, v] : extra) all[k] = v;
-  std::vector<std::string> out;
-  for (const auto& [k, v] : all) out.push_back(k + "=" + v);
-  return out;
 }
 
 int milliseconds_left(Clock::time_point deadline) {
@@ -83,118 +71,53 @@ std::string percent_encode(const std::string& s) {
   return out;
 }
 
-}  // namespace
+// ---- the server process ------------------------------------------------------
 
-// ---- ChildProcess ------------------------------------------------------------
-
-ChildProcess::ChildProcess(const std::vector<std::string>& argv,
-                           const std::map<std::string, std::string>& env,
-                           const std::string& log_file, bool stdout_to_log) {
-  int out_pipe[2] = {-1, -1};
-  if (!stdout_to_log && ::pipe2(out_pipe, O_CLOEXEC) != 0) {
-    ADD_FAILURE() << "pipe: " << std::strerror(errno);
-    return;
-  }
-  auto env_strings = environment(env);
-  std::vector<char*> envp, args;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
+// Starts `argv` with stdout and stderr appended to `log`; returns its pid and pidfd.
+std::pair<pid_t, int> spawn_logged(const std::vector<std::string>& argv, const std::string& log) {
   std::vector<std::string> argv_copy = argv;
+  std::vector<char*> args;
   for (auto& s : argv_copy) args.push_back(s.data());
   args.push_back(nullptr);
-
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  if (!stdout_to_log)
-    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
-  else
-    posix_spawn_file_actions_adddup2(&fa, 2, 1);
-  int rc = ::posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (out_pipe[1] >= 0) ::close(out_pipe[1]);
-  if (rc != 0) {
-    ADD_FAILURE() << "cannot start " << argv[0] << ": " << std::strerror(rc);
-    if (out_pipe[0] >= 0) ::close(out_pipe[0]);
-    pid_ = -1;
-    return;
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // Should the test process die, Prometheus must not outlive it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) _exit(127);
+    int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    int in = ::open("/dev/null", O_RDONLY);
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(out, 2);
+    ::execv(args[0], args.data());
+    _exit(127);
   }
-  out_fd_ = out_pipe[0];
-  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
-  if (pidfd_ < 0) ADD_FAILURE() << "pidfd_open " << pid_ << ": " << std::strerror(errno);
+  if (pid < 0) return {-1, -1};
+  return {pid, static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))};
 }
 
-ChildProcess::~ChildProcess() {
-  stop();
-  if (out_fd_ >= 0) ::close(out_fd_);
-  if (pidfd_ >= 0) ::close(pidfd_);
-}
-
-bool ChildProcess::fill(std::chrono::milliseconds timeout) {
-  if (out_fd_ < 0) return false;
-  pollfd p{out_fd_, POLLIN, 0};
-  if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
-  char buf[65536];
-  ssize_t n = ::read(out_fd_, buf, sizeof buf);
-  if (n <= 0) {
-    ::close(out_fd_);
-    out_fd_ = -1;
-    return false;
-  }
-  buffer_.append(buf, static_cast<std::size_t>(n));
-  return true;
-}
-
-std::optional<std::string> ChildProcess::read_line(std::chrono::milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  for (;;) {
-    auto nl = buffer_.find('\n');
-    if (nl != std::string::npos) {
-      std::string line = buffer_.substr(0, nl);
-      buffer_.erase(0, nl + 1);
-      return line;
-    }
-    if (out_fd_ < 0 || Clock::now() >= deadline) return std::nullopt;
-    fill(std::chrono::milliseconds(milliseconds_left(deadline)));
-  }
-}
-
-std::vector<std::string> ChildProcess::available_lines() {
-  while (fill(std::chrono::milliseconds(0))) {
-  }
-  std::vector<std::string> lines;
-  while (auto line = read_line(std::chrono::milliseconds(0))) lines.push_back(*line);
-  return lines;
-}
-
-bool ChildProcess::running() {
-  if (pid_ < 0 || status_) return false;
+bool exited(pid_t pid) {
   int status = 0;
-  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return false;
-  }
-  return true;
+  return ::waitpid(pid, &status, WNOHANG) == pid;
 }
 
-int ChildProcess::stop(std::chrono::milliseconds grace) {
-  if (pid_ < 0) return -1;
-  if (status_) return *status_;
-  // Our own unreaped child: its pidfd cannot name another process.
-  if (running()) {
-    ::syscall(SYS_pidfd_send_signal, pidfd_, SIGTERM, nullptr, 0);
-    pollfd p{pidfd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(grace.count())) <= 0) {
-      ADD_FAILURE() << "pid " << pid_ << " ignored SIGTERM for " << grace.count() << " ms: killed";
-      ::syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0);
+// SIGTERM through the pidfd (our own unreaped child: the pidfd cannot name
+// another process), up to 10 s for Prometheus to close its TSDB, then SIGKILL.
+void stop(pid_t pid, int pidfd) {
+  if (pidfd >= 0) {
+    ::syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, nullptr, 0);
+    pollfd p{pidfd, POLLIN, 0};
+    if (::poll(&p, 1, 10000) <= 0) {
+      ADD_FAILURE() << "prometheus (pid " << pid << ") ignored SIGTERM for 10 s: killed";
+      ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
     }
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    ::close(pidfd);
   }
-  return *status_;
+  ::waitpid(pid, nullptr, 0);
 }
+
+}  // namespace
 
 // ---- HTTP and promtool -------------------------------------------------------
 
@@ -275,32 +198,37 @@ PrometheusServer::PrometheusServer(const std::string& target) {
                                           << target << "']\n";
   // A port picked here may be taken before Prometheus binds it: then it exits at
   // once, and another port is tried.
-  for (int attempt = 0; attempt < 3 && !child_; ++attempt) {
+  for (int attempt = 0; attempt < 3 && pid_ < 0; ++attempt) {
     port_ = free_loopback_port();
     auto start = Clock::now();
-    auto child = std::make_unique<ChildProcess>(
-        std::vector<std::string>{"/usr/bin/prometheus", "--config.file=" + dir_ + "/prometheus.yml",
-                                 "--storage.tsdb.path=" + dir_ + "/data",
-                                 "--web.listen-address=127.0.0.1:" + std::to_string(port_),
-                                 "--log.level=warn"},
-        std::map<std::string, std::string>{}, dir_ + "/prometheus.log", true);
+    auto [pid, pidfd] = spawn_logged(
+        {"/usr/bin/prometheus", "--config.file=" + dir_ + "/prometheus.yml",
+         "--storage.tsdb.path=" + dir_ + "/data",
+         "--web.listen-address=127.0.0.1:" + std::to_string(port_), "--log.level=warn"},
+        dir_ + "/prometheus.log");
+    if (pid < 0) break;
+    bool ready = false, gone = false;
     auto deadline = start + std::chrono::seconds(60);
-    while (child->running() && Clock::now() < deadline) {
-      if (http_get(port_, "/-/ready", std::chrono::seconds(2)).status == 200) {
-        seconds_to_ready_ = std::chrono::duration<double>(Clock::now() - start).count();
-        child_ = std::move(child);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while (!ready && !(gone = exited(pid)) && Clock::now() < deadline) {
+      ready = http_get(port_, "/-/ready", std::chrono::seconds(2)).status == 200;
+      if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    if (!child_ && child->running()) break;  // no answer within the deadline: give up
+    if (ready) {
+      seconds_to_ready_ = std::chrono::duration<double>(Clock::now() - start).count();
+      pid_ = pid;
+      pidfd_ = pidfd;
+    } else if (!gone) {
+      stop(pid, pidfd);  // alive but not ready within the deadline: give up
+      break;
+    } else if (pidfd >= 0) {
+      ::close(pidfd);  // exited (reaped above): the port was taken, try another
+    }
   }
-  if (!child_) ADD_FAILURE() << "prometheus did not become ready:\n" << log();
+  if (pid_ < 0) ADD_FAILURE() << "prometheus did not become ready:\n" << log();
 }
 
 PrometheusServer::~PrometheusServer() {
-  if (child_) child_->stop();
-  child_.reset();
+  if (pid_ > 0) stop(pid_, pidfd_);
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
 }
@@ -310,7 +238,7 @@ std::string PrometheusServer::log() const {
 }
 
 nlohmann::json PrometheusServer::query(const std::string& expr) const {
-  if (!child_) return nullptr;
+  if (pid_ < 0) return nullptr;
   auto reply = http_get(port_, "/api/v1/query?query=" + percent_encode(expr));
   if (reply.status != 200) return nullptr;
   auto j = nlohmann::json::parse(reply.body, nullptr, false);

@@ -3,21 +3,13 @@
 // over its socket, says so, and is what a direct scan shows: for root the same
 // document, for another user no more than that user's own scan shows.
 
-#include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <csignal>
-#include <thread>
-
 #include "harness.h"
-
-extern char** environ;
+#include "watch_child.h"
 
 namespace gpureap::e2e {
 namespace {
@@ -26,124 +18,25 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 constexpr std::uint64_t kGiB = 1ULL << 30;
 
-// `gpureap --json watch --no-listen ARGS` on the node, in the background: started
-// when its "started" line is out, stopped with SIGTERM through its pidfd.
-class WatchAgent {
- public:
-  WatchAgent(const SimNode& node, const std::vector<std::string>& args = {}) {
-    std::vector<std::string> argv = {GPUREAP_BIN, "--json", "watch", "--no-listen"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::map<std::string, std::string> env;
-    for (char** e = environ; *e; ++e) {
-      std::string kv = *e;
-      if (auto eq = kv.find('='); eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-    for (const auto& [k, v] : node.env()) env[k] = v;
-    std::vector<std::string> env_strings;
-    for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-    std::vector<char*> envp, cargs;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    for (auto& s : argv) cargs.push_back(s.data());
-    cargs.push_back(nullptr);
-    int out[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-    err_path_ = node.dir() + "/agent.err";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], 1);
-      int err = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      ::dup2(err, 2);
-      int devnull = ::open("/dev/null", O_RDONLY);
-      ::dup2(devnull, 0);
-      ::execve(cargs[0], cargs.data(), envp.data());
-      _exit(127);
-    }
-    ::close(out[1]);
-    out_ = out[0];
-    pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
-    // The first line, bounded: the agent's "started" event.
-    std::string line;
-    const auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (line.find('\n') == std::string::npos) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      pollfd p{out_, POLLIN, 0};
-      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-      char buf[4096];
-      ssize_t n = ::read(out_, buf, sizeof buf);
-      if (n <= 0) break;
-      line.append(buf, static_cast<std::size_t>(n));
-    }
-    started_ = json::parse(line.substr(0, line.find('\n')), nullptr, false);
-    // Events keep coming: drain them so the agent never blocks on a full pipe.
-    if (::pipe2(stop_, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-    drainer_ = std::thread([fd = out_, stop = stop_[0]] {
-      char buf[4096];
-      for (;;) {
-        pollfd p[2] = {{fd, POLLIN, 0}, {stop, POLLIN, 0}};
-        if (::poll(p, 2, -1) < 0 && errno != EINTR) return;
-        if (p[1].revents) return;
-        if (p[0].revents && ::read(fd, buf, sizeof buf) <= 0) return;
-      }
-    });
+// `gpureap --json watch --no-listen ARGS` on the node, with its "started" line
+// read (nullopt in `started` when it did not come: the test then fails).
+struct Agent {
+  WatchChild child;
+  json started;
+  Agent(const SimNode& node, const std::vector<std::string>& args = {})
+      : child(WatchChild::gpureap(node, with_watch(args))) {
+    if (auto first = child.next_line(30s)) started = json::parse(first->text, nullptr, false);
   }
-
-  ~WatchAgent() {
-    if (pidfd_ >= 0) {
-      ::syscall(SYS_pidfd_send_signal, pidfd_, SIGTERM, nullptr, 0);
-      pollfd p{pidfd_, POLLIN, 0};
-      if (::poll(&p, 1, 10000) <= 0) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0);
-    }
-    int status = 0;
-    if (pid_ > 0) ::waitpid(pid_, &status, 0);
-    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    // Its NVML worker may hold the pipe open longer: stop draining by our word.
-    (void)!::write(stop_[1], "x", 1);
-    drainer_.join();
-    ::close(stop_[0]);
-    ::close(stop_[1]);
-    ::close(out_);
-    if (pidfd_ >= 0) ::close(pidfd_);
-  }
-
-  bool started() const {
-    return started_.is_object() && started_.value("event", "") == "started";
-  }
-  pid_t pid() const { return pid_; }
-  const json& started_line() const { return started_; }
-  std::string stderr_text() const {
-    std::string text;
-    if (FILE* f = std::fopen(err_path_.c_str(), "r")) {
-      char buf[4096];
-      std::size_t n;
-      while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-      std::fclose(f);
-    }
-    return text;
-  }
+  bool ok() const { return started.is_object() && started.value("event", "") == "started"; }
+  pid_t pid() const { return child.pid(); }
 
  private:
-  pid_t pid_ = -1;
-  int pidfd_ = -1;
-  int out_ = -1;
-  int stop_[2] = {-1, -1};
-  int exit_code_ = -1;
-  std::string err_path_;
-  json started_;
-  std::thread drainer_;
+  static std::vector<std::string> with_watch(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"--json", "watch", "--no-listen"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
 };
-
-// Until the lead's `watch` lands, this file compiles and skips.
-bool watch_exists() {
-  auto r = run_command({GPUREAP_BIN, "--help"}, {}, 30s);
-  return r.out.find("\n  watch ") != std::string::npos;
-}
-
-#define REQUIRE_WATCH()                                                         \
-  do {                                                                          \
-    if (!watch_exists()) GTEST_SKIP() << "`gpureap watch` is not built yet"; \
-  } while (0)
 
 // What differs between two looks a moment apart, or says who took them.
 json comparable(json doc, bool baselines_too = true) {
@@ -165,16 +58,15 @@ std::string dump_diff(const json& a, const json& b) {
 }
 
 TEST(WatchStatus, TheAgentAnswersWhatADirectScanShows) {
-  REQUIRE_WATCH();
   SimNode node;
   auto held = node.hold({"--gpu", "0", "--children", "8", "--bytes", "20GiB", "--orphan"});
   ASSERT_EQ(held.holders.size(), 8u);
   // A direct look first records the idle baselines both will read.
   ASSERT_EQ(node.gpureap({"--json", "status"}, 60s, {{"GPUREAP_NO_AGENT", "1"}}).exit_code, 0);
 
-  WatchAgent agent(node);
-  ASSERT_TRUE(agent.started()) << agent.started_line().dump() << agent.stderr_text();
-  EXPECT_EQ(agent.started_line()["socket"], node.env().at("GPUREAP_STATE_DIR") + "/agent.sock");
+  Agent agent(node);
+  ASSERT_TRUE(agent.ok()) << agent.child.transcript();
+  EXPECT_EQ(agent.started["socket"], node.env().at("GPUREAP_STATE_DIR") + "/agent.sock");
 
   auto via_agent = node.gpureap({"--json", "status"});
   auto direct = node.gpureap({"--json", "status"}, 60s, {{"GPUREAP_NO_AGENT", "1"}});
@@ -197,22 +89,22 @@ TEST(WatchStatus, TheAgentAnswersWhatADirectScanShows) {
   }
 
   auto table = node.gpureap({"status"});
-  EXPECT_NE(table.out.find("answered by the gpureap agent (pid " + std::to_string(agent.pid()) +
-                           ")"),
-            std::string::npos)
+  EXPECT_NE(
+      table.out.find("answered by the gpureap agent (pid " + std::to_string(agent.pid()) + ")"),
+      std::string::npos)
       << table.out;
   auto opted_out = node.gpureap({"--json", "--no-agent", "status"}).json();
   EXPECT_EQ(opted_out["source"], "scan");
+  EXPECT_EQ(agent.child.terminate(), 0) << agent.child.transcript();
 }
 
 // `free` plans from the agent's answer; its re-scans and verification are its own.
 TEST(WatchStatus, FreeAndWaitStayCorrectWithAnAgent) {
-  REQUIRE_WATCH();
   SimNode node;
   auto held = node.hold({"--gpu", "0", "--children", "8", "--bytes", "20GiB", "--orphan"});
   ASSERT_EQ(held.holders.size(), 8u);
-  WatchAgent agent(node);
-  ASSERT_TRUE(agent.started()) << agent.stderr_text();
+  Agent agent(node);
+  ASSERT_TRUE(agent.ok()) << agent.child.transcript();
 
   auto waited = node.gpureap({"--json", "wait", "--gpu", "0", "--timeout", "300ms"});
   EXPECT_EQ(waited.exit_code, 5) << waited.out << waited.err;  // timed out: still held
@@ -242,8 +134,7 @@ class NonRootCaller : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root to run the caller as another user";
     if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "setpriv (util-linux) missing";
-    REQUIRE_WATCH();
-  }
+    }
   CommandResult as_nobody(const SimNode& node, std::vector<std::string> args,
                           std::map<std::string, std::string> extra = {}) {
     std::vector<std::string> argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
@@ -259,8 +150,8 @@ TEST_F(NonRootCaller, AClosedSocketMeansItsOwnScan) {
   SimNode node;
   ::chmod(node.dir().c_str(), 0755);  // the simulated driver's files, readable as on a host
   node.hold({"--gpu", "0", "--children", "8", "--bytes", "20GiB", "--orphan"});
-  WatchAgent agent(node);  // socket 0600, state directory 0700: root only
-  ASSERT_TRUE(agent.started()) << agent.stderr_text();
+  Agent agent(node);  // socket 0600, state directory 0700: root only
+  ASSERT_TRUE(agent.ok()) << agent.child.transcript();
   auto asked = as_nobody(node, {"--json", "status"});
   auto direct = as_nobody(node, {"--json", "status"}, {{"GPUREAP_NO_AGENT", "1"}});
   ASSERT_EQ(asked.exit_code, 0) << asked.err;
@@ -278,8 +169,8 @@ TEST_F(NonRootCaller, TheSocketGroupGetsNoMoreThanItsOwnScanShows) {
   SimNode node;
   ::chmod(node.dir().c_str(), 0755);
   auto held = node.hold({"--gpu", "0", "--children", "8", "--bytes", "20GiB", "--orphan"});
-  WatchAgent agent(node, {"--socket-group", nogroup->gr_name});
-  ASSERT_TRUE(agent.started()) << agent.stderr_text();
+  Agent agent(node, {"--socket-group", nogroup->gr_name});
+  ASSERT_TRUE(agent.ok()) << agent.child.transcript();
   // --clear-groups then --regid 65534: the caller is in the socket's group.
   auto asked = as_nobody(node, {"--json", "status"});
   auto direct = as_nobody(node, {"--json", "status"}, {{"GPUREAP_NO_AGENT", "1"}});
