@@ -4,16 +4,27 @@
 # Extra package names given as arguments are installed the same way
 # (scripts/install-fuzz-deps.sh passes the fuzzing toolchain).
 #
-# `prometheus` is a test tool only: its promtool checks the agent's /metrics text and
-# its server scrapes the agent in an end-to-end test (docs/metrics.md). The tests start
-# their own server on a free loopback port; the package's service must never run, so it
-# is installed without starting it (see install_without_starting below).
+# Test tools whose packages come with services that must never run on a build machine:
+# - `prometheus`: its promtool checks the agent's /metrics text and its server scrapes the
+#   agent in an end-to-end test (docs/metrics.md);
+# - `slurmd`, `slurmctld`, `slurm-client` (and munge, their dependency): the Slurm
+#   end-to-end test (tests/e2e/slurm_test.cc, docs/slurm.md) starts the real daemons with
+#   a throw-away configuration of its own.
+# The tests start their own servers on free loopback ports; the packages' services are
+# installed without starting them, their boot links disabled (below).
 set -euo pipefail
 packages=(g++ cmake make pkg-config ninja-build ccache mold libcli11-dev nlohmann-json3-dev libfmt-dev libre2-dev
-          libmicrohttpd-dev libgtest-dev libgmock-dev util-linux psmisc procps python3 prometheus "$@")
+          libmicrohttpd-dev libgtest-dev libgmock-dev util-linux psmisc procps python3 prometheus
+          slurmd slurmctld slurm-client "$@")
+# The services those packages bring (Debian package and unit names), and the daemons they run.
+services=(prometheus munge slurmd slurmctld)
+daemons=(prometheus munged slurmd slurmctld)
+# munge is no package of ours but arrives with slurmd: note whether this run brings it.
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+new_services=()
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  installed "$p" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
@@ -24,12 +35,11 @@ sudo_cmd=()
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 
-# Debian's prometheus postinst starts its service (invoke-rc.d, or deb-systemd-invoke
-# under systemd) and enables it at boot: a server on :9090 and a TSDB in
-# /var/lib/prometheus on a build machine. Both invoke-rc.d and deb-systemd-invoke ask
+# The postinsts of these packages start their services (invoke-rc.d, or deb-systemd-invoke
+# under systemd) and enable them at boot. Both invoke-rc.d and deb-systemd-invoke ask
 # /usr/sbin/policy-rc.d first, and exit status 101 means "action forbidden", so a
 # temporary one that exits 101 (the machine's own, if any, put back afterwards) keeps
-# the service from starting; the boot links it created are then disabled.
+# the services from starting; the boot links they created are then disabled.
 policy=/usr/sbin/policy-rc.d
 saved_policy=""
 restore_policy() {
@@ -44,17 +54,34 @@ if [ -e "$policy" ]; then
   "${sudo_cmd[@]}" cp -p "$policy" "$saved_policy"
 fi
 trap restore_policy EXIT
+for s in "${services[@]}"; do
+  installed "$s" || new_services+=("$s")
+done
+running_before=()
+for d in "${daemons[@]}"; do
+  if pgrep -x "$d" >/dev/null; then running_before+=("$d"); fi
+done
 printf '#!/bin/sh\n# gpureap install-deps: start no service while installing\nexit 101\n' |
   "${sudo_cmd[@]}" tee "$policy" >/dev/null
 "${sudo_cmd[@]}" chmod 755 "$policy"
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 restore_policy
 trap - EXIT
-if printf '%s\n' "${missing[@]}" | grep -qx prometheus; then
+# Only the services this run brought: one the machine had is its owner's business.
+for s in "${new_services[@]}"; do
+  installed "$s" || continue
   if command -v deb-systemd-helper >/dev/null; then
-    "${sudo_cmd[@]}" deb-systemd-helper disable prometheus.service >/dev/null 2>&1 || true
+    "${sudo_cmd[@]}" deb-systemd-helper disable "$s.service" >/dev/null 2>&1 || true
   fi
-  if [ -x /etc/init.d/prometheus ] && command -v update-rc.d >/dev/null; then
-    "${sudo_cmd[@]}" update-rc.d prometheus disable >/dev/null 2>&1 || true
+  if [ -x "/etc/init.d/$s" ] && command -v update-rc.d >/dev/null; then
+    "${sudo_cmd[@]}" update-rc.d "$s" disable >/dev/null 2>&1 || true
   fi
-fi
+done
+# Check rather than trust: a daemon that runs now and did not before was started by the
+# install. Say so; stopping it is the machine owner's call.
+for d in "${daemons[@]}"; do
+  if pgrep -x "$d" >/dev/null && [[ ! " ${running_before[*]} " == *" $d "* ]]; then
+    echo "install-deps: warning: $d is running since this install; stop it if this machine" \
+         "should not run it" >&2
+  fi
+done

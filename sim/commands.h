@@ -47,6 +47,7 @@ struct HoldOptions {
   bool detach = false;
   bool daemon = false;
   bool ignore_term = false;
+  bool non_dumpable = false;  // prctl(PR_SET_DUMPABLE, 0): /proc/PID/{fd,maps,environ} root-only
   bool respawn = false;
   std::optional<unsigned> respawn_limit;
   std::string respawn_delay;  // a respawned worker opens the GPU this long after it starts

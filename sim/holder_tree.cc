@@ -58,6 +58,8 @@ void set_signals(const HoldPlan& plan) {
 void hold_gpu(const HoldPlan& plan, unsigned gpu) {
   const auto& o = plan.options;
   if (!o.comm.empty()) ::prctl(PR_SET_NAME, o.comm.substr(0, 15).c_str(), 0, 0, 0);
+  // As a setuid program or a hardened daemon is: its /proc/PID files become root's.
+  if (o.non_dumpable) ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   set_signals(plan);
   const GpuConfig& g = plan.node.gpus[gpu];
   for (const fs::path& node : {plan.paths.dev() / "nvidiactl", plan.paths.dev() / "nvidia-uvm",

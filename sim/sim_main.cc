@@ -119,6 +119,8 @@ int main(int argc, char** argv) {
   hold_cmd->add_flag("--detach", hold.detach, "print the ready line and exit, leaving the tree");
   hold_cmd->add_flag("--daemon", hold.daemon, "setsid + double fork; the daemon holds");
   hold_cmd->add_flag("--ignore-term", hold.ignore_term, "holders ignore SIGTERM/SIGINT/SIGHUP");
+  hold_cmd->add_flag("--non-dumpable", hold.non_dumpable,
+                     "holders are not dumpable: only root reads their fd, maps and environ");
   hold_cmd->add_flag("--respawn", hold.respawn, "the server restarts a worker that dies");
   hold_cmd->add_option("--respawn-limit", hold.respawn_limit, "at most N respawns in all");
   hold_cmd->add_option("--respawn-delay", hold.respawn_delay,

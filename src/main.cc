@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   add_run_command(app, global, run);
   add_plan_command(app, global, run);
   add_watch_command(app, global, run);
+  add_slurm_command(app, global, run);
   // Hidden, for packaging: they describe the commands above (docs/packaging.md).
   add_completion_command(app, global, run);
   add_man_page_command(app, run);
@@ -89,7 +90,7 @@ int main(int argc, char** argv) {
     if (auto word = first_word(argc, argv); app.get_subcommands().empty() && !word.empty()) {
       std::fprintf(stderr,
                    "gpureap: unknown command '%s'; the commands are status, free, wait, run, "
-                   "plan and watch (gpureap --help)\n",
+                   "plan, watch and slurm (gpureap --help)\n",
                    gpureap::report::terminal_text(word).c_str());
       return kExitUsage;
     }

@@ -37,7 +37,7 @@ OptionOutline outline_of(const CLI::Option& opt) {
     o.kind = ValueKind::gpu;
   else if (long_name == "user")
     o.kind = ValueKind::user;
-  else if (is_duration_default(o.default_value))
+  else if (is_duration_default(o.default_value) || long_name == "deadline")  // free's has none
     o.kind = ValueKind::duration;
   else if (auto set = o.value_name.find(":{"); set != std::string::npos &&
                                                 o.value_name.back() == '}') {
@@ -67,7 +67,9 @@ CommandOutline outline_of(const CLI::App& app, const std::string& name) {
     if (opt == app.get_help_ptr() || opt == app.get_help_all_ptr()) continue;
     if (opt->get_group().empty()) continue;  // hidden
     if (!opt->nonpositional()) {
-      c.positionals.push_back(opt->get_name(true));
+      OptionOutline p = outline_of(*opt);
+      p.names = {opt->get_name(true)};
+      c.positionals.push_back(std::move(p));
       continue;
     }
     c.options.push_back(outline_of(*opt));

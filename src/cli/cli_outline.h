@@ -31,7 +31,8 @@ struct CommandOutline {
   std::string description;
   std::string footer;
   std::vector<OptionOutline> options;   // --help excluded
-  std::vector<std::string> positionals;  // "command" (run's CMD...)
+  /// run's CMD... (a text: "[--] command..."), slurm's mode (a choice: {prolog|epilog|health}).
+  std::vector<OptionOutline> positionals;
 };
 
 /// The top level's own outline (global options) and one per visible subcommand, in

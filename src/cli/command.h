@@ -34,6 +34,8 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
 void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
+/// `gpureap slurm prolog|epilog|health` (cli/slurm_command.cc, docs/slurm.md).
+void add_slurm_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 void add_watch_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 
 /// Hidden commands that serve packaging (docs/packaging.md), generated from `app`'s own

@@ -42,8 +42,9 @@ inline constexpr const char* kFreeExitHelp =
     "     holders the selection left alone); or interrupted\n"
     "  2  usage error (bad flag, selector, number or duration; or no confirmation)\n"
     "  3  system error: NVML unusable, or a selected GPU it cannot read, so the release cannot\n"
-    "     be measured; another free holds the lock; I/O\n"
-    "  4  nothing to do (no holder on the selected GPUs, memory at baseline)";
+    "     be measured; another free holds the lock (past --wait-lock); I/O\n"
+    "  4  nothing to do (no holder on the selected GPUs, memory at baseline); 0 instead\n"
+    "     with --ok-if-nothing";
 
 inline constexpr const char* kWaitExitHelp =
     "Exit status:\n"
@@ -68,6 +69,15 @@ inline constexpr const char* kPlanExitHelp =
     "  3  the GPU must be read through NVML (no --gpu-memory or --from-log) and NVML is\n"
     "     unusable or shows no GPU";
 
+inline constexpr const char* kSlurmExitHelp =
+    "Exit status:\n"
+    "  0  the GPUs are clean (epilog: the job's leftovers freed; prolog: at baseline; health:\n"
+    "     healthy), or not clean and the node drained with --when-held drain\n"
+    "  1  GPU memory stays held (classified in the drain reason) and --when-held drain-fail or\n"
+    "     fail, or the drain failed; health: held\n"
+    "  2  usage error (bad flag; SLURM_JOB_ID unset or not a number; SLURM_JOB_GPUS malformed)\n"
+    "  3  the GPUs could not be verified (NVML unusable, a job GPU not found, the free lock\n"
+    "     still held at the deadline, the state directory refused), or scontrol failed (health)";
 inline constexpr const char* kWatchExitHelp =
     "Exit status:\n"
     "  0  stopped by SIGTERM or SIGINT\n"

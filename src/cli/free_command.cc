@@ -30,6 +30,16 @@ std::string seconds_text(std::chrono::milliseconds d) {
   return fmt::format("{}s", std::chrono::duration_cast<std::chrono::seconds>(d).count());
 }
 
+// The first look's NVML deadline: the usual one, cut to what --deadline leaves.
+inventory::CollectOptions first_look(std::optional<std::chrono::steady_clock::time_point> deadline) {
+  inventory::CollectOptions look;
+  if (!deadline) return look;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      *deadline - std::chrono::steady_clock::now());
+  look.nvml_deadline = std::clamp(left, std::chrono::milliseconds(100), look.nvml_deadline);
+  return look;
+}
+
 struct FreeOptions {
   std::string gpu;
   bool all = false;
@@ -47,6 +57,10 @@ struct FreeOptions {
   bool dry_run = false;
   bool reset = false;
   bool stop_respawners = false;
+  std::vector<std::string> env;  // --env NAME=VALUE, repeatable: every one must hold
+  bool ok_if_nothing = false;    // --ok-if-nothing: exit 0 instead of 4
+  std::string wait_lock = "0s";  // --wait-lock: how long to wait for another free
+  std::string deadline;          // --deadline: bounds everything free does ("" = none)
 };
 
 std::atomic<bool> g_interrupted{false};
@@ -124,6 +138,8 @@ class InterruptHandlers {
 // `report_on_stderr`: for `run --free-first`, whose stdout belongs to the command.
 int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_stderr = false) {
   const auto print_out = report_on_stderr ? cli::print_err : cli::print_out;
+  const auto started = std::chrono::steady_clock::now();
+  const int nothing_to_do = o.ok_if_nothing ? kExitOk : kExitNothingToDo;
   // 1. Parse and check the inputs before touching anything.
   if (o.gpu.empty() && !o.all && o.pids.empty())
     return usage_error(
@@ -138,6 +154,15 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   auto settle = parse_duration(o.settle);
   if (!settle) return usage_error("--settle: " + settle.error().message);
   options.settle = std::chrono::duration_cast<std::chrono::milliseconds>(*settle);
+  auto wait_lock = parse_duration(o.wait_lock);
+  if (!wait_lock) return usage_error("--wait-lock: " + wait_lock.error().message);
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (!o.deadline.empty()) {
+    auto d = parse_duration(o.deadline);
+    if (!d) return usage_error("--deadline: " + d.error().message);
+    deadline = started + std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+  }
+  options.deadline = deadline;
   options.reset = o.reset;
   options.stop_respawners = o.stop_respawners;
   auto& sel = options.selection;
@@ -150,6 +175,11 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     sel.pids.push_back(static_cast<pid_t>(*pid));
   }
   sel.cgroup = o.cgroup;
+  for (const auto& text : o.env) {
+    auto entry = proc::parse_env_entry(text);
+    if (!entry) return usage_error("--env " + entry.error().message);
+    sel.env.push_back(std::move(*entry));
+  }
   sel.orphans_only = o.orphans;
   if (o.user_opt && o.user_opt->count() > 0 && o.user.empty())
     return usage_error("--user '': expected a user name or uid");
@@ -178,7 +208,9 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   }
   std::optional<reclaim::FreeLock> lock;
   if (!o.dry_run) {
-    auto l = reclaim::FreeLock::acquire(*state);
+    auto wait_until = started + std::chrono::duration_cast<std::chrono::milliseconds>(*wait_lock);
+    if (deadline) wait_until = std::min(wait_until, *deadline);
+    auto l = reclaim::FreeLock::acquire(*state, wait_until);
     if (!l) {
       print_err(fmt::format("gpureap free: {}\n", report::terminal_text(l.error().message)));
       return kExitSystem;
@@ -194,7 +226,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     return kExitSystem;
   }
   node.set_interrupt_flag(&g_interrupted);
-  inventory::Inventory inv = node.look();
+  inventory::Inventory inv = node.look(first_look(deadline));
   const bool nvml_usable = gpu::lists_gpus(inv.nvml_state);
   // --pid alone: the GPUs those processes use.
   const bool pids_choose = o.gpu.empty() && !o.all;
@@ -207,7 +239,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
           "gpureap free: --pid {}: no such process uses a GPU here; nothing to do (see `gpureap "
           "status`)\n",
           pids));
-      return kExitNothingToDo;
+      return nothing_to_do;
     }
   } else {
     auto chosen = inventory::select_gpus(o.all ? "all" : o.gpu, inv);
@@ -282,7 +314,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
                 (all_idle ? "Nothing to do: the selected GPUs hold no memory above baseline.\n"
                           : "Nothing to do: no holder on the selected GPUs matches the selection "
                             "(the memory of those left alone stays held).\n"));
-    return kExitNothingToDo;
+    return nothing_to_do;
   }
   if (!global.json) print_out(report::plan_text(plan, style, options.escalation.grace));
   if (o.dry_run) {
@@ -389,6 +421,12 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
                   "Only holders whose command line matches this regular expression, searched anywhere "
                   "(RE2 syntax: POSIX extended plus \\d \\s \\w; no backreferences)");
   sub->add_flag("--orphans", o->orphans, "Only holders whose parent is gone (re-parented)");
+  sub->add_option("--env", o->env,
+                  "Only holders whose environment (/proc/PID/environ) holds exactly NAME=VALUE, "
+                  "e.g. SLURM_JOB_ID=42 or GPUREAP_RUN_ID=...; repeatable (all must hold). "
+                  "Without root, another user's or a non-dumpable process's cannot be read: "
+                  "left alone and reported")
+      ->allow_extra_args(false);  // one NAME=VALUE per --env: a value may hold spaces or commas
   sub->add_option("--grace", o->grace, "Time between SIGTERM and SIGKILL")
       ->default_val(o->grace);
   sub->add_option("--settle", o->settle,
@@ -398,6 +436,15 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
   sub->add_option("--timeout", o->timeout, "Give up verifying release after this long")
       ->default_val(o->timeout);
   sub->add_flag("-y,--yes", o->yes, "Do not ask for confirmation");
+  sub->add_flag("--ok-if-nothing", o->ok_if_nothing,
+                "Exit 0 instead of 4 when there is nothing to do (scripts, systemd ExecStartPre=)");
+  sub->add_option("--wait-lock", o->wait_lock,
+                  "Wait this long for another gpureap free to finish instead of failing at once "
+                  "(concurrent Slurm epilogs)")
+      ->default_val(o->wait_lock);
+  sub->add_option("--deadline", o->deadline,
+                  "Finish within this long, whatever else is set: waiting for the lock, --grace, "
+                  "the release wait, --settle (a Slurm epilog under PrologEpilogTimeout)");
   sub->add_flag("--dry-run", o->dry_run, "Show the plan, signal nothing");
   sub->add_flag("--stop-respawners", o->stop_respawners,
                 "Also signal a parent seen restarting killed holders (a retry loop, a supervisor); "

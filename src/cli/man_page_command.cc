@@ -155,6 +155,14 @@ The \fBnvidia\-smi\fR that \fBfree \-\-reset\fR runs (default: \fBnvidia\-smi\fR
 Set by \fBgpureap run\fR in the environment of every process of a run
 (\fIname\fR\-\fIpid\fR), so its leftovers stay identifiable when gpureap itself is gone.
 .TP
+.B GPUREAP_SCONTROL
+The \fBscontrol\fR that \fBgpureap slurm\fR runs when \fB\-\-scontrol\fR is not given
+(default: \fI/usr/bin/scontrol\fR; Slurm's hooks have no \fBPATH\fR).
+.TP
+.B SLURM_JOB_ID\fR, \fBSLURM_JOB_GPUS\fR, \fBCUDA_VISIBLE_DEVICES\fR, \fBSLURMD_NODENAME
+Read by \fBgpureap slurm prolog\fR and \fBepilog\fR (the job, its GPUs as device minors or
+UUIDs) and by \fBhealth\fR (the node), as slurmd sets them.
+.TP
 .B NO_COLOR
 When set and not empty, no colour (colour is used only on a terminal).
 )";
@@ -221,7 +229,15 @@ Page command_page(const CommandOutline& c, const std::vector<CommandOutline>& co
   split_sections(c.description, "DESCRIPTION", s);
   split_sections(c.footer, "NOTES", s);
   std::string synopsis = fmt::format(".SH SYNOPSIS\n.B gpureap\n[\\fIglobal options\\fR] \\fB{}\\fR [\\fIoptions\\fR]", roff(c.name));
-  for (const auto& p : c.positionals) synopsis += fmt::format(" [\\fB\\-\\-\\fR] \\fI{}\\fR...", roff(p));
+  for (const auto& p : c.positionals) {
+    if (p.kind == ValueKind::choice) {
+      std::string words;
+      for (const auto& w : p.choices) words += (words.empty() ? "" : "|") + roff(w);
+      synopsis += fmt::format(" \\fB{}\\fR", words);
+    } else {
+      synopsis += fmt::format(" [\\fB\\-\\-\\fR] \\fI{}\\fR...", roff(p.names.front()));
+    }
+  }
   synopsis += "\n";
   std::string text = header("GPUREAP-" + [&] {
     std::string up = c.name;

@@ -1,5 +1,6 @@
 #include "proc/run_id.h"
 
+#include "proc/environ.h"
 #include "proc/proc_files.h"
 
 namespace gpureap::proc {
@@ -31,15 +32,9 @@ std::optional<pid_t> run_owner(std::string_view run_id) {
 }
 
 std::optional<std::string> run_id_from_environ(std::string_view environ) {
-  while (!environ.empty()) {
-    auto end = environ.find('\0');
-    std::string_view entry = environ.substr(0, end);
-    environ.remove_prefix(end == std::string_view::npos ? environ.size() : end + 1);
-    if (entry.size() > kRunIdVariable.size() && entry.starts_with(kRunIdVariable) &&
-        entry[kRunIdVariable.size()] == '=')
-      return std::string(entry.substr(kRunIdVariable.size() + 1));
-  }
-  return std::nullopt;
+  auto value = environ_value(environ, kRunIdVariable);
+  if (!value || value->empty()) return std::nullopt;
+  return std::string(*value);
 }
 
 }  // namespace gpureap::proc

@@ -1,13 +1,16 @@
 #include "reclaim/free_lock.h"
 
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "util/test_temp_dir.h"
 
@@ -74,6 +77,47 @@ TEST(FreeLock, SomethingOtherThanOurRegularFileIsRefused) {
   ASSERT_FALSE(foreign);
   EXPECT_NE(foreign.error().message.find("owned by uid 65534"), std::string::npos);
   EXPECT_EQ(read_all(u.path("free.lock")), "theirs\n");
+}
+
+TEST(FreeLock, AWaitingFreeTakesTheLockWhenTheHolderLetsGo) {
+  TempDir t;
+  auto first = FreeLock::acquire(t.dir());
+  ASSERT_TRUE(first) << first.error().message;
+  // The holder lets go as soon as the waiter opens the lock file: the waiter
+  // gets it by waiting, within its bound of 20 s, however the two interleave.
+  int watch = ::inotify_init1(IN_CLOEXEC);
+  ASSERT_GE(watch, 0);
+  ASSERT_GE(::inotify_add_watch(watch, t.path("free.lock").c_str(), IN_OPEN), 0);
+  std::optional<FreeLock> held(std::move(*first));
+  std::thread holder([&] {
+    char event[4096];
+    (void)!::read(watch, event, sizeof event);
+    held.reset();
+  });
+  auto second =
+      FreeLock::acquire(t.dir(), std::chrono::steady_clock::now() + std::chrono::seconds(20));
+  holder.join();
+  ::close(watch);
+  EXPECT_TRUE(second) << second.error().message;
+}
+
+TEST(FreeLock, AWaitThatRunsOutSaysItWaited) {
+  TempDir t;
+  auto first = FreeLock::acquire(t.dir());
+  ASSERT_TRUE(first);
+  auto second = FreeLock::acquire(t.dir(), std::chrono::steady_clock::now() +
+                                               std::chrono::milliseconds(300));
+  ASSERT_FALSE(second);
+  EXPECT_NE(second.error().message.find("was still running after waiting"), std::string::npos)
+      << second.error().message;
+  EXPECT_NE(second.error().message.find("(pid " + std::to_string(::getpid()) + ")"),
+            std::string::npos)
+      << second.error().message;
+  // A bound already past is no wait at all, and the message is the plain one.
+  auto third = FreeLock::acquire(t.dir(), std::chrono::steady_clock::now());
+  ASSERT_FALSE(third);
+  EXPECT_NE(third.error().message.find("is running; wait for it to finish"), std::string::npos)
+      << third.error().message;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "gpu/gpu_select.h"
 #include "proc/proc_files.h"
+#include "proc/proc_parse.h"
 #include "proc/run_id.h"
 #include "util/units.h"
 
@@ -53,19 +54,134 @@ struct Candidate {
   bool bytes_known = false;  // NVML reported this holder's memory on at least one GPU
 };
 
-// Why a holder that passed protection and permission is not selected, or "".
-std::string filter_mismatch(const proc::Holder& h, const Selection& sel) {
-  if (!sel.pids.empty() && !sel.names(h.id.pid))
-    return "not named by --pid";
-  if (sel.user && h.uid != *sel.user)
-    return fmt::format("owned by {}, not the --user given", h.user);
-  if (!sel.cgroup.empty() && h.cgroup.find(sel.cgroup) == std::string::npos &&
-      h.container.find(sel.cgroup) == std::string::npos)
-    return "cgroup does not match --cgroup";
-  if (sel.match && !sel.match->search(h.cmdline))
-    return "command line does not match --match";
-  if (sel.orphans_only && !h.orphaned) return "not orphaned (its parent is alive); --orphans given";
-  return "";
+// Why a holder that passed protection and permission is left alone by the filters:
+// not_matched, or not_permitted when the answer needs its environment and that cannot
+// be read (never a guess either way).
+struct Mismatch {
+  SkipKind kind = SkipKind::not_matched;
+  std::string reason;
+};
+
+// The holder's environment, read once however many filters ask for it.
+class EnvironOnce {
+ public:
+  EnvironOnce(const proc::Holder& h, const std::string& proc_root) : h_(h), proc_root_(proc_root) {}
+  const Result<std::string>& get() {
+    if (!text_) text_ = proc::read_environ(h_.id, proc_root_);
+    return *text_;
+  }
+
+ private:
+  const proc::Holder& h_;
+  const std::string& proc_root_;
+  std::optional<Result<std::string>> text_;
+};
+
+// True when some component of a cgroup path is exactly `name`.
+bool has_component(std::string_view path, std::string_view name) {
+  while (!path.empty()) {
+    auto slash = path.find('/');
+    if (path.substr(0, slash) == name) return true;
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
+  return false;
+}
+
+std::optional<Mismatch> env_mismatch(const Filters& f, EnvironOnce& environ) {
+  if (f.env.empty() && f.env_none.empty()) return std::nullopt;
+  const auto& text = environ.get();
+  if (!text) {
+    if (text.error().sys_errno == ESRCH) return Mismatch{SkipKind::not_matched, "it has exited"};
+    std::string wanted = !f.env.empty() ? f.env.front().text() : f.env_none.front().text();
+    return Mismatch{SkipKind::not_permitted,
+                    fmt::format("{}; cannot tell whether it holds {} (root can read it)",
+                                text.error().message, wanted)};
+  }
+  for (const auto& e : f.env)
+    if (!proc::environ_has(*text, e))
+      return Mismatch{SkipKind::not_matched, fmt::format("its environment lacks {}", e.text())};
+  for (const auto& e : f.env_none)
+    if (proc::environ_has(*text, e))
+      return Mismatch{SkipKind::not_matched, fmt::format("its environment holds {}", e.text())};
+  return std::nullopt;
+}
+
+std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector<unsigned>& gpus,
+                                        const Filters& f, EnvironOnce& environ) {
+  auto no = [](std::string reason) { return Mismatch{SkipKind::not_matched, std::move(reason)}; };
+  if (!f.pids.empty() && !f.names(h.id.pid)) return no("not named by --pid");
+  if (f.user && h.uid != *f.user) return no(fmt::format("owned by {}, not the --user given", h.user));
+  if (!f.cgroup.empty() && h.cgroup.find(f.cgroup) == std::string::npos &&
+      h.container.find(f.cgroup) == std::string::npos)
+    return no("cgroup does not match --cgroup");
+  if (!f.cgroup_component.empty() && !has_component(h.cgroup, f.cgroup_component))
+    return no(fmt::format("its cgroup is not under {}", f.cgroup_component));
+  if (f.match && !f.match->search(h.cmdline)) return no("command line does not match --match");
+  if (f.orphans_only && !h.orphaned) return no("not orphaned (its parent is alive); --orphans given");
+  if (!f.on_gpus.empty() && std::none_of(gpus.begin(), gpus.end(), [&](unsigned g) {
+        return std::find(f.on_gpus.begin(), f.on_gpus.end(), g) != f.on_gpus.end();
+      }))
+    return no(fmt::format("it uses none of GPU {}", gpu::index_list(f.on_gpus)));
+  // Last: the environment costs a read, the other filters none.
+  return env_mismatch(f, environ);
+}
+
+// The whole selection: its own filters, then at least one of any_of. When no
+// alternative matches, the reason lists each one's; when one could not be told
+// (an unreadable environment), so is the answer.
+std::optional<Mismatch> selection_mismatch(const proc::Holder& h, const std::vector<unsigned>& gpus,
+                                           const Selection& sel, const std::string& proc_root) {
+  EnvironOnce environ(h, proc_root);
+  if (auto m = filter_mismatch(h, gpus, sel, environ)) return m;
+  if (sel.any_of.empty()) return std::nullopt;
+  Mismatch all;
+  for (const auto& alternative : sel.any_of) {
+    auto m = filter_mismatch(h, gpus, alternative, environ);
+    if (!m) return std::nullopt;
+    if (m->kind != SkipKind::not_matched) all.kind = m->kind;
+    all.reason += (all.reason.empty() ? "" : "; ") + m->reason;
+  }
+  return all;
+}
+
+// A respawning parent against one set of filters, those that describe a process rather
+// than a GPU holder: orphans_only and on_gpus do not apply (a supervisor is by nature not
+// an orphan, and holds no GPU). `applied` says whether any filter did apply.
+bool respawner_passes(const proc::Holder& parent, const Filters& f, EnvironOnce& environ,
+                      bool& applied) {
+  applied = !f.pids.empty() || f.user || f.match || !f.cgroup.empty() ||
+            !f.cgroup_component.empty() || !f.env.empty() || !f.env_none.empty();
+  Filters own = f;
+  own.orphans_only = false;
+  own.on_gpus.clear();
+  return !filter_mismatch(parent, {}, own, environ);
+}
+
+// A process of the table described as the filters see a holder (no GPU, no orphan rule).
+proc::Holder describe(const proc::ProcessEntry& entry, const std::string& cmdline,
+                      const std::string& proc_root) {
+  proc::Holder h;
+  h.id = entry.id;
+  h.uid = entry.uid;
+  h.comm = entry.comm;
+  h.cmdline = cmdline;
+  h.cgroup = proc::pick_cgroup_path(
+      proc::parse_cgroup(proc::read_small_file(fmt::format("{}/{}/cgroup", proc_root, entry.id.pid))));
+  h.container = proc::container_hint(h.cgroup);
+  return h;
+}
+
+bool respawner_matches(const proc::ProcessEntry& entry, const std::string& cmdline,
+                       const Selection& sel, const std::string& proc_root) {
+  proc::Holder parent = describe(entry, cmdline, proc_root);
+  EnvironOnce environ(parent, proc_root);
+  bool applied = false;
+  if (!respawner_passes(parent, sel, environ, applied)) return false;
+  if (sel.any_of.empty()) return true;
+  return std::any_of(sel.any_of.begin(), sel.any_of.end(), [&](const Filters& f) {
+    return respawner_passes(parent, f, environ, applied) && applied;
+  });
 }
 
 std::string read_environ(pid_t pid, const std::string& proc_root) {
@@ -93,6 +209,7 @@ CallerContext CallerContext::current(const std::string& proc_root) {
   for (pid_t p : proc::ancestors(ctx.self, proc_root)) ctx.ancestors.insert(p);
   ctx.euid = ::geteuid();
   if (auto table = proc::read_process_table(proc_root)) ctx.table = std::move(*table);
+  for (const auto& d : proc::descendants(ctx.table, ctx.self)) ctx.helpers.insert(d.pid);
   return ctx;
 }
 
@@ -101,6 +218,7 @@ std::optional<std::string> protection_reason(pid_t pid, const std::string& comm,
   if (pid == 1) return "pid 1 (init) is never signalled";
   if (pid == ctx.self) return "gpureap itself";
   if (ctx.ancestors.contains(pid)) return "an ancestor of this gpureap (its shell or supervisor)";
+  if (ctx.helpers.contains(pid)) return "a helper process of this gpureap (its NVML worker)";
   if (kernel_thread) return "a kernel thread";
   // comm is truncated to 15 characters by the kernel (TASK_COMM_LEN).
   auto is_infrastructure = [&](std::string_view name) {
@@ -201,8 +319,8 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
     } else if (ctx.euid != 0 && h.uid != ctx.euid) {
       skip(SkipKind::not_permitted,
            fmt::format("owned by {}: only root may signal it (sudo gpureap free ...)", h.user));
-    } else if (auto mismatch = filter_mismatch(h, sel); !mismatch.empty()) {
-      skip(SkipKind::not_matched, mismatch);
+    } else if (auto mismatch = selection_mismatch(h, c.gpus, sel, ctx.proc_root)) {
+      skip(mismatch->kind, std::move(mismatch->reason));
     } else {
       // Without NVML's figure (an fd-only holder, NVML down) "holds 0 B" would be a guess.
       std::string why = c.bytes_known ? fmt::format("holds {} on GPU {}", format_bytes(c.bytes),
@@ -218,6 +336,29 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
   add_descendants(plan, ctx);
   add_ended_runs(plan, ended_runs, ctx);
   return plan;
+}
+
+std::size_t add_processes_matching(Plan& plan, const std::vector<Filters>& any_of,
+                                   const CallerContext& ctx, const std::string& why) {
+  std::size_t added = 0;
+  for (const auto& e : ctx.table) {
+    if (e.kernel_thread || e.state == 'Z' || plan.contains(e.id)) continue;
+    if (protection_reason(e.id.pid, e.comm, false, ctx, false)) continue;
+    if (ctx.euid != 0 && e.uid != ctx.euid) continue;
+    std::string cmdline = proc::read_cmdline(e.id.pid, ctx.proc_root);
+    proc::Holder p = describe(e, cmdline, ctx.proc_root);
+    EnvironOnce environ(p, ctx.proc_root);
+    bool matched = std::any_of(any_of.begin(), any_of.end(), [&](const Filters& f) {
+      bool applied = false;
+      return respawner_passes(p, f, environ, applied) && applied;
+    });
+    if (!matched) continue;
+    plan.targets.push_back(
+        Target{e.id, e.comm, cmdline.empty() ? "[" + e.comm + "]" : cmdline,
+               proc::user_name(e.uid), {}, 0, why});
+    ++added;
+  }
+  return added;
 }
 
 Plan orphans_plan(const inventory::Inventory& inv, const std::string& proc_root) {
@@ -244,6 +385,7 @@ bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selec
   if (!named && !sel.pids.empty()) return false;
   if (sel.user && parent.uid != *sel.user) return false;
   if (sel.match && !sel.match->search(cmdline)) return false;
+  if (!respawner_matches(parent, cmdline, sel, ctx.proc_root)) return false;
   plan.targets.push_back(Target{parent.id,
                                 parent.comm,
                                 cmdline,

@@ -11,31 +11,51 @@
 #include <vector>
 
 #include "inventory/inventory.h"
+#include "proc/environ.h"
 #include "proc/process_table.h"
 #include "util/pattern.h"
 
 namespace gpureap::reclaim {
 
-struct Selection {
-  std::vector<unsigned> gpus;       // indices of the selected GPUs
+/// The narrowing filters of a selection: a holder passes when it passes every one
+/// that is set (none set: every holder of the selected GPUs passes).
+struct Filters {
   std::vector<pid_t> pids;          // --pid: only these (and they may name infrastructure)
   std::optional<uid_t> user;        // --user
   std::string cgroup;               // --cgroup: substring of the cgroup path or container hint
+  std::string cgroup_component;     // a whole component of the cgroup path (Slurm's "job_42")
   std::optional<Pattern> match;     // --match: searched anywhere in the command line
   bool orphans_only = false;        // --orphans
+  std::vector<proc::EnvEntry> env;  // --env: every one an entry of its environment
+  std::vector<proc::EnvEntry> env_none;  // none of these in its environment
+  std::vector<unsigned> on_gpus;    // uses one of these GPUs (empty: any selected one)
 
   /// True when `pid` is named by --pid.
   bool names(pid_t pid) const { return std::find(pids.begin(), pids.end(), pid) != pids.end(); }
-  /// True when the selection narrows beyond GPUs (any of pid/user/cgroup/match/orphans).
+  /// True when any filter is set.
   bool narrowed() const {
-    return !pids.empty() || user || !cgroup.empty() || match || orphans_only;
+    return !pids.empty() || user || !cgroup.empty() || !cgroup_component.empty() || match ||
+           orphans_only || !env.empty() || !env_none.empty() || !on_gpus.empty();
   }
+};
+
+struct Selection : Filters {
+  std::vector<unsigned> gpus;  // indices of the selected GPUs
+  /// When not empty, a holder must also pass at least one of these. The Slurm epilog
+  /// selects a job's leftovers this way: its environment holds SLURM_JOB_ID=42, or its
+  /// cgroup is the job's, or it is an orphan on one of the job's GPUs.
+  std::vector<Filters> any_of;
+
+  /// True when the selection narrows beyond GPUs.
+  bool narrowed() const { return Filters::narrowed() || !any_of.empty(); }
 };
 
 /// Facts about the caller that decide protection and permission.
 struct CallerContext {
   pid_t self = 0;
   std::set<pid_t> ancestors;  // our parent chain up to pid 1
+  std::set<pid_t> helpers;    // our own descendants (the NVML worker, nvidia-smi, scontrol):
+                              // they inherit our environment and cgroup, and are never targets
   uid_t euid = 0;
   std::vector<proc::ProcessEntry> table;  // all processes, for descendants
   std::string proc_root = "/proc";        // where the table was read; plans read more here
@@ -79,6 +99,15 @@ std::optional<std::string> protection_reason(pid_t pid, const std::string& comm,
 /// Builds the plan from an inventory.
 Plan make_plan(const inventory::Inventory& inv, const Selection& selection,
                const CallerContext& ctx);
+
+/// Adds every process of ctx.table that matches one of `any_of` by what describes a
+/// process (its environment, cgroup, user, command line; orphans_only and on_gpus do not
+/// apply), whether it holds a GPU or not: the rest of a finished Slurm job (an escaped
+/// server whose workers hold the GPUs would start new ones). Never a protected process,
+/// a kernel thread, a zombie, or (without root) another user's. `why` is each one's reason.
+/// Returns how many were added.
+std::size_t add_processes_matching(Plan& plan, const std::vector<Filters>& any_of,
+                                   const CallerContext& ctx, const std::string& why);
 
 /// What `gpureap free --orphans` over every GPU of `inv` would plan (status's closing
 /// advice names only what free would act on). Reads the caller's context from

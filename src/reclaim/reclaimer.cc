@@ -8,6 +8,7 @@
 
 #include "gpu/gpu_select.h"
 #include "proc/cgroup_fs.h"
+#include "proc/proc_files.h"
 #include "proc/proc_parse.h"
 #include "proc/process_handle.h"
 
@@ -58,6 +59,14 @@ Leftover nvml_failed(unsigned gpu, const inventory::GpuView* view, const std::st
                   "nvidia-smi, and dmesg for Xid errors"};
 }
 
+// Until when the release is watched: --timeout from the start, and with a global
+// deadline, no later than the time kept for the last reading before it.
+TimePoint watch_deadline(TimePoint t0, const ReclaimOptions& options) {
+  TimePoint end = t0 + options.timeout;
+  if (options.deadline) end = std::min(end, *options.deadline - kClassifyReserve);
+  return end;
+}
+
 // One free's engine state; each member function is one named step of a round
 // (escalate -> watch release -> rescan) or of the verdict (judge -> classify -> reset).
 class Reclaim {
@@ -70,13 +79,14 @@ class Reclaim {
         progress_(progress),
         clock_(node.clock()),
         t0_(clock_.now()),
-        deadline_(t0_ + options.timeout),
+        deadline_(watch_deadline(t0_, options)),
         caller_(CallerContext::current(node.proc_root())) {}
 
   ReclaimReport run(const inventory::Inventory& initial, Plan plan) {
     latest_ = initial;
     set_thresholds(initial, plan);
-    while (round_ < options_.max_rounds && !plan.targets.empty()) {
+    while (round_ < options_.max_rounds && !plan.targets.empty() &&
+           ((round_ == 0 && !options_.deadline) || clock_.now() < deadline_)) {
       ++round_;
       report_.rounds.push_back(plan);
       if (!escalate(plan)) break;
@@ -88,7 +98,8 @@ class Reclaim {
                                       [](const GpuRelease& g) { return !g.freed; });
     if (any_held && !report_.interrupted) {
       classify();
-      if (options_.reset) reset_driver_held();
+      // A reset (nvidia-smi, bounded by its own timeout) only with time left.
+      if (options_.reset && !past_deadline()) reset_driver_held();
     }
     if (!report_.interrupted) note_live_parents();
     report_.seconds = since_t0();
@@ -97,6 +108,31 @@ class Reclaim {
 
  private:
   double since_t0() const { return std::chrono::duration<double>(clock_.now() - t0_).count(); }
+
+  // With a global deadline, the grace and the wait after SIGKILL share the time left
+  // (half each at most): a late round still sends both signals, with shorter waits.
+  EscalationOptions escalation_options() const {
+    EscalationOptions esc = options_.escalation;
+    if (!options_.deadline) return esc;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::max(deadline_ - clock_.now(), util::Clock::duration::zero()));
+    esc.grace = std::min(esc.grace, left / 2);
+    esc.kill_wait = std::min(esc.kill_wait, left - esc.grace);
+    return esc;
+  }
+
+  // NVML's deadline for a look: the usual one, cut to the time left before the global
+  // deadline (at least 100 ms, so a reading can still be taken).
+  inventory::CollectOptions look_options() const {
+    inventory::CollectOptions look;
+    if (!options_.deadline) return look;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*options_.deadline -
+                                                                      clock_.now());
+    look.nvml_deadline = std::clamp(left, std::chrono::milliseconds(100), look.nvml_deadline);
+    return look;
+  }
+
+  bool past_deadline() const { return options_.deadline && clock_.now() >= *options_.deadline; }
 
   // What "freed" means for each selected GPU: back at its baseline, within tolerance.
   void set_thresholds(const inventory::Inventory& initial, const Plan& plan) {
@@ -148,7 +184,7 @@ class Reclaim {
       }
       note_restarting_unit(*e);
     }
-    EscalationResult esc = terminate(plan.targets, options_.escalation,
+    EscalationResult esc = terminate(plan.targets, escalation_options(),
                                      EscalationEnv{control_, clock_, node_.interrupt_flag(), t0_});
     report_.actions.insert(report_.actions.end(), esc.actions.begin(), esc.actions.end());
     report_.notes.insert(report_.notes.end(), esc.notes.begin(), esc.notes.end());
@@ -236,7 +272,7 @@ class Reclaim {
   // them is noted (note_respawners).
   Plan rescan() {
     caller_ = CallerContext::current(node_.proc_root());
-    latest_ = node_.look();
+    latest_ = node_.look(look_options());
     Plan next = make_plan(latest_, options_.selection, caller_);
     std::erase_if(next.targets, [&](const Target& t) { return signalled_.contains(t.id); });
     note_respawners(next);
@@ -250,7 +286,12 @@ class Reclaim {
     for (const auto& [killed, parent] : parent_of_killed_) {
       if (parent.pid <= 1 || caller_.ancestors.contains(parent.pid)) continue;
       auto now = proc::read_process_id(parent.pid, node_.proc_root());
-      if (now && *now == parent) return true;
+      if (!now || *now != parent) continue;
+      // A zombie restarts nothing. (Killed with its workers, as a finished Slurm job's
+      // server is, it stays one until its new parent reaps it: on hosts whose pid 1 is
+      // not a prompt reaper, for a second or more.)
+      auto stat = proc::read_small_file(fmt::format("{}/{}/stat", node_.proc_root(), parent.pid));
+      if (proc::parse_stat_state(stat) != 'Z') return true;
     }
     return false;
   }
@@ -355,7 +396,7 @@ class Reclaim {
 
   // Classify what is still held, from a fresh look.
   void classify() {
-    latest_ = node_.look();
+    latest_ = node_.look(look_options());
     Plan last = make_plan(latest_, options_.selection, CallerContext::current(node_.proc_root()));
     for (auto& g : report_.gpus) {
       if (g.freed) continue;

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,12 +46,20 @@ struct ReclaimOptions {
   // at once instead of waiting out --timeout (D16). The simulator's and the H200's
   // releases take 0.2-2 s and fall as they go; driver-held memory never falls.
   std::chrono::milliseconds stalled_after{3000};
+  // `free --deadline`, the Slurm epilog's bound: a time (on node.clock()) by which the
+  // whole reclaim is over. Every wait ends by it (the grace and the wait after SIGKILL
+  // shrink to fit, no round starts after it, NVML's deadlines are cut to what is left),
+  // and the last reading that classifies what is left is taken kClassifyReserve before it.
+  std::optional<util::Clock::time_point> deadline;
   // How a killed holder's system service is asked for its Restart= setting (a holder
   // that is, or whose parent is, the unit's main process): systemctl; tests fake it.
   RestartPolicyFn restart_policy = [](const std::string& unit) {
     return systemd_restart_policy(unit);
   };
 };
+
+/// With ReclaimOptions::deadline: the time kept for the last reading and classification.
+inline constexpr std::chrono::milliseconds kClassifyReserve{500};
 
 /// A parent of a killed holder that started new holders (respawns > 0), or that is
 /// still alive at the verdict and could (respawns == 0: "watched, no restart"). Or a
@@ -88,7 +97,7 @@ using ProgressFn = std::function<void(const std::vector<GpuRelease>&)>;
 /// rounds of escalate -> watch release -> rescan, then classify -> reset.
 /// Reads time and waits on node.clock(), stops waiting at node.interrupted(),
 /// signals only through `control`. Never blocks past options.timeout (plus the
-/// escalation's own bounded waits).
+/// escalation's own bounded waits), nor past options.deadline when it is set.
 ReclaimReport reclaim(inventory::Node& node, ProcessControl& control,
                       const inventory::Inventory& initial, Plan plan, const ReclaimOptions& options,
                       const ProgressFn& progress);

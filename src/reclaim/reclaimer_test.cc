@@ -417,5 +417,50 @@ TEST(Reclaim, ResetIsNotAttemptedWhenItsPreconditionsFail) {
   EXPECT_FALSE(r.all_freed());
 }
 
+// `free --deadline`: the grace and the wait after SIGKILL shrink to fit, and the whole
+// reclaim, classification included, ends by it.
+TEST(Reclaim, ADeadlineShrinksTheGraceAndBoundsTheWhole) {
+  TestMachine m;
+  FakeProc p = holder(3000201);
+  p.script.exits_after_term.reset();  // ignores SIGTERM
+  auto id = m.spawn(p);
+  ReclaimOptions o;  // grace 5 s, timeout 60 s
+  o.deadline = m.clock.now() + 2s;
+  ReclaimReport r = m.free(o);
+  EXPECT_EQ(m.control.signals_of(id), sigs({SIGTERM, SIGKILL}));
+  ASSERT_EQ(r.actions.size(), 2u);
+  // Half of the 1.5 s left before the time kept for the last reading.
+  EXPECT_NEAR(r.actions[1].sent_at, 0.75, 1e-3);
+  EXPECT_TRUE(r.all_freed());
+  EXPECT_LE(r.seconds, 2.0);
+}
+
+TEST(Reclaim, ADeadlineEndsTheWaitForMemoryThatStaysHeld) {
+  TestMachine m;
+  FakeProc p = holder(3000202);
+  p.release_after.reset();  // the driver keeps it
+  m.spawn(p);
+  ReclaimOptions o;  // stalled_after 3 s, timeout 60 s: without the deadline, 3 s
+  o.deadline = m.clock.now() + 1500ms;
+  ReclaimReport r = m.free(o);
+  EXPECT_FALSE(r.all_freed());
+  ASSERT_FALSE(r.leftovers.empty());
+  EXPECT_LE(r.seconds, 1.5);
+  EXPECT_GE(r.seconds, 1.0);  // it did watch until the time kept for the last reading
+}
+
+TEST(Reclaim, NothingIsSignalledOnceTheDeadlineHasPassed) {
+  TestMachine m;
+  auto id = m.spawn(holder(3000203));
+  ReclaimOptions o;
+  o.deadline = m.clock.now();
+  ReclaimReport r = m.free(o);
+  EXPECT_TRUE(m.control.signals_of(id).empty());
+  EXPECT_TRUE(r.actions.empty());
+  EXPECT_FALSE(r.all_freed());
+  ASSERT_EQ(r.leftovers.size(), 1u);
+  EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::live_holder);
+}
+
 }  // namespace
 }  // namespace gpureap::reclaim

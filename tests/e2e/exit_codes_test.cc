@@ -123,7 +123,7 @@ TEST(ExitCodes, UnknownCommandIsNamedAsOne) {
   auto r = node.gpureap({"--no-color", "stauts"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unknown command 'stauts'"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("status, free, wait, run, plan and watch"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("status, free, wait, run, plan, watch and slurm"), std::string::npos) << r.err;
   // An extra word after a command is still CLI11's "not expected".
   auto extra = node.gpureap({"status", "foo"});
   EXPECT_EQ(extra.exit_code, 2);

@@ -176,14 +176,17 @@ CommandResult SimNode::sim(const std::vector<std::string>& args) const {
   return run_command(argv, env(), std::chrono::seconds(30));
 }
 
-HoldResult SimNode::hold(const std::vector<std::string>& args, bool foreground) {
+HoldResult SimNode::hold(const std::vector<std::string>& args, bool foreground,
+                         const std::map<std::string, std::string>& extra_env) {
   std::vector<std::string> argv = {GPUREAP_SIM_BIN, "hold", "--dir", dir_};
   argv.insert(argv.end(), args.begin(), args.end());
   if (!foreground) argv.push_back("--detach");
   HoldResult result;
   int out_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return result;
-  auto env_strings = merged_env(env());
+  auto hold_env = env();
+  for (const auto& [k, v] : extra_env) hold_env[k] = v;
+  auto env_strings = merged_env(hold_env);
   std::vector<char*> envp, cargs;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);

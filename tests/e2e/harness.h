@@ -51,7 +51,9 @@ class SimNode {
   /// `gpureap-sim hold --dir D <args>`; waits for its JSON ready line. The holder
   /// tree keeps running; it is tracked for cleanup. `--detach` is added unless
   /// `foreground` (then the hold process is our child and its pid is the leader).
-  HoldResult hold(const std::vector<std::string>& args, bool foreground = false);
+  /// `extra_env` is added to the holders' environment (`free --env`, Slurm's variables).
+  HoldResult hold(const std::vector<std::string>& args, bool foreground = false,
+                  const std::map<std::string, std::string>& extra_env = {});
 
   /// Polls (bounded) until `pred` holds; returns false at the deadline.
   static bool eventually(const std::function<bool()>& pred,

@@ -1,0 +1,296 @@
+// `gpureap slurm prolog|epilog|health`: the GPU side of Slurm's hooks.
+// Steps: parse (flags, then Slurm's variables) -> lock (waiting, within the deadline)
+// -> check and free (cluster/: the job's leftovers, or the node's health) -> drain or
+// resume through scontrol -> report. Slurm starts these with no PATH and none of
+// slurmd's environment, so every program is named by an absolute path and the
+// GPUREAP_* variables come from the site's wrapper (contrib/slurm/gpureap-slurm).
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+
+#include "cli/command.h"
+#include "cli/environment.h"
+#include "cli/exit_codes.h"
+#include "cluster/health.h"
+#include "cluster/job_check.h"
+#include "cluster/scontrol.h"
+#include "reclaim/free_lock.h"
+#include "report/json.h"
+#include "report/slurm_report.h"
+#include "report/terminal_text.h"
+#include "util/units.h"
+
+namespace gpureap::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using report::NodeOutcome;
+using report::NodeStep;
+
+/// The epilog's and prolog's whole time unless --deadline says otherwise: below
+/// PrologEpilogTimeout=60 (docs/slurm.md), with room for slurmd's own work.
+constexpr std::chrono::milliseconds kDefaultJobDeadline{45000};
+/// Each scontrol call ends by this (and by the deadline): a controller that does not
+/// answer must not eat the whole budget.
+constexpr std::chrono::milliseconds kScontrolTimeout{10000};
+
+struct SlurmOptions {
+  std::string mode;  // prolog | epilog | health
+  std::string deadline = duration_flag(kDefaultJobDeadline);
+  std::string grace = duration_flag(reclaim::kDefaultGrace);
+  std::string settle = duration_flag(reclaim::kDefaultSettle);
+  std::string when_held;  // drain | drain-fail | fail; "" = the mode's default
+  bool free_orphans = false;
+  std::string persist = duration_flag(cluster::kDefaultPersist);
+  std::string gpu;
+  std::string scontrol;
+  std::string node;
+};
+
+int usage_error(const SlurmOptions& o, const std::string& message) {
+  print_err(fmt::format("gpureap slurm {}: {}\n", o.mode, report::terminal_text(message)));
+  return kExitUsage;
+}
+
+std::string from_env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// --scontrol, else $GPUREAP_SCONTROL, else Debian's path. Relative paths would depend
+// on a PATH Slurm does not set.
+std::string scontrol_path(const SlurmOptions& o) {
+  if (!o.scontrol.empty()) return o.scontrol;
+  if (auto env = from_env("GPUREAP_SCONTROL"); !env.empty()) return env;
+  return std::string(cluster::kDefaultScontrol);
+}
+
+// --node, else $SLURMD_NODENAME (set for the prolog, epilog and health check), else
+// the host name up to its first dot (Slurm's default NodeName).
+std::string node_name(const SlurmOptions& o) {
+  if (!o.node.empty()) return o.node;
+  if (auto env = from_env("SLURMD_NODENAME"); !env.empty()) return env;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string name = host;
+  return name.substr(0, name.find('.'));
+}
+
+// What the node gets when the GPUs are not clean: the site's --when-held.
+struct WhenHeld {
+  bool drain = true;
+  bool fail = false;
+};
+
+// The job hooks: the check (prolog or epilog), then the node's fate and the exit status.
+int run_job_hook(const GlobalOptions& global, const SlurmOptions& o, Clock::time_point started) {
+  // 1. Parse: flags, then Slurm's variables.
+  std::string when =
+      o.when_held.empty() ? (o.mode == "prolog" ? "drain-fail" : "drain") : o.when_held;
+  WhenHeld held_policy{when != "fail", when != "drain"};
+  auto deadline_d = parse_duration(o.deadline);
+  if (!deadline_d) return usage_error(o, "--deadline: " + deadline_d.error().message);
+  auto grace = parse_duration(o.grace);
+  if (!grace) return usage_error(o, "--grace: " + grace.error().message);
+  auto settle = parse_duration(o.settle);
+  if (!settle) return usage_error(o, "--settle: " + settle.error().message);
+  auto job = cluster::read_slurm_job(cluster::process_environment());
+  if (!job) return usage_error(o, job.error().message);
+  const auto total = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_d);
+  // The drain comes last and needs its own time: the check ends that much earlier.
+  const auto end = started + total;
+  const auto check_end = end - std::min(kScontrolTimeout, total / 4);
+  reclaim::ReclaimOptions options;
+  options.escalation.grace = std::chrono::duration_cast<std::chrono::milliseconds>(*grace);
+  options.settle = std::chrono::duration_cast<std::chrono::milliseconds>(*settle);
+  options.timeout = total;
+  options.deadline = check_end;
+  const std::string node_name_ = node_name(o);
+  cluster::Scontrol scontrol(scontrol_path(o), kScontrolTimeout);
+
+  // 2. One free at a time: concurrent epilogs wait for each other, within the deadline.
+  cluster::JobCheck check;
+  std::optional<reclaim::FreeLock> lock;
+  auto state = inventory::state_dir();
+  if (!state) {
+    check.error = state.error().message;
+  } else if (o.mode == "epilog" || o.free_orphans) {
+    auto l = reclaim::FreeLock::acquire(*state, check_end);
+    if (l)
+      lock.emplace(std::move(*l));
+    else
+      check.error = l.error().message;
+  }
+
+  // 3. Check, and free what the job left (epilog) or orphans (prolog --free-orphans).
+  if (check.error.empty()) {
+    inventory::Node node = open_node(global, *state);
+    if (node.device_error()) {
+      check.error = node.device_error()->message;
+    } else {
+      reclaim::SystemProcessControl control(node.proc_root());
+      check = o.mode == "epilog"
+                  ? cluster::clean_up_after_job(node, control, *job, options)
+                  : cluster::check_before_job(node, control, *job, options, o.free_orphans);
+      (void)node.save_baselines();
+    }
+  }
+  lock.reset();
+
+  // 4. The node: drain it when the GPUs are not clean (as the site chose).
+  NodeOutcome outcome{node_name_, NodeStep::none, "", ""};
+  if (!check.ok()) {
+    outcome.reason = report::drain_reason(
+        check.held, check.error,
+        fmt::format("{} job {}", o.mode == "epilog" ? "after" : "before", job->id));
+    outcome.step = NodeStep::not_drained;
+    if (held_policy.drain) {
+      if (auto r = scontrol.drain(node_name_, outcome.reason, end); r)
+        outcome.step = NodeStep::drained;
+      else
+        outcome.error = r.error().message;
+    }
+  }
+
+  // 5. Report; Slurm keeps it only where the wrapper writes it.
+  if (global.json)
+    print_out(report::json_text(report::slurm_job_json(o.mode, *job, check, outcome)));
+  else
+    print_out(report::slurm_job_text(o.mode, *job, check, outcome, stdout_style(global)));
+  if (check.ok()) return kExitOk;
+  // Not clean: a drained node with --when-held drain is handled (exit 0); otherwise the
+  // non-zero status makes slurmd drain it ("Epilog error"/"Prolog error") if we did not.
+  if (outcome.step == NodeStep::drained && !held_policy.fail) return kExitOk;
+  return check.error.empty() ? kExitStillHeld : kExitSystem;
+}
+
+// HealthCheckProgram: drain on held memory that persists; resume a node gpureap drained
+// once it is healthy; never touch a node drained for another reason.
+int run_health(const GlobalOptions& global, const SlurmOptions& o, Clock::time_point started) {
+  auto persist = parse_duration(o.persist);
+  if (!persist) return usage_error(o, "--persist: " + persist.error().message);
+  auto deadline_d = parse_duration(o.deadline);
+  if (!deadline_d) return usage_error(o, "--deadline: " + deadline_d.error().message);
+  const auto end = started + std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_d);
+  cluster::HealthOptions options;
+  options.persist = std::chrono::duration_cast<std::chrono::milliseconds>(*persist);
+  options.gpu_spec = o.gpu;
+  const std::string name = node_name(o);
+  cluster::Scontrol scontrol(scontrol_path(o), kScontrolTimeout);
+
+  inventory::Node node = open_node(global);
+  cluster::HealthCheck check;
+  if (node.device_error())
+    check.error = node.device_error()->message;
+  else
+    check = cluster::check_node_health(node, options);
+
+  NodeOutcome outcome{name, NodeStep::none, "", ""};
+  std::optional<cluster::NodeState> state;
+  if (auto s = scontrol.show_node(name, end); s)
+    state = *s;
+  else
+    outcome.error = s.error().message;
+  if (state) {
+    switch (cluster::decide_health_action(check.healthy(), *state)) {
+      case cluster::HealthAction::none:
+        break;
+      case cluster::HealthAction::drain:
+        outcome.reason = report::drain_reason(check.held, check.error, "");
+        outcome.step = NodeStep::not_drained;
+        if (auto r = scontrol.drain(name, outcome.reason, end); r)
+          outcome.step = NodeStep::drained;
+        else
+          outcome.error = r.error().message;
+        break;
+      case cluster::HealthAction::keep:
+        outcome.step = NodeStep::kept_drained;
+        outcome.reason = state->reason;
+        break;
+      case cluster::HealthAction::resume:
+        outcome.reason = state->reason;
+        if (auto r = scontrol.resume(name, end); r)
+          outcome.step = NodeStep::resumed;
+        else
+          outcome.error = r.error().message;
+        break;
+      case cluster::HealthAction::leave_alone:
+        outcome.step = NodeStep::left_alone;
+        outcome.reason = state->reason;
+        break;
+    }
+  }
+  if (global.json)
+    print_out(report::json_text(report::slurm_health_json(check, state, outcome)));
+  else
+    print_out(report::slurm_health_text(check, state, outcome, stdout_style(global)));
+  if (!outcome.error.empty()) return kExitSystem;
+  if (!check.error.empty()) return kExitSystem;
+  return check.healthy() ? kExitOk : kExitStillHeld;
+}
+
+}  // namespace
+
+void add_slurm_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
+  auto o = std::make_shared<SlurmOptions>();
+  auto* sub = app.add_subcommand(
+      "slurm",
+      "Slurm's prolog, epilog and health check for GPU memory.\n"
+      "  epilog  after a job: free what it left (processes whose environment holds its\n"
+      "          SLURM_JOB_ID, whose cgroup is the job's, and orphans on its GPUs), verify the\n"
+      "          GPUs are back at baseline; drain the node with a 'gpureap:' reason if not.\n"
+      "  prolog  before a job: its GPUs (SLURM_JOB_GPUS, device minors) must be at baseline;\n"
+      "          --free-orphans frees orphaned holders on them first; else drain and fail.\n"
+      "  health  HealthCheckProgram: drain when GPU memory that no running job explains stays\n"
+      "          held (driver-held, or a finished job's process); resume a node whose drain\n"
+      "          reason starts with 'gpureap:' once healthy; other drained nodes are left alone.\n"
+      "Slurm gives these no PATH: scontrol is --scontrol, $GPUREAP_SCONTROL or /usr/bin/scontrol,\n"
+      "and the node --node, $SLURMD_NODENAME or the host name. Configuration lines: "
+      "docs/slurm.md.\n\n"
+      "Examples (slurm.conf runs contrib/slurm/gpureap-slurm, which calls these):\n"
+      "  gpureap slurm epilog --deadline 45s\n"
+      "  gpureap slurm prolog --free-orphans\n"
+      "  gpureap slurm health --persist 3s");
+  sub->add_option("mode", o->mode, "prolog, epilog or health")
+      ->required()
+      ->check(CLI::IsMember({"prolog", "epilog", "health"}));
+  sub->add_option("--deadline", o->deadline,
+                  "Finish within this long, drain included (PrologEpilogTimeout must be longer; "
+                  "the health check is killed after 60 s)")
+      ->default_val(o->deadline);
+  sub->add_option("--when-held", o->when_held,
+                  "When GPU memory stays held (or cannot be verified): drain (drain, exit 0; the "
+                  "epilog's default), drain-fail (drain, exit non-zero; the prolog's default: the "
+                  "job is requeued), fail (exit non-zero only: Slurm drains with 'Epilog error')")
+      ->check(CLI::IsMember({"drain", "drain-fail", "fail"}));
+  sub->add_flag("--free-orphans", o->free_orphans,
+                "prolog: free orphaned holders on the job's GPUs (that no running job claims) "
+                "before checking");
+  sub->add_option("--grace", o->grace, "epilog, prolog: time between SIGTERM and SIGKILL")
+      ->default_val(o->grace);
+  sub->add_option("--settle", o->settle,
+                  "epilog, prolog: after the release, while a killed holder's parent lives, keep "
+                  "watching this long")
+      ->default_val(o->settle);
+  sub->add_option("--persist", o->persist,
+                  "health: held memory must still be held this much later to count")
+      ->default_val(o->persist);
+  sub->add_option("--gpu", o->gpu, "health: only these GPUs (default: all)");
+  sub->add_option("--scontrol", o->scontrol,
+                  "scontrol's absolute path (else $GPUREAP_SCONTROL, else /usr/bin/scontrol)");
+  sub->add_option("--node", o->node,
+                  "this node's Slurm name (else $SLURMD_NODENAME, else the host name)");
+  sub->footer(kSlurmExitHelp);
+  sub->callback([&run, &global, o] {
+    run = [&global, o] {
+      const auto started = Clock::now();
+      return o->mode == "health" ? run_health(global, *o, started)
+                                 : run_job_hook(global, *o, started);
+    };
+  });
+}
+
+}  // namespace gpureap::cli

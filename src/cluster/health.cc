@@ -1,0 +1,95 @@
+#include "cluster/health.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "cluster/running_jobs.h"
+#include "proc/environ.h"
+#include "reclaim/plan.h"
+
+namespace gpureap::cluster {
+namespace {
+
+// What one look finds held, per GPU index.
+std::map<unsigned, HeldGpu> held_in(const inventory::Inventory& inv,
+                                    const std::vector<unsigned>& gpus, const std::string& proc_root,
+                                    std::vector<std::string>& warnings) {
+  auto ctx = reclaim::CallerContext::current(proc_root);
+  const auto running = running_jobs(ctx.table, proc_root);
+  std::map<unsigned, HeldGpu> out;
+  for (const auto& v : inv.gpus) {
+    if (!inventory::is_selected(gpus, v.info.index) || !v.info.memory) continue;
+    HeldGpu h{v.info.index, 0, {}, {}};
+    if (v.unexplained == inventory::Unexplained::driver_held) {
+      h.bytes += v.unattributed_bytes;
+      h.classes.push_back(reclaim::LeftoverClass::driver_held);
+    }
+    for (const auto& gh : v.holders) {
+      const auto& p = gh.holder;
+      if (!gh.uses_gpu || reclaim::protection_reason(p.id.pid, p.comm, false, ctx, false)) continue;
+      auto environ = proc::read_environ(p.id, proc_root);
+      if (!environ) {
+        if (environ.error().sys_errno != ESRCH)
+          warnings.push_back(environ.error().message +
+                             "; cannot tell whether it belongs to a running job: not counted");
+        continue;
+      }
+      auto job = proc::environ_value(*environ, "SLURM_JOB_ID");
+      bool leftover = job ? !running.contains(std::string(*job)) : p.orphaned;
+      if (!leftover) continue;
+      h.bytes += gh.gpu_bytes.value_or(0);
+      if (std::find(h.classes.begin(), h.classes.end(), reclaim::LeftoverClass::live_holder) ==
+          h.classes.end())
+        h.classes.push_back(reclaim::LeftoverClass::live_holder);
+      h.pids.push_back(p.id.pid);
+    }
+    if (h.bytes > inventory::freed_tolerance(v.info.memory->total)) out.emplace(h.index, h);
+  }
+  return out;
+}
+
+}  // namespace
+
+HealthCheck check_node_health(inventory::Node& node, const HealthOptions& options) {
+  HealthCheck out;
+  auto first = node.look();
+  out.warnings = first.warnings;
+  if (!gpu::lists_gpus(first.nvml_state)) {
+    out.error = "NVML is unusable, so the GPUs' memory cannot be measured: " + first.nvml_problem;
+    return out;
+  }
+  auto gpus = inventory::select_gpus(options.gpu_spec.empty() ? "all" : options.gpu_spec, first);
+  if (!gpus) {
+    out.error = "--gpu: " + gpus.error().message;
+    return out;
+  }
+  out.checked = *gpus;
+  for (const auto& v : first.gpus)
+    if (inventory::is_selected(out.checked, v.info.index) && !v.info.problem.empty())
+      out.held.push_back({v.info.index, 0, {reclaim::LeftoverClass::nvml_failed}, {}});
+  auto before = held_in(first, out.checked, node.proc_root(), out.warnings);
+  if (before.empty()) return out;
+  node.clock().sleep_for(options.persist);
+  auto second = node.look();
+  std::vector<std::string> ignored;  // said once, by the first look
+  for (auto& [index, h] : held_in(second, out.checked, node.proc_root(), ignored))
+    if (before.contains(index)) out.held.push_back(std::move(h));
+  std::sort(out.held.begin(), out.held.end(),
+            [](const HeldGpu& a, const HeldGpu& b) { return a.index < b.index; });
+  return out;
+}
+
+HealthAction decide_health_action(bool healthy, const NodeState& node) {
+  if (node.drained()) {
+    if (!node.drained_by_gpureap()) return HealthAction::leave_alone;
+    return healthy ? HealthAction::resume : HealthAction::keep;
+  }
+  // DOWN or FAIL is someone else's verdict (slurmctld's, an administrator's).
+  for (std::string_view word : {"DOWN", "FAIL"})
+    if (node.state.find(word) != std::string::npos) return HealthAction::leave_alone;
+  return healthy ? HealthAction::none : HealthAction::drain;
+}
+
+}  // namespace gpureap::cluster

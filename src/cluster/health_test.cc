@@ -1,0 +1,126 @@
+// The health check's verdict on a simulated machine (reclaim/test_machine.h: a fixture
+// /proc, a fake NVML, a fake clock), and the NHC rule for draining and resuming.
+
+#include "cluster/health.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "reclaim/test_machine.h"
+
+namespace gpureap::cluster {
+namespace {
+
+using namespace std::chrono_literals;
+using reclaim::LeftoverClass;
+using reclaim::testing::FakeProc;
+using reclaim::testing::kGiB;
+using reclaim::testing::TestMachine;
+
+TEST(HealthAction, DrainOnlyFreeNodesResumeOnlyOurOwn) {
+  NodeState idle{"IDLE", ""}, mixed{"MIXED", ""};
+  NodeState ours{"IDLE+DRAIN", "gpureap: GPU 1 driver_held 12.0 GiB"};
+  NodeState admins{"IDLE+DRAIN", "disk replacement"};
+  NodeState down{"DOWN+NOT_RESPONDING", "Not responding"};
+  EXPECT_EQ(decide_health_action(true, idle), HealthAction::none);
+  EXPECT_EQ(decide_health_action(false, idle), HealthAction::drain);
+  EXPECT_EQ(decide_health_action(false, mixed), HealthAction::drain);
+  EXPECT_EQ(decide_health_action(true, ours), HealthAction::resume);
+  EXPECT_EQ(decide_health_action(false, ours), HealthAction::keep);
+  EXPECT_EQ(decide_health_action(true, admins), HealthAction::leave_alone);
+  EXPECT_EQ(decide_health_action(false, admins), HealthAction::leave_alone);
+  EXPECT_EQ(decide_health_action(false, down), HealthAction::leave_alone);
+}
+
+class Health : public ::testing::Test {
+ protected:
+  // A process of the fixture /proc with this environment (NUL-separated).
+  void set_environ(pid_t pid, const std::string& text) {
+    std::ofstream(fmt::format("{}/{}/environ", m_.proc(), pid), std::ios::binary) << text;
+  }
+  // A running job: a slurmstepd for it in the fixture /proc.
+  void running_job(pid_t pid, const std::string& id) {
+    FakeProc p;
+    p.pid = pid;
+    p.comm = "slurmstepd";
+    p.cmdline = "slurmstepd: [" + id + ".batch]";
+    m_.spawn(p);
+  }
+  FakeProc holder(pid_t pid, unsigned gpu, pid_t ppid) {
+    FakeProc p;
+    p.pid = pid;
+    p.ppid = ppid;
+    p.gpu = gpu;
+    p.bytes = 8 * kGiB;
+    return p;
+  }
+  TestMachine m_{3};
+};
+
+TEST_F(Health, ARunningJobsMemoryIsItsOwnWhateverItsShape) {
+  running_job(4000100, "7");
+  m_.spawn(holder(4000101, 0, 4000100));
+  // Escaped into its own session and orphaned, but job 7 still runs.
+  m_.spawn(holder(4000102, 1, 1));
+  set_environ(4000101, std::string("SLURM_JOB_ID=7\0", 15));
+  set_environ(4000102, std::string("SLURM_JOB_ID=7\0", 15));
+  auto h = check_node_health(m_.node(), {10ms, ""});
+  EXPECT_TRUE(h.healthy()) << (h.held.empty() ? h.error : std::to_string(h.held[0].index));
+  EXPECT_EQ(h.checked, (std::vector<unsigned>{0, 1, 2}));
+}
+
+TEST_F(Health, AFinishedJobsProcessAndDriverHeldMemoryAreHeld) {
+  running_job(4000200, "8");
+  m_.spawn(holder(4000201, 0, 4000200));  // job 9 is over: no slurmstepd for it
+  set_environ(4000201, std::string("SLURM_JOB_ID=9\0", 15));
+  m_.gpu(2).memory->used += 12 * kGiB;  // no process holds it
+  auto h = check_node_health(m_.node(), {10ms, ""});
+  ASSERT_EQ(h.held.size(), 2u);
+  EXPECT_EQ(h.held[0].index, 0u);
+  EXPECT_EQ(h.held[0].bytes, 8 * kGiB);
+  EXPECT_EQ(h.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::live_holder}));
+  EXPECT_EQ(h.held[0].pids, (std::vector<pid_t>{4000201}));
+  EXPECT_EQ(h.held[1].index, 2u);
+  EXPECT_EQ(h.held[1].classes, (std::vector<LeftoverClass>{LeftoverClass::driver_held}));
+  EXPECT_EQ(h.held[1].bytes, 12 * kGiB);
+}
+
+TEST_F(Health, AnOrphanOutsideSlurmIsHeldAServiceIsNot) {
+  m_.spawn(holder(4000301, 0, 1));  // ppid 1, its own session: a service init started
+  auto service = check_node_health(m_.node(), {10ms, ""});
+  EXPECT_TRUE(service.healthy());
+  auto orphan = holder(4000302, 1, 1);
+  m_.spawn(orphan);
+  m_.set_parent(orphan, 1, 4000300, 4000300);  // its group's leader and session are gone
+  auto h = check_node_health(m_.node(), {10ms, ""});
+  ASSERT_EQ(h.held.size(), 1u);
+  EXPECT_EQ(h.held[0].index, 1u);
+}
+
+TEST_F(Health, HeldMemoryMustPersistAcrossTheTwoLooks) {
+  // The driver is still releasing a finished job's memory: gone by the second look.
+  m_.gpu(1).memory->used += 12 * kGiB;
+  m_.clock.after(1s, [&] { m_.gpu(1).memory->used -= 12 * kGiB; });
+  const auto start = m_.clock.now();
+  auto h = check_node_health(m_.node(), {3s, ""});
+  EXPECT_TRUE(h.healthy()) << h.held.size();
+  EXPECT_GE(m_.clock.now() - start, 3s);  // it did look twice, 3 s apart
+  // Memory that stays: held.
+  m_.gpu(1).memory->used += 12 * kGiB;
+  EXPECT_EQ(check_node_health(m_.node(), {3s, ""}).held.size(), 1u);
+}
+
+TEST_F(Health, OnlyTheGpusAskedForAreChecked) {
+  m_.gpu(2).memory->used += 12 * kGiB;
+  auto h = check_node_health(m_.node(), {10ms, "0,1"});
+  EXPECT_TRUE(h.healthy());
+  EXPECT_EQ(h.checked, (std::vector<unsigned>{0, 1}));
+  auto bad = check_node_health(m_.node(), {10ms, "7"});
+  EXPECT_FALSE(bad.healthy());
+  EXPECT_NE(bad.error.find("--gpu"), std::string::npos) << bad.error;
+}
+
+}  // namespace
+}  // namespace gpureap::cluster

@@ -1,0 +1,243 @@
+#include "cluster/job_check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "cluster/running_jobs.h"
+#include "proc/environ.h"
+#include "reclaim/leftovers.h"
+#include "reclaim/release_wait.h"
+
+namespace gpureap::cluster {
+namespace {
+
+using reclaim::Filters;
+using reclaim::Selection;
+
+constexpr std::string_view kJobVariable = "SLURM_JOB_ID";
+
+// NVML's deadline for a look: the usual one, cut to what the deadline leaves.
+inventory::CollectOptions look_within(const reclaim::ReclaimOptions& o, util::Clock& clock) {
+  inventory::CollectOptions look;
+  if (!o.deadline) return look;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*o.deadline - clock.now());
+  look.nvml_deadline = std::clamp(left, std::chrono::milliseconds(100), look.nvml_deadline);
+  return look;
+}
+
+const inventory::GpuView* find_view(const inventory::Inventory& inv, unsigned index) {
+  for (const auto& v : inv.gpus)
+    if (v.info.index == index) return &v;
+  return nullptr;
+}
+
+template <typename T>
+void add_once(std::vector<T>& to, const T& x) {
+  if (std::find(to.begin(), to.end(), x) == to.end()) to.push_back(x);
+}
+
+// The first look: NVML must list the GPUs, and the job's must be among them. False
+// (with out.error set) when the check cannot be made.
+bool resolve(const inventory::Inventory& inv, const SlurmJob& job, JobCheck& out) {
+  out.warnings = inv.warnings;
+  out.warnings.insert(out.warnings.end(), job.notes.begin(), job.notes.end());
+  if (!gpu::lists_gpus(inv.nvml_state)) {
+    out.error = "NVML is unusable, so the GPUs' memory cannot be measured: " + inv.nvml_problem;
+    return false;
+  }
+  if (job.gpu_spec().empty()) return true;
+  auto gpus = inventory::select_gpus(job.gpu_spec(), inv);
+  if (!gpus) {
+    out.error = fmt::format("the job's GPUs ({}) are not all on this node: {}", job.gpu_spec(),
+                            gpus.error().message);
+    return false;
+  }
+  out.job_gpus = *gpus;
+  return true;
+}
+
+// Every GPU whose memory stays held after the reclaim, with the classes of its leftovers.
+std::vector<HeldGpu> held_after(const reclaim::ReclaimReport& r) {
+  std::vector<HeldGpu> out;
+  for (const auto& g : r.gpus) {
+    if (g.freed) continue;
+    HeldGpu h{g.index, g.after() > g.baseline ? g.after() - g.baseline : 0, {}, {}};
+    for (const auto& l : r.leftovers) {
+      if (l.gpu != g.index) continue;
+      add_once(h.classes, l.cls);
+      for (pid_t p : l.pids) add_once(h.pids, p);
+    }
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+// free's rule for "nothing to do": no target, and the GPUs idle or held only by holders
+// the selection itself leaves alone, with no memory that no process explains.
+bool nothing_to_do(const inventory::Inventory& inv, const Selection& sel,
+                   const reclaim::Plan& plan) {
+  if (!plan.targets.empty()) return false;
+  bool all_idle = true, unexplained = false;
+  for (const auto& v : inv.gpus) {
+    if (!inventory::is_selected(sel.gpus, v.info.index)) continue;
+    all_idle = all_idle && v.at_baseline() && v.unexplained == inventory::Unexplained::none;
+    unexplained = unexplained || v.unexplained != inventory::Unexplained::none;
+  }
+  bool only_unmatched = std::all_of(plan.skipped.begin(), plan.skipped.end(), [](const auto& s) {
+    return s.kind == reclaim::SkipKind::not_matched;
+  });
+  return all_idle || (!unexplained && only_unmatched);
+}
+
+// At baseline, and no process uses it (a monitoring client that only has the node
+// open does not count).
+bool clean(const inventory::GpuView& v) {
+  return v.at_baseline() && std::none_of(v.holders.begin(), v.holders.end(),
+                                         [](const inventory::GpuHolder& h) { return h.uses_gpu; });
+}
+
+std::vector<proc::EnvEntry> job_entries(const std::set<std::string>& jobs) {
+  std::vector<proc::EnvEntry> out;
+  for (const auto& id : jobs) out.push_back({std::string(kJobVariable), id});
+  return out;
+}
+
+}  // namespace
+
+Selection job_selection(const std::string& job_id, const std::vector<unsigned>& job_gpus,
+                        const std::set<std::string>& running_jobs) {
+  Selection sel;
+  Filters by_env, by_cgroup;
+  by_env.env = {{std::string(kJobVariable), job_id}};
+  by_cgroup.cgroup_component = "job_" + job_id;
+  sel.any_of = {by_env, by_cgroup};
+  if (!job_gpus.empty()) {
+    Filters orphans;
+    orphans.orphans_only = true;
+    orphans.on_gpus = job_gpus;
+    std::set<std::string> others = running_jobs;
+    others.erase(job_id);
+    orphans.env_none = job_entries(others);
+    sel.any_of.push_back(std::move(orphans));
+  }
+  return sel;
+}
+
+JobCheck clean_up_after_job(inventory::Node& node, reclaim::ProcessControl& control,
+                            const SlurmJob& job, const reclaim::ReclaimOptions& options) {
+  JobCheck out;
+  inventory::Inventory inv = node.look(look_within(options, node.clock()));
+  if (!resolve(inv, job, out)) return out;
+  auto caller = reclaim::CallerContext::current(node.proc_root());
+  Selection sel = job_selection(job.id, out.job_gpus, running_jobs(caller.table, node.proc_root()));
+
+  // The GPUs to verify: the job's, and any other its own processes use (without
+  // ConstrainDevices a job can reach every GPU of the node).
+  Selection own = sel;
+  own.any_of.resize(2);  // by environment, by cgroup
+  for (const auto& v : inv.gpus) own.gpus.push_back(v.info.index);
+  out.checked = out.job_gpus;
+  for (const auto& t : reclaim::make_plan(inv, own, caller).targets)
+    for (unsigned g : t.gpus) add_once(out.checked, g);
+  std::sort(out.checked.begin(), out.checked.end());
+  sel.gpus = out.checked;
+
+  out.plan = reclaim::make_plan(inv, sel, caller);
+  // The rest of the job, holding no GPU: an escaped server would start new workers. Not
+  // Slurm's own hooks, which carry the job's variables too (another prolog or epilog
+  // script of the job; SLURM_SCRIPT_CONTEXT marks them).
+  reclaim::add_processes_matching(out.plan, own.any_of, caller,
+                                  fmt::format("part of job {}, which has ended", job.id));
+  std::erase_if(out.plan.targets, [&](const reclaim::Target& t) {
+    if (!t.gpus.empty()) return false;
+    auto environ = proc::read_environ(t.id, node.proc_root());
+    return environ && proc::environ_value(*environ, "SLURM_SCRIPT_CONTEXT").has_value();
+  });
+  if (nothing_to_do(inv, sel, out.plan)) return out;
+  reclaim::ReclaimOptions o = options;
+  o.selection = std::move(sel);
+  out.freed = reclaim::reclaim(node, control, inv, out.plan, o, {});
+  out.held = held_after(*out.freed);
+  return out;
+}
+
+JobCheck check_before_job(inventory::Node& node, reclaim::ProcessControl& control,
+                          const SlurmJob& job, const reclaim::ReclaimOptions& options,
+                          bool free_orphans) {
+  JobCheck out;
+  util::Clock& clock = node.clock();
+  inventory::Inventory inv = node.look(look_within(options, clock));
+  if (!resolve(inv, job, out)) return out;
+  out.checked = out.job_gpus;
+  auto all_clean = [&](const inventory::Inventory& i) {
+    return std::all_of(out.job_gpus.begin(), out.job_gpus.end(), [&](unsigned g) {
+      const auto* v = find_view(i, g);
+      return v && clean(*v);
+    });
+  };
+  if (all_clean(inv)) return out;
+
+  if (free_orphans) {
+    auto caller = reclaim::CallerContext::current(node.proc_root());
+    Selection sel;
+    sel.gpus = out.job_gpus;
+    sel.orphans_only = true;
+    sel.env_none = job_entries(running_jobs(caller.table, node.proc_root()));
+    out.plan = reclaim::make_plan(inv, sel, caller);
+    if (!out.plan.targets.empty()) {
+      reclaim::ReclaimOptions o = options;
+      o.selection = std::move(sel);
+      out.freed = reclaim::reclaim(node, control, inv, out.plan, o, {});
+    }
+    inv = node.look(look_within(options, clock));
+  }
+
+  // Memory still falling (the previous job's release) is waited for, briefly.
+  bool releasing = std::any_of(out.job_gpus.begin(), out.job_gpus.end(), [&](unsigned g) {
+    const auto* v = find_view(inv, g);
+    return v && v->unexplained == inventory::Unexplained::releasing;
+  });
+  if (releasing) {
+    std::vector<reclaim::GpuRelease> gpus;
+    for (unsigned g : out.job_gpus) {
+      const auto* v = find_view(inv, g);
+      if (!v || !v->info.memory) continue;
+      reclaim::GpuRelease r;
+      r.index = g;
+      r.uuid = v->info.uuid;
+      r.total = v->info.memory->total;
+      r.baseline = v->baseline.bytes;
+      r.threshold = r.baseline + inventory::freed_tolerance(r.total);
+      r.before = v->used();
+      gpus.push_back(r);
+    }
+    auto until = clock.now() + options.stalled_after;
+    if (options.deadline) until = std::min(until, *options.deadline - reclaim::kClassifyReserve);
+    reclaim::wait_for_release(node.gpus(), gpus, until, clock.now(), node.interrupt_flag(), {},
+                              clock);
+    inv = node.look(look_within(options, clock));
+  }
+
+  for (unsigned g : out.job_gpus) {
+    const auto* v = find_view(inv, g);
+    if (!v || clean(*v)) continue;
+    HeldGpu h{g, v->used() > v->baseline.bytes ? v->used() - v->baseline.bytes : 0, {}, {}};
+    if (!v->info.memory)
+      h.classes.push_back(reclaim::LeftoverClass::nvml_failed);
+    else
+      for (const auto& l : reclaim::classify_leftovers(
+               {v,
+                nullptr,
+                {},
+                v->baseline.bytes + inventory::freed_tolerance(v->info.memory->total)},
+               node.proc_root())) {
+        add_once(h.classes, l.cls);
+        for (pid_t p : l.pids) add_once(h.pids, p);
+      }
+    out.held.push_back(std::move(h));
+  }
+  return out;
+}
+
+}  // namespace gpureap::cluster

@@ -1,0 +1,212 @@
+// The epilog's and prolog's engines on a simulated machine (reclaim/test_machine.h:
+// fixture /proc, fake NVML, scripted processes, an event clock): who is a job's
+// leftover, what is verified, what stays held.
+
+#include "cluster/job_check.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "reclaim/test_machine.h"
+
+namespace gpureap::cluster {
+namespace {
+
+using namespace std::chrono_literals;
+using reclaim::LeftoverClass;
+using reclaim::testing::FakeProc;
+using reclaim::testing::kGiB;
+using reclaim::testing::TestMachine;
+
+class JobCheckTest : public ::testing::Test {
+ protected:
+  void set_file(pid_t pid, const std::string& name, const std::string& text) {
+    std::ofstream(fmt::format("{}/{}/{}", m_.proc(), pid, name), std::ios::binary) << text;
+  }
+  proc::ProcessId spawn(pid_t pid, unsigned gpu, pid_t ppid, const std::string& job = "") {
+    FakeProc p;
+    p.pid = pid;
+    p.ppid = ppid;
+    p.gpu = gpu;
+    p.bytes = 8 * kGiB;
+    auto id = m_.spawn(p);
+    if (!job.empty())
+      set_file(pid, "environ", "PATH=/bin" + std::string(1, '\0') + "SLURM_JOB_ID=" + job + '\0');
+    return id;
+  }
+  void running_job(pid_t pid, const std::string& id) {
+    FakeProc p;
+    p.pid = pid;
+    p.comm = "slurmstepd";
+    p.cmdline = "slurmstepd: [" + id + ".batch]";
+    m_.spawn(p);
+  }
+  reclaim::ReclaimOptions options() {
+    reclaim::ReclaimOptions o;
+    o.deadline = m_.clock.now() + 40s;
+    return o;
+  }
+  static SlurmJob job(std::string id, std::vector<std::string> gpus) {
+    return {std::move(id), std::move(gpus), {}};
+  }
+
+  TestMachine m_{3};
+};
+
+TEST_F(JobCheckTest, TheEpilogFreesTheJobsLeftoversOnly) {
+  running_job(5000100, "7");
+  auto mine = spawn(5000101, 0, 1, "42");          // escaped worker of job 42, on its GPU
+  auto running = spawn(5000102, 1, 5000100, "7");  // job 7's worker, still running
+  auto claimed = spawn(5000103, 0, 1, "7");        // orphan on job 42's GPU, but job 7's
+  FakeProc claimed_p;
+  claimed_p.pid = 5000103;
+  m_.set_parent(claimed_p, 1, 5000100, 5000100);  // re-parented out of job 7's session
+  auto stray = spawn(5000104, 2, 1, "42");        // job 42's, on a GPU not allocated to it
+  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
+  EXPECT_TRUE(c.error.empty()) << c.error;
+  EXPECT_EQ(c.job_gpus, (std::vector<unsigned>{0}));
+  EXPECT_EQ(c.checked, (std::vector<unsigned>{0, 2}));
+  EXPECT_FALSE(m_.control.signals_of(mine).empty());
+  EXPECT_FALSE(m_.control.signals_of(stray).empty());
+  EXPECT_TRUE(m_.control.signals_of(running).empty());
+  EXPECT_TRUE(m_.control.signals_of(claimed).empty());
+  ASSERT_TRUE(c.freed);
+  // GPU 0 still has job 7's orphan: left alone, its memory not counted against job 42.
+  EXPECT_TRUE(c.ok()) << (c.held.empty() ? "" : std::to_string(c.held[0].index));
+}
+
+TEST_F(JobCheckTest, TheJobsCgroupAndOrphansOnItsGpuAreItsLeftovers) {
+  auto in_cgroup = spawn(5000201, 1, 5000299);  // parent alive: not an orphan, no environment
+  set_file(5000201, "cgroup", "0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0\n");
+  auto other_job = spawn(5000202, 1, 5000299);
+  set_file(5000202, "cgroup", "0::/system.slice/slurmstepd.scope/job_420/step_0/user/task_0\n");
+  FakeProc orphan_p;
+  orphan_p.pid = 5000203;
+  orphan_p.gpu = 1;
+  orphan_p.bytes = 2 * kGiB;
+  auto orphan = m_.spawn(orphan_p);
+  m_.set_parent(orphan_p, 1, 5000200, 5000200);  // re-parented, its session gone
+  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:1"}), options());
+  EXPECT_FALSE(m_.control.signals_of(in_cgroup).empty());
+  EXPECT_FALSE(m_.control.signals_of(orphan).empty());
+  EXPECT_TRUE(m_.control.signals_of(other_job).empty());
+  EXPECT_TRUE(c.ok());
+}
+
+TEST_F(JobCheckTest, TheRestOfTheJobGoesTooEvenWithoutAGpu) {
+  FakeProc server;
+  server.pid = 5000701;
+  server.comm = "python3";
+  server.cmdline = "python3 -m sglang.launch_server";
+  auto server_id = m_.spawn(server);  // escaped, holds nothing
+  set_file(5000701, "environ", std::string("SLURM_JOB_ID=42\0", 16));
+  auto worker = spawn(5000702, 0, 5000701, "42");
+  FakeProc bystander;
+  bystander.pid = 5000703;
+  auto other = m_.spawn(bystander);  // no environment entry: not the job's
+  FakeProc hook;
+  hook.pid = 5000705;
+  hook.comm = "epilog.sh";
+  auto hook_id = m_.spawn(hook);  // another epilog script of the job, still running
+  set_file(5000705, "environ",
+           std::string("SLURM_JOB_ID=42\0SLURM_SCRIPT_CONTEXT=epilog_slurmd\0", 51));
+  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
+  EXPECT_FALSE(m_.control.signals_of(server_id).empty());
+  EXPECT_FALSE(m_.control.signals_of(worker).empty());
+  EXPECT_TRUE(m_.control.signals_of(other).empty());
+  EXPECT_TRUE(m_.control.signals_of(hook_id).empty());
+  EXPECT_TRUE(c.ok());
+  bool why = false;
+  for (const auto& t : c.plan.targets) why = why || t.why == "part of job 42, which has ended";
+  EXPECT_TRUE(why);
+  // A job without GPUs: its leftovers go all the same.
+  FakeProc lone;
+  lone.pid = 5000704;
+  auto lone_id = m_.spawn(lone);
+  set_file(5000704, "environ", std::string("SLURM_JOB_ID=43\0", 16));
+  auto none = clean_up_after_job(m_.node(), m_.control, job("43", {}), options());
+  EXPECT_FALSE(m_.control.signals_of(lone_id).empty());
+  EXPECT_TRUE(none.ok());
+}
+
+TEST_F(JobCheckTest, NothingLeftIsNothingToDo) {
+  spawn(5000301, 1, 5000399, "8");  // another job's, on another GPU
+  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
+  EXPECT_TRUE(c.ok());
+  EXPECT_FALSE(c.freed);
+  EXPECT_TRUE(c.plan.targets.empty());
+}
+
+TEST_F(JobCheckTest, MemoryTheDriverKeepsIsHeldAndClassified) {
+  FakeProc p;
+  p.pid = 5000401;
+  p.gpu = 2;
+  p.bytes = 12 * kGiB;
+  p.release_after.reset();  // the driver keeps it
+  m_.spawn(p);
+  set_file(5000401, "environ", std::string("SLURM_JOB_ID=42\0", 16));
+  auto o = options();
+  o.deadline = m_.clock.now() + 10s;
+  const auto start = m_.clock.now();
+  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:2"}), o);
+  EXPECT_LE(m_.clock.now() - start, 10s);
+  ASSERT_EQ(c.held.size(), 1u);
+  EXPECT_EQ(c.held[0].index, 2u);
+  EXPECT_EQ(c.held[0].bytes, 12 * kGiB);
+  EXPECT_EQ(c.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::driver_held}));
+}
+
+TEST_F(JobCheckTest, WhatCannotBeVerifiedIsAnErrorNotClean) {
+  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:9"}), options());
+  EXPECT_FALSE(c.ok());
+  EXPECT_NE(c.error.find("the job's GPUs (minor:9)"), std::string::npos) << c.error;
+  m_.nvml().set_failure(gpu::NvmlState::init_failed, "driver not loaded");
+  auto n = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
+  EXPECT_NE(n.error.find("NVML is unusable"), std::string::npos) << n.error;
+}
+
+TEST_F(JobCheckTest, ThePrologWantsTheJobsGpusAtBaseline) {
+  EXPECT_TRUE(
+      check_before_job(m_.node(), m_.control, job("43", {"minor:0"}), options(), false).ok());
+  FakeProc orphan_p;
+  orphan_p.pid = 5000501;
+  orphan_p.gpu = 0;
+  orphan_p.bytes = 4 * kGiB;
+  auto orphan = m_.spawn(orphan_p);
+  m_.set_parent(orphan_p, 1, 5000500, 5000500);
+  auto dirty = check_before_job(m_.node(), m_.control, job("43", {"minor:0"}), options(), false);
+  ASSERT_EQ(dirty.held.size(), 1u);
+  EXPECT_EQ(dirty.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::live_holder}));
+  EXPECT_EQ(dirty.held[0].pids, (std::vector<pid_t>{5000501}));
+  EXPECT_TRUE(m_.control.signals_of(orphan).empty());
+  // The site's choice: free orphans first.
+  auto freed = check_before_job(m_.node(), m_.control, job("43", {"minor:0"}), options(), true);
+  EXPECT_TRUE(freed.ok()) << (freed.held.empty() ? freed.error : "held");
+  EXPECT_FALSE(m_.control.signals_of(orphan).empty());
+}
+
+TEST_F(JobCheckTest, ThePrologNeverFreesARunningJobsProcess) {
+  running_job(5000600, "9");
+  auto worker = spawn(5000601, 0, 5000600, "9");
+  auto c = check_before_job(m_.node(), m_.control, job("43", {"minor:0"}), options(), true);
+  EXPECT_TRUE(m_.control.signals_of(worker).empty());
+  ASSERT_EQ(c.held.size(), 1u);
+  EXPECT_EQ(c.held[0].index, 0u);
+}
+
+TEST(JobSelection, TheOrphanAlternativeOnlyWithTheJobsGpus) {
+  auto with = job_selection("42", {0, 1}, {"7", "42"});
+  ASSERT_EQ(with.any_of.size(), 3u);
+  EXPECT_EQ(with.any_of[0].env, (std::vector<proc::EnvEntry>{{"SLURM_JOB_ID", "42"}}));
+  EXPECT_EQ(with.any_of[1].cgroup_component, "job_42");
+  EXPECT_TRUE(with.any_of[2].orphans_only);
+  EXPECT_EQ(with.any_of[2].on_gpus, (std::vector<unsigned>{0, 1}));
+  // The job itself is not "another running job".
+  EXPECT_EQ(with.any_of[2].env_none, (std::vector<proc::EnvEntry>{{"SLURM_JOB_ID", "7"}}));
+  EXPECT_EQ(job_selection("42", {}, {}).any_of.size(), 2u);
+}
+
+}  // namespace
+}  // namespace gpureap::cluster

@@ -1,0 +1,61 @@
+#pragma once
+// Rendering of `gpureap slurm prolog|epilog|health`: the drain reason Slurm shows
+// (`sinfo -R`, `scontrol show node`), and each command's report as text and JSON
+// (docs/json-schema.md, "slurm"). Slurm keeps no prolog or epilog output unless the
+// site's wrapper writes it somewhere (contrib/slurm/gpureap-slurm does, to a log).
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cluster/health.h"
+#include "cluster/job_check.h"
+#include "cluster/scontrol.h"
+#include "report/style.h"
+
+namespace gpureap::report {
+
+/// What a `gpureap slurm` command did about its node.
+enum class NodeStep {
+  none,          // nothing was needed
+  drained,       // drained with a gpureap reason
+  not_drained,   // held, but draining was not asked for (--when-held fail) or failed (error)
+  resumed,       // drained by gpureap earlier, healthy now: resumed
+  kept_drained,  // drained by gpureap earlier, still held: left so
+  left_alone,    // drained or down for another reason: never touched
+};
+
+struct NodeOutcome {
+  std::string node;
+  NodeStep step = NodeStep::none;
+  std::string reason;  // the reason set (drained, not_drained: the one it would have set) or found
+  std::string error;   // scontrol failed: its words
+};
+
+/// "drained", "kept_drained", ...
+std::string_view to_string(NodeStep s);
+
+/// The drain reason: "gpureap: GPU 1 driver_held 12.0 GiB (after job 42)"; several GPUs
+/// joined by "; ", classes of one GPU by "+", pids named ("pids 123,456"). With `error`
+/// (nothing could be verified): "gpureap: GPUs not verified (after job 42): <error>".
+/// Printable ASCII only (any other byte becomes '?'), at most 250 characters.
+std::string drain_reason(const std::vector<cluster::HeldGpu>& held, std::string_view error,
+                         std::string_view context);
+
+/// `mode` is "prolog" or "epilog".
+std::string slurm_job_text(std::string_view mode, const cluster::SlurmJob& job,
+                           const cluster::JobCheck& check, const NodeOutcome& node,
+                           const Style& style);
+nlohmann::ordered_json slurm_job_json(std::string_view mode, const cluster::SlurmJob& job,
+                                      const cluster::JobCheck& check, const NodeOutcome& node);
+
+/// `state`: the node as scontrol showed it (nullopt when it could not be read).
+std::string slurm_health_text(const cluster::HealthCheck& check,
+                              const std::optional<cluster::NodeState>& state,
+                              const NodeOutcome& node, const Style& style);
+nlohmann::ordered_json slurm_health_json(const cluster::HealthCheck& check,
+                                         const std::optional<cluster::NodeState>& state,
+                                         const NodeOutcome& node);
+
+}  // namespace gpureap::report
