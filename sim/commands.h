@@ -58,6 +58,9 @@ struct HoldOptions {
   std::string comm;
   std::vector<std::string> labels;  // ignored: they only shape the command line
   bool client_only = false;
+  std::optional<unsigned> util;  // SM percent while the holder lives (default 0; 100 with --ghost)
+  bool ghost = false;
+  unsigned ghost_reads = 0;
   bool pidns = false;
   std::string cgroup;
 };

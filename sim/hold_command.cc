@@ -65,6 +65,11 @@ Result<HoldPlan> make_plan(const HoldOptions& o) {
     return fail(
         fmt::format("--cgroup '{}' must be a relative name below the cgroup2 mount", o.cgroup));
 
+  if (o.util && *o.util > 100) return fail("--util is a percent: 0 to 100");
+  if (o.ghost_reads > 0 && !o.ghost) return fail("--ghost-reads needs --ghost");
+  if (o.ghost && (o.stuck || !o.release_delay.empty() || o.client_only))
+    return fail("--ghost leaves no memory behind: it cannot be combined with --stuck, "
+                "--release-delay or --client-only");
   if (o.client_only) {
     if (!o.bytes.empty()) return fail("--client-only registers 0 bytes; drop --bytes");
     if (o.stuck || !o.release_delay.empty())

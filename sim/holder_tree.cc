@@ -78,6 +78,9 @@ void hold_gpu(const HoldPlan& plan, unsigned gpu) {
   a.bytes = plan.bytes;
   a.stuck = o.stuck;
   a.client = o.client_only;
+  a.util = o.util.value_or(o.ghost ? 100U : 0U);
+  a.ghost = o.ghost;
+  a.ghost_reads = o.ghost_reads;
   a.release_delay = plan.release_delay;
   auto st = read_proc_stat(a.pid);
   a.comm = st ? st->comm : "";

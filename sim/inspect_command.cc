@@ -60,6 +60,8 @@ int run_list(const fs::path& dir, bool json) {
                                     {"bytes", e.alloc.bytes},
                                     {"stuck", e.alloc.stuck},
                                     {"client", e.alloc.client},
+                                    {"util", e.alloc.util},
+                                    {"ghost", e.alloc.ghost},
                                     {"release_delay_ns", e.alloc.release_delay.count()},
                                     {"state", to_string(e.state)}});
     fmt::print("{}\n", out.dump());
@@ -68,7 +70,11 @@ int run_list(const fs::path& dir, bool json) {
   fmt::print("{:>8} {:>4} {:>10} {:<10} {:<16} {}\n", "PID", "GPU", "BYTES", "STATE", "COMM",
              "FLAGS");
   for (const auto& e : allocs) {
-    std::string flags = e.alloc.stuck ? "stuck" : e.alloc.client ? "client" : "";
+    std::string flags = e.alloc.stuck    ? "stuck"
+                        : e.alloc.client ? "client"
+                        : e.alloc.ghost  ? "ghost"
+                                         : "";
+    if (e.alloc.util > 0) flags += fmt::format(" util {}%", e.alloc.util);
     if (e.alloc.release_delay.count() > 0)
       flags = "release-delay " + format_duration(e.alloc.release_delay);
     if (e.release_left) flags += fmt::format(" ({} left)", format_duration(*e.release_left));
@@ -125,6 +131,16 @@ int run_cleanup(const fs::path& dir) {
     if (cg.empty()) continue;
     for (int i = 0; i < 100 && ::rmdir(cg.c_str()) != 0 && errno == EBUSY; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // A ghost lives in the driver, not in a process: cleanup ends it like a reset.
+  {
+    AllocationTable table(paths);
+    for (const auto& e : table.evaluate()) {
+      if (e.state != AllocState::ghost) continue;
+      std::error_code ec;
+      for (const char* ext : {".json", ".dead", ".lock", ".reads"})
+        fs::remove(paths.allocs() / (e.alloc.name() + ext), ec);
+    }
   }
   fmt::print(stderr, "gpureap-sim: cleanup killed {} process{}\n", killed, killed == 1 ? "" : "es");
   if (stubborn) {

@@ -250,7 +250,7 @@ struct Smi {
       fmt::print("Terminating early due to previous errors.\n");
       return kSmiNoPermission;
     }
-    // The reset frees what the driver held for dead processes (stuck, releasing).
+    // The reset frees what the driver held for dead processes (stuck, releasing, ghost).
     for (const auto& e : entries) {
       if (e.state == AllocState::held ||
           std::find(gpus.begin(), gpus.end(), e.alloc.gpu) == gpus.end())
@@ -259,6 +259,7 @@ struct Smi {
       fs::remove(paths.allocs() / (e.alloc.name() + ".json"), ec);
       fs::remove(paths.allocs() / (e.alloc.name() + ".dead"), ec);
       fs::remove(paths.allocs() / (e.alloc.name() + ".lock"), ec);
+      fs::remove(paths.allocs() / (e.alloc.name() + ".reads"), ec);
     }
     for (unsigned gpu : gpus) fmt::print("GPU {} was successfully reset.\n", node.gpus[gpu].bus_id);
     fmt::print("All done.\n");

@@ -480,3 +480,29 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t dev, nvmlEnab
     return NVML_SUCCESS;
   });
 }
+
+namespace gpureap::sim {
+namespace {
+
+// A live holder makes its GPU busy (`hold --util N`); a ghost keeps it busy after
+// its holder died (`hold --ghost`), with no memory and no process, until a reset.
+nvmlReturn_t utilization_rates(nvmlDevice_t dev, nvmlUtilization_t* rates) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::state, lock, g); r != NVML_SUCCESS) return r;
+    if (rates == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    GpuUsage u = usage(*g);
+    count_ghost_reads(lib().paths, u);
+    *rates = nvmlUtilization_t{u.utilization, u.utilization / 2};
+    return NVML_SUCCESS;
+  });
+}
+
+}  // namespace
+}  // namespace gpureap::sim
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev,
+                                                       nvmlUtilization_t* rates) {
+  return gpureap::sim::utilization_rates(dev, rates);
+}

@@ -37,6 +37,9 @@ std::optional<Allocation> parse_allocation(const std::string& text) {
     a.bytes = j.at("bytes").get<std::uint64_t>();
     a.stuck = j.value("stuck", false);
     a.client = j.value("client", false);
+    a.util = j.value("util", 0U);
+    a.ghost = j.value("ghost", false);
+    a.ghost_reads = j.value("ghost_reads", 0U);
     a.release_delay = std::chrono::nanoseconds(j.value("release_delay_ns", std::int64_t{0}));
     a.comm = j.value("comm", "");
     a.pid_ns = j.value("pid_ns", std::uint64_t{0});
@@ -66,6 +69,8 @@ const char* to_string(AllocState state) {
       return "releasing";
     case AllocState::stuck:
       return "stuck";
+    case AllocState::ghost:
+      return "ghost";
     case AllocState::released:
       return "dead";
   }
@@ -125,6 +130,9 @@ Result<void> register_allocation(const SimPaths& paths, const Allocation& a) {
                       {"bytes", a.bytes},
                       {"stuck", a.stuck},
                       {"client", a.client},
+                      {"util", a.util},
+                      {"ghost", a.ghost},
+                      {"ghost_reads", a.ghost_reads},
                       {"release_delay_ns", a.release_delay.count()},
                       {"comm", a.comm},
                       {"pid_ns", a.pid_ns}};
@@ -234,6 +242,13 @@ std::vector<AllocationTable::Entry> AllocationTable::evaluate(std::optional<unsi
       e.state = AllocState::held;
     } else if (c.alloc.stuck) {
       e.state = AllocState::stuck;
+    } else if (c.alloc.ghost) {
+      // Not cached: reads and a reset (which removes the files) end a ghost.
+      std::error_code ec;
+      auto reads = fs::file_size(paths_.allocs() / (name + ".reads"), ec);
+      if (ec) reads = 0;
+      e.state = c.alloc.ghost_reads == 0 || reads < c.alloc.ghost_reads ? AllocState::ghost
+                                                                          : AllocState::released;
     } else if (c.alloc.release_delay.count() > 0) {
       std::int64_t left = dead_at(name, c) + c.alloc.release_delay.count() - boottime_ns();
       if (left > 0) {
@@ -254,7 +269,13 @@ GpuUsage summarize(const std::vector<AllocationTable::Entry>& entries, unsigned 
   GpuUsage u;
   for (const auto& e : entries) {
     if (e.alloc.gpu != gpu || e.state == AllocState::released) continue;
+    if (e.state == AllocState::ghost) {
+      u.utilization = std::max(u.utilization, e.alloc.util);
+      if (e.alloc.ghost_reads > 0) u.ghosts_with_reads.push_back(e.alloc.name());
+      continue;
+    }
     u.counted_bytes += e.alloc.bytes;
+    if (e.state == AllocState::held) u.utilization = std::max(u.utilization, e.alloc.util);
     if (e.state != AllocState::held || e.alloc.client || !e.visible) continue;
     auto it = std::find_if(u.processes.begin(), u.processes.end(),
                            [&](const auto& p) { return p.pid == e.alloc.pid; });
@@ -264,6 +285,17 @@ GpuUsage summarize(const std::vector<AllocationTable::Entry>& entries, unsigned 
       u.processes.push_back({e.alloc.pid, e.alloc.bytes});
   }
   return u;
+}
+
+void count_ghost_reads(const SimPaths& paths, const GpuUsage& usage) {
+  for (const std::string& name : usage.ghosts_with_reads) {
+    // O_APPEND: concurrent readers each add their byte; the size is the count.
+    fs::path path = paths.allocs() / (name + ".reads");
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+    if (fd < 0) continue;
+    (void)!::write(fd, "r", 1);
+    ::close(fd);
+  }
 }
 
 }  // namespace gpureap::sim

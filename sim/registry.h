@@ -8,6 +8,8 @@
 //                                      files are open (how a caller in another PID
 //                                      namespace, whose /proc cannot show the holder,
 //                                      still knows whether it holds)
+//   D/allocs/g<gpu>-<pid>-<start>.reads one byte per utilization read of a ghost
+//                                      with a read limit (`hold --ghost-reads N`)
 //   D/allocs/g<gpu>-<pid>-<start>.dead when the holder was first seen dead
 //                                      (CLOCK_BOOTTIME ns; created once, atomically)
 //
@@ -42,6 +44,9 @@ struct Allocation {
   std::uint64_t bytes = 0;
   bool stuck = false;   // stays after the holder dies (driver-held)
   bool client = false;  // a monitoring client: 0 bytes, not listed as a process
+  unsigned util = 0;    // SM utilization percent the GPU shows while the holder lives
+  bool ghost = false;   // after death the GPU stays busy at `util`, 0 bytes, no process
+  unsigned ghost_reads = 0;  // ghost: busy for this many utilization reads; 0 until a reset
   std::chrono::nanoseconds release_delay{0};
   std::string comm;
   std::uint64_t pid_ns = 0;  // inode of the holder's /proc/self/ns/pid (0: not recorded)
@@ -71,6 +76,7 @@ enum class AllocState {
   held,       // the holder lives: counted and listed
   releasing,  // holder dead, within its release delay: counted, not listed
   stuck,      // holder dead, memory driver-held until a GPU reset: counted, not listed
+  ghost,      // holder dead, GPU still busy (utilization) with no memory, until a reset
   released,   // gone
 };
 const char* to_string(AllocState state);
@@ -116,7 +122,12 @@ struct GpuUsage {
     std::uint64_t bytes;
   };
   std::vector<Process> processes;  // live, non-client holders
+  unsigned utilization = 0;        // SM percent: the busiest live holder or ghost
+  std::vector<std::string> ghosts_with_reads;  // ghost entries that count their reads
 };
+
+/// Records one utilization read of each ghost in `usage` that has a read limit.
+void count_ghost_reads(const SimPaths& paths, const GpuUsage& usage);
 GpuUsage summarize(const std::vector<AllocationTable::Entry>& entries, unsigned gpu);
 
 }  // namespace gpureap::sim

@@ -141,6 +141,14 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   hold_cmd->add_flag("--client-only", hold.client_only,
                      "open the device nodes, hold 0 bytes (a monitoring client)");
+  hold_cmd->add_option("--util", hold.util,
+                       "SM utilization percent the GPU shows while the holder lives (default 0; "
+                       "100 with --ghost)");
+  hold_cmd->add_flag("--ghost", hold.ghost,
+                     "after the holder dies its GPU stays busy with no memory and no process, "
+                     "until `nvidia-smi -r` or `gpureap-sim cleanup` (a ghost GPU)");
+  hold_cmd->add_option("--ghost-reads", hold.ghost_reads,
+                       "the ghost lasts only this many utilization reads (a brief spike)");
   hold_cmd->add_flag("--pidns", hold.pidns, "run the server in a new PID namespace (root)");
   hold_cmd->add_option("--cgroup", hold.cgroup, "move the tree into cgroup2 <mount>/NAME");
   hold_cmd->footer(kHoldFooter);

@@ -35,6 +35,10 @@ struct GpuInfo {
   std::vector<GpuProcess> processes;   // compute + graphics + MPS, de-duplicated by pid
   bool processes_known = false;        // false when the process query failed
   std::optional<bool> persistence_mode;
+  /// NVML utilization rates, percent of the driver's last sample period:
+  /// SM (kernels running) and memory (reads/writes). nullopt when unsupported.
+  std::optional<unsigned> utilization_gpu;
+  std::optional<unsigned> utilization_memory;
   /// Empty when every query of this GPU answered. Otherwise the failed NVML
   /// calls ("nvmlDeviceGetMemoryInfo_v2(GPU 1): GPU is lost"), or why the GPU
   /// did not answer in time. The other GPUs are unaffected.
@@ -49,6 +53,7 @@ struct MemoryReading {
   std::vector<std::uint32_t> pids;  // NVML's process list on that GPU, pids only
   std::string problem;  // non-empty: this GPU could not be read (`used` is then nullopt)
   bool hung = false;    // its query did not return before the deadline
+  std::optional<unsigned> utilization_gpu;  // SM percent; nullopt when unsupported
 };
 
 }  // namespace gpureap::gpu

@@ -86,6 +86,12 @@ struct nvmlPciInfo_t {  // 68 bytes
   char busId[32];  // "dddddddd:bb:dd.f"
 };
 
+struct nvmlUtilization_t {  // percent of the last sample period (1/6 s to 1 s, per product)
+  unsigned int gpu;         // time one or more kernels ran
+  unsigned int memory;      // time device memory was read or written
+};
+
+static_assert(sizeof(nvmlUtilization_t) == 8);
 static_assert(sizeof(nvmlProcessInfo_v1_t) == 16);
 static_assert(sizeof(nvmlProcessInfo_v2_t) == 24);
 static_assert(sizeof(nvmlProcessDetail_v1_t) == 32);
@@ -113,5 +119,7 @@ using nvmlDeviceGetRunningProcessDetailList_fn =
 // stride depends on the suffix (v3/v2: 24 bytes, plain: 16 bytes).
 using nvmlDeviceGetRunningProcesses_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, void*);
 using nvmlDeviceGetPersistenceMode_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlEnableState_t*);
+using nvmlDeviceGetUtilizationRates_fn =
+    nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*);  // nvmlDeviceGetUtilizationRates
 
 }  // extern "C"

@@ -139,6 +139,8 @@ Result<NvmlLibrary> NvmlLibrary::load(const std::string& path) {
   s.minor_number = resolve<nvmlDeviceGetUint_fn>(h, {"nvmlDeviceGetMinorNumber"});
   s.persistence_mode =
       resolve<nvmlDeviceGetPersistenceMode_fn>(h, {"nvmlDeviceGetPersistenceMode"});
+  s.utilization =
+      resolve<nvmlDeviceGetUtilizationRates_fn>(h, {"nvmlDeviceGetUtilizationRates"});
   s.driver_version = resolve<nvmlSystemGetDriverVersion_fn>(h, {"nvmlSystemGetDriverVersion"});
 
   const std::pair<bool, const char*> required[] = {
@@ -372,6 +374,19 @@ void NvmlLibrary::query_gpu_into(unsigned index, GpuInfo& gpu, std::vector<Error
       gpu.persistence_mode = mode == static_cast<nvmlEnableState_t>(NVML_FEATURE_ENABLED);
     }
   }
+  if (auto rates = read_utilization(*dev)) {
+    gpu.utilization_gpu = rates->gpu;
+    gpu.utilization_memory = rates->memory;
+  }
+}
+
+// Optional evidence (ghost GPUs): a GPU or a driver that cannot say is nullopt,
+// never an error.
+std::optional<nvmlUtilization_t> NvmlLibrary::read_utilization(nvmlDevice_t dev) const {
+  if (!sym_.utilization) return std::nullopt;
+  nvmlUtilization_t rates{};
+  if (sym_.utilization.fn(dev, &rates) != NVML_SUCCESS) return std::nullopt;
+  return nvmlUtilization_t{std::min(rates.gpu, 100U), std::min(rates.memory, 100U)};
 }
 
 GpuInfo NvmlLibrary::query_gpu(unsigned index,
@@ -423,6 +438,7 @@ Result<MemoryReading> NvmlLibrary::query_reading(unsigned index) {
   if (*processes) {
     for (const GpuProcess& p : **processes) reading.pids.push_back(p.pid);
   }
+  if (auto rates = read_utilization(*dev)) reading.utilization_gpu = rates->gpu;
   return reading;
 }
 

@@ -56,6 +56,7 @@ struct NvmlSymbols {
   NvmlSymbol<nvmlDeviceGetString_fn> name;
   NvmlSymbol<nvmlDeviceGetUint_fn> minor_number;
   NvmlSymbol<nvmlDeviceGetPersistenceMode_fn> persistence_mode;
+  NvmlSymbol<nvmlDeviceGetUtilizationRates_fn> utilization;
   NvmlSymbol<nvmlSystemGetDriverVersion_fn> driver_version;
 };
 
@@ -127,6 +128,7 @@ class NvmlLibrary {
   Result<std::optional<std::vector<GpuProcess>>> read_legacy_list(nvmlDevice_t dev, unsigned index,
                                                                   ProcessKind kind);
   Result<void> read_identity(nvmlDevice_t dev, GpuInfo& gpu);
+  std::optional<nvmlUtilization_t> read_utilization(nvmlDevice_t dev) const;
   void query_gpu_into(unsigned index, GpuInfo& gpu, std::vector<Error>& errors,
                       const std::function<void(const GpuInfo&)>& on_identity);
 

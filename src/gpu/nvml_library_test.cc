@@ -95,6 +95,12 @@ nvmlReturn_t fake_persistence(nvmlDevice_t, nvmlEnableState_t* mode) {
   *mode = NVML_FEATURE_ENABLED;
   return NVML_SUCCESS;
 }
+// GPU 0 is busy; GPU 1 does not support the query (an older board, a vGPU).
+nvmlReturn_t fake_utilization(nvmlDevice_t dev, nvmlUtilization_t* rates) {
+  if (gpu_of(dev) != &driver->gpus[0]) return NVML_ERROR_NOT_SUPPORTED;
+  *rates = nvmlUtilization_t{97, 12};
+  return NVML_SUCCESS;
+}
 nvmlReturn_t fake_driver_version(char* buf, unsigned len) {
   std::snprintf(buf, len, "580.65.06");
   return NVML_SUCCESS;
@@ -175,6 +181,7 @@ NvmlSymbols base_symbols() {
   s.name = {fake_name, "nvmlDeviceGetName"};
   s.minor_number = {fake_minor, "nvmlDeviceGetMinorNumber"};
   s.persistence_mode = {fake_persistence, "nvmlDeviceGetPersistenceMode"};
+  s.utilization = {fake_utilization, "nvmlDeviceGetUtilizationRates"};
   s.driver_version = {fake_driver_version, "nvmlSystemGetDriverVersion"};
   return s;
 }
@@ -235,6 +242,10 @@ TEST_F(NvmlLibraryTest, QueryAllReadsIdentityMemoryAndMergedProcesses) {
   EXPECT_EQ(g.name, "NVIDIA H200");
   EXPECT_EQ(g.minor, 2U);
   EXPECT_EQ(g.persistence_mode, true);
+  EXPECT_EQ(g.utilization_gpu, 97U);
+  EXPECT_EQ(g.utilization_memory, 12U);
+  EXPECT_FALSE((*gpus)[1].utilization_gpu.has_value()) << "NOT_SUPPORTED is unknown";
+  EXPECT_TRUE((*gpus)[1].problem.empty()) << "NOT_SUPPORTED is no error";
   ASSERT_TRUE(g.memory.has_value());
   EXPECT_EQ(g.memory->used, 20ULL << 30) << "v2 used excludes reserved memory";
   EXPECT_EQ(g.memory->reserved, 512ULL << 20);

@@ -159,6 +159,8 @@ json gpu_info_to_wire(const GpuInfo& gpu) {
           {"processes", processes},
           {"processes_known", gpu.processes_known},
           {"persistence_mode", optional_to_wire(gpu.persistence_mode)},
+          {"utilization_gpu", optional_to_wire(gpu.utilization_gpu)},
+          {"utilization_memory", optional_to_wire(gpu.utilization_memory)},
           {"problem", gpu.problem},
           {"hung", gpu.hung}};
 }
@@ -183,6 +185,11 @@ Result<GpuInfo> gpu_info_from_wire(const json& wire) {
     }
     gpu.processes_known = wire.at("processes_known").get<bool>();
     gpu.persistence_mode = optional_from_wire<bool>(wire, "persistence_mode");
+    // Absent from an older worker's answer: unknown, like an unsupported query.
+    if (wire.contains("utilization_gpu"))
+      gpu.utilization_gpu = optional_from_wire<unsigned>(wire, "utilization_gpu");
+    if (wire.contains("utilization_memory"))
+      gpu.utilization_memory = optional_from_wire<unsigned>(wire, "utilization_memory");
     gpu.problem = wire.value("problem", std::string());
     gpu.hung = wire.value("hung", false);
     return gpu;
@@ -193,6 +200,7 @@ json memory_reading_to_wire(const MemoryReading& reading) {
   return {{"index", reading.index},
           {"used", optional_to_wire(reading.used)},
           {"pids", reading.pids},
+          {"utilization_gpu", optional_to_wire(reading.utilization_gpu)},
           {"problem", reading.problem},
           {"hung", reading.hung}};
 }
@@ -203,6 +211,8 @@ Result<MemoryReading> memory_reading_from_wire(const json& wire) {
     reading.index = wire.at("index").get<unsigned>();
     reading.used = optional_from_wire<std::uint64_t>(wire, "used");
     reading.pids = wire.at("pids").get<std::vector<std::uint32_t>>();
+    if (wire.contains("utilization_gpu"))
+      reading.utilization_gpu = optional_from_wire<unsigned>(wire, "utilization_gpu");
     reading.problem = wire.value("problem", std::string());
     reading.hung = wire.value("hung", false);
     return reading;

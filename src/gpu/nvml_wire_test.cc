@@ -27,6 +27,7 @@ bool same(const GpuInfo& a, const GpuInfo& b) {
   return a.index == b.index && a.name == b.name && a.uuid == b.uuid &&
          a.pci_bus_id == b.pci_bus_id && a.minor == b.minor && mem(a.memory) == mem(b.memory) &&
          a.processes_known == b.processes_known && a.persistence_mode == b.persistence_mode &&
+         a.utilization_gpu == b.utilization_gpu && a.utilization_memory == b.utilization_memory &&
          a.problem == b.problem && a.hung == b.hung;
 }
 
@@ -44,6 +45,8 @@ GpuInfo full_gpu() {
                  {4194304, 1, ProcessKind::mps}};
   g.processes_known = true;
   g.persistence_mode = true;
+  g.utilization_gpu = 100;
+  g.utilization_memory = 0;
   g.problem = "nvmlDeviceGetGraphicsRunningProcesses_v3(GPU 7): No permission";
   g.hung = true;
   return g;
@@ -74,17 +77,30 @@ TEST(NvmlWire, GpuInfoRoundTripKeepsMissingValuesMissing) {
   EXPECT_TRUE(same(g, *back));
 }
 
+TEST(NvmlWire, UtilizationAbsentFromAnOlderWorkerIsUnknown) {
+  nlohmann::json wire = gpu_info_to_wire(full_gpu());
+  wire.erase("utilization_gpu");
+  wire.erase("utilization_memory");
+  auto back = gpu_info_from_wire(wire);
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_FALSE(back->utilization_gpu.has_value());
+  EXPECT_FALSE(back->utilization_memory.has_value());
+  wire["utilization_gpu"] = "busy";
+  EXPECT_FALSE(gpu_info_from_wire(wire).has_value());
+}
+
 TEST(NvmlWire, MemoryReadingRoundTrip) {
-  MemoryReading r{5, (1ULL << 62) + 3, {1, 2, 4194304}, "GPU 5: lost", true};
+  MemoryReading r{5, (1ULL << 62) + 3, {1, 2, 4194304}, "GPU 5: lost", true, 88};
   auto back = memory_reading_from_wire(memory_reading_to_wire(r));
   ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(back->utilization_gpu, 88U);
   EXPECT_EQ(back->index, 5U);
   EXPECT_EQ(back->used, r.used);
   EXPECT_EQ(back->pids, r.pids);
   EXPECT_EQ(back->problem, "GPU 5: lost");
   EXPECT_TRUE(back->hung);
 
-  MemoryReading unknown{1, std::nullopt, {}, {}, false};
+  MemoryReading unknown{1, std::nullopt, {}, {}, false, std::nullopt};
   back = memory_reading_from_wire(memory_reading_to_wire(unknown));
   ASSERT_TRUE(back.has_value());
   EXPECT_FALSE(back->used.has_value());

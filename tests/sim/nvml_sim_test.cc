@@ -193,6 +193,72 @@ TEST(SimNvml, StuckMemoryStaysAfterDeathWithNoProcessListed) {
   EXPECT_EQ(nvml.used(2), kBaseline + 8 * kGiB);
 }
 
+unsigned sm_util(Nvml& nvml, unsigned gpu) {
+  nvmlUtilization_t rates{999, 999};
+  auto get = nvml.sym<nvmlDeviceGetUtilizationRates_fn>("nvmlDeviceGetUtilizationRates");
+  EXPECT_EQ(get(nvml.device(gpu), &rates), NVML_SUCCESS);
+  return rates.gpu;
+}
+
+TEST(SimNvml, ALiveHolderMakesItsGpuAsBusyAsItsUtilOption) {
+  SimNode node;
+  Nvml nvml;
+  EXPECT_EQ(sm_util(nvml, 0), 0U);
+  auto idle = node.hold({"--gpu", "0", "--bytes", "1GiB"});
+  EXPECT_EQ(sm_util(nvml, 0), 0U) << "no --util: an idle allocation";
+  auto busy = node.hold({"--gpu", "1", "--bytes", "1GiB", "--util", "85"});
+  EXPECT_EQ(sm_util(nvml, 1), 85U);
+  ::kill(busy.invoker, SIGKILL);
+  ::waitpid(busy.invoker, nullptr, 0);
+  EXPECT_EQ(sm_util(nvml, 1), 0U) << "a plain holder's work ends with it";
+  EXPECT_EQ(node.sim({"hold", "--dir", node.dir(), "--gpu", "0", "--bytes", "1GiB", "--util",
+                      "101"})
+                .exit_code,
+            2);
+}
+
+TEST(SimNvml, AGhostKeepsItsGpuBusyWithNoMemoryAndNoProcessUntilAReset) {
+  SimNode node;
+  Nvml nvml;
+  auto h = node.hold({"--gpu", "2", "--bytes", "8GiB", "--ghost"});
+  EXPECT_EQ(sm_util(nvml, 2), 100U);
+  EXPECT_EQ(nvml.used(2), kBaseline + 8 * kGiB);
+  ::kill(h.invoker, SIGKILL);
+  ::waitpid(h.invoker, nullptr, 0);
+  ASSERT_TRUE(eventually([&] { return nvml.used(2) == kBaseline; }, 3s));
+  EXPECT_EQ(nvml.processes(2)->size(), 0U);
+  EXPECT_EQ(sm_util(nvml, 2), 100U) << "the ghost: busy, no memory, no process";
+  EXPECT_EQ(sm_util(nvml, 2), 100U);
+  auto r = node.sim({"nvidia-smi", "--dir", node.dir(), "-r", "-i", "2"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(sm_util(nvml, 2), 0U) << "the reset ends the ghost";
+}
+
+TEST(SimNvml, CleanupEndsAGhost) {
+  SimNode node;
+  Nvml nvml;
+  auto h = node.hold({"--gpu", "0", "--bytes", "1GiB", "--ghost", "--util", "70"});
+  ::kill(h.invoker, SIGKILL);
+  ::waitpid(h.invoker, nullptr, 0);
+  ASSERT_TRUE(eventually([&] { return nvml.used(0) == kBaseline; }, 3s));
+  EXPECT_EQ(sm_util(nvml, 0), 70U);
+  ASSERT_EQ(node.sim({"cleanup", "--dir", node.dir()}).exit_code, 0);
+  EXPECT_EQ(sm_util(nvml, 0), 0U);
+}
+
+TEST(SimNvml, AGhostWithAReadLimitIsABriefSpike) {
+  SimNode node;
+  Nvml nvml;
+  auto h = node.hold({"--gpu", "0", "--bytes", "1GiB", "--ghost", "--ghost-reads", "2"});
+  ::kill(h.invoker, SIGKILL);
+  ::waitpid(h.invoker, nullptr, 0);
+  ASSERT_TRUE(eventually([&] { return nvml.used(0) == kBaseline; }, 3s));
+  EXPECT_EQ(sm_util(nvml, 0), 100U);
+  EXPECT_EQ(sm_util(nvml, 0), 100U);
+  EXPECT_EQ(sm_util(nvml, 0), 0U) << "the third read finds the spike over";
+  EXPECT_EQ(sm_util(nvml, 0), 0U);
+}
+
 TEST(SimNvml, ReleaseDelayFreesTheMemoryThatLongAfterDeath) {
   SimNode node;
   Nvml nvml;
