@@ -104,6 +104,18 @@ void Watcher::take_snapshot() {
   } else {
     nvml_backoff_ = std::chrono::seconds(2);
   }
+  // The snapshot being replaced joins the utilization history; a GPU that did
+  // not say starts its window afresh.
+  for (const auto& g : snapshot_.gpus) {
+    auto& history = busy_history_[g.index];
+    if (!g.utilization_gpu) {
+      history.clear();
+      continue;
+    }
+    history.push_back(*g.utilization_gpu);
+    if (history.size() >= inventory::kBusyTicks)
+      history.erase(history.begin(), history.end() - (inventory::kBusyTicks - 1));
+  }
   snapshot_ = node_.gpus().snapshot(options_.nvml_deadline);
 }
 
@@ -176,13 +188,15 @@ void Watcher::rebuild() {
   options.clock = &node_.clock();
   options.reread_unexplained = false;
   options.earlier = std::move(previous_used_);
+  options.sample_busy = false;  // the ticks are the samples
+  options.busy_history = busy_history_;
   gpu::GpuSnapshot snapshot = snapshot_;
   inv_ = inventory::join_look(node_.gpus(), std::move(snapshot), std::move(scan), node_.devices(),
                               node_.baselines(), options);
   // This reading is the next one's "earlier": a drop between ticks is a release.
   previous_used_.clear();
   for (const auto& g : snapshot_.gpus)
-    if (g.memory) previous_used_.push_back({g.index, g.memory->used, {}, {}, false});
+    if (g.memory) previous_used_.push_back({g.index, g.memory->used, {}, {}, false, std::nullopt});
 }
 
 void Watcher::rewatch() {

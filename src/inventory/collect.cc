@@ -46,11 +46,67 @@ Inventory collect(gpu::GpuSource& gpus, const proc::DeviceSet& devices, Baseline
   return join_look(gpus, std::move(snapshot), std::move(scan), devices, baselines, options);
 }
 
+Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc::ScanResult scan,
+                          const proc::DeviceSet& devices, BaselineStore& baselines,
+                          const CollectOptions& options);
+
+// Ghost GPUs. One-shot: a GPU busy with no user is read again until the window is
+// full, stopping at the first idle reading (a spike). Agent: this tick's reading
+// joins the history of its earlier ticks.
+void sample_busy_gpus(gpu::GpuSource& gpus, Inventory& inv, const CollectOptions& options) {
+  std::map<unsigned, std::vector<unsigned>> samples;
+  std::vector<unsigned> candidates;
+  for (const GpuView& view : inv.gpus) {
+    if (!view.info.utilization_gpu) continue;
+    if (!options.sample_busy) {
+      auto& history = samples[view.info.index];
+      if (auto it = options.busy_history.find(view.info.index); it != options.busy_history.end())
+        history = it->second;
+      history.push_back(*view.info.utilization_gpu);
+      continue;
+    }
+    if (!busy_without_live_user(view)) continue;
+    samples[view.info.index] = {*view.info.utilization_gpu};
+    // Orphans using it: no window needed (it is theirs, not a ghost's).
+    if (std::none_of(view.holders.begin(), view.holders.end(),
+                     [](const GpuHolder& h) { return h.uses_gpu; }))
+      candidates.push_back(view.info.index);
+  }
+  if (options.sample_busy) {
+    const auto gap = kBusyWindow / (kBusySamples - 1);
+    for (unsigned k = 1; k < kBusySamples && !candidates.empty(); ++k) {
+      (options.clock ? *options.clock : util::system_clock()).sleep_for(gap);
+      auto readings = gpus.memory(candidates, options.nvml_deadline);
+      if (!readings) break;
+      std::vector<unsigned> still;
+      for (const auto& r : *readings) {
+        if (!r.utilization_gpu) continue;
+        samples[r.index].push_back(*r.utilization_gpu);
+        if (*r.utilization_gpu >= kBusyThreshold) still.push_back(r.index);
+      }
+      candidates = std::move(still);
+    }
+  }
+  classify_busy(inv, samples, options.sample_busy ? kBusySamples : kBusyTicks);
+}
+
 }  // namespace
 
 Inventory join_look(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc::ScanResult scan,
                     const proc::DeviceSet& devices, BaselineStore& baselines,
                     const CollectOptions& options) {
+  const bool listed = gpu::lists_gpus(snapshot.state);
+  Inventory inv =
+      join_and_reread(gpus, std::move(snapshot), std::move(scan), devices, baselines, options);
+  if (listed) sample_busy_gpus(gpus, inv, options);
+  return inv;
+}
+
+namespace {
+
+Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc::ScanResult scan,
+                          const proc::DeviceSet& devices, BaselineStore& baselines,
+                          const CollectOptions& options) {
   std::set<pid_t> exclude = options.exclude;
   exclude.insert(::getpid());
   // Our NVML helper opens the device nodes itself; it is not a holder to report.
@@ -114,6 +170,8 @@ Inventory join_look(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc::ScanR
   inv.warnings = std::move(warnings);
   return inv;
 }
+
+}  // namespace
 
 Inventory collect_inventory(gpu::GpuSource& gpus, const proc::DeviceSet& devices,
                             BaselineStore& baselines, const CollectOptions& options) {

@@ -4,6 +4,7 @@
 // joined into an Inventory.
 
 #include <chrono>
+#include <map>
 #include <set>
 #include <vector>
 #include <string>
@@ -26,6 +27,13 @@ struct CollectOptions {
   /// tick, turns this off and passes its previous reading as `earlier` instead.
   bool reread_unexplained = true;
   std::vector<gpu::MemoryReading> earlier;
+  /// Ghost GPUs: when a GPU reads busy with no process using it, sample its
+  /// utilization again until kBusySamples readings span kBusyWindow (costs nothing
+  /// when no GPU is such). The agent turns this off and passes the samples of its
+  /// previous ticks in `busy_history` (index -> SM percent, oldest first) instead;
+  /// a ghost then needs kBusyTicks consecutive busy ticks.
+  bool sample_busy = true;
+  std::map<unsigned, std::vector<unsigned>> busy_history;
 };
 
 /// Takes the snapshot and the scan concurrently and builds the inventory. When

@@ -104,6 +104,86 @@ const char* to_string(Unexplained u) {
   return "unknown";
 }
 
+const char* to_string(Busy b) {
+  switch (b) {
+    case Busy::none:
+      return "none";
+    case Busy::ghost:
+      return "ghost";
+    case Busy::outside_namespace:
+      return "outside_namespace";
+    case Busy::orphan_computing:
+      return "orphan_computing";
+  }
+  return "none";
+}
+
+namespace {
+
+bool busy_reading(unsigned percent) { return percent >= kBusyThreshold; }
+
+std::string sample_list(const std::vector<unsigned>& samples) {
+  std::string out;
+  for (std::size_t i = 0; i < samples.size(); ++i) out += fmt::format("{}{}%", i ? ", " : "", samples[i]);
+  return out;
+}
+
+}  // namespace
+
+bool busy_without_live_user(const GpuView& view) {
+  if (!view.info.utilization_gpu || !busy_reading(*view.info.utilization_gpu)) return false;
+  return std::all_of(view.holders.begin(), view.holders.end(),
+                     [](const GpuHolder& h) { return !h.uses_gpu || h.holder.orphaned; });
+}
+
+void classify_busy(Inventory& inv, const std::map<unsigned, std::vector<unsigned>>& samples,
+                   unsigned required) {
+  for (GpuView& view : inv.gpus) {
+    view.busy = {};
+    if (!busy_without_live_user(view)) continue;
+    auto it = samples.find(view.info.index);
+    std::vector<unsigned> window =
+        it != samples.end() ? it->second : std::vector<unsigned>{*view.info.utilization_gpu};
+    if (window.size() > required) window.erase(window.begin(), window.end() - required);
+    const bool sustained =
+        window.size() >= required && std::all_of(window.begin(), window.end(), busy_reading);
+    const bool any_user = std::any_of(view.holders.begin(), view.holders.end(),
+                                      [](const GpuHolder& h) { return h.uses_gpu; });
+    const std::string memory =
+        view.info.memory ? format_bytes(view.info.memory->used) : std::string("unknown");
+    if (any_user) {
+      // Orphans using the GPU: busy is expected, whatever the window says.
+      view.busy.kind = Busy::orphan_computing;
+      view.busy.samples = std::move(window);
+      view.busy.detail = fmt::format(
+          "SM utilization {} while the only processes using this GPU are orphans: they are still "
+          "computing. `gpureap free --orphans` ends them.",
+          sample_list(view.busy.samples));
+      continue;
+    }
+    if (!sustained) continue;  // a brief spike, or a process that just exited
+    view.busy.samples = std::move(window);
+    if (!inv.host_pid_namespace || !view.nvml_unseen.empty()) {
+      view.busy.kind = Busy::outside_namespace;
+      view.busy.detail = fmt::format(
+          "SM utilization {} with no process this PID namespace can see: the GPU is used from "
+          "another PID namespace (a container, or the host). Look on the host.",
+          sample_list(view.busy.samples));
+      continue;
+    }
+    view.busy.kind = Busy::ghost;
+    const char* persistence = !view.info.persistence_mode ? "unknown"
+                              : *view.info.persistence_mode ? "on"
+                                                            : "off";
+    view.busy.detail = fmt::format(
+        "SM utilization {} over the window with {} used and no process using the GPU anywhere "
+        "(persistence mode {}): a ghost GPU, still running work of a killed process. New jobs "
+        "here run slowly. Next: a GPU reset (`gpureap free --reset --gpu {}`: needs root, no "
+        "process with the device open and persistence mode off), or a reboot.",
+        sample_list(view.busy.samples), memory, persistence, view.info.index);
+  }
+}
+
 bool GpuView::at_baseline() const {
   if (!info.memory) return false;
   return info.memory->used <= baseline.bytes + freed_tolerance(info.memory->total);

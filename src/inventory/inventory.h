@@ -3,7 +3,9 @@
 // says (who really has the device nodes open) into one view per GPU, and names
 // the memory that no visible process explains.
 
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +35,31 @@ enum class Unexplained {
 
 const char* to_string(Unexplained u);
 
+/// Ghost GPUs: a GPU whose SM utilization stays at or above kBusyThreshold while
+/// no process uses it. One busy reading is not enough (utilization is an average
+/// over the driver's last sample period, and a process may just have exited):
+/// the business must last a window of samples (kBusySamples over kBusyWindow for
+/// a one-shot look, kBusyTicks consecutive ticks for the agent).
+inline constexpr unsigned kBusyThreshold = 50;  // percent
+inline constexpr unsigned kBusySamples = 5;
+inline constexpr std::chrono::milliseconds kBusyWindow{1000};
+inline constexpr unsigned kBusyTicks = 3;
+
+enum class Busy {
+  none,
+  ghost,              // busy for the whole window, no process uses it anywhere: reset or reboot
+  outside_namespace,  // busy with no process this PID namespace can see: look on the host
+  orphan_computing,   // busy, and its only users are orphans: they are still computing
+};
+const char* to_string(Busy b);
+
+/// Why a GPU is busy with no (live, parented) process, with the evidence.
+struct BusyWithoutProcess {
+  Busy kind = Busy::none;
+  std::vector<unsigned> samples;  // SM utilization percent, oldest first (the window)
+  std::string detail;             // evidence and next step, one sentence each
+};
+
 struct GpuView {
   gpu::GpuInfo info;
   Baseline baseline;
@@ -42,6 +69,7 @@ struct GpuView {
   std::uint64_t unattributed_bytes = 0;  // used - baseline - attributed, never negative
   Unexplained unexplained = Unexplained::none;
   std::string unexplained_detail;  // evidence and next step, one sentence each
+  BusyWithoutProcess busy;  // kind none unless the GPU is busy with no process using it
 
   /// True when used memory is within the freed tolerance of the baseline.
   bool at_baseline() const;
@@ -77,6 +105,18 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
                           BaselineStore& baselines,
                           const std::vector<gpu::MemoryReading>& later_used = {},
                           const std::vector<gpu::MemoryReading>& earlier_used = {});
+
+/// True when the view reads busy (SM utilization >= kBusyThreshold) while no
+/// process, or only orphans, use it: a ghost candidate worth sampling again.
+bool busy_without_live_user(const GpuView& view);
+
+/// Classifies each busy GPU of `inv` from its SM utilization samples (index ->
+/// readings, oldest first, the snapshot's own reading last): a ghost when at
+/// least `required` samples were taken and the last `required` are all busy with
+/// no process using the GPU in the host PID namespace; outside_namespace when we
+/// are not in it; orphan_computing when only orphans use it.
+void classify_busy(Inventory& inv, const std::map<unsigned, std::vector<unsigned>>& samples,
+                   unsigned required);
 
 /// True when this process runs in the initial (host) PID namespace: inode of
 /// /proc/self/ns/pid == PROC_PID_INIT_INO (0xEFFFFFFC). There NVML pids match /proc.

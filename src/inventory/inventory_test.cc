@@ -79,7 +79,7 @@ TEST(BuildInventory, MemoryWithNoHolderIsDriverHeldUnlessFalling) {
   EXPECT_EQ(stuck.gpus[0].unexplained, Unexplained::driver_held);
   EXPECT_GT(stuck.gpus[0].unattributed_bytes, 90 * kGiB);
 
-  std::vector<gpu::MemoryReading> later = {{3, 40 * kGiB, {}, {}, false}};
+  std::vector<gpu::MemoryReading> later = {{3, 40 * kGiB, {}, {}, false, std::nullopt}};
   Inventory falling = build_inventory(snap, {}, store, later);
   EXPECT_EQ(falling.gpus[0].unexplained, Unexplained::releasing);
 }
@@ -105,6 +105,67 @@ TEST(BuildInventory, WithoutNvmlGpusComeFromTheNodesHeld) {
   EXPECT_EQ(inv.gpus[0].info.minor, 5u);
   EXPECT_FALSE(inv.gpus[0].info.memory);
   EXPECT_TRUE(inv.gpus[0].holders[0].uses_gpu);
+}
+
+TEST(ClassifyBusy, BusyForTheWholeWindowWithNoProcessIsAGhost) {
+  gpu::GpuSnapshot snap;
+  snap.gpus = {gpu_with(0, 512 * kMiB, {}), gpu_with(1, 512 * kMiB, {})};
+  snap.gpus[0].utilization_gpu = 100;
+  snap.gpus[0].persistence_mode = false;
+  snap.gpus[1].utilization_gpu = 100;
+  auto store = BaselineStore::in_memory();
+  Inventory inv = build_inventory(snap, {}, store);
+  inv.host_pid_namespace = true;  // the verdict below is the host's
+  classify_busy(inv, {{0, {100, 99, 100, 98, 100}}, {1, {100, 100, 3}}}, kBusySamples);
+  EXPECT_EQ(inv.gpus[0].busy.kind, Busy::ghost);
+  EXPECT_EQ(inv.gpus[0].busy.samples, (std::vector<unsigned>{100, 99, 100, 98, 100}));
+  EXPECT_NE(inv.gpus[0].busy.detail.find("persistence mode off"), std::string::npos);
+  EXPECT_NE(inv.gpus[0].busy.detail.find("reset"), std::string::npos);
+  EXPECT_EQ(inv.gpus[1].busy.kind, Busy::none) << "a spike shorter than the window";
+  EXPECT_EQ(inv.gpus[0].unexplained, Unexplained::none) << "no memory: not driver_held";
+}
+
+TEST(ClassifyBusy, OnlyTheLastRequiredSamplesCountAndTooFewAreNoVerdict) {
+  gpu::GpuSnapshot snap;
+  snap.gpus = {gpu_with(0, 512 * kMiB, {}), gpu_with(1, 512 * kMiB, {})};
+  snap.gpus[0].utilization_gpu = 90;
+  snap.gpus[1].utilization_gpu = 90;
+  auto store = BaselineStore::in_memory();
+  Inventory inv = build_inventory(snap, {}, store);
+  inv.host_pid_namespace = true;
+  classify_busy(inv, {{0, {0, 90, 90, 90}}, {1, {90, 90}}}, kBusyTicks);
+  EXPECT_EQ(inv.gpus[0].busy.kind, Busy::ghost);
+  EXPECT_EQ(inv.gpus[0].busy.samples.size(), kBusyTicks);
+  EXPECT_EQ(inv.gpus[1].busy.kind, Busy::none) << "two ticks are not yet the window";
+}
+
+TEST(ClassifyBusy, OutsideTheHostNamespaceItIsNeverAGhost) {
+  gpu::GpuSnapshot snap;
+  snap.gpus = {gpu_with(0, 512 * kMiB, {})};
+  snap.gpus[0].utilization_gpu = 100;
+  auto store = BaselineStore::in_memory();
+  Inventory inv = build_inventory(snap, {}, store);
+  inv.host_pid_namespace = false;
+  classify_busy(inv, {{0, {100, 100, 100, 100, 100}}}, kBusySamples);
+  EXPECT_EQ(inv.gpus[0].busy.kind, Busy::outside_namespace);
+}
+
+TEST(ClassifyBusy, BusyWithOnlyOrphansIsTheOrphansWorkAndWithALiveUserNothing) {
+  gpu::GpuSnapshot snap;
+  snap.gpus = {gpu_with(0, 20 * kGiB, {{300, 19 * kGiB, gpu::ProcessKind::compute}}),
+               gpu_with(1, 20 * kGiB, {{301, 19 * kGiB, gpu::ProcessKind::compute}})};
+  snap.gpus[0].utilization_gpu = 100;
+  snap.gpus[1].utilization_gpu = 100;
+  proc::ScanResult scan;
+  scan.holders = {holder(300, {0}), holder(301, {1})};
+  scan.holders[0].orphaned = true;
+  auto store = BaselineStore::in_memory();
+  Inventory inv = build_inventory(snap, scan, store);
+  inv.host_pid_namespace = true;
+  classify_busy(inv, {{0, {100}}, {1, {100, 100, 100, 100, 100}}}, kBusySamples);
+  EXPECT_EQ(inv.gpus[0].busy.kind, Busy::orphan_computing);
+  EXPECT_NE(inv.gpus[0].busy.detail.find("orphans"), std::string::npos);
+  EXPECT_EQ(inv.gpus[1].busy.kind, Busy::none) << "a live, parented user: busy is its work";
 }
 
 }  // namespace

@@ -188,6 +188,12 @@ constexpr std::pair<Unexplained, const char*> kUnexplained[] = {
     {Unexplained::releasing, "releasing"}, {Unexplained::driver_held, "driver_held"},
     {Unexplained::unknown, "unknown"},
 };
+constexpr std::pair<Busy, const char*> kBusy[] = {
+    {Busy::none, "none"},
+    {Busy::ghost, "ghost"},
+    {Busy::outside_namespace, "outside_namespace"},
+    {Busy::orphan_computing, "orphan_computing"},
+};
 
 template <typename T>
 json optional_json(const std::optional<T>& v) {
@@ -219,6 +225,8 @@ json encode_info(const gpu::GpuInfo& g) {
           {"processes", processes},
           {"processes_known", g.processes_known},
           {"persistence_mode", optional_json(g.persistence_mode)},
+          {"utilization_gpu", optional_json(g.utilization_gpu)},
+          {"utilization_memory", optional_json(g.utilization_memory)},
           {"problem", text(g.problem)},
           {"hung", g.hung}};
 }
@@ -274,7 +282,11 @@ json encode_view(const GpuView& v) {
           {"attributed_bytes", v.attributed_bytes},
           {"unattributed_bytes", v.unattributed_bytes},
           {"unexplained", name_of(v.unexplained, kUnexplained)},
-          {"unexplained_detail", text(v.unexplained_detail)}};
+          {"unexplained_detail", text(v.unexplained_detail)},
+          {"busy",
+           {{"kind", name_of(v.busy.kind, kBusy)},
+            {"samples", v.busy.samples},
+            {"detail", text(v.busy.detail)}}}};
 }
 
 // ---- decode --------------------------------------------------------------------
@@ -301,6 +313,11 @@ gpu::GpuInfo decode_info(const json& j) {
   g.processes_known = boolean(j, "processes_known");
   if (const json& pm = field(j, "persistence_mode"); !pm.is_null())
     g.persistence_mode = boolean(j, "persistence_mode");
+  // Absent from an agent older than utilization: unknown.
+  if (j.contains("utilization_gpu"))
+    g.utilization_gpu = optional_integer<unsigned>(j, "utilization_gpu");
+  if (j.contains("utilization_memory"))
+    g.utilization_memory = optional_integer<unsigned>(j, "utilization_memory");
   g.problem = string(j, "problem");
   g.hung = boolean(j, "hung");
   return g;
@@ -358,6 +375,12 @@ GpuView decode_view(const json& j) {
   v.unattributed_bytes = integer<std::uint64_t>(j, "unattributed_bytes");
   v.unexplained = enum_of(j, "unexplained", kUnexplained);
   v.unexplained_detail = string(j, "unexplained_detail");
+  if (j.contains("busy")) {
+    const json& b = field(j, "busy");
+    v.busy.kind = enum_of(b, "kind", kBusy);
+    for (const auto& s : array(b, "samples")) v.busy.samples.push_back(integer_value<unsigned>(s, "samples"));
+    v.busy.detail = string(b, "detail");
+  }
   return v;
 }
 

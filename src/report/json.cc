@@ -110,6 +110,12 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
   if (view.unexplained != inventory::Unexplained::none)
     unexplained = {{"class", inventory::to_string(view.unexplained)},
                    {"detail", view.unexplained_detail}};
+  nlohmann::ordered_json busy = nullptr;
+  if (view.busy.kind != inventory::Busy::none)
+    busy = {{"class", inventory::to_string(view.busy.kind)},
+            {"samples", view.busy.samples},
+            {"threshold_percent", inventory::kBusyThreshold},
+            {"detail", view.busy.detail}};
   return {
       {"index", info.index},
       {"name", info.name},
@@ -127,6 +133,10 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
       {"attributed_bytes", view.attributed_bytes},
       {"unattributed_bytes", view.unattributed_bytes},
       {"unattributed", unexplained},
+      {"utilization",
+       {{"gpu_percent", optional_json(info.utilization_gpu)},
+        {"memory_percent", optional_json(info.utilization_memory)}}},
+      {"busy_without_process", busy},
       {"holders", holders},
       {"nvml_unseen", unseen},
   };

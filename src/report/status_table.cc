@@ -149,7 +149,10 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
       std::string held = users == 0 ? std::string("no holder")
                                     : fmt::format("{} holder{} ({})", users, users == 1 ? "" : "s",
                                                   format_bytes(view.attributed_bytes));
-      std::string state = view.at_baseline() && users == 0 ? style.green("idle") : held;
+      std::string state = view.busy.kind == inventory::Busy::ghost
+                              ? style.red("busy, no process")
+                          : view.at_baseline() && users == 0 ? style.green("idle")
+                                                             : held;
       out += fmt::format("  used {} of {}  baseline {}{}  {}\n", format_bytes(m.used),
                          format_bytes(m.total), format_bytes(view.baseline.bytes),
                          view.baseline.recorded ? "" : " (est.)", state);
@@ -165,6 +168,15 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
       out += fmt::format("    {}\n", terminal_text(view.unexplained_detail));
       if (view.unexplained == inventory::Unexplained::driver_held)
         stuck_gpus.insert(view.info.index);
+    }
+    if (view.busy.kind != inventory::Busy::none) {
+      const bool ghost = view.busy.kind == inventory::Busy::ghost;
+      std::string line = fmt::format("  ! busy with no {}process [{}]\n",
+                                     view.busy.kind == inventory::Busy::orphan_computing ? "live "
+                                                                                         : "",
+                                     inventory::to_string(view.busy.kind));
+      out += ghost ? style.red(line) : style.yellow(line);
+      out += fmt::format("    {}\n", terminal_text(view.busy.detail));
     }
   }
   if (inv.gpus.empty()) out += "No NVIDIA GPU found and no process holds an nvidia device node.\n";

@@ -1,0 +1,79 @@
+// Ghost GPUs (issue 15) end to end: a GPU that stays busy after its holder died,
+// with no memory and no process (`gpureap-sim hold --ghost`), against `status`,
+// `wait` and `free`; and the shapes that must not be called a ghost (a busy
+// orphan, a spike shorter than the window, a caller in a child PID namespace).
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "harness.h"
+
+namespace gpureap::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Starts a ghost on `gpu`: a holder that makes the GPU busy, killed (it is ours).
+void make_ghost(SimNode& node, unsigned gpu, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--gpu", std::to_string(gpu), "--bytes", "2GiB", "--ghost"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto held = node.hold(args);
+  ASSERT_EQ(held.holders.size(), 1u);
+  for (pid_t p : held.pids) ::kill(p, SIGKILL);
+  ASSERT_TRUE(SimNode::eventually([&] { return !alive(held.holders[0].first); }));
+}
+
+TEST(Ghost, StatusFindsAGhostWithinTheWindowWithEvidenceAndNextStep) {
+  SimNode node({"--gpus", "2", "--memory", "96GiB"});
+  make_ghost(node, 1);
+  auto r = node.gpureap({"--json", "status"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = r.json();
+  const auto& ghost = j["gpus"][1];
+  ASSERT_FALSE(ghost["busy_without_process"].is_null()) << ghost.dump();
+  EXPECT_EQ(ghost["busy_without_process"]["class"], "ghost");
+  EXPECT_EQ(ghost["busy_without_process"]["samples"].size(), 5u) << "the documented window";
+  for (const auto& s : ghost["busy_without_process"]["samples"]) EXPECT_GE(s.get<unsigned>(), 50u);
+  EXPECT_EQ(ghost["utilization"]["gpu_percent"], 100);
+  EXPECT_TRUE(ghost["holders"].empty());
+  EXPECT_TRUE(ghost["unattributed"].is_null()) << "no memory is held: not driver_held";
+  EXPECT_NE(ghost["busy_without_process"]["detail"].get<std::string>().find("reset"),
+            std::string::npos);
+  EXPECT_TRUE(j["gpus"][0]["busy_without_process"].is_null());
+  EXPECT_EQ(j["gpus"][0]["utilization"]["gpu_percent"], 0);
+
+  auto table = node.gpureap({"status"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("busy with no process [ghost]"), std::string::npos) << table.out;
+
+  // The reset through the nvidia-smi stand-in ends it.
+  ASSERT_EQ(node.sim({"nvidia-smi", "--dir", node.dir(), "-r", "-i", "1"}).exit_code, 0);
+  auto after = node.gpureap({"--json", "status"}).json();
+  EXPECT_TRUE(after["gpus"][1]["busy_without_process"].is_null()) << after["gpus"][1].dump();
+}
+
+TEST(Ghost, ASpikeShorterThanTheWindowIsNotAGhost) {
+  SimNode node({"--gpus", "2", "--memory", "96GiB"});
+  // Busy for the first two utilization reads after the holder's death, then idle:
+  // status's first reading is busy, so it samples, and the window finds it idle.
+  make_ghost(node, 0, {"--ghost-reads", "2"});
+  auto j = node.gpureap({"--json", "status"}).json();
+  EXPECT_TRUE(j["gpus"][0]["busy_without_process"].is_null()) << j["gpus"][0].dump();
+  EXPECT_EQ(j["gpus"][0]["utilization"]["gpu_percent"], 100) << "the spike was seen";
+}
+
+TEST(Ghost, ABusyOrphanIsAnOrphanNotAGhost) {
+  SimNode node({"--gpus", "2", "--memory", "96GiB"});
+  auto held = node.hold({"--gpu", "0", "--bytes", "2GiB", "--children", "1", "--orphan",
+                         "--util", "90"});
+  ASSERT_EQ(held.holders.size(), 1u);
+  auto j = node.gpureap({"--json", "status"}).json();
+  const auto& g = j["gpus"][held.holders[0].second];
+  ASSERT_FALSE(g["busy_without_process"].is_null()) << g.dump();
+  EXPECT_EQ(g["busy_without_process"]["class"], "orphan_computing");
+  ASSERT_EQ(g["holders"].size(), 1u);
+  EXPECT_TRUE(g["holders"][0]["orphaned"]);
+}
+
+}  // namespace
+}  // namespace gpureap::e2e
