@@ -278,7 +278,8 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   reclaim::Plan plan = reclaim::make_plan(inv, sel, caller);
   bool all_idle = std::all_of(inv.gpus.begin(), inv.gpus.end(), [&](const inventory::GpuView& v) {
     return !inventory::is_selected(sel.gpus, v.info.index) ||
-           (v.at_baseline() && v.unexplained == inventory::Unexplained::none);
+           (v.at_baseline() && v.unexplained == inventory::Unexplained::none &&
+            v.busy.kind != inventory::Busy::ghost);
   });
   auto style = report_on_stderr ? stderr_style(global) : stdout_style(global);
   if (plan.targets.empty() && !nvml_usable) {
@@ -301,7 +302,8 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   // users') or driver-held memory are memory still held: they go on to be classified (1).
   bool unexplained = std::any_of(inv.gpus.begin(), inv.gpus.end(), [&](const inventory::GpuView& v) {
     return inventory::is_selected(sel.gpus, v.info.index) &&
-           v.unexplained != inventory::Unexplained::none;
+           (v.unexplained != inventory::Unexplained::none ||
+            v.busy.kind == inventory::Busy::ghost);
   });
   bool only_unmatched = std::all_of(plan.skipped.begin(), plan.skipped.end(), [](const auto& s) {
     return s.kind == reclaim::SkipKind::not_matched;

@@ -110,6 +110,25 @@ Leftover classify_unexplained(const LeftoverInput& in) {
   return l;
 }
 
+// A GPU still computing for a process that is gone (inventory::Busy::ghost).
+Leftover classify_ghost(const LeftoverInput& in) {
+  const auto& view = *in.view;
+  const unsigned gpu = view.info.index;
+  Leftover l{gpu, LeftoverClass::ghost_gpu, {}, {}, ""};
+  std::string samples;
+  for (unsigned s : view.busy.samples) samples += fmt::format("{}{}%", samples.empty() ? "" : " ", s);
+  l.evidence.push_back(fmt::format("SM utilization samples {} (busy means >= {}%), used {}, "
+                                   "no process using the GPU",
+                                   samples, inventory::kBusyThreshold, format_bytes(view.used())));
+  if (view.info.persistence_mode)
+    l.evidence.push_back(fmt::format("persistence mode {}", *view.info.persistence_mode ? "on" : "off"));
+  l.next_step = "a ghost GPU: only a GPU reset (`gpureap free --reset --gpu " +
+                std::to_string(gpu) +
+                " --yes`: root, no process with the device open, persistence mode off) or a "
+                "reboot ends it; keep new jobs off it until then";
+  return l;
+}
+
 }  // namespace
 
 std::vector<Leftover> classify_leftovers(const LeftoverInput& in, const std::string& proc_root) {
@@ -134,6 +153,9 @@ std::vector<Leftover> classify_leftovers(const LeftoverInput& in, const std::str
     }
     out.push_back(std::move(l));
   }
+  if (out.empty() && in.view->unexplained != inventory::Unexplained::none)
+    out.push_back(classify_unexplained(in));
+  if (in.view->busy.kind == inventory::Busy::ghost) out.push_back(classify_ghost(in));
   if (out.empty()) out.push_back(classify_unexplained(in));
   return out;
 }

@@ -21,6 +21,7 @@ enum class LeftoverClass {
   outside_namespace,  // NVML lists pids this PID namespace cannot see
   still_releasing,    // no holder; the reading is still falling
   driver_held,        // no holder; the reading does not fall
+  ghost_gpu,          // no process, yet the GPU stays busy (SM utilization) over the window
   unknown,
   nvml_failed,  // NVML cannot read the GPU: freed cannot be proven
 };

@@ -94,8 +94,13 @@ class Reclaim {
       if (report_.interrupted || !report_.nvml_error.empty()) break;
     }
     judge(plan);
-    const bool any_held = std::any_of(report_.gpus.begin(), report_.gpus.end(),
-                                      [](const GpuRelease& g) { return !g.freed; });
+    // A ghost GPU (busy with no process) is held too, whatever its memory says.
+    const bool any_held =
+        std::any_of(report_.gpus.begin(), report_.gpus.end(),
+                    [&](const GpuRelease& g) {
+                      const auto* view = find_view(latest_, g.index);
+                      return !g.freed || (view && view->busy.kind == inventory::Busy::ghost);
+                    });
     if (any_held && !report_.interrupted) {
       classify();
       // A reset (nvidia-smi, bounded by its own timeout) only with time left.
@@ -399,15 +404,22 @@ class Reclaim {
     latest_ = node_.look(look_options());
     Plan last = make_plan(latest_, options_.selection, CallerContext::current(node_.proc_root()));
     for (auto& g : report_.gpus) {
-      if (g.freed) continue;
       const auto* view = find_view(latest_, g.index);
+      // A ghost GPU is not free whatever its memory says: a new job there would
+      // crawl (inventory::Busy::ghost).
+      const bool ghost = view && view->busy.kind == inventory::Busy::ghost;
+      if (g.freed && !ghost) continue;
+      if (ghost) {
+        g.freed = false;
+        g.freed_at.reset();
+      }
       if (!view || !view->info.memory) {
         g.measured = false;
         report_.leftovers.push_back(nvml_failed(g.index, view, report_.nvml_error, latest_));
         continue;
       }
       g.used = view->used();
-      if (view->at_baseline() && view->holders.empty()) {
+      if (view->at_baseline() && view->holders.empty() && !ghost) {
         g.freed = true;
         if (!g.freed_at) g.freed_at = since_t0();
         continue;

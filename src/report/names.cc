@@ -68,6 +68,8 @@ std::string_view to_string(reclaim::LeftoverClass c) {
       return "still_releasing";
     case LeftoverClass::driver_held:
       return "driver_held";
+    case LeftoverClass::ghost_gpu:
+      return "ghost_gpu";
     case LeftoverClass::nvml_failed:
       return "nvml_failed";
     case LeftoverClass::unknown:

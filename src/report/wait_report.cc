@@ -19,9 +19,15 @@ std::string gpu_not_free_text(unsigned index, std::optional<std::uint64_t> used,
 
 std::string gpus_not_free_text(const supervise::FreeWaitResult& r) {
   std::string still;
-  for (const auto& g : r.gpus)
-    if (!g.freed_at)
-      still += (still.empty() ? "" : "; ") + gpu_not_free_text(g.index, g.used, g.threshold);
+  for (const auto& g : r.gpus) {
+    if (g.freed_at) continue;
+    auto ghost = r.ghosts.find(g.index);
+    still += (still.empty() ? "" : "; ") +
+             (ghost != r.ghosts.end()
+                  ? fmt::format("GPU {} is a ghost GPU, busy with no process: {}", g.index,
+                                terminal_text(ghost->second))
+                  : gpu_not_free_text(g.index, g.used, g.threshold));
+  }
   return still;
 }
 
@@ -53,6 +59,7 @@ nlohmann::json wait_json(const supervise::FreeWaitResult& r) {
                     {"baseline_recorded", g.baseline_recorded},
                     {"threshold_bytes", g.threshold},
                     {"free", g.freed_at.has_value()},
+                    {"ghost", r.ghosts.contains(g.index)},
                     {"freed_after_seconds",
                      g.freed_at ? nlohmann::json(*g.freed_at) : nlohmann::json(nullptr)}});
   }

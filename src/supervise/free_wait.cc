@@ -43,9 +43,11 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
     g.baseline_recorded = v.baseline.recorded;
     g.threshold = v.baseline.bytes + options.below.value_or(inventory::freed_tolerance(
                                          v.info.memory ? v.info.memory->total : 0));
+    if (v.busy.kind == inventory::Busy::ghost) result.ghosts[g.index] = v.busy.detail;
     if (v.info.memory) {
       g.used = v.used();
-      if (*g.used <= g.threshold) g.freed_at = seconds_since(t0);
+      if (*g.used <= g.threshold && !result.ghosts.contains(g.index))
+        g.freed_at = seconds_since(t0);
     } else {
       // A selected GPU that NVML cannot read can never be seen free: say so now
       // (the GPUs that were not selected do not matter).
@@ -73,7 +75,7 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
       auto g = std::find_if(result.gpus.begin(), result.gpus.end(),
                             [&](const reclaim::GpuRelease& x) { return x.index == s.index; });
       if (s.used) g->used = s.used;
-      if (!g->freed_at) g->freed_at = s.freed_at;
+      if (!g->freed_at && !result.ghosts.contains(g->index)) g->freed_at = s.freed_at;
       g->problem = s.problem;
     }
     return release.nvml_error;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,10 @@ struct FreeWaitResult {
   /// from the start) once seen free; one NVML cannot read has `measured` false (at the
   /// start) or a `problem` (while waiting), and the status is nvml_failed.
   std::vector<reclaim::GpuRelease> gpus;
+  /// Selected GPUs that are ghosts (inventory::Busy::ghost: busy with no process),
+  /// index -> the evidence: never free, whatever their memory says, since a new job
+  /// there would run at a fraction of its speed.
+  std::map<unsigned, std::string> ghosts;
   double seconds = 0;
   /// On timeout: a fresh inventory of the selected GPUs, for the holder summary.
   std::optional<inventory::Inventory> holders;

@@ -75,5 +75,52 @@ TEST(Ghost, ABusyOrphanIsAnOrphanNotAGhost) {
   EXPECT_TRUE(g["holders"][0]["orphaned"]);
 }
 
+TEST(Ghost, WaitTreatsAGhostAsNotFree) {
+  SimNode node({"--gpus", "2", "--memory", "96GiB"});
+  make_ghost(node, 1);
+  auto r = node.gpureap({"--json", "wait", "--gpu", "1", "--timeout", "2s"});
+  EXPECT_EQ(r.exit_code, 5) << r.out << r.err;
+  EXPECT_NE(r.out.find("ghost"), std::string::npos) << r.out;
+  auto free0 = node.gpureap({"wait", "--gpu", "0", "--timeout", "2s"});
+  EXPECT_EQ(free0.exit_code, 0) << free0.out << free0.err;
+}
+
+TEST(Ghost, FreeClassifiesAGhostAsALeftover) {
+  SimNode node({"--gpus", "2", "--memory", "96GiB"});
+  make_ghost(node, 1);
+  auto r = node.gpureap({"--json", "free", "--gpu", "1", "--yes", "--timeout", "2s"});
+  EXPECT_EQ(r.exit_code, 1) << "still held: " << r.out << r.err;
+  auto report = r.json();
+  bool found = false;
+  for (const auto& l : report.at("leftovers"))
+    if (l.at("class") == "ghost_gpu") {
+      found = true;
+      EXPECT_EQ(l.at("gpu"), 1);
+      EXPECT_NE(l.dump().find("SM utilization"), std::string::npos) << l.dump();
+      EXPECT_NE(l.dump().find("reset"), std::string::npos) << l.dump();
+    }
+  EXPECT_TRUE(found) << r.out;
+}
+
+std::vector<std::string> in_child_namespace(std::vector<std::string> argv) {
+  std::vector<std::string> out = {"/usr/bin/unshare", "--pid", "--fork", "--mount-proc"};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+TEST(Ghost, InsideAChildPidNamespaceItIsOutsideTheNamespaceNeverAGhost) {
+  SimNode node({"--gpus", "2", "--memory", "96GiB"});
+  if (run_command(in_child_namespace({"/bin/true"}), node.env(), 10s).exit_code != 0)
+    GTEST_SKIP() << "unshare --pid --fork --mount-proc is not permitted here";
+  make_ghost(node, 1);
+  auto r = run_command(in_child_namespace({GPUREAP_BIN, "--json", "status"}), node.env(), 60s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = r.json();
+  EXPECT_EQ(j.at("host_pid_namespace"), false);
+  const auto& g = j["gpus"][1];
+  ASSERT_FALSE(g["busy_without_process"].is_null()) << g.dump();
+  EXPECT_EQ(g["busy_without_process"]["class"], "outside_namespace");
+}
+
 }  // namespace
 }  // namespace gpureap::e2e
