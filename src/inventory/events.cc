@@ -33,6 +33,7 @@ struct EventDetector::GpuState {
   std::set<proc::ProcessId> gone_ids;  // counted once when orphaned and a zombie leader
   bool gone_unattributed = false;
   bool down = false;  // a per-GPU nvml_down was announced
+  bool ghost = false;  // a ghost_gpu was announced
 };
 
 namespace {
@@ -256,6 +257,24 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
       st.gone_ids.clear();
       st.gone_unattributed = false;
     }
+  }
+
+  // 3b. A ghost GPU: busy with no process for the inventory's window.
+  const bool ghost = view.busy.kind == Busy::ghost;
+  if (ghost != st.ghost) {
+    Event e = gpu_event(ghost ? EventKind::ghost_gpu : EventKind::ghost_gpu_gone, view, now);
+    e.bytes = view.used();
+    e.detail = ghost ? view.busy.detail
+                     : view.info.utilization_gpu
+                         ? fmt::format("GPU {} is no longer busy without a process (SM utilization "
+                                       "{}%{})",
+                                       view.info.index, *view.info.utilization_gpu,
+                                       view.busy.kind == Busy::none
+                                           ? ""
+                                           : std::string(", ") + to_string(view.busy.kind))
+                         : fmt::format("GPU {} no longer reports its utilization", view.info.index);
+    out.push_back(std::move(e));
+    st.ghost = ghost;
   }
 
   // 4. Freed: what was announced went away, and nothing is pending (a release in

@@ -30,6 +30,8 @@ enum class EventKind {
   reap_planned,         // --reap-dry-run: what the reaping policy would free
   reaped,               // the reaping policy freed holders (`detail`: the outcome)
   reap_failed,          // the reaping policy tried and memory stayed held
+  ghost_gpu,            // a GPU became a ghost: busy with no process (Busy::ghost, evidence in detail)
+  ghost_gpu_gone,       // a ghost GPU announced above is no longer busy without a process
 };
 
 /// A holder as an event names it.
@@ -77,6 +79,8 @@ inline constexpr std::chrono::milliseconds kUnattributedSettle{3000};
 ///  - memory_freed: everything announced on the GPU (holders gone, unattributed
 ///    class back to none or no larger than announced) is gone and nothing is
 ///    pending; `bytes` is what was announced and went away.
+///  - ghost_gpu / ghost_gpu_gone: the GPU's busy class became ghost (the window
+///    of kBusyTicks ticks is the inventory's) / stopped being one.
 ///  - nvml_down / nvml_up: node-wide when NVML lists no GPU or every GPU failed
 ///    (one line, not one per GPU); per GPU (gpu set) otherwise.
 /// While a GPU's memory is unknown (NVML down or that GPU hung or failing) its

@@ -411,5 +411,25 @@ TEST(EventDetector, AZombieAndOrphanIsFreedOnce) {
             "used)");
 }
 
+TEST(EventDetector, AGhostGpuIsAnnouncedOnceAndItsEnd) {
+  EventDetector d;
+  GpuView ghost = gpu(2);
+  ghost.info.utilization_gpu = 100;
+  ghost.busy = {Busy::ghost, {100, 100, 100}, "SM utilization 100%, 100%, 100%: a ghost GPU"};
+  GpuView busy_not_yet = ghost;
+  busy_not_yet.busy = {};
+  EXPECT_TRUE(d.observe(node({busy_not_yet}), 1).empty()) << "the window is the inventory's";
+  auto first = d.observe(node({ghost}), 2);
+  ASSERT_EQ(kinds(first), std::vector<EventKind>{EventKind::ghost_gpu});
+  EXPECT_EQ(first[0].gpu, 2u);
+  EXPECT_NE(first[0].detail.find("ghost GPU"), std::string::npos);
+  EXPECT_TRUE(d.observe(node({ghost}), 3).empty()) << "announced once";
+  GpuView reset = gpu(2);
+  reset.info.utilization_gpu = 0;
+  auto gone = d.observe(node({reset}), 4);
+  ASSERT_EQ(kinds(gone), std::vector<EventKind>{EventKind::ghost_gpu_gone});
+  EXPECT_NE(gone[0].detail.find("0%"), std::string::npos) << gone[0].detail;
+}
+
 }  // namespace
 }  // namespace gpureap::inventory

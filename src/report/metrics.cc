@@ -36,12 +36,13 @@ constexpr std::array<inventory::Unexplained, 4> kUnattributedClasses{
 
 // Every event kind, so that each has its series from the start (the agent's
 // counters are keyed by report::to_string of the kind, as events are spelled).
-constexpr std::array<inventory::EventKind, 9> kEventKinds{
+constexpr std::array<inventory::EventKind, 11> kEventKinds{
     inventory::EventKind::orphaned_memory, inventory::EventKind::zombie_leader,
     inventory::EventKind::unattributed_memory, inventory::EventKind::memory_freed,
     inventory::EventKind::nvml_down, inventory::EventKind::nvml_up,
     inventory::EventKind::reap_planned, inventory::EventKind::reaped,
-    inventory::EventKind::reap_failed};
+    inventory::EventKind::reap_failed, inventory::EventKind::ghost_gpu,
+    inventory::EventKind::ghost_gpu_gone};
 
 constexpr std::array<std::string_view, 3> kFreeResults{"freed", "held", "nothing"};
 
@@ -192,6 +193,19 @@ void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder
       x.sample(with(gpu_labels(inv, g), "class", inventory::to_string(c)),
                g.unexplained == c ? g.unattributed_bytes : 0);
   });
+
+  x.family("gpureap_gpu_utilization_ratio", "gauge",
+           "SM utilization of the GPU, 0-1 (NVML utilization rates, the driver's last sample "
+           "period). Absent while NVML cannot say.");
+  for (const auto& g : gpus)
+    if (g.info.utilization_gpu)
+      x.sample(gpu_labels(inv, g), number(*g.info.utilization_gpu / 100.0));
+
+  x.family("gpureap_gpu_busy_without_process", "gauge",
+           "1 when the GPU is a ghost: busy (SM utilization >= 50% for 3 consecutive ticks) "
+           "with no process using it anywhere; only a reset or a reboot ends it. 0 otherwise.");
+  for (const auto& g : gpus)
+    x.sample(gpu_labels(inv, g), g.busy.kind == inventory::Busy::ghost ? 1 : 0);
 
   x.family("gpureap_gpu_holders", "gauge",
            "Processes holding the GPU, by kind: live, orphaned (parent or launcher died), "

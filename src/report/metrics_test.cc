@@ -333,7 +333,7 @@ TEST(Metrics, AgentCountersEveryKindAndResultAlwaysPresent) {
            R"(gpureap_scans_total{kind="incremental"} 57)",
        })
     EXPECT_TRUE(has_line(text, line)) << line << "\nnot in:\n" << text;
-  EXPECT_EQ(lines_starting(text, "gpureap_events_total{").size(), 9u);
+  EXPECT_EQ(lines_starting(text, "gpureap_events_total{").size(), 11u);
   EXPECT_EQ(structure_problems(text), std::vector<std::string>{});
 
   AgentCounters fresh;  // before any free: no timestamp rather than 1970

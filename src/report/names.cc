@@ -111,6 +111,10 @@ const char* to_string(inventory::EventKind k) {
       return "reaped";
     case EventKind::reap_failed:
       return "reap_failed";
+    case EventKind::ghost_gpu:
+      return "ghost_gpu";
+    case EventKind::ghost_gpu_gone:
+      return "ghost_gpu_gone";
   }
   return "unknown";
 }

@@ -25,7 +25,8 @@ std::string_view to_string(reclaim::LeftoverClass c);
 /// A skipped holder's class: "protected", "not_permitted", "not_selected".
 std::string_view to_string(reclaim::SkipKind k);
 /// An agent event's kind: "orphaned_memory", "zombie_leader", "unattributed_memory",
-/// "memory_freed", "nvml_down", "nvml_up", "reap_planned", "reaped", "reap_failed"
+/// "memory_freed", "nvml_down", "nvml_up", "reap_planned", "reaped", "reap_failed",
+/// "ghost_gpu", "ghost_gpu_gone"
 /// (the `event` of `gpureap --json watch`; the metrics count events by these words).
 /// A C string, so that it keys a std::map<std::string, …> directly.
 const char* to_string(inventory::EventKind k);

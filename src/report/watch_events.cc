@@ -118,6 +118,11 @@ std::string describe(const Event& e, const Style& style) {
       return fmt::format("{} {} holding {} — {}", style.red("reaping failed for"), holder_list(e),
                          held_bytes(e),
                          then(detail, fmt::format("see: gpureap status --gpu {}", gpu)));
+    case EventKind::ghost_gpu:
+      // The inventory's detail carries the samples and the next step.
+      return fmt::format("{} — {}", style.red("ghost GPU: busy with no process"), detail);
+    case EventKind::ghost_gpu_gone:
+      return fmt::format("{} — {}", style.green("ghost GPU gone"), detail);
   }
   return detail;
 }
