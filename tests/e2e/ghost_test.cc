@@ -6,7 +6,12 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "harness.h"
+#include "watch_child.h"
 
 namespace gpureap::e2e {
 namespace {
@@ -120,6 +125,53 @@ TEST(Ghost, InsideAChildPidNamespaceItIsOutsideTheNamespaceNeverAGhost) {
   const auto& g = j["gpus"][1];
   ASSERT_FALSE(g["busy_without_process"].is_null()) << g.dump();
   EXPECT_EQ(g["busy_without_process"]["class"], "outside_namespace");
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool is_event(const nlohmann::json& j, const std::string& kind, unsigned gpu) {
+  return j.is_object() && j.value("event", "") == kind && j["gpu"].is_number() && j["gpu"] == gpu;
+}
+
+TEST(Ghost, TheAgentAnnouncesAGhostAndCountsItInItsMetrics) {
+  SimNode node({"--gpus", "2", "--memory", "96GiB"});
+  auto help = node.gpureap({"--help"}, 30s);
+  if (help.out.find("\n  watch ") == std::string::npos) GTEST_SKIP() << "no `gpureap watch`";
+  const std::string textfile = node.dir() + "/textfile";
+  std::filesystem::create_directories(textfile);
+  auto agent = WatchChild::gpureap(
+      node, {"--json", "watch", "--no-listen", "--tick", "200ms", "--textfile", textfile});
+  ASSERT_TRUE(agent.next_line(30s)) << agent.transcript();  // started
+  make_ghost(node, 1);
+  auto e = agent.wait_for_json([](const nlohmann::json& j) { return is_event(j, "ghost_gpu", 1); },
+                               30s);
+  ASSERT_TRUE(e) << agent.transcript();
+  EXPECT_NE((*e)["detail"].get<std::string>().find("reset"), std::string::npos) << e->dump();
+  // The gauge says 1 for GPU 1 and 0 for GPU 0 in the textfile written at a tick.
+  auto gauge_line = [&](unsigned gpu) {
+    std::istringstream in(read_text(textfile + "/gpureap.prom"));
+    for (std::string line; std::getline(in, line);)
+      if (line.starts_with("gpureap_gpu_busy_without_process{gpu=\"" + std::to_string(gpu) + "\""))
+        return line;
+    return std::string();
+  };
+  ASSERT_TRUE(SimNode::eventually([&] { return gauge_line(1).ends_with(" 1"); }, 30s))
+      << read_text(textfile + "/gpureap.prom");
+  EXPECT_TRUE(gauge_line(0).ends_with(" 0")) << gauge_line(0);
+  EXPECT_NE(read_text(textfile + "/gpureap.prom").find("gpureap_gpu_utilization_ratio{gpu=\"1\""),
+            std::string::npos);
+
+  // The reset ends it: announced as gone.
+  ASSERT_EQ(node.sim({"nvidia-smi", "--dir", node.dir(), "-r", "-i", "1"}).exit_code, 0);
+  auto gone = agent.wait_for_json(
+      [](const nlohmann::json& j) { return is_event(j, "ghost_gpu_gone", 1); }, 30s);
+  EXPECT_TRUE(gone) << agent.transcript();
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
 }
 
 }  // namespace
