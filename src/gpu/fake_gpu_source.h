@@ -127,6 +127,7 @@ class FakeGpuSource : public GpuSource {
       r.hung = gpu.hung;
       if (gpu.memory) r.used = gpu.memory->used;
       for (const GpuProcess& p : gpu.processes) r.pids.push_back(p.pid);
+      r.utilization_gpu = gpu.utilization_gpu;
       readings.push_back(std::move(r));
     }
     return readings;

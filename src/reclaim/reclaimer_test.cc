@@ -351,6 +351,30 @@ TEST(Reclaim, DriverHeldMemoryIsClassifiedOnceItStalls) {
   EXPECT_TRUE(r.resets.empty());
 }
 
+TEST(Reclaim, AGhostGpuIsHeldAndClassifiedThoughItsMemoryIsAtBaseline) {
+  TestMachine m;
+  m.gpu(0).utilization_gpu = 100;  // busy, no process, no memory: a ghost
+  m.gpu(0).persistence_mode = false;
+  m.gpu(1).utilization_gpu = 0;
+  ReclaimOptions o;
+  o.selection.gpus = {0, 1};
+  ReclaimReport r = m.free(o);
+  EXPECT_FALSE(r.all_freed());
+  ASSERT_EQ(r.leftovers.size(), 1u);
+  EXPECT_EQ(r.leftovers[0].gpu, 0u);
+  EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::ghost_gpu);
+  std::string evidence;
+  for (const auto& e : r.leftovers[0].evidence) evidence += e + "\n";
+  EXPECT_NE(evidence.find("100% 100% 100% 100% 100%"), std::string::npos) << evidence;
+  EXPECT_NE(evidence.find("persistence mode off"), std::string::npos) << evidence;
+  EXPECT_NE(r.leftovers[0].next_step.find("--reset --gpu 0"), std::string::npos);
+  for (const auto& g : r.gpus) {
+    if (g.index == 1) {
+      EXPECT_TRUE(g.freed) << "an idle GPU stays free";
+    }
+  }
+}
+
 TEST(Reclaim, SlowReleaseIsWaitedForNotClassified) {
   TestMachine m;
   FakeProc p = holder(3000701);
