@@ -68,8 +68,7 @@ void sample_busy_gpus(gpu::GpuSource& gpus, Inventory& inv, const CollectOptions
     if (!busy_without_live_user(view)) continue;
     samples[view.info.index] = {*view.info.utilization_gpu};
     // Orphans using it: no window needed (it is theirs, not a ghost's).
-    if (std::none_of(view.holders.begin(), view.holders.end(),
-                     [](const GpuHolder& h) { return h.uses_gpu; }))
+    if (std::none_of(view.holders.begin(), view.holders.end(), computes_here))
       candidates.push_back(view.info.index);
   }
   if (options.sample_busy) {

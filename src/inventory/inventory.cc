@@ -130,10 +130,17 @@ std::string sample_list(const std::vector<unsigned>& samples) {
 
 }  // namespace
 
+bool computes_here(const GpuHolder& h) {
+  // Compute needs a context, and NVML lists every process with one: an opener it
+  // does not list (a monitoring agent, an inherited descriptor) computes nothing.
+  return h.uses_gpu && h.holder.found_by.contains(proc::FoundBy::nvml);
+}
+
 bool busy_without_live_user(const GpuView& view) {
   if (!view.info.utilization_gpu || !busy_reading(*view.info.utilization_gpu)) return false;
+  if (!view.info.processes_known) return false;  // no process list: nothing to reason with
   return std::all_of(view.holders.begin(), view.holders.end(),
-                     [](const GpuHolder& h) { return !h.uses_gpu || h.holder.orphaned; });
+                     [](const GpuHolder& h) { return !computes_here(h) || h.holder.orphaned; });
 }
 
 void classify_busy(Inventory& inv, const std::map<unsigned, std::vector<unsigned>>& samples,
@@ -147,8 +154,7 @@ void classify_busy(Inventory& inv, const std::map<unsigned, std::vector<unsigned
     if (window.size() > required) window.erase(window.begin(), window.end() - required);
     const bool sustained =
         window.size() >= required && std::all_of(window.begin(), window.end(), busy_reading);
-    const bool any_user = std::any_of(view.holders.begin(), view.holders.end(),
-                                      [](const GpuHolder& h) { return h.uses_gpu; });
+    const bool any_user = std::any_of(view.holders.begin(), view.holders.end(), computes_here);
     const std::string memory =
         view.info.memory ? format_bytes(view.info.memory->used) : std::string("unknown");
     if (any_user) {
@@ -172,6 +178,15 @@ void classify_busy(Inventory& inv, const std::map<unsigned, std::vector<unsigned
       continue;
     }
     view.busy.kind = Busy::ghost;
+    // Openers NVML does not list compute nothing, but a reset needs them gone.
+    std::string clients;
+    for (const GpuHolder& h : view.holders)
+      clients += fmt::format("{}pid {} ({})", clients.empty() ? "" : ", ", h.holder.id.pid,
+                             h.holder.comm);
+    if (!clients.empty())
+      clients = fmt::format(" Clients with the device open (monitoring agents, most likely), "
+                            "which must close it before a reset: {}.",
+                            clients);
     const char* persistence = !view.info.persistence_mode ? "unknown"
                               : *view.info.persistence_mode ? "on"
                                                             : "off";
@@ -179,8 +194,8 @@ void classify_busy(Inventory& inv, const std::map<unsigned, std::vector<unsigned
         "SM utilization {} over the window with {} used and no process using the GPU anywhere "
         "(persistence mode {}): a ghost GPU, still running work of a killed process. New jobs "
         "here run slowly. Next: a GPU reset (`gpureap free --reset --gpu {}`: needs root, no "
-        "process with the device open and persistence mode off), or a reboot.",
-        sample_list(view.busy.samples), memory, persistence, view.info.index);
+        "process with the device open and persistence mode off), or a reboot.{}",
+        sample_list(view.busy.samples), memory, persistence, view.info.index, clients);
   }
 }
 

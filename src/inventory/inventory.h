@@ -106,8 +106,12 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
                           const std::vector<gpu::MemoryReading>& later_used = {},
                           const std::vector<gpu::MemoryReading>& earlier_used = {});
 
+/// True when NVML lists the holder on this GPU: it has a context and may compute.
+bool computes_here(const GpuHolder& h);
+
 /// True when the view reads busy (SM utilization >= kBusyThreshold) while no
-/// process, or only orphans, use it: a ghost candidate worth sampling again.
+/// process, or only orphans, compute on it (openers NVML does not list, such as
+/// monitoring agents, compute nothing): a ghost candidate worth sampling again.
 bool busy_without_live_user(const GpuView& view);
 
 /// Classifies each busy GPU of `inv` from its SM utilization samples (index ->

@@ -432,16 +432,23 @@ class Reclaim {
   // Optional reset of GPUs whose memory only the driver holds.
   void reset_driver_held() {
     for (const auto& l : report_.leftovers) {
-      if (l.cls != LeftoverClass::driver_held) continue;
+      // A ghost GPU's way out is the same reset, under the same preconditions.
+      if (l.cls != LeftoverClass::driver_held && l.cls != LeftoverClass::ghost_gpu) continue;
       const auto* view = find_view(latest_, l.gpu);
-      if (!view) continue;
+      if (!view || std::any_of(report_.resets.begin(), report_.resets.end(),
+                               [&](const ResetOutcome& r) { return r.gpu == l.gpu; }))
+        continue;  // one reset per GPU, driver-held and ghost alike
       report_.resets.push_back(reset_gpu(*view, latest_, node_.gpus()));
       if (!report_.resets.back().succeeded) continue;
       auto reading = node_.gpus().memory({l.gpu}, std::chrono::milliseconds(2000));
       for (auto& g : report_.gpus)
         if (g.index == l.gpu && reading && !reading->empty() && reading->front().used) {
-          g.used = reading->front().used;
-          g.freed = *g.used <= g.threshold;
+          const auto& r = reading->front();
+          g.used = r.used;
+          // A ghost is over when the GPU is idle too (one reading: a reset is no spike).
+          const bool busy = r.utilization_gpu && *r.utilization_gpu >= inventory::kBusyThreshold &&
+                            view->busy.kind == inventory::Busy::ghost;
+          g.freed = *g.used <= g.threshold && !busy;
           if (g.freed) g.freed_at = since_t0();
         }
     }

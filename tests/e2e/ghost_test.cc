@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -172,6 +173,48 @@ TEST(Ghost, TheAgentAnnouncesAGhostAndCountsItInItsMetrics) {
       [](const nlohmann::json& j) { return is_event(j, "ghost_gpu_gone", 1); }, 30s);
   EXPECT_TRUE(gone) << agent.transcript();
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+TEST(Ghost, FreeResetTakesAGhostAsACandidateAndAMonitoringClientBlocksItByName) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the reset path needs root";
+  SimNode node({"--gpus", "2", "--memory", "96GiB"});
+  make_ghost(node, 1);
+  // A monitoring agent (protected by its name: free never signals it) keeps the node open.
+  auto client = node.hold({"--gpu", "1", "--client-only", "--comm", "nv-hostengine"});
+  ASSERT_EQ(client.holders.size(), 1u);
+  const pid_t client_pid = client.holders[0].first;
+
+  // The client computes nothing (NVML does not list it): the GPU is still a ghost,
+  // and the client is named as what blocks a reset.
+  auto status = node.gpureap({"--json", "status"}).json();
+  const auto& g = status["gpus"][1];
+  ASSERT_FALSE(g["busy_without_process"].is_null()) << g.dump();
+  EXPECT_EQ(g["busy_without_process"]["class"], "ghost");
+  EXPECT_NE(g["busy_without_process"]["detail"].get<std::string>().find(
+                "pid " + std::to_string(client_pid)),
+            std::string::npos)
+      << g.dump();
+
+  auto blocked = node.gpureap({"--json", "free", "--gpu", "1", "--reset", "--yes", "--timeout", "2s"});
+  EXPECT_EQ(blocked.exit_code, 1) << blocked.out << blocked.err;
+  auto report = blocked.json();
+  ASSERT_EQ(report.at("resets").size(), 1u) << blocked.out;
+  const auto& reset = report["resets"][0];
+  EXPECT_FALSE(reset.at("attempted")) << reset.dump();
+  EXPECT_NE(reset.at("blockers").dump().find("pid " + std::to_string(client_pid)), std::string::npos)
+      << reset.dump();
+
+  // The client gone, the reset runs through the nvidia-smi stand-in and ends the ghost.
+  for (pid_t p : client.pids) ::kill(p, SIGKILL);  // our own client, just started
+  ASSERT_TRUE(SimNode::eventually([&] { return !alive(client_pid); }));
+  auto done = node.gpureap({"--json", "free", "--gpu", "1", "--reset", "--yes", "--timeout", "2s"});
+  auto done_report = done.json();
+  ASSERT_EQ(done_report.at("resets").size(), 1u) << done.out << done.err;
+  EXPECT_TRUE(done_report["resets"][0].at("succeeded")) << done.out;
+  EXPECT_TRUE(done_report.at("leftovers").empty()) << done.out;
+  EXPECT_EQ(done.exit_code, 0) << done.out << done.err;
+  auto after = node.gpureap({"--json", "status"}).json();
+  EXPECT_TRUE(after["gpus"][1]["busy_without_process"].is_null()) << after["gpus"][1].dump();
 }
 
 }  // namespace
