@@ -216,8 +216,8 @@ class Agent {
   }
 
   std::string serve_control(const Peer& peer, const std::string& request) {
-    if (request != "inventory")
-      return R"({"error":"unknown request: this agent answers \"inventory\""})";
+    if (request != inventory::kInventoryRequest)
+      return inventory::encode_wire_error("unknown request: this agent answers \"inventory\"");
     // As fresh as a direct scan: NVML read and new processes scanned for this answer.
     watcher_.refresh();
     publish();
