@@ -216,8 +216,8 @@ class Agent {
   }
 
   std::string serve_control(const Peer& peer, const std::string& request) {
-    if (request != "inventory")
-      return R"({"error":"unknown request: this agent answers \"inventory\""})";
+    if (request != inventory::kInventoryRequest)
+      return inventory::encode_wire_error("unknown request: this agent answers \"inventory\"");
     // As fresh as a direct scan: NVML read and new processes scanned for this answer.
     watcher_.refresh();
     publish();
@@ -274,8 +274,13 @@ class Agent {
 
     inventory::Event event;
     event.time = wall_now();
-    for (const auto& t : plan.targets)
-      event.holders.push_back({t.id, t.comm, t.user, t.gpu_bytes});
+    for (const auto& t : plan.targets) {
+      std::string container;
+      for (const auto& view : inv.gpus)
+        for (const auto& gh : view.holders)
+          if (gh.holder.id == t.id) container = gh.holder.container;
+      event.holders.push_back({t.id, t.comm, t.user, t.gpu_bytes, container});
+    }
     for (const auto& t : plan.targets) event.bytes += t.gpu_bytes;
     if (gpus.size() == 1) {
       event.gpu = gpus.front();

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "inventory/collect.h"
 #include "proc/holder_scan.h"
@@ -83,7 +84,8 @@ void Watcher::full_scan() {
   proc::ReadBuffer scratch;
   std::vector<pid_t> pids;
   if (proc_fd.valid() && proc::list_pids(proc_fd.get(), scratch, pids) == 0)
-    seen_pids_.insert(pids.begin(), pids.end());
+    seen_pids_ = std::move(pids);
+  std::sort(seen_pids_.begin(), seen_pids_.end());
   rebuild();
 }
 
@@ -128,11 +130,12 @@ void Watcher::incremental_scan() {
   std::vector<pid_t> pids;
   if (proc::list_pids(proc_fd.get(), buf, pids) != 0) return full_scan();
 
-  std::set<pid_t> now_seen(pids.begin(), pids.end());
+  // New since the last tick: a merge of two sorted lists (10,000 processes: no tree).
+  std::sort(pids.begin(), pids.end());
   std::set<pid_t> candidates;
-  for (pid_t p : pids)
-    if (!seen_pids_.contains(p)) candidates.insert(p);  // new since the last tick
-  seen_pids_ = std::move(now_seen);
+  std::set_difference(pids.begin(), pids.end(), seen_pids_.begin(), seen_pids_.end(),
+                      std::inserter(candidates, candidates.end()));
+  seen_pids_ = std::move(pids);
 
   // Known holders: gone ones are dropped; a changed state letter, parent or group
   // (a zombie leader, an orphan) means a fresh look at that one process.

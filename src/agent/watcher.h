@@ -80,7 +80,7 @@ class Watcher {
   std::map<pid_t, proc::Holder> holders_;  // by pid
   std::vector<proc::ScanProblem> problems_;
   std::size_t processes_scanned_ = 0;
-  std::set<pid_t> seen_pids_;  // /proc at the last tick
+  std::vector<pid_t> seen_pids_;  // /proc at the last tick, sorted
   std::map<int, std::shared_ptr<Watched>> watched_;  // by fd
   std::map<pid_t, inventory::DeadParent> dead_parents_;
   util::Clock::time_point next_full_{};

@@ -64,7 +64,7 @@ Event gpu_event(EventKind kind, const GpuView& view, double now) {
 }
 
 EventHolder event_holder(const GpuHolder& gh) {
-  return {gh.holder.id, gh.holder.comm, gh.holder.user, gh.gpu_bytes};
+  return {gh.holder.id, gh.holder.comm, gh.holder.user, gh.gpu_bytes, gh.holder.container};
 }
 
 std::uint64_t known_bytes(const std::vector<EventHolder>& holders) {

@@ -40,6 +40,7 @@ struct EventHolder {
   std::string comm;
   std::string user;
   std::optional<std::uint64_t> gpu_bytes;  // on the event's GPU; nullopt when unknown
+  std::string container;  // proc::Holder::container ("k8s-pod:<uid>/<id>", "docker:…"); "" if none
 };
 
 /// The process whose death orphaned holders: as the agent last saw it alive.

@@ -233,6 +233,7 @@ void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder
       labels.emplace_back("comm", h.holder.comm);
       labels.emplace_back("user", h.holder.user);
       labels.emplace_back("kind", std::string(holder_kind(h.holder)));
+      if (!h.holder.container.empty()) labels.emplace_back("container", h.holder.container);
       x.sample(labels, *h.gpu_bytes);
     }
   }

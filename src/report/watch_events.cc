@@ -163,7 +163,9 @@ std::string watch_event_json(const Event& e) {
                        {"start_time", h.id.start_time},
                        {"comm", h.comm},
                        {"user", h.user},
-                       {"gpu_bytes", or_null(h.gpu_bytes)}});
+                       {"gpu_bytes", or_null(h.gpu_bytes)},
+                       {"container", h.container.empty() ? nlohmann::ordered_json(nullptr)
+                                                         : nlohmann::ordered_json(h.container)}});
   nlohmann::ordered_json doc = {
       {"schema_version", kSchemaVersion},
       {"event", to_string(e.kind)},

@@ -27,7 +27,7 @@ class WatchEvents : public ::testing::Test {
 
 inventory::EventHolder holder(pid_t pid, std::optional<std::uint64_t> bytes,
                               std::string comm = "python3") {
-  return {{pid, 9000u + static_cast<unsigned>(pid)}, std::move(comm), "alice", bytes};
+  return {{pid, 9000u + static_cast<unsigned>(pid)}, std::move(comm), "alice", bytes, ""};
 }
 
 Event orphans(std::size_t n) {
@@ -54,14 +54,14 @@ TEST_F(WatchEvents, OrphanedMemoryNamesHoldersParentAndTheFree) {
       watch_event_json(e),
       R"j({"schema_version":1,"event":"orphaned_memory","time":1712345678.25,"gpu":3,)j"
       R"j("uuid":"GPU-3","bytes":85899345920,"holders":[)j"
-      R"j({"pid":4242,"start_time":13242,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
-      R"j({"pid":4243,"start_time":13243,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
-      R"j({"pid":4244,"start_time":13244,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
-      R"j({"pid":4245,"start_time":13245,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
-      R"j({"pid":4246,"start_time":13246,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
-      R"j({"pid":4247,"start_time":13247,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
-      R"j({"pid":4248,"start_time":13248,"comm":"python3","user":"alice","gpu_bytes":10737418240},)j"
-      R"j({"pid":4249,"start_time":13249,"comm":"python3","user":"alice","gpu_bytes":10737418240}],)j"
+      R"j({"pid":4242,"start_time":13242,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
+      R"j({"pid":4243,"start_time":13243,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
+      R"j({"pid":4244,"start_time":13244,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
+      R"j({"pid":4245,"start_time":13245,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
+      R"j({"pid":4246,"start_time":13246,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
+      R"j({"pid":4247,"start_time":13247,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
+      R"j({"pid":4248,"start_time":13248,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
+      R"j({"pid":4249,"start_time":13249,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null}],)j"
       R"j("parent":{"pid":4100,"comm":"sglang.launch","cmdline":"python3 -m sglang.launch_server",)j"
       R"j("died_at":1712345678.05},"class":null,"detail":"re-parented to init (pid 1)"})j"
       "\n");
@@ -262,6 +262,25 @@ TEST(EventKindNames, EveryKindHasAWord) {
                                                    {K::reaped, "reaped"},
                                                    {K::reap_failed, "reap_failed"}})
     EXPECT_EQ(to_string(k), word);
+}
+
+}  // namespace
+}  // namespace gpureap::report
+
+namespace gpureap::report {
+namespace {
+
+TEST(WatchEventJson, AHolderInAPodIsNamedByPodAndContainer) {
+  inventory::Event e;
+  e.kind = inventory::EventKind::orphaned_memory;
+  e.time = 1712345678.25;
+  e.gpu = 0;
+  e.uuid = "GPU-0";
+  e.holders.push_back({{4242, 13242}, "python3", "alice", 1024, "k8s-pod:6b9a8f0e/3f2a1b9c8d7e"});
+  e.bytes = 1024;
+  EXPECT_NE(watch_event_json(e).find(R"("container":"k8s-pod:6b9a8f0e/3f2a1b9c8d7e")"),
+            std::string::npos)
+      << watch_event_json(e);
 }
 
 }  // namespace

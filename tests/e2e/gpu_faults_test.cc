@@ -82,6 +82,18 @@ TEST_P(GpuFault, TheFaultyGpuIsNeverVerifiedFree) {
   EXPECT_FALSE(alive(held.holders.at(0).first)) << "its holder, found through /proc, was freed";
 }
 
+// With no holder on it, a GPU NVML cannot read is not "nothing to do" (exit 4): its
+// memory was not measured, so free says so and exits 3.
+TEST_P(GpuFault, NoHolderOnAnUnreadableGpuIsNotNothingToDo) {
+  auto free = node_.gpureap({"free", "--gpu", "1", "--yes", "--timeout", "3s"});
+  EXPECT_EQ(free.exit_code, 3) << free.out << free.err;
+  EXPECT_NE(free.err.find("NVML cannot read GPU 1"), std::string::npos) << free.err;
+  auto ok_if_nothing = node_.gpureap({"free", "--gpu", "1", "--yes", "--ok-if-nothing"});
+  EXPECT_EQ(ok_if_nothing.exit_code, 3) << "--ok-if-nothing does not make it measured";
+  auto other = node_.gpureap({"free", "--gpu", "2", "--yes"});
+  EXPECT_EQ(other.exit_code, 4) << "the readable GPU is still nothing to do: " << other.err;
+}
+
 // defects-wave1 §1.7: 16 lost GPUs gave 32 NVML errors on one line. Each GPU NVML
 // cannot read gets its own line, naming that GPU only.
 TEST(ManyGpuFaults, WaitNamesEachLostGpuOnItsOwnLine) {
