@@ -87,6 +87,16 @@ TEST_F(Health, AFinishedJobsProcessAndDriverHeldMemoryAreHeld) {
   EXPECT_EQ(h.held[1].bytes, 12 * kGiB);
 }
 
+TEST_F(Health, AGhostGpuIsHeldThoughItHoldsNoMemory) {
+  m_.gpu(1).utilization_gpu = 100;  // busy, no process, no memory
+  m_.gpu(0).utilization_gpu = 0;
+  auto h = check_node_health(m_.node(), {10ms, ""});
+  ASSERT_EQ(h.held.size(), 1u);
+  EXPECT_EQ(h.held[0].index, 1u);
+  EXPECT_EQ(h.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::ghost_gpu}));
+  EXPECT_EQ(h.held[0].bytes, 0u);
+}
+
 TEST_F(Health, AnOrphanOutsideSlurmIsHeldAServiceIsNot) {
   m_.spawn(holder(4000301, 0, 1));  // ppid 1, its own session: a service init started
   auto service = check_node_health(m_.node(), {10ms, ""});
