@@ -113,14 +113,16 @@ int run_job_hook(const GlobalOptions& global, const SlurmOptions& o, Clock::time
 
   // 2. One free at a time: concurrent epilogs wait for each other, within the deadline.
   cluster::JobCheck check;
-  std::optional<reclaim::FreeLock> lock;
+  // A unique_ptr, not an optional: g++ 13 (the GPU machine's) warns that an optional's
+  // moved-in descriptor "may be used uninitialized" here, and -Werror makes it fatal.
+  std::unique_ptr<reclaim::FreeLock> lock;
   auto state = inventory::state_dir();
   if (!state) {
     check.error = state.error().message;
   } else if (o.mode == "epilog" || o.free_orphans) {
     auto l = reclaim::FreeLock::acquire(*state, check_end);
     if (l)
-      lock.emplace(std::move(*l));
+      lock = std::make_unique<reclaim::FreeLock>(std::move(*l));
     else
       check.error = l.error().message;
   }
