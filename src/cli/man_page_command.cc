@@ -155,6 +155,10 @@ The \fBnvidia\-smi\fR that \fBfree \-\-reset\fR runs (default: \fBnvidia\-smi\fR
 Set by \fBgpureap run\fR in the environment of every process of a run
 (\fIname\fR\-\fIpid\fR), so its leftovers stay identifiable when gpureap itself is gone.
 .TP
+.B GPUREAP_NO_AGENT
+When set (not empty, not 0), \fBstatus\fR, \fBfree\fR and \fBwait\fR scan directly instead of
+asking a running \fBgpureap watch\fR over its socket (as \fB\-\-no\-agent\fR does).
+.TP
 .B GPUREAP_SCONTROL
 The \fBscontrol\fR that \fBgpureap slurm\fR runs when \fB\-\-scontrol\fR is not given
 (default: \fI/usr/bin/scontrol\fR; Slurm's hooks have no \fBPATH\fR).

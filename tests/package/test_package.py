@@ -258,7 +258,23 @@ class DebianPackage(unittest.TestCase):
             expected[f"./usr/share/man/man1/{page}.1.gz"] = "-rw-r--r--"
         for doc in glob.glob(os.path.join(ROOT, "docs", "*.md")):
             expected[f"./usr/share/doc/gpureap/{os.path.basename(doc)}"] = "-rw-r--r--"
+        # The agent's unit (ExecStart= the installed binary) and the state directory's
+        # tmpfiles.d entry; contrib/ as examples (systemd, Slurm, Kubernetes).
+        expected["./usr/lib/systemd/system/gpureap-watch.service"] = "-rw-r--r--"
+        expected["./usr/lib/tmpfiles.d/gpureap.conf"] = "-rw-r--r--"
+        contrib = os.path.join(ROOT, "contrib")
+        for dirpath, _, names in os.walk(contrib):
+            for name in names:
+                rel = os.path.relpath(os.path.join(dirpath, name), contrib)
+                mode = "-rwxr-xr-x" if os.access(os.path.join(dirpath, name), os.X_OK) else "-rw-r--r--"
+                expected[f"./usr/share/doc/gpureap/examples/{rel}"] = mode
         self.assertEqual(files, expected)
+
+    def test_the_unit_runs_the_installed_binary(self):
+        unit = run(["sh", "-c", f"dpkg-deb --fsys-tarfile {deb_path()} | "
+                    "tar -xO ./usr/lib/systemd/system/gpureap-watch.service"]).stdout
+        self.assertIn("ExecStart=/usr/bin/gpureap watch", unit)
+        self.assertNotIn("@BINDIR@", unit)
 
     def test_changelog_names_this_version(self):
         text = read_text(os.path.join(ROOT, "packaging", "changelog"))
