@@ -90,11 +90,12 @@ bool nothing_to_do(const inventory::Inventory& inv, const Selection& sel,
   return all_idle || (!unexplained && only_unmatched);
 }
 
-// At baseline, and no process uses it (a monitoring client that only has the node
-// open does not count).
+// At baseline, no process uses it (a monitoring client that only has the node open
+// does not count), and not a ghost (busy with no process: a job there would crawl).
 bool clean(const inventory::GpuView& v) {
-  return v.at_baseline() && std::none_of(v.holders.begin(), v.holders.end(),
-                                         [](const inventory::GpuHolder& h) { return h.uses_gpu; });
+  return v.at_baseline() && v.busy.kind != inventory::Busy::ghost &&
+         std::none_of(v.holders.begin(), v.holders.end(),
+                      [](const inventory::GpuHolder& h) { return h.uses_gpu; });
 }
 
 std::vector<proc::EnvEntry> job_entries(const std::set<std::string>& jobs) {

@@ -187,6 +187,17 @@ TEST_F(JobCheckTest, ThePrologWantsTheJobsGpusAtBaseline) {
   EXPECT_FALSE(m_.control.signals_of(orphan).empty());
 }
 
+TEST_F(JobCheckTest, ThePrologRefusesAGhostGpu) {
+  m_.gpu(0).utilization_gpu = 100;  // busy, no process, no memory (issue 15)
+  auto ghost = check_before_job(m_.node(), m_.control, job("44", {"minor:0"}), options(), true);
+  ASSERT_EQ(ghost.held.size(), 1u);
+  EXPECT_EQ(ghost.held[0].index, 0u);
+  EXPECT_EQ(ghost.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::ghost_gpu}));
+  m_.gpu(0).utilization_gpu = 0;
+  EXPECT_TRUE(
+      check_before_job(m_.node(), m_.control, job("44", {"minor:0"}), options(), true).ok());
+}
+
 TEST_F(JobCheckTest, ThePrologNeverFreesARunningJobsProcess) {
   running_job(5000600, "9");
   auto worker = spawn(5000601, 0, 5000600, "9");
