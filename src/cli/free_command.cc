@@ -283,36 +283,27 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
             v.busy.kind != inventory::Busy::ghost);
   });
   auto style = report_on_stderr ? stderr_style(global) : stdout_style(global);
-  if (plan.targets.empty() && !nvml_usable) {
-    // "Nothing to do" needs a measurement: without NVML, no holder in /proc does
-    // not mean no memory held (driver-held memory, holders in other namespaces).
-    if (global.json)
-      print_out(report::json_text(
-          report::free_json(plan, reclaim::ReclaimReport{}, o.dry_run, inv.warnings)));
-    else
-      print_out(report::plan_text(plan, style, options.escalation.grace));
-    print_err(fmt::format(
-        "gpureap free: no process to signal, and NVML is unusable, so whether the selected "
-        "GPUs hold memory cannot be measured: {}\n",
-        report::terminal_text(inv.nvml_problem)));
-    return kExitSystem;
-  }
-  // A selected GPU NVML cannot read, with no holder to signal: "nothing to do" would be
-  // a verdict without a measurement (its memory could be driver-held), so exit 3.
+  // "Nothing to do" needs a measurement: without NVML, no holder in /proc does not
+  // mean no memory held (driver-held memory, holders in other namespaces); nor does a
+  // selected GPU NVML cannot read (its memory could be driver-held). Exit 3.
   std::vector<unsigned> unreadable;
   for (const auto& v : inv.gpus)
     if (inventory::is_selected(sel.gpus, v.info.index) && !v.info.memory)
       unreadable.push_back(v.info.index);
-  if (plan.targets.empty() && !unreadable.empty()) {
+  if (plan.targets.empty() && (!nvml_usable || !unreadable.empty())) {
     if (global.json)
       print_out(report::json_text(
           report::free_json(plan, reclaim::ReclaimReport{}, o.dry_run, inv.warnings)));
     else
       print_out(report::plan_text(plan, style, options.escalation.grace));
-    print_err(fmt::format(
-        "gpureap free: no process to signal, but NVML cannot read GPU {}, so whether it holds "
-        "memory cannot be measured (gpureap status --gpu {} shows why)\n",
-        gpu::index_list(unreadable), gpu::index_list(unreadable)));
+    print_err(!nvml_usable
+                  ? fmt::format("gpureap free: no process to signal, and NVML is unusable, so "
+                                "whether the selected GPUs hold memory cannot be measured: {}\n",
+                                report::terminal_text(inv.nvml_problem))
+                  : fmt::format("gpureap free: no process to signal, but NVML cannot read GPU "
+                                "{}, so whether it holds memory cannot be measured (gpureap "
+                                "status --gpu {} shows why)\n",
+                                gpu::index_list(unreadable), gpu::index_list(unreadable)));
     return kExitSystem;
   }
   // Exit 4 means nothing here for this free to do: no holder at all, or only holders
