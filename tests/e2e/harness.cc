@@ -85,12 +85,9 @@ nlohmann::json CommandResult::json() const {
   return j;
 }
 
-CommandResult run_command(const std::vector<std::string>& argv,
-                          const std::map<std::string, std::string>& env,
-                          std::chrono::milliseconds timeout) {
-  CommandResult result;
-  int out_pipe[2], err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) return result;
+pid_t spawn_child(const std::vector<std::string>& argv,
+                  const std::map<std::string, std::string>& env, int out_fd, int err_fd,
+                  bool die_with_parent) {
   auto env_strings = merged_env(env);
   std::vector<char*> envp, args;
   for (auto& s : env_strings) envp.push_back(s.data());
@@ -98,17 +95,32 @@ CommandResult run_command(const std::vector<std::string>& argv,
   std::vector<std::string> argv_copy = argv;
   for (auto& s : argv_copy) args.push_back(s.data());
   args.push_back(nullptr);
-
-  auto start = std::chrono::steady_clock::now();
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
-    ::dup2(out_pipe[1], 1);
-    ::dup2(err_pipe[1], 2);
+    // Should the test process die, a long-lived child must not outlive it.
+    if (die_with_parent) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) _exit(127);
+    }
+    ::dup2(out_fd, 1);
+    ::dup2(err_fd, 2);
     int devnull = ::open("/dev/null", O_RDONLY);
     ::dup2(devnull, 0);
     ::execve(args[0], args.data(), envp.data());
     _exit(127);
   }
+  return pid;
+}
+
+CommandResult run_command(const std::vector<std::string>& argv,
+                          const std::map<std::string, std::string>& env,
+                          std::chrono::milliseconds timeout) {
+  CommandResult result;
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) return result;
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = spawn_child(argv, env, out_pipe[1], err_pipe[1], false);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
   drain(out_pipe[0], err_pipe[0], result.out, result.err, start + timeout);

@@ -38,22 +38,6 @@ int status_code(int status) {
 
 WatchChild::WatchChild(const std::vector<std::string>& argv,
                        const std::map<std::string, std::string>& env) {
-  std::map<std::string, std::string> all;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) all[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  for (const auto& [k, v] : env) all[k] = v;
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : all) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp, args;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = argv;
-  for (auto& s : argv_copy) args.push_back(s.data());
-  args.push_back(nullptr);
-
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return;
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
@@ -61,19 +45,7 @@ WatchChild::WatchChild(const std::vector<std::string>& argv,
     ::close(out_pipe[1]);
     return;
   }
-  const pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    // Should the test process die, the agent must not outlive it.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) _exit(127);
-    ::dup2(out_pipe[1], 1);
-    ::dup2(err_pipe[1], 2);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    ::dup2(devnull, 0);
-    ::execve(args[0], args.data(), envp.data());
-    _exit(127);
-  }
+  pid_t pid = spawn_child(argv, env, out_pipe[1], err_pipe[1], true);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
   out_ = out_pipe[0];
