@@ -43,8 +43,7 @@ struct Watcher::Watched {
   bool is_holder = false;
 };
 
-Watcher::Watcher(inventory::Node& node, WatchOptions options)
-    : node_(node), options_(options) {}
+Watcher::Watcher(inventory::Node& node, WatchOptions options) : node_(node), options_(options) {}
 
 std::set<pid_t> Watcher::own_pids() const {
   std::set<pid_t> own{::getpid()};
@@ -193,6 +192,7 @@ void Watcher::rebuild() {
   options.earlier = std::move(previous_used_);
   options.sample_busy = false;  // the ticks are the samples
   options.busy_history = busy_history_;
+  options.dead_parents = dead_parents_;
   gpu::GpuSnapshot snapshot = snapshot_;
   inv_ = inventory::join_look(node_.gpus(), std::move(snapshot), std::move(scan), node_.devices(),
                               node_.baselines(), options);
@@ -256,8 +256,19 @@ void Watcher::on_ready(int fd) {
   double now = wall_now();
   std::set<pid_t> affected = w->dependents;
   if (w->is_holder) holders_.erase(w->pid);
-  for (pid_t dep : w->dependents)
-    dead_parents_[dep] = inventory::DeadParent{w->pid, w->comm, w->cmdline, now};
+  // What died, for the orphan rule (proc/lineage.h): was it the dependent's parent
+  // (or only its group leader), did it hold a GPU, how many GPU workers had it.
+  std::size_t gpu_children = 0;
+  for (const auto& [pid, h] : holders_)
+    if (h.ppid == w->pid) ++gpu_children;
+  for (pid_t dep : w->dependents) {
+    auto h = holders_.find(dep);
+    bool was_parent = h != holders_.end() && h->second.ppid == w->pid;
+    auto known = dead_parents_.find(dep);
+    if (known != dead_parents_.end() && known->second.was_parent && !was_parent) continue;
+    dead_parents_[dep] = inventory::DeadParent{w->pid,     w->comm,      w->cmdline,  now,
+                                               was_parent, w->is_holder, gpu_children};
+  }
   // Dependents were re-parented before the pidfd fired (exit_notify): their fresh
   // stat already says who adopted them.
   for (pid_t own : own_pids()) affected.erase(own);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <future>
 #include <thread>
 
@@ -18,7 +19,8 @@ namespace {
 /// file (forked without exec), and so is its parent: a name alone proves nothing.
 bool is_gpureap_helper(const proc::Holder& h, const std::string& proc_root) {
   if (h.comm != gpu::kWorkerComm) return false;
-  struct stat self {}, exe {}, parent {};
+  struct stat self {
+  }, exe{}, parent{};
   if (::stat("/proc/self/exe", &self) != 0) return false;
   const std::string dir = proc_root + "/";
   return ::stat((dir + std::to_string(h.id.pid) + "/exe").c_str(), &exe) == 0 &&
@@ -137,6 +139,11 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
     }
   for (auto& h : proc::describe_processes(unread, options.proc_root))
     scan.holders.push_back(std::move(h));
+  // Orphaned or detached is decided over the whole set (siblings and workers are
+  // other holders), with what the agent saw die.
+  proc::classify_lineage(
+      scan.holders, options.dead_parents,
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
 
   Inventory inv = build_inventory(snapshot, scan, baselines, {}, options.earlier);
   inv.warnings = devices.warnings();
@@ -151,7 +158,8 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
   // in progress apart from memory the driver keeps; stop at the first drop.
   std::vector<gpu::MemoryReading> later;
   for (int attempt = 0; attempt < 4; ++attempt) {
-    (options.clock ? *options.clock : util::system_clock()).sleep_for(std::chrono::milliseconds(25));
+    (options.clock ? *options.clock : util::system_clock())
+        .sleep_for(std::chrono::milliseconds(25));
     auto reading = gpus.memory(puzzling, options.nvml_deadline);
     if (!reading) break;
     later = std::move(*reading);

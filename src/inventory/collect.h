@@ -6,13 +6,14 @@
 #include <chrono>
 #include <map>
 #include <set>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "gpu/gpu_source.h"
 #include "inventory/inventory.h"
 #include "proc/device_nodes.h"
 #include "proc/holder_scan.h"
+#include "proc/lineage.h"
 #include "util/clock.h"
 
 namespace gpureap::inventory {
@@ -20,7 +21,7 @@ namespace gpureap::inventory {
 struct CollectOptions {
   std::string proc_root = "/proc";
   std::chrono::milliseconds nvml_deadline{2000};
-  std::set<pid_t> exclude;  // in addition to ourselves and our NVML helper
+  std::set<pid_t> exclude;       // in addition to ourselves and our NVML helper
   util::Clock* clock = nullptr;  // waits between re-readings; nullptr: the system clock
   /// Memory no holder explains is read again a few times (at most ~100 ms) to tell
   /// a release in progress from driver-held memory. The agent, which reads every
@@ -34,6 +35,9 @@ struct CollectOptions {
   /// a ghost then needs kBusyTicks consecutive busy ticks.
   bool sample_busy = true;
   std::map<unsigned, std::vector<unsigned>> busy_history;
+  /// The agent's witnesses: holder pid -> the parent (or group leader) it saw die.
+  /// The orphan rule (proc/lineage.h) weighs them above what one scan can read.
+  std::map<pid_t, proc::DeadParent> dead_parents;
 };
 
 /// Takes the snapshot and the scan concurrently and builds the inventory. When

@@ -17,6 +17,7 @@
 
 #include "inventory/inventory.h"
 #include "proc/holder.h"
+#include "proc/lineage.h"
 
 namespace gpureap::inventory {
 
@@ -30,8 +31,8 @@ enum class EventKind {
   reap_planned,         // --reap-dry-run: what the reaping policy would free
   reaped,               // the reaping policy freed holders (`detail`: the outcome)
   reap_failed,          // the reaping policy tried and memory stayed held
-  ghost_gpu,            // a GPU became a ghost: busy with no process (Busy::ghost, evidence in detail)
-  ghost_gpu_gone,       // a ghost GPU announced above is no longer busy without a process
+  ghost_gpu,       // a GPU became a ghost: busy with no process (Busy::ghost, evidence in detail)
+  ghost_gpu_gone,  // a ghost GPU announced above is no longer busy without a process
 };
 
 /// A holder as an event names it.
@@ -44,12 +45,7 @@ struct EventHolder {
 };
 
 /// The process whose death orphaned holders: as the agent last saw it alive.
-struct DeadParent {
-  pid_t pid = 0;
-  std::string comm;
-  std::string cmdline;
-  double died_at = 0;  // wall clock, seconds since the epoch (when its pidfd fired)
-};
+using DeadParent = proc::DeadParent;
 
 struct Event {
   EventKind kind = EventKind::nvml_down;

@@ -48,12 +48,18 @@ proc::Holder as_seen_by_others(const proc::Holder& h) {
   out.zombie_leader = false;
   // The run id comes from the cgroup (world-readable) or from environ (not).
   if (!out.container.starts_with("gpureap-run:")) {
-    if (!out.run_id.empty() &&
-        out.orphan_reason == fmt::format("its gpureap run {} is gone", out.run_id)) {
+    // Without the run id, its scan knows nothing of the run: the run's verdicts go.
+    if (!out.run_id.empty() && out.orphan_evidence == proc::OrphanEvidence::run_gone) {
       out.orphan_reason.clear();
       out.orphaned = false;
+      out.orphan_evidence = proc::OrphanEvidence::none;
+    }
+    if (!out.run_id.empty() && out.run_alive && out.detached) {
+      out.detached = false;
+      out.detached_reason.clear();
     }
     out.run_id.clear();
+    out.run_alive = out.run_gone = false;
   }
   return out;
 }

@@ -183,6 +183,11 @@ constexpr std::pair<proc::FoundBy, const char*> kFoundBy[] = {
     {proc::FoundBy::fd, "fd"},
     {proc::FoundBy::mapping, "mapping"},
 };
+constexpr std::pair<proc::OrphanEvidence, const char*> kOrphanEvidence[] = {
+    {proc::OrphanEvidence::none, "none"},           {proc::OrphanEvidence::title, "title"},
+    {proc::OrphanEvidence::siblings, "siblings"},   {proc::OrphanEvidence::run_gone, "run_gone"},
+    {proc::OrphanEvidence::witnessed, "witnessed"},
+};
 constexpr std::pair<Unexplained, const char*> kUnexplained[] = {
     {Unexplained::none, "none"},           {Unexplained::outside_namespace, "outside_namespace"},
     {Unexplained::releasing, "releasing"}, {Unexplained::driver_held, "driver_held"},
@@ -252,8 +257,16 @@ json encode_holder(const proc::Holder& h) {
           {"ppid", h.ppid},
           {"pgid", h.pgid},
           {"sid", h.sid},
+          {"reparented", h.reparented},
+          {"reparent_reason", text(h.reparent_reason)},
+          {"group_leader_gone", h.group_leader_gone},
+          {"run_alive", h.run_alive},
+          {"run_gone", h.run_gone},
           {"orphaned", h.orphaned},
+          {"orphan_evidence", name_of(h.orphan_evidence, kOrphanEvidence)},
           {"orphan_reason", text(h.orphan_reason)},
+          {"detached", h.detached},
+          {"detached_reason", text(h.detached_reason)},
           {"cgroup", text(h.cgroup)},
           {"container", text(h.container)},
           {"run_id", text(h.run_id)},
@@ -340,8 +353,16 @@ proc::Holder decode_holder(const json& j) {
   h.ppid = integer<pid_t>(j, "ppid");
   h.pgid = integer<pid_t>(j, "pgid");
   h.sid = integer<pid_t>(j, "sid");
+  h.reparented = boolean(j, "reparented");
+  h.reparent_reason = string(j, "reparent_reason");
+  h.group_leader_gone = boolean(j, "group_leader_gone");
+  h.run_alive = boolean(j, "run_alive");
+  h.run_gone = boolean(j, "run_gone");
   h.orphaned = boolean(j, "orphaned");
+  h.orphan_evidence = enum_of(j, "orphan_evidence", kOrphanEvidence);
   h.orphan_reason = string(j, "orphan_reason");
+  h.detached = boolean(j, "detached");
+  h.detached_reason = string(j, "detached_reason");
   h.cgroup = string(j, "cgroup");
   h.container = string(j, "container");
   h.run_id = string(j, "run_id");
@@ -378,7 +399,8 @@ GpuView decode_view(const json& j) {
   if (j.contains("busy")) {
     const json& b = field(j, "busy");
     v.busy.kind = enum_of(b, "kind", kBusy);
-    for (const auto& s : array(b, "samples")) v.busy.samples.push_back(integer_value<unsigned>(s, "samples"));
+    for (const auto& s : array(b, "samples"))
+      v.busy.samples.push_back(integer_value<unsigned>(s, "samples"));
     v.busy.detail = string(b, "detail");
   }
   return v;

@@ -1,11 +1,12 @@
 #pragma once
 // A process that holds a GPU device node, as the /proc scan found it.
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <optional>
 #include <set>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 namespace gpureap::proc {
@@ -42,6 +43,15 @@ struct DeviceNode {
 
 enum class FoundBy { nvml, fd, mapping };
 
+/// Why a holder is called orphaned (proc/lineage.h), strongest last.
+enum class OrphanEvidence {
+  none,       // not orphaned
+  title,      // an engine worker's title, re-parented: its server is gone (one-shot)
+  siblings,   // re-parented with others of its process group, whose leader is gone (one-shot)
+  run_gone,   // a process of a `gpureap run` whose gpureap is gone
+  witnessed,  // the agent saw its parent die, and that parent held a GPU or was a server
+};
+
 struct ThreadState {
   pid_t tid = 0;
   char state = '?';
@@ -57,19 +67,30 @@ struct Holder {
   pid_t ppid = 0;
   pid_t pgid = 0;
   pid_t sid = 0;
-  bool orphaned = false;
-  std::string orphan_reason;         // e.g. "re-parented to init (pid 1)"
-  std::string cgroup;                // v2 path, or the most telling v1 path
-  std::string container;             // "docker:3f2a1b…", "k8s-pod:…", "lxc:129", "systemd:foo.service"; empty if none
-  std::string run_id;                // the `gpureap run` it belongs to ("" if none)
-  std::vector<pid_t> nspid;          // NSpid line: host pid first, innermost last
+  // Lineage. Raw facts the scan read:
+  bool reparented = false;         // its starter is gone (proc/lineage.h reparent_reason)
+  std::string reparent_reason;     // e.g. "re-parented to init (pid 1)"
+  bool group_leader_gone = false;  // pgid != pid and no process pgid exists
+  bool run_alive = false;          // of a `gpureap run` whose gpureap is alive
+  bool run_gone = false;           // of a `gpureap run` whose gpureap is gone
+  // Derived by proc::classify_lineage from those (and what the agent saw die):
+  bool orphaned = false;  // a leak, by evidence: --orphans and the reaper act on it
+  OrphanEvidence orphan_evidence = OrphanEvidence::none;
+  std::string orphan_reason;    // e.g. "parent python3 (pid 4721), which held GPU 0, died 3 s ago"
+  bool detached = false;        // re-parented, but not a leak (or no evidence that it is)
+  std::string detached_reason;  // e.g. "re-parented to init (pid 1); it leads 2 live GPU workers"
+  std::string cgroup;           // v2 path, or the most telling v1 path
+  std::string
+      container;  // "docker:3f2a1b…", "k8s-pod:…", "lxc:129", "systemd:foo.service"; empty if none
+  std::string run_id;        // the `gpureap run` it belongs to ("" if none)
+  std::vector<pid_t> nspid;  // NSpid line: host pid first, innermost last
   std::string comm;
-  std::string cmdline;               // NULs turned into spaces; "[comm]" when empty
+  std::string cmdline;  // NULs turned into spaces; "[comm]" when empty
   double age_seconds = 0;
   std::set<FoundBy> found_by;
-  std::set<DeviceNode> nodes;        // device nodes it holds
-  std::set<unsigned> gpu_minors;     // minors of the GPU nodes it holds
-  std::string wchan;                 // filled on request (leftover evidence)
+  std::set<DeviceNode> nodes;     // device nodes it holds
+  std::set<unsigned> gpu_minors;  // minors of the GPU nodes it holds
+  std::string wchan;              // filled on request (leftover evidence)
 };
 
 /// Something the scan could not read; reported instead of guessed.

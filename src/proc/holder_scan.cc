@@ -18,6 +18,7 @@
 #include <system_error>
 #include <thread>
 
+#include "proc/lineage.h"
 #include "proc/maps_query.h"
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
@@ -26,19 +27,6 @@
 #include "proc/run_id.h"
 
 namespace gpureap::proc {
-
-std::string orphan_reason(pid_t pid, pid_t ppid, pid_t pgid, pid_t sid, bool pgid_leader_exists,
-                          std::optional<pid_t> parent_pgid, std::string_view parent_comm) {
-  // A child of init that leads its own session is what init (systemd) starts
-  // as a service: not an orphan. One that was re-parented still sits in the
-  // session of the shell or launcher that started it.
-  if (ppid == 1) return sid == pid ? "" : "re-parented to init (pid 1)";
-  // pgid 0: the group lies outside our pid namespace, nothing to conclude.
-  if (pgid > 0 && pgid != pid && !pgid_leader_exists && parent_pgid && *parent_pgid != pgid)
-    return fmt::format("process group leader {} is gone; re-parented to {} (pid {})", pgid,
-                       parent_comm.empty() ? "?" : parent_comm, ppid);
-  return {};
-}
 
 namespace {
 
@@ -303,21 +291,36 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
     struct stat st {};
     leader_exists = ::fstatat(ctx_.proc_fd, format_pid(h.pgid, name).data(), &st, 0) == 0;
   }
-  std::optional<pid_t> parent_pgid;
+  std::optional<pid_t> parent_pgid, parent_sid;
   std::string parent_comm;
+  bool parent_is_subreaper = false;
   if (h.ppid > 0) {
     std::string path = fmt::format("{}/stat", h.ppid);
     if (read_file_at(ctx_.proc_fd, path.c_str(), file_) == 0)
       if (auto parent = parse_stat(file_.view())) {
         parent_pgid = parent->pgid;
+        parent_sid = parent->sid;
         parent_comm = std::move(parent->comm);
       }
+    // Only a group whose leader is gone can make the parent an adopter; then one
+    // more read: is the parent the init of a PID namespace (a container's)?
+    if (!leader_exists && parent_pgid && *parent_pgid != h.pgid) {
+      parent_is_subreaper = is_subreaper_name(parent_comm);
+      path = fmt::format("{}/status", h.ppid);
+      if (!parent_is_subreaper && read_file_at(ctx_.proc_fd, path.c_str(), file_) == 0) {
+        auto parent_status = parse_status(file_.view());
+        parent_is_subreaper = parent_status.nspid.size() > 1 && parent_status.nspid.back() == 1;
+      }
+    }
   }
-  h.orphan_reason =
-      orphan_reason(pid, h.ppid, h.pgid, h.sid, leader_exists, parent_pgid, parent_comm);
+  h.group_leader_gone = h.pgid > 0 && h.pgid != pid && !leader_exists;
+  h.reparent_reason = reparent_reason(pid, h.ppid, h.pgid, h.sid, leader_exists, parent_pgid,
+                                      parent_sid, parent_comm, parent_is_subreaper);
+  h.reparented = !h.reparent_reason.empty();
 
   // A process of a `gpureap run` (its cgroup, or GPUREAP_RUN_ID inherited from
-  // CMD) whose gpureap is gone is an orphan of that run, whoever adopted it.
+  // CMD): its run tears it down while its gpureap lives; once that is gone, it is
+  // an orphan of the run, whoever adopted it (proc/lineage.h decides).
   if (h.container.starts_with("gpureap-run:")) h.run_id = h.container.substr(12);
   if (h.run_id.empty() && read_file_at(dirfd, "environ", file_) == 0)
     h.run_id = run_id_from_environ(file_.view()).value_or("");
@@ -329,10 +332,9 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
       owner_alive = read_file_at(ctx_.proc_fd, path.c_str(), file_) == 0 &&
                     file_.view().starts_with("gpureap");
     }
-    if (!owner_alive && h.orphan_reason.empty())
-      h.orphan_reason = fmt::format("its gpureap run {} is gone", h.run_id);
+    h.run_alive = owner_alive;
+    h.run_gone = !owner_alive;
   }
-  h.orphaned = !h.orphan_reason.empty();
 
   // Pin the identity exactly where the kernel allows it (pidfs inode). The
   // pidfd is opened while our /proc/PID directory fd still reads: the process
@@ -474,6 +476,9 @@ ScanResult scan_holders(const ScanOptions& options) {
             [](const Holder& a, const Holder& b) { return a.id < b.id; });
   std::sort(result.problems.begin(), result.problems.end(),
             [](const ScanProblem& a, const ScanProblem& b) { return a.pid < b.pid; });
+  // The one-shot verdict; inventory::join_look decides again over the whole set
+  // (NVML-only holders, the agent's dead parents).
+  classify_lineage(result.holders, {}, 0);
   return result;
 }
 

@@ -53,19 +53,4 @@ ScanResult scan_holders(const ScanOptions& options);
 std::vector<Holder> describe_processes(const std::vector<pid_t>& pids,
                                        const std::string& proc_root = "/proc");
 
-/// The orphan rule, as a pure function of what the scan read:
-///  - ppid == 1 and not its own session leader: re-parented to init (pid 1). A
-///    child of init that leads its own session is a service init started (systemd
-///    gives every service its own session), not an orphan;
-///  - its process group leader (pgid != pid) no longer exists and its parent is
-///    not in that process group: the process that created the group (the
-///    launcher: `python -m sglang.launch_server`, a shell job) is gone and
-///    someone else adopted the process, a child subreaper or a container's init,
-///    whose ppid is not 1 (vllm#55510). A pipeline whose first command exited
-///    (`cat x | server`) also matches: the rule cannot tell the two apart.
-/// `parent_pgid` is nullopt when the parent could not be read.
-/// Returns the reason, or "" when the process is not orphaned.
-std::string orphan_reason(pid_t pid, pid_t ppid, pid_t pgid, pid_t sid, bool pgid_leader_exists,
-                          std::optional<pid_t> parent_pgid, std::string_view parent_comm);
-
 }  // namespace gpureap::proc

@@ -1,5 +1,7 @@
 #include "report/json.h"
 
+#include "proc/lineage.h"
+
 namespace gpureap::report {
 namespace {
 
@@ -70,6 +72,11 @@ nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uin
       {"orphaned", h.orphaned},
       {"orphan_reason", h.orphan_reason.empty() ? nlohmann::ordered_json(nullptr)
                                                 : nlohmann::ordered_json(h.orphan_reason)},
+      {"orphan_evidence", h.orphaned ? nlohmann::ordered_json(proc::to_string(h.orphan_evidence))
+                                     : nlohmann::ordered_json(nullptr)},
+      {"detached", h.detached},
+      {"detached_reason", h.detached_reason.empty() ? nlohmann::ordered_json(nullptr)
+                                                    : nlohmann::ordered_json(h.detached_reason)},
       {"cgroup", h.cgroup},
       {"container",
        h.container.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(h.container)},
@@ -126,7 +133,9 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
       {"minor", optional_json(info.minor)},
       {"persistence_mode", optional_json(info.persistence_mode)},
       {"nvml",
-       {{"state", info.problem.empty() ? "ok" : info.hung ? "hung" : "query_failed"},
+       {{"state", info.problem.empty() ? "ok"
+                  : info.hung          ? "hung"
+                                       : "query_failed"},
         {"problem", info.problem.empty() ? nlohmann::ordered_json(nullptr)
                                          : nlohmann::ordered_json(info.problem)}}},
       {"memory", memory},

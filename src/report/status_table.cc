@@ -26,7 +26,12 @@ std::string gpu_heading(const gpu::GpuInfo& info, const Style& style) {
 
 std::string parent_text(const proc::Holder& h, const Style& style) {
   if (h.orphaned) return style.red(fmt::format("{} ORPHAN", h.ppid));
+  if (h.detached) return style.yellow(fmt::format("{} DETACHED", h.ppid));
   return fmt::format("{}", h.ppid);
+}
+
+std::string_view lineage_tag(const proc::Holder& h) {
+  return h.orphaned ? " ORPHAN" : h.detached ? " DETACHED" : "";
 }
 
 std::string state_text(const proc::Holder& h) {
@@ -67,13 +72,35 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style,
       std::string where = tag.empty() ? "" : style.yellow(" [" + terminal_text(tag) + "]");
       std::string parent = parent_text(h, style);
       // Pad on the visible text so colour codes don't break the columns.
-      std::size_t parent_width = fmt::format("{}{}", h.ppid, h.orphaned ? " ORPHAN" : "").size();
+      std::size_t parent_width = fmt::format("{}{}", h.ppid, lineage_tag(h)).size();
       out += fmt::format(
           "{}{:<8} {:<10} {:<9} {:>8} {:>10}  {:<11} {}{} {}{}\n", indent, h.id.pid,
           terminal_text(h.user, 10), state_text(h),
           format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(h.age_seconds * 1e9))),
           gh->gpu_bytes ? format_bytes(*gh->gpu_bytes) : "?", found_by_text(h), parent,
           std::string(parent_width < 12 ? 12 - parent_width : 0, ' '), short_command(h, 60), where);
+    }
+    // Why each is called orphaned or detached: the evidence, one line per reason
+    // (the 8 workers of one dead server share theirs).
+    std::vector<std::pair<std::string, std::vector<pid_t>>> reasons;
+    for (const auto* gh : users) {
+      const auto& h = gh->holder;
+      if (!h.orphaned && !h.detached) continue;
+      std::string why = fmt::format("{}: {}", h.orphaned ? "orphaned" : "detached",
+                                    h.orphaned ? h.orphan_reason : h.detached_reason);
+      auto it = std::find_if(reasons.begin(), reasons.end(),
+                             [&](const auto& r) { return r.first == why; });
+      if (it == reasons.end()) it = reasons.insert(reasons.end(), {why, {}});
+      it->second.push_back(h.id.pid);
+    }
+    for (const auto& [why, pids] : reasons) {
+      std::string who;
+      for (std::size_t i = 0; i < pids.size() && i < 4; ++i)
+        who += fmt::format("{}{}", i ? ", " : "", pids[i]);
+      if (pids.size() > 4) who += fmt::format(" and {} more", pids.size() - 4);
+      auto colon = why.find(": ");
+      out += style.dim(fmt::format("{}  {} (pid {}){}\n", indent, why.substr(0, colon), who,
+                                   terminal_text(why.substr(colon))));
     }
   }
   if (!openers.empty()) {
@@ -98,8 +125,8 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
       if (!view.info.problem.empty()) ++failed;
     if (failed > 0)
       out += style.yellow(fmt::format(
-        "! NVML could not read {} GPU{} (marked below); the other GPUs are shown in full.\n\n",
-        failed, failed == 1 ? "" : "s"));
+          "! NVML could not read {} GPU{} (marked below); the other GPUs are shown in full.\n\n",
+          failed, failed == 1 ? "" : "s"));
   } else if (inv.nvml_state != gpu::NvmlState::ok) {
     out += style.yellow(fmt::format("! NVML: {}\n", terminal_text(inv.nvml_problem)));
     out +=
@@ -126,17 +153,23 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
   std::size_t orphans = 0;
   std::uint64_t orphan_bytes = 0;
   std::size_t orphans_unknown = 0;  // orphans whose memory NVML does not report
-  std::set<unsigned> orphan_gpus, stuck_gpus;
+  std::set<unsigned> orphan_gpus, stuck_gpus, detached_gpus;
+  std::size_t detached = 0;  // re-parented, not a leak by the evidence
   for (const auto& view : inv.gpus) {
     out += gpu_heading(view.info, style) + "\n";
     if (!view.info.problem.empty()) {
-      out += style.red(fmt::format("  ! {}: {}\n", view.info.hung ? "NOT ANSWERING" : "QUERY FAILED",
-                                   terminal_text(view.info.problem)));
+      out +=
+          style.red(fmt::format("  ! {}: {}\n", view.info.hung ? "NOT ANSWERING" : "QUERY FAILED",
+                                terminal_text(view.info.problem)));
     }
     std::size_t users = 0;
     for (const auto& gh : view.holders)
       if (gh.uses_gpu) {
         ++users;
+        if (gh.holder.detached) {
+          ++detached;
+          detached_gpus.insert(view.info.index);
+        }
         if (freeable(gh.holder)) {
           ++orphans;
           orphan_bytes += gh.gpu_bytes.value_or(0);
@@ -149,10 +182,9 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
       std::string held = users == 0 ? std::string("no holder")
                                     : fmt::format("{} holder{} ({})", users, users == 1 ? "" : "s",
                                                   format_bytes(view.attributed_bytes));
-      std::string state = view.busy.kind == inventory::Busy::ghost
-                              ? style.red("busy, no process")
-                          : view.at_baseline() && users == 0 ? style.green("idle")
-                                                             : held;
+      std::string state = view.busy.kind == inventory::Busy::ghost ? style.red("busy, no process")
+                          : view.at_baseline() && users == 0       ? style.green("idle")
+                                                                   : held;
       out += fmt::format("  used {} of {}  baseline {}{}  {}\n", format_bytes(m.used),
                          format_bytes(m.total), format_bytes(view.baseline.bytes),
                          view.baseline.recorded ? "" : " (est.)", state);
@@ -171,10 +203,10 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
     }
     if (view.busy.kind != inventory::Busy::none) {
       const bool ghost = view.busy.kind == inventory::Busy::ghost;
-      std::string line = fmt::format("  ! busy with no {}process [{}]\n",
-                                     view.busy.kind == inventory::Busy::orphan_computing ? "live "
-                                                                                         : "",
-                                     inventory::to_string(view.busy.kind));
+      std::string line =
+          fmt::format("  ! busy with no {}process [{}]\n",
+                      view.busy.kind == inventory::Busy::orphan_computing ? "live " : "",
+                      inventory::to_string(view.busy.kind));
       out += ghost ? style.red(line) : style.yellow(line);
       out += fmt::format("    {}\n", terminal_text(view.busy.detail));
     }
@@ -215,9 +247,16 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
     out += "\n" + style.bold(fmt::format("{} orphaned process{} (parent gone) hold{} {} on GPU {}.",
                                          orphans, orphans == 1 ? "" : "es", orphans == 1 ? "s" : "",
                                          held, gpu_list(orphan_gpus)));
-    out += fmt::format(" Free {}: {}gpureap free --orphans --gpu {}\n", orphans == 1 ? "it" : "them",
-                       needs_root ? "sudo " : "", gpu_list(orphan_gpus));
+    out +=
+        fmt::format(" Free {}: {}gpureap free --orphans --gpu {}\n", orphans == 1 ? "it" : "them",
+                    needs_root ? "sudo " : "", gpu_list(orphan_gpus));
   }
+  if (detached > 0)
+    out += fmt::format(
+        "{} detached process{} on GPU {}: re-parented, but not a leak by the evidence (see "
+        "\"detached:\" above); --orphans leaves {} alone.\n",
+        detached, detached == 1 ? "" : "es", gpu_list(detached_gpus),
+        detached == 1 ? "it" : "them");
   if (!stuck_gpus.empty())
     out += style.bold(fmt::format("GPU {}: memory held by the driver with no process; see above.\n",
                                   gpu_list(stuck_gpus)));

@@ -1,0 +1,253 @@
+#include "proc/lineage.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace gpureap::proc {
+
+namespace {
+
+bool contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
+
+bool name_in(std::string_view comm, const auto& names) {
+  return std::any_of(std::begin(names), std::end(names),
+                     [&](std::string_view n) { return comm == n; });
+}
+
+std::string ago(double seconds) {
+  if (!(seconds >= 0) || std::isinf(seconds)) return "just now";
+  if (seconds < 1) return fmt::format("{:.0f} ms ago", seconds * 1000);
+  if (seconds < 120) return fmt::format("{:.0f} s ago", seconds);
+  if (seconds < 7200) return fmt::format("{:.0f} min ago", seconds / 60);
+  return fmt::format("{:.1f} h ago", seconds / 3600);
+}
+
+bool holds_gpu(const Holder& h) {
+  return !h.gpu_minors.empty() || h.found_by.contains(FoundBy::nvml);
+}
+
+}  // namespace
+
+bool is_subreaper_name(std::string_view comm) {
+  static constexpr std::array<std::string_view, 12> kNames{
+      "gpureap-reaper", "tini",     "dumb-init", "docker-init",    "catatonit", "systemd",
+      "s6-svscan",      "runsvdir", "conmon",    "containerd-shi", "pause",     "supervisord"};
+  return name_in(comm, kNames) || comm.starts_with("containerd-shim");
+}
+
+bool is_worker_title(std::string_view comm, std::string_view cmdline) {
+  // SGLang: sglang::scheduler[_DP..][_TP..], sglang::detokenizer,
+  // sglang::data_parallel_controller. vLLM: <prefix>::EngineCore[_DPn],
+  // <prefix>::Worker[_..], <prefix>::APIServer_<i> (the prefix is the user's:
+  // VLLM_PROCESS_NAME_PREFIX). Ray: ray::<Class>.<method>, ray::IDLE. comm is cut at
+  // 15 bytes (`VLLM::EngineCor`), so both are read.
+  for (std::string_view text : {cmdline, comm}) {
+    if (text.starts_with("sglang::") || text.starts_with("ray::")) return true;
+    std::string_view first = text.substr(0, text.find(' '));
+    if (auto at = first.find("::"); at != std::string_view::npos && at > 0) {
+      std::string_view role = first.substr(at + 2);
+      if (role.starts_with("EngineCor") || role.starts_with("Worker") ||
+          role.starts_with("APIServer"))
+        return true;
+    }
+  }
+  // Python's multiprocessing children: `python -c "from multiprocessing.spawn import
+  // spawn_main; spawn_main(...)" --multiprocessing-fork`, and forkserver's.
+  return contains(cmdline, "multiprocessing.spawn import spawn_main") ||
+         contains(cmdline, "--multiprocessing-fork") ||
+         contains(cmdline, "multiprocessing.forkserver import main");
+}
+
+bool is_server_command(std::string_view comm, std::string_view cmdline) {
+  if (is_worker_title(comm, cmdline)) return true;
+  static constexpr std::array<std::string_view, 9> kParts{
+      "sglang.launch_server",     "sglang serve",       "vllm serve",
+      "vllm.entrypoints",         "torchrun",           "torch.distributed.run",
+      "torch.distributed.launch", "deepspeed.launcher", "tritonserver"};
+  return std::any_of(kParts.begin(), kParts.end(),
+                     [&](std::string_view p) { return contains(cmdline, p); });
+}
+
+bool is_session_tool(std::string_view comm) {
+  static constexpr std::array<std::string_view, 22> kNames{
+      "bash", "sh",   "dash",         "zsh",    "fish",         "ksh",    "mksh",   "tcsh",
+      "csh",  "sshd", "sshd-session", "tmux",   "tmux: server", "screen", "SCREEN", "login",
+      "su",   "sudo", "nohup",        "setsid", "mosh-server",  "script"};
+  return name_in(comm, kNames);
+}
+
+std::string reparent_reason(pid_t pid, pid_t ppid, pid_t pgid, pid_t sid, bool pgid_leader_exists,
+                            std::optional<pid_t> parent_pgid, std::optional<pid_t> parent_sid,
+                            std::string_view parent_comm, bool parent_is_subreaper) {
+  // A child of init that leads its own session is what init (systemd) starts
+  // as a service: not re-parented. One that was re-parented still sits in the
+  // session of the shell or launcher that started it.
+  if (ppid == 1) return sid == pid ? "" : "re-parented to init (pid 1)";
+  std::string_view parent = parent_comm.empty() ? "?" : parent_comm;
+  // A child inherits its parent's session at fork and leaves it only by setsid,
+  // which makes it the leader. So a process that does not lead its session, under
+  // a parent in another session, was not started by that parent: it was adopted
+  // (a child subreaper: gpureap-reaper, systemd --user, a launcher's supervisor).
+  if (sid > 0 && sid != pid && parent_sid && *parent_sid > 0 && *parent_sid != sid)
+    return fmt::format("adopted by {} (pid {}), outside its session {}", parent, ppid, sid);
+  // pgid 0: the group lies outside our pid namespace, nothing to conclude.
+  // Otherwise a live parent is the starter unless it adopts by design (a
+  // subreaper in the same session: a container's init): a shell's pipeline whose
+  // first command (the group leader) exited has exactly this shape with the
+  // shell as parent, and nobody adopted anything (W2-08).
+  if (pgid > 0 && pgid != pid && !pgid_leader_exists && parent_pgid && *parent_pgid != pgid &&
+      parent_is_subreaper)
+    return fmt::format("process group leader {} is gone; adopted by {} (pid {})", pgid, parent,
+                       ppid);
+  return {};
+}
+
+std::string_view to_string(OrphanEvidence evidence) {
+  switch (evidence) {
+    case OrphanEvidence::none:
+      return "none";
+    case OrphanEvidence::title:
+      return "title";
+    case OrphanEvidence::siblings:
+      return "siblings";
+    case OrphanEvidence::run_gone:
+      return "run_gone";
+    case OrphanEvidence::witnessed:
+      return "witnessed";
+  }
+  return "none";
+}
+
+void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadParent>& dead_parents,
+                      double now) {
+  // Who holds a GPU, by parent and by process group, among the holders.
+  std::map<pid_t, std::vector<pid_t>> gpu_children;      // ppid -> GPU-holding children
+  std::map<pid_t, std::vector<pid_t>> reparented_group;  // pgid -> re-parented GPU holders
+  for (const auto& h : holders) {
+    if (!holds_gpu(h)) continue;
+    gpu_children[h.ppid].push_back(h.id.pid);
+  }
+  auto witnessed_for = [&](const Holder& h) -> const DeadParent* {
+    auto it = dead_parents.find(h.id.pid);
+    return it == dead_parents.end() ? nullptr : &it->second;
+  };
+  // A parent the agent saw die makes its child re-parented, whoever adopted it.
+  auto is_reparented = [&](const Holder& h) {
+    if (h.reparented) return true;
+    const DeadParent* dp = witnessed_for(h);
+    return dp && dp->was_parent && h.ppid != dp->pid;
+  };
+  for (const auto& h : holders)
+    if (holds_gpu(h) && is_reparented(h) && h.pgid > 0 && !h.run_alive &&
+        !gpu_children.contains(h.id.pid))
+      reparented_group[h.pgid].push_back(h.id.pid);
+
+  for (auto& h : holders) {
+    h.orphaned = false;
+    h.orphan_evidence = OrphanEvidence::none;
+    h.orphan_reason.clear();
+    h.detached = false;
+    h.detached_reason.clear();
+    auto orphan = [&](OrphanEvidence evidence, std::string why) {
+      h.orphaned = true;
+      h.orphan_evidence = evidence;
+      h.orphan_reason = std::move(why);
+    };
+    auto detach = [&](std::string why) {
+      h.detached = true;
+      h.detached_reason = std::move(why);
+    };
+
+    // A `gpureap run` whose gpureap died: the run is over, nobody will tear it down.
+    if (h.run_gone) {
+      orphan(OrphanEvidence::run_gone, fmt::format("its gpureap run {} is gone", h.run_id));
+      continue;
+    }
+    const DeadParent* dp = witnessed_for(h);
+    if (!is_reparented(h)) continue;
+    std::string adopted = h.reparented ? h.reparent_reason
+                                       : fmt::format("parent {} (pid {}) died; adopted by pid {}",
+                                                     dp ? dp->comm : "?", dp ? dp->pid : 0, h.ppid);
+
+    // A live run's reaper adopted it: the run tears it down (W2-10).
+    if (h.run_alive) {
+      detach(fmt::format("{}; a member of the live gpureap run {}, which cleans it up", adopted,
+                         h.run_id));
+      continue;
+    }
+    // A server with live workers (`nohup server &`, its shell gone): not a leak.
+    if (auto it = gpu_children.find(h.id.pid); it != gpu_children.end() && !it->second.empty()) {
+      std::string pids;
+      for (std::size_t i = 0; i < it->second.size() && i < 3; ++i)
+        pids += fmt::format("{}{}", i ? ", " : "", it->second[i]);
+      if (it->second.size() > 3) pids += fmt::format(" and {} more", it->second.size() - 3);
+      detach(fmt::format("{}, but it leads {} live GPU worker{} (pid {}): a detached server",
+                         adopted, it->second.size(), it->second.size() == 1 ? "" : "s", pids));
+      continue;
+    }
+    // What the agent saw die is the strongest evidence, either way.
+    if (dp && dp->was_parent) {
+      std::string when = ago(now - dp->died_at);
+      if (dp->held_gpu || is_server_command(dp->comm, dp->cmdline) || dp->gpu_children >= 2) {
+        std::string what = dp->held_gpu ? "which held a GPU"
+                           : dp->gpu_children >= 2
+                               ? fmt::format("which had {} GPU workers", dp->gpu_children)
+                               : "a server";
+        orphan(OrphanEvidence::witnessed,
+               fmt::format(
+                   "parent {} (pid {}), {}, died {}; {}", dp->comm, dp->pid, what, when,
+                   h.reparented ? h.reparent_reason : "adopted by pid " + std::to_string(h.ppid)));
+        continue;
+      }
+      if (is_session_tool(dp->comm)) {
+        detach(
+            fmt::format("{}; its parent {} (pid {}), a shell or session tool, exited {}: "
+                        "started to outlive it",
+                        adopted, dp->comm, dp->pid, when));
+        continue;
+      }
+      // A launcher that led its group and died with its worker still in the group
+      // (a server killed with kill -9 leaves exactly this).
+      if (h.pgid == dp->pid) {
+        orphan(OrphanEvidence::witnessed,
+               fmt::format(
+                   "parent {} (pid {}), the leader of its process group, died {}; {}", dp->comm,
+                   dp->pid, when,
+                   h.reparented ? h.reparent_reason : "adopted by pid " + std::to_string(h.ppid)));
+        continue;
+      }
+    }
+    // One-shot evidence: the title says worker, or its group's leader died and
+    // others of the group were re-parented with it (a server's workers).
+    if (is_worker_title(h.comm, h.cmdline)) {
+      orphan(OrphanEvidence::title,
+             fmt::format("{}; its title names a worker of a server that is gone", adopted));
+      continue;
+    }
+    // Two or more of one process group re-parented at once, none leading live
+    // workers: the workers of a server that died (it led the group, or ran in a
+    // launcher script's, which may still live).
+    if (auto it = reparented_group.find(h.pgid);
+        it != reparented_group.end() && it->second.size() >= 2) {
+      orphan(
+          OrphanEvidence::siblings,
+          fmt::format("{}; {} more of its process group {} hold{} GPUs, re-parented too: the "
+                      "workers of a server that is gone",
+                      adopted, it->second.size() - 1, h.pgid, it->second.size() == 2 ? "s" : ""));
+      continue;
+    }
+    detach(
+        fmt::format("{}; launcher unknown (no dead GPU parent, worker title or orphaned "
+                    "siblings): not treated as a leak; free it by --pid {}",
+                    adopted, h.id.pid));
+  }
+}
+
+}  // namespace gpureap::proc

@@ -1,0 +1,213 @@
+// The orphan rule end to end (docs/orphans.md, issue 22 §1): a leak is orphaned by
+// evidence; a live pipeline job, a detached server with live workers and a live
+// `gpureap run`'s member are not, and neither `free --orphans` nor the reaper
+// touches them. Real processes on the simulated node.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "harness.h"
+#include "watch_child.h"
+
+namespace gpureap::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+/// Holders of every GPU in a `status --json` answer, by pid.
+std::map<pid_t, json> holders_of(const json& status) {
+  std::map<pid_t, json> out;
+  for (const auto& g : status["gpus"])
+    for (const auto& h : g["holders"]) out[h["pid"].get<pid_t>()] = h;
+  return out;
+}
+
+/// SIGKILLs pids a shell started for the test (they are ours, by pid), at scope exit.
+struct KillAtExit {
+  std::vector<pid_t> pids;
+  ~KillAtExit() {
+    for (pid_t p : pids) ::kill(p, SIGKILL);
+  }
+};
+
+WatchChild start_reaper(const SimNode& node) {
+  // The most eager policy: anything orphaned for 300 ms is reaped.
+  WatchChild agent = WatchChild::gpureap(
+      node, {"--json", "watch", "--no-listen", "--tick", "100ms", "--reap-orphans-after", "300ms"});
+  auto first = agent.next_line(30s);
+  EXPECT_TRUE(first && first->text.find("\"started\"") != std::string::npos) << agent.transcript();
+  return agent;
+}
+
+/// Lets the agent tick for a while (the reaper's window passes many times over)
+/// and says whether it planned or reaped anything.
+bool reaped_anything(WatchChild& agent) {
+  auto reap = agent.wait_for_json(
+      [](const json& j) {
+        auto e = j.value("event", "");
+        return e == "reaped" || e == "reap_planned" || e == "reap_failed";
+      },
+      3s);
+  return reap.has_value();
+}
+
+TEST(Lineage, W2_08_PipelineJobIsAttachedNeverAnOrphan) {
+  SimNode node({"--gpus", "4", "--memory", "80GiB"});
+  // An interactive shell (job control on) runs `cat /dev/null | python infer.py`
+  // in the background and waits: the job's group leader (cat) exits at once; the
+  // python holder's parent is the live shell.
+  const std::string node_file = node.dir() + "/dev/nvidia3";
+  std::string script =
+      "set -m; /bin/cat /dev/null | /usr/bin/python3 -c \"import os,sys,time; sys.stdin.read(); "
+      "f=open('" +
+      node_file + "'); print(os.getpid(), flush=True); time.sleep(120)\" & wait";
+  WatchChild shell({"/bin/bash", "-c", script}, node.env());
+  auto line = shell.next_line(30s);
+  ASSERT_TRUE(line) << shell.transcript();
+  KillAtExit guard{{std::stoi(line->text)}};
+  const pid_t python = guard.pids[0];
+
+  auto status = node.gpureap({"--no-agent", "--json", "status", "--gpu", "3"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  auto hs = holders_of(status.json());
+  ASSERT_TRUE(hs.contains(python)) << status.out;
+  EXPECT_EQ(hs[python]["ppid"], shell.pid());
+  EXPECT_NE(hs[python]["pgid"], python);
+  EXPECT_FALSE(hs[python]["orphaned"]) << hs[python].dump();
+  EXPECT_FALSE(hs[python]["detached"]) << hs[python].dump();
+
+  auto plan = node.gpureap({"--no-agent", "free", "--orphans", "--gpu", "3", "--dry-run"});
+  EXPECT_EQ(plan.exit_code, 4) << "nothing to do: " << plan.out << plan.err;
+
+  WatchChild agent = start_reaper(node);
+  EXPECT_FALSE(reaped_anything(agent)) << agent.transcript();
+  EXPECT_TRUE(alive(python));
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+TEST(Lineage, DetachedServerWithLiveWorkersIsDetachedNotAnOrphan) {
+  // ux-wave3-review §3.4: a server whose launching shell exited (it is re-parented)
+  // holds GPU 0 and leads two live workers on GPU 0 and GPU 1.
+  SimNode node({"--gpus", "4", "--memory", "80GiB"});
+  auto held = node.hold({"--gpu", "0", "--children", "2", "--parent-holds", "--bytes", "30GiB",
+                         "--comm", "sglang-server"});
+  auto status = node.gpureap({"--no-agent", "--json", "status"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  auto hs = holders_of(status.json());
+  ASSERT_TRUE(hs.contains(held.leader)) << status.out;
+  const json& server = hs[held.leader];
+  EXPECT_FALSE(server["orphaned"]) << server.dump();
+  EXPECT_TRUE(server["detached"]) << server.dump();
+  EXPECT_NE(server["detached_reason"].get<std::string>().find("leads 2 live GPU workers"),
+            std::string::npos)
+      << server.dump();
+  for (const auto& [pid, gpu] : held.holders) {
+    if (pid == held.leader) continue;
+    EXPECT_FALSE(hs[pid]["orphaned"]) << hs[pid].dump();
+    EXPECT_FALSE(hs[pid]["detached"]) << "its parent, the server, is alive: " << hs[pid].dump();
+  }
+  auto text = node.gpureap({"--no-agent", "status"});
+  EXPECT_NE(text.out.find("DETACHED"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("free --orphans"), std::string::npos)
+      << "no advice to free a healthy server: " << text.out;
+
+  auto plan = node.gpureap({"--no-agent", "free", "--orphans", "--gpu", "0", "--dry-run"});
+  EXPECT_EQ(plan.exit_code, 4) << plan.out << plan.err;
+
+  WatchChild agent = start_reaper(node);
+  EXPECT_FALSE(reaped_anything(agent)) << agent.transcript();
+  for (pid_t p : held.pids)
+    if (p != held.pids.front() || p == held.leader) EXPECT_TRUE(alive(p)) << p;
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+TEST(Lineage, CaseStudyWorkersOfAKilledServerStayOrphaned) {
+  // The seed: a TP-8 server SIGKILLed; its 8 workers (its process group) hold 8 GPUs.
+  SimNode node;
+  auto held = node.hold({"--gpu", "0", "--bytes", "20GiB", "--children", "8", "--orphan"});
+  auto status = node.gpureap({"--no-agent", "--json", "status"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  auto hs = holders_of(status.json());
+  ASSERT_EQ(held.holders.size(), 8u);
+  for (const auto& [pid, gpu] : held.holders) {
+    ASSERT_TRUE(hs.contains(pid)) << status.out;
+    EXPECT_TRUE(hs[pid]["orphaned"]) << hs[pid].dump();
+    EXPECT_EQ(hs[pid]["orphan_evidence"], "siblings") << hs[pid].dump();
+  }
+  auto text = node.gpureap({"--no-agent", "status"});
+  EXPECT_NE(text.out.find("8 orphaned processes"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("orphaned (pid "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("the workers of a server that is gone"), std::string::npos) << text.out;
+}
+
+TEST(Lineage, SingleWorkerSeenDyingByTheAgentIsOrphanedWitnessed) {
+  // The agent watches the server (it leads its group) before it is killed.
+  SimNode node({"--gpus", "4", "--memory", "80GiB"});
+  WatchChild agent =
+      WatchChild::gpureap(node, {"--json", "watch", "--no-listen", "--tick", "100ms"});
+  ASSERT_TRUE(agent.next_line(30s)) << agent.transcript();
+  auto held = node.hold({"--gpu", "2", "--bytes", "4GiB", "--children", "1"});
+  ASSERT_EQ(held.holders.size(), 1u);
+  const pid_t worker = held.holders[0].first;
+  // Known to the agent (answered from it) before the server dies.
+  ASSERT_TRUE(SimNode::eventually([&] {
+    auto s = node.gpureap({"--json", "status", "--gpu", "2"});
+    return s.exit_code == 0 && s.json()["source"] == "agent" &&
+           holders_of(s.json()).contains(worker);
+  }));
+  ASSERT_EQ(::kill(held.leader, SIGKILL), 0);
+  auto event = agent.wait_for_json(
+      [](const json& j) { return j.value("event", "") == "orphaned_memory"; }, 20s);
+  ASSERT_TRUE(event) << agent.transcript();
+  auto s = node.gpureap({"--json", "status", "--gpu", "2"});
+  auto hs = holders_of(s.json());
+  ASSERT_TRUE(hs.contains(worker)) << s.out;
+  EXPECT_TRUE(hs[worker]["orphaned"]) << hs[worker].dump();
+  EXPECT_EQ(hs[worker]["orphan_evidence"], "witnessed") << hs[worker].dump();
+  // The same worker, one-shot: one plain worker and no witness is no evidence.
+  auto direct = node.gpureap({"--no-agent", "--json", "status", "--gpu", "2"});
+  auto dh = holders_of(direct.json());
+  ASSERT_TRUE(dh.contains(worker)) << direct.out;
+  EXPECT_FALSE(dh[worker]["orphaned"]) << dh[worker].dump();
+  EXPECT_TRUE(dh[worker]["detached"]) << dh[worker].dump();
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+TEST(Lineage, W2_10_LiveRunMemberIsDetachedAndNotReaped) {
+  // The server dies inside a live `gpureap run`; its worker is adopted by the run's
+  // gpureap-reaper, which tears it down when the run ends.
+  SimNode node({"--gpus", "4", "--memory", "80GiB"});
+  WatchChild agent = start_reaper(node);
+  const std::string script = std::string(GPUREAP_SIM_BIN) +
+                             " hold --dir \"$GPUREAP_SIM_DIR\" --gpu 1 --bytes 2GiB --children 2 "
+                             "--same-gpu --orphan --detach; exec sleep 30";
+  WatchChild run = WatchChild::gpureap(node, {"run", "--", "/bin/sh", "-c", script});
+  auto line = run.next_line(30s);
+  ASSERT_TRUE(line) << run.transcript();
+  auto ready = json::parse(line->text);
+  std::vector<pid_t> workers;
+  for (const auto& h : ready["holders"]) workers.push_back(h["pid"].get<pid_t>());
+  ASSERT_EQ(workers.size(), 2u);
+  KillAtExit guard{workers};
+
+  auto status = node.gpureap({"--no-agent", "--json", "status", "--gpu", "1"});
+  auto hs = holders_of(status.json());
+  for (pid_t w : workers) {
+    ASSERT_TRUE(hs.contains(w)) << status.out;
+    EXPECT_FALSE(hs[w]["orphaned"]) << hs[w].dump();
+    EXPECT_TRUE(hs[w]["detached"]) << hs[w].dump();
+    EXPECT_NE(hs[w]["detached_reason"].get<std::string>().find("live gpureap run"),
+              std::string::npos)
+        << hs[w].dump();
+  }
+  EXPECT_FALSE(reaped_anything(agent)) << agent.transcript();
+  for (pid_t w : workers) EXPECT_TRUE(alive(w)) << w;
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+}  // namespace
+}  // namespace gpureap::e2e
