@@ -21,8 +21,13 @@ proc::Holder rich_holder(pid_t pid, uid_t uid, std::set<unsigned> minors) {
   h.ppid = 1;
   h.pgid = pid - 1;
   h.sid = pid - 2;
+  h.reparented = true;
+  h.reparent_reason = "re-parented to init (pid 1)";
+  h.group_leader_gone = true;
   h.orphaned = true;
-  h.orphan_reason = "re-parented to init (pid 1)";
+  h.orphan_evidence = proc::OrphanEvidence::witnessed;
+  h.orphan_reason = "parent python3 (pid 9), which held a GPU, died 3 s ago";
+  h.detached_reason = "\"quoted\" detached text";  // travels even when unset in practice
   h.cgroup = "/system.slice/docker-3f2a.scope";
   h.container = "docker:3f2a";
   h.nspid = {pid, 7};
@@ -110,8 +115,16 @@ void expect_same_holder(const proc::Holder& a, const proc::Holder& b) {
   EXPECT_EQ(a.ppid, b.ppid);
   EXPECT_EQ(a.pgid, b.pgid);
   EXPECT_EQ(a.sid, b.sid);
+  EXPECT_EQ(a.reparented, b.reparented);
+  EXPECT_EQ(a.reparent_reason, b.reparent_reason);
+  EXPECT_EQ(a.group_leader_gone, b.group_leader_gone);
+  EXPECT_EQ(a.run_alive, b.run_alive);
+  EXPECT_EQ(a.run_gone, b.run_gone);
   EXPECT_EQ(a.orphaned, b.orphaned);
+  EXPECT_EQ(a.orphan_evidence, b.orphan_evidence);
   EXPECT_EQ(a.orphan_reason, b.orphan_reason);
+  EXPECT_EQ(a.detached, b.detached);
+  EXPECT_EQ(a.detached_reason, b.detached_reason);
   EXPECT_EQ(a.cgroup, b.cgroup);
   EXPECT_EQ(a.container, b.container);
   EXPECT_EQ(a.run_id, b.run_id);
@@ -309,7 +322,9 @@ Node sample_node() {
   bob_nvml.zombie_leader = true;
   bob_nvml.state = 'Z';
   bob_nvml.run_id = "r-1";  // from its environ: bob's secret
+  bob_nvml.run_gone = true;
   bob_nvml.orphaned = true;
+  bob_nvml.orphan_evidence = proc::OrphanEvidence::run_gone;
   bob_nvml.orphan_reason = "its gpureap run r-1 is gone";
   proc::Holder alice_nvml = plain_holder(200, kAlice, {0, 1});
   alice_nvml.wchan = "futex";
@@ -349,7 +364,9 @@ TEST(RedactFor, AUserSeesWhatItsOwnScanWouldShow) {
   bob_described.gpu_minors.clear();
   bob_described.zombie_leader = false;
   bob_described.run_id.clear();
+  bob_described.run_gone = false;
   bob_described.orphaned = false;
+  bob_described.orphan_evidence = proc::OrphanEvidence::none;
   bob_described.orphan_reason.clear();
   alice_scan.holders = {bob_described, n.root_scan.holders[1], n.root_scan.holders[4]};
   auto alice_store = BaselineStore::in_memory();
