@@ -2,6 +2,7 @@
 
 #include <limits.h>
 #include <poll.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,25 +37,38 @@ struct QueuedWriter::State {
   bool abandon = false;  // end now, even mid-line
   bool ended = false;
   std::uint64_t dropped = 0;
+  bool nowait = true;  // the writer thread's: RWF_NOWAIT not refused yet
 
   bool abandoned() {
     std::lock_guard lock(mutex);
     return abandon;
   }
 
-  // Waits for room (POLLOUT) before each write, and writes at most PIPE_BUF at a
-  // time: a pipe that polls writable has a free page, so such a write does not
-  // block, and a reader that stopped leaves the thread in poll(2), where
-  // `abandon` is seen. False once the descriptor fails (EPIPE: the reader is gone).
+  // Never blocks for long: each piece is first offered with RWF_NOWAIT (the
+  // kernel takes what fits, or says EAGAIN, without waiting); where the file
+  // does not support that (a terminal), or after EAGAIN, it waits for room
+  // (POLLOUT, rechecking `abandon`) and then writes at most PIPE_BUF: a pipe
+  // that polls writable has a free page, so that write does not block either.
+  // False once the descriptor fails (EPIPE: the reader is gone).
   bool write_out(std::string_view text) {
     while (!text.empty()) {
-      pollfd p{fd, POLLOUT, 0};
-      int ready = ::poll(&p, 1, 200);
-      if (abandoned()) return false;
-      if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
-      if (ready < 0 || (p.revents & (POLLERR | POLLNVAL))) return false;
-      ssize_t n = ::write(fd, text.data(), std::min<std::size_t>(text.size(), PIPE_BUF));
-      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      const std::size_t piece = std::min<std::size_t>(text.size(), PIPE_BUF);
+      ssize_t n = -1;
+      if (nowait) {
+        iovec v{const_cast<char*>(text.data()), text.size()};
+        n = ::pwritev2(fd, &v, 1, -1, RWF_NOWAIT);
+        if (n < 0 && (errno == EOPNOTSUPP || errno == EINVAL)) nowait = false;
+        if (n < 0 && nowait && errno != EAGAIN && errno != EINTR) return false;
+      }
+      if (n < 0) {
+        pollfd p{fd, POLLOUT, 0};
+        int ready = ::poll(&p, 1, 200);
+        if (abandoned()) return false;
+        if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
+        if (ready < 0 || (p.revents & (POLLERR | POLLNVAL))) return false;
+        n = ::write(fd, text.data(), piece);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      }
       if (n <= 0) return false;
       text.remove_prefix(static_cast<std::size_t>(n));
     }
