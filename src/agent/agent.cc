@@ -9,6 +9,7 @@
 #include <future>
 #include <mutex>
 
+#include "agent/caller_view.h"
 #include "agent/control_socket.h"
 #include "agent/http_server.h"
 #include "inventory/agent_client.h"
@@ -81,6 +82,9 @@ class RequestQueue {
   std::deque<std::shared_ptr<std::packaged_task<HttpResponse()>>> jobs_;
 };
 
+/// A scrape this soon after the last refresh is answered from it (docs/metrics.md).
+constexpr std::chrono::seconds kScrapeRefreshInterval{1};
+
 const char* kLandingPage =
     "<html><head><title>gpureap watch</title></head><body>\n"
     "<h1>gpureap watch</h1>\n"
@@ -142,19 +146,22 @@ class Agent {
 
       std::vector<pollfd> fds;
       fds.push_back({queue_.fd(), POLLIN, 0});
-      fds.push_back({control_->fd(), POLLIN, 0});
+      for (const pollfd& p : control_->poll_fds()) fds.push_back(p);
+      const std::size_t first_watched = fds.size();
       for (int fd : watcher_.watch_fds()) fds.push_back({fd, POLLIN, 0});
       auto now = node_.clock().now();
       int timeout = now >= next_tick ? 0 : poll_timeout_ms(next_tick);
+      // A control client past its deadline is dropped on time, not at the next tick.
+      if (auto due = control_->next_deadline()) timeout = std::min(timeout, poll_timeout_ms(*due));
       int n = ::poll(fds.data(), fds.size(), timeout);
       if (stop.load()) break;
+      // Every client side by side, none waited for (W2-17); also drops the late ones.
+      control_->serve(
+          [this](const Peer& peer, const std::string& req) { return serve_control(peer, req); });
       if (n > 0) {
         if (fds[0].revents) queue_.run_pending();
-        if (fds[1].revents) control_->serve_one([this](const Peer& peer, const std::string& req) {
-          return serve_control(peer, req);
-        });
         bool died = false;
-        for (std::size_t i = 2; i < fds.size(); ++i)
+        for (std::size_t i = first_watched; i < fds.size(); ++i)
           if (fds[i].revents) {
             watcher_.on_ready(fds[i].fd);
             died = true;
@@ -162,7 +169,7 @@ class Agent {
         if (died) publish();  // an orphan is announced the moment its parent dies
       }
       if (node_.clock().now() >= next_tick) {
-        watcher_.refresh();
+        refresh();
         publish();
         reap_due_orphans();
         next_tick = node_.clock().now() + options_.watch.tick;
@@ -172,6 +179,12 @@ class Agent {
   }
 
  private:
+  /// A tick's look (Watcher::refresh), remembered for the scrape rate limit.
+  void refresh() {
+    watcher_.refresh();
+    last_refresh_ = node_.clock().now();
+  }
+
   /// Announces what changed, updates the counters and the textfile.
   void publish() {
     const auto& inv = watcher_.inventory();
@@ -185,7 +198,7 @@ class Agent {
 
   void emit(const inventory::Event& event) {
     ++counters_.events[report::to_string(event.kind)];
-    if (sink_) sink_(event);
+    if (sink_ && !sink_(event)) ++counters_.events_dropped;
   }
 
   std::string metrics_text() {
@@ -204,14 +217,24 @@ class Agent {
     if (path == "/") return {200, "text/html; charset=utf-8", kLandingPage};
     if (path != "/metrics") return {404, "text/plain; charset=utf-8", "not found: try /metrics\n"};
     return queue_.call([this] {
-      auto start = std::chrono::steady_clock::now();
-      // Synchronous, as Prometheus wants it: the figures are read for this scrape.
-      watcher_.refresh();
-      publish();
-      HttpResponse response{200, report::kMetricsContentType, metrics_text()};
-      last_scrape_seconds_ =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      return response;
+      // Synchronous, as Prometheus wants it: the figures are read for this scrape,
+      // unless a refresh (tick, scrape or status question) read them less than
+      // kScrapeRefreshInterval ago. Any local user can scrape loopback, so the
+      // driver and /proc are read at most at that rate, not at the caller's (W2-18).
+      // The text rendered for a scrape is reused within that interval too.
+      auto now = node_.clock().now();
+      if (scrape_text_rendered_ && now - *scrape_text_rendered_ < kScrapeRefreshInterval)
+        return HttpResponse{200, report::kMetricsContentType, scrape_text_};
+      if (!last_refresh_ || now - *last_refresh_ >= kScrapeRefreshInterval) {
+        auto start = std::chrono::steady_clock::now();
+        refresh();
+        publish();
+        last_scrape_seconds_ =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
+      scrape_text_ = metrics_text();
+      scrape_text_rendered_ = now;
+      return HttpResponse{200, report::kMetricsContentType, scrape_text_};
     });
   }
 
@@ -219,9 +242,13 @@ class Agent {
     if (request != inventory::kInventoryRequest)
       return inventory::encode_wire_error("unknown request: this agent answers \"inventory\"");
     // As fresh as a direct scan: NVML read and new processes scanned for this answer.
-    watcher_.refresh();
+    refresh();
     publish();
-    inventory::Inventory inv = inventory::redact_for(peer.uid, watcher_.inventory());
+    // Under hidepid the caller's /proc shows no other user's process (W2-16).
+    auto others = peer.uid == 0 || peer_sees_other_users(peer, node_.proc_root())
+                      ? inventory::OtherUsers::visible
+                      : inventory::OtherUsers::hidden;
+    inventory::Inventory inv = inventory::redact_for(peer.uid, watcher_.inventory(), others);
     inv.source = "agent";
     inv.agent_pid = ::getpid();
     return inventory::encode_inventory(inv);
@@ -349,6 +376,9 @@ class Agent {
   std::set<proc::ProcessId> reaped_;
   std::string last_textfile_;
   double last_scrape_seconds_ = 0;
+  std::optional<util::Clock::time_point> last_refresh_;
+  std::string scrape_text_;  // what the last scrape rendered, and when
+  std::optional<util::Clock::time_point> scrape_text_rendered_;
 };
 
 }  // namespace

@@ -34,7 +34,9 @@ struct AgentOptions {
 };
 
 /// Where events go (the CLI renders and prints them: library code never prints).
-using EventSink = std::function<void(const inventory::Event&)>;
+/// Must not wait for the output (a stalled reader would stop the agent); false
+/// when the event was dropped instead, counted in gpureap_events_dropped_total.
+using EventSink = std::function<bool(const inventory::Event&)>;
 
 /// Called once the agent listens: the HTTP address really bound (port 0 picks
 /// one; nullopt without --listen) and the number of GPUs it watches.

@@ -7,11 +7,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
-#include <string_view>
 #include <utility>
-
-#include "util/poll.h"
 
 namespace gpureap::agent {
 namespace {
@@ -39,44 +37,6 @@ Result<void> let_group_through(const std::string& dir, gid_t group) {
   if (mode != (st.st_mode & 07777) && ::chmod(dir.c_str(), mode) != 0)
     return std::unexpected(Error::from_errno("chmod " + dir));
   return {};
-}
-
-// Reads up to the first '\n' (or EOF) into `line`; false when the client sent
-// nothing usable before the deadline.
-bool read_request(int fd, std::string& line, Clock::time_point deadline) {
-  char buf[512];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n > 0) {
-      line.append(buf, static_cast<std::size_t>(n));
-      if (auto nl = line.find('\n'); nl != std::string::npos) {
-        line.resize(nl);
-        break;
-      }
-      if (line.size() > kMaxRequest) return false;
-      continue;
-    }
-    if (n == 0) break;  // EOF: what came is the request
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
-    if ((poll_until(fd, POLLIN, deadline) & (POLLIN | POLLHUP)) == 0) return false;
-  }
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  return !line.empty();
-}
-
-void write_answer(int fd, std::string_view text, Clock::time_point deadline) {
-  while (!text.empty()) {
-    // MSG_NOSIGNAL: a client that hung up must not kill the agent with SIGPIPE.
-    ssize_t n = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      text.remove_prefix(static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return;
-    if ((poll_until(fd, POLLOUT, deadline) & POLLOUT) == 0) return;
-  }
 }
 
 }  // namespace
@@ -153,26 +113,76 @@ void ControlServer::remove_socket_file() {
   path_.clear();
 }
 
-bool ControlServer::serve_one(const ControlHandler& handler, std::chrono::milliseconds deadline) {
-  UniqueFd client;
-  for (;;) {
-    client.reset(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (client.valid()) break;
-    // ECONNABORTED: that client gave up in the queue; others may follow it.
-    if (errno == EINTR || errno == ECONNABORTED) continue;
-    return false;  // EAGAIN: nobody waiting (or out of descriptors: try at the next wake-up)
-  }
-  // The kernel's word on who connected, never the request's.
-  ucred cred{};
-  socklen_t len = sizeof cred;
-  if (::getsockopt(client.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return true;
-  const Peer peer{cred.pid, cred.uid, cred.gid};
+std::vector<pollfd> ControlServer::poll_fds() const {
+  std::vector<pollfd> fds;
+  if (clients_.size() < kControlClients) fds.push_back({fd_.get(), POLLIN, 0});
+  for (const auto& c : clients_)
+    fds.push_back({c.fd.get(), static_cast<short>(c.answering ? POLLOUT : POLLIN), 0});
+  return fds;
+}
 
-  std::string request;
-  if (!read_request(client.get(), request, Clock::now() + deadline)) return true;
-  const std::string answer = handler(peer, request);
-  write_answer(client.get(), answer, Clock::now() + deadline);
-  return true;
+std::optional<Clock::time_point> ControlServer::next_deadline() const {
+  std::optional<Clock::time_point> first;
+  for (const auto& c : clients_)
+    if (!first || c.deadline < *first) first = c.deadline;
+  return first;
+}
+
+void ControlServer::accept_pending(std::chrono::milliseconds deadline) {
+  while (clients_.size() < kControlClients) {
+    UniqueFd client(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!client.valid()) {
+      // ECONNABORTED: that client gave up in the queue; others may follow it.
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // EAGAIN: nobody waiting (or out of descriptors: try at the next wake-up)
+    }
+    // The kernel's word on who connected, never the request's.
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(client.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;
+    const Peer peer{cred.pid, cred.uid, cred.gid};
+    auto same_uid = std::count_if(clients_.begin(), clients_.end(),
+                                  [&](const Client& c) { return c.peer.uid == peer.uid; });
+    if (static_cast<std::size_t>(same_uid) >= kControlClientsPerUid) continue;  // closed
+    clients_.push_back(Client{std::move(client), peer, Clock::now() + deadline, {}, {}, 0, false});
+  }
+}
+
+ControlServer::Step ControlServer::advance(Client& c, const ControlHandler& handler) {
+  char buf[512];
+  while (!c.answering) {
+    ssize_t n = ::read(c.fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Step::wait;
+    if (n < 0) return Step::done;
+    c.request.append(buf, static_cast<std::size_t>(n));
+    auto nl = c.request.find('\n');
+    if (nl == std::string::npos && c.request.size() > kMaxRequest) return Step::done;
+    if (nl == std::string::npos && n > 0) continue;
+    // A line, or EOF: what came is the request.
+    if (nl != std::string::npos) c.request.resize(nl);
+    if (!c.request.empty() && c.request.back() == '\r') c.request.pop_back();
+    if (c.request.empty()) return Step::done;
+    c.answer = handler(c.peer, c.request);
+    c.answering = true;
+  }
+  while (c.written < c.answer.size()) {
+    // MSG_NOSIGNAL: a client that hung up must not kill the agent with SIGPIPE.
+    ssize_t n =
+        ::send(c.fd.get(), c.answer.data() + c.written, c.answer.size() - c.written, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Step::wait;
+    if (n <= 0) return Step::done;
+    c.written += static_cast<std::size_t>(n);
+  }
+  return Step::done;
+}
+
+void ControlServer::serve(const ControlHandler& handler, std::chrono::milliseconds deadline) {
+  accept_pending(deadline);
+  const auto now = Clock::now();
+  std::erase_if(clients_,
+                [&](Client& c) { return advance(c, handler) == Step::done || now >= c.deadline; });
 }
 
 }  // namespace gpureap::agent

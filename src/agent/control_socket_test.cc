@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "util/poll.h"
 #include "util/test_temp_dir.h"
 
 namespace gpureap::agent {
@@ -56,6 +57,18 @@ ControlServer listen_or_die(const std::string& path, std::optional<gid_t> group 
   auto server = ControlServer::listen(path, group);
   if (!server) throw std::runtime_error(server.error().message);
   return std::move(*server);
+}
+
+// Runs the server as the agent's loop does (serve, poll its descriptors until
+// the next deadline, again) until no client is in progress.
+void serve_all(ControlServer& server, const ControlHandler& handler,
+               std::chrono::milliseconds deadline = kControlDeadline) {
+  for (;;) {
+    server.serve(handler, deadline);
+    if (server.clients() == 0) return;
+    auto fds = server.poll_fds();
+    ::poll(fds.data(), fds.size(), poll_timeout_ms(*server.next_deadline()));
+  }
 }
 
 // A group other than ours to hand the socket to: nogroup where it exists.
@@ -134,37 +147,41 @@ TEST(ControlServer, TheDestructorRemovesOnlyItsOwnSocket) {
   EXPECT_TRUE(connect_to(path).valid());
 }
 
-TEST(ControlServer, NobodyWaitingMeansFalse) {
+TEST(ControlServer, NobodyWaitingMeansNoCall) {
   TestTempDir dir;
   auto server = listen_or_die(dir.path("agent.sock"));
   bool called = false;
-  EXPECT_FALSE(server.serve_one([&](const Peer&, const std::string&) {
+  server.serve([&](const Peer&, const std::string&) {
     called = true;
     return std::string();
-  }));
+  });
   EXPECT_FALSE(called);
+  EXPECT_EQ(server.clients(), 0u);
+  EXPECT_FALSE(server.next_deadline());
 }
 
 TEST(ControlServer, AnswersOneRequestLineWithTheKernelsWordOnThePeer) {
   TestTempDir dir;
   auto server = listen_or_die(dir.path("agent.sock"));
   UniqueFd client = connect_to(dir.path("agent.sock"));
+
   ASSERT_TRUE(client.valid());
   send_text(client.get(), "inventory\r\nignored after the line");
   Peer seen;
   std::string request;
-  ASSERT_TRUE(server.serve_one([&](const Peer& p, const std::string& r) {
+  // One call: the request is already there and the answer fits the socket.
+  server.serve([&](const Peer& p, const std::string& r) {
     seen = p;
     request = r;
     return std::string("{\"answer\":1}");
-  }));
+  });
+  EXPECT_EQ(server.clients(), 0u);
   EXPECT_EQ(request, "inventory");
   EXPECT_EQ(seen.pid, ::getpid());
   EXPECT_EQ(seen.uid, ::geteuid());
   EXPECT_EQ(seen.gid, ::getegid());
   EXPECT_EQ(read_to_eof(client.get()), "{\"answer\":1}") << "answered, then closed";
 }
-
 // A child of another uid connects: SO_PEERCRED names it, whatever it claims.
 TEST(ControlServer, ThePeerUidIsTheCallersAndTheModeKeepsOthersOut) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to become another user";
@@ -202,12 +219,15 @@ TEST(ControlServer, ThePeerUidIsTheCallersAndTheModeKeepsOthersOut) {
   ::close(result_pipe[1]);
   Peer seen;
   // Serve the child's one connection (it blocks on our answer).
-  while (!open.serve_one([&](const Peer& p, const std::string&) {
-    seen = p;
-    return "hello " + std::to_string(p.uid);
-  })) {
-    pollfd pfd{open.fd(), POLLIN, 0};
-    ::poll(&pfd, 1, 10000);
+  bool answered = false;
+  while (!answered || open.clients() > 0) {
+    open.serve([&](const Peer& p, const std::string&) {
+      seen = p;
+      answered = true;
+      return "hello " + std::to_string(p.uid);
+    });
+    auto fds = open.poll_fds();
+    ::poll(fds.data(), fds.size(), 10000);
   }
   char verdict[2] = {};
   ASSERT_EQ(::read(result_pipe[0], verdict, 2), 2);
@@ -221,27 +241,57 @@ TEST(ControlServer, ThePeerUidIsTheCallersAndTheModeKeepsOthersOut) {
   EXPECT_EQ(seen.pid, child);
 }
 
-TEST(ControlServer, ASilentClientCostsTheDeadlineAtMost) {
+// W2-17: silent clients used to be served one at a time, a second each, before
+// the client that asked; now every client is served side by side.
+TEST(ControlServer, W2_17_SilentClientsDelayNoOtherClient) {
+  TestTempDir dir;
+  auto server = listen_or_die(dir.path("agent.sock"));
+  std::vector<UniqueFd> silent;
+  for (int i = 0; i < 5; ++i) silent.push_back(connect_to(dir.path("agent.sock")));
+  UniqueFd asking = connect_to(dir.path("agent.sock"));
+  send_text(asking.get(), "inventory\n");
+  int calls = 0;
+  const auto handler = [&](const Peer&, const std::string&) {
+    ++calls;
+    return std::string("ok");
+  };
+  server.serve(handler, 200ms);
+  EXPECT_EQ(calls, 1) << "answered in the same call, the silent ones still connected";
+  EXPECT_EQ(server.clients(), 5u);
+  EXPECT_EQ(read_to_eof(asking.get()), "ok");
+  // The silent ones go at their deadline, without an answer.
+  serve_all(server, handler, 200ms);
+  EXPECT_EQ(calls, 1);
+  for (auto& fd : silent) EXPECT_EQ(read_to_eof(fd.get()), "") << "dropped without an answer";
+}
+
+TEST(ControlServer, W2_17_ASilentClientGoesAtItsDeadlineNotBefore) {
   TestTempDir dir;
   auto server = listen_or_die(dir.path("agent.sock"));
   UniqueFd silent = connect_to(dir.path("agent.sock"));
-  ASSERT_TRUE(silent.valid());
-  bool called = false;
   const auto t0 = Clock::now();
-  EXPECT_TRUE(server.serve_one(
-      [&](const Peer&, const std::string&) {
-        called = true;
-        return std::string();
-      },
-      200ms));
+  serve_all(
+      server, [](const Peer&, const std::string&) { return std::string("never"); }, 200ms);
   EXPECT_GE(Clock::now() - t0, 200ms) << "it waited for the request line";
-  EXPECT_FALSE(called);
-  EXPECT_EQ(read_to_eof(silent.get()), "") << "dropped without an answer";
-  // The next client is served as usual.
-  UniqueFd next = connect_to(dir.path("agent.sock"));
-  send_text(next.get(), "inventory\n");
-  EXPECT_TRUE(server.serve_one([](const Peer&, const std::string&) { return std::string("ok"); }));
-  EXPECT_EQ(read_to_eof(next.get()), "ok");
+  EXPECT_EQ(read_to_eof(silent.get()), "");
+}
+
+TEST(ControlServer, W2_17_OneUidGetsAFewClientsAtATime) {
+  TestTempDir dir;
+  auto server = listen_or_die(dir.path("agent.sock"));
+  std::vector<UniqueFd> silent;
+  for (std::size_t i = 0; i < kControlClientsPerUid; ++i)
+    silent.push_back(connect_to(dir.path("agent.sock")));
+  UniqueFd one_more = connect_to(dir.path("agent.sock"));
+  send_text(one_more.get(), "inventory\n");
+  bool called = false;
+  server.serve([&](const Peer&, const std::string&) {
+    called = true;
+    return std::string("ok");
+  });
+  EXPECT_FALSE(called) << "past the cap for its uid: closed at once";
+  EXPECT_EQ(server.clients(), kControlClientsPerUid);
+  EXPECT_EQ(read_to_eof(one_more.get()), "");
 }
 
 TEST(ControlServer, AnAnswerLargerThanTheSocketBufferArrivesWhole) {
@@ -256,7 +306,8 @@ TEST(ControlServer, AnAnswerLargerThanTheSocketBufferArrivesWhole) {
   send_text(client.get(), "inventory\n");
   std::string got;
   std::thread reader([&] { got = read_to_eof(client.get()); });
-  EXPECT_TRUE(server.serve_one([&](const Peer&, const std::string&) { return big; }, 10s));
+  serve_all(
+      server, [&](const Peer&, const std::string&) { return big; }, 10s);
   reader.join();
   EXPECT_EQ(got.size(), big.size());
   EXPECT_TRUE(got == big);
@@ -267,17 +318,18 @@ TEST(ControlServer, AClientThatStopsReadingOrHangsUpDoesNotStallOrKillTheAgent) 
   auto server = listen_or_die(dir.path("agent.sock"));
   const std::string big(8 << 20, 'x');
   {
-    // Reads nothing: the answer fills the buffers, serve_one gives up at the deadline.
+    // Reads nothing: the answer fills the buffers, the server gives up at the deadline.
     UniqueFd lazy = connect_to(dir.path("agent.sock"));
     send_text(lazy.get(), "inventory\n");
-    EXPECT_TRUE(server.serve_one([&](const Peer&, const std::string&) { return big; }, 200ms));
+    serve_all(
+        server, [&](const Peer&, const std::string&) { return big; }, 200ms);
   }
   {
     // Hangs up before the answer: no SIGPIPE (this test process would die of it).
     UniqueFd gone = connect_to(dir.path("agent.sock"));
     send_text(gone.get(), "inventory\n");
     gone.reset();
-    EXPECT_TRUE(server.serve_one([&](const Peer&, const std::string&) { return big; }));
+    serve_all(server, [&](const Peer&, const std::string&) { return big; });
   }
   // A request line longer than any request is not one, even when it ends (EOF).
   UniqueFd flood = connect_to(dir.path("agent.sock"));
@@ -285,10 +337,10 @@ TEST(ControlServer, AClientThatStopsReadingOrHangsUpDoesNotStallOrKillTheAgent) 
   send_text(flood.get(), endless);
   ::shutdown(flood.get(), SHUT_WR);
   bool called = false;
-  EXPECT_TRUE(server.serve_one([&](const Peer&, const std::string&) {
+  serve_all(server, [&](const Peer&, const std::string&) {
     called = true;
     return std::string();
-  }));
+  });
   EXPECT_FALSE(called);
 }
 

@@ -7,6 +7,9 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -14,19 +17,42 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
 
 #include "util/fd.h"
+#include "util/signal_mask.h"
 
 namespace gpureap::agent {
 namespace {
 
-// A client that stalls is dropped after this long; with one polling thread and
-// non-blocking sockets it never holds up another client meanwhile.
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A client that sends nothing is dropped after this long (libmicrohttpd's own
+// timeout, which every byte restarts).
 constexpr unsigned kConnectionTimeoutSeconds = 10;
+// A request must arrive whole, and its answer be taken, within this long, however
+// it trickles: one header line a second no longer keeps a connection (W2-03).
+// Prometheus' default scrape_timeout is 10 s too.
+constexpr auto kRequestDeadline = std::chrono::seconds(10);
 // Prometheus opens one connection per scrape; a few people with curl add a few.
-constexpr unsigned kConnectionLimit = 32;
+// Each client (address, and on loopback the uid behind it) gets a few at a time,
+// so one cannot take the slots every other one needs.
+constexpr unsigned kConnectionLimit = 128;
+constexpr unsigned kConnectionsPerClient = 8;
+// And a few requests a second: a further one waits (suspended, on one of its
+// client's few connections) for the next second. A scrape loop then costs the
+// agent that many answers a second, whatever its rate (W2-18); Prometheus
+// scrapes every 15 s or so.
+constexpr unsigned kRequestsPerClientPerSecond = 10;
 
 struct ListenAddress {
   sockaddr_storage addr{};
@@ -109,6 +135,80 @@ Result<UniqueFd> listen_on(std::string_view listen, const ListenAddress& a) {
   return fd;
 }
 
+bool is_loopback(const sockaddr* a) {
+  if (a->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  if (a->sa_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
+  }
+  return false;
+}
+
+// The uid owning the other end of a loopback TCP connection, from the kernel's
+// socket table (sock_diag, what `ss -e` reads): `peer` is its address, `local`
+// ours. nullopt when the kernel does not say.
+std::optional<uid_t> loopback_peer_uid(const sockaddr* peer, const sockaddr* local) {
+  UniqueFd nl(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  if (!nl.valid()) return std::nullopt;
+  struct {
+    nlmsghdr header;
+    inet_diag_req_v2 req;
+  } msg{};
+  msg.header.nlmsg_len = sizeof msg;
+  msg.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  msg.header.nlmsg_flags = NLM_F_REQUEST;
+  msg.req.sdiag_family = static_cast<std::uint8_t>(peer->sa_family);
+  msg.req.sdiag_protocol = IPPROTO_TCP;
+  msg.req.idiag_states = ~0U;
+  msg.req.id.idiag_cookie[0] = msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  // The peer's socket: its source is the peer, its destination us.
+  if (peer->sa_family == AF_INET) {
+    auto* p = reinterpret_cast<const sockaddr_in*>(peer);
+    auto* l = reinterpret_cast<const sockaddr_in*>(local);
+    msg.req.id.idiag_sport = p->sin_port;
+    msg.req.id.idiag_dport = l->sin_port;
+    std::memcpy(msg.req.id.idiag_src, &p->sin_addr, sizeof p->sin_addr);
+    std::memcpy(msg.req.id.idiag_dst, &l->sin_addr, sizeof l->sin_addr);
+  } else {
+    auto* p = reinterpret_cast<const sockaddr_in6*>(peer);
+    auto* l = reinterpret_cast<const sockaddr_in6*>(local);
+    msg.req.id.idiag_sport = p->sin6_port;
+    msg.req.id.idiag_dport = l->sin6_port;
+    std::memcpy(msg.req.id.idiag_src, &p->sin6_addr, sizeof p->sin6_addr);
+    std::memcpy(msg.req.id.idiag_dst, &l->sin6_addr, sizeof l->sin6_addr);
+  }
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (::sendto(nl.get(), &msg, sizeof msg, 0, reinterpret_cast<sockaddr*>(&kernel),
+               sizeof kernel) != static_cast<ssize_t>(sizeof msg))
+    return std::nullopt;
+  alignas(nlmsghdr) char buf[1024];
+  ssize_t n = ::recv(nl.get(), buf, sizeof buf, 0);
+  if (n < static_cast<ssize_t>(NLMSG_LENGTH(sizeof(inet_diag_msg)))) return std::nullopt;
+  auto* reply = reinterpret_cast<nlmsghdr*>(buf);
+  if (reply->nlmsg_type != SOCK_DIAG_BY_FAMILY) return std::nullopt;  // NLMSG_ERROR: not found
+  return static_cast<const inet_diag_msg*>(NLMSG_DATA(reply))->idiag_uid;
+}
+
+// Who a connection counts against for kConnectionsPerClient: its address, and on
+// loopback (where every local user has the same one) the uid behind it too.
+std::string client_key(int fd, const sockaddr* peer) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  const void* addr =
+      peer->sa_family == AF_INET
+          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(peer)->sin_addr)
+          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(peer)->sin6_addr);
+  ::inet_ntop(peer->sa_family, addr, text, sizeof text);
+  std::string key = text;
+  if (!is_loopback(peer)) return key;
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return key;
+  auto uid = loopback_peer_uid(peer, reinterpret_cast<const sockaddr*>(&local));
+  return key + (uid ? " uid " + std::to_string(*uid) : std::string(" uid ?"));
+}
+
 MHD_Result send(MHD_Connection* connection, const HttpResponse& r, bool not_allowed = false) {
   // MHD copies the body; for HEAD it sends the headers only (Content-Length kept).
   MHD_Response* response = MHD_create_response_from_buffer(
@@ -128,8 +228,146 @@ struct HttpServer::Impl {
   MHD_Daemon* daemon = nullptr;
   std::uint16_t port = 0;
 
+  // Every open connection, for the deadline and the per-client count. `fd` is our
+  // own dup of the connection's socket: shutdown(2) on it ends the connection
+  // (libmicrohttpd reads EOF and closes its descriptor) and can never hit a
+  // descriptor number libmicrohttpd closed and the process reused meanwhile.
+  struct Open {
+    UniqueFd fd;
+    std::string client;
+    Clock::time_point deadline;
+    bool answering = false;  // the handler runs: the loop may take long (a reap)
+    bool ended = false;
+    std::optional<Clock::time_point> resume_at;  // suspended: over its client's rate
+  };
+  // A client's requests in the current second.
+  struct Budget {
+    Clock::time_point second;
+    unsigned used = 0;
+  };
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::map<MHD_Connection*, Open> open;
+  std::map<std::string, unsigned> per_client;
+  std::map<std::string, Budget> budgets;
+  bool stopping = false;
+  std::thread sweeper;
+
   ~Impl() {
-    if (daemon) MHD_stop_daemon(daemon);  // joins the thread, closes the socket
+    {
+      std::lock_guard lock(mutex);
+      stopping = true;
+    }
+    changed.notify_all();
+    if (sweeper.joinable()) sweeper.join();
+    // Joins MHD's thread and closes every connection, suspended ones included.
+    if (daemon) MHD_stop_daemon(daemon);
+  }
+
+  static void cut(Open& o) {
+    if (!o.ended) ::shutdown(o.fd.get(), SHUT_RDWR);
+    o.ended = true;
+  }
+
+  // Ends every connection past its deadline, resumes the suspended ones whose
+  // second has come; sleeps until the next of either is due.
+  void sweep() {
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+      auto now = Clock::now();
+      auto next = Clock::time_point::max();
+      std::vector<MHD_Connection*> due;
+      for (auto& [connection, o] : open) {
+        if (o.resume_at && now >= *o.resume_at) {
+          o.resume_at.reset();
+          due.push_back(connection);
+        } else if (o.resume_at) {
+          next = std::min(next, *o.resume_at);
+        }
+        if (o.answering || o.ended) continue;
+        if (now >= o.deadline)
+          cut(o);
+        else
+          next = std::min(next, o.deadline);
+      }
+      std::erase_if(budgets, [&](const auto& b) { return now - b.second.second >= 2s; });
+      if (!due.empty()) {
+        // Outside our lock: libmicrohttpd's thread may wait for it (on_connection)
+        // while holding its own. A suspended connection is never closed by it
+        // meanwhile, so the pointers stay good.
+        lock.unlock();
+        for (auto* connection : due) MHD_resume_connection(connection);
+        lock.lock();
+        continue;
+      }
+      if (next == Clock::time_point::max())
+        changed.wait(lock);
+      else
+        changed.wait_until(lock, next);
+    }
+  }
+
+  // Charges one request to the connection's client; false (and the connection
+  // marked to be resumed at the next second) when its second's budget is spent.
+  bool within_rate(MHD_Connection* connection) {
+    std::lock_guard lock(mutex);
+    auto it = open.find(connection);
+    if (it == open.end()) return true;
+    auto now = Clock::now();
+    Budget& b = budgets[it->second.client];
+    if (now - b.second >= 1s) b = {now, 0};
+    if (b.used < kRequestsPerClientPerSecond) {
+      ++b.used;
+      return true;
+    }
+    // Never at once: the suspension must come first (libmicrohttpd's thread
+    // suspends it right after this returns), or the resume would be lost.
+    it->second.resume_at = std::max(b.second + 1s, now + 20ms);
+    it->second.answering = true;  // waiting, not trickling: no deadline meanwhile
+    changed.notify_all();
+    return false;
+  }
+
+  static void on_connection(void* cls, MHD_Connection* connection, void**,
+                            MHD_ConnectionNotificationCode code) {
+    auto* self = static_cast<Impl*>(cls);
+    std::lock_guard lock(self->mutex);
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+      auto it = self->open.find(connection);
+      if (it == self->open.end()) return;
+      if (--self->per_client[it->second.client] == 0) self->per_client.erase(it->second.client);
+      self->open.erase(it);
+      return;
+    }
+    const MHD_ConnectionInfo* fd_info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const MHD_ConnectionInfo* addr_info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!fd_info || !addr_info) return;
+    Open o;
+    o.fd.reset(::fcntl(fd_info->connect_fd, F_DUPFD_CLOEXEC, 0));
+    if (!o.fd.valid()) return;
+    o.client = client_key(o.fd.get(), addr_info->client_addr);
+    o.deadline = Clock::now() + kRequestDeadline;
+    if (++self->per_client[o.client] > kConnectionsPerClient) cut(o);
+    self->open.insert_or_assign(connection, std::move(o));
+    self->changed.notify_all();
+  }
+
+  // While the handler runs the deadline waits; then the answer gets its own.
+  void answering(MHD_Connection* connection, bool now_answering) {
+    std::lock_guard lock(mutex);
+    auto it = open.find(connection);
+    if (it == open.end()) return;
+    it->second.answering = now_answering;
+    it->second.deadline = Clock::now() + kRequestDeadline;
+    changed.notify_all();
+  }
+
+  // A request answered: the next one on a kept-alive connection has its own deadline.
+  static void on_completed(void* cls, MHD_Connection* connection, void**,
+                           MHD_RequestTerminationCode) {
+    static_cast<Impl*>(cls)->answering(connection, false);
   }
 
   static MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url,
@@ -138,11 +376,20 @@ struct HttpServer::Impl {
     std::string_view m = method;
     if (m != MHD_HTTP_METHOD_GET && m != MHD_HTTP_METHOD_HEAD)
       return send(connection, {405, "text/plain; charset=utf-8", "only GET and HEAD\n"}, true);
-    try {
-      return send(connection, self->handler(url));
-    } catch (const std::exception& e) {
-      return send(connection, {500, "text/plain; charset=utf-8", std::string(e.what()) + "\n"});
+    if (!self->within_rate(connection)) {
+      // libmicrohttpd calls again for this request once the sweeper resumes it.
+      MHD_suspend_connection(connection);
+      return MHD_YES;
     }
+    self->answering(connection, true);
+    HttpResponse response;
+    try {
+      response = self->handler(url);
+    } catch (const std::exception& e) {
+      response = {500, "text/plain; charset=utf-8", std::string(e.what()) + "\n"};
+    }
+    self->answering(connection, false);
+    return send(connection, response);
   }
 };
 
@@ -163,14 +410,18 @@ Result<HttpServer> HttpServer::start(std::string_view listen, HttpHandler handle
   // One internal thread polling every connection: poll(), not select(), because the
   // agent holds many pidfds and a descriptor above FD_SETSIZE breaks select.
   // No MHD_USE_ERROR_LOG: library code does not print.
-  unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | (address->ipv6 ? MHD_USE_IPv6 : 0);
+  unsigned flags =
+      MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | (address->ipv6 ? MHD_USE_IPv6 : 0);
   int raw_fd = fd->release();  // MHD owns it from here: MHD_stop_daemon closes it
-  impl->daemon = MHD_start_daemon(flags, 0, nullptr, nullptr, &Impl::on_request, impl.get(),
-                                  MHD_OPTION_LISTEN_SOCKET, raw_fd, MHD_OPTION_CONNECTION_TIMEOUT,
-                                  kConnectionTimeoutSeconds, MHD_OPTION_CONNECTION_LIMIT,
-                                  kConnectionLimit, MHD_OPTION_END);
+  StopSignalsBlocked quiet;    // for MHD's thread and ours
+  impl->daemon = MHD_start_daemon(
+      flags, 0, nullptr, nullptr, &Impl::on_request, impl.get(), MHD_OPTION_LISTEN_SOCKET, raw_fd,
+      MHD_OPTION_CONNECTION_TIMEOUT, kConnectionTimeoutSeconds, MHD_OPTION_CONNECTION_LIMIT,
+      kConnectionLimit, MHD_OPTION_NOTIFY_CONNECTION, &Impl::on_connection, impl.get(),
+      MHD_OPTION_NOTIFY_COMPLETED, &Impl::on_completed, impl.get(), MHD_OPTION_END);
   if (!impl->daemon)
     return fail("--listen " + std::string(listen) + ": libmicrohttpd could not start serving");
+  impl->sweeper = std::thread([self = impl.get()] { self->sweep(); });
   return HttpServer(std::move(impl));
 }
 

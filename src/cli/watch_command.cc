@@ -19,6 +19,7 @@
 #include "report/terminal_text.h"
 #include "report/watch_events.h"
 #include "util/pattern.h"
+#include "util/queued_writer.h"
 #include "util/units.h"
 
 namespace gpureap::cli {
@@ -135,6 +136,9 @@ std::atomic<bool> g_reload{false};
 void on_stop(int) { g_stop.store(true); }
 void on_hup(int) { g_reload.store(true); }
 
+// Event lines waiting for stdout; past this many the next ones are dropped.
+constexpr std::size_t kEventQueueLines = 1024;
+
 int run_watch(const GlobalOptions& global, const WatchFlags& given,
               const std::set<std::string>& on_command_line) {
   auto state = inventory::state_dir();
@@ -178,8 +182,15 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given,
 
   const bool json = global.json;
   const report::Style style = stdout_style(global);
-  agent::EventSink sink = [json, style](const inventory::Event& event) {
-    print_out(json ? report::watch_event_json(event) : report::watch_event_line(event, style));
+  // Events go through a queue written by a thread of its own: a reader that
+  // stops reading (journald under pressure, a paused pipe) costs lines, counted
+  // and owned up to in place, never the agent's loop or its SIGTERM (W2-06).
+  QueuedWriter out(STDOUT_FILENO, kEventQueueLines, [json, style](std::uint64_t dropped) {
+    return json ? report::watch_dropped_json(dropped) : report::watch_dropped_line(dropped, style);
+  });
+  agent::EventSink sink = [&out, json, style](const inventory::Event& event) {
+    return out.push(json ? report::watch_event_json(event)
+                         : report::watch_event_line(event, style));
   };
   auto reload = [&]() -> Result<agent::AgentOptions> {
     auto merged = flags.config.empty() ? Result<WatchFlags>(given)
@@ -197,8 +208,8 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given,
   };
   std::string socket = inventory::agent_socket_path(*state);
   auto started = [&](const std::optional<std::string>& listen, std::size_t gpus) {
-    print_out(json ? report::watch_started_json(::getpid(), listen, socket, gpus)
-                   : report::watch_started_line(::getpid(), listen, socket, gpus, style));
+    out.push(json ? report::watch_started_json(::getpid(), listen, socket, gpus)
+                  : report::watch_started_line(::getpid(), listen, socket, gpus, style));
   };
   auto ran = agent::run_agent(node, std::move(*options), sink, g_stop, g_reload, reload, started);
   if (!ran) {

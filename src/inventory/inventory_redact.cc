@@ -129,22 +129,26 @@ Inventory rebuild(const Inventory& inv, proc::ScanResult scan) {
 
 }  // namespace
 
-Inventory redact_for(uid_t uid, const Inventory& inv) {
+Inventory redact_for(uid_t uid, const Inventory& inv, OtherUsers others) {
   if (uid == 0) return inv;
   // The scan that user would get: its own holders whole, other users' only
-  // where NVML names them, as describe_processes() sees them.
+  // where NVML names them, as describe_processes() sees them, and not at all
+  // when its /proc hides them (describe_processes() finds no /proc/PID).
   proc::ScanResult scan;
   scan.holders = scanned_holders(inv, [&](proc::Holder h, bool nvml_lists_it) {
     if (h.uid == uid) return std::optional(std::move(h));
-    if (nvml_lists_it) return std::optional(as_seen_by_others(h));
+    if (nvml_lists_it && others == OtherUsers::visible) return std::optional(as_seen_by_others(h));
     return std::optional<proc::Holder>();
   });
   // pid 0 (the whole scan) first, as the scan sorts its problems by pid.
   scan.problems.push_back(
-      {0,
-       "processes of other users not inspected (permission denied): the agent answers a caller "
-       "that is not root with what that caller's own scan could read; run as root to see every "
-       "holder"});
+      {0, others == OtherUsers::visible
+              ? "processes of other users not inspected (permission denied): the agent answers a "
+                "caller that is not root with what that caller's own scan could read; run as root "
+                "to see every holder"
+              : "processes of other users not shown: your /proc hides them (hidepid), and the "
+                "agent answers a caller that is not root with what that caller's own scan could "
+                "read; run as root to see every holder"});
   scan.problems.insert(scan.problems.end(), inv.problems.begin(), inv.problems.end());
   scan.processes_scanned = inv.processes_scanned;
   Inventory out = rebuild(inv, std::move(scan));

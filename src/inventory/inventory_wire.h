@@ -35,7 +35,12 @@ std::string encode_wire_error(std::string_view message);
 /// Differences from that scan (inventory_redact.cc says why): one problem (pid 0)
 /// says other users' processes were not inspected, instead of one per process;
 /// the baselines are the agent's.
-Inventory redact_for(uid_t uid, const Inventory& inv);
+/// `others` hidden: the caller's /proc does not show other users' processes
+/// (hidepid, agent/caller_view.h), so its scan finds none of them, not even
+/// where NVML lists them: they are left out whole, their memory unattributed as
+/// that scan would leave it (W2-16).
+enum class OtherUsers { visible, hidden };
+Inventory redact_for(uid_t uid, const Inventory& inv, OtherUsers others);
 
 /// `inv` as a scan that skipped `pids` (CollectOptions::exclude) would have built
 /// it: they are no holders, NVML's mentions of them are unseen pids, their

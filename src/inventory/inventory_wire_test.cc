@@ -341,7 +341,7 @@ TEST(RedactFor, RootSeesEverything) {
   Node n = sample_node();
   auto store = BaselineStore::in_memory();
   Inventory inv = build_inventory(n.snap, n.root_scan, store);
-  expect_same(redact_for(0, inv), inv);
+  expect_same(redact_for(0, inv, OtherUsers::visible), inv);
 }
 
 TEST(RedactFor, AUserSeesWhatItsOwnScanWouldShow) {
@@ -373,7 +373,7 @@ TEST(RedactFor, AUserSeesWhatItsOwnScanWouldShow) {
   alice_store.observe_idle("GPU-7282-0", 141 * kGiB, 500 * kMiB);
   Inventory expected = build_inventory(n.snap, alice_scan, alice_store);
 
-  Inventory got = redact_for(kAlice, inv);
+  Inventory got = redact_for(kAlice, inv, OtherUsers::visible);
   EXPECT_FALSE(got.as_root);
   ASSERT_EQ(got.gpus.size(), 2u);
   for (std::size_t g = 0; g < 2; ++g) {
@@ -422,7 +422,7 @@ TEST(RedactFor, AUserSeesWhatItsOwnScanWouldShow) {
   EXPECT_EQ(got.driver_version, "570.1");
 
   // Bob sees his own 300 and 400 whole and alice's 200 as NVML names it.
-  Inventory as_bob = redact_for(kBob, inv);
+  Inventory as_bob = redact_for(kBob, inv, OtherUsers::visible);
   ASSERT_EQ(as_bob.gpus[1].holders.size(), 2u);
   EXPECT_EQ(as_bob.gpus[1].holders[0].holder.id.pid, 300);
   EXPECT_TRUE(as_bob.gpus[1].holders[0].uses_gpu);
@@ -441,7 +441,7 @@ TEST(RedactFor, WithoutNvmlAnotherUsersHoldersAreInvisible) {
   auto store = BaselineStore::in_memory();
   Inventory inv = build_inventory(n.snap, n.root_scan, store);
   ASSERT_EQ(inv.gpus.size(), 2u);
-  Inventory got = redact_for(kAlice, inv);
+  Inventory got = redact_for(kAlice, inv, OtherUsers::visible);
   EXPECT_EQ(got.nvml_state, gpu::NvmlState::hung);
   EXPECT_EQ(got.nvml_problem, "NVML did not answer");
   ASSERT_EQ(got.gpus.size(), 2u) << "alice's 200 holds nodes 0 and 1";
@@ -449,7 +449,7 @@ TEST(RedactFor, WithoutNvmlAnotherUsersHoldersAreInvisible) {
     ASSERT_EQ(v.holders.size(), 1u);
     EXPECT_EQ(v.holders[0].holder.id.pid, 200);
   }
-  Inventory nobody = redact_for(4242, inv);
+  Inventory nobody = redact_for(4242, inv, OtherUsers::visible);
   EXPECT_TRUE(nobody.gpus.empty());
   EXPECT_TRUE(nobody.other_holders.empty());
 }
@@ -460,7 +460,7 @@ TEST(RedactFor, ReleasingStaysReleasing) {
   auto store = BaselineStore::in_memory();
   Inventory inv = build_inventory(snap, {}, store, {{0, 20 * kGiB, {}, {}, false, std::nullopt}});
   ASSERT_EQ(inv.gpus[0].unexplained, Unexplained::releasing);
-  Inventory got = redact_for(kAlice, inv);
+  Inventory got = redact_for(kAlice, inv, OtherUsers::visible);
   EXPECT_EQ(got.gpus[0].unexplained, Unexplained::releasing);
   EXPECT_EQ(got.gpus[0].unexplained_detail, inv.gpus[0].unexplained_detail);
 }

@@ -272,6 +272,11 @@ void render_agent(Exposition& x, const AgentCounters& c) {
   for (const auto& [kind, n] : c.events) events[kind] = n;
   for (const auto& [kind, n] : events) x.sample({{"kind", kind}}, n);
 
+  x.family("gpureap_events_dropped_total", "counter",
+           "Events announced but not written: stdout (journald, a pipe) was not taking them "
+           "and the agent's queue of lines for it was full.");
+  x.sample({}, c.events_dropped);
+
   x.family("gpureap_scans_total", "counter",
            "Scans of /proc the agent ran: full (every process) or incremental (new and known "
            "pids only).");

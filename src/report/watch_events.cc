@@ -204,6 +204,19 @@ std::string watch_started_json(double time, pid_t pid, const std::optional<std::
   return json_line(doc);
 }
 
+std::string watch_dropped_line(std::uint64_t dropped, const Style& style) {
+  return fmt::format("{} {} while stdout was blocked\n", style.dim(clock_text(wall_now())),
+                     style.bold(plural(dropped, "event") + " dropped"));
+}
+
+std::string watch_dropped_json(std::uint64_t dropped) {
+  nlohmann::ordered_json doc = {{"schema_version", kSchemaVersion},
+                                {"event", "events_dropped"},
+                                {"time", wall_now()},
+                                {"dropped", dropped}};
+  return json_line(doc);
+}
+
 std::string watch_started_line(pid_t pid, const std::optional<std::string>& listen,
                                const std::string& socket, std::size_t gpus, const Style& style) {
   return watch_started_line(wall_now(), pid, listen, socket, gpus, style);

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -42,5 +43,11 @@ std::string watch_started_json(double time, pid_t pid, const std::optional<std::
 /// The same at the current time.
 std::string watch_started_json(pid_t pid, const std::optional<std::string>& listen,
                                const std::string& socket, std::size_t gpus);
+
+/// In place of `dropped` event lines that stdout did not take in time: "HH:MM:SS
+/// N events dropped while stdout was blocked", or {"schema_version":1,
+/// "event":"events_dropped","time":T,"dropped":N} on one line.
+std::string watch_dropped_line(std::uint64_t dropped, const Style& style);
+std::string watch_dropped_json(std::uint64_t dropped);
 
 }  // namespace gpureap::report

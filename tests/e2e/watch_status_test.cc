@@ -8,6 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "harness.h"
 #include "watch_child.h"
 
@@ -204,6 +207,49 @@ TEST_F(NonRootCaller, TheSocketGroupGetsNoMoreThanItsOwnScanShows) {
   for (const auto& w : d["warnings"])
     EXPECT_NE(std::find(a["warnings"].begin(), a["warnings"].end(), w), a["warnings"].end())
         << w << " missing from " << a["warnings"].dump(1);
+}
+
+// W2-16: under hidepid nobody's own scan cannot read root's processes at all, not
+// even where NVML lists them; through the agent it got their users and command
+// lines (a secret in one). The caller's /proc is its own mount namespace's.
+TEST_F(NonRootCaller, W2_16_UnderHidepidTheSocketGroupGetsNoOtherUsersProcess) {
+  const group* nogroup = ::getgrgid(65534);
+  if (!nogroup) GTEST_SKIP() << "no group 65534 on this machine";
+  if (::access("/usr/bin/unshare", X_OK) != 0) GTEST_SKIP() << "unshare (util-linux) missing";
+  SimNode node;
+  ::chmod(node.dir().c_str(), 0755);
+  auto held = node.hold({"--gpu", "0", "--children", "2", "--bytes", "6GiB", "--orphan", "--label",
+                         "--api-key=sk-SECRET-of-root"});
+  Agent agent(node, {"--socket-group", nogroup->gr_name});
+  ASSERT_TRUE(agent.ok()) << agent.child.transcript();
+  // A private mount namespace whose /proc hides other users' processes, then nobody.
+  auto asked = run_command({"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+                            "mount -t proc -o hidepid=invisible proc /proc || exit 99; exec "
+                            "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups \"$0\" "
+                            "--json status",
+                            GPUREAP_BIN},
+                           node.env(), 60s);
+  if (asked.exit_code == 99) GTEST_SKIP() << "cannot mount /proc with hidepid here: " << asked.err;
+  ASSERT_EQ(asked.exit_code, 0) << asked.err;
+  json a = asked.json();
+  ASSERT_EQ(a["source"], "agent") << a.dump(1);
+  EXPECT_EQ(asked.out.find("sk-SECRET-of-root"), std::string::npos) << asked.out;
+  for (const auto& g : a["gpus"])
+    for (const auto& h : g["holders"])
+      for (pid_t pid : held.pids) EXPECT_NE(h["pid"], pid) << "root's process shown: " << h.dump();
+  ASSERT_FALSE(a["problems"].empty());
+  EXPECT_NE(a["problems"][0].value("what", "").find("hidepid"), std::string::npos)
+      << a["problems"].dump(1);
+
+  // Without hidepid (this test's own /proc) the same caller sees them as before.
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string mount_text((std::istreambuf_iterator<char>(mounts)),
+                         std::istreambuf_iterator<char>());
+  if (mount_text.find("hidepid") != std::string::npos) return;  // this host hides them too
+  auto plain = as_nobody(node, {"--json", "status"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("sk-SECRET-of-root"), std::string::npos)
+      << "a world-readable command line, as nobody's own scan reads it";
 }
 
 }  // namespace
