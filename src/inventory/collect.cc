@@ -143,7 +143,8 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
   // other holders), with what the agent saw die.
   proc::classify_lineage(
       scan.holders, options.dead_parents,
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),
+      options.witnessed);
 
   Inventory inv = build_inventory(snapshot, scan, baselines, {}, options.earlier);
   inv.warnings = devices.warnings();

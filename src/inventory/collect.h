@@ -38,6 +38,9 @@ struct CollectOptions {
   /// The agent's witnesses: holder pid -> the parent (or group leader) it saw die.
   /// The orphan rule (proc/lineage.h) weighs them above what one scan can read.
   std::map<pid_t, proc::DeadParent> dead_parents;
+  /// Holders the agent's answer (this command's first look) called orphaned by what it
+  /// saw die: a direct look keeps that verdict for the same, still adopted, process.
+  std::vector<proc::Holder> witnessed;
 };
 
 /// Takes the snapshot and the scan concurrently and builds the inventory. When

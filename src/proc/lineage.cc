@@ -126,7 +126,7 @@ std::string_view to_string(OrphanEvidence evidence) {
 }
 
 void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadParent>& dead_parents,
-                      double now) {
+                      double now, const std::vector<Holder>& witnessed) {
   // Who holds a GPU, by parent and by process group, among the holders.
   std::map<pid_t, std::vector<pid_t>> gpu_children;      // ppid -> GPU-holding children
   std::map<pid_t, std::vector<pid_t>> reparented_group;  // pgid -> re-parented GPU holders
@@ -172,6 +172,17 @@ void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadPa
     }
     const DeadParent* dp = witnessed_for(h);
     if (!is_reparented(h)) continue;
+    // The agent saw this very process orphaned (earlier in this command), and it is
+    // still where that left it.
+    if (auto w = std::find_if(witnessed.begin(), witnessed.end(),
+                              [&](const Holder& e) {
+                                return e.id == h.id && e.ppid == h.ppid && e.orphaned &&
+                                       e.orphan_evidence == OrphanEvidence::witnessed;
+                              });
+        w != witnessed.end()) {
+      orphan(OrphanEvidence::witnessed, w->orphan_reason);
+      continue;
+    }
     std::string adopted = h.reparented ? h.reparent_reason
                                        : fmt::format("parent {} (pid {}) died; adopted by pid {}",
                                                      dp ? dp->comm : "?", dp ? dp->pid : 0, h.ppid);

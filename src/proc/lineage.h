@@ -78,8 +78,12 @@ bool is_session_tool(std::string_view comm);
 /// Sets orphaned, orphan_evidence, orphan_reason, detached, detached_reason;
 /// idempotent (derived fields are recomputed from the raw ones). The whole set is
 /// needed: siblings and live workers are other holders.
+/// `witnessed`: holders an earlier look of this command (the agent's answer) called
+/// orphaned by what the agent saw die; a later direct look cannot see that, so the
+/// verdict is kept for the same process (same identity) while it is still adopted by
+/// the same parent.
 void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadParent>& dead_parents,
-                      double now);
+                      double now, const std::vector<Holder>& witnessed = {});
 
 /// The word for an evidence kind ("title", "siblings", "run_gone", "witnessed").
 std::string_view to_string(OrphanEvidence evidence);

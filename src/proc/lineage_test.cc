@@ -155,6 +155,23 @@ TEST(Lineage, LiveGpureapRunMemberIsDetachedAndAGoneRunsIsOrphaned) {
   EXPECT_EQ(hs[0].orphan_evidence, OrphanEvidence::run_gone);
 }
 
+TEST(Lineage, AWitnessedVerdictOutlivesTheAgentsAnswerOnlyForTheSameAdoptedProcess) {
+  // The agent called 800 orphaned (it saw the parent die); a direct look of the same
+  // command cannot see that. Same identity, same adopter: kept. Another pid: not.
+  std::vector<Holder> earlier{holder(800, 1, 800, 20)};
+  earlier[0].orphaned = true;
+  earlier[0].orphan_evidence = OrphanEvidence::witnessed;
+  earlier[0].orphan_reason = "parent python3 (pid 799), which held a GPU, died 1 s ago";
+  std::vector<Holder> hs{holder(800, 1, 800, 20), holder(801, 1, 801, 20)};
+  classify_lineage(hs, {}, 0, earlier);
+  EXPECT_TRUE(hs[0].orphaned);
+  EXPECT_EQ(hs[0].orphan_reason, earlier[0].orphan_reason);
+  EXPECT_FALSE(hs[1].orphaned);
+  hs[0].id.start_time += 1;  // the pid reused
+  classify_lineage(hs, {}, 0, earlier);
+  EXPECT_FALSE(hs[0].orphaned);
+}
+
 TEST(Lineage, ClassifyIsIdempotent) {
   std::vector<Holder> hs{holder(700, 1, 699, 20)};
   hs[0].orphaned = true;  // a stale verdict from an earlier look
