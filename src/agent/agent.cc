@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <future>
@@ -269,82 +270,144 @@ class Agent {
     std::erase_if(reaped_, [&](const proc::ProcessId& id) { return !orphan_since_.contains(id); });
   }
 
-  /// --reap-orphans-after: frees holders orphaned for longer than that, through
-  /// free's engine and protections; --keep's pattern and a live run are never touched.
-  void reap_due_orphans() {
-    if (!options_.reap_orphans_after) return;
-    const auto& inv = watcher_.inventory();
-    auto now = node_.clock().now();
+  /// A holder the reaper may act on, whatever its age: orphaned, not matching --keep,
+  /// and not a member of a live `gpureap run` (belt and braces, whatever the orphan
+  /// rule says of it: the run owns it, W2-10).
+  bool reapable(const proc::Holder& h) const {
+    if (!h.orphaned) return false;
+    if (keep_ && keep_->search(h.cmdline)) return false;
+    return h.run_id.empty() || !reclaim::run_owner_alive(h.run_id, node_.proc_root());
+  }
+
+  /// The holders of `inv` whose reap is due: reapable, orphaned for longer than
+  /// --reap-orphans-after by the agent's clock, not tried yet.
+  std::set<proc::ProcessId> due_orphans(const inventory::Inventory& inv) const {
     std::set<proc::ProcessId> due;
-    std::vector<unsigned> gpus;
+    const auto now = node_.clock().now();
     for (const auto& view : inv.gpus)
       for (const auto& gh : view.holders) {
         auto it = orphan_since_.find(gh.holder.id);
-        if (it == orphan_since_.end() || now - it->second < *options_.reap_orphans_after) continue;
-        if (keep_ && keep_->search(gh.holder.cmdline)) continue;
-        if (reaped_.contains(gh.holder.id)) continue;  // tried once: an event said how it went
+        if (!gh.uses_gpu || it == orphan_since_.end() ||
+            now - it->second < *options_.reap_orphans_after)
+          continue;
+        if (reaped_.contains(gh.holder.id) || !reapable(gh.holder)) continue;
         due.insert(gh.holder.id);
-        if (std::find(gpus.begin(), gpus.end(), view.info.index) == gpus.end())
-          gpus.push_back(view.info.index);
       }
+    return due;
+  }
+
+  /// A reap event naming `ids` as `inv` shows them: each with its bytes over every
+  /// GPU, the total, and the GPU when they use one only.
+  static inventory::Event reap_event(inventory::EventKind kind, const inventory::Inventory& inv,
+                                     const std::set<proc::ProcessId>& ids, std::string detail) {
+    inventory::Event event;
+    event.kind = kind;
+    event.time = wall_now();
+    event.detail = std::move(detail);
+    std::set<unsigned> gpus;
+    for (const auto& id : ids) {
+      inventory::EventHolder* holder = nullptr;
+      for (const auto& view : inv.gpus)
+        for (const auto& gh : view.holders) {
+          if (gh.holder.id != id || !gh.uses_gpu) continue;
+          if (!holder) {
+            event.holders.push_back(
+                {id, gh.holder.comm, gh.holder.user, std::nullopt, gh.holder.container});
+            holder = &event.holders.back();
+          }
+          if (gh.gpu_bytes) holder->gpu_bytes = holder->gpu_bytes.value_or(0) + *gh.gpu_bytes;
+          event.bytes += gh.gpu_bytes.value_or(0);
+          gpus.insert(view.info.index);
+        }
+    }
+    if (gpus.size() == 1) {
+      event.gpu = *gpus.begin();
+      for (const auto& view : inv.gpus)
+        if (view.info.index == *event.gpu) event.uuid = view.info.uuid;
+    }
+    return event;
+  }
+
+  /// --reap-orphans-after: frees holders orphaned for longer than that, through free's
+  /// engine and protections, and only those. The set is fixed from a fresh look taken
+  /// under the free lock (each still a holder, still orphaned, the same process) and
+  /// travels with the selection (Filters::ids): no later round of the reclaim can add
+  /// another holder (W2-01), and --reap-dry-run announces exactly what a reap would
+  /// signal. A busy free lock is said once and retried at a later tick (W2-09).
+  void reap_due_orphans() {
+    if (!options_.reap_orphans_after) return;
+    std::set<proc::ProcessId> due = due_orphans(watcher_.inventory());
     if (due.empty()) return;
 
+    std::optional<reclaim::FreeLock> lock;
+    if (!options_.reap_dry_run) {
+      auto taken = reclaim::FreeLock::acquire(options_.state_dir);
+      if (!taken) {
+        // Not tried: another free (a person's, an epilog) is at work; the next tick asks
+        // again. Said once per set of holders, not at every tick.
+        if (!std::includes(lock_busy_said_.begin(), lock_busy_said_.end(), due.begin(), due.end()))
+          emit(reap_event(inventory::EventKind::reap_failed, watcher_.inventory(), due,
+                          taken.error().message + "; the reap is retried at a later tick"));
+        lock_busy_said_ = due;
+        return;
+      }
+      lock.emplace(std::move(*taken));
+    }
+    lock_busy_said_.clear();
+
+    // The fresh look: the agent's view may keep a holder that let go (W2-20).
+    inventory::Inventory inv = node_.look();
     reclaim::Selection selection;
-    selection.gpus = gpus;
     selection.orphans_only = true;
-    auto caller = reclaim::CallerContext::current(node_.proc_root());
-    reclaim::Plan plan = reclaim::make_plan(inv, selection, caller);
-    // Only the holders that are due; everything the plan protects stays out.
-    std::erase_if(plan.targets, [&](const reclaim::Target& t) { return !due.contains(t.id); });
-    for (const auto& t : plan.targets) reaped_.insert(t.id);
-    if (plan.targets.empty()) return;
+    for (const auto& view : inv.gpus)
+      for (const auto& gh : view.holders)
+        if (gh.uses_gpu && due.contains(gh.holder.id) && reapable(gh.holder)) {
+          if (std::find(selection.ids.begin(), selection.ids.end(), gh.holder.id) ==
+              selection.ids.end())
+            selection.ids.push_back(gh.holder.id);
+          if (!inventory::is_selected(selection.gpus, view.info.index))
+            selection.gpus.push_back(view.info.index);
+        }
+    // Tried once, whatever the plan says of each (an event says how it went, or it was
+    // gone, or protected): a due holder costs one look, not one per tick.
+    reaped_.insert(due.begin(), due.end());
+    if (selection.ids.empty()) return;
+    reclaim::Plan plan =
+        reclaim::make_plan(inv, selection, reclaim::CallerContext::current(node_.proc_root()));
+    std::set<proc::ProcessId> targets;
+    for (const auto& t : plan.targets) targets.insert(t.id);
+    if (targets.empty()) return;
 
-    inventory::Event event;
-    event.time = wall_now();
-    for (const auto& t : plan.targets) {
-      std::string container;
-      for (const auto& view : inv.gpus)
-        for (const auto& gh : view.holders)
-          if (gh.holder.id == t.id) container = gh.holder.container;
-      event.holders.push_back({t.id, t.comm, t.user, t.gpu_bytes, container});
-    }
-    for (const auto& t : plan.targets) event.bytes += t.gpu_bytes;
-    if (gpus.size() == 1) {
-      event.gpu = gpus.front();
-      for (const auto& view : inv.gpus)
-        if (view.info.index == gpus.front()) event.uuid = view.info.uuid;
-    }
     if (options_.reap_dry_run) {
-      event.kind = inventory::EventKind::reap_planned;
-      event.detail = "--reap-dry-run: would free these orphans (orphaned longer than "
-                     "--reap-orphans-after)";
-      emit(event);
-      return;
-    }
-
-    auto lock = reclaim::FreeLock::acquire(options_.state_dir);
-    if (!lock) {
-      event.kind = inventory::EventKind::reap_failed;
-      event.detail = lock.error().message;
-      emit(event);
+      emit(reap_event(inventory::EventKind::reap_planned, inv, targets,
+                      "--reap-dry-run: would free these orphans (orphaned longer than "
+                      "--reap-orphans-after)"));
       return;
     }
     reclaim::ReclaimOptions reclaim_options;
     reclaim_options.selection = selection;
+    // An orphan's parent is gone: nothing restarts it, so no settle wait for a live
+    // parent, and no systemctl question, stalls the agent's loop.
+    reclaim_options.settle = std::chrono::milliseconds(0);
+    reclaim_options.restart_policy = nullptr;
     reclaim::SystemProcessControl control(node_.proc_root());
     auto start = std::chrono::steady_clock::now();
     reclaim::ReclaimReport report =
         reclaim::reclaim(node_, control, inv, plan, reclaim_options, nullptr);
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // What was signalled, every round (Filters::ids keeps later rounds to the same set).
+    for (const auto& round : report.rounds)
+      for (const auto& t : round.targets) targets.insert(t.id);
     bool freed = report.all_freed();
     ++counters_.frees[freed ? "freed" : "held"];
     counters_.free_duration.observe(seconds);
     counters_.last_free_timestamp = wall_now();
-    event.kind = freed ? inventory::EventKind::reaped : inventory::EventKind::reap_failed;
-    event.time = wall_now();
-    event.detail = freed ? "freed and verified back at the baseline"
-                         : "memory still held after the reclaim: `gpureap status` says why";
-    emit(event);
+    emit(reap_event(freed ? inventory::EventKind::reaped : inventory::EventKind::reap_failed, inv,
+                    targets,
+                    freed ? "freed and verified back at the baseline"
+                          : "memory still held after the reclaim: `gpureap status` says why"));
+    lock.reset();
     watcher_.refresh(true);
     publish();
   }
@@ -373,7 +436,8 @@ class Agent {
   std::optional<HttpServer> http_;
   std::optional<Pattern> keep_;
   std::map<proc::ProcessId, util::Clock::time_point> orphan_since_;
-  std::set<proc::ProcessId> reaped_;
+  std::set<proc::ProcessId> reaped_;          // due holders a reap was tried for
+  std::set<proc::ProcessId> lock_busy_said_;  // due when the free lock was last found busy
   std::string last_textfile_;
   double last_scrape_seconds_ = 0;
   std::optional<util::Clock::time_point> last_refresh_;

@@ -47,12 +47,25 @@ constexpr std::array<std::string_view, 22> kSupervisors{
 constexpr std::array<std::string_view, 9> kShells{"bash", "sh",  "dash", "zsh", "fish",
                                                   "ksh",  "tcsh", "csh", "login"};
 
+// A GPU holder of the inventory, merged across GPUs: what it holds in all (what
+// signalling it frees) and what of that is on the selected GPUs.
 struct Candidate {
   const proc::Holder* holder = nullptr;
-  std::vector<unsigned> gpus;
-  std::uint64_t bytes = 0;
-  bool bytes_known = false;  // NVML reported this holder's memory on at least one GPU
+  std::vector<unsigned> gpus;      // every GPU it uses
+  std::uint64_t bytes = 0;         // over all of them
+  bool bytes_known = false;        // NVML reported this holder's memory on at least one GPU
+  std::vector<unsigned> selected;  // those of the selection
+  std::uint64_t selected_bytes = 0;
+
+  std::vector<unsigned> unselected() const {
+    std::vector<unsigned> out;
+    for (unsigned g : gpus)
+      if (std::find(selected.begin(), selected.end(), g) == selected.end()) out.push_back(g);
+    return out;
+  }
 };
+
+using Holders = std::map<proc::ProcessId, Candidate>;
 
 // Why a holder that passed protection and permission is left alone by the filters:
 // not_matched, or not_permitted when the answer needs its environment and that cannot
@@ -110,6 +123,8 @@ std::optional<Mismatch> env_mismatch(const Filters& f, EnvironOnce& environ) {
 std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector<unsigned>& gpus,
                                         const Filters& f, EnvironOnce& environ) {
   auto no = [](std::string reason) { return Mismatch{SkipKind::not_matched, std::move(reason)}; };
+  if (!f.ids.empty() && std::find(f.ids.begin(), f.ids.end(), h.id) == f.ids.end())
+    return no("not one of the processes this reap announced");
   if (!f.pids.empty() && !f.names(h.id.pid)) return no("not named by --pid");
   if (f.user && h.uid != *f.user) return no(fmt::format("owned by {}, not the --user given", h.user));
   if (!f.cgroup.empty() && h.cgroup.find(f.cgroup) == std::string::npos &&
@@ -151,7 +166,7 @@ std::optional<Mismatch> selection_mismatch(const proc::Holder& h, const std::vec
 bool respawner_passes(const proc::Holder& parent, const Filters& f, EnvironOnce& environ,
                       bool& applied) {
   applied = !f.pids.empty() || f.user || f.match || !f.cgroup.empty() ||
-            !f.cgroup_component.empty() || !f.env.empty() || !f.env_none.empty();
+            !f.cgroup_component.empty() || !f.env.empty() || !f.env_none.empty() || !f.ids.empty();
   Filters own = f;
   own.orphans_only = false;
   own.on_gpus.clear();
@@ -190,16 +205,25 @@ std::string read_environ(pid_t pid, const std::string& proc_root) {
 
 // True when the gpureap that owned this run is gone (its pid is not a gpureap).
 bool run_is_over(const std::string& run_id, const std::string& proc_root) {
-  auto owner = proc::run_owner(run_id);
-  if (!owner) return false;
-  return !proc::read_small_file(fmt::format("{}/{}/comm", proc_root, *owner))
-              .starts_with("gpureap");
+  return proc::run_owner(run_id) && !run_owner_alive(run_id, proc_root);
 }
 
 }  // namespace
 
 bool Plan::contains(const proc::ProcessId& id) const {
   return std::any_of(targets.begin(), targets.end(), [&](const Target& t) { return t.id == id; });
+}
+
+const Skipped* Plan::left_alone(const proc::ProcessId& id) const {
+  auto it =
+      std::find_if(skipped.begin(), skipped.end(), [&](const Skipped& s) { return s.id == id; });
+  return it == skipped.end() ? nullptr : &*it;
+}
+
+bool run_owner_alive(const std::string& run_id, const std::string& proc_root) {
+  auto owner = proc::run_owner(run_id);
+  return owner &&
+         proc::read_small_file(fmt::format("{}/{}/comm", proc_root, *owner)).starts_with("gpureap");
 }
 
 CallerContext CallerContext::current(const std::string& proc_root) {
@@ -241,25 +265,84 @@ std::optional<std::string> protection_reason(pid_t pid, const std::string& comm,
 
 namespace {
 
-// Step 3 of make_plan: descendants of the targets (a worker's helpers die with it).
-void add_descendants(Plan& plan, const CallerContext& ctx) {
+// "holds 20.0 GiB on GPU 0", or "uses GPU 0 (memory unknown)" without NVML's figure
+// (an fd-only holder, NVML down): "holds 0 B" would be a guess.
+std::string holds_text(std::uint64_t bytes, bool known, const std::vector<unsigned>& gpus) {
+  return known ? fmt::format("holds {} on GPU {}", format_bytes(bytes), gpu::index_list(gpus))
+               : fmt::format("uses GPU {} (memory unknown)", gpu::index_list(gpus));
+}
+
+// Steps 3 and 4 of make_plan add processes related to a target (its descendants, the
+// rest of its ended run). One that holds a GPU of the selection was decided by steps 1
+// and 2; one that holds only GPUs outside it is never signalled for its relation (the
+// plan would reach past the selection): it is left alone, saying how to include it.
+void leave_unselected_holder(Plan& plan, const Candidate& c, const Selection& sel,
+                             const CallerContext& ctx, const std::string& relation) {
+  const proc::Holder& h = *c.holder;
+  Skipped s{h.id,
+            h.comm,
+            c.gpus,
+            c.bytes,
+            SkipKind::not_matched,
+            fmt::format("{}, not selected; {}, not signalled with it",
+                        holds_text(c.bytes, c.bytes_known, c.gpus), relation)};
+  if (auto why = protection_reason(h.id.pid, h.comm, false, ctx, sel.names(h.id.pid))) {
+    s.kind = SkipKind::protected_process;
+    s.reason += "; " + *why;
+  } else if (ctx.euid != 0 && h.uid != ctx.euid) {
+    s.kind = SkipKind::not_permitted;
+    s.reason += fmt::format("; owned by {}: only root may signal it", h.user);
+  } else if (auto mismatch = selection_mismatch(h, c.gpus, sel, ctx.proc_root)) {
+    s.kind = mismatch->kind;
+    s.reason += fmt::format("; {}: free it by itself with gpureap free --pid {}", mismatch->reason,
+                            h.id.pid);
+  } else {
+    s.reason += fmt::format(": add --gpu {} to include it", gpu::index_list(c.unselected()));
+  }
+  plan.skipped.push_back(std::move(s));
+}
+
+// Step 3 of make_plan: descendants of the targets that hold no GPU (a worker's helpers
+// die with it). A descendant that holds a GPU is a target only when the selection chose
+// it by itself; one left alone keeps its own descendants too.
+void add_descendants(Plan& plan, const Holders& held, const Selection& sel,
+                     const CallerContext& ctx) {
+  std::multimap<pid_t, const proc::ProcessEntry*> children;
+  for (const auto& e : ctx.table) children.emplace(e.ppid, &e);
+  std::set<pid_t> seen;  // a snapshot taken across pid reuse could contain a cycle
+  for (const auto& t : plan.targets) seen.insert(t.id.pid);
   std::vector<Target> extra;
   for (const auto& t : plan.targets) {
-    for (const auto& d : proc::descendants(ctx.table, t.id.pid)) {
-      if (plan.contains(d) ||
-          std::any_of(extra.begin(), extra.end(), [&](const Target& e) { return e.id == d; }))
-        continue;
-      auto entry = proc::find_process(ctx.table, d);
-      if (!entry) continue;
-      if (protection_reason(d.pid, entry->comm, entry->kernel_thread, ctx, false)) continue;
-      if (ctx.euid != 0 && entry->uid != ctx.euid) continue;
-      extra.push_back(Target{d,
-                             entry->comm,
-                             proc::read_cmdline(d.pid, ctx.proc_root),
-                             proc::user_name(entry->uid),
-                             {},
-                             0,
-                             fmt::format("descendant of {} ({})", t.id.pid, t.comm)});
+    const std::string relation = fmt::format("a descendant of {} ({})", t.id.pid, t.comm);
+    std::vector<pid_t> frontier{t.id.pid};
+    for (std::size_t i = 0; i < frontier.size(); ++i) {
+      auto [first, last] = children.equal_range(frontier[i]);
+      for (auto it = first; it != last; ++it) {
+        const proc::ProcessEntry& e = *it->second;
+        if (!seen.insert(e.id.pid).second) continue;  // a target, or reached already
+        auto s = std::find_if(plan.skipped.begin(), plan.skipped.end(),
+                              [&](const Skipped& x) { return x.id == e.id; });
+        if (s != plan.skipped.end()) {
+          s->reason += fmt::format("; {}, not signalled with it", relation);
+          if (s->kind == SkipKind::not_matched)
+            s->reason += fmt::format(": free it by itself with gpureap free --pid {}", e.id.pid);
+          continue;
+        }
+        if (auto c = held.find(e.id); c != held.end()) {
+          leave_unselected_holder(plan, c->second, sel, ctx, relation);
+          continue;
+        }
+        frontier.push_back(e.id.pid);
+        if (protection_reason(e.id.pid, e.comm, e.kernel_thread, ctx, false)) continue;
+        if (ctx.euid != 0 && e.uid != ctx.euid) continue;
+        extra.push_back(Target{e.id,
+                               e.comm,
+                               proc::read_cmdline(e.id.pid, ctx.proc_root),
+                               proc::user_name(e.uid),
+                               {},
+                               0,
+                               fmt::format("descendant of {} ({})", t.id.pid, t.comm)});
+      }
     }
   }
   plan.targets.insert(plan.targets.end(), extra.begin(), extra.end());
@@ -267,23 +350,27 @@ void add_descendants(Plan& plan, const CallerContext& ctx) {
 
 // Step 4 of make_plan: the rest of a run whose gpureap is gone (its server, which may
 // hold no GPU but would restart workers): same session and the same GPUREAP_RUN_ID.
-void add_ended_runs(Plan& plan, const std::map<std::string, pid_t>& ended_runs,
-                    const CallerContext& ctx) {
+void add_ended_runs(Plan& plan, const std::map<std::string, pid_t>& ended_runs, const Holders& held,
+                    const Selection& sel, const CallerContext& ctx) {
   for (const auto& [run_id, sid] : ended_runs) {
     for (const auto& e : ctx.table) {
-      if (e.sid != sid || plan.contains(e.id) || e.kernel_thread) continue;
+      if (e.sid != sid || plan.contains(e.id) || plan.left_alone(e.id) || e.kernel_thread) continue;
       if (protection_reason(e.id.pid, e.comm, false, ctx, false)) continue;
       if (ctx.euid != 0 && e.uid != ctx.euid) continue;
       if (proc::run_id_from_environ(read_environ(e.id.pid, ctx.proc_root)).value_or("") != run_id)
         continue;
-      plan.targets.push_back(
-          Target{e.id,
-                 e.comm,
-                 proc::read_cmdline(e.id.pid, ctx.proc_root),
-                 proc::user_name(e.uid),
-                 {},
-                 0,
-                 fmt::format("part of gpureap run {}, whose gpureap is gone", run_id)});
+      const std::string why = fmt::format("part of gpureap run {}, whose gpureap is gone", run_id);
+      if (auto c = held.find(e.id); c != held.end()) {
+        leave_unselected_holder(plan, c->second, sel, ctx, why);
+        continue;
+      }
+      plan.targets.push_back(Target{e.id,
+                                    e.comm,
+                                    proc::read_cmdline(e.id.pid, ctx.proc_root),
+                                    proc::user_name(e.uid),
+                                    {},
+                                    0,
+                                    why});
     }
   }
 }
@@ -291,24 +378,30 @@ void add_ended_runs(Plan& plan, const std::map<std::string, pid_t>& ended_runs,
 }  // namespace
 
 Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const CallerContext& ctx) {
-  // 1. Holders that use a selected GPU, merged across GPUs.
-  std::map<proc::ProcessId, Candidate> candidates;
+  // 1. Every GPU holder, merged across GPUs; the candidates are those that use a
+  //    selected GPU.
+  Holders held;
   for (const auto& view : inv.gpus) {
-    if (std::find(sel.gpus.begin(), sel.gpus.end(), view.info.index) == sel.gpus.end()) continue;
+    const bool selected =
+        std::find(sel.gpus.begin(), sel.gpus.end(), view.info.index) != sel.gpus.end();
     for (const auto& gh : view.holders) {
       if (!gh.uses_gpu) continue;
-      auto& c = candidates[gh.holder.id];
+      auto& c = held[gh.holder.id];
       c.holder = &gh.holder;
       c.gpus.push_back(view.info.index);
       c.bytes += gh.gpu_bytes.value_or(0);
       c.bytes_known = c.bytes_known || gh.gpu_bytes.has_value();
+      if (!selected) continue;
+      c.selected.push_back(view.info.index);
+      c.selected_bytes += gh.gpu_bytes.value_or(0);
     }
   }
 
   // 2. Protection, permission, filters.
   Plan plan;
   std::map<std::string, pid_t> ended_runs;  // run id -> session of its CMD
-  for (const auto& [id, c] : candidates) {
+  for (const auto& [id, c] : held) {
+    if (c.selected.empty()) continue;
     const auto& h = *c.holder;
     bool named = sel.names(h.id.pid);
     auto skip = [&](SkipKind kind, std::string reason) {
@@ -319,13 +412,14 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
     } else if (ctx.euid != 0 && h.uid != ctx.euid) {
       skip(SkipKind::not_permitted,
            fmt::format("owned by {}: only root may signal it (sudo gpureap free ...)", h.user));
-    } else if (auto mismatch = selection_mismatch(h, c.gpus, sel, ctx.proc_root)) {
+    } else if (auto mismatch = selection_mismatch(h, c.selected, sel, ctx.proc_root)) {
       skip(mismatch->kind, std::move(mismatch->reason));
     } else {
-      // Without NVML's figure (an fd-only holder, NVML down) "holds 0 B" would be a guess.
-      std::string why = c.bytes_known ? fmt::format("holds {} on GPU {}", format_bytes(c.bytes),
-                                                    gpu::index_list(c.gpus))
-                                      : fmt::format("uses GPU {} (memory unknown)", gpu::index_list(c.gpus));
+      // Signalling it frees all it holds: what it holds outside the selection is said.
+      std::string why = holds_text(c.selected_bytes, c.bytes_known, c.selected);
+      if (auto others = c.unselected(); !others.empty())
+        why += fmt::format("; it also {}, not selected: signalling it frees that too",
+                           holds_text(c.bytes - c.selected_bytes, c.bytes_known, others));
       if (h.orphaned) why += "; orphaned: " + h.orphan_reason;
       if (h.zombie_leader) why += "; zombie leader with live threads";
       plan.targets.push_back(Target{h.id, h.comm, h.cmdline, h.user, c.gpus, c.bytes, why});
@@ -333,8 +427,11 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
     }
   }
 
-  add_descendants(plan, ctx);
-  add_ended_runs(plan, ended_runs, ctx);
+  // An exact set of processes (Filters::ids, the reaper's) is the whole plan: nothing
+  // joins it for its relation to a target.
+  if (!sel.ids.empty()) return plan;
+  add_descendants(plan, held, sel, ctx);
+  add_ended_runs(plan, ended_runs, held, sel, ctx);
   return plan;
 }
 
@@ -342,7 +439,8 @@ std::size_t add_processes_matching(Plan& plan, const std::vector<Filters>& any_o
                                    const CallerContext& ctx, const std::string& why) {
   std::size_t added = 0;
   for (const auto& e : ctx.table) {
-    if (e.kernel_thread || e.state == 'Z' || plan.contains(e.id)) continue;
+    // One verdict per process: a holder the plan left alone stays left alone.
+    if (e.kernel_thread || e.state == 'Z' || plan.contains(e.id) || plan.left_alone(e.id)) continue;
     if (protection_reason(e.id.pid, e.comm, false, ctx, false)) continue;
     if (ctx.euid != 0 && e.uid != ctx.euid) continue;
     std::string cmdline = proc::read_cmdline(e.id.pid, ctx.proc_root);
@@ -386,13 +484,23 @@ bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selec
   if (sel.user && parent.uid != *sel.user) return false;
   if (sel.match && !sel.match->search(cmdline)) return false;
   if (!respawner_matches(parent, cmdline, sel, ctx.proc_root)) return false;
-  plan.targets.push_back(Target{parent.id,
-                                parent.comm,
-                                cmdline,
-                                proc::user_name(parent.uid),
-                                {},
-                                0,
-                                fmt::format("keeps respawning GPU holders ({} so far)", respawns)});
+  Target t{parent.id,
+           parent.comm,
+           cmdline,
+           proc::user_name(parent.uid),
+           {},
+           0,
+           fmt::format("keeps respawning GPU holders ({} so far)", respawns)};
+  // A parent that holds a GPU itself, left alone as a holder (not orphaned under
+  // --orphans): its verdict changes, it is not in both lists.
+  auto s = std::find_if(plan.skipped.begin(), plan.skipped.end(),
+                        [&](const Skipped& x) { return x.id == parent.id; });
+  if (s != plan.skipped.end()) {
+    t.gpus = s->gpus;
+    t.gpu_bytes = s->gpu_bytes;
+    plan.skipped.erase(s);
+  }
+  plan.targets.push_back(std::move(t));
   return true;
 }
 

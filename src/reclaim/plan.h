@@ -1,7 +1,9 @@
 #pragma once
 // Who `free` will signal, and why. The targets are the selected holders plus
-// their descendants (a worker's helpers die with it); some processes are never
-// targets, whatever the flags.
+// their descendants that hold no GPU (a worker's helpers die with it); a descendant
+// that holds a GPU is a target only when it is selected by itself. Some processes
+// are never targets, whatever the flags. Every process has one verdict: a target or
+// left alone (skipped), never both.
 
 #include <algorithm>
 #include <cstdint>
@@ -28,14 +30,17 @@ struct Filters {
   bool orphans_only = false;        // --orphans
   std::vector<proc::EnvEntry> env;  // --env: every one an entry of its environment
   std::vector<proc::EnvEntry> env_none;  // none of these in its environment
-  std::vector<unsigned> on_gpus;    // uses one of these GPUs (empty: any selected one)
+  std::vector<unsigned> on_gpus;         // uses one of these GPUs (empty: any selected one)
+  // Only these exact processes (pid and start time): the reaper's announced set, so
+  // that no later round of its reclaim can select another holder (W2-01).
+  std::vector<proc::ProcessId> ids;
 
   /// True when `pid` is named by --pid.
   bool names(pid_t pid) const { return std::find(pids.begin(), pids.end(), pid) != pids.end(); }
   /// True when any filter is set.
   bool narrowed() const {
     return !pids.empty() || user || !cgroup.empty() || !cgroup_component.empty() || match ||
-           orphans_only || !env.empty() || !env_none.empty() || !on_gpus.empty();
+           orphans_only || !env.empty() || !env_none.empty() || !on_gpus.empty() || !ids.empty();
   }
 };
 
@@ -69,8 +74,8 @@ struct Target {
   std::string comm;
   std::string cmdline;
   std::string user;
-  std::vector<unsigned> gpus;   // GPUs it uses (empty for a descendant that holds none)
-  std::uint64_t gpu_bytes = 0;  // NVML's figure over those GPUs
+  std::vector<unsigned> gpus;   // every GPU it uses, selected or not (empty: it holds none)
+  std::uint64_t gpu_bytes = 0;  // NVML's figure over those GPUs: what signalling it frees
   std::string why;              // "orphaned; holds 20 GiB on GPU 3", "descendant of 4242"
 };
 
@@ -79,16 +84,22 @@ enum class SkipKind { protected_process, not_permitted, not_matched };
 struct Skipped {
   proc::ProcessId id;
   std::string comm;
-  std::vector<unsigned> gpus;
-  std::uint64_t gpu_bytes = 0;
+  std::vector<unsigned> gpus;   // every GPU it uses, selected or not
+  std::uint64_t gpu_bytes = 0;  // NVML's figure over those GPUs
   SkipKind kind = SkipKind::not_matched;
   std::string reason;
 };
 
 struct Plan {
   std::vector<Target> targets;
-  std::vector<Skipped> skipped;  // holders of the selected GPUs that are not targets
+  // Holders of the selected GPUs that are not targets, and GPU-holding descendants of
+  // targets that are not selected themselves (with how to include them). Disjoint
+  // from targets.
+  std::vector<Skipped> skipped;
+  /// True when `id` is a target.
   bool contains(const proc::ProcessId& id) const;
+  /// The skipped entry of `id`, or nullptr.
+  const Skipped* left_alone(const proc::ProcessId& id) const;
 };
 
 /// Why a process must never be signalled, or nullopt. Infrastructure names are
@@ -114,8 +125,14 @@ std::size_t add_processes_matching(Plan& plan, const std::vector<Filters>& any_o
 /// `proc_root` only when some holder is orphaned; otherwise the plan is empty.
 Plan orphans_plan(const inventory::Inventory& inv, const std::string& proc_root);
 
+/// True when the gpureap that owns `run_id` (a `gpureap run`) is alive: its members
+/// are that run's, never another's to free unattended.
+bool run_owner_alive(const std::string& run_id, const std::string& proc_root);
+
 /// Adds a respawning parent to `plan` as a target, when it is not protected and
-/// the selection (if narrowed) matches it. Returns true when added.
+/// the selection (if narrowed) matches it. A parent the plan left alone as a holder
+/// moves from skipped to targets (one verdict), with its GPUs and bytes. Returns
+/// true when added.
 bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selection& selection,
                        const CallerContext& ctx, int respawns);
 

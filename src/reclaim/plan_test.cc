@@ -348,5 +348,155 @@ TEST(OrphansPlan, WithoutOrphansIsEmpty) {
   EXPECT_TRUE(plan.skipped.empty());
 }
 
+// Review §3.4: a server (orphaned) on GPU 0 whose live workers hold GPU 0 and GPU 1
+// (`gpureap-sim hold --gpu 0 --children 2 --parent-holds --bytes 30GiB`), and helpers
+// holding nothing. Each worker has one verdict, with its GPUs and bytes.
+class ServerTree {
+ public:
+  ServerTree() {
+    ctx_ = root_caller();
+    ctx_.table = {{{3906, 5000 + 3906}, 1, 3906, 50, 0, 'S', 0, "sglang-server", false},
+                  {{3908, 5000 + 3908}, 3906, 3906, 50, 0, 'S', 0, "sglang-server", false},
+                  {{3909, 5000 + 3909}, 3906, 3906, 50, 0, 'S', 0, "sglang-server", false},
+                  {{3910, 5000 + 3910}, 3906, 3906, 50, 0, 'S', 0, "tokenizer", false},
+                  {{3911, 5000 + 3911}, 3909, 3906, 50, 0, 'S', 0, "worker-helper", false},
+                  {{998, 10}, 1, 998, 998, 0, 'S', 0, "bash", false}};
+    inventory::GpuView gpu0, gpu1;
+    gpu0.info.index = 0;
+    gpu1.info.index = 1;
+    auto server = user(3906, "sglang-server");
+    auto worker0 = user(3908, "sglang-server", 0, false);
+    auto worker1 = user(3909, "sglang-server", 0, false);
+    for (auto* h : {&server, &worker0, &worker1}) h->gpu_bytes = 30 * kGiB;
+    gpu0.holders = {server, worker0};
+    gpu1.holders = {worker1};
+    inv_.gpus = {gpu0, gpu1};
+  }
+  Plan plan(const Selection& sel) const { return make_plan(inv_, sel, ctx_); }
+  inventory::Inventory& inv() { return inv_; }
+
+ private:
+  CallerContext ctx_;
+  inventory::Inventory inv_;
+};
+
+// Every pid of the plan has exactly one verdict.
+void expect_one_verdict(const Plan& plan) {
+  for (const auto& t : plan.targets) EXPECT_EQ(skipped(plan, t.id.pid), nullptr) << t.id.pid;
+}
+
+std::uint64_t target_bytes(const Plan& plan) {
+  std::uint64_t sum = 0;
+  for (const auto& t : plan.targets) sum += t.gpu_bytes;
+  return sum;
+}
+
+TEST(MakePlan, OrphansOnGpu0NeverReachAGpuHoldingDescendantThatIsNotSelected) {
+  Selection sel;
+  sel.gpus = {0};
+  sel.orphans_only = true;
+  Plan plan = ServerTree().plan(sel);
+  // The server and its helper that holds nothing; not the workers, nor the helper of
+  // a worker left alone (it stays with its worker).
+  EXPECT_EQ(target_pids(plan), (std::vector<pid_t>{3906, 3910}));
+  EXPECT_EQ(target_bytes(plan), 30 * kGiB);
+  expect_one_verdict(plan);
+  ASSERT_EQ(plan.skipped.size(), 2u);
+  const Skipped* same_gpu = skipped(plan, 3908);
+  ASSERT_NE(same_gpu, nullptr);
+  EXPECT_EQ(same_gpu->kind, SkipKind::not_matched);
+  EXPECT_NE(same_gpu->reason.find("--orphans given"), std::string::npos) << same_gpu->reason;
+  EXPECT_NE(same_gpu->reason.find("a descendant of 3906 (sglang-server), not signalled with it"),
+            std::string::npos)
+      << same_gpu->reason;
+  EXPECT_NE(same_gpu->reason.find("gpureap free --pid 3908"), std::string::npos)
+      << same_gpu->reason;
+  const Skipped* other_gpu = skipped(plan, 3909);
+  ASSERT_NE(other_gpu, nullptr);
+  EXPECT_EQ(other_gpu->gpus, std::vector<unsigned>{1});
+  EXPECT_EQ(other_gpu->gpu_bytes, 30 * kGiB);
+  EXPECT_NE(other_gpu->reason.find("holds 30.0 GiB on GPU 1, not selected"), std::string::npos)
+      << other_gpu->reason;
+  // Not orphaned either: adding --gpu 1 would not include it; --pid by itself does.
+  EXPECT_NE(other_gpu->reason.find("gpureap free --pid 3909"), std::string::npos)
+      << other_gpu->reason;
+}
+
+TEST(MakePlan, ADescendantOnAGpuNotSelectedSaysWhichGpuToAdd) {
+  Selection sel;
+  sel.gpus = {0};
+  Plan plan = ServerTree().plan(sel);
+  // GPU 0's holders are selected by themselves; the worker on GPU 1 is not.
+  EXPECT_EQ(target_pids(plan), (std::vector<pid_t>{3906, 3908, 3910}));
+  EXPECT_EQ(target_bytes(plan), 60 * kGiB);
+  expect_one_verdict(plan);
+  ASSERT_EQ(plan.skipped.size(), 1u);
+  EXPECT_EQ(plan.skipped[0].id.pid, 3909);
+  EXPECT_NE(plan.skipped[0].reason.find("not selected; a descendant of 3906 (sglang-server), not "
+                                        "signalled with it: add --gpu 1 to include it"),
+            std::string::npos)
+      << plan.skipped[0].reason;
+  // Both GPUs selected: every holder is a target by itself, each with its own GPU.
+  sel.gpus = {0, 1};
+  Plan both = ServerTree().plan(sel);
+  EXPECT_EQ(target_pids(both), (std::vector<pid_t>{3906, 3908, 3909, 3910, 3911}));
+  EXPECT_EQ(target_bytes(both), 90 * kGiB);
+  EXPECT_TRUE(both.skipped.empty());
+  EXPECT_EQ(both.targets[2].gpus, std::vector<unsigned>{1});
+}
+
+TEST(MakePlan, ATargetThatAlsoHoldsAGpuNotSelectedIsListedWithAllItHolds) {
+  ServerTree tree;
+  // The server holds 10 GiB on GPU 1 too: signalling it frees that as well.
+  auto also = user(3906, "sglang-server");
+  also.gpu_bytes = 10 * kGiB;
+  tree.inv().gpus[1].holders.push_back(also);
+  Selection sel;
+  sel.gpus = {0};
+  sel.pids = {3906};
+  Plan plan = tree.plan(sel);
+  ASSERT_FALSE(plan.targets.empty());
+  const Target& server = plan.targets[0];
+  EXPECT_EQ(server.id.pid, 3906);
+  EXPECT_EQ(server.gpus, (std::vector<unsigned>{0, 1}));
+  EXPECT_EQ(server.gpu_bytes, 40 * kGiB);
+  EXPECT_NE(server.why.find("holds 30.0 GiB on GPU 0; it also holds 10.0 GiB on GPU 1, not "
+                            "selected: signalling it frees that too"),
+            std::string::npos)
+      << server.why;
+  expect_one_verdict(plan);
+}
+
+// W2-01: the reaper's exact set (Filters::ids) is the whole plan: no other holder, and
+// nothing joins it for its relation (a later round re-planning from it adds nothing).
+TEST(MakePlan, W2_01_AnExactSetOfProcessesIsTheWholePlan) {
+  auto inv = one_gpu({user(100, "python3"), user(200, "python3")});
+  Selection sel;
+  sel.gpus = {0};
+  sel.orphans_only = true;
+  sel.ids = {{100, 5100}};
+  Plan plan = make_plan(inv, sel, root_caller());
+  EXPECT_EQ(target_pids(plan), std::vector<pid_t>{100});  // not 150, its helper
+  ASSERT_NE(skipped(plan, 200), nullptr);
+  EXPECT_NE(skipped(plan, 200)->reason.find("not one of the processes this reap announced"),
+            std::string::npos);
+  // The same pid with another start time is another process.
+  sel.ids = {{100, 1}};
+  EXPECT_TRUE(make_plan(inv, sel, root_caller()).targets.empty());
+}
+
+TEST(IncludeRespawner, AParentLeftAloneAsAHolderChangesItsVerdict) {
+  auto ctx = root_caller();
+  Selection sel;
+  sel.gpus = {0};
+  sel.orphans_only = true;
+  Plan plan = make_plan(one_gpu({user(100, "python3", 0, false)}), sel, ctx);
+  ASSERT_NE(skipped(plan, 100), nullptr);
+  ASSERT_TRUE(include_respawner(plan, ctx.table[0], sel, ctx, 2));
+  EXPECT_EQ(target_pids(plan), std::vector<pid_t>{100});
+  EXPECT_EQ(plan.targets[0].gpu_bytes, 20 * kGiB);
+  EXPECT_EQ(skipped(plan, 100), nullptr);
+}
+
 }  // namespace
 }  // namespace gpureap::reclaim

@@ -422,6 +422,60 @@ TEST(Reclaim, HolderLeftAloneByTheSelectionKeepsItsMemoryAndTheRestIsFreed) {
   EXPECT_TRUE(m.control.signals_of(kept).empty());
 }
 
+// Review §3.4: a server on GPU 0 whose workers hold GPU 0 and GPU 1. Freeing the server
+// on GPU 0 signals the server alone: the worker on GPU 1 (not selected) and the one the
+// selection does not name are left alone, in every round.
+TEST(Reclaim, GpuHoldingDescendantsOutsideTheSelectionAreNeverSignalled) {
+  TestMachine m;
+  FakeProc server = holder(3001100);
+  server.comm = "sglang-server";
+  m.spawn(server);
+  auto same_gpu = m.spawn(holder(3001101, 3001100, 0));
+  auto other_gpu = m.spawn(holder(3001102, 3001100, 1));
+  FakeProc helper = parent(3001103);
+  helper.ppid = 3001100;
+  helper.comm = "tokenizer";
+  auto tokenizer = m.spawn(helper);
+  ReclaimOptions o;
+  o.selection.pids = {3001100};
+  ReclaimReport r = m.free(o);
+  EXPECT_TRUE(r.all_freed());
+  EXPECT_EQ(m.control.signals_of(same_gpu), sigs({}));
+  EXPECT_EQ(m.control.signals_of(other_gpu), sigs({}));
+  EXPECT_EQ(m.control.signals_of(tokenizer), sigs({SIGTERM}));
+  ASSERT_EQ(m.plan.targets.size(), 2u);
+  EXPECT_EQ(m.plan.targets[0].gpu_bytes, 20 * kGiB);
+  ASSERT_EQ(m.plan.skipped.size(), 2u);
+  for (const auto& s : m.plan.skipped) {
+    EXPECT_FALSE(m.plan.contains(s.id));
+    EXPECT_NE(s.reason.find("a descendant of 3001100 (sglang-server), not signalled with it"),
+              std::string::npos)
+        << s.reason;
+  }
+  EXPECT_EQ(r.gpus[0].left_alone_bytes, 20 * kGiB);
+}
+
+// W2-01: the reaper announced one orphan of GPU 0 and its reclaim's later rounds re-selected
+// every other holder of the GPU. The exact set (Filters::ids) travels with the selection
+// into every re-scan: the other holder is never signalled.
+TEST(Reclaim, W2_01_LaterRoundsNeverAddAProcessOutsideTheExactSet) {
+  TestMachine m;
+  auto due = m.spawn(holder(3001200));
+  FakeProc young = holder(3001201);
+  young.bytes = 7 * kGiB;
+  auto other = m.spawn(young);
+  ReclaimOptions o;
+  o.selection.ids = {due};
+  o.max_rounds = 5;
+  ReclaimReport r = m.free(o);
+  EXPECT_EQ(m.control.signals_of(due), sigs({SIGTERM}));
+  EXPECT_EQ(m.control.signals_of(other), sigs({}));
+  for (const auto& round : r.rounds)
+    for (const auto& t : round.targets) EXPECT_EQ(t.id, due);
+  EXPECT_TRUE(r.all_freed());
+  EXPECT_EQ(r.gpus[0].left_alone_bytes, 7 * kGiB);
+}
+
 TEST(Reclaim, ResetIsNotAttemptedWhenItsPreconditionsFail) {
   TestMachine m;
   FakeProc p = holder(3001000);

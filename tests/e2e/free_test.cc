@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <functional>
+#include <set>
 #include <thread>
 
 #include "harness.h"
@@ -273,6 +274,50 @@ TEST(Free, NarrowedFreeSubtractsTheHoldersItLeftAlone) {
   EXPECT_EQ(j["gpus"][0]["left_alone_bytes"].get<std::uint64_t>(), 6 * kGiB);
   EXPECT_FALSE(alive(target.holders[0].first));
   EXPECT_TRUE(alive(other.holders[0].first));
+}
+
+// Review §3.4: a server holding GPU 0 whose live workers hold GPU 0 and GPU 1. A plan
+// never reaches past the selection: the worker on GPU 1 (not selected) and the worker
+// the selection does not name are left alone, each once, saying how to include it;
+// what is signalled is listed with its GPUs and bytes, and the header counts it all.
+TEST(Free, APlanNeverReachesPastTheSelection) {
+  SimNode node;
+  auto held = node.hold({"--gpu", "0", "--children", "2", "--parent-holds", "--bytes", "30GiB"});
+  ASSERT_EQ(held.holders.size(), 3u);
+  pid_t server = held.leader, worker0 = 0, worker1 = 0;
+  for (const auto& [pid, gpu] : held.holders)
+    if (pid != server) (gpu == 0 ? worker0 : worker1) = pid;
+  ASSERT_TRUE(worker0 && worker1);
+
+  auto dry = node.gpureap({"free", "--gpu", "0", "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.out << dry.err;
+  EXPECT_NE(dry.out.find("Plan: signal 2 processes holding 60.0 GiB"), std::string::npos)
+      << dry.out;
+  EXPECT_NE(dry.out.find("Left alone (1):"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("add --gpu 1 to include it"), std::string::npos) << dry.out;
+
+  auto r = node.gpureap(free_args({"--gpu", "0", "--pid", std::to_string(server)}),
+                        std::chrono::seconds(60));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto j = r.json();
+  std::set<pid_t> targets, skipped;
+  for (const auto& t : j["plan"]["targets"]) targets.insert(t["pid"].get<pid_t>());
+  for (const auto& s : j["plan"]["skipped"]) {
+    skipped.insert(s["pid"].get<pid_t>());
+    EXPECT_EQ(s["gpu_bytes"].get<std::uint64_t>(), 30 * kGiB) << s.dump();
+    // Outside --pid too: --gpu 1 alone would not include it, freeing it by itself does.
+    const std::string reason = s["reason"];
+    EXPECT_NE(reason.find("gpureap free --pid " + std::to_string(s["pid"].get<pid_t>())),
+              std::string::npos)
+        << reason;
+  }
+  EXPECT_EQ(targets, std::set<pid_t>{server}) << j["plan"].dump(1);
+  EXPECT_EQ(skipped, (std::set<pid_t>{worker0, worker1})) << j["plan"].dump(1);
+  EXPECT_EQ(j["plan"]["targets"][0]["gpu_bytes"].get<std::uint64_t>(), 30 * kGiB);
+  for (const auto& a : j["actions"]) EXPECT_EQ(a["pid"], server) << a.dump();
+  EXPECT_FALSE(alive(server));
+  EXPECT_TRUE(alive(worker0));
+  EXPECT_TRUE(alive(worker1));
 }
 
 // The engine's unit tests (reclaim/reclaimer_test.cc) fail NVML at chosen moments of

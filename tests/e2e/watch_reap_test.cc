@@ -1,12 +1,16 @@
 // `gpureap watch`'s reaping policy, its options file and SIGHUP, one agent per node,
 // and its usage errors (issue 11 §5, §6), on the simulated node.
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "harness.h"
@@ -79,6 +83,101 @@ TEST(WatchReap, OrphansPastTheirTimeAreFreedAndTheKeptOnesAreNot) {
           << "the kept holder is only ever announced as an orphan: " << l.text;
     }
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+std::set<pid_t> reaped_pids(const WatchChild& agent) {
+  std::set<pid_t> pids;
+  for (const auto& l : agent.lines()) {
+    auto j = json::parse(l.text, nullptr, false);
+    if (j.is_discarded() || j.value("event", "") != "reaped") continue;
+    for (pid_t p : holder_pids(j)) pids.insert(p);
+  }
+  return pids;
+}
+
+// W2-01: later rounds of a reap's reclaim once re-selected every orphan on the GPU:
+// the one --keep protects and one not yet due died with the due one, unnamed. Every
+// process that dies is named by a reaped event; the kept one lives.
+TEST(WatchReap, W2_01_AReapSignalsOnlyTheDueOrphansItNames) {
+  SimNode node;
+  WatchChild agent = start_agent(node, {"--reap-orphans-after", "2s", "--keep", "keepme"});
+  auto due = node.hold({"--gpu", "0", "--children", "1", "--bytes", "5GiB", "--orphan"});
+  auto kept = node.hold({"--gpu", "0", "--children", "1", "--bytes", "10GiB", "--orphan", "--label",
+                         "keepme-notebook"});
+  ASSERT_TRUE(agent.wait_for_json(is_event("orphaned_memory"), 20s)) << agent.transcript();
+  // A user's job that has just become an orphan on the same GPU: not due yet when the
+  // first one is.
+  auto young = node.hold({"--gpu", "0", "--children", "1", "--bytes", "7GiB", "--orphan"});
+  const pid_t due_pid = due.holders[0].first, young_pid = young.holders[0].first;
+  auto first = agent.wait_for_json(is_event("reaped"), 30s);
+  ASSERT_TRUE(first) << agent.transcript();
+  // The young one is reaped in its own time, and named when it is.
+  EXPECT_TRUE(agent.wait_for_json(
+      [&](const json& j) {
+        auto pids = holder_pids(j);
+        return j.value("event", "") == "reaped" &&
+               std::find(pids.begin(), pids.end(), young_pid) != pids.end();
+      },
+      30s))
+      << agent.transcript();
+  EXPECT_EQ(reaped_pids(agent), (std::set<pid_t>{due_pid, young_pid})) << agent.transcript();
+  EXPECT_FALSE(alive(due_pid));
+  EXPECT_FALSE(alive(young_pid));
+  EXPECT_TRUE(alive(kept.holders[0].first)) << agent.transcript();
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+// W2-09: a reap that found the free lock taken (a person's free, an epilog) was marked
+// tried for good. It is said once and retried once the lock is free.
+TEST(WatchReap, W2_09_ABusyFreeLockIsRetried) {
+  SimNode node;
+  WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms"});
+  const std::string lock_path = node.env().at("GPUREAP_STATE_DIR") + "/free.lock";
+  int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  ASSERT_GE(lock, 0) << lock_path;
+  ASSERT_EQ(::flock(lock, LOCK_EX | LOCK_NB), 0);
+  auto held = node.hold({"--gpu", "2", "--children", "1", "--bytes", "2GiB", "--orphan"});
+  const pid_t pid = held.holders[0].first;
+  auto busy = agent.wait_for_json(is_event("reap_failed"), 20s);
+  ASSERT_TRUE(busy) << agent.transcript();
+  EXPECT_EQ(holder_pids(*busy), std::vector<pid_t>{pid});
+  EXPECT_NE(busy->value("detail", "").find("retried at a later tick"), std::string::npos)
+      << busy->dump();
+  EXPECT_TRUE(alive(pid));
+  ::close(lock);  // the other free is over
+  auto reaped = agent.wait_for_json(is_event("reaped"), 20s);
+  ASSERT_TRUE(reaped) << agent.transcript();
+  EXPECT_EQ(holder_pids(*reaped), std::vector<pid_t>{pid});
+  EXPECT_FALSE(alive(pid));
+  std::size_t failures = 0;
+  for (const auto& l : agent.lines())
+    failures += l.text.find("\"reap_failed\"") != std::string::npos;
+  EXPECT_EQ(failures, 1u) << "said once, not at every tick:\n" << agent.transcript();
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+// W2-10: a worker whose server died inside a live `gpureap run` is the run's, never the
+// reaper's, whatever the orphan rule calls it.
+TEST(WatchReap, W2_10_ALiveRunsMemberIsNeverReaped) {
+  SimNode node;
+  const std::string script =
+      std::string("'") + GPUREAP_SIM_BIN + "' hold --dir '" + node.dir() +
+      "' --gpu 1 --bytes 2GiB --children 1 --orphan --detach && exec sleep 60";
+  WatchChild run = WatchChild::gpureap(node, {"run", "--", "/bin/sh", "-c", script});
+  auto ready = run.wait_for_json([](const json& j) { return j.contains("holders"); }, 30s);
+  ASSERT_TRUE(ready) << run.transcript();
+  const pid_t member = (*ready)["holders"][0]["pid"].get<pid_t>();
+  WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms"});
+  // An orphan outside the run, due after the member: once it is reaped, the member
+  // has been due (had it been reapable) for longer.
+  auto other = node.hold({"--gpu", "2", "--children", "1", "--bytes", "3GiB", "--orphan"});
+  auto reaped = agent.wait_for_json(is_event("reaped"), 30s);
+  ASSERT_TRUE(reaped) << agent.transcript();
+  EXPECT_EQ(holder_pids(*reaped), std::vector<pid_t>{other.holders[0].first});
+  EXPECT_TRUE(alive(member)) << agent.transcript();
+  EXPECT_FALSE(reaped_pids(agent).contains(member));
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+  run.terminate();
 }
 
 TEST(WatchReap, SighupRereadsTheOptionsFile) {
