@@ -221,7 +221,7 @@ TEST(Ghost, FreeResetTakesAGhostAsACandidateAndAMonitoringClientBlocksItByName) 
 // (busy with no process afterwards) is reported as a ghost, not freed, exit 1.
 TEST(Ghost, FreeOnAGpuThatTurnsGhostIsNotFreed) {
   SimNode node({"--gpus", "2", "--memory", "96GiB"});
-  auto held = node.hold({"--gpu", "1", "--bytes", "2GiB", "--ghost", "--orphan"});
+  auto held = node.hold({"--gpu", "1", "--bytes", "2GiB", "--ghost"});
   ASSERT_EQ(held.holders.size(), 1u);
   auto r = node.gpureap({"--json", "free", "--gpu", "1", "--yes", "--timeout", "5s"});
   EXPECT_NE(r.exit_code, 0) << r.out << r.err;
