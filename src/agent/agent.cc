@@ -252,6 +252,7 @@ class Agent {
     inventory::Inventory inv = inventory::redact_for(peer.uid, watcher_.inventory(), others);
     inv.source = "agent";
     inv.agent_pid = ::getpid();
+    inv.node = node_.identity();  // a client naming another node does not use this answer
     return inventory::encode_inventory(inv);
   }
 

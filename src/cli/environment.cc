@@ -1,8 +1,7 @@
 #include "cli/environment.h"
 
-#include <unistd.h>
-
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -46,7 +45,9 @@ std::optional<std::string> agent_socket(const GlobalOptions& global,
   if (const char* off = std::getenv("GPUREAP_NO_AGENT");
       off && *off && std::string_view(off) != "0")
     return std::nullopt;
-  if (!global.dev_dir.empty() || !global.nvml_library.empty()) return std::nullopt;
+  // Whether the agent watches the node this command names (its device directory, NVML
+  // library, proc root and simulator directory) is decided on its answer, from the
+  // resolved values (inventory::Node::look), not from which flag or variable set them.
   std::optional<std::string> own = state_dir;
   if (!own)
     if (auto dir = inventory::state_dir()) own = *dir;
@@ -69,6 +70,8 @@ inventory::Node open_node(const GlobalOptions& global, std::optional<std::string
                           FirstLook first_look) {
   inventory::NodeConfig config;
   config.dev_dir = resolve_dev_dir(global);
+  config.nvml_library = gpu::resolve_nvml_library(global.nvml_library);
+  if (const char* sim = std::getenv("GPUREAP_SIM_DIR"); sim && *sim) config.sim_dir = sim;
   if (first_look == FirstLook::agent_or_scan) config.agent_socket = agent_socket(global, state_dir);
   config.state_dir = std::move(state_dir);
   return inventory::Node(std::move(config), open_gpu_source(global));

@@ -25,8 +25,9 @@ report::Style stderr_style(const GlobalOptions& global);
 std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global);
 
 /// The socket of the `gpureap watch` to ask for the first look, or nullopt:
-/// none with --no-agent or GPUREAP_NO_AGENT=1, nor with --dev-dir or
-/// --nvml-library (the agent sees its own node, not the one asked for). Else
+/// none with --no-agent or GPUREAP_NO_AGENT=1. Its answer is used only when the
+/// agent watches the node this command resolved (inventory::Node::look compares
+/// the device directory, NVML library, proc root and $GPUREAP_SIM_DIR). Else
 /// `<state dir>/agent.sock` of the caller's state directory (`state_dir`, or
 /// inventory::state_dir()); for a caller that is not root, when no socket is
 /// there, root's agent's: $GPUREAP_STATE_DIR, else /run/gpureap.

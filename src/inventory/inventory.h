@@ -76,6 +76,17 @@ struct GpuView {
   std::uint64_t used() const { return info.memory ? info.memory->used : 0; }
 };
 
+/// Which node a look describes, as the command that took it resolved it (absolute
+/// paths): a running agent's answer is used only by a command that names the same node
+/// (W2-02). Every field the GPU source or the holder scan reads from counts.
+struct NodeIdentity {
+  std::string dev_dir;       // where the NVIDIA device nodes are
+  std::string proc_root;     // where /proc is
+  std::string nvml_library;  // what is dlopen()ed: a path, or a bare soname the loader finds
+  std::string sim_dir;       // $GPUREAP_SIM_DIR (the simulated NVML reads it); "" when unset
+  friend bool operator==(const NodeIdentity&, const NodeIdentity&) = default;
+};
+
 struct Inventory {
   gpu::NvmlState nvml_state = gpu::NvmlState::ok;
   std::string nvml_problem;
@@ -95,6 +106,7 @@ struct Inventory {
   /// running `gpureap watch`, asked over its socket: inventory/agent_client.h).
   std::string source = "scan";
   pid_t agent_pid = 0;  // source == "agent": the agent's pid
+  NodeIdentity node;    // the node looked at (inventory::Node::identity())
 };
 
 /// Builds the per-GPU view. `later_used` (index -> used bytes read after the

@@ -429,7 +429,12 @@ std::string encode_inventory(const Inventory& inv) {
               {"warnings", warnings},
               {"processes_scanned", inv.processes_scanned},
               {"source", text(inv.source)},
-              {"agent_pid", inv.agent_pid}};
+              {"agent_pid", inv.agent_pid},
+              {"node",
+               {{"dev_dir", text(inv.node.dev_dir)},
+                {"proc_root", text(inv.node.proc_root)},
+                {"nvml_library", text(inv.node.nvml_library)},
+                {"sim_dir", text(inv.node.sim_dir)}}}};
   // Every string went through text(), so strict dumping cannot throw.
   return doc.dump();
 }
@@ -462,6 +467,10 @@ Result<Inventory> decode_inventory(std::string_view text_in) {
     inv.processes_scanned = integer<std::size_t>(doc, "processes_scanned");
     inv.source = string(doc, "source");
     inv.agent_pid = integer<pid_t>(doc, "agent_pid");
+    // Required: an answer that does not say which node it describes is not used.
+    const json& node = field(doc, "node");
+    inv.node = {string(node, "dev_dir"), string(node, "proc_root"), string(node, "nvml_library"),
+                string(node, "sim_dir")};
     return inv;
   } catch (const WireError& e) {
     return fail(std::string("agent answer: ") + e.what());

@@ -1,6 +1,10 @@
 #include "inventory/node.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <filesystem>
 
 #include "gpu/gpu_select.h"
 #include "inventory/agent_client.h"
@@ -20,8 +24,13 @@ void Node::load() {
     devices_ = std::move(*devices);
   else
     device_error_ = devices.error();
-  baselines_ = config_.state_dir ? BaselineStore::load(*config_.state_dir)
-                                 : BaselineStore::load_default();
+  // discover_devices leaves a missing directory to its caller: one named on purpose
+  // (--dev-dir, $GPUREAP_DEV_DIR, $GPUREAP_SIM_DIR) that is not there is a mistake,
+  // and a look without it would call every GPU idle.
+  if (struct stat st{}; devices && ::stat(config_.dev_dir.c_str(), &st) != 0 && errno == ENOENT)
+    device_error_ = Error::from_errno("cannot read device directory " + config_.dev_dir, ENOENT);
+  baselines_ =
+      config_.state_dir ? BaselineStore::load(*config_.state_dir) : BaselineStore::load_default();
 }
 
 Inventory Node::look(CollectOptions options) {
@@ -30,7 +39,9 @@ Inventory Node::look(CollectOptions options) {
   // the engine's re-scans while it acts: those must be this process's own.
   if (config_.agent_socket && !agent_asked_) {
     agent_asked_ = true;
-    if (auto answer = ask_agent(*config_.agent_socket, options.nvml_deadline)) {
+    // The agent's answer describes the agent's node: used only when that is this one.
+    auto answer = ask_agent(*config_.agent_socket, options.nvml_deadline);
+    if (answer && answer->node == identity()) {
       Inventory inv = without_pids(*answer, options.exclude);
       // What this process's own scan would have warned about (a refused state
       // directory, its device directory), besides the agent's warnings.
@@ -44,7 +55,25 @@ Inventory Node::look(CollectOptions options) {
   }
   options.proc_root = config_.proc_root;
   options.clock = clock_;
-  return collect_inventory(*gpus_, devices_, baselines_, options);
+  Inventory inv = collect_inventory(*gpus_, devices_, baselines_, options);
+  inv.node = identity();
+  return inv;
+}
+
+NodeIdentity Node::identity() const {
+  auto absolute = [](const std::string& path) {
+    if (path.empty()) return path;
+    std::error_code ec;
+    auto p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+    return ec ? path : p.string();
+  };
+  // A bare soname ("libnvidia-ml.so.1") is the loader's to find: the same name is the
+  // same library; a path is compared as the file it names.
+  std::string library = config_.nvml_library.find('/') == std::string::npos
+                            ? config_.nvml_library
+                            : absolute(config_.nvml_library);
+  return {absolute(config_.dev_dir), absolute(config_.proc_root), library,
+          absolute(config_.sim_dir)};
 }
 
 Result<std::vector<unsigned>> select_gpus(std::string_view spec, const Inventory& inv) {

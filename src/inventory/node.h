@@ -36,6 +36,10 @@ struct NodeConfig {
   /// and falls back to a direct scan when no agent answers; later looks (the
   /// engine's re-scans) are direct. nullopt: always scan directly.
   std::optional<std::string> agent_socket;
+  /// What the GPU source loads and reads, for identity(): the NVML library as resolved
+  /// (gpu::resolve_nvml_library) and $GPUREAP_SIM_DIR ("" when unset).
+  std::string nvml_library;
+  std::string sim_dir;
 };
 
 class Node {
@@ -52,13 +56,18 @@ class Node {
   /// One look at the machine: NVML snapshot and /proc holder scan, concurrently
   /// (inventory/collect.h), joined into an Inventory. The first look asks the
   /// agent instead when config.agent_socket is set (source "agent"; on any
-  /// failure it scans); the agent records the baselines then, this node does not.
+  /// failure, and when the agent watches another node than identity() names, it
+  /// scans); the agent records the baselines then, this node does not.
   /// The node's proc root and clock replace those of `options`.
   Inventory look(CollectOptions options = {});
   /// Writes the baselines learnt by look() (a read-only state dir only costs them).
   Result<void> save_baselines() { return baselines().save(); }
 
-  /// Why the device directory could not be read; nullopt when it could.
+  /// The node this context looks at, its paths made absolute (Inventory::node).
+  NodeIdentity identity() const;
+
+  /// Why the device directory could not be read (a missing one included); nullopt
+  /// when it could.
   const std::optional<Error>& device_error() { return load(), device_error_; }
   const proc::DeviceSet& devices() { return load(), devices_; }
   gpu::GpuSource& gpus() { return *gpus_; }

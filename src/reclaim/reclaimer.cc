@@ -11,6 +11,8 @@
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
 #include "proc/process_handle.h"
+#include "reclaim/fresh_look.h"
+#include "util/units.h"
 
 namespace gpureap::reclaim {
 namespace {
@@ -94,17 +96,12 @@ class Reclaim {
       if (report_.interrupted || !report_.nvml_error.empty()) break;
     }
     judge(plan);
-    // A ghost GPU (busy with no process) is held too, whatever its memory says.
-    const bool any_held =
-        std::any_of(report_.gpus.begin(), report_.gpus.end(),
-                    [&](const GpuRelease& g) {
-                      const auto* view = find_view(latest_, g.index);
-                      return !g.freed || (view && view->busy.kind == inventory::Busy::ghost);
-                    });
-    if (any_held && !report_.interrupted) {
+    // The verdict is a measurement at the end: one last look, freed or not (a GPU that
+    // turned ghost as its holder died, busy with no process, is not freed).
+    if (!report_.interrupted) {
       classify();
       // A reset (nvidia-smi, bounded by its own timeout) only with time left.
-      if (options_.reset && !past_deadline()) reset_driver_held();
+      if (options_.reset && !past_deadline() && !report_.leftovers.empty()) reset_driver_held();
     }
     if (!report_.interrupted) note_live_parents();
     report_.seconds = since_t0();
@@ -131,8 +128,8 @@ class Reclaim {
   inventory::CollectOptions look_options() const {
     inventory::CollectOptions look;
     if (!options_.deadline) return look;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*options_.deadline -
-                                                                      clock_.now());
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(*options_.deadline - clock_.now());
     look.nvml_deadline = std::clamp(left, std::chrono::milliseconds(100), look.nvml_deadline);
     return look;
   }
@@ -140,44 +137,72 @@ class Reclaim {
   bool past_deadline() const { return options_.deadline && clock_.now() >= *options_.deadline; }
 
   // What "freed" means for each selected GPU: back at its baseline, within tolerance.
+  // A GPU the first look could not read (the agent's NVML down, a transient error) is
+  // measured directly now, before any signal (W2-23); one still unreadable is measured
+  // as soon as a re-scan can (measure_late) and is never freed before.
   void set_thresholds(const inventory::Inventory& initial, const Plan& plan) {
-    std::set<proc::ProcessId> left_alone;  // skipped by the selection, not for protection
     for (const auto& s : plan.skipped)
-      if (s.kind != SkipKind::protected_process) left_alone.insert(s.id);
+      if (s.kind != SkipKind::protected_process) left_alone_.insert(s.id);
+    std::optional<inventory::Inventory> direct;
     for (unsigned idx : options_.selection.gpus) {
       const auto* view = find_view(initial, idx);
       if (!view) continue;
+      if (!view->info.memory) {
+        if (!direct) direct = node_.look(look_options());
+        if (const auto* read = find_view(*direct, idx); read && read->info.memory) view = read;
+      }
       GpuRelease g;
       g.index = idx;
       g.uuid = view->info.uuid;
-      if (!view->info.memory) {
-        // A selected GPU that NVML cannot read is reported as such, never as freed.
-        g.measured = false;
-        report_.gpus.push_back(g);
-        continue;
-      }
-      g.total = view->info.memory->total;
-      g.before = view->used();
-      g.used = g.before;
-      g.baseline = view->baseline.bytes;
-      // Only what the selection itself leaves alone is subtracted (D9): holders it does
-      // not match, and other users' (without root). A protected holder's memory is still
-      // held (naming it with --pid frees it), and a free with no target at all has no
-      // memory of its own to wait for, so what others hold stays "still held" (exit 1).
-      // Where NVML gives no per-process figure, nothing can be subtracted.
-      if (!plan.targets.empty())
-        for (const auto& gh : view->holders)
-          if (gh.uses_gpu && left_alone.contains(gh.holder.id))
-            g.left_alone_bytes += gh.gpu_bytes.value_or(0);
-      g.threshold = g.baseline + inventory::freed_tolerance(g.total) + g.left_alone_bytes;
-      g.freed = g.before <= g.threshold && plan.targets.empty();
+      // A selected GPU that NVML cannot read is reported as such, never as freed.
+      g.measured = false;
+      if (view->info.memory) measure(g, *view, plan.targets.empty());
       report_.gpus.push_back(g);
     }
   }
 
-  // Step 1, escalate: SIGTERM -> grace -> SIGKILL, each through a verified handle.
-  // False when interrupted.
-  bool escalate(const Plan& plan) {
+  // Sets what "freed" means for `g` from `view`, which NVML could read.
+  void measure(GpuRelease& g, const inventory::GpuView& view, bool no_targets) {
+    g.measured = true;
+    g.uuid = view.info.uuid;
+    g.total = view.info.memory->total;
+    g.before = view.used();
+    g.used = g.before;
+    g.baseline = view.baseline.bytes;
+    // Only what the selection itself leaves alone is subtracted (D9): holders it does
+    // not match, and other users' (without root). A protected holder's memory is still
+    // held (naming it with --pid frees it), and a free with no target at all has no
+    // memory of its own to wait for, so what others hold stays "still held" (exit 1).
+    // Where NVML gives no per-process figure, nothing can be subtracted.
+    g.left_alone_bytes = 0;
+    if (!no_targets)
+      for (const auto& gh : view.holders)
+        if (gh.uses_gpu && left_alone_.contains(gh.holder.id))
+          g.left_alone_bytes += gh.gpu_bytes.value_or(0);
+    g.threshold = g.baseline + inventory::freed_tolerance(g.total) + g.left_alone_bytes;
+    g.freed = g.before <= g.threshold && no_targets;
+  }
+
+  // A selected GPU unreadable until now that the latest look could read: from here on
+  // it is waited for like any other. Its "before" is this first reading, taken after
+  // the signals, and the report says so.
+  void measure_late() {
+    for (auto& g : report_.gpus) {
+      if (g.measured) continue;
+      const auto* view = find_view(latest_, g.index);
+      if (!view || !view->info.memory) continue;
+      measure(g, *view, false);
+      g.problem.clear();
+      note_once(fmt::format(
+          "GPU {} could not be read before the signals; first read at +{:.3f} s ({} used)", g.index,
+          since_t0(), format_bytes(view->used())));
+    }
+  }
+
+  // Step 1, escalate: confirm every target on a fresh look (fresh_look.h), then
+  // SIGTERM -> grace -> SIGKILL, each through a verified handle. False when interrupted.
+  bool escalate(const Plan& planned) {
+    Plan plan = confirm(planned);
     for (const auto& p : caller_.table) existed_before_kill_.insert(p.id);
     for (const auto& t : plan.targets) {
       signalled_.insert(t.id);
@@ -188,6 +213,7 @@ class Reclaim {
         killed_comms_[p->id].insert(t.comm);
       }
       note_restarting_unit(*e);
+      watch_children_of_respawner(*e, plan);
     }
     EscalationResult esc = terminate(plan.targets, escalation_options(),
                                      EscalationEnv{control_, clock_, node_.interrupt_flag(), t0_});
@@ -196,6 +222,36 @@ class Reclaim {
     survivors_ = esc.survivors;
     if (esc.interrupted) report_.interrupted = true;
     return !esc.interrupted;
+  }
+
+  // Act only on a fresh look (W2-20): the plan may come from the agent's answer or from
+  // a look taken before the operator said yes. A direct look now (memory is not re-read,
+  // ghosts not sampled: only who holds what matters) confirms each target; the others
+  // are reported as not signalled, with why, and stay candidates of later rounds.
+  Plan confirm(const Plan& planned) {
+    inventory::CollectOptions look = look_options();
+    look.reread_unexplained = false;
+    look.sample_busy = false;
+    CallerContext now = CallerContext::current(node_.proc_root());
+    inventory::Inventory fresh = node_.look(look);
+    Confirmation c = confirm_targets(planned, caller_.table, fresh, options_.selection, now);
+    for (const auto& u : c.refused) report_.actions.push_back(not_signalled_action(u, since_t0()));
+    caller_ = std::move(now);
+    latest_ = std::move(fresh);
+    return std::move(c.plan);
+  }
+
+  // A respawning parent killed (--stop-respawners, --pid) may have forked a child that
+  // has not taken the GPU yet: it outlives its parent and takes the GPU after the
+  // verdict. Its live children that are not targets themselves are watched as a live
+  // parent is (keep_settling).
+  void watch_children_of_respawner(const proc::ProcessEntry& target, const Plan& plan) {
+    if (std::none_of(report_.respawners.begin(), report_.respawners.end(),
+                     [&](const Respawner& r) { return r.id == target.id; }))
+      return;
+    for (const auto& p : caller_.table)
+      if (p.ppid == target.id.pid && !plan.contains(p.id) && !signalled_.contains(p.id))
+        children_of_killed_respawner_[p.id] = target.id;
   }
 
   // A killed target that is a system service's main process, or whose parent is (its
@@ -222,6 +278,7 @@ class Reclaim {
     while (clock_.now() < deadline_) {
       if (!watch_slice()) break;
       Plan next = rescan();
+      measure_late();
       if (!next.targets.empty()) {
         // Memory freed earlier is held again by the new holders' GPUs.
         for (const auto& t : next.targets)
@@ -288,23 +345,40 @@ class Reclaim {
   // gpureap's own ancestors (the shell waiting for gpureap restarts nothing meanwhile).
   bool parent_may_respawn() const {
     if (!restarting_units_.empty()) return true;
+    for (const auto& [child, respawner] : children_of_killed_respawner_)
+      if (alive(child)) return true;
     for (const auto& [killed, parent] : parent_of_killed_) {
       if (parent.pid <= 1 || caller_.ancestors.contains(parent.pid)) continue;
-      auto now = proc::read_process_id(parent.pid, node_.proc_root());
-      if (!now || *now != parent) continue;
-      // A zombie restarts nothing. (Killed with its workers, as a finished Slurm job's
-      // server is, it stays one until its new parent reaps it: on hosts whose pid 1 is
-      // not a prompt reaper, for a second or more.)
-      auto stat = proc::read_small_file(fmt::format("{}/{}/stat", node_.proc_root(), parent.pid));
-      if (proc::parse_stat_state(stat) != 'Z') return true;
+      if (alive(parent)) return true;
     }
     return false;
+  }
+
+  // True when `id` still runs. A zombie restarts nothing. (Killed with its workers, as a
+  // finished Slurm job's server is, it stays one until its new parent reaps it: on hosts
+  // whose pid 1 is not a prompt reaper, for a second or more.)
+  bool alive(const proc::ProcessId& id) const {
+    auto now = proc::read_process_id(id.pid, node_.proc_root());
+    if (!now || *now != id) return false;
+    auto stat = proc::read_small_file(fmt::format("{}/{}/stat", node_.proc_root(), id.pid));
+    return proc::parse_stat_state(stat) != 'Z';
   }
 
   // True when a live parent of a killed holder has a child that did not exist when the
   // round began and that bears a killed holder's name: a replacement on its way to the
   // GPU. Noted once in the report.
   bool replacement_starting() {
+    for (const auto& [child, respawner] : children_of_killed_respawner_) {
+      auto comms = killed_comms_.find(respawner);
+      auto p = proc::find_process(caller_.table, child);
+      if (!p || p->state == 'Z' || comms == killed_comms_.end() || !comms->second.contains(p->comm))
+        continue;
+      note_once(fmt::format(
+          "pid {} ({}) was started by pid {} before that respawning parent was killed: watching "
+          "until it takes the GPU or exits (bounded by --timeout)",
+          child.pid, p->comm, respawner.pid));
+      return true;
+    }
     for (const auto& p : caller_.table) {
       if (existed_before_kill_.contains(p.id)) continue;
       for (const auto& [parent, comms] : killed_comms_) {
@@ -313,12 +387,16 @@ class Reclaim {
             "pid {} ({}) was started by pid {} after its holder was killed: watching until it "
             "takes the GPU or exits (bounded by --timeout)",
             p.id.pid, p.comm, parent.pid);
-        if (std::find(report_.notes.begin(), report_.notes.end(), note) == report_.notes.end())
-          report_.notes.push_back(note);
+        note_once(note);
         return true;
       }
     }
     return false;
+  }
+
+  void note_once(const std::string& note) {
+    if (std::find(report_.notes.begin(), report_.notes.end(), note) == report_.notes.end())
+      report_.notes.push_back(note);
   }
 
   // Records every parent of a killed target that started a new holder of a selected GPU
@@ -371,8 +449,13 @@ class Reclaim {
     const auto now = clock_.now();
     bool all = true, any_pending = false;
     for (const auto& g : report_.gpus) {
-      if (g.freed_at || !g.measured) continue;
+      if (g.freed_at) continue;
       any_pending = true;
+      // Unreadable so far: waiting longer helps only while NVML may still answer.
+      if (!g.measured) {
+        if (now - t0_ < options_.stalled_after) all = false;
+        continue;
+      }
       const auto* view = find_view(latest_, g.index);
       if (!view || !view->info.memory) return false;
       auto [it, fresh] = lowest_.try_emplace(g.index, view->used(), now);
@@ -402,14 +485,18 @@ class Reclaim {
   // Classify what is still held, from a fresh look.
   void classify() {
     latest_ = node_.look(look_options());
+    measure_late();  // measured here, at the last, is measured: never freed unmeasured
     Plan last = make_plan(latest_, options_.selection, CallerContext::current(node_.proc_root()));
     for (auto& g : report_.gpus) {
       const auto* view = find_view(latest_, g.index);
       // A ghost GPU is not free whatever its memory says: a new job there would
       // crawl (inventory::Busy::ghost).
       const bool ghost = view && view->busy.kind == inventory::Busy::ghost;
-      if (g.freed && !ghost) continue;
-      if (ghost) {
+      // Freed stays freed unless this last reading says otherwise: taken again since
+      // (a late replacement), or a ghost.
+      const bool taken_again = view && view->info.memory && view->used() > g.threshold;
+      if (g.freed && !ghost && !taken_again) continue;
+      if (ghost || taken_again) {
         g.freed = false;
         g.freed_at.reset();
       }
@@ -503,6 +590,7 @@ class Reclaim {
   CallerContext caller_;
   inventory::Inventory latest_;
   std::set<proc::ProcessId> signalled_;
+  std::set<proc::ProcessId> left_alone_;  // skipped by the selection, not for protection
   std::map<proc::ProcessId, proc::ProcessId> parent_of_killed_;  // target -> its parent
   std::map<proc::ProcessId, int> respawns_;                      // parent -> new holders seen
   std::vector<proc::ProcessId> survivors_;
@@ -516,6 +604,9 @@ class Reclaim {
   // the comms of the holders each parent lost.
   std::set<proc::ProcessId> existed_before_kill_;
   std::map<proc::ProcessId, std::set<std::string>> killed_comms_;
+  // Children of killed respawners that were not targets (forked before the parent died,
+  // not yet holding the GPU): watched as a live parent is. Child -> its respawner.
+  std::map<proc::ProcessId, proc::ProcessId> children_of_killed_respawner_;
   // System services that restart a killed target (Restart= not "no"), as reported;
   // `respawns` counts new holders in the unit that no live parent explains.
   std::vector<Respawner> restarting_units_;

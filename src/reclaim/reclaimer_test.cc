@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <filesystem>
+#include <functional>
 
 #include "reclaim/test_machine.h"
 
@@ -254,8 +256,8 @@ TEST(Reclaim, ParentThatIsAServiceMainProcessGetsItsUnitNamed) {
 }
 
 TEST(Reclaim, ServiceWithoutRestartOrWithoutAnswerIsNoClaim) {
-  for (std::optional<std::string> answer : {std::optional<std::string>("no"),
-                                            std::optional<std::string>()}) {
+  for (std::optional<std::string> answer :
+       {std::optional<std::string>("no"), std::optional<std::string>()}) {
     // nullopt: systemctl missing, failing or timing out (systemd_unit_test.cc).
     TestMachine m;
     m.spawn(service_main(3000470));
@@ -538,6 +540,132 @@ TEST(Reclaim, NothingIsSignalledOnceTheDeadlineHasPassed) {
   EXPECT_FALSE(r.all_freed());
   ASSERT_EQ(r.leftovers.size(), 1u);
   EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::live_holder);
+}
+
+// Plans the way free does (look, plan), then lets `change` happen before the reclaim
+// starts: what the fresh look just before the signal must see (W2-20).
+ReclaimReport free_after(TestMachine& m, ReclaimOptions o, const std::function<void()>& change) {
+  if (o.selection.gpus.empty()) o.selection.gpus = {0};
+  inventory::Inventory inv = m.node().look();
+  m.plan = make_plan(inv, o.selection, CallerContext::current(m.node().proc_root()));
+  change();
+  return reclaim(m.node(), m.control, inv, m.plan, o, {});
+}
+
+// The process closes /dev/nvidia<gpu> and leaves NVML's list, and lives on.
+void close_device(TestMachine& m, const FakeProc& p) {
+  std::filesystem::remove(fmt::format("{}/{}/fd/3", m.proc(), p.pid));
+  auto& g = m.gpu(*p.gpu);
+  std::erase_if(g.processes, [&](const gpu::GpuProcess& x) {
+    return x.pid == static_cast<std::uint32_t>(p.pid);
+  });
+  g.memory->used -= p.bytes;
+}
+
+// W2-20: a target that closed its device files since the plan was made (the agent's
+// answer keeps it until its next full scan) is not signalled, and the report says why.
+TEST(Reclaim, W2_20_ATargetThatNoLongerHoldsTheGpuIsNotSignalled) {
+  TestMachine m;
+  FakeProc p = holder(3000901);
+  p.bytes = 0;  // a monitoring script: the device open, no memory
+  auto id = m.spawn(p);
+  ReclaimReport r = free_after(m, {}, [&] { close_device(m, p); });
+  ASSERT_EQ(m.plan.targets.size(), 1u);
+  EXPECT_TRUE(m.control.signals_of(id).empty());
+  ASSERT_EQ(r.actions.size(), 1u);
+  EXPECT_EQ(r.actions[0].signal, Signal::none);
+  EXPECT_EQ(r.actions[0].outcome, Outcome::not_signalled);
+  EXPECT_NE(r.actions[0].detail.find("no longer holds GPU 0"), std::string::npos)
+      << r.actions[0].detail;
+  EXPECT_TRUE(r.all_freed());
+}
+
+// W2-20: its helper (a descendant holding no GPU) goes with it; a target that still
+// holds the GPU, and its helper, are signalled as planned.
+TEST(Reclaim, W2_20_DescendantsFollowTheirHoldersConfirmation) {
+  TestMachine m;
+  FakeProc stale = holder(3000911);
+  stale.bytes = 0;
+  FakeProc stale_helper = parent(3000912);
+  stale_helper.ppid = stale.pid;
+  FakeProc live = holder(3000913);
+  FakeProc live_helper = parent(3000914);
+  live_helper.ppid = live.pid;
+  auto stale_id = m.spawn(stale);
+  auto stale_helper_id = m.spawn(stale_helper);
+  auto live_id = m.spawn(live);
+  auto live_helper_id = m.spawn(live_helper);
+  ReclaimReport r = free_after(m, {}, [&] { close_device(m, stale); });
+  ASSERT_EQ(m.plan.targets.size(), 4u);
+  EXPECT_TRUE(m.control.signals_of(stale_id).empty());
+  EXPECT_TRUE(m.control.signals_of(stale_helper_id).empty());
+  EXPECT_EQ(m.control.signals_of(live_id), sigs({SIGTERM}));
+  EXPECT_EQ(m.control.signals_of(live_helper_id), sigs({SIGTERM}));
+  std::size_t refused = 0;
+  for (const auto& a : r.actions)
+    if (a.outcome == Outcome::not_signalled) {
+      ++refused;
+      EXPECT_TRUE(a.id == stale_id || a.id == stale_helper_id) << a.id.pid;
+    }
+  EXPECT_EQ(refused, 2u);
+  EXPECT_TRUE(r.all_freed());
+}
+
+// W2-23: a GPU the first look could not read is measured directly before any signal,
+// then waited for like any other: a 1.5 s release is freed, not "driver-held".
+TEST(Reclaim, W2_23_AGpuUnreadableAtTheFirstLookIsMeasuredAndWaitedFor) {
+  TestMachine m;
+  FakeProc p = holder(3000921);
+  p.release_after = 1500ms;
+  m.spawn(p);
+  ReclaimOptions o;
+  o.selection.gpus = {0};
+  inventory::Inventory inv = m.node().look();
+  inv.gpus[0].info.memory.reset();  // as the agent answered while its NVML failed
+  inv.gpus[0].info.problem = "NVML: nvmlInit_v2: Driver Not Loaded";
+  m.plan = make_plan(inv, o.selection, CallerContext::current(m.node().proc_root()));
+  ReclaimReport r = reclaim(m.node(), m.control, inv, m.plan, o, {});
+  ASSERT_EQ(r.gpus.size(), 1u);
+  EXPECT_TRUE(r.gpus[0].measured);
+  EXPECT_TRUE(r.gpus[0].freed);
+  EXPECT_EQ(r.gpus[0].before, 20 * kGiB);
+  EXPECT_NEAR(*r.gpus[0].freed_at, 1.6, 0.05);
+  EXPECT_TRUE(r.leftovers.empty());
+  EXPECT_TRUE(r.all_freed());
+}
+
+// W2-23: a GPU never measured is never freed, and the wait for it is bounded.
+TEST(Reclaim, W2_23_AGpuNeverMeasuredIsNeverFreed) {
+  TestMachine m;
+  m.spawn(holder(3000931));
+  m.nvml().set_gpu_failure(0, "GPU 0: Unknown Error");
+  ReclaimReport r = m.free({});
+  ASSERT_EQ(r.gpus.size(), 1u);
+  EXPECT_FALSE(r.gpus[0].measured);
+  EXPECT_FALSE(r.gpus[0].freed);
+  EXPECT_FALSE(r.all_freed());
+  ASSERT_EQ(r.leftovers.size(), 1u);
+  EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::nvml_failed);
+  EXPECT_LE(r.seconds, 10.0);
+}
+
+// Verdicts are measurements at the end: memory taken again after it was seen freed
+// (here by a process the selection does not cover) is not reported freed.
+TEST(Reclaim, AGpuTakenAgainBeforeTheVerdictIsNotFreed) {
+  TestMachine m;
+  m.spawn(parent(3000940));  // alive: the verdict waits out --settle
+  FakeProc p = holder(3000941, 3000940);
+  FakeProc late = holder(3000942, 1, 0);
+  late.comm = "other";
+  late.cmdline = "other_job";
+  p.then = [&] { m.clock.after(400ms, [&] { m.spawn(late); }); };
+  m.spawn(p);
+  ReclaimOptions o;
+  o.selection.match = Pattern::compile("sglang").value();
+  ReclaimReport r = m.free(o);
+  EXPECT_FALSE(r.all_freed());
+  ASSERT_EQ(r.gpus.size(), 1u);
+  EXPECT_FALSE(r.gpus[0].freed);
 }
 
 }  // namespace

@@ -1,16 +1,17 @@
 #include "reclaim/release_wait.h"
 
 #include <algorithm>
-#include <set>
 
 namespace gpureap::reclaim {
 namespace {
 
-// Takes one round of readings into `result`: the latest use, when each GPU was first
-// seen freed, and why a GPU could not be read (not measured is never freed; the other
-// GPUs are still measured).
-void record(const std::vector<gpu::MemoryReading>& readings, double now, ReleaseResult& result,
-            std::set<unsigned>& freed_now) {
+// Takes one reading of every polled GPU into `result`: the latest use, when each GPU
+// was first seen freed in its current stretch (a reading above the threshold ends the
+// stretch: memory taken again is not freed), and why a GPU could not be read (not
+// measured is never freed; the other GPUs are still measured). Returns whether every
+// GPU read was at or below its threshold in this one reading.
+bool record(const std::vector<gpu::MemoryReading>& readings, double now, ReleaseResult& result) {
+  bool all_below = true;
   for (const auto& r : readings) {
     auto g = std::find_if(result.gpus.begin(), result.gpus.end(),
                           [&](const GpuRelease& x) { return x.index == r.index; });
@@ -19,14 +20,18 @@ void record(const std::vector<gpu::MemoryReading>& readings, double now, Release
       g->problem = r.problem;
       if (!result.nvml_error.empty()) result.nvml_error += "; ";
       result.nvml_error += r.problem;
+      all_below = false;
       continue;
     }
     if (r.used) g->used = r.used;
     if (r.used && *r.used <= g->threshold) {
-      freed_now.insert(g->index);
       if (!g->freed_at) g->freed_at = now;
+    } else {
+      g->freed_at.reset();
+      all_below = false;
     }
   }
+  return all_below;
 }
 
 }  // namespace
@@ -38,35 +43,46 @@ ReleaseResult wait_for_release(gpu::GpuSource& source, std::vector<GpuRelease> g
                                util::Clock& clock) {
   ReleaseResult result;
   result.gpus = std::move(gpus);
-  std::vector<unsigned> pending;
-  std::set<unsigned> freed_now;  // seen freed during this wait
+  // Every measured GPU is read every time, freed or not: the verdict needs all of them
+  // at or below their thresholds in the same reading (a GPU seen free once is not free
+  // for good: W2-14). One NVML cannot read (from the start, or a reading failed) is
+  // never freed: with one, the others are polled until the deadline (with none
+  // measured, the wait lasts until the deadline: its caller may measure them meanwhile).
+  std::vector<unsigned> polled;
   for (auto& g : result.gpus) {
-    if (!g.measured) continue;  // NVML could not read it to begin with: never polled
+    if (!g.measured) continue;
     g.problem.clear();
-    pending.push_back(g.index);
+    polled.push_back(g.index);
   }
-  const std::size_t watched = pending.size();
   // The driver frees memory asynchronously (about 0.2-0.4 s for tens of GiB on
   // an H200), so poll: first every 5 ms, backing off to 25 ms; each reading is
   // one round trip to the NVML helper, bounded by its own deadline.
   auto interval = std::chrono::milliseconds(5);
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock.now());
-    auto reading = source.memory(
-        pending, std::clamp(left, std::chrono::milliseconds(200), std::chrono::milliseconds(2000)));
-    if (!reading) {
-      result.nvml_error = reading.error().message;
-      break;
-    }
-    record(*reading, std::chrono::duration<double>(clock.now() - t0).count(), result, freed_now);
-    if (progress) progress(result.gpus);
-    std::erase_if(pending, [&](unsigned idx) {
-      return freed_now.contains(idx) ||
-             std::any_of(result.gpus.begin(), result.gpus.end(),
-                         [&](const GpuRelease& g) { return g.index == idx && !g.problem.empty(); });
-    });
-    if (pending.empty()) {
-      result.all_freed = freed_now.size() == watched;
+    if (!polled.empty()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock.now());
+      auto reading = source.memory(polled, std::clamp(left, std::chrono::milliseconds(200),
+                                                      std::chrono::milliseconds(2000)));
+      if (!reading) {
+        result.nvml_error = reading.error().message;
+        break;
+      }
+      const bool all_below =
+          record(*reading, std::chrono::duration<double>(clock.now() - t0).count(), result);
+      if (progress) progress(result.gpus);
+      // A GPU that could not be read is polled no more (never freed); the others are.
+      std::erase_if(polled, [&](unsigned idx) {
+        return std::any_of(result.gpus.begin(), result.gpus.end(), [&](const GpuRelease& g) {
+          return g.index == idx && !g.problem.empty();
+        });
+      });
+      if (all_below && polled.size() == result.gpus.size()) {
+        result.all_freed = true;
+        break;
+      }
+      if (polled.empty()) break;  // nothing left that can be read
+    } else if (result.gpus.empty()) {
+      result.all_freed = true;  // nothing to wait for
       break;
     }
     if (interrupted && interrupted->load()) {

@@ -42,16 +42,19 @@ struct GpuRelease {
 
 struct ReleaseResult {
   std::vector<GpuRelease> gpus;
-  bool all_freed = false;  // every GPU was seen freed during this wait
+  bool all_freed = false;  // every GPU at or below its threshold in the last reading
   bool interrupted = false;
   std::string nvml_error;  // set when NVML failed or hung while waiting, or a GPU could not be read
 };
 
-/// Polls until every measured GPU of `gpus` is seen freed, the deadline passes, NVML
-/// fails, or `interrupted` is set; returns them with their readings (`used`,
-/// `freed_at` when first seen freed, `problem`). A GPU that cannot be read is no
-/// longer polled and is not freed; the others are polled on. `progress` (may be
-/// empty) sees every reading. Time is read, and waited, on `clock`.
+/// Polls until every GPU of `gpus` is at or below its threshold in one and the same
+/// reading (all_freed), the deadline passes, NVML fails, or `interrupted` is set;
+/// returns them with their readings (`used`; `freed_at` when first seen freed in the
+/// current stretch, cleared by a later reading above the threshold; `problem`). Every
+/// measured GPU is read every time. A GPU that is not `measured`, or that cannot be read,
+/// is never freed (so all_freed stays false) and is not polled; the others are polled on
+/// until the deadline. `progress` (may be empty) sees every reading. Time is read, and
+/// waited, on `clock`.
 ReleaseResult wait_for_release(gpu::GpuSource& source, std::vector<GpuRelease> gpus,
                                util::Clock::time_point deadline, util::Clock::time_point t0,
                                const std::atomic<bool>* interrupted,

@@ -61,28 +61,23 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
   }
   if (!result.message.empty()) return result;
 
-  // 3. Poll until all are at or below their thresholds, or the deadline.
-  auto all_free = [&] {
-    return std::all_of(result.gpus.begin(), result.gpus.end(),
-                       [](const reclaim::GpuRelease& g) { return g.freed_at.has_value(); });
-  };
+  // 3. Poll until all are at or below their thresholds in the same reading, or the
+  //    deadline: every selected GPU is read every time, so one taken again after it was
+  //    seen free is not counted free (W2-14). A ghost is never free.
+  bool all_free = result.ghosts.empty() &&
+                  std::all_of(result.gpus.begin(), result.gpus.end(),
+                              [](const reclaim::GpuRelease& g) { return g.freed_at.has_value(); });
   auto poll_until_deadline = [&] {
-    std::vector<reclaim::GpuRelease> pending;
-    for (const auto& g : result.gpus)
-      if (!g.freed_at) pending.push_back(g);
-    auto release = reclaim::wait_for_release(node.gpus(), pending, deadline, t0, nullptr, {});
-    for (const auto& s : release.gpus) {
-      auto g = std::find_if(result.gpus.begin(), result.gpus.end(),
-                            [&](const reclaim::GpuRelease& x) { return x.index == s.index; });
-      if (s.used) g->used = s.used;
-      if (!g->freed_at && !result.ghosts.contains(g->index)) g->freed_at = s.freed_at;
-      g->problem = s.problem;
-    }
+    auto release = reclaim::wait_for_release(node.gpus(), result.gpus, deadline, t0, nullptr, {});
+    result.gpus = std::move(release.gpus);
+    for (auto& g : result.gpus)
+      if (result.ghosts.contains(g.index)) g.freed_at.reset();
+    all_free = release.all_freed && result.ghosts.empty();
     return release.nvml_error;
   };
   std::string nvml_error;
-  if (!all_free() && options.timeout.count() > 0) nvml_error = poll_until_deadline();
-  if (!all_free() && nvml_error.empty() && Clock::now() < deadline) {
+  if (!all_free && options.timeout.count() > 0) nvml_error = poll_until_deadline();
+  if (!all_free && nvml_error.empty() && Clock::now() < deadline) {
     // The poller stops when its next interval would overshoot the deadline;
     // the last reading belongs at the deadline itself, so that --timeout
     // means what it says.
@@ -95,7 +90,7 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
     return result;
   }
   result.seconds = seconds_since(t0);
-  if (all_free()) {
+  if (all_free) {
     result.status = FreeWaitResult::Status::free;
     return result;
   }

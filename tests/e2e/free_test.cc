@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "watch_child.h"
 
 namespace gpureap::e2e {
 namespace {
@@ -710,6 +711,110 @@ TEST(Free, ReusedPidIsNeverSignalled) {
     EXPECT_TRUE(reported) << j["actions"].dump(1);
     ::kill(impostor, SIGKILL);  // our own child
     ::waitpid(impostor, nullptr, 0);
+  }
+}
+
+// An agent (`gpureap --json watch --no-listen`) on `node`, its "started" line read.
+struct AgentOn {
+  WatchChild child;
+  bool started = false;
+  explicit AgentOn(const SimNode& node)
+      : child(WatchChild::gpureap(node, {"--json", "watch", "--no-listen"})) {
+    using namespace std::chrono_literals;
+    if (auto first = child.next_line(30s))
+      started = first->text.find("\"started\"") != std::string::npos;
+  }
+};
+
+// W2-20: the agent keeps a process that closed its device files as a holder until its
+// next full scan; free plans from that answer, but signals only what a direct read just
+// before the signal confirms.
+TEST(Free, W2_20_AProcessThatClosedItsDeviceFilesIsNotSignalled) {
+  using namespace std::chrono_literals;
+  SimNode node({"--gpus", "2", "--memory", "80GiB"});
+  AgentOn agent(node);
+  ASSERT_TRUE(agent.started) << agent.child.transcript();
+  // A monitoring script after nvmlShutdown(): it had /dev/nvidia1 open, closed it, lives on.
+  int ready[2], closed[2];
+  ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(closed, O_CLOEXEC), 0);
+  pid_t script = ::fork();
+  ASSERT_GE(script, 0);
+  if (script == 0) {
+    int fd = ::open((node.dir() + "/dev/nvidia1").c_str(), O_RDONLY | O_CLOEXEC);
+    char c = 1;
+    (void)!::write(ready[1], &c, 1);
+    (void)!::read(closed[0], &c, 1);  // until told to close it
+    ::close(fd);
+    (void)!::write(ready[1], &c, 1);
+    ::pause();
+    ::_exit(0);
+  }
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reap{script};
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  // The agent sees it as a holder of GPU 1 ...
+  ASSERT_TRUE(SimNode::eventually([&] {
+    auto j = node.gpureap({"--json", "status", "--gpu", "1"}).json();
+    for (const auto& g : j["gpus"])
+      for (const auto& h : g["holders"])
+        if (h["pid"] == script) return true;
+    return false;
+  }));
+  // ... and keeps it after the close; a direct scan does not.
+  ASSERT_EQ(::write(closed[1], &c, 1), 1);
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  auto r = node.gpureap(free_args({"--gpu", "1", "--timeout", "10s"}));
+  EXPECT_TRUE(alive(script)) << r.out << r.err;
+  auto j = r.json();
+  EXPECT_FALSE(any_action(j, script, "SIGTERM")) << j.dump(1);
+  EXPECT_FALSE(any_action(j, script, "SIGKILL")) << j.dump(1);
+  if (j["plan"]["targets"].size() == 1u) {  // planned from the agent's stale answer
+    EXPECT_NE(r.out.find("no longer holds GPU 1"), std::string::npos) << j.dump(1);
+  }
+  for (int fd : {ready[0], ready[1], closed[0], closed[1]}) ::close(fd);
+  EXPECT_EQ(agent.child.terminate(), 0) << agent.child.transcript();
+}
+
+// W2-02: an agent answers only for the node it watches. A free whose environment names
+// another node (GPUREAP_SIM_DIR, GPUREAP_DEV_DIR: what `gpureap-sim node` exports), with
+// the agent's state directory, plans from its own scan of that node.
+TEST(Free, W2_02_TheAgentOfAnotherNodeIsNotAsked) {
+  SimNode a({"--gpus", "4", "--memory", "80GiB"});
+  SimNode b({"--gpus", "2", "--memory", "40GiB"});
+  auto held = a.hold({"--gpu", "2", "--bytes", "9GiB", "--children", "1", "--orphan"});
+  ASSERT_EQ(held.holders.size(), 1u);
+  AgentOn agent(a);
+  ASSERT_TRUE(agent.started) << agent.child.transcript();
+  const auto same_state =
+      std::map<std::string, std::string>{{"GPUREAP_STATE_DIR", a.env().at("GPUREAP_STATE_DIR")}};
+  auto status = b.gpureap({"--json", "status"}, std::chrono::seconds(60), same_state);
+  EXPECT_EQ(status.json()["source"], "scan") << status.out;
+  EXPECT_EQ(status.json()["gpus"].size(), 2u) << status.out;
+  auto r = b.gpureap(free_args({"--all"}), std::chrono::seconds(60), same_state);
+  EXPECT_TRUE(alive(held.holders[0].first)) << r.out << r.err;
+  // The same node, named the same way, is still answered by its agent.
+  auto own = a.gpureap({"--json", "status"});
+  EXPECT_EQ(own.json()["source"], "agent") << own.out;
+  EXPECT_EQ(agent.child.terminate(), 0) << agent.child.transcript();
+}
+
+// A device directory named on purpose that is not there is a system error (exit 3,
+// status's help), not an idle node: status and free say so.
+TEST(Free, AMissingDeviceDirectoryExits3) {
+  SimNode node({"--gpus", "1"});
+  for (const auto& cmd :
+       {std::vector<std::string>{"--dev-dir", "/nonexistent", "status"},
+        std::vector<std::string>{"--dev-dir", "/nonexistent", "free", "--all", "--yes"}}) {
+    auto r = node.gpureap(cmd);
+    EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+    EXPECT_NE(r.err.find("/nonexistent"), std::string::npos) << r.err;
   }
 }
 

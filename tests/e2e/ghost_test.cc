@@ -217,5 +217,22 @@ TEST(Ghost, FreeResetTakesAGhostAsACandidateAndAMonitoringClientBlocksItByName) 
   EXPECT_TRUE(after["gpus"][1]["busy_without_process"].is_null()) << after["gpus"][1].dump();
 }
 
+// Verdicts are measurements at the end: a GPU that turns ghost as free kills its holder
+// (busy with no process afterwards) is reported as a ghost, not freed, exit 1.
+TEST(Ghost, FreeOnAGpuThatTurnsGhostIsNotFreed) {
+  SimNode node({"--gpus", "2", "--memory", "96GiB"});
+  auto held = node.hold({"--gpu", "1", "--bytes", "2GiB", "--ghost"});
+  ASSERT_EQ(held.holders.size(), 1u);
+  auto r = node.gpureap({"--json", "free", "--gpu", "1", "--yes", "--timeout", "5s"});
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  auto j = r.json();
+  ASSERT_EQ(j["gpus"].size(), 1u);
+  EXPECT_FALSE(j["gpus"][0]["freed"]) << j.dump(1);
+  bool ghost = false;
+  for (const auto& l : j["leftovers"]) ghost = ghost || l["class"] == "ghost_gpu";
+  EXPECT_TRUE(ghost) << j.dump(1);
+  EXPECT_FALSE(alive(held.holders[0].first));
+}
+
 }  // namespace
 }  // namespace gpureap::e2e

@@ -113,5 +113,25 @@ TEST(Wait, NonUtf8CommandLineGivesValidJsonAndExit5) {
   EXPECT_NE(j["status"].dump().find("caf\xef\xbf\xbd-"), std::string::npos);
 }
 
+// W2-14: every selected GPU is checked in the same final reading. GPU 0 is free when
+// the wait starts and is taken again before GPU 1 is released: not "GPU 0,1 free".
+TEST(Wait, W2_14_AGpuSeenFreeOnceIsNotFreeForGood) {
+  SimNode node({"--gpus", "2", "--memory", "80GiB"});
+  auto g1 = node.hold({"--gpu", "1", "--bytes", "10GiB"});
+  pid_t holder = g1.holders.at(0).first;
+  std::uint64_t start = start_time_of(holder);
+  std::thread later([&] {
+    std::this_thread::sleep_for(700ms);
+    node.hold({"--gpu", "0", "--bytes", "20GiB"});
+    std::this_thread::sleep_for(700ms);
+    kill_holder(holder, start);
+  });
+  auto r = node.gpureap({"--json", "wait", "--gpu", "0,1", "--timeout", "4s"});
+  later.join();
+  EXPECT_EQ(r.exit_code, 5) << "GPU 0 holds 20 GiB again: " << r.out << r.err;
+  auto j = r.json();
+  EXPECT_FALSE(j["free"]) << j.dump(1);
+}
+
 }  // namespace
 }  // namespace gpureap::e2e
