@@ -356,8 +356,12 @@ class Agent {
     }
     lock_busy_said_.clear();
 
-    // The fresh look: the agent's view may keep a holder that let go (W2-20).
-    inventory::Inventory inv = node_.look();
+    // The fresh look: the agent's view may keep a holder that let go (W2-20). What
+    // the agent saw die stays known to it and to the engine's own looks.
+    node_.remember_witnessed(watcher_.inventory());
+    inventory::CollectOptions look;
+    look.dead_parents = watcher_.dead_parents();
+    inventory::Inventory inv = node_.look(look);
     reclaim::Selection selection;
     selection.orphans_only = true;
     for (const auto& view : inv.gpus)

@@ -50,14 +50,24 @@ Inventory Node::look(CollectOptions options) {
       for (auto& w : own)
         if (std::find(inv.warnings.begin(), inv.warnings.end(), w) == inv.warnings.end())
           inv.warnings.push_back(std::move(w));
+      remember_witnessed(inv);
       return inv;
     }
   }
   options.proc_root = config_.proc_root;
   options.clock = clock_;
+  if (options.witnessed.empty()) options.witnessed = witnessed_;
   Inventory inv = collect_inventory(*gpus_, devices_, baselines_, options);
   inv.node = identity();
   return inv;
+}
+
+void Node::remember_witnessed(const Inventory& inv) {
+  witnessed_.clear();
+  for (const auto& view : inv.gpus)
+    for (const auto& gh : view.holders)
+      if (gh.holder.orphan_evidence == proc::OrphanEvidence::witnessed)
+        witnessed_.push_back(gh.holder);
 }
 
 NodeIdentity Node::identity() const {

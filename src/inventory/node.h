@@ -60,6 +60,12 @@ class Node {
   /// scans); the agent records the baselines then, this node does not.
   /// The node's proc root and clock replace those of `options`.
   Inventory look(CollectOptions options = {});
+  /// What the agent saw die no later direct look can see: the orphans `inv` calls
+  /// orphaned by that (OrphanEvidence::witnessed) stay orphaned in this node's later
+  /// looks while each is the same process, still adopted by the same parent
+  /// (CollectOptions::witnessed). look() does it for an agent's answer; the agent's
+  /// reaper for its own view before it frees.
+  void remember_witnessed(const Inventory& inv);
   /// Writes the baselines learnt by look() (a read-only state dir only costs them).
   Result<void> save_baselines() { return baselines().save(); }
 
@@ -92,6 +98,7 @@ class Node {
   BaselineStore baselines_ = BaselineStore::in_memory();
   bool loaded_ = false;
   bool agent_asked_ = false;  // only the first look asks the agent
+  std::vector<proc::Holder> witnessed_;  // the agent's witnessed orphans (CollectOptions::witnessed)
   const std::atomic<bool>* interrupted_ = nullptr;
 };
 
