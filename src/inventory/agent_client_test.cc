@@ -127,7 +127,8 @@ Inventory agents_inventory() {
 
 TEST(AskAgent, TheAgentsInventoryMarkedAsItsAnswer) {
   TestTempDir dir;
-  const Inventory sent = agents_inventory();
+  Inventory sent = agents_inventory();
+  sent.node = {"/sim/dev", "/proc", "/opt/sim/libnvidia-ml.so.1", "/sim"};
   FakeAgent agent(agent_socket_path(dir.dir()), encode_inventory(sent));
   auto got = ask_agent(agent_socket_path(dir.dir()), 5s);
   ASSERT_TRUE(got) << got.error().message;
@@ -137,6 +138,7 @@ TEST(AskAgent, TheAgentsInventoryMarkedAsItsAnswer) {
   ASSERT_EQ(got->gpus[0].holders.size(), 2u);
   EXPECT_EQ(got->gpus[0].holders[0].holder.id.pidfs_ino, 77u);
   EXPECT_EQ(got->processes_scanned, 4321u);
+  EXPECT_EQ(got->node, sent.node) << "the node it watches travels with the answer (W2-02)";
   EXPECT_EQ(agent.stop(), std::vector<std::string>{"inventory"});
 }
 
@@ -251,9 +253,16 @@ struct TestNode {
   }
 };
 
+// The agent's answer, describing the node `t` looks at.
+std::string agents_answer_for(const TestNode& t) {
+  Inventory inv = agents_inventory();
+  inv.node = t.node.identity();
+  return encode_inventory(inv);
+}
+
 TEST(NodeLook, TheFirstLookIsTheAgentsTheNextOnesAreDirect) {
   TestNode t(true);
-  FakeAgent agent(agent_socket_path(t.dir.path("state")), encode_inventory(agents_inventory()));
+  FakeAgent agent(agent_socket_path(t.dir.path("state")), agents_answer_for(t));
   Inventory first = t.node.look();
   EXPECT_EQ(first.source, "agent");
   ASSERT_EQ(first.gpus.size(), 1u);
@@ -273,7 +282,7 @@ TEST(NodeLook, TheFirstLookIsTheAgentsTheNextOnesAreDirect) {
 
 TEST(NodeLook, ExcludedPidsAreDroppedFromTheAgentsAnswer) {
   TestNode t(true);
-  FakeAgent agent(agent_socket_path(t.dir.path("state")), encode_inventory(agents_inventory()));
+  FakeAgent agent(agent_socket_path(t.dir.path("state")), agents_answer_for(t));
   CollectOptions options;
   options.exclude = {100};
   Inventory inv = t.node.look(options);
@@ -281,6 +290,21 @@ TEST(NodeLook, ExcludedPidsAreDroppedFromTheAgentsAnswer) {
   ASSERT_EQ(inv.gpus[0].holders.size(), 1u);
   EXPECT_EQ(inv.gpus[0].holders[0].holder.id.pid, 101);
   EXPECT_EQ(inv.gpus[0].attributed_bytes, 20 * kGiB);
+}
+
+// W2-02: an agent watching another node (another device directory, NVML library or
+// simulator directory) is not used: the look is this node's own scan.
+TEST(NodeLook, W2_02_AnAgentOfAnotherNodeIsNotUsed) {
+  TestNode t(true);
+  Inventory other = agents_inventory();
+  other.node = t.node.identity();
+  other.node.dev_dir = "/dev";
+  other.node.sim_dir = "";
+  FakeAgent agent(agent_socket_path(t.dir.path("state")), encode_inventory(other));
+  Inventory inv = t.node.look();
+  EXPECT_EQ(inv.source, "scan");
+  EXPECT_EQ(inv.gpus[0].info.uuid, "GPU-local-0");
+  EXPECT_EQ(inv.node, t.node.identity());
 }
 
 TEST(NodeLook, NoAgentMeansADirectScan) {
