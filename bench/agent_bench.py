@@ -33,27 +33,44 @@ def timed(argv, env):
     return time.perf_counter() - t, r
 
 
-class Agent:
+class EventReader:
+    """A child that writes JSON lines; each read with a deadline."""
+
+    def __init__(self, argv, env=None):
+        self.p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.buf = b""
+
+    def next_event(self, kind, timeout):
+        # Lines are split here, from raw reads: select() on a buffered file object
+        # misses lines already read into its buffer (two events in one read: the
+        # second was never seen, "no memory_freed event within 10 s").
+        deadline = time.time() + timeout
+        fd = self.p.stdout.fileno()
+        while True:
+            while b"\n" in self.buf:
+                line, self.buf = self.buf.split(b"\n", 1)
+                event = json.loads(line)
+                if event.get("event") == kind:
+                    return event, time.time()
+            left = deadline - time.time()
+            if left <= 0:
+                break
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                break
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise RuntimeError("agent exited: " + self.p.stderr.read().decode(errors="replace"))
+            self.buf += chunk
+        raise RuntimeError(f"no {kind} event within {timeout} s")
+
+
+class Agent(EventReader):
     """`gpureap --json watch` as a child; its JSON lines read with a deadline."""
 
     def __init__(self, gpureap, env, *args):
-        self.p = subprocess.Popen([gpureap, "--json", "watch", "--no-listen", *args], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+        super().__init__([gpureap, "--json", "watch", "--no-listen", *args], env)
         self.started = self.next_event("started", 30)
-
-    def next_event(self, kind, timeout):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            ready, _, _ = select.select([self.p.stdout], [], [], max(0, deadline - time.time()))
-            if not ready:
-                break
-            line = self.p.stdout.readline()
-            if not line:
-                raise RuntimeError("agent exited: " + self.p.stderr.read())
-            event = json.loads(line)
-            if event.get("event") == kind:
-                return event, time.time()
-        raise RuntimeError(f"no {kind} event within {timeout} s")
 
     def cpu_seconds(self):
         """utime+stime of the agent and its children (the NVML worker), in seconds."""

@@ -126,6 +126,14 @@ class Agent {
       http_.emplace(std::move(*http));
     }
     watcher_.refresh(true);  // announced by loop(), after the "started" line
+    if (options_.textfile_dir) {
+      // A directory that cannot be written at start is a mistake to say now, not
+      // an export that silently never happens (W2-07).
+      std::string text = metrics_text();
+      if (auto written = write_textfile(*options_.textfile_dir, text); !written)
+        return std::unexpected(written.error());
+      last_textfile_ = std::move(text);
+    }
     return {};
   }
 
@@ -191,10 +199,24 @@ class Agent {
     const auto& inv = watcher_.inventory();
     for (auto& event : detector_.observe(inv, wall_now(), watcher_.dead_parents())) emit(event);
     track_orphans(inv);
-    if (options_.textfile_dir) {
-      std::string text = metrics_text();
-      if (text != last_textfile_ && write_textfile(*options_.textfile_dir, text)) last_textfile_ = text;
+    if (options_.textfile_dir) update_textfile();
+  }
+
+  /// Rewrites the textfile when its text changed. A failure is said once, and so
+  /// is the recovery: not a line per tick (W2-07).
+  void update_textfile() {
+    std::string text = metrics_text();
+    if (text == last_textfile_) return;
+    auto written = write_textfile(*options_.textfile_dir, text);
+    if (written) {
+      last_textfile_ = std::move(text);
+      if (textfile_failing_ && options_.problems)
+        options_.problems("--textfile " + *options_.textfile_dir + ": written again");
+    } else if (!textfile_failing_ && options_.problems) {
+      options_.problems(written.error().message +
+                        "; the metrics there are stale until it can be written again");
     }
+    textfile_failing_ = !written;
   }
 
   void emit(const inventory::Event& event) {
@@ -444,6 +466,7 @@ class Agent {
   std::set<proc::ProcessId> reaped_;          // due holders a reap was tried for
   std::set<proc::ProcessId> lock_busy_said_;  // due when the free lock was last found busy
   std::string last_textfile_;
+  bool textfile_failing_ = false;  // the last write failed (said once)
   double last_scrape_seconds_ = 0;
   std::optional<util::Clock::time_point> last_refresh_;
   std::string scrape_text_;  // what the last scrape rendered, and when

@@ -20,6 +20,11 @@
 
 namespace gpureap::agent {
 
+/// Where the agent's own operating problems go, one sentence each, said once per
+/// change of state (the textfile cannot be written; it can again): the CLI
+/// prints them on stderr (library code never prints).
+using ProblemSink = std::function<void(const std::string&)>;
+
 struct AgentOptions {
   WatchOptions watch;
   std::optional<std::string> listen;        // ADDR:PORT for /metrics; nullopt: no HTTP
@@ -30,7 +35,8 @@ struct AgentOptions {
   std::optional<std::chrono::milliseconds> reap_orphans_after;  // nullopt: never reap
   std::string keep_regex;                   // holders whose command line matches are never reaped
   bool reap_dry_run = false;
-  std::string version;                      // for gpureap_build_info
+  std::string version;   // for gpureap_build_info
+  ProblemSink problems;  // nullptr: not said
 };
 
 /// Where events go (the CLI renders and prints them: library code never prints).
@@ -45,7 +51,7 @@ using StartedFn = std::function<void(const std::optional<std::string>& listen, s
 /// Runs until `stop` is set (SIGTERM/SIGINT) and returns 0; `reload` set (SIGHUP)
 /// calls `reload_options` and applies what it returns. Fails before the loop
 /// starts: another agent holds the lock (its pid named), the socket or the
-/// listen address cannot be bound.
+/// listen address cannot be bound, the --textfile directory cannot be written.
 Result<void> run_agent(inventory::Node& node, AgentOptions options, const EventSink& sink,
                        const std::atomic<bool>& stop, std::atomic<bool>& reload,
                        const std::function<Result<AgentOptions>()>& reload_options,

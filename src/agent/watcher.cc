@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <iterator>
 
@@ -28,6 +29,18 @@ std::optional<proc::StatInfo> read_stat(int proc_fd, pid_t pid, proc::ReadBuffer
   auto stat = proc::parse_stat(buf.view());
   if (!stat) return std::nullopt;
   return std::move(*stat);
+}
+
+/// Seconds since boot (/proc/uptime, the clock of a process's start time); 0
+/// when unreadable.
+double read_uptime(const std::string& proc_root) {
+  UniqueFd proc_fd(proc::open_dir_at(AT_FDCWD, proc_root.c_str()));
+  proc::ReadBuffer buf;
+  if (!proc_fd.valid() || proc::read_file_at(proc_fd.get(), "uptime", buf) != 0) return 0;
+  std::string_view text = buf.view();
+  double seconds = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  return ec == std::errc() ? seconds : 0;
 }
 
 }  // namespace
@@ -89,21 +102,43 @@ void Watcher::full_scan() {
 }
 
 void Watcher::take_snapshot() {
-  // A hung NVML (or GPU) is not asked again by the source; the agent must recover
-  // when the driver does, so it asks afresh, less and less often (2 s, doubling up
-  // to 5 min), and only once the helper that hung has exited.
+  // A hung NVML (or GPU) is not asked again by the source, nor is a driver whose
+  // nvmlInit failed (not loaded yet at boot, a reload): the agent must recover
+  // when the driver does, so it asks afresh, backed off (kRetryStart doubling to
+  // kHangRetryMax after a hang, kInitRetryMax after a failed start), and only
+  // once the helper that hung has exited. The probe is prefetched: the loop keeps
+  // the last snapshot until the fresh helper answers (at most the NVML deadline),
+  // so a driver that is still stuck never holds up the loop, and one that answers
+  // again is seen at the next tick (W2-04, W2-22).
+  auto& gpus = node_.gpus();
+  const auto now = node_.clock().now();
   const bool hung = snapshot_.state == gpu::NvmlState::hung ||
                     std::any_of(snapshot_.gpus.begin(), snapshot_.gpus.end(),
                                 [](const gpu::GpuInfo& g) { return g.hung; });
-  if (hung) {
-    auto now = node_.clock().now();
-    if (now >= next_nvml_retry_) {
-      if (node_.gpus().retry_after_hang())
-        nvml_backoff_ = std::min<std::chrono::seconds>(nvml_backoff_ * 2, std::chrono::minutes(5));
-      next_nvml_retry_ = now + nvml_backoff_;
+  const bool not_started = snapshot_.state == gpu::NvmlState::init_failed ||
+                           snapshot_.state == gpu::NvmlState::library_missing;
+  if (!hung && !not_started) {
+    nvml_backoff_ = kRetryStart;
+    next_nvml_retry_ = now + kRetryStart;  // the first retry, should this reading fail
+    probe_since_.reset();
+  } else if (!probe_since_ && now >= next_nvml_retry_) {
+    if (gpus.retry_after_failure()) {
+      gpus.prefetch_snapshot();
+      probe_since_ = now;
     }
-  } else {
-    nvml_backoff_ = std::chrono::seconds(2);
+    next_nvml_retry_ = now + nvml_backoff_;
+    nvml_backoff_ = std::min(nvml_backoff_ * 2, hung ? kHangRetryMax : kInitRetryMax);
+  }
+  auto deadline = options_.nvml_deadline;
+  if (probe_since_) {
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - *probe_since_);
+    if (gpus.snapshot_in_flight()) {
+      if (waited < deadline) return;
+      // The probe's deadline counts from when it was sent: a helper still silent
+      // past it is a hang, found without waiting again.
+      deadline = std::max(std::chrono::milliseconds(1), deadline - waited);
+    }
+    probe_since_.reset();
   }
   // The snapshot being replaced joins the utilization history; a GPU that did
   // not say starts its window afresh.
@@ -117,7 +152,7 @@ void Watcher::take_snapshot() {
     if (history.size() >= inventory::kBusyTicks)
       history.erase(history.begin(), history.end() - (inventory::kBusyTicks - 1));
   }
-  snapshot_ = node_.gpus().snapshot(options_.nvml_deadline);
+  snapshot_ = gpus.snapshot(deadline);
 }
 
 void Watcher::incremental_scan() {
@@ -180,6 +215,12 @@ void Watcher::rebuild() {
   proc::ScanResult scan;
   scan.holders.reserve(holders_.size());
   for (const auto& [pid, h] : holders_) scan.holders.push_back(h);
+  // Ages as of now, not as of the scan that found each holder (held between full
+  // scans, it keeps growing): the same rule as the scan's, at answer time (W2-21).
+  static const double clk_tck = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  if (const double uptime = read_uptime(node_.proc_root()); uptime > 0 && clk_tck > 0)
+    for (auto& h : scan.holders)
+      h.age_seconds = std::max(0.0, uptime - static_cast<double>(h.id.start_time) / clk_tck);
   scan.problems = problems_;
   scan.processes_scanned = full_scans_ > 0 ? seen_pids_.size() : processes_scanned_;
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -67,7 +68,7 @@ class Watcher {
   void rescan(const std::set<pid_t>& pids);  // these pids only, fds and maps
   void rebuild();  // the inventory from holders_ and the last NVML snapshot
   void rewatch();
-  void take_snapshot();  // NVML, with a retry (backed off) after a hang
+  void take_snapshot();  // NVML, with a retry (backed off) after a hang or a failed start
 
   inventory::Node& node_;
   WatchOptions options_;
@@ -84,8 +85,14 @@ class Watcher {
   std::map<int, std::shared_ptr<Watched>> watched_;  // by fd
   std::map<pid_t, inventory::DeadParent> dead_parents_;
   util::Clock::time_point next_full_{};
-  util::Clock::time_point next_nvml_retry_{};  // after a hang: when to ask NVML again
-  std::chrono::seconds nvml_backoff_{2};
+  // After a hang or a failed start: when to ask NVML again, and since when a
+  // fresh helper's first answer is awaited.
+  static constexpr std::chrono::milliseconds kRetryStart{1000};
+  static constexpr std::chrono::milliseconds kHangRetryMax{2000};
+  static constexpr std::chrono::milliseconds kInitRetryMax{30000};
+  util::Clock::time_point next_nvml_retry_{};
+  std::optional<util::Clock::time_point> probe_since_;
+  std::chrono::milliseconds nvml_backoff_{kRetryStart};
   std::uint64_t full_scans_ = 0;
   std::uint64_t incremental_scans_ = 0;
 };

@@ -83,6 +83,7 @@ inline constexpr const char* kWatchExitHelp =
     "  0  stopped by SIGTERM or SIGINT\n"
     "  2  usage error (bad flag, duration, group, regular expression or options file)\n"
     "  3  could not start: another gpureap watch holds the lock, the socket or --listen\n"
-    "     address cannot be bound, the state or device directory cannot be used";
+    "     address cannot be bound, the state or device directory cannot be used, the\n"
+    "     --textfile directory cannot be written";
 
 }  // namespace gpureap::cli

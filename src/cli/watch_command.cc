@@ -2,13 +2,18 @@
 // -> every event rendered by report/watch_events, one line each, as it happens.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <grp.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <fstream>
 #include <set>
+#include <string_view>
 
 #include "agent/agent.h"
 #include "agent/http_server.h"
@@ -20,6 +25,7 @@
 #include "report/watch_events.h"
 #include "util/pattern.h"
 #include "util/queued_writer.h"
+#include "util/text.h"
 #include "util/units.h"
 
 namespace gpureap::cli {
@@ -105,14 +111,52 @@ Result<agent::AgentOptions> to_agent_options(const WatchFlags& f, const std::str
   return o;
 }
 
+/// The keys an options file may set (the reloadable options).
+constexpr std::array<std::string_view, 5> kFileKeys{"tick", "per-holder-metrics",
+                                                    "reap-orphans-after", "keep", "reap-dry-run"};
+
+/// Every line of an options file is blank, a comment or `key = value` with a key
+/// of kFileKeys: CLI11's reader drops what it does not know, and a dropped
+/// `keep` (misspelt, or under an INI `[section]`) would get the holder it
+/// protects reaped (W2-05). The error names the line and the key. A file that
+/// cannot be read is left to CLI11, which says why.
+Result<void> check_options_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {};
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::string_view text = trim(line);
+    if (text.empty() || text.front() == '#' || text.front() == ';') continue;
+    auto where = [&] { return fmt::format("--config {}, line {}", path, number); };
+    if (text.front() == '[')
+      return fail(
+          fmt::format("{}: sections are not read ({}): put the keys at the top of the "
+                      "file, without a section",
+                      where(), report::terminal_text(text)));
+    const auto eq = text.find('=');
+    if (eq == std::string_view::npos)
+      return fail(fmt::format("{}: expected `key = value`, got '{}'", where(),
+                              report::terminal_text(text)));
+    std::string_view key = trim(text.substr(0, eq));
+    if (key.size() >= 2 && key.front() == '"' && key.back() == '"')
+      key = key.substr(1, key.size() - 2);
+    if (std::find(kFileKeys.begin(), kFileKeys.end(), key) == kFileKeys.end())
+      return fail(fmt::format("{}: unknown key '{}' (the file takes {})", where(),
+                              report::terminal_text(key), fmt::join(kFileKeys, ", ")));
+  }
+  return {};
+}
+
 /// The options file (TOML/INI, `key = value`, CLI11's reader): its keys override
 /// the defaults, the command line overrides both.
 Result<WatchFlags> read_options_file(const std::string& path, const WatchFlags& given,
                                      const std::set<std::string>& on_command_line) {
+  if (auto checked = check_options_file(path); !checked) return std::unexpected(checked.error());
   CLI::App app("gpureap watch options file");
   WatchFlags file = given;
   add_reloadable_options(app, file);
   app.set_config("--config", path, "", true);
+  app.allow_config_extras(false);
   try {
     app.parse(std::vector<std::string>{});
   } catch (const CLI::ParseError& e) {
@@ -128,6 +172,16 @@ Result<WatchFlags> read_options_file(const std::string& path, const WatchFlags& 
   take("keep", &WatchFlags::keep);
   take("reap-dry-run", &WatchFlags::reap_dry_run);
   return merged;
+}
+
+/// The reloadable options in force, for the line a reload prints: each key of
+/// the options file with its value (given as text).
+std::string reloadable_in_force(const WatchFlags& f) {
+  return fmt::format(
+      "tick={}, per-holder-metrics={}, reap-orphans-after={}, keep={}, "
+      "reap-dry-run={}",
+      f.tick, f.per_holder, f.reap_after.empty() ? "off" : f.reap_after,
+      f.keep.empty() ? "(none)" : "'" + f.keep + "'", f.reap_dry_run);
 }
 
 std::atomic<bool> g_stop{false};
@@ -180,6 +234,10 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given,
   ::signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the agent
   node.set_interrupt_flag(&g_stop);
 
+  options->problems = [](const std::string& problem) {
+    print_err(fmt::format("gpureap watch: {}\n", report::terminal_text(problem)));
+  };
+
   const bool json = global.json;
   const report::Style style = stdout_style(global);
   // Events go through a queue written by a thread of its own: a reader that
@@ -204,6 +262,9 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given,
     if (!fresh)
       print_err(fmt::format("gpureap watch: SIGHUP: {}; keeping the options in force\n",
                             report::terminal_text(fresh.error().message)));
+    else if (!flags.config.empty())
+      print_err(fmt::format("gpureap watch: reloaded {}: {}\n", report::terminal_text(flags.config),
+                            report::terminal_text(reloadable_in_force(*merged))));
     return fresh;
   };
   std::string socket = inventory::agent_socket_path(*state);
@@ -231,7 +292,8 @@ void add_watch_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
       "first look of `free` and `wait`) instantly over <state dir>/agent.sock.\n"
       "It reads NVML and new processes every --tick, watches each holder's parent through a\n"
       "pidfd (an orphan is announced within milliseconds of its parent's death) and re-scans all\n"
-      "of /proc every --full-scan-interval. SIGTERM or SIGINT stop it; SIGHUP re-reads --config.\n\n"
+      "of /proc every --full-scan-interval. SIGTERM or SIGINT stop it; SIGHUP re-reads "
+      "--config.\n\n"
       "Examples:\n"
       "  gpureap watch                                  metrics on http://127.0.0.1:9847/metrics\n"
       "  gpureap --json watch --no-listen               events as JSON lines only\n"

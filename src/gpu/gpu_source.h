@@ -4,9 +4,10 @@
 // fake for unit tests. The simulated driver in sim/ is exercised through the
 // real implementation, so end-to-end tests use the same code path as a GPU host.
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <optional>
-#include <sys/types.h>
 #include <string>
 #include <vector>
 
@@ -65,13 +66,21 @@ class GpuSource {
   virtual void prefetch_snapshot() {}
 
   /// For long-running callers (the agent), after a snapshot that hung (as a whole,
-  /// or some GPUs): a hang as a whole is remembered and every call refused, and a
-  /// GPU whose query is stuck is not asked again by the same helper. This starts
-  /// afresh: the hang forgotten, the helper replaced, so the next call asks NVML
-  /// again, but only once no earlier helper is stuck in the driver (one that
-  /// cannot be killed is not joined by another that would get stuck too).
+  /// or some GPUs) or failed to start NVML (library missing, nvmlInit failed: a
+  /// driver not loaded yet at boot, a driver reload): a hang or a failed start is
+  /// remembered and every call refused, and a GPU whose query is stuck is not
+  /// asked again by the same helper. This starts afresh: the failure forgotten,
+  /// the helper replaced, so the next call asks NVML again (nvmlInit included),
+  /// but only once no earlier helper is stuck in the driver (one that cannot be
+  /// killed is not joined by another that would get stuck too).
   /// Returns whether the next call will ask afresh. The default: nothing to do.
-  virtual bool retry_after_hang() { return false; }
+  virtual bool retry_after_failure() { return false; }
+
+  /// True while a snapshot asked for by prefetch_snapshot() has not been answered
+  /// yet, so that a caller that must not block (the agent's loop, probing a GPU
+  /// that hung) can keep its last snapshot and ask again later; snapshot() then
+  /// collects the answer at once. Never blocks. The default: nothing in flight.
+  virtual bool snapshot_in_flight() { return false; }
 };
 
 }  // namespace gpureap::gpu

@@ -1,11 +1,13 @@
 #include "gpu/nvml_source.h"
 
 #include <fmt/format.h>
+#include <poll.h>
 
 #include <cstdlib>
 #include <utility>
 
 #include "gpu/nvml_wire.h"
+#include "util/poll.h"
 
 namespace gpureap::gpu {
 namespace {
@@ -28,6 +30,8 @@ constexpr milliseconds kPrefetchMaxAge{1000};
 // otherwise: it must answer, hung GPUs marked, before gpureap gives up on it.
 constexpr milliseconds kPrefetchQueryLimit{1500};
 constexpr int kQueryLimitPercent = 75;
+// snapshot_in_flight(): reading a ready message that has begun to arrive.
+constexpr milliseconds kReadyReadLimit{100};
 
 // The request with the worker's per-GPU limit: what is left of the deadline, less a margin.
 json with_limit(json request, std::chrono::steady_clock::time_point end) {
@@ -167,7 +171,11 @@ std::expected<json, NvmlSource::Failure> NvmlSource::round_trip(const json& requ
                                                                 milliseconds deadline) {
   reap_stuck();
   if (remembered_) return std::unexpected(*remembered_);
-  const auto end = Clock::now() + deadline;
+  const auto start = Clock::now();
+  const auto end = start + deadline;
+  // How long the answer was awaited, for the message of a hang: a prefetched
+  // question has been waiting since it was sent.
+  if (prefetched_) deadline += std::chrono::duration_cast<milliseconds>(start - *prefetched_);
   if (!worker_) {
     if (auto spawned = spawn_worker(); !spawned) return std::unexpected(spawned.error());
   }
@@ -293,10 +301,12 @@ void NvmlSource::disconnect() {
   reap_stuck();
 }
 
-bool NvmlSource::retry_after_hang() {
+bool NvmlSource::retry_after_failure() {
   reap_stuck();
   if (!stuck_.empty()) return false;
-  if (remembered_ && remembered_->state == NvmlState::hung) {
+  if (remembered_) {
+    // A hang, a missing library or a failed nvmlInit: the next call starts a
+    // helper, which loads and initializes NVML afresh.
     remembered_.reset();
     return true;
   }
@@ -305,6 +315,19 @@ bool NvmlSource::retry_after_hang() {
   // killed stays in stuck_, and the next retry waits for it).
   disconnect();
   return stuck_.empty();
+}
+
+bool NvmlSource::snapshot_in_flight() {
+  reap_stuck();
+  if (!worker_ || !prefetched_) return false;
+  if (!worker_ready_) {
+    if (poll_until(worker_->fd(), POLLIN, Clock::now()) == 0) return true;
+    // The helper's first message is in: take it now (a small frame, already
+    // written), so that what is awaited is the snapshot's answer. A failure is
+    // remembered and snapshot() reports it at once.
+    if (!await_ready(Clock::now() + kReadyReadLimit, kReadyReadLimit)) return false;
+  }
+  return poll_until(worker_->fd(), POLLIN, Clock::now()) == 0;
 }
 
 }  // namespace gpureap::gpu

@@ -33,7 +33,8 @@ std::string resolve_nvml_library(std::string_view flag);
 /// state `hung` for good: every later call fails at once with the same message
 /// and no new worker is started (it would hang too). A worker that crashes or
 /// closes the connection gives `query_failed`; the next call starts a new one.
-/// `library_missing` and `init_failed` are remembered until disconnect().
+/// `library_missing` and `init_failed` are remembered until disconnect() or
+/// retry_after_failure().
 class NvmlSource : public GpuSource {
  public:
   explicit NvmlSource(std::string library_path);
@@ -57,7 +58,8 @@ class NvmlSource : public GpuSource {
   /// waiting; the next snapshot() collects the answer (if asked within 1 s:
   /// an older one is dropped and the snapshot taken again). Never blocks.
   void prefetch_snapshot() override;
-  bool retry_after_hang() override;
+  bool retry_after_failure() override;
+  bool snapshot_in_flight() override;
 
   const std::string& library_path() const { return library_path_; }
 

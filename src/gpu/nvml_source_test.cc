@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 namespace gpureap::gpu {
 namespace {
@@ -323,20 +324,20 @@ TEST_F(SimNode, HangInInitIsAHangToo) {
   EXPECT_THAT(s.problem, HasSubstr("NVML did not finish initializing within 500 ms"));
 }
 
-TEST_F(SimNode, AHangIsRememberedUntilRetryAfterHangOnceTheHelperHasExited) {
+TEST_F(SimNode, AHangIsRememberedUntilRetryAfterFailureOnceTheHelperHasExited) {
   set_mode("hang_init");
   NvmlSource source(GPUREAP_SIM_NVML);
   EXPECT_EQ(source.snapshot(500ms).state, NvmlState::hung);
   set_mode("ok");
   EXPECT_EQ(source.snapshot(500ms).state, NvmlState::hung) << "refused at once, no new helper";
   // The hung helper was SIGKILLed (the simulator's hang is killable): the agent may ask again.
-  EXPECT_TRUE(source.retry_after_hang());
+  EXPECT_TRUE(source.retry_after_failure());
   EXPECT_EQ(source.snapshot(5s).state, NvmlState::ok);
 }
 
-TEST_F(SimNode, AGpuStuckInItsHelperIsAskedAgainByANewOneAfterRetryAfterHang) {
+TEST_F(SimNode, AGpuStuckInItsHelperIsAskedAgainByANewOneAfterRetryAfterFailure) {
   NvmlSource source(GPUREAP_SIM_NVML);
-  EXPECT_FALSE(source.retry_after_hang()) << "no helper yet: nothing to replace";
+  EXPECT_FALSE(source.retry_after_failure()) << "no helper yet: nothing to replace";
   set_mode("hang_query gpu=1");
   GpuSnapshot s = source.snapshot(1000ms);
   ASSERT_EQ(s.gpus.size(), 8U);
@@ -345,11 +346,50 @@ TEST_F(SimNode, AGpuStuckInItsHelperIsAskedAgainByANewOneAfterRetryAfterHang) {
   // The same helper does not ask GPU 1 again while its query is stuck.
   EXPECT_TRUE(source.snapshot(1000ms).gpus.at(1).hung);
   const pid_t stuck_helper = *source.worker_pid();
-  EXPECT_TRUE(source.retry_after_hang());
+  EXPECT_TRUE(source.retry_after_failure());
   s = source.snapshot(5s);
   EXPECT_EQ(s.state, NvmlState::ok) << s.problem;
   EXPECT_TRUE(s.gpus.at(1).memory.has_value());
   EXPECT_NE(source.worker_pid(), stuck_helper);
+}
+
+// W2-22: an agent started before the driver answers must initialize NVML once it does.
+TEST_F(SimNode, AFailedInitIsRememberedUntilRetryAfterFailureW2_22) {
+  set_mode("init_fail");
+  NvmlSource source(GPUREAP_SIM_NVML);
+  EXPECT_EQ(source.snapshot(5s).state, NvmlState::init_failed);
+  set_mode("ok");
+  EXPECT_EQ(source.snapshot(5s).state, NvmlState::init_failed) << "remembered: no new helper";
+  EXPECT_TRUE(source.retry_after_failure());
+  GpuSnapshot s = source.snapshot(5s);
+  EXPECT_EQ(s.state, NvmlState::ok) << s.problem;
+  EXPECT_EQ(s.gpus.size(), 8U);
+}
+
+// W2-04: the agent probes a hung GPU without waiting in its loop for the answer.
+TEST_F(SimNode, APrefetchedSnapshotIsInFlightUntilTheHelperAnswersW2_04) {
+  NvmlSource source(GPUREAP_SIM_NVML);
+  EXPECT_FALSE(source.snapshot_in_flight()) << "nothing asked";
+  set_mode("hang_query");
+  source.prefetch_snapshot();
+  // The helper answers at its per-GPU limit (1.5 s), every GPU marked hung; until
+  // then the question is in flight and asking costs nothing.
+  EXPECT_TRUE(source.snapshot_in_flight());
+  const auto limit = Clock::now() + 10s;
+  while (source.snapshot_in_flight() && Clock::now() < limit) std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(source.snapshot_in_flight()) << "answered by the helper's own limit";
+  GpuSnapshot s = source.snapshot(2s);
+  ASSERT_EQ(s.gpus.size(), 8U) << s.problem;
+  EXPECT_TRUE(s.gpus[0].hung);
+
+  // A fresh helper once the driver answers again: its answer comes, nothing hung.
+  set_mode("ok");
+  EXPECT_TRUE(source.retry_after_failure());
+  source.prefetch_snapshot();
+  const auto limit2 = Clock::now() + 10s;
+  while (source.snapshot_in_flight() && Clock::now() < limit2) std::this_thread::sleep_for(20ms);
+  s = source.snapshot(5s);
+  EXPECT_EQ(s.state, NvmlState::ok) << s.problem;
 }
 
 TEST_F(SimNode, FailingQueriesAreQueryFailedWithNvmlsText) {

@@ -42,14 +42,6 @@ bool gpu_failing(const GpuView& view) {
   return view.info.hung || !view.info.problem.empty();
 }
 
-// NVML as a whole is down: it lists no GPU, or every GPU it lists failed. One
-// node-wide line then says so, not one line per GPU.
-bool node_down(const Inventory& inv) {
-  if (!gpu::lists_gpus(inv.nvml_state)) return true;
-  if (inv.nvml_state != gpu::NvmlState::partial || inv.gpus.empty()) return false;
-  return std::all_of(inv.gpus.begin(), inv.gpus.end(), gpu_failing);
-}
-
 std::string gpu_key(const GpuView& view) {
   return view.info.uuid.empty() ? fmt::format("#{}", view.info.index) : view.info.uuid;
 }
@@ -106,6 +98,12 @@ void track_holders(const GpuView& view, Pred pred,
 
 }  // namespace
 
+bool nvml_down(const Inventory& inv) {
+  if (!gpu::lists_gpus(inv.nvml_state)) return true;
+  if (inv.nvml_state != gpu::NvmlState::partial || inv.gpus.empty()) return false;
+  return std::all_of(inv.gpus.begin(), inv.gpus.end(), gpu_failing);
+}
+
 EventDetector::EventDetector(std::chrono::milliseconds unattributed_settle)
     : settle_seconds_(std::chrono::duration<double>(unattributed_settle).count()) {}
 EventDetector::~EventDetector() = default;
@@ -115,7 +113,7 @@ EventDetector& EventDetector::operator=(EventDetector&&) noexcept = default;
 std::vector<Event> EventDetector::observe(const Inventory& inv, double now,
                                           const std::map<pid_t, DeadParent>& dead_parents) {
   std::vector<Event> out;
-  const bool down = node_down(inv);
+  const bool down = nvml_down(inv);
   if (down && !nvml_down_) {
     Event e;
     e.kind = EventKind::nvml_down;

@@ -66,6 +66,11 @@ struct Event {
 /// announcing at once would cry "driver_held" at every free.
 inline constexpr std::chrono::milliseconds kUnattributedSettle{3000};
 
+/// NVML as a whole is down: it lists no GPU, or every GPU it lists failed or
+/// hung (no GPU can be read). The node-wide nvml_down/nvml_up events and the
+/// gpureap_nvml_up metric follow this one rule.
+bool nvml_down(const Inventory& inv);
+
 /// Remembers what was announced per GPU and turns each new inventory into the
 /// events of the change. The rules (docs/json-schema.md, "gpureap watch events"):
 ///  - orphaned_memory: the set of orphaned holders using a GPU grew; the event

@@ -52,6 +52,9 @@ ResetOutcome reset_gpu(const inventory::GpuView& view, const inventory::Inventor
     out.output = std::move(run->output);
     if (run->timed_out) out.output += "\n(gpureap: nvidia-smi did not finish in time and was killed)";
     out.exit_code = run->exit.exit_code();
+    // spawn_captured's words when the exec itself failed: say how to name another.
+    if (out.exit_code == 127 && out.output.starts_with("cannot run "))
+      out.output += "(gpureap: set GPUREAP_NVIDIA_SMI to the nvidia-smi to run)";
   }
   out.succeeded = out.exit_code == 0;
   return out;

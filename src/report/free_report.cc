@@ -8,6 +8,7 @@
 #include "report/names.h"
 #include "report/status_table.h"
 #include "report/terminal_text.h"
+#include "util/text.h"
 #include "util/units.h"
 
 namespace gpureap::report {
@@ -173,9 +174,20 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
     out += style.bold(fmt::format("Reset of GPU {}:\n", reset.gpu));
     for (const auto& b : reset.blockers) out += fmt::format("  blocked: {}\n", terminal_text(b));
     for (const auto& n : reset.notes) out += fmt::format("  note: {}\n", terminal_text(n));
-    if (reset.attempted)
-      out += fmt::format("  ran: {}\n  exit {}: {}\n", terminal_text(reset.command),
-                         reset.exit_code, terminal_text(reset.output));
+    if (reset.attempted) {
+      // nvidia-smi's own lines, each on a line of its own (W2-19: not one line
+      // with "\n" shown).
+      std::vector<std::string> said;
+      for_each_line(reset.output, [&](std::string_view l) {
+        if (!trim(l).empty()) said.push_back(terminal_text(trim(l)));
+      });
+      out += fmt::format("  ran: {}\n  exit {}{}", terminal_text(reset.command), reset.exit_code,
+                         said.size() == 1 ? ": " + said.front() + "\n"
+                         : said.empty()   ? "\n"
+                                          : ":\n");
+      if (said.size() > 1)
+        for (const auto& l : said) out += fmt::format("    {}\n", l);
+    }
   }
   if (!r.nvml_error.empty()) {
     std::string per_gpu = gpu_problems_text("NVML failed while verifying", r.gpus);

@@ -128,6 +128,31 @@ TEST(PlanText, LongReasonsWrapInTheirColumn) {
   EXPECT_EQ(out.find("re-parent "), std::string::npos) << out;
 }
 
+// W2-19(d): nvidia-smi's output, one line each, never "\n" shown literally.
+TEST(FreeText, ResetOutputKeepsItsLinesW2_19) {
+  reclaim::ReclaimReport r;
+  reclaim::ResetOutcome reset;
+  reset.gpu = 3;
+  reset.attempted = true;
+  reset.command = "nvidia-smi --gpu-reset -i 00000000:13:00.0";
+  reset.output = "GPU 00000000:13:00.0 was successfully reset.\nAll done.\n";
+  reset.exit_code = 0;
+  reset.succeeded = true;
+  r.resets.push_back(reset);
+  std::string out = free_text(r, Style{});
+  EXPECT_EQ(out.find("\\n"), std::string::npos) << out;
+  EXPECT_NE(
+      out.find("  exit 0:\n    GPU 00000000:13:00.0 was successfully reset.\n    All done.\n"),
+      std::string::npos)
+      << out;
+  r.resets[0].output = "cannot run nvidia-smi: No such file or directory\n";
+  r.resets[0].exit_code = 127;
+  out = free_text(r, Style{});
+  EXPECT_NE(out.find("  exit 127: cannot run nvidia-smi: No such file or directory\n"),
+            std::string::npos)
+      << out;
+}
+
 TEST(FreeText, EachGpuNvmlLostWhileVerifyingHasItsOwnLine) {
   reclaim::ReclaimReport r;
   for (unsigned i = 0; i < 3; ++i) {

@@ -300,10 +300,10 @@ std::string render_metrics(const MetricsInput& input) {
   x.sample({{"version", input.version}}, 1);
 
   x.family("gpureap_nvml_up", "gauge",
-           "1 when NVML lists the GPUs (one GPU failing alone shows in gpureap_gpu_up); 0 when "
-           "NVML is missing, failed or hung as a whole (byte series are then absent, the "
-           "/proc view remains).");
-  x.sample({}, gpu::lists_gpus(inv.nvml_state) ? 1 : 0);
+           "1 when NVML answers for at least one GPU (a GPU failing alone shows in "
+           "gpureap_gpu_up); 0 when NVML is missing, failed or hung as a whole, or no GPU can "
+           "be read (byte series are then absent, the /proc view remains).");
+  x.sample({}, inventory::nvml_down(inv) ? 0 : 1);
 
   x.family("gpureap_scrape_duration_seconds", "gauge",
            "Seconds gpureap took to refresh the figures shown (NVML and /proc).");

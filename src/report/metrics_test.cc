@@ -284,6 +284,22 @@ TEST(Metrics, UnknownMemoryIsNotExportedAsZero) {
   EXPECT_EQ(structure_problems(text), std::vector<std::string>{});
 }
 
+// W2-19(a): NVML hung on every GPU is NVML down, in the metric as in the events.
+TEST(Metrics, NvmlHungOnEveryGpuIsNvmlDownW2_19) {
+  auto inv = one_gpu();
+  inv.nvml_state = gpu::NvmlState::partial;
+  inv.gpus.push_back(gpu(1, 0));
+  for (auto& g : inv.gpus) {
+    g.info.memory.reset();
+    g.info.hung = true;
+    g.info.problem = fmt::format("GPU {}: NVML did not answer within 1500 ms", g.info.index);
+  }
+  auto text = render(inv);
+  EXPECT_TRUE(has_line(text, "gpureap_nvml_up 0")) << text;
+  EXPECT_TRUE(lines_starting(text, "gpureap_gpu_memory_used_bytes{").empty()) << text;
+  EXPECT_EQ(structure_problems(text), std::vector<std::string>{});
+}
+
 TEST(Metrics, WithoutNvmlGpusAreNamedByMinorOnly) {
   // Views built from device nodes: their index is the minor, not NVML's index.
   inventory::Inventory inv;

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "reclaim/plan.h"
 #include "report/json.h"
 #include "report/names.h"
 #include "report/terminal_text.h"
@@ -69,15 +71,32 @@ std::string then(const std::string& text, std::string next) {
   return text + " " + next;
 }
 
+// Why `free --orphans` would signal none of the event's holders (each protected:
+// GPU infrastructure, a supervisor), or nullopt when it would act on one: no line
+// advises a free that plans nothing (W2-19). The rule is free's own, by name (the
+// caller-dependent part, the free's own ancestors, cannot apply to an orphan).
+std::optional<std::string> protected_reason(const Event& e) {
+  std::optional<std::string> first;
+  const reclaim::CallerContext nobody;
+  for (const auto& h : e.holders) {
+    auto why = reclaim::protection_reason(h.id.pid, h.comm, false, nobody, false);
+    if (!why) return std::nullopt;
+    if (!first) first = fmt::format("{} pid {} is {}", terminal_text(h.comm, 32), h.id.pid, *why);
+  }
+  return first;
+}
+
 std::string describe(const Event& e, const Style& style) {
   const std::string detail = terminal_text(e.detail);
   const std::string gpu = e.gpu ? std::to_string(*e.gpu) : "?";
   switch (e.kind) {
     case EventKind::orphaned_memory: {
       std::string why = e.parent ? parent_text(e) + (detail.empty() ? "" : "; " + detail) : detail;
-      return fmt::format("{} {}: {} — {}; free {}: gpureap free --orphans --gpu {}", held_bytes(e),
-                         style.red("orphaned"), holder_list(e), why,
-                         e.holders.size() == 1 ? "it" : "them", gpu);
+      std::string next = fmt::format("free {}: gpureap free --orphans --gpu {}",
+                                     e.holders.size() == 1 ? "it" : "them", gpu);
+      if (auto kept = protected_reason(e)) next = "gpureap free leaves it alone: " + *kept;
+      return fmt::format("{} {}: {} — {}; {}", held_bytes(e), style.red("orphaned"), holder_list(e),
+                         why, next);
     }
     case EventKind::zombie_leader: {
       const auto* h = e.holders.empty() ? nullptr : &e.holders.front();

@@ -76,6 +76,21 @@ TEST_F(WatchEvents, OneOrphanWithoutAParent) {
   EXPECT_FALSE(j.contains("parent")) << "absent when the agent did not see the parent die";
 }
 
+// W2-19(b): no advice to free what free protects (it would plan nothing).
+TEST_F(WatchEvents, AProtectedOrphanGetsNoFreeAdviceW2_19) {
+  Event e = orphans(1);
+  e.holders[0].comm = "nv-hostengine";
+  const std::string line = watch_event_line(e, Style{});
+  EXPECT_EQ(line.find("gpureap free --orphans"), std::string::npos) << line;
+  EXPECT_NE(line.find("gpureap free leaves it alone: nv-hostengine pid 4242 is GPU infrastructure"),
+            std::string::npos)
+      << line;
+  // One holder free would act on: the advice stays (free signals that one).
+  e.holders.push_back(holder(4300, 10 * kGiB));
+  EXPECT_NE(watch_event_line(e, Style{}).find("free them: gpureap free --orphans --gpu 3"),
+            std::string::npos);
+}
+
 TEST_F(WatchEvents, UnknownFiguresAreNotZero) {
   Event e = orphans(2);
   e.holders[0].gpu_bytes.reset();

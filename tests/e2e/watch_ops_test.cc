@@ -1,0 +1,276 @@
+// `gpureap watch` as an operator runs it (wave 2, issue 22): NVML that fails to
+// start or hangs and comes back (W2-22, W2-04), ages in its answers (W2-21), the
+// options file (W2-05), the textfile (W2-07), and a memory_freed owed after the
+// simulator's cleanup of orphaned workers (bench/agent_bench.py's lost event).
+// Real processes on the simulated node; every wait ends at the event it waits for.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "harness.h"
+#include "watch_child.h"
+
+namespace gpureap::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+constexpr std::uint64_t kGiB = 1ULL << 30;
+constexpr auto kStartBound = 30s;
+constexpr auto kEventBound = 30s;
+
+auto is_event(const std::string& kind, std::optional<unsigned> gpu = std::nullopt) {
+  return [kind, gpu](const json& j) {
+    return j.value("event", "") == kind && (!gpu || (j["gpu"].is_number() && j["gpu"] == *gpu));
+  };
+}
+
+WatchChild start_agent(const SimNode& node, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--json", "watch", "--no-listen", "--tick", "200ms"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  WatchChild agent = WatchChild::gpureap(node, args);
+  auto first = agent.next_line(kStartBound);
+  EXPECT_TRUE(first && first->text.find("\"started\"") != std::string::npos) << agent.transcript();
+  return agent;
+}
+
+void set_mode(const SimNode& node, const std::string& mode) {
+  ASSERT_EQ(node.sim({"mode", "--dir", node.dir(), mode}).exit_code, 0) << mode;
+}
+
+// The agent's answer to `status --json --gpu N` (source checked).
+json agent_status(const SimNode& node, unsigned gpu) {
+  auto r = node.gpureap({"--json", "status", "--gpu", std::to_string(gpu)}, 30s);
+  auto j = json::parse(r.out, nullptr, false);
+  EXPECT_TRUE(j.is_object()) << r.out << r.err;
+  if (!j.is_object()) return json::object();
+  EXPECT_EQ(j.value("source", ""), "agent") << r.out;
+  return j;
+}
+
+std::optional<double> holder_age(const json& status, pid_t pid) {
+  for (const auto& g : status.value("gpus", json::array()))
+    for (const auto& h : g["holders"])
+      if (h.value("pid", 0) == pid) return h["age_seconds"].get<double>();
+  return std::nullopt;
+}
+
+// W2-22: an agent started while nvmlInit fails (the driver not loaded yet at boot,
+// a driver reload) initializes NVML once the driver answers, and says so.
+TEST(WatchOps, AnAgentStartedBeforeTheDriverInitializesNvmlWhenItAnswersW2_22) {
+  SimNode node({"--gpus", "2", "--memory", "80GiB"});
+  set_mode(node, "init_fail");
+  WatchChild agent = start_agent(node);
+  ASSERT_TRUE(agent.wait_for_json(is_event("nvml_down"), kEventBound)) << agent.transcript();
+  set_mode(node, "ok");
+  auto up = agent.wait_for_json(is_event("nvml_up"), kEventBound);
+  ASSERT_TRUE(up) << "nvmlInit never retried\n" << agent.transcript();
+  EXPECT_TRUE((*up)["gpu"].is_null()) << "node-wide: " << up->dump();
+  // Its answers have memory figures again: wait through the agent succeeds.
+  auto wait = node.gpureap({"wait", "--gpu", "0", "--timeout", "5s"}, 30s);
+  EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err;
+  json status = agent_status(node, 0);
+  ASSERT_EQ(status["gpus"].size(), 1u) << status.dump();
+  EXPECT_TRUE(status["gpus"][0]["memory"].is_object()) << status.dump();
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+// W2-04: after a hang the agent probes without holding up its loop, and sees the
+// recovery at its next probe (the back-off is capped at 2 s), not minutes later.
+TEST(WatchOps, RecoveryFromAHangIsSeenAtTheNextProbeAndTheLoopKeepsAnsweringW2_04) {
+  SimNode node({"--gpus", "2", "--memory", "80GiB"});
+  WatchChild agent = start_agent(node);
+  set_mode(node, "hang_query");
+  ASSERT_TRUE(agent.wait_for_json(is_event("nvml_down"), kEventBound)) << agent.transcript();
+  // Several probes' worth of hang (the old back-off doubled from 2 s at each).
+  for (int i = 0; i < 4; ++i) {
+    std::this_thread::sleep_for(1500ms);
+    json s = agent_status(node, 0);  // answered by the agent, not a fallback scan
+    (void)s;
+  }
+  set_mode(node, "ok");
+  const auto ok_at = std::chrono::steady_clock::now();
+  WatchChild::Line line;
+  auto up = agent.wait_for_json(is_event("nvml_up"), kEventBound, &line);
+  ASSERT_TRUE(up) << agent.transcript();
+  std::printf("[ latency ] NVML ok -> nvml_up line read: %.3f s\n",
+              std::chrono::duration<double>(line.read_at - ok_at).count());
+  json status = agent_status(node, 0);
+  EXPECT_TRUE(status["gpus"][0]["memory"].is_object()) << status.dump();
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+// W2-21: the age in an agent's answer is the age now, not at the scan that found it.
+TEST(WatchOps, AgesInTheAgentsAnswersAreComputedWhenItAnswersW2_21) {
+  SimNode node({"--gpus", "2", "--memory", "80GiB"});
+  WatchChild agent = start_agent(node);  // full scans every 30 s: none in between
+  auto held = node.hold({"--gpu", "0", "--children", "1", "--bytes", "2GiB", "--orphan"});
+  ASSERT_EQ(held.holders.size(), 1u);
+  const pid_t pid = held.holders[0].first;
+  ASSERT_TRUE(agent.wait_for_json(is_event("orphaned_memory", 0u), kEventBound))
+      << agent.transcript();
+  auto first = holder_age(agent_status(node, 0), pid);
+  ASSERT_TRUE(first);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(2s);
+  auto second = holder_age(agent_status(node, 0), pid);
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(second);
+  // It grew with the clock (a clock tick of the kernel's start time is 10 ms).
+  EXPECT_GE(*second - *first, 2.0 - 0.05)
+      << "ages frozen: " << *first << " then " << *second << " after " << elapsed << " s";
+  auto direct = node.gpureap({"--no-agent", "--json", "status", "--gpu", "0"}, 30s);
+  auto scan_age = holder_age(json::parse(direct.out, nullptr, false), pid);
+  ASSERT_TRUE(scan_age) << direct.out;
+  EXPECT_GE(*scan_age, *second - 0.05) << "the direct scan came later";
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+// W2-05: an options file with a key it does not take, or an INI section, is a
+// usage error naming the line and the key: a dropped `keep` would get the
+// holder it protects reaped.
+TEST(WatchOps, UnknownKeysAndSectionsInTheOptionsFileAreErrorsW2_05) {
+  SimNode node({"--gpus", "2", "--memory", "80GiB"});
+  struct Case {
+    std::string text;
+    std::vector<std::string> said;
+  };
+  const std::string path = node.dir() + "/watch.conf";
+  for (const Case& c : std::vector<Case>{
+           {"[watch]\nkeep = \"keepme\"\n", {"line 1", "[watch]", "section"}},
+           {"# a comment\n\nkepp = \"keepme\"\n", {"line 3", "unknown key 'kepp'", "keep"}},
+           {"tick = \"1s\"\nlisten = \"0.0.0.0:1\"\n", {"line 2", "unknown key 'listen'"}},
+           {"tick\n", {"line 1", "key = value"}},
+           {"= 3\n", {"line 1", "unknown key ''"}},
+       }) {
+    std::ofstream(path) << c.text;
+    auto r = node.gpureap({"watch", "--no-listen", "--config", path}, 30s);
+    EXPECT_EQ(r.exit_code, 2) << c.text << r.err;
+    for (const auto& s : c.said) EXPECT_NE(r.err.find(s), std::string::npos) << c.text << r.err;
+    EXPECT_NE(r.err.find("--config " + path), std::string::npos) << r.err;
+  }
+}
+
+// W2-05: a reload that succeeds says what is in force; one that fails keeps the
+// options and says so.
+TEST(WatchOps, AReloadSaysWhatIsInForceOrThatTheOldOptionsStayW2_05) {
+  SimNode node({"--gpus", "2", "--memory", "80GiB"});
+  const std::string path = node.dir() + "/watch.conf";
+  std::ofstream(path) << "keep = \"keepme\"\n";
+  WatchChild agent = start_agent(node, {"--config", path});
+  std::ofstream(path) << "reap-orphans-after = \"1h\"\nkeep = \"jupyter\"\n";
+  ASSERT_EQ(::kill(agent.pid(), SIGHUP), 0);
+  EXPECT_TRUE(SimNode::eventually([&] {
+    agent.next_line(100ms);
+    return agent.err().find("reloaded " + path + ": ") != std::string::npos;
+  })) << agent.transcript();
+  EXPECT_NE(agent.err().find("reap-orphans-after=1h, keep='jupyter'"), std::string::npos)
+      << agent.err();
+  std::ofstream(path) << "[watch]\nkeep = \"x\"\n";
+  ASSERT_EQ(::kill(agent.pid(), SIGHUP), 0);
+  EXPECT_TRUE(SimNode::eventually([&] {
+    agent.next_line(100ms);
+    return agent.err().find("SIGHUP: --config " + path + ", line 1") != std::string::npos;
+  })) << agent.transcript();
+  EXPECT_NE(agent.err().find("keeping the options in force"), std::string::npos) << agent.err();
+  EXPECT_TRUE(agent.running());
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+// W2-07: a textfile directory that cannot be written is an error at start (exit 3,
+// naming --textfile); one that fails later is said once, and its recovery once.
+TEST(WatchOps, TextfileErrorsAreSaidAtStartAndOncePerChangeW2_07) {
+  SimNode node({"--gpus", "2", "--memory", "80GiB"});
+  for (const std::string& dir : {node.dir() + "/missing/dir", std::string("/etc/passwd")}) {
+    auto r = node.gpureap({"watch", "--no-listen", "--textfile", dir}, 30s);
+    EXPECT_EQ(r.exit_code, 3) << dir << ": " << r.err;
+    EXPECT_NE(r.err.find("--textfile " + dir), std::string::npos) << r.err;
+  }
+
+  const std::string dir = node.dir() + "/textfile";
+  ASSERT_TRUE(std::filesystem::create_directory(dir));
+  WatchChild agent = start_agent(node, {"--textfile", dir});
+  EXPECT_TRUE(std::filesystem::exists(dir + "/gpureap.prom")) << "written at start";
+  // The directory goes away (root ignores permissions: removing it is the failure).
+  std::filesystem::remove_all(dir);
+  auto one = node.hold({"--gpu", "0", "--children", "1", "--bytes", "2GiB", "--orphan"});
+  ASSERT_TRUE(agent.wait_for_json(is_event("orphaned_memory", 0u), kEventBound))
+      << agent.transcript();
+  EXPECT_TRUE(SimNode::eventually([&] {
+    agent.next_line(100ms);
+    return agent.err().find("--textfile " + dir + ": create a file") != std::string::npos;
+  })) << agent.transcript();
+  ASSERT_TRUE(std::filesystem::create_directory(dir));
+  auto two = node.hold({"--gpu", "1", "--children", "1", "--bytes", "2GiB", "--orphan"});
+  ASSERT_TRUE(agent.wait_for_json(is_event("orphaned_memory", 1u), kEventBound))
+      << agent.transcript();
+  EXPECT_TRUE(SimNode::eventually([&] {
+    agent.next_line(100ms);
+    return agent.err().find("--textfile " + dir + ": written again") != std::string::npos;
+  })) << agent.transcript();
+  EXPECT_TRUE(std::filesystem::exists(dir + "/gpureap.prom"));
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+  auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = agent.err().find(what); at != std::string::npos;
+         at = agent.err().find(what, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count("create a file"), 1u) << "once per change of state, not per tick\n"
+                                        << agent.err();
+  EXPECT_EQ(count(": written again"), 1u) << agent.err();
+}
+
+// bench/agent_bench.py's "lost event": a server SIGKILLed, its workers announced
+// as orphans, then `gpureap-sim cleanup` ends them: the memory_freed the agent
+// owes comes every time (the bench had lost it in its own buffered reader).
+TEST(WatchOps, MemoryFreedAfterTheSimulatorsCleanupIsNeverLost) {
+  SimNode node({"--gpus", "8", "--memory", "96GiB"});
+  WatchChild agent = start_agent(node);
+  for (int rep = 0; rep < 3; ++rep) {
+    SCOPED_TRACE("rep " + std::to_string(rep));
+    // The bench's shape: a server whose 8 workers hold GPUs 0-7, 20 GiB each.
+    auto held = node.hold({"--gpu", "0", "--children", "8", "--bytes", "20GiB"}, true);
+    ASSERT_EQ(held.holders.size(), 8u);
+    // The agent knows the workers before their server dies (its parent watched).
+    ASSERT_TRUE(SimNode::eventually(
+        [&] {
+          auto r = node.gpureap({"--json", "status"}, 30s);
+          auto s = json::parse(r.out, nullptr, false);
+          if (!s.is_object() || s.value("source", "") != "agent") return false;
+          for (const auto& [pid, gpu] : held.holders)
+            if (!holder_age(s, pid)) return false;
+          return true;
+        },
+        kEventBound));
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, held.leader, 0));
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0), 0);
+    ::close(fd);
+    for (unsigned gpu = 0; gpu < 8; ++gpu)
+      ASSERT_TRUE(agent.wait_for_json(is_event("orphaned_memory", gpu), kEventBound))
+          << "GPU " << gpu << "\n"
+          << agent.transcript();
+    ASSERT_EQ(node.sim({"cleanup", "--dir", node.dir()}).exit_code, 0);
+    // Every GPU's memory_freed is owed, and comes.
+    for (unsigned gpu = 0; gpu < 8; ++gpu) {
+      auto freed = agent.wait_for_json(is_event("memory_freed", gpu), kEventBound);
+      ASSERT_TRUE(freed) << "GPU " << gpu << "\n" << agent.transcript();
+      EXPECT_EQ((*freed)["bytes"], 20 * kGiB) << freed->dump();
+    }
+  }
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+}  // namespace
+}  // namespace gpureap::e2e
