@@ -15,6 +15,7 @@
 #include "agent/http_server.h"
 #include "inventory/agent_client.h"
 #include "inventory/inventory_wire.h"
+#include "proc/lineage.h"
 #include "reclaim/free_lock.h"
 #include "reclaim/plan.h"
 #include "reclaim/process_control.h"
@@ -119,9 +120,8 @@ class Agent {
     if (!control) return std::unexpected(control.error());
     control_.emplace(std::move(*control));
     if (options_.listen) {
-      auto http = HttpServer::start(*options_.listen, [this](std::string_view path) {
-        return serve_http(path);
-      });
+      auto http = HttpServer::start(*options_.listen,
+                                    [this](std::string_view path) { return serve_http(path); });
       if (!http) return std::unexpected(http.error());
       http_.emplace(std::move(*http));
     }
@@ -297,7 +297,7 @@ class Agent {
   /// and not a member of a live `gpureap run` (belt and braces, whatever the orphan
   /// rule says of it: the run owns it, W2-10).
   bool reapable(const proc::Holder& h) const {
-    if (!h.orphaned) return false;
+    if (!proc::unattended_may_act(h)) return false;
     if (keep_ && keep_->search(h.cmdline)) return false;
     return h.run_id.empty() || !reclaim::run_owner_alive(h.run_id, node_.proc_root());
   }
@@ -386,6 +386,7 @@ class Agent {
     inventory::Inventory inv = node_.look(look);
     reclaim::Selection selection;
     selection.orphans_only = true;
+    selection.unattended = true;
     for (const auto& view : inv.gpus)
       for (const auto& gh : view.holders)
         if (gh.uses_gpu && due.contains(gh.holder.id) && reapable(gh.holder)) {

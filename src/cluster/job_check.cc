@@ -116,6 +116,7 @@ Selection job_selection(const std::string& job_id, const std::vector<unsigned>& 
   if (!job_gpus.empty()) {
     Filters orphans;
     orphans.orphans_only = true;
+    orphans.unattended = true;
     orphans.on_gpus = job_gpus;
     std::set<std::string> others = running_jobs;
     others.erase(job_id);
@@ -184,6 +185,7 @@ JobCheck check_before_job(inventory::Node& node, reclaim::ProcessControl& contro
     Selection sel;
     sel.gpus = out.job_gpus;
     sel.orphans_only = true;
+    sel.unattended = true;
     sel.env_none = job_entries(running_jobs(caller.table, node.proc_root()));
     out.plan = reclaim::make_plan(inv, sel, caller);
     if (!out.plan.targets.empty()) {

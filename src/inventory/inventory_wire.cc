@@ -184,7 +184,8 @@ constexpr std::pair<proc::FoundBy, const char*> kFoundBy[] = {
     {proc::FoundBy::mapping, "mapping"},
 };
 constexpr std::pair<proc::OrphanEvidence, const char*> kOrphanEvidence[] = {
-    {proc::OrphanEvidence::none, "none"},           {proc::OrphanEvidence::title, "title"},
+    {proc::OrphanEvidence::none, "none"},           {proc::OrphanEvidence::group, "group"},
+    {proc::OrphanEvidence::title, "title"},
     {proc::OrphanEvidence::siblings, "siblings"},   {proc::OrphanEvidence::run_gone, "run_gone"},
     {proc::OrphanEvidence::witnessed, "witnessed"},
 };

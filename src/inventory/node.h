@@ -98,7 +98,8 @@ class Node {
   BaselineStore baselines_ = BaselineStore::in_memory();
   bool loaded_ = false;
   bool agent_asked_ = false;  // only the first look asks the agent
-  std::vector<proc::Holder> witnessed_;  // the agent's witnessed orphans (CollectOptions::witnessed)
+  std::vector<proc::Holder>
+      witnessed_;  // the agent's witnessed orphans (CollectOptions::witnessed)
   const std::atomic<bool>* interrupted_ = nullptr;
 };
 

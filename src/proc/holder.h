@@ -46,6 +46,8 @@ enum class FoundBy { nvml, fd, mapping };
 /// Why a holder is called orphaned (proc/lineage.h), strongest last.
 enum class OrphanEvidence {
   none,       // not orphaned
+  group,      // re-parented, its process-group leader gone, launcher unknown (one-shot): the
+              // weakest; a person's `free --orphans` acts on it, nothing unattended does
   title,      // an engine worker's title, re-parented: its server is gone (one-shot)
   siblings,   // re-parented with others of its process group, whose leader is gone (one-shot)
   run_gone,   // a process of a `gpureap run` whose gpureap is gone

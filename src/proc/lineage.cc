@@ -113,6 +113,8 @@ std::string_view to_string(OrphanEvidence evidence) {
   switch (evidence) {
     case OrphanEvidence::none:
       return "none";
+    case OrphanEvidence::group:
+      return "group";
     case OrphanEvidence::title:
       return "title";
     case OrphanEvidence::siblings:
@@ -254,9 +256,21 @@ void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadPa
                       adopted, it->second.size() - 1, h.pgid, it->second.size() == 2 ? "s" : ""));
       continue;
     }
+    // Its group's leader died and its session lives on elsewhere: a server killed
+    // under a launcher or a terminal, or a background job whose shell exited; one
+    // look cannot tell which. Said so, and left to a person.
+    if (h.group_leader_gone && h.sid != h.pgid) {
+      orphan(OrphanEvidence::group,
+             fmt::format("{}; its process group leader {} is gone; launcher unknown: one look "
+                         "cannot tell a killed server from a shell that exited, so nothing "
+                         "unattended frees it",
+                         adopted, h.pgid));
+      continue;
+    }
     detach(
         fmt::format("{}; launcher unknown (no dead GPU parent, worker title or orphaned "
-                    "siblings): not treated as a leak; free it by --pid {}",
+                    "siblings; its session is gone too, as a daemon's): not treated as a "
+                    "leak; free it by --pid {}",
                     adopted, h.id.pid));
   }
 }

@@ -85,6 +85,12 @@ bool is_session_tool(std::string_view comm);
 void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadParent>& dead_parents,
                       double now, const std::vector<Holder>& witnessed = {});
 
+/// True when an unattended path (the reaper, the Slurm hooks) may act on `h`: it is
+/// orphaned by more than OrphanEvidence::group.
+inline bool unattended_may_act(const Holder& h) {
+  return h.orphaned && h.orphan_evidence != OrphanEvidence::group;
+}
+
 /// The word for an evidence kind ("title", "siblings", "run_gone", "witnessed").
 std::string_view to_string(OrphanEvidence evidence);
 

@@ -55,6 +55,7 @@ TEST(Lineage, CaseStudyWorkersOfAKilledServerAreOrphaned) {
   for (const auto& h : hs) {
     EXPECT_TRUE(h.orphaned) << h.id.pid;
     EXPECT_EQ(h.orphan_evidence, OrphanEvidence::siblings);
+    EXPECT_TRUE(unattended_may_act(h));
     EXPECT_FALSE(h.detached);
   }
 }
@@ -88,8 +89,20 @@ TEST(Lineage, NohupServerWithLiveWorkersIsDetached) {
   }
 }
 
-TEST(Lineage, SingleReparentedProcessWithoutEvidenceIsDetached) {
+TEST(Lineage, SingleReparentedProcessWhoseGroupLeaderDiedIsAWeakOrphan) {
+  // Its group's leader (299) is gone, its session (20) lives on: a killed server's
+  // lone worker, or `bash -c 'srv &'`'s server; one look cannot tell.
   std::vector<Holder> hs{holder(300, 1, 299, 20)};
+  classify_lineage(hs, {}, 0);
+  EXPECT_TRUE(hs[0].orphaned);
+  EXPECT_EQ(hs[0].orphan_evidence, OrphanEvidence::group);
+  EXPECT_FALSE(unattended_may_act(hs[0]));
+  EXPECT_NE(hs[0].orphan_reason.find("launcher unknown"), std::string::npos);
+}
+
+TEST(Lineage, ADaemonWhoseSessionIsGoneIsDetached) {
+  // setsid, then a double fork: its group and session leader (290) is gone.
+  std::vector<Holder> hs{holder(300, 1, 290, 290)};
   classify_lineage(hs, {}, 0);
   EXPECT_FALSE(hs[0].orphaned);
   EXPECT_TRUE(hs[0].detached);
@@ -136,7 +149,8 @@ TEST(Lineage, WitnessedDeadParentDecides) {
   EXPECT_FALSE(by_pid(hs, 402).orphaned);
   EXPECT_TRUE(by_pid(hs, 403).orphaned);
   EXPECT_EQ(by_pid(hs, 403).orphan_evidence, OrphanEvidence::witnessed);
-  EXPECT_TRUE(by_pid(hs, 404).detached);
+  // A wrapper that held no GPU: no evidence either way beyond its group.
+  EXPECT_EQ(by_pid(hs, 404).orphan_evidence, OrphanEvidence::group);
 }
 
 TEST(Lineage, LiveGpureapRunMemberIsDetachedAndAGoneRunsIsOrphaned) {

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "gpu/gpu_select.h"
+#include "proc/lineage.h"
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
 #include "proc/run_id.h"
@@ -36,16 +37,32 @@ constexpr std::array<std::string_view, 14> kInfrastructure{"nvidia-persistenced"
 // Processes that run other people's jobs, sessions or containers: signalling one takes
 // down everything it supervises (every container of a runtime, every job step of a node,
 // every ssh session). A respawning parent is often one of them (D10).
-constexpr std::array<std::string_view, 22> kSupervisors{
-    "systemd",    "init",       "containerd", "containerd-shim", "containerd-shim-runc-v2",
-    "dockerd",    "dockerd-rootless", "runc",       "crun",            "conmon",
-    "podman",     "crio",       "kubelet",    "slurmd",          "slurmstepd",
-    "slurmctld",  "sshd",       "tmux: server", "tmux",          "screen",
-    "SCREEN",     "supervisord"};
+constexpr std::array<std::string_view, 22> kSupervisors{"systemd",
+                                                        "init",
+                                                        "containerd",
+                                                        "containerd-shim",
+                                                        "containerd-shim-runc-v2",
+                                                        "dockerd",
+                                                        "dockerd-rootless",
+                                                        "runc",
+                                                        "crun",
+                                                        "conmon",
+                                                        "podman",
+                                                        "crio",
+                                                        "kubelet",
+                                                        "slurmd",
+                                                        "slurmstepd",
+                                                        "slurmctld",
+                                                        "sshd",
+                                                        "tmux: server",
+                                                        "tmux",
+                                                        "screen",
+                                                        "SCREEN",
+                                                        "supervisord"};
 
 // Shells: one with a controlling terminal is a logged-in user's session.
-constexpr std::array<std::string_view, 9> kShells{"bash", "sh",  "dash", "zsh", "fish",
-                                                  "ksh",  "tcsh", "csh", "login"};
+constexpr std::array<std::string_view, 9> kShells{"bash", "sh",   "dash", "zsh",  "fish",
+                                                  "ksh",  "tcsh", "csh",  "login"};
 
 // A GPU holder of the inventory, merged across GPUs: what it holds in all (what
 // signalling it frees) and what of that is on the selected GPUs.
@@ -126,14 +143,21 @@ std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector
   if (!f.ids.empty() && std::find(f.ids.begin(), f.ids.end(), h.id) == f.ids.end())
     return no("not one of the processes this reap announced");
   if (!f.pids.empty() && !f.names(h.id.pid)) return no("not named by --pid");
-  if (f.user && h.uid != *f.user) return no(fmt::format("owned by {}, not the --user given", h.user));
+  if (f.user && h.uid != *f.user)
+    return no(fmt::format("owned by {}, not the --user given", h.user));
   if (!f.cgroup.empty() && h.cgroup.find(f.cgroup) == std::string::npos &&
       h.container.find(f.cgroup) == std::string::npos)
     return no("cgroup does not match --cgroup");
   if (!f.cgroup_component.empty() && !has_component(h.cgroup, f.cgroup_component))
     return no(fmt::format("its cgroup is not under {}", f.cgroup_component));
   if (f.match && !f.match->search(h.cmdline)) return no("command line does not match --match");
-  if (f.orphans_only && !h.orphaned) return no("not orphaned (its parent is alive); --orphans given");
+  if (f.orphans_only && !h.orphaned)
+    return no(h.detached
+                  ? fmt::format("detached, not orphaned ({}); --orphans given", h.detached_reason)
+                  : std::string("not orphaned (its parent is alive); --orphans given"));
+  if (f.orphans_only && f.unattended && !proc::unattended_may_act(h))
+    return no(fmt::format("orphaned on weak evidence ({}); only a person's free acts on that",
+                          h.orphan_reason));
   if (!f.on_gpus.empty() && std::none_of(gpus.begin(), gpus.end(), [&](unsigned g) {
         return std::find(f.on_gpus.begin(), f.on_gpus.end(), g) != f.on_gpus.end();
       }))
@@ -181,8 +205,8 @@ proc::Holder describe(const proc::ProcessEntry& entry, const std::string& cmdlin
   h.uid = entry.uid;
   h.comm = entry.comm;
   h.cmdline = cmdline;
-  h.cgroup = proc::pick_cgroup_path(
-      proc::parse_cgroup(proc::read_small_file(fmt::format("{}/{}/cgroup", proc_root, entry.id.pid))));
+  h.cgroup = proc::pick_cgroup_path(proc::parse_cgroup(
+      proc::read_small_file(fmt::format("{}/{}/cgroup", proc_root, entry.id.pid))));
   h.container = proc::container_hint(h.cgroup);
   return h;
 }
@@ -256,9 +280,10 @@ std::optional<std::string> protection_reason(pid_t pid, const std::string& comm,
   if (std::find(kShells.begin(), kShells.end(), comm) != kShells.end()) {
     auto e = proc::find_process(ctx.table, pid);
     if (e && e->tty_nr != 0)
-      return fmt::format("a logged-in user's shell ({} on a terminal); name it with --pid to "
-                         "include it",
-                         comm);
+      return fmt::format(
+          "a logged-in user's shell ({} on a terminal); name it with --pid to "
+          "include it",
+          comm);
   }
   return std::nullopt;
 }
@@ -423,7 +448,8 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       if (h.orphaned) why += "; orphaned: " + h.orphan_reason;
       if (h.zombie_leader) why += "; zombie leader with live threads";
       plan.targets.push_back(Target{h.id, h.comm, h.cmdline, h.user, c.gpus, c.bytes, why});
-      if (!h.run_id.empty() && run_is_over(h.run_id, ctx.proc_root)) ended_runs.emplace(h.run_id, h.sid);
+      if (!h.run_id.empty() && run_is_over(h.run_id, ctx.proc_root))
+        ended_runs.emplace(h.run_id, h.sid);
     }
   }
 
@@ -451,9 +477,13 @@ std::size_t add_processes_matching(Plan& plan, const std::vector<Filters>& any_o
       return respawner_passes(p, f, environ, applied) && applied;
     });
     if (!matched) continue;
-    plan.targets.push_back(
-        Target{e.id, e.comm, cmdline.empty() ? "[" + e.comm + "]" : cmdline,
-               proc::user_name(e.uid), {}, 0, why});
+    plan.targets.push_back(Target{e.id,
+                                  e.comm,
+                                  cmdline.empty() ? "[" + e.comm + "]" : cmdline,
+                                  proc::user_name(e.uid),
+                                  {},
+                                  0,
+                                  why});
     ++added;
   }
   return added;

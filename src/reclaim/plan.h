@@ -28,6 +28,9 @@ struct Filters {
   std::string cgroup_component;     // a whole component of the cgroup path (Slurm's "job_42")
   std::optional<Pattern> match;     // --match: searched anywhere in the command line
   bool orphans_only = false;        // --orphans
+  /// With orphans_only, for what acts unattended (the reaper, the Slurm hooks): not an
+  /// orphan by its process group alone (proc::unattended_may_act).
+  bool unattended = false;
   std::vector<proc::EnvEntry> env;  // --env: every one an entry of its environment
   std::vector<proc::EnvEntry> env_none;  // none of these in its environment
   std::vector<unsigned> on_gpus;         // uses one of these GPUs (empty: any selected one)
