@@ -178,6 +178,27 @@ TEST(Lineage, SingleWorkerSeenDyingByTheAgentIsOrphanedWitnessed) {
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
 }
 
+TEST(Lineage, AnOrphanByItsGroupAloneIsAnnouncedButNeverReaped) {
+  // A lone plain worker whose server died before the agent started: one look sees
+  // only its dead group leader. Announced, freed by a person, never by the reaper.
+  SimNode node({"--gpus", "4", "--memory", "80GiB"});
+  auto held = node.hold({"--gpu", "3", "--bytes", "4GiB", "--children", "1", "--orphan"});
+  ASSERT_EQ(held.holders.size(), 1u);
+  WatchChild agent = start_reaper(node);
+  auto announced = agent.wait_for_json(
+      [](const json& j) { return j.value("event", "") == "orphaned_memory"; }, 20s);
+  ASSERT_TRUE(announced) << agent.transcript();
+  EXPECT_NE((*announced)["detail"].get<std::string>().find("launcher unknown"), std::string::npos)
+      << announced->dump();
+  EXPECT_FALSE(reaped_anything(agent)) << agent.transcript();
+  EXPECT_TRUE(alive(held.holders[0].first));
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+  // A person's free --orphans does act on it.
+  auto freed = node.gpureap({"--no-agent", "free", "--orphans", "--gpu", "3", "--yes"});
+  EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
+  EXPECT_FALSE(alive(held.holders[0].first));
+}
+
 TEST(Lineage, W2_10_LiveRunMemberIsDetachedAndNotReaped) {
   // The server dies inside a live `gpureap run`; its worker is adopted by the run's
   // gpureap-reaper, which tears it down when the run ends.

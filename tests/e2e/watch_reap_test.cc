@@ -23,6 +23,11 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 constexpr std::uint64_t kGiB = 1ULL << 30;
+// An engine worker's title (vLLM's): re-parented, it is an orphan by evidence an
+// unattended path may act on (docs/orphans.md). Without it a lone sim worker whose
+// death the agent did not see is an orphan by its process group alone, which the
+// reaper never frees (see Lineage tests).
+constexpr const char* kWorkerTitle = "VLLM::Worker_TP0";
 
 auto is_event(const std::string& kind) {
   return [kind](const json& j) { return j.value("event", "") == kind; };
@@ -33,8 +38,7 @@ WatchChild start_agent(const SimNode& node, std::vector<std::string> extra) {
   args.insert(args.end(), extra.begin(), extra.end());
   WatchChild agent = WatchChild::gpureap(node, args);
   auto first = agent.next_line(30s);
-  EXPECT_TRUE(first && first->text.find("\"started\"") != std::string::npos)
-      << agent.transcript();
+  EXPECT_TRUE(first && first->text.find("\"started\"") != std::string::npos) << agent.transcript();
   return agent;
 }
 
@@ -47,7 +51,8 @@ std::vector<pid_t> holder_pids(const json& event) {
 TEST(WatchReap, DryRunAnnouncesAndTouchesNothing) {
   SimNode node;
   WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms", "--reap-dry-run"});
-  auto held = node.hold({"--gpu", "0", "--children", "1", "--bytes", "4GiB", "--orphan"});
+  auto held = node.hold(
+      {"--gpu", "0", "--children", "1", "--bytes", "4GiB", "--orphan", "--comm", kWorkerTitle});
   auto planned = agent.wait_for_json(is_event("reap_planned"), 20s);
   ASSERT_TRUE(planned) << agent.transcript();
   EXPECT_EQ(holder_pids(*planned), std::vector<pid_t>{held.holders[0].first});
@@ -64,9 +69,10 @@ TEST(WatchReap, DryRunAnnouncesAndTouchesNothing) {
 TEST(WatchReap, OrphansPastTheirTimeAreFreedAndTheKeptOnesAreNot) {
   SimNode node;
   WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms", "--keep", "keep-me"});
-  auto kept = node.hold(
-      {"--gpu", "1", "--children", "1", "--bytes", "4GiB", "--orphan", "--label", "keep-me"});
-  auto doomed = node.hold({"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--orphan"});
+  auto kept = node.hold({"--gpu", "1", "--children", "1", "--bytes", "4GiB", "--orphan", "--comm",
+                         kWorkerTitle, "--label", "keep-me"});
+  auto doomed = node.hold(
+      {"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--orphan", "--comm", kWorkerTitle});
   auto reaped = agent.wait_for_json(is_event("reaped"), 30s);
   ASSERT_TRUE(reaped) << agent.transcript();
   EXPECT_EQ(holder_pids(*reaped), std::vector<pid_t>{doomed.holders[0].first});
@@ -101,13 +107,15 @@ std::set<pid_t> reaped_pids(const WatchChild& agent) {
 TEST(WatchReap, W2_01_AReapSignalsOnlyTheDueOrphansItNames) {
   SimNode node;
   WatchChild agent = start_agent(node, {"--reap-orphans-after", "2s", "--keep", "keepme"});
-  auto due = node.hold({"--gpu", "0", "--children", "1", "--bytes", "5GiB", "--orphan"});
-  auto kept = node.hold({"--gpu", "0", "--children", "1", "--bytes", "10GiB", "--orphan", "--label",
-                         "keepme-notebook"});
+  auto due = node.hold(
+      {"--gpu", "0", "--children", "1", "--bytes", "5GiB", "--orphan", "--comm", kWorkerTitle});
+  auto kept = node.hold({"--gpu", "0", "--children", "1", "--bytes", "10GiB", "--orphan", "--comm",
+                         kWorkerTitle, "--label", "keepme-notebook"});
   ASSERT_TRUE(agent.wait_for_json(is_event("orphaned_memory"), 20s)) << agent.transcript();
   // A user's job that has just become an orphan on the same GPU: not due yet when the
   // first one is.
-  auto young = node.hold({"--gpu", "0", "--children", "1", "--bytes", "7GiB", "--orphan"});
+  auto young = node.hold(
+      {"--gpu", "0", "--children", "1", "--bytes", "7GiB", "--orphan", "--comm", kWorkerTitle});
   const pid_t due_pid = due.holders[0].first, young_pid = young.holders[0].first;
   auto first = agent.wait_for_json(is_event("reaped"), 30s);
   ASSERT_TRUE(first) << agent.transcript();
@@ -136,7 +144,8 @@ TEST(WatchReap, W2_09_ABusyFreeLockIsRetried) {
   int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   ASSERT_GE(lock, 0) << lock_path;
   ASSERT_EQ(::flock(lock, LOCK_EX | LOCK_NB), 0);
-  auto held = node.hold({"--gpu", "2", "--children", "1", "--bytes", "2GiB", "--orphan"});
+  auto held = node.hold(
+      {"--gpu", "2", "--children", "1", "--bytes", "2GiB", "--orphan", "--comm", kWorkerTitle});
   const pid_t pid = held.holders[0].first;
   auto busy = agent.wait_for_json(is_event("reap_failed"), 20s);
   ASSERT_TRUE(busy) << agent.transcript();
@@ -170,7 +179,8 @@ TEST(WatchReap, W2_10_ALiveRunsMemberIsNeverReaped) {
   WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms"});
   // An orphan outside the run, due after the member: once it is reaped, the member
   // has been due (had it been reapable) for longer.
-  auto other = node.hold({"--gpu", "2", "--children", "1", "--bytes", "3GiB", "--orphan"});
+  auto other = node.hold(
+      {"--gpu", "2", "--children", "1", "--bytes", "3GiB", "--orphan", "--comm", kWorkerTitle});
   auto reaped = agent.wait_for_json(is_event("reaped"), 30s);
   ASSERT_TRUE(reaped) << agent.transcript();
   EXPECT_EQ(holder_pids(*reaped), std::vector<pid_t>{other.holders[0].first});
@@ -185,7 +195,8 @@ TEST(WatchReap, SighupRereadsTheOptionsFile) {
   const std::string config = node.dir() + "/watch.conf";
   std::ofstream(config) << "tick = \"200ms\"\n";
   WatchChild agent = start_agent(node, {"--config", config});
-  auto held = node.hold({"--gpu", "0", "--children", "1", "--bytes", "4GiB", "--orphan"});
+  auto held = node.hold(
+      {"--gpu", "0", "--children", "1", "--bytes", "4GiB", "--orphan", "--comm", kWorkerTitle});
   ASSERT_TRUE(agent.wait_for_json(is_event("orphaned_memory"), 20s)) << agent.transcript();
   // No policy yet: nothing planned.
   std::ofstream(config) << "reap-orphans-after = \"300ms\"\nreap-dry-run = true\n";
