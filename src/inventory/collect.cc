@@ -137,8 +137,10 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
           std::find(unread.begin(), unread.end(), pid) == unread.end())
         unread.push_back(pid);
     }
-  for (auto& h : proc::describe_processes(unread, options.proc_root))
+  for (auto& h : proc::describe_processes(unread, options.proc_root)) {
+    h.found_by.insert(proc::FoundBy::nvml);  // NVML lists it: a GPU holder (lineage's siblings)
     scan.holders.push_back(std::move(h));
+  }
   // Orphaned or detached is decided over the whole set (siblings and workers are
   // other holders), with what the agent saw die.
   proc::classify_lineage(

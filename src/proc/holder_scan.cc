@@ -288,8 +288,13 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
   char name[32];
   bool leader_exists = true;
   if (h.pgid > 0 && h.pgid != pid) {
-    struct stat st {};
-    leader_exists = ::fstatat(ctx_.proc_fd, format_pid(h.pgid, name).data(), &st, 0) == 0;
+    // A dead leader its parent has not reaped yet (a zombie: init in a container may
+    // be slow) is gone all the same; only a zombie with live threads still runs.
+    std::string path = fmt::format("{}/stat", format_pid(h.pgid, name));
+    leader_exists = false;
+    if (read_file_at(ctx_.proc_fd, path.c_str(), file_) == 0)
+      if (auto leader = parse_stat(file_.view()))
+        leader_exists = leader->state != 'Z' || leader->num_threads > 1;
   }
   std::optional<pid_t> parent_pgid, parent_sid;
   std::string parent_comm;

@@ -256,10 +256,10 @@ void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadPa
                       adopted, it->second.size() - 1, h.pgid, it->second.size() == 2 ? "s" : ""));
       continue;
     }
-    // Its group's leader died and its session lives on elsewhere: a server killed
-    // under a launcher or a terminal, or a background job whose shell exited; one
-    // look cannot tell which. Said so, and left to a person.
-    if (h.group_leader_gone && h.sid != h.pgid) {
+    // Its group's leader died: a server that led the group (and maybe its session)
+    // killed, or a shell, launcher or daemon's intermediate that exited; one look
+    // cannot tell which. Said so, and left to a person.
+    if (h.group_leader_gone) {
       orphan(OrphanEvidence::group,
              fmt::format("{}; its process group leader {} is gone; launcher unknown: one look "
                          "cannot tell a killed server from a shell that exited, so nothing "
@@ -267,10 +267,11 @@ void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadPa
                          adopted, h.pgid));
       continue;
     }
+    // It leads its own group (`nohup srv &` from a terminal, the shell gone since).
     detach(
-        fmt::format("{}; launcher unknown (no dead GPU parent, worker title or orphaned "
-                    "siblings; its session is gone too, as a daemon's): not treated as a "
-                    "leak; free it by --pid {}",
+        fmt::format("{}; it leads its own process group and no dead GPU parent, worker "
+                    "title or orphaned sibling says it is a leak: started to outlive its "
+                    "shell; free it by --pid {}",
                     adopted, h.id.pid));
   }
 }

@@ -100,13 +100,22 @@ TEST(Lineage, SingleReparentedProcessWhoseGroupLeaderDiedIsAWeakOrphan) {
   EXPECT_NE(hs[0].orphan_reason.find("launcher unknown"), std::string::npos);
 }
 
-TEST(Lineage, ADaemonWhoseSessionIsGoneIsDetached) {
-  // setsid, then a double fork: its group and session leader (290) is gone.
-  std::vector<Holder> hs{holder(300, 1, 290, 290)};
+TEST(Lineage, ALoneProcessLeadingItsOwnGroupUnderInitIsDetached) {
+  // `nohup srv &` from a terminal (job control: its own group), the shell gone since.
+  std::vector<Holder> hs{holder(300, 1, 300, 20)};
   classify_lineage(hs, {}, 0);
   EXPECT_FALSE(hs[0].orphaned);
   EXPECT_TRUE(hs[0].detached);
-  EXPECT_NE(hs[0].detached_reason.find("launcher unknown"), std::string::npos);
+  EXPECT_NE(hs[0].detached_reason.find("leads its own process group"), std::string::npos);
+}
+
+TEST(Lineage, AWorkerOfAKilledSessionLeaderIsAWeakOrphanAlone) {
+  // A server that led its group and session (systemd, setsid) killed: its lone worker.
+  // A daemon's double fork leaves the same shape, so: orphaned, on weak evidence.
+  std::vector<Holder> hs{holder(300, 1, 290, 290)};
+  classify_lineage(hs, {}, 0);
+  EXPECT_TRUE(hs[0].orphaned);
+  EXPECT_EQ(hs[0].orphan_evidence, OrphanEvidence::group);
 }
 
 TEST(Lineage, EngineWorkerTitleIsOrphaned) {
@@ -187,7 +196,7 @@ TEST(Lineage, AWitnessedVerdictOutlivesTheAgentsAnswerOnlyForTheSameAdoptedProce
 }
 
 TEST(Lineage, ClassifyIsIdempotent) {
-  std::vector<Holder> hs{holder(700, 1, 699, 20)};
+  std::vector<Holder> hs{holder(700, 1, 700, 20)};
   hs[0].orphaned = true;  // a stale verdict from an earlier look
   hs[0].orphan_reason = "stale";
   classify_lineage(hs, {}, 0);

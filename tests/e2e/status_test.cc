@@ -108,11 +108,11 @@ TEST(Status, DaemonizedHolderIsFound) {
   const auto* h = find_holder(j["gpus"][2], held.holders[0].first);
   ASSERT_NE(h, nullptr);
   EXPECT_NE((*h)["sid"], ::getsid(0)) << "a setsid daemon has left our session";
-  // Double-forked: re-parented, but a daemon is meant to outlive its starter, and a
-  // lone process with no dead GPU parent, worker title or siblings is no leak by
-  // evidence (docs/orphans.md): detached.
-  EXPECT_FALSE((*h)["orphaned"]) << h->dump();
-  EXPECT_TRUE((*h)["detached"]) << h->dump();
+  // Double-forked: re-parented, its group's leader gone. One look cannot tell it from
+  // a killed server's lone worker: orphaned on weak evidence (docs/orphans.md), which
+  // a person's free acts on and nothing unattended does.
+  EXPECT_TRUE((*h)["orphaned"]) << h->dump();
+  EXPECT_EQ((*h)["orphan_evidence"], "group") << h->dump();
   EXPECT_EQ((*h)["gpu_bytes"], 8 * kGiB);
 }
 
@@ -193,8 +193,8 @@ TEST(Status, NvmlHangIsBoundedAndReported) {
 // `status --json` throw (type_error 316, exit 3, no JSON).
 TEST(Status, NonUtf8CommandLineGivesValidJson) {
   SimNode node;
-  auto held = node.hold({"--gpu", "1", "--bytes", "5GiB", "--label", "caf\xe9-\xff\xfe",
-                         "--comm", "caf\xe9-\xff\xfe"});
+  auto held = node.hold({"--gpu", "1", "--bytes", "5GiB", "--label", "caf\xe9-\xff\xfe", "--comm",
+                         "caf\xe9-\xff\xfe"});
   auto r = node.gpureap({"status", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = r.json();  // fails the test on invalid UTF-8
