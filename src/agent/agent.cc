@@ -8,6 +8,7 @@
 #include <chrono>
 #include <deque>
 #include <future>
+#include <memory>
 #include <mutex>
 
 #include "agent/caller_view.h"
@@ -362,7 +363,9 @@ class Agent {
     std::set<proc::ProcessId> due = due_orphans(watcher_.inventory());
     if (due.empty()) return;
 
-    std::optional<reclaim::FreeLock> lock;
+    // A unique_ptr, not an optional: g++ 13 takes the optional's FreeLock for
+    // maybe-uninitialized under -Werror (as in slurm_command).
+    std::unique_ptr<reclaim::FreeLock> lock;
     if (!options_.reap_dry_run) {
       auto taken = reclaim::FreeLock::acquire(options_.state_dir);
       if (!taken) {
@@ -374,7 +377,7 @@ class Agent {
         lock_busy_said_ = due;
         return;
       }
-      lock.emplace(std::move(*taken));
+      lock = std::make_unique<reclaim::FreeLock>(std::move(*taken));
     }
     lock_busy_said_.clear();
 
