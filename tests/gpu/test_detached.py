@@ -45,7 +45,9 @@ class DetachedServerOnGpu(unittest.TestCase):
         deadline = time.time() + 120
         while time.time() < deadline:
             try:
-                for line in open(out):
+                with open(out) as f:
+                    lines = f.readlines()
+                for line in lines:
                     if line.startswith("{"):
                         info = json.loads(line)
                         for pid in [info["server"]] + info["workers"]:
@@ -71,7 +73,7 @@ class DetachedServerOnGpu(unittest.TestCase):
         self.assertTrue(server["detached"], server)
         for w in info["workers"]:
             self.assertFalse(hs[w]["orphaned"], hs[w])
-        plan = subprocess.run([GPUREAP, "--no-agent", "free", "--orphans", "--dry-run"],
+        plan = subprocess.run([GPUREAP, "--no-agent", "free", "--orphans", "--gpu", "all", "--dry-run"],
                               capture_output=True, text=True, timeout=60)
         self.assertEqual(plan.returncode, 4, plan.stdout + plan.stderr)
         agent = subprocess.Popen([GPUREAP, "--json", "watch", "--no-listen", "--tick", "200ms",
