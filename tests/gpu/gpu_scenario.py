@@ -184,6 +184,12 @@ class Scenario:
     def cleanup(self):
         for pid, start in self.tracked:
             kill_verified(pid, start)
+        # A killed CUDA process takes a while to exit (its context is torn down in the
+        # kernel): wait, so the next test does not meet this one's dying holders.
+        deadline = time.time() + 30
+        for pid, start in self.tracked:
+            while time.time() < deadline and alive(pid) and proc_start_time(pid) == start:
+                time.sleep(0.05)
         for p in self.popen:
             try:
                 p.kill()
