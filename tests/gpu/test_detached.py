@@ -73,9 +73,13 @@ class DetachedServerOnGpu(unittest.TestCase):
         self.assertTrue(server["detached"], server)
         for w in info["workers"]:
             self.assertFalse(hs[w]["orphaned"], hs[w])
-        plan = subprocess.run([GPUREAP, "--no-agent", "free", "--orphans", "--gpu", "all", "--dry-run"],
-                              capture_output=True, text=True, timeout=60)
-        self.assertEqual(plan.returncode, 4, plan.stdout + plan.stderr)
+        # Nothing to signal (exit 4, or 0 when a holder it must leave alone, such as
+        # this test runner's own CUDA context, keeps the GPU above its baseline).
+        plan = subprocess.run([GPUREAP, "--no-agent", "--json", "free", "--orphans", "--gpu", "all",
+                               "--dry-run"], capture_output=True, text=True, timeout=60)
+        self.assertIn(plan.returncode, (0, 4), plan.stdout + plan.stderr)
+        if plan.stdout.strip():
+            self.assertEqual(json.loads(plan.stdout)["plan"]["targets"], [], plan.stdout)
         agent = subprocess.Popen([GPUREAP, "--json", "watch", "--no-listen", "--tick", "200ms",
                                   "--reap-orphans-after", "1s"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
