@@ -84,6 +84,10 @@ TEST_F(JobCheckTest, TheJobsCgroupAndOrphansOnItsGpuAreItsLeftovers) {
   set_file(5000202, "cgroup", "0::/system.slice/slurmstepd.scope/job_420/step_0/user/task_0\n");
   FakeProc orphan_p;
   orphan_p.pid = 5000203;
+  // An engine worker's title: an orphan by evidence the epilog may act on (a lone
+  // plain process whose group leader died is a weak orphan, left to a person).
+  orphan_p.comm = "VLLM::Worker_TP";
+  orphan_p.cmdline = "VLLM::Worker_TP0";
   orphan_p.gpu = 1;
   orphan_p.bytes = 2 * kGiB;
   auto orphan = m_.spawn(orphan_p);
@@ -172,6 +176,8 @@ TEST_F(JobCheckTest, ThePrologWantsTheJobsGpusAtBaseline) {
       check_before_job(m_.node(), m_.control, job("43", {"minor:0"}), options(), false).ok());
   FakeProc orphan_p;
   orphan_p.pid = 5000501;
+  orphan_p.comm = "VLLM::Worker_TP";  // an orphan by its title (see above)
+  orphan_p.cmdline = "VLLM::Worker_TP0";
   orphan_p.gpu = 0;
   orphan_p.bytes = 4 * kGiB;
   auto orphan = m_.spawn(orphan_p);

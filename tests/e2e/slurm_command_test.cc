@@ -135,7 +135,9 @@ TEST(SlurmCommand, SlurmsVariablesAreCheckedAsInput) {
 TEST(SlurmCommand, APrologOnADirtyGpuDrainsAndFailsUnlessOrphansMayBeFreed) {
   SimNode node;
   FakeSlurm slurm(node);
-  auto orphans = node.hold({"--gpu", "1", "--bytes", "8GiB", "--children", "1", "--orphan"});
+  // An engine worker's title: an orphan the prolog may free unattended (docs/orphans.md).
+  auto orphans = node.hold(
+      {"--gpu", "1", "--bytes", "8GiB", "--children", "1", "--orphan", "--comm", "VLLM::Worker_TP0"});
   auto env = slurm.env({{"SLURM_JOB_ID", "43"}, {"SLURM_JOB_GPUS", "1"}});
   auto dirty = node.gpureap({"slurm", "prolog"}, std::chrono::seconds(60), env);
   EXPECT_EQ(dirty.exit_code, 1) << dirty.out << dirty.err;
