@@ -253,8 +253,8 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
   }
   if (detached > 0)
     out += fmt::format(
-        "{} detached process{} on GPU {}: re-parented, but not a leak by the evidence (see "
-        "\"detached:\" above); --orphans leaves {} alone.\n",
+        "{} detached process{} on GPU {}: re-parented, but not a leak by the evidence (the "
+        "\"detached\" line above says why); --orphans leaves {} alone.\n",
         detached, detached == 1 ? "" : "es", gpu_list(detached_gpus),
         detached == 1 ? "it" : "them");
   if (!stuck_gpus.empty())
