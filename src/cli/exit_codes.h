@@ -72,10 +72,12 @@ inline constexpr const char* kPlanExitHelp =
 inline constexpr const char* kSlurmExitHelp =
     "Exit status:\n"
     "  0  the GPUs are clean (epilog: the job's leftovers freed; prolog: at baseline; health:\n"
-    "     healthy), or not clean and the node drained with --when-held drain\n"
+    "     healthy, or skipped while a free held the free lock), or not clean and the node\n"
+    "     drained with --when-held drain\n"
     "  1  GPU memory stays held (classified in the drain reason) and --when-held drain-fail or\n"
     "     fail, or the drain failed; health: held\n"
-    "  2  usage error (bad flag; SLURM_JOB_ID unset or not a number; SLURM_JOB_GPUS malformed)\n"
+    "  2  usage error (bad flag; SLURM_JOB_ID unset or not a number; SLURM_JOB_GPUS malformed;\n"
+    "     health: a --gpu this node does not have): nothing drained or resumed\n"
     "  3  the GPUs could not be verified (NVML unusable, a job GPU not found, the free lock\n"
     "     still held at the deadline, the state directory refused), or scontrol failed (health)";
 inline constexpr const char* kWatchExitHelp =

@@ -111,7 +111,8 @@ int run_job_hook(const GlobalOptions& global, const SlurmOptions& o, Clock::time
   const std::string node_name_ = node_name(o);
   cluster::Scontrol scontrol(scontrol_path(o), kScontrolTimeout);
 
-  // 2. One free at a time: concurrent epilogs wait for each other, within the deadline.
+  // 2. One free at a time: concurrent epilogs and prologs wait for each other (and for
+  // any `gpureap free`), within the deadline.
   cluster::JobCheck check;
   // A unique_ptr, not an optional: g++ 13 (the GPU machine's) warns that an optional's
   // moved-in descriptor "may be used uninitialized" here, and -Werror makes it fatal.
@@ -119,7 +120,9 @@ int run_job_hook(const GlobalOptions& global, const SlurmOptions& o, Clock::time
   auto state = inventory::state_dir();
   if (!state) {
     check.error = state.error().message;
-  } else if (o.mode == "epilog" || o.free_orphans) {
+  } else {
+    // The prolog too, freeing or not: a check made while an epilog frees would read its
+    // release as held memory (W2-13).
     auto l = reclaim::FreeLock::acquire(*state, check_end);
     if (l)
       lock = std::make_unique<reclaim::FreeLock>(std::move(*l));
@@ -176,19 +179,43 @@ int run_health(const GlobalOptions& global, const SlurmOptions& o, Clock::time_p
   if (!persist) return usage_error(o, "--persist: " + persist.error().message);
   auto deadline_d = parse_duration(o.deadline);
   if (!deadline_d) return usage_error(o, "--deadline: " + deadline_d.error().message);
-  const auto end = started + std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_d);
+  const auto total = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_d);
+  const auto end = started + total;
   cluster::HealthOptions options;
   options.persist = std::chrono::duration_cast<std::chrono::milliseconds>(*persist);
   options.gpu_spec = o.gpu;
   const std::string name = node_name(o);
   cluster::Scontrol scontrol(scontrol_path(o), kScontrolTimeout);
 
+  // The epilog's free lock, so that memory a free is releasing is not drained for
+  // (W2-13): waited for as long as the deadline leaves after both looks and scontrol.
+  auto state_dir = inventory::state_dir();
+  if (state_dir) {
+    options.lock_dir = *state_dir;
+    options.lock_until = end - std::min(kScontrolTimeout, total / 4) - options.persist;
+  }
   inventory::Node node = open_node(global);
   cluster::HealthCheck check;
-  if (node.device_error())
+  if (node.device_error()) {
     check.error = node.device_error()->message;
-  else
+  } else {
     check = cluster::check_node_health(node, options);
+    if (!state_dir)
+      check.warnings.push_back(state_dir.error().message +
+                               "; looked without waiting for a free in progress");
+  }
+  // A selector this node cannot satisfy is the site's typo, not the node's fault: a drain
+  // for it would never be resumed (W2-15).
+  if (!check.usage_error.empty()) return usage_error(o, check.usage_error);
+  if (!check.skipped.empty()) {
+    // No verdict: neither a drain nor a resume; the next interval looks again.
+    NodeOutcome skipped{name, NodeStep::none, "", ""};
+    if (global.json)
+      print_out(report::json_text(report::slurm_health_json(check, std::nullopt, skipped)));
+    else
+      print_out(report::slurm_health_text(check, std::nullopt, skipped, stdout_style(global)));
+    return kExitOk;
+  }
 
   NodeOutcome outcome{name, NodeStep::none, "", ""};
   std::optional<cluster::NodeState> state;
@@ -242,13 +269,16 @@ void add_slurm_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
       "slurm",
       "Slurm's prolog, epilog and health check for GPU memory.\n"
       "  epilog  after a job: free what it left (processes whose environment holds its\n"
-      "          SLURM_JOB_ID, whose cgroup is the job's, and orphans on its GPUs), verify the\n"
-      "          GPUs are back at baseline; drain the node with a 'gpureap:' reason if not.\n"
+      "          SLURM_JOB_ID, whose cgroup is the job's, and orphans on its GPUs; never a\n"
+      "          running job's, by cgroup or environment), verify the GPUs are back at\n"
+      "          baseline; drain the node with a 'gpureap:' reason if not.\n"
       "  prolog  before a job: its GPUs (SLURM_JOB_GPUS, device minors) must be at baseline;\n"
       "          --free-orphans frees orphaned holders on them first; else drain and fail.\n"
       "  health  HealthCheckProgram: drain when GPU memory that no running job explains stays\n"
       "          held (driver-held, or a finished job's process); resume a node whose drain\n"
       "          reason starts with 'gpureap:' once healthy; other drained nodes are left alone.\n"
+      "          It waits while an epilog (any gpureap free) holds the free lock, else skips\n"
+      "          (exit 0); a usage error (--gpu 9 on a 4-GPU node) exits 2, never drains.\n"
       "Slurm gives these no PATH: scontrol is --scontrol, $GPUREAP_SCONTROL or /usr/bin/scontrol,\n"
       "and the node --node, $SLURMD_NODENAME or the host name. Configuration lines: "
       "docs/slurm.md.\n\n"

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 
 #include "cluster/running_jobs.h"
 #include "proc/environ.h"
+#include "reclaim/free_lock.h"
 #include "reclaim/plan.h"
 
 namespace gpureap::cluster {
@@ -29,6 +31,8 @@ std::map<unsigned, HeldGpu> held_in(const inventory::Inventory& inv,
     for (const auto& gh : v.holders) {
       const auto& p = gh.holder;
       if (!gh.uses_gpu || reclaim::protection_reason(p.id.pid, p.comm, false, ctx, false)) continue;
+      // A running job's cgroup settles it without the environment (W2-11).
+      if (running_job_of(p.cgroup, std::nullopt, running)) continue;
       auto environ = proc::read_environ(p.id, proc_root);
       if (!environ) {
         if (environ.error().sys_errno != ESRCH)
@@ -37,8 +41,11 @@ std::map<unsigned, HeldGpu> held_in(const inventory::Inventory& inv,
         continue;
       }
       auto job = proc::environ_value(*environ, "SLURM_JOB_ID");
-      bool leftover = job ? !running.contains(std::string(*job)) : p.orphaned;
-      if (!leftover) continue;
+      if (running_job_of(p.cgroup, job, running)) continue;
+      // A finished job's process, or a process of no job that lost its parent: orphaned
+      // or detached alike (a nohup'd server outside Slurm still takes the memory a job
+      // would need; draining signals nothing).
+      if (!job && !p.orphaned && !p.detached) continue;
       h.bytes += gh.gpu_bytes.value_or(0);
       if (std::find(h.classes.begin(), h.classes.end(), reclaim::LeftoverClass::live_holder) ==
           h.classes.end())
@@ -48,24 +55,44 @@ std::map<unsigned, HeldGpu> held_in(const inventory::Inventory& inv,
     // A ghost GPU (busy with no process) holds no memory, yet a job there would crawl.
     const bool ghost = v.busy.kind == inventory::Busy::ghost;
     if (ghost) h.classes.push_back(reclaim::LeftoverClass::ghost_gpu);
-    if (ghost || h.bytes > inventory::freed_tolerance(v.info.memory->total)) out.emplace(h.index, h);
+    if (ghost || h.bytes > inventory::freed_tolerance(v.info.memory->total))
+      out.emplace(h.index, h);
   }
   return out;
+}
+
+// The free lock for one look (W2-13): an epilog, a prolog or a `gpureap free` that is
+// freeing holds it, and the memory it is releasing is no leak. Waited for until
+// options.lock_until; an error when still held then. Null when no lock is asked for, or
+// when it cannot be used at all (warned: the look is made without it, as before locks).
+Result<std::unique_ptr<reclaim::FreeLock>> lock_for_look(const HealthOptions& options,
+                                                         std::vector<std::string>& warnings) {
+  if (options.lock_dir.empty()) return nullptr;
+  auto lock = reclaim::FreeLock::acquire(options.lock_dir, options.lock_until);
+  if (lock) return std::make_unique<reclaim::FreeLock>(std::move(*lock));
+  if (lock.error().sys_errno == EWOULDBLOCK) return std::unexpected(lock.error());
+  warnings.push_back(lock.error().message + "; looked without waiting for a free in progress");
+  return nullptr;
 }
 
 }  // namespace
 
 HealthCheck check_node_health(inventory::Node& node, const HealthOptions& options) {
   HealthCheck out;
+  auto held_first = lock_for_look(options, out.warnings);
+  if (!held_first) {
+    out.skipped = held_first.error().message;
+    return out;
+  }
   auto first = node.look();
-  out.warnings = first.warnings;
+  out.warnings.insert(out.warnings.end(), first.warnings.begin(), first.warnings.end());
   if (!gpu::lists_gpus(first.nvml_state)) {
     out.error = "NVML is unusable, so the GPUs' memory cannot be measured: " + first.nvml_problem;
     return out;
   }
   auto gpus = inventory::select_gpus(options.gpu_spec.empty() ? "all" : options.gpu_spec, first);
   if (!gpus) {
-    out.error = "--gpu: " + gpus.error().message;
+    out.usage_error = "--gpu: " + gpus.error().message;
     return out;
   }
   out.checked = *gpus;
@@ -73,10 +100,17 @@ HealthCheck check_node_health(inventory::Node& node, const HealthOptions& option
     if (inventory::is_selected(out.checked, v.info.index) && !v.info.problem.empty())
       out.held.push_back({v.info.index, 0, {reclaim::LeftoverClass::nvml_failed}, {}});
   auto before = held_in(first, out.checked, node.proc_root(), out.warnings);
+  held_first->reset();
   if (before.empty()) return out;
   node.clock().sleep_for(options.persist);
-  auto second = node.look();
   std::vector<std::string> ignored;  // said once, by the first look
+  auto held_second = lock_for_look(options, ignored);
+  if (!held_second) {
+    out.held.clear();
+    out.skipped = held_second.error().message;
+    return out;
+  }
+  auto second = node.look();
   for (auto& [index, h] : held_in(second, out.checked, node.proc_root(), ignored))
     if (before.contains(index)) out.held.push_back(std::move(h));
   std::sort(out.held.begin(), out.held.end(),

@@ -98,31 +98,37 @@ bool clean(const inventory::GpuView& v) {
                       [](const inventory::GpuHolder& h) { return h.uses_gpu; });
 }
 
-std::vector<proc::EnvEntry> job_entries(const std::set<std::string>& jobs) {
-  std::vector<proc::EnvEntry> out;
-  for (const auto& id : jobs) out.push_back({std::string(kJobVariable), id});
-  return out;
+// running_job_of()'s rule as filters: a process in the cgroup of one of `jobs`, or with
+// one of them as its SLURM_JOB_ID, does not pass `f` (W2-11: a worker of running job 43
+// with a cleared environment is still job 43's, by its cgroup).
+void exclude_jobs(Filters& f, const std::set<std::string>& jobs) {
+  for (const auto& id : jobs) {
+    f.env_none.push_back({std::string(kJobVariable), id});
+    f.cgroup_none.push_back(job_cgroup_component(id));
+  }
 }
 
 }  // namespace
 
 Selection job_selection(const std::string& job_id, const std::vector<unsigned>& job_gpus,
                         const std::set<std::string>& running_jobs) {
+  // Each alternative excludes the running jobs' processes itself: add_processes_matching
+  // and the respawner rule see the alternatives alone.
+  std::set<std::string> others = running_jobs;
+  others.erase(job_id);
   Selection sel;
   Filters by_env, by_cgroup;
   by_env.env = {{std::string(kJobVariable), job_id}};
-  by_cgroup.cgroup_component = "job_" + job_id;
+  by_cgroup.cgroup_component = job_cgroup_component(job_id);
   sel.any_of = {by_env, by_cgroup};
   if (!job_gpus.empty()) {
     Filters orphans;
     orphans.orphans_only = true;
     orphans.unattended = true;
     orphans.on_gpus = job_gpus;
-    std::set<std::string> others = running_jobs;
-    others.erase(job_id);
-    orphans.env_none = job_entries(others);
     sel.any_of.push_back(std::move(orphans));
   }
+  for (auto& f : sel.any_of) exclude_jobs(f, others);
   return sel;
 }
 
@@ -186,7 +192,7 @@ JobCheck check_before_job(inventory::Node& node, reclaim::ProcessControl& contro
     sel.gpus = out.job_gpus;
     sel.orphans_only = true;
     sel.unattended = true;
-    sel.env_none = job_entries(running_jobs(caller.table, node.proc_root()));
+    exclude_jobs(sel, running_jobs(caller.table, node.proc_root()));
     out.plan = reclaim::make_plan(inv, sel, caller);
     if (!out.plan.targets.empty()) {
       reclaim::ReclaimOptions o = options;

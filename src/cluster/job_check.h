@@ -4,7 +4,8 @@
 //    back at baseline. The job's leftovers are the holders whose environment holds
 //    SLURM_JOB_ID=<id> (escaped workers keep it: setsid and double forks do not clear
 //    an environment), whose cgroup has the job's directory (job_<id>, proctrack/cgroup
-//    and cgroup v2), or orphans on the job's GPUs that no running job claims;
+//    and cgroup v2), or orphans on the job's GPUs; never a process that a running job
+//    claims by its cgroup or its environment;
 //  - before a job (prolog): the allocated GPUs must be at baseline; orphans on them
 //    may be freed first (a site's choice).
 // What stays held is returned per GPU, classified; draining the node is the caller's
@@ -46,7 +47,8 @@ struct JobCheck {
 
 /// The epilog's selection for job `job_id` whose GPUs are `job_gpus`: any of (its
 /// environment holds SLURM_JOB_ID=<id>), (its cgroup path has a component job_<id>),
-/// (orphaned, on one of `job_gpus`, and its environment names none of `running_jobs`).
+/// (orphaned, on one of `job_gpus`); and in every case not a process of another of
+/// `running_jobs`, by its cgroup or its environment (running_jobs.h `running_job_of`).
 /// `gpus` is left empty for the caller.
 reclaim::Selection job_selection(const std::string& job_id, const std::vector<unsigned>& job_gpus,
                                  const std::set<std::string>& running_jobs);

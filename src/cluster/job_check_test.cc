@@ -213,6 +213,36 @@ TEST_F(JobCheckTest, ThePrologNeverFreesARunningJobsProcess) {
   EXPECT_EQ(c.held[0].index, 0u);
 }
 
+// W2-11: a process in a running job's cgroup is that job's, whatever its environment says
+// or lacks (apptainer --cleanenv clears it): never another job's leftover, even orphaned
+// on the ending job's GPU; the prolog's --free-orphans leaves it too.
+TEST_F(JobCheckTest, W2_11_ARunningJobsCgroupClaimsItsProcesses) {
+  running_job(5000800, "7");
+  const std::string job7 = "/system.slice/slurmstepd.scope/job_7/step_0/user/task_0";
+  FakeProc cleared = {};
+  cleared.pid = 5000801;
+  cleared.gpu = 0;
+  cleared.bytes = 4 * kGiB;
+  cleared.cgroup = job7;
+  auto cleared_id = m_.spawn(cleared);
+  m_.set_parent(cleared, 1, 5000899, 5000899);  // orphaned, no environment entry
+  FakeProc inherited = cleared;
+  inherited.pid = 5000802;
+  auto inherited_id = m_.spawn(inherited);  // names the ended job, but runs in job 7's cgroup
+  set_file(5000802, "environ", std::string("SLURM_JOB_ID=42\0", 16));
+  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
+  EXPECT_TRUE(m_.control.signals_of(cleared_id).empty());
+  EXPECT_TRUE(m_.control.signals_of(inherited_id).empty());
+  EXPECT_TRUE(c.ok()) << c.error;
+  bool said = false;
+  for (const auto& sk : c.plan.skipped)
+    said = said || sk.reason.find("its cgroup is under job_7") != std::string::npos;
+  EXPECT_TRUE(said);
+  auto before = check_before_job(m_.node(), m_.control, job("43", {"minor:0"}), options(), true);
+  EXPECT_TRUE(m_.control.signals_of(cleared_id).empty());
+  EXPECT_FALSE(before.ok());  // its memory is there all the same: job 43 cannot have GPU 0
+}
+
 TEST(JobSelection, TheOrphanAlternativeOnlyWithTheJobsGpus) {
   auto with = job_selection("42", {0, 1}, {"7", "42"});
   ASSERT_EQ(with.any_of.size(), 3u);
@@ -221,7 +251,12 @@ TEST(JobSelection, TheOrphanAlternativeOnlyWithTheJobsGpus) {
   EXPECT_TRUE(with.any_of[2].orphans_only);
   EXPECT_EQ(with.any_of[2].on_gpus, (std::vector<unsigned>{0, 1}));
   // The job itself is not "another running job".
-  EXPECT_EQ(with.any_of[2].env_none, (std::vector<proc::EnvEntry>{{"SLURM_JOB_ID", "7"}}));
+  // W2-11: every alternative leaves the other running jobs' processes alone, by
+  // environment and by cgroup.
+  for (const auto& f : with.any_of) {
+    EXPECT_EQ(f.env_none, (std::vector<proc::EnvEntry>{{"SLURM_JOB_ID", "7"}}));
+    EXPECT_EQ(f.cgroup_none, (std::vector<std::string>{"job_7"}));
+  }
   EXPECT_EQ(job_selection("42", {}, {}).any_of.size(), 2u);
 }
 

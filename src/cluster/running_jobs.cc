@@ -19,6 +19,28 @@ std::optional<std::string> stepd_job_id(std::string_view cmdline) {
   return std::string(cmdline.substr(0, n));
 }
 
+std::string job_cgroup_component(std::string_view job_id) {
+  return "job_" + std::string(job_id);
+}
+
+std::optional<std::string> running_job_of(std::string_view cgroup,
+                                          std::optional<std::string_view> env_job,
+                                          const std::set<std::string>& running) {
+  constexpr std::string_view kPrefix = "job_";
+  while (!cgroup.empty()) {
+    auto slash = cgroup.find('/');
+    std::string_view component = cgroup.substr(0, slash);
+    if (component.starts_with(kPrefix)) {
+      auto id = running.find(std::string(component.substr(kPrefix.size())));
+      if (id != running.end()) return *id;
+    }
+    if (slash == std::string_view::npos) break;
+    cgroup.remove_prefix(slash + 1);
+  }
+  if (env_job && running.contains(std::string(*env_job))) return std::string(*env_job);
+  return std::nullopt;
+}
+
 std::set<std::string> running_jobs(const std::vector<proc::ProcessEntry>& table,
                                    const std::string& proc_root) {
   std::set<std::string> out;

@@ -38,5 +38,22 @@ TEST(RunningJobs, OnlySlurmstepdProcessesCount) {
   EXPECT_EQ(running_jobs(table, proc.dir()), (std::set<std::string>{"5", "6"}));
 }
 
+// W2-11: the cgroup first (a whole job_<id> component of a running job), else the
+// environment's SLURM_JOB_ID; a finished job's or a look-alike component claims nothing.
+TEST(RunningJobOf, ACgroupOrAnEnvironmentNamesARunningJob) {
+  const std::set<std::string> running = {"43", "7"};
+  const std::string v2 = "/system.slice/slurmstepd.scope/job_43/step_0/user/task_0";
+  EXPECT_EQ(running_job_of(v2, std::nullopt, running), "43");
+  EXPECT_EQ(running_job_of("/slurm/uid_1000/job_7/step_batch", std::nullopt, running), "7");
+  EXPECT_EQ(running_job_of(v2, "42", running), "43");  // the cgroup outweighs the environment
+  EXPECT_EQ(running_job_of("/user.slice/x.scope", "7", running), "7");
+  EXPECT_EQ(running_job_of("/user.slice/x.scope", "42", running), std::nullopt);
+  EXPECT_EQ(running_job_of("/slurmstepd.scope/job_42/step_0", std::nullopt, running), std::nullopt);
+  for (const char* lookalike : {"/x/job_430/step_0", "/x/myjob_43", "/x/job_43x", "/x/job_"})
+    EXPECT_EQ(running_job_of(lookalike, std::nullopt, running), std::nullopt) << lookalike;
+  EXPECT_EQ(running_job_of("", std::nullopt, running), std::nullopt);
+  EXPECT_EQ(job_cgroup_component("42"), "job_42");
+}
+
 }  // namespace
 }  // namespace gpureap::cluster

@@ -39,10 +39,18 @@ bool environ_has(std::string_view environ, const EnvEntry& entry);
 
 /// /proc/PID/environ of the process `id`, as that process's own: read through its
 /// /proc/PID directory, whose start time is checked after the read (a pid reused
-/// meanwhile is not `id`). Fails with sys_errno ESRCH when the process is gone (or
-/// the pid reused), EACCES/EPERM when access is denied (another user's process, or
-/// a non-dumpable one, without root), or the errno of any other failure; the message
-/// names the pid and the reason.
+/// meanwhile is not `id`). A zombie leader (main thread exited, other threads live:
+/// still a process, still a holder) has no environment of its own to show; it is
+/// read from a live thread's task/TID/environ instead. Fails with sys_errno ESRCH
+/// when the process is gone (or the pid reused, or every thread exited), EACCES/EPERM
+/// when access is denied (another user's process, or a non-dumpable one, without
+/// root), or the errno of any other failure; the message names the pid and the reason.
 Result<std::string> read_environ(const ProcessId& id, std::string_view proc_root = "/proc");
+
+/// /proc/PID/cmdline of the process `id` for display and --match (NULs as spaces, as
+/// Holder::cmdline), read as read_environ reads the environment: a zombie leader's from
+/// a live thread (its own reads empty), the same errors. Empty for a process whose
+/// argument vector is empty (a kernel thread).
+Result<std::string> read_process_cmdline(const ProcessId& id, std::string_view proc_root = "/proc");
 
 }  // namespace gpureap::proc

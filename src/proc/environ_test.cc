@@ -9,7 +9,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
+#include "proc/proc_parse.h"
 #include "proc/process_handle.h"
 #include "proc/test_children.h"
 
@@ -148,6 +150,35 @@ TEST(Environ, ANonDumpableProcessOfTheSameUserIsDeniedWithoutRoot) {
   EXPECT_EQ(children.ready(reader), std::to_string(EACCES));
   // Root may read it.
   EXPECT_TRUE(read_environ(*id).has_value());
+}
+
+// W2-12: a zombie leader (its main thread exited, another thread lives on and holds what
+// the process holds) shows no environment or command line of its own; they are read from
+// the live thread. Once every thread has exited, the process has.
+TEST(Environ, AZombieLeadersEnvironmentAndCommandLineComeFromALiveThread) {
+  Children children;
+  pid_t pid = children.spawn([](int ready) { testing::become_zombie_leader(ready); });
+  children.ready(pid);
+  ASSERT_TRUE(testing::wait_state(pid, 'Z'));
+  auto id = read_process_id(pid, "/proc");
+  ASSERT_TRUE(id.has_value());
+  // Forked, not exec'd: the child's memory shows the test process's own blocks.
+  std::ifstream env_in("/proc/self/environ", std::ios::binary), cmd_in("/proc/self/cmdline");
+  const std::string own_env(std::istreambuf_iterator<char>(env_in), {});
+  const std::string own_cmdline(std::istreambuf_iterator<char>(cmd_in), {});
+  auto env = read_environ(*id);
+  ASSERT_TRUE(env.has_value()) << env.error().message;
+  EXPECT_EQ(*env, own_env);
+  auto cmdline = read_process_cmdline(*id);
+  ASSERT_TRUE(cmdline.has_value()) << cmdline.error().message;
+  EXPECT_EQ(*cmdline, format_cmdline(own_cmdline));
+  EXPECT_FALSE(cmdline->empty());
+  ::kill(pid, SIGKILL);
+  children.wait_zombie(pid);  // every thread has exited; not reaped yet
+  auto gone = read_environ(*id);
+  ASSERT_FALSE(gone.has_value());
+  EXPECT_EQ(gone.error().sys_errno, ESRCH);
+  children.reap(pid);
 }
 
 }  // namespace

@@ -123,20 +123,7 @@ TEST(ProcessHandle, HasExitedOnceDeadEvenBeforeReaping) {
 
 TEST(ProcessHandle, ZombieLeaderWithLiveThreadHasNotExited) {
   Children children;
-  pid_t pid = children.spawn([](int ready) {
-    static int fd;
-    fd = ready;
-    pthread_t t;
-    ::pthread_create(
-        &t, nullptr,
-        [](void*) -> void* {
-          signal_ready(fd);
-          park();
-        },
-        nullptr);
-    ::usleep(50 * 1000);
-    ::syscall(SYS_exit, 0);
-  });
+  pid_t pid = children.spawn([](int ready) { testing::become_zombie_leader(ready); });
   children.ready(pid);
   ASSERT_TRUE(testing::wait_state(pid, 'Z'));
   ProcessHandle h = open_or_die(pid);

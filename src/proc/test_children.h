@@ -5,10 +5,12 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -124,6 +126,26 @@ inline void signal_ready(int fd, const std::string& text = "") {
   for (;;) ::pause();
 }
 
+/// In a child's body: starts a thread that says the child is ready on `ready` and
+/// blocks until killed, then ends the main thread alone: the child is a zombie leader
+/// (state Z) whose live thread keeps its fds, mappings and memory.
+[[noreturn]] inline void become_zombie_leader(int ready) {
+  static int ready_fd;
+  ready_fd = ready;
+  pthread_t t;
+  ::pthread_create(
+      &t, nullptr,
+      [](void*) -> void* {
+        signal_ready(ready_fd);
+        park();
+      },
+      nullptr);
+  // Give the thread time to report, then end only the leader thread.
+  ::usleep(50 * 1000);
+  ::syscall(SYS_exit, 0);
+  ::_exit(0);  // not reached: SYS_exit ends this thread
+}
+
 /// Forks a child that says it is ready, then blocks until killed; returns its
 /// pid once it is ready.
 inline pid_t spawn_parked(Children& children) {
@@ -172,8 +194,8 @@ class SimulatedDevDir {
     if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
     dir_ = tmpl;
     if (marker) {
-      int fd = ::open(path(std::string(kSimNodeMarkerName)).c_str(),
-                      O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+      int fd = ::open(path(std::string(kSimNodeMarkerName)).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC,
+                      0644);
       if (fd < 0 || ::write(fd, kSimNodeMarkerContent.data(), kSimNodeMarkerContent.size()) !=
                         static_cast<ssize_t>(kSimNodeMarkerContent.size()))
         throw std::runtime_error("write marker");

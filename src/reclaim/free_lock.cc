@@ -87,11 +87,14 @@ Result<FreeLock> FreeLock::acquire(const std::string& state_dir, std::string_vie
     if (!wait_for_flock(fd, wait_until)) {
       if (started >= wait_until)
         return fail(
-            fmt::format("another {} (pid {}) is running; {} (lock: {})", who, holder, advice, path));
-      double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+            fmt::format("another {} (pid {}) is running; {} (lock: {})", who, holder, advice, path),
+            EWOULDBLOCK);
+      double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       return fail(fmt::format("another {} (pid {}) was still running after waiting {:.1f} s for "
                               "it (lock: {})",
-                              who, holder_of(fd), waited, path));
+                              who, holder_of(fd), waited, path),
+                  EWOULDBLOCK);
     }
   }
   std::string me = fmt::format("{}\n", ::getpid());

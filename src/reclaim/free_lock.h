@@ -18,9 +18,9 @@ namespace gpureap::reclaim {
 class FreeLock {
  public:
   /// Takes the lock without waiting. Fails with "another gpureap free (pid N) is
-  /// running" when it is held. <state_dir>/free.lock is opened without following
-  /// a symlink and used only when it is a regular file owned by the caller;
-  /// otherwise the error names it and nothing is written.
+  /// running" (sys_errno EWOULDBLOCK, as after any wait) when it is held. <state_dir>/free.lock is
+  /// opened without following a symlink and used only when it is a regular file owned by the
+  /// caller; otherwise the error names it and nothing is written.
   static Result<FreeLock> acquire(const std::string& state_dir) {
     return acquire(state_dir, "free.lock", "gpureap free", "wait for it to finish");
   }

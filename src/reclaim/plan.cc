@@ -92,7 +92,8 @@ struct Mismatch {
   std::string reason;
 };
 
-// The holder's environment, read once however many filters ask for it.
+// The holder's environment, read once however many filters ask for it (a zombie
+// leader's from a live thread: proc::read_environ), and its command line for --match.
 class EnvironOnce {
  public:
   EnvironOnce(const proc::Holder& h, const std::string& proc_root) : h_(h), proc_root_(proc_root) {}
@@ -100,11 +101,22 @@ class EnvironOnce {
     if (!text_) text_ = proc::read_environ(h_.id, proc_root_);
     return *text_;
   }
+  // The scan's, except for a zombie leader: its own reads empty (the scan shows
+  // "[comm]"), a live thread's does not (W2-12).
+  const std::string& cmdline() {
+    if (!cmdline_) {
+      auto live = h_.zombie_leader ? proc::read_process_cmdline(h_.id, proc_root_)
+                                   : Result<std::string>(h_.cmdline);
+      cmdline_ = live && !live->empty() ? *live : h_.cmdline;
+    }
+    return *cmdline_;
+  }
 
  private:
   const proc::Holder& h_;
   const std::string& proc_root_;
   std::optional<Result<std::string>> text_;
+  std::optional<std::string> cmdline_;
 };
 
 // True when some component of a cgroup path is exactly `name`.
@@ -150,7 +162,10 @@ std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector
     return no("cgroup does not match --cgroup");
   if (!f.cgroup_component.empty() && !has_component(h.cgroup, f.cgroup_component))
     return no(fmt::format("its cgroup is not under {}", f.cgroup_component));
-  if (f.match && !f.match->search(h.cmdline)) return no("command line does not match --match");
+  for (const auto& c : f.cgroup_none)
+    if (has_component(h.cgroup, c)) return no(fmt::format("its cgroup is under {}", c));
+  if (f.match && !f.match->search(environ.cmdline()))
+    return no("command line does not match --match");
   if (f.orphans_only && !h.orphaned)
     return no(h.detached
                   ? fmt::format("detached, not orphaned ({}); --orphans given", h.detached_reason)
@@ -190,7 +205,8 @@ std::optional<Mismatch> selection_mismatch(const proc::Holder& h, const std::vec
 bool respawner_passes(const proc::Holder& parent, const Filters& f, EnvironOnce& environ,
                       bool& applied) {
   applied = !f.pids.empty() || f.user || f.match || !f.cgroup.empty() ||
-            !f.cgroup_component.empty() || !f.env.empty() || !f.env_none.empty() || !f.ids.empty();
+            !f.cgroup_component.empty() || !f.cgroup_none.empty() || !f.env.empty() ||
+            !f.env_none.empty() || !f.ids.empty();
   Filters own = f;
   own.orphans_only = false;
   own.on_gpus.clear();

@@ -26,6 +26,8 @@ struct Filters {
   std::optional<uid_t> user;        // --user
   std::string cgroup;               // --cgroup: substring of the cgroup path or container hint
   std::string cgroup_component;     // a whole component of the cgroup path (Slurm's "job_42")
+  std::vector<std::string> cgroup_none;  // none of these a whole component of the cgroup path
+                                         // (running Slurm jobs' "job_43")
   std::optional<Pattern> match;     // --match: searched anywhere in the command line
   bool orphans_only = false;        // --orphans
   /// With orphans_only, for what acts unattended (the reaper, the Slurm hooks): not an
@@ -42,8 +44,9 @@ struct Filters {
   bool names(pid_t pid) const { return std::find(pids.begin(), pids.end(), pid) != pids.end(); }
   /// True when any filter is set.
   bool narrowed() const {
-    return !pids.empty() || user || !cgroup.empty() || !cgroup_component.empty() || match ||
-           orphans_only || !env.empty() || !env_none.empty() || !on_gpus.empty() || !ids.empty();
+    return !pids.empty() || user || !cgroup.empty() || !cgroup_component.empty() ||
+           !cgroup_none.empty() || match || orphans_only || !env.empty() || !env_none.empty() ||
+           !on_gpus.empty() || !ids.empty();
   }
 };
 

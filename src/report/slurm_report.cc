@@ -181,6 +181,10 @@ std::string slurm_health_text(const cluster::HealthCheck& check,
                   state ? fmt::format("; node state {}", terminal_text(state->state)) : ""));
   out += warning_lines(check.warnings);
   if (!check.error.empty()) out += style.red("Not verified: " + terminal_text(check.error) + "\n");
+  if (!check.skipped.empty())
+    out += style.yellow("Skipped: an epilog, a prolog or a gpureap free is freeing GPU memory (" +
+                        terminal_text(check.skipped) +
+                        "); nothing is drained or resumed: checked next time.\n");
   if (check.healthy()) out += style.green("Healthy: no GPU memory held outside running jobs.\n");
   out += held_lines(check.held, style);
   return out + node_text(node, style);
@@ -197,6 +201,8 @@ nlohmann::ordered_json slurm_health_json(const cluster::HealthCheck& check,
   doc["held"] = held_json(check.held);
   doc["error"] =
       check.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(check.error);
+  doc["skipped"] = check.skipped.empty() ? nlohmann::ordered_json(nullptr)
+                                         : nlohmann::ordered_json(check.skipped);
   doc["node_state"] =
       state ? nlohmann::ordered_json{{"state", state->state}, {"reason", state->reason}}
             : nlohmann::ordered_json(nullptr);

@@ -3,13 +3,19 @@
 // exit statuses, what is asked of Slurm and when, without a Slurm installation. The
 // real daemons are in slurm_test.cc.
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "harness.h"
+#include "proc/cgroup_fs.h"
 
 namespace gpureap::e2e {
 namespace {
@@ -50,6 +56,72 @@ class FakeSlurm {
 
  private:
   std::string dir_;
+};
+
+// A job running on this node, as the epilog and the health check tell it: a process
+// named slurmstepd whose command line is "slurmstepd: [<id>.0]" (a copy of sleep exec'd
+// under that argv[0]). Job ids far above the real-Slurm tests' own. Killed by pid.
+class RunningJob {
+ public:
+  RunningJob(const SimNode& node, const std::string& id) {
+    const std::string bin = node.dir() + "/slurmstepd";
+    std::filesystem::copy_file("/bin/sleep", bin,
+                               std::filesystem::copy_options::overwrite_existing);
+    ::chmod(bin.c_str(), 0755);
+    int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    pid_ = spawn_child({"/bin/bash", "-c", "exec -a 'slurmstepd: [" + id + ".0]' " + bin + " 600"},
+                       {}, null, null, true);
+    ::close(null);
+    // Running once its command line is the step's (after bash's exec).
+    EXPECT_TRUE(SimNode::eventually([&] {
+      std::ifstream in("/proc/" + std::to_string(pid_) + "/cmdline");
+      std::string cmdline(std::istreambuf_iterator<char>(in), {});
+      return cmdline.starts_with("slurmstepd: [" + id + ".0]");
+    }));
+  }
+  ~RunningJob() {
+    ::kill(pid_, SIGKILL);  // our own unreaped child: the pid is still ours
+    ::waitpid(pid_, nullptr, 0);
+  }
+  RunningJob(const RunningJob&) = delete;
+  RunningJob& operator=(const RunningJob&) = delete;
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// A cgroup v2 directory of the test's own (a stand-in for slurmstepd.scope), removed
+// with what is below it at the end, once its members (the test's holders) are gone.
+// Declared before the SimNode, so that the node's holders are killed first.
+class JobCgroups {
+ public:
+  JobCgroups() {
+    auto mount = proc::cgroup2_mount();
+    if (!mount || ::geteuid() != 0) return;
+    name_ = "gpureap-e2e-slurm-" + std::to_string(::getpid());
+    if (::mkdir((mount->mount_point + "/" + name_).c_str(), 0755) != 0)
+      name_.clear();
+    else
+      root_ = mount->mount_point + "/" + name_;
+  }
+  ~JobCgroups() {
+    if (root_.empty()) return;
+    std::vector<std::string> dirs;
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(root_, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+      if (it->is_directory(ec)) dirs.push_back(it->path());
+    std::sort(dirs.begin(), dirs.end(), [](auto& a, auto& b) { return a.size() > b.size(); });
+    dirs.push_back(root_);
+    for (const auto& d : dirs)
+      SimNode::eventually([&] { return ::rmdir(d.c_str()) == 0 || errno == ENOENT; });
+  }
+  bool usable() const { return !root_.empty(); }
+  /// A name below the cgroup2 mount, as `gpureap-sim hold --cgroup` takes it.
+  std::string step(const std::string& job) const { return name_ + "/job_" + job + "/step_0"; }
+
+ private:
+  std::string name_, root_;
 };
 
 TEST(SlurmCommand, AnEpilogWithNothingLeftAsksNothingOfSlurm) {
@@ -182,6 +254,134 @@ TEST(SlurmCommand, HealthDrainsKeepsResumesAndLeavesOthersAlone) {
       << slurm.calls();
   slurm.set_state("IDLE", "");
   EXPECT_EQ(health().json()["node"]["action"], "none");
+}
+
+// W2-11: a worker of running job 90043 that lost its environment (apptainer --cleanenv,
+// env -i) and its parent is still job 90043's by its cgroup: job 90042's epilog on the
+// same GPU leaves it alone, and the health check does not drain the node for it.
+TEST(SlurmCommand, W2_11_ARunningJobsCgroupKeepsItsWorkerOutOfOtherJobsLeftovers) {
+  JobCgroups cgroups;
+  if (!cgroups.usable()) GTEST_SKIP() << "needs root and a writable cgroup v2";
+  SimNode node;
+  FakeSlurm slurm(node);
+  std::optional<RunningJob> running;
+  running.emplace(node, "90043");
+  auto worker = node.hold({"--gpu", "0", "--bytes", "4GiB", "--children", "1", "--orphan",
+                           "--cgroup", cgroups.step("90043")});
+  const pid_t pid = worker.holders.at(0).first;
+  auto health = node.gpureap({"--json", "slurm", "health", "--persist", "100ms"},
+                             std::chrono::seconds(60), slurm.env());
+  EXPECT_EQ(health.exit_code, 0) << health.out << health.err;
+  EXPECT_TRUE(health.json()["healthy"]) << health.out;
+  auto epilog = node.gpureap({"--json", "slurm", "epilog"}, std::chrono::seconds(60),
+                             slurm.env({{"SLURM_JOB_ID", "90042"}, {"SLURM_JOB_GPUS", "0"}}));
+  EXPECT_EQ(epilog.exit_code, 0) << epilog.out << epilog.err;
+  EXPECT_TRUE(alive(pid)) << epilog.out;
+  EXPECT_EQ(slurm.calls().find("state=drain"), std::string::npos) << slurm.calls();
+  // Once job 90043 has ended, its own epilog frees it.
+  running.reset();
+  auto own = node.gpureap({"slurm", "epilog"}, std::chrono::seconds(60),
+                          slurm.env({{"SLURM_JOB_ID", "90043"}, {"SLURM_JOB_GPUS", "0"}}));
+  EXPECT_EQ(own.exit_code, 0) << own.out << own.err;
+  EXPECT_FALSE(alive(pid)) << own.out;
+}
+
+// W2-12: a worker of job 90042 on a GPU outside SLURM_JOB_GPUS (no ConstrainDevices) whose
+// main thread exited: its environment and command line are read from its live thread, so
+// `free --env` and `--match` plan it and the epilog frees it.
+TEST(SlurmCommand, W2_12_AZombieLeadersEnvironmentIsReadFromALiveThread) {
+  SimNode node;
+  FakeSlurm slurm(node);
+  auto zombie = node.hold({"--gpu", "1", "--bytes", "6GiB", "--zombie-leader"}, false,
+                          {{"SLURM_JOB_ID", "90042"}});
+  const pid_t pid = zombie.holders.at(0).first;
+  ASSERT_TRUE(SimNode::eventually([&] { return state_of(pid) == 'Z'; }));
+  for (const auto& selector : std::vector<std::vector<std::string>>{
+           {"--env", "SLURM_JOB_ID=90042"}, {"--match", "gpureap-sim hold"}}) {
+    std::vector<std::string> args = {"--no-agent", "--json", "free", "--gpu", "1", "--dry-run"};
+    args.insert(args.end(), selector.begin(), selector.end());
+    auto plan = node.gpureap(args);
+    EXPECT_EQ(plan.exit_code, 0) << selector[0] << plan.out << plan.err;
+    auto j = plan.json();
+    ASSERT_EQ(j["plan"]["targets"].size(), 1u) << selector[0] << j["plan"].dump(1);
+    EXPECT_EQ(j["plan"]["targets"][0]["pid"], pid);
+  }
+  auto epilog = node.gpureap({"slurm", "epilog"}, std::chrono::seconds(60),
+                             slurm.env({{"SLURM_JOB_ID", "90042"}, {"SLURM_JOB_GPUS", "0"}}));
+  EXPECT_EQ(epilog.exit_code, 0) << epilog.out << epilog.err;
+  EXPECT_EQ(epilog.out.find("Nothing to do"), std::string::npos) << epilog.out;
+  auto after = node.gpureap({"--no-agent", "--json", "status", "--gpu", "1"});
+  for (const auto& h : after.json()["holders"]) EXPECT_NE(h["pid"], pid) << after.out;
+}
+
+// W2-13: while a free holds the lock (an epilog freeing a finished job's worker), the
+// health check waits for it, then looks; a free that outlasts the health check's deadline
+// makes it skip: exit 0, nothing asked of Slurm. Never a drain for memory being freed.
+TEST(SlurmCommand, W2_13_HealthWaitsForAFreeInProgressOrSkips) {
+  SimNode node;
+  FakeSlurm slurm(node);
+  auto leftover = node.hold({"--gpu", "2", "--bytes", "3GiB"}, false, {{"SLURM_JOB_ID", "90060"}});
+  const pid_t pid = leftover.holders.at(0).first;
+  // The epilog's lock, held here: the same file, the same flock.
+  const std::string lock_path = node.env().at("GPUREAP_STATE_DIR") + "/free.lock";
+  int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(::flock(lock, LOCK_EX), 0);
+  // A deadline that leaves no time to wait: skipped.
+  auto skipped =
+      node.gpureap({"--json", "slurm", "health", "--persist", "100ms", "--deadline", "1s"},
+                   std::chrono::seconds(60), slurm.env());
+  EXPECT_EQ(skipped.exit_code, 0) << skipped.out << skipped.err;
+  EXPECT_FALSE(skipped.json()["skipped"].is_null()) << skipped.out;
+  EXPECT_FALSE(skipped.json()["healthy"]) << skipped.out;
+  EXPECT_EQ(slurm.calls(), "");
+  // With time to wait: it waits on the lock (it has the file open), the "epilog" frees the
+  // worker and lets go, then the health check looks and finds the node healthy.
+  std::map<std::string, std::string> env = node.env();
+  for (const auto& [k, v] : slurm.env()) env[k] = v;
+  const std::string out_path = node.dir() + "/health.out";
+  int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  pid_t health = spawn_child({GPUREAP_BIN, "--json", "slurm", "health", "--persist", "100ms"}, env,
+                             out, out, true);
+  ::close(out);
+  auto waits_on_lock = [&] {
+    std::error_code ec;
+    for (const auto& fd :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(health) + "/fd", ec))
+      if (std::filesystem::read_symlink(fd.path(), ec) == lock_path) return true;
+    return false;
+  };
+  EXPECT_TRUE(SimNode::eventually(waits_on_lock));
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  EXPECT_TRUE(SimNode::eventually([&] { return !alive(pid); }));
+  ::close(lock);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(health, &wstatus, 0), health);
+  const std::string report = read_file(out_path);
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << report;
+  EXPECT_NE(report.find("\"healthy\": true"), std::string::npos) << report;
+  EXPECT_EQ(slurm.calls().find("state=drain"), std::string::npos) << slurm.calls();
+}
+
+// W2-15: a GPU selector the node does not have, or any other mistake in the health
+// arguments (a typo in GPUREAP_HEALTH_ARGS), is the site's usage error: exit 2 naming the
+// option, and the node is neither drained nor resumed for it.
+TEST(SlurmCommand, W2_15_AHealthUsageErrorNeverDrains) {
+  SimNode node({"--gpus", "4", "--memory", "80GiB"});
+  FakeSlurm slurm(node);
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {"--gpu", "9"}, {"--persist", "3x"}, {"--persit", "3s"}}) {
+    std::vector<std::string> args = {"slurm", "health"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    auto r = node.gpureap(args, std::chrono::seconds(60), slurm.env());
+    EXPECT_EQ(r.exit_code, 2) << bad[0] << r.out << r.err;
+    EXPECT_NE(r.err.find(bad[0]), std::string::npos) << r.err;
+  }
+  slurm.set_state("IDLE+DRAIN", "gpureap: GPU 3 driver_held 20.0 GiB");
+  auto drained =
+      node.gpureap({"slurm", "health", "--gpu", "9"}, std::chrono::seconds(60), slurm.env());
+  EXPECT_EQ(drained.exit_code, 2) << drained.out << drained.err;
+  EXPECT_EQ(slurm.calls(), "");
 }
 
 }  // namespace
