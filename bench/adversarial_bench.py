@@ -70,13 +70,7 @@ def run_spared(build, name, spec):
     pids = []
     shell = None
     try:
-        out = subprocess.run([sim, "node", "--dir", node, "--gpus", "4", "--memory", "96GiB"],
-                             capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            if line.startswith("export "):
-                k, v = line[len("export "):].split("=", 1)
-                env[k] = v.strip("'\"")
-        env["GPUREAP_STATE_DIR"] = os.path.join(node, "state")
+        make_node(sim, node, env)
         if spec == "pipeline":
             script = ("set -m; /bin/cat /dev/null | " + sys.executable + " -c \"import os,sys,time;"
                       f" sys.stdin.read(); f=open('{node}/dev/nvidia{GPU}'); print(os.getpid(),"
@@ -114,6 +108,17 @@ def run_spared(build, name, spec):
         subprocess.run(["rm", "-rf", node])
 
 
+def make_node(sim, node, env):
+    """A fresh simulated node in `node`; its variables and a private state dir into `env`."""
+    out = subprocess.run([sim, "node", "--dir", node, "--gpus", "4", "--memory", "96GiB"],
+                         capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        if line.startswith("export "):
+            k, v = line[len("export "):].split("=", 1)
+            env[k] = v.strip("'\"")
+    env["GPUREAP_STATE_DIR"] = os.path.join(node, "state")
+
+
 def run_shape(build, name, spec):
     hold_args, free_args, mode, want_rc, want_class = spec
     sim = os.path.join(build, "sim", "gpureap-sim")
@@ -121,13 +126,7 @@ def run_shape(build, name, spec):
     node = tempfile.mkdtemp(prefix="gpureap-adv-")
     env = dict(os.environ)
     try:
-        out = subprocess.run([sim, "node", "--dir", node, "--gpus", "4", "--memory", "96GiB"],
-                             capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            if line.startswith("export "):
-                k, v = line[len("export "):].split("=", 1)
-                env[k] = v.strip("'\"")
-        env["GPUREAP_STATE_DIR"] = os.path.join(node, "state")
+        make_node(sim, node, env)
         hold = [sim, "hold", "--dir", node, "--gpu", str(GPU)] + hold_args
         if "--daemon" not in hold_args:
             hold.append("--detach")

@@ -153,19 +153,7 @@ TEST_F(HolderScan, ZombieLeaderIsFoundThroughItsLiveThread) {
     void* p = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
     ::close(fd);
     (void)p;
-    static int ready_fd;
-    ready_fd = ready;
-    pthread_t t;
-    ::pthread_create(
-        &t, nullptr,
-        [](void*) -> void* {
-          signal_ready(ready_fd);
-          park();
-        },
-        nullptr);
-    // Wait until the thread reported, then end only the leader thread.
-    ::usleep(50 * 1000);
-    ::syscall(SYS_exit, 0);
+    become_zombie_leader(ready);
   });
   children_.ready(pid);
   ASSERT_TRUE(testing::wait_state(pid, 'Z'));
