@@ -153,7 +153,7 @@ TEST_F(HolderScan, ZombieLeaderIsFoundThroughItsLiveThread) {
     void* p = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
     ::close(fd);
     (void)p;
-    become_zombie_leader(ready);
+    testing::become_zombie_leader(ready);
   });
   children_.ready(pid);
   ASSERT_TRUE(testing::wait_state(pid, 'Z'));
