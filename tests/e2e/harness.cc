@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -144,10 +145,39 @@ CommandResult run_command(const std::vector<std::string>& argv,
   return result;
 }
 
+namespace {
+
+// True when any user can read `path`: every directory above it searchable by others,
+// the file readable by others.
+bool world_readable(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !(st.st_mode & S_IROTH)) return false;
+  for (auto dir = path.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    if (::stat(dir.c_str(), &st) != 0 || !(st.st_mode & S_IXOTH)) return false;
+    if (dir == dir.root_path()) break;
+  }
+  return true;
+}
+
+}  // namespace
+
 SimNode::SimNode(const std::vector<std::string>& node_args) {
   dir_ = make_temp_dir("gpureap-e2e-");
   state_dir_ = dir_ + "/state";
   std::filesystem::create_directories(state_dir_);
+  // Tests that run gpureap as another user (uid 65534) load the simulated driver too:
+  // from a checkout in a 0700 directory (CI's, `mktemp -d`'s) it must come from here.
+  nvml_library_ = GPUREAP_SIM_NVML;
+  if (!world_readable(nvml_library_)) {
+    std::filesystem::create_directories(dir_ + "/lib");
+    nvml_library_ = dir_ + "/lib/libnvidia-ml.so.1";
+    std::error_code ec;
+    std::filesystem::copy_file(GPUREAP_SIM_NVML, nvml_library_,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) ADD_FAILURE() << "cannot copy the simulated driver: " << ec.message();
+    ::chmod((dir_ + "/lib").c_str(), 0755);
+    ::chmod(nvml_library_.c_str(), 0755);
+  }
   std::vector<std::string> args = {"node", "--dir", dir_, "--force"};
   args.insert(args.end(), node_args.begin(), node_args.end());
   auto r = sim(args);
@@ -165,7 +195,7 @@ SimNode::~SimNode() {
 }
 
 std::map<std::string, std::string> SimNode::env() const {
-  return {{"GPUREAP_NVML_LIBRARY", GPUREAP_SIM_NVML},
+  return {{"GPUREAP_NVML_LIBRARY", nvml_library_},
           {"GPUREAP_SIM_DIR", dir_},
           {"GPUREAP_DEV_DIR", dir_ + "/dev"},
           {"GPUREAP_STATE_DIR", state_dir_},

@@ -62,6 +62,7 @@ class SimNode {
  private:
   std::string dir_;
   std::string state_dir_;
+  std::string nvml_library_;     // the simulated driver, where any user can load it
   std::vector<pid_t> children_;  // our own children (foreground holds), reaped at the end
   std::vector<std::pair<pid_t, std::uint64_t>>
       tracked_;  // (pid, start time) of every holder process
