@@ -95,7 +95,9 @@ std::string reparent_reason(pid_t pid, pid_t ppid, pid_t pgid, pid_t sid, bool p
   // which makes it the leader. So a process that does not lead its session, under
   // a parent in another session, was not started by that parent: it was adopted
   // (a child subreaper: gpureap-reaper, systemd --user, a launcher's supervisor).
-  if (sid > 0 && sid != pid && parent_sid && *parent_sid > 0 && *parent_sid != sid)
+  // A parent's session 0 lies outside our PID namespace (a container started
+  // from a session on the host, as CI's are): not the child's session either.
+  if (sid > 0 && sid != pid && parent_sid && *parent_sid != sid)
     return fmt::format("adopted by {} (pid {}), outside its session {}", parent, ppid, sid);
   // pgid 0: the group lies outside our pid namespace, nothing to conclude.
   // Otherwise a live parent is the starter unless it adopts by design (a

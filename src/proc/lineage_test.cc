@@ -35,6 +35,12 @@ TEST(ReparentReason, Rules) {
   // A parent in another session did not start it: adopted.
   EXPECT_EQ(reparent_reason(50, 7, 40, 30, false, 7, 7, "gpureap-reaper", false),
             "adopted by gpureap-reaper (pid 7), outside its session 30");
+  // The parent's session lies outside our PID namespace (sid 0: a container entered
+  // from a host session, as CI's is) and the child's inside: not the same session.
+  EXPECT_EQ(reparent_reason(50, 7, 40, 30, false, 7, 0, "gpureap_proc_te", false),
+            "adopted by gpureap_proc_te (pid 7), outside its session 30");
+  // Both outside: nothing to conclude from sessions.
+  EXPECT_EQ(reparent_reason(50, 7, 40, 0, true, 7, 0, "bash", false), "");
   // Same session, group leader gone, parent a subreaper (a container's init).
   EXPECT_EQ(reparent_reason(50, 7, 40, 30, false, 7, 30, "tini", true),
             "process group leader 40 is gone; adopted by tini (pid 7)");
