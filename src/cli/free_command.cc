@@ -277,11 +277,6 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   // 4. Plan.
   auto caller = reclaim::CallerContext::current(node.proc_root());
   reclaim::Plan plan = reclaim::make_plan(inv, sel, caller);
-  bool all_idle = std::all_of(inv.gpus.begin(), inv.gpus.end(), [&](const inventory::GpuView& v) {
-    return !inventory::is_selected(sel.gpus, v.info.index) ||
-           (v.at_baseline() && v.unexplained == inventory::Unexplained::none &&
-            v.busy.kind != inventory::Busy::ghost);
-  });
   auto style = report_on_stderr ? stderr_style(global) : stdout_style(global);
   // "Nothing to do" needs a measurement: without NVML, no holder in /proc does not
   // mean no memory held (driver-held memory, holders in other namespaces); nor does a
@@ -310,15 +305,9 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   // the selection itself leaves alone (--pid, --user, --cgroup, --match, --orphans), with
   // no memory that no process explains. Holders free may not signal (protected, other
   // users') or driver-held memory are memory still held: they go on to be classified (1).
-  bool unexplained = std::any_of(inv.gpus.begin(), inv.gpus.end(), [&](const inventory::GpuView& v) {
-    return inventory::is_selected(sel.gpus, v.info.index) &&
-           (v.unexplained != inventory::Unexplained::none ||
-            v.busy.kind == inventory::Busy::ghost);
-  });
-  bool only_unmatched = std::all_of(plan.skipped.begin(), plan.skipped.end(), [](const auto& s) {
-    return s.kind == reclaim::SkipKind::not_matched;
-  });
-  if (plan.targets.empty() && (all_idle || (!unexplained && only_unmatched))) {
+  const auto nothing = reclaim::nothing_to_do(inv, sel, plan);
+  if (nothing != reclaim::NothingToDo::no) {
+    const bool all_idle = nothing == reclaim::NothingToDo::idle;
     if (global.json)
       print_out(report::json_text(report::free_json(plan, reclaim::ReclaimReport{}, o.dry_run, inv.warnings)));
     else

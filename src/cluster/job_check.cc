@@ -73,27 +73,10 @@ std::vector<HeldGpu> held_after(const reclaim::ReclaimReport& r) {
   return out;
 }
 
-// free's rule for "nothing to do": no target, and the GPUs idle or held only by holders
-// the selection itself leaves alone, with no memory that no process explains.
-bool nothing_to_do(const inventory::Inventory& inv, const Selection& sel,
-                   const reclaim::Plan& plan) {
-  if (!plan.targets.empty()) return false;
-  bool all_idle = true, unexplained = false;
-  for (const auto& v : inv.gpus) {
-    if (!inventory::is_selected(sel.gpus, v.info.index)) continue;
-    all_idle = all_idle && v.at_baseline() && v.unexplained == inventory::Unexplained::none;
-    unexplained = unexplained || v.unexplained != inventory::Unexplained::none;
-  }
-  bool only_unmatched = std::all_of(plan.skipped.begin(), plan.skipped.end(), [](const auto& s) {
-    return s.kind == reclaim::SkipKind::not_matched;
-  });
-  return all_idle || (!unexplained && only_unmatched);
-}
-
 // At baseline, no process uses it (a monitoring client that only has the node open
 // does not count), and not a ghost (busy with no process: a job there would crawl).
 bool clean(const inventory::GpuView& v) {
-  return v.at_baseline() && v.busy.kind != inventory::Busy::ghost &&
+  return inventory::gpu_state(v) == inventory::GpuState::free &&
          std::none_of(v.holders.begin(), v.holders.end(),
                       [](const inventory::GpuHolder& h) { return h.uses_gpu; });
 }
@@ -162,7 +145,9 @@ JobCheck clean_up_after_job(inventory::Node& node, reclaim::ProcessControl& cont
     auto environ = proc::read_environ(t.id, node.proc_root());
     return environ && proc::environ_value(*environ, "SLURM_SCRIPT_CONTEXT").has_value();
   });
-  if (nothing_to_do(inv, sel, out.plan)) return out;
+  // free's own rule (reclaim::nothing_to_do): a ghost or an unmeasured GPU is never
+  // "nothing to do", it goes on to be verified and classified.
+  if (reclaim::nothing_to_do(inv, sel, out.plan) != reclaim::NothingToDo::no) return out;
   reclaim::ReclaimOptions o = options;
   o.selection = std::move(sel);
   out.freed = reclaim::reclaim(node, control, inv, out.plan, o, {});

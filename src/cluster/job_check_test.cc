@@ -143,6 +143,21 @@ TEST_F(JobCheckTest, NothingLeftIsNothingToDo) {
   EXPECT_TRUE(c.plan.targets.empty());
 }
 
+TEST_F(JobCheckTest, TheEpilogNeverCallsAGhostGpuClean) {
+  // Issue 23: the epilog's "nothing to do" had its own rule, without free's ghost check:
+  // a GPU busy with no process, and nothing to signal, was reported clean. One rule now
+  // (reclaim::nothing_to_do over inventory::gpu_state).
+  m_.gpu(0).utilization_gpu = 100;
+  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
+  EXPECT_TRUE(c.plan.targets.empty());
+  EXPECT_FALSE(c.ok());
+  ASSERT_EQ(c.held.size(), 1u) << c.error;
+  EXPECT_EQ(c.held[0].index, 0u);
+  EXPECT_EQ(c.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::ghost_gpu}));
+  m_.gpu(0).utilization_gpu = 0;
+  EXPECT_TRUE(clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options()).ok());
+}
+
 TEST_F(JobCheckTest, MemoryTheDriverKeepsIsHeldAndClassified) {
   FakeProc p;
   p.pid = 5000401;

@@ -204,6 +204,46 @@ bool GpuView::at_baseline() const {
   return info.memory->used <= baseline.bytes + freed_tolerance(info.memory->total);
 }
 
+const char* to_string(GpuState s) {
+  switch (s) {
+    case GpuState::not_measured:
+      return "not_measured";
+    case GpuState::ghost:
+      return "ghost";
+    case GpuState::free:
+      return "free";
+    case GpuState::held:
+      return "held";
+    case GpuState::releasing:
+      return "releasing";
+    case GpuState::driver_held:
+      return "driver_held";
+    case GpuState::outside_namespace:
+      return "outside_namespace";
+    case GpuState::unknown:
+      return "unknown";
+  }
+  return "?";
+}
+
+GpuState gpu_state(const GpuView& view) {
+  if (!view.info.memory) return GpuState::not_measured;
+  if (view.busy.kind == Busy::ghost) return GpuState::ghost;
+  switch (view.unexplained) {
+    case Unexplained::none:
+      return view.at_baseline() ? GpuState::free : GpuState::held;
+    case Unexplained::releasing:
+      return GpuState::releasing;
+    case Unexplained::driver_held:
+      return GpuState::driver_held;
+    case Unexplained::outside_namespace:
+      return GpuState::outside_namespace;
+    case Unexplained::unknown:
+      return GpuState::unknown;
+  }
+  return GpuState::unknown;
+}
+
 bool in_host_pid_namespace(const std::string& proc_root) {
   struct stat st {};
   if (::stat((proc_root + "/self/ns/pid").c_str(), &st) != 0) return true;  // no ns support: host

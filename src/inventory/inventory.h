@@ -76,6 +76,25 @@ struct GpuView {
   std::uint64_t used() const { return info.memory ? info.memory->used : 0; }
 };
 
+/// What a look says about one GPU: the one rule that free, the Slurm hooks and the
+/// plan's "nothing to do" read, so that no caller decides "is this GPU idle?" its own way.
+/// In this order: memory NVML could not read is not measured (never free); a GPU busy
+/// with no process is a ghost whatever its memory; memory within the freed tolerance of
+/// the baseline is free; memory above it is held by processes when they explain it, and
+/// otherwise the Unexplained class says by whom.
+enum class GpuState {
+  not_measured,       // NVML gave no memory figure: nothing can be concluded
+  ghost,              // busy with no process (Busy::ghost): reset or reboot
+  free,               // at baseline, nothing unexplained
+  held,               // above baseline, explained by the processes that hold it
+  releasing,          // Unexplained::releasing
+  driver_held,        // Unexplained::driver_held
+  outside_namespace,  // Unexplained::outside_namespace
+  unknown,            // Unexplained::unknown
+};
+const char* to_string(GpuState s);
+GpuState gpu_state(const GpuView& view);
+
 /// Which node a look describes, as the command that took it resolved it (absolute
 /// paths): a running agent's answer is used only by a command that names the same node
 /// (W2-02). Every field the GPU source or the holder scan reads from counts.

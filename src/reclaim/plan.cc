@@ -8,6 +8,7 @@
 #include <map>
 
 #include "gpu/gpu_select.h"
+#include "inventory/node.h"
 #include "proc/lineage.h"
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
@@ -417,6 +418,25 @@ void add_ended_runs(Plan& plan, const std::map<std::string, pid_t>& ended_runs, 
 }
 
 }  // namespace
+
+NothingToDo nothing_to_do(const inventory::Inventory& inv, const Selection& sel,
+                          const Plan& plan) {
+  if (!plan.targets.empty()) return NothingToDo::no;
+  bool all_free = true, unexplained = false;
+  for (const auto& v : inv.gpus) {
+    if (!inventory::is_selected(sel.gpus, v.info.index)) continue;
+    const auto state = inventory::gpu_state(v);
+    all_free = all_free && state == inventory::GpuState::free;
+    unexplained = unexplained || (state != inventory::GpuState::free &&
+                                  state != inventory::GpuState::held);
+  }
+  if (all_free) return NothingToDo::idle;
+  if (unexplained) return NothingToDo::no;
+  const bool only_unmatched =
+      std::all_of(plan.skipped.begin(), plan.skipped.end(),
+                  [](const Skipped& s) { return s.kind == SkipKind::not_matched; });
+  return only_unmatched ? NothingToDo::only_unmatched : NothingToDo::no;
+}
 
 Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const CallerContext& ctx) {
   // 1. Every GPU holder, merged across GPUs; the candidates are those that use a

@@ -108,6 +108,18 @@ struct Plan {
   const Skipped* left_alone(const proc::ProcessId& id) const;
 };
 
+/// Whether a plan leaves nothing to do on the selected GPUs: free's rule, read by free,
+/// the Slurm epilog and the agent's reaper alike. `no` while there is a target, or while
+/// a selected GPU holds memory no process explains (driver-held, releasing, outside the
+/// namespace, unknown), is a ghost or was not measured: those go on to be classified.
+enum class NothingToDo {
+  no,
+  idle,            // every selected GPU is free (inventory::GpuState::free)
+  only_unmatched,  // the only holders are ones the selection itself leaves alone
+};
+NothingToDo nothing_to_do(const inventory::Inventory& inv, const Selection& selection,
+                          const Plan& plan);
+
 /// Why a process must never be signalled, or nullopt. Infrastructure names are
 /// allowed when `named_by_pid` (the operator asked for it by pid).
 std::optional<std::string> protection_reason(pid_t pid, const std::string& comm, bool kernel_thread,
