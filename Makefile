@@ -43,10 +43,11 @@ demo: deps
 	@cmake --build $(BUILD) -j $(JOBS) --target gpureap gpureap-sim sim_nvml
 	@./scripts/demo.sh $(BUILD)
 
-# Every test on the debug build, then the GPU tests (they skip where there is no GPU).
-# CI (.ci/run) also builds the release binary once, so a release-only error cannot land.
+# Every test on the debug build but the many-trial stress test (`make stress`, which CI
+# runs too), then the GPU tests (they skip where there is no GPU). CI (.ci/run) also builds
+# the release binary once, so a release-only error cannot land.
 test: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300 -LE '^stress$$'
 	@GPUREAP_BIN=$(BUILD)/gpureap python3 -m unittest discover -s tests/gpu -p 'test_*.py' -v
 
 # Unit tests only: builds only the unit-test binaries (not the binary's main or e2e).

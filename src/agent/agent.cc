@@ -14,6 +14,7 @@
 #include "agent/caller_view.h"
 #include "agent/control_socket.h"
 #include "agent/http_server.h"
+#include "agent/watcher.h"
 #include "inventory/agent_client.h"
 #include "inventory/inventory_wire.h"
 #include "proc/lineage.h"
@@ -28,10 +29,6 @@
 namespace gpureap::agent {
 
 namespace {
-
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 /// Questions from other threads (the HTTP server's) for the loop thread, which
 /// alone touches the Watcher: each waits on its promise, the loop wakes on the

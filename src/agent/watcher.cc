@@ -16,11 +16,11 @@
 
 namespace gpureap::agent {
 
-namespace {
-
 double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
+
+namespace {
 
 /// The stat line of one process, parsed; nullopt when it is gone or unreadable.
 std::optional<proc::StatInfo> read_stat(int proc_fd, pid_t pid, proc::ReadBuffer& buf) {

@@ -25,6 +25,9 @@
 
 namespace gpureap::agent {
 
+/// Seconds since the epoch, now: the time of an event and of a dead parent's death.
+double wall_now();
+
 struct WatchOptions {
   std::chrono::milliseconds tick{1000};        // NVML, new pids, holders' state
   std::chrono::milliseconds full_scan{30000};  // the whole of /proc, as a safety net

@@ -17,7 +17,7 @@
 namespace gpureap::capacity {
 namespace {
 
-std::string fixture(const std::string& name) {
+std::string log_fixture(const std::string& name) {
   std::ifstream in(std::string(GPUREAP_FIXTURES) + "/capacity/" + name);
   EXPECT_TRUE(in.good()) << name;
   std::ostringstream out;
@@ -50,7 +50,7 @@ PlanInput calibrated_input(const Calibration& c, KvDtype dtype) {
 }
 
 TEST(SglangLog, ReadsTheLastStartUpOfEveryRank) {
-  auto log = parse_sglang_log(fixture("sglang_kimi_k25_tp8.log"), "sglang.log");
+  auto log = parse_sglang_log(log_fixture("sglang_kimi_k25_tp8.log"), "sglang.log");
   ASSERT_TRUE(log) << log.error().message;
   EXPECT_EQ(log->mem_fraction, 0.88);  // the relaunch, not the 0.93 crash
   EXPECT_EQ(log->tp_size, 8);
@@ -72,7 +72,7 @@ TEST(SglangLog, ReadsTheLastStartUpOfEveryRank) {
 }
 
 TEST(SglangLog, CalibratesTheMachineAndPredictsTheOtherLaunches) {
-  auto log = parse_sglang_log(fixture("sglang_kimi_k25_tp8.log"), "sglang.log");
+  auto log = parse_sglang_log(log_fixture("sglang_kimi_k25_tp8.log"), "sglang.log");
   ASSERT_TRUE(log);
   auto c = calibrate(*log, kimi().kv, kimi().context_len, "sglang.log");
   ASSERT_TRUE(c) << c.error().message;
@@ -102,7 +102,7 @@ TEST(SglangLog, CalibratesTheMachineAndPredictsTheOtherLaunches) {
 }
 
 TEST(SglangLog, AWrongModelIsFlagged) {
-  auto log = parse_sglang_log(fixture("sglang_kimi_k25_tp8.log"), "sglang.log");
+  auto log = parse_sglang_log(log_fixture("sglang_kimi_k25_tp8.log"), "sglang.log");
   ASSERT_TRUE(log);
   const ModelSpec llama = spec_of(**find_preset("Llama-3.1-70B"));
   auto c = calibrate(*log, llama.kv, llama.context_len, "sglang.log");
@@ -113,7 +113,7 @@ TEST(SglangLog, AWrongModelIsFlagged) {
 }
 
 TEST(SglangLog, OlderFormatDerivesM0FromTheFraction) {
-  auto log = parse_sglang_log(fixture("sglang_qwen3_8b_old_format.log"), "old.log");
+  auto log = parse_sglang_log(log_fixture("sglang_qwen3_8b_old_format.log"), "old.log");
   ASSERT_TRUE(log) << log.error().message;
   ASSERT_EQ(log->ranks.size(), 1u);
   EXPECT_FALSE(log->ranks[0].free_before_load.has_value());
@@ -144,7 +144,7 @@ TEST(SglangLog, RankTags) {
 }
 
 TEST(SglangLog, NoStartUpIsAnErrorNamingTheFile) {
-  auto log = parse_sglang_log(fixture("sglang_no_startup.log"), "sglang.log");
+  auto log = parse_sglang_log(log_fixture("sglang_no_startup.log"), "sglang.log");
   ASSERT_FALSE(log);
   EXPECT_EQ(log.error().message.rfind("sglang.log: no SGLang start-up found", 0), 0u);
   EXPECT_FALSE(parse_sglang_log("", "empty.log"));
@@ -210,7 +210,7 @@ TEST(ReadSglangLog, ALongLogIsStreamedAndItsLastStartUpRead) {
   const std::string path = ::testing::TempDir() + "gpureap_long_sglang.log";
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << fixture("sglang_kimi_k25_tp8.log");
+    out << log_fixture("sglang_kimi_k25_tp8.log");
     const std::string filler =
         "[2025-01-20 09:13:00 TP0] Decode batch. #running-req: 12, #token: 3456, token usage: "
         "0.01, gen throughput (token/s): 1234.56, #queue-req: 0\n";
@@ -219,7 +219,7 @@ TEST(ReadSglangLog, ALongLogIsStreamedAndItsLastStartUpRead) {
   ASSERT_EQ(truncate(path.c_str(), (16 << 20) + (512 << 20)), 0);
   {
     std::ofstream out(path, std::ios::binary | std::ios::app);
-    out << "\n" << fixture("sglang_qwen3_8b_old_format.log");
+    out << "\n" << log_fixture("sglang_qwen3_8b_old_format.log");
   }
   const std::uint64_t before = peak_rss();
   auto log = read_sglang_log(path, "--from-log");

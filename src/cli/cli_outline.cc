@@ -24,7 +24,7 @@ bool is_duration_default(const std::string& value) {
   return parse_duration(value).has_value();
 }
 
-OptionOutline outline_of(const CLI::Option& opt) {
+OptionOutline option_outline(const CLI::Option& opt) {
   OptionOutline o;
   for (const auto& s : opt.get_snames()) o.names.push_back("-" + s);
   for (const auto& l : opt.get_lnames()) o.names.push_back("--" + l);
@@ -67,12 +67,12 @@ CommandOutline outline_of(const CLI::App& app, const std::string& name) {
     if (opt == app.get_help_ptr() || opt == app.get_help_all_ptr()) continue;
     if (opt->get_group().empty()) continue;  // hidden
     if (!opt->nonpositional()) {
-      OptionOutline p = outline_of(*opt);
+      OptionOutline p = option_outline(*opt);
       p.names = {opt->get_name(true)};
       c.positionals.push_back(std::move(p));
       continue;
     }
-    c.options.push_back(outline_of(*opt));
+    c.options.push_back(option_outline(*opt));
   }
   return c;
 }

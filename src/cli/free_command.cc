@@ -109,7 +109,7 @@ bool confirm(const std::string& question) {
   return yes;
 }
 
-int usage_error(const std::string& message) {
+int free_usage_error(const std::string& message) {
   print_err(fmt::format("gpureap free: {}\n", report::terminal_text(message)));
   return kExitUsage;
 }
@@ -143,24 +143,24 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   const int nothing_to_do = o.ok_if_nothing ? kExitOk : kExitNothingToDo;
   // 1. Parse and check the inputs before touching anything.
   if (o.gpu.empty() && !o.all && o.pids.empty())
-    return usage_error(
+    return free_usage_error(
         "choose the GPUs: --gpu SEL (e.g. --gpu 3, --gpu all), --all, or name holders with --pid");
   reclaim::ReclaimOptions options;
   auto grace = parse_duration(o.grace);
-  if (!grace) return usage_error("--grace: " + grace.error().message);
+  if (!grace) return free_usage_error("--grace: " + grace.error().message);
   auto timeout = parse_duration(o.timeout);
-  if (!timeout) return usage_error("--timeout: " + timeout.error().message);
+  if (!timeout) return free_usage_error("--timeout: " + timeout.error().message);
   options.escalation.grace = std::chrono::duration_cast<std::chrono::milliseconds>(*grace);
   options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
   auto settle = parse_duration(o.settle);
-  if (!settle) return usage_error("--settle: " + settle.error().message);
+  if (!settle) return free_usage_error("--settle: " + settle.error().message);
   options.settle = std::chrono::duration_cast<std::chrono::milliseconds>(*settle);
   auto wait_lock = parse_duration(o.wait_lock);
-  if (!wait_lock) return usage_error("--wait-lock: " + wait_lock.error().message);
+  if (!wait_lock) return free_usage_error("--wait-lock: " + wait_lock.error().message);
   std::optional<std::chrono::steady_clock::time_point> deadline;
   if (!o.deadline.empty()) {
     auto d = parse_duration(o.deadline);
-    if (!d) return usage_error("--deadline: " + d.error().message);
+    if (!d) return free_usage_error("--deadline: " + d.error().message);
     deadline = started + std::chrono::duration_cast<std::chrono::milliseconds>(*d);
   }
   options.deadline = deadline;
@@ -168,35 +168,35 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   options.stop_respawners = o.stop_respawners;
   auto& sel = options.selection;
   if (o.pid_opt && o.pid_opt->count() > 0 && o.pids.empty())
-    return usage_error("--pid '': expected a process id (or a comma list)");
+    return free_usage_error("--pid '': expected a process id (or a comma list)");
   for (const auto& text : o.pids) {
     // 4194304 is the kernel's PID_MAX_LIMIT: no pid is larger.
     auto pid = parse_count(text, "--pid", 1, 4194304);
-    if (!pid) return usage_error(pid.error().message);
+    if (!pid) return free_usage_error(pid.error().message);
     sel.pids.push_back(static_cast<pid_t>(*pid));
   }
   sel.cgroup = o.cgroup;
   for (const auto& text : o.env) {
     auto entry = proc::parse_env_entry(text);
-    if (!entry) return usage_error("--env " + entry.error().message);
+    if (!entry) return free_usage_error("--env " + entry.error().message);
     sel.env.push_back(std::move(*entry));
   }
   sel.orphans_only = o.orphans;
   if (o.user_opt && o.user_opt->count() > 0 && o.user.empty())
-    return usage_error("--user '': expected a user name or uid");
+    return free_usage_error("--user '': expected a user name or uid");
   if (!o.user.empty()) {
     auto uid = parse_user(o.user);
-    if (!uid) return usage_error("--user: " + uid.error().message);
+    if (!uid) return free_usage_error("--user: " + uid.error().message);
     sel.user = *uid;
   }
   if (!o.match.empty()) {
     auto pattern = Pattern::compile(o.match);
     if (!pattern)
-      return usage_error("--match: cannot use this regular expression: " + pattern.error().message);
+      return free_usage_error("--match: cannot use this regular expression: " + pattern.error().message);
     sel.match = std::move(*pattern);
   }
   if (!o.yes && !o.dry_run && !::isatty(0))
-    return usage_error(
+    return free_usage_error(
         "refusing to signal processes without confirmation: no terminal to ask on. Pass --yes to "
         "act, "
         "or --dry-run to see the plan");
@@ -253,7 +253,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
                               report::terminal_text(inv.nvml_problem)));
         return kExitSystem;
       }
-      return usage_error(chosen.error().message);
+      return free_usage_error(chosen.error().message);
     }
     sel.gpus = *chosen;
   }

@@ -39,7 +39,7 @@ void say(const std::string& line) {
   print_err(report::run_line(line));
 }
 
-int usage_error(const std::string& message) {
+int run_usage_error(const std::string& message) {
   say(message);
   return kExitUsage;
 }
@@ -69,7 +69,7 @@ int wait_gpus_free(const GlobalOptions& global, const RunOptions& o,
       return kExitTimeout;
     }
     case Status::bad_selection:
-      return usage_error("--gpu: " + r.message);
+      return run_usage_error("--gpu: " + r.message);
     case Status::nvml_failed:
       break;
   }
@@ -97,14 +97,14 @@ int run_exit_code(const supervise::RunOutcome& out) {
 
 int run_run(const GlobalOptions& global, RunOptions o) {
   // 1. Parse.
-  if (o.command.empty()) return usage_error("no command: gpureap run [options] -- CMD [ARGS...]");
+  if (o.command.empty()) return run_usage_error("no command: gpureap run [options] -- CMD [ARGS...]");
   if ((o.wait_free || o.free_first) && o.gpu.empty())
-    return usage_error(
+    return run_usage_error(
         "--wait-free and --free-first need --gpu SEL (the GPUs the command will use)");
   auto grace = parse_duration(o.grace);
-  if (!grace) return usage_error("--grace: " + grace.error().message);
+  if (!grace) return run_usage_error("--grace: " + grace.error().message);
   auto timeout = parse_duration(o.timeout);
-  if (!timeout) return usage_error("--timeout: " + timeout.error().message);
+  if (!timeout) return run_usage_error("--timeout: " + timeout.error().message);
 
   // 2. The GPUs first: freed, and/or waited for.
   if (o.free_first) {
@@ -217,7 +217,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
     std::erase(extras, std::string("--"));
     if (!extras.empty()) {
       run = [extras] {
-        return usage_error(
+        return run_usage_error(
             fmt::format("'{}' looks like an option of the command: put -- before the command "
                         "(gpureap run [options] -- CMD [ARGS...])",
                         extras.front()));

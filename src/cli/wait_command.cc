@@ -26,7 +26,7 @@ struct WaitOptions {
   std::string timeout = duration_flag(supervise::kDefaultWaitTimeout);
 };
 
-int usage_error(const std::string& message) {
+int wait_usage_error(const std::string& message) {
   print_err(fmt::format("gpureap wait: {}\n", report::terminal_text(message)));
   return kExitUsage;
 }
@@ -36,11 +36,11 @@ int run_wait(const GlobalOptions& global, const WaitOptions& o) {
   supervise::FreeWaitOptions options;
   options.gpus = o.gpu;
   auto timeout = parse_duration(o.timeout);
-  if (!timeout) return usage_error("--timeout: " + timeout.error().message);
+  if (!timeout) return wait_usage_error("--timeout: " + timeout.error().message);
   options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
   if (!o.below.empty()) {
     auto below = parse_size(o.below);
-    if (!below) return usage_error("--below: " + below.error().message);
+    if (!below) return wait_usage_error("--below: " + below.error().message);
     options.below = *below;
   }
 
@@ -52,7 +52,7 @@ int run_wait(const GlobalOptions& global, const WaitOptions& o) {
 
   // 3. Report.
   using Status = supervise::FreeWaitResult::Status;
-  if (result.status == Status::bad_selection) return usage_error(result.message);
+  if (result.status == Status::bad_selection) return wait_usage_error(result.message);
   if (global.json) print_out(report::json_text(report::wait_json(result)));
   switch (result.status) {
     case Status::free:

@@ -53,7 +53,7 @@ std::map<unsigned, HeldGpu> held_in(const inventory::Inventory& inv,
       h.pids.push_back(p.id.pid);
     }
     // A ghost GPU (busy with no process) holds no memory, yet a job there would crawl.
-    const bool ghost = v.busy.kind == inventory::Busy::ghost;
+    const bool ghost = inventory::gpu_state(v) == inventory::GpuState::ghost;
     if (ghost) h.classes.push_back(reclaim::LeftoverClass::ghost_gpu);
     if (ghost || h.bytes > inventory::freed_tolerance(v.info.memory->total))
       out.emplace(h.index, h);

@@ -18,13 +18,13 @@
 #include "inventory/node.h"
 #include "util/fd.h"
 #include "util/test_temp_dir.h"
+#include "util/units.h"
 
 namespace gpureap::inventory {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 UniqueFd listening_socket(const std::string& path, bool listen = true) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));

@@ -16,7 +16,6 @@
 namespace gpureap::inventory {
 namespace {
 
-constexpr std::uint64_t kMiB = 1024ULL * 1024ULL;
 // A real baselines.json holds a few lines per GPU; anything this large was not
 // written by gpureap.
 constexpr off_t kMaxBaselineFile = 1 << 20;

@@ -14,12 +14,11 @@
 #include <string>
 
 #include "util/test_temp_dir.h"
+#include "util/units.h"
 
 namespace gpureap::inventory {
 namespace {
 
-constexpr std::uint64_t kMiB = 1024ULL * 1024ULL;
-constexpr std::uint64_t kGiB = 1024ULL * kMiB;
 
 // A private temporary directory for one test.
 class TempDir : public TestTempDir {

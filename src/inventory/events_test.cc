@@ -1,12 +1,11 @@
 #include "inventory/events.h"
+#include "util/units.h"
 
 #include <gtest/gtest.h>
 
 namespace gpureap::inventory {
 namespace {
 
-constexpr std::uint64_t kGiB = 1ULL << 30;
-constexpr std::uint64_t kMiB = 1ULL << 20;
 using namespace std::chrono_literals;
 
 // A GPU of 96 GiB with a 512 MiB baseline, its memory explained by `holders`.

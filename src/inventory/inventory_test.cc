@@ -1,12 +1,11 @@
 #include "inventory/inventory.h"
+#include "util/units.h"
 
 #include <gtest/gtest.h>
 
 namespace gpureap::inventory {
 namespace {
 
-constexpr std::uint64_t kGiB = 1ULL << 30;
-constexpr std::uint64_t kMiB = 1ULL << 20;
 
 gpu::GpuInfo gpu_with(unsigned index, std::uint64_t used, std::vector<gpu::GpuProcess> procs) {
   gpu::GpuInfo g;

@@ -1,4 +1,5 @@
 #include "inventory/inventory_wire.h"
+#include "util/units.h"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +8,6 @@
 namespace gpureap::inventory {
 namespace {
 
-constexpr std::uint64_t kGiB = 1ULL << 30;
-constexpr std::uint64_t kMiB = 1ULL << 20;
 
 proc::Holder rich_holder(pid_t pid, uid_t uid, std::set<unsigned> minors) {
   proc::Holder h;

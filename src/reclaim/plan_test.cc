@@ -8,11 +8,11 @@
 #include <fstream>
 
 #include "util/test_temp_dir.h"
+#include "util/units.h"
 
 namespace gpureap::reclaim {
 namespace {
 
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 inventory::GpuHolder user(pid_t pid, std::string comm, uid_t uid = 0, bool orphaned = true) {
   proc::Holder h;

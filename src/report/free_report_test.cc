@@ -11,7 +11,7 @@ namespace {
 const std::string kComm = "\x1b[31mRED\x1b[0m\x07";
 const std::string kShown = "\\x1b[31mRED\\x1b[0m\\x07";
 
-bool has_control_byte(const std::string& s) {
+bool has_control_char(const std::string& s) {
   for (unsigned char c : s)
     if ((c < 0x20 && c != '\n') || c == 0x7f) return true;
   return false;
@@ -43,7 +43,7 @@ TEST(FreeText, ProcessTextIsEscapedInEveryLine) {
                          {"pid 4242 (" + kComm + ") cmd: a\nb"},
                          "widen it \x1b]0;title\x07"});
   std::string out = free_text(r, Style{});
-  EXPECT_FALSE(has_control_byte(out)) << out;
+  EXPECT_FALSE(has_control_char(out)) << out;
   EXPECT_NE(out.find("pid 4242 (" + kShown + ", start 1234) via pidfd"), std::string::npos) << out;
   EXPECT_NE(out.find("pid 4000 (" + kShown + ") kept respawning"), std::string::npos) << out;
   EXPECT_NE(out.find("pid 4001 (" + kShown + ") respawns GPU holders (2x) and was left alone"),
@@ -92,7 +92,7 @@ TEST(PlanText, ProcessTextIsEscaped) {
   plan.skipped.push_back(
       {{4243, 1}, kComm, {0}, 1, reclaim::SkipKind::not_permitted, "owned by \x1b[2J"});
   std::string out = plan_text(plan, Style{});
-  EXPECT_FALSE(has_control_byte(out)) << out;
+  EXPECT_FALSE(has_control_char(out)) << out;
   EXPECT_NE(out.find("[" + kShown + "]"), std::string::npos) << out;
   EXPECT_NE(out.find("owned by \\x1b[2J"), std::string::npos) << out;
 }
@@ -203,7 +203,7 @@ TEST(FreeRecord, NamesEveryActionWithoutProcessText) {
   std::string record = free_record(r);
   EXPECT_NE(record.find("SIGTERM pid 4242 start 1234 -> exited"), std::string::npos) << record;
   EXPECT_NE(record.find("GPU 0 10 -> 1 bytes: freed"), std::string::npos) << record;
-  EXPECT_FALSE(has_control_byte(record));
+  EXPECT_FALSE(has_control_char(record));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The drain reason Slurm shows, and the slurm commands' JSON.
 
 #include "report/slurm_report.h"
+#include "util/units.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +9,6 @@ namespace gpureap::report {
 namespace {
 
 using reclaim::LeftoverClass;
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 TEST(DrainReason, NamesGpuClassAndBytes) {
   EXPECT_EQ(drain_reason({{3, 12 * kGiB, {LeftoverClass::driver_held}, {}}}, "", ""),

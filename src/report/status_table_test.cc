@@ -1,13 +1,13 @@
 // The status table's closing advice: it names only what `free --orphans` would act on.
 
 #include "report/status_table.h"
+#include "util/units.h"
 
 #include <gtest/gtest.h>
 
 namespace gpureap::report {
 namespace {
 
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 inventory::GpuHolder orphan(pid_t pid, const std::string& comm, std::uint64_t bytes) {
   inventory::GpuHolder gh;

@@ -7,13 +7,13 @@
 #include <nlohmann/json.hpp>
 
 #include "report/names.h"
+#include "util/units.h"
 
 namespace gpureap::report {
 namespace {
 
 using inventory::Event;
 using inventory::EventKind;
-constexpr std::uint64_t kGiB = 1ULL << 30;
 constexpr double kTime = 1712345678.25;  // 19:34:38 UTC
 
 // Times are local: the tests fix the zone.

@@ -43,7 +43,8 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
     g.baseline_recorded = v.baseline.recorded;
     g.threshold = v.baseline.bytes + options.below.value_or(inventory::freed_tolerance(
                                          v.info.memory ? v.info.memory->total : 0));
-    if (v.busy.kind == inventory::Busy::ghost) result.ghosts[g.index] = v.busy.detail;
+    if (inventory::gpu_state(v) == inventory::GpuState::ghost)
+      result.ghosts[g.index] = v.busy.detail;
     if (v.info.memory) {
       g.used = v.used();
       if (*g.used <= g.threshold && !result.ghosts.contains(g.index))

@@ -26,7 +26,7 @@ using namespace std::chrono_literals;
 using testing::current_env;
 using testing::signals;
 
-std::string temp_dir() {
+std::string teardown_temp_dir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "gpureap-teardown-XXXXXX").string();
   return ::mkdtemp(tmpl.data());
 }
@@ -56,7 +56,7 @@ bool gone(pid_t pid) {
 }
 
 void teardown_kills_everything(RunCgroup* cgroup) {
-  std::string dir = temp_dir();
+  std::string dir = teardown_temp_dir();
   std::string pids = dir + "/pids";
   // A worker that ignores SIGTERM, a setsid daemon whose parent exits, and CMD.
   std::string script = "sh -c 'trap \"\" TERM; echo $$ >> " + pids +

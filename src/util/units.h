@@ -13,6 +13,8 @@ namespace gpureap {
 /// The largest size parse_size accepts: 2^53 bytes (8 PiB), far above any GPU's
 /// or host's memory and still exact in a double, so sums and products of sizes
 /// in the planner cannot wrap.
+inline constexpr std::uint64_t kMiB = 1ULL << 20;
+inline constexpr std::uint64_t kGiB = 1ULL << 30;
 inline constexpr std::uint64_t kMaxSize = 1ULL << 53;
 
 /// Parses a byte size with a unit: B, KiB, MiB, GiB, TiB (powers of 1024) or

@@ -7,7 +7,9 @@
 #include "harness.h"
 
 namespace gpureap::e2e {
-namespace {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace exit_codes_test {
 
 using namespace std::chrono_literals;
 
@@ -116,7 +118,7 @@ TEST(ExitCodes, EachSubcommandsHelpListsOnlyItsOwnStatuses) {
 }  // namespace gpureap::e2e
 
 namespace gpureap::e2e {
-namespace {
+namespace exit_codes_test {
 
 TEST(ExitCodes, UnknownCommandIsNamedAsOne) {
   SimNode node({"--gpus", "1"});

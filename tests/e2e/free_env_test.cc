@@ -11,7 +11,9 @@
 #include "harness.h"
 
 namespace gpureap::e2e {
-namespace {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace free_env_test {
 
 std::vector<std::string> free_args(std::vector<std::string> extra) {
   std::vector<std::string> args = {"free", "--json", "--yes"};

@@ -18,11 +18,13 @@
 
 #include "harness.h"
 #include "watch_child.h"
+#include "util/units.h"
 
 namespace gpureap::e2e {
-namespace {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace free_test {
 
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 std::vector<std::string> free_args(std::vector<std::string> extra) {
   std::vector<std::string> args = {"free", "--json", "--yes"};

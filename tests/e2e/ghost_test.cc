@@ -15,7 +15,9 @@
 #include "watch_child.h"
 
 namespace gpureap::e2e {
-namespace {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace ghost_test {
 
 using namespace std::chrono_literals;
 

@@ -19,7 +19,9 @@
 #include "harness.h"
 
 namespace gpureap::e2e {
-namespace {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace golden_test {
 
 using namespace std::chrono_literals;
 

@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include "harness.h"
+#include "util/units.h"
 
 namespace gpureap::e2e {
-namespace {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace gpu_faults_test {
 
 using namespace std::chrono_literals;
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 class GpuFault : public ::testing::TestWithParam<const char*> {
  protected:

@@ -15,14 +15,16 @@
 #include <thread>
 
 #include "harness.h"
+#include "util/units.h"
 
 extern char** environ;
 
 namespace gpureap::e2e {
-namespace {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace run_test {
 
 using namespace std::chrono_literals;
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 // `gpureap ARGS` as our child, with stdout and stderr on pipes, so a test can
 // read CMD's output while it runs and signal gpureap (our own unreaped child:

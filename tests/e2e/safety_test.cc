@@ -23,7 +23,9 @@
 #include "proc/cgroup_fs.h"
 
 namespace gpureap::e2e {
-namespace {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace safety_test {
 
 namespace fs = std::filesystem;
 

@@ -18,7 +18,9 @@
 #include "proc/cgroup_fs.h"
 
 namespace gpureap::e2e {
-namespace {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace slurm_command_test {
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);

@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "util/units.h"
 
 namespace gpureap::e2e {
-namespace {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace status_test {
 
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 const nlohmann::json* find_holder(const nlohmann::json& gpu, pid_t pid) {
   for (const auto& h : gpu["holders"])

@@ -17,7 +17,9 @@
 #include "harness.h"
 
 namespace gpureap::e2e {
-namespace {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace untrusted_files_test {
 
 // A `sleep` of our own whose stdin is /dev/null: a process with /dev/null open
 // and nothing to do with any GPU. SIGKILLed and reaped at the end (our child).

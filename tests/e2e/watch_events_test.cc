@@ -15,14 +15,15 @@
 
 #include "harness.h"
 #include "watch_child.h"
+#include "util/units.h"
 
 namespace gpureap::e2e {
-namespace {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace watch_events_test {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-constexpr std::uint64_t kGiB = 1ULL << 30;
-constexpr std::uint64_t kMiB = 1ULL << 20;
 // Generous bounds for a loaded CI machine; the waits end at the event, not the bound.
 constexpr auto kStartBound = 30s;
 constexpr auto kEventBound = 20s;

@@ -21,7 +21,9 @@
 #include "watch_child.h"
 
 namespace gpureap::e2e {
-namespace {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace watch_prometheus_test {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;

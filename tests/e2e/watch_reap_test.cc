@@ -15,14 +15,16 @@
 
 #include "harness.h"
 #include "watch_child.h"
+#include "util/units.h"
 
 namespace gpureap::e2e {
-namespace {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace watch_reap_test {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-constexpr std::uint64_t kGiB = 1ULL << 30;
 // An engine worker's title (vLLM's): re-parented, it is an orphan by evidence an
 // unattended path may act on (docs/orphans.md). Without it a lone sim worker whose
 // death the agent did not see is an orphan by its process group alone, which the

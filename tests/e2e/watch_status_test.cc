@@ -13,13 +13,15 @@
 
 #include "harness.h"
 #include "watch_child.h"
+#include "util/units.h"
 
 namespace gpureap::e2e {
-namespace {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace watch_status_test {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 // `gpureap --json watch --no-listen ARGS` on the node, with its "started" line
 // read (nullopt in `started` when it did not come: the test then fails).

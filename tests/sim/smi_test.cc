@@ -16,7 +16,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string read_text(const std::string& path) {
+std::string read_smi_text(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
@@ -71,7 +71,7 @@ TEST(SimNvidiaSmi, ResetNeedsAnIdleGpuNoPersistenceAndRoot) {
   EXPECT_EQ(nvml.used(0), kBaseline);
 
   // Every invocation was logged, in order.
-  auto log = read_text(node.dir() + "/nvidia-smi.log");
+  auto log = read_smi_text(node.dir() + "/nvidia-smi.log");
   EXPECT_NE(log.find("nvidia-smi --gpu-reset -i " + bus0 + "\n"), std::string::npos) << log;
   EXPECT_NE(log.find("nvidia-smi -pm 0 -i 0\n"), std::string::npos) << log;
   EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), as_nobody ? 5 : 4) << log;
