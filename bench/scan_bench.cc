@@ -263,10 +263,11 @@ int main(int argc, char** argv) {
       " %ld processes in /proc\n",
       got, fd_holders, map_holders, ms_since(start), count_processes());
 
-  auto devices = gpureap::proc::discover_devices(dir);
+  auto devices = gpureap::proc::discover_devices(dir, "/proc");
   if (!devices) return 3;
   auto scan = [&](unsigned workers) {
     gpureap::proc::ScanOptions opts;
+    opts.proc_root = "/proc";
     opts.devices = &*devices;
     opts.workers = workers;
     return gpureap::proc::scan_holders(opts);

@@ -103,7 +103,8 @@ bool peer_sees_other_users(const Peer& peer, const std::string& proc_root) {
   auto mountinfo = read_file(dir + "/mountinfo");
   auto status = read_file(dir + "/status");
   if (!mountinfo || !status) return false;
-  auto options = proc_mount_options(*mountinfo);
+  // The peer's own /proc mount, as its mountinfo names it (not our proc root's path).
+  auto options = proc_mount_options(*mountinfo, "/proc");
   if (!options) return false;
   std::vector<gid_t> groups = supplementary_groups(*status);
   groups.push_back(peer.gid);

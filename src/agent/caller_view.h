@@ -18,7 +18,7 @@ namespace gpureap::agent {
 /// /proc/PID/mountinfo text ("rw,hidepid=invisible,gid=27"); nullopt when no
 /// procfs is mounted there.
 std::optional<std::string> proc_mount_options(std::string_view mountinfo,
-                                              std::string_view mount_point = "/proc");
+                                              std::string_view mount_point);
 
 /// Whether a procfs with these options shows other users' processes to a
 /// caller in `groups`: hidepid absent or 0/off, or the caller is in its gid=.

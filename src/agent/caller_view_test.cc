@@ -13,12 +13,12 @@ TEST(CallerView, W2_16_TheProcMountedLastAtProcDecides) {
       "22 26 0:21 / /proc rw,relatime shared:12 - proc proc rw\n"
       "40 22 0:35 / /proc/sys/fs/binfmt_misc rw - binfmt_misc binfmt_misc rw\n"
       "61 22 0:48 / /proc rw,relatime - proc proc rw,hidepid=invisible,gid=27\n";
-  EXPECT_EQ(proc_mount_options(mountinfo), "rw,hidepid=invisible,gid=27");
-  EXPECT_EQ(proc_mount_options("22 26 0:21 / /proc rw - proc proc rw\n"), "rw");
-  EXPECT_FALSE(proc_mount_options("22 26 0:21 / /proc rw - tmpfs none rw\n"))
+  EXPECT_EQ(proc_mount_options(mountinfo, "/proc"), "rw,hidepid=invisible,gid=27");
+  EXPECT_EQ(proc_mount_options("22 26 0:21 / /proc rw - proc proc rw\n", "/proc"), "rw");
+  EXPECT_FALSE(proc_mount_options("22 26 0:21 / /proc rw - tmpfs none rw\n", "/proc"))
       << "something else over /proc: no procfs to read";
-  EXPECT_FALSE(proc_mount_options("21 26 0:20 / /sys rw - sysfs sysfs rw\n"));
-  EXPECT_FALSE(proc_mount_options(""));
+  EXPECT_FALSE(proc_mount_options("21 26 0:20 / /sys rw - sysfs sysfs rw\n", "/proc"));
+  EXPECT_FALSE(proc_mount_options("", "/proc"));
 }
 
 TEST(CallerView, W2_16_HidepidHidesOtherUsersButFromItsGroup) {

@@ -122,7 +122,7 @@ Inventory agents_inventory() {
   }
   scan.processes_scanned = 4321;
   auto store = BaselineStore::in_memory();
-  return build_inventory(snap, scan, store);
+  return build_inventory(snap, scan, store, true);
 }
 
 TEST(AskAgent, TheAgentsInventoryMarkedAsItsAnswer) {

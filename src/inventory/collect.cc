@@ -148,7 +148,8 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),
       options.witnessed);
 
-  Inventory inv = build_inventory(snapshot, scan, baselines, {}, options.earlier);
+  const bool host_ns = in_host_pid_namespace(options.proc_root);
+  Inventory inv = build_inventory(snapshot, scan, baselines, host_ns, {}, options.earlier);
   inv.warnings = devices.warnings();
   inv.warnings.insert(inv.warnings.end(), baselines.warnings().begin(), baselines.warnings().end());
   if (!options.reread_unexplained) return inv;
@@ -176,7 +177,8 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
   }
   if (later.empty()) return inv;
   std::vector<std::string> warnings = std::move(inv.warnings);
-  inv = build_inventory(std::move(snapshot), std::move(scan), baselines, later, options.earlier);
+  inv = build_inventory(std::move(snapshot), std::move(scan), baselines, host_ns, later,
+                        options.earlier);
   inv.warnings = std::move(warnings);
   return inv;
 }

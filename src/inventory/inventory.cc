@@ -251,14 +251,14 @@ bool in_host_pid_namespace(const std::string& proc_root) {
 }
 
 Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
-                          BaselineStore& baselines,
+                          BaselineStore& baselines, bool host_pid_namespace,
                           const std::vector<gpu::MemoryReading>& later_used,
                           const std::vector<gpu::MemoryReading>& earlier_used) {
   Inventory inv;
   inv.nvml_state = snapshot.state;
   inv.nvml_problem = std::move(snapshot.problem);
   inv.driver_version = std::move(snapshot.driver_version);
-  inv.host_pid_namespace = in_host_pid_namespace();
+  inv.host_pid_namespace = host_pid_namespace;
   inv.as_root = ::geteuid() == 0;
   inv.problems = std::move(scan.problems);
   inv.processes_scanned = scan.processes_scanned;

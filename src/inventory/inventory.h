@@ -132,8 +132,10 @@ struct Inventory {
 /// scan) lets a drop in memory be recognised as "still being released"; so does
 /// `earlier_used` (index -> used read before: the agent's previous tick).
 /// Records idle baselines into `baselines` (the caller saves the store).
+/// `host_pid_namespace`: in_host_pid_namespace() of the node's proc root (memory no
+/// visible process explains is then outside this namespace when false).
 Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
-                          BaselineStore& baselines,
+                          BaselineStore& baselines, bool host_pid_namespace,
                           const std::vector<gpu::MemoryReading>& later_used = {},
                           const std::vector<gpu::MemoryReading>& earlier_used = {});
 
@@ -155,6 +157,6 @@ void classify_busy(Inventory& inv, const std::map<unsigned, std::vector<unsigned
 
 /// True when this process runs in the initial (host) PID namespace: inode of
 /// /proc/self/ns/pid == PROC_PID_INIT_INO (0xEFFFFFFC). There NVML pids match /proc.
-bool in_host_pid_namespace(const std::string& proc_root = "/proc");
+bool in_host_pid_namespace(const std::string& proc_root);
 
 }  // namespace gpureap::inventory

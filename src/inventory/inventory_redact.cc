@@ -107,8 +107,8 @@ Inventory rebuild(const Inventory& inv, proc::ScanResult scan) {
         baselines.observe_idle(view.info.uuid, view.info.memory->total, view.baseline.bytes);
     }
   }
-  Inventory out = build_inventory(std::move(snapshot), std::move(scan), baselines);
-  out.host_pid_namespace = inv.host_pid_namespace;
+  Inventory out =
+      build_inventory(std::move(snapshot), std::move(scan), baselines, inv.host_pid_namespace);
   out.as_root = inv.as_root;
   out.warnings = inv.warnings;
   out.source = inv.source;

@@ -34,7 +34,7 @@ TEST(BuildInventory, NvmlSaysWhichGpuAProcessUsesEvenWhenItOpensAll) {
   proc::ScanResult scan;
   scan.holders = {holder(100, {0, 1}), holder(101, {0, 1})};
   auto store = BaselineStore::in_memory();
-  Inventory inv = build_inventory(snap, scan, store);
+  Inventory inv = build_inventory(snap, scan, store, /*host_ns*/ true);
   ASSERT_EQ(inv.gpus.size(), 2u);
   const auto& g0 = inv.gpus[0];
   ASSERT_EQ(g0.holders.size(), 2u);
@@ -54,7 +54,7 @@ TEST(BuildInventory, UnlistedOpenerOfTheNodeCountsAsUser) {
   proc::ScanResult scan;
   scan.holders = {holder(200, {0})};  // e.g. a child that inherited the fd
   auto store = BaselineStore::in_memory();
-  Inventory inv = build_inventory(snap, scan, store);
+  Inventory inv = build_inventory(snap, scan, store, /*host_ns*/ true);
   ASSERT_EQ(inv.gpus[0].holders.size(), 1u);
   EXPECT_TRUE(inv.gpus[0].holders[0].uses_gpu);
   EXPECT_EQ(inv.gpus[0].unexplained, Unexplained::unknown);
@@ -64,7 +64,7 @@ TEST(BuildInventory, NvmlPidMissingFromProcIsOutsideTheNamespace) {
   gpu::GpuSnapshot snap;
   snap.gpus = {gpu_with(0, 30 * kGiB, {{4242, 29 * kGiB, gpu::ProcessKind::compute}})};
   auto store = BaselineStore::in_memory();
-  Inventory inv = build_inventory(snap, {}, store);
+  Inventory inv = build_inventory(snap, {}, store, /*host_ns*/ true);
   ASSERT_EQ(inv.gpus[0].nvml_unseen.size(), 1u);
   EXPECT_EQ(inv.gpus[0].unexplained, Unexplained::outside_namespace);
   EXPECT_NE(inv.gpus[0].unexplained_detail.find("4242"), std::string::npos);
@@ -74,12 +74,12 @@ TEST(BuildInventory, MemoryWithNoHolderIsDriverHeldUnlessFalling) {
   gpu::GpuSnapshot snap;
   snap.gpus = {gpu_with(3, 92 * kGiB, {})};
   auto store = BaselineStore::in_memory();
-  Inventory stuck = build_inventory(snap, {}, store);
+  Inventory stuck = build_inventory(snap, {}, store, /*host_ns*/ true);
   EXPECT_EQ(stuck.gpus[0].unexplained, Unexplained::driver_held);
   EXPECT_GT(stuck.gpus[0].unattributed_bytes, 90 * kGiB);
 
   std::vector<gpu::MemoryReading> later = {{3, 40 * kGiB, {}, {}, false, std::nullopt}};
-  Inventory falling = build_inventory(snap, {}, store, later);
+  Inventory falling = build_inventory(snap, {}, store, /*host_ns*/ true, later);
   EXPECT_EQ(falling.gpus[0].unexplained, Unexplained::releasing);
 }
 
@@ -99,7 +99,7 @@ TEST(BuildInventory, WithoutNvmlGpusComeFromTheNodesHeld) {
   proc::ScanResult scan;
   scan.holders = {holder(300, {5})};
   auto store = BaselineStore::in_memory();
-  Inventory inv = build_inventory(snap, scan, store);
+  Inventory inv = build_inventory(snap, scan, store, /*host_ns*/ true);
   ASSERT_EQ(inv.gpus.size(), 1u);
   EXPECT_EQ(inv.gpus[0].info.minor, 5u);
   EXPECT_FALSE(inv.gpus[0].info.memory);
@@ -113,7 +113,7 @@ TEST(ClassifyBusy, BusyForTheWholeWindowWithNoProcessIsAGhost) {
   snap.gpus[0].persistence_mode = false;
   snap.gpus[1].utilization_gpu = 100;
   auto store = BaselineStore::in_memory();
-  Inventory inv = build_inventory(snap, {}, store);
+  Inventory inv = build_inventory(snap, {}, store, /*host_ns*/ true);
   inv.host_pid_namespace = true;  // the verdict below is the host's
   classify_busy(inv, {{0, {100, 99, 100, 98, 100}}, {1, {100, 100, 3}}}, kBusySamples);
   EXPECT_EQ(inv.gpus[0].busy.kind, Busy::ghost);
@@ -130,7 +130,7 @@ TEST(ClassifyBusy, OnlyTheLastRequiredSamplesCountAndTooFewAreNoVerdict) {
   snap.gpus[0].utilization_gpu = 90;
   snap.gpus[1].utilization_gpu = 90;
   auto store = BaselineStore::in_memory();
-  Inventory inv = build_inventory(snap, {}, store);
+  Inventory inv = build_inventory(snap, {}, store, /*host_ns*/ true);
   inv.host_pid_namespace = true;
   classify_busy(inv, {{0, {0, 90, 90, 90}}, {1, {90, 90}}}, kBusyTicks);
   EXPECT_EQ(inv.gpus[0].busy.kind, Busy::ghost);
@@ -143,7 +143,7 @@ TEST(ClassifyBusy, OutsideTheHostNamespaceItIsNeverAGhost) {
   snap.gpus = {gpu_with(0, 512 * kMiB, {})};
   snap.gpus[0].utilization_gpu = 100;
   auto store = BaselineStore::in_memory();
-  Inventory inv = build_inventory(snap, {}, store);
+  Inventory inv = build_inventory(snap, {}, store, /*host_ns*/ true);
   inv.host_pid_namespace = false;
   classify_busy(inv, {{0, {100, 100, 100, 100, 100}}}, kBusySamples);
   EXPECT_EQ(inv.gpus[0].busy.kind, Busy::outside_namespace);
@@ -159,7 +159,7 @@ TEST(ClassifyBusy, BusyWithOnlyOrphansIsTheOrphansWorkAndWithALiveUserNothing) {
   scan.holders = {holder(300, {0}), holder(301, {1})};
   scan.holders[0].orphaned = true;
   auto store = BaselineStore::in_memory();
-  Inventory inv = build_inventory(snap, scan, store);
+  Inventory inv = build_inventory(snap, scan, store, /*host_ns*/ true);
   inv.host_pid_namespace = true;
   classify_busy(inv, {{0, {100}}, {1, {100, 100, 100, 100, 100}}}, kBusySamples);
   EXPECT_EQ(inv.gpus[0].busy.kind, Busy::orphan_computing);

@@ -228,7 +228,7 @@ TEST(InventoryWire, BuiltInventoryRoundTrips) {
   scan.holders = {rich_holder(100, 0, {0, 1}), rich_holder(200, 1000, {0})};
   scan.problems = {{9, "memory maps unreadable"}};
   auto store = BaselineStore::in_memory();
-  Inventory inv = build_inventory(snap, scan, store);
+  Inventory inv = build_inventory(snap, scan, store, /*host_ns*/ true);
   auto back = decode_inventory(encode_inventory(inv));
   ASSERT_TRUE(back) << back.error().message;
   expect_same(inv, *back);
@@ -339,7 +339,7 @@ Node sample_node() {
 TEST(RedactFor, RootSeesEverything) {
   Node n = sample_node();
   auto store = BaselineStore::in_memory();
-  Inventory inv = build_inventory(n.snap, n.root_scan, store);
+  Inventory inv = build_inventory(n.snap, n.root_scan, store, /*host_ns*/ true);
   expect_same(redact_for(0, inv, OtherUsers::visible), inv);
 }
 
@@ -347,7 +347,7 @@ TEST(RedactFor, AUserSeesWhatItsOwnScanWouldShow) {
   Node n = sample_node();
   auto store = BaselineStore::in_memory();
   store.observe_idle("GPU-7282-0", 141 * kGiB, 500 * kMiB);
-  Inventory inv = build_inventory(n.snap, n.root_scan, store);
+  Inventory inv = build_inventory(n.snap, n.root_scan, store, /*host_ns*/ true);
   inv.warnings = {"a warning"};
   inv.source = "scan";
   ASSERT_EQ(inv.gpus[1].unexplained, Unexplained::unknown)
@@ -370,7 +370,7 @@ TEST(RedactFor, AUserSeesWhatItsOwnScanWouldShow) {
   alice_scan.holders = {bob_described, n.root_scan.holders[1], n.root_scan.holders[4]};
   auto alice_store = BaselineStore::in_memory();
   alice_store.observe_idle("GPU-7282-0", 141 * kGiB, 500 * kMiB);
-  Inventory expected = build_inventory(n.snap, alice_scan, alice_store);
+  Inventory expected = build_inventory(n.snap, alice_scan, alice_store, /*host_ns*/ true);
 
   Inventory got = redact_for(kAlice, inv, OtherUsers::visible);
   EXPECT_FALSE(got.as_root);
@@ -438,7 +438,7 @@ TEST(RedactFor, WithoutNvmlAnotherUsersHoldersAreInvisible) {
   n.snap.problem = "NVML did not answer";
   n.snap.gpus.clear();
   auto store = BaselineStore::in_memory();
-  Inventory inv = build_inventory(n.snap, n.root_scan, store);
+  Inventory inv = build_inventory(n.snap, n.root_scan, store, /*host_ns*/ true);
   ASSERT_EQ(inv.gpus.size(), 2u);
   Inventory got = redact_for(kAlice, inv, OtherUsers::visible);
   EXPECT_EQ(got.nvml_state, gpu::NvmlState::hung);
@@ -457,7 +457,7 @@ TEST(RedactFor, ReleasingStaysReleasing) {
   gpu::GpuSnapshot snap;
   snap.gpus = {gpu_info(0, 60 * kGiB, {})};
   auto store = BaselineStore::in_memory();
-  Inventory inv = build_inventory(snap, {}, store, {{0, 20 * kGiB, {}, {}, false, std::nullopt}});
+  Inventory inv = build_inventory(snap, {}, store, /*host_ns*/ true, {{0, 20 * kGiB, {}, {}, false, std::nullopt}});
   ASSERT_EQ(inv.gpus[0].unexplained, Unexplained::releasing);
   Inventory got = redact_for(kAlice, inv, OtherUsers::visible);
   EXPECT_EQ(got.gpus[0].unexplained, Unexplained::releasing);
@@ -467,13 +467,13 @@ TEST(RedactFor, ReleasingStaysReleasing) {
 TEST(WithoutPids, AsAScanThatSkippedThem) {
   Node n = sample_node();
   auto store = BaselineStore::in_memory();
-  Inventory inv = build_inventory(n.snap, n.root_scan, store);
+  Inventory inv = build_inventory(n.snap, n.root_scan, store, /*host_ns*/ true);
   // A scan told to skip 100 and 300 (and problem pid 66) never saw them.
   proc::ScanResult skipping;
   skipping.holders = {n.root_scan.holders[1], n.root_scan.holders[3], n.root_scan.holders[4]};
   skipping.processes_scanned = n.root_scan.processes_scanned;
   auto store2 = BaselineStore::in_memory();
-  Inventory expected = build_inventory(n.snap, skipping, store2);
+  Inventory expected = build_inventory(n.snap, skipping, store2, /*host_ns*/ true);
 
   Inventory got = without_pids(inv, {100, 300, 66});
   ASSERT_EQ(got.gpus.size(), 2u);

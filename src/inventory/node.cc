@@ -19,7 +19,7 @@ Node::Node(NodeConfig config, std::unique_ptr<gpu::GpuSource> gpus, util::Clock&
 void Node::load() {
   if (loaded_) return;
   loaded_ = true;
-  auto devices = proc::discover_devices(config_.dev_dir);
+  auto devices = proc::discover_devices(config_.dev_dir, config_.proc_root);
   if (devices)
     devices_ = std::move(*devices);
   else

@@ -35,7 +35,7 @@ struct Cgroup2Mount {
 std::optional<Cgroup2Mount> parse_cgroup2_mount(std::string_view mountinfo);
 
 /// The cgroup2 mount of this process, from PROC_ROOT/self/mountinfo.
-Result<Cgroup2Mount> cgroup2_mount(std::string_view proc_root = "/proc");
+Result<Cgroup2Mount> cgroup2_mount(std::string_view proc_root);
 
 /// The v2 cgroup path in a /proc/PID/cgroup text (its "0::" line, pure);
 /// nullopt when the process has no v2 entry.
@@ -43,10 +43,10 @@ std::optional<std::string> parse_cgroup2_path(std::string_view proc_pid_cgroup);
 
 /// The v2 cgroup path of a process ("/system.slice/x.service"), from the
 /// "0::" line of /proc/PID/cgroup; empty when none.
-std::string cgroup2_path_of(pid_t pid, std::string_view proc_root = "/proc");
+std::string cgroup2_path_of(pid_t pid, std::string_view proc_root);
 
 /// The v2 cgroup path of this process, from PROC_ROOT/self/cgroup; empty when none.
-std::string own_cgroup2_path(std::string_view proc_root = "/proc");
+std::string own_cgroup2_path(std::string_view proc_root);
 
 /// Members (cgroup.procs) of the cgroup at `dir` (absolute directory).
 Result<std::vector<pid_t>> cgroup_members(const std::string& dir);
@@ -105,6 +105,6 @@ bool cgroup_kill_available(const std::string& dir);
 /// member through a pidfd opened after its start time was read and only while
 /// PROC_ROOT/PID/cgroup still puts it in this subtree, then thaw.
 Result<void> cgroup_kill_all(const std::string& dir, std::chrono::steady_clock::time_point deadline,
-                             std::string_view proc_root = "/proc");
+                             std::string_view proc_root);
 
 }  // namespace gpureap::proc

@@ -37,7 +37,7 @@ TEST(Cgroup2Path, TheV2LineOfProcPidCgroup) {
             "/user.slice/session-3.scope");
   EXPECT_EQ(parse_cgroup2_path("0::/a:b\n"), "/a:b");  // a path may contain ':'
   EXPECT_EQ(parse_cgroup2_path("4:memory:/x\n"), std::nullopt);
-  EXPECT_EQ(cgroup2_path_of(::getpid()), own_cgroup2_path());
+  EXPECT_EQ(cgroup2_path_of(::getpid(), "/proc"), own_cgroup2_path("/proc"));
 }
 
 TEST(Cgroup2Mount, DirectoryOfACgroupPath) {
@@ -90,10 +90,10 @@ using testing::spawn_parked;
 class TestCgroup {
  public:
   static std::optional<TestCgroup> make(const std::string& name) {
-    auto mount = cgroup2_mount();
+    auto mount = cgroup2_mount("/proc");
     if (!mount) return std::nullopt;
     std::vector<std::string> parents;
-    if (std::string own = mount->dir_of(own_cgroup2_path()); !own.empty()) parents.push_back(own);
+    if (std::string own = mount->dir_of(own_cgroup2_path("/proc")); !own.empty()) parents.push_back(own);
     parents.push_back(mount->mount_point);
     for (const auto& parent : parents) {
       std::string dir = parent + "/gpureap-cgfs-test-" + name + "-" + std::to_string(::getpid());
@@ -153,7 +153,7 @@ TEST(CgroupFs, MembersFreezeKillAndWaitEmptyOnARealCgroup) {
 
   // A live member: the wait for "empty" ends at its deadline.
   EXPECT_FALSE(cgroup_wait_empty(cg->dir(), Clock::now() + 50ms));
-  ASSERT_TRUE(cgroup_kill_all(cg->dir(), Clock::now() + 5s));
+  ASSERT_TRUE(cgroup_kill_all(cg->dir(), Clock::now() + 5s, "/proc"));
   EXPECT_TRUE(cgroup_wait_empty(cg->dir(), Clock::now() + 5s));
   EXPECT_FALSE(cgroup_populated(cg->dir()));
   for (pid_t pid : {top, below}) {

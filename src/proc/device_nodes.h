@@ -81,6 +81,6 @@ inline constexpr unsigned kCtlMinor = 255;
 /// A missing directory gives an empty set (the caller reports it); any other
 /// failure to read the directory is an error.
 Result<DeviceSet> discover_devices(const std::string& dev_dir,
-                                   const std::string& proc_root = "/proc");
+                                   const std::string& proc_root);
 
 }  // namespace gpureap::proc

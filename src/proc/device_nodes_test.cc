@@ -62,7 +62,7 @@ TEST(DiscoverDevices, FindsEveryKindAndIgnoresOthers) {
   ::mkdir(dev.path("nvidia-caps").c_str(), 0755);  // a directory on real hosts
   ::mkdir(dev.path("nvidia3").c_str(), 0755);      // a directory, not a node
 
-  auto set = discover_devices(dev.dir());
+  auto set = discover_devices(dev.dir(), "/proc");
   ASSERT_TRUE(set) << set.error().message;
   ASSERT_EQ(set->size(), 6u);
   // Names that are not ours pass silently; one of ours that is no node is named.
@@ -82,24 +82,24 @@ TEST(DiscoverDevices, FindsEveryKindAndIgnoresOthers) {
 
 TEST(DiscoverDevices, MissingOrEmptyDirectoryIsAnEmptySet) {
   SimulatedDevDir dev(std::vector<std::string>{});
-  auto empty = discover_devices(dev.dir());
+  auto empty = discover_devices(dev.dir(), "/proc");
   ASSERT_TRUE(empty);
   EXPECT_TRUE(empty->empty());
-  auto missing = discover_devices(dev.path("does-not-exist"));
+  auto missing = discover_devices(dev.path("does-not-exist"), "/proc");
   ASSERT_TRUE(missing);
   EXPECT_TRUE(missing->empty());
 }
 
 TEST(DiscoverDevices, NotADirectoryIsAnError) {
   SimulatedDevDir dev({"nvidia0"});
-  auto set = discover_devices(dev.path("nvidia0"));
+  auto set = discover_devices(dev.path("nvidia0"), "/proc");
   ASSERT_FALSE(set);
   EXPECT_EQ(set.error().sys_errno, ENOTDIR);
 }
 
 TEST(DeviceSet, MatchesAnOpenFileByIdentityNotPath) {
   SimulatedDevDir dev({"nvidia0", "nvidia1"});
-  auto set = discover_devices(dev.dir());
+  auto set = discover_devices(dev.dir(), "/proc");
   ASSERT_TRUE(set);
   // Another name for the same file (what a container's bind mount looks like) matches.
   ASSERT_EQ(::link(dev.path("nvidia0").c_str(), dev.path("elsewhere").c_str()), 0);
@@ -121,7 +121,7 @@ TEST(DeviceSet, MatchesAnOpenFileByIdentityNotPath) {
 
 TEST(DeviceSet, MatchesAMappingByDeviceAndInode) {
   SimulatedDevDir dev({"nvidia1"});
-  auto set = discover_devices(dev.dir());
+  auto set = discover_devices(dev.dir(), "/proc");
   ASSERT_TRUE(set);
   int fd = ::open(dev.path("nvidia1").c_str(), O_RDWR | O_CLOEXEC);
   ASSERT_GE(fd, 0);
@@ -150,7 +150,7 @@ TEST(DiscoverDevices, SymlinkToDevNullIsIgnoredWithAWarning) {
   SimulatedDevDir dev({"nvidia0"});
   ASSERT_EQ(::symlink("/dev/null", dev.path("nvidia9").c_str()), 0);
   ASSERT_EQ(::symlink("nvidia0", dev.path("nvidia4").c_str()), 0);
-  auto set = discover_devices(dev.dir());
+  auto set = discover_devices(dev.dir(), "/proc");
   ASSERT_TRUE(set);
   ASSERT_EQ(set->size(), 1u);
   EXPECT_EQ(set->entries()[0].node.path, dev.path("nvidia0"));
@@ -169,7 +169,7 @@ TEST(DiscoverDevices, FifoDirectoryAndOutOfRangeNamesAreIgnoredWithWarnings) {
   ASSERT_EQ(::mkfifo(dev.path("nvidia5").c_str(), 0600), 0);
   ASSERT_EQ(::mkdir(dev.path("nvidia6").c_str(), 0755), 0);
   ASSERT_EQ(::mkfifo(dev.path("nvidiactl").c_str(), 0600), 0);
-  auto set = discover_devices(dev.dir());
+  auto set = discover_devices(dev.dir(), "/proc");
   ASSERT_TRUE(set);
   ASSERT_EQ(set->size(), 1u);
   EXPECT_EQ(set->warnings().size(), 5u);
@@ -183,7 +183,7 @@ TEST(DiscoverDevices, FifoDirectoryAndOutOfRangeNamesAreIgnoredWithWarnings) {
 
 TEST(DiscoverDevices, RegularFilesCountOnlyWithTheSimulatorsMarker) {
   SimulatedDevDir unmarked({"nvidia0", "nvidiactl"}, /*marker=*/false);
-  auto set = discover_devices(unmarked.dir());
+  auto set = discover_devices(unmarked.dir(), "/proc");
   ASSERT_TRUE(set);
   EXPECT_TRUE(set->empty());
   ASSERT_EQ(set->warnings().size(), 2u);
@@ -192,7 +192,7 @@ TEST(DiscoverDevices, RegularFilesCountOnlyWithTheSimulatorsMarker) {
 
   // A marker with other content does not count either, and says why.
   std::ofstream(unmarked.path(std::string(kSimNodeMarkerName))) << "anything\n";
-  set = discover_devices(unmarked.dir());
+  set = discover_devices(unmarked.dir(), "/proc");
   ASSERT_TRUE(set);
   EXPECT_TRUE(set->empty());
   EXPECT_NE(warning_for(*set, unmarked.path("nvidia0")).find("does not hold the content"),
@@ -205,7 +205,7 @@ TEST(DiscoverDevices, RegularFilesCountOnlyWithTheSimulatorsMarker) {
   ASSERT_EQ(::symlink(marked.path(std::string(kSimNodeMarkerName)).c_str(),
                       linked.path(std::string(kSimNodeMarkerName)).c_str()),
             0);
-  set = discover_devices(linked.dir());
+  set = discover_devices(linked.dir(), "/proc");
   ASSERT_TRUE(set);
   EXPECT_TRUE(set->empty());
   EXPECT_EQ(set->warnings().size(), 1u);
@@ -216,7 +216,7 @@ TEST(DiscoverDevices, SimulatedNodeOwnedBySomeoneElseIsIgnored) {
   // A hard link to another user's file keeps that owner; it is no node of ours.
   SimulatedDevDir dev({"nvidia0", "nvidia1"});
   ASSERT_EQ(::chown(dev.path("nvidia1").c_str(), 65534, 65534), 0);
-  auto set = discover_devices(dev.dir());
+  auto set = discover_devices(dev.dir(), "/proc");
   ASSERT_TRUE(set);
   ASSERT_EQ(set->size(), 1u);
   EXPECT_NE(warning_for(*set, dev.path("nvidia1")).find("owned by uid 65534"), std::string::npos);

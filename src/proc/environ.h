@@ -45,12 +45,12 @@ bool environ_has(std::string_view environ, const EnvEntry& entry);
 /// when the process is gone (or the pid reused, or every thread exited), EACCES/EPERM
 /// when access is denied (another user's process, or a non-dumpable one, without
 /// root), or the errno of any other failure; the message names the pid and the reason.
-Result<std::string> read_environ(const ProcessId& id, std::string_view proc_root = "/proc");
+Result<std::string> read_environ(const ProcessId& id, std::string_view proc_root);
 
 /// /proc/PID/cmdline of the process `id` for display and --match (NULs as spaces, as
 /// Holder::cmdline), read as read_environ reads the environment: a zombie leader's from
 /// a live thread (its own reads empty), the same errors. Empty for a process whose
 /// argument vector is empty (a kernel thread).
-Result<std::string> read_process_cmdline(const ProcessId& id, std::string_view proc_root = "/proc");
+Result<std::string> read_process_cmdline(const ProcessId& id, std::string_view proc_root);
 
 }  // namespace gpureap::proc

@@ -70,7 +70,7 @@ TEST(Environ, ReadsAChildsOwnEnvironment) {
   for (int i = 0; i < 500; ++i) {
     auto id = read_process_id(child, "/proc");
     ASSERT_TRUE(id.has_value());
-    env = read_environ(*id);
+    env = read_environ(*id, "/proc");
     if (env && environ_has(*env, {"GPUREAP_ENVIRON_TEST", "child-42"})) break;
     ::usleep(2000);
   }
@@ -85,12 +85,12 @@ TEST(Environ, AGoneOrReusedProcessIsSaidToBeGone) {
   ASSERT_TRUE(id.has_value());
   ProcessId other = *id;
   other.start_time += 1;  // the same pid, another process
-  auto reused = read_environ(other);
+  auto reused = read_environ(other, "/proc");
   ASSERT_FALSE(reused.has_value());
   EXPECT_EQ(reused.error().sys_errno, ESRCH);
   ::kill(child, SIGKILL);
   children.reap(child);
-  auto gone = read_environ(*id);
+  auto gone = read_environ(*id, "/proc");
   ASSERT_FALSE(gone.has_value());
   EXPECT_EQ(gone.error().sys_errno, ESRCH);
 }
@@ -122,7 +122,7 @@ TEST(Environ, AnotherUsersEnvironmentIsDeniedWithoutRoot) {
   ASSERT_TRUE(id.has_value());
   pid_t reader = children.spawn([&](int ready) {
     if (::setgid(65534) != 0 || ::setuid(65534) != 0) return signal_ready(ready, "setuid failed");
-    auto r = read_environ(*id);
+    auto r = read_environ(*id, "/proc");
     signal_ready(ready, r ? "read" : std::to_string(r.error().sys_errno) + " " + r.error().message);
   });
   std::string got = children.ready(reader);
@@ -144,12 +144,12 @@ TEST(Environ, ANonDumpableProcessOfTheSameUserIsDeniedWithoutRoot) {
   ASSERT_TRUE(id.has_value());
   pid_t reader = children.spawn([&](int ready) {
     if (::setgid(65534) != 0 || ::setuid(65534) != 0) return signal_ready(ready, "setuid failed");
-    auto r = read_environ(*id);
+    auto r = read_environ(*id, "/proc");
     signal_ready(ready, r ? "read" : std::to_string(r.error().sys_errno));
   });
   EXPECT_EQ(children.ready(reader), std::to_string(EACCES));
   // Root may read it.
-  EXPECT_TRUE(read_environ(*id).has_value());
+  EXPECT_TRUE(read_environ(*id, "/proc").has_value());
 }
 
 // W2-12: a zombie leader (its main thread exited, another thread lives on and holds what
@@ -166,16 +166,16 @@ TEST(Environ, AZombieLeadersEnvironmentAndCommandLineComeFromALiveThread) {
   std::ifstream env_in("/proc/self/environ", std::ios::binary), cmd_in("/proc/self/cmdline");
   const std::string own_env(std::istreambuf_iterator<char>(env_in), {});
   const std::string own_cmdline(std::istreambuf_iterator<char>(cmd_in), {});
-  auto env = read_environ(*id);
+  auto env = read_environ(*id, "/proc");
   ASSERT_TRUE(env.has_value()) << env.error().message;
   EXPECT_EQ(*env, own_env);
-  auto cmdline = read_process_cmdline(*id);
+  auto cmdline = read_process_cmdline(*id, "/proc");
   ASSERT_TRUE(cmdline.has_value()) << cmdline.error().message;
   EXPECT_EQ(*cmdline, format_cmdline(own_cmdline));
   EXPECT_FALSE(cmdline->empty());
   ::kill(pid, SIGKILL);
   children.wait_zombie(pid);  // every thread has exited; not reaped yet
-  auto gone = read_environ(*id);
+  auto gone = read_environ(*id, "/proc");
   ASSERT_FALSE(gone.has_value());
   EXPECT_EQ(gone.error().sys_errno, ESRCH);
   children.reap(pid);

@@ -16,7 +16,7 @@
 namespace gpureap::proc {
 
 struct ScanOptions {
-  std::string proc_root = "/proc";
+  std::string proc_root;  // no default: the node's (inventory::Node::proc_root())
   const DeviceSet* devices = nullptr;  // nodes to look for; null or empty finds nothing
   std::set<pid_t> exclude;             // pids to skip (gpureap itself, for instance)
   bool read_maps = true;               // false: fds only (misses mapping-only holders)
@@ -51,6 +51,6 @@ ScanResult scan_holders(const ScanOptions& options);
 /// root). Every Holder field that /proc/PID/{stat,status,cgroup,cmdline} gives
 /// is filled; found_by and nodes stay empty. Pids that do not exist are skipped.
 std::vector<Holder> describe_processes(const std::vector<pid_t>& pids,
-                                       const std::string& proc_root = "/proc");
+                                       const std::string& proc_root);
 
 }  // namespace gpureap::proc

@@ -44,12 +44,14 @@ std::string self_comm() {
 class HolderScan : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto set = discover_devices(dev_.dir());
+    auto set = discover_devices(dev_.dir(), "/proc");
     ASSERT_TRUE(set);
     devices_ = std::move(*set);
   }
 
+  // The real /proc unless a test names another (ScanOptions has no default root).
   ScanResult scan(ScanOptions opts = {}) {
+    if (opts.proc_root.empty()) opts.proc_root = "/proc";
     opts.devices = &devices_;
     return scan_holders(opts);
   }
@@ -89,7 +91,7 @@ TEST_F(HolderScan, FdHolderHasEveryField) {
   ScanResult r = scan();
   const Holder* h = find(r, pid);
   ASSERT_NE(h, nullptr);
-  EXPECT_EQ(h->id, read_process_id(pid).value());
+  EXPECT_EQ(h->id, read_process_id(pid, "/proc").value());
   EXPECT_EQ(h->uid, ::getuid());
   passwd* pw = ::getpwuid(::getuid());
   EXPECT_EQ(h->user, pw ? std::string(pw->pw_name) : std::to_string(::getuid()));
@@ -106,7 +108,7 @@ TEST_F(HolderScan, FdHolderHasEveryField) {
   ASSERT_FALSE(h->nspid.empty());
   EXPECT_EQ(h->nspid.front(), pid);
   EXPECT_EQ(h->comm, "gr fd (holder)");
-  EXPECT_EQ(h->cmdline, read_cmdline(::getpid()));  // forked, not exec'ed
+  EXPECT_EQ(h->cmdline, read_cmdline(::getpid(), "/proc"));  // forked, not exec'ed
   EXPECT_GE(h->age_seconds, 0.0);
   EXPECT_LT(h->age_seconds, 30.0);
   EXPECT_EQ(h->found_by, std::set<FoundBy>{FoundBy::fd});
@@ -348,6 +350,7 @@ TEST_F(HolderScan, AnotherUsersProcessIsAProblemNotAGuess) {
 TEST_F(HolderScan, NoDevicesFindsNothing) {
   DeviceSet none;
   ScanOptions opts;
+  opts.proc_root = "/proc";
   opts.devices = &none;
   ScanResult r = scan_holders(opts);
   EXPECT_TRUE(r.holders.empty());

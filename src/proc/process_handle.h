@@ -69,7 +69,7 @@ class ProcessHandle {
   /// pidfd_open(id.pid), then re-reads the start time from PROC_ROOT/PID/stat:
   /// a different start time means the pid was reused (OpenError::reused). A
   /// zombie opens fine (it exits as soon as it is reaped).
-  static OpenResult open(ProcessId id, std::string_view proc_root = "/proc");
+  static OpenResult open(ProcessId id, std::string_view proc_root);
 
   /// A handle for `pid`, a child of this process not yet reaped: until we reap
   /// it its pid cannot be reused, so no start-time check is needed (id().start_time
@@ -133,6 +133,6 @@ std::vector<std::size_t> wait_for_exit(std::span<ProcessHandle* const> handles,
 
 /// The identity (pid, start time) of `pid` now. Fails with ESRCH in sys_errno
 /// when there is no such process.
-Result<ProcessId> read_process_id(pid_t pid, std::string_view proc_root = "/proc");
+Result<ProcessId> read_process_id(pid_t pid, std::string_view proc_root);
 
 }  // namespace gpureap::proc

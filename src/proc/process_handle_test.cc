@@ -24,9 +24,9 @@ using testing::signal_ready;
 using testing::spawn_parked;
 
 ProcessHandle open_or_die(pid_t pid) {
-  auto id = read_process_id(pid);
+  auto id = read_process_id(pid, "/proc");
   EXPECT_TRUE(id);
-  auto h = ProcessHandle::open(*id);
+  auto h = ProcessHandle::open(*id, "/proc");
   if (!h) throw std::runtime_error(h.error().message);
   return std::move(*h);
 }
@@ -37,14 +37,14 @@ TEST(ReadProcessId, MatchesStatOfSelf) {
   std::getline(in, line);
   auto st = parse_stat(line);
   ASSERT_TRUE(st);
-  auto id = read_process_id(::getpid());
+  auto id = read_process_id(::getpid(), "/proc");
   ASSERT_TRUE(id);
   EXPECT_EQ(id->pid, ::getpid());
   EXPECT_EQ(id->start_time, st->start_time);
 }
 
 TEST(ReadProcessId, NoSuchProcess) {
-  auto id = read_process_id(2147483000);
+  auto id = read_process_id(2147483000, "/proc");
   ASSERT_FALSE(id);
   EXPECT_EQ(id.error().sys_errno, ESRCH);
 }
@@ -65,9 +65,9 @@ TEST(ProcessHandle, SignalsThroughThePidfd) {
 TEST(ProcessHandle, WrongStartTimeIsReused) {
   Children children;
   pid_t pid = spawn_parked(children);
-  auto id = read_process_id(pid);
+  auto id = read_process_id(pid, "/proc");
   ASSERT_TRUE(id);
-  auto h = ProcessHandle::open(ProcessId{pid, id->start_time + 1});
+  auto h = ProcessHandle::open(ProcessId{pid, id->start_time + 1}, "/proc");
   ASSERT_FALSE(h);
   EXPECT_EQ(h.error().kind, OpenError::reused);
   EXPECT_NE(h.error().message.find("reused"), std::string::npos);
@@ -80,14 +80,14 @@ TEST(ProcessHandle, WrongStartTimeIsReused) {
 TEST(ProcessHandle, DifferentPidfsInodeIsReusedEvenWithTheSameStartTime) {
   Children children;
   pid_t pid = spawn_parked(children);
-  auto id = read_process_id(pid);
+  auto id = read_process_id(pid, "/proc");
   ASSERT_TRUE(id);
   std::uint64_t ino = pidfs_inode(pid);
   if (ino == 0) GTEST_SKIP() << "no pidfs (Linux < 6.8): start time is the only identity";
   ProcessId same{pid, id->start_time, ino};
-  EXPECT_TRUE(ProcessHandle::open(same)) << "the discovered process itself must open";
+  EXPECT_TRUE(ProcessHandle::open(same, "/proc")) << "the discovered process itself must open";
   ProcessId other{pid, id->start_time, ino + 1};
-  auto h = ProcessHandle::open(other);
+  auto h = ProcessHandle::open(other, "/proc");
   ASSERT_FALSE(h);
   EXPECT_EQ(h.error().kind, OpenError::reused);
   EXPECT_EQ(pidfs_inode(pid), ino) << "stable for the life of the process";
@@ -96,11 +96,11 @@ TEST(ProcessHandle, DifferentPidfsInodeIsReusedEvenWithTheSameStartTime) {
 TEST(ProcessHandle, ExitedAndReapedIsGone) {
   Children children;
   pid_t pid = spawn_parked(children);
-  auto id = read_process_id(pid);
+  auto id = read_process_id(pid, "/proc");
   ASSERT_TRUE(id);
   ::kill(pid, SIGKILL);  // our own unreaped child: the pid cannot have been reused
   children.reap(pid);
-  auto h = ProcessHandle::open(*id);
+  auto h = ProcessHandle::open(*id, "/proc");
   ASSERT_FALSE(h);
   EXPECT_EQ(h.error().kind, OpenError::gone) << h.error().message;
   EXPECT_EQ(to_string(h.error().kind), "gone");
@@ -149,11 +149,11 @@ TEST(ProcessHandle, SignalWithoutPermissionFails) {
   if (::getuid() != 0) GTEST_SKIP() << "needs root to drop to another user";
   Children children;
   pid_t target = spawn_parked(children);
-  auto id = read_process_id(target);
+  auto id = read_process_id(target, "/proc");
   ASSERT_TRUE(id);
   pid_t prober = children.spawn([&](int ready) {
     if (::setgid(65534) != 0 || ::setuid(65534) != 0) return signal_ready(ready, "setuid failed");
-    auto h = ProcessHandle::open(*id);
+    auto h = ProcessHandle::open(*id, "/proc");
     if (!h) return signal_ready(ready, "open failed: " + h.error().message);
     auto r = h->signal(SIGTERM);
     signal_ready(ready, r ? "sent" : std::to_string(r.error().sys_errno));

@@ -32,7 +32,7 @@ std::string user_name(uid_t uid);
 
 /// Every process under `proc_root`, sorted by pid. Processes that exit while
 /// being read are left out. Fails only when `proc_root` itself cannot be read.
-Result<std::vector<ProcessEntry>> read_process_table(std::string_view proc_root = "/proc");
+Result<std::vector<ProcessEntry>> read_process_table(std::string_view proc_root);
 
 /// The entry of `table` for `id` (pid and start time), or for `pid`; nullptr when none.
 const ProcessEntry* find_process(const std::vector<ProcessEntry>& table, const ProcessId& id);
@@ -45,21 +45,21 @@ std::vector<ProcessId> descendants(const std::vector<ProcessEntry>& table, pid_t
 /// The parent chain of `pid`: its parent first, then the grandparent, up to the
 /// namespace's init (pid 1). Empty when `pid` cannot be read. Callers must
 /// protect the ancestors of gpureap itself from any kill.
-std::vector<pid_t> ancestors(pid_t pid, std::string_view proc_root = "/proc");
+std::vector<pid_t> ancestors(pid_t pid, std::string_view proc_root);
 
 /// /proc/PID/cmdline for display (NULs as spaces); empty when unreadable or empty
 /// (kernel threads, zombies).
-std::string read_cmdline(pid_t pid, std::string_view proc_root = "/proc");
+std::string read_cmdline(pid_t pid, std::string_view proc_root);
 
 /// /proc/PID/wchan: the kernel function the task sleeps in; empty when running
 /// ("0") or unreadable.
-std::string read_wchan(pid_t pid, std::string_view proc_root = "/proc");
+std::string read_wchan(pid_t pid, std::string_view proc_root);
 
 /// /proc/PID/stack (needs root and CONFIG_STACKTRACE); empty when unreadable.
-std::string read_stack(pid_t pid, std::string_view proc_root = "/proc");
+std::string read_stack(pid_t pid, std::string_view proc_root);
 
 /// The state of each thread (task/*/stat), sorted by tid; empty when unreadable.
-std::vector<ThreadState> read_thread_states(pid_t pid, std::string_view proc_root = "/proc");
+std::vector<ThreadState> read_thread_states(pid_t pid, std::string_view proc_root);
 
 /// As read_thread_states, relative to an open /proc/PID directory, so the
 /// answer belongs to the process that directory was opened for.

@@ -33,7 +33,7 @@ TEST(ProcessTable, ContainsSelfAndAChild) {
   children.ready(child);
   ASSERT_TRUE(testing::wait_state(child, 'S'));
 
-  auto table = read_process_table();
+  auto table = read_process_table("/proc");
   ASSERT_TRUE(table) << table.error().message;
   EXPECT_TRUE(std::is_sorted(table->begin(), table->end(),
                              [](const auto& a, const auto& b) { return a.id.pid < b.id.pid; }));
@@ -107,7 +107,7 @@ TEST(Descendants, RealGrandchild) {
   });
   pid_t grandchild = std::stoi(children.ready(child));
   children.adopt(grandchild);  // listed after the child: reaped once re-parented to us
-  auto table = read_process_table();
+  auto table = read_process_table("/proc");
   ASSERT_TRUE(table);
   auto d = descendants(*table, ::getpid());
   auto has = [&](pid_t p) {
@@ -118,11 +118,11 @@ TEST(Descendants, RealGrandchild) {
 }
 
 TEST(Ancestors, ParentFirstUpToInit) {
-  auto chain = ancestors(::getpid());
+  auto chain = ancestors(::getpid(), "/proc");
   ASSERT_FALSE(chain.empty());
   EXPECT_EQ(chain.front(), ::getppid());
   EXPECT_EQ(chain.back(), 1);
-  EXPECT_TRUE(ancestors(2147483000).empty());
+  EXPECT_TRUE(ancestors(2147483000, "/proc").empty());
 }
 
 TEST(Evidence, CmdlineWchanStackThreads) {
@@ -134,25 +134,25 @@ TEST(Evidence, CmdlineWchanStackThreads) {
   children.ready(child);
   ASSERT_TRUE(testing::wait_state(child, 'S'));
 
-  EXPECT_EQ(read_cmdline(child), read_cmdline(::getpid()));
-  EXPECT_FALSE(read_cmdline(child).empty());
+  EXPECT_EQ(read_cmdline(child, "/proc"), read_cmdline(::getpid(), "/proc"));
+  EXPECT_FALSE(read_cmdline(child, "/proc").empty());
   // Parked in pause(). The kernel answers "0" while the task, already marked
   // sleeping, is still on the run queue, so allow it a moment to get off.
   std::string wchan;
   for (int i = 0; i < 1000 && wchan.empty(); ++i) {
-    wchan = read_wchan(child);
+    wchan = read_wchan(child, "/proc");
     if (wchan.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   EXPECT_NE(wchan, "");
   if (::getuid() == 0) {
-    std::string stack = read_stack(child);
+    std::string stack = read_stack(child, "/proc");
     EXPECT_FALSE(stack.empty()) << "root can read /proc/PID/stack";
   }
-  EXPECT_EQ(read_cmdline(2147483000), "");
-  EXPECT_EQ(read_wchan(2147483000), "");
-  EXPECT_EQ(read_stack(2147483000), "");
+  EXPECT_EQ(read_cmdline(2147483000, "/proc"), "");
+  EXPECT_EQ(read_wchan(2147483000, "/proc"), "");
+  EXPECT_EQ(read_stack(2147483000, "/proc"), "");
 
-  auto states = read_thread_states(child);
+  auto states = read_thread_states(child, "/proc");
   ASSERT_EQ(states.size(), 1u);
   EXPECT_EQ(states[0].tid, child);
   EXPECT_EQ(states[0].state, 'S');
@@ -161,14 +161,14 @@ TEST(Evidence, CmdlineWchanStackThreads) {
 TEST(Evidence, ThreadStatesOfAMultiThreadedProcess) {
   std::promise<void> stop;
   std::thread t([f = stop.get_future()]() mutable { f.wait(); });
-  auto states = read_thread_states(::getpid());
+  auto states = read_thread_states(::getpid(), "/proc");
   stop.set_value();
   t.join();
   ASSERT_GE(states.size(), 2u);
   EXPECT_EQ(states[0].tid, ::getpid());
   EXPECT_TRUE(std::is_sorted(states.begin(), states.end(),
                              [](const auto& a, const auto& b) { return a.tid < b.tid; }));
-  EXPECT_TRUE(read_thread_states(2147483000).empty());
+  EXPECT_TRUE(read_thread_states(2147483000, "/proc").empty());
 }
 
 }  // namespace

@@ -84,6 +84,6 @@ EscalationResult terminate(std::span<const Target> targets, const EscalationOpti
 EscalationResult terminate(const std::vector<proc::ProcessId>& targets,
                            const EscalationOptions& options,
                            std::chrono::steady_clock::time_point t0,
-                           const std::string& proc_root = "/proc");
+                           const std::string& proc_root);
 
 }  // namespace gpureap::reclaim

@@ -69,7 +69,7 @@ struct CallerContext {
                               // they inherit our environment and cgroup, and are never targets
   uid_t euid = 0;
   std::vector<proc::ProcessEntry> table;  // all processes, for descendants
-  std::string proc_root = "/proc";        // where the table was read; plans read more here
+  std::string proc_root;  // where the table was read; plans read more here (current() sets it)
 
   /// Reads the caller's context from `proc_root` (inventory::Node::proc_root()).
   static CallerContext current(const std::string& proc_root);

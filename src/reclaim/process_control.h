@@ -74,7 +74,7 @@ std::string read_comm(pid_t pid, const std::string& proc_root);
 /// them for exits, cgroup v2 freeze + cgroup.kill.
 class SystemProcessControl final : public ProcessControl {
  public:
-  explicit SystemProcessControl(std::string proc_root = "/proc")
+  explicit SystemProcessControl(std::string proc_root)
       : proc_root_(std::move(proc_root)) {}
   std::expected<ProcessPtr, proc::OpenFailure> open(const proc::ProcessId& id, bool first) override;
   std::vector<std::size_t> wait_for_exit(std::span<ControlledProcess* const> live,

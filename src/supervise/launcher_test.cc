@@ -199,7 +199,7 @@ TEST(Launcher, ReaperDiesWithTheFront) {
 }
 
 TEST(Launcher, CommandMovesIntoTheRunCgroupBeforeExec) {
-  auto cg = RunCgroup::create("gpureap-run-launcher-test-" + std::to_string(::getpid()));
+  auto cg = RunCgroup::create("gpureap-run-launcher-test-" + std::to_string(::getpid()), "/proc");
   if (!cg) GTEST_SKIP() << "no writable cgroup v2 here: " << cg.error().message;
   auto run = LaunchedRun::start(
       {{"sh", "-c", "sleep 30 & sleep 30"}, current_env(), cg->procs_fd()}, signals());

@@ -40,7 +40,7 @@ class RunCgroup {
   /// reason, for the "subreaper mode" message) when cgroup v2 is absent or
   /// neither place is writable.
   static Result<RunCgroup> create(const std::string& dir_name,
-                                  std::string_view proc_root = "/proc");
+                                  std::string_view proc_root);
 
   RunCgroup(RunCgroup&&) noexcept = default;
   RunCgroup& operator=(RunCgroup&&) noexcept = default;
@@ -68,7 +68,7 @@ class RunCgroup {
 
   /// proc::cgroup_kill_all: cgroup.kill, or freeze + SIGKILL each member + thaw.
   Result<void> kill_all(Clock::time_point deadline) const {
-    return proc::cgroup_kill_all(dir_, deadline);
+    return proc::cgroup_kill_all(dir_, deadline, proc_root_);
   }
 
   /// proc::cgroup_wait_empty: until the cgroup is empty or `deadline` passes.
@@ -81,18 +81,22 @@ class RunCgroup {
   Result<void> remove();
 
  private:
-  RunCgroup(std::string dir, std::string cgroup_path, UniqueFd procs_fd)
-      : dir_(std::move(dir)), cgroup_path_(std::move(cgroup_path)), procs_fd_(std::move(procs_fd)) {}
+  RunCgroup(std::string dir, std::string cgroup_path, UniqueFd procs_fd, std::string proc_root)
+      : dir_(std::move(dir)),
+        cgroup_path_(std::move(cgroup_path)),
+        procs_fd_(std::move(procs_fd)),
+        proc_root_(std::move(proc_root)) {}
 
   std::string dir_;
   std::string cgroup_path_;
   UniqueFd procs_fd_;
+  std::string proc_root_;  // create()'s: kill_all opens the members' pidfds there
 };
 
 /// Removes empty `gpureap-run-*` cgroups left beside where a new run cgroup
 /// would go (found through PROC_ROOT/self) by runs whose gpureap has exited (a
 /// SIGKILLed gpureap cannot clean up after itself). Only empty cgroups can be
 /// removed, so nothing is lost. Returns the paths removed.
-std::vector<std::string> sweep_stale_run_cgroups(std::string_view proc_root = "/proc");
+std::vector<std::string> sweep_stale_run_cgroups(std::string_view proc_root);
 
 }  // namespace gpureap::supervise

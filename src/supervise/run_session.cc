@@ -76,9 +76,9 @@ RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, con
       settings.name.empty() ? proc::default_run_name(settings.argv.at(0)) : settings.name, ::getpid());
   std::optional<RunCgroup> cgroup;
   if (settings.use_cgroup) {
-    for (const auto& path : sweep_stale_run_cgroups())
+    for (const auto& path : sweep_stale_run_cgroups(node.proc_root()))
       say("removed the empty cgroup of an ended run: " + path);
-    auto created = RunCgroup::create(std::string(kRunCgroupPrefix) + out.run_id);
+    auto created = RunCgroup::create(std::string(kRunCgroupPrefix) + out.run_id, node.proc_root());
     if (created) {
       cgroup.emplace(std::move(*created));
     } else {
@@ -162,7 +162,7 @@ RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, con
     run->take_pending(Clock::now() + std::chrono::milliseconds(2));
   bool anything_left = !run->all_reaped() || (cg && cg->populated());
   std::vector<proc::ProcessId> members;
-  if (anything_left) members = run_members(run->reaper_pid(), cg);
+  if (anything_left) members = run_members(run->reaper_pid(), cg, node.proc_root());
   if (!members.empty() && !watch) watch.emplace(node);
   if (watch) {
     auto inventory_start = Clock::now();
@@ -180,6 +180,7 @@ RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, con
   TeardownOptions teardown_options;
   teardown_options.grace = settings.grace;
   teardown_options.kill_wait = settings.kill_wait;
+  teardown_options.proc_root = node.proc_root();
   out.teardown = tear_down(*run, cg, teardown_options, t0);
   out.cmd_wait_status = run->cmd_status();
   if (out.teardown.processes > 0) {

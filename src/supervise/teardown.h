@@ -25,7 +25,7 @@ namespace gpureap::supervise {
 /// Never includes the reaper, this process, or a process whose identity could
 /// not be read (it exited).
 std::vector<proc::ProcessId> run_members(pid_t reaper, const RunCgroup* cgroup,
-                                         const std::string& proc_root = "/proc");
+                                         const std::string& proc_root);
 
 /// `run`'s teardown grace (SIGTERM -> SIGKILL) by default: a server gets longer than
 /// `free`'s stray holders (reclaim's default) to flush and exit on its own.
@@ -35,7 +35,7 @@ struct TeardownOptions {
   std::chrono::milliseconds grace = kDefaultTeardownGrace;  // SIGTERM -> SIGKILL; 0: SIGKILL at once
   std::chrono::milliseconds kill_wait{5000};  // SIGKILL -> give up on a process
   int max_rounds = 5;                         // members that keep appearing: bounded
-  std::string proc_root = "/proc";
+  std::string proc_root;  // no default: the node's (inventory::Node::proc_root())
 };
 
 struct TeardownReport {

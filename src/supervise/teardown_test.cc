@@ -69,7 +69,7 @@ void teardown_kills_everything(RunCgroup* cgroup) {
   auto started = wait_for_pids(pids, 3);
   ASSERT_EQ(started.size(), 3u);
 
-  auto members = run_members(run->reaper_pid(), cgroup);
+  auto members = run_members(run->reaper_pid(), cgroup, "/proc");
   for (pid_t p : started) {
     EXPECT_TRUE(contains(members, p)) << "pid " << p << " not found as a member";
     EXPECT_TRUE(belongs_to_run(p, run->reaper_pid(), cgroup, "/proc"));
@@ -78,6 +78,7 @@ void teardown_kills_everything(RunCgroup* cgroup) {
   EXPECT_FALSE(belongs_to_run(::getpid(), run->reaper_pid(), cgroup, "/proc"));
 
   TeardownOptions options;
+  options.proc_root = "/proc";
   options.grace = 300ms;
   options.kill_wait = 5s;
   auto t0 = Clock::now();
@@ -101,7 +102,7 @@ TEST(Teardown, SubreaperModeKillsEveryProcessOfTheRun) {
 }
 
 TEST(Teardown, CgroupModeKillsEveryProcessOfTheRun) {
-  auto cg = RunCgroup::create("gpureap-run-teardown-test-" + std::to_string(::getpid()));
+  auto cg = RunCgroup::create("gpureap-run-teardown-test-" + std::to_string(::getpid()), "/proc");
   if (!cg) GTEST_SKIP() << "no writable cgroup v2 here: " << cg.error().message;
   teardown_kills_everything(&*cg);
   EXPECT_FALSE(cg->populated());

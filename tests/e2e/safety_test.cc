@@ -34,7 +34,7 @@ namespace fs = std::filesystem;
 class TestCgroup {
  public:
   static std::optional<TestCgroup> make(const std::string& name) {
-    auto mount = proc::cgroup2_mount();
+    auto mount = proc::cgroup2_mount("/proc");
     if (!mount) return std::nullopt;
     std::string dir = mount->mount_point + "/gpureap-e2e-" + std::to_string(::getpid()) + "-" +
                       name;

@@ -98,7 +98,7 @@ class RunningJob {
 class JobCgroups {
  public:
   JobCgroups() {
-    auto mount = proc::cgroup2_mount();
+    auto mount = proc::cgroup2_mount("/proc");
     if (!mount || ::geteuid() != 0) return;
     name_ = "gpureap-e2e-slurm-" + std::to_string(::getpid());
     if (::mkdir((mount->mount_point + "/" + name_).c_str(), 0755) != 0)
