@@ -5,11 +5,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpureap::gpu {
 
 enum class ProcessKind { compute, graphics, mps };
+/// "compute", "graphics", "mps" (util/enum_names.h).
+std::string_view enum_name(ProcessKind kind);
 
 /// A process NVML lists on a GPU. NVML's pid is a hint (the creator of the
 /// driver client, possibly stale or translated), never a target by itself.

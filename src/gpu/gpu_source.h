@@ -21,6 +21,8 @@ namespace gpureap::gpu {
 /// is listed, and some of them (each with its GpuInfo::problem) could not be
 /// read or did not answer in time; the others are complete.
 enum class NvmlState { ok, library_missing, init_failed, query_failed, hung, partial };
+/// "ok", "library_missing", ... (util/enum_names.h): `--json`, the agent's and the worker's wire.
+std::string_view enum_name(NvmlState state);
 
 /// True when the snapshot lists the GPUs (all complete, or some marked).
 inline bool lists_gpus(NvmlState state) {

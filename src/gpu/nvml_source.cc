@@ -8,6 +8,7 @@
 
 #include "gpu/nvml_wire.h"
 #include "util/poll.h"
+#include "util/enum_names.h"
 
 namespace gpureap::gpu {
 namespace {
@@ -46,9 +47,10 @@ std::string string_field(const json& message, const char* key) {
   return it != message.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// The worker reports only a start-up failure; anything else it could say is a query failure.
 NvmlState state_from_wire(const std::string& state) {
-  if (state == "library_missing") return NvmlState::library_missing;
-  if (state == "init_failed") return NvmlState::init_failed;
+  auto named = enum_from_name<NvmlState>(state);
+  if (named == NvmlState::library_missing || named == NvmlState::init_failed) return *named;
   return NvmlState::query_failed;
 }
 

@@ -1,4 +1,5 @@
 #include "gpu/nvml_wire.h"
+#include "util/enum_names.h"
 
 #include <fmt/format.h>
 #include <poll.h>
@@ -16,22 +17,8 @@ namespace {
 
 using nlohmann::json;
 
-const char* kind_name(ProcessKind kind) {
-  switch (kind) {
-    case ProcessKind::compute:
-      return "compute";
-    case ProcessKind::graphics:
-      return "graphics";
-    case ProcessKind::mps:
-      return "mps";
-  }
-  return "compute";
-}
-
 ProcessKind kind_from_name(const std::string& name) {
-  if (name == "graphics") return ProcessKind::graphics;
-  if (name == "mps") return ProcessKind::mps;
-  if (name == "compute") return ProcessKind::compute;
+  if (auto kind = enum_from_name<ProcessKind>(name)) return *kind;
   throw std::invalid_argument("unknown process kind '" + name + "'");
 }
 
@@ -142,7 +129,7 @@ json gpu_info_to_wire(const GpuInfo& gpu) {
   for (const GpuProcess& p : gpu.processes) {
     processes.push_back({{"pid", p.pid},
                          {"used_bytes", optional_to_wire(p.used_bytes)},
-                         {"kind", kind_name(p.kind)}});
+                         {"kind", std::string(enum_name(p.kind))}});
   }
   json memory = nullptr;
   if (gpu.memory) {

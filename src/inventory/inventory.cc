@@ -88,7 +88,7 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
 
 }  // namespace
 
-const char* to_string(Unexplained u) {
+std::string_view enum_name(Unexplained u) {
   switch (u) {
     case Unexplained::none:
       return "none";
@@ -101,10 +101,10 @@ const char* to_string(Unexplained u) {
     case Unexplained::unknown:
       return "unknown";
   }
-  return "unknown";
+  return {};
 }
 
-const char* to_string(Busy b) {
+std::string_view enum_name(Busy b) {
   switch (b) {
     case Busy::none:
       return "none";
@@ -115,7 +115,7 @@ const char* to_string(Busy b) {
     case Busy::orphan_computing:
       return "orphan_computing";
   }
-  return "none";
+  return {};
 }
 
 namespace {
@@ -204,7 +204,7 @@ bool GpuView::at_baseline() const {
   return info.memory->used <= baseline.bytes + freed_tolerance(info.memory->total);
 }
 
-const char* to_string(GpuState s) {
+std::string_view enum_name(GpuState s) {
   switch (s) {
     case GpuState::not_measured:
       return "not_measured";
@@ -223,7 +223,7 @@ const char* to_string(GpuState s) {
     case GpuState::unknown:
       return "unknown";
   }
-  return "?";
+  return {};
 }
 
 GpuState gpu_state(const GpuView& view) {

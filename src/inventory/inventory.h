@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpu/gpu_source.h"
@@ -33,7 +34,12 @@ enum class Unexplained {
   unknown,            // NVML gave no process list to reason with
 };
 
-const char* to_string(Unexplained u);
+/// Its name (util/enum_names.h), as the reports, the wire and the metrics spell it.
+std::string_view enum_name(Unexplained u);
+inline const char* to_string(Unexplained u) {
+  const std::string_view name = enum_name(u);
+  return name.empty() ? "?" : name.data();
+}
 
 /// Ghost GPUs: a GPU whose SM utilization stays at or above kBusyThreshold while
 /// no process uses it. One busy reading is not enough (utilization is an average
@@ -51,7 +57,12 @@ enum class Busy {
   outside_namespace,  // busy with no process this PID namespace can see: look on the host
   orphan_computing,   // busy, and its only users are orphans: they are still computing
 };
-const char* to_string(Busy b);
+/// Its name (util/enum_names.h), as the reports, the wire and the metrics spell it.
+std::string_view enum_name(Busy b);
+inline const char* to_string(Busy b) {
+  const std::string_view name = enum_name(b);
+  return name.empty() ? "?" : name.data();
+}
 
 /// Why a GPU is busy with no (live, parented) process, with the evidence.
 struct BusyWithoutProcess {
@@ -92,7 +103,12 @@ enum class GpuState {
   outside_namespace,  // Unexplained::outside_namespace
   unknown,            // Unexplained::unknown
 };
-const char* to_string(GpuState s);
+/// Its name (util/enum_names.h), as the reports, the wire and the metrics spell it.
+std::string_view enum_name(GpuState s);
+inline const char* to_string(GpuState s) {
+  const std::string_view name = enum_name(s);
+  return name.empty() ? "?" : name.data();
+}
 GpuState gpu_state(const GpuView& view);
 
 /// Which node a look describes, as the command that took it resolved it (absolute

@@ -1,4 +1,5 @@
 #include "inventory/inventory_wire.h"
+#include "util/enum_names.h"
 
 #include <fmt/format.h>
 
@@ -139,67 +140,24 @@ const json& array(const json& j, const char* key) {
   return v;
 }
 
-// Enumerations travel by name, so a reordering of an enum cannot shift meanings.
-template <typename E, std::size_t N>
-E enum_value(const json& v, const char* key, const std::pair<E, const char*> (&names)[N]) {
+// Enumerations travel by name (each enum's one table, util/enum_names.h), so a
+// reordering of an enum cannot shift meanings.
+template <typename E>
+E enum_value(const json& v, const char* key) {
   std::string name = text_of(v, key);
-  for (const auto& [value, n] : names)
-    if (name == n) return value;
+  if (auto e = enum_from_name<E>(name)) return *e;
   throw WireError(fmt::format("'{}': unknown value '{}'", key, name));
 }
 
-template <typename E, std::size_t N>
-E enum_of(const json& j, const char* key, const std::pair<E, const char*> (&names)[N]) {
-  return enum_value(field(j, key), key, names);
+template <typename E>
+E enum_of(const json& j, const char* key) {
+  return enum_value<E>(field(j, key), key);
 }
 
-template <typename E, std::size_t N>
-const char* name_of(E value, const std::pair<E, const char*> (&names)[N]) {
-  for (const auto& [v, n] : names)
-    if (v == value) return n;
-  return "?";
+template <typename E>
+std::string name_of(E value) {
+  return std::string(enum_name(value));
 }
-
-constexpr std::pair<gpu::NvmlState, const char*> kNvmlStates[] = {
-    {gpu::NvmlState::ok, "ok"},
-    {gpu::NvmlState::library_missing, "library_missing"},
-    {gpu::NvmlState::init_failed, "init_failed"},
-    {gpu::NvmlState::query_failed, "query_failed"},
-    {gpu::NvmlState::hung, "hung"},
-    {gpu::NvmlState::partial, "partial"},
-};
-constexpr std::pair<gpu::ProcessKind, const char*> kProcessKinds[] = {
-    {gpu::ProcessKind::compute, "compute"},
-    {gpu::ProcessKind::graphics, "graphics"},
-    {gpu::ProcessKind::mps, "mps"},
-};
-constexpr std::pair<proc::NodeKind, const char*> kNodeKinds[] = {
-    {proc::NodeKind::gpu, "gpu"},         {proc::NodeKind::ctl, "ctl"},
-    {proc::NodeKind::uvm, "uvm"},         {proc::NodeKind::uvm_tools, "uvm_tools"},
-    {proc::NodeKind::modeset, "modeset"}, {proc::NodeKind::other, "other"},
-};
-constexpr std::pair<proc::FoundBy, const char*> kFoundBy[] = {
-    {proc::FoundBy::nvml, "nvml"},
-    {proc::FoundBy::fd, "fd"},
-    {proc::FoundBy::mapping, "mapping"},
-};
-constexpr std::pair<proc::OrphanEvidence, const char*> kOrphanEvidence[] = {
-    {proc::OrphanEvidence::none, "none"},           {proc::OrphanEvidence::group, "group"},
-    {proc::OrphanEvidence::title, "title"},
-    {proc::OrphanEvidence::siblings, "siblings"},   {proc::OrphanEvidence::run_gone, "run_gone"},
-    {proc::OrphanEvidence::witnessed, "witnessed"},
-};
-constexpr std::pair<Unexplained, const char*> kUnexplained[] = {
-    {Unexplained::none, "none"},           {Unexplained::outside_namespace, "outside_namespace"},
-    {Unexplained::releasing, "releasing"}, {Unexplained::driver_held, "driver_held"},
-    {Unexplained::unknown, "unknown"},
-};
-constexpr std::pair<Busy, const char*> kBusy[] = {
-    {Busy::none, "none"},
-    {Busy::ghost, "ghost"},
-    {Busy::outside_namespace, "outside_namespace"},
-    {Busy::orphan_computing, "orphan_computing"},
-};
 
 template <typename T>
 json optional_json(const std::optional<T>& v) {
@@ -211,7 +169,7 @@ json optional_json(const std::optional<T>& v) {
 json encode_process(const gpu::GpuProcess& p) {
   return {{"pid", p.pid},
           {"used_bytes", optional_json(p.used_bytes)},
-          {"kind", name_of(p.kind, kProcessKinds)}};
+          {"kind", name_of(p.kind)}};
 }
 
 json encode_info(const gpu::GpuInfo& g) {
@@ -241,10 +199,10 @@ json encode_holder(const proc::Holder& h) {
   json threads = json::array();
   for (const auto& t : h.threads) threads.push_back({t.tid, static_cast<unsigned char>(t.state)});
   json found = json::array();
-  for (auto f : h.found_by) found.push_back(name_of(f, kFoundBy));
+  for (auto f : h.found_by) found.push_back(name_of(f));
   json nodes = json::array();
   for (const auto& n : h.nodes)
-    nodes.push_back({{"kind", name_of(n.kind, kNodeKinds)},
+    nodes.push_back({{"kind", name_of(n.kind)},
                      {"minor", optional_json(n.minor)},
                      {"path", text(n.path)}});
   return {{"pid", h.id.pid},
@@ -264,7 +222,7 @@ json encode_holder(const proc::Holder& h) {
           {"run_alive", h.run_alive},
           {"run_gone", h.run_gone},
           {"orphaned", h.orphaned},
-          {"orphan_evidence", name_of(h.orphan_evidence, kOrphanEvidence)},
+          {"orphan_evidence", name_of(h.orphan_evidence)},
           {"orphan_reason", text(h.orphan_reason)},
           {"detached", h.detached},
           {"detached_reason", text(h.detached_reason)},
@@ -295,10 +253,10 @@ json encode_view(const GpuView& v) {
           {"nvml_unseen", unseen},
           {"attributed_bytes", v.attributed_bytes},
           {"unattributed_bytes", v.unattributed_bytes},
-          {"unexplained", name_of(v.unexplained, kUnexplained)},
+          {"unexplained", name_of(v.unexplained)},
           {"unexplained_detail", text(v.unexplained_detail)},
           {"busy",
-           {{"kind", name_of(v.busy.kind, kBusy)},
+           {{"kind", name_of(v.busy.kind)},
             {"samples", v.busy.samples},
             {"detail", text(v.busy.detail)}}}};
 }
@@ -309,7 +267,7 @@ gpu::GpuProcess decode_process(const json& j) {
   gpu::GpuProcess p;
   p.pid = integer<std::uint32_t>(j, "pid");
   p.used_bytes = optional_integer<std::uint64_t>(j, "used_bytes");
-  p.kind = enum_of(j, "kind", kProcessKinds);
+  p.kind = enum_of<gpu::ProcessKind>(j, "kind");
   return p;
 }
 
@@ -360,7 +318,7 @@ proc::Holder decode_holder(const json& j) {
   h.run_alive = boolean(j, "run_alive");
   h.run_gone = boolean(j, "run_gone");
   h.orphaned = boolean(j, "orphaned");
-  h.orphan_evidence = enum_of(j, "orphan_evidence", kOrphanEvidence);
+  h.orphan_evidence = enum_of<proc::OrphanEvidence>(j, "orphan_evidence");
   h.orphan_reason = string(j, "orphan_reason");
   h.detached = boolean(j, "detached");
   h.detached_reason = string(j, "detached_reason");
@@ -373,9 +331,9 @@ proc::Holder decode_holder(const json& j) {
   const json& age = field(j, "age_seconds");
   if (!age.is_number()) throw WireError("'age_seconds': not a number");
   h.age_seconds = age.get<double>();
-  for (const auto& f : array(j, "found_by")) h.found_by.insert(enum_value(f, "found_by", kFoundBy));
+  for (const auto& f : array(j, "found_by")) h.found_by.insert(enum_value<proc::FoundBy>(f, "found_by"));
   for (const auto& n : array(j, "nodes"))
-    h.nodes.insert(proc::DeviceNode{enum_of(n, "kind", kNodeKinds),
+    h.nodes.insert(proc::DeviceNode{enum_of<proc::NodeKind>(n, "kind"),
                                     optional_integer<unsigned>(n, "minor"), string(n, "path")});
   for (const auto& m : array(j, "gpu_minors"))
     h.gpu_minors.insert(integer_value<unsigned>(m, "gpu_minors"));
@@ -395,11 +353,11 @@ GpuView decode_view(const json& j) {
   for (const auto& p : array(j, "nvml_unseen")) v.nvml_unseen.push_back(decode_process(p));
   v.attributed_bytes = integer<std::uint64_t>(j, "attributed_bytes");
   v.unattributed_bytes = integer<std::uint64_t>(j, "unattributed_bytes");
-  v.unexplained = enum_of(j, "unexplained", kUnexplained);
+  v.unexplained = enum_of<Unexplained>(j, "unexplained");
   v.unexplained_detail = string(j, "unexplained_detail");
   if (j.contains("busy")) {
     const json& b = field(j, "busy");
-    v.busy.kind = enum_of(b, "kind", kBusy);
+    v.busy.kind = enum_of<Busy>(b, "kind");
     for (const auto& s : array(b, "samples"))
       v.busy.samples.push_back(integer_value<unsigned>(s, "samples"));
     v.busy.detail = string(b, "detail");
@@ -419,7 +377,7 @@ std::string encode_inventory(const Inventory& inv) {
   json warnings = json::array();
   for (const auto& w : inv.warnings) warnings.push_back(text(w));
   json doc = {{"wire_version", kWireVersion},
-              {"nvml_state", name_of(inv.nvml_state, kNvmlStates)},
+              {"nvml_state", name_of(inv.nvml_state)},
               {"nvml_problem", text(inv.nvml_problem)},
               {"driver_version", text(inv.driver_version)},
               {"host_pid_namespace", inv.host_pid_namespace},
@@ -455,7 +413,7 @@ Result<Inventory> decode_inventory(std::string_view text_in) {
       return fail(
           fmt::format("the agent speaks wire version {}, this gpureap {}", version, kWireVersion));
     Inventory inv;
-    inv.nvml_state = enum_of(doc, "nvml_state", kNvmlStates);
+    inv.nvml_state = enum_of<gpu::NvmlState>(doc, "nvml_state");
     inv.nvml_problem = string(doc, "nvml_problem");
     inv.driver_version = string(doc, "driver_version");
     inv.host_pid_namespace = boolean(doc, "host_pid_namespace");

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpureap::proc {
@@ -53,6 +54,12 @@ enum class OrphanEvidence {
   run_gone,   // a process of a `gpureap run` whose gpureap is gone
   witnessed,  // the agent saw its parent die, and that parent held a GPU or was a server
 };
+
+/// The names of NodeKind, FoundBy and OrphanEvidence (util/enum_names.h): "uvm_tools",
+/// "mapping", "run_gone", ... as the agent's wire and `--json` spell them.
+std::string_view enum_name(NodeKind kind);
+std::string_view enum_name(FoundBy found_by);
+std::string_view enum_name(OrphanEvidence evidence);
 
 struct ThreadState {
   pid_t tid = 0;

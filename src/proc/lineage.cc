@@ -111,24 +111,6 @@ std::string reparent_reason(pid_t pid, pid_t ppid, pid_t pgid, pid_t sid, bool p
   return {};
 }
 
-std::string_view to_string(OrphanEvidence evidence) {
-  switch (evidence) {
-    case OrphanEvidence::none:
-      return "none";
-    case OrphanEvidence::group:
-      return "group";
-    case OrphanEvidence::title:
-      return "title";
-    case OrphanEvidence::siblings:
-      return "siblings";
-    case OrphanEvidence::run_gone:
-      return "run_gone";
-    case OrphanEvidence::witnessed:
-      return "witnessed";
-  }
-  return "none";
-}
-
 void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadParent>& dead_parents,
                       double now, const std::vector<Holder>& witnessed) {
   // Who holds a GPU, by parent and by process group, among the holders.

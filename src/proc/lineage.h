@@ -91,7 +91,4 @@ inline bool unattended_may_act(const Holder& h) {
   return h.orphaned && h.orphan_evidence != OrphanEvidence::group;
 }
 
-/// The word for an evidence kind ("title", "siblings", "run_gone", "witnessed").
-std::string_view to_string(OrphanEvidence evidence);
-
 }  // namespace gpureap::proc

@@ -5,34 +5,9 @@
 namespace gpureap::report {
 namespace {
 
-const char* found_by_name(proc::FoundBy f) {
-  switch (f) {
-    case proc::FoundBy::nvml:
-      return "nvml";
-    case proc::FoundBy::fd:
-      return "fd";
-    case proc::FoundBy::mapping:
-      return "mapping";
-  }
-  return "unknown";
-}
-
-const char* nvml_state_name(gpu::NvmlState s) {
-  switch (s) {
-    case gpu::NvmlState::ok:
-      return "ok";
-    case gpu::NvmlState::library_missing:
-      return "library_missing";
-    case gpu::NvmlState::init_failed:
-      return "init_failed";
-    case gpu::NvmlState::query_failed:
-      return "query_failed";
-    case gpu::NvmlState::hung:
-      return "hung";
-    case gpu::NvmlState::partial:
-      return "partial";
-  }
-  return "unknown";
+template <typename E>
+std::string enum_name_text(E value) {
+  return std::string(enum_name(value));
 }
 
 template <typename T>
@@ -55,7 +30,7 @@ nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uin
   for (const auto& t : h.threads)
     threads.push_back({{"tid", t.tid}, {"state", std::string(1, t.state)}});
   nlohmann::ordered_json found = nlohmann::ordered_json::array();
-  for (auto f : h.found_by) found.push_back(found_by_name(f));
+  for (auto f : h.found_by) found.push_back(enum_name_text(f));
   nlohmann::ordered_json devices = nlohmann::ordered_json::array();
   for (const auto& n : h.nodes) devices.push_back(n.path);
   return {
@@ -72,7 +47,7 @@ nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uin
       {"orphaned", h.orphaned},
       {"orphan_reason", h.orphan_reason.empty() ? nlohmann::ordered_json(nullptr)
                                                 : nlohmann::ordered_json(h.orphan_reason)},
-      {"orphan_evidence", h.orphaned ? nlohmann::ordered_json(proc::to_string(h.orphan_evidence))
+      {"orphan_evidence", h.orphaned ? nlohmann::ordered_json(std::string(proc::enum_name(h.orphan_evidence)))
                                      : nlohmann::ordered_json(nullptr)},
       {"detached", h.detached},
       {"detached_reason", h.detached_reason.empty() ? nlohmann::ordered_json(nullptr)
@@ -164,7 +139,7 @@ nlohmann::ordered_json status_json(const inventory::Inventory& inv) {
       {"schema_version", kSchemaVersion},
       {"command", "status"},
       {"nvml",
-       {{"state", nvml_state_name(inv.nvml_state)},
+       {{"state", enum_name_text(inv.nvml_state)},
         {"problem", inv.nvml_problem.empty() ? nlohmann::ordered_json(nullptr)
                                              : nlohmann::ordered_json(inv.nvml_problem)},
         {"driver_version", inv.driver_version.empty()
