@@ -18,6 +18,7 @@
 #include "inventory/agent_client.h"
 #include "inventory/inventory_wire.h"
 #include "proc/lineage.h"
+#include "reclaim/free_flow.h"
 #include "reclaim/free_lock.h"
 #include "reclaim/plan.h"
 #include "reclaim/process_control.h"
@@ -400,18 +401,21 @@ class Agent {
     // gone, or protected): a due holder costs one look, not one per tick.
     reaped_.insert(due.begin(), due.end());
     if (selection.ids.empty()) return;
-    reclaim::Plan plan =
-        reclaim::make_plan(inv, selection, reclaim::CallerContext::current(node_.proc_root()));
+    // The one free flow (reclaim/free_flow.h). Its go-ahead fixes the announced set: a
+    // dry run announces it and signals nothing; a plan with no target signals nothing.
     std::set<proc::ProcessId> targets;
-    for (const auto& t : plan.targets) targets.insert(t.id);
-    if (targets.empty()) return;
-
-    if (options_.reap_dry_run) {
-      emit(reap_event(inventory::EventKind::reap_planned, inv, targets,
-                      "--reap-dry-run: would free these orphans (orphaned longer than "
-                      "--reap-orphans-after)"));
-      return;
-    }
+    reclaim::FreeSteps steps;
+    steps.go_ahead = [&](const reclaim::Plan& plan) {
+      for (const auto& t : plan.targets) targets.insert(t.id);
+      if (targets.empty()) return false;
+      if (options_.reap_dry_run) {
+        emit(reap_event(inventory::EventKind::reap_planned, inv, targets,
+                        "--reap-dry-run: would free these orphans (orphaned longer than "
+                        "--reap-orphans-after)"));
+        return false;
+      }
+      return true;
+    };
     reclaim::ReclaimOptions reclaim_options;
     reclaim_options.selection = selection;
     // An orphan's parent is gone: nothing restarts it, so no settle wait for a live
@@ -420,8 +424,11 @@ class Agent {
     reclaim_options.restart_policy = nullptr;
     reclaim::SystemProcessControl control(node_.proc_root());
     auto start = std::chrono::steady_clock::now();
-    reclaim::ReclaimReport report =
-        reclaim::reclaim(node_, control, inv, plan, reclaim_options, nullptr);
+    reclaim::FreeOutcome outcome = reclaim::free_selection(
+        node_, control, inv, reclaim::CallerContext::current(node_.proc_root()), reclaim_options,
+        steps);
+    if (!outcome.report) return;
+    const reclaim::ReclaimReport& report = *outcome.report;
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // What was signalled, every round (Filters::ids keeps later rounds to the same set).

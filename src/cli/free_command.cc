@@ -15,6 +15,7 @@
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
 #include "gpu/gpu_select.h"
+#include "reclaim/free_flow.h"
 #include "reclaim/free_lock.h"
 #include "reclaim/reclaimer.h"
 #include "report/free_report.h"
@@ -274,78 +275,88 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   for (const auto& w : inv.warnings)
     print_err(fmt::format("gpureap free: warning: {}\n", report::terminal_text(w)));
 
-  // 4. Plan.
+  // 4. Plan, judge, confirm, act: the one free flow (reclaim/free_flow.h). The plan is
+  // shown before the confirmation; Ctrl-C stops the waits and still reports.
   auto caller = reclaim::CallerContext::current(node.proc_root());
-  reclaim::Plan plan = reclaim::make_plan(inv, sel, caller);
   auto style = report_on_stderr ? stderr_style(global) : stdout_style(global);
-  // "Nothing to do" needs a measurement: without NVML, no holder in /proc does not
-  // mean no memory held (driver-held memory, holders in other namespaces); nor does a
-  // selected GPU NVML cannot read (its memory could be driver-held). Exit 3.
-  std::vector<unsigned> unreadable;
-  for (const auto& v : inv.gpus)
-    if (inventory::is_selected(sel.gpus, v.info.index) && !v.info.memory)
-      unreadable.push_back(v.info.index);
-  if (plan.targets.empty() && (!nvml_usable || !unreadable.empty())) {
-    if (global.json)
-      print_out(report::json_text(
-          report::free_json(plan, reclaim::ReclaimReport{}, o.dry_run, inv.warnings)));
-    else
-      print_out(report::plan_text(plan, style, options.escalation.grace));
-    print_err(!nvml_usable
-                  ? fmt::format("gpureap free: no process to signal, and NVML is unusable, so "
-                                "whether the selected GPUs hold memory cannot be measured: {}\n",
-                                report::terminal_text(inv.nvml_problem))
-                  : fmt::format("gpureap free: no process to signal, but NVML cannot read GPU "
-                                "{}, so whether it holds memory cannot be measured (gpureap "
-                                "status --gpu {} shows why)\n",
-                                gpu::index_list(unreadable), gpu::index_list(unreadable)));
-    return kExitSystem;
-  }
-  // Exit 4 means nothing here for this free to do: no holder at all, or only holders
-  // the selection itself leaves alone (--pid, --user, --cgroup, --match, --orphans), with
-  // no memory that no process explains. Holders free may not signal (protected, other
-  // users') or driver-held memory are memory still held: they go on to be classified (1).
-  const auto nothing = reclaim::nothing_to_do(inv, sel, plan);
-  if (nothing != reclaim::NothingToDo::no) {
-    const bool all_idle = nothing == reclaim::NothingToDo::idle;
-    if (global.json)
-      print_out(report::json_text(report::free_json(plan, reclaim::ReclaimReport{}, o.dry_run, inv.warnings)));
-    else
-      print_out(report::plan_text(plan, style, options.escalation.grace) +
-                (all_idle ? "Nothing to do: the selected GPUs hold no memory above baseline.\n"
-                          : "Nothing to do: no holder on the selected GPUs matches the selection "
-                            "(the memory of those left alone stays held).\n"));
-    return nothing_to_do;
-  }
-  if (!global.json) print_out(report::plan_text(plan, style, options.escalation.grace));
-  if (o.dry_run) {
-    if (global.json)
-      print_out(report::json_text(report::free_json(plan, reclaim::ReclaimReport{}, true, inv.warnings)));
-    else
-      print_out("Dry run: nothing was signalled.\n");
-    return kExitOk;
-  }
-
-  // 5. Confirm on a terminal.
-  if (!o.yes && !plan.targets.empty() &&
-      !confirm(fmt::format("Signal {} process(es)?", plan.targets.size()))) {
-    print_err("gpureap free: not confirmed; nothing was signalled\n");
-    return kExitUsage;
-  }
-
-  // 6. Act; Ctrl-C stops the waits and still reports.
-  InterruptHandlers handlers;
-  bool live = !global.json && ::isatty(2);
-  auto progress = [live](const std::vector<reclaim::GpuRelease>& g) {
+  bool not_confirmed = false;
+  std::optional<InterruptHandlers> handlers;
+  const bool live = !global.json && ::isatty(2);
+  reclaim::FreeSteps steps;
+  steps.go_ahead = [&](const reclaim::Plan& plan) {
+    if (!global.json) print_out(report::plan_text(plan, style, options.escalation.grace));
+    if (o.dry_run) {
+      print_out(global.json ? report::json_text(report::free_json(plan, reclaim::ReclaimReport{},
+                                                                  true, inv.warnings))
+                            : std::string("Dry run: nothing was signalled.\n"));
+      return false;
+    }
+    if (!o.yes && !plan.targets.empty() &&
+        !confirm(fmt::format("Signal {} process(es)?", plan.targets.size()))) {
+      not_confirmed = true;
+      return false;
+    }
+    handlers.emplace();
+    return true;
+  };
+  steps.progress = [live](const std::vector<reclaim::GpuRelease>& g) {
     if (live) print_err("\r\033[K" + report::progress_line(g));
   };
   reclaim::SystemProcessControl control(node.proc_root());
-  reclaim::ReclaimReport result = reclaim::reclaim(node, control, inv, plan, options, progress);
+  const reclaim::FreeOutcome freed =
+      reclaim::free_selection(node, control, inv, caller, options, steps);
+  const reclaim::Plan& plan = freed.plan;
+  auto plan_only = [&] {
+    print_out(global.json ? report::json_text(report::free_json(plan, reclaim::ReclaimReport{},
+                                                                o.dry_run, inv.warnings))
+                          : report::plan_text(plan, style, options.escalation.grace));
+  };
+  switch (freed.verdict) {
+    case reclaim::FreeVerdict::not_measured:
+      plan_only();
+      print_err(!nvml_usable
+                    ? fmt::format("gpureap free: no process to signal, and NVML is unusable, so "
+                                  "whether the selected GPUs hold memory cannot be measured: {}\n",
+                                  report::terminal_text(inv.nvml_problem))
+                    : fmt::format("gpureap free: no process to signal, but NVML cannot read GPU "
+                                  "{}, so whether it holds memory cannot be measured (gpureap "
+                                  "status --gpu {} shows why)\n",
+                                  gpu::index_list(freed.unreadable),
+                                  gpu::index_list(freed.unreadable)));
+      return kExitSystem;
+    // Exit 4 means nothing here for this free to do: no holder at all, or only holders
+    // the selection itself leaves alone (--pid, --user, --cgroup, --match, --orphans), with
+    // no memory that no process explains. Holders free may not signal (protected, other
+    // users') or driver-held memory are memory still held: they go on to be classified (1).
+    case reclaim::FreeVerdict::nothing_idle:
+    case reclaim::FreeVerdict::nothing_matched:
+      if (global.json)
+        plan_only();
+      else
+        print_out(report::plan_text(plan, style, options.escalation.grace) +
+                  (freed.verdict == reclaim::FreeVerdict::nothing_idle
+                       ? "Nothing to do: the selected GPUs hold no memory above baseline.\n"
+                       : "Nothing to do: no holder on the selected GPUs matches the selection "
+                         "(the memory of those left alone stays held).\n"));
+      return nothing_to_do;
+    case reclaim::FreeVerdict::stopped:
+      if (not_confirmed) {
+        print_err("gpureap free: not confirmed; nothing was signalled\n");
+        return kExitUsage;
+      }
+      return kExitOk;  // --dry-run
+    case reclaim::FreeVerdict::freed:
+    case reclaim::FreeVerdict::still_held:
+    case reclaim::FreeVerdict::unmeasured:
+    case reclaim::FreeVerdict::interrupted:
+      break;
+  }
   if (live) print_err("\r\033[K");
   (void)node.save_baselines();
 
-  // 7. Report. Processes were signalled: the caller gets a record of it even if
+  // 5. Report. Processes were signalled: the caller gets a record of it even if
   // rendering the full report fails (the exit status is decided apart from it).
+  const reclaim::ReclaimReport& result = *freed.report;
   std::string rendered;
   try {
     rendered = global.json ? report::json_text(report::free_json(plan, result, false, inv.warnings))
@@ -356,12 +367,14 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     rendered = report::free_record(result);
   }
   print_out(rendered);
-  if (result.interrupted) return kExitStillHeld;
-  if (result.all_freed()) return kExitOk;
-  // Not freed only because NVML cannot read those GPUs: not measured, not "still held".
-  bool unmeasured_only = std::all_of(result.gpus.begin(), result.gpus.end(),
-                                     [](const reclaim::GpuRelease& g) { return g.freed || !g.measured; });
-  return unmeasured_only && !result.gpus.empty() ? kExitSystem : kExitStillHeld;
+  switch (freed.verdict) {
+    case reclaim::FreeVerdict::freed:
+      return kExitOk;
+    case reclaim::FreeVerdict::unmeasured:
+      return kExitSystem;
+    default:
+      return kExitStillHeld;
+  }
 }
 
 }  // namespace

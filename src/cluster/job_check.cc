@@ -6,6 +6,7 @@
 
 #include "cluster/running_jobs.h"
 #include "proc/environ.h"
+#include "reclaim/free_flow.h"
 #include "reclaim/leftovers.h"
 #include "reclaim/release_wait.h"
 
@@ -134,23 +135,38 @@ JobCheck clean_up_after_job(inventory::Node& node, reclaim::ProcessControl& cont
   std::sort(out.checked.begin(), out.checked.end());
   sel.gpus = out.checked;
 
-  out.plan = reclaim::make_plan(inv, sel, caller);
-  // The rest of the job, holding no GPU: an escaped server would start new workers. Not
-  // Slurm's own hooks, which carry the job's variables too (another prolog or epilog
-  // script of the job; SLURM_SCRIPT_CONTEXT marks them).
-  reclaim::add_processes_matching(out.plan, own.any_of, caller,
-                                  fmt::format("part of job {}, which has ended", job.id));
-  std::erase_if(out.plan.targets, [&](const reclaim::Target& t) {
-    if (!t.gpus.empty()) return false;
-    auto environ = proc::read_environ(t.id, node.proc_root());
-    return environ && proc::environ_value(*environ, "SLURM_SCRIPT_CONTEXT").has_value();
-  });
-  // free's own rule (reclaim::nothing_to_do): a ghost or an unmeasured GPU is never
-  // "nothing to do", it goes on to be verified and classified.
-  if (reclaim::nothing_to_do(inv, sel, out.plan) != reclaim::NothingToDo::no) return out;
+  // The one free flow (reclaim/free_flow.h), with the rest of the job added to its plan:
+  // holding no GPU, an escaped server would start new workers. Not Slurm's own hooks,
+  // which carry the job's variables too (another prolog or epilog script of the job;
+  // SLURM_SCRIPT_CONTEXT marks them).
+  reclaim::FreeSteps steps;
+  steps.amend = [&](reclaim::Plan& plan) {
+    reclaim::add_processes_matching(plan, own.any_of, caller,
+                                    fmt::format("part of job {}, which has ended", job.id));
+    std::erase_if(plan.targets, [&](const reclaim::Target& t) {
+      if (!t.gpus.empty()) return false;
+      auto environ = proc::read_environ(t.id, node.proc_root());
+      return environ && proc::environ_value(*environ, "SLURM_SCRIPT_CONTEXT").has_value();
+    });
+  };
   reclaim::ReclaimOptions o = options;
   o.selection = std::move(sel);
-  out.freed = reclaim::reclaim(node, control, inv, out.plan, o, {});
+  reclaim::FreeOutcome freed = reclaim::free_selection(node, control, inv, caller, o, steps);
+  out.plan = std::move(freed.plan);
+  switch (freed.verdict) {
+    case reclaim::FreeVerdict::nothing_idle:
+    case reclaim::FreeVerdict::nothing_matched:
+      return out;
+    case reclaim::FreeVerdict::not_measured:
+      // Never clean: a GPU whose memory cannot be read is held until measured.
+      for (unsigned g : freed.unreadable)
+        out.held.push_back(HeldGpu{g, 0, {reclaim::LeftoverClass::nvml_failed}, {}});
+      return out;
+    default:
+      break;
+  }
+  if (!freed.report) return out;
+  out.freed = std::move(freed.report);
   out.held = held_after(*out.freed);
   return out;
 }
@@ -178,12 +194,14 @@ JobCheck check_before_job(inventory::Node& node, reclaim::ProcessControl& contro
     sel.orphans_only = true;
     sel.unattended = true;
     exclude_jobs(sel, running_jobs(caller.table, node.proc_root()));
-    out.plan = reclaim::make_plan(inv, sel, caller);
-    if (!out.plan.targets.empty()) {
-      reclaim::ReclaimOptions o = options;
-      o.selection = std::move(sel);
-      out.freed = reclaim::reclaim(node, control, inv, out.plan, o, {});
-    }
+    // The one free flow; only a plan with targets goes ahead (what stays is judged below).
+    reclaim::ReclaimOptions o = options;
+    o.selection = std::move(sel);
+    reclaim::FreeSteps steps;
+    steps.go_ahead = [](const reclaim::Plan& plan) { return !plan.targets.empty(); };
+    reclaim::FreeOutcome freed = reclaim::free_selection(node, control, inv, caller, o, steps);
+    out.plan = std::move(freed.plan);
+    out.freed = std::move(freed.report);
     inv = node.look(look_within(options, clock));
   }
 
