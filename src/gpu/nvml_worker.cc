@@ -21,6 +21,7 @@
 #include <thread>
 #include <utility>
 
+#include "gpu/gpu_source.h"
 #include "gpu/nvml_library.h"
 #include "gpu/nvml_wire.h"
 
