@@ -28,14 +28,15 @@ namespace gpureap::agent {
 /// Seconds since the epoch, now: the time of an event and of a dead parent's death.
 double wall_now();
 
-struct WatchOptions {
-  std::chrono::milliseconds tick{1000};        // NVML, new pids, holders' state
-  std::chrono::milliseconds full_scan{30000};  // the whole of /proc, as a safety net
-  std::chrono::milliseconds nvml_deadline{2000};
-};
-
+/// The agent's defaults (`gpureap watch --tick`, `--full-scan-interval`), written once.
 inline constexpr std::chrono::milliseconds kDefaultTick{1000};
 inline constexpr std::chrono::milliseconds kDefaultFullScan{30000};
+
+struct WatchOptions {
+  std::chrono::milliseconds tick = kDefaultTick;        // NVML, new pids, holders' state
+  std::chrono::milliseconds full_scan = kDefaultFullScan;  // the whole of /proc, as a safety net
+  std::chrono::milliseconds nvml_deadline{2000};
+};
 
 class Watcher {
  public:

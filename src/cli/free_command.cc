@@ -27,11 +27,6 @@
 namespace gpureap::cli {
 namespace {
 
-// "5s": a default as --help shows it (the constants live in reclaim/).
-std::string seconds_text(std::chrono::milliseconds d) {
-  return fmt::format("{}s", std::chrono::duration_cast<std::chrono::seconds>(d).count());
-}
-
 // The first look's NVML deadline: the usual one, cut to what --deadline leaves.
 inventory::CollectOptions first_look(std::optional<std::chrono::steady_clock::time_point> deadline) {
   inventory::CollectOptions look;
@@ -52,9 +47,9 @@ struct FreeOptions {
   std::string cgroup;
   std::string match;
   bool orphans = false;
-  std::string grace = seconds_text(reclaim::kDefaultGrace);
-  std::string timeout = seconds_text(reclaim::kDefaultTimeout);
-  std::string settle = seconds_text(reclaim::kDefaultSettle);
+  std::string grace = duration_flag(reclaim::kDefaultGrace);
+  std::string timeout = duration_flag(reclaim::kDefaultTimeout);
+  std::string settle = duration_flag(reclaim::kDefaultSettle);
   bool yes = false;
   bool dry_run = false;
   bool reset = false;

@@ -23,6 +23,11 @@ namespace gpureap::reclaim {
 
 /// `free --grace`'s default: SIGTERM -> SIGKILL.
 inline constexpr std::chrono::milliseconds kDefaultGrace{5000};
+/// After SIGKILL, how long to wait for a process to exit before giving up on it (free's
+/// escalation and run's teardown alike).
+inline constexpr std::chrono::milliseconds kDefaultKillWait{5000};
+/// Rounds of signals before holders that keep appearing are left to the report.
+inline constexpr int kDefaultMaxRounds = 5;
 
 /// The signal of an action (report/names.h spells it).
 enum class Signal { none, sigterm, sigkill };
@@ -56,7 +61,7 @@ struct Action {
 
 struct EscalationOptions {
   std::chrono::milliseconds grace = kDefaultGrace;  // SIGTERM -> SIGKILL; 0: SIGKILL at once
-  std::chrono::milliseconds kill_wait{5000};        // SIGKILL -> give up waiting for exit
+  std::chrono::milliseconds kill_wait = kDefaultKillWait;        // SIGKILL -> give up waiting for exit
   bool use_cgroup_kill = true;  // freeze + cgroup.kill when a whole cgroup is ours
 };
 

@@ -32,7 +32,7 @@ struct ReclaimOptions {
   Selection selection;
   EscalationOptions escalation;
   std::chrono::milliseconds timeout = kDefaultTimeout;
-  int max_rounds = 5;
+  int max_rounds = kDefaultMaxRounds;
   bool stop_respawners = false;  // --stop-respawners: also signal a parent seen respawning
                                  // killed holders (never a protected one unless named by --pid)
   bool reset = false;            // --reset: reset GPUs whose memory is driver-held

@@ -31,7 +31,7 @@ struct RunSettings {
   std::string name;                        // run name; default: basename of argv[0]
   bool use_cgroup = true;                  // false: subreaper mode even where a cgroup is possible
   std::chrono::milliseconds grace = kDefaultTeardownGrace;  // SIGTERM -> SIGKILL; 0: SIGKILL at once
-  std::chrono::milliseconds kill_wait{5000};         // SIGKILL -> give up on a process
+  std::chrono::milliseconds kill_wait = reclaim::kDefaultKillWait;         // SIGKILL -> give up on a process
   std::chrono::milliseconds release_timeout = kDefaultWaitTimeout;  // teardown -> GPUs at baseline
 };
 

@@ -33,8 +33,8 @@ inline constexpr std::chrono::milliseconds kDefaultTeardownGrace{10000};
 
 struct TeardownOptions {
   std::chrono::milliseconds grace = kDefaultTeardownGrace;  // SIGTERM -> SIGKILL; 0: SIGKILL at once
-  std::chrono::milliseconds kill_wait{5000};  // SIGKILL -> give up on a process
-  int max_rounds = 5;                         // members that keep appearing: bounded
+  std::chrono::milliseconds kill_wait = reclaim::kDefaultKillWait;  // SIGKILL -> give up on a process
+  int max_rounds = reclaim::kDefaultMaxRounds;                         // members that keep appearing: bounded
   std::string proc_root;  // no default: the node's (inventory::Node::proc_root())
 };
 

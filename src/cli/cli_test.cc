@@ -1,0 +1,85 @@
+// The command line as users type it: the real command tree (main.cc's), parsed by
+// CLI11 without running a command. Defaults are shown as they are read back, every
+// command has a summary, and bad input names the option.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <CLI/CLI.hpp>
+#include <chrono>
+
+#include "cli/cli_outline.h"
+#include "cli/command.h"
+#include "cli/environment.h"
+#include "reclaim/escalation.h"
+#include "reclaim/reclaimer.h"
+#include "util/units.h"
+
+namespace gpureap::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Tree {
+  CLI::App app{"gpureap"};
+  GlobalOptions global;
+  CommandFn run;
+  Tree() {
+    add_status_command(app, global, run);
+    add_free_command(app, global, run);
+    add_wait_command(app, global, run);
+    add_run_command(app, global, run);
+    add_plan_command(app, global, run);
+    add_slurm_command(app, global, run);
+    add_watch_command(app, global, run);
+  }
+  void parse(std::vector<std::string> args) {
+    std::reverse(args.begin(), args.end());
+    app.parse(args);
+  }
+};
+
+TEST(DurationFlag, EveryDefaultReadsBackExactly) {
+  for (auto d : {reclaim::kDefaultGrace, reclaim::kDefaultKillWait, reclaim::kDefaultTimeout,
+                 reclaim::kDefaultSettle, std::chrono::milliseconds(1500),
+                 std::chrono::milliseconds(250), std::chrono::milliseconds(0)}) {
+    const std::string text = duration_flag(d);
+    auto back = parse_duration(text);
+    ASSERT_TRUE(back) << text;
+    EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(*back), d) << text;
+  }
+  EXPECT_EQ(duration_flag(1500ms), "1500ms");  // never rounded to "1s"
+  EXPECT_EQ(duration_flag(5000ms), "5s");
+}
+
+TEST(CommandTree, EveryCommandHasASummaryAndFreeShowsItsDefaults) {
+  Tree t;
+  auto commands = visible_commands(t.app);
+  ASSERT_GE(commands.size(), 7u);
+  for (const auto& c : commands) EXPECT_FALSE(summary_of(c.description).empty()) << c.name;
+  auto* free = t.app.get_subcommand("free");
+  const std::string help = free->help();
+  EXPECT_NE(help.find(duration_flag(reclaim::kDefaultGrace)), std::string::npos) << help;
+  EXPECT_NE(help.find(duration_flag(reclaim::kDefaultTimeout)), std::string::npos) << help;
+}
+
+TEST(CommandTree, AnUnknownOptionIsAParseErrorNamingIt) {
+  Tree t;
+  try {
+    t.parse({"free", "--gpu", "0", "--graec", "1s"});
+    FAIL() << "parsed";
+  } catch (const CLI::ParseError& e) {
+    EXPECT_NE(std::string(e.what()).find("--graec"), std::string::npos) << e.what();
+    EXPECT_NE(e.get_exit_code(), 0);
+  }
+}
+
+TEST(CommandTree, ParsingChoosesTheCommandWithoutRunningIt) {
+  Tree t;
+  t.parse({"free", "--gpu", "all", "--orphans", "--dry-run"});
+  EXPECT_TRUE(t.app.got_subcommand("free"));
+  EXPECT_TRUE(static_cast<bool>(t.run));  // chosen, not yet run: main.cc runs it
+}
+
+}  // namespace
+}  // namespace gpureap::cli
