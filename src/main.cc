@@ -66,13 +66,7 @@ int main(int argc, char** argv) {
 
   // 2. The commands; each fills `run` when chosen.
   CommandFn run;
-  add_status_command(app, global, run);
-  add_free_command(app, global, run);
-  add_wait_command(app, global, run);
-  add_run_command(app, global, run);
-  add_plan_command(app, global, run);
-  add_watch_command(app, global, run);
-  add_slurm_command(app, global, run);
+  add_commands(app, global, run);
   // Hidden, for packaging: they describe the commands above (docs/packaging.md).
   add_completion_command(app, global, run);
   add_man_page_command(app, run);

@@ -24,15 +24,7 @@ struct Tree {
   CLI::App app{"gpureap"};
   GlobalOptions global;
   CommandFn run;
-  Tree() {
-    add_status_command(app, global, run);
-    add_free_command(app, global, run);
-    add_wait_command(app, global, run);
-    add_run_command(app, global, run);
-    add_plan_command(app, global, run);
-    add_slurm_command(app, global, run);
-    add_watch_command(app, global, run);
-  }
+  Tree() { add_commands(app, global, run); }
   void parse(std::vector<std::string> args) {
     std::reverse(args.begin(), args.end());
     app.parse(args);

@@ -29,6 +29,9 @@ struct GlobalOptions {
 /// The function main calls once parsing succeeded; returns the exit status.
 using CommandFn = std::function<int()>;
 
+/// Every user-facing command below, in --help's order (main.cc, and cli_test.cc parses
+/// the same tree).
+void add_commands(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);

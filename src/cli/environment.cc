@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "cli/command.h"
 #include "gpu/nvml_source.h"
 #include "inventory/agent_client.h"
 #include "inventory/baseline_store.h"
@@ -75,6 +76,16 @@ inventory::Node open_node(const GlobalOptions& global, std::optional<std::string
   if (first_look == FirstLook::agent_or_scan) config.agent_socket = agent_socket(global, state_dir);
   config.state_dir = std::move(state_dir);
   return inventory::Node(std::move(config), open_gpu_source(global));
+}
+
+void add_commands(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
+  add_status_command(app, global, run);
+  add_free_command(app, global, run);
+  add_wait_command(app, global, run);
+  add_run_command(app, global, run);
+  add_plan_command(app, global, run);
+  add_watch_command(app, global, run);
+  add_slurm_command(app, global, run);
 }
 
 std::string duration_flag(std::chrono::milliseconds d) {
