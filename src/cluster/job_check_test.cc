@@ -158,6 +158,18 @@ TEST_F(JobCheckTest, TheEpilogNeverCallsAGhostGpuClean) {
   EXPECT_TRUE(clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options()).ok());
 }
 
+TEST_F(JobCheckTest, TheEpilogNeverCallsAGpuItCannotMeasureClean) {
+  // Issue 23: nothing to signal on a GPU NVML cannot read is not "nothing to do"
+  // (reclaim::free_selection's not_measured): held as nvml_failed, so the node drains.
+  m_.nvml().set_gpu_failure(1, "GPU is lost");
+  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:1"}), options());
+  EXPECT_FALSE(c.ok());
+  ASSERT_EQ(c.held.size(), 1u) << c.error;
+  EXPECT_EQ(c.held[0].index, 1u);
+  EXPECT_EQ(c.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::nvml_failed}));
+  EXPECT_FALSE(c.freed);
+}
+
 TEST_F(JobCheckTest, MemoryTheDriverKeepsIsHeldAndClassified) {
   FakeProc p;
   p.pid = 5000401;
