@@ -21,6 +21,7 @@
 #include "inventory/events.h"
 #include "report/names.h"
 #include "report/terminal_text.h"
+#include "util/enum_names.h"
 
 namespace gpureap::report {
 namespace {
@@ -30,19 +31,12 @@ constexpr std::size_t kMaxLabelBytes = 128;
 // Per-holder series are opt-in and still bounded: the largest holders of a GPU.
 constexpr std::size_t kMaxHolderSeriesPerGpu = 64;
 
-constexpr std::array<inventory::Unexplained, 4> kUnattributedClasses{
-    inventory::Unexplained::outside_namespace, inventory::Unexplained::releasing,
-    inventory::Unexplained::driver_held, inventory::Unexplained::unknown};
-
-// Every event kind, so that each has its series from the start (the agent's
-// counters are keyed by report::to_string of the kind, as events are spelled).
-constexpr std::array<inventory::EventKind, 11> kEventKinds{
-    inventory::EventKind::orphaned_memory, inventory::EventKind::zombie_leader,
-    inventory::EventKind::unattributed_memory, inventory::EventKind::memory_freed,
-    inventory::EventKind::nvml_down, inventory::EventKind::nvml_up,
-    inventory::EventKind::reap_planned, inventory::EventKind::reaped,
-    inventory::EventKind::reap_failed, inventory::EventKind::ghost_gpu,
-    inventory::EventKind::ghost_gpu_gone};
+// Every class of memory no process explains (all but none), from the enum's one table.
+std::vector<inventory::Unexplained> unattributed_classes() {
+  auto classes = enum_values<inventory::Unexplained>();
+  std::erase(classes, inventory::Unexplained::none);
+  return classes;
+}
 
 constexpr std::array<std::string_view, 3> kFreeResults{"freed", "held", "nothing"};
 
@@ -189,7 +183,7 @@ void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder
            "(outside_namespace, releasing, driver_held, unknown); every class always present, "
            "0 when not the GPU's.");
   each_with_memory([&](const auto& g, const auto&) {
-    for (auto c : kUnattributedClasses)
+    for (auto c : unattributed_classes())
       x.sample(with(gpu_labels(inv, g), "class", inventory::to_string(c)),
                g.unexplained == c ? g.unattributed_bytes : 0);
   });
@@ -268,7 +262,8 @@ void render_agent(Exposition& x, const AgentCounters& c) {
   x.family("gpureap_events_total", "counter",
            "Events the agent announced, by kind (every kind always present).");
   std::map<std::string, std::uint64_t> events;
-  for (auto kind : kEventKinds) events[to_string(kind)] = 0;
+  // Every event kind has its series from the start (report::event_kinds).
+  for (auto kind : event_kinds()) events[to_string(kind)] = 0;
   for (const auto& [kind, n] : c.events) events[kind] = n;
   for (const auto& [kind, n] : events) x.sample({{"kind", kind}}, n);
 

@@ -119,4 +119,13 @@ const char* to_string(inventory::EventKind k) {
   return "unknown";
 }
 
+std::vector<inventory::EventKind> event_kinds() {
+  std::vector<inventory::EventKind> out;
+  for (int i = 0;; ++i) {
+    const auto kind = static_cast<inventory::EventKind>(i);
+    if (std::string_view(to_string(kind)) == "unknown") return out;
+    out.push_back(kind);
+  }
+}
+
 }  // namespace gpureap::report

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "inventory/events.h"
 #include "reclaim/escalation.h"
@@ -30,5 +31,8 @@ std::string_view to_string(reclaim::SkipKind k);
 /// (the `event` of `gpureap --json watch`; the metrics count events by these words).
 /// A C string, so that it keys a std::map<std::string, …> directly.
 const char* to_string(inventory::EventKind k);
+/// Every event kind, in order: those the switch of to_string names (so a new kind, which
+/// the compiler makes it name, is listed here and has its metric series from the start).
+std::vector<inventory::EventKind> event_kinds();
 
 }  // namespace gpureap::report
