@@ -1,5 +1,6 @@
 #include "gpu/nvml_wire.h"
 #include "util/enum_names.h"
+#include "util/wire_text.h"
 
 #include <fmt/format.h>
 #include <poll.h>
@@ -19,7 +20,7 @@ using nlohmann::json;
 
 ProcessKind kind_from_name(const std::string& name) {
   if (auto kind = enum_from_name<ProcessKind>(name)) return *kind;
-  throw std::invalid_argument("unknown process kind '" + name + "'");
+  throw WireError("unknown process kind '" + name + "'");
 }
 
 template <typename T>
@@ -124,12 +125,22 @@ FrameResult<void> recv_all(int fd, std::span<char> data, const FrameDeadline& de
 
 }  // namespace
 
+json process_to_wire(const GpuProcess& p) {
+  return {{"pid", p.pid},
+          {"used_bytes", optional_to_wire(p.used_bytes)},
+          {"kind", std::string(enum_name(p.kind))}};
+}
+
+GpuProcess process_from_wire(const json& p) {
+  return GpuProcess{wire_integer<std::uint32_t>(p, "pid"),
+                    wire_optional_integer<std::uint64_t>(p, "used_bytes"),
+                    kind_from_name(text_from_wire(wire_field(p, "kind")))};
+}
+
 json gpu_info_to_wire(const GpuInfo& gpu) {
   json processes = json::array();
   for (const GpuProcess& p : gpu.processes) {
-    processes.push_back({{"pid", p.pid},
-                         {"used_bytes", optional_to_wire(p.used_bytes)},
-                         {"kind", std::string(enum_name(p.kind))}});
+    processes.push_back(process_to_wire(p));
   }
   json memory = nullptr;
   if (gpu.memory) {
@@ -138,9 +149,9 @@ json gpu_info_to_wire(const GpuInfo& gpu) {
               {"reserved", optional_to_wire(gpu.memory->reserved)}};
   }
   return {{"index", gpu.index},
-          {"name", gpu.name},
-          {"uuid", gpu.uuid},
-          {"pci_bus_id", gpu.pci_bus_id},
+          {"name", wire_text(gpu.name)},
+          {"uuid", wire_text(gpu.uuid)},
+          {"pci_bus_id", wire_text(gpu.pci_bus_id)},
           {"minor", optional_to_wire(gpu.minor)},
           {"memory", memory},
           {"processes", processes},
@@ -148,36 +159,34 @@ json gpu_info_to_wire(const GpuInfo& gpu) {
           {"persistence_mode", optional_to_wire(gpu.persistence_mode)},
           {"utilization_gpu", optional_to_wire(gpu.utilization_gpu)},
           {"utilization_memory", optional_to_wire(gpu.utilization_memory)},
-          {"problem", gpu.problem},
+          {"problem", wire_text(gpu.problem)},
           {"hung", gpu.hung}};
 }
 
 Result<GpuInfo> gpu_info_from_wire(const json& wire) {
   return decode<GpuInfo>("GPU description", [&] {
     GpuInfo gpu;
-    gpu.index = wire.at("index").get<unsigned>();
-    gpu.name = wire.at("name").get<std::string>();
-    gpu.uuid = wire.at("uuid").get<std::string>();
-    gpu.pci_bus_id = wire.at("pci_bus_id").get<std::string>();
-    gpu.minor = optional_from_wire<unsigned>(wire, "minor");
+    gpu.index = wire_integer<unsigned>(wire, "index");
+    gpu.name = text_from_wire(wire.at("name"));
+    gpu.uuid = text_from_wire(wire.at("uuid"));
+    gpu.pci_bus_id = text_from_wire(wire.at("pci_bus_id"));
+    gpu.minor = wire_optional_integer<unsigned>(wire, "minor");
     if (const json& memory = wire.at("memory"); !memory.is_null()) {
       gpu.memory =
-          GpuMemory{memory.at("total").get<std::uint64_t>(), memory.at("used").get<std::uint64_t>(),
-                    optional_from_wire<std::uint64_t>(memory, "reserved")};
+          GpuMemory{wire_integer<std::uint64_t>(memory, "total"), wire_integer<std::uint64_t>(memory, "used"),
+                    wire_optional_integer<std::uint64_t>(memory, "reserved")};
     }
-    for (const json& p : wire.at("processes")) {
-      gpu.processes.push_back(GpuProcess{p.at("pid").get<std::uint32_t>(),
-                                         optional_from_wire<std::uint64_t>(p, "used_bytes"),
-                                         kind_from_name(p.at("kind").get<std::string>())});
+    for (const json& p : wire_field(wire, "processes")) {
+      gpu.processes.push_back(process_from_wire(p));
     }
-    gpu.processes_known = wire.at("processes_known").get<bool>();
+    gpu.processes_known = wire_boolean(wire, "processes_known");
     gpu.persistence_mode = optional_from_wire<bool>(wire, "persistence_mode");
     // Absent from an older worker's answer: unknown, like an unsupported query.
     if (wire.contains("utilization_gpu"))
-      gpu.utilization_gpu = optional_from_wire<unsigned>(wire, "utilization_gpu");
+      gpu.utilization_gpu = wire_optional_integer<unsigned>(wire, "utilization_gpu");
     if (wire.contains("utilization_memory"))
-      gpu.utilization_memory = optional_from_wire<unsigned>(wire, "utilization_memory");
-    gpu.problem = wire.value("problem", std::string());
+      gpu.utilization_memory = wire_optional_integer<unsigned>(wire, "utilization_memory");
+    if (wire.contains("problem")) gpu.problem = text_from_wire(wire.at("problem"));
     gpu.hung = wire.value("hung", false);
     return gpu;
   });

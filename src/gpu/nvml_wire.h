@@ -14,6 +14,11 @@
 
 namespace gpureap::gpu {
 
+/// One encoding per type, shared by the NVML worker's wire and the agent's
+/// (inventory/inventory_wire.cc); text goes through util/wire_text.h.
+nlohmann::json process_to_wire(const GpuProcess& process);
+/// Throws (std::exception) on a malformed value.
+GpuProcess process_from_wire(const nlohmann::json& wire);
 nlohmann::json gpu_info_to_wire(const GpuInfo& gpu);
 /// Fails, naming the field, on a malformed value.
 Result<GpuInfo> gpu_info_from_wire(const nlohmann::json& wire);

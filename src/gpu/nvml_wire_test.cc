@@ -59,6 +59,28 @@ TEST(NvmlWire, GpuInfoRoundTripKeepsEveryField) {
   EXPECT_TRUE(same(g, *back));
 }
 
+TEST(NvmlWire, TextThatIsNotUtf8TravelsAsHexAndComesBackByteForByte) {
+  // One encoding per type (issue 23): the agent's wire reuses this one, whose text went
+  // through nlohmann's dump unchecked, which throws on a byte that is not UTF-8.
+  GpuInfo g = full_gpu();
+  g.name = std::string("NVIDIA \xff H200");
+  g.problem = std::string("driver said \xc3\x28");
+  const auto wire = gpu_info_to_wire(g);
+  EXPECT_TRUE(wire["name"].is_object());
+  EXPECT_NO_THROW((void)wire.dump());
+  auto back = gpu_info_from_wire(nlohmann::json::parse(wire.dump()));
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_TRUE(same(g, *back));
+}
+
+TEST(NvmlWire, AnIntegerOutOfRangeIsAnErrorNotAWrap) {
+  auto wire = gpu_info_to_wire(full_gpu());
+  wire["index"] = -1;
+  auto back = gpu_info_from_wire(wire);
+  ASSERT_FALSE(back.has_value());
+  EXPECT_NE(back.error().message.find("'index'"), std::string::npos) << back.error().message;
+}
+
 TEST(NvmlWire, GpuInfoRoundTripKeepsMissingValuesMissing) {
   GpuInfo g;
   g.index = 3;  // a lost GPU: identity unknown

@@ -1,5 +1,7 @@
 #include "inventory/inventory_wire.h"
 #include "util/enum_names.h"
+#include "gpu/nvml_wire.h"
+#include "util/wire_text.h"
 
 #include <fmt/format.h>
 
@@ -16,9 +18,7 @@ using nlohmann::json;
 
 // A decoding failure, caught once in decode_inventory and turned into an Error:
 // nlohmann's own exceptions (missing key, wrong type) are caught there too.
-struct WireError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using gpureap::WireError;  // util/wire_text.h
 
 // ---- strings -----------------------------------------------------------------
 // Command lines, comm, cgroup paths and device paths come from /proc and /dev as
@@ -26,109 +26,36 @@ struct WireError : std::runtime_error {
 // them would make the agent's answer differ from a direct scan, so such a string
 // travels as {"hex": "..."} instead.
 
-// RFC 3629 (no overlongs, no surrogates, nothing above U+10FFFF): the same rule
-// nlohmann's dump applies, so whatever passes here it writes unchanged.
-bool valid_utf8(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t n;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      n = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      n = 2;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      n = 3;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (i + n >= s.size()) return false;  // truncated sequence
-    for (std::size_t k = 1; k <= n; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      const unsigned min = k == 1 ? lo : 0x80, max = k == 1 ? hi : 0xBF;
-      if (b < min || b > max) return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
-
-json text(const std::string& s) {
-  if (valid_utf8(s)) return s;
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(s.size() * 2);
-  for (unsigned char c : s) {
-    hex += kDigits[c >> 4];
-    hex += kDigits[c & 15];
-  }
-  return json{{"hex", hex}};
-}
+json text(const std::string& s) { return wire_text(s); }
 
 std::string text_of(const json& j, const char* what) {
-  if (j.is_string()) return j.get<std::string>();
-  if (!j.is_object() || !j.contains("hex") || !j["hex"].is_string())
-    throw WireError(fmt::format("{}: not a string", what));
-  const auto& hex = j["hex"].get_ref<const std::string&>();
-  if (hex.size() % 2 != 0) throw WireError(fmt::format("{}: odd hex length", what));
-  auto digit = [&](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    throw WireError(fmt::format("{}: bad hex digit", what));
-  };
-  std::string out;
-  out.reserve(hex.size() / 2);
-  for (std::size_t i = 0; i < hex.size(); i += 2)
-    out += static_cast<char>(digit(hex[i]) * 16 + digit(hex[i + 1]));
-  return out;
+  try {
+    return text_from_wire(j);
+  } catch (const WireError& e) {
+    throw WireError(fmt::format("{}: {}", what, e.what()));
+  }
 }
 
 // ---- typed reads ---------------------------------------------------------------
 
-const json& field(const json& j, const char* key) {
-  if (!j.is_object()) throw WireError(fmt::format("expected an object holding '{}'", key));
-  auto it = j.find(key);
-  if (it == j.end()) throw WireError(fmt::format("missing field '{}'", key));
-  return *it;
-}
+const json& field(const json& j, const char* key) { return wire_field(j, key); }
 
 template <typename T>
 T integer_value(const json& v, const char* key) {
-  if (v.is_number_unsigned()) {
-    auto u = v.get<std::uint64_t>();
-    if (std::in_range<T>(u)) return static_cast<T>(u);
-  } else if (v.is_number_integer()) {
-    auto s = v.get<std::int64_t>();
-    if (std::in_range<T>(s)) return static_cast<T>(s);
-  }
-  throw WireError(fmt::format("'{}': not an integer in range", key));
+  return wire_integer_value<T>(v, key);
 }
 
 template <typename T>
 T integer(const json& j, const char* key) {
-  return integer_value<T>(field(j, key), key);
+  return wire_integer<T>(j, key);
 }
 
 template <typename T>
 std::optional<T> optional_integer(const json& j, const char* key) {
-  if (field(j, key).is_null()) return std::nullopt;
-  return integer<T>(j, key);
+  return wire_optional_integer<T>(j, key);
 }
 
-bool boolean(const json& j, const char* key) {
-  const json& v = field(j, key);
-  if (!v.is_boolean()) throw WireError(fmt::format("'{}': not a boolean", key));
-  return v.get<bool>();
-}
+bool boolean(const json& j, const char* key) { return wire_boolean(j, key); }
 
 std::string string(const json& j, const char* key) {
   return text_of(field(j, key), key);
@@ -166,34 +93,8 @@ json optional_json(const std::optional<T>& v) {
 
 // ---- encode --------------------------------------------------------------------
 
-json encode_process(const gpu::GpuProcess& p) {
-  return {{"pid", p.pid},
-          {"used_bytes", optional_json(p.used_bytes)},
-          {"kind", name_of(p.kind)}};
-}
-
-json encode_info(const gpu::GpuInfo& g) {
-  json memory = nullptr;
-  if (g.memory)
-    memory = {{"total", g.memory->total},
-              {"used", g.memory->used},
-              {"reserved", optional_json(g.memory->reserved)}};
-  json processes = json::array();
-  for (const auto& p : g.processes) processes.push_back(encode_process(p));
-  return {{"index", g.index},
-          {"name", text(g.name)},
-          {"uuid", text(g.uuid)},
-          {"pci_bus_id", text(g.pci_bus_id)},
-          {"minor", optional_json(g.minor)},
-          {"memory", memory},
-          {"processes", processes},
-          {"processes_known", g.processes_known},
-          {"persistence_mode", optional_json(g.persistence_mode)},
-          {"utilization_gpu", optional_json(g.utilization_gpu)},
-          {"utilization_memory", optional_json(g.utilization_memory)},
-          {"problem", text(g.problem)},
-          {"hung", g.hung}};
-}
+// A GPU's description travels as the NVML worker sends it: one encoding per type.
+json encode_info(const gpu::GpuInfo& g) { return gpu::gpu_info_to_wire(g); }
 
 json encode_holder(const proc::Holder& h) {
   json threads = json::array();
@@ -246,7 +147,7 @@ json encode_view(const GpuView& v) {
                        {"gpu_bytes", optional_json(gh.gpu_bytes)},
                        {"uses_gpu", gh.uses_gpu}});
   json unseen = json::array();
-  for (const auto& p : v.nvml_unseen) unseen.push_back(encode_process(p));
+  for (const auto& p : v.nvml_unseen) unseen.push_back(gpu::process_to_wire(p));
   return {{"info", encode_info(v.info)},
           {"baseline", {{"bytes", v.baseline.bytes}, {"recorded", v.baseline.recorded}}},
           {"holders", holders},
@@ -263,36 +164,10 @@ json encode_view(const GpuView& v) {
 
 // ---- decode --------------------------------------------------------------------
 
-gpu::GpuProcess decode_process(const json& j) {
-  gpu::GpuProcess p;
-  p.pid = integer<std::uint32_t>(j, "pid");
-  p.used_bytes = optional_integer<std::uint64_t>(j, "used_bytes");
-  p.kind = enum_of<gpu::ProcessKind>(j, "kind");
-  return p;
-}
-
 gpu::GpuInfo decode_info(const json& j) {
-  gpu::GpuInfo g;
-  g.index = integer<unsigned>(j, "index");
-  g.name = string(j, "name");
-  g.uuid = string(j, "uuid");
-  g.pci_bus_id = string(j, "pci_bus_id");
-  g.minor = optional_integer<unsigned>(j, "minor");
-  if (const json& m = field(j, "memory"); !m.is_null())
-    g.memory = gpu::GpuMemory{integer<std::uint64_t>(m, "total"), integer<std::uint64_t>(m, "used"),
-                              optional_integer<std::uint64_t>(m, "reserved")};
-  for (const auto& p : array(j, "processes")) g.processes.push_back(decode_process(p));
-  g.processes_known = boolean(j, "processes_known");
-  if (const json& pm = field(j, "persistence_mode"); !pm.is_null())
-    g.persistence_mode = boolean(j, "persistence_mode");
-  // Absent from an agent older than utilization: unknown.
-  if (j.contains("utilization_gpu"))
-    g.utilization_gpu = optional_integer<unsigned>(j, "utilization_gpu");
-  if (j.contains("utilization_memory"))
-    g.utilization_memory = optional_integer<unsigned>(j, "utilization_memory");
-  g.problem = string(j, "problem");
-  g.hung = boolean(j, "hung");
-  return g;
+  auto info = gpu::gpu_info_from_wire(j);
+  if (!info) throw WireError(info.error().message);
+  return std::move(*info);
 }
 
 proc::Holder decode_holder(const json& j) {
@@ -350,7 +225,7 @@ GpuView decode_view(const json& j) {
     v.holders.push_back(GpuHolder{decode_holder(field(gh, "holder")),
                                   optional_integer<std::uint64_t>(gh, "gpu_bytes"),
                                   boolean(gh, "uses_gpu")});
-  for (const auto& p : array(j, "nvml_unseen")) v.nvml_unseen.push_back(decode_process(p));
+  for (const auto& p : array(j, "nvml_unseen")) v.nvml_unseen.push_back(gpu::process_from_wire(p));
   v.attributed_bytes = integer<std::uint64_t>(j, "attributed_bytes");
   v.unattributed_bytes = integer<std::uint64_t>(j, "unattributed_bytes");
   v.unexplained = enum_of<Unexplained>(j, "unexplained");
