@@ -32,9 +32,12 @@ constexpr std::size_t kMaxLabelBytes = 128;
 constexpr std::size_t kMaxHolderSeriesPerGpu = 64;
 
 // Every class of memory no process explains (all but none), from the enum's one table.
-std::vector<inventory::Unexplained> unattributed_classes() {
-  auto classes = enum_values<inventory::Unexplained>();
-  std::erase(classes, inventory::Unexplained::none);
+const std::vector<inventory::Unexplained>& unattributed_classes() {
+  static const std::vector<inventory::Unexplained> classes = [] {
+    auto all = enum_values<inventory::Unexplained>();
+    std::erase(all, inventory::Unexplained::none);
+    return all;
+  }();
   return classes;
 }
 

@@ -33,9 +33,14 @@ std::vector<E> enum_values() {
 /// The value of E named `name`, or nullopt.
 template <typename E>
 std::optional<E> enum_from_name(std::string_view name) {
-  for (E e : enum_values<E>())
-    if (enum_name(e) == name) return e;
-  return std::nullopt;
+  // Walks the table without building enum_values' vector: the wires decode every
+  // enumerated field through here.
+  for (std::underlying_type_t<E> i = 0;; ++i) {
+    const E e = static_cast<E>(i);
+    const std::string_view n = enum_name(e);
+    if (n.empty()) return std::nullopt;
+    if (n == name) return e;
+  }
 }
 
 }  // namespace gpureap
