@@ -326,7 +326,7 @@ class Agent {
     event.kind = kind;
     event.time = wall_now();
     event.detail = std::move(detail);
-    std::set<unsigned> gpus;
+    std::set<gpu::DeviceId> gpus;
     for (const auto& id : ids) {
       inventory::EventHolder* holder = nullptr;
       for (const auto& view : inv.gpus)
@@ -339,13 +339,13 @@ class Agent {
           }
           if (gh.gpu_bytes) holder->gpu_bytes = holder->gpu_bytes.value_or(0) + *gh.gpu_bytes;
           event.bytes += gh.gpu_bytes.value_or(0);
-          gpus.insert(view.info.index);
+          gpus.insert(view.info.id);
         }
     }
     if (gpus.size() == 1) {
       event.gpu = *gpus.begin();
       for (const auto& view : inv.gpus)
-        if (view.info.index == *event.gpu) event.uuid = view.info.uuid;
+        if (view.info.id == *event.gpu) event.uuid = view.info.uuid;
     }
     return event;
   }
@@ -394,8 +394,8 @@ class Agent {
           if (std::find(selection.ids.begin(), selection.ids.end(), gh.holder.id) ==
               selection.ids.end())
             selection.ids.push_back(gh.holder.id);
-          if (!inventory::is_selected(selection.gpus, view.info.index))
-            selection.gpus.push_back(view.info.index);
+          if (!inventory::is_selected(selection.gpus, view.info.id))
+            selection.gpus.push_back(view.info.id);
         }
     // Tried once, whatever the plan says of each (an event says how it went, or it was
     // gone, or protected): a due holder costs one look, not one per tick.

@@ -143,7 +143,7 @@ void Watcher::take_snapshot() {
   // The snapshot being replaced joins the utilization history; a GPU that did
   // not say starts its window afresh.
   for (const auto& g : snapshot_.gpus) {
-    auto& history = busy_history_[g.index];
+    auto& history = busy_history_[g.id];
     if (!g.utilization_gpu) {
       history.clear();
       continue;
@@ -240,7 +240,7 @@ void Watcher::rebuild() {
   // This reading is the next one's "earlier": a drop between ticks is a release.
   previous_used_.clear();
   for (const auto& g : snapshot_.gpus)
-    if (g.memory) previous_used_.push_back({g.index, g.memory->used, {}, {}, false, std::nullopt});
+    if (g.memory) previous_used_.push_back({g.id, g.memory->used, {}, {}, false, std::nullopt});
 }
 
 void Watcher::rewatch() {

@@ -81,7 +81,7 @@ class Watcher {
   std::vector<gpu::MemoryReading> previous_used_;  // the last tick's figures
   // SM utilization of earlier snapshots (index -> percent, oldest first, at most
   // kBusyTicks - 1): the window in which a busy GPU with no process is a ghost.
-  std::map<unsigned, std::vector<unsigned>> busy_history_;
+  std::map<gpu::DeviceId, std::vector<unsigned>> busy_history_;
   std::map<pid_t, proc::Holder> holders_;  // by pid
   std::vector<proc::ScanProblem> problems_;
   std::size_t processes_scanned_ = 0;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu/test_devices.h"
 #include "reclaim/test_machine.h"
 
 namespace gpureap::agent {
@@ -17,7 +18,7 @@ using reclaim::testing::TestMachine;
 
 const inventory::GpuHolder* holder_on(const inventory::Inventory& inv, unsigned gpu, pid_t pid) {
   for (const auto& view : inv.gpus)
-    if (view.info.index == gpu)
+    if (view.info.id == gpu::DeviceId{gpu})
       for (const auto& h : view.holders)
         if (h.holder.id.pid == pid) return &h;
   return nullptr;

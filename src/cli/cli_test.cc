@@ -66,6 +66,36 @@ TEST(CommandTree, AnUnknownOptionIsAParseErrorNamingIt) {
   }
 }
 
+// Typed flags (cli/flags.h): a bad value is refused while parsing, naming the option,
+// before any command runs (and so before anything is scanned or signalled).
+TEST(TypedFlags, BadValuesAreParseErrorsNamingTheOption) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"free", "--gpu", "gpu0"},           {"free", "--gpu", "0", "--grace", "soon"},
+      {"free", "--gpu", "0", "--timeout", "-1s"}, {"wait", "--below", "lots"},
+      {"wait", "--gpu", "3-1"},            {"status", "--gpu", ""},
+      {"run", "--gpu", "0,,1", "--", "true"}, {"slurm", "health", "--persist", "x"}};
+  for (const auto& args : bad) {
+    Tree t;
+    const std::string option = args[args.size() - (args.back() == "true" ? 3 : 2)];
+    try {
+      t.parse(args);
+      ADD_FAILURE() << "parsed: " << option;
+    } catch (const CLI::ParseError& e) {
+      EXPECT_NE(std::string(e.what()).find(option), std::string::npos) << e.what();
+      EXPECT_FALSE(static_cast<bool>(t.run)) << option;
+    }
+  }
+}
+
+TEST(TypedFlags, DurationsAndSelectorsReachTheCommand) {
+  Tree t;
+  t.parse({"free", "--gpu", "0-3", "--grace", "1500ms", "--orphans", "--dry-run"});
+  EXPECT_TRUE(static_cast<bool>(t.run));
+  const std::string help = t.app.get_subcommand("free")->help();
+  EXPECT_NE(help.find("DURATION"), std::string::npos) << help;
+  EXPECT_NE(help.find("GPU"), std::string::npos) << help;
+}
+
 TEST(CommandTree, ParsingChoosesTheCommandWithoutRunningIt) {
   Tree t;
   t.parse({"free", "--gpu", "all", "--orphans", "--dry-run"});

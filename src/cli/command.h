@@ -3,9 +3,12 @@
 // subcommand and fills in the function that runs it. Library code never prints;
 // the functions behind these registrations own all output.
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <string_view>
+
+#include "gpu/gpu_select.h"
 
 // CLI11 is the heaviest header we use (~3 s of compile time per unit): only the
 // files that register options (the commands, main) include <CLI/CLI.hpp>.
@@ -60,9 +63,9 @@ std::string version_text(const GlobalOptions& global, std::string_view linkage);
 /// What `run --free-first` asks of `free`: these GPUs, confirmed, with run's --grace
 /// and --timeout (as given on the command line).
 struct FreeForRun {
-  std::string gpu;
-  std::string grace;
-  std::string timeout;
+  gpu::GpuSelector gpu;
+  std::chrono::milliseconds grace;
+  std::chrono::milliseconds timeout;
 };
 /// `gpureap free --gpu G --yes --grace .. --timeout ..`, in this process: the same
 /// plan, protections, lock and exit status; its report goes to stderr (run's

@@ -267,7 +267,7 @@ _gpureap "$@"
 int print_gpus(const GlobalOptions& global) {
   gpu::GpuSnapshot snap = open_gpu_source(global)->snapshot(std::chrono::milliseconds(1500));
   std::string out = "all\n";
-  for (const auto& g : snap.gpus) out += fmt::format("{}\n", g.index);
+  for (const auto& g : snap.gpus) out += fmt::format("{}\n", g.id);
   for (const auto& g : snap.gpus)
     if (!g.uuid.empty()) out += g.uuid + "\n";
   print_out(out);

@@ -14,6 +14,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/flags.h"
 #include "gpu/gpu_select.h"
 #include "reclaim/free_flow.h"
 #include "reclaim/free_lock.h"
@@ -38,7 +39,7 @@ inventory::CollectOptions first_look(std::optional<std::chrono::steady_clock::ti
 }
 
 struct FreeOptions {
-  std::string gpu;
+  gpu::GpuSelector gpu;  // --gpu (empty: not given)
   bool all = false;
   std::vector<std::string> pids;
   CLI::Option* pid_opt = nullptr;  // null when there is no command line (free_for_run)
@@ -47,17 +48,17 @@ struct FreeOptions {
   std::string cgroup;
   std::string match;
   bool orphans = false;
-  std::string grace = duration_flag(reclaim::kDefaultGrace);
-  std::string timeout = duration_flag(reclaim::kDefaultTimeout);
-  std::string settle = duration_flag(reclaim::kDefaultSettle);
+  std::chrono::milliseconds grace = reclaim::kDefaultGrace;
+  std::chrono::milliseconds timeout = reclaim::kDefaultTimeout;
+  std::chrono::milliseconds settle = reclaim::kDefaultSettle;
   bool yes = false;
   bool dry_run = false;
   bool reset = false;
   bool stop_respawners = false;
   std::vector<std::string> env;  // --env NAME=VALUE, repeatable: every one must hold
   bool ok_if_nothing = false;    // --ok-if-nothing: exit 0 instead of 4
-  std::string wait_lock = "0s";  // --wait-lock: how long to wait for another free
-  std::string deadline;          // --deadline: bounds everything free does ("" = none)
+  std::chrono::milliseconds wait_lock{0};  // --wait-lock: how long to wait for another free
+  std::optional<std::chrono::milliseconds> deadline;  // --deadline: bounds everything free does
 };
 
 std::atomic<bool> g_interrupted{false};
@@ -81,13 +82,13 @@ Result<uid_t> parse_user(const std::string& text) {
 
 // The GPUs on which any of `pids` is a holder that uses the GPU (not one that only
 // has its node open), ascending.
-std::vector<unsigned> gpus_used_by(const inventory::Inventory& inv,
+std::vector<gpu::DeviceId> gpus_used_by(const inventory::Inventory& inv,
                                    const std::vector<pid_t>& pids) {
-  std::vector<unsigned> out;
+  std::vector<gpu::DeviceId> out;
   for (const auto& v : inv.gpus)
     for (const auto& gh : v.holders)
       if (gh.uses_gpu && std::find(pids.begin(), pids.end(), gh.holder.id.pid) != pids.end()) {
-        out.push_back(v.info.index);
+        out.push_back(v.info.id);
         break;
       }
   return out;
@@ -142,23 +143,11 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     return free_usage_error(
         "choose the GPUs: --gpu SEL (e.g. --gpu 3, --gpu all), --all, or name holders with --pid");
   reclaim::ReclaimOptions options;
-  auto grace = parse_duration(o.grace);
-  if (!grace) return free_usage_error("--grace: " + grace.error().message);
-  auto timeout = parse_duration(o.timeout);
-  if (!timeout) return free_usage_error("--timeout: " + timeout.error().message);
-  options.escalation.grace = std::chrono::duration_cast<std::chrono::milliseconds>(*grace);
-  options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
-  auto settle = parse_duration(o.settle);
-  if (!settle) return free_usage_error("--settle: " + settle.error().message);
-  options.settle = std::chrono::duration_cast<std::chrono::milliseconds>(*settle);
-  auto wait_lock = parse_duration(o.wait_lock);
-  if (!wait_lock) return free_usage_error("--wait-lock: " + wait_lock.error().message);
+  options.escalation.grace = o.grace;
+  options.timeout = o.timeout;
+  options.settle = o.settle;
   std::optional<std::chrono::steady_clock::time_point> deadline;
-  if (!o.deadline.empty()) {
-    auto d = parse_duration(o.deadline);
-    if (!d) return free_usage_error("--deadline: " + d.error().message);
-    deadline = started + std::chrono::duration_cast<std::chrono::milliseconds>(*d);
-  }
+  if (o.deadline) deadline = started + *o.deadline;
   options.deadline = deadline;
   options.reset = o.reset;
   options.stop_respawners = o.stop_respawners;
@@ -205,7 +194,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   }
   std::optional<reclaim::FreeLock> lock;
   if (!o.dry_run) {
-    auto wait_until = started + std::chrono::duration_cast<std::chrono::milliseconds>(*wait_lock);
+    auto wait_until = started + o.wait_lock;
     if (deadline) wait_until = std::min(wait_until, *deadline);
     auto l = reclaim::FreeLock::acquire(*state, wait_until);
     if (!l) {
@@ -239,7 +228,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
       return nothing_to_do;
     }
   } else {
-    auto chosen = inventory::select_gpus(o.all ? "all" : o.gpu, inv);
+    auto chosen = inventory::select_gpus(o.all ? gpu::GpuSelector::every_gpu() : o.gpu, inv);
     if (!chosen) {
       // Without NVML the GPUs gpureap knows are only those /proc shows held: a
       // selector it cannot resolve may well be right, so this is NVML's failure.
@@ -256,11 +245,11 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   if (inv.nvml_state == gpu::NvmlState::partial) {
     // Only a selected GPU that NVML cannot read matters here; the others are verified.
     for (const auto& v : inv.gpus) {
-      if (v.info.problem.empty() || !inventory::is_selected(sel.gpus, v.info.index)) continue;
+      if (v.info.problem.empty() || !inventory::is_selected(sel.gpus, v.info.id)) continue;
       print_err(fmt::format(
           "gpureap free: warning: {}; GPU {}'s holders come from /proc only and its release "
           "cannot be verified\n",
-          report::terminal_text(v.info.problem), v.info.index));
+          report::terminal_text(v.info.problem), v.info.id));
     }
   } else if (inv.nvml_state != gpu::NvmlState::ok) {
     print_err(fmt::format(
@@ -316,8 +305,8 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
                     : fmt::format("gpureap free: no process to signal, but NVML cannot read GPU "
                                   "{}, so whether it holds memory cannot be measured (gpureap "
                                   "status --gpu {} shows why)\n",
-                                  gpu::index_list(freed.unreadable),
-                                  gpu::index_list(freed.unreadable)));
+                                  gpu::device_list(freed.unreadable),
+                                  gpu::device_list(freed.unreadable)));
       return kExitSystem;
     // Exit 4 means nothing here for this free to do: no holder at all, or only holders
     // the selection itself leaves alone (--pid, --user, --cgroup, --match, --orphans), with
@@ -418,7 +407,8 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "  gpureap free --gpu all --match sglang --yes\n"
       "  gpureap free --gpu 3 --reset --yes    also reset GPU 3 if only the driver holds its "
       "memory");
-  sub->add_option("--gpu", o->gpu, "GPUs: all, indices (0,3), UUID (prefix), PCI bus id, minor:N");
+  add_gpu_selector(*sub, "--gpu", o->gpu,
+                   "GPUs: all, indices (0,3), a range (0-3), UUID (prefix), PCI bus id, minor:N");
   sub->add_flag("--all", o->all, "All GPUs (same as --gpu all)");
   o->pid_opt = sub->add_option("--pid", o->pids, "Only these holders (comma list); may name infrastructure. Without --gpu: the "
                                "GPUs they use")
@@ -436,24 +426,21 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
                   "Without root, another user's or a non-dumpable process's cannot be read: "
                   "left alone and reported")
       ->allow_extra_args(false);  // one NAME=VALUE per --env: a value may hold spaces or commas
-  sub->add_option("--grace", o->grace, "Time between SIGTERM and SIGKILL")
-      ->default_val(o->grace);
-  sub->add_option("--settle", o->settle,
-                  "After the release, while a killed holder's parent lives (it may restart "
-                  "it), keep watching this long before the verdict; 0 to skip")
-      ->default_val(o->settle);
-  sub->add_option("--timeout", o->timeout, "Give up verifying release after this long")
-      ->default_val(o->timeout);
+  add_duration(*sub, "--grace", o->grace, "Time between SIGTERM and SIGKILL");
+  add_duration(*sub, "--settle", o->settle,
+               "After the release, while a killed holder's parent lives (it may restart "
+               "it), keep watching this long before the verdict; 0 to skip");
+  add_duration(*sub, "--timeout", o->timeout, "Give up verifying release after this long");
   sub->add_flag("-y,--yes", o->yes, "Do not ask for confirmation");
   sub->add_flag("--ok-if-nothing", o->ok_if_nothing,
                 "Exit 0 instead of 4 when there is nothing to do (scripts, systemd ExecStartPre=)");
-  sub->add_option("--wait-lock", o->wait_lock,
-                  "Wait this long for another gpureap free to finish instead of failing at once "
-                  "(concurrent Slurm epilogs)")
-      ->default_val(o->wait_lock);
-  sub->add_option("--deadline", o->deadline,
-                  "Finish within this long, whatever else is set: waiting for the lock, --grace, "
-                  "the release wait, --settle (a Slurm epilog under PrologEpilogTimeout)");
+  add_duration(*sub, "--wait-lock", o->wait_lock,
+               "Wait this long for another gpureap free to finish instead of failing at once "
+               "(concurrent Slurm epilogs)");
+  add_optional_duration(*sub, "--deadline", o->deadline,
+                        "Finish within this long, whatever else is set: waiting for the lock, "
+                        "--grace, the release wait, --settle (a Slurm epilog under "
+                        "PrologEpilogTimeout)");
   sub->add_flag("--dry-run", o->dry_run, "Show the plan, signal nothing");
   sub->add_flag("--stop-respawners", o->stop_respawners,
                 "Also signal a parent seen restarting killed holders (a retry loop, a supervisor); "

@@ -102,12 +102,12 @@ Step<Measured> measure_with_nvml(const GlobalOptions& global, int tp, std::uint6
   // first tp GPUs (CUDA_VISIBLE_DEVICES order aside).
   const std::size_t ranks = std::min<std::size_t>(usable.size(), static_cast<std::size_t>(tp));
   std::uint64_t total = usable[0]->memory->total;
-  unsigned smallest = usable[0]->index;
+  gpu::DeviceId smallest = usable[0]->id;
   for (std::size_t i = 0; i < ranks; ++i) {
     const gpu::GpuInfo& g = *usable[i];
     if (g.memory->total < total) {
       total = g.memory->total;
-      smallest = g.index;
+      smallest = g.id;
     }
     // Memory in use now belongs to the server being replaced, or to something
     // that will still hold it at launch: say which the plan assumes.
@@ -115,7 +115,7 @@ Step<Measured> measure_with_nvml(const GlobalOptions& global, int tp, std::uint6
       notes.push_back(
           fmt::format("GPU {} has {} in use now; the plan assumes it is freed before the "
                       "launch (gpureap free)",
-                      g.index, format_bytes(g.memory->used)));
+                      g.id, format_bytes(g.memory->used)));
   }
   if (usable.size() < static_cast<std::size_t>(tp))
     notes.push_back(fmt::format("only {} GPU(s) here; --tp {} is planned on GPUs like these",

@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/flags.h"
 #include "report/json.h"
 #include "report/run_report.h"
 #include "report/wait_report.h"
@@ -25,11 +26,11 @@ namespace {
 
 struct RunOptions {
   std::vector<std::string> command;
-  std::string gpu;
+  gpu::GpuSelector gpu;  // --gpu (empty: not given)
   bool wait_free = false;
   bool free_first = false;
-  std::string grace = duration_flag(supervise::kDefaultTeardownGrace);
-  std::string timeout = duration_flag(supervise::kDefaultWaitTimeout);
+  std::chrono::milliseconds grace = supervise::kDefaultTeardownGrace;
+  std::chrono::milliseconds timeout = supervise::kDefaultWaitTimeout;
   std::string name;
   bool no_cgroup = false;
   bool verbose = false;
@@ -44,28 +45,23 @@ int run_usage_error(const std::string& message) {
   return kExitUsage;
 }
 
-std::chrono::milliseconds to_ms(std::chrono::nanoseconds d) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(d);
-}
-
 // --wait-free: block until those GPUs are free (as `gpureap wait`).
-int wait_gpus_free(const GlobalOptions& global, const RunOptions& o,
-                   std::chrono::milliseconds timeout) {
+int wait_gpus_free(const GlobalOptions& global, const RunOptions& o) {
   inventory::Node node = open_node(global);
   supervise::FreeWaitOptions options;
   options.gpus = o.gpu;
-  options.timeout = timeout;
+  options.timeout = o.timeout;
   auto r = supervise::wait_until_free(node, options);
   for (const auto& w : r.warnings) say("warning: " + w);
   using Status = supervise::FreeWaitResult::Status;
   switch (r.status) {
     case Status::free:
-      if (o.verbose) say(fmt::format("GPU {} free after {:.3f} s", o.gpu, r.seconds));
+      if (o.verbose) say(fmt::format("GPU {} free after {:.3f} s", o.gpu.text(), r.seconds));
       return kExitOk;
     case Status::timed_out: {
       say(fmt::format(
           "--wait-free: GPUs not free after {}: {}; not starting {}. See `gpureap status --gpu {}`",
-          o.timeout, report::gpus_not_free_text(r), o.command[0], o.gpu));
+          duration_flag(o.timeout), report::gpus_not_free_text(r), o.command[0], o.gpu.text()));
       return kExitTimeout;
     }
     case Status::bad_selection:
@@ -101,22 +97,18 @@ int run_run(const GlobalOptions& global, RunOptions o) {
   if ((o.wait_free || o.free_first) && o.gpu.empty())
     return run_usage_error(
         "--wait-free and --free-first need --gpu SEL (the GPUs the command will use)");
-  auto grace = parse_duration(o.grace);
-  if (!grace) return run_usage_error("--grace: " + grace.error().message);
-  auto timeout = parse_duration(o.timeout);
-  if (!timeout) return run_usage_error("--timeout: " + timeout.error().message);
 
   // 2. The GPUs first: freed, and/or waited for.
   if (o.free_first) {
     int code = free_for_run(global, {o.gpu, o.grace, o.timeout});
     if (code != kExitOk && code != kExitNothingToDo) {
-      say(fmt::format("--free-first: `gpureap free --gpu {}` exited {}; not starting {}", o.gpu,
+      say(fmt::format("--free-first: `gpureap free --gpu {}` exited {}; not starting {}", o.gpu.text(),
                       code, o.command[0]));
       return code;
     }
   }
   if (o.wait_free || o.free_first) {
-    if (int code = wait_gpus_free(global, o, to_ms(*timeout)); code != kExitOk) return code;
+    if (int code = wait_gpus_free(global, o); code != kExitOk) return code;
   }
 
   // 3. Run: contain, launch, supervise, tear down, verify.
@@ -124,8 +116,8 @@ int run_run(const GlobalOptions& global, RunOptions o) {
   settings.argv = o.command;
   settings.name = o.name;
   settings.use_cgroup = !o.no_cgroup;
-  settings.grace = to_ms(*grace);
-  settings.release_timeout = to_ms(*timeout);
+  settings.grace = o.grace;
+  settings.release_timeout = o.timeout;
   // Its own command's release is what run verifies: never from an agent.
   inventory::Node node = open_node(global, std::nullopt, FirstLook::scan);
   supervise::RunLog log;
@@ -187,19 +179,17 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
       "  gpureap run -- python3 -m sglang.launch_server --model-path M --tp 8\n"
       "  gpureap run --gpu all --free-first --grace 30s -- ./serve.sh\n"
       "  gpureap run -v --name sglang -- python3 serve.py");
-  sub->add_option("--gpu", options->gpu,
-                  "GPUs for --wait-free/--free-first (all, 0,3, UUID, bus id, minor:N)");
+  add_gpu_selector(*sub, "--gpu", options->gpu,
+                   "GPUs for --wait-free/--free-first (all, 0,3, 0-3, UUID, bus id, minor:N)");
   sub->add_flag("--wait-free", options->wait_free,
                 "Wait (at most --timeout) until the --gpu GPUs are free first");
   sub->add_flag(
       "--free-first", options->free_first,
       "Free the --gpu GPUs first (`gpureap free --yes`, same protections), then wait for them");
-  sub->add_option("--grace", options->grace,
-                  "SIGTERM -> SIGKILL delay at the teardown; 0: SIGKILL at once (as in `free`)")
-      ->default_val(duration_flag(supervise::kDefaultTeardownGrace));
-  sub->add_option("--timeout", options->timeout,
-                  "Bound on waiting for GPU memory to be released (and for --wait-free)")
-      ->default_val(duration_flag(supervise::kDefaultWaitTimeout));
+  add_duration(*sub, "--grace", options->grace,
+               "SIGTERM -> SIGKILL delay at the teardown; 0: SIGKILL at once (as in `free`)");
+  add_duration(*sub, "--timeout", options->timeout,
+               "Bound on waiting for GPU memory to be released (and for --wait-free)");
   sub->add_option("--name", options->name, "Run name (default: the command's base name)");
   sub->add_flag("--no-cgroup", options->no_cgroup,
                 "Subreaper mode even where a run cgroup is possible");

@@ -14,6 +14,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/flags.h"
 #include "cluster/health.h"
 #include "cluster/job_check.h"
 #include "cluster/scontrol.h"
@@ -39,13 +40,13 @@ constexpr std::chrono::milliseconds kScontrolTimeout{10000};
 
 struct SlurmOptions {
   std::string mode;  // prolog | epilog | health
-  std::string deadline = duration_flag(kDefaultJobDeadline);
-  std::string grace = duration_flag(reclaim::kDefaultGrace);
-  std::string settle = duration_flag(reclaim::kDefaultSettle);
+  std::chrono::milliseconds deadline = kDefaultJobDeadline;
+  std::chrono::milliseconds grace = reclaim::kDefaultGrace;
+  std::chrono::milliseconds settle = reclaim::kDefaultSettle;
   std::string when_held;  // drain | drain-fail | fail; "" = the mode's default
   bool free_orphans = false;
-  std::string persist = duration_flag(cluster::kDefaultPersist);
-  std::string gpu;
+  std::chrono::milliseconds persist = cluster::kDefaultPersist;
+  gpu::GpuSelector gpu;  // empty: every GPU
   std::string scontrol;
   std::string node;
 };
@@ -91,21 +92,15 @@ int run_job_hook(const GlobalOptions& global, const SlurmOptions& o, Clock::time
   std::string when =
       o.when_held.empty() ? (o.mode == "prolog" ? "drain-fail" : "drain") : o.when_held;
   WhenHeld held_policy{when != "fail", when != "drain"};
-  auto deadline_d = parse_duration(o.deadline);
-  if (!deadline_d) return usage_error(o, "--deadline: " + deadline_d.error().message);
-  auto grace = parse_duration(o.grace);
-  if (!grace) return usage_error(o, "--grace: " + grace.error().message);
-  auto settle = parse_duration(o.settle);
-  if (!settle) return usage_error(o, "--settle: " + settle.error().message);
   auto job = cluster::read_slurm_job(cluster::process_environment());
   if (!job) return usage_error(o, job.error().message);
-  const auto total = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_d);
+  const auto total = o.deadline;
   // The drain comes last and needs its own time: the check ends that much earlier.
   const auto end = started + total;
   const auto check_end = end - std::min(kScontrolTimeout, total / 4);
   reclaim::ReclaimOptions options;
-  options.escalation.grace = std::chrono::duration_cast<std::chrono::milliseconds>(*grace);
-  options.settle = std::chrono::duration_cast<std::chrono::milliseconds>(*settle);
+  options.escalation.grace = o.grace;
+  options.settle = o.settle;
   options.timeout = total;
   options.deadline = check_end;
   const std::string node_name_ = node_name(o);
@@ -175,15 +170,11 @@ int run_job_hook(const GlobalOptions& global, const SlurmOptions& o, Clock::time
 // HealthCheckProgram: drain on held memory that persists; resume a node gpureap drained
 // once it is healthy; never touch a node drained for another reason.
 int run_health(const GlobalOptions& global, const SlurmOptions& o, Clock::time_point started) {
-  auto persist = parse_duration(o.persist);
-  if (!persist) return usage_error(o, "--persist: " + persist.error().message);
-  auto deadline_d = parse_duration(o.deadline);
-  if (!deadline_d) return usage_error(o, "--deadline: " + deadline_d.error().message);
-  const auto total = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_d);
+  const auto total = o.deadline;
   const auto end = started + total;
   cluster::HealthOptions options;
-  options.persist = std::chrono::duration_cast<std::chrono::milliseconds>(*persist);
-  options.gpu_spec = o.gpu;
+  options.persist = o.persist;
+  options.gpus = o.gpu;
   const std::string name = node_name(o);
   cluster::Scontrol scontrol(scontrol_path(o), kScontrolTimeout);
 
@@ -289,10 +280,9 @@ void add_slurm_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
   sub->add_option("mode", o->mode, "prolog, epilog or health")
       ->required()
       ->check(CLI::IsMember({"prolog", "epilog", "health"}));
-  sub->add_option("--deadline", o->deadline,
-                  "Finish within this long, drain included (PrologEpilogTimeout must be longer; "
-                  "the health check is killed after 60 s)")
-      ->default_val(o->deadline);
+  add_duration(*sub, "--deadline", o->deadline,
+               "Finish within this long, drain included (PrologEpilogTimeout must be longer; "
+               "the health check is killed after 60 s)");
   sub->add_option("--when-held", o->when_held,
                   "When GPU memory stays held (or cannot be verified): drain (drain, exit 0; the "
                   "epilog's default), drain-fail (drain, exit non-zero; the prolog's default: the "
@@ -301,16 +291,13 @@ void add_slurm_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
   sub->add_flag("--free-orphans", o->free_orphans,
                 "prolog: free orphaned holders on the job's GPUs (that no running job claims) "
                 "before checking");
-  sub->add_option("--grace", o->grace, "epilog, prolog: time between SIGTERM and SIGKILL")
-      ->default_val(o->grace);
-  sub->add_option("--settle", o->settle,
-                  "epilog, prolog: after the release, while a killed holder's parent lives, keep "
-                  "watching this long")
-      ->default_val(o->settle);
-  sub->add_option("--persist", o->persist,
-                  "health: held memory must still be held this much later to count")
-      ->default_val(o->persist);
-  sub->add_option("--gpu", o->gpu, "health: only these GPUs (default: all)");
+  add_duration(*sub, "--grace", o->grace, "epilog, prolog: time between SIGTERM and SIGKILL");
+  add_duration(*sub, "--settle", o->settle,
+               "epilog, prolog: after the release, while a killed holder's parent lives, keep "
+               "watching this long");
+  add_duration(*sub, "--persist", o->persist,
+               "health: held memory must still be held this much later to count");
+  add_gpu_selector(*sub, "--gpu", o->gpu, "health: only these GPUs (default: all)");
   sub->add_option("--scontrol", o->scontrol,
                   "scontrol's absolute path (else $GPUREAP_SCONTROL, else /usr/bin/scontrol)");
   sub->add_option("--node", o->node,

@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/flags.h"
 #include "report/json.h"
 #include "reclaim/plan.h"
 #include "report/status_table.h"
@@ -18,7 +19,7 @@ namespace gpureap::cli {
 namespace {
 
 struct StatusOptions {
-  std::string gpu = "all";
+  gpu::GpuSelector gpu = gpu::GpuSelector::every_gpu();
 };
 
 int run_status(const GlobalOptions& global, const StatusOptions& options) {
@@ -36,7 +37,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
   (void)node.save_baselines();  // a read-only state dir only costs us the learnt baseline
 
   // 3. Select.
-  if (options.gpu != "all") {
+  {
     auto chosen = inventory::select_gpus(options.gpu, inv);
     if (!chosen) {
       print_err(fmt::format("gpureap status: {}\n", report::terminal_text(chosen.error().message)));
@@ -71,9 +72,10 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
       "  gpureap status --gpu 0,3       GPUs by index\n"
       "  gpureap status --gpu GPU-7282  by UUID prefix (also PCI bus id, or minor:N)\n"
       "  gpureap --json status          JSON (schema: docs/json-schema.md)");
-  sub->add_option("--gpu", options->gpu,
-                  "GPUs to show: all, indices (0,3), UUID or UUID prefix, PCI bus id, minor:N")
-      ->default_val("all");
+  add_gpu_selector(*sub, "--gpu", options->gpu,
+                   "GPUs to show: all, indices (0,3), a range (0-3), UUID or UUID prefix, PCI bus "
+                   "id, minor:N")
+      ->default_str("all");
   sub->footer(kStatusExitHelp);
   sub->callback([&run, &global, options] {
     run = [&global, options] { return run_status(global, *options); };

@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/flags.h"
 #include "report/json.h"
 #include "report/wait_report.h"
 #include "reclaim/plan.h"
@@ -20,31 +21,14 @@
 namespace gpureap::cli {
 namespace {
 
-struct WaitOptions {
-  std::string gpu = "all";
-  std::string below;  // empty: the freed tolerance, max(64 MiB, 0.5% of the GPU's memory)
-  std::string timeout = duration_flag(supervise::kDefaultWaitTimeout);
-};
-
 int wait_usage_error(const std::string& message) {
   print_err(fmt::format("gpureap wait: {}\n", report::terminal_text(message)));
   return kExitUsage;
 }
 
-int run_wait(const GlobalOptions& global, const WaitOptions& o) {
-  // 1. Parse.
-  supervise::FreeWaitOptions options;
-  options.gpus = o.gpu;
-  auto timeout = parse_duration(o.timeout);
-  if (!timeout) return wait_usage_error("--timeout: " + timeout.error().message);
-  options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
-  if (!o.below.empty()) {
-    auto below = parse_size(o.below);
-    if (!below) return wait_usage_error("--below: " + below.error().message);
-    options.below = *below;
-  }
-
-  // 2. Wait.
+// The flags were read straight into `options` (cli/flags.h).
+int run_wait(const GlobalOptions& global, const supervise::FreeWaitOptions& options) {
+  // 1. Wait.
   inventory::Node node = open_node(global);
   auto result = supervise::wait_until_free(node, options);
   for (const auto& w : result.warnings)
@@ -78,7 +62,7 @@ int run_wait(const GlobalOptions& global, const WaitOptions& o) {
 }  // namespace
 
 void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
-  auto options = std::make_shared<WaitOptions>();
+  auto options = std::make_shared<supervise::FreeWaitOptions>();
   auto* sub = app.add_subcommand(
       "wait",
       "Block until the selected GPUs are free: used memory at most --below above each GPU's idle\n"
@@ -89,15 +73,15 @@ void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "  gpureap wait                          all GPUs, default threshold, 60 s at most\n"
       "  gpureap wait --gpu 0,3 --timeout 2m   two GPUs, two minutes\n"
       "  gpureap free --gpu 3 --yes; gpureap wait --gpu 3 && ./launch_server.sh");
-  sub->add_option("--gpu", options->gpu,
-                  "GPUs to wait for: all, indices (0,3), UUID or prefix, PCI bus id, minor:N")
-      ->default_val("all");
-  sub->add_option(
-      "--below", options->below,
+  add_gpu_selector(*sub, "--gpu", options->gpus,
+                   "GPUs to wait for: all, indices (0,3), a range (0-3), UUID or prefix, PCI bus "
+                   "id, minor:N")
+      ->default_str("all");
+  add_optional_size(
+      *sub, "--below", options->below,
       "Free means used <= baseline + SIZE (default: max(64 MiB, 0.5% of the GPU's memory))");
-  sub->add_option("--timeout", options->timeout,
-                  "Give up after DURATION (e.g. 90s, 5m; 0 checks once)")
-      ->default_val(duration_flag(supervise::kDefaultWaitTimeout));
+  add_duration(*sub, "--timeout", options->timeout,
+               "Give up after DURATION (e.g. 90s, 5m; 0 checks once)");
   sub->footer(kWaitExitHelp);
   sub->callback([&run, &global, options] {
     run = [&global, options] { return run_wait(global, *options); };

@@ -14,16 +14,17 @@
 namespace gpureap::cluster {
 namespace {
 
-// What one look finds held, per GPU index.
-std::map<unsigned, HeldGpu> held_in(const inventory::Inventory& inv,
-                                    const std::vector<unsigned>& gpus, const std::string& proc_root,
-                                    std::vector<std::string>& warnings) {
+// What one look finds held, per GPU.
+std::map<gpu::DeviceId, HeldGpu> held_in(const inventory::Inventory& inv,
+                                         const std::vector<gpu::DeviceId>& gpus,
+                                         const std::string& proc_root,
+                                         std::vector<std::string>& warnings) {
   auto ctx = reclaim::CallerContext::current(proc_root);
   const auto running = running_jobs(ctx.table, proc_root);
-  std::map<unsigned, HeldGpu> out;
+  std::map<gpu::DeviceId, HeldGpu> out;
   for (const auto& v : inv.gpus) {
-    if (!inventory::is_selected(gpus, v.info.index) || !v.info.memory) continue;
-    HeldGpu h{v.info.index, 0, {}, {}};
+    if (!inventory::is_selected(gpus, v.info.id) || !v.info.memory) continue;
+    HeldGpu h{v.info.id, 0, {}, {}};
     if (v.unexplained == inventory::Unexplained::driver_held) {
       h.bytes += v.unattributed_bytes;
       h.classes.push_back(reclaim::LeftoverClass::driver_held);
@@ -56,7 +57,7 @@ std::map<unsigned, HeldGpu> held_in(const inventory::Inventory& inv,
     const bool ghost = inventory::gpu_state(v) == inventory::GpuState::ghost;
     if (ghost) h.classes.push_back(reclaim::LeftoverClass::ghost_gpu);
     if (ghost || h.bytes > inventory::freed_tolerance(v.info.memory->total))
-      out.emplace(h.index, h);
+      out.emplace(h.gpu, h);
   }
   return out;
 }
@@ -90,15 +91,16 @@ HealthCheck check_node_health(inventory::Node& node, const HealthOptions& option
     out.error = "NVML is unusable, so the GPUs' memory cannot be measured: " + first.nvml_problem;
     return out;
   }
-  auto gpus = inventory::select_gpus(options.gpu_spec.empty() ? "all" : options.gpu_spec, first);
+  auto gpus = inventory::select_gpus(
+      options.gpus.empty() ? gpu::GpuSelector::every_gpu() : options.gpus, first);
   if (!gpus) {
     out.usage_error = "--gpu: " + gpus.error().message;
     return out;
   }
   out.checked = *gpus;
   for (const auto& v : first.gpus)
-    if (inventory::is_selected(out.checked, v.info.index) && !v.info.problem.empty())
-      out.held.push_back({v.info.index, 0, {reclaim::LeftoverClass::nvml_failed}, {}});
+    if (inventory::is_selected(out.checked, v.info.id) && !v.info.problem.empty())
+      out.held.push_back({v.info.id, 0, {reclaim::LeftoverClass::nvml_failed}, {}});
   auto before = held_in(first, out.checked, node.proc_root(), out.warnings);
   held_first->reset();
   if (before.empty()) return out;
@@ -111,10 +113,10 @@ HealthCheck check_node_health(inventory::Node& node, const HealthOptions& option
     return out;
   }
   auto second = node.look();
-  for (auto& [index, h] : held_in(second, out.checked, node.proc_root(), ignored))
-    if (before.contains(index)) out.held.push_back(std::move(h));
+  for (auto& [id, h] : held_in(second, out.checked, node.proc_root(), ignored))
+    if (before.contains(id)) out.held.push_back(std::move(h));
   std::sort(out.held.begin(), out.held.end(),
-            [](const HeldGpu& a, const HeldGpu& b) { return a.index < b.index; });
+            [](const HeldGpu& a, const HeldGpu& b) { return a.gpu < b.gpu; });
   return out;
 }
 

@@ -18,6 +18,7 @@
 
 #include "cluster/job_check.h"
 #include "cluster/scontrol.h"
+#include "gpu/gpu_select.h"
 #include "inventory/node.h"
 
 namespace gpureap::cluster {
@@ -27,7 +28,7 @@ inline constexpr std::chrono::milliseconds kDefaultPersist{3000};
 
 struct HealthOptions {
   std::chrono::milliseconds persist = kDefaultPersist;
-  std::string gpu_spec;  // --gpu; "" = every GPU
+  gpu::GpuSelector gpus;  // --gpu; empty = every GPU
   /// The state directory of the free lock each look takes; "" = no lock.
   std::string lock_dir;
   /// How long a look waits for a free that holds the lock; past it the check is skipped.
@@ -35,7 +36,7 @@ struct HealthOptions {
 };
 
 struct HealthCheck {
-  std::vector<unsigned> checked;
+  std::vector<gpu::DeviceId> checked;
   std::vector<HeldGpu> held;          // held in both looks; the second look's figures
   std::vector<std::string> warnings;  // the inventory's, holders whose environment could not be
                                       // read, a free lock that could not be used

@@ -11,6 +11,7 @@
 #include "reclaim/free_lock.h"
 #include "reclaim/test_machine.h"
 #include "util/test_temp_dir.h"
+#include "gpu/test_devices.h"
 
 namespace gpureap::cluster {
 namespace {
@@ -42,7 +43,7 @@ class Health : public ::testing::Test {
   static HealthOptions options(std::chrono::milliseconds persist, std::string gpus) {
     HealthOptions o;
     o.persist = persist;
-    o.gpu_spec = std::move(gpus);
+    if (!gpus.empty()) o.gpus = gpu::GpuSelector::parse(gpus).value();
     return o;
   }
   // A process of the fixture /proc with this environment (NUL-separated).
@@ -76,8 +77,8 @@ TEST_F(Health, ARunningJobsMemoryIsItsOwnWhateverItsShape) {
   set_environ(4000101, std::string("SLURM_JOB_ID=7\0", 15));
   set_environ(4000102, std::string("SLURM_JOB_ID=7\0", 15));
   auto h = check_node_health(m_.node(), options(10ms, ""));
-  EXPECT_TRUE(h.healthy()) << (h.held.empty() ? h.error : std::to_string(h.held[0].index));
-  EXPECT_EQ(h.checked, (std::vector<unsigned>{0, 1, 2}));
+  EXPECT_TRUE(h.healthy()) << (h.held.empty() ? h.error : gpu::device_text(h.held[0].gpu));
+  EXPECT_EQ(h.checked, gpu::devs({0, 1, 2}));
 }
 
 TEST_F(Health, AFinishedJobsProcessAndDriverHeldMemoryAreHeld) {
@@ -87,11 +88,11 @@ TEST_F(Health, AFinishedJobsProcessAndDriverHeldMemoryAreHeld) {
   m_.gpu(2).memory->used += 12 * kGiB;  // no process holds it
   auto h = check_node_health(m_.node(), options(10ms, ""));
   ASSERT_EQ(h.held.size(), 2u);
-  EXPECT_EQ(h.held[0].index, 0u);
+  EXPECT_EQ(h.held[0].gpu, gpu::dev(0));
   EXPECT_EQ(h.held[0].bytes, 8 * kGiB);
   EXPECT_EQ(h.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::live_holder}));
   EXPECT_EQ(h.held[0].pids, (std::vector<pid_t>{4000201}));
-  EXPECT_EQ(h.held[1].index, 2u);
+  EXPECT_EQ(h.held[1].gpu, gpu::dev(2));
   EXPECT_EQ(h.held[1].classes, (std::vector<LeftoverClass>{LeftoverClass::driver_held}));
   EXPECT_EQ(h.held[1].bytes, 12 * kGiB);
 }
@@ -101,7 +102,7 @@ TEST_F(Health, AGhostGpuIsHeldThoughItHoldsNoMemory) {
   m_.gpu(0).utilization_gpu = 0;
   auto h = check_node_health(m_.node(), options(10ms, ""));
   ASSERT_EQ(h.held.size(), 1u);
-  EXPECT_EQ(h.held[0].index, 1u);
+  EXPECT_EQ(h.held[0].gpu, gpu::dev(1));
   EXPECT_EQ(h.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::ghost_gpu}));
   EXPECT_EQ(h.held[0].bytes, 0u);
 }
@@ -115,7 +116,7 @@ TEST_F(Health, AnOrphanOutsideSlurmIsHeldAServiceIsNot) {
   m_.set_parent(orphan, 1, 4000300, 4000300);  // its group's leader and session are gone
   auto h = check_node_health(m_.node(), options(10ms, ""));
   ASSERT_EQ(h.held.size(), 1u);
-  EXPECT_EQ(h.held[0].index, 1u);
+  EXPECT_EQ(h.held[0].gpu, gpu::dev(1));
 }
 
 TEST_F(Health, HeldMemoryMustPersistAcrossTheTwoLooks) {
@@ -135,7 +136,7 @@ TEST_F(Health, OnlyTheGpusAskedForAreChecked) {
   m_.gpu(2).memory->used += 12 * kGiB;
   auto h = check_node_health(m_.node(), options(10ms, "0,1"));
   EXPECT_TRUE(h.healthy());
-  EXPECT_EQ(h.checked, (std::vector<unsigned>{0, 1}));
+  EXPECT_EQ(h.checked, gpu::devs({0, 1}));
   // W2-15: a selector this node cannot satisfy is the caller's usage error, not a
   // verdict on the node (which would drain it for good).
   auto bad = check_node_health(m_.node(), options(10ms, "7"));
@@ -159,7 +160,7 @@ TEST_F(Health, W2_11_ARunningJobsCgroupClaimsAnOrphanWithoutAnEnvironment) {
   m_.set_parent(ended, 1, 4000498, 4000498);
   auto h = check_node_health(m_.node(), options(10ms, ""));
   ASSERT_EQ(h.held.size(), 1u);
-  EXPECT_EQ(h.held[0].index, 1u);
+  EXPECT_EQ(h.held[0].gpu, gpu::dev(1));
 }
 
 // W2-13: the looks are made under the free lock; one a free holds past lock_until skips

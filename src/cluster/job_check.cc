@@ -27,9 +27,9 @@ inventory::CollectOptions look_within(const reclaim::ReclaimOptions& o, util::Cl
   return look;
 }
 
-const inventory::GpuView* find_view(const inventory::Inventory& inv, unsigned index) {
+const inventory::GpuView* find_view(const inventory::Inventory& inv, gpu::DeviceId id) {
   for (const auto& v : inv.gpus)
-    if (v.info.index == index) return &v;
+    if (v.info.id == id) return &v;
   return nullptr;
 }
 
@@ -48,7 +48,9 @@ bool resolve(const inventory::Inventory& inv, const SlurmJob& job, JobCheck& out
     return false;
   }
   if (job.gpu_spec().empty()) return true;
-  auto gpus = inventory::select_gpus(job.gpu_spec(), inv);
+  auto selector = gpu::GpuSelector::parse(job.gpu_spec());
+  auto gpus = selector ? inventory::select_gpus(*selector, inv)
+                       : Result<std::vector<gpu::DeviceId>>(std::unexpected(selector.error()));
   if (!gpus) {
     out.error = fmt::format("the job's GPUs ({}) are not all on this node: {}", job.gpu_spec(),
                             gpus.error().message);
@@ -63,9 +65,9 @@ std::vector<HeldGpu> held_after(const reclaim::ReclaimReport& r) {
   std::vector<HeldGpu> out;
   for (const auto& g : r.gpus) {
     if (g.freed) continue;
-    HeldGpu h{g.index, g.after() > g.baseline ? g.after() - g.baseline : 0, {}, {}};
+    HeldGpu h{g.gpu, g.after() > g.baseline ? g.after() - g.baseline : 0, {}, {}};
     for (const auto& l : r.leftovers) {
-      if (l.gpu != g.index) continue;
+      if (l.gpu != g.gpu) continue;
       add_once(h.classes, l.cls);
       for (pid_t p : l.pids) add_once(h.pids, p);
     }
@@ -94,7 +96,7 @@ void exclude_jobs(Filters& f, const std::set<std::string>& jobs) {
 
 }  // namespace
 
-Selection job_selection(const std::string& job_id, const std::vector<unsigned>& job_gpus,
+Selection job_selection(const std::string& job_id, const std::vector<gpu::DeviceId>& job_gpus,
                         const std::set<std::string>& running_jobs) {
   // Each alternative excludes the running jobs' processes itself: add_processes_matching
   // and the respawner rule see the alternatives alone.
@@ -128,10 +130,10 @@ JobCheck clean_up_after_job(inventory::Node& node, reclaim::ProcessControl& cont
   // ConstrainDevices a job can reach every GPU of the node).
   Selection own = sel;
   own.any_of.resize(2);  // by environment, by cgroup
-  for (const auto& v : inv.gpus) own.gpus.push_back(v.info.index);
+  for (const auto& v : inv.gpus) own.gpus.push_back(v.info.id);
   out.checked = out.job_gpus;
   for (const auto& t : reclaim::make_plan(inv, own, caller).targets)
-    for (unsigned g : t.gpus) add_once(out.checked, g);
+    for (gpu::DeviceId g : t.gpus) add_once(out.checked, g);
   std::sort(out.checked.begin(), out.checked.end());
   sel.gpus = out.checked;
 
@@ -159,7 +161,7 @@ JobCheck clean_up_after_job(inventory::Node& node, reclaim::ProcessControl& cont
       return out;
     case reclaim::FreeVerdict::not_measured:
       // Never clean: a GPU whose memory cannot be read is held until measured.
-      for (unsigned g : freed.unreadable)
+      for (gpu::DeviceId g : freed.unreadable)
         out.held.push_back(HeldGpu{g, 0, {reclaim::LeftoverClass::nvml_failed}, {}});
       return out;
     default:
@@ -180,7 +182,7 @@ JobCheck check_before_job(inventory::Node& node, reclaim::ProcessControl& contro
   if (!resolve(inv, job, out)) return out;
   out.checked = out.job_gpus;
   auto all_clean = [&](const inventory::Inventory& i) {
-    return std::all_of(out.job_gpus.begin(), out.job_gpus.end(), [&](unsigned g) {
+    return std::all_of(out.job_gpus.begin(), out.job_gpus.end(), [&](gpu::DeviceId g) {
       const auto* v = find_view(i, g);
       return v && clean(*v);
     });
@@ -206,17 +208,17 @@ JobCheck check_before_job(inventory::Node& node, reclaim::ProcessControl& contro
   }
 
   // Memory still falling (the previous job's release) is waited for, briefly.
-  bool releasing = std::any_of(out.job_gpus.begin(), out.job_gpus.end(), [&](unsigned g) {
+  bool releasing = std::any_of(out.job_gpus.begin(), out.job_gpus.end(), [&](gpu::DeviceId g) {
     const auto* v = find_view(inv, g);
     return v && v->unexplained == inventory::Unexplained::releasing;
   });
   if (releasing) {
     std::vector<reclaim::GpuRelease> gpus;
-    for (unsigned g : out.job_gpus) {
+    for (gpu::DeviceId g : out.job_gpus) {
       const auto* v = find_view(inv, g);
       if (!v || !v->info.memory) continue;
       reclaim::GpuRelease r;
-      r.index = g;
+      r.gpu = g;
       r.uuid = v->info.uuid;
       r.total = v->info.memory->total;
       r.baseline = v->baseline.bytes;
@@ -231,7 +233,7 @@ JobCheck check_before_job(inventory::Node& node, reclaim::ProcessControl& contro
     inv = node.look(look_within(options, clock));
   }
 
-  for (unsigned g : out.job_gpus) {
+  for (gpu::DeviceId g : out.job_gpus) {
     const auto* v = find_view(inv, g);
     if (!v || clean(*v)) continue;
     HeldGpu h{g, v->used() > v->baseline.bytes ? v->used() - v->baseline.bytes : 0, {}, {}};

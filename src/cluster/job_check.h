@@ -27,15 +27,15 @@ namespace gpureap::cluster {
 /// One GPU whose memory stays held: how much above its baseline, why (the classes of
 /// what holds it, one per kind, in classification order) and the pids involved.
 struct HeldGpu {
-  unsigned index = 0;
+  gpu::DeviceId gpu;
   std::uint64_t bytes = 0;
   std::vector<reclaim::LeftoverClass> classes;
   std::vector<pid_t> pids;
 };
 
 struct JobCheck {
-  std::vector<unsigned> job_gpus;  // the job's GPUs (NVML indices), ascending
-  std::vector<unsigned> checked;   // every GPU verified: the job's, and those its processes used
+  std::vector<gpu::DeviceId> job_gpus;  // the job's GPUs, ascending
+  std::vector<gpu::DeviceId> checked;   // every GPU verified: the job's, and those its processes used
   reclaim::Plan plan;              // what was (or would have been) signalled first
   std::optional<reclaim::ReclaimReport> freed;  // the reclaim, when there was anything to do
   std::vector<HeldGpu> held;  // empty: every checked GPU at baseline (or the job's memory gone)
@@ -50,7 +50,7 @@ struct JobCheck {
 /// (orphaned, on one of `job_gpus`); and in every case not a process of another of
 /// `running_jobs`, by its cgroup or its environment (running_jobs.h `running_job_of`).
 /// `gpus` is left empty for the caller.
-reclaim::Selection job_selection(const std::string& job_id, const std::vector<unsigned>& job_gpus,
+reclaim::Selection job_selection(const std::string& job_id, const std::vector<gpu::DeviceId>& job_gpus,
                                  const std::set<std::string>& running_jobs);
 
 /// After the job: frees its leftovers (above) within `options` (grace, settle, timeout,

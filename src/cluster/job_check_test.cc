@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "reclaim/test_machine.h"
+#include "gpu/test_devices.h"
 
 namespace gpureap::cluster {
 namespace {
@@ -66,15 +67,15 @@ TEST_F(JobCheckTest, TheEpilogFreesTheJobsLeftoversOnly) {
   auto stray = spawn(5000104, 2, 1, "42");        // job 42's, on a GPU not allocated to it
   auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
   EXPECT_TRUE(c.error.empty()) << c.error;
-  EXPECT_EQ(c.job_gpus, (std::vector<unsigned>{0}));
-  EXPECT_EQ(c.checked, (std::vector<unsigned>{0, 2}));
+  EXPECT_EQ(c.job_gpus, gpu::devs({0}));
+  EXPECT_EQ(c.checked, gpu::devs({0, 2}));
   EXPECT_FALSE(m_.control.signals_of(mine).empty());
   EXPECT_FALSE(m_.control.signals_of(stray).empty());
   EXPECT_TRUE(m_.control.signals_of(running).empty());
   EXPECT_TRUE(m_.control.signals_of(claimed).empty());
   ASSERT_TRUE(c.freed);
   // GPU 0 still has job 7's orphan: left alone, its memory not counted against job 42.
-  EXPECT_TRUE(c.ok()) << (c.held.empty() ? "" : std::to_string(c.held[0].index));
+  EXPECT_TRUE(c.ok()) << (c.held.empty() ? "" : gpu::device_text(c.held[0].gpu));
 }
 
 TEST_F(JobCheckTest, TheJobsCgroupAndOrphansOnItsGpuAreItsLeftovers) {
@@ -152,7 +153,7 @@ TEST_F(JobCheckTest, TheEpilogNeverCallsAGhostGpuClean) {
   EXPECT_TRUE(c.plan.targets.empty());
   EXPECT_FALSE(c.ok());
   ASSERT_EQ(c.held.size(), 1u) << c.error;
-  EXPECT_EQ(c.held[0].index, 0u);
+  EXPECT_EQ(c.held[0].gpu, gpu::dev(0));
   EXPECT_EQ(c.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::ghost_gpu}));
   m_.gpu(0).utilization_gpu = 0;
   EXPECT_TRUE(clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options()).ok());
@@ -161,11 +162,11 @@ TEST_F(JobCheckTest, TheEpilogNeverCallsAGhostGpuClean) {
 TEST_F(JobCheckTest, TheEpilogNeverCallsAGpuItCannotMeasureClean) {
   // Issue 23: nothing to signal on a GPU NVML cannot read is not "nothing to do"
   // (reclaim::free_selection's not_measured): held as nvml_failed, so the node drains.
-  m_.nvml().set_gpu_failure(1, "GPU is lost");
+  m_.nvml().set_gpu_failure(gpu::dev(1), "GPU is lost");
   auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:1"}), options());
   EXPECT_FALSE(c.ok());
   ASSERT_EQ(c.held.size(), 1u) << c.error;
-  EXPECT_EQ(c.held[0].index, 1u);
+  EXPECT_EQ(c.held[0].gpu, gpu::dev(1));
   EXPECT_EQ(c.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::nvml_failed}));
   EXPECT_FALSE(c.freed);
 }
@@ -184,7 +185,7 @@ TEST_F(JobCheckTest, MemoryTheDriverKeepsIsHeldAndClassified) {
   auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:2"}), o);
   EXPECT_LE(m_.clock.now() - start, 10s);
   ASSERT_EQ(c.held.size(), 1u);
-  EXPECT_EQ(c.held[0].index, 2u);
+  EXPECT_EQ(c.held[0].gpu, gpu::dev(2));
   EXPECT_EQ(c.held[0].bytes, 12 * kGiB);
   EXPECT_EQ(c.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::driver_held}));
 }
@@ -224,7 +225,7 @@ TEST_F(JobCheckTest, ThePrologRefusesAGhostGpu) {
   m_.gpu(0).utilization_gpu = 100;  // busy, no process, no memory (issue 15)
   auto ghost = check_before_job(m_.node(), m_.control, job("44", {"minor:0"}), options(), true);
   ASSERT_EQ(ghost.held.size(), 1u);
-  EXPECT_EQ(ghost.held[0].index, 0u);
+  EXPECT_EQ(ghost.held[0].gpu, gpu::dev(0));
   EXPECT_EQ(ghost.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::ghost_gpu}));
   m_.gpu(0).utilization_gpu = 0;
   EXPECT_TRUE(
@@ -237,7 +238,7 @@ TEST_F(JobCheckTest, ThePrologNeverFreesARunningJobsProcess) {
   auto c = check_before_job(m_.node(), m_.control, job("43", {"minor:0"}), options(), true);
   EXPECT_TRUE(m_.control.signals_of(worker).empty());
   ASSERT_EQ(c.held.size(), 1u);
-  EXPECT_EQ(c.held[0].index, 0u);
+  EXPECT_EQ(c.held[0].gpu, gpu::dev(0));
 }
 
 // W2-11: a process in a running job's cgroup is that job's, whatever its environment says
@@ -271,12 +272,12 @@ TEST_F(JobCheckTest, W2_11_ARunningJobsCgroupClaimsItsProcesses) {
 }
 
 TEST(JobSelection, TheOrphanAlternativeOnlyWithTheJobsGpus) {
-  auto with = job_selection("42", {0, 1}, {"7", "42"});
+  auto with = job_selection("42", gpu::devs({0, 1}), {"7", "42"});
   ASSERT_EQ(with.any_of.size(), 3u);
   EXPECT_EQ(with.any_of[0].env, (std::vector<proc::EnvEntry>{{"SLURM_JOB_ID", "42"}}));
   EXPECT_EQ(with.any_of[1].cgroup_component, "job_42");
   EXPECT_TRUE(with.any_of[2].orphans_only);
-  EXPECT_EQ(with.any_of[2].on_gpus, (std::vector<unsigned>{0, 1}));
+  EXPECT_EQ(with.any_of[2].on_gpus, gpu::devs({0, 1}));
   // The job itself is not "another running job".
   // W2-11: every alternative leaves the other running jobs' processes alone, by
   // environment and by cgroup.

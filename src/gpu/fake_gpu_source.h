@@ -53,9 +53,9 @@ class FakeGpuSource : public GpuSource {
   /// One GPU fails (or hangs, as NvmlSource reports it) while the others answer:
   /// the snapshot keeps its identity with `problem` and no memory or process
   /// list, in state partial, and memory readings of it carry the problem.
-  void set_gpu_failure(unsigned index, std::string problem, bool hung = false) {
+  void set_gpu_failure(DeviceId id, std::string problem, bool hung = false) {
     for (GpuInfo& gpu : snapshot_.gpus) {
-      if (gpu.index != index) continue;
+      if (gpu.id != id) continue;
       gpu.problem = problem;
       gpu.hung = hung;
       gpu.memory.reset();
@@ -79,21 +79,21 @@ class FakeGpuSource : public GpuSource {
   /// Consumes one script step; the last step repeats once reached. With no
   /// script, readings come from the snapshot (used memory and process pids).
   /// An index that the step (or snapshot) lacks fails, as NVML would.
-  Result<std::vector<MemoryReading>> memory(const std::vector<unsigned>& indices,
+  Result<std::vector<MemoryReading>> memory(const std::vector<DeviceId>& ids,
                                             std::chrono::milliseconds deadline) override {
     ++memory_calls;
     last_deadline = deadline;
-    memory_requests.push_back(indices);
+    memory_requests.push_back(ids);
     if (failure_state_ != NvmlState::ok) return std::unexpected(Error{failure_problem_});
     Result<std::vector<MemoryReading>> step = script_.empty() ? from_snapshot() : script_.front();
     if (script_.size() > 1) script_.pop_front();
     if (!step) return step;
     std::vector<MemoryReading> readings;
-    for (unsigned index : indices) {
+    for (DeviceId id : ids) {
       auto it = std::find_if(step->begin(), step->end(),
-                             [index](const MemoryReading& r) { return r.index == index; });
+                             [id](const MemoryReading& r) { return r.id == id; });
       if (it == step->end()) {
-        return std::unexpected(Error{"no GPU with index " + std::to_string(index)});
+        return std::unexpected(Error{"no GPU " + device_text(id)});
       }
       readings.push_back(*it);
     }
@@ -114,7 +114,7 @@ class FakeGpuSource : public GpuSource {
   int memory_calls = 0;
   int disconnect_calls = 0;
   int prefetch_calls = 0;
-  std::vector<std::vector<unsigned>> memory_requests;
+  std::vector<std::vector<DeviceId>> memory_requests;
   std::chrono::milliseconds last_deadline{0};
 
  private:
@@ -122,7 +122,7 @@ class FakeGpuSource : public GpuSource {
     std::vector<MemoryReading> readings;
     for (const GpuInfo& gpu : snapshot_.gpus) {
       MemoryReading r;
-      r.index = gpu.index;
+      r.id = gpu.id;
       r.problem = gpu.problem;
       r.hung = gpu.hung;
       if (gpu.memory) r.used = gpu.memory->used;

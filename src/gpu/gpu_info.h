@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gpu/device_id.h"
+
 namespace gpureap::gpu {
 
 enum class ProcessKind { compute, graphics, mps };
@@ -29,7 +31,7 @@ struct GpuMemory {
 };
 
 struct GpuInfo {
-  unsigned index = 0;
+  DeviceId id;
   std::string name;
   std::string uuid;                    // "GPU-xxxxxxxx-..."
   std::string pci_bus_id;              // "00000000:1A:00.0"
@@ -51,7 +53,7 @@ struct GpuInfo {
 
 /// One memory reading of one GPU, for release polling.
 struct MemoryReading {
-  unsigned index = 0;
+  DeviceId id;
   std::optional<std::uint64_t> used;
   std::vector<std::uint32_t> pids;  // NVML's process list on that GPU, pids only
   std::string problem;  // non-empty: this GPU could not be read (`used` is then nullopt)

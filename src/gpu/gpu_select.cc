@@ -7,7 +7,6 @@
 #include <cctype>
 #include <charconv>
 #include <optional>
-#include <set>
 #include <string>
 
 #include "util/text.h"
@@ -87,8 +86,8 @@ std::string describe(const GpuInfo& gpu, bool full_uuid) {
   if (!gpu.uuid.empty()) parts.push_back(full_uuid ? gpu.uuid : gpu.uuid.substr(0, 12));
   if (!gpu.pci_bus_id.empty()) parts.push_back(gpu.pci_bus_id);
   if (gpu.minor) parts.push_back(fmt::format("/dev/nvidia{}", *gpu.minor));
-  if (parts.empty()) return fmt::format("{}", gpu.index);
-  return fmt::format("{} ({})", gpu.index, fmt::join(parts, ", "));
+  if (parts.empty()) return device_text(gpu.id);
+  return fmt::format("{} ({})", gpu.id, fmt::join(parts, ", "));
 }
 
 std::string valid_gpus(const std::vector<GpuInfo>& gpus) {
@@ -107,102 +106,191 @@ std::unexpected<Error> no_match(std::string_view item, std::string_view what,
   return item_error(item, fmt::format("no GPU has {} ({})", what, valid_gpus(gpus)));
 }
 
-Result<std::vector<unsigned>> select_by_minor(std::string_view item, std::string_view number,
-                                              const std::vector<GpuInfo>& gpus) {
-  auto minor = all_digits(number) ? parse_number(number) : std::nullopt;
-  if (!minor) {
-    return item_error(item, "expected a device minor number, as in minor:5 or /dev/nvidia5");
-  }
-  for (const GpuInfo& gpu : gpus) {
-    if (gpu.minor == *minor) return std::vector<unsigned>{gpu.index};
-  }
-  return no_match(item, fmt::format("minor number {}", *minor), gpus);
-}
+using Kind = SelectorItem::Kind;
 
-Result<std::vector<unsigned>> select_by_uuid(std::string_view item,
-                                             const std::vector<GpuInfo>& gpus) {
-  for (const GpuInfo& gpu : gpus) {
-    if (iequals(gpu.uuid, item)) return std::vector<unsigned>{gpu.index};
-  }
-  if (item.size() < 4 + kMinUuidPrefix) {
-    return item_error(item, fmt::format("UUID prefix too short: give at least {} characters "
-                                        "after 'GPU-'",
-                                        kMinUuidPrefix));
-  }
-  std::vector<const GpuInfo*> candidates;
-  for (const GpuInfo& gpu : gpus) {
-    if (istarts_with(gpu.uuid, item)) candidates.push_back(&gpu);
-  }
-  if (candidates.empty()) return no_match(item, "such a UUID", gpus);
-  if (candidates.size() > 1) {
-    std::vector<std::string> names;
-    for (const GpuInfo* gpu : candidates) names.push_back(describe(*gpu, true));
-    return item_error(
-        item, fmt::format("ambiguous UUID prefix: it matches GPUs {}", fmt::join(names, " and ")));
-  }
-  return std::vector<unsigned>{candidates.front()->index};
-}
-
-Result<std::vector<unsigned>> select_item(std::string_view item, const std::vector<GpuInfo>& gpus) {
+Result<SelectorItem> parse_item(std::string_view item) {
+  SelectorItem out;
+  out.text = std::string(item);
   if (iequals(item, "all")) {
-    std::vector<unsigned> all;
-    for (const GpuInfo& gpu : gpus) all.push_back(gpu.index);
-    return all;
+    out.kind = Kind::all;
+    return out;
   }
   if (all_digits(item)) {
     auto index = parse_number(item);
-    for (const GpuInfo& gpu : gpus) {
-      if (index && gpu.index == *index) return std::vector<unsigned>{gpu.index};
-    }
-    return item_error(item, fmt::format("GPU index out of range ({})", valid_gpus(gpus)));
+    if (!index) return item_error(item, "GPU index out of range");
+    out.kind = Kind::index;
+    out.first = *index;
+    return out;
   }
   if (item.front() == '-' && all_digits(item.substr(1))) {
     return item_error(item, "a GPU index cannot be negative");
   }
-  if (istarts_with(item, "minor:")) return select_by_minor(item, item.substr(6), gpus);
-  if (item.starts_with("/dev/nvidia")) return select_by_minor(item, item.substr(11), gpus);
-  if (istarts_with(item, "GPU-")) return select_by_uuid(item, gpus);
+  if (auto dash = item.find('-'); dash != std::string_view::npos && all_digits(item.substr(0, dash)) &&
+                                  all_digits(item.substr(dash + 1))) {
+    auto first = parse_number(item.substr(0, dash));
+    auto last = parse_number(item.substr(dash + 1));
+    if (!first || !last) return item_error(item, "GPU index out of range");
+    if (*first > *last) return item_error(item, "a range goes from the lower index to the higher (0-3)");
+    out.kind = Kind::range;
+    out.first = *first;
+    out.last = *last;
+    return out;
+  }
+  std::string_view minor_text;
+  if (istarts_with(item, "minor:")) {
+    minor_text = item.substr(6);
+  } else if (item.starts_with("/dev/nvidia")) {
+    minor_text = item.substr(11);
+  }
+  if (istarts_with(item, "minor:") || item.starts_with("/dev/nvidia")) {
+    auto minor = all_digits(minor_text) ? parse_number(minor_text) : std::nullopt;
+    if (!minor) {
+      return item_error(item, "expected a device minor number, as in minor:5 or /dev/nvidia5");
+    }
+    out.kind = Kind::minor;
+    out.first = *minor;
+    return out;
+  }
+  if (istarts_with(item, "GPU-")) {
+    if (item.size() < 4 + kMinUuidPrefix) {
+      // A whole UUID is far longer; a prefix this short would name GPUs by chance.
+      return item_error(item, fmt::format("UUID prefix too short: give at least {} characters "
+                                          "after 'GPU-'",
+                                          kMinUuidPrefix));
+    }
+    out.kind = Kind::uuid;
+    return out;
+  }
   if (item.find(':') != std::string_view::npos) {
-    auto wanted = parse_pci(item);
-    if (!wanted) {
+    auto pci = parse_pci(item);
+    if (!pci) {
       return item_error(item,
                         "not a PCI bus id (expected 00000000:18:00.0, 0000:18:00.0 or 18:00.0)");
     }
-    for (const GpuInfo& gpu : gpus) {
-      if (parse_pci(gpu.pci_bus_id) == wanted) return std::vector<unsigned>{gpu.index};
-    }
-    return no_match(item, "this PCI bus id", gpus);
+    out.kind = Kind::pci;
+    out.pci_domain = pci->domain;
+    out.pci_bus = pci->bus;
+    out.pci_device = pci->device;
+    out.pci_function = pci->function;
+    return out;
   }
-  return item_error(
-      item, fmt::format("not an index, UUID, PCI bus id or minor:N ({})", valid_gpus(gpus)));
+  return item_error(item,
+                    "not an index, range (0-3), UUID, PCI bus id or minor:N (`gpureap status` "
+                    "lists the GPUs)");
+}
+
+Result<std::vector<DeviceId>> resolve_uuid(const SelectorItem& item,
+                                           const std::vector<GpuInfo>& gpus) {
+  for (const GpuInfo& gpu : gpus) {
+    if (iequals(gpu.uuid, item.text)) return std::vector<DeviceId>{gpu.id};
+  }
+  std::vector<const GpuInfo*> candidates;
+  for (const GpuInfo& gpu : gpus) {
+    if (istarts_with(gpu.uuid, item.text)) candidates.push_back(&gpu);
+  }
+  if (candidates.empty()) return no_match(item.text, "such a UUID", gpus);
+  if (candidates.size() > 1) {
+    std::vector<std::string> names;
+    for (const GpuInfo* gpu : candidates) names.push_back(describe(*gpu, true));
+    return item_error(item.text, fmt::format("ambiguous UUID prefix: it matches GPUs {}",
+                                             fmt::join(names, " and ")));
+  }
+  return std::vector<DeviceId>{candidates.front()->id};
+}
+
+Result<std::vector<DeviceId>> resolve_item(const SelectorItem& item,
+                                           const std::vector<GpuInfo>& gpus) {
+  auto by_index = [&](unsigned index) -> const GpuInfo* {
+    for (const GpuInfo& gpu : gpus)
+      if (gpu.id.index == index) return &gpu;
+    return nullptr;
+  };
+  std::vector<DeviceId> out;
+  switch (item.kind) {
+    case Kind::all:
+      for (const GpuInfo& gpu : gpus) out.push_back(gpu.id);
+      return out;
+    case Kind::index:
+    case Kind::range: {
+      const unsigned last = item.kind == Kind::range ? item.last : item.first;
+      for (unsigned i = item.first;; ++i) {
+        const GpuInfo* gpu = by_index(i);
+        if (!gpu) {
+          return item_error(item.text, fmt::format("GPU index{} out of range ({})",
+                                                   item.kind == Kind::range ? fmt::format(" {}", i) : "",
+                                                   valid_gpus(gpus)));
+        }
+        out.push_back(gpu->id);
+        if (i == last) break;
+      }
+      return out;
+    }
+    case Kind::minor:
+      for (const GpuInfo& gpu : gpus) {
+        if (gpu.minor == item.first) return std::vector<DeviceId>{gpu.id};
+      }
+      return no_match(item.text, fmt::format("minor number {}", item.first), gpus);
+    case Kind::uuid:
+      return resolve_uuid(item, gpus);
+    case Kind::pci: {
+      const PciAddress wanted{item.pci_domain, item.pci_bus, item.pci_device, item.pci_function};
+      for (const GpuInfo& gpu : gpus) {
+        if (parse_pci(gpu.pci_bus_id) == wanted) return std::vector<DeviceId>{gpu.id};
+      }
+      return no_match(item.text, "this PCI bus id", gpus);
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
-Result<std::vector<unsigned>> select_gpus(std::string_view spec, const std::vector<GpuInfo>& gpus) {
+Result<GpuSelector> GpuSelector::parse(std::string_view spec) {
   if (trim(spec).empty()) {
     return fail(
-        "empty GPU selector: give 'all', an index, a UUID (prefix), a PCI bus id or minor:N");
+        "empty GPU selector: give 'all', an index, a range, a UUID (prefix), a PCI bus id or "
+        "minor:N");
   }
-  std::set<unsigned> selected;
+  GpuSelector out;
+  out.text_ = std::string(trim(spec));
   std::size_t start = 0;
   for (;;) {
     const std::size_t comma = spec.find(',', start);
     const std::string_view item = trim(spec.substr(start, comma - start));
     if (item.empty()) return fail(fmt::format("GPU selector '{}' has an empty item", spec));
-    auto indices = select_item(item, gpus);
-    if (!indices) return std::unexpected(indices.error());
-    selected.insert(indices->begin(), indices->end());
+    auto parsed = parse_item(item);
+    if (!parsed) return std::unexpected(parsed.error());
+    out.items_.push_back(std::move(*parsed));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
-  return std::vector<unsigned>(selected.begin(), selected.end());
+  return out;
 }
 
-std::string index_list(const std::vector<unsigned>& indices) {
-  std::string out;
-  for (unsigned i : indices) out += (out.empty() ? "" : ",") + std::to_string(i);
+GpuSelector GpuSelector::every_gpu() {
+  GpuSelector out;
+  out.text_ = "all";
+  out.items_.push_back(SelectorItem{});
+  out.items_.back().text = "all";
   return out;
+}
+
+Result<std::vector<DeviceId>> GpuSelector::resolve(const std::vector<GpuInfo>& gpus) const {
+  if (items_.empty()) return fail("no GPU selector given");
+  std::vector<DeviceId> selected;
+  for (const SelectorItem& item : items_) {
+    auto ids = resolve_item(item, gpus);
+    if (!ids) return std::unexpected(ids.error());
+    selected.insert(selected.end(), ids->begin(), ids->end());
+  }
+  normalize(selected);
+  return selected;
+}
+
+Result<std::vector<DeviceId>> select_gpus(std::string_view spec, const std::vector<GpuInfo>& gpus) {
+  auto selector = GpuSelector::parse(spec);
+  if (!selector) return std::unexpected(selector.error());
+  return selector->resolve(gpus);
 }
 
 }  // namespace gpureap::gpu

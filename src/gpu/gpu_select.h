@@ -1,31 +1,61 @@
 #pragma once
-// GPU selectors, as users type them after --gpu.
+// GPU selectors, as users type them after --gpu: parsed once, when the flag is read
+// (a malformed selector is a usage error before anything is scanned), and resolved
+// against the GPUs NVML sees when the node has been looked at.
 
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "gpu/device_id.h"
 #include "gpu/gpu_info.h"
 #include "util/result.h"
 
 namespace gpureap::gpu {
 
-/// Resolves a comma-separated list of selectors against the GPUs NVML sees and
-/// returns the selected GPU indices, sorted and without duplicates. Each item
-/// (surrounding spaces ignored) is one of:
+/// One item of a selector, checked for syntax only.
+struct SelectorItem {
+  enum class Kind { all, index, range, uuid, pci, minor };
+  Kind kind = Kind::all;
+  std::string text;          // as typed, trimmed: quoted in every message
+  unsigned first = 0;        // index, minor, or the range's first index
+  unsigned last = 0;         // the range's last index
+  unsigned pci_domain = 0, pci_bus = 0, pci_device = 0, pci_function = 0;
+};
+
+/// A comma-separated list of items (surrounding spaces ignored), each one of:
 ///   all                                 every GPU
 ///   3                                   an NVML index
+///   0-3                                 a range of NVML indices, both ends included
 ///   GPU-7282...                         a UUID, or a unique prefix with at least
 ///                                       4 characters after "GPU-" (any case)
 ///   00000000:18:00.0, 0000:18:00.0,     a PCI bus id with an 8- or 4-digit
 ///   18:00.0                             domain or none (domain 0), any case
 ///   minor:5, /dev/nvidia5               a device minor number
-/// Fails, quoting the item, on an empty or malformed item, an index out of
-/// range, an ambiguous UUID prefix (naming the candidates) or an item that
-/// matches no GPU (listing the GPUs there are).
-Result<std::vector<unsigned>> select_gpus(std::string_view spec, const std::vector<GpuInfo>& gpus);
+class GpuSelector {
+ public:
+  /// Fails, quoting the item, on an empty or malformed item.
+  static Result<GpuSelector> parse(std::string_view spec);
+  /// Every GPU ("all").
+  static GpuSelector every_gpu();
 
-/// GPU indices as a selector: "0,3,7" ("" for none). The one way every output
-/// writes a list of GPUs, so what gpureap prints can be pasted after --gpu.
-std::string index_list(const std::vector<unsigned>& indices);
+  /// The selector as typed ("" for one never set).
+  const std::string& text() const { return text_; }
+  bool empty() const { return items_.empty(); }
+  const std::vector<SelectorItem>& items() const { return items_; }
+
+  /// The devices selected among `gpus`, sorted and without duplicates. Fails, quoting
+  /// the item, on an index out of range, an ambiguous UUID prefix (naming the
+  /// candidates) or an item that matches no GPU (listing the GPUs there are).
+  Result<std::vector<DeviceId>> resolve(const std::vector<GpuInfo>& gpus) const;
+
+ private:
+  std::string text_;
+  std::vector<SelectorItem> items_;
+};
+
+/// parse, then resolve: for selectors that come from elsewhere than a flag (Slurm's
+/// environment, the agent's socket).
+Result<std::vector<DeviceId>> select_gpus(std::string_view spec, const std::vector<GpuInfo>& gpus);
 
 }  // namespace gpureap::gpu

@@ -1,4 +1,5 @@
 #include "gpu/gpu_select.h"
+#include "gpu/test_devices.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,7 +13,7 @@ using ::testing::IsEmpty;
 
 GpuInfo gpu(unsigned index, std::string uuid, std::string bus, std::optional<unsigned> minor) {
   GpuInfo g;
-  g.index = index;
+  g.id = gpu::dev(index);
   g.uuid = std::move(uuid);
   g.pci_bus_id = std::move(bus);
   g.minor = minor;
@@ -30,7 +31,9 @@ std::vector<GpuInfo> node() {
 std::vector<unsigned> ok(std::string_view spec) {
   auto r = select_gpus(spec, node());
   EXPECT_TRUE(r.has_value()) << spec << ": " << (r ? "" : r.error().message);
-  return r.value_or(std::vector<unsigned>{});
+  std::vector<unsigned> out;
+  for (DeviceId id : r.value_or(std::vector<DeviceId>{})) out.push_back(id.index);
+  return out;
 }
 
 std::string error(std::string_view spec, const std::vector<GpuInfo>& gpus = node()) {
@@ -145,11 +148,42 @@ TEST(SelectGpus, EmptySpecOrItem) {
   EXPECT_THAT(error("0,,1"), HasSubstr("empty item"));
 }
 
-TEST(SelectGpus, UnknownWordNamesInputAndListsGpus) {
-  std::string e = error("gpu0");
-  EXPECT_THAT(e, HasSubstr("'gpu0'"));
-  EXPECT_THAT(e, HasSubstr("not an index, UUID, PCI bus id or minor:N"));
-  EXPECT_THAT(e, HasSubstr("2 (GPU-b0c1d2e3, 00000001:3B:00.0, /dev/nvidia1)"));
+TEST(SelectGpus, UnknownWordIsASyntaxErrorNamingInputAndWhereTheGpusAre) {
+  // Refused when parsed, before any GPU is looked at: the message cannot list them.
+  auto parsed = GpuSelector::parse("gpu0");
+  ASSERT_FALSE(parsed);
+  EXPECT_THAT(parsed.error().message, HasSubstr("'gpu0'"));
+  EXPECT_THAT(parsed.error().message,
+              HasSubstr("not an index, range (0-3), UUID, PCI bus id or minor:N"));
+  EXPECT_THAT(parsed.error().message, HasSubstr("gpureap status"));
+}
+
+TEST(SelectGpus, AnIndexOutOfRangeListsTheGpus) {
+  EXPECT_THAT(error("9"), HasSubstr("2 (GPU-b0c1d2e3, 00000001:3B:00.0, /dev/nvidia1)"));
+}
+
+TEST(SelectGpus, RangesIncludeBothEnds) {
+  EXPECT_THAT(ok("1-3"), ElementsAre(1, 2, 3));
+  EXPECT_THAT(ok("0-0, 3"), ElementsAre(0, 3));
+  EXPECT_THAT(ok("2-3,0-1"), ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(error("2-5"), HasSubstr("GPU index 4 out of range"));
+  EXPECT_THAT(error("3-1"), HasSubstr("from the lower index to the higher"));
+  EXPECT_FALSE(GpuSelector::parse("1-"));
+  EXPECT_FALSE(GpuSelector::parse("-1-2"));
+}
+
+TEST(GpuSelectorParse, KeepsTheTextAndResolvesLater) {
+  auto s = GpuSelector::parse(" 0, GPU-7282 ");
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->text(), "0, GPU-7282");
+  ASSERT_EQ(s->items().size(), 2u);
+  EXPECT_EQ(s->items()[0].kind, SelectorItem::Kind::index);
+  EXPECT_EQ(s->items()[1].kind, SelectorItem::Kind::uuid);
+  // The UUID prefix is ambiguous only among these GPUs: an error of resolution.
+  auto r = s->resolve(node());
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, HasSubstr("ambiguous"));
+  EXPECT_THAT(GpuSelector::every_gpu().resolve(node()).value(), ::testing::SizeIs(4));
 }
 
 TEST(SelectGpus, NoGpusVisible) {

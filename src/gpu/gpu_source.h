@@ -50,7 +50,7 @@ class GpuSource {
   /// polling. A GPU that cannot be read or does not answer in time has a
   /// reading with `problem` set; the others are read. Fails (with a message)
   /// when NVML as a whole fails or does not answer in time.
-  virtual Result<std::vector<MemoryReading>> memory(const std::vector<unsigned>& indices,
+  virtual Result<std::vector<MemoryReading>> memory(const std::vector<DeviceId>& ids,
                                                     std::chrono::milliseconds deadline) = 0;
 
   /// Drops any connection to the driver (needed before a GPU reset: our own NVML

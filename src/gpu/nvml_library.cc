@@ -213,12 +213,12 @@ Result<nvmlDevice_t> NvmlLibrary::device(unsigned index) {
 Result<void> NvmlLibrary::read_identity(nvmlDevice_t dev, GpuInfo& gpu) {
   char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
   if (nvmlReturn_t rc = sym_.uuid.fn(dev, uuid, sizeof uuid); rc != NVML_SUCCESS) {
-    return std::unexpected(nvml_error(sym_.uuid.name, gpu.index, rc));
+    return std::unexpected(nvml_error(sym_.uuid.name, gpu.id.index, rc));
   }
   gpu.uuid = from_buffer(uuid);
   nvmlPciInfo_t pci{};
   if (nvmlReturn_t rc = sym_.pci_info.fn(dev, &pci); rc != NVML_SUCCESS) {
-    return std::unexpected(nvml_error(sym_.pci_info.name, gpu.index, rc));
+    return std::unexpected(nvml_error(sym_.pci_info.name, gpu.id.index, rc));
   }
   gpu.pci_bus_id = from_buffer(pci.busId);
   return {};
@@ -340,7 +340,7 @@ Result<std::optional<std::vector<GpuProcess>>> NvmlLibrary::read_processes(nvmlD
 
 void NvmlLibrary::query_gpu_into(unsigned index, GpuInfo& gpu, std::vector<Error>& errors,
                                  const std::function<void(const GpuInfo&)>& on_identity) {
-  gpu.index = index;
+  gpu.id.index = index;
   auto dev = device(index);
   if (!dev) {
     errors.push_back(dev.error());
@@ -429,7 +429,7 @@ Result<MemoryReading> NvmlLibrary::query_reading(unsigned index) {
   auto dev = device(index);
   if (!dev) return std::unexpected(dev.error());
   MemoryReading reading;
-  reading.index = index;
+  reading.id.index = index;
   auto memory = read_memory(*dev, index);
   if (!memory) return std::unexpected(memory.error());
   if (*memory) reading.used = (*memory)->used;

@@ -2,6 +2,7 @@
 // NVML's entry points, so the calling conventions and fallbacks are tested
 // without a GPU (the simulated driver covers the dlopen path: nvml_source_test).
 #include "gpu/nvml_library.h"
+#include "gpu/test_devices.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -236,7 +237,7 @@ TEST_F(NvmlLibraryTest, QueryAllReadsIdentityMemoryAndMergedProcesses) {
   EXPECT_TRUE(problems.empty());
   ASSERT_EQ(gpus->size(), 2U);
   const GpuInfo& g = (*gpus)[0];
-  EXPECT_EQ(g.index, 0U);
+  EXPECT_EQ(g.id, gpu::dev(0));
   EXPECT_EQ(g.uuid, "GPU-aaaa1111");
   EXPECT_EQ(g.pci_bus_id, "00000000:18:00.0");
   EXPECT_EQ(g.name, "NVIDIA H200");
@@ -366,7 +367,7 @@ TEST_F(NvmlLibraryTest, QueryMemoryKeepsTheOrderAskedAndRejectsUnknownIndices) {
   NvmlLibrary lib = library(modern_symbols());
   auto readings = lib.query_memory({1, 0});
   ASSERT_TRUE(readings.has_value());
-  EXPECT_EQ((*readings)[0].index, 1U);
+  EXPECT_EQ((*readings)[0].id, gpu::dev(1));
   EXPECT_THAT((*readings)[0].pids, ElementsAre(300U));
   EXPECT_THAT((*readings)[1].pids, ElementsAre(100U, 101U));
   auto bad = lib.query_memory({0, 5});

@@ -258,8 +258,11 @@ GpuSnapshot NvmlSource::snapshot(milliseconds deadline) {
   return snapshot;
 }
 
-Result<std::vector<MemoryReading>> NvmlSource::memory(const std::vector<unsigned>& indices,
+Result<std::vector<MemoryReading>> NvmlSource::memory(const std::vector<DeviceId>& ids,
                                                       milliseconds deadline) {
+  // The worker speaks NVML: its requests name NVML indices.
+  std::vector<unsigned> indices;
+  for (DeviceId id : ids) indices.push_back(id.index);
   auto reply = round_trip({{"op", "memory"}, {"indices", indices}}, deadline);
   if (!reply) return fail(reply.error().problem);
   if (std::string error = string_field(*reply, "error"); !error.empty()) return fail(error);

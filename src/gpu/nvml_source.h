@@ -42,7 +42,7 @@ class NvmlSource : public GpuSource {
   ~NvmlSource() override;
 
   GpuSnapshot snapshot(std::chrono::milliseconds deadline) override;
-  Result<std::vector<MemoryReading>> memory(const std::vector<unsigned>& indices,
+  Result<std::vector<MemoryReading>> memory(const std::vector<DeviceId>& ids,
                                             std::chrono::milliseconds deadline) override;
   /// Asks the worker to nvmlShutdown and exit, and reaps it (at most ~1.5 s; a
   /// worker that does not answer in time counts as a hang). Forgets a

@@ -1,6 +1,7 @@
 // NvmlSource: its failure paths, and (when the build has the simulated driver)
 // its behaviour against sim/'s libnvidia-ml.so.1 through the real dlopen path.
 #include "gpu/nvml_source.h"
+#include "gpu/test_devices.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -72,7 +73,7 @@ TEST(NvmlSource, MissingLibraryIsLibraryMissingAndRemembered) {
   EXPECT_TRUE(s.gpus.empty());
   EXPECT_FALSE(source.worker_pid().has_value()) << "the worker exited and was reaped";
 
-  auto m = source.memory({0}, 2s);
+  auto m = source.memory(gpu::devs({0}), 2s);
   ASSERT_FALSE(m.has_value());
   EXPECT_EQ(m.error().message, s.problem);
   EXPECT_FALSE(source.worker_pid().has_value()) << "no new worker for a remembered failure";
@@ -156,7 +157,7 @@ TEST_F(SimNode, SnapshotOfAnEightGpuNode) {
   std::set<std::string> uuids, buses;
   for (unsigned i = 0; i < 8; ++i) {
     const GpuInfo& g = s.gpus[i];
-    EXPECT_EQ(g.index, i);
+    EXPECT_EQ(g.id, gpu::dev(i));
     EXPECT_TRUE(g.uuid.starts_with("GPU-")) << g.uuid;
     EXPECT_EQ(g.pci_bus_id.size(), 16U) << g.pci_bus_id;
     EXPECT_TRUE(g.minor.has_value());
@@ -200,10 +201,10 @@ TEST_F(SimNode, MemoryAfterAPrefetchGetsMemoryReadings) {
   NvmlSource source(GPUREAP_SIM_NVML);
   source.prefetch_snapshot();
   source.prefetch_snapshot();  // one request in flight at most
-  auto readings = source.memory({1}, 5s);
+  auto readings = source.memory(gpu::devs({1}), 5s);
   ASSERT_TRUE(readings.has_value()) << readings.error().message;
   ASSERT_EQ(readings->size(), 1U);
-  EXPECT_EQ((*readings)[0].index, 1U);
+  EXPECT_EQ((*readings)[0].id, gpu::dev(1));
   EXPECT_EQ(source.snapshot(5s).gpus.size(), 8U);
   source.prefetch_snapshot();
   source.disconnect();  // with an answer in flight
@@ -213,18 +214,18 @@ TEST_F(SimNode, MemoryAfterAPrefetchGetsMemoryReadings) {
 
 TEST_F(SimNode, MemoryReadingsInTheOrderAsked) {
   NvmlSource source(GPUREAP_SIM_NVML);
-  auto readings = source.memory({7, 0}, 5s);
+  auto readings = source.memory(gpu::devs({7, 0}), 5s);
   ASSERT_TRUE(readings.has_value()) << readings.error().message;
   ASSERT_EQ(readings->size(), 2U);
-  EXPECT_EQ((*readings)[0].index, 7U);
-  EXPECT_EQ((*readings)[1].index, 0U);
+  EXPECT_EQ((*readings)[0].id, gpu::dev(7));
+  EXPECT_EQ((*readings)[1].id, gpu::dev(0));
   EXPECT_TRUE((*readings)[0].used.has_value());
   EXPECT_TRUE((*readings)[0].pids.empty());
 
-  auto bad = source.memory({8}, 5s);
+  auto bad = source.memory(gpu::devs({8}), 5s);
   ASSERT_FALSE(bad.has_value());
   EXPECT_THAT(bad.error().message, HasSubstr("no GPU with index 8"));
-  EXPECT_TRUE(source.memory({3}, 5s).has_value()) << "a bad index does not break the source";
+  EXPECT_TRUE(source.memory(gpu::devs({3}), 5s).has_value()) << "a bad index does not break the source";
 }
 
 TEST_F(SimNode, HolderIsListedAndItsMemoryIsReleasedWhenItDies) {
@@ -241,7 +242,7 @@ TEST_F(SimNode, HolderIsListedAndItsMemoryIsReleasedWhenItDies) {
   EXPECT_EQ(s.gpus[5].memory->used, idle + (20ULL << 30));
   EXPECT_TRUE(s.gpus[4].processes.empty());
 
-  auto held = source.memory({5}, 5s);
+  auto held = source.memory(gpu::devs({5}), 5s);
   ASSERT_TRUE(held.has_value()) << held.error().message;
   EXPECT_EQ((*held)[0].pids, std::vector<std::uint32_t>{holder});
 
@@ -249,7 +250,7 @@ TEST_F(SimNode, HolderIsListedAndItsMemoryIsReleasedWhenItDies) {
   // The driver releases memory shortly after the holder dies: poll, bounded.
   std::optional<MemoryReading> last;
   for (auto end = Clock::now() + 5s; Clock::now() < end;) {
-    auto r = source.memory({5}, 5s);
+    auto r = source.memory(gpu::devs({5}), 5s);
     ASSERT_TRUE(r.has_value()) << r.error().message;
     last = (*r)[0];
     if (last->used == idle && last->pids.empty()) break;
@@ -284,7 +285,7 @@ TEST_F(SimNode, HungGpusAreAnsweredWithinTheDeadlineMarkedAndNamed) {
 
   // A GPU still stuck is not asked again: its reading comes back at once.
   start = Clock::now();
-  auto m = source.memory({0}, 1000ms);
+  auto m = source.memory(gpu::devs({0}), 1000ms);
   EXPECT_LT(Clock::now() - start, 100ms);
   ASSERT_TRUE(m.has_value()) << m.error().message;
   ASSERT_EQ(m->size(), 1U);
@@ -306,7 +307,7 @@ TEST_F(SimNode, OneHungGpuLeavesTheOthersMeasured) {
     EXPECT_TRUE(s.gpus[i].problem.empty()) << i;
   }
   auto start = Clock::now();
-  auto m = source.memory({1, 2}, 2000ms);
+  auto m = source.memory(gpu::devs({1, 2}), 2000ms);
   EXPECT_LT(Clock::now() - start, 500ms);
   ASSERT_TRUE(m.has_value()) << m.error().message;
   EXPECT_TRUE((*m)[0].hung);
@@ -405,7 +406,7 @@ TEST_F(SimNode, FailingQueriesAreQueryFailedWithNvmlsText) {
   EXPECT_FALSE(s.gpus[3].hung);
   EXPECT_FALSE(s.gpus[3].uuid.empty()) << "identity queries still answer";
 
-  auto m = source.memory({3, 2}, 5s);
+  auto m = source.memory(gpu::devs({3, 2}), 5s);
   ASSERT_TRUE(m.has_value()) << m.error().message;
   EXPECT_THAT((*m)[0].problem, HasSubstr("(GPU 3): "));
   EXPECT_FALSE((*m)[0].used.has_value());

@@ -148,7 +148,7 @@ json gpu_info_to_wire(const GpuInfo& gpu) {
               {"used", gpu.memory->used},
               {"reserved", optional_to_wire(gpu.memory->reserved)}};
   }
-  return {{"index", gpu.index},
+  return {{"index", gpu.id.index},
           {"name", wire_text(gpu.name)},
           {"uuid", wire_text(gpu.uuid)},
           {"pci_bus_id", wire_text(gpu.pci_bus_id)},
@@ -166,7 +166,7 @@ json gpu_info_to_wire(const GpuInfo& gpu) {
 Result<GpuInfo> gpu_info_from_wire(const json& wire) {
   return decode<GpuInfo>("GPU description", [&] {
     GpuInfo gpu;
-    gpu.index = wire_integer<unsigned>(wire, "index");
+    gpu.id.index = wire_integer<unsigned>(wire, "index");
     gpu.name = text_from_wire(wire.at("name"));
     gpu.uuid = text_from_wire(wire.at("uuid"));
     gpu.pci_bus_id = text_from_wire(wire.at("pci_bus_id"));
@@ -193,7 +193,7 @@ Result<GpuInfo> gpu_info_from_wire(const json& wire) {
 }
 
 json memory_reading_to_wire(const MemoryReading& reading) {
-  return {{"index", reading.index},
+  return {{"index", reading.id.index},
           {"used", optional_to_wire(reading.used)},
           {"pids", reading.pids},
           {"utilization_gpu", optional_to_wire(reading.utilization_gpu)},
@@ -204,7 +204,7 @@ json memory_reading_to_wire(const MemoryReading& reading) {
 Result<MemoryReading> memory_reading_from_wire(const json& wire) {
   return decode<MemoryReading>("memory reading", [&] {
     MemoryReading reading;
-    reading.index = wire.at("index").get<unsigned>();
+    reading.id.index = wire.at("index").get<unsigned>();
     reading.used = optional_from_wire<std::uint64_t>(wire, "used");
     reading.pids = wire.at("pids").get<std::vector<std::uint32_t>>();
     if (wire.contains("utilization_gpu"))

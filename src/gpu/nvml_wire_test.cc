@@ -1,4 +1,5 @@
 #include "gpu/nvml_wire.h"
+#include "gpu/test_devices.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -24,7 +25,7 @@ bool same(const GpuInfo& a, const GpuInfo& b) {
     const GpuProcess& q = b.processes[i];
     if (p.pid != q.pid || p.used_bytes != q.used_bytes || p.kind != q.kind) return false;
   }
-  return a.index == b.index && a.name == b.name && a.uuid == b.uuid &&
+  return a.id == b.id && a.name == b.name && a.uuid == b.uuid &&
          a.pci_bus_id == b.pci_bus_id && a.minor == b.minor && mem(a.memory) == mem(b.memory) &&
          a.processes_known == b.processes_known && a.persistence_mode == b.persistence_mode &&
          a.utilization_gpu == b.utilization_gpu && a.utilization_memory == b.utilization_memory &&
@@ -33,7 +34,7 @@ bool same(const GpuInfo& a, const GpuInfo& b) {
 
 GpuInfo full_gpu() {
   GpuInfo g;
-  g.index = 7;
+  g.id = gpu::dev(7);
   g.name = "NVIDIA H200";
   g.uuid = "GPU-72828f1d-0000-1111-2222-333333333333";
   g.pci_bus_id = "00000000:DB:00.0";
@@ -83,7 +84,7 @@ TEST(NvmlWire, AnIntegerOutOfRangeIsAnErrorNotAWrap) {
 
 TEST(NvmlWire, GpuInfoRoundTripKeepsMissingValuesMissing) {
   GpuInfo g;
-  g.index = 3;  // a lost GPU: identity unknown
+  g.id = gpu::dev(3);  // a lost GPU: identity unknown
   auto back = gpu_info_from_wire(gpu_info_to_wire(g));
   ASSERT_TRUE(back.has_value()) << back.error().message;
   EXPECT_TRUE(same(g, *back));
@@ -116,7 +117,7 @@ TEST(NvmlWire, MemoryReadingRoundTrip) {
   auto back = memory_reading_from_wire(memory_reading_to_wire(r));
   ASSERT_TRUE(back.has_value()) << back.error().message;
   EXPECT_EQ(back->utilization_gpu, 88U);
-  EXPECT_EQ(back->index, 5U);
+  EXPECT_EQ(back->id, gpu::dev(5));
   EXPECT_EQ(back->used, r.used);
   EXPECT_EQ(back->pids, r.pids);
   EXPECT_EQ(back->problem, "GPU 5: lost");

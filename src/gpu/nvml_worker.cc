@@ -74,7 +74,7 @@ class PerGpuQueries {
         continue;
       }
       GpuInfo gpu = slot.identity.value_or(GpuInfo{});
-      gpu.index = indices[k];
+      gpu.id.index = indices[k];
       gpu.hung = true;
       gpu.problem = hung_problem(indices[k], limit);
       gpus.push_back(std::move(gpu));
@@ -94,7 +94,7 @@ class PerGpuQueries {
     for (std::size_t k = 0; k < indices.size(); ++k) {
       Slot& slot = board->slots[k];
       MemoryReading reading;
-      reading.index = indices[k];
+      reading.id.index = indices[k];
       if (!slot.reading) {
         reading.hung = true;
         reading.problem = hung_problem(indices[k], limit);

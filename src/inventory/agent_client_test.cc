@@ -19,6 +19,7 @@
 #include "util/fd.h"
 #include "util/test_temp_dir.h"
 #include "util/units.h"
+#include "gpu/test_devices.h"
 
 namespace gpureap::inventory {
 namespace {
@@ -101,7 +102,7 @@ Inventory agents_inventory() {
   gpu::GpuSnapshot snap;
   snap.driver_version = "570.1";
   gpu::GpuInfo g;
-  g.index = 0;
+  g.id = gpu::dev(0);
   g.minor = 0;
   g.uuid = "GPU-agent-0";
   g.memory = gpu::GpuMemory{96 * kGiB, 41 * kGiB, std::nullopt};
@@ -224,7 +225,7 @@ TEST(AskAgent, ASocketServedByAnotherUserIsNotTrusted) {
 gpu::GpuSnapshot idle_snapshot() {
   gpu::GpuSnapshot snap;
   gpu::GpuInfo g;
-  g.index = 0;
+  g.id = gpu::dev(0);
   g.minor = 0;
   g.uuid = "GPU-local-0";
   g.memory = gpu::GpuMemory{96 * kGiB, 300u << 20, std::nullopt};

@@ -56,22 +56,22 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
 // full, stopping at the first idle reading (a spike). Agent: this tick's reading
 // joins the history of its earlier ticks.
 void sample_busy_gpus(gpu::GpuSource& gpus, Inventory& inv, const CollectOptions& options) {
-  std::map<unsigned, std::vector<unsigned>> samples;
-  std::vector<unsigned> candidates;
+  std::map<gpu::DeviceId, std::vector<unsigned>> samples;
+  std::vector<gpu::DeviceId> candidates;
   for (const GpuView& view : inv.gpus) {
     if (!view.info.utilization_gpu) continue;
     if (!options.sample_busy) {
-      auto& history = samples[view.info.index];
-      if (auto it = options.busy_history.find(view.info.index); it != options.busy_history.end())
+      auto& history = samples[view.info.id];
+      if (auto it = options.busy_history.find(view.info.id); it != options.busy_history.end())
         history = it->second;
       history.push_back(*view.info.utilization_gpu);
       continue;
     }
     if (!busy_without_live_user(view)) continue;
-    samples[view.info.index] = {*view.info.utilization_gpu};
+    samples[view.info.id] = {*view.info.utilization_gpu};
     // Orphans using it: no window needed (it is theirs, not a ghost's).
     if (std::none_of(view.holders.begin(), view.holders.end(), computes_here))
-      candidates.push_back(view.info.index);
+      candidates.push_back(view.info.id);
   }
   if (options.sample_busy) {
     const auto gap = kBusyWindow / (kBusySamples - 1);
@@ -79,11 +79,11 @@ void sample_busy_gpus(gpu::GpuSource& gpus, Inventory& inv, const CollectOptions
       (options.clock ? *options.clock : util::system_clock()).sleep_for(gap);
       auto readings = gpus.memory(candidates, options.nvml_deadline);
       if (!readings) break;
-      std::vector<unsigned> still;
+      std::vector<gpu::DeviceId> still;
       for (const auto& r : *readings) {
         if (!r.utilization_gpu) continue;
-        samples[r.index].push_back(*r.utilization_gpu);
-        if (*r.utilization_gpu >= kBusyThreshold) still.push_back(r.index);
+        samples[r.id].push_back(*r.utilization_gpu);
+        if (*r.utilization_gpu >= kBusyThreshold) still.push_back(r.id);
       }
       candidates = std::move(still);
     }
@@ -153,9 +153,9 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
   inv.warnings = devices.warnings();
   inv.warnings.insert(inv.warnings.end(), baselines.warnings().begin(), baselines.warnings().end());
   if (!options.reread_unexplained) return inv;
-  std::vector<unsigned> puzzling;
+  std::vector<gpu::DeviceId> puzzling;
   for (const auto& view : inv.gpus)
-    if (view.unexplained != Unexplained::none) puzzling.push_back(view.info.index);
+    if (view.unexplained != Unexplained::none) puzzling.push_back(view.info.id);
   if (puzzling.empty() || !gpu::lists_gpus(snapshot.state)) return inv;
 
   // Memory nobody explains: a few more readings (at most ~100 ms) tell a release
@@ -169,7 +169,7 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
     later = std::move(*reading);
     bool dropped = std::any_of(later.begin(), later.end(), [&](const gpu::MemoryReading& r) {
       for (const auto& view : inv.gpus)
-        if (view.info.index == r.index && r.used && *r.used + (64ULL << 20) < view.used())
+        if (view.info.id == r.id && r.used && *r.used + (64ULL << 20) < view.used())
           return true;
       return false;
     });

@@ -34,7 +34,7 @@ struct CollectOptions {
   /// previous ticks in `busy_history` (index -> SM percent, oldest first) instead;
   /// a ghost then needs kBusyTicks consecutive busy ticks.
   bool sample_busy = true;
-  std::map<unsigned, std::vector<unsigned>> busy_history;
+  std::map<gpu::DeviceId, std::vector<unsigned>> busy_history;
   /// The agent's witnesses: holder pid -> the parent (or group leader) it saw die.
   /// The orphan rule (proc/lineage.h) weighs them above what one scan can read.
   std::map<pid_t, proc::DeadParent> dead_parents;

@@ -43,14 +43,14 @@ bool gpu_failing(const GpuView& view) {
 }
 
 std::string gpu_key(const GpuView& view) {
-  return view.info.uuid.empty() ? fmt::format("#{}", view.info.index) : view.info.uuid;
+  return view.info.uuid.empty() ? fmt::format("#{}", view.info.id) : view.info.uuid;
 }
 
 Event gpu_event(EventKind kind, const GpuView& view, double now) {
   Event e;
   e.kind = kind;
   e.time = now;
-  e.gpu = view.info.index;
+  e.gpu = view.info.id;
   e.uuid = view.info.uuid;
   return e;
 }
@@ -142,13 +142,13 @@ std::vector<Event> EventDetector::observe(const Inventory& inv, double now,
       if (failing && !st->down) {
         Event e = gpu_event(EventKind::nvml_down, view, now);
         e.detail = view.info.problem.empty()
-                       ? fmt::format("GPU {} did not answer in time", view.info.index)
+                       ? fmt::format("GPU {} did not answer in time", view.info.id)
                        : view.info.problem;
         out.push_back(std::move(e));
       } else if (!failing && st->down) {
         Event e = gpu_event(EventKind::nvml_up, view, now);
         e.detail = fmt::format("NVML answers for GPU {} again: its memory figures are live again",
-                               view.info.index);
+                               view.info.id);
         out.push_back(std::move(e));
       }
       st->down = failing;
@@ -266,11 +266,11 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
                      : view.info.utilization_gpu
                          ? fmt::format("GPU {} is no longer busy without a process (SM utilization "
                                        "{}%{})",
-                                       view.info.index, *view.info.utilization_gpu,
+                                       view.info.id, *view.info.utilization_gpu,
                                        view.busy.kind == Busy::none
                                            ? ""
                                            : std::string(", ") + to_string(view.busy.kind))
-                         : fmt::format("GPU {} no longer reports its utilization", view.info.index);
+                         : fmt::format("GPU {} no longer reports its utilization", view.info.id);
     out.push_back(std::move(e));
     st.ghost = ghost;
   }
@@ -297,10 +297,10 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
       e.detail =
           fmt::format("{}; {} still unattributed ({})", gone, format_bytes(bytes), to_string(cls));
     else if (view.at_baseline())
-      e.detail = fmt::format("{}; GPU {} is back at its baseline ({} used)", gone, view.info.index,
+      e.detail = fmt::format("{}; GPU {} is back at its baseline ({} used)", gone, view.info.id,
                              format_bytes(view.used()));
     else
-      e.detail = fmt::format("{}; GPU {} has {} used by live holders", gone, view.info.index,
+      e.detail = fmt::format("{}; GPU {} has {} used by live holders", gone, view.info.id,
                              format_bytes(view.attributed_bytes));
     out.push_back(std::move(e));
     st.gone = false;

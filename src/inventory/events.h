@@ -50,7 +50,7 @@ using DeadParent = proc::DeadParent;
 struct Event {
   EventKind kind = EventKind::nvml_down;
   double time = 0;              // wall clock, seconds since the epoch
-  std::optional<unsigned> gpu;  // NVML index; nullopt for node-wide events (NVML)
+  std::optional<gpu::DeviceId> gpu;  // nullopt for node-wide events (NVML)
   std::string uuid;
   std::vector<EventHolder> holders;
   std::uint64_t bytes = 0;                      // orphaned / unattributed / freed bytes on that GPU

@@ -1,5 +1,6 @@
 #include "inventory/events.h"
 #include "util/units.h"
+#include "gpu/test_devices.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +12,7 @@ using namespace std::chrono_literals;
 // A GPU of 96 GiB with a 512 MiB baseline, its memory explained by `holders`.
 GpuView gpu(unsigned index, std::vector<GpuHolder> holders = {}) {
   GpuView v;
-  v.info.index = index;
+  v.info.id = gpu::dev(index);
   v.info.minor = index;
   v.info.uuid = "GPU-" + std::to_string(index);
   v.info.processes_known = true;
@@ -77,7 +78,7 @@ TEST(EventDetector, OrphansAreAnnouncedOnceWithTheirParentAndBytes) {
   const Event& e = events[0];
   EXPECT_EQ(e.kind, EventKind::orphaned_memory);
   EXPECT_EQ(e.time, 2);
-  EXPECT_EQ(e.gpu, 0u);
+  EXPECT_EQ(e.gpu, gpu::dev(0));
   EXPECT_EQ(e.uuid, "GPU-0");
   EXPECT_EQ(e.bytes, 12 * kGiB);
   ASSERT_EQ(e.holders.size(), 2u);
@@ -150,7 +151,7 @@ TEST(EventDetector, FirstObserveAnnouncesWhatIsAlreadyBad) {
   EXPECT_EQ(events[2].unexplained, Unexplained::driver_held);
   EXPECT_EQ(events[2].bytes, 30 * kGiB);
   EXPECT_EQ(events[2].detail, "driver_held evidence");
-  EXPECT_EQ(events[3].gpu, 3u);
+  EXPECT_EQ(events[3].gpu, gpu::dev(3));
   EXPECT_EQ(events[3].detail, "GPU 3 did not answer within 1500 ms");
   EXPECT_TRUE(d.observe(inv, 2).empty());
 }
@@ -161,7 +162,7 @@ TEST(EventDetector, ZombieLeaderIsAnnouncedOnce) {
   auto events = d.observe(node({gpu(1, {zombie(20, 6 * kGiB)})}), 2);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, EventKind::zombie_leader);
-  EXPECT_EQ(events[0].gpu, 1u);
+  EXPECT_EQ(events[0].gpu, gpu::dev(1));
   EXPECT_EQ(events[0].bytes, 6 * kGiB);
   ASSERT_EQ(events[0].holders.size(), 1u);
   EXPECT_EQ(events[0].holders[0].id.pid, 20);
@@ -177,7 +178,7 @@ TEST(EventDetector, FreedOrphansAreAnnouncedWhenTheMemoryIsBack) {
   auto events = d.observe(node({gpu(0)}), 2);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, EventKind::memory_freed);
-  EXPECT_EQ(events[0].gpu, 0u);
+  EXPECT_EQ(events[0].gpu, gpu::dev(0));
   EXPECT_EQ(events[0].bytes, 12 * kGiB);
   EXPECT_EQ(events[0].detail,
             "2 orphaned holders are gone; GPU 0 is back at its baseline (512 MiB used)");
@@ -303,7 +304,7 @@ TEST(EventDetector, NvmlDownAndUpNodeWide) {
   down.nvml_problem = "nvmlDeviceGetMemoryInfo_v2(GPU 0): GPU is lost";
   // Without NVML the views come from device nodes: no uuid, no memory.
   GpuView from_nodes;
-  from_nodes.info.index = 0;
+  from_nodes.info.id = gpu::dev(0);
   from_nodes.info.minor = 0;
   from_nodes.holders = {user(10, 0, true)};
   from_nodes.holders[0].gpu_bytes.reset();
@@ -344,10 +345,10 @@ TEST(EventDetector, EveryGpuHungIsOneNodeWideLine) {
   events = d.observe(inv, 2);
   ASSERT_EQ(kinds(events), (std::vector{EventKind::nvml_up, EventKind::nvml_down}));
   EXPECT_FALSE(events[0].gpu);
-  EXPECT_EQ(events[1].gpu, 1u);
+  EXPECT_EQ(events[1].gpu, gpu::dev(1));
   events = d.observe(node({gpu(0), gpu(1)}), 3);
   ASSERT_EQ(kinds(events), std::vector{EventKind::nvml_up});
-  EXPECT_EQ(events[0].gpu, 1u);
+  EXPECT_EQ(events[0].gpu, gpu::dev(1));
 }
 
 TEST(EventDetector, AHungGpuNeverProducesMemoryFreed) {
@@ -362,7 +363,7 @@ TEST(EventDetector, AHungGpuNeverProducesMemoryFreed) {
   auto events = d.observe(inv, 2);
   ASSERT_EQ(events.size(), 1u) << "the orphan is gone from the view, but memory is unknown";
   EXPECT_EQ(events[0].kind, EventKind::nvml_down);
-  EXPECT_EQ(events[0].gpu, 1u);
+  EXPECT_EQ(events[0].gpu, gpu::dev(1));
   EXPECT_EQ(events[0].uuid, "GPU-1");
   EXPECT_TRUE(d.observe(inv, 3).empty());
   // The orphan is still there when GPU 1 answers again: not re-announced, not freed.
@@ -388,12 +389,12 @@ TEST(EventDetector, GpusAreIndependent) {
   auto events = d.observe(
       node({gpu(0, {user(10, 8 * kGiB, true)}), gpu(1, {user(11, 8 * kGiB, true)}), gpu(2)}), 1);
   ASSERT_EQ(events.size(), 2u);
-  EXPECT_EQ(events[0].gpu, 0u);
-  EXPECT_EQ(events[1].gpu, 1u);
+  EXPECT_EQ(events[0].gpu, gpu::dev(0));
+  EXPECT_EQ(events[1].gpu, gpu::dev(1));
   events = d.observe(node({gpu(0, {user(10, 8 * kGiB, true)}), gpu(1), gpu(2)}), 2);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, EventKind::memory_freed);
-  EXPECT_EQ(events[0].gpu, 1u);
+  EXPECT_EQ(events[0].gpu, gpu::dev(1));
 }
 
 TEST(EventDetector, AZombieAndOrphanIsFreedOnce) {
@@ -420,7 +421,7 @@ TEST(EventDetector, AGhostGpuIsAnnouncedOnceAndItsEnd) {
   EXPECT_TRUE(d.observe(node({busy_not_yet}), 1).empty()) << "the window is the inventory's";
   auto first = d.observe(node({ghost}), 2);
   ASSERT_EQ(kinds(first), std::vector<EventKind>{EventKind::ghost_gpu});
-  EXPECT_EQ(first[0].gpu, 2u);
+  EXPECT_EQ(first[0].gpu, gpu::dev(2));
   EXPECT_NE(first[0].detail.find("ghost GPU"), std::string::npos);
   EXPECT_TRUE(d.observe(node({ghost}), 3).empty()) << "announced once";
   GpuView reset = gpu(2);

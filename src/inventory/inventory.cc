@@ -31,7 +31,7 @@ std::vector<gpu::GpuInfo> gpus_from_nodes(const std::vector<proc::Holder>& holde
   std::vector<gpu::GpuInfo> gpus;
   for (unsigned m : minors) {
     gpu::GpuInfo info;
-    info.index = m;
+    info.id = gpu::DeviceId{m};  // without NVML the minor stands in for the index
     info.minor = m;
     gpus.push_back(std::move(info));
   }
@@ -82,7 +82,7 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
         "{} above the idle baseline with no process holding the GPU anywhere: the driver still "
         "holds it (a killed process's context was not torn down). Only a GPU reset "
         "(`gpureap free --reset --gpu {}`) or a reboot frees it.",
-        amount, view.info.index);
+        amount, view.info.id);
   }
 }
 
@@ -143,12 +143,12 @@ bool busy_without_live_user(const GpuView& view) {
                      [](const GpuHolder& h) { return !computes_here(h) || h.holder.orphaned; });
 }
 
-void classify_busy(Inventory& inv, const std::map<unsigned, std::vector<unsigned>>& samples,
+void classify_busy(Inventory& inv, const std::map<gpu::DeviceId, std::vector<unsigned>>& samples,
                    unsigned required) {
   for (GpuView& view : inv.gpus) {
     view.busy = {};
     if (!busy_without_live_user(view)) continue;
-    auto it = samples.find(view.info.index);
+    auto it = samples.find(view.info.id);
     std::vector<unsigned> window =
         it != samples.end() ? it->second : std::vector<unsigned>{*view.info.utilization_gpu};
     if (window.size() > required) window.erase(window.begin(), window.end() - required);
@@ -195,7 +195,7 @@ void classify_busy(Inventory& inv, const std::map<unsigned, std::vector<unsigned
         "(persistence mode {}): a ghost GPU, still running work of a killed process. New jobs "
         "here run slowly. Next: a GPU reset (`gpureap free --reset --gpu {}`: needs root, no "
         "process with the device open and persistence mode off), or a reboot.{}",
-        sample_list(view.busy.samples), memory, persistence, view.info.index, clients);
+        sample_list(view.busy.samples), memory, persistence, view.info.id, clients);
   }
 }
 
@@ -324,10 +324,10 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
       if (view.unattributed_bytes > freed_tolerance(mem.total)) {
         std::optional<std::uint64_t> later;
         for (const auto& r : later_used)
-          if (r.index == view.info.index) later = r.used;
+          if (r.id == view.info.id) later = r.used;
         std::optional<std::uint64_t> earlier;
         for (const auto& r : earlier_used)
-          if (r.index == view.info.index) earlier = r.used;
+          if (r.id == view.info.id) earlier = r.used;
         classify_unexplained(view, inv.host_pid_namespace, later, earlier);
       }
     }

@@ -168,7 +168,7 @@ bool busy_without_live_user(const GpuView& view);
 /// least `required` samples were taken and the last `required` are all busy with
 /// no process using the GPU in the host PID namespace; outside_namespace when we
 /// are not in it; orphan_computing when only orphans use it.
-void classify_busy(Inventory& inv, const std::map<unsigned, std::vector<unsigned>>& samples,
+void classify_busy(Inventory& inv, const std::map<gpu::DeviceId, std::vector<unsigned>>& samples,
                    unsigned required);
 
 /// True when this process runs in the initial (host) PID namespace: inode of

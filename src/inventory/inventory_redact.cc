@@ -117,7 +117,7 @@ Inventory rebuild(const Inventory& inv, proc::ScanResult scan) {
   // dropped have no NVML figure, so no byte count changed and it still holds.
   for (auto& view : out.gpus) {
     auto it = std::find_if(inv.gpus.begin(), inv.gpus.end(),
-                           [&](const GpuView& v) { return v.info.index == view.info.index; });
+                           [&](const GpuView& v) { return v.info.id == view.info.id; });
     if (it != inv.gpus.end() && it->unexplained == Unexplained::releasing &&
         view.unattributed_bytes == it->unattributed_bytes) {
       view.unexplained = it->unexplained;

@@ -1,5 +1,6 @@
 #include "inventory/inventory.h"
 #include "util/units.h"
+#include "gpu/test_devices.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +10,7 @@ namespace {
 
 gpu::GpuInfo gpu_with(unsigned index, std::uint64_t used, std::vector<gpu::GpuProcess> procs) {
   gpu::GpuInfo g;
-  g.index = index;
+  g.id = gpu::dev(index);
   g.minor = index;
   g.uuid = "GPU-" + std::to_string(index);
   g.memory = gpu::GpuMemory{96 * kGiB, used, std::nullopt};
@@ -115,7 +116,7 @@ TEST(ClassifyBusy, BusyForTheWholeWindowWithNoProcessIsAGhost) {
   auto store = BaselineStore::in_memory();
   Inventory inv = build_inventory(snap, {}, store, /*host_ns*/ true);
   inv.host_pid_namespace = true;  // the verdict below is the host's
-  classify_busy(inv, {{0, {100, 99, 100, 98, 100}}, {1, {100, 100, 3}}}, kBusySamples);
+  classify_busy(inv, {{gpu::dev(0), {100, 99, 100, 98, 100}}, {gpu::dev(1), {100, 100, 3}}}, kBusySamples);
   EXPECT_EQ(inv.gpus[0].busy.kind, Busy::ghost);
   EXPECT_EQ(inv.gpus[0].busy.samples, (std::vector<unsigned>{100, 99, 100, 98, 100}));
   EXPECT_NE(inv.gpus[0].busy.detail.find("persistence mode off"), std::string::npos);
@@ -132,7 +133,7 @@ TEST(ClassifyBusy, OnlyTheLastRequiredSamplesCountAndTooFewAreNoVerdict) {
   auto store = BaselineStore::in_memory();
   Inventory inv = build_inventory(snap, {}, store, /*host_ns*/ true);
   inv.host_pid_namespace = true;
-  classify_busy(inv, {{0, {0, 90, 90, 90}}, {1, {90, 90}}}, kBusyTicks);
+  classify_busy(inv, {{gpu::dev(0), {0, 90, 90, 90}}, {gpu::dev(1), {90, 90}}}, kBusyTicks);
   EXPECT_EQ(inv.gpus[0].busy.kind, Busy::ghost);
   EXPECT_EQ(inv.gpus[0].busy.samples.size(), kBusyTicks);
   EXPECT_EQ(inv.gpus[1].busy.kind, Busy::none) << "two ticks are not yet the window";
@@ -145,7 +146,7 @@ TEST(ClassifyBusy, OutsideTheHostNamespaceItIsNeverAGhost) {
   auto store = BaselineStore::in_memory();
   Inventory inv = build_inventory(snap, {}, store, /*host_ns*/ true);
   inv.host_pid_namespace = false;
-  classify_busy(inv, {{0, {100, 100, 100, 100, 100}}}, kBusySamples);
+  classify_busy(inv, {{gpu::dev(0), {100, 100, 100, 100, 100}}}, kBusySamples);
   EXPECT_EQ(inv.gpus[0].busy.kind, Busy::outside_namespace);
 }
 
@@ -161,7 +162,7 @@ TEST(ClassifyBusy, BusyWithOnlyOrphansIsTheOrphansWorkAndWithALiveUserNothing) {
   auto store = BaselineStore::in_memory();
   Inventory inv = build_inventory(snap, scan, store, /*host_ns*/ true);
   inv.host_pid_namespace = true;
-  classify_busy(inv, {{0, {100}}, {1, {100, 100, 100, 100, 100}}}, kBusySamples);
+  classify_busy(inv, {{gpu::dev(0), {100}}, {gpu::dev(1), {100, 100, 100, 100, 100}}}, kBusySamples);
   EXPECT_EQ(inv.gpus[0].busy.kind, Busy::orphan_computing);
   EXPECT_NE(inv.gpus[0].busy.detail.find("orphans"), std::string::npos);
   EXPECT_EQ(inv.gpus[1].busy.kind, Busy::none) << "a live, parented user: busy is its work";

@@ -1,5 +1,6 @@
 #include "inventory/inventory_wire.h"
 #include "util/units.h"
+#include "gpu/test_devices.h"
 
 #include <gtest/gtest.h>
 
@@ -45,7 +46,7 @@ proc::Holder rich_holder(pid_t pid, uid_t uid, std::set<unsigned> minors) {
 
 gpu::GpuInfo gpu_info(unsigned index, std::uint64_t used, std::vector<gpu::GpuProcess> procs) {
   gpu::GpuInfo g;
-  g.index = index;
+  g.id = gpu::dev(index);
   g.name = "NVIDIA H200";
   g.uuid = "GPU-7282-" + std::to_string(index);
   g.pci_bus_id = "00000000:1" + std::to_string(index) + ":00.0";
@@ -79,7 +80,7 @@ Inventory rich_inventory() {
   v0.unexplained = Unexplained::outside_namespace;
   v0.unexplained_detail = "NVML lists pid 4242 …";
   GpuView v2;
-  v2.info.index = 2;
+  v2.info.id = gpu::dev(2);
   v2.info.uuid = "GPU-lost";
   v2.info.problem = "GPU is lost";
   v2.info.hung = true;
@@ -143,7 +144,7 @@ void expect_same_holder(const proc::Holder& a, const proc::Holder& b) {
 }
 
 void expect_same_info(const gpu::GpuInfo& a, const gpu::GpuInfo& b) {
-  EXPECT_EQ(a.index, b.index);
+  EXPECT_EQ(a.id, b.id);
   EXPECT_EQ(a.name, b.name);
   EXPECT_EQ(a.uuid, b.uuid);
   EXPECT_EQ(a.pci_bus_id, b.pci_bus_id);

@@ -86,19 +86,20 @@ NodeIdentity Node::identity() const {
           absolute(config_.sim_dir)};
 }
 
-Result<std::vector<unsigned>> select_gpus(std::string_view spec, const Inventory& inv) {
+Result<std::vector<gpu::DeviceId>> select_gpus(const gpu::GpuSelector& selector,
+                                               const Inventory& inv) {
   std::vector<gpu::GpuInfo> infos;
   infos.reserve(inv.gpus.size());
   for (const auto& v : inv.gpus) infos.push_back(v.info);
-  return gpu::select_gpus(spec, infos);
+  return selector.resolve(infos);
 }
 
-bool is_selected(const std::vector<unsigned>& chosen, unsigned index) {
-  return std::find(chosen.begin(), chosen.end(), index) != chosen.end();
+bool is_selected(const std::vector<gpu::DeviceId>& chosen, gpu::DeviceId id) {
+  return gpu::contains(chosen, id);
 }
 
-void keep_gpus(Inventory& inv, const std::vector<unsigned>& chosen) {
-  std::erase_if(inv.gpus, [&](const GpuView& v) { return !is_selected(chosen, v.info.index); });
+void keep_gpus(Inventory& inv, const std::vector<gpu::DeviceId>& chosen) {
+  std::erase_if(inv.gpus, [&](const GpuView& v) { return !is_selected(chosen, v.info.id); });
 }
 
 }  // namespace gpureap::inventory

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gpu/gpu_select.h"
 #include "gpu/gpu_source.h"
 #include "inventory/baseline_store.h"
 #include "inventory/collect.h"
@@ -103,13 +104,14 @@ class Node {
   const std::atomic<bool>* interrupted_ = nullptr;
 };
 
-/// The indices a --gpu selector (gpu/gpu_select.h) picks among the inventory's GPUs.
-Result<std::vector<unsigned>> select_gpus(std::string_view spec, const Inventory& inv);
+/// The devices a --gpu selector (gpu/gpu_select.h) picks among the inventory's GPUs.
+Result<std::vector<gpu::DeviceId>> select_gpus(const gpu::GpuSelector& selector,
+                                               const Inventory& inv);
 
-/// True when GPU `index` is among `chosen`.
-bool is_selected(const std::vector<unsigned>& chosen, unsigned index);
+/// True when `id` is among `chosen`.
+bool is_selected(const std::vector<gpu::DeviceId>& chosen, gpu::DeviceId id);
 
 /// Keeps only the GPUs in `chosen` in an inventory.
-void keep_gpus(Inventory& inv, const std::vector<unsigned>& chosen);
+void keep_gpus(Inventory& inv, const std::vector<gpu::DeviceId>& chosen);
 
 }  // namespace gpureap::inventory

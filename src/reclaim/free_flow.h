@@ -48,7 +48,7 @@ struct FreeSteps {
 struct FreeOutcome {
   Plan plan;
   FreeVerdict verdict = FreeVerdict::stopped;
-  std::vector<unsigned> unreadable;     // selected GPUs NVML gave no memory figure for
+  std::vector<gpu::DeviceId> unreadable;     // selected GPUs NVML gave no memory figure for
   std::optional<ReclaimReport> report;  // set when reclaim ran
 };
 

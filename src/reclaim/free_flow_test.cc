@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "reclaim/test_machine.h"
+#include "gpu/test_devices.h"
 
 namespace gpureap::reclaim {
 namespace {
@@ -24,7 +25,7 @@ FakeProc flow_holder(pid_t pid, unsigned gpu) {
   return p;
 }
 
-FreeOutcome run_flow(TestMachine& m, std::vector<unsigned> gpus, const FreeSteps& steps = {}) {
+FreeOutcome run_flow(TestMachine& m, std::vector<gpu::DeviceId> gpus, const FreeSteps& steps = {}) {
   ReclaimOptions options;
   options.selection.gpus = std::move(gpus);
   auto inv = m.node().look();
@@ -37,7 +38,7 @@ TEST(FreeFlow, AnIdleGpuIsNothingToDoAndNothingIsAsked) {
   bool asked = false;
   FreeSteps steps;
   steps.go_ahead = [&](const Plan&) { return asked = true; };
-  auto out = run_flow(m, {0}, steps);
+  auto out = run_flow(m, gpu::devs({0}), steps);
   EXPECT_EQ(out.verdict, FreeVerdict::nothing_idle);
   EXPECT_FALSE(asked);
   EXPECT_FALSE(out.report);
@@ -52,7 +53,7 @@ TEST(FreeFlow, AGoAheadThatSaysNoSignalsNothing) {
     planned = p.targets.size();
     return false;
   };
-  auto out = run_flow(m, {0}, steps);
+  auto out = run_flow(m, gpu::devs({0}), steps);
   EXPECT_EQ(out.verdict, FreeVerdict::stopped);
   EXPECT_EQ(planned, 1u);
   EXPECT_TRUE(m.control.signals_of(id).empty());
@@ -62,7 +63,7 @@ TEST(FreeFlow, AGoAheadThatSaysNoSignalsNothing) {
 TEST(FreeFlow, AHolderIsFreedAndVerified) {
   TestMachine m;
   auto id = m.spawn(flow_holder(3100201, 1));
-  auto out = run_flow(m, {1});
+  auto out = run_flow(m, gpu::devs({1}));
   EXPECT_EQ(out.verdict, FreeVerdict::freed);
   ASSERT_TRUE(out.report);
   EXPECT_TRUE(out.report->all_freed());
@@ -76,7 +77,7 @@ TEST(FreeFlow, TheAmendedPlanIsTheOneJudgedAndActedOn) {
   bool asked = false;
   steps.amend = [](Plan& p) { p.targets.clear(); };  // the caller's own rule drops it
   steps.go_ahead = [&](const Plan&) { return asked = true; };
-  auto out = run_flow(m, {1}, steps);
+  auto out = run_flow(m, gpu::devs({1}), steps);
   EXPECT_TRUE(out.plan.targets.empty());
   EXPECT_EQ(out.verdict, FreeVerdict::nothing_matched);
   EXPECT_FALSE(asked);
@@ -85,16 +86,16 @@ TEST(FreeFlow, TheAmendedPlanIsTheOneJudgedAndActedOn) {
 
 TEST(FreeFlow, AGpuThatCannotBeMeasuredIsNeverNothingToDo) {
   TestMachine m;
-  m.nvml().set_gpu_failure(0, "GPU is lost");
-  auto out = run_flow(m, {0});
+  m.nvml().set_gpu_failure(gpu::dev(0), "GPU is lost");
+  auto out = run_flow(m, gpu::devs({0}));
   EXPECT_EQ(out.verdict, FreeVerdict::not_measured);
-  EXPECT_EQ(out.unreadable, std::vector<unsigned>{0});
+  EXPECT_EQ(out.unreadable, gpu::devs({0}));
 }
 
 TEST(FreeFlow, AGhostGpuIsNotNothingToDo) {
   TestMachine m;
   m.gpu(0).utilization_gpu = 100;  // busy, no process
-  auto out = run_flow(m, {0});
+  auto out = run_flow(m, gpu::devs({0}));
   EXPECT_NE(out.verdict, FreeVerdict::nothing_idle);
   EXPECT_NE(out.verdict, FreeVerdict::nothing_matched);
   ASSERT_TRUE(out.report);

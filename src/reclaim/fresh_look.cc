@@ -42,9 +42,9 @@ std::string holder_refusal(const Target& t, const Plan& fresh_plan) {
   const Target* now = find_target(fresh_plan, t.id);
   if (now)  // still a target, but only as some holder's descendant: it uses no GPU now
     return fmt::format("no longer holds GPU {} (read just before the signal; now {})",
-                       gpu::index_list(t.gpus), now->why);
+                       gpu::device_list(t.gpus), now->why);
   return fmt::format("no longer holds GPU {} (read just before the signal)",
-                     gpu::index_list(t.gpus));
+                     gpu::device_list(t.gpus));
 }
 
 }  // namespace

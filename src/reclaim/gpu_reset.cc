@@ -18,7 +18,7 @@ std::string nvidia_smi_path() {
 ResetOutcome reset_gpu(const inventory::GpuView& view, const inventory::Inventory& inv,
                        gpu::GpuSource& gpus) {
   ResetOutcome out;
-  out.gpu = view.info.index;
+  out.gpu = view.info.id;
   const std::string bus = view.info.pci_bus_id;
   // Preconditions, from nvidia-smi(1) and field reports (NVSentinel#1690).
   if (::geteuid() != 0) out.blockers.push_back("a GPU reset needs root");
@@ -26,7 +26,7 @@ ResetOutcome reset_gpu(const inventory::GpuView& view, const inventory::Inventor
   for (const auto& gh : view.holders)
     out.blockers.push_back(
         fmt::format("pid {} ({}) has /dev/nvidia{} open: a reset needs no client on the GPU",
-                    gh.holder.id.pid, gh.holder.comm, view.info.minor.value_or(view.info.index)));
+                    gh.holder.id.pid, gh.holder.comm, view.info.minor.value_or(view.info.id.index)));
   if (view.info.persistence_mode.value_or(false))
     out.blockers.push_back(fmt::format(
         "persistence mode is on and counts as a client; turn it off first: nvidia-smi -pm 0 -i {} "

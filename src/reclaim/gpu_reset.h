@@ -13,7 +13,7 @@
 namespace gpureap::reclaim {
 
 struct ResetOutcome {
-  unsigned gpu = 0;
+  gpu::DeviceId gpu;
   std::vector<std::string> blockers;  // preconditions not met: reset not attempted
   std::vector<std::string> notes;     // facts not checked, for the operator
   bool attempted = false;

@@ -39,7 +39,7 @@ void classify_skipped(Leftover& l, const Skipped& s, pid_t pid) {
   l.evidence.push_back("not signalled: " + s.reason);
   l.next_step =
       s.kind == SkipKind::not_permitted
-          ? "run as root: sudo gpureap free --gpu " + std::to_string(l.gpu)
+          ? "run as root: sudo gpureap free --gpu " + gpu::device_text(l.gpu)
       : s.kind == SkipKind::protected_process
           ? fmt::format("it is protected; if you are sure, name it: gpureap free --gpu {} --pid {}",
                         l.gpu, pid)
@@ -69,7 +69,7 @@ void classify_survivor(Leftover& l, const proc::Holder& h, const std::string& pr
   if (!stack.empty()) l.evidence.push_back("kernel stack: " + stack.substr(0, 400));
   l.next_step =
       l.cls == LeftoverClass::exiting_in_driver
-          ? "it is exiting inside the driver; wait (`gpureap wait --gpu " + std::to_string(l.gpu) +
+          ? "it is exiting inside the driver; wait (`gpureap wait --gpu " + gpu::device_text(l.gpu) +
                 "`); if it never finishes, check dmesg for Xid errors: a GPU reset or reboot "
                 "is needed"
           : "SIGKILL was sent but it did not exit in time; re-run free, and check dmesg";
@@ -78,7 +78,7 @@ void classify_survivor(Leftover& l, const proc::Holder& h, const std::string& pr
 // Memory no visible process holds, by inventory's classification of it.
 Leftover classify_unexplained(const LeftoverInput& in) {
   const auto& view = *in.view;
-  const unsigned gpu = view.info.index;
+  const gpu::DeviceId gpu = view.info.id;
   Leftover l{gpu, LeftoverClass::unknown, {}, {}, ""};
   l.evidence.push_back(fmt::format("used {} with threshold {} (baseline {} + tolerance)",
                                    format_bytes(view.used()), format_bytes(in.threshold),
@@ -94,17 +94,17 @@ Leftover classify_unexplained(const LeftoverInput& in) {
     case inventory::Unexplained::releasing:
       l.cls = LeftoverClass::still_releasing;
       l.next_step =
-          "the driver is still freeing it: `gpureap wait --gpu " + std::to_string(gpu) + "`";
+          "the driver is still freeing it: `gpureap wait --gpu " + gpu::device_text(gpu) + "`";
       break;
     case inventory::Unexplained::driver_held:
       l.cls = LeftoverClass::driver_held;
       l.next_step = "no process holds it: only a GPU reset (`gpureap free --reset --gpu " +
-                    std::to_string(gpu) +
+                    gpu::device_text(gpu) +
                     " --yes`, checks preconditions first) or a reboot frees it";
       break;
     default:
       l.cls = LeftoverClass::unknown;
-      l.next_step = "inspect with `gpureap status --gpu " + std::to_string(gpu) + "`";
+      l.next_step = "inspect with `gpureap status --gpu " + gpu::device_text(gpu) + "`";
   }
   if (!view.unexplained_detail.empty()) l.evidence.push_back(view.unexplained_detail);
   return l;
@@ -113,7 +113,7 @@ Leftover classify_unexplained(const LeftoverInput& in) {
 // A GPU still computing for a process that is gone (inventory::Busy::ghost).
 Leftover classify_ghost(const LeftoverInput& in) {
   const auto& view = *in.view;
-  const unsigned gpu = view.info.index;
+  const gpu::DeviceId gpu = view.info.id;
   Leftover l{gpu, LeftoverClass::ghost_gpu, {}, {}, ""};
   std::string samples;
   for (unsigned s : view.busy.samples) samples += fmt::format("{}{}%", samples.empty() ? "" : " ", s);
@@ -123,7 +123,7 @@ Leftover classify_ghost(const LeftoverInput& in) {
   if (view.info.persistence_mode)
     l.evidence.push_back(fmt::format("persistence mode {}", *view.info.persistence_mode ? "on" : "off"));
   l.next_step = "a ghost GPU: only a GPU reset (`gpureap free --reset --gpu " +
-                std::to_string(gpu) +
+                gpu::device_text(gpu) +
                 " --yes`: root, no process with the device open, persistence mode off) or a "
                 "reboot ends it; keep new jobs off it until then";
   return l;
@@ -133,7 +133,7 @@ Leftover classify_ghost(const LeftoverInput& in) {
 
 std::vector<Leftover> classify_leftovers(const LeftoverInput& in, const std::string& proc_root) {
   std::vector<Leftover> out;
-  const unsigned gpu = in.view->info.index;
+  const gpu::DeviceId gpu = in.view->info.id;
   for (const auto& gh : in.view->holders) {
     if (!gh.uses_gpu) continue;
     const auto& h = gh.holder;

@@ -27,7 +27,7 @@ enum class LeftoverClass {
 };
 
 struct Leftover {
-  unsigned gpu = 0;
+  gpu::DeviceId gpu;
   LeftoverClass cls = LeftoverClass::unknown;
   std::vector<pid_t> pids;
   std::vector<std::string> evidence;  // one fact per line

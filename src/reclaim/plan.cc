@@ -69,15 +69,15 @@ constexpr std::array<std::string_view, 9> kShells{"bash", "sh",   "dash", "zsh",
 // signalling it frees) and what of that is on the selected GPUs.
 struct Candidate {
   const proc::Holder* holder = nullptr;
-  std::vector<unsigned> gpus;      // every GPU it uses
+  std::vector<gpu::DeviceId> gpus;      // every GPU it uses
   std::uint64_t bytes = 0;         // over all of them
   bool bytes_known = false;        // NVML reported this holder's memory on at least one GPU
-  std::vector<unsigned> selected;  // those of the selection
+  std::vector<gpu::DeviceId> selected;  // those of the selection
   std::uint64_t selected_bytes = 0;
 
-  std::vector<unsigned> unselected() const {
-    std::vector<unsigned> out;
-    for (unsigned g : gpus)
+  std::vector<gpu::DeviceId> unselected() const {
+    std::vector<gpu::DeviceId> out;
+    for (gpu::DeviceId g : gpus)
       if (std::find(selected.begin(), selected.end(), g) == selected.end()) out.push_back(g);
     return out;
   }
@@ -150,7 +150,7 @@ std::optional<Mismatch> env_mismatch(const Filters& f, EnvironOnce& environ) {
   return std::nullopt;
 }
 
-std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector<unsigned>& gpus,
+std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector<gpu::DeviceId>& gpus,
                                         const Filters& f, EnvironOnce& environ) {
   auto no = [](std::string reason) { return Mismatch{SkipKind::not_matched, std::move(reason)}; };
   if (!f.ids.empty() && std::find(f.ids.begin(), f.ids.end(), h.id) == f.ids.end())
@@ -174,10 +174,10 @@ std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector
   if (f.orphans_only && f.unattended && !proc::unattended_may_act(h))
     return no(fmt::format("orphaned on weak evidence ({}); only a person's free acts on that",
                           h.orphan_reason));
-  if (!f.on_gpus.empty() && std::none_of(gpus.begin(), gpus.end(), [&](unsigned g) {
+  if (!f.on_gpus.empty() && std::none_of(gpus.begin(), gpus.end(), [&](gpu::DeviceId g) {
         return std::find(f.on_gpus.begin(), f.on_gpus.end(), g) != f.on_gpus.end();
       }))
-    return no(fmt::format("it uses none of GPU {}", gpu::index_list(f.on_gpus)));
+    return no(fmt::format("it uses none of GPU {}", gpu::device_list(f.on_gpus)));
   // Last: the environment costs a read, the other filters none.
   return env_mismatch(f, environ);
 }
@@ -185,7 +185,7 @@ std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector
 // The whole selection: its own filters, then at least one of any_of. When no
 // alternative matches, the reason lists each one's; when one could not be told
 // (an unreadable environment), so is the answer.
-std::optional<Mismatch> selection_mismatch(const proc::Holder& h, const std::vector<unsigned>& gpus,
+std::optional<Mismatch> selection_mismatch(const proc::Holder& h, const std::vector<gpu::DeviceId>& gpus,
                                            const Selection& sel, const std::string& proc_root) {
   EnvironOnce environ(h, proc_root);
   if (auto m = filter_mismatch(h, gpus, sel, environ)) return m;
@@ -309,9 +309,9 @@ namespace {
 
 // "holds 20.0 GiB on GPU 0", or "uses GPU 0 (memory unknown)" without NVML's figure
 // (an fd-only holder, NVML down): "holds 0 B" would be a guess.
-std::string holds_text(std::uint64_t bytes, bool known, const std::vector<unsigned>& gpus) {
-  return known ? fmt::format("holds {} on GPU {}", format_bytes(bytes), gpu::index_list(gpus))
-               : fmt::format("uses GPU {} (memory unknown)", gpu::index_list(gpus));
+std::string holds_text(std::uint64_t bytes, bool known, const std::vector<gpu::DeviceId>& gpus) {
+  return known ? fmt::format("holds {} on GPU {}", format_bytes(bytes), gpu::device_list(gpus))
+               : fmt::format("uses GPU {} (memory unknown)", gpu::device_list(gpus));
 }
 
 // Steps 3 and 4 of make_plan add processes related to a target (its descendants, the
@@ -339,7 +339,7 @@ void leave_unselected_holder(Plan& plan, const Candidate& c, const Selection& se
     s.reason += fmt::format("; {}: free it by itself with gpureap free --pid {}", mismatch->reason,
                             h.id.pid);
   } else {
-    s.reason += fmt::format(": add --gpu {} to include it", gpu::index_list(c.unselected()));
+    s.reason += fmt::format(": add --gpu {} to include it", gpu::device_list(c.unselected()));
   }
   plan.skipped.push_back(std::move(s));
 }
@@ -424,7 +424,7 @@ NothingToDo nothing_to_do(const inventory::Inventory& inv, const Selection& sel,
   if (!plan.targets.empty()) return NothingToDo::no;
   bool all_free = true, unexplained = false;
   for (const auto& v : inv.gpus) {
-    if (!inventory::is_selected(sel.gpus, v.info.index)) continue;
+    if (!inventory::is_selected(sel.gpus, v.info.id)) continue;
     const auto state = inventory::gpu_state(v);
     all_free = all_free && state == inventory::GpuState::free;
     unexplained = unexplained || (state != inventory::GpuState::free &&
@@ -444,16 +444,16 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
   Holders held;
   for (const auto& view : inv.gpus) {
     const bool selected =
-        std::find(sel.gpus.begin(), sel.gpus.end(), view.info.index) != sel.gpus.end();
+        std::find(sel.gpus.begin(), sel.gpus.end(), view.info.id) != sel.gpus.end();
     for (const auto& gh : view.holders) {
       if (!gh.uses_gpu) continue;
       auto& c = held[gh.holder.id];
       c.holder = &gh.holder;
-      c.gpus.push_back(view.info.index);
+      c.gpus.push_back(view.info.id);
       c.bytes += gh.gpu_bytes.value_or(0);
       c.bytes_known = c.bytes_known || gh.gpu_bytes.has_value();
       if (!selected) continue;
-      c.selected.push_back(view.info.index);
+      c.selected.push_back(view.info.id);
       c.selected_bytes += gh.gpu_bytes.value_or(0);
     }
   }
@@ -530,7 +530,7 @@ Plan orphans_plan(const inventory::Inventory& inv, const std::string& proc_root)
   sel.orphans_only = true;
   bool any = false;
   for (const auto& view : inv.gpus) {
-    sel.gpus.push_back(view.info.index);
+    sel.gpus.push_back(view.info.id);
     for (const auto& gh : view.holders) any = any || (gh.uses_gpu && gh.holder.orphaned);
   }
   if (!any) return {};

@@ -35,7 +35,7 @@ struct Filters {
   bool unattended = false;
   std::vector<proc::EnvEntry> env;  // --env: every one an entry of its environment
   std::vector<proc::EnvEntry> env_none;  // none of these in its environment
-  std::vector<unsigned> on_gpus;         // uses one of these GPUs (empty: any selected one)
+  std::vector<gpu::DeviceId> on_gpus;         // uses one of these GPUs (empty: any selected one)
   // Only these exact processes (pid and start time): the reaper's announced set, so
   // that no later round of its reclaim can select another holder (W2-01).
   std::vector<proc::ProcessId> ids;
@@ -51,7 +51,7 @@ struct Filters {
 };
 
 struct Selection : Filters {
-  std::vector<unsigned> gpus;  // indices of the selected GPUs
+  std::vector<gpu::DeviceId> gpus;  // the selected GPUs
   /// When not empty, a holder must also pass at least one of these. The Slurm epilog
   /// selects a job's leftovers this way: its environment holds SLURM_JOB_ID=42, or its
   /// cgroup is the job's, or it is an orphan on one of the job's GPUs.
@@ -80,7 +80,7 @@ struct Target {
   std::string comm;
   std::string cmdline;
   std::string user;
-  std::vector<unsigned> gpus;   // every GPU it uses, selected or not (empty: it holds none)
+  std::vector<gpu::DeviceId> gpus;   // every GPU it uses, selected or not (empty: it holds none)
   std::uint64_t gpu_bytes = 0;  // NVML's figure over those GPUs: what signalling it frees
   std::string why;              // "orphaned; holds 20 GiB on GPU 3", "descendant of 4242"
 };
@@ -90,7 +90,7 @@ enum class SkipKind { protected_process, not_permitted, not_matched };
 struct Skipped {
   proc::ProcessId id;
   std::string comm;
-  std::vector<unsigned> gpus;   // every GPU it uses, selected or not
+  std::vector<gpu::DeviceId> gpus;   // every GPU it uses, selected or not
   std::uint64_t gpu_bytes = 0;  // NVML's figure over those GPUs
   SkipKind kind = SkipKind::not_matched;
   std::string reason;

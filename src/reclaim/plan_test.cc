@@ -9,6 +9,7 @@
 
 #include "util/test_temp_dir.h"
 #include "util/units.h"
+#include "gpu/test_devices.h"
 
 namespace gpureap::reclaim {
 namespace {
@@ -29,7 +30,7 @@ inventory::GpuHolder user(pid_t pid, std::string comm, uid_t uid = 0, bool orpha
 inventory::Inventory one_gpu(std::vector<inventory::GpuHolder> holders) {
   inventory::Inventory inv;
   inventory::GpuView v;
-  v.info.index = 0;
+  v.info.id = gpu::dev(0);
   v.holders = std::move(holders);
   inv.gpus.push_back(std::move(v));
   return inv;
@@ -50,7 +51,7 @@ CallerContext root_caller() {
 
 TEST(MakePlan, TargetsHoldersAndTheirDescendants) {
   Selection sel;
-  sel.gpus = {0};
+  sel.gpus = gpu::devs({0});
   Plan plan = make_plan(one_gpu({user(100, "python3")}), sel, root_caller());
   ASSERT_EQ(plan.targets.size(), 2u);
   EXPECT_EQ(plan.targets[0].id.pid, 100);
@@ -61,7 +62,7 @@ TEST(MakePlan, TargetsHoldersAndTheirDescendants) {
 
 TEST(MakePlan, MemoryNvmlDoesNotReportIsUnknownNotZero) {
   Selection sel;
-  sel.gpus = {0};
+  sel.gpus = gpu::devs({0});
   auto unknown = user(100, "python3");
   unknown.gpu_bytes = std::nullopt;  // fd-only holder, or NVML down
   Plan plan = make_plan(one_gpu({unknown}), sel, root_caller());
@@ -76,7 +77,7 @@ TEST(MakePlan, MemoryNvmlDoesNotReportIsUnknownNotZero) {
 
 TEST(MakePlan, NeverInitSelfAncestorsOrInfrastructure) {
   Selection sel;
-  sel.gpus = {0};
+  sel.gpus = gpu::devs({0});
   auto ctx = root_caller();
   Plan plan = make_plan(one_gpu({user(1, "systemd"), user(999, "gpureap"), user(998, "bash"),
                                  user(300, "nvidia-persistenced"), user(301, "nv-hostengine")}),
@@ -121,7 +122,7 @@ TEST(ProtectionReason, OurOwnHelpersAreNeverTargets) {
 
 TEST(MakePlan, NonRootOnlyOwnProcesses) {
   Selection sel;
-  sel.gpus = {0};
+  sel.gpus = gpu::devs({0});
   auto ctx = root_caller();
   ctx.euid = 1000;
   Plan plan = make_plan(one_gpu({user(100, "python3", 0), user(200, "python3", 1000)}), sel, ctx);
@@ -135,7 +136,7 @@ TEST(MakePlan, NonRootOnlyOwnProcesses) {
 TEST(MakePlan, FiltersNarrowTheSelection) {
   auto inv = one_gpu({user(100, "python3", 0, true), user(200, "python3", 0, false)});
   Selection sel;
-  sel.gpus = {0};
+  sel.gpus = gpu::devs({0});
   sel.orphans_only = true;
   auto orphans = make_plan(inv, sel, root_caller());
   ASSERT_EQ(orphans.targets.size(), 2u);  // 100 and its descendant 150
@@ -144,7 +145,7 @@ TEST(MakePlan, FiltersNarrowTheSelection) {
   sel.match = *Pattern::compile("vllm");
   EXPECT_TRUE(make_plan(inv, sel, root_caller()).targets.empty());
   sel.match.reset();
-  sel.gpus = {1};
+  sel.gpus = gpu::devs({1});
   EXPECT_TRUE(make_plan(inv, sel, root_caller()).targets.empty()) << "GPU 0's holders on GPU 1?";
 }
 
@@ -193,7 +194,7 @@ TEST(MakePlan, EnvSelectsHoldersWhoseEnvironmentHoldsTheWholeEntry) {
   proc.add(200, "SLURM_JOB_ID=420\0"s);
   proc.add(300, ""s);
   Selection sel;
-  sel.gpus = {0};
+  sel.gpus = gpu::devs({0});
   sel.env = {{"SLURM_JOB_ID", "42"}};
   Plan plan = make_plan(one_gpu({user(100, "python3"), user(200, "python3"), user(300, "python3")}),
                         sel, proc.caller());
@@ -213,7 +214,7 @@ TEST(MakePlan, AnUnreadableEnvironmentIsReportedNotGuessed) {
   EnvironProc proc;
   proc.add(100, std::nullopt);
   Selection sel;
-  sel.gpus = {0};
+  sel.gpus = gpu::devs({0});
   sel.env = {{"SLURM_JOB_ID", "42"}};
   Plan plan = make_plan(one_gpu({user(100, "python3")}), sel, proc.caller());
   EXPECT_TRUE(plan.targets.empty());
@@ -229,7 +230,7 @@ TEST(MakePlan, AnUnreadableEnvironmentIsReportedNotGuessed) {
 TEST(MakePlan, AHolderThatExitedIsNotMatched) {
   EnvironProc proc;  // pid 100 has no /proc entry
   Selection sel;
-  sel.gpus = {0};
+  sel.gpus = gpu::devs({0});
   sel.env = {{"SLURM_JOB_ID", "42"}};
   Plan plan = make_plan(one_gpu({user(100, "python3")}), sel, proc.caller());
   ASSERT_NE(skipped(plan, 100), nullptr);
@@ -255,7 +256,7 @@ TEST(MakePlan, AnyOfSelectsTheUnionOfItsAlternatives) {
   inventory::Inventory inv;
   for (unsigned g : {0u, 1u}) {
     inventory::GpuView v;
-    v.info.index = g;
+    v.info.id = gpu::dev(g);
     inv.gpus.push_back(v);
   }
   inv.gpus[1].holders = {on(user(100, "python3"), "/user.slice", false),
@@ -265,12 +266,12 @@ TEST(MakePlan, AnyOfSelectsTheUnionOfItsAlternatives) {
                          on(user(300, "python3"), "/user.slice", true),
                          on(user(400, "python3"), "/user.slice", true)};
   Selection sel;
-  sel.gpus = {0, 1};
+  sel.gpus = gpu::devs({0, 1});
   Filters by_env, by_cgroup, orphans;
   by_env.env = {{"SLURM_JOB_ID", "42"}};
   by_cgroup.cgroup_component = "job_42";
   orphans.orphans_only = true;
-  orphans.on_gpus = {0};
+  orphans.on_gpus = gpu::devs({0});
   orphans.env_none = {{"SLURM_JOB_ID", "7"}};
   sel.any_of = {by_env, by_cgroup, orphans};
   Plan plan = make_plan(inv, sel, proc.caller());
@@ -291,7 +292,7 @@ TEST(MakePlan, AnyOfWithAnUnreadableEnvironmentCannotTell) {
   EnvironProc proc;
   proc.add(100, std::nullopt);
   Selection sel;
-  sel.gpus = {0};
+  sel.gpus = gpu::devs({0});
   Filters by_env, by_cgroup;
   by_env.env = {{"SLURM_JOB_ID", "42"}};
   by_cgroup.cgroup_component = "job_42";
@@ -315,7 +316,7 @@ TEST(IncludeRespawner, AnyOfNeedsAnAlternativeThatDescribesTheParent) {
   proc::ProcessEntry job_parent{{100, 5100}, 1, 100, 100, 0, 'S', 0, "python3", false};
   proc::ProcessEntry other_parent{{200, 5200}, 1, 200, 200, 0, 'S', 0, "python3", false};
   Selection sel;
-  sel.gpus = {0};
+  sel.gpus = gpu::devs({0});
   Filters by_env, orphans;
   by_env.env = {{"SLURM_JOB_ID", "42"}};
   orphans.orphans_only = true;
@@ -362,8 +363,8 @@ class ServerTree {
                   {{3911, 5000 + 3911}, 3909, 3906, 50, 0, 'S', 0, "worker-helper", false},
                   {{998, 10}, 1, 998, 998, 0, 'S', 0, "bash", false}};
     inventory::GpuView gpu0, gpu1;
-    gpu0.info.index = 0;
-    gpu1.info.index = 1;
+    gpu0.info.id = gpu::dev(0);
+    gpu1.info.id = gpu::dev(1);
     auto server = user(3906, "sglang-server");
     auto worker0 = user(3908, "sglang-server", 0, false);
     auto worker1 = user(3909, "sglang-server", 0, false);
@@ -393,7 +394,7 @@ std::uint64_t target_bytes(const Plan& plan) {
 
 TEST(MakePlan, OrphansOnGpu0NeverReachAGpuHoldingDescendantThatIsNotSelected) {
   Selection sel;
-  sel.gpus = {0};
+  sel.gpus = gpu::devs({0});
   sel.orphans_only = true;
   Plan plan = ServerTree().plan(sel);
   // The server and its helper that holds nothing; not the workers, nor the helper of
@@ -413,7 +414,7 @@ TEST(MakePlan, OrphansOnGpu0NeverReachAGpuHoldingDescendantThatIsNotSelected) {
       << same_gpu->reason;
   const Skipped* other_gpu = skipped(plan, 3909);
   ASSERT_NE(other_gpu, nullptr);
-  EXPECT_EQ(other_gpu->gpus, std::vector<unsigned>{1});
+  EXPECT_EQ(other_gpu->gpus, gpu::devs({1}));
   EXPECT_EQ(other_gpu->gpu_bytes, 30 * kGiB);
   EXPECT_NE(other_gpu->reason.find("holds 30.0 GiB on GPU 1, not selected"), std::string::npos)
       << other_gpu->reason;
@@ -424,7 +425,7 @@ TEST(MakePlan, OrphansOnGpu0NeverReachAGpuHoldingDescendantThatIsNotSelected) {
 
 TEST(MakePlan, ADescendantOnAGpuNotSelectedSaysWhichGpuToAdd) {
   Selection sel;
-  sel.gpus = {0};
+  sel.gpus = gpu::devs({0});
   Plan plan = ServerTree().plan(sel);
   // GPU 0's holders are selected by themselves; the worker on GPU 1 is not.
   EXPECT_EQ(target_pids(plan), (std::vector<pid_t>{3906, 3908, 3910}));
@@ -437,12 +438,12 @@ TEST(MakePlan, ADescendantOnAGpuNotSelectedSaysWhichGpuToAdd) {
             std::string::npos)
       << plan.skipped[0].reason;
   // Both GPUs selected: every holder is a target by itself, each with its own GPU.
-  sel.gpus = {0, 1};
+  sel.gpus = gpu::devs({0, 1});
   Plan both = ServerTree().plan(sel);
   EXPECT_EQ(target_pids(both), (std::vector<pid_t>{3906, 3908, 3909, 3910, 3911}));
   EXPECT_EQ(target_bytes(both), 90 * kGiB);
   EXPECT_TRUE(both.skipped.empty());
-  EXPECT_EQ(both.targets[2].gpus, std::vector<unsigned>{1});
+  EXPECT_EQ(both.targets[2].gpus, gpu::devs({1}));
 }
 
 TEST(MakePlan, ATargetThatAlsoHoldsAGpuNotSelectedIsListedWithAllItHolds) {
@@ -452,13 +453,13 @@ TEST(MakePlan, ATargetThatAlsoHoldsAGpuNotSelectedIsListedWithAllItHolds) {
   also.gpu_bytes = 10 * kGiB;
   tree.inv().gpus[1].holders.push_back(also);
   Selection sel;
-  sel.gpus = {0};
+  sel.gpus = gpu::devs({0});
   sel.pids = {3906};
   Plan plan = tree.plan(sel);
   ASSERT_FALSE(plan.targets.empty());
   const Target& server = plan.targets[0];
   EXPECT_EQ(server.id.pid, 3906);
-  EXPECT_EQ(server.gpus, (std::vector<unsigned>{0, 1}));
+  EXPECT_EQ(server.gpus, gpu::devs({0, 1}));
   EXPECT_EQ(server.gpu_bytes, 40 * kGiB);
   EXPECT_NE(server.why.find("holds 30.0 GiB on GPU 0; it also holds 10.0 GiB on GPU 1, not "
                             "selected: signalling it frees that too"),
@@ -472,7 +473,7 @@ TEST(MakePlan, ATargetThatAlsoHoldsAGpuNotSelectedIsListedWithAllItHolds) {
 TEST(MakePlan, W2_01_AnExactSetOfProcessesIsTheWholePlan) {
   auto inv = one_gpu({user(100, "python3"), user(200, "python3")});
   Selection sel;
-  sel.gpus = {0};
+  sel.gpus = gpu::devs({0});
   sel.orphans_only = true;
   sel.ids = {{100, 5100}};
   Plan plan = make_plan(inv, sel, root_caller());
@@ -488,7 +489,7 @@ TEST(MakePlan, W2_01_AnExactSetOfProcessesIsTheWholePlan) {
 TEST(IncludeRespawner, AParentLeftAloneAsAHolderChangesItsVerdict) {
   auto ctx = root_caller();
   Selection sel;
-  sel.gpus = {0};
+  sel.gpus = gpu::devs({0});
   sel.orphans_only = true;
   Plan plan = make_plan(one_gpu({user(100, "python3", 0, false)}), sel, ctx);
   ASSERT_NE(skipped(plan, 100), nullptr);

@@ -19,9 +19,9 @@ namespace {
 
 using TimePoint = util::Clock::time_point;
 
-const inventory::GpuView* find_view(const inventory::Inventory& inv, unsigned index) {
+const inventory::GpuView* find_view(const inventory::Inventory& inv, gpu::DeviceId id) {
   for (const auto& v : inv.gpus)
-    if (v.info.index == index) return &v;
+    if (v.info.id == id) return &v;
   return nullptr;
 }
 
@@ -29,7 +29,7 @@ const inventory::GpuView* find_view(const inventory::Inventory& inv, unsigned in
 // command, else gpureap with the opt-in.
 std::string stop_hint(const proc::ProcessEntry& parent,
                       const std::optional<std::string>& protection,
-                      const std::vector<unsigned>& gpus, const std::string& proc_root) {
+                      const std::vector<gpu::DeviceId>& gpus, const std::string& proc_root) {
   std::string hint = proc::container_hint(proc::cgroup2_path_of(parent.id.pid, proc_root));
   if (hint.starts_with("systemd:") && hint.ends_with(".service") && !protection)
     return "systemctl stop " + hint.substr(8);
@@ -42,12 +42,12 @@ std::string stop_hint(const proc::ProcessEntry& parent,
   if (protection)
     return "it is protected (" + *protection +
            "): stop the job it runs with that job's own tool, or name it with --pid";
-  return fmt::format("gpureap free --gpu {} --stop-respawners (or: kill {})", gpu::index_list(gpus),
+  return fmt::format("gpureap free --gpu {} --stop-respawners (or: kill {})", gpu::device_list(gpus),
                      parent.id.pid);
 }
 
 // Without NVML, "freed" cannot be proven: say so rather than guess.
-Leftover nvml_failed(unsigned gpu, const inventory::GpuView* view, const std::string& nvml_error,
+Leftover nvml_failed(gpu::DeviceId gpu, const inventory::GpuView* view, const std::string& nvml_error,
                      const inventory::Inventory& latest) {
   std::string why = view && !view->info.problem.empty()
                         ? "NVML cannot read this GPU: " + view->info.problem
@@ -144,7 +144,7 @@ class Reclaim {
     for (const auto& s : plan.skipped)
       if (s.kind != SkipKind::protected_process) left_alone_.insert(s.id);
     std::optional<inventory::Inventory> direct;
-    for (unsigned idx : options_.selection.gpus) {
+    for (gpu::DeviceId idx : options_.selection.gpus) {
       const auto* view = find_view(initial, idx);
       if (!view) continue;
       if (!view->info.memory) {
@@ -152,7 +152,7 @@ class Reclaim {
         if (const auto* read = find_view(*direct, idx); read && read->info.memory) view = read;
       }
       GpuRelease g;
-      g.index = idx;
+      g.gpu = idx;
       g.uuid = view->info.uuid;
       // A selected GPU that NVML cannot read is reported as such, never as freed.
       g.measured = false;
@@ -189,12 +189,12 @@ class Reclaim {
   void measure_late() {
     for (auto& g : report_.gpus) {
       if (g.measured) continue;
-      const auto* view = find_view(latest_, g.index);
+      const auto* view = find_view(latest_, g.gpu);
       if (!view || !view->info.memory) continue;
       measure(g, *view, false);
       g.problem.clear();
       note_once(fmt::format(
-          "GPU {} could not be read before the signals; first read at +{:.3f} s ({} used)", g.index,
+          "GPU {} could not be read before the signals; first read at +{:.3f} s ({} used)", g.gpu,
           since_t0(), format_bytes(view->used())));
     }
   }
@@ -282,9 +282,9 @@ class Reclaim {
       if (!next.targets.empty()) {
         // Memory freed earlier is held again by the new holders' GPUs.
         for (const auto& t : next.targets)
-          for (unsigned idx : t.gpus)
+          for (gpu::DeviceId idx : t.gpus)
             for (auto& g : report_.gpus)
-              if (g.index == idx) g.freed_at.reset();
+              if (g.gpu == idx) g.freed_at.reset();
         settling_ = false;  // the next release is watched afresh
         return next;
       }
@@ -406,7 +406,7 @@ class Reclaim {
   void note_respawners(Plan& next) {
     std::set<proc::ProcessId> seen;  // a holder of several GPUs counts once
     for (const auto& view : latest_.gpus) {
-      if (!inventory::is_selected(options_.selection.gpus, view.info.index)) continue;
+      if (!inventory::is_selected(options_.selection.gpus, view.info.id)) continue;
       for (const auto& gh : view.holders) {
         const proc::Holder& h = gh.holder;
         if (!gh.uses_gpu || signalled_.contains(h.id) || !seen.insert(h.id).second) continue;
@@ -456,9 +456,9 @@ class Reclaim {
         if (now - t0_ < options_.stalled_after) all = false;
         continue;
       }
-      const auto* view = find_view(latest_, g.index);
+      const auto* view = find_view(latest_, g.gpu);
       if (!view || !view->info.memory) return false;
-      auto [it, fresh] = lowest_.try_emplace(g.index, view->used(), now);
+      auto [it, fresh] = lowest_.try_emplace(g.gpu, view->used(), now);
       if (!fresh && view->used() + (1u << 20) < it->second.first) it->second = {view->used(), now};
       bool target_lives = std::any_of(view->holders.begin(), view->holders.end(),
                                       [&](const inventory::GpuHolder& gh) {
@@ -488,7 +488,7 @@ class Reclaim {
     measure_late();  // measured here, at the last, is measured: never freed unmeasured
     Plan last = make_plan(latest_, options_.selection, CallerContext::current(node_.proc_root()));
     for (auto& g : report_.gpus) {
-      const auto* view = find_view(latest_, g.index);
+      const auto* view = find_view(latest_, g.gpu);
       // A ghost GPU is not free whatever its memory says: a new job there would
       // crawl (inventory::Busy::ghost).
       const bool ghost = view && view->busy.kind == inventory::Busy::ghost;
@@ -502,7 +502,7 @@ class Reclaim {
       }
       if (!view || !view->info.memory) {
         g.measured = false;
-        report_.leftovers.push_back(nvml_failed(g.index, view, report_.nvml_error, latest_));
+        report_.leftovers.push_back(nvml_failed(g.gpu, view, report_.nvml_error, latest_));
         continue;
       }
       g.used = view->used();
@@ -529,7 +529,7 @@ class Reclaim {
       if (!report_.resets.back().succeeded) continue;
       auto reading = node_.gpus().memory({l.gpu}, std::chrono::milliseconds(2000));
       for (auto& g : report_.gpus)
-        if (g.index == l.gpu && reading && !reading->empty() && reading->front().used) {
+        if (g.gpu == l.gpu && reading && !reading->empty() && reading->front().used) {
           const auto& r = reading->front();
           g.used = r.used;
           // A ghost is over when the GPU is idle too (one reading: a reset is no spike).
@@ -541,7 +541,7 @@ class Reclaim {
     }
     std::erase_if(report_.leftovers, [&](const Leftover& l) {
       return std::any_of(report_.gpus.begin(), report_.gpus.end(),
-                         [&](const GpuRelease& g) { return g.index == l.gpu && g.freed; });
+                         [&](const GpuRelease& g) { return g.gpu == l.gpu && g.freed; });
     });
   }
 
@@ -595,7 +595,7 @@ class Reclaim {
   std::map<proc::ProcessId, int> respawns_;                      // parent -> new holders seen
   std::vector<proc::ProcessId> survivors_;
   // Per GPU: the lowest reading so far and when it was taken, for the stall rule (D16).
-  std::map<unsigned, std::pair<std::uint64_t, TimePoint>> lowest_;
+  std::map<gpu::DeviceId, std::pair<std::uint64_t, TimePoint>> lowest_;
   // First "freed" with a live parent; `settling_` says whether it is set (a plain pair
   // rather than std::optional: g++ 12 -O2 warns maybe-uninitialized on the optional).
   TimePoint settle_from_{};

@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "reclaim/test_machine.h"
+#include "gpu/test_devices.h"
 
 namespace gpureap::reclaim {
 namespace {
@@ -359,11 +360,11 @@ TEST(Reclaim, AGhostGpuIsHeldAndClassifiedThoughItsMemoryIsAtBaseline) {
   m.gpu(0).persistence_mode = false;
   m.gpu(1).utilization_gpu = 0;
   ReclaimOptions o;
-  o.selection.gpus = {0, 1};
+  o.selection.gpus = gpu::devs({0, 1});
   ReclaimReport r = m.free(o);
   EXPECT_FALSE(r.all_freed());
   ASSERT_EQ(r.leftovers.size(), 1u);
-  EXPECT_EQ(r.leftovers[0].gpu, 0u);
+  EXPECT_EQ(r.leftovers[0].gpu, gpu::dev(0));
   EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::ghost_gpu);
   std::string evidence;
   for (const auto& e : r.leftovers[0].evidence) evidence += e + "\n";
@@ -371,7 +372,7 @@ TEST(Reclaim, AGhostGpuIsHeldAndClassifiedThoughItsMemoryIsAtBaseline) {
   EXPECT_NE(evidence.find("persistence mode off"), std::string::npos) << evidence;
   EXPECT_NE(r.leftovers[0].next_step.find("--reset --gpu 0"), std::string::npos);
   for (const auto& g : r.gpus) {
-    if (g.index == 1) {
+    if (g.gpu == gpu::dev(1)) {
       EXPECT_TRUE(g.freed) << "an idle GPU stays free";
     }
   }
@@ -545,7 +546,7 @@ TEST(Reclaim, NothingIsSignalledOnceTheDeadlineHasPassed) {
 // Plans the way free does (look, plan), then lets `change` happen before the reclaim
 // starts: what the fresh look just before the signal must see (W2-20).
 ReclaimReport free_after(TestMachine& m, ReclaimOptions o, const std::function<void()>& change) {
-  if (o.selection.gpus.empty()) o.selection.gpus = {0};
+  if (o.selection.gpus.empty()) o.selection.gpus = gpu::devs({0});
   inventory::Inventory inv = m.node().look();
   m.plan = make_plan(inv, o.selection, CallerContext::current(m.node().proc_root()));
   change();
@@ -619,7 +620,7 @@ TEST(Reclaim, W2_23_AGpuUnreadableAtTheFirstLookIsMeasuredAndWaitedFor) {
   p.release_after = 1500ms;
   m.spawn(p);
   ReclaimOptions o;
-  o.selection.gpus = {0};
+  o.selection.gpus = gpu::devs({0});
   inventory::Inventory inv = m.node().look();
   inv.gpus[0].info.memory.reset();  // as the agent answered while its NVML failed
   inv.gpus[0].info.problem = "NVML: nvmlInit_v2: Driver Not Loaded";
@@ -638,7 +639,7 @@ TEST(Reclaim, W2_23_AGpuUnreadableAtTheFirstLookIsMeasuredAndWaitedFor) {
 TEST(Reclaim, W2_23_AGpuNeverMeasuredIsNeverFreed) {
   TestMachine m;
   m.spawn(holder(3000931));
-  m.nvml().set_gpu_failure(0, "GPU 0: Unknown Error");
+  m.nvml().set_gpu_failure(gpu::dev(0), "GPU 0: Unknown Error");
   ReclaimReport r = m.free({});
   ASSERT_EQ(r.gpus.size(), 1u);
   EXPECT_FALSE(r.gpus[0].measured);

@@ -14,7 +14,7 @@ bool record(const std::vector<gpu::MemoryReading>& readings, double now, Release
   bool all_below = true;
   for (const auto& r : readings) {
     auto g = std::find_if(result.gpus.begin(), result.gpus.end(),
-                          [&](const GpuRelease& x) { return x.index == r.index; });
+                          [&](const GpuRelease& x) { return x.gpu == r.id; });
     if (g == result.gpus.end()) continue;
     if (!r.problem.empty()) {
       g->problem = r.problem;
@@ -48,11 +48,11 @@ ReleaseResult wait_for_release(gpu::GpuSource& source, std::vector<GpuRelease> g
   // for good: W2-14). One NVML cannot read (from the start, or a reading failed) is
   // never freed: with one, the others are polled until the deadline (with none
   // measured, the wait lasts until the deadline: its caller may measure them meanwhile).
-  std::vector<unsigned> polled;
+  std::vector<gpu::DeviceId> polled;
   for (auto& g : result.gpus) {
     if (!g.measured) continue;
     g.problem.clear();
-    polled.push_back(g.index);
+    polled.push_back(g.gpu);
   }
   // The driver frees memory asynchronously (about 0.2-0.4 s for tens of GiB on
   // an H200), so poll: first every 5 ms, backing off to 25 ms; each reading is
@@ -71,9 +71,9 @@ ReleaseResult wait_for_release(gpu::GpuSource& source, std::vector<GpuRelease> g
           record(*reading, std::chrono::duration<double>(clock.now() - t0).count(), result);
       if (progress) progress(result.gpus);
       // A GPU that could not be read is polled no more (never freed); the others are.
-      std::erase_if(polled, [&](unsigned idx) {
+      std::erase_if(polled, [&](gpu::DeviceId idx) {
         return std::any_of(result.gpus.begin(), result.gpus.end(), [&](const GpuRelease& g) {
-          return g.index == idx && !g.problem.empty();
+          return g.gpu == idx && !g.problem.empty();
         });
       });
       if (all_below && polled.size() == result.gpus.size()) {

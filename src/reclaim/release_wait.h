@@ -20,7 +20,7 @@ namespace gpureap::reclaim {
 /// and the verdict. The one per-GPU record of free's engine, run's verification
 /// and the release wait.
 struct GpuRelease {
-  unsigned index = 0;
+  gpu::DeviceId gpu;
   std::string uuid;
   std::uint64_t total = 0;
   std::uint64_t baseline = 0;

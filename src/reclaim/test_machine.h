@@ -25,6 +25,7 @@
 #include "reclaim/plan.h"
 #include "reclaim/reclaimer.h"
 #include "util/test_temp_dir.h"
+#include "gpu/test_devices.h"
 
 namespace gpureap::reclaim::testing {
 
@@ -64,7 +65,7 @@ class TestMachine {
     for (unsigned i = 0; i < gpus; ++i) {
       write(fmt::format("{}/nvidia{}", dev(), i), "");
       gpu::GpuInfo g;
-      g.index = i;
+      g.id = gpu::DeviceId{i};
       g.name = "Fake H200";
       g.uuid = fmt::format("GPU-fake-{}", i);
       g.pci_bus_id = fmt::format("00000000:{:02X}:00.0", 0x10 + i);
@@ -146,7 +147,7 @@ class TestMachine {
 
   /// What `free --gpu <selection.gpus> --yes` does after its discovery: look, plan, reclaim.
   ReclaimReport free(ReclaimOptions options) {
-    if (options.selection.gpus.empty()) options.selection.gpus = {0};
+    if (options.selection.gpus.empty()) options.selection.gpus = gpu::devs({0});
     inventory::Inventory inv = node_->look();
     plan = make_plan(inv, options.selection, CallerContext::current(node_->proc_root()));
     const auto start = std::chrono::steady_clock::now();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "report/device_json.h"
 #include "gpu/gpu_select.h"
 #include "report/json.h"
 #include "report/names.h"
@@ -14,8 +15,8 @@
 namespace gpureap::report {
 namespace {
 
-std::string gpus_text(const std::vector<unsigned>& gpus) {
-  return gpus.empty() ? "-" : gpu::index_list(gpus);
+std::string gpus_text(const std::vector<gpu::DeviceId>& gpus) {
+  return gpus.empty() ? "-" : gpu::device_list(gpus);
 }
 
 std::string seconds_text(double s) {
@@ -94,8 +95,8 @@ std::string progress_line(const std::vector<reclaim::GpuRelease>& gpus) {
   std::string out;
   for (const auto& g : gpus) {
     if (!out.empty()) out += " | ";
-    out += g.freed_at ? fmt::format("GPU {} freed {:.2f}s", g.index, *g.freed_at)
-                      : fmt::format("GPU {} {}", g.index, format_bytes(g.after()));
+    out += g.freed_at ? fmt::format("GPU {} freed {:.2f}s", g.gpu, *g.freed_at)
+                      : fmt::format("GPU {} {}", g.gpu, format_bytes(g.after()));
   }
   return out;
 }
@@ -151,19 +152,19 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
                                   : std::string("free"))
                 : style.red("STILL HELD");
     if (!g.measured) {
-      out += fmt::format("  GPU {}  memory unknown  {}\n", g.index,
+      out += fmt::format("  GPU {}  memory unknown  {}\n", g.gpu,
                          style.red("NOT VERIFIED (NVML cannot read this GPU)"));
     } else {
       std::string left_alone =
           g.left_alone_bytes ? fmt::format(", {} kept by holders left alone",
                                            format_bytes(g.left_alone_bytes))
                              : "";
-      out += fmt::format("  GPU {}  {} -> {}  (baseline {}{})  {}\n", g.index,
+      out += fmt::format("  GPU {}  {} -> {}  (baseline {}{})  {}\n", g.gpu,
                          format_bytes(g.before), format_bytes(g.after()), format_bytes(g.baseline),
                          left_alone, verdict);
     }
     for (const auto& l : r.leftovers) {
-      if (l.gpu != g.index) continue;
+      if (l.gpu != g.gpu) continue;
       out += style.red(fmt::format("    [{}]", to_string(l.cls)));
       out += l.pids.empty() ? "\n" : fmt::format(" pid {}\n", fmt::join(l.pids, ","));
       for (const auto& e : l.evidence) out += fmt::format("      {}\n", terminal_text(e));
@@ -205,15 +206,15 @@ std::string gpu_problems_text(std::string_view heading,
     if (!g.problem.empty()) failed.push_back(&g);
   if (failed.empty()) return "";
   if (failed.size() == 1)
-    return fmt::format("{} GPU {}: {}", heading, failed[0]->index,
+    return fmt::format("{} GPU {}: {}", heading, failed[0]->gpu,
                        terminal_text(failed[0]->problem));
-  std::vector<unsigned> indices;
+  std::vector<gpu::DeviceId> indices;
   std::string lines;
   for (const auto* g : failed) {
-    indices.push_back(g->index);
-    lines += fmt::format("\n  GPU {}: {}", g->index, terminal_text(g->problem));
+    indices.push_back(g->gpu);
+    lines += fmt::format("\n  GPU {}: {}", g->gpu, terminal_text(g->problem));
   }
-  return fmt::format("{} GPU {}:", heading, gpu::index_list(indices)) + lines;
+  return fmt::format("{} GPU {}:", heading, gpu::device_list(indices)) + lines;
 }
 
 nlohmann::ordered_json leftover_json(const reclaim::Leftover& l) {
@@ -241,7 +242,7 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
                        {"exited_at_seconds", opt(a.exited_at)},
                        {"result", outcome_text(a)}});
   for (const auto& g : r.gpus)
-    gpus.push_back({{"index", g.index},
+    gpus.push_back({{"index", g.gpu},
                     {"uuid", g.uuid},
                     {"measured", g.measured},
                     {"memory_before_bytes", g.measured ? nlohmann::ordered_json(g.before) : nullptr},
@@ -298,7 +299,7 @@ std::string free_record(const reclaim::ReclaimReport& r) {
     out += "  " + std::string(to_string(a.signal)) + " pid " + std::to_string(a.id.pid) + " start " +
            std::to_string(a.id.start_time) +  " -> " + terminal_text(outcome_text(a)) + "\n";
   for (const auto& g : r.gpus)
-    out += "  GPU " + std::to_string(g.index) + " " +
+    out += "  GPU " + gpu::device_text(g.gpu) + " " +
            (g.measured ? std::to_string(g.before) + " -> " + std::to_string(g.after()) + " bytes: " +
                              (g.freed ? "freed" : "STILL HELD")
                        : std::string("memory unknown: NOT VERIFIED")) +

@@ -1,4 +1,5 @@
 #include "report/free_report.h"
+#include "gpu/test_devices.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -86,11 +87,11 @@ TEST(PlanText, ProcessTextIsEscaped) {
                           "",
                           "us\x1b"
                           "er",
-                          {0},
+                          gpu::devs({0}),
                           1,
                           "orphaned"});
   plan.skipped.push_back(
-      {{4243, 1}, kComm, {0}, 1, reclaim::SkipKind::not_permitted, "owned by \x1b[2J"});
+      {{4243, 1}, kComm, gpu::devs({0}), 1, reclaim::SkipKind::not_permitted, "owned by \x1b[2J"});
   std::string out = plan_text(plan, Style{});
   EXPECT_FALSE(has_control_char(out)) << out;
   EXPECT_NE(out.find("[" + kShown + "]"), std::string::npos) << out;
@@ -99,7 +100,7 @@ TEST(PlanText, ProcessTextIsEscaped) {
 
 TEST(PlanText, GraceZeroSaysSigkillAtOnce) {
   reclaim::Plan plan;
-  plan.targets.push_back({{4242, 1234}, "python3", "python3 serve.py", "me", {0}, 1, "orphaned"});
+  plan.targets.push_back({{4242, 1234}, "python3", "python3 serve.py", "me", gpu::devs({0}), 1, "orphaned"});
   EXPECT_NE(plan_text(plan, Style{}).find("SIGTERM, then SIGKILL"), std::string::npos);
   std::string zero = plan_text(plan, Style{}, std::chrono::milliseconds(0));
   EXPECT_NE(zero.find("SIGKILL at once: --grace 0"), std::string::npos) << zero;
@@ -112,7 +113,7 @@ TEST(PlanText, LongReasonsWrapInTheirColumn) {
                           "python3",
                           "python3 serve.py",
                           "me",
-                          {0},
+                          gpu::devs({0}),
                           90ULL << 30,
                           "holds 90.0 GiB on GPU 0; orphaned: re-parented to 1 (systemd)"});
   std::string out = plan_text(plan, Style{});
@@ -132,7 +133,7 @@ TEST(PlanText, LongReasonsWrapInTheirColumn) {
 TEST(FreeText, ResetOutputKeepsItsLinesW2_19) {
   reclaim::ReclaimReport r;
   reclaim::ResetOutcome reset;
-  reset.gpu = 3;
+  reset.gpu = gpu::dev(3);
   reset.attempted = true;
   reset.command = "nvidia-smi --gpu-reset -i 00000000:13:00.0";
   reset.output = "GPU 00000000:13:00.0 was successfully reset.\nAll done.\n";
@@ -157,7 +158,7 @@ TEST(FreeText, EachGpuNvmlLostWhileVerifyingHasItsOwnLine) {
   reclaim::ReclaimReport r;
   for (unsigned i = 0; i < 3; ++i) {
     reclaim::GpuRelease g;
-    g.index = i;
+    g.gpu = gpu::dev(i);
     g.before = 1;
     if (i != 1) g.problem = fmt::format("nvmlDeviceGetMemoryInfo_v2(GPU {}): GPU is lost", i);
     r.gpus.push_back(g);
@@ -184,7 +185,7 @@ TEST(FreeText, EachGpuNvmlLostWhileVerifyingHasItsOwnLine) {
 
 TEST(GpuProblemsText, EscapesAndIsEmptyWithoutProblems) {
   std::vector<reclaim::GpuRelease> gpus(2);
-  gpus[1].index = 1;
+  gpus[1].gpu = gpu::dev(1);
   EXPECT_EQ(gpu_problems_text("NVML cannot read", gpus), "");
   gpus[1].problem = "lost \x1b[2J";
   EXPECT_EQ(gpu_problems_text("NVML cannot read", gpus), "NVML cannot read GPU 1: lost \\x1b[2J");

@@ -1,5 +1,6 @@
 #include "report/json.h"
 
+#include "report/device_json.h"
 #include "proc/lineage.h"
 
 namespace gpureap::report {
@@ -99,7 +100,7 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
             {"threshold_percent", inventory::kBusyThreshold},
             {"detail", view.busy.detail}};
   return {
-      {"index", info.index},
+      {"index", info.id},
       {"name", info.name},
       {"uuid",
        info.uuid.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(info.uuid)},

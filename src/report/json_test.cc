@@ -38,7 +38,7 @@ TEST(JsonText, StatusWithNonUtf8TextIsValidUtf8) {
 
 TEST(JsonText, FreeReportWithNonUtf8TextIsValidUtf8) {
   reclaim::Plan plan;
-  plan.targets.push_back({{4242, 1234}, kBadBytes, "python3 " + kBadBytes, "root", {0}, 1, "why"});
+  plan.targets.push_back({{4242, 1234}, kBadBytes, "python3 " + kBadBytes, "root", gpu::devs({0}), 1, "why"});
   reclaim::ReclaimReport report;
   reclaim::Action a;
   a.id = {4242, 1234};

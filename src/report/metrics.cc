@@ -104,7 +104,7 @@ Labels gpu_labels(const inventory::Inventory& inv, const inventory::GpuView& g) 
   // Without NVML the views come from device nodes: their index is the minor, not
   // NVML's index, so `gpu` would join with the wrong dcgm-exporter series.
   bool index_known = gpu::lists_gpus(inv.nvml_state);
-  return {{"gpu", index_known ? std::to_string(g.info.index) : std::string()},
+  return {{"gpu", index_known ? gpu::device_text(g.info.id) : std::string()},
           {"uuid", g.info.uuid},
           {"pci_bus_id", g.info.pci_bus_id},
           {"minor", g.info.minor ? std::to_string(*g.info.minor) : std::string()}};

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "util/test_temp_dir.h"
+#include "gpu/test_devices.h"
 
 extern char** environ;
 
@@ -40,7 +41,7 @@ proc::Holder holder(pid_t pid, std::string comm, bool orphaned = false, bool zom
 
 inventory::GpuView gpu(unsigned index, std::uint64_t used) {
   inventory::GpuView g;
-  g.info.index = index;
+  g.info.id = gpu::dev(index);
   g.info.name = "NVIDIA H200";
   g.info.uuid = "GPU-0000000" + std::to_string(index);
   g.info.pci_bus_id = "00000000:1" + std::to_string(index) + ":00.0";
@@ -292,7 +293,7 @@ TEST(Metrics, NvmlHungOnEveryGpuIsNvmlDownW2_19) {
   for (auto& g : inv.gpus) {
     g.info.memory.reset();
     g.info.hung = true;
-    g.info.problem = fmt::format("GPU {}: NVML did not answer within 1500 ms", g.info.index);
+    g.info.problem = fmt::format("GPU {}: NVML did not answer within 1500 ms", g.info.id);
   }
   auto text = render(inv);
   EXPECT_TRUE(has_line(text, "gpureap_nvml_up 0")) << text;
@@ -305,7 +306,7 @@ TEST(Metrics, WithoutNvmlGpusAreNamedByMinorOnly) {
   inventory::Inventory inv;
   inv.nvml_state = gpu::NvmlState::library_missing;
   inventory::GpuView g;
-  g.info.index = 3;
+  g.info.id = gpu::dev(3);
   g.info.minor = 3;
   add_holder(g, holder(300, "python", true), std::nullopt);
   inv.gpus.push_back(g);

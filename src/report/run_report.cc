@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "report/device_json.h"
 #include "report/names.h"
 #include "report/free_report.h"
 #include "report/json.h"
@@ -38,7 +39,7 @@ std::string run_problems_text(const supervise::RunOutcome& out) {
     const reclaim::GpuRelease* g = nullptr;
     if (out.release)
       for (const auto& x : out.release->gpus)
-        if (x.index == l.gpu) g = &x;
+        if (x.gpu == l.gpu) g = &x;
     text += run_line(fmt::format(
         "GPU {} memory still held after the teardown: {} used, free means at most {} [{}]", l.gpu,
         g && g->used ? format_bytes(*g->used) : "?", g ? format_bytes(g->threshold) : "?",
@@ -89,7 +90,7 @@ nlohmann::ordered_json run_json(const std::vector<std::string>& argv,
   J gpus = J::array();
   std::string unverified = out.unverified;
   for (const auto& g : out.release ? out.release->gpus : std::vector<reclaim::GpuRelease>{}) {
-    gpus.push_back({{"index", g.index},
+    gpus.push_back({{"index", g.gpu},
                     {"used_at_teardown_bytes", g.measured ? J(g.before) : J(nullptr)},
                     {"baseline_bytes", g.baseline},
                     {"threshold_bytes", g.measured ? J(g.threshold) : J(nullptr)},

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "report/device_json.h"
 #include "gpu/gpu_select.h"
 #include "report/free_report.h"
 #include "report/json.h"
@@ -29,7 +30,7 @@ std::string classes_text(const std::vector<reclaim::LeftoverClass>& classes) {
 // One GPU as the reason and the text show it: "GPU 1 driver_held 12.0 GiB pids 7,8".
 std::string held_text(const cluster::HeldGpu& h) {
   std::string s =
-      fmt::format("GPU {} {} {}", h.index, classes_text(h.classes), format_bytes(h.bytes));
+      fmt::format("GPU {} {} {}", h.gpu, classes_text(h.classes), format_bytes(h.bytes));
   if (!h.pids.empty())
     s += fmt::format(" pid{} {}", h.pids.size() > 1 ? "s" : "", pid_list(h.pids));
   return s;
@@ -40,7 +41,7 @@ nlohmann::ordered_json held_json(const std::vector<cluster::HeldGpu>& held) {
   for (const auto& h : held) {
     auto classes = nlohmann::ordered_json::array();
     for (auto c : h.classes) classes.push_back(std::string(to_string(c)));
-    out.push_back({{"gpu", h.index}, {"bytes", h.bytes}, {"classes", classes}, {"pids", h.pids}});
+    out.push_back({{"gpu", h.gpu}, {"bytes", h.bytes}, {"classes", classes}, {"pids", h.pids}});
   }
   return out;
 }
@@ -136,8 +137,8 @@ std::string slurm_job_text(std::string_view mode, const cluster::SlurmJob& job,
                            const Style& style) {
   std::string out = style.bold(fmt::format(
       "gpureap slurm {}: job {} on {}; the job's GPUs: {}; checked: {}\n", mode, job.id,
-      terminal_text(node.node), check.job_gpus.empty() ? "none" : gpu::index_list(check.job_gpus),
-      check.checked.empty() ? "none" : gpu::index_list(check.checked)));
+      terminal_text(node.node), check.job_gpus.empty() ? "none" : gpu::device_list(check.job_gpus),
+      check.checked.empty() ? "none" : gpu::device_list(check.checked)));
   out += warning_lines(check.warnings);
   if (!check.error.empty()) out += style.red("Not verified: " + terminal_text(check.error) + "\n");
   if (check.freed) {
@@ -177,7 +178,7 @@ std::string slurm_health_text(const cluster::HealthCheck& check,
                               const NodeOutcome& node, const Style& style) {
   std::string out = style.bold(
       fmt::format("gpureap slurm health: {}; GPUs checked: {}{}\n", terminal_text(node.node),
-                  check.checked.empty() ? "none" : gpu::index_list(check.checked),
+                  check.checked.empty() ? "none" : gpu::device_list(check.checked),
                   state ? fmt::format("; node state {}", terminal_text(state->state)) : ""));
   out += warning_lines(check.warnings);
   if (!check.error.empty()) out += style.red("Not verified: " + terminal_text(check.error) + "\n");

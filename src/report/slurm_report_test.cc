@@ -2,6 +2,7 @@
 
 #include "report/slurm_report.h"
 #include "util/units.h"
+#include "gpu/test_devices.h"
 
 #include <gtest/gtest.h>
 
@@ -38,8 +39,8 @@ TEST(DrainReason, PrintableAndBounded) {
 TEST(SlurmJson, TheEpilogDocument) {
   cluster::SlurmJob job{"42", {"minor:0"}, {}};
   cluster::JobCheck check;
-  check.job_gpus = {1};
-  check.checked = {1};
+  check.job_gpus = gpu::devs({1});
+  check.checked = gpu::devs({1});
   check.held = {{1, 12 * kGiB, {LeftoverClass::driver_held}, {}}};
   NodeOutcome node{"gpu01", NodeStep::drained, "gpureap: GPU 1 driver_held 12.0 GiB (after job 42)",
                    ""};

@@ -14,7 +14,7 @@ namespace gpureap::report {
 namespace {
 
 std::string gpu_heading(const gpu::GpuInfo& info, const Style& style) {
-  std::string line = style.bold(fmt::format("GPU {}", info.index));
+  std::string line = style.bold(fmt::format("GPU {}", info.id));
   // From the driver, not from processes; escaped all the same (a simulated or
   // broken driver can return anything).
   if (!info.name.empty()) line += "  " + terminal_text(info.name);
@@ -153,7 +153,7 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
   std::size_t orphans = 0;
   std::uint64_t orphan_bytes = 0;
   std::size_t orphans_unknown = 0;  // orphans whose memory NVML does not report
-  std::set<unsigned> orphan_gpus, stuck_gpus, detached_gpus;
+  std::set<gpu::DeviceId> orphan_gpus, stuck_gpus, detached_gpus;
   std::size_t detached = 0;  // re-parented, not a leak by the evidence
   for (const auto& view : inv.gpus) {
     out += gpu_heading(view.info, style) + "\n";
@@ -168,13 +168,13 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
         ++users;
         if (gh.holder.detached) {
           ++detached;
-          detached_gpus.insert(view.info.index);
+          detached_gpus.insert(view.info.id);
         }
         if (freeable(gh.holder)) {
           ++orphans;
           orphan_bytes += gh.gpu_bytes.value_or(0);
           if (!gh.gpu_bytes) ++orphans_unknown;
-          orphan_gpus.insert(view.info.index);
+          orphan_gpus.insert(view.info.id);
         }
       }
     if (view.info.memory) {
@@ -199,7 +199,7 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
                                    inventory::to_string(view.unexplained)));
       out += fmt::format("    {}\n", terminal_text(view.unexplained_detail));
       if (view.unexplained == inventory::Unexplained::driver_held)
-        stuck_gpus.insert(view.info.index);
+        stuck_gpus.insert(view.info.id);
     }
     if (view.busy.kind != inventory::Busy::none) {
       const bool ghost = view.busy.kind == inventory::Busy::ghost;
@@ -236,8 +236,8 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
   }
 
   // What now.
-  auto gpu_list = [](const std::set<unsigned>& s) {
-    return gpu::index_list(std::vector<unsigned>(s.begin(), s.end()));
+  auto gpu_list = [](const std::set<gpu::DeviceId>& s) {
+    return gpu::device_list(std::vector<gpu::DeviceId>(s.begin(), s.end()));
   };
   if (orphans > 0) {
     // "holds 0 B" for memory NVML does not report would read as "holds nothing".

@@ -2,6 +2,7 @@
 
 #include "report/status_table.h"
 #include "util/units.h"
+#include "gpu/test_devices.h"
 
 #include <gtest/gtest.h>
 
@@ -25,7 +26,7 @@ inventory::GpuHolder orphan(pid_t pid, const std::string& comm, std::uint64_t by
 inventory::Inventory node_with(std::vector<inventory::GpuHolder> holders) {
   inventory::Inventory inv;
   inventory::GpuView view;
-  view.info.index = 0;
+  view.info.id = gpu::dev(0);
   view.info.memory = gpu::GpuMemory{80 * kGiB, 0, std::nullopt};
   for (const auto& h : holders) {
     view.info.memory->used += h.gpu_bytes.value_or(0);
@@ -37,12 +38,12 @@ inventory::Inventory node_with(std::vector<inventory::GpuHolder> holders) {
 }
 
 reclaim::Target target(const inventory::GpuHolder& gh) {
-  return {gh.holder.id, gh.holder.comm, gh.holder.cmdline, gh.holder.user, {0}, *gh.gpu_bytes,
+  return {gh.holder.id, gh.holder.comm, gh.holder.cmdline, gh.holder.user, gpu::devs({0}), *gh.gpu_bytes,
           "orphaned"};
 }
 
 reclaim::Skipped skipped(const inventory::GpuHolder& gh, reclaim::SkipKind kind) {
-  return {gh.holder.id, gh.holder.comm, {0}, *gh.gpu_bytes, kind, "why"};
+  return {gh.holder.id, gh.holder.comm, gpu::devs({0}), *gh.gpu_bytes, kind, "why"};
 }
 
 TEST(StatusTable, AProtectedOrphanIsNotOfferedToFree) {

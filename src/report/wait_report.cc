@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "report/device_json.h"
 #include "gpu/gpu_select.h"
 #include "report/free_report.h"
 #include "report/json.h"
@@ -11,9 +12,9 @@
 
 namespace gpureap::report {
 
-std::string gpu_not_free_text(unsigned index, std::optional<std::uint64_t> used,
+std::string gpu_not_free_text(gpu::DeviceId id, std::optional<std::uint64_t> used,
                               std::uint64_t threshold) {
-  return fmt::format("GPU {} {} used (free means at most {})", index,
+  return fmt::format("GPU {} {} used (free means at most {})", id,
                      used ? format_bytes(*used) : "?", format_bytes(threshold));
 }
 
@@ -21,21 +22,21 @@ std::string gpus_not_free_text(const supervise::FreeWaitResult& r) {
   std::string still;
   for (const auto& g : r.gpus) {
     if (g.freed_at) continue;
-    auto ghost = r.ghosts.find(g.index);
+    auto ghost = r.ghosts.find(g.gpu);
     still += (still.empty() ? "" : "; ") +
              (ghost != r.ghosts.end()
-                  ? fmt::format("GPU {} is a ghost GPU, busy with no process: {}", g.index,
+                  ? fmt::format("GPU {} is a ghost GPU, busy with no process: {}", g.gpu,
                                 terminal_text(ghost->second))
-                  : gpu_not_free_text(g.index, g.used, g.threshold));
+                  : gpu_not_free_text(g.gpu, g.used, g.threshold));
   }
   return still;
 }
 
 std::string wait_free_text(const supervise::FreeWaitResult& r) {
-  std::vector<unsigned> indices;
-  for (const auto& g : r.gpus) indices.push_back(g.index);
+  std::vector<gpu::DeviceId> indices;
+  for (const auto& g : r.gpus) indices.push_back(g.gpu);
   return fmt::format(
-      "GPU {} free after {}", gpu::index_list(indices),
+      "GPU {} free after {}", gpu::device_list(indices),
       format_duration(std::chrono::nanoseconds(static_cast<long long>(r.seconds * 1e9))));
 }
 
@@ -52,14 +53,14 @@ std::string wait_timeout_text(std::chrono::milliseconds timeout) {
 nlohmann::json wait_json(const supervise::FreeWaitResult& r) {
   nlohmann::json gpus = nlohmann::json::array();
   for (const auto& g : r.gpus) {
-    gpus.push_back({{"index", g.index},
+    gpus.push_back({{"index", g.gpu},
                     {"uuid", g.uuid},
                     {"used_bytes", g.used ? nlohmann::json(*g.used) : nlohmann::json(nullptr)},
                     {"baseline_bytes", g.baseline},
                     {"baseline_recorded", g.baseline_recorded},
                     {"threshold_bytes", g.threshold},
                     {"free", g.freed_at.has_value()},
-                    {"ghost", r.ghosts.contains(g.index)},
+                    {"ghost", r.ghosts.contains(g.gpu)},
                     {"freed_after_seconds",
                      g.freed_at ? nlohmann::json(*g.freed_at) : nlohmann::json(nullptr)}});
   }

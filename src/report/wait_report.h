@@ -13,7 +13,7 @@
 namespace gpureap::report {
 
 /// "GPU 3 92.0 GiB used (free means at most 494 MiB)"; "?" when not measured.
-std::string gpu_not_free_text(unsigned index, std::optional<std::uint64_t> used,
+std::string gpu_not_free_text(gpu::DeviceId id, std::optional<std::uint64_t> used,
                               std::uint64_t threshold);
 
 /// The GPUs of `r` not seen free, each as gpu_not_free_text, joined by "; ".

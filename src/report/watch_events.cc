@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "report/device_json.h"
 #include "reclaim/plan.h"
 #include "report/json.h"
 #include "report/names.h"
@@ -88,7 +89,7 @@ std::optional<std::string> protected_reason(const Event& e) {
 
 std::string describe(const Event& e, const Style& style) {
   const std::string detail = terminal_text(e.detail);
-  const std::string gpu = e.gpu ? std::to_string(*e.gpu) : "?";
+  const std::string gpu = e.gpu ? gpu::device_text(*e.gpu) : "?";
   switch (e.kind) {
     case EventKind::orphaned_memory: {
       std::string why = e.parent ? parent_text(e) + (detail.empty() ? "" : "; " + detail) : detail;

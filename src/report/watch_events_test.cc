@@ -8,6 +8,7 @@
 
 #include "report/names.h"
 #include "util/units.h"
+#include "gpu/test_devices.h"
 
 namespace gpureap::report {
 namespace {
@@ -34,7 +35,7 @@ Event orphans(std::size_t n) {
   Event e;
   e.kind = EventKind::orphaned_memory;
   e.time = kTime;
-  e.gpu = 3;
+  e.gpu = gpu::dev(3);
   e.uuid = "GPU-3";
   for (std::size_t i = 0; i < n; ++i) e.holders.push_back(holder(4242 + int(i), 10 * kGiB));
   e.bytes = n * 10 * kGiB;
@@ -109,7 +110,7 @@ TEST_F(WatchEvents, ZombieLeader) {
   Event e;
   e.kind = EventKind::zombie_leader;
   e.time = kTime;
-  e.gpu = 0;
+  e.gpu = gpu::dev(0);
   e.uuid = "GPU-0";
   e.holders = {holder(4242, 6 * kGiB)};
   e.bytes = 6 * kGiB;
@@ -128,7 +129,7 @@ TEST_F(WatchEvents, UnattributedMemoryHasItsClass) {
   Event e;
   e.kind = EventKind::unattributed_memory;
   e.time = kTime;
-  e.gpu = 2;
+  e.gpu = gpu::dev(2);
   e.uuid = "GPU-2";
   e.bytes = 8 * kGiB;
   e.unexplained = inventory::Unexplained::driver_held;
@@ -159,7 +160,7 @@ TEST_F(WatchEvents, MemoryFreed) {
   Event e;
   e.kind = EventKind::memory_freed;
   e.time = kTime;
-  e.gpu = 0;
+  e.gpu = gpu::dev(0);
   e.uuid = "GPU-0";
   e.bytes = 16 * kGiB;
   e.detail = "2 orphaned holders are gone; GPU 0 is back at its baseline (512 MiB used)";
@@ -185,7 +186,7 @@ TEST_F(WatchEvents, NvmlDownAndUp) {
             "\n");
   Event up = down;
   up.kind = EventKind::nvml_up;
-  up.gpu = 1;
+  up.gpu = gpu::dev(1);
   up.uuid = "GPU-1";
   up.detail = "NVML answers for GPU 1 again: its memory figures are live again";
   EXPECT_EQ(watch_event_line(up, Style{}),
@@ -289,7 +290,7 @@ TEST(WatchEventJson, AHolderInAPodIsNamedByPodAndContainer) {
   inventory::Event e;
   e.kind = inventory::EventKind::orphaned_memory;
   e.time = 1712345678.25;
-  e.gpu = 0;
+  e.gpu = gpu::dev(0);
   e.uuid = "GPU-0";
   e.holders.push_back({{4242, 13242}, "python3", "alice", 1024, "k8s-pod:6b9a8f0e/3f2a1b9c8d7e"});
   e.bytes = 1024;

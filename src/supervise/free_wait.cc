@@ -35,19 +35,19 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
     return result;
   }
   for (const auto& v : inv.gpus) {
-    if (!inventory::is_selected(*chosen, v.info.index)) continue;
+    if (!inventory::is_selected(*chosen, v.info.id)) continue;
     reclaim::GpuRelease g;
-    g.index = v.info.index;
+    g.gpu = v.info.id;
     g.uuid = v.info.uuid;
     g.baseline = v.baseline.bytes;
     g.baseline_recorded = v.baseline.recorded;
     g.threshold = v.baseline.bytes + options.below.value_or(inventory::freed_tolerance(
                                          v.info.memory ? v.info.memory->total : 0));
     if (inventory::gpu_state(v) == inventory::GpuState::ghost)
-      result.ghosts[g.index] = v.busy.detail;
+      result.ghosts[g.gpu] = v.busy.detail;
     if (v.info.memory) {
       g.used = v.used();
-      if (*g.used <= g.threshold && !result.ghosts.contains(g.index))
+      if (*g.used <= g.threshold && !result.ghosts.contains(g.gpu))
         g.freed_at = seconds_since(t0);
     } else {
       // A selected GPU that NVML cannot read can never be seen free: say so now
@@ -56,7 +56,7 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
       g.problem = v.info.problem.empty() ? "NVML gives no memory figure" : v.info.problem;
       if (!result.message.empty()) result.message += "; ";
       result.message +=
-          v.info.problem.empty() ? "GPU " + std::to_string(g.index) + ": " + g.problem : g.problem;
+          v.info.problem.empty() ? "GPU " + gpu::device_text(g.gpu) + ": " + g.problem : g.problem;
     }
     result.gpus.push_back(std::move(g));
   }
@@ -72,7 +72,7 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
     auto release = reclaim::wait_for_release(node.gpus(), result.gpus, deadline, t0, nullptr, {});
     result.gpus = std::move(release.gpus);
     for (auto& g : result.gpus)
-      if (result.ghosts.contains(g.index)) g.freed_at.reset();
+      if (result.ghosts.contains(g.gpu)) g.freed_at.reset();
     all_free = release.all_freed && result.ghosts.empty();
     return release.nvml_error;
   };

@@ -22,7 +22,7 @@ namespace gpureap::supervise {
 inline constexpr std::chrono::milliseconds kDefaultWaitTimeout{60000};
 
 struct FreeWaitOptions {
-  std::string gpus = "all";            // a --gpu selector (gpu_select.h)
+  gpu::GpuSelector gpus = gpu::GpuSelector::every_gpu();  // --gpu
   std::optional<std::uint64_t> below;  // default: inventory::freed_tolerance(total) per GPU
   std::chrono::milliseconds timeout = kDefaultWaitTimeout;
 };
@@ -45,7 +45,7 @@ struct FreeWaitResult {
   /// Selected GPUs that are ghosts (inventory::Busy::ghost: busy with no process),
   /// index -> the evidence: never free, whatever their memory says, since a new job
   /// there would run at a fraction of its speed.
-  std::map<unsigned, std::string> ghosts;
+  std::map<gpu::DeviceId, std::string> ghosts;
   double seconds = 0;
   /// On timeout: a fresh inventory of the selected GPUs, for the holder summary.
   std::optional<inventory::Inventory> holders;

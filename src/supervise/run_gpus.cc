@@ -55,7 +55,7 @@ void RunGpuWatch::sample(pid_t reaper, const RunCgroup* cgroup) {
     next_sample_ = Clock::time_point::max();
     return;
   }
-  if (indices_.empty()) {
+  if (ids_.empty()) {
     auto snap = node_.gpus().snapshot(kNvmlDeadline);
     if (!gpu::lists_gpus(snap.state) || snap.gpus.empty()) {
       fail(snap.gpus.empty() && gpu::lists_gpus(snap.state) ? gpu::NvmlState::library_missing
@@ -65,22 +65,22 @@ void RunGpuWatch::sample(pid_t reaper, const RunCgroup* cgroup) {
     }
     // A GPU NVML cannot read is left to the teardown's inventory, which says so.
     for (const auto& g : snap.gpus)
-      if (g.problem.empty()) indices_.push_back(g.index);
-    if (indices_.empty()) {
+      if (g.problem.empty()) ids_.push_back(g.id);
+    if (ids_.empty()) {
       next_sample_ = Clock::time_point::max();
       return;
     }
   }
-  auto readings = node_.gpus().memory(indices_, kNvmlDeadline);
+  auto readings = node_.gpus().memory(ids_, kNvmlDeadline);
   if (!readings) {
     fail(gpu::NvmlState::query_failed, readings.error().message);
     return;
   }
   for (const auto& r : *readings) {
-    if (sampled_.contains(r.index) || !r.problem.empty()) continue;
+    if (sampled_.contains(r.id) || !r.problem.empty()) continue;
     for (auto pid : r.pids) {
       if (belongs_to_run(static_cast<pid_t>(pid), reaper, cgroup, node_.proc_root())) {
-        sampled_.insert(r.index);
+        sampled_.insert(r.id);
         break;
       }
     }
@@ -118,7 +118,7 @@ void RunGpuWatch::before_teardown(const std::vector<proc::ProcessId>& members) {
   for (const auto& view : inv.gpus) {
     std::uint64_t run_bytes = 0;
     std::uint64_t other_bytes = 0;
-    bool held = sampled_.contains(view.info.index);
+    bool held = sampled_.contains(view.info.id);
     for (const auto& gh : view.holders) {
       if (!gh.uses_gpu) continue;
       if (std::find(members.begin(), members.end(), gh.holder.id) == members.end()) {
@@ -130,7 +130,7 @@ void RunGpuWatch::before_teardown(const std::vector<proc::ProcessId>& members) {
     }
     if (!held) continue;
     reclaim::GpuRelease g;
-    g.index = view.info.index;
+    g.gpu = view.info.id;
     g.uuid = view.info.uuid;
     g.baseline = view.baseline.bytes;
     g.own_bytes = run_bytes;
@@ -152,12 +152,12 @@ void RunGpuWatch::before_teardown(const std::vector<proc::ProcessId>& members) {
 }
 
 std::vector<reclaim::Leftover> RunGpuWatch::classify(
-    const std::vector<unsigned>& not_freed, const std::vector<proc::ProcessId>& survivors) {
+    const std::vector<gpu::DeviceId>& not_freed, const std::vector<proc::ProcessId>& survivors) {
   std::vector<reclaim::Leftover> out;
   if (not_freed.empty()) return out;
   auto inv = inventory({});
   for (const auto& view : inv.gpus) {
-    if (std::find(not_freed.begin(), not_freed.end(), view.info.index) == not_freed.end()) continue;
+    if (std::find(not_freed.begin(), not_freed.end(), view.info.id) == not_freed.end()) continue;
     // Holders that are not processes of this run were never ours to signal.
     reclaim::Plan plan;
     for (const auto& gh : view.holders) {
@@ -167,13 +167,13 @@ std::vector<reclaim::Leftover> RunGpuWatch::classify(
       if (std::find(survivors.begin(), survivors.end(), gh.holder.id) != survivors.end()) continue;
       plan.skipped.push_back(reclaim::Skipped{gh.holder.id,
                                               gh.holder.comm,
-                                              {view.info.index},
+                                              {view.info.id},
                                               gh.gpu_bytes.value_or(0),
                                               reclaim::SkipKind::not_matched,
                                               "not a process of this run"});
     }
     auto held = std::find_if(held_.begin(), held_.end(),
-                             [&](const reclaim::GpuRelease& h) { return h.index == view.info.index; });
+                             [&](const reclaim::GpuRelease& h) { return h.gpu == view.info.id; });
     reclaim::LeftoverInput in;
     in.view = &view;
     in.last_plan = &plan;

@@ -80,7 +80,7 @@ class RunGpuWatch {
   /// For GPUs the release wait did not see freed: a fresh inventory and the
   /// classification of what still holds them (`survivors`: processes of the
   /// run alive after SIGKILL).
-  std::vector<reclaim::Leftover> classify(const std::vector<unsigned>& not_freed,
+  std::vector<reclaim::Leftover> classify(const std::vector<gpu::DeviceId>& not_freed,
                                           const std::vector<proc::ProcessId>& survivors);
 
  private:
@@ -90,8 +90,8 @@ class RunGpuWatch {
   inventory::Node& node_;
   Clock::time_point next_sample_;
   std::chrono::milliseconds interval_{250};
-  std::vector<unsigned> indices_;  // every GPU, from the first snapshot
-  std::set<unsigned> sampled_;     // GPUs a sample saw the run on
+  std::vector<gpu::DeviceId> ids_;  // every GPU, from the first snapshot
+  std::set<gpu::DeviceId> sampled_;    // GPUs a sample saw the run on
   bool nvml_failed_ = false;
   gpu::NvmlState nvml_failure_ = gpu::NvmlState::ok;
   std::string nvml_problem_;

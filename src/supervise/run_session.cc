@@ -168,7 +168,7 @@ RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, con
     auto inventory_start = Clock::now();
     watch->before_teardown(members);
     std::string held;
-    for (const auto& h : watch->held()) held += (held.empty() ? "" : ",") + std::to_string(h.index);
+    for (const auto& h : watch->held()) held += (held.empty() ? "" : ",") + gpu::device_text(h.gpu);
     say(fmt::format("GPUs held by the run: {} (looked up in {:.3f} s)",
                     held.empty() ? "none" : held, seconds_since(inventory_start)));
   }
@@ -196,14 +196,14 @@ RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, con
   if (watch && !watch->held().empty()) {
     out.release = reclaim::wait_for_release(
         node.gpus(), watch->held(), Clock::now() + settings.release_timeout, t0, nullptr, {});
-    std::vector<unsigned> not_freed;
+    std::vector<gpu::DeviceId> not_freed;
     for (const auto& g : out.release->gpus) {
       if (g.freed_at) {
-        say(fmt::format("GPU {}: back at baseline ({} used) {:.3f} s after the stop", g.index,
+        say(fmt::format("GPU {}: back at baseline ({} used) {:.3f} s after the stop", g.gpu,
                         g.used ? format_bytes(*g.used) : "?",
                         *g.freed_at - std::chrono::duration<double>(stop_time - t0).count()));
       } else if (g.measured) {  // one NVML cannot read is named as such, not classified
-        not_freed.push_back(g.index);
+        not_freed.push_back(g.gpu);
       }
     }
     if (!not_freed.empty()) out.leftovers = watch->classify(not_freed, out.teardown.survivors);

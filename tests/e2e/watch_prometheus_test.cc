@@ -19,6 +19,7 @@
 #include "prometheus_harness.h"
 #include "report/metrics.h"
 #include "watch_child.h"
+#include "gpu/test_devices.h"
 
 namespace gpureap::e2e {
 // A named namespace, not an anonymous one: the debug build compiles the e2e files
@@ -55,7 +56,7 @@ inventory::Inventory case_study(bool orphans) {
   inv.driver_version = "550.54.15";
   for (unsigned i = 0; i < 8; ++i) {
     inventory::GpuView g;
-    g.info.index = i;
+    g.info.id = gpu::dev(i);
     g.info.name = "NVIDIA H200";
     g.info.uuid = "GPU-" + std::to_string(i);
     g.info.pci_bus_id = "00000000:1" + std::to_string(i) + ":00.0";

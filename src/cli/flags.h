@@ -1,0 +1,42 @@
+#pragma once
+// Typed options: CLI11 reads a flag straight into the type the libraries take
+// (a duration, a GPU selector), checking it when the command line is parsed. A bad
+// value is a usage error (exit 2) that names the option, before anything is scanned
+// or signalled, and the default shown in --help is the default used.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "gpu/gpu_select.h"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace gpureap::cli {
+
+/// --NAME DURATION ("500ms", "30s", "2m"; gpureap's parse_duration) into `into`,
+/// whose value on entry is the default shown in --help.
+CLI::Option* add_duration(CLI::App& app, const std::string& name,
+                          std::chrono::milliseconds& into, const std::string& description);
+
+/// The same for a duration without a default (nullopt when the flag is not given).
+CLI::Option* add_optional_duration(CLI::App& app, const std::string& name,
+                                   std::optional<std::chrono::milliseconds>& into,
+                                   const std::string& description);
+
+/// --NAME SIZE ("512MiB", "2GiB"; util/units.h parse_size), nullopt when not given.
+CLI::Option* add_optional_size(CLI::App& app, const std::string& name,
+                               std::optional<std::uint64_t>& into, const std::string& description);
+
+/// --NAME GPU: a selector (gpu/gpu_select.h), parsed here and resolved by the node.
+CLI::Option* add_gpu_selector(CLI::App& app, const std::string& name, gpu::GpuSelector& into,
+                              const std::string& description);
+
+/// The message CLI11 reports for a value `name` cannot take: "--NAME: why".
+std::string flag_error(const std::string& name, const std::string& why);
+
+}  // namespace gpureap::cli
