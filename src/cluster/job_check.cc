@@ -217,14 +217,7 @@ JobCheck check_before_job(inventory::Node& node, reclaim::ProcessControl& contro
     for (gpu::DeviceId g : out.job_gpus) {
       const auto* v = find_view(inv, g);
       if (!v || !v->info.memory) continue;
-      reclaim::GpuRelease r;
-      r.gpu = g;
-      r.uuid = v->info.uuid;
-      r.total = v->info.memory->total;
-      r.baseline = v->baseline.bytes;
-      r.threshold = r.baseline + inventory::freed_tolerance(r.total);
-      r.before = v->used();
-      gpus.push_back(r);
+      gpus.push_back(reclaim::release_of(*v));
     }
     auto until = clock.now() + options.stalled_after;
     if (options.deadline) until = std::min(until, *options.deadline - reclaim::kClassifyReserve);

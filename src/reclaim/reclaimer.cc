@@ -151,36 +151,28 @@ class Reclaim {
         if (!direct) direct = node_.look(look_options());
         if (const auto* read = find_view(*direct, idx); read && read->info.memory) view = read;
       }
-      GpuRelease g;
-      g.gpu = idx;
-      g.uuid = view->info.uuid;
       // A selected GPU that NVML cannot read is reported as such, never as freed.
-      g.measured = false;
-      if (view->info.memory) measure(g, *view, plan.targets.empty());
-      report_.gpus.push_back(g);
+      report_.gpus.push_back(measure(*view, plan.targets.empty()));
     }
   }
 
-  // Sets what "freed" means for `g` from `view`, which NVML could read.
-  void measure(GpuRelease& g, const inventory::GpuView& view, bool no_targets) {
-    g.measured = true;
-    g.uuid = view.info.uuid;
-    g.total = view.info.memory->total;
-    g.before = view.used();
-    g.used = g.before;
-    g.baseline = view.baseline.bytes;
+  // What "freed" means for the GPU of `view`.
+  GpuRelease measure(const inventory::GpuView& view, bool no_targets) {
     // Only what the selection itself leaves alone is subtracted (D9): holders it does
     // not match, and other users' (without root). A protected holder's memory is still
     // held (naming it with --pid frees it), and a free with no target at all has no
     // memory of its own to wait for, so what others hold stays "still held" (exit 1).
     // Where NVML gives no per-process figure, nothing can be subtracted.
-    g.left_alone_bytes = 0;
+    std::uint64_t left_alone = 0;
     if (!no_targets)
       for (const auto& gh : view.holders)
         if (gh.uses_gpu && left_alone_.contains(gh.holder.id))
-          g.left_alone_bytes += gh.gpu_bytes.value_or(0);
-    g.threshold = g.baseline + inventory::freed_tolerance(g.total) + g.left_alone_bytes;
+          left_alone += gh.gpu_bytes.value_or(0);
+    GpuRelease g = release_of(view, left_alone);
+    if (!g.measured) return g;
+    g.used = g.before;
     g.freed = g.before <= g.threshold && no_targets;
+    return g;
   }
 
   // A selected GPU unreadable until now that the latest look could read: from here on
@@ -191,8 +183,7 @@ class Reclaim {
       if (g.measured) continue;
       const auto* view = find_view(latest_, g.gpu);
       if (!view || !view->info.memory) continue;
-      measure(g, *view, false);
-      g.problem.clear();
+      g = measure(*view, false);
       note_once(fmt::format(
           "GPU {} could not be read before the signals; first read at +{:.3f} s ({} used)", g.gpu,
           since_t0(), format_bytes(view->used())));

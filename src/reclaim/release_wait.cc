@@ -36,6 +36,25 @@ bool record(const std::vector<gpu::MemoryReading>& readings, double now, Release
 
 }  // namespace
 
+GpuRelease release_of(const inventory::GpuView& view, std::uint64_t left_alone,
+                      std::optional<std::uint64_t> below) {
+  GpuRelease g;
+  g.gpu = view.info.id;
+  g.uuid = view.info.uuid;
+  g.baseline = view.baseline.bytes;
+  g.baseline_recorded = view.baseline.recorded;
+  g.left_alone_bytes = left_alone;
+  if (!view.info.memory) {
+    g.measured = false;
+    g.problem = view.info.problem.empty() ? "NVML gives no memory figure" : view.info.problem;
+    return g;
+  }
+  g.total = view.info.memory->total;
+  g.before = view.used();
+  g.threshold = g.baseline + below.value_or(inventory::freed_tolerance(g.total)) + left_alone;
+  return g;
+}
+
 ReleaseResult wait_for_release(gpu::GpuSource& source, std::vector<GpuRelease> gpus,
                                util::Clock::time_point deadline, util::Clock::time_point t0,
                                const std::atomic<bool>* interrupted,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpu/gpu_source.h"
+#include "inventory/inventory.h"
 #include "util/clock.h"
 
 namespace gpureap::reclaim {
@@ -39,6 +40,14 @@ struct GpuRelease {
 
   std::uint64_t after() const { return used.value_or(before); }
 };
+
+/// The one constructor of the record, from a look at the GPU: "freed" means used memory at
+/// most its baseline + `below` (default: inventory::freed_tolerance of its total) + the
+/// `left_alone` bytes that others keep there. `before` is the look's used memory; `used`
+/// stays empty until a reading (or the caller) sets it. A GPU NVML gave no memory figure
+/// for is not `measured`, with the reason in `problem`, and can never count as freed.
+GpuRelease release_of(const inventory::GpuView& view, std::uint64_t left_alone = 0,
+                      std::optional<std::uint64_t> below = std::nullopt);
 
 struct ReleaseResult {
   std::vector<GpuRelease> gpus;

@@ -36,13 +36,7 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
   }
   for (const auto& v : inv.gpus) {
     if (!inventory::is_selected(*chosen, v.info.id)) continue;
-    reclaim::GpuRelease g;
-    g.gpu = v.info.id;
-    g.uuid = v.info.uuid;
-    g.baseline = v.baseline.bytes;
-    g.baseline_recorded = v.baseline.recorded;
-    g.threshold = v.baseline.bytes + options.below.value_or(inventory::freed_tolerance(
-                                         v.info.memory ? v.info.memory->total : 0));
+    reclaim::GpuRelease g = reclaim::release_of(v, 0, options.below);
     if (inventory::gpu_state(v) == inventory::GpuState::ghost)
       result.ghosts[g.gpu] = v.busy.detail;
     if (v.info.memory) {
@@ -52,8 +46,6 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
     } else {
       // A selected GPU that NVML cannot read can never be seen free: say so now
       // (the GPUs that were not selected do not matter).
-      g.measured = false;
-      g.problem = v.info.problem.empty() ? "NVML gives no memory figure" : v.info.problem;
       if (!result.message.empty()) result.message += "; ";
       result.message +=
           v.info.problem.empty() ? "GPU " + gpu::device_text(g.gpu) + ": " + g.problem : g.problem;

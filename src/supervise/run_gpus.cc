@@ -129,23 +129,11 @@ void RunGpuWatch::before_teardown(const std::vector<proc::ProcessId>& members) {
       run_bytes += gh.gpu_bytes.value_or(0);
     }
     if (!held) continue;
-    reclaim::GpuRelease g;
-    g.gpu = view.info.id;
-    g.uuid = view.info.uuid;
-    g.baseline = view.baseline.bytes;
+    // What other processes hold on this GPU stays held after our teardown: "freed"
+    // means the run's share is gone, not that the GPU is idle. Held by the run and
+    // unreadable by NVML: its release cannot be shown (not measured).
+    reclaim::GpuRelease g = reclaim::release_of(view, other_bytes);
     g.own_bytes = run_bytes;
-    g.left_alone_bytes = other_bytes;
-    if (!view.info.memory) {
-      // Held by the run, and NVML cannot read it: its release cannot be shown.
-      g.measured = false;
-      g.problem = view.info.problem.empty() ? "NVML gives no memory figure" : view.info.problem;
-    } else {
-      // What other processes hold on this GPU stays held after our teardown:
-      // "freed" means the run's share is gone, not that the GPU is idle.
-      g.total = view.info.memory->total;
-      g.before = view.used();
-      g.threshold = g.baseline + other_bytes + inventory::freed_tolerance(g.total);
-    }
     held_.push_back(std::move(g));
   }
   (void)node_.save_baselines();
