@@ -57,6 +57,9 @@ struct HoldOptions {
   double forks_per_second = 0;
   std::string comm;
   std::vector<std::string> labels;  // ignored: they only shape the command line
+  std::string title;         // the workers' process title; {k} is the worker's index
+  std::string server_title;  // the server's (as its command line reads: a launcher's)
+  bool listen = false;       // the server listens on a loopback TCP port its workers inherit
   bool client_only = false;
   std::optional<unsigned> util;  // SM percent while the holder lives (default 0; 100 with --ghost)
   bool ghost = false;

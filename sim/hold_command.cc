@@ -194,6 +194,7 @@ bool collect_and_print(HoldPlan& plan, pid_t leader, bool kill_leader_first) {
   std::vector<Started> started;
   nlohmann::json holders = nlohmann::json::array();
   std::string buffer, error;
+  unsigned listen_port = 0;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (holders.size() < plan.expected_holders && error.empty()) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -225,6 +226,8 @@ bool collect_and_print(HoldPlan& plan, pid_t leader, bool kill_leader_first) {
         started.push_back(s);
       } else if (kind == 'L') {
         in >> leader;
+      } else if (kind == 'T') {
+        in >> listen_port;
       } else if (kind == 'H') {
         pid_t pid = 0;
         unsigned gpu = 0;
@@ -257,6 +260,7 @@ bool collect_and_print(HoldPlan& plan, pid_t leader, bool kill_leader_first) {
   nlohmann::json pids = nlohmann::json::array();
   for (const auto& s : started) pids.push_back(s.pid);
   nlohmann::json ready = {{"leader", leader}, {"holders", holders}, {"pids", pids}};
+  if (listen_port != 0) ready["listen_port"] = listen_port;
   std::string line = ready.dump() + "\n";
   (void)!::write(1, line.data(), line.size());
   ::close(plan.read_fd);

@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +18,7 @@
 
 #include "sim/hold_plan.h"
 #include "sim/proc_stat.h"
+#include "sim/proc_title.h"
 #include "sim/registry.h"
 
 namespace gpureap::sim {
@@ -159,6 +162,12 @@ pid_t spawn_worker(HoldPlan& plan, unsigned k, bool announce);
 [[noreturn]] void worker_main(HoldPlan& plan, unsigned k, bool announce) {
   int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (null >= 0) ::dup2(null, 1);
+  if (!plan.options.title.empty()) {
+    std::string title = plan.options.title;
+    for (auto at = title.find("{k}"); at != std::string::npos; at = title.find("{k}", at))
+      title.replace(at, 3, std::to_string(k));
+    sim::set_process_title(title);
+  }
   register_self(plan, "worker", announce);
   hold_gpu(plan, plan.worker_gpus[k]);
   ::close(plan.report_fd);
@@ -189,6 +198,19 @@ pid_t spawn_worker(HoldPlan& plan, unsigned k, bool announce) {
 }
 
 [[noreturn]] void server_main(HoldPlan& plan, bool printer) {
+  if (!plan.options.server_title.empty()) sim::set_process_title(plan.options.server_title);
+  if (plan.options.listen) {
+    // Not CLOEXEC, never closed: the workers forked below inherit it, as a server's do.
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(fd, 16) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+      die(plan, Error::from_errno("cannot listen on 127.0.0.1").message);
+    report(plan, fmt::format("T {}", ntohs(addr.sin_port)));
+  }
   register_self(plan, plan.options.children > 0 ? "server" : "holder", true);
   // SIGCHLD is taken synchronously by the event loop; block it before any fork.
   sigset_t chld;

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "sim/commands.h"
+#include "sim/proc_title.h"
 
 namespace {
 
@@ -39,6 +40,7 @@ void add_dir(CLI::App* cmd, fs::path& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gpureap::sim::remember_argv(argc, argv);
   std::string argv0 = argc > 0 ? argv[0] : "gpureap-sim";
   if (fs::path(argv0).filename() == "nvidia-smi")
     return run_nvidia_smi(std::vector<std::string>(argv + 1, argv + argc), std::nullopt, argv0);
@@ -139,6 +141,15 @@ int main(int argc, char** argv) {
                    "ignored text that stays in every holder's command line (repeatable): long "
                    "or odd command lines")
       ->allow_extra_args(false);
+  hold_cmd->add_option("--title", hold.title,
+                       "the workers' process title, as setproctitle sets it ({k}: the worker's "
+                       "index), e.g. sglang::scheduler_TP{k}");
+  hold_cmd->add_option("--server-title", hold.server_title,
+                       "the server's process title, e.g. python3 -m sglang.launch_server "
+                       "--model-path M --port 30000");
+  hold_cmd->add_flag("--listen", hold.listen,
+                     "the server listens on 127.0.0.1 (a free port, in the ready line as "
+                     "listen_port); its workers inherit the socket, as a server's workers do");
   hold_cmd->add_flag("--client-only", hold.client_only,
                      "open the device nodes, hold 0 bytes (a monitoring client)");
   hold_cmd->add_option("--util", hold.util,

@@ -334,7 +334,8 @@ class Agent {
           if (gh.holder.id != id || !gh.uses_gpu) continue;
           if (!holder) {
             event.holders.push_back(
-                {id, gh.holder.comm, gh.holder.user, std::nullopt, gh.holder.container});
+                {id, gh.holder.comm, gh.holder.user, std::nullopt, gh.holder.container,
+                 gh.holder.instance});
             holder = &event.holders.back();
           }
           if (gh.gpu_bytes) holder->gpu_bytes = holder->gpu_bytes.value_or(0) + *gh.gpu_bytes;
@@ -342,6 +343,7 @@ class Agent {
           gpus.insert(view.info.id);
         }
     }
+    event.gpus.assign(gpus.begin(), gpus.end());
     if (gpus.size() == 1) {
       event.gpu = *gpus.begin();
       for (const auto& view : inv.gpus)

@@ -48,6 +48,7 @@ struct FreeOptions {
   std::string cgroup;
   std::string match;
   bool orphans = false;
+  std::string instance;  // --instance KEY (inventory/instances.h)
   std::chrono::milliseconds grace = reclaim::kDefaultGrace;
   std::chrono::milliseconds timeout = reclaim::kDefaultTimeout;
   std::chrono::milliseconds settle = reclaim::kDefaultSettle;
@@ -139,9 +140,10 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   const auto started = std::chrono::steady_clock::now();
   const int nothing_to_do = o.ok_if_nothing ? kExitOk : kExitNothingToDo;
   // 1. Parse and check the inputs before touching anything.
-  if (o.gpu.empty() && !o.all && o.pids.empty())
+  if (o.gpu.empty() && !o.all && o.pids.empty() && o.instance.empty())
     return free_usage_error(
-        "choose the GPUs: --gpu SEL (e.g. --gpu 3, --gpu all), --all, or name holders with --pid");
+        "choose the GPUs: --gpu SEL (e.g. --gpu 3, --gpu all), --all, or name holders with --pid "
+        "or --instance");
   reclaim::ReclaimOptions options;
   options.escalation.grace = o.grace;
   options.timeout = o.timeout;
@@ -161,6 +163,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     sel.pids.push_back(static_cast<pid_t>(*pid));
   }
   sel.cgroup = o.cgroup;
+  sel.instance = o.instance;
   for (const auto& text : o.env) {
     auto entry = proc::parse_env_entry(text);
     if (!entry) return free_usage_error("--env " + entry.error().message);
@@ -214,9 +217,21 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   node.set_interrupt_flag(&g_interrupted);
   inventory::Inventory inv = node.look(first_look(deadline));
   const bool nvml_usable = gpu::lists_gpus(inv.nvml_state);
-  // --pid alone: the GPUs those processes use.
+  // --instance: it must be one of this look's (`status` lists them).
+  const inventory::Instance* instance =
+      o.instance.empty() ? nullptr : inventory::find_instance(inv.instances, o.instance);
+  if (!o.instance.empty() && !instance) {
+    print_err(fmt::format(
+        "gpureap free: --instance {}: no such instance holds a GPU here; nothing to do (`gpureap "
+        "status` lists the instances)\n",
+        report::terminal_text(o.instance)));
+    return nothing_to_do;
+  }
+  // --pid or --instance alone: the GPUs those processes use.
   const bool pids_choose = o.gpu.empty() && !o.all;
-  if (pids_choose) {
+  if (pids_choose && instance) {
+    sel.gpus = instance->gpus;
+  } else if (pids_choose) {
     sel.gpus = gpus_used_by(inv, sel.pids);
     if (sel.gpus.empty() && nvml_usable) {
       std::string pids;
@@ -420,6 +435,10 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
                   "Only holders whose command line matches this regular expression, searched anywhere "
                   "(RE2 syntax: POSIX extended plus \\d \\s \\w; no backreferences)");
   sub->add_flag("--orphans", o->orphans, "Only holders whose parent is gone (re-parented)");
+  sub->add_option("--instance", o->instance,
+                  "Only the holders of this server instance: its process group id or `gpureap "
+                  "run` id, as `gpureap status` lists them. Without --gpu: the GPUs it uses")
+      ->type_name("INSTANCE");
   sub->add_option("--env", o->env,
                   "Only holders whose environment (/proc/PID/environ) holds exactly NAME=VALUE, "
                   "e.g. SLURM_JOB_ID=42 or GPUREAP_RUN_ID=...; repeatable (all must hold). "

@@ -100,6 +100,7 @@ Inventory join_look(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc::ScanR
   Inventory inv =
       join_and_reread(gpus, std::move(snapshot), std::move(scan), devices, baselines, options);
   if (listed) sample_busy_gpus(gpus, inv, options);
+  inv.instances = find_instances(inv, options.proc_root);
   return inv;
 }
 

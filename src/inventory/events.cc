@@ -32,7 +32,7 @@ struct EventDetector::GpuState {
   std::size_t gone_zombies = 0;
   std::set<proc::ProcessId> gone_ids;  // counted once when orphaned and a zombie leader
   bool gone_unattributed = false;
-  bool down = false;  // a per-GPU nvml_down was announced
+  bool down = false;   // a per-GPU nvml_down was announced
   bool ghost = false;  // a ghost_gpu was announced
 };
 
@@ -51,18 +51,82 @@ Event gpu_event(EventKind kind, const GpuView& view, double now) {
   e.kind = kind;
   e.time = now;
   e.gpu = view.info.id;
+  e.gpus = {view.info.id};
   e.uuid = view.info.uuid;
   return e;
 }
 
 EventHolder event_holder(const GpuHolder& gh) {
-  return {gh.holder.id, gh.holder.comm, gh.holder.user, gh.gpu_bytes, gh.holder.container};
+  return {gh.holder.id, gh.holder.comm,      gh.holder.user,
+          gh.gpu_bytes, gh.holder.container, gh.holder.instance};
 }
 
 std::uint64_t known_bytes(const std::vector<EventHolder>& holders) {
   std::uint64_t sum = 0;
   for (const auto& h : holders) sum += h.gpu_bytes.value_or(0);
   return sum;
+}
+
+// The instance every holder of `e` belongs to, or nullptr (none, or several).
+const Instance* common_instance(const Event& e, const Inventory& inv) {
+  if (e.holders.empty() || e.holders.front().instance.empty()) return nullptr;
+  for (const auto& h : e.holders)
+    if (h.instance != e.holders.front().instance || h.container != e.holders.front().container)
+      return nullptr;
+  for (const auto& in : inv.instances)
+    if (in.key == e.holders.front().instance && in.container == e.holders.front().container)
+      return &in;
+  return nullptr;
+}
+
+// What a dead launcher's command line (as the agent saw it alive) says of its server.
+void remember_launcher(Instance& in, const DeadParent& parent) {
+  proc::EngineIdentity launcher = proc::recognise_engine_cmdline(parent.cmdline, parent.comm);
+  in.launcher_comm = parent.comm;
+  if (launcher.engine != proc::Engine::none && launcher.engine != proc::Engine::python)
+    in.engine = launcher.engine;
+  if (launcher.model) in.model = launcher.model;
+  if (launcher.port) in.port = launcher.port;
+}
+
+// One orphaned_memory event per server instance: a tensor-parallel server whose launcher
+// died orphans a worker on each of its GPUs in the same look, and that is one event that
+// names the server, not one per GPU. Each event names its instance when its holders
+// share one of several processes or of a known engine.
+std::vector<Event> by_instance(std::vector<Event> events, const Inventory& inv) {
+  std::vector<Event> out;
+  for (auto& e : events) {
+    const Instance* in = e.kind == EventKind::orphaned_memory ? common_instance(e, inv) : nullptr;
+    const bool named = in && (in->members.size() > 1 || (in->engine != proc::Engine::none &&
+                                                         in->engine != proc::Engine::python));
+    if (!named) {
+      out.push_back(std::move(e));
+      continue;
+    }
+    auto same = std::find_if(out.begin(), out.end(), [&](const Event& o) {
+      return o.kind == EventKind::orphaned_memory && o.instance && o.instance->key == in->key &&
+             o.instance->container == in->container;
+    });
+    if (same == out.end()) {
+      e.instance = *in;
+      // The agent saw the launcher alive: its command line still names the model and port.
+      if (!in->launcher_alive && e.parent && e.parent->pid == in->launcher_pid)
+        remember_launcher(*e.instance, *e.parent);
+      out.push_back(std::move(e));
+      continue;
+    }
+    same->gpu.reset();
+    same->uuid.clear();
+    same->gpus.insert(same->gpus.end(), e.gpus.begin(), e.gpus.end());
+    gpu::normalize(same->gpus);
+    same->holders.insert(same->holders.end(), e.holders.begin(), e.holders.end());
+    same->bytes += e.bytes;
+    if (!same->parent) same->parent = e.parent;
+    if (same->parent && !same->instance->launcher_alive &&
+        same->parent->pid == same->instance->launcher_pid && !same->instance->model)
+      remember_launcher(*same->instance, *same->parent);
+  }
+  return out;
 }
 
 std::string count_text(std::size_t n, const char* what) {
@@ -160,7 +224,7 @@ std::vector<Event> EventDetector::observe(const Inventory& inv, double now,
     if (gpu_failing(view) || !view.info.memory) continue;
     observe_gpu(view, *st, now, dead_parents, out);
   }
-  return out;
+  return by_instance(std::move(out), inv);
 }
 
 void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
@@ -262,15 +326,15 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
   if (ghost != st.ghost) {
     Event e = gpu_event(ghost ? EventKind::ghost_gpu : EventKind::ghost_gpu_gone, view, now);
     e.bytes = view.used();
-    e.detail = ghost ? view.busy.detail
-                     : view.info.utilization_gpu
-                         ? fmt::format("GPU {} is no longer busy without a process (SM utilization "
-                                       "{}%{})",
-                                       view.info.id, *view.info.utilization_gpu,
-                                       view.busy.kind == Busy::none
-                                           ? ""
-                                           : std::string(", ") + to_string(view.busy.kind))
-                         : fmt::format("GPU {} no longer reports its utilization", view.info.id);
+    e.detail =
+        ghost ? view.busy.detail
+        : view.info.utilization_gpu
+            ? fmt::format(
+                  "GPU {} is no longer busy without a process (SM utilization "
+                  "{}%{})",
+                  view.info.id, *view.info.utilization_gpu,
+                  view.busy.kind == Busy::none ? "" : std::string(", ") + to_string(view.busy.kind))
+            : fmt::format("GPU {} no longer reports its utilization", view.info.id);
     out.push_back(std::move(e));
     st.ghost = ghost;
   }

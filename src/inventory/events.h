@@ -42,6 +42,7 @@ struct EventHolder {
   std::string user;
   std::optional<std::uint64_t> gpu_bytes;  // on the event's GPU; nullopt when unknown
   std::string container;  // proc::Holder::container ("k8s-pod:<uid>/<id>", "docker:…"); "" if none
+  std::string instance;   // proc::Holder::instance: the key of its server instance, "" if none
 };
 
 /// The process whose death orphaned holders: as the agent last saw it alive.
@@ -50,12 +51,19 @@ using DeadParent = proc::DeadParent;
 struct Event {
   EventKind kind = EventKind::nvml_down;
   double time = 0;              // wall clock, seconds since the epoch
-  std::optional<gpu::DeviceId> gpu;  // nullopt for node-wide events (NVML)
+  std::optional<gpu::DeviceId> gpu;  // nullopt for node-wide events, and for an instance's
+  /// The GPUs the event is about: {gpu} for a GPU's event; every GPU of an instance
+  /// whose holders were orphaned at once (one event for a tensor-parallel crash); empty
+  /// for node-wide events.
+  std::vector<gpu::DeviceId> gpus;
   std::string uuid;
   std::vector<EventHolder> holders;
   std::uint64_t bytes = 0;                      // orphaned / unattributed / freed bytes on that GPU
   Unexplained unexplained = Unexplained::none;  // unattributed_memory: its class
   std::optional<DeadParent> parent;             // orphaned_memory: whose death, when known
+  /// orphaned_memory: the server instance its holders all belong to, when they do and it
+  /// is worth naming (report::worth_showing: several processes, or a known engine).
+  std::optional<Instance> instance;
   std::string detail;  // one sentence: NVML's problem, a reap's outcome, evidence
 };
 

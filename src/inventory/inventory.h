@@ -13,6 +13,7 @@
 
 #include "gpu/gpu_source.h"
 #include "inventory/baseline_store.h"
+#include "inventory/instances.h"
 #include "proc/holder.h"
 #include "proc/holder_scan.h"
 
@@ -131,6 +132,9 @@ struct Inventory {
   std::vector<GpuView> gpus;
   std::vector<proc::Holder> other_holders;  // hold nvidiactl/uvm only, or a node of no known GPU
   std::vector<proc::ScanProblem> problems;
+  /// The GPU holders grouped into server instances (inventory/instances.h); each
+  /// holder's Holder::instance is the key of its own. Set by Node::look.
+  std::vector<Instance> instances;
   /// Things gpureap ignored or refused that the user should know about, one
   /// sentence each: device nodes that are not the NVIDIA driver's
   /// (proc::DeviceSet::warnings), implausible recorded baselines and a refused

@@ -203,6 +203,8 @@ proc::Holder decode_holder(const json& j) {
   for (const auto& p : array(j, "nspid")) h.nspid.push_back(integer_value<pid_t>(p, "nspid"));
   h.comm = string(j, "comm");
   h.cmdline = string(j, "cmdline");
+  // Derived from the command line, so not on the wire: recognised again here.
+  h.engine = proc::recognise_engine_cmdline(h.cmdline, h.comm);
   const json& age = field(j, "age_seconds");
   if (!age.is_number()) throw WireError("'age_seconds': not a number");
   h.age_seconds = age.get<double>();

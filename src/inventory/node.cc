@@ -51,6 +51,7 @@ Inventory Node::look(CollectOptions options) {
         if (std::find(inv.warnings.begin(), inv.warnings.end(), w) == inv.warnings.end())
           inv.warnings.push_back(std::move(w));
       remember_witnessed(inv);
+      inv.instances = find_instances(inv, config_.proc_root);
       return inv;
     }
   }

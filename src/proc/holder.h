@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "proc/engine_role.h"
+
 namespace gpureap::proc {
 
 /// A process's identity: the pid alone can be reused, (pid, start time) cannot.
@@ -100,6 +102,8 @@ struct Holder {
   std::set<DeviceNode> nodes;     // device nodes it holds
   std::set<unsigned> gpu_minors;  // minors of the GPU nodes it holds
   std::string wchan;              // filled on request (leftover evidence)
+  EngineIdentity engine;          // what its command line says it is (proc/engine_role.h)
+  std::string instance;           // the key of its instance (inventory/instances.h), if any
 };
 
 /// Something the scan could not read; reported instead of guessed.

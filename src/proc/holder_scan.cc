@@ -278,7 +278,12 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
     h.cgroup = pick_cgroup_path(parse_cgroup(file_.view()));
     h.container = container_hint(h.cgroup);
   }
-  if (read_file_at(dirfd, "cmdline", file_) == 0) h.cmdline = format_cmdline(file_.view());
+  if (read_file_at(dirfd, "cmdline", file_) == 0) {
+    h.cmdline = format_cmdline(file_.view());
+    h.engine = recognise_engine_cmdline(file_.view(), h.comm);
+  } else {
+    h.engine = recognise_engine({}, h.comm);
+  }
   if (h.cmdline.empty()) h.cmdline = "[" + h.comm + "]";
   if (ctx_.uptime_s > 0)
     h.age_seconds =

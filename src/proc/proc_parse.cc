@@ -348,4 +348,46 @@ std::optional<unsigned> parse_char_device_major(std::string_view proc_devices,
   return found;
 }
 
+std::vector<ListeningSocket> parse_listening_tcp(std::string_view table) {
+  std::vector<ListeningSocket> out;
+  while (!table.empty()) {
+    const auto eol = table.find('\n');
+    std::string_view line = table.substr(0, eol);
+    table = eol == std::string_view::npos ? std::string_view{} : table.substr(eol + 1);
+    // sl local_address rem_address st tx:rx tr:tm retrnsmt uid timeout inode ...
+    std::vector<std::string_view> fields;
+    for (std::size_t at = 0; at < line.size() && fields.size() < 10;) {
+      at = line.find_first_not_of(' ', at);
+      if (at == std::string_view::npos) break;
+      auto end = line.find(' ', at);
+      fields.push_back(line.substr(at, end == std::string_view::npos ? line.size() - at : end - at));
+      at = end == std::string_view::npos ? line.size() : end;
+    }
+    if (fields.size() < 10 || fields[3] != "0A") continue;
+    const auto colon = fields[1].rfind(':');
+    if (colon == std::string_view::npos) continue;
+    const std::string_view port_hex = fields[1].substr(colon + 1);
+    unsigned port = 0;
+    std::uint64_t inode = 0;
+    auto p = std::from_chars(port_hex.data(), port_hex.data() + port_hex.size(), port, 16);
+    auto i = std::from_chars(fields[9].data(), fields[9].data() + fields[9].size(), inode);
+    if (p.ec != std::errc() || p.ptr != port_hex.data() + port_hex.size() || port > 65535 ||
+        i.ec != std::errc() || i.ptr != fields[9].data() + fields[9].size() || inode == 0)
+      continue;
+    out.push_back({inode, port});
+  }
+  return out;
+}
+
+std::optional<std::uint64_t> parse_socket_link(std::string_view target) {
+  constexpr std::string_view prefix = "socket:[";
+  if (!target.starts_with(prefix) || !target.ends_with(']')) return std::nullopt;
+  std::string_view digits = target.substr(prefix.size(), target.size() - prefix.size() - 1);
+  std::uint64_t inode = 0;
+  auto r = std::from_chars(digits.data(), digits.data() + digits.size(), inode);
+  if (digits.empty() || r.ec != std::errc() || r.ptr != digits.data() + digits.size())
+    return std::nullopt;
+  return inode;
+}
+
 }  // namespace gpureap::proc

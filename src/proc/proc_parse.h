@@ -119,6 +119,19 @@ std::optional<MapsFileId> parse_maps_file_id(std::string_view line);
 /// A /proc/PID/cmdline for display: NULs become spaces, trailing NULs are dropped.
 std::string format_cmdline(std::string_view raw);
 
+/// A listening TCP socket of /proc/net/tcp or tcp6: its inode and local port.
+struct ListeningSocket {
+  std::uint64_t inode = 0;
+  unsigned port = 0;
+};
+
+/// The sockets in state LISTEN (0A) of a /proc/PID/net/tcp or tcp6 table; malformed
+/// lines (and the header) are skipped.
+std::vector<ListeningSocket> parse_listening_tcp(std::string_view table);
+
+/// The inode of a "socket:[12345]" fd link target, or nullopt for any other target.
+std::optional<std::uint64_t> parse_socket_link(std::string_view target);
+
 /// The major number /proc/devices lists for the character-device driver named
 /// `driver` (e.g. "nvidia-uvm", whose major is dynamic), nullopt when the
 /// "Character devices:" section does not list it (module not loaded) or the

@@ -289,5 +289,33 @@ TEST(ParseCharDeviceMajor, OnlyTheCharacterSectionCounts) {
   EXPECT_EQ(parse_char_device_major("Character devices:\n 42 nvidia-uvm", "nvidia-uvm"), 42u);
 }
 
+TEST(ParseListeningTcp, OnlyListeningSocketsWithTheirPorts) {
+  const std::string table =
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout "
+      "inode\n"
+      "   0: 00000000:7530 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 "
+      "4242 1 0000000000000000 100 0 0 10 0\n"
+      "   1: 0100007F:1F40 0100007F:D2F0 01 00000000:00000000 00:00000000 00000000     0        0 "
+      "4343 1 0000000000000000 20 4 30 10 -1\n"
+      "   2: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A "
+      "00000000:00000000 00:00000000 00000000  1000        0 5151 1 0 100 0 0 10 0\n"
+      "garbage line\n";
+  auto sockets = parse_listening_tcp(table);
+  ASSERT_EQ(sockets.size(), 2u);
+  EXPECT_EQ(sockets[0].inode, 4242u);
+  EXPECT_EQ(sockets[0].port, 30000u);
+  EXPECT_EQ(sockets[1].inode, 5151u);
+  EXPECT_EQ(sockets[1].port, 8080u);
+  EXPECT_TRUE(parse_listening_tcp("").empty());
+}
+
+TEST(ParseSocketLink, InodeOfASocketOnly) {
+  EXPECT_EQ(parse_socket_link("socket:[12345]"), 12345u);
+  EXPECT_FALSE(parse_socket_link("pipe:[12345]"));
+  EXPECT_FALSE(parse_socket_link("socket:[]"));
+  EXPECT_FALSE(parse_socket_link("socket:[12a]"));
+  EXPECT_FALSE(parse_socket_link("/dev/nvidia0"));
+}
+
 }  // namespace
 }  // namespace gpureap::proc

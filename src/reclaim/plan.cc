@@ -156,6 +156,9 @@ std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector
   if (!f.ids.empty() && std::find(f.ids.begin(), f.ids.end(), h.id) == f.ids.end())
     return no("not one of the processes this reap announced");
   if (!f.pids.empty() && !f.names(h.id.pid)) return no("not named by --pid");
+  if (!f.instance.empty() && h.instance != f.instance)
+    return no(h.instance.empty() ? std::string("of no instance; --instance given")
+                                 : fmt::format("of instance {}, not {}", h.instance, f.instance));
   if (f.user && h.uid != *f.user)
     return no(fmt::format("owned by {}, not the --user given", h.user));
   if (!f.cgroup.empty() && h.cgroup.find(f.cgroup) == std::string::npos &&
@@ -211,6 +214,7 @@ bool respawner_passes(const proc::Holder& parent, const Filters& f, EnvironOnce&
   Filters own = f;
   own.orphans_only = false;
   own.on_gpus.clear();
+  own.instance.clear();
   return !filter_mismatch(parent, {}, own, environ);
 }
 
@@ -494,6 +498,10 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
   if (!sel.ids.empty()) return plan;
   add_descendants(plan, held, sel, ctx);
   add_ended_runs(plan, ended_runs, held, sel, ctx);
+  for (const auto& in : inv.instances)
+    if (std::any_of(in.members.begin(), in.members.end(),
+                    [&](const inventory::InstanceMember& m) { return plan.contains(m.id); }))
+      plan.instances.push_back(in);
   return plan;
 }
 

@@ -39,6 +39,7 @@ struct Filters {
   // Only these exact processes (pid and start time): the reaper's announced set, so
   // that no later round of its reclaim can select another holder (W2-01).
   std::vector<proc::ProcessId> ids;
+  std::string instance;  // --instance: only holders of this instance (inventory/instances.h)
 
   /// True when `pid` is named by --pid.
   bool names(pid_t pid) const { return std::find(pids.begin(), pids.end(), pid) != pids.end(); }
@@ -46,7 +47,7 @@ struct Filters {
   bool narrowed() const {
     return !pids.empty() || user || !cgroup.empty() || !cgroup_component.empty() ||
            !cgroup_none.empty() || match || orphans_only || !env.empty() || !env_none.empty() ||
-           !on_gpus.empty() || !ids.empty();
+           !on_gpus.empty() || !ids.empty() || !instance.empty();
   }
 };
 
@@ -102,6 +103,9 @@ struct Plan {
   // targets that are not selected themselves (with how to include them). Disjoint
   // from targets.
   std::vector<Skipped> skipped;
+  /// The server instances (inventory/instances.h) its targets belong to, whole: the
+  /// plan names the server, not only its processes.
+  std::vector<inventory::Instance> instances;
   /// True when `id` is a target.
   bool contains(const proc::ProcessId& id) const;
   /// The skipped entry of `id`, or nullptr.

@@ -7,6 +7,7 @@
 #include "gpu/gpu_select.h"
 #include "report/json.h"
 #include "report/names.h"
+#include "report/instance_text.h"
 #include "report/status_table.h"
 #include "report/terminal_text.h"
 #include "util/text.h"
@@ -44,6 +45,8 @@ std::string plan_text(const reclaim::Plan& plan, const Style& style,
         bytes ? "holding " + format_bytes(bytes) : std::string("(memory unknown)"),
         grace.count() == 0 ? "SIGKILL at once: --grace 0"
                            : "SIGTERM, then SIGKILL after the grace period"));
+    for (const auto& in : plan.instances)
+      if (worth_showing(in)) out += "  Instance: " + instance_heading(in) + "\n";
     out += style.dim(fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", "PID", "USER", "GPU",
                                  "GPU MEM", "WHY", "COMMAND"));
     for (const auto& t : plan.targets) {
@@ -88,7 +91,9 @@ nlohmann::ordered_json plan_json(const reclaim::Plan& plan) {
                        {"gpu_bytes", s.gpu_bytes},
                        {"class", std::string(to_string(s.kind))},
                        {"reason", s.reason}});
-  return {{"targets", targets}, {"skipped", skipped}};
+  nlohmann::ordered_json instances = nlohmann::ordered_json::array();
+  for (const auto& in : plan.instances) instances.push_back(instance_json(in));
+  return {{"targets", targets}, {"skipped", skipped}, {"instances", instances}};
 }
 
 std::string progress_line(const std::vector<reclaim::GpuRelease>& gpus) {

@@ -1,7 +1,7 @@
 #include "report/json.h"
 
-#include "report/device_json.h"
 #include "proc/lineage.h"
+#include "report/device_json.h"
 
 namespace gpureap::report {
 namespace {
@@ -26,6 +26,71 @@ std::string json_text(const nlohmann::json& doc) {
   return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
+namespace {
+
+nlohmann::ordered_json text_or_null(const std::string& s) {
+  return s.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s);
+}
+
+// The ranks a title names, only those it names: {"dp": 1, "tp": 3}.
+nlohmann::ordered_json ranks_json(const proc::Ranks& r) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  const std::pair<const char*, const std::optional<unsigned>*> all[] = {
+      {"dp", &r.dp},   {"pp", &r.pp}, {"attn_cp", &r.attn_cp}, {"moe_dp", &r.moe_dp}, {"cp", &r.cp},
+      {"pcp", &r.pcp}, {"tp", &r.tp}, {"dcp", &r.dcp},         {"ep", &r.ep}};
+  for (const auto& [name, value] : all)
+    if (*value) out[name] = **value;
+  return out;
+}
+
+// What the holder's command line says it is: engine, role, ranks (null when generic).
+nlohmann::ordered_json engine_json(const proc::EngineIdentity& e) {
+  if (e.engine == proc::Engine::none && e.role == proc::EngineRole::none) return nullptr;
+  return {
+      {"engine", enum_name_text(e.engine)},
+      {"role", e.role == proc::EngineRole::none ? nlohmann::ordered_json(nullptr)
+                                                : nlohmann::ordered_json(enum_name_text(e.role))},
+      {"ranks", ranks_json(e.ranks)},
+      {"title", text_or_null(e.title)}};
+}
+
+}  // namespace
+
+nlohmann::ordered_json instance_json(const inventory::Instance& in) {
+  nlohmann::ordered_json members = nlohmann::ordered_json::array();
+  for (const auto& m : in.members)
+    members.push_back({{"pid", m.id.pid},
+                       {"start_time", m.id.start_time},
+                       {"role", m.role == proc::EngineRole::none
+                                    ? nlohmann::ordered_json(nullptr)
+                                    : nlohmann::ordered_json(enum_name_text(m.role))},
+                       {"ranks", text_or_null(m.ranks)}});
+  return {
+      {"key", in.key},
+      {"kind", enum_name_text(in.kind)},
+      {"pgid", in.pgid},
+      {"run_id", text_or_null(in.run_id)},
+      {"container", text_or_null(in.container)},
+      {"engine", in.engine == proc::Engine::none
+                     ? nlohmann::ordered_json(nullptr)
+                     : nlohmann::ordered_json(enum_name_text(in.engine))},
+      {"launcher", in.launcher_pid > 0
+                       ? nlohmann::ordered_json{{"pid", in.launcher_pid},
+                                                {"alive", in.launcher_alive},
+                                                {"comm", text_or_null(in.launcher_comm)}}
+                       : nlohmann::ordered_json(nullptr)},
+      {"model", optional_json(in.model)},
+      {"port", optional_json(in.port)},
+      {"listening_ports", in.ports},
+      {"gpus", in.gpus},
+      {"bytes",
+       in.bytes_known ? nlohmann::ordered_json(in.bytes) : nlohmann::ordered_json(nullptr)},
+      {"orphaned", in.orphaned},
+      {"detached", in.detached},
+      {"members", members},
+  };
+}
+
 nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uint64_t> gpu_bytes) {
   nlohmann::ordered_json threads = nlohmann::ordered_json::array();
   for (const auto& t : h.threads)
@@ -48,8 +113,9 @@ nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uin
       {"orphaned", h.orphaned},
       {"orphan_reason", h.orphan_reason.empty() ? nlohmann::ordered_json(nullptr)
                                                 : nlohmann::ordered_json(h.orphan_reason)},
-      {"orphan_evidence", h.orphaned ? nlohmann::ordered_json(std::string(proc::enum_name(h.orphan_evidence)))
-                                     : nlohmann::ordered_json(nullptr)},
+      {"orphan_evidence",
+       h.orphaned ? nlohmann::ordered_json(std::string(proc::enum_name(h.orphan_evidence)))
+                  : nlohmann::ordered_json(nullptr)},
       {"detached", h.detached},
       {"detached_reason", h.detached_reason.empty() ? nlohmann::ordered_json(nullptr)
                                                     : nlohmann::ordered_json(h.detached_reason)},
@@ -65,6 +131,8 @@ nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uin
       {"found_by", found},
       {"devices", devices},
       {"gpu_bytes", optional_json(gpu_bytes)},
+      {"engine", engine_json(h.engine)},
+      {"instance", text_or_null(h.instance)},
   };
 }
 
@@ -136,6 +204,8 @@ nlohmann::ordered_json status_json(const inventory::Inventory& inv) {
   for (const auto& p : inv.problems) problems.push_back({{"pid", p.pid}, {"what", p.what}});
   nlohmann::ordered_json warnings = nlohmann::ordered_json::array();
   for (const auto& w : inv.warnings) warnings.push_back(w);
+  nlohmann::ordered_json instances = nlohmann::ordered_json::array();
+  for (const auto& in : inv.instances) instances.push_back(instance_json(in));
   return {
       {"schema_version", kSchemaVersion},
       {"command", "status"},
@@ -148,6 +218,7 @@ nlohmann::ordered_json status_json(const inventory::Inventory& inv) {
                                : nlohmann::ordered_json(inv.driver_version)}}},
       {"host_pid_namespace", inv.host_pid_namespace},
       {"gpus", gpus},
+      {"instances", instances},
       {"other_holders", others},
       {"problems", problems},
       {"warnings", warnings},

@@ -25,6 +25,10 @@ std::string json_text(const nlohmann::json& doc);
 /// cmdline, age_seconds, found_by[], devices[], gpu_bytes (null when unknown).
 nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uint64_t> gpu_bytes);
 
+/// One server instance (inventory/instances.h): key, kind, engine, launcher, model,
+/// port, GPUs, bytes and members with their roles and ranks.
+nlohmann::ordered_json instance_json(const inventory::Instance& in);
+
 /// One GPU: index, name, uuid, pci_bus_id, minor, memory{total_bytes, used_bytes,
 /// reserved_bytes, baseline_bytes, baseline_recorded}, attributed_bytes,
 /// unattributed_bytes, unattributed{class, detail} (null when none), holders[]

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "gpu/gpu_select.h"
+#include "report/instance_text.h"
 #include "report/terminal_text.h"
 #include "util/units.h"
 
@@ -32,6 +33,16 @@ std::string parent_text(const proc::Holder& h, const Style& style) {
 
 std::string_view lineage_tag(const proc::Holder& h) {
   return h.orphaned ? " ORPHAN" : h.detached ? " DETACHED" : "";
+}
+
+// "scheduler TP3", "worker DP1 TP0", "launcher", "-": what its command line says it is
+// (proc/engine_role.h), at most 15 characters.
+std::string role_text(const proc::Holder& h) {
+  if (h.engine.role == proc::EngineRole::none) return "-";
+  std::string ranks = proc::rank_label(h.engine.ranks);
+  std::string text =
+      std::string(proc::enum_name(h.engine.role)) + (ranks.empty() ? "" : " " + ranks);
+  return terminal_text(text, 15);
 }
 
 std::string state_text(const proc::Holder& h) {
@@ -61,9 +72,9 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style,
   std::vector<const inventory::GpuHolder*> users, openers;
   for (const auto& gh : view.holders) (gh.uses_gpu ? users : openers).push_back(&gh);
   if (!users.empty()) {
-    out += style.dim(fmt::format("{}{:<8} {:<10} {:<9} {:>8} {:>10}  {:<11} {:<12} {}\n", indent,
-                                 "PID", "USER", "STATE", "AGE", "GPU MEM", "FOUND BY", "PARENT",
-                                 "COMMAND"));
+    out += style.dim(fmt::format("{}{:<8} {:<10} {:<9} {:>8} {:>10}  {:<11} {:<12} {:<15} {}\n",
+                                 indent, "PID", "USER", "STATE", "AGE", "GPU MEM", "FOUND BY",
+                                 "PARENT", "ROLE", "COMMAND"));
     for (const auto* gh : users) {
       const auto& h = gh->holder;
       std::string tag = !h.container.empty() ? h.container
@@ -74,11 +85,12 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style,
       // Pad on the visible text so colour codes don't break the columns.
       std::size_t parent_width = fmt::format("{}{}", h.ppid, lineage_tag(h)).size();
       out += fmt::format(
-          "{}{:<8} {:<10} {:<9} {:>8} {:>10}  {:<11} {}{} {}{}\n", indent, h.id.pid,
+          "{}{:<8} {:<10} {:<9} {:>8} {:>10}  {:<11} {}{} {:<15} {}{}\n", indent, h.id.pid,
           terminal_text(h.user, 10), state_text(h),
           format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(h.age_seconds * 1e9))),
           gh->gpu_bytes ? format_bytes(*gh->gpu_bytes) : "?", found_by_text(h), parent,
-          std::string(parent_width < 12 ? 12 - parent_width : 0, ' '), short_command(h, 60), where);
+          std::string(parent_width < 12 ? 12 - parent_width : 0, ' '), role_text(h),
+          short_command(h, 60), where);
     }
     // Why each is called orphaned or detached: the evidence, one line per reason
     // (the 8 workers of one dead server share theirs).
@@ -154,7 +166,8 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
   std::uint64_t orphan_bytes = 0;
   std::size_t orphans_unknown = 0;  // orphans whose memory NVML does not report
   std::set<gpu::DeviceId> orphan_gpus, stuck_gpus, detached_gpus;
-  std::size_t detached = 0;  // re-parented, not a leak by the evidence
+  std::set<std::string> orphan_instances;  // the instances of the orphans free would signal
+  std::size_t detached = 0;                // re-parented, not a leak by the evidence
   for (const auto& view : inv.gpus) {
     out += gpu_heading(view.info, style) + "\n";
     if (!view.info.problem.empty()) {
@@ -175,6 +188,7 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
           orphan_bytes += gh.gpu_bytes.value_or(0);
           if (!gh.gpu_bytes) ++orphans_unknown;
           orphan_gpus.insert(view.info.id);
+          orphan_instances.insert(gh.holder.instance);
         }
       }
     if (view.info.memory) {
@@ -198,8 +212,7 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
                                    format_bytes(view.unattributed_bytes),
                                    inventory::to_string(view.unexplained)));
       out += fmt::format("    {}\n", terminal_text(view.unexplained_detail));
-      if (view.unexplained == inventory::Unexplained::driver_held)
-        stuck_gpus.insert(view.info.id);
+      if (view.unexplained == inventory::Unexplained::driver_held) stuck_gpus.insert(view.info.id);
     }
     if (view.busy.kind != inventory::Busy::none) {
       const bool ghost = view.busy.kind == inventory::Busy::ghost;
@@ -235,6 +248,8 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
     for (const auto& w : inv.warnings) out += style.yellow("! " + terminal_text(w)) + "\n";
   }
 
+  out += instances_section(inv.instances, style);
+
   // What now.
   auto gpu_list = [](const std::set<gpu::DeviceId>& s) {
     return gpu::device_list(std::vector<gpu::DeviceId>(s.begin(), s.end()));
@@ -247,9 +262,18 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
     out += "\n" + style.bold(fmt::format("{} orphaned process{} (parent gone) hold{} {} on GPU {}.",
                                          orphans, orphans == 1 ? "" : "es", orphans == 1 ? "s" : "",
                                          held, gpu_list(orphan_gpus)));
-    out +=
-        fmt::format(" Free {}: {}gpureap free --orphans --gpu {}\n", orphans == 1 ? "it" : "them",
-                    needs_root ? "sudo " : "", gpu_list(orphan_gpus));
+    // All of one server, orphaned as a whole: free that server by name.
+    const inventory::Instance* one =
+        orphan_instances.size() == 1
+            ? inventory::find_instance(inv.instances, *orphan_instances.begin())
+            : nullptr;
+    if (one && worth_showing(*one) && one->orphaned == one->members.size())
+      out += fmt::format(" Free them: {}gpureap free --orphans --instance {}\n",
+                         needs_root ? "sudo " : "", terminal_text(one->key));
+    else
+      out +=
+          fmt::format(" Free {}: {}gpureap free --orphans --gpu {}\n", orphans == 1 ? "it" : "them",
+                      needs_root ? "sudo " : "", gpu_list(orphan_gpus));
   }
   if (detached > 0)
     out += fmt::format(

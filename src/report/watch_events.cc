@@ -8,8 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "report/device_json.h"
 #include "reclaim/plan.h"
+#include "report/device_json.h"
+#include "report/instance_text.h"
 #include "report/json.h"
 #include "report/names.h"
 #include "report/terminal_text.h"
@@ -94,10 +95,16 @@ std::string describe(const Event& e, const Style& style) {
     case EventKind::orphaned_memory: {
       std::string why = e.parent ? parent_text(e) + (detail.empty() ? "" : "; " + detail) : detail;
       std::string next = fmt::format("free {}: gpureap free --orphans --gpu {}",
-                                     e.holders.size() == 1 ? "it" : "them", gpu);
+                                     e.holders.size() == 1 ? "it" : "them",
+                                     e.gpus.empty() ? gpu : gpu::device_list(e.gpus));
+      if (e.instance && e.instance->orphaned == e.instance->members.size())
+        next = fmt::format("free it: gpureap free --orphans --instance {}",
+                           terminal_text(e.instance->key));
       if (auto kept = protected_reason(e)) next = "gpureap free leaves it alone: " + *kept;
-      return fmt::format("{} {}: {} — {}; {}", held_bytes(e), style.red("orphaned"), holder_list(e),
-                         why, next);
+      // A server's crash is one line that names the server, its ranks and its GPUs.
+      const std::string who = e.instance ? instance_heading(*e.instance) : holder_list(e);
+      return fmt::format("{} {}: {} — {}; {}", held_bytes(e), style.red("orphaned"), who, why,
+                         next);
     }
     case EventKind::zombie_leader: {
       const auto* h = e.holders.empty() ? nullptr : &e.holders.front();
@@ -172,7 +179,9 @@ bool has_bytes(const Event& e) {
 }  // namespace
 
 std::string watch_event_line(const Event& e, const Style& style) {
-  std::string gpu = e.gpu ? style.bold(fmt::format("GPU {}", *e.gpu)) + ": " : "";
+  std::string gpu = e.gpu             ? style.bold(fmt::format("GPU {}", *e.gpu)) + ": "
+                    : !e.gpus.empty() ? style.bold("GPU " + gpu::device_list(e.gpus)) + ": "
+                                      : "";
   return fmt::format("{} {}{}\n", style.dim(clock_text(e.time)), gpu, describe(e, style));
 }
 
@@ -191,6 +200,7 @@ std::string watch_event_json(const Event& e) {
       {"event", to_string(e.kind)},
       {"time", e.time},
       {"gpu", or_null(e.gpu)},
+      {"gpus", e.gpus.empty() && e.gpu ? std::vector<gpu::DeviceId>{*e.gpu} : e.gpus},
       {"uuid", e.uuid.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.uuid)},
       {"bytes", has_bytes(e) ? nlohmann::ordered_json(e.bytes) : nlohmann::ordered_json(nullptr)},
       {"holders", std::move(holders)},
@@ -200,6 +210,7 @@ std::string watch_event_json(const Event& e) {
                      {"comm", e.parent->comm},
                      {"cmdline", e.parent->cmdline},
                      {"died_at", e.parent->died_at}};
+  doc["instance"] = e.instance ? instance_json(*e.instance) : nlohmann::ordered_json(nullptr);
   doc["class"] = e.kind == EventKind::unattributed_memory
                      ? nlohmann::ordered_json(inventory::to_string(e.unexplained))
                      : nlohmann::ordered_json(nullptr);

@@ -28,7 +28,7 @@ class WatchEvents : public ::testing::Test {
 
 inventory::EventHolder holder(pid_t pid, std::optional<std::uint64_t> bytes,
                               std::string comm = "python3") {
-  return {{pid, 9000u + static_cast<unsigned>(pid)}, std::move(comm), "alice", bytes, ""};
+  return {{pid, 9000u + static_cast<unsigned>(pid)}, std::move(comm), "alice", bytes, "", ""};
 }
 
 Event orphans(std::size_t n) {
@@ -53,7 +53,7 @@ TEST_F(WatchEvents, OrphanedMemoryNamesHoldersParentAndTheFree) {
             "re-parented to init (pid 1); free them: gpureap free --orphans --gpu 3\n");
   EXPECT_EQ(
       watch_event_json(e),
-      R"j({"schema_version":1,"event":"orphaned_memory","time":1712345678.25,"gpu":3,)j"
+      R"j({"schema_version":1,"event":"orphaned_memory","time":1712345678.25,"gpu":3,"gpus":[3],)j"
       R"j("uuid":"GPU-3","bytes":85899345920,"holders":[)j"
       R"j({"pid":4242,"start_time":13242,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
       R"j({"pid":4243,"start_time":13243,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
@@ -64,8 +64,37 @@ TEST_F(WatchEvents, OrphanedMemoryNamesHoldersParentAndTheFree) {
       R"j({"pid":4248,"start_time":13248,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
       R"j({"pid":4249,"start_time":13249,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null}],)j"
       R"j("parent":{"pid":4100,"comm":"sglang.launch","cmdline":"python3 -m sglang.launch_server",)j"
-      R"j("died_at":1712345678.05},"class":null,"detail":"re-parented to init (pid 1)"})j"
+      R"j("died_at":1712345678.05},"instance":null,"class":null,"detail":"re-parented to init (pid 1)"})j"
       "\n");
+}
+
+// A tensor-parallel server's crash: one line naming the server, its ranks and GPUs, and
+// the command that frees exactly it.
+TEST_F(WatchEvents, AnInstancesOrphansAreOneLineNamingTheServer) {
+  Event e = orphans(2);
+  e.gpu.reset();
+  e.gpus = gpu::devs({0, 1});
+  inventory::Instance in;
+  in.key = "4721";
+  in.kind = inventory::InstanceKind::process_group;
+  in.pgid = 4721;
+  in.engine = proc::Engine::sglang;
+  in.launcher_pid = 4721;
+  in.gpus = gpu::devs({0, 1});
+  in.bytes = 20 * kGiB;
+  in.orphaned = 2;
+  in.members = {{{4242, 1}, proc::EngineRole::scheduler, "TP0"},
+                {{4243, 1}, proc::EngineRole::scheduler, "TP1"}};
+  e.instance = in;
+  EXPECT_EQ(watch_event_line(e, Style{}),
+            "19:34:38 GPU 0,1: 20.0 GiB orphaned: sglang server, process group 4721, launcher "
+            "gone: 2 processes (scheduler TP0, TP1) on GPU 0,1, 20.0 GiB, ORPHANED — re-parented "
+            "to init (pid 1); free it: gpureap free --orphans --instance 4721\n");
+  const std::string json = watch_event_json(e);
+  EXPECT_NE(json.find(R"j("gpu":null,"gpus":[0,1],)j"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"j("instance":{"key":"4721","kind":"process_group","pgid":4721,)j"),
+            std::string::npos)
+      << json;
 }
 
 TEST_F(WatchEvents, OneOrphanWithoutAParent) {
@@ -142,8 +171,8 @@ TEST_F(WatchEvents, UnattributedMemoryHasItsClass) {
             "still holds it. Only a GPU reset (`gpureap free --reset --gpu 2`) or a reboot frees "
             "it.\n");
   EXPECT_EQ(watch_event_json(e),
-            R"j({"schema_version":1,"event":"unattributed_memory","time":1712345678.25,"gpu":2,)j"
-            R"j("uuid":"GPU-2","bytes":8589934592,"holders":[],"class":"driver_held","detail":)j"
+            R"j({"schema_version":1,"event":"unattributed_memory","time":1712345678.25,"gpu":2,"gpus":[2],)j"
+            R"j("uuid":"GPU-2","bytes":8589934592,"holders":[],"instance":null,"class":"driver_held","detail":)j"
             R"j("8.00 GiB above the idle baseline with no process holding the GPU anywhere: the )j"
             R"j(driver still holds it. Only a GPU reset (`gpureap free --reset --gpu 2`) or a )j"
             R"j(reboot frees it."})j"
@@ -180,8 +209,8 @@ TEST_F(WatchEvents, NvmlDownAndUp) {
             "through /proc, without memory figures, until NVML answers (check dmesg for Xid "
             "errors)\n");
   EXPECT_EQ(watch_event_json(down),
-            R"j({"schema_version":1,"event":"nvml_down","time":1712345678.25,"gpu":null,)j"
-            R"j("uuid":null,"bytes":null,"holders":[],"class":null,)j"
+            R"j({"schema_version":1,"event":"nvml_down","time":1712345678.25,"gpu":null,"gpus":[],)j"
+            R"j("uuid":null,"bytes":null,"holders":[],"instance":null,"class":null,)j"
             R"j("detail":"NVML did not answer within 2000 ms"})j"
             "\n");
   Event up = down;
@@ -292,7 +321,7 @@ TEST(WatchEventJson, AHolderInAPodIsNamedByPodAndContainer) {
   e.time = 1712345678.25;
   e.gpu = gpu::dev(0);
   e.uuid = "GPU-0";
-  e.holders.push_back({{4242, 13242}, "python3", "alice", 1024, "k8s-pod:6b9a8f0e/3f2a1b9c8d7e"});
+  e.holders.push_back({{4242, 13242}, "python3", "alice", 1024, "k8s-pod:6b9a8f0e/3f2a1b9c8d7e", ""});
   e.bytes = 1024;
   EXPECT_NE(watch_event_json(e).find(R"("container":"k8s-pod:6b9a8f0e/3f2a1b9c8d7e")"),
             std::string::npos)

@@ -261,6 +261,7 @@ HoldResult SimNode::hold(const std::vector<std::string>& args, bool foreground,
     return result;
   }
   result.leader = j["leader"].get<pid_t>();
+  result.listen_port = j.value("listen_port", 0u);
   for (auto& p : j["pids"]) {
     result.pids.push_back(p.get<pid_t>());
     tracked_.emplace_back(result.pids.back(), start_time_of(result.pids.back()));

@@ -26,6 +26,7 @@ struct HoldResult {
   pid_t leader = 0;
   std::vector<pid_t> pids;                          // every process started
   std::vector<std::pair<pid_t, unsigned>> holders;  // (pid, gpu)
+  unsigned listen_port = 0;  // --listen: the loopback port the server (and workers) listen on
 };
 
 class SimNode {

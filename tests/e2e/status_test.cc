@@ -64,7 +64,7 @@ TEST(Status, CaseStudyOrphanedTensorParallelWorkers) {
   // The table says what to do next.
   auto table = node.gpureap({"status"});
   EXPECT_NE(table.out.find("ORPHAN"), std::string::npos) << table.out;
-  EXPECT_NE(table.out.find("gpureap free --orphans"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("gpureap free --orphans --instance "), std::string::npos) << table.out;
 }
 
 TEST(Status, GpuSelectorsPickByIndexUuidBusAndMinor) {

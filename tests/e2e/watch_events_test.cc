@@ -60,9 +60,14 @@ void expect_event_fields(const json& j) {
   EXPECT_TRUE(j.contains("detail") && j["detail"].is_string());
 }
 
+// An event of `kind` about `gpu`: its own GPU, or one of its instance's GPUs (a server's
+// crash is one event over all its GPUs).
 auto is_event(const std::string& kind, std::optional<unsigned> gpu = std::nullopt) {
   return [kind, gpu](const json& j) {
-    return j.value("event", "") == kind && (!gpu || (j["gpu"].is_number() && j["gpu"] == *gpu));
+    if (j.value("event", "") != kind) return false;
+    if (!gpu || (j["gpu"].is_number() && j["gpu"] == *gpu)) return true;
+    if (!j.contains("gpus") || !j["gpus"].is_array()) return false;
+    return std::find(j["gpus"].begin(), j["gpus"].end(), json(*gpu)) != j["gpus"].end();
   };
 }
 
@@ -168,6 +173,17 @@ class WatchEvents : public ::testing::Test {
   std::optional<WatchChild> agent_;
 };
 
+// The event names `pid` among its holders, with `bytes` on its GPU.
+void expect_holder_among(const json& event, pid_t pid, std::uint64_t bytes) {
+  json h;
+  for (const auto& x : event["holders"])
+    if (x["pid"] == pid) h = x;
+  ASSERT_TRUE(h.is_object()) << "pid " << pid << " not in " << event.dump();
+  EXPECT_EQ(h["start_time"], start_time_of(pid));
+  EXPECT_EQ(h["gpu_bytes"], bytes);
+  EXPECT_FALSE(h["comm"].get<std::string>().empty());
+}
+
 void expect_names_holder(const json& event, pid_t pid, std::uint64_t bytes) {
   ASSERT_EQ(event["holders"].size(), 1u) << event.dump();
   const auto& h = event["holders"][0];
@@ -179,25 +195,34 @@ void expect_names_holder(const json& event, pid_t pid, std::uint64_t bytes) {
   EXPECT_EQ(event["bytes"], bytes);
 }
 
-TEST_F(WatchEvents, OrphanedWorkersAreAnnouncedOnTheirGpus) {
+TEST_F(WatchEvents, AServersOrphanedWorkersAreOneEventNamingTheInstance) {
   start();
-  auto held = node_.hold({"--gpu", "0", "--children", "2", "--bytes", "8GiB", "--orphan"});
+  auto held = node_.hold({"--gpu", "0", "--children", "2", "--bytes", "8GiB", "--orphan", "--title",
+                          "sglang::scheduler_TP{k}"});
   ASSERT_EQ(held.holders.size(), 2u);
-  for (const auto& [pid, gpu] : held.holders) {
-    json e = wait_for("orphaned_memory", gpu);
-    expect_names_holder(e, pid, 8 * kGiB);
-    EXPECT_EQ(e["uuid"].is_string(), true);
-    EXPECT_TRUE(e["class"].is_null());
-  }
+  json e = wait_for("orphaned_memory", 0u);
+  EXPECT_EQ(e["gpus"], json::array({0, 1})) << e.dump();
+  EXPECT_TRUE(e["gpu"].is_null()) << "one event over both GPUs: " << e.dump();
+  ASSERT_EQ(e["holders"].size(), 2u) << e.dump();
+  for (const auto& [pid, gpu] : held.holders) expect_holder_among(e, pid, 8 * kGiB);
+  EXPECT_EQ(e["bytes"], 16 * kGiB);
+  ASSERT_TRUE(e["instance"].is_object()) << e.dump();
+  EXPECT_EQ(e["instance"]["key"], std::to_string(held.leader));
+  EXPECT_EQ(e["instance"]["engine"], "sglang");
+  EXPECT_EQ(e["instance"]["members"].size(), 2u);
+  EXPECT_EQ(e["instance"]["members"][0]["ranks"], "TP0");
+  EXPECT_TRUE(e["class"].is_null());
   stop_and_check_lines();
-  EXPECT_EQ(count("orphaned_memory"), 2u) << "announced once each\n" << agent_->transcript();
+  EXPECT_EQ(count("orphaned_memory"), 1u) << "one server, one event\n" << agent_->transcript();
 }
 
 TEST_F(WatchEvents, AServerKilledUnderTheAgentIsNamedAsTheParent) {
   start();
   // In the foreground, without --orphan: the hold process is the server, our
   // child; we kill it ourselves, after the agent has seen it alive.
-  auto held = node_.hold({"--gpu", "0", "--children", "2", "--bytes", "8GiB"}, true);
+  auto held = node_.hold({"--gpu", "0", "--children", "2", "--bytes", "8GiB", "--server-title",
+                          "python3 -m sglang.launch_server --model-path org/Model-A --port 30000"},
+                         true);
   ASSERT_EQ(held.holders.size(), 2u);
   wait_until_agent_sees({held.holders[0].first, held.holders[1].first});
   const std::uint64_t leader_start = start_time_of(held.leader);
@@ -205,10 +230,16 @@ TEST_F(WatchEvents, AServerKilledUnderTheAgentIsNamedAsTheParent) {
   const double killed_at_wall = wall_now();
   kill_holder(held.leader, leader_start);
 
+  WatchChild::Line line;
+  json e = wait_for("orphaned_memory", held.holders[0].second, &line);
+  // One event for the server, whose launcher the agent saw alive: model and port kept.
+  ASSERT_TRUE(e["instance"].is_object()) << e.dump();
+  EXPECT_EQ(e["instance"]["engine"], "sglang") << e.dump();
+  EXPECT_EQ(e["instance"]["model"], "org/Model-A") << e.dump();
+  EXPECT_EQ(e["instance"]["port"], 30000) << e.dump();
+  EXPECT_EQ(e["gpus"], json::array({0, 1})) << e.dump();
   for (const auto& [pid, gpu] : held.holders) {
-    WatchChild::Line line;
-    json e = wait_for("orphaned_memory", gpu, &line);
-    expect_names_holder(e, pid, 8 * kGiB);
+    expect_holder_among(e, pid, 8 * kGiB);
     ASSERT_TRUE(e.contains("parent")) << e.dump();
     EXPECT_EQ(e["parent"]["pid"], held.leader);
     EXPECT_FALSE(e["parent"]["comm"].get<std::string>().empty());

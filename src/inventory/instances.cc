@@ -1,0 +1,176 @@
+#include "inventory/instances.h"
+
+#include <dirent.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "inventory/inventory.h"
+#include "proc/proc_files.h"
+#include "proc/proc_parse.h"
+
+namespace gpureap::inventory {
+namespace {
+
+std::string instance_key(const proc::Holder& h, InstanceKind& kind) {
+  if (!h.run_id.empty()) {
+    kind = InstanceKind::run;
+    return h.run_id;
+  }
+  if (h.pgid > 0) {
+    kind = InstanceKind::process_group;
+    return std::to_string(h.pgid);
+  }
+  kind = InstanceKind::process;
+  return std::to_string(h.id.pid);
+}
+
+// The launcher's stat and command line, when this /proc shows it alive.
+void read_launcher(Instance& in, const std::string& proc_root) {
+  if (in.launcher_pid <= 0) return;
+  const std::string dir = fmt::format("{}/{}", proc_root, in.launcher_pid);
+  auto stat = proc::parse_stat(proc::read_small_file(dir + "/stat"));
+  if (!stat || stat->state == 'Z' || stat->state == 'X') return;
+  // A group leader that left its group (setpgid) is not this instance's launcher.
+  if (in.kind == InstanceKind::process_group && stat->pgid != in.pgid) return;
+  in.launcher_alive = true;
+  in.launcher_comm = stat->comm;
+  proc::EngineIdentity launcher =
+      proc::recognise_engine_cmdline(proc::read_small_file(dir + "/cmdline"), stat->comm);
+  if (launcher.engine != proc::Engine::none && launcher.engine != proc::Engine::python)
+    in.engine = launcher.engine;
+  in.model = launcher.model;
+  in.port = launcher.port;
+}
+
+// The TCP ports its members listen on: the "port 30000 is in use" a relaunch meets when
+// a crashed server's workers still hold its sockets. Read from the members' fd links and
+// their network namespace's tables (/proc/PID/net/tcp, tcp6).
+std::vector<unsigned> listening_ports(const Instance& in, const std::string& proc_root) {
+  std::set<std::uint64_t> inodes;
+  for (const auto& m : in.members) {
+    const std::string fd_dir = fmt::format("{}/{}/fd", proc_root, m.id.pid);
+    DIR* dir = ::opendir(fd_dir.c_str());
+    if (!dir) continue;
+    char target[64];
+    while (const dirent* entry = ::readdir(dir)) {
+      if (entry->d_name[0] == '.') continue;
+      const ssize_t n = ::readlinkat(::dirfd(dir), entry->d_name, target, sizeof target);
+      if (n <= 0 || static_cast<std::size_t>(n) >= sizeof target) continue;
+      if (auto inode =
+              proc::parse_socket_link(std::string_view(target, static_cast<std::size_t>(n))))
+        inodes.insert(*inode);
+    }
+    ::closedir(dir);
+  }
+  std::set<unsigned> ports;
+  if (inodes.empty()) return {};
+  for (const char* table : {"tcp", "tcp6"}) {
+    const std::string text = proc::read_small_file(
+        fmt::format("{}/{}/net/{}", proc_root, in.members.front().id.pid, table));
+    for (const auto& s : proc::parse_listening_tcp(text))
+      if (inodes.contains(s.inode)) ports.insert(s.port);
+  }
+  return {ports.begin(), ports.end()};
+}
+
+}  // namespace
+
+std::string_view enum_name(InstanceKind kind) {
+  switch (kind) {
+    case InstanceKind::run:
+      return "run";
+    case InstanceKind::process_group:
+      return "process_group";
+    case InstanceKind::process:
+      return "process";
+  }
+  return {};
+}
+
+std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_root) {
+  // Keyed by (container, key): two containers' groups never merge, whatever their ids.
+  std::map<std::pair<std::string, std::string>, Instance> by_key;
+  for (auto& view : inv.gpus) {
+    for (auto& gh : view.holders) {
+      proc::Holder& h = gh.holder;
+      if (!gh.uses_gpu) continue;
+      InstanceKind kind = InstanceKind::process;
+      std::string key = instance_key(h, kind);
+      h.instance = key;
+      Instance& in = by_key[{h.container, key}];
+      if (in.key.empty()) {
+        in.key = key;
+        in.kind = kind;
+        in.pgid = h.pgid;
+        in.run_id = h.run_id;
+        in.container = h.container;
+        in.launcher_pid = kind == InstanceKind::process_group ? h.pgid : 0;
+      }
+      if (!gpu::contains(in.gpus, view.info.id)) in.gpus.push_back(view.info.id);
+      if (gh.gpu_bytes)
+        in.bytes += *gh.gpu_bytes;
+      else
+        in.bytes_known = false;
+      auto member = std::find_if(in.members.begin(), in.members.end(),
+                                 [&](const InstanceMember& m) { return m.id == h.id; });
+      if (member != in.members.end()) continue;  // the same process on another GPU
+      in.members.push_back({h.id, h.engine.role, proc::rank_label(h.engine.ranks)});
+      if (h.orphaned) ++in.orphaned;
+      if (h.detached) ++in.detached;
+    }
+  }
+  // Holders that only have a node open keep the instance of the same process.
+  for (auto& view : inv.gpus)
+    for (auto& gh : view.holders)
+      if (!gh.uses_gpu && gh.holder.instance.empty()) {
+        for (const auto& [k, in] : by_key)
+          for (const auto& m : in.members)
+            if (m.id == gh.holder.id) gh.holder.instance = in.key;
+      }
+
+  std::vector<Instance> out;
+  for (auto& [k, in] : by_key) {
+    gpu::normalize(in.gpus);
+    std::sort(in.members.begin(), in.members.end(),
+              [](const InstanceMember& a, const InstanceMember& b) { return a.id < b.id; });
+    read_launcher(in, proc_root);
+    // Only where it explains something: a server whose launcher is gone.
+    if (!in.launcher_alive && (in.orphaned > 0 || in.kind == InstanceKind::process_group))
+      in.ports = listening_ports(in, proc_root);
+    // Without a recognised launcher, the members say what it is when they agree.
+    if (in.engine == proc::Engine::none) {
+      for (const auto& view : inv.gpus)
+        for (const auto& gh : view.holders)
+          if (gh.holder.instance == in.key && gh.holder.container == in.container &&
+              gh.holder.engine.engine != proc::Engine::none &&
+              gh.holder.engine.engine != proc::Engine::python) {
+            in.engine = gh.holder.engine.engine;
+            // The launcher of a group that is gone may still be named by a member that
+            // is itself the launcher (a single-process server).
+            if (gh.holder.engine.role == proc::EngineRole::launcher) {
+              in.model = gh.holder.engine.model;
+              in.port = gh.holder.engine.port;
+            }
+          }
+    }
+    out.push_back(std::move(in));
+  }
+  std::sort(out.begin(), out.end(), [](const Instance& a, const Instance& b) {
+    if (a.gpus.empty() != b.gpus.empty()) return !a.gpus.empty();
+    if (!a.gpus.empty() && a.gpus.front() != b.gpus.front()) return a.gpus.front() < b.gpus.front();
+    return a.key < b.key;
+  });
+  return out;
+}
+
+const Instance* find_instance(const std::vector<Instance>& instances, std::string_view key) {
+  for (const auto& in : instances)
+    if (in.key == key) return &in;
+  return nullptr;
+}
+
+}  // namespace gpureap::inventory

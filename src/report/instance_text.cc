@@ -1,0 +1,126 @@
+#include "report/instance_text.h"
+
+#include <fmt/format.h>
+
+#include "report/terminal_text.h"
+#include "util/units.h"
+
+namespace gpureap::report {
+namespace {
+
+bool recognised(proc::Engine e) {
+  return e != proc::Engine::none && e != proc::Engine::python;
+}
+
+std::string what_it_is(const inventory::Instance& in) {
+  std::string engine = recognised(in.engine) ? std::string(proc::enum_name(in.engine)) + " server"
+                                             : std::string("processes");
+  switch (in.kind) {
+    case inventory::InstanceKind::run:
+      return fmt::format("{}, gpureap run {}", engine, terminal_text(in.run_id));
+    case inventory::InstanceKind::process_group:
+      return fmt::format("{}, process group {}", engine, in.pgid);
+    case inventory::InstanceKind::process:
+      break;
+  }
+  return fmt::format("{}, pid {}", engine, in.key);
+}
+
+// The common prefix of rank labels that differ only in their last number:
+// TP0..TP7 for {"TP0", ..., "TP7"}.
+std::string rank_range(const std::vector<std::string>& labels) {
+  auto split = [](const std::string& l) {
+    auto digits = l.find_last_not_of("0123456789");
+    return std::make_pair(l.substr(0, digits + 1), l.substr(digits + 1));
+  };
+  if (labels.size() < 3) return "";
+  const auto [head, first] = split(labels.front());
+  if (first.empty()) return "";
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    auto [h, n] = split(labels[i]);
+    if (h != head || n != std::to_string(std::stoul(first) + i)) return "";
+  }
+  return fmt::format("{}{}..{}{}", head, first, head, split(labels.back()).second);
+}
+
+}  // namespace
+
+std::string member_ranks(const inventory::Instance& in) {
+  std::vector<std::string> labels;
+  for (const auto& m : in.members)
+    if (!m.ranks.empty()) labels.push_back(m.ranks);
+  if (labels.empty()) return "";
+  std::sort(labels.begin(), labels.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  });
+  if (auto range = rank_range(labels); !range.empty()) return range;
+  std::string out;
+  for (std::size_t i = 0; i < labels.size() && i < 8; ++i) out += (i ? ", " : "") + labels[i];
+  if (labels.size() > 8) out += fmt::format(" and {} more", labels.size() - 8);
+  return terminal_text(out);
+}
+
+std::string instance_heading(const inventory::Instance& in) {
+  std::string out = what_it_is(in);
+  if (in.launcher_pid > 0)
+    out += in.launcher_alive ? fmt::format(", launcher {} (pid {})",
+                                           terminal_text(in.launcher_comm, 20), in.launcher_pid)
+           : in.launcher_comm.empty()
+               ? ", launcher gone"
+               : fmt::format(", launcher {} (pid {}) gone", terminal_text(in.launcher_comm, 20),
+                             in.launcher_pid);
+  if (in.model) out += ", model " + terminal_text(*in.model, 60);
+  if (in.port) out += fmt::format(", port {}", *in.port);
+  if (!in.ports.empty()) {
+    std::string ports;
+    for (unsigned p : in.ports) ports += (ports.empty() ? "" : ",") + std::to_string(p);
+    out += fmt::format(", still listening on port {}", ports);
+  }
+  // The roles of the members: "scheduler" for SGLang's ranks, "worker" for vLLM's.
+  std::string role;
+  for (const auto& m : in.members) {
+    if (m.role == proc::EngineRole::none) continue;
+    std::string r(proc::enum_name(m.role));
+    if (role.empty()) role = r;
+    if (role != r) role = "mixed";
+  }
+  const std::string ranks = member_ranks(in);
+  std::string who =
+      fmt::format("{} process{}", in.members.size(), in.members.size() == 1 ? "" : "es");
+  if (!role.empty() && role != "mixed")
+    who += " (" + role + (ranks.empty() ? "" : " " + ranks) + ")";
+  else if (!ranks.empty())
+    who += " (" + ranks + ")";
+  out += fmt::format(": {} on GPU {}, {}", who, gpu::device_list(in.gpus),
+                     in.bytes_known ? format_bytes(in.bytes)
+                     : in.bytes > 0 ? "at least " + format_bytes(in.bytes)
+                                    : std::string("memory unknown"));
+  if (in.orphaned > 0)
+    out +=
+        in.orphaned == in.members.size() ? ", ORPHANED" : fmt::format(", {} orphaned", in.orphaned);
+  else if (in.detached > 0)
+    out +=
+        in.detached == in.members.size() ? ", detached" : fmt::format(", {} detached", in.detached);
+  return out;
+}
+
+bool worth_showing(const inventory::Instance& in) {
+  return in.members.size() > 1 || recognised(in.engine);
+}
+
+std::string instances_section(const std::vector<inventory::Instance>& instances,
+                              const Style& style) {
+  std::string out;
+  for (const auto& in : instances) {
+    if (!worth_showing(in)) continue;
+    const bool all_orphaned = in.orphaned > 0 && in.orphaned == in.members.size();
+    const std::string line = "  " + instance_heading(in);
+    out += (all_orphaned ? style.red(line) : line) + "\n";
+    if (all_orphaned)
+      out +=
+          fmt::format("    free it: gpureap free --orphans --instance {}\n", terminal_text(in.key));
+  }
+  return out.empty() ? out : "\n" + style.bold("Instances:") + "\n" + out;
+}
+
+}  // namespace gpureap::report

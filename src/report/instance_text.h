@@ -1,0 +1,32 @@
+#pragma once
+// Server instances (inventory/instances.h) as text: one heading line that names the
+// server (engine, launcher alive or gone, model, port) and what it holds, shared by
+// `status`, `free`'s plan and the agent's events.
+
+#include <string>
+#include <vector>
+
+#include "inventory/instances.h"
+#include "report/style.h"
+
+namespace gpureap::report {
+
+/// "sglang server, process group 4721, launcher gone: 8 processes (scheduler TP0..TP7)
+/// on GPU 0,1,2,3,4,5,6,7, 736.0 GiB" (escaped; no newline). Model and port follow the
+/// launcher when its command line names them.
+std::string instance_heading(const inventory::Instance& in);
+
+/// The ranks of its members, compactly: "TP0..TP7", "DP0 TP0, DP0 TP1, ...", "" when none.
+std::string member_ranks(const inventory::Instance& in);
+
+/// True when the instance is worth a line of its own: several processes, or a
+/// recognised engine (a lone generic process is just its holder row).
+bool worth_showing(const inventory::Instance& in);
+
+/// The "Instances:" section of `status` ("" when none is worth showing): each
+/// heading, and for an instance whose members are all orphaned the command that
+/// frees it (`gpureap free --orphans --instance KEY`).
+std::string instances_section(const std::vector<inventory::Instance>& instances,
+                              const Style& style);
+
+}  // namespace gpureap::report

@@ -1,0 +1,109 @@
+// Server instances (issue 24): two tensor-parallel servers, one crashed and one live,
+// are two instances with their ranks; `free --instance` frees only the crashed one.
+
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace gpureap::e2e {
+// A named namespace, not an anonymous one: the debug build compiles the e2e files
+// in batches (unity build), and each file keeps its own helpers' names.
+namespace instances_test {
+
+using json = nlohmann::json;
+
+const json* instance_of(const json& status, pid_t pgid) {
+  for (const auto& in : status.at("instances"))
+    if (in.at("key") == std::to_string(pgid)) return &in;
+  return nullptr;
+}
+
+TEST(Instances, TwoServersAreTwoInstancesAndFreeInstanceFreesOnlyTheCrashedOne) {
+  SimNode node({"--gpus", "6", "--memory", "96GiB"});
+  auto crashed =
+      node.hold({"--gpu", "0", "--children", "4", "--bytes", "8GiB", "--orphan", "--listen",
+                 "--title", "sglang::scheduler_TP{k}", "--server-title",
+                 "python3 -m sglang.launch_server --model-path org/Model-A --port 30000"});
+  auto live =
+      node.hold({"--gpu", "4", "--children", "2", "--bytes", "8GiB", "--title",
+                 "VLLM::Worker_TP{k}", "--server-title", "vllm serve org/Model-B --port 8000"});
+  ASSERT_EQ(crashed.holders.size(), 4u);
+  ASSERT_EQ(live.holders.size(), 2u);
+
+  auto s = node.gpureap({"--json", "status"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const json status = s.json();
+  const json* a = instance_of(status, crashed.leader);
+  const json* b = instance_of(status, live.leader);
+  ASSERT_NE(a, nullptr) << s.out;
+  ASSERT_NE(b, nullptr) << s.out;
+  EXPECT_EQ((*a)["engine"], "sglang");
+  EXPECT_EQ((*a)["launcher"]["alive"], false);
+  EXPECT_EQ((*a)["orphaned"], 4);
+  EXPECT_EQ((*a)["gpus"], json::array({0, 1, 2, 3}));
+  ASSERT_EQ((*a)["members"].size(), 4u);
+  EXPECT_EQ((*a)["members"][3]["ranks"], "TP3");
+  EXPECT_EQ((*a)["members"][3]["role"], "scheduler");
+  // Its workers still hold the server's port: a relaunch's "port in use", explained.
+  ASSERT_NE(crashed.listen_port, 0u);
+  EXPECT_EQ((*a)["listening_ports"], json::array({crashed.listen_port})) << a->dump();
+  EXPECT_EQ((*b)["listening_ports"], json::array()) << "a live launcher: not looked up";
+  EXPECT_EQ((*b)["engine"], "vllm");
+  EXPECT_EQ((*b)["launcher"]["alive"], true);
+  EXPECT_EQ((*b)["model"], "org/Model-B");
+  EXPECT_EQ((*b)["port"], 8000);
+  EXPECT_EQ((*b)["orphaned"], 0);
+  // Each holder points to its instance.
+  for (const auto& g : status["gpus"])
+    for (const auto& h : g["holders"])
+      EXPECT_EQ(h["instance"], std::to_string(h["pid"] == live.holders[0].first ||
+                                                      h["pid"] == live.holders[1].first
+                                                  ? live.leader
+                                                  : crashed.leader));
+
+  // The table: a header line per instance, and the command that frees the crashed one.
+  auto text = node.gpureap({"status"});
+  EXPECT_NE(
+      text.out.find("sglang server, process group " + std::to_string(crashed.leader) +
+                    ", launcher gone, still listening on port " +
+                    std::to_string(crashed.listen_port) + ": 4 processes (scheduler TP0..TP3)"),
+      std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("still listening on port " + std::to_string(crashed.listen_port)),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(
+      text.out.find("free it: gpureap free --orphans --instance " + std::to_string(crashed.leader)),
+      std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("model org/Model-B, port 8000"), std::string::npos) << text.out;
+
+  auto freed =
+      node.gpureap({"--json", "free", "--instance", std::to_string(crashed.leader), "--yes"});
+  EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
+  const json report = freed.json();
+  ASSERT_EQ(report["plan"]["instances"].size(), 1u) << freed.out;
+  EXPECT_EQ(report["plan"]["instances"][0]["key"], std::to_string(crashed.leader));
+  EXPECT_EQ(report["gpus"].size(), 4u) << "the instance's GPUs, without --gpu";
+  for (const auto& [pid, gpu] : crashed.holders) EXPECT_FALSE(alive(pid)) << pid;
+  for (const auto& [pid, gpu] : live.holders) EXPECT_TRUE(alive(pid)) << "live server " << pid;
+  EXPECT_TRUE(alive(live.leader));
+}
+
+TEST(Instances, AnInstanceThatIsNotThereIsNothingToDoAndAWideSelectionLeavesOthersAlone) {
+  SimNode node({"--gpus", "2", "--memory", "96GiB"});
+  auto one = node.hold({"--gpu", "0", "--children", "1", "--bytes", "2GiB"});
+  auto two = node.hold({"--gpu", "1", "--children", "1", "--bytes", "2GiB"});
+  auto missing = node.gpureap({"free", "--instance", "999999", "--yes"});
+  EXPECT_EQ(missing.exit_code, 4) << missing.err;
+  EXPECT_NE(missing.err.find("--instance 999999"), std::string::npos) << missing.err;
+  // --gpu all with --instance: only that instance's holders are signalled.
+  auto r =
+      node.gpureap({"free", "--gpu", "all", "--instance", std::to_string(one.leader), "--yes"});
+  EXPECT_NE(r.exit_code, 2) << r.err;
+  EXPECT_FALSE(alive(one.holders[0].first));
+  EXPECT_TRUE(alive(two.holders[0].first)) << r.out;
+}
+
+}  // namespace instances_test
+}  // namespace gpureap::e2e
