@@ -38,6 +38,20 @@ while True:
     time.sleep(3600)
 """
 
+# A "server" whose workers carry SGLang's process titles, as setproctitle sets them:
+# argv[0] of each worker is sglang::scheduler_TP<k> (issue 24).
+TITLED_SERVER = r"""
+import json, os, subprocess, sys, time
+n = int(sys.argv[1]); gib = sys.argv[2]; worker = sys.argv[3]
+procs = [subprocess.Popen([f"sglang::scheduler_TP{i}", "-c", worker, gib, "0"],
+                          executable=sys.executable, stdout=subprocess.PIPE, text=True)
+         for i in range(n)]
+pids = [int(p.stdout.readline()) for p in procs]
+print(json.dumps({"server": os.getpid(), "workers": pids}), flush=True)
+while True:
+    time.sleep(3600)
+"""
+
 # A supervisor that restarts its GPU worker once when it dies (a Restart=on-failure unit,
 # a Ray raylet, a retry loop): the replacement imports torch and creates a CUDA context,
 # which takes seconds, before it holds the GPU again.
@@ -144,6 +158,19 @@ class Scenario:
         os.kill(p.pid, signal.SIGKILL)  # our own child, not yet reaped
         p.wait()
         return info["workers"]
+
+    def titled_orphaned_workers(self, n=4, gib=8):
+        """A server whose n workers carry SGLang titles (TP0..), SIGKILLed: returns
+        (server pid, worker pids)."""
+        p = subprocess.Popen([sys.executable, "-c", TITLED_SERVER, str(n), str(gib), WORKER],
+                             stdout=subprocess.PIPE, text=True)
+        self.popen.append(p)
+        info = json.loads(p.stdout.readline())
+        for pid in [info["server"]] + info["workers"]:
+            self.track(pid)
+        os.kill(p.pid, signal.SIGKILL)  # our own child, not yet reaped
+        p.wait()
+        return info["server"], info["workers"]
 
     def supervised_worker(self, gib=8):
         """A supervisor (our child) with one torch worker that it restarts once."""
