@@ -43,8 +43,10 @@ while True:
 TITLED_SERVER = r"""
 import json, os, subprocess, sys, time
 n = int(sys.argv[1]); gib = sys.argv[2]; worker = sys.argv[3]
+# With argv[0] a title, Python cannot find its venv from argv[0]: give it our path.
+env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
 procs = [subprocess.Popen([f"sglang::scheduler_TP{i}", "-c", worker, gib, "0"],
-                          executable=sys.executable, stdout=subprocess.PIPE, text=True)
+                          executable=sys.executable, stdout=subprocess.PIPE, text=True, env=env)
          for i in range(n)]
 pids = [int(p.stdout.readline()) for p in procs]
 print(json.dumps({"server": os.getpid(), "workers": pids}), flush=True)
