@@ -15,14 +15,21 @@
 namespace gpureap::inventory {
 namespace {
 
-std::string instance_key(const proc::Holder& h, InstanceKind& kind) {
+// `orphaned_groups`: the (container, pgid) pairs with an orphaned holder. A group whose
+// workers were orphaned may hold live holders too (a wrapper such as `timeout` or a job
+// script made the group, and something else of it still runs): the orphans are the
+// crashed server, keyed by the pgid; the group's live holders are another instance,
+// "<pgid>-live", never mixed into the one `free --orphans --instance` is told to free.
+std::string instance_key(const proc::Holder& h, InstanceKind& kind,
+                         const std::set<std::pair<std::string, pid_t>>& orphaned_groups) {
   if (!h.run_id.empty()) {
     kind = InstanceKind::run;
     return h.run_id;
   }
   if (h.pgid > 0) {
     kind = InstanceKind::process_group;
-    return std::to_string(h.pgid);
+    const bool split = !h.orphaned && orphaned_groups.contains({h.container, h.pgid});
+    return std::to_string(h.pgid) + (split ? "-live" : "");
   }
   kind = InstanceKind::process;
   return std::to_string(h.id.pid);
@@ -36,10 +43,17 @@ void read_launcher(Instance& in, const std::string& proc_root) {
   if (!stat || stat->state == 'Z' || stat->state == 'X') return;
   // A group leader that left its group (setpgid) is not this instance's launcher.
   if (in.kind == InstanceKind::process_group && stat->pgid != in.pgid) return;
-  in.launcher_alive = true;
-  in.launcher_comm = stat->comm;
   proc::EngineIdentity launcher =
       proc::recognise_engine_cmdline(proc::read_small_file(dir + "/cmdline"), stat->comm);
+  // Orphaned workers lost their launcher: a live leader of their group that is no engine
+  // launcher (`timeout`, a job script) only made the group.
+  if (in.orphaned == in.members.size() && in.orphaned > 0 &&
+      launcher.role != proc::EngineRole::launcher) {
+    in.launcher_pid = 0;
+    return;
+  }
+  in.launcher_alive = true;
+  in.launcher_comm = stat->comm;
   if (launcher.engine != proc::Engine::none && launcher.engine != proc::Engine::python)
     in.engine = launcher.engine;
   in.model = launcher.model;
@@ -92,6 +106,11 @@ std::string_view enum_name(InstanceKind kind) {
 }
 
 std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_root) {
+  std::set<std::pair<std::string, pid_t>> orphaned_groups;
+  for (const auto& view : inv.gpus)
+    for (const auto& gh : view.holders)
+      if (gh.uses_gpu && gh.holder.orphaned && gh.holder.pgid > 0)
+        orphaned_groups.insert({gh.holder.container, gh.holder.pgid});
   // Keyed by (container, key): two containers' groups never merge, whatever their ids.
   std::map<std::pair<std::string, std::string>, Instance> by_key;
   for (auto& view : inv.gpus) {
@@ -99,7 +118,7 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
       proc::Holder& h = gh.holder;
       if (!gh.uses_gpu) continue;
       InstanceKind kind = InstanceKind::process;
-      std::string key = instance_key(h, kind);
+      std::string key = instance_key(h, kind, orphaned_groups);
       h.instance = key;
       Instance& in = by_key[{h.container, key}];
       if (in.key.empty()) {
@@ -139,7 +158,7 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
               [](const InstanceMember& a, const InstanceMember& b) { return a.id < b.id; });
     read_launcher(in, proc_root);
     // Only where it explains something: a server whose launcher is gone.
-    if (!in.launcher_alive && (in.orphaned > 0 || in.kind == InstanceKind::process_group))
+    if (!in.launcher_alive && in.orphaned > 0)
       in.ports = listening_ports(in, proc_root);
     // Without a recognised launcher, the members say what it is when they agree.
     if (in.engine == proc::Engine::none) {

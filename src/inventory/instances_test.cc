@@ -120,6 +120,34 @@ TEST_F(Instances, ARunGroupsAcrossProcessGroupsAndContainersNeverMerge) {
   EXPECT_EQ(find_instance(found, "nope"), nullptr);
 }
 
+// A wrapper (`timeout`, a job script) made the group; the server it ran was SIGKILLed and
+// its workers orphaned, while the wrapper's other child still holds a GPU: the orphans
+// are the crashed server, the live holder another instance, and the live wrapper is no
+// launcher of theirs.
+TEST_F(Instances, OrphansAndLiveHoldersOfOneGroupAreTwoInstances) {
+  using namespace std::string_literals;
+  leader(300, "timeout", "timeout\0" "120\0python3\0-m\0unittest\0"s);
+  auto w0 = holder(311, 300, "sglang::scheduler_TP0", 8);
+  auto w1 = holder(312, 300, "sglang::scheduler_TP1", 8);
+  w0.holder.orphaned = w1.holder.orphaned = true;
+  auto runner = holder(301, 300, "python3 -m unittest", 1);
+  auto inv = node_with({{w0, w1, runner}});
+  auto found = find_instances(inv, proc_.string());
+  ASSERT_EQ(found.size(), 2u);
+  const Instance* crashed = find_instance(found, "300");
+  const Instance* live = find_instance(found, "300-live");
+  ASSERT_NE(crashed, nullptr);
+  ASSERT_NE(live, nullptr);
+  EXPECT_EQ(crashed->members.size(), 2u);
+  EXPECT_EQ(crashed->orphaned, 2u);
+  EXPECT_FALSE(crashed->launcher_alive) << "timeout is not the workers' launcher";
+  EXPECT_EQ(crashed->launcher_pid, 0);
+  EXPECT_EQ(crashed->engine, proc::Engine::sglang);
+  EXPECT_EQ(live->members.size(), 1u);
+  EXPECT_TRUE(live->launcher_alive);
+  EXPECT_EQ(live->launcher_comm, "timeout");
+}
+
 TEST(InstanceKindNames, EveryValueHasOne) {
   for (auto k : {InstanceKind::run, InstanceKind::process_group, InstanceKind::process})
     EXPECT_FALSE(enum_name(k).empty());

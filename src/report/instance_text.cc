@@ -64,7 +64,9 @@ std::string member_ranks(const inventory::Instance& in) {
 
 std::string instance_heading(const inventory::Instance& in) {
   std::string out = what_it_is(in);
-  if (in.launcher_pid > 0)
+  if (in.launcher_pid <= 0 && in.orphaned > 0 && in.orphaned == in.members.size())
+    out += ", launcher gone";
+  else if (in.launcher_pid > 0)
     out += in.launcher_alive ? fmt::format(", launcher {} (pid {})",
                                            terminal_text(in.launcher_comm, 20), in.launcher_pid)
            : in.launcher_comm.empty()
