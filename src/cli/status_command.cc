@@ -118,6 +118,10 @@ int run_check(const GlobalOptions& global, const StatusOptions& options) {
               "whole document (use one or the other)\n");
     return kExitUsage;
   }
+  if (options.deadline <= std::chrono::milliseconds::zero()) {
+    print_err("gpureap status: --deadline: must be more than 0\n");
+    return kExitUsage;
+  }
   AnswerWithin answer(started + options.deadline,
                       report::summary_unanswered(duration_flag(options.deadline)));
 

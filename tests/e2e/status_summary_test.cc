@@ -105,6 +105,9 @@ TEST(StatusSummary, UsageErrorsAreExitTwoBeforeAnyLook) {
   auto bad = node.gpureap({"status", "--check", "--deadline", "soon"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--deadline"), std::string::npos) << bad.err;
+  auto zero = node.gpureap({"status", "--check", "--deadline", "0s"});
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--deadline"), std::string::npos) << zero.err;
   auto gpu = node.gpureap({"status", "--check", "--gpu", "7"});
   EXPECT_EQ(gpu.exit_code, 2);
   EXPECT_EQ(gpu.out, "");
