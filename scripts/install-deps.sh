@@ -12,10 +12,12 @@
 #   a throw-away configuration of its own.
 # The tests start their own servers on free loopback ports; the packages' services are
 # installed without starting them, their boot links disabled (below).
+# `clustershell` (no service): its `clush -b` folds the one-line `status --summary` of
+# simulated nodes in tests/contrib/check_fleet_checks.sh (docs/fleet-checks.md).
 set -euo pipefail
 packages=(g++ cmake make pkg-config ninja-build ccache mold libcli11-dev nlohmann-json3-dev libfmt-dev libre2-dev
           libmicrohttpd-dev libgtest-dev libgmock-dev util-linux psmisc procps python3 prometheus
-          slurmd slurmctld slurm-client "$@")
+          slurmd slurmctld slurm-client clustershell "$@")
 # The services those packages bring (Debian package and unit names), and the daemons they run.
 services=(prometheus munge slurmd slurmctld)
 daemons=(prometheus munged slurmd slurmctld)

@@ -1,28 +1,160 @@
 // `gpureap status`: who holds each GPU's memory, and why is it still held?
 // Steps: resolve devices -> collect (NVML snapshot + /proc scan, concurrently)
 // -> attribute -> select GPUs -> report.
+// `--summary` and `--check` (issue 27, docs/fleet-checks.md): the same look, judged by
+// inventory::check_node and printed as one line (report/summary.h) within --deadline;
+// `--check` also says it in the exit status (0 clean, 1 problem, 3 unknown).
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
 #include "cli/flags.h"
+#include "inventory/node_check.h"
 #include "report/json.h"
 #include "reclaim/plan.h"
 #include "report/status_table.h"
+#include "report/summary.h"
 #include "report/terminal_text.h"
 
 namespace gpureap::cli {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 struct StatusOptions {
   gpu::GpuSelector gpu = gpu::GpuSelector::every_gpu();
+  bool summary = false;  // --summary: one line
+  bool check = false;    // --check / --exit-code: one line, and the verdict as exit status
+  std::chrono::milliseconds deadline = inventory::kDefaultCheckDeadline;
+  CLI::Option* deadline_opt = nullptr;
 };
 
+// A check's one line, printed once: by the command when it has it in time, else by a
+// watchdog thread at the deadline, which then ends the process with exit 3. A thread,
+// not SIGALRM: a /proc read that blocks in the kernel (a process stuck in the driver
+// with its mmap lock held makes /proc/PID/cmdline wait) sleeps killably, so no signal
+// handler runs until it returns, while _exit's kill of the other threads ends it.
+class AnswerWithin {
+ public:
+  AnswerWithin(Clock::time_point deadline, std::string late_line)
+      : late_line_(std::move(late_line) + "\n"), watchdog_([this, deadline] { watch(deadline); }) {}
+  ~AnswerWithin() { stop(); }
+  AnswerWithin(const AnswerWithin&) = delete;
+  AnswerWithin& operator=(const AnswerWithin&) = delete;
+
+  /// Prints `line` and a newline, unless the watchdog has printed its own: then this
+  /// waits for the watchdog to end the process.
+  void answer(const std::string& line) {
+    if (claimed_.exchange(true)) {
+      for (;;) ::pause();
+    }
+    print_out(line + "\n");
+    stop();
+  }
+
+ private:
+  void watch(Clock::time_point deadline) {
+    std::unique_lock lock(mutex_);
+    if (stopped_cv_.wait_until(lock, deadline, [this] { return stopped_; })) return;
+    if (claimed_.exchange(true)) return;  // the command is printing its answer
+    lock.unlock();
+    print_out(late_line_);
+    ::_exit(kExitSystem);
+  }
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopped_ = true;
+    }
+    stopped_cv_.notify_one();
+    if (watchdog_.joinable()) watchdog_.join();
+  }
+
+  std::string late_line_;
+  std::atomic<bool> claimed_{false};
+  std::mutex mutex_;
+  std::condition_variable stopped_cv_;
+  bool stopped_ = false;
+  std::thread watchdog_;  // last: started once the members above exist
+};
+
+// The look of a check: the agent's answer, else NVML's, each bounded so that both and
+// a ghost candidate's sampling window (inventory::kBusyWindow) fit before the deadline.
+inventory::CollectOptions check_look(Clock::time_point deadline) {
+  inventory::CollectOptions look;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  const auto share = (left - inventory::kBusyWindow - std::chrono::milliseconds(500)) / 2;
+  look.nvml_deadline = std::clamp(share, std::chrono::milliseconds(100), look.nvml_deadline);
+  return look;
+}
+
+int check_exit(inventory::Verdict verdict) {
+  switch (verdict) {
+    case inventory::Verdict::clean:
+      return kExitOk;
+    case inventory::Verdict::problem:
+      return kExitStillHeld;
+    case inventory::Verdict::unknown:
+      return kExitSystem;
+  }
+  return kExitSystem;
+}
+
+int run_check(const GlobalOptions& global, const StatusOptions& options) {
+  const auto started = Clock::now();
+  if (global.json) {
+    print_err("gpureap status: --summary and --check print one line of text; --json prints the "
+              "whole document (use one or the other)\n");
+    return kExitUsage;
+  }
+  if (options.deadline <= std::chrono::milliseconds::zero()) {
+    print_err("gpureap status: --deadline: must be more than 0\n");
+    return kExitUsage;
+  }
+  AnswerWithin answer(started + options.deadline,
+                      report::summary_unanswered(duration_flag(options.deadline)));
+
+  // 1. The node; the first look asks the agent when one runs (its fresh answer).
+  inventory::Node node = open_node(global);
+  if (node.device_error()) {
+    print_err(fmt::format("gpureap status: {}\n",
+                          report::terminal_text(node.device_error()->message)));
+    answer.answer(report::summary_devices_unreadable());
+    return kExitSystem;
+  }
+  inventory::Inventory inv = node.look(check_look(started + options.deadline));
+  (void)node.save_baselines();
+
+  // 2. Select, 3. judge (the one rule: inventory::check_node), 4. one line.
+  auto chosen = inventory::select_gpus(options.gpu, inv);
+  if (!chosen) {
+    print_err(fmt::format("gpureap status: {}\n", report::terminal_text(chosen.error().message)));
+    return kExitUsage;
+  }
+  inventory::keep_gpus(inv, *chosen);
+  const inventory::NodeCheck check = inventory::check_node(inv);
+  answer.answer(report::summary_line(check));
+  return options.check ? check_exit(check.verdict()) : kExitOk;
+}
+
 int run_status(const GlobalOptions& global, const StatusOptions& options) {
+  if (options.summary || options.check) return run_check(global, options);
+  if (options.deadline_opt && options.deadline_opt->count() > 0) {
+    print_err("gpureap status: --deadline bounds --summary and --check only\n");
+    return kExitUsage;
+  }
+
   // 1. The node: the nvidia device nodes (by device identity), NVML, baselines.
   // A refused state directory is a warning in the output, not a failure.
   inventory::Node node = open_node(global);
@@ -66,16 +198,32 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
       "For every GPU: memory used/total against its idle baseline, every process holding it\n"
       "(found through NVML, open device files and memory mappings, so orphans and processes NVML\n"
       "does not list are found too), whether it is orphaned, its container, and memory that no\n"
-      "visible process explains, with the likely reason.\n\n"
+      "visible process explains, with the likely reason.\n"
+      "With --summary, one line per node for fleet checks, the same bytes on every healthy node\n"
+      "(clush -b folds them): 'clean: 8 GPUs, no leak', 'problem: orphaned memory on GPU 3,5',\n"
+      "'unknown: NVML unusable (hung)'; --check also exits 0 clean, 1 problem, 3 unknown\n"
+      "(node-problem-detector, NHC; grammar and configs: docs/fleet-checks.md).\n\n"
       "Examples:\n"
       "  gpureap status                 all GPUs, as a table\n"
       "  gpureap status --gpu 0,3       GPUs by index\n"
       "  gpureap status --gpu GPU-7282  by UUID prefix (also PCI bus id, or minor:N)\n"
-      "  gpureap --json status          JSON (schema: docs/json-schema.md)");
+      "  gpureap --json status          JSON (schema: docs/json-schema.md)\n"
+      "  gpureap status --check         one line; exit 0 clean, 1 problem, 3 unknown\n"
+      "  clush -b -w node[1-3] gpureap status --summary   a fleet, identical lines folded");
   add_gpu_selector(*sub, "--gpu", options->gpu,
                    "GPUs to show: all, indices (0,3), a range (0-3), UUID or UUID prefix, PCI bus "
                    "id, minor:N")
       ->default_str("all");
+  sub->add_flag("--summary", options->summary,
+                "One line for the node: clean, problem (orphaned or driver-held memory, a ghost "
+                "GPU) or unknown, with the GPUs; no pid, time or figure that varies");
+  sub->add_flag("--check,--exit-code", options->check,
+                "Print the --summary line and exit 0 clean, 1 problem, 3 unknown (a "
+                "node-problem-detector or NHC check)");
+  options->deadline_opt =
+      add_duration(*sub, "--deadline", options->deadline,
+                   "--summary/--check: answer within this long; past it the line is 'unknown: "
+                   "no answer within ...' (exit 3). Set it below the caller's own timeout");
   sub->footer(kStatusExitHelp);
   sub->callback([&run, &global, options] {
     run = [&global, options] { return run_status(global, *options); };

@@ -9,6 +9,7 @@
 
 #include "gpu/gpu_source.h"
 #include "inventory/inventory.h"
+#include "inventory/node_check.h"
 #include "proc/holder.h"
 #include "util/enum_names.h"
 
@@ -40,6 +41,8 @@ TEST(EnumNames, EveryValueHasOneNameThatReadsBack) {
   expect_one_table<inventory::Unexplained>(5);
   expect_one_table<inventory::Busy>(4);
   expect_one_table<inventory::GpuState>(8);
+  expect_one_table<inventory::Finding>(6);
+  expect_one_table<inventory::Verdict>(3);
 }
 
 TEST(EnumNames, TheWireSpellingsAreUnchanged) {
