@@ -11,6 +11,7 @@
 #include "inventory/inventory.h"
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
+#include "proc/tcp_listen.h"
 
 namespace gpureap::inventory {
 namespace {
@@ -61,9 +62,12 @@ void read_launcher(Instance& in, const std::string& proc_root) {
 }
 
 // The TCP ports its members listen on: the "port 30000 is in use" a relaunch meets when
-// a crashed server's workers still hold its sockets. Read from the members' fd links and
-// their network namespace's tables (/proc/PID/net/tcp, tcp6).
-std::vector<unsigned> listening_ports(const Instance& in, const std::string& proc_root) {
+// a crashed server's workers still hold its sockets. From the members' fd links, matched
+// against the kernel's listening sockets (asked once per look, and only when some
+// instance needs it: proc/tcp_listen.h).
+std::vector<unsigned> listening_ports(
+    const Instance& in, const std::string& proc_root,
+    std::optional<std::vector<proc::ListeningSocket>>& listening) {
   std::set<std::uint64_t> inodes;
   for (const auto& m : in.members) {
     const std::string fd_dir = fmt::format("{}/{}/fd", proc_root, m.id.pid);
@@ -80,14 +84,24 @@ std::vector<unsigned> listening_ports(const Instance& in, const std::string& pro
     }
     ::closedir(dir);
   }
-  std::set<unsigned> ports;
   if (inodes.empty()) return {};
-  for (const char* table : {"tcp", "tcp6"}) {
-    const std::string text = proc::read_small_file(
-        fmt::format("{}/{}/net/{}", proc_root, in.members.front().id.pid, table));
-    for (const auto& s : proc::parse_listening_tcp(text))
-      if (inodes.contains(s.inode)) ports.insert(s.port);
+  if (!listening) {
+    // The kernel's table through sock_diag; where that is refused, the /proc tables of the
+    // first member's network namespace (slower on a large host: every socket is listed).
+    auto asked = proc::listening_tcp_sockets();
+    if (asked) {
+      listening = std::move(*asked);
+    } else {
+      listening.emplace();
+      for (const char* table : {"tcp", "tcp6"})
+        for (const auto& s : proc::parse_listening_tcp(proc::read_small_file(
+                 fmt::format("{}/{}/net/{}", proc_root, in.members.front().id.pid, table))))
+          listening->push_back(s);
+    }
   }
+  std::set<unsigned> ports;
+  for (const auto& s : *listening)
+    if (inodes.contains(s.inode)) ports.insert(s.port);
   return {ports.begin(), ports.end()};
 }
 
@@ -152,14 +166,14 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
       }
 
   std::vector<Instance> out;
+  std::optional<std::vector<proc::ListeningSocket>> listening;  // asked at most once
   for (auto& [k, in] : by_key) {
     gpu::normalize(in.gpus);
     std::sort(in.members.begin(), in.members.end(),
               [](const InstanceMember& a, const InstanceMember& b) { return a.id < b.id; });
     read_launcher(in, proc_root);
     // Only where it explains something: a server whose launcher is gone.
-    if (!in.launcher_alive && in.orphaned > 0)
-      in.ports = listening_ports(in, proc_root);
+    if (!in.launcher_alive && in.orphaned > 0) in.ports = listening_ports(in, proc_root, listening);
     // Without a recognised launcher, the members say what it is when they agree.
     if (in.engine == proc::Engine::none) {
       for (const auto& view : inv.gpus)
