@@ -14,7 +14,7 @@
 # installed without starting them, their boot links disabled (below).
 set -euo pipefail
 packages=(g++ cmake make pkg-config ninja-build ccache mold libcli11-dev nlohmann-json3-dev libfmt-dev libre2-dev
-          libmicrohttpd-dev libgtest-dev libgmock-dev util-linux psmisc procps python3 prometheus
+          libmicrohttpd-dev libsystemd-dev libgtest-dev libgmock-dev util-linux psmisc procps python3 prometheus
           slurmd slurmctld slurm-client "$@")
 # The services those packages bring (Debian package and unit names), and the daemons they run.
 services=(prometheus munge slurmd slurmctld)
