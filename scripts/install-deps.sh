@@ -16,8 +16,8 @@
 # simulated nodes in tests/contrib/check_fleet_checks.sh (docs/fleet-checks.md).
 set -euo pipefail
 packages=(g++ cmake make pkg-config ninja-build ccache mold libcli11-dev nlohmann-json3-dev libfmt-dev libre2-dev
-          libmicrohttpd-dev libgtest-dev libgmock-dev util-linux psmisc procps python3 python3-yaml prometheus
-          slurmd slurmctld slurm-client clustershell "$@")
+          libmicrohttpd-dev libsystemd-dev libgtest-dev libgmock-dev util-linux psmisc procps python3
+          python3-yaml prometheus slurmd slurmctld slurm-client clustershell "$@")
 # The services those packages bring (Debian package and unit names), and the daemons they run.
 services=(prometheus munge slurmd slurmctld)
 daemons=(prometheus munged slurmd slurmctld)

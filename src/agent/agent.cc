@@ -21,6 +21,7 @@
 #include "reclaim/free_flow.h"
 #include "reclaim/free_lock.h"
 #include "reclaim/plan.h"
+#include "reclaim/audited_control.h"
 #include "reclaim/process_control.h"
 #include "reclaim/reclaimer.h"
 #include "report/names.h"
@@ -108,6 +109,8 @@ class Agent {
   }
 
   Result<void> start() {
+    // Reaping can be switched on by a reload: the sink is there from the start.
+    if (!options_.audit) return fail("no audit sink: the reaper's signals could not be recorded");
     if (auto kept = apply_keep(); !kept) return std::unexpected(kept.error());
     auto lock = reclaim::FreeLock::acquire(options_.state_dir, "agent.lock", "gpureap watch",
                                            "one agent per node is enough: stop it first, or "
@@ -424,7 +427,10 @@ class Agent {
     // parent, and no systemctl question, stalls the agent's loop.
     reclaim_options.settle = std::chrono::milliseconds(0);
     reclaim_options.restart_policy = nullptr;
-    reclaim::SystemProcessControl control(node_.proc_root());
+    reclaim::AuditTrail trail(*options_.audit, reclaim::AuditActor::watch_reaper,
+                              reclaim::AuditCaller::current(node_.proc_root()));
+    reclaim::SystemProcessControl system_control(node_.proc_root());
+    reclaim::AuditedControl control(system_control, trail, node_.proc_root());
     auto start = std::chrono::steady_clock::now();
     reclaim::FreeOutcome outcome = reclaim::free_selection(
         node_, control, inv, reclaim::CallerContext::current(node_.proc_root()), reclaim_options,

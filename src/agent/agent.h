@@ -9,12 +9,14 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "agent/watcher.h"
 #include "inventory/events.h"
 #include "inventory/node.h"
+#include "reclaim/audit.h"
 #include "report/metrics.h"
 #include "util/result.h"
 
@@ -37,6 +39,9 @@ struct AgentOptions {
   bool reap_dry_run = false;
   std::string version;   // for gpureap_build_info
   ProblemSink problems;  // nullptr: not said
+  /// Where the reaper's signals and verdicts are recorded (actor watch-reaper). Required:
+  /// run_agent fails without one.
+  std::shared_ptr<reclaim::AuditSink> audit;
 };
 
 /// Where events go (the CLI renders and prints them: library code never prints).

@@ -73,7 +73,8 @@ TEST(TypedFlags, BadValuesAreParseErrorsNamingTheOption) {
       {"free", "--gpu", "gpu0"},           {"free", "--gpu", "0", "--grace", "soon"},
       {"free", "--gpu", "0", "--timeout", "-1s"}, {"wait", "--below", "lots"},
       {"wait", "--gpu", "3-1"},            {"status", "--gpu", ""},
-      {"run", "--gpu", "0,,1", "--", "true"}, {"slurm", "health", "--persist", "x"}};
+      {"run", "--gpu", "0,,1", "--", "true"}, {"slurm", "health", "--persist", "x"},
+      {"log", "--gpu", "gpu0"},            {"log", "--pid", "0"}};
   for (const auto& args : bad) {
     Tree t;
     const std::string option = args[args.size() - (args.back() == "true" ? 3 : 2)];

@@ -5,10 +5,12 @@
 
 #include <cstdlib>
 
+#include "audit/recorder.h"
 #include "cli/command.h"
 #include "gpu/nvml_source.h"
 #include "inventory/agent_client.h"
 #include "inventory/baseline_store.h"
+#include "report/terminal_text.h"
 #include "util/fd.h"
 
 namespace gpureap::cli {
@@ -67,6 +69,23 @@ std::optional<std::string> agent_socket(const GlobalOptions& global,
   return inventory::agent_socket_path(dir && *dir == '/' ? dir : "/run/gpureap");
 }
 
+std::shared_ptr<reclaim::AuditSink> open_audit(std::string_view command,
+                                               std::optional<std::string> state_dir) {
+  std::string no_dir;
+  if (!state_dir) {
+    if (auto dir = inventory::state_dir())
+      state_dir = *dir;
+    else
+      no_dir = dir.error().message;
+  }
+  std::string who(command);
+  return std::make_shared<audit::Recorder>(
+      std::move(state_dir), std::move(no_dir), audit::system_journal(),
+      [who](const std::string& problem) {
+        print_err("gpureap " + who + ": warning: " + report::terminal_text(problem) + "\n");
+      });
+}
+
 inventory::Node open_node(const GlobalOptions& global, std::optional<std::string> state_dir,
                           FirstLook first_look) {
   inventory::NodeConfig config;
@@ -86,6 +105,7 @@ void add_commands(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
   add_plan_command(app, global, run);
   add_watch_command(app, global, run);
   add_slurm_command(app, global, run);
+  add_log_command(app, global, run);
 }
 
 std::string duration_flag(std::chrono::milliseconds d) {

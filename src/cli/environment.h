@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "gpu/gpu_source.h"
 #include "inventory/node.h"
+#include "reclaim/audit.h"
 #include "report/style.h"
 
 namespace gpureap::cli {
@@ -44,6 +45,13 @@ enum class FirstLook { agent_or_scan, scan };
 inventory::Node open_node(const GlobalOptions& global,
                           std::optional<std::string> state_dir = std::nullopt,
                           FirstLook first_look = FirstLook::agent_or_scan);
+
+/// The audit sink of a command that signals (audit/recorder.h, docs/audit.md): the
+/// audit file in `state_dir` (nullopt: inventory::state_dir(); a refused directory means
+/// the system log only) and the journal or syslog. A record that cannot be written is
+/// said once on stderr as "gpureap COMMAND: warning: ...", and never stops the command.
+std::shared_ptr<reclaim::AuditSink> open_audit(std::string_view command,
+                                               std::optional<std::string> state_dir = std::nullopt);
 
 /// A default duration as a flag value `parse_duration` reads back: "5s", "250ms".
 /// Help shows the library's named defaults through it, never a copy.

@@ -92,4 +92,10 @@ inline constexpr const char* kWatchExitHelp =
     "     address cannot be bound, the state or device directory cannot be used, the\n"
     "     --textfile directory cannot be written";
 
+inline constexpr const char* kLogExitHelp =
+    "Exit status:\n"
+    "  0  shown (also when no record matches, or none was written yet)\n"
+    "  2  usage error (bad flag, --gpu selector, --since duration or time)\n"
+    "  3  the state directory is refused, or an audit file cannot be read";
+
 }  // namespace gpureap::cli

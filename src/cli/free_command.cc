@@ -301,7 +301,12 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   steps.progress = [live](const std::vector<reclaim::GpuRelease>& g) {
     if (live) print_err("\r\033[K" + report::progress_line(g));
   };
-  reclaim::SystemProcessControl control(node.proc_root());
+  // Every signal is recorded (docs/audit.md): the audit file and the journal.
+  auto audit = open_audit("free", *state);
+  reclaim::AuditTrail trail(*audit, reclaim::AuditActor::free,
+                            reclaim::AuditCaller::current(node.proc_root()));
+  reclaim::SystemProcessControl system_control(node.proc_root());
+  reclaim::AuditedControl control(system_control, trail, node.proc_root());
   const reclaim::FreeOutcome freed =
       reclaim::free_selection(node, control, inv, caller, options, steps);
   const reclaim::Plan& plan = freed.plan;

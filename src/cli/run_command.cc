@@ -122,7 +122,9 @@ int run_run(const GlobalOptions& global, RunOptions o) {
   inventory::Node node = open_node(global, std::nullopt, FirstLook::scan);
   supervise::RunLog log;
   if (o.verbose) log = [](std::string_view line) { say(std::string(line)); };
-  auto out = supervise::supervise_run(settings, node, log);
+  // The teardown's signals are recorded (docs/audit.md), as free's are.
+  auto audit = open_audit("run");
+  auto out = supervise::supervise_run(settings, node, log, *audit);
 
   // 4. Report: only what went wrong, unless --verbose; with --json one document on
   // stderr (stdout is CMD's). The run is over and its processes were signalled: a

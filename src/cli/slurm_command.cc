@@ -131,7 +131,15 @@ int run_job_hook(const GlobalOptions& global, const SlurmOptions& o, Clock::time
     if (node.device_error()) {
       check.error = node.device_error()->message;
     } else {
-      reclaim::SystemProcessControl control(node.proc_root());
+      auto audit = open_audit("slurm " + o.mode, *state);
+      reclaim::AuditCaller caller = reclaim::AuditCaller::current(node.proc_root());
+      caller.job_id = job->id;
+      reclaim::AuditTrail trail(*audit,
+                                o.mode == "epilog" ? reclaim::AuditActor::slurm_epilog
+                                                   : reclaim::AuditActor::slurm_prolog,
+                                std::move(caller));
+      reclaim::SystemProcessControl system_control(node.proc_root());
+      reclaim::AuditedControl control(system_control, trail, node.proc_root());
       check = o.mode == "epilog"
                   ? cluster::clean_up_after_job(node, control, *job, options)
                   : cluster::check_before_job(node, control, *job, options, o.free_orphans);

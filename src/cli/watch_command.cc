@@ -237,6 +237,8 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given,
   options->problems = [](const std::string& problem) {
     print_err(fmt::format("gpureap watch: {}\n", report::terminal_text(problem)));
   };
+  // The reaper's signals are recorded (docs/audit.md), as free's are.
+  options->audit = open_audit("watch", *state);
 
   const bool json = global.json;
   const report::Style style = stdout_style(global);

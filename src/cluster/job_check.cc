@@ -118,7 +118,7 @@ Selection job_selection(const std::string& job_id, const std::vector<gpu::Device
   return sel;
 }
 
-JobCheck clean_up_after_job(inventory::Node& node, reclaim::ProcessControl& control,
+JobCheck clean_up_after_job(inventory::Node& node, reclaim::AuditedControl& control,
                             const SlurmJob& job, const reclaim::ReclaimOptions& options) {
   JobCheck out;
   inventory::Inventory inv = node.look(look_within(options, node.clock()));
@@ -173,7 +173,7 @@ JobCheck clean_up_after_job(inventory::Node& node, reclaim::ProcessControl& cont
   return out;
 }
 
-JobCheck check_before_job(inventory::Node& node, reclaim::ProcessControl& control,
+JobCheck check_before_job(inventory::Node& node, reclaim::AuditedControl& control,
                           const SlurmJob& job, const reclaim::ReclaimOptions& options,
                           bool free_orphans) {
   JobCheck out;

@@ -19,7 +19,7 @@
 #include "cluster/slurm_env.h"
 #include "inventory/node.h"
 #include "reclaim/plan.h"
-#include "reclaim/process_control.h"
+#include "reclaim/audited_control.h"
 #include "reclaim/reclaimer.h"
 
 namespace gpureap::cluster {
@@ -55,15 +55,16 @@ reclaim::Selection job_selection(const std::string& job_id, const std::vector<gp
 
 /// After the job: frees its leftovers (above) within `options` (grace, settle, timeout,
 /// deadline; the selection is set here) and verifies. `control` signals (the system's,
-/// or a fake in tests). Nothing is signalled when there is nothing to do.
-JobCheck clean_up_after_job(inventory::Node& node, reclaim::ProcessControl& control,
+/// or a fake in tests) and records each signal in its audit trail (actor slurm-epilog).
+/// Nothing is signalled when there is nothing to do.
+JobCheck clean_up_after_job(inventory::Node& node, reclaim::AuditedControl& control,
                             const SlurmJob& job, const reclaim::ReclaimOptions& options);
 
 /// Before the job: each of the job's GPUs must be at baseline with no process using it.
 /// With `free_orphans`, orphaned holders on them (that no running job claims) are freed
 /// first; memory that is still falling is waited for until `options.deadline` (at most
 /// `options.stalled_after`). What is left is classified.
-JobCheck check_before_job(inventory::Node& node, reclaim::ProcessControl& control,
+JobCheck check_before_job(inventory::Node& node, reclaim::AuditedControl& control,
                           const SlurmJob& job, const reclaim::ReclaimOptions& options,
                           bool free_orphans);
 

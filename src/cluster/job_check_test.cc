@@ -65,7 +65,7 @@ TEST_F(JobCheckTest, TheEpilogFreesTheJobsLeftoversOnly) {
   claimed_p.pid = 5000103;
   m_.set_parent(claimed_p, 1, 5000100, 5000100);  // re-parented out of job 7's session
   auto stray = spawn(5000104, 2, 1, "42");        // job 42's, on a GPU not allocated to it
-  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
+  auto c = clean_up_after_job(m_.node(), m_.audited(), job("42", {"minor:0"}), options());
   EXPECT_TRUE(c.error.empty()) << c.error;
   EXPECT_EQ(c.job_gpus, gpu::devs({0}));
   EXPECT_EQ(c.checked, gpu::devs({0, 2}));
@@ -93,7 +93,7 @@ TEST_F(JobCheckTest, TheJobsCgroupAndOrphansOnItsGpuAreItsLeftovers) {
   orphan_p.bytes = 2 * kGiB;
   auto orphan = m_.spawn(orphan_p);
   m_.set_parent(orphan_p, 1, 5000200, 5000200);  // re-parented, its session gone
-  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:1"}), options());
+  auto c = clean_up_after_job(m_.node(), m_.audited(), job("42", {"minor:1"}), options());
   EXPECT_FALSE(m_.control.signals_of(in_cgroup).empty());
   EXPECT_FALSE(m_.control.signals_of(orphan).empty());
   EXPECT_TRUE(m_.control.signals_of(other_job).empty());
@@ -117,7 +117,7 @@ TEST_F(JobCheckTest, TheRestOfTheJobGoesTooEvenWithoutAGpu) {
   auto hook_id = m_.spawn(hook);  // another epilog script of the job, still running
   set_file(5000705, "environ",
            std::string("SLURM_JOB_ID=42\0SLURM_SCRIPT_CONTEXT=epilog_slurmd\0", 51));
-  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
+  auto c = clean_up_after_job(m_.node(), m_.audited(), job("42", {"minor:0"}), options());
   EXPECT_FALSE(m_.control.signals_of(server_id).empty());
   EXPECT_FALSE(m_.control.signals_of(worker).empty());
   EXPECT_TRUE(m_.control.signals_of(other).empty());
@@ -131,14 +131,14 @@ TEST_F(JobCheckTest, TheRestOfTheJobGoesTooEvenWithoutAGpu) {
   lone.pid = 5000704;
   auto lone_id = m_.spawn(lone);
   set_file(5000704, "environ", std::string("SLURM_JOB_ID=43\0", 16));
-  auto none = clean_up_after_job(m_.node(), m_.control, job("43", {}), options());
+  auto none = clean_up_after_job(m_.node(), m_.audited(), job("43", {}), options());
   EXPECT_FALSE(m_.control.signals_of(lone_id).empty());
   EXPECT_TRUE(none.ok());
 }
 
 TEST_F(JobCheckTest, NothingLeftIsNothingToDo) {
   spawn(5000301, 1, 5000399, "8");  // another job's, on another GPU
-  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
+  auto c = clean_up_after_job(m_.node(), m_.audited(), job("42", {"minor:0"}), options());
   EXPECT_TRUE(c.ok());
   EXPECT_FALSE(c.freed);
   EXPECT_TRUE(c.plan.targets.empty());
@@ -149,21 +149,21 @@ TEST_F(JobCheckTest, TheEpilogNeverCallsAGhostGpuClean) {
   // a GPU busy with no process, and nothing to signal, was reported clean. One rule now
   // (reclaim::nothing_to_do over inventory::gpu_state).
   m_.gpu(0).utilization_gpu = 100;
-  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
+  auto c = clean_up_after_job(m_.node(), m_.audited(), job("42", {"minor:0"}), options());
   EXPECT_TRUE(c.plan.targets.empty());
   EXPECT_FALSE(c.ok());
   ASSERT_EQ(c.held.size(), 1u) << c.error;
   EXPECT_EQ(c.held[0].gpu, gpu::dev(0));
   EXPECT_EQ(c.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::ghost_gpu}));
   m_.gpu(0).utilization_gpu = 0;
-  EXPECT_TRUE(clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options()).ok());
+  EXPECT_TRUE(clean_up_after_job(m_.node(), m_.audited(), job("42", {"minor:0"}), options()).ok());
 }
 
 TEST_F(JobCheckTest, TheEpilogNeverCallsAGpuItCannotMeasureClean) {
   // Issue 23: nothing to signal on a GPU NVML cannot read is not "nothing to do"
   // (reclaim::free_selection's not_measured): held as nvml_failed, so the node drains.
   m_.nvml().set_gpu_failure(gpu::dev(1), "GPU is lost");
-  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:1"}), options());
+  auto c = clean_up_after_job(m_.node(), m_.audited(), job("42", {"minor:1"}), options());
   EXPECT_FALSE(c.ok());
   ASSERT_EQ(c.held.size(), 1u) << c.error;
   EXPECT_EQ(c.held[0].gpu, gpu::dev(1));
@@ -182,7 +182,7 @@ TEST_F(JobCheckTest, MemoryTheDriverKeepsIsHeldAndClassified) {
   auto o = options();
   o.deadline = m_.clock.now() + 10s;
   const auto start = m_.clock.now();
-  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:2"}), o);
+  auto c = clean_up_after_job(m_.node(), m_.audited(), job("42", {"minor:2"}), o);
   EXPECT_LE(m_.clock.now() - start, 10s);
   ASSERT_EQ(c.held.size(), 1u);
   EXPECT_EQ(c.held[0].gpu, gpu::dev(2));
@@ -191,17 +191,17 @@ TEST_F(JobCheckTest, MemoryTheDriverKeepsIsHeldAndClassified) {
 }
 
 TEST_F(JobCheckTest, WhatCannotBeVerifiedIsAnErrorNotClean) {
-  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:9"}), options());
+  auto c = clean_up_after_job(m_.node(), m_.audited(), job("42", {"minor:9"}), options());
   EXPECT_FALSE(c.ok());
   EXPECT_NE(c.error.find("the job's GPUs (minor:9)"), std::string::npos) << c.error;
   m_.nvml().set_failure(gpu::NvmlState::init_failed, "driver not loaded");
-  auto n = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
+  auto n = clean_up_after_job(m_.node(), m_.audited(), job("42", {"minor:0"}), options());
   EXPECT_NE(n.error.find("NVML is unusable"), std::string::npos) << n.error;
 }
 
 TEST_F(JobCheckTest, ThePrologWantsTheJobsGpusAtBaseline) {
   EXPECT_TRUE(
-      check_before_job(m_.node(), m_.control, job("43", {"minor:0"}), options(), false).ok());
+      check_before_job(m_.node(), m_.audited(), job("43", {"minor:0"}), options(), false).ok());
   FakeProc orphan_p;
   orphan_p.pid = 5000501;
   orphan_p.comm = "VLLM::Worker_TP";  // an orphan by its title (see above)
@@ -210,32 +210,32 @@ TEST_F(JobCheckTest, ThePrologWantsTheJobsGpusAtBaseline) {
   orphan_p.bytes = 4 * kGiB;
   auto orphan = m_.spawn(orphan_p);
   m_.set_parent(orphan_p, 1, 5000500, 5000500);
-  auto dirty = check_before_job(m_.node(), m_.control, job("43", {"minor:0"}), options(), false);
+  auto dirty = check_before_job(m_.node(), m_.audited(), job("43", {"minor:0"}), options(), false);
   ASSERT_EQ(dirty.held.size(), 1u);
   EXPECT_EQ(dirty.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::live_holder}));
   EXPECT_EQ(dirty.held[0].pids, (std::vector<pid_t>{5000501}));
   EXPECT_TRUE(m_.control.signals_of(orphan).empty());
   // The site's choice: free orphans first.
-  auto freed = check_before_job(m_.node(), m_.control, job("43", {"minor:0"}), options(), true);
+  auto freed = check_before_job(m_.node(), m_.audited(), job("43", {"minor:0"}), options(), true);
   EXPECT_TRUE(freed.ok()) << (freed.held.empty() ? freed.error : "held");
   EXPECT_FALSE(m_.control.signals_of(orphan).empty());
 }
 
 TEST_F(JobCheckTest, ThePrologRefusesAGhostGpu) {
   m_.gpu(0).utilization_gpu = 100;  // busy, no process, no memory (issue 15)
-  auto ghost = check_before_job(m_.node(), m_.control, job("44", {"minor:0"}), options(), true);
+  auto ghost = check_before_job(m_.node(), m_.audited(), job("44", {"minor:0"}), options(), true);
   ASSERT_EQ(ghost.held.size(), 1u);
   EXPECT_EQ(ghost.held[0].gpu, gpu::dev(0));
   EXPECT_EQ(ghost.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::ghost_gpu}));
   m_.gpu(0).utilization_gpu = 0;
   EXPECT_TRUE(
-      check_before_job(m_.node(), m_.control, job("44", {"minor:0"}), options(), true).ok());
+      check_before_job(m_.node(), m_.audited(), job("44", {"minor:0"}), options(), true).ok());
 }
 
 TEST_F(JobCheckTest, ThePrologNeverFreesARunningJobsProcess) {
   running_job(5000600, "9");
   auto worker = spawn(5000601, 0, 5000600, "9");
-  auto c = check_before_job(m_.node(), m_.control, job("43", {"minor:0"}), options(), true);
+  auto c = check_before_job(m_.node(), m_.audited(), job("43", {"minor:0"}), options(), true);
   EXPECT_TRUE(m_.control.signals_of(worker).empty());
   ASSERT_EQ(c.held.size(), 1u);
   EXPECT_EQ(c.held[0].gpu, gpu::dev(0));
@@ -258,7 +258,7 @@ TEST_F(JobCheckTest, W2_11_ARunningJobsCgroupClaimsItsProcesses) {
   inherited.pid = 5000802;
   auto inherited_id = m_.spawn(inherited);  // names the ended job, but runs in job 7's cgroup
   set_file(5000802, "environ", std::string("SLURM_JOB_ID=42\0", 16));
-  auto c = clean_up_after_job(m_.node(), m_.control, job("42", {"minor:0"}), options());
+  auto c = clean_up_after_job(m_.node(), m_.audited(), job("42", {"minor:0"}), options());
   EXPECT_TRUE(m_.control.signals_of(cleared_id).empty());
   EXPECT_TRUE(m_.control.signals_of(inherited_id).empty());
   EXPECT_TRUE(c.ok()) << c.error;
@@ -266,7 +266,7 @@ TEST_F(JobCheckTest, W2_11_ARunningJobsCgroupClaimsItsProcesses) {
   for (const auto& sk : c.plan.skipped)
     said = said || sk.reason.find("its cgroup is under job_7") != std::string::npos;
   EXPECT_TRUE(said);
-  auto before = check_before_job(m_.node(), m_.control, job("43", {"minor:0"}), options(), true);
+  auto before = check_before_job(m_.node(), m_.audited(), job("43", {"minor:0"}), options(), true);
   EXPECT_TRUE(m_.control.signals_of(cleared_id).empty());
   EXPECT_FALSE(before.ok());  // its memory is there all the same: job 43 cannot have GPU 0
 }

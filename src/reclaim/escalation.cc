@@ -48,7 +48,7 @@ class Escalation {
   void open_all(std::span<const Target> targets) {
     bool first = true;
     for (const auto& t : targets) {
-      auto process = env_.control.open(t.id, first);
+      auto process = env_.control.open(t, first);
       first = false;
       if (!process) {
         Action a{
@@ -206,19 +206,12 @@ EscalationResult terminate(std::span<const Target> targets, const EscalationOpti
   return engine.finish();
 }
 
-EscalationResult terminate(const std::vector<proc::ProcessId>& targets,
-                           const EscalationOptions& options,
-                           std::chrono::steady_clock::time_point t0, const std::string& proc_root) {
-  std::vector<Target> planned;
-  planned.reserve(targets.size());
-  for (const auto& id : targets) {
-    Target t;
-    t.id = id;
-    t.comm = read_comm(id.pid, proc_root);
-    planned.push_back(std::move(t));
-  }
-  SystemProcessControl control(proc_root);
-  return terminate(planned, options, EscalationEnv{control, util::system_clock(), nullptr, t0});
+EscalationResult terminate(std::vector<Target> targets, const EscalationOptions& options,
+                           std::chrono::steady_clock::time_point t0, ProcessControl& control,
+                           const std::string& proc_root) {
+  for (auto& t : targets)
+    if (t.comm.empty()) t.comm = read_comm(t.id.pid, proc_root);
+  return terminate(targets, options, EscalationEnv{control, util::system_clock(), nullptr, t0});
 }
 
 }  // namespace gpureap::reclaim

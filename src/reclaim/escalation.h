@@ -84,11 +84,10 @@ struct EscalationEnv {
 EscalationResult terminate(std::span<const Target> targets, const EscalationOptions& options,
                            const EscalationEnv& env);
 
-/// For callers with bare ids (run's teardown): each comm is read from
-/// `proc_root`; the kernel's processes, the system clock, no interrupt.
-EscalationResult terminate(const std::vector<proc::ProcessId>& targets,
-                           const EscalationOptions& options,
-                           std::chrono::steady_clock::time_point t0,
+/// For run's teardown: targets known by identity (and the GPUs they held, where
+/// known); a comm left empty is read from `proc_root`. The system clock, no interrupt.
+EscalationResult terminate(std::vector<Target> targets, const EscalationOptions& options,
+                           std::chrono::steady_clock::time_point t0, ProcessControl& control,
                            const std::string& proc_root);
 
 }  // namespace gpureap::reclaim

@@ -95,7 +95,8 @@ class FakeProcessControl final : public ProcessControl {
   }
   int opens = 0;
 
-  std::expected<ProcessPtr, proc::OpenFailure> open(const proc::ProcessId& id, bool) override {
+  std::expected<ProcessPtr, proc::OpenFailure> open(const Target& target, bool) override {
+    const proc::ProcessId& id = target.id;
     ++opens;
     auto it = processes_.find(id);
     if (it == processes_.end() || it->second->exited)
@@ -125,6 +126,10 @@ class FakeProcessControl final : public ProcessControl {
   /// The fake has no cgroups: every target is left to its handle.
   CgroupKills kill_whole_cgroups(std::span<ControlledProcess* const>,
                                  std::span<ControlledProcess* const>) override {
+    return {};
+  }
+  /// Nor a run cgroup: the sweep succeeds and ends nothing.
+  CgroupSweep sweep_cgroup(const std::string&, std::chrono::steady_clock::time_point) override {
     return {};
   }
 

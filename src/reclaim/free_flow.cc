@@ -4,7 +4,7 @@
 
 namespace gpureap::reclaim {
 
-FreeOutcome free_selection(inventory::Node& node, ProcessControl& control,
+FreeOutcome free_selection(inventory::Node& node, AuditedControl& control,
                            const inventory::Inventory& inv, const CallerContext& caller,
                            const ReclaimOptions& options, const FreeSteps& steps) {
   const Selection& sel = options.selection;
@@ -37,10 +37,13 @@ FreeOutcome free_selection(inventory::Node& node, ProcessControl& control,
     return out;
   }
 
+  for (const auto& v : inv.gpus) control.trail().know_gpu(v.info.id, v.info.uuid);
   out.report = reclaim(node, control, inv, out.plan, options, steps.progress);
   const ReclaimReport& r = *out.report;
+  AuditVerdict audit = AuditVerdict::freed;
   if (r.interrupted) {
     out.verdict = FreeVerdict::interrupted;
+    audit = AuditVerdict::interrupted;
   } else if (r.all_freed()) {
     out.verdict = FreeVerdict::freed;
   } else {
@@ -50,7 +53,9 @@ FreeOutcome free_selection(inventory::Node& node, ProcessControl& control,
           return g.freed || !g.measured;
         });
     out.verdict = unmeasured_only ? FreeVerdict::unmeasured : FreeVerdict::still_held;
+    audit = unmeasured_only ? AuditVerdict::unmeasured : AuditVerdict::still_held;
   }
+  control.trail().verdict(audit, r.gpus, r.seconds);
   return out;
 }
 

@@ -12,15 +12,17 @@
 //     -> reclaim (fresh look before each signal, rounds, verify, classify)
 //     -> the verdict, from measurements taken at the end.
 //
-// What each caller does with the verdict (exit status, drain, event) stays its own.
+// Every signal goes through the caller's AuditedControl (the audit trail), which also
+// gets the verdict's record when anything was signalled. What each caller does with
+// the verdict (exit status, drain, event) stays its own.
 
 #include <functional>
 #include <optional>
 #include <vector>
 
 #include "inventory/node.h"
+#include "reclaim/audited_control.h"
 #include "reclaim/plan.h"
-#include "reclaim/process_control.h"
 #include "reclaim/reclaimer.h"
 
 namespace gpureap::reclaim {
@@ -52,8 +54,9 @@ struct FreeOutcome {
   std::optional<ReclaimReport> report;  // set when reclaim ran
 };
 
-/// Frees `options.selection` from `inv` (the caller's look) through `control`.
-FreeOutcome free_selection(inventory::Node& node, ProcessControl& control,
+/// Frees `options.selection` from `inv` (the caller's look) through `control`, whose
+/// trail records each signal and, when reclaim ran, the verdict.
+FreeOutcome free_selection(inventory::Node& node, AuditedControl& control,
                            const inventory::Inventory& inv, const CallerContext& caller,
                            const ReclaimOptions& options, const FreeSteps& steps = {});
 

@@ -29,7 +29,7 @@ FreeOutcome run_flow(TestMachine& m, std::vector<gpu::DeviceId> gpus, const Free
   ReclaimOptions options;
   options.selection.gpus = std::move(gpus);
   auto inv = m.node().look();
-  return free_selection(m.node(), m.control, inv, CallerContext::current(m.node().proc_root()),
+  return free_selection(m.node(), m.audited(), inv, CallerContext::current(m.node().proc_root()),
                         options, steps);
 }
 

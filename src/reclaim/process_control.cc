@@ -105,10 +105,10 @@ std::string read_comm(pid_t pid, const std::string& proc_root) {
   return comm;
 }
 
-std::expected<ProcessPtr, proc::OpenFailure> SystemProcessControl::open(const proc::ProcessId& id,
+std::expected<ProcessPtr, proc::OpenFailure> SystemProcessControl::open(const Target& target,
                                                                         bool first) {
   if (first) wait_at_test_hook();
-  auto handle = proc::ProcessHandle::open(id, proc_root_);
+  auto handle = proc::ProcessHandle::open(target.id, proc_root_);
   if (!handle) return std::unexpected(handle.error());
   return std::make_unique<SystemProcess>(std::move(*handle), proc_root_);
 }
@@ -161,6 +161,14 @@ CgroupKills SystemProcessControl::kill_whole_cgroups(std::span<ControlledProcess
         "cgroup.kill not used for {}: {}; its targets were signalled one by one through pidfds",
         path, not_ours));
   }
+  return out;
+}
+
+CgroupSweep SystemProcessControl::sweep_cgroup(const std::string& dir,
+                                               std::chrono::steady_clock::time_point deadline) {
+  CgroupSweep out;
+  out.through_cgroup_kill = proc::cgroup_kill_available(dir);
+  out.sent = proc::cgroup_kill_all(dir, deadline, proc_root_);
   return out;
 }
 

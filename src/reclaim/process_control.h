@@ -4,7 +4,9 @@
 // see whether it has exited, wait for exits with a deadline, and SIGKILL whole
 // cgroups when that is safe. SystemProcessControl is the kernel (pidfds, cgroup
 // v2); FakeProcessControl (fake_process_control.h) scripts processes for the
-// engine's unit tests.
+// engine's unit tests. AuditedControl (audited_control.h) wraps either and records
+// every signal that passes; the flows that signal (free_selection, tear_down) take
+// only an AuditedControl.
 
 #include <chrono>
 #include <expected>
@@ -15,6 +17,7 @@
 
 #include "proc/holder.h"
 #include "proc/process_handle.h"
+#include "reclaim/plan.h"
 #include "util/clock.h"
 #include "util/result.h"
 
@@ -48,12 +51,19 @@ struct CgroupKills {
   std::vector<std::string> notes;  // why a cgroup was left to the pidfds
 };
 
+/// SIGKILL to everything left in a cgroup gpureap made for a run (its own): how it went.
+struct CgroupSweep {
+  bool through_cgroup_kill = true;  // false: frozen, then SIGKILL to each member's pidfd (< 5.14)
+  Result<void> sent;
+};
+
 class ProcessControl {
  public:
   virtual ~ProcessControl() = default;
-  /// Opens `id`, verified: fails with OpenError::gone/reused/no_permission/... .
-  /// `first` is true for the first open of a batch (one terminate() call).
-  virtual std::expected<ProcessPtr, proc::OpenFailure> open(const proc::ProcessId& id,
+  /// Opens `target.id`, verified: fails with OpenError::gone/reused/no_permission/... .
+  /// `first` is true for the first open of a batch (one terminate() call). The rest of
+  /// `target` (comm, user, GPUs, bytes) is what the plan knew of it, for the record.
+  virtual std::expected<ProcessPtr, proc::OpenFailure> open(const Target& target,
                                                             bool first) = 0;
   /// Waits, driven by exit events, until every process of `live` has exited or
   /// `deadline` passes. Returns the indices (into `live`) still alive, ascending.
@@ -65,6 +75,11 @@ class ProcessControl {
   /// that is planned but exited is named as such). The rest are left to the caller.
   virtual CgroupKills kill_whole_cgroups(std::span<ControlledProcess* const> live,
                                          std::span<ControlledProcess* const> planned) = 0;
+  /// A run's last word on its own cgroup `dir` (a filesystem path): SIGKILL to every
+  /// member of it and of the cgroups beneath (proc::cgroup_kill_all). Only for a cgroup
+  /// gpureap created for a run, whose members are all the run's.
+  virtual CgroupSweep sweep_cgroup(const std::string& dir,
+                                   std::chrono::steady_clock::time_point deadline) = 0;
 };
 
 /// PROC_ROOT/PID/comm without its newline; empty when the process is gone.
@@ -76,11 +91,13 @@ class SystemProcessControl final : public ProcessControl {
  public:
   explicit SystemProcessControl(std::string proc_root)
       : proc_root_(std::move(proc_root)) {}
-  std::expected<ProcessPtr, proc::OpenFailure> open(const proc::ProcessId& id, bool first) override;
+  std::expected<ProcessPtr, proc::OpenFailure> open(const Target& target, bool first) override;
   std::vector<std::size_t> wait_for_exit(std::span<ControlledProcess* const> live,
                                          util::Clock::time_point deadline) override;
   CgroupKills kill_whole_cgroups(std::span<ControlledProcess* const> live,
                                  std::span<ControlledProcess* const> planned) override;
+  CgroupSweep sweep_cgroup(const std::string& dir,
+                           std::chrono::steady_clock::time_point deadline) override;
 
  private:
   std::string proc_root_;

@@ -21,6 +21,7 @@
 #include "gpu/fake_gpu_source.h"
 #include "inventory/node.h"
 #include "proc/sim_node_marker.h"
+#include "reclaim/audited_control.h"
 #include "reclaim/fake_process_control.h"
 #include "reclaim/plan.h"
 #include "reclaim/reclaimer.h"
@@ -84,6 +85,7 @@ class TestMachine {
     // Idle GPUs use nothing here: a recorded baseline of 0 keeps leaks unexplained.
     for (unsigned i = 0; i < gpus; ++i)
       node_->baselines().observe_idle(fmt::format("GPU-fake-{}", i), kTotal, 0);
+    audited_.emplace(control, trail, proc());
   }
 
   /// Starts a process: in /proc, in NVML's list and memory when it holds a GPU,
@@ -163,8 +165,14 @@ class TestMachine {
   std::string proc() const { return dir_.path("proc"); }
   void set_interrupt_flag(const std::atomic<bool>* flag) { node_->set_interrupt_flag(flag); }
 
+  /// The fake control behind the audit trail, as free_selection takes it: every signal
+  /// the flows send is recorded in `audit`.
+  AuditedControl& audited() { return *audited_; }
+
   EventClock clock;
   FakeProcessControl control{clock};
+  CapturedAudit audit;
+  AuditTrail trail{audit, AuditActor::free, AuditCaller{}};
   Plan plan;                // the plan of the last free()
   double real_seconds = 0;  // how long the last free() took in real time
 
@@ -184,6 +192,7 @@ class TestMachine {
   }
 
   TestTempDir dir_{"gpureap-reclaim"};
+  std::optional<AuditedControl> audited_;
   gpu::FakeGpuSource* gpus_ = nullptr;
   std::optional<inventory::Node> node_;
 };

@@ -211,7 +211,8 @@ TEST(Launcher, CommandMovesIntoTheRunCgroupBeforeExec) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(cg->members().size(), 3u) << "sh and both sleeps";
   EXPECT_TRUE(cg->populated());
-  ASSERT_TRUE(cg->kill_all(Clock::now() + std::chrono::seconds(2)).has_value());
+  ASSERT_TRUE(proc::cgroup_kill_all(cg->dir(), Clock::now() + std::chrono::seconds(2), "/proc")
+                  .has_value());
   EXPECT_TRUE(cg->wait_empty(Clock::now() + std::chrono::seconds(5)));
   EXPECT_EQ(wait_done(*run), 137);
   EXPECT_TRUE(cg->remove().has_value());

@@ -65,7 +65,7 @@ Result<RunCgroup> RunCgroup::create(const std::string& dir_name, std::string_vie
     }
     std::string rel = dir.substr(mount.mount_point.size());
     std::string cg = mount.root == "/" ? rel : mount.root + rel;
-    return RunCgroup(dir, cg, std::move(procs), std::string(proc_root));
+    return RunCgroup(dir, cg, std::move(procs));
   }
   return fail(why);
 }

@@ -4,10 +4,11 @@
 // gpureap creates `gpureap-run-<name>-<pid>` beneath its own cgroup (or at the
 // root of the v2 mount), CMD moves itself in before exec, and the teardown
 // kills the whole cgroup at once with cgroup.kill (Linux >= 5.14), or, on older
-// kernels, freezes it and SIGKILLs each member. This class only places, creates
-// and sweeps run cgroups; reading, freezing, killing and waiting on a cgroup are
-// proc/cgroup_fs.h's (the cgroup2 mount is found in /proc/self/mountinfo:
-// hybrid hosts mount it at /sys/fs/cgroup/unified).
+// kernels, freezes it and SIGKILLs each member (reclaim::ProcessControl::sweep_cgroup,
+// through the audited control, so the kills are recorded). This class only places,
+// creates and sweeps run cgroups; reading, freezing, killing and waiting on a cgroup
+// are proc/cgroup_fs.h's (the cgroup2 mount is found in /proc/self/mountinfo: hybrid
+// hosts mount it at /sys/fs/cgroup/unified).
 
 #include <sys/types.h>
 
@@ -66,11 +67,6 @@ class RunCgroup {
   /// proc::cgroup_populated: a live process in the cgroup or beneath it.
   bool populated() const { return proc::cgroup_populated(dir_); }
 
-  /// proc::cgroup_kill_all: cgroup.kill, or freeze + SIGKILL each member + thaw.
-  Result<void> kill_all(Clock::time_point deadline) const {
-    return proc::cgroup_kill_all(dir_, deadline, proc_root_);
-  }
-
   /// proc::cgroup_wait_empty: until the cgroup is empty or `deadline` passes.
   bool wait_empty(Clock::time_point deadline) const {
     return proc::cgroup_wait_empty(dir_, deadline);
@@ -81,16 +77,12 @@ class RunCgroup {
   Result<void> remove();
 
  private:
-  RunCgroup(std::string dir, std::string cgroup_path, UniqueFd procs_fd, std::string proc_root)
-      : dir_(std::move(dir)),
-        cgroup_path_(std::move(cgroup_path)),
-        procs_fd_(std::move(procs_fd)),
-        proc_root_(std::move(proc_root)) {}
+  RunCgroup(std::string dir, std::string cgroup_path, UniqueFd procs_fd)
+      : dir_(std::move(dir)), cgroup_path_(std::move(cgroup_path)), procs_fd_(std::move(procs_fd)) {}
 
   std::string dir_;
   std::string cgroup_path_;
   UniqueFd procs_fd_;
-  std::string proc_root_;  // create()'s: kill_all opens the members' pidfds there
 };
 
 /// Removes empty `gpureap-run-*` cgroups left beside where a new run cgroup

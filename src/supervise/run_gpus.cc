@@ -127,6 +127,9 @@ void RunGpuWatch::before_teardown(const std::vector<proc::ProcessId>& members) {
       }
       held = true;
       run_bytes += gh.gpu_bytes.value_or(0);
+      MemberGpus& m = member_gpus_[gh.holder.id];
+      m.gpus.push_back(view.info.id);
+      m.bytes += gh.gpu_bytes.value_or(0);
     }
     if (!held) continue;
     // What other processes hold on this GPU stays held after our teardown: "freed"

@@ -31,6 +31,7 @@
 #include "reclaim/leftovers.h"
 #include "reclaim/release_wait.h"
 #include "supervise/run_cgroup.h"
+#include "supervise/teardown.h"
 
 namespace gpureap::supervise {
 
@@ -65,6 +66,10 @@ class RunGpuWatch {
   /// cannot read has `measured` false and a `problem`. Empty when the run held none.
   const std::vector<reclaim::GpuRelease>& held() const { return held_; }
 
+  /// The GPUs each member of the run used at the teardown's look, with NVML's figure
+  /// (for the audit records of the signals it gets).
+  const std::map<proc::ProcessId, MemberGpus>& member_gpus() const { return member_gpus_; }
+
   /// Why NVML (or the device nodes) could not be used; empty when all was well.
   const std::string& nvml_problem() const { return nvml_problem_; }
 
@@ -97,6 +102,7 @@ class RunGpuWatch {
   std::string nvml_problem_;
   std::string unverified_;
   std::vector<reclaim::GpuRelease> held_;
+  std::map<proc::ProcessId, MemberGpus> member_gpus_;
   std::vector<proc::ProcessId> members_;  // the run's processes at the teardown
 };
 

@@ -5,6 +5,7 @@
 
 #include <csignal>
 
+#include "reclaim/audited_control.h"
 #include "supervise/run_cgroup.h"
 #include "proc/run_id.h"
 #include "util/clock.h"
@@ -64,7 +65,8 @@ std::vector<std::string> command_environment(const std::string& run_id) {
 
 }  // namespace
 
-RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, const RunLog& log) {
+RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, const RunLog& log,
+                         reclaim::AuditSink& audit) {
   RunOutcome out;
   const auto t0 = Clock::now();
   auto say = [&](const std::string& line) {
@@ -181,7 +183,16 @@ RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, con
   teardown_options.grace = settings.grace;
   teardown_options.kill_wait = settings.kill_wait;
   teardown_options.proc_root = node.proc_root();
-  out.teardown = tear_down(*run, cg, teardown_options, t0);
+  if (watch) teardown_options.member_gpus = watch->member_gpus();
+  reclaim::AuditCaller caller = reclaim::AuditCaller::current(node.proc_root());
+  caller.run_id = out.run_id;
+  reclaim::AuditTrail trail(audit, reclaim::AuditActor::run_teardown, std::move(caller));
+  if (watch)
+    for (const auto& g : watch->held()) trail.know_gpu(g.gpu, g.uuid);
+  reclaim::SystemProcessControl system_control(node.proc_root());
+  reclaim::AuditedControl control(system_control, trail, node.proc_root());
+  const auto teardown_start = Clock::now();
+  out.teardown = tear_down(*run, cg, teardown_options, t0, control);
   out.cmd_wait_status = run->cmd_status();
   if (out.teardown.processes > 0) {
     say(fmt::format("teardown: {} process(es) in {} round(s), {:.3f} s{}{}", out.teardown.processes,
@@ -213,6 +224,13 @@ RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, con
     out.nvml_problem = watch->nvml_problem();
     out.warnings = watch->warnings();
   }
+  // The teardown's verdict, when it signalled anything: the GPUs the run held, measured.
+  if (trail.signals() > 0)
+    trail.verdict(out.memory_unverified()  ? reclaim::AuditVerdict::unmeasured
+                  : out.memory_released() ? reclaim::AuditVerdict::freed
+                                          : reclaim::AuditVerdict::still_held,
+                  out.release ? out.release->gpus : std::vector<reclaim::GpuRelease>{},
+                  seconds_since(teardown_start));
 
   // 6. Done: the reaper goes, and the cgroup with it once empty (a populated
   //    one stays: it names the leftovers).

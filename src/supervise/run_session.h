@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gpu/gpu_source.h"
+#include "reclaim/audit.h"
 #include "reclaim/leftovers.h"
 #include "reclaim/release_wait.h"
 #include "supervise/launcher.h"
@@ -80,7 +81,10 @@ using RunLog = std::function<void(std::string_view)>;
 
 /// Runs CMD under gpureap's supervision until it ends or gpureap is told to
 /// stop, tears the run down and verifies the release. Blocks SIGINT, SIGTERM,
-/// SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH in this process for good.
-RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, const RunLog& log);
+/// SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH in this process for good. Each
+/// signal of the teardown, and its verdict, is recorded in `audit` (actor run-teardown;
+/// the signals forwarded to CMD while it runs are someone else's, relayed, and are not).
+RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, const RunLog& log,
+                         reclaim::AuditSink& audit);
 
 }  // namespace gpureap::supervise

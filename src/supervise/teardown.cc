@@ -35,7 +35,7 @@ std::vector<proc::ProcessId> run_members(pid_t reaper, const RunCgroup* cgroup,
 }
 
 TeardownReport tear_down(LaunchedRun& run, RunCgroup* cgroup, const TeardownOptions& options,
-                         Clock::time_point t0) {
+                         Clock::time_point t0, reclaim::AuditedControl& control) {
   TeardownReport report;
   const auto start = Clock::now();
   std::set<proc::ProcessId> signalled;
@@ -46,17 +46,25 @@ TeardownReport tear_down(LaunchedRun& run, RunCgroup* cgroup, const TeardownOpti
   for (int round = 0; round < options.max_rounds; ++round) {
     run.take_pending(Clock::now());
     if (run.all_reaped() && !(cgroup && cgroup->populated())) break;
-    std::vector<proc::ProcessId> targets;
-    for (const auto& id : run_members(run.reaper_pid(), cgroup, options.proc_root))
-      if (!signalled.contains(id)) targets.push_back(id);
+    std::vector<reclaim::Target> targets;
+    for (const auto& id : run_members(run.reaper_pid(), cgroup, options.proc_root)) {
+      if (signalled.contains(id)) continue;
+      reclaim::Target t;
+      t.id = id;
+      if (auto g = options.member_gpus.find(id); g != options.member_gpus.end()) {
+        t.gpus = g->second.gpus;
+        t.gpu_bytes = g->second.bytes;
+      }
+      targets.push_back(std::move(t));
+    }
     if (targets.empty()) break;
     reclaim::EscalationOptions esc;
     // A grace of 0 means what it means in `free`: SIGKILL at once, no SIGTERM.
     esc.grace = round == 0 ? options.grace : kLaterRoundGrace;
     esc.kill_wait = options.kill_wait;
-    auto result = reclaim::terminate(targets, esc, t0, options.proc_root);
+    for (const auto& t : targets) signalled.insert(t.id);
+    auto result = reclaim::terminate(std::move(targets), esc, t0, control, options.proc_root);
     report.rounds = round + 1;
-    signalled.insert(targets.begin(), targets.end());
     report.actions.insert(report.actions.end(), result.actions.begin(), result.actions.end());
     report.survivors = result.survivors;
   }
@@ -66,7 +74,7 @@ TeardownReport tear_down(LaunchedRun& run, RunCgroup* cgroup, const TeardownOpti
   //    (cgroup.kill catches forks in flight) and wait until it is empty.
   if (cgroup && cgroup->populated()) {
     auto deadline = Clock::now() + options.kill_wait;
-    report.cgroup_killed = cgroup->kill_all(deadline).has_value();
+    report.cgroup_killed = control.sweep_cgroup(cgroup->dir(), deadline).sent.has_value();
     cgroup->wait_empty(deadline);
   }
 

@@ -82,7 +82,12 @@ void teardown_kills_everything(RunCgroup* cgroup) {
   options.grace = 300ms;
   options.kill_wait = 5s;
   auto t0 = Clock::now();
-  auto report = tear_down(*run, cgroup, options, t0);
+  reclaim::CapturedAudit audit;
+  reclaim::AuditTrail trail(audit, reclaim::AuditActor::run_teardown,
+                            reclaim::AuditCaller::current("/proc"));
+  reclaim::SystemProcessControl system_control("/proc");
+  reclaim::AuditedControl control(system_control, trail, "/proc");
+  auto report = tear_down(*run, cgroup, options, t0, control);
   EXPECT_TRUE(report.empty);
   EXPECT_TRUE(report.survivors.empty());
   EXPECT_GE(report.processes, 3u);
@@ -94,6 +99,31 @@ void teardown_kills_everything(RunCgroup* cgroup) {
       report.actions.begin(), report.actions.end(),
       [](const reclaim::Action& a) { return a.signal == reclaim::Signal::sigkill; });
   EXPECT_TRUE(sigkill_sent) << "the worker ignoring SIGTERM needed SIGKILL";
+  // Every signal of the teardown is in the audit trail, with the process it reached:
+  // a SIGTERM record for each process started, and the SIGKILL of the one ignoring it.
+  for (pid_t p : started) {
+    bool termed = false;
+    for (const auto& r : audit.records) {
+      const auto* s = std::get_if<reclaim::SignalRecord>(&r.what);
+      ASSERT_NE(s, nullptr);
+      EXPECT_EQ(r.actor, reclaim::AuditActor::run_teardown);
+      if (s->target.id.pid == p && s->signal == SIGTERM) {
+        termed = true;
+        EXPECT_FALSE(s->target.comm.empty()) << p;
+        EXPECT_EQ(s->target.uid, ::geteuid()) << p;
+        EXPECT_EQ(s->result, reclaim::SignalResult::delivered);
+      }
+    }
+    EXPECT_TRUE(termed) << "no SIGTERM record for pid " << p;
+  }
+  const auto sent = static_cast<std::size_t>(
+      std::count_if(report.actions.begin(), report.actions.end(),
+                    [](const reclaim::Action& a) { return a.signal != reclaim::Signal::none; }));
+  // One record per signal the teardown reports (the final sweep of the cgroup adds its own).
+  if (report.cgroup_killed)
+    EXPECT_GE(audit.records.size(), sent);
+  else
+    EXPECT_EQ(audit.records.size(), sent);
   std::filesystem::remove_all(dir);
 }
 
@@ -115,7 +145,12 @@ TEST(Teardown, NothingLeftMeansNoSignal) {
   auto deadline = Clock::now() + 5s;
   while (!(run->cmd_status() && run->all_reaped()) && Clock::now() < deadline)
     run->next_event(deadline);
-  auto report = tear_down(*run, nullptr, {}, Clock::now());
+  reclaim::CapturedAudit audit;
+  reclaim::AuditTrail trail(audit, reclaim::AuditActor::run_teardown, {});
+  reclaim::SystemProcessControl system_control("/proc");
+  reclaim::AuditedControl control(system_control, trail, "/proc");
+  auto report = tear_down(*run, nullptr, {}, Clock::now(), control);
+  EXPECT_TRUE(audit.records.empty());
   EXPECT_EQ(report.processes, 0u);
   EXPECT_TRUE(report.actions.empty());
   EXPECT_TRUE(report.empty);

@@ -167,6 +167,20 @@ TEST(SlurmCommand, WhenHeldDecidesDrainAndExitStatus) {
   EXPECT_EQ(j["node"]["action"], "drained");
   EXPECT_EQ(j["node"]["reason"], reason);
   EXPECT_FALSE(j["free"].is_null());
+  // The epilog's signals are in the audit trail under its name and the job's id, with
+  // the verdict that drained the node (docs/audit.md).
+  {
+    std::ifstream audit(node.env().at("GPUREAP_STATE_DIR") + "/audit.jsonl");
+    std::vector<nlohmann::json> records;
+    for (std::string line; std::getline(audit, line);) records.push_back(nlohmann::json::parse(line));
+    ASSERT_GE(records.size(), 2u);
+    EXPECT_EQ(records.front()["record"], "signal");
+    EXPECT_EQ(records.front()["actor"], "slurm-epilog");
+    EXPECT_EQ(records.front()["caller"]["job_id"], "42");
+    EXPECT_EQ(records.front()["gpus"][0]["index"], 2);
+    EXPECT_EQ(records.back()["record"], "verdict");
+    EXPECT_EQ(records.back()["verdict"], "still_held");
+  }
   // drain-fail: drained, and a non-zero exit (Slurm logs an epilog error, keeps our reason).
   auto df = node.gpureap({"slurm", "epilog", "--when-held", "drain-fail", "--deadline", "10s"},
                          std::chrono::seconds(60), env);
@@ -220,9 +234,18 @@ TEST(SlurmCommand, APrologOnADirtyGpuDrainsAndFailsUnlessOrphansMayBeFreed) {
       << slurm.calls();
   EXPECT_NE(slurm.calls().find("(before job 43)"), std::string::npos) << slurm.calls();
   EXPECT_TRUE(alive(orphans.holders[0].first));
+  const std::string audit_file = node.env().at("GPUREAP_STATE_DIR") + "/audit.jsonl";
+  EXPECT_FALSE(std::filesystem::exists(audit_file)) << "the first prolog signalled nothing";
   auto freed = node.gpureap({"slurm", "prolog", "--free-orphans"}, std::chrono::seconds(60), env);
   EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
   EXPECT_FALSE(alive(orphans.holders[0].first));
+  std::ifstream audit(audit_file);
+  std::string line;
+  ASSERT_TRUE(std::getline(audit, line));
+  auto record = nlohmann::json::parse(line);
+  EXPECT_EQ(record["actor"], "slurm-prolog");
+  EXPECT_EQ(record["caller"]["job_id"], "43");
+  EXPECT_EQ(record["target"]["pid"], orphans.holders[0].first);
 }
 
 TEST(SlurmCommand, HealthDrainsKeepsResumesAndLeavesOthersAlone) {
