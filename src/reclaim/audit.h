@@ -81,7 +81,7 @@ struct AuditTarget {
   std::string user;
   std::string cgroup;
   std::string container;  // proc::container_hint: "docker:…", "k8s-pod:…", "systemd:…"
-  std::string instance;   // the server instance it belongs to; not known yet (empty)
+  std::string instance;   // the key of the server instance it belongs to ("" if none)
 };
 
 /// `pid`'s comm, uid, user, cgroup and container read from PROC_ROOT/PID (what can be

@@ -67,7 +67,8 @@ TEST(AuditTrail, AFreeRecordsTheSignalWithTheTargetsIdentityAndEndsWithItsVerdic
   EXPECT_EQ(s->target.uid, ::geteuid());  // from the fixture's /proc/PID/status
   EXPECT_EQ(s->target.cgroup, audited_holder(0, 0).cgroup);
   EXPECT_EQ(s->target.container, "docker:3f2a1b4c5d6e");
-  EXPECT_TRUE(s->target.instance.empty());
+  // Its server instance, as the look grouped it (the fixture's process group).
+  EXPECT_FALSE(s->target.instance.empty());
   ASSERT_EQ(s->gpus.size(), 1u);
   EXPECT_EQ(s->gpus[0].id, gpu::DeviceId{1});
   EXPECT_EQ(s->gpus[0].uuid, "GPU-fake-1");

@@ -84,6 +84,7 @@ struct Target {
   std::vector<gpu::DeviceId> gpus;   // every GPU it uses, selected or not (empty: it holds none)
   std::uint64_t gpu_bytes = 0;  // NVML's figure over those GPUs: what signalling it frees
   std::string why;              // "orphaned; holds 20 GiB on GPU 3", "descendant of 4242"
+  std::string instance{};       // its server instance's key (inventory/instances.h), if any
 };
 
 enum class SkipKind { protected_process, not_permitted, not_matched };

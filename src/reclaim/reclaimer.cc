@@ -42,13 +42,13 @@ std::string stop_hint(const proc::ProcessEntry& parent,
   if (protection)
     return "it is protected (" + *protection +
            "): stop the job it runs with that job's own tool, or name it with --pid";
-  return fmt::format("gpureap free --gpu {} --stop-respawners (or: kill {})", gpu::device_list(gpus),
-                     parent.id.pid);
+  return fmt::format("gpureap free --gpu {} --stop-respawners (or: kill {})",
+                     gpu::device_list(gpus), parent.id.pid);
 }
 
 // Without NVML, "freed" cannot be proven: say so rather than guess.
-Leftover nvml_failed(gpu::DeviceId gpu, const inventory::GpuView* view, const std::string& nvml_error,
-                     const inventory::Inventory& latest) {
+Leftover nvml_failed(gpu::DeviceId gpu, const inventory::GpuView* view,
+                     const std::string& nvml_error, const inventory::Inventory& latest) {
   std::string why = view && !view->info.problem.empty()
                         ? "NVML cannot read this GPU: " + view->info.problem
                         : "NVML stopped answering while verifying: " +
@@ -240,9 +240,16 @@ class Reclaim {
     if (std::none_of(report_.respawners.begin(), report_.respawners.end(),
                      [&](const Respawner& r) { return r.id == target.id; }))
       return;
-    for (const auto& p : caller_.table)
+    // A child it forks between this table and its death (its last worker's exit races
+    // our signal) is in no table, and re-parented by the time we look: its process group
+    // names it (note_late_children).
+    KilledRespawner killed{target.id, target.pgid, {}};
+    for (const auto& p : caller_.table) {
+      if (p.pgid == target.pgid) killed.known.insert(p.id);
       if (p.ppid == target.id.pid && !plan.contains(p.id) && !signalled_.contains(p.id))
         children_of_killed_respawner_[p.id] = target.id;
+    }
+    if (target.pgid > 0) killed_respawners_.push_back(std::move(killed));
   }
 
   // A killed target that is a system service's main process, or whose parent is (its
@@ -307,6 +314,7 @@ class Reclaim {
   // parent with the killed holder's name: a worker importing torch has no GPU yet).
   // --timeout still bounds the wait. False when the verdict is due.
   bool keep_settling() {
+    note_late_children();
     if (!parent_may_respawn()) return false;
     const auto now = clock_.now();
     if (!settling_) settle_from_ = now;
@@ -330,6 +338,19 @@ class Reclaim {
     std::erase_if(next.targets, [&](const Target& t) { return signalled_.contains(t.id); });
     note_respawners(next);
     return next;
+  }
+
+  // Processes of a killed respawner's group that no earlier table had: children it forked
+  // as it died. Watched like the children it had (parent_may_respawn).
+  void note_late_children() {
+    if (killed_respawners_.empty()) return;
+    auto table = proc::read_process_table(node_.proc_root());
+    if (!table) return;
+    for (const auto& p : *table)
+      for (const auto& k : killed_respawners_)
+        if (p.pgid == k.pgid && !k.known.contains(p.id) && !signalled_.contains(p.id) &&
+            p.id != k.id)
+          children_of_killed_respawner_.emplace(p.id, k.id);
   }
 
   // True when some killed target's parent is still alive, not init and not one of
@@ -598,6 +619,12 @@ class Reclaim {
   // Children of killed respawners that were not targets (forked before the parent died,
   // not yet holding the GPU): watched as a live parent is. Child -> its respawner.
   std::map<proc::ProcessId, proc::ProcessId> children_of_killed_respawner_;
+  struct KilledRespawner {
+    proc::ProcessId id;
+    pid_t pgid = 0;
+    std::set<proc::ProcessId> known;  // its group when it was signalled
+  };
+  std::vector<KilledRespawner> killed_respawners_;
   // System services that restart a killed target (Restart= not "no"), as reported;
   // `respawns` counts new holders in the unit that no live parent explains.
   std::vector<Respawner> restarting_units_;

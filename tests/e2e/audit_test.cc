@@ -85,6 +85,8 @@ TEST(Audit, AFreeIsRecordedInTheStateDirectoryAndLogShowsIt) {
   EXPECT_EQ(s["target"]["start_time"], start);
   EXPECT_EQ(s["target"]["comm"], "gpureap-sim");
   EXPECT_EQ(s["target"]["uid"], ::geteuid());
+  // The server instance it belonged to: its process group, the dead server's.
+  EXPECT_EQ(s["target"]["instance"], std::to_string(held.leader)) << s.dump();
   EXPECT_EQ(s["gpus"][0]["index"], 0);
   EXPECT_TRUE(s["gpus"][0]["uuid"].get<std::string>().starts_with("GPU-")) << s.dump();
   EXPECT_EQ(s["bytes"], 8 * kGiB);
