@@ -231,6 +231,14 @@ void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder
       labels.emplace_back("user", h.holder.user);
       labels.emplace_back("kind", std::string(holder_kind(h.holder)));
       if (!h.holder.container.empty()) labels.emplace_back("container", h.holder.container);
+      // Its server instance and what its command line says it is (issue 24), when known.
+      if (!h.holder.instance.empty()) labels.emplace_back("instance", h.holder.instance);
+      if (h.holder.engine.engine != proc::Engine::none)
+        labels.emplace_back("engine", std::string(proc::enum_name(h.holder.engine.engine)));
+      if (h.holder.engine.role != proc::EngineRole::none)
+        labels.emplace_back("role", std::string(proc::enum_name(h.holder.engine.role)));
+      if (auto rank = proc::rank_label(h.holder.engine.ranks); !rank.empty())
+        labels.emplace_back("rank", rank);
       x.sample(labels, *h.gpu_bytes);
     }
   }

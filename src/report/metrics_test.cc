@@ -381,6 +381,17 @@ TEST(Metrics, PerHolderSeriesAreOptInAndBounded) {
   // The opener (no figure, uses another GPU) has no series.
   EXPECT_EQ(text.find("pid=\"104\""), std::string::npos);
 
+  // A rank of a server instance carries its instance, engine, role and rank.
+  auto ranked = holder(4242, "sglang::schedul");
+  ranked.instance = "4200";
+  ranked.engine = proc::recognise_engine_cmdline("sglang::scheduler_DP1_TP3", "sglang::schedul");
+  add_holder(inv.gpus[0], ranked, 2 * MiB);
+  EXPECT_NE(render(inv, nullptr, true)
+                .find(R"(kind="live",instance="4200",engine="sglang",role="scheduler",)"
+                      R"(rank="DP1 TP3"} 2097152)"),
+            std::string::npos)
+      << render(inv, nullptr, true);
+
   for (pid_t p = 0; p < 200; ++p) add_holder(inv.gpus[0], holder(5000 + p, "w"), MiB);
   EXPECT_EQ(lines_starting(render(inv, nullptr, true), "gpureap_holder_memory_bytes{").size(), 64u);
 }
