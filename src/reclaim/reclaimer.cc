@@ -8,6 +8,7 @@
 
 #include "gpu/gpu_select.h"
 #include "proc/cgroup_fs.h"
+#include "proc/engine_role.h"
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
 #include "proc/process_handle.h"
@@ -42,6 +43,26 @@ std::string stop_hint(const proc::ProcessEntry& parent,
   if (protection)
     return "it is protected (" + *protection +
            "): stop the job it runs with that job's own tool, or name it with --pid";
+  // What the parent is says how it stops (proc/engine_role.h): torchrun's elastic agent
+  // restarts failed workers up to --max-restarts and ends them itself on SIGTERM; Ray's
+  // raylet restarts its workers; an MPI daemon belongs to its job's mpirun.
+  const auto engine = proc::recognise_engine_cmdline(
+      proc::read_small_file(fmt::format("{}/{}/cmdline", proc_root, parent.id.pid)), parent.comm);
+  switch (engine.role) {
+    case proc::EngineRole::elastic_agent:
+      return fmt::format(
+          "it is torchrun's elastic agent, which restarts failed workers up to --max-restarts: "
+          "stop it and its workers with kill {} (SIGTERM), or gpureap free --gpu {} "
+          "--stop-respawners",
+          parent.id.pid, gpu::device_list(gpus));
+    case proc::EngineRole::ray_raylet:
+      return "it is Ray's raylet, which restarts its workers: stop the Ray node with `ray stop` "
+             "(or end the job that uses it)";
+    case proc::EngineRole::mpi_daemon:
+      return "it is an MPI daemon of a running job: end that job with its own mpirun/scheduler";
+    default:
+      break;
+  }
   return fmt::format("gpureap free --gpu {} --stop-respawners (or: kill {})",
                      gpu::device_list(gpus), parent.id.pid);
 }

@@ -143,6 +143,26 @@ TEST(Reclaim, RespawnedHolderIsTheNextRoundAndItsParentIsNoted) {
   EXPECT_NEAR(r.settled_seconds, 5.0, 0.3);
 }
 
+// A torchrun elastic agent that restarts its killed worker: reported as what it is, with
+// how it stops (issue 24), not as an anonymous parent.
+TEST(Reclaim, ATorchrunAgentIsNamedAsTheRespawnerWithItsStopCommand) {
+  TestMachine m;
+  FakeProc agent = parent(3000250);
+  agent.comm = "torchrun";
+  agent.cmdline = "/usr/bin/python3 /usr/local/bin/torchrun --nproc-per-node 1 train.py";
+  m.spawn(agent);
+  FakeProc first = holder(3000251, 3000250);
+  FakeProc second = holder(3000252, 3000250);
+  first.then = [&] { m.clock.after(300ms, [&] { m.spawn(second); }); };
+  m.spawn(first);
+  ReclaimReport r = m.free({});
+  ASSERT_EQ(r.respawners.size(), 1u);
+  EXPECT_EQ(r.respawners[0].stop_hint,
+            "it is torchrun's elastic agent, which restarts failed workers up to "
+            "--max-restarts: stop it and its workers with kill 3000250 (SIGTERM), or gpureap "
+            "free --gpu 0 --stop-respawners");
+}
+
 TEST(Reclaim, StopRespawnersSignalsTheParent) {
   TestMachine m;
   auto pid = m.spawn(parent(3000300));
