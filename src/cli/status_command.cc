@@ -167,6 +167,8 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
   // 2. Collect and attribute.
   inventory::Inventory inv = node.look();
   (void)node.save_baselines();  // a read-only state dir only costs us the learnt baseline
+  // The host memory the same crashes leave: /dev/shm segments of dead creators.
+  inv.shm_leftovers = inventory::find_shm_leftovers(node.dev_dir() + "/shm", node.proc_root());
 
   // 3. Select.
   {

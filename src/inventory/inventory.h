@@ -13,6 +13,7 @@
 
 #include "gpu/gpu_source.h"
 #include "inventory/baseline_store.h"
+#include "inventory/host_leftovers.h"
 #include "inventory/instances.h"
 #include "proc/holder.h"
 #include "proc/holder_scan.h"
@@ -135,6 +136,9 @@ struct Inventory {
   /// The GPU holders grouped into server instances (inventory/instances.h); each
   /// holder's Holder::instance is the key of its own. Set by Node::look.
   std::vector<Instance> instances;
+  /// Shared-memory segments whose creators are gone (inventory/host_leftovers.h); filled
+  /// by `status` only.
+  std::vector<ShmLeftover> shm_leftovers;
   /// Things gpureap ignored or refused that the user should know about, one
   /// sentence each: device nodes that are not the NVIDIA driver's
   /// (proc::DeviceSet::warnings), implausible recorded baselines and a refused

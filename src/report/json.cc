@@ -206,6 +206,9 @@ nlohmann::ordered_json status_json(const inventory::Inventory& inv) {
   for (const auto& w : inv.warnings) warnings.push_back(w);
   nlohmann::ordered_json instances = nlohmann::ordered_json::array();
   for (const auto& in : inv.instances) instances.push_back(instance_json(in));
+  nlohmann::ordered_json shm = nlohmann::ordered_json::array();
+  for (const auto& l : inv.shm_leftovers)
+    shm.push_back({{"path", l.path}, {"creator_pid", l.creator}, {"bytes", l.bytes}});
   return {
       {"schema_version", kSchemaVersion},
       {"command", "status"},
@@ -219,6 +222,7 @@ nlohmann::ordered_json status_json(const inventory::Inventory& inv) {
       {"host_pid_namespace", inv.host_pid_namespace},
       {"gpus", gpus},
       {"instances", instances},
+      {"shm_leftovers", shm},
       {"other_holders", others},
       {"problems", problems},
       {"warnings", warnings},

@@ -249,6 +249,17 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
   }
 
   out += instances_section(inv.instances, style);
+  if (!inv.shm_leftovers.empty()) {
+    std::uint64_t bytes = 0;
+    for (const auto& l : inv.shm_leftovers) bytes += l.bytes;
+    out += style.yellow(fmt::format(
+               "\n! {} shared-memory segment{} ({}) whose creator is gone, e.g. {} (pid {}): host "
+               "memory a killed server left; remove with rm once no server of yours uses them",
+               inv.shm_leftovers.size(), inv.shm_leftovers.size() == 1 ? "" : "s",
+               format_bytes(bytes), terminal_text(inv.shm_leftovers.front().path),
+               inv.shm_leftovers.front().creator)) +
+           "\n";
+  }
 
   // What now.
   auto gpu_list = [](const std::set<gpu::DeviceId>& s) {

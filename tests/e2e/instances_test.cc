@@ -2,6 +2,11 @@
 // are two instances with their ranks; `free --instance` frees only the crashed one.
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "harness.h"
 
@@ -103,6 +108,35 @@ TEST(Instances, AnInstanceThatIsNotThereIsNothingToDoAndAWideSelectionLeavesOthe
   EXPECT_NE(r.exit_code, 2) << r.err;
   EXPECT_FALSE(alive(one.holders[0].first));
   EXPECT_TRUE(alive(two.holders[0].first)) << r.out;
+}
+
+// Host leftovers (issue 24, item 6): an SGLang shared-memory segment whose creator is gone
+// is reported by status; one whose creator runs is not. Nothing is removed.
+TEST(Instances, ShmSegmentsOfDeadCreatorsAreReportedNotRemoved) {
+  SimNode node({"--gpus", "1", "--memory", "96GiB"});
+  const std::string shm = node.dir() + "/dev/shm";
+  std::filesystem::create_directories(shm);
+  // A pid that is gone: a child we started and reaped.
+  pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ASSERT_GT(gone, 0);
+  ::waitpid(gone, nullptr, 0);
+  const std::string dead = shm + "/sgl_shm_scheduler_" + std::to_string(gone) + "_ab12";
+  const std::string live = shm + "/sgl_shm_scheduler_" + std::to_string(::getpid()) + "_cd34";
+  std::ofstream(dead) << std::string(8192, 'x');
+  std::ofstream(live) << "y";
+  auto s = node.gpureap({"--json", "status"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const json doc = s.json();
+  ASSERT_EQ(doc["shm_leftovers"].size(), 1u) << doc["shm_leftovers"].dump();
+  EXPECT_EQ(doc["shm_leftovers"][0]["path"], dead);
+  EXPECT_EQ(doc["shm_leftovers"][0]["creator_pid"], gone);
+  EXPECT_EQ(doc["shm_leftovers"][0]["bytes"], 8192);
+  auto text = node.gpureap({"status"});
+  EXPECT_NE(text.out.find("1 shared-memory segment (8.00 KiB) whose creator is gone"),
+            std::string::npos)
+      << text.out;
+  EXPECT_TRUE(std::filesystem::exists(dead)) << "reported, never removed";
 }
 
 }  // namespace instances_test
