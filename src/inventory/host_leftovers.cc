@@ -3,7 +3,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdlib>
+#include <optional>
 #include <filesystem>
 #include <string_view>
 
