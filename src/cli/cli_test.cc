@@ -11,6 +11,7 @@
 #include "cli/cli_outline.h"
 #include "cli/command.h"
 #include "cli/environment.h"
+#include "cli/suggest.h"
 #include "reclaim/escalation.h"
 #include "reclaim/reclaimer.h"
 #include "util/units.h"
@@ -95,6 +96,26 @@ TEST(TypedFlags, DurationsAndSelectorsReachTheCommand) {
   const std::string help = t.app.get_subcommand("free")->help();
   EXPECT_NE(help.find("DURATION"), std::string::npos) << help;
   EXPECT_NE(help.find("GPU"), std::string::npos) << help;
+}
+
+TEST(Suggest, TheClosestNameWithinATypo) {
+  const std::vector<std::string> names = {"--timeout", "--orphans", "--gpu", "--grace"};
+  EXPECT_EQ(closest("--timout", names), "--timeout");
+  EXPECT_EQ(closest("--orphan", names), "--orphans");
+  EXPECT_EQ(closest("--gup", names), "--gpu");
+  EXPECT_EQ(closest("--zzzzzzzz", names), "");
+  EXPECT_EQ(closest("stauts", {"status", "free"}), "status");
+  EXPECT_EQ(closest("x", {"status"}), "");
+}
+
+TEST(Suggest, UnexpectedWordsOptionsFirstAndAValueIsNoStrayArgument) {
+  Tree t;
+  const CLI::App& free = *t.app.get_subcommand("free");
+  EXPECT_EQ(unexpected_text({"--timout", "5s"}, free, t.app),
+            "unknown option '--timout' (did you mean --timeout?)");
+  EXPECT_EQ(unexpected_text({"--grcae=1s"}, free, t.app),
+            "unknown option '--grcae' (did you mean --grace?)");
+  EXPECT_EQ(unexpected_text({"extra"}, free, t.app), "unexpected argument 'extra'");
 }
 
 TEST(CommandTree, ParsingChoosesTheCommandWithoutRunningIt) {

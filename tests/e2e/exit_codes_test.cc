@@ -124,12 +124,35 @@ TEST(ExitCodes, UnknownCommandIsNamedAsOne) {
   SimNode node({"--gpus", "1"});
   auto r = node.gpureap({"--no-color", "stauts"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("unknown command 'stauts'"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("status, free, wait, run, plan, watch and slurm"), std::string::npos) << r.err;
-  // An extra word after a command is still CLI11's "not expected".
+  EXPECT_NE(r.err.find("unknown command 'stauts' (did you mean status?)"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("status, free, wait, run, plan, watch, slurm and log"), std::string::npos)
+      << r.err;
+  // An extra word after a command: named, in gpureap's voice.
   auto extra = node.gpureap({"status", "foo"});
   EXPECT_EQ(extra.exit_code, 2);
-  EXPECT_NE(extra.err.find("foo"), std::string::npos) << extra.err;
+  EXPECT_NE(extra.err.find("gpureap status: unexpected argument 'foo'"), std::string::npos)
+      << extra.err;
+}
+
+// A mistyped option: its nearest name suggested, in the order typed, never CLI11's
+// reversed "The following arguments were not expected" (ux-wave3-review).
+TEST(ExitCodes, AMistypedOptionGetsDidYouMean) {
+  SimNode node({"--gpus", "1"});
+  auto r = node.gpureap({"free", "--timout", "5s", "--orphan"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("gpureap free: unknown option '--timout' (did you mean --timeout?); "
+                       "unknown option '--orphan' (did you mean --orphans?)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("not expected"), std::string::npos) << r.err;
+  // The global options are candidates too.
+  auto global = node.gpureap({"status", "--jsno"});
+  EXPECT_NE(global.err.find("unknown option '--jsno' (did you mean --json?)"), std::string::npos)
+      << global.err;
+  auto far = node.gpureap({"status", "--zzzzzzzz"});
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_NE(far.err.find("unknown option '--zzzzzzzz';"), std::string::npos) << far.err;
 }
 
 }  // namespace
