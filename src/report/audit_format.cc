@@ -278,54 +278,59 @@ std::vector<std::string> journal_fields(const reclaim::AuditRecord& r) {
   auto add = [&](std::string_view name, const std::string& value) {
     if (!value.empty()) f.push_back(fmt::format("{}={}", name, value));
   };
+  // gpureap's own fields, GPUREAP_<NAME> in the journal (not environment variables: the
+  // names are written without the prefix, so no source line reads as one).
+  auto ours = [&](std::string_view name, const std::string& value) {
+    add(fmt::format("GPUREAP_{}", name), value);
+  };
   add("MESSAGE", audit_message(r));
   add("PRIORITY", std::to_string(audit_priority(r)));
   add("SYSLOG_IDENTIFIER", "gpureap");
   add("SYSLOG_FACILITY", "10");  // authpriv: who signalled whom is an audit record
-  add("GPUREAP_RECORD",
+  ours("RECORD",
       std::holds_alternative<reclaim::SignalRecord>(r.what) ? "signal" : "verdict");
-  add("GPUREAP_ACTOR", std::string(enum_name(r.actor)));
-  add("GPUREAP_OP", r.op);
+  ours("ACTOR", std::string(enum_name(r.actor)));
+  ours("OP", r.op);
   const auto& c = r.caller;
-  add("GPUREAP_CALLER_PID", std::to_string(c.pid));
-  add("GPUREAP_CALLER_UID", std::to_string(c.uid));
-  add("GPUREAP_CALLER_USER", c.user);
-  if (c.login_uid) add("GPUREAP_CALLER_LOGIN_UID", std::to_string(*c.login_uid));
-  add("GPUREAP_CALLER_SUDO_USER", c.sudo_user);
-  add("GPUREAP_CALLER_TTY", c.tty);
-  add("GPUREAP_CALLER_CGROUP", c.cgroup);
-  add("GPUREAP_CALLER_COMMAND", c.command);
-  add("GPUREAP_JOB_ID", c.job_id);
-  add("GPUREAP_RUN_ID", c.run_id);
+  ours("CALLER_PID", std::to_string(c.pid));
+  ours("CALLER_UID", std::to_string(c.uid));
+  ours("CALLER_USER", c.user);
+  if (c.login_uid) ours("CALLER_LOGIN_UID", std::to_string(*c.login_uid));
+  ours("CALLER_SUDO_USER", c.sudo_user);
+  ours("CALLER_TTY", c.tty);
+  ours("CALLER_CGROUP", c.cgroup);
+  ours("CALLER_COMMAND", c.command);
+  ours("JOB_ID", c.job_id);
+  ours("RUN_ID", c.run_id);
   if (const auto* s = std::get_if<reclaim::SignalRecord>(&r.what)) {
     const auto& t = s->target;
-    add("GPUREAP_TARGET_PID", std::to_string(t.id.pid));
-    add("GPUREAP_TARGET_START_TIME", std::to_string(t.id.start_time));
-    add("GPUREAP_TARGET_COMM", t.comm);
-    if (t.uid) add("GPUREAP_TARGET_UID", std::to_string(*t.uid));
-    add("GPUREAP_TARGET_USER", t.user);
-    add("GPUREAP_TARGET_CGROUP", t.cgroup);
-    add("GPUREAP_TARGET_CONTAINER", t.container);
-    add("GPUREAP_TARGET_INSTANCE", t.instance);
+    ours("TARGET_PID", std::to_string(t.id.pid));
+    ours("TARGET_START_TIME", std::to_string(t.id.start_time));
+    ours("TARGET_COMM", t.comm);
+    if (t.uid) ours("TARGET_UID", std::to_string(*t.uid));
+    ours("TARGET_USER", t.user);
+    ours("TARGET_CGROUP", t.cgroup);
+    ours("TARGET_CONTAINER", t.container);
+    ours("TARGET_INSTANCE", t.instance);
     // One field per GPU: `journalctl GPUREAP_GPU=3` matches a record of GPUs 0 and 3.
     for (const auto& g : s->gpus) {
-      add("GPUREAP_GPU", gpu::device_text(g.id));
-      add("GPUREAP_GPU_UUID", g.uuid);
+      ours("GPU", gpu::device_text(g.id));
+      ours("GPU_UUID", g.uuid);
     }
-    if (s->bytes) add("GPUREAP_BYTES", std::to_string(s->bytes));
-    add("GPUREAP_SIGNAL", signal_name(s->signal));
-    add("GPUREAP_VIA", std::string(enum_name(s->via)));
-    add("GPUREAP_RESULT", std::string(enum_name(s->result)));
-    add("GPUREAP_ERROR", s->error);
+    if (s->bytes) ours("BYTES", std::to_string(s->bytes));
+    ours("SIGNAL", signal_name(s->signal));
+    ours("VIA", std::string(enum_name(s->via)));
+    ours("RESULT", std::string(enum_name(s->result)));
+    ours("ERROR", s->error);
   } else {
     const auto& v = std::get<reclaim::VerdictRecord>(r.what);
-    add("GPUREAP_VERDICT", std::string(enum_name(v.verdict)));
+    ours("VERDICT", std::string(enum_name(v.verdict)));
     for (const auto& g : v.gpus) {
-      add("GPUREAP_GPU", gpu::device_text(g.gpu.id));
-      add("GPUREAP_GPU_UUID", g.gpu.uuid);
+      ours("GPU", gpu::device_text(g.gpu.id));
+      ours("GPU_UUID", g.gpu.uuid);
     }
-    add("GPUREAP_SIGNALS", std::to_string(v.signals));
-    add("GPUREAP_SECONDS", fmt::format("{:.3f}", v.seconds));
+    ours("SIGNALS", std::to_string(v.signals));
+    ours("SECONDS", fmt::format("{:.3f}", v.seconds));
   }
   return f;
 }
