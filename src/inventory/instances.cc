@@ -57,8 +57,8 @@ void read_launcher(Instance& in, const std::string& proc_root) {
   in.launcher_comm = stat->comm;
   if (launcher.engine != proc::Engine::none && launcher.engine != proc::Engine::python)
     in.engine = launcher.engine;
-  in.model = launcher.model;
-  in.port = launcher.port;
+  if (launcher.model) in.model = launcher.model;
+  if (launcher.port) in.port = launcher.port;
 }
 
 // The TCP ports its members listen on: the "port 30000 is in use" a relaunch meets when
@@ -127,6 +127,7 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
         orphaned_groups.insert({gh.holder.container, gh.holder.pgid});
   // Keyed by (container, key): two containers' groups never merge, whatever their ids.
   std::map<std::pair<std::string, std::string>, Instance> by_key;
+  std::map<proc::ProcessId, std::string> key_of;  // each GPU user's instance
   for (auto& view : inv.gpus) {
     for (auto& gh : view.holders) {
       proc::Holder& h = gh.holder;
@@ -134,6 +135,7 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
       InstanceKind kind = InstanceKind::process;
       std::string key = instance_key(h, kind, orphaned_groups);
       h.instance = key;
+      key_of.emplace(h.id, key);
       Instance& in = by_key[{h.container, key}];
       if (in.key.empty()) {
         in.key = key;
@@ -152,6 +154,16 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
                                  [&](const InstanceMember& m) { return m.id == h.id; });
       if (member != in.members.end()) continue;  // the same process on another GPU
       in.members.push_back({h.id, h.engine.role, proc::rank_label(h.engine.ranks)});
+      // Without a recognised launcher, the members say what it is (read_launcher's
+      // engine wins); a member that is itself the launcher (a single-process server)
+      // names the model and port.
+      if (in.engine == proc::Engine::none && h.engine.engine != proc::Engine::none &&
+          h.engine.engine != proc::Engine::python)
+        in.engine = h.engine.engine;
+      if (h.engine.role == proc::EngineRole::launcher) {
+        if (h.engine.model) in.model = h.engine.model;
+        if (h.engine.port) in.port = h.engine.port;
+      }
       if (h.orphaned) ++in.orphaned;
       if (h.detached) ++in.detached;
     }
@@ -159,11 +171,9 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
   // Holders that only have a node open keep the instance of the same process.
   for (auto& view : inv.gpus)
     for (auto& gh : view.holders)
-      if (!gh.uses_gpu && gh.holder.instance.empty()) {
-        for (const auto& [k, in] : by_key)
-          for (const auto& m : in.members)
-            if (m.id == gh.holder.id) gh.holder.instance = in.key;
-      }
+      if (!gh.uses_gpu && gh.holder.instance.empty())
+        if (auto it = key_of.find(gh.holder.id); it != key_of.end())
+          gh.holder.instance = it->second;
 
   std::vector<Instance> out;
   std::optional<std::vector<proc::ListeningSocket>> listening;  // asked at most once
@@ -174,22 +184,6 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
     read_launcher(in, proc_root);
     // Only where it explains something: a server whose launcher is gone.
     if (!in.launcher_alive && in.orphaned > 0) in.ports = listening_ports(in, proc_root, listening);
-    // Without a recognised launcher, the members say what it is when they agree.
-    if (in.engine == proc::Engine::none) {
-      for (const auto& view : inv.gpus)
-        for (const auto& gh : view.holders)
-          if (gh.holder.instance == in.key && gh.holder.container == in.container &&
-              gh.holder.engine.engine != proc::Engine::none &&
-              gh.holder.engine.engine != proc::Engine::python) {
-            in.engine = gh.holder.engine.engine;
-            // The launcher of a group that is gone may still be named by a member that
-            // is itself the launcher (a single-process server).
-            if (gh.holder.engine.role == proc::EngineRole::launcher) {
-              in.model = gh.holder.engine.model;
-              in.port = gh.holder.engine.port;
-            }
-          }
-    }
     out.push_back(std::move(in));
   }
   std::sort(out.begin(), out.end(), [](const Instance& a, const Instance& b) {

@@ -148,30 +148,28 @@ class Scenario:
     def track(self, pid):
         self.tracked.append((pid, proc_start_time(pid)))
 
-    def orphaned_workers(self, n=4, gib=20, same_gpu=True):
-        """Server spawns n workers holding gib GiB each; server is SIGKILLed."""
-        p = subprocess.Popen([sys.executable, "-c", SERVER, str(n), str(gib),
-                              "same" if same_gpu else "spread", WORKER],
-                             stdout=subprocess.PIPE, text=True)
+    def _orphaned_server(self, argv):
+        """Starts a server (argv) that prints {"server", "workers"}, SIGKILLs it so its
+        workers are orphaned; returns that line."""
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         self.popen.append(p)
         info = json.loads(p.stdout.readline())
         for pid in [info["server"]] + info["workers"]:
             self.track(pid)
         os.kill(p.pid, signal.SIGKILL)  # our own child, not yet reaped
         p.wait()
-        return info["workers"]
+        return info
+
+    def orphaned_workers(self, n=4, gib=20, same_gpu=True):
+        """Server spawns n workers holding gib GiB each; server is SIGKILLed."""
+        return self._orphaned_server([sys.executable, "-c", SERVER, str(n), str(gib),
+                                      "same" if same_gpu else "spread", WORKER])["workers"]
 
     def titled_orphaned_workers(self, n=4, gib=8):
         """A server whose n workers carry SGLang titles (TP0..), SIGKILLed: returns
         (server pid, worker pids)."""
-        p = subprocess.Popen([sys.executable, "-c", TITLED_SERVER, str(n), str(gib), WORKER],
-                             stdout=subprocess.PIPE, text=True)
-        self.popen.append(p)
-        info = json.loads(p.stdout.readline())
-        for pid in [info["server"]] + info["workers"]:
-            self.track(pid)
-        os.kill(p.pid, signal.SIGKILL)  # our own child, not yet reaped
-        p.wait()
+        info = self._orphaned_server([sys.executable, "-c", TITLED_SERVER, str(n), str(gib),
+                                      WORKER])
         return info["server"], info["workers"]
 
     def supervised_worker(self, gib=8):
