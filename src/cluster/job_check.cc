@@ -237,7 +237,8 @@ JobCheck check_before_job(inventory::Node& node, reclaim::AuditedControl& contro
                {v,
                 nullptr,
                 {},
-                v->baseline.bytes + inventory::freed_tolerance(v->info.memory->total)},
+                v->baseline.bytes + inventory::freed_tolerance(v->info.memory->total),
+                {}},
                node.proc_root())) {
         add_once(h.classes, l.cls);
         for (pid_t p : l.pids) add_once(h.pids, p);

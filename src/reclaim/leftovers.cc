@@ -147,9 +147,16 @@ std::vector<Leftover> classify_leftovers(const LeftoverInput& in, const std::str
       classify_survivor(l, h, proc_root);
     } else {
       l.cls = LeftoverClass::live_holder;
-      l.evidence.push_back("appeared after the last round (a supervisor may keep restarting it)");
-      l.next_step =
-          "stop whatever restarts it (systemd unit, container restart policy), then re-run free";
+      if (auto r = in.respawner_stop.find(h.ppid); r != in.respawner_stop.end()) {
+        l.evidence.push_back(fmt::format(
+            "appeared after the last round: its parent pid {} ({}) restarts killed holders",
+            h.ppid, r->second.first));
+        l.next_step = r->second.second;
+      } else {
+        l.evidence.push_back("appeared after the last round (a supervisor may keep restarting it)");
+        l.next_step =
+            "stop whatever restarts it (systemd unit, container restart policy), then re-run free";
+      }
     }
     out.push_back(std::move(l));
   }

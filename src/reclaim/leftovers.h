@@ -2,6 +2,7 @@
 // Every GPU that `free` could not bring back to its baseline gets a class, the
 // evidence behind it, and the next step.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct LeftoverInput {
   const Plan* last_plan = nullptr;           // skipped holders live here
   std::vector<proc::ProcessId> survivors;    // targets alive after SIGKILL + wait
   std::uint64_t threshold = 0;
+  /// Parents seen restarting killed holders (ReclaimReport::respawners, by pid): a
+  /// holder that appeared after the last round names its own parent's stop step.
+  std::map<pid_t, std::pair<std::string, std::string>> respawner_stop;  // pid -> comm, hint
 };
 
 /// Classifies why this GPU still holds memory. Looks at live holders first (a

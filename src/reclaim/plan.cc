@@ -9,6 +9,7 @@
 
 #include "gpu/gpu_select.h"
 #include "inventory/node.h"
+#include "proc/engine_role.h"
 #include "proc/lineage.h"
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
@@ -348,13 +349,60 @@ void leave_unselected_holder(Plan& plan, const Candidate& c, const Selection& se
   plan.skipped.push_back(std::move(s));
 }
 
+// Why a GPU-less descendant is infrastructure of a live job, not a helper that dies
+// with its parent (issue 24 part 5): an MPI daemon (orted), a raylet or Ray's GCS,
+// named by its command line; or the parent, however deep, of a GPU holder the plan
+// leaves alone (signalling it would take that holder's job down with it).
+std::optional<std::string> live_job_infrastructure(
+    const proc::ProcessEntry& e, const std::map<pid_t, const proc::ProcessEntry*>& keeps_holder,
+    const CallerContext& ctx) {
+  if (auto it = keeps_holder.find(e.id.pid); it != keeps_holder.end())
+    return fmt::format("the parent of GPU holder {} ({}), which is left alone",
+                       it->second->id.pid, it->second->comm);
+  const auto who = proc::recognise_engine_cmdline(
+      proc::read_cmdline(e.id.pid, ctx.proc_root), e.comm);
+  switch (who.role) {
+    case proc::EngineRole::mpi_daemon:
+      return fmt::format("an MPI daemon ({}) of a live job", e.comm);
+    case proc::EngineRole::ray_raylet:
+    case proc::EngineRole::ray_gcs:
+      return fmt::format("Ray's {} of a live cluster", e.comm);
+    default:
+      return std::nullopt;
+  }
+}
+
+// The ancestors of every GPU holder that is not a target, each mapped to that holder:
+// none of them is swept as a descendant of a target.
+std::map<pid_t, const proc::ProcessEntry*> holders_kept_by(const Plan& plan, const Holders& held,
+                                                           const CallerContext& ctx) {
+  std::map<pid_t, const proc::ProcessEntry*> by_pid;
+  for (const auto& e : ctx.table) by_pid.emplace(e.id.pid, &e);
+  std::map<pid_t, const proc::ProcessEntry*> out;
+  for (const auto& [id, c] : held) {
+    if (plan.contains(id)) continue;
+    auto self = by_pid.find(id.pid);
+    if (self == by_pid.end()) continue;
+    std::set<pid_t> walked;  // a snapshot across pid reuse could hold a cycle
+    for (pid_t p = self->second->ppid; p > 1 && walked.insert(p).second;) {
+      auto it = by_pid.find(p);
+      if (it == by_pid.end()) break;
+      out.emplace(p, self->second);
+      p = it->second->ppid;
+    }
+  }
+  return out;
+}
+
 // Step 3 of make_plan: descendants of the targets that hold no GPU (a worker's helpers
 // die with it). A descendant that holds a GPU is a target only when the selection chose
-// it by itself; one left alone keeps its own descendants too.
+// it by itself; one left alone keeps its own descendants too, and so does the
+// infrastructure of a live job (live_job_infrastructure), with everything beneath it.
 void add_descendants(Plan& plan, const Holders& held, const Selection& sel,
                      const CallerContext& ctx) {
   std::multimap<pid_t, const proc::ProcessEntry*> children;
   for (const auto& e : ctx.table) children.emplace(e.ppid, &e);
+  const auto keeps_holder = holders_kept_by(plan, held, ctx);
   std::set<pid_t> seen;  // a snapshot taken across pid reuse could contain a cycle
   for (const auto& t : plan.targets) seen.insert(t.id.pid);
   std::vector<Target> extra;
@@ -377,6 +425,14 @@ void add_descendants(Plan& plan, const Holders& held, const Selection& sel,
         if (auto c = held.find(e.id); c != held.end()) {
           leave_unselected_holder(plan, c->second, sel, ctx, relation);
           continue;
+        }
+        if (auto infra = live_job_infrastructure(e, keeps_holder, ctx)) {
+          plan.skipped.push_back(
+              Skipped{e.id, e.comm, {}, 0, SkipKind::not_matched,
+                      fmt::format("{}; {}, not signalled with it: free it by itself with "
+                                  "gpureap free --pid {}",
+                                  *infra, relation, e.id.pid)});
+          continue;  // nor anything beneath it: that is the live job
         }
         frontier.push_back(e.id.pid);
         if (protection_reason(e.id.pid, e.comm, e.kernel_thread, ctx, false)) continue;

@@ -499,5 +499,55 @@ TEST(IncludeRespawner, AParentLeftAloneAsAHolderChangesItsVerdict) {
   EXPECT_EQ(skipped(plan, 100), nullptr);
 }
 
+
+// Issue 24 part 5: the infrastructure of a live job beneath a target is never swept
+// as its descendant. 100 (an orphan on GPU 0) started a job whose launcher script 200
+// holds nothing but is the parent of 300, a live rank on GPU 1 (not selected); and an
+// MPI daemon 210 (orted) whose ranks (310) hold no GPU at all.
+TEST(MakePlan, TheInfrastructureOfALiveJobIsNotSweptAsADescendant) {
+  CallerContext ctx = root_caller();
+  ctx.table = {{{100, 5100}, 1, 100, 100, 0, 'S', 0, "python3", false},
+               {{150, 5150}, 100, 100, 100, 0, 'S', 0, "helper", false},
+               {{200, 5200}, 100, 100, 100, 0, 'S', 0, "bash", false},
+               {{210, 5210}, 100, 100, 100, 0, 'S', 0, "orted", false},
+               {{300, 5300}, 200, 100, 100, 0, 'S', 0, "python3", false},
+               {{310, 5310}, 210, 100, 100, 0, 'S', 0, "python3", false},
+               {{998, 10}, 1, 998, 998, 0, 'S', 0, "bash", false}};
+  inventory::Inventory inv = one_gpu({user(100, "python3")});
+  inventory::GpuView gpu1;
+  gpu1.info.id = gpu::dev(1);
+  gpu1.holders = {user(300, "python3", 0, false)};
+  inv.gpus.push_back(gpu1);
+  Selection sel;
+  sel.gpus = gpu::devs({0});
+  Plan plan = make_plan(inv, sel, ctx);
+  // The orphan and its helper; not the rank's parent, the MPI daemon or its rank.
+  EXPECT_EQ(target_pids(plan), (std::vector<pid_t>{100, 150}));
+  const Skipped* parent = skipped(plan, 200);
+  ASSERT_NE(parent, nullptr);
+  EXPECT_NE(parent->reason.find("the parent of GPU holder 300 (python3), which is left alone"),
+            std::string::npos)
+      << parent->reason;
+  EXPECT_NE(parent->reason.find("a descendant of 100 (python3), not signalled with it"),
+            std::string::npos)
+      << parent->reason;
+  EXPECT_NE(parent->reason.find("gpureap free --pid 200"), std::string::npos) << parent->reason;
+  const Skipped* daemon = skipped(plan, 210);
+  ASSERT_NE(daemon, nullptr);
+  EXPECT_NE(daemon->reason.find("an MPI daemon (orted) of a live job"), std::string::npos)
+      << daemon->reason;
+  // Neither signalled nor listed: what is beneath a live job's parent is that job's
+  // (the parent names the GPU holder).
+  EXPECT_EQ(skipped(plan, 310), nullptr);
+  EXPECT_EQ(skipped(plan, 300), nullptr);
+  expect_one_verdict(plan);
+  // Both GPUs selected: the rank is a target, so its parent goes with it; the MPI
+  // daemon stays a live job's infrastructure, named so.
+  sel.gpus = gpu::devs({0, 1});
+  Plan both = make_plan(inv, sel, ctx);
+  EXPECT_EQ(target_pids(both), (std::vector<pid_t>{100, 300, 150, 200}));
+  ASSERT_NE(skipped(both, 210), nullptr);
+}
+
 }  // namespace
 }  // namespace gpureap::reclaim

@@ -544,7 +544,11 @@ class Reclaim {
         if (!g.freed_at) g.freed_at = since_t0();
         continue;
       }
-      auto found = classify_leftovers({view, &last, survivors_, g.threshold}, node_.proc_root());
+      LeftoverInput input{view, &last, survivors_, g.threshold, {}};
+      for (const auto& r : report_.respawners)
+        if (!r.included)
+          input.respawner_stop.emplace(r.id.pid, std::pair{r.comm, r.stop_hint});
+      auto found = classify_leftovers(input, node_.proc_root());
       report_.leftovers.insert(report_.leftovers.end(), found.begin(), found.end());
     }
   }

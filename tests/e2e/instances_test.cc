@@ -139,5 +139,63 @@ TEST(Instances, ShmSegmentsOfDeadCreatorsAreReportedNotRemoved) {
   EXPECT_TRUE(std::filesystem::exists(dead)) << "reported, never removed";
 }
 
+
+// Issue 24 items 5 and 7: a torchrun-like agent that restarts killed workers is the
+// respawner, named for what it is with its own stop step, both in the respawner list and
+// in the next step of each GPU it keeps held; it is signalled only when asked.
+TEST(Instances, ATorchrunAgentThatRestartsWorkersIsNamedWithItsStopStep) {
+  SimNode node({"--gpus", "2", "--memory", "96GiB"});
+  auto job = node.hold({"--gpu", "0", "--children", "2", "--bytes", "4GiB", "--respawn",
+                        "--respawn-limit", "40", "--server-title",
+                        "python3 /usr/bin/torchrun --nproc-per-node 2 train.py", "--title",
+                        "python3 -u train.py --local-rank {k}"});
+  ASSERT_EQ(job.holders.size(), 2u);
+  auto r = node.gpureap({"--json", "free", "--gpu", "0,1", "--yes", "--timeout", "2s"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // respawned: not freed
+  const json doc = r.json();
+  ASSERT_EQ(doc["respawners"].size(), 1u) << doc["respawners"].dump();
+  const json& agent = doc["respawners"][0];
+  EXPECT_EQ(agent["pid"], job.leader);
+  EXPECT_EQ(agent["included"], false);
+  const std::string hint = agent["stop_hint"];
+  EXPECT_NE(hint.find("torchrun's elastic agent"), std::string::npos) << hint;
+  EXPECT_NE(hint.find("kill " + std::to_string(job.leader)), std::string::npos) << hint;
+  ASSERT_FALSE(doc["leftovers"].empty());
+  for (const auto& l : doc["leftovers"]) {
+    if (l["class"] != "live_holder") continue;
+    EXPECT_EQ(l["next_step"], hint) << l.dump();
+    EXPECT_NE(l["evidence"].dump().find("its parent pid " + std::to_string(job.leader)),
+              std::string::npos)
+        << l.dump();
+  }
+  EXPECT_TRUE(alive(job.leader)) << "a respawner is signalled only when asked";
+  // Asked: the agent goes first, then its workers, and both GPUs are freed.
+  auto stop = node.gpureap({"--json", "free", "--gpu", "0,1", "--yes", "--stop-respawners"});
+  EXPECT_EQ(stop.exit_code, 0) << stop.out << stop.err;
+  EXPECT_TRUE(SimNode::eventually([&] { return !alive(job.leader); }));
+}
+
+// Issue 24 items 5 and 7: an MPI-like job (an `orted` daemon and its ranks) is one
+// instance whose launcher is the daemon, named as MPI; its ranks carry no role of
+// their own, and nothing is signalled by looking.
+TEST(Instances, AnMpiDaemonAndItsRanksAreOneMpiInstance) {
+  SimNode node({"--gpus", "2", "--memory", "96GiB"});
+  auto job = node.hold({"--gpu", "0", "--children", "2", "--bytes", "4GiB", "--server-title",
+                        "orted --hnp-uri 1234.0;tcp://10.0.0.1:5000", "--title",
+                        "python3 ring.py {k}"});
+  auto s = node.gpureap({"--json", "status"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const json status = s.json();
+  const json* in = instance_of(status, job.leader);
+  ASSERT_NE(in, nullptr) << s.out;
+  EXPECT_EQ((*in)["engine"], "mpi") << in->dump();
+  EXPECT_EQ((*in)["launcher"]["pid"], job.leader) << in->dump();
+  EXPECT_EQ((*in)["launcher"]["alive"], true);
+  EXPECT_EQ((*in)["members"].size(), 2u);
+  auto text = node.gpureap({"status"});
+  EXPECT_NE(text.out.find("mpi"), std::string::npos) << text.out;
+  EXPECT_TRUE(alive(job.leader));
+}
+
 }  // namespace instances_test
 }  // namespace gpureap::e2e
