@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <set>
 #include <thread>
 
 #include "gpu/nvml_worker.h"
@@ -100,6 +101,15 @@ Inventory join_look(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc::ScanR
   Inventory inv =
       join_and_reread(gpus, std::move(snapshot), std::move(scan), devices, baselines, options);
   if (listed) sample_busy_gpus(gpus, inv, options);
+  // The agent's memory of launchers it saw die, for the groups this look still shows.
+  std::set<pid_t> groups;
+  for (const auto& view : inv.gpus)
+    for (const auto& gh : view.holders)
+      if (gh.holder.pgid > 0) groups.insert(gh.holder.pgid);
+  std::set<pid_t> named;
+  for (const auto& [holder, dead] : options.dead_parents)  // keyed by the orphan's pid
+    if (groups.contains(dead.pid) && named.insert(dead.pid).second)
+      inv.dead_launchers.push_back(dead);
   inv.instances = find_instances(inv, options.proc_root);
   return inv;
 }

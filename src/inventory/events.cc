@@ -79,16 +79,6 @@ const Instance* common_instance(const Event& e, const Inventory& inv) {
   return nullptr;
 }
 
-// What a dead launcher's command line (as the agent saw it alive) says of its server.
-void remember_launcher(Instance& in, const DeadParent& parent) {
-  proc::EngineIdentity launcher = proc::recognise_engine_cmdline(parent.cmdline, parent.comm);
-  in.launcher_comm = parent.comm;
-  if (launcher.engine != proc::Engine::none && launcher.engine != proc::Engine::python)
-    in.engine = launcher.engine;
-  if (launcher.model) in.model = launcher.model;
-  if (launcher.port) in.port = launcher.port;
-}
-
 // One orphaned_memory event per server instance: a tensor-parallel server whose launcher
 // died orphans a worker on each of its GPUs in the same look, and that is one event that
 // names the server, not one per GPU. Each event names its instance when its holders
@@ -111,7 +101,7 @@ std::vector<Event> by_instance(std::vector<Event> events, const Inventory& inv) 
       e.instance = *in;
       // The agent saw the launcher alive: its command line still names the model and port.
       if (!in->launcher_alive && e.parent && e.parent->pid == in->launcher_pid)
-        remember_launcher(*e.instance, *e.parent);
+        remember_dead_launcher(*e.instance, *e.parent);
       out.push_back(std::move(e));
       continue;
     }
@@ -124,7 +114,7 @@ std::vector<Event> by_instance(std::vector<Event> events, const Inventory& inv) 
     if (!same->parent) same->parent = e.parent;
     if (same->parent && !same->instance->launcher_alive &&
         same->parent->pid == same->instance->launcher_pid && !same->instance->model)
-      remember_launcher(*same->instance, *same->parent);
+      remember_dead_launcher(*same->instance, *same->parent);
   }
   return out;
 }

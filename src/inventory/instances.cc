@@ -182,6 +182,11 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
     std::sort(in.members.begin(), in.members.end(),
               [](const InstanceMember& a, const InstanceMember& b) { return a.id < b.id; });
     read_launcher(in, proc_root);
+    // A launcher gone from this /proc that the agent saw die names what it ran. Its pid
+    // is the group's id, which the kernel does not reuse while the group has members.
+    if (!in.launcher_alive && in.kind == InstanceKind::process_group && in.launcher_pid > 0)
+      for (const auto& dead : inv.dead_launchers)
+        if (dead.pid == in.pgid) remember_dead_launcher(in, dead);
     // Only where it explains something: a server whose launcher is gone.
     if (!in.launcher_alive && in.orphaned > 0) in.ports = listening_ports(in, proc_root, listening);
     out.push_back(std::move(in));
@@ -192,6 +197,16 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
     return a.key < b.key;
   });
   return out;
+}
+
+void remember_dead_launcher(Instance& in, const proc::DeadParent& launcher) {
+  proc::EngineIdentity who = proc::recognise_engine_cmdline(launcher.cmdline, launcher.comm);
+  in.launcher_comm = launcher.comm;
+  if (launcher.died_at > 0) in.launcher_died_at = launcher.died_at;
+  if (who.engine != proc::Engine::none && who.engine != proc::Engine::python)
+    in.engine = who.engine;
+  if (who.model) in.model = who.model;
+  if (who.port) in.port = who.port;
 }
 
 const Instance* find_instance(const std::vector<Instance>& instances, std::string_view key) {

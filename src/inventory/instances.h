@@ -21,6 +21,7 @@
 #include "gpu/device_id.h"
 #include "proc/engine_role.h"
 #include "proc/holder.h"
+#include "proc/lineage.h"
 
 namespace gpureap::inventory {
 
@@ -49,6 +50,8 @@ struct Instance {
   pid_t launcher_pid = 0;
   bool launcher_alive = false;
   std::string launcher_comm;
+  /// When the agent saw the launcher die (wall clock, seconds since the epoch).
+  std::optional<double> launcher_died_at;
   std::optional<std::string> model;  // from the launcher's command line
   std::optional<unsigned> port;
   /// TCP ports its members still listen on, read only when its launcher is gone (a
@@ -66,6 +69,10 @@ struct Instance {
 /// holder's Holder::instance to its key, and reads each launcher's stat and cmdline
 /// under `proc_root`. Instances come ordered by their first GPU, then key.
 std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_root);
+
+/// Names an instance's dead launcher from what was seen of it alive (the agent's
+/// witness): its comm, when it died, and what its command line says (engine, model, port).
+void remember_dead_launcher(Instance& in, const proc::DeadParent& launcher);
 
 /// The instance `key` names (a key, or a pgid/run id as typed), or nullptr.
 const Instance* find_instance(const std::vector<Instance>& instances, std::string_view key);

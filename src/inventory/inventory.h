@@ -17,6 +17,7 @@
 #include "inventory/instances.h"
 #include "proc/holder.h"
 #include "proc/holder_scan.h"
+#include "proc/lineage.h"
 
 namespace gpureap::inventory {
 
@@ -136,6 +137,10 @@ struct Inventory {
   /// The GPU holders grouped into server instances (inventory/instances.h); each
   /// holder's Holder::instance is the key of its own. Set by Node::look.
   std::vector<Instance> instances;
+  /// Launchers the agent saw die (its witnesses) that led a process group this look
+  /// still shows: their command lines, read while they lived, name a crashed server's
+  /// model and port (find_instances). Empty without an agent.
+  std::vector<proc::DeadParent> dead_launchers;
   /// Shared-memory segments whose creators are gone (inventory/host_leftovers.h); filled
   /// by `status` only.
   std::vector<ShmLeftover> shm_leftovers;

@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "inventory/inventory_wire.h"
@@ -127,6 +128,22 @@ Inventory rebuild(const Inventory& inv, proc::ScanResult scan) {
   return out;
 }
 
+// The dead launchers (Inventory::dead_launchers) of groups `out` still shows a holder of,
+// among the holders `keeps` accepts.
+std::vector<proc::DeadParent> launchers_kept(const std::vector<proc::DeadParent>& launchers,
+                                             const Inventory& out,
+                                             const std::function<bool(const proc::Holder&)>& keeps) {
+  std::vector<proc::DeadParent> kept;
+  for (const auto& dead : launchers) {
+    bool shown = false;
+    for (const auto& view : out.gpus)
+      for (const auto& gh : view.holders)
+        shown = shown || (gh.holder.pgid == dead.pid && keeps(gh.holder));
+    if (shown) kept.push_back(dead);
+  }
+  return kept;
+}
+
 }  // namespace
 
 Inventory redact_for(uid_t uid, const Inventory& inv, OtherUsers others) {
@@ -153,6 +170,9 @@ Inventory redact_for(uid_t uid, const Inventory& inv, OtherUsers others) {
   scan.processes_scanned = inv.processes_scanned;
   Inventory out = rebuild(inv, std::move(scan));
   out.as_root = false;
+  // What a launcher ran is told only to the user whose own workers it led.
+  out.dead_launchers = launchers_kept(inv.dead_launchers, out,
+                                      [&](const proc::Holder& h) { return h.uid == uid; });
   return out;
 }
 
@@ -165,7 +185,10 @@ Inventory without_pids(const Inventory& inv, const std::set<pid_t>& pids) {
   for (const auto& p : inv.problems)
     if (!pids.contains(p.pid)) scan.problems.push_back(p);
   scan.processes_scanned = inv.processes_scanned;
-  return rebuild(inv, std::move(scan));
+  Inventory out = rebuild(inv, std::move(scan));
+  out.dead_launchers =
+      launchers_kept(inv.dead_launchers, out, [](const proc::Holder&) { return true; });
+  return out;
 }
 
 }  // namespace gpureap::inventory

@@ -253,6 +253,12 @@ std::string encode_inventory(const Inventory& inv) {
   for (const auto& p : inv.problems) problems.push_back({{"pid", p.pid}, {"what", text(p.what)}});
   json warnings = json::array();
   for (const auto& w : inv.warnings) warnings.push_back(text(w));
+  json launchers = json::array();
+  for (const auto& d : inv.dead_launchers)
+    launchers.push_back({{"pid", d.pid},
+                         {"comm", text(d.comm)},
+                         {"cmdline", text(d.cmdline)},
+                         {"died_at", d.died_at}});
   json doc = {{"wire_version", kWireVersion},
               {"nvml_state", name_of(inv.nvml_state)},
               {"nvml_problem", text(inv.nvml_problem)},
@@ -263,6 +269,7 @@ std::string encode_inventory(const Inventory& inv) {
               {"other_holders", others},
               {"problems", problems},
               {"warnings", warnings},
+              {"dead_launchers", launchers},
               {"processes_scanned", inv.processes_scanned},
               {"source", text(inv.source)},
               {"agent_pid", inv.agent_pid},
@@ -300,6 +307,14 @@ Result<Inventory> decode_inventory(std::string_view text_in) {
     for (const auto& p : array(doc, "problems"))
       inv.problems.push_back({integer<pid_t>(p, "pid"), string(p, "what")});
     for (const auto& w : array(doc, "warnings")) inv.warnings.push_back(text_of(w, "warnings"));
+    // Optional: an agent of an earlier build of this wire version does not send it.
+    if (doc.contains("dead_launchers"))
+    for (const auto& d : array(doc, "dead_launchers")) {
+      const json& died = field(d, "died_at");
+      if (!died.is_number()) throw WireError("'died_at': not a number");
+      inv.dead_launchers.push_back(proc::DeadParent{integer<pid_t>(d, "pid"), string(d, "comm"),
+                                                    string(d, "cmdline"), died.get<double>()});
+    }
     inv.processes_scanned = integer<std::size_t>(doc, "processes_scanned");
     inv.source = string(doc, "source");
     inv.agent_pid = integer<pid_t>(doc, "agent_pid");

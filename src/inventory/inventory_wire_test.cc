@@ -93,6 +93,8 @@ Inventory rich_inventory() {
   inv.other_holders[0].state = 'Z';
   inv.problems = {{0, "cannot list /proc"}, {77, "fd table unreadable"}};
   inv.warnings = {"/dev/nvidia9 is not the NVIDIA driver's", "baseline of GPU-x implausible"};
+  inv.dead_launchers = {{4242, "python3", "python3 -m sglang.launch_server --port 30000", 1712345678.25,
+                         true, false, 2}};
   inv.processes_scanned = 98765;
   inv.source = "agent";
   inv.agent_pid = 4321;
@@ -205,6 +207,13 @@ void expect_same(const Inventory& a, const Inventory& b) {
     EXPECT_EQ(a.problems[i].what, b.problems[i].what);
   }
   EXPECT_EQ(a.warnings, b.warnings);
+  ASSERT_EQ(a.dead_launchers.size(), b.dead_launchers.size());
+  for (std::size_t i = 0; i < a.dead_launchers.size(); ++i) {
+    EXPECT_EQ(a.dead_launchers[i].pid, b.dead_launchers[i].pid);
+    EXPECT_EQ(a.dead_launchers[i].comm, b.dead_launchers[i].comm);
+    EXPECT_EQ(a.dead_launchers[i].cmdline, b.dead_launchers[i].cmdline);
+    EXPECT_EQ(a.dead_launchers[i].died_at, b.dead_launchers[i].died_at);
+  }
   EXPECT_EQ(a.processes_scanned, b.processes_scanned);
   EXPECT_EQ(a.source, b.source);
   EXPECT_EQ(a.agent_pid, b.agent_pid);
@@ -406,6 +415,18 @@ TEST(RedactFor, AUserSeesWhatItsOwnScanWouldShow) {
   EXPECT_EQ(alice.holder.wchan, "futex") << "her own process: kept whole";
   EXPECT_TRUE(alice.holder.found_by.contains(proc::FoundBy::fd));
   ASSERT_EQ(got.gpus[1].holders.size(), 1u) << "only alice's 200 has node 1 open, as she sees";
+  // The launchers the agent saw die: alice hears only of the one that led her workers.
+  {
+    Inventory with_launchers = inv;
+    for (auto& view : with_launchers.gpus)
+      for (auto& gh : view.holders) gh.holder.pgid = gh.holder.uid == kAlice ? 190 : 90;
+    with_launchers.dead_launchers = {{90, "python3", "bob's server --secret", 1.0, true, false, 1},
+                                     {190, "python3", "alice's server", 2.0, true, false, 1}};
+    Inventory redacted = redact_for(kAlice, with_launchers, OtherUsers::visible);
+    ASSERT_EQ(redacted.dead_launchers.size(), 1u);
+    EXPECT_EQ(redacted.dead_launchers[0].pid, 190);
+    EXPECT_EQ(redact_for(0, with_launchers, OtherUsers::visible).dead_launchers.size(), 2u);
+  }
   EXPECT_EQ(got.gpus[1].holders[0].holder.id.pid, 200);
   EXPECT_FALSE(got.gpus[1].holders[0].uses_gpu);
   EXPECT_EQ(got.gpus[1].unexplained, Unexplained::driver_held)

@@ -77,7 +77,8 @@ nlohmann::ordered_json instance_json(const inventory::Instance& in) {
       {"launcher", in.launcher_pid > 0
                        ? nlohmann::ordered_json{{"pid", in.launcher_pid},
                                                 {"alive", in.launcher_alive},
-                                                {"comm", text_or_null(in.launcher_comm)}}
+                                                {"comm", text_or_null(in.launcher_comm)},
+                                                {"died_at", optional_json(in.launcher_died_at)}}
                        : nlohmann::ordered_json(nullptr)},
       {"model", optional_json(in.model)},
       {"port", optional_json(in.port)},

@@ -220,7 +220,8 @@ TEST_F(WatchEvents, AServerKilledUnderTheAgentIsNamedAsTheParent) {
   start();
   // In the foreground, without --orphan: the hold process is the server, our
   // child; we kill it ourselves, after the agent has seen it alive.
-  auto held = node_.hold({"--gpu", "0", "--children", "2", "--bytes", "8GiB", "--server-title",
+  auto held = node_.hold({"--gpu", "0", "--children", "2", "--bytes", "8GiB", "--title",
+                          "sglang::scheduler_TP{k}", "--server-title",
                           "python3 -m sglang.launch_server --model-path org/Model-A --port 30000"},
                          true);
   ASSERT_EQ(held.holders.size(), 2u);
@@ -253,6 +254,29 @@ TEST_F(WatchEvents, AServerKilledUnderTheAgentIsNamedAsTheParent) {
         gpu, latency, e["time"].get<double>() - killed_at_wall, died_at - killed_at_wall);
     RecordProperty("latency_gpu" + std::to_string(gpu) + "_ms", static_cast<int>(latency * 1000));
   }
+  // status, answered by the agent, still names the crashed server by what its launcher
+  // ran: the launcher is gone from /proc, but the agent saw it alive.
+  auto s = node_.gpureap({"--json", "status"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const json doc = s.json();
+  EXPECT_EQ(doc["source"], "agent");
+  json in;
+  for (const auto& x : doc["instances"])
+    if (x["key"] == std::to_string(held.leader)) in = x;
+  ASSERT_TRUE(in.is_object()) << doc["instances"].dump();
+  EXPECT_EQ(in["model"], "org/Model-A") << in.dump();
+  EXPECT_EQ(in["port"], 30000) << in.dump();
+  EXPECT_EQ(in["engine"], "sglang") << in.dump();
+  EXPECT_EQ(in["launcher"]["alive"], false) << in.dump();
+  EXPECT_EQ(in["launcher"]["died_at"], e["parent"]["died_at"]) << in.dump();
+  EXPECT_FALSE(in["launcher"]["comm"].is_null()) << in.dump();
+  // A direct scan has no such memory: it says only what /proc shows now.
+  auto direct = node_.gpureap({"--json", "--no-agent", "status"}).json();
+  for (const auto& x : direct["instances"])
+    if (x["key"] == std::to_string(held.leader)) {
+      EXPECT_TRUE(x["launcher"]["comm"].is_null()) << x.dump();
+      EXPECT_TRUE(x["model"].is_null()) << x.dump();
+    }
   stop_and_check_lines();
 }
 
