@@ -21,25 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agent_bench import ROOT, Agent, sim_node, spawn_idle  # noqa: E402
-
-
-def cpu_of_tree(pid):
-    tick = os.sysconf("SC_CLK_TCK")
-    pids, total = [pid], 0
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            pids += [int(x) for x in f.read().split()]
-    except OSError:
-        pass
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except OSError:
-            pass
-    return total / tick
+from agent_bench import ROOT, Agent, cpu_of_tree, sim_node, spawn_idle  # noqa: E402
 
 
 def top_cpu(gpureap, env, seconds, *args):
