@@ -18,7 +18,7 @@ CMAKE_FLAGS   ?=
 GENERATOR = $(if $(shell command -v ninja),-G Ninja,)
 configure = @test -f $(1)/CMakeCache.txt || cmake -S . -B $(1) $(GENERATOR) $(2) $(CMAKE_FLAGS) >/dev/null
 # The modules with unit tests of their own (`make test-proc`, ...).
-MODULES = util gpu proc capacity inventory reclaim cluster report supervise agent cli sim
+MODULES = util gpu proc capacity inventory reclaim cluster report supervise agent top cli sim
 
 .PHONY: all deps build release demo test unit e2e stress gpu-test bench fuzz clean \
         install deb portable package-deps package-test $(addprefix test-,$(MODULES))

@@ -33,6 +33,26 @@ def timed(argv, env):
     return time.perf_counter() - t, r
 
 
+def cpu_of_tree(pid):
+    """utime+stime of `pid` and its children (an NVML worker), in seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    pids = [pid]
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            pids += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return total / tick
+
+
 class EventReader:
     """A child that writes JSON lines; each read with a deadline."""
 
@@ -74,22 +94,7 @@ class Agent(EventReader):
 
     def cpu_seconds(self):
         """utime+stime of the agent and its children (the NVML worker), in seconds."""
-        tick = os.sysconf("SC_CLK_TCK")
-        total = 0
-        pids = [self.p.pid]
-        try:
-            with open(f"/proc/{self.p.pid}/task/{self.p.pid}/children") as f:
-                pids += [int(x) for x in f.read().split()]
-        except OSError:
-            pass
-        for pid in pids:
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                total += int(fields[11]) + int(fields[12])
-            except OSError:
-                pass
-        return total / tick
+        return cpu_of_tree(self.p.pid)
 
     def stop(self):
         self.p.send_signal(signal.SIGTERM)

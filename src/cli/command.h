@@ -45,6 +45,8 @@ void add_slurm_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
 void add_watch_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 /// `gpureap log`: the audit trail of every signal sent (cli/log_command.cc, docs/audit.md).
 void add_log_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
+/// `gpureap top`: the live view (cli/top_command.cc, top/).
+void add_top_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 
 /// Hidden commands that serve packaging (docs/packaging.md), generated from `app`'s own
 /// tables: `gpureap completion bash|zsh` prints a completion script, `gpureap completion

@@ -70,7 +70,8 @@ std::optional<std::string> agent_socket(const GlobalOptions& global,
 }
 
 std::shared_ptr<reclaim::AuditSink> open_audit(std::string_view command,
-                                               std::optional<std::string> state_dir) {
+                                               std::optional<std::string> state_dir,
+                                               std::function<void(const std::string&)> warn) {
   std::string no_dir;
   if (!state_dir) {
     if (auto dir = inventory::state_dir())
@@ -81,8 +82,11 @@ std::shared_ptr<reclaim::AuditSink> open_audit(std::string_view command,
   std::string who(command);
   return std::make_shared<audit::Recorder>(
       std::move(state_dir), std::move(no_dir), audit::system_journal(),
-      [who](const std::string& problem) {
-        print_err("gpureap " + who + ": warning: " + report::terminal_text(problem) + "\n");
+      [who, warn = std::move(warn)](const std::string& problem) {
+        if (warn)
+          warn(problem);
+        else
+          print_err("gpureap " + who + ": warning: " + report::terminal_text(problem) + "\n");
       });
 }
 
@@ -99,6 +103,7 @@ inventory::Node open_node(const GlobalOptions& global, std::optional<std::string
 
 void add_commands(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
   add_status_command(app, global, run);
+  add_top_command(app, global, run);
   add_free_command(app, global, run);
   add_wait_command(app, global, run);
   add_run_command(app, global, run);

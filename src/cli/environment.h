@@ -3,6 +3,7 @@
 // and the environment. Shared by every command.
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,9 +50,11 @@ inventory::Node open_node(const GlobalOptions& global,
 /// The audit sink of a command that signals (audit/recorder.h, docs/audit.md): the
 /// audit file in `state_dir` (nullopt: inventory::state_dir(); a refused directory means
 /// the system log only) and the journal or syslog. A record that cannot be written is
-/// said once on stderr as "gpureap COMMAND: warning: ...", and never stops the command.
-std::shared_ptr<reclaim::AuditSink> open_audit(std::string_view command,
-                                               std::optional<std::string> state_dir = std::nullopt);
+/// said once on stderr as "gpureap COMMAND: warning: ...", or given to `warn` when set
+/// (`top`, whose terminal is a screen), and never stops the command.
+std::shared_ptr<reclaim::AuditSink> open_audit(
+    std::string_view command, std::optional<std::string> state_dir = std::nullopt,
+    std::function<void(const std::string&)> warn = {});
 
 /// A default duration as a flag value `parse_duration` reads back: "5s", "250ms".
 /// Help shows the library's named defaults through it, never a copy.

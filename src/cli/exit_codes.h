@@ -50,6 +50,12 @@ inline constexpr const char* kFreeExitHelp =
     "  4  nothing to do (no holder on the selected GPUs, memory at baseline); 0 instead\n"
     "     with --ok-if-nothing";
 
+inline constexpr const char* kTopExitHelp =
+    "Exit status:\n"
+    "  0  quit (q)\n"
+    "  2  usage error (bad flag; stdin or stdout not a terminal; --json)\n"
+    "  3  system error (the device directory cannot be read, the terminal cannot be driven)";
+
 inline constexpr const char* kWaitExitHelp =
     "Exit status:\n"
     "  0  the selected GPUs are free\n"

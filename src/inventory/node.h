@@ -67,6 +67,10 @@ class Node {
   /// (CollectOptions::witnessed). look() does it for an agent's answer; the agent's
   /// reaper for its own view before it frees.
   void remember_witnessed(const Inventory& inv);
+  /// The next look() asks the agent again, as a first look does: `gpureap top`'s
+  /// refreshes and the look its free starts from. The looks after it (the engine's
+  /// re-scans while it acts) stay direct.
+  void ask_agent_again() { agent_asked_ = false; }
   /// Writes the baselines learnt by look() (a read-only state dir only costs them).
   Result<void> save_baselines() { return baselines().save(); }
 

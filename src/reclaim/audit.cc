@@ -55,6 +55,8 @@ std::string_view enum_name(AuditActor actor) {
       return "slurm-prolog";
     case AuditActor::run_teardown:
       return "run-teardown";
+    case AuditActor::top:
+      return "top";
   }
   return {};
 }

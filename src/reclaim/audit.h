@@ -28,8 +28,8 @@
 namespace gpureap::reclaim {
 
 /// What sent the signal (the record's `actor`).
-enum class AuditActor { free, watch_reaper, slurm_epilog, slurm_prolog, run_teardown };
-/// "free", "watch-reaper", "slurm-epilog", "slurm-prolog", "run-teardown".
+enum class AuditActor { free, watch_reaper, slurm_epilog, slurm_prolog, run_teardown, top };
+/// "free", "watch-reaper", "slurm-epilog", "slurm-prolog", "run-teardown", "top".
 std::string_view enum_name(AuditActor actor);
 
 /// How the signal left gpureap.

@@ -186,9 +186,10 @@ TEST(AuditTrail, ARefusedSignalKeepsTheKernelsReason) {
 }
 
 TEST(AuditTrail, EveryEnumHasAName) {
-  EXPECT_EQ(enum_values<AuditActor>().size(), 5u);
+  EXPECT_EQ(enum_values<AuditActor>().size(), 6u);
   EXPECT_EQ(enum_name(AuditActor::watch_reaper), "watch-reaper");
   EXPECT_EQ(enum_name(AuditActor::run_teardown), "run-teardown");
+  EXPECT_EQ(enum_name(AuditActor::top), "top");
   EXPECT_EQ(enum_values<Delivery>().size(), 2u);
   EXPECT_EQ(enum_name(Delivery::cgroup_kill), "cgroup.kill");
   EXPECT_EQ(enum_values<SignalResult>().size(), 3u);

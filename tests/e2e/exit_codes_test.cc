@@ -126,7 +126,7 @@ TEST(ExitCodes, UnknownCommandIsNamedAsOne) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unknown command 'stauts' (did you mean status?)"), std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("status, free, wait, run, plan, watch, slurm and log"), std::string::npos)
+  EXPECT_NE(r.err.find("status, top, free, wait, run, plan, watch, slurm and log"), std::string::npos)
       << r.err;
   // An extra word after a command: named, in gpureap's voice.
   auto extra = node.gpureap({"status", "foo"});

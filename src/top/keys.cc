@@ -1,0 +1,168 @@
+#include "top/keys.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "util/enum_names.h"
+
+namespace gpureap::top {
+namespace {
+
+std::size_t cursor_index(const ViewState& state, const std::vector<Row>& rows) {
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].id == state.cursor) return i;
+  return 0;
+}
+
+void move_to(ViewState& state, const std::vector<Row>& rows, long long index) {
+  if (rows.empty()) return;
+  index = std::clamp<long long>(index, 0, static_cast<long long>(rows.size()) - 1);
+  state.cursor = rows[static_cast<std::size_t>(index)].id;
+}
+
+}  // namespace
+
+KeyResult handle_key(ViewState& state, const std::vector<Row>& rows, const Key& key,
+                     std::size_t page, const std::vector<gpu::DeviceId>& gpus) {
+  const auto at = static_cast<long long>(cursor_index(state, rows));
+  const auto step = static_cast<long long>(std::max<std::size_t>(page, 1));
+  switch (key.code) {
+    case KeyCode::none:
+    case KeyCode::resize:
+      return {};
+    case KeyCode::up:
+      move_to(state, rows, at - 1);
+      return {};
+    case KeyCode::down:
+      move_to(state, rows, at + 1);
+      return {};
+    case KeyCode::page_up:
+      move_to(state, rows, at - step);
+      return {};
+    case KeyCode::page_down:
+      move_to(state, rows, at + step);
+      return {};
+    case KeyCode::home:
+      move_to(state, rows, 0);
+      return {};
+    case KeyCode::end:
+      move_to(state, rows, static_cast<long long>(rows.size()) - 1);
+      return {};
+    case KeyCode::escape:
+    case KeyCode::backspace:
+      return {};
+    case KeyCode::left:
+    case KeyCode::right:
+    case KeyCode::enter: {
+      if (rows.empty()) return {};
+      const Row& r = rows[static_cast<std::size_t>(at)];
+      if (r.instance.empty()) return {};
+      // On a member, folding goes to its heading.
+      if (key.code != KeyCode::right) state.cursor = "i:" + r.instance;
+      if (key.code == KeyCode::left)
+        state.collapsed.insert(r.instance);
+      else if (key.code == KeyCode::right)
+        state.collapsed.erase(r.instance);
+      else if (!state.collapsed.erase(r.instance))
+        state.collapsed.insert(r.instance);
+      return {};
+    }
+    case KeyCode::character:
+      break;
+  }
+  switch (key.c) {
+    case 'q':
+    case 'Q':
+      return {Action::quit, ""};
+    case 'k':
+    case 'j':
+      move_to(state, rows, at + (key.c == 'j' ? 1 : -1));
+      return {};
+    case 's': {
+      const auto all = enum_values<SortKey>();
+      auto it = std::find(all.begin(), all.end(), state.sort);
+      state.sort = (it + 1 == all.end()) ? all.front() : *(it + 1);
+      return {Action::none, fmt::format("sorted by {}", enum_name(state.sort))};
+    }
+    case 'o':
+      state.orphans_only = !state.orphans_only;
+      return {Action::none, state.orphans_only ? "showing orphaned holders only (o: all)"
+                                               : "showing every holder"};
+    case 'g': {
+      if (gpus.empty()) return {};
+      if (!state.gpu) {
+        state.gpu = gpus.front();
+      } else {
+        auto it = std::find(gpus.begin(), gpus.end(), *state.gpu);
+        if (it == gpus.end() || it + 1 == gpus.end())
+          state.gpu.reset();
+        else
+          state.gpu = *(it + 1);
+      }
+      return {Action::none, state.gpu ? "showing GPU " + gpu::device_text(*state.gpu) +
+                                            "'s holders (g: next)"
+                                      : "showing every GPU's holders"};
+    }
+    case '/':
+      return {Action::find, ""};
+    case 'c':
+      for (const auto& r : rows)
+        if (r.kind == Row::Kind::instance) state.collapsed.insert(r.instance);
+      return {};
+    case 'e':
+      state.collapsed.clear();
+      return {};
+    case '?':
+    case 'h':
+      return {Action::help, ""};
+    case ' ': {
+      if (state.readonly) return {Action::none, "read-only (--readonly): tagging and freeing are off"};
+      if (rows.empty()) return {};
+      const auto ids = row_processes(rows, static_cast<std::size_t>(at));
+      const bool all = std::all_of(ids.begin(), ids.end(),
+                                   [&](const proc::ProcessId& id) { return state.tagged.contains(id); });
+      for (const auto& id : ids) {
+        if (all)
+          state.tagged.erase(id);
+        else
+          state.tagged.insert(id);
+      }
+      move_to(state, rows, at + 1);
+      return {};
+    }
+    case 'u':
+      state.tagged.clear();
+      return {Action::none, "nothing tagged"};
+    case 'F':
+      if (state.readonly) return {Action::none, "read-only (--readonly): freeing is off"};
+      if (state.tagged.empty())
+        return {Action::none, "nothing tagged: space tags the process (or instance) under the cursor"};
+      return {Action::free_tagged, ""};
+    default:
+      return {};
+  }
+}
+
+std::vector<std::string> key_help(bool readonly) {
+  std::vector<std::string> out = {
+      "up/down, j/k, PgUp/PgDn, Home/End   move",
+      "enter                toggle an instance's members (left folds, right unfolds)",
+      "c / e                fold / unfold every instance",
+      "s                    sort: gpu, memory, age, pid",
+      "o                    only orphaned holders (and zombie leaders)",
+      "g                    only one GPU's holders (cycles through the GPUs)",
+      "/                    only holders whose user, command, instance or container holds a text",
+  };
+  if (!readonly) {
+    out.push_back("space                tag the process, or every listed member of an instance");
+    out.push_back("u                    untag everything");
+    out.push_back("F                    free the tagged processes: plan, confirm, verify (as gpureap free)");
+  } else {
+    out.push_back("(read-only: started with --readonly, nothing can be tagged or freed)");
+  }
+  out.push_back("q                    quit");
+  return out;
+}
+
+}  // namespace gpureap::top

@@ -1,0 +1,85 @@
+#include "top/keys.h"
+
+#include <gtest/gtest.h>
+
+#include "top/test_inventory.h"
+
+namespace gpureap::top {
+namespace {
+
+using namespace testing;
+
+Key ch(char c) {
+  return {KeyCode::character, c};
+}
+
+TEST(TopKeys, SpaceOnAnInstanceTagsItsMembersAndFOnlyFreesWhatIsTagged) {
+  const auto inv = case_study();
+  ViewState state;
+  auto rows = build_rows(inv, state);
+  state.cursor = rows[0].id;
+  EXPECT_EQ(handle_key(state, rows, ch('F'), 10, {}).action, Action::none) << "nothing tagged";
+  handle_key(state, rows, ch(' '), 10, {});
+  EXPECT_EQ(state.tagged, (std::set<proc::ProcessId>{{kOrphanA, 1000}, {kOrphanB, 1000}}));
+  EXPECT_EQ(state.cursor, rows[1].id) << "the cursor moves on after tagging";
+  rows = build_rows(inv, state);
+  EXPECT_TRUE(rows[0].tagged);
+  EXPECT_EQ(handle_key(state, rows, ch('F'), 10, {}).action, Action::free_tagged);
+  // Space on a tagged member untags it alone.
+  handle_key(state, rows, ch(' '), 10, {});
+  EXPECT_EQ(state.tagged.size(), 1u);
+  handle_key(state, rows, ch('u'), 10, {});
+  EXPECT_TRUE(state.tagged.empty());
+}
+
+TEST(TopKeys, ReadOnlyRefusesTaggingAndFreeing) {
+  const auto inv = case_study();
+  ViewState state;
+  state.readonly = true;
+  auto rows = build_rows(inv, state);
+  auto r = handle_key(state, rows, ch(' '), 10, {});
+  EXPECT_TRUE(state.tagged.empty());
+  EXPECT_NE(r.message.find("read-only"), std::string::npos);
+  state.tagged.insert({kOrphanA, 1000});  // even so, F never frees
+  r = handle_key(state, rows, ch('F'), 10, {});
+  EXPECT_EQ(r.action, Action::none);
+  EXPECT_NE(r.message.find("read-only"), std::string::npos);
+}
+
+TEST(TopKeys, MovingFoldingSortingAndFiltering) {
+  const auto inv = case_study();
+  ViewState state;
+  auto rows = build_rows(inv, state);
+  state.cursor = rows[0].id;
+  handle_key(state, rows, {KeyCode::down}, 10, {});
+  handle_key(state, rows, {KeyCode::down}, 10, {});
+  EXPECT_EQ(state.cursor, "p:4723:1000");
+  handle_key(state, rows, {KeyCode::end}, 10, {});
+  EXPECT_EQ(state.cursor, "p:5001:1000");
+  handle_key(state, rows, {KeyCode::page_up}, 10, {});
+  EXPECT_EQ(state.cursor, "i:4721");
+  // Enter on a member folds its instance and moves to the heading.
+  state.cursor = "p:4722:1000";
+  handle_key(state, rows, {KeyCode::enter}, 10, {});
+  EXPECT_TRUE(state.collapsed.contains("4721"));
+  EXPECT_EQ(state.cursor, "i:4721");
+  handle_key(state, rows, {KeyCode::enter}, 10, {});
+  EXPECT_FALSE(state.collapsed.contains("4721"));
+  handle_key(state, rows, ch('s'), 10, {});
+  EXPECT_EQ(state.sort, SortKey::memory);
+  for (int i = 0; i < 3; ++i) handle_key(state, rows, ch('s'), 10, {});
+  EXPECT_EQ(state.sort, SortKey::gpu) << "s cycles back";
+  handle_key(state, rows, ch('o'), 10, {});
+  EXPECT_TRUE(state.orphans_only);
+  const std::vector<gpu::DeviceId> gpus = {gpu::dev(0), gpu::dev(1)};
+  handle_key(state, rows, ch('g'), 10, gpus);
+  EXPECT_EQ(state.gpu, gpu::dev(0));
+  handle_key(state, rows, ch('g'), 10, gpus);
+  handle_key(state, rows, ch('g'), 10, gpus);
+  EXPECT_FALSE(state.gpu) << "g cycles back to every GPU";
+  EXPECT_EQ(handle_key(state, rows, ch('q'), 10, {}).action, Action::quit);
+  EXPECT_EQ(handle_key(state, rows, ch('/'), 10, {}).action, Action::find);
+}
+
+}  // namespace
+}  // namespace gpureap::top

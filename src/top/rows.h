@@ -1,0 +1,69 @@
+#pragma once
+// The list under the GPU bars: the holders of one look grouped by server instance
+// (inventory/instances.h), filtered, sorted, collapsed and tagged as the person at the
+// keyboard chose (ViewState). Pure: an inventory and a view state in, rows out.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "inventory/inventory.h"
+#include "proc/holder.h"
+
+namespace gpureap::top {
+
+/// How instances (and the holders within each) are ordered.
+enum class SortKey { gpu, memory, age, pid };
+/// "gpu", "memory", "age", "pid" (util/enum_names.h).
+std::string_view enum_name(SortKey key);
+
+/// What the person chose; kept across refreshes (rows are found again by their id).
+struct ViewState {
+  SortKey sort = SortKey::gpu;
+  bool orphans_only = false;                // only orphaned holders (and zombie leaders)
+  std::optional<gpu::DeviceId> gpu;         // only holders using this GPU
+  std::string text;                         // only holders whose user, command, instance
+                                            // key or container contains this
+  std::set<std::string> collapsed;          // instance keys shown as their heading only
+  std::set<proc::ProcessId> tagged;         // what the free key frees
+  std::string cursor;                       // the id of the row under the cursor
+  std::size_t scroll = 0;                   // the first row shown
+  bool readonly = false;                    // --readonly: no tagging, no freeing
+};
+
+struct Row {
+  enum class Kind { instance, holder };
+  Kind kind = Kind::holder;
+  std::string id;        // "i:KEY" for an instance heading, "p:PID:START" for a holder
+  std::string instance;  // its instance's key ("" for a holder of none)
+  // kind == instance:
+  const inventory::Instance* in = nullptr;
+  std::vector<proc::ProcessId> members;  // its members that pass the filters (listed
+                                         // under it unless collapsed)
+  bool collapsed = false;
+  // kind == holder:
+  const proc::Holder* holder = nullptr;
+  std::vector<gpu::DeviceId> gpus;  // the GPUs it uses
+  std::uint64_t bytes = 0;          // NVML's figures over them
+  bool bytes_known = true;
+  bool nested = false;  // listed under an instance heading
+  bool tagged = false;  // kind holder: it is tagged; kind instance: every shown member is
+};
+
+/// The rows of `inv` under `state`: each instance worth a heading
+/// (report::worth_showing) as a heading followed by its members (none when collapsed),
+/// a lone process as a holder row of its own. Only holders that use a GPU are listed
+/// (a process that merely has a node open holds no memory). Pointers point into `inv`.
+std::vector<Row> build_rows(const inventory::Inventory& inv, const ViewState& state);
+
+/// The id a holder's row has.
+std::string row_id(const proc::ProcessId& id);
+
+/// The processes a row stands for: the holder, or every listed member of an instance.
+std::vector<proc::ProcessId> row_processes(const std::vector<Row>& rows, std::size_t at);
+
+}  // namespace gpureap::top

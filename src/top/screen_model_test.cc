@@ -1,0 +1,197 @@
+#include "top/screen_model.h"
+
+#include <gtest/gtest.h>
+
+#include "top/test_inventory.h"
+
+namespace gpureap::top {
+namespace {
+
+using namespace testing;
+
+struct Shown {
+  inventory::Inventory inv = case_study();
+  ViewState state;
+  MemoryHistory history;
+  std::vector<Row> rows;
+  Screen screen;
+
+  Screen& draw(std::size_t width, std::size_t height, std::optional<double> uptime = {}) {
+    history.record(inv);
+    rows = build_rows(inv, state);
+    Frame f;
+    f.inv = &inv;
+    f.rows = &rows;
+    f.state = &state;
+    f.history = &history;
+    f.uptime_seconds = uptime;
+    f.clock = "12:00:00";
+    f.width = width;
+    f.height = height;
+    screen = layout_screen(f);
+    return screen;
+  }
+  // The index of the first line holding `text`, or -1.
+  int find(const std::string& text) const {
+    for (std::size_t i = 0; i < screen.lines.size(); ++i)
+      if (screen.lines[i].text().find(text) != std::string::npos) return static_cast<int>(i);
+    return -1;
+  }
+  std::string line(int i) const { return screen.lines.at(static_cast<std::size_t>(i)).text(); }
+};
+
+void expect_fits(const Screen& s, std::size_t width, std::size_t height) {
+  ASSERT_EQ(s.lines.size(), height);
+  for (const auto& l : s.lines) EXPECT_EQ(columns(l.text()), width) << "'" << l.text() << "'";
+}
+
+TEST(TopScreen, At80x24OrphansAreMarkedUnderTheirInstance) {
+  Shown s;
+  s.draw(80, 24);
+  expect_fits(s.screen, 80, 24);
+  const int heading = s.find("process group 4721");
+  ASSERT_GE(heading, 0);
+  EXPECT_NE(s.line(heading).find("docker:3f2a1b"), std::string::npos) << "the container";
+  const int a = s.find("4722");
+  const int b = s.find("4723");
+  ASSERT_EQ(a, heading + 1);
+  ASSERT_EQ(b, heading + 2);
+  EXPECT_NE(s.line(a).find("ORPHAN"), std::string::npos) << s.line(a);
+  EXPECT_NE(s.line(a).find("scheduler"), std::string::npos) << s.line(a);
+  const int live = s.find("5001");
+  ASSERT_GT(live, b);
+  EXPECT_EQ(s.line(live).find("ORPHAN"), std::string::npos);
+  EXPECT_NE(s.line(live).find("live"), std::string::npos);
+  EXPECT_NE(s.line(live).find("bob"), std::string::npos);
+  // The cursor starts nowhere chosen: the first row, marked.
+  EXPECT_TRUE(s.screen.lines[static_cast<std::size_t>(heading)].cursor);
+}
+
+TEST(TopScreen, TheBarSplitsBaselineLiveOrphanedAndUnexplained) {
+  Shown s;
+  add_unexplained(s.inv.gpus[1], 8 * kGiB, inventory::Unexplained::driver_held);
+  s.draw(120, 30);
+  const std::string g0 = s.line(s.find("GPU 0"));
+  const std::string g1 = s.line(s.find("GPU 1"));
+  EXPECT_NE(g0.find("OOOO"), std::string::npos) << g0;
+  EXPECT_EQ(g0.find('#'), std::string::npos) << g0;
+  EXPECT_NE(g0.find(':'), std::string::npos) << "the baseline: " << g0;
+  EXPECT_NE(g1.find("####"), std::string::npos) << g1;
+  EXPECT_EQ(g1.find('O'), std::string::npos) << g1;
+  EXPECT_NE(g1.find('?'), std::string::npos) << g1;
+  EXPECT_NE(g1.find("SM  87%"), std::string::npos) << g1;
+  EXPECT_NE(g1.find("driver_held"), std::string::npos) << g1;
+  EXPECT_NE(s.line(s.find("bar:")).find("GPU 1 8.0G driver_held"), std::string::npos);
+  // Orphaned: 40 of 80 GiB is half the bar; the GPU's segment cells never exceed it.
+  const auto open = g0.find('['), close = g0.find(']');
+  const std::string bar = g0.substr(open + 1, close - open - 1);
+  const auto orphaned = static_cast<double>(std::count(bar.begin(), bar.end(), 'O'));
+  EXPECT_NEAR(orphaned / static_cast<double>(bar.size()), 0.5, 0.05) << bar;
+}
+
+TEST(TopScreen, At200x50TheContainerHasAColumnAndNothingIsCut) {
+  Shown s;
+  s.draw(200, 50);
+  expect_fits(s.screen, 200, 50);
+  EXPECT_GE(s.find("CONTAINER"), 0);
+  EXPECT_NE(s.line(s.find("4722")).find("docker:3f2a1b"), std::string::npos);
+  EXPECT_NE(s.line(s.find("5001")).find("python3 train.py --epochs 90"), std::string::npos);
+}
+
+TEST(TopScreen, AgesComeFromStartTimesSoTheyTickBetweenLooks) {
+  Shown s;
+  // Start time 1000 ticks = 10 s after boot; now 3610 s after boot: an hour old.
+  s.draw(80, 24, 3610.0);
+  EXPECT_NE(s.line(s.find("4722")).find("1h00m"), std::string::npos) << s.line(s.find("4722"));
+  s.draw(80, 24, 3670.0);
+  EXPECT_NE(s.line(s.find("4722")).find("1h01m"), std::string::npos) << s.line(s.find("4722"));
+}
+
+TEST(TopScreen, ReadOnlyAndTagsShowInTheTitleAndKeys) {
+  Shown s;
+  s.state.tagged = {{kOrphanA, 1000}};
+  s.draw(80, 24);
+  EXPECT_NE(s.line(0).find("1 tagged"), std::string::npos) << s.line(0);
+  EXPECT_NE(s.line(s.find("4722")).find("*"), std::string::npos);
+  EXPECT_NE(s.line(23).find("F free"), std::string::npos) << s.line(23);
+  s.state = {};
+  s.state.readonly = true;
+  s.draw(80, 24);
+  EXPECT_NE(s.line(0).find("read-only"), std::string::npos);
+  EXPECT_EQ(s.line(23).find("F free"), std::string::npos) << s.line(23);
+}
+
+TEST(TopScreen, ManyRowsScrollWithTheCursorAndManyGpusLeaveRoomForRows) {
+  Shown s;
+  s.inv.gpus.clear();
+  s.inv.instances.clear();
+  for (unsigned g = 0; g < 16; ++g) {
+    auto v = idle_gpu(g);
+    for (pid_t p = 0; p < 3; ++p) add_holder(v, static_cast<pid_t>(10000 + g * 10 + p), kGiB, Lineage::live);
+    s.inv.gpus.push_back(v);
+  }
+  s.draw(80, 24);
+  expect_fits(s.screen, 80, 24);
+  EXPECT_GE(s.find("more GPUs"), 0);
+  EXPECT_GE(s.find("more below"), 0);
+  s.state.cursor = s.rows.back().id;
+  s.draw(80, 24);
+  EXPECT_GE(s.find(std::to_string(10000 + 15 * 10 + 2)), 0) << "the cursor's row is shown";
+  EXPECT_GT(s.screen.scroll, 0u);
+}
+
+TEST(TopScreen, NothingHeldSaysSo) {
+  Shown s;
+  s.inv.gpus = {idle_gpu(0)};
+  s.inv.instances.clear();
+  s.draw(80, 24);
+  EXPECT_GE(s.find("no process holds GPU memory"), 0);
+  EXPECT_NE(s.line(s.find("GPU 0")).find("free"), std::string::npos);
+  s.state.orphans_only = true;
+  s.draw(80, 24);
+  EXPECT_GE(s.find("no process matches the filter"), 0);
+}
+
+TEST(TopScreen, ABoxCoversTheMiddleAndSaysWhatDoesNotFit) {
+  Shown s;
+  s.draw(80, 24);
+  Box box{"free 2 process(es)?", {}, "y free them  n cancel"};
+  for (int i = 0; i < 40; ++i) box.lines.push_back("line " + std::to_string(i));
+  overlay_box(s.screen, box, 80, 24);
+  expect_fits(s.screen, 80, 24);
+  EXPECT_GE(s.find("free 2 process(es)?"), 0);
+  EXPECT_GE(s.find("line 0 "), 0);
+  EXPECT_EQ(s.find("line 39"), -1);
+  EXPECT_GE(s.find("of 40"), 0) << "says there is more";
+  box.scroll = 100;  // past the end: the last page
+  s.draw(80, 24);
+  overlay_box(s.screen, box, 80, 24);
+  EXPECT_GE(s.find("line 39"), 0);
+}
+
+TEST(TopScreen, ProcessTextIsEscapedAndFitted) {
+  Shown s;
+  s.inv.gpus[1].holders[0].holder.cmdline = "evil\x1b]0;owned\x07 ünïcode";
+  s.draw(80, 24);
+  const std::string row = s.line(s.find("5001"));
+  EXPECT_EQ(row.find('\x1b'), std::string::npos);
+  EXPECT_NE(row.find("\\x1b"), std::string::npos) << row;
+  EXPECT_EQ(columns(row), 80u);
+}
+
+TEST(TopText, FitAndShortForms) {
+  EXPECT_EQ(fit("abc", 5), "abc  ");
+  EXPECT_EQ(fit("abcdef", 4), "abc~");
+  EXPECT_EQ(fit("▁▂▃▄", 3), "▁▂~");
+  EXPECT_EQ(columns("▁▂▃"), 3u);
+  EXPECT_EQ(short_bytes(0), "0");
+  EXPECT_EQ(short_bytes(512 * kMiB), "512M");
+  EXPECT_EQ(short_bytes(84 * kGiB + 200 * kMiB), "84.2G");
+  EXPECT_EQ(short_age(42), "42s");
+  EXPECT_EQ(short_age(192), "3m12s");
+  EXPECT_EQ(short_age(2 * 3600 + 5 * 60), "2h05m");
+  EXPECT_EQ(short_age(3 * 86400 + 4 * 3600), "3d04h");
+}
+
+}  // namespace
+}  // namespace gpureap::top
