@@ -28,6 +28,7 @@ struct NodeOptions {
   std::vector<unsigned> minors;
   std::string name = "NVIDIA H200";
   std::string persistence = "off";
+  std::vector<std::string> mig;  // "GPU:N": GPU in MIG mode with N MIG devices
   bool force = false;
 };
 int run_node(const NodeOptions& options);
@@ -39,6 +40,7 @@ int run_persistence(const fs::path& dir, unsigned gpu, const std::string& on_off
 struct HoldOptions {
   fs::path dir;
   unsigned gpu = 0;
+  std::optional<unsigned> mig;  // hold on this GPU instance of a GPU in MIG mode
   std::string bytes;
   unsigned children = 0;
   bool same_gpu = false;

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <nlohmann/json.hpp>
@@ -81,7 +82,18 @@ Result<HoldPlan> make_plan(const HoldOptions& o) {
     if (!bytes) return fail(fmt::format("--bytes: {}", bytes.error().message));
     plan.bytes = *bytes;
     const auto& g = plan.node.gpus[o.gpu];
-    if (plan.bytes > g.total - g.baseline)
+    if (o.mig) {
+      auto m = std::find_if(g.mig.begin(), g.mig.end(),
+                            [&](const GpuConfig::Mig& x) { return x.gi == *o.mig; });
+      if (m == g.mig.end())
+        return fail(fmt::format("--mig {}: GPU {} has no such GPU instance{}", *o.mig, o.gpu,
+                                g.mig.empty() ? " (it is not in MIG mode: node --mig)" : ""));
+      if (o.children > 0 && !o.same_gpu)
+        return fail("--mig puts every holder on one MIG device: add --same-gpu with --children");
+      if (plan.bytes > m->total)
+        return fail(fmt::format("--bytes {} does not fit the MIG device ({})", o.bytes,
+                                format_bytes(m->total)));
+    } else if (plan.bytes > g.total - g.baseline)
       return fail(fmt::format("--bytes {} does not fit: GPU {} has {} free when idle", o.bytes,
                               o.gpu, format_bytes(g.total - g.baseline)));
   }

@@ -74,6 +74,14 @@ void hold_gpu(const HoldPlan& plan, unsigned gpu) {
       if (map == MAP_FAILED) die(plan, Error::from_errno("cannot mmap " + node.string()).message);
     }
   }
+  // On a MIG device: its GPU instance's and compute instance's capabilities, as CUDA
+  // opens them (never closed either).
+  if (o.mig)
+    for (const auto& m : g.mig)
+      if (m.gi == *o.mig)
+        for (unsigned cap : {m.gi_cap, m.ci_cap})
+          if (::open(plan.paths.cap_node(cap).c_str(), O_RDONLY | O_CLOEXEC) < 0)
+            die(plan, Error::from_errno("cannot open " + plan.paths.cap_node(cap).string()).message);
   Allocation a;
   a.pid = host_pid();
   a.start_time = self_start_time();
@@ -88,6 +96,7 @@ void hold_gpu(const HoldPlan& plan, unsigned gpu) {
   auto st = read_proc_stat(a.pid);
   a.comm = st ? st->comm : "";
   a.pid_ns = own_pid_namespace();
+  a.gi = o.mig;
   if (auto ok = lock_allocation(plan.paths, a); !ok) die(plan, ok.error().message);
   if (auto ok = register_allocation(plan.paths, a); !ok) die(plan, ok.error().message);
   report(plan, fmt::format("H {} {} {}", a.pid, gpu, a.bytes));

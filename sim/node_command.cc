@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <set>
 
 #include "proc/sim_node_marker.h"
@@ -72,8 +73,22 @@ Result<NodeConfig> node_from_options(const NodeOptions& o) {
     }
   }
   if (o.name.empty() || o.name.size() >= 96) return fail("--name must be 1..95 characters");
-  return make_node_config(o.gpus, *total, *baseline, reserved, o.minors, o.name,
+  auto node = make_node_config(o.gpus, *total, *baseline, reserved, o.minors, o.name,
                           o.persistence == "on");
+  for (const std::string& spec : o.mig) {
+    const auto colon = spec.find(':');
+    unsigned gpu = 0, devices = 0;
+    const bool parsed =
+        colon != std::string::npos &&
+        std::from_chars(spec.data(), spec.data() + colon, gpu).ptr == spec.data() + colon &&
+        std::from_chars(spec.data() + colon + 1, spec.data() + spec.size(), devices).ptr ==
+            spec.data() + spec.size() &&
+        colon > 0 && colon + 1 < spec.size();
+    if (!parsed || devices == 0 || devices > 7 || gpu >= o.gpus)
+      return fail(fmt::format("--mig {}: expected GPU:N with a GPU of the node and N in 1..7", spec));
+    add_mig_devices(node.gpus[gpu], devices);
+  }
+  return node;
 }
 
 }  // namespace
@@ -127,6 +142,20 @@ int run_node(const NodeOptions& o) {
   }
   std::vector<fs::path> nodes = {paths.dev() / "nvidiactl", paths.dev() / "nvidia-uvm"};
   for (const auto& g : node->gpus) nodes.push_back(paths.gpu_node(g.minor));
+  bool mig = false;
+  for (const auto& g : node->gpus)
+    for (const auto& m : g.mig) {
+      nodes.push_back(paths.cap_node(m.gi_cap));
+      nodes.push_back(paths.cap_node(m.ci_cap));
+      mig = true;
+    }
+  if (mig) {
+    fs::create_directories(paths.caps(), ec);
+    if (auto ok = write_file_atomic(paths.mig_minors(), mig_minors_text(*node)); !ok) {
+      print_error(ok.error().message);
+      return kExitFailure;
+    }
+  }
   for (const auto& p : nodes) {
     if (auto ok = make_device_file(p); !ok) {
       print_error(ok.error().message);

@@ -98,6 +98,36 @@ NodeConfig make_node_config(unsigned gpus, std::uint64_t total, std::uint64_t ba
   return node;
 }
 
+void add_mig_devices(GpuConfig& gpu, unsigned devices) {
+  gpu.mig.clear();
+  for (unsigned k = 0; k < devices; ++k) {
+    GpuConfig::Mig m;
+    m.gi = k + 1;
+    m.ci = 0;
+    // Deterministic, distinct per GPU and instance, in NVIDIA's MIG-<uuid> form.
+    m.uuid = fmt::format("MIG-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", 0x5a3f0000U + gpu.index * 16 + k,
+                         0x1000 + gpu.index, 0x2000 + m.gi, 0x3000 + m.ci, 0xabcdef000000ULL + k);
+    const unsigned slices = 7 / std::max(devices, 1U);
+    m.name = fmt::format("{} MIG {}g.{}gb", gpu.name, slices, (gpu.total / devices) >> 30);
+    m.total = gpu.total / devices;
+    // As the driver numbers them: 3 + GPU minor * 66 + GI * 9 for the GI, +1+CI for a CI
+    // (any stable numbering works: gpureap reads the map, never a formula).
+    m.gi_cap = 3 + gpu.minor * 66 + m.gi * 9;
+    m.ci_cap = m.gi_cap + 1 + m.ci;
+    gpu.mig.push_back(std::move(m));
+  }
+}
+
+std::string mig_minors_text(const NodeConfig& node) {
+  std::string out = "config 1\nmonitor 2\n";
+  for (const auto& g : node.gpus)
+    for (const auto& m : g.mig) {
+      out += fmt::format("gpu{}/gi{}/access {}\n", g.minor, m.gi, m.gi_cap);
+      out += fmt::format("gpu{}/gi{}/ci{}/access {}\n", g.minor, m.gi, m.ci, m.ci_cap);
+    }
+  return out;
+}
+
 Result<NodeConfig> load_node_config(const fs::path& node_json) {
   auto text = read_file(node_json);
   if (!text)
@@ -119,6 +149,11 @@ Result<NodeConfig> load_node_config(const fs::path& node_json) {
       c.baseline = g.at("baseline").get<std::uint64_t>();
       c.reserved = g.at("reserved").get<std::uint64_t>();
       c.persistence = g.at("persistence").get<bool>();
+      for (const auto& m : g.value("mig", nlohmann::json::array()))
+        c.mig.push_back({m.at("gi").get<unsigned>(), m.at("ci").get<unsigned>(),
+                         m.at("uuid").get<std::string>(), m.at("name").get<std::string>(),
+                         m.at("total").get<std::uint64_t>(), m.at("gi_cap").get<unsigned>(),
+                         m.at("ci_cap").get<unsigned>()});
       node.gpus.push_back(std::move(c));
     }
     return node;
@@ -142,6 +177,11 @@ Result<void> save_node_config(const fs::path& node_json, const NodeConfig& confi
                          {"baseline", g.baseline},
                          {"reserved", g.reserved},
                          {"persistence", g.persistence}});
+    auto mig = nlohmann::json::array();
+    for (const auto& m : g.mig)
+      mig.push_back({{"gi", m.gi}, {"ci", m.ci}, {"uuid", m.uuid}, {"name", m.name},
+                     {"total", m.total}, {"gi_cap", m.gi_cap}, {"ci_cap", m.ci_cap}});
+    j["gpus"].back()["mig"] = mig;
   }
   return write_file_atomic(node_json, j.dump(2) + "\n");
 }

@@ -34,6 +34,9 @@ struct SimPaths {
   fs::path cgroups() const { return root / "cgroups"; }
   fs::path smi_log() const { return root / "nvidia-smi.log"; }
   fs::path gpu_node(unsigned minor) const { return dev() / ("nvidia" + std::to_string(minor)); }
+  fs::path caps() const { return dev() / "nvidia-caps"; }
+  fs::path cap_node(unsigned minor) const { return caps() / ("nvidia-cap" + std::to_string(minor)); }
+  fs::path mig_minors() const { return caps() / "mig-minors"; }
 };
 
 /// The node directory named by the environment: $GPUREAP_SIM_DIR, else the parent
@@ -51,6 +54,16 @@ struct GpuConfig {
   std::uint64_t baseline = 0;  // idle "used" of the v1 query
   std::uint64_t reserved = 0;  // the part of baseline the v2 query reports as reserved
   bool persistence = false;
+  /// MIG mode (`node --mig`): its MIG devices, each one GPU instance with one compute
+  /// instance, and the capability minors a process on it opens.
+  struct Mig {
+    unsigned gi = 0, ci = 0;
+    std::string uuid;  // "MIG-xxxxxxxx-..."
+    std::string name;  // "NVIDIA H200 MIG 3g.71gb"
+    std::uint64_t total = 0;
+    unsigned gi_cap = 0, ci_cap = 0;  // /dev/nvidia-caps/nvidia-cap<N>
+  };
+  std::vector<Mig> mig;
 };
 
 struct NodeConfig {
@@ -63,6 +76,13 @@ struct NodeConfig {
 NodeConfig make_node_config(unsigned gpus, std::uint64_t total, std::uint64_t baseline,
                             std::uint64_t reserved, const std::vector<unsigned>& minors,
                             const std::string& name, bool persistence);
+
+/// Puts GPU `gpu` in MIG mode with `devices` MIG devices (GPU instances 1..N, compute
+/// instance 0 each), its memory split evenly, capability minors numbered as the driver
+/// does for that GPU's minor.
+void add_mig_devices(GpuConfig& gpu, unsigned devices);
+/// /dev/nvidia-caps/mig-minors for the node: every capability of every MIG device.
+std::string mig_minors_text(const NodeConfig& node);
 
 Result<NodeConfig> load_node_config(const fs::path& node_json);
 /// Writes node.json atomically (temp file + rename), so readers see old or new.

@@ -24,6 +24,7 @@
 // nvml_api.h only declares the handle type; the simulator owns its definition.
 struct nvmlDevice_st {
   unsigned index;
+  int mig = -1;  // a MIG device's handle: its position in GpuConfig::mig
 };
 
 namespace gpureap::sim {
@@ -43,6 +44,8 @@ struct Library {
   std::string last_mode_text;
   std::uint64_t queries = 0;  // memory/process queries since the mode last changed
   std::array<nvmlDevice_st, kMaxDevices> devices{};
+  static constexpr unsigned kMaxMig = 7;
+  std::array<std::array<nvmlDevice_st, kMaxMig>, kMaxDevices> mig_devices{};
 };
 
 Library& lib() {
@@ -112,7 +115,10 @@ nvmlReturn_t do_init() {
   l.node = std::move(*node);
   l.node_stat = st;
   l.allocs.emplace(paths);
-  for (unsigned i = 0; i < kMaxDevices; ++i) l.devices[i].index = i;
+  for (unsigned i = 0; i < kMaxDevices; ++i) {
+    l.devices[i].index = i;
+    for (unsigned k = 0; k < Library::kMaxMig; ++k) l.mig_devices[i][k] = {i, static_cast<int>(k)};
+  }
   l.init_count = 1;
   return NVML_SUCCESS;
 }
@@ -124,8 +130,12 @@ nvmlReturn_t begin(nvmlDevice_t dev, Query kind, std::unique_lock<std::mutex>& l
   Library& l = lib();
   lock = std::unique_lock(l.mu);
   if (l.init_count == 0) return NVML_ERROR_UNINITIALIZED;
-  if (dev < l.devices.data() || dev >= l.devices.data() + l.node.gpus.size())
-    return NVML_ERROR_INVALID_ARGUMENT;
+  const bool whole = dev >= l.devices.data() && dev < l.devices.data() + l.node.gpus.size();
+  const auto* first_mig = l.mig_devices.front().data();
+  const bool mig = dev >= first_mig && dev < first_mig + Library::kMaxMig * kMaxDevices &&
+                   dev->index < l.node.gpus.size() && dev->mig >= 0 &&
+                   static_cast<std::size_t>(dev->mig) < l.node.gpus[dev->index].mig.size();
+  if (!whole && !mig) return NVML_ERROR_INVALID_ARGUMENT;
   gpu = &l.node.gpus[dev->index];
   if (kind == Query::identity) return NVML_SUCCESS;
   Mode mode = current_mode(l);
@@ -149,9 +159,22 @@ nvmlReturn_t begin(nvmlDevice_t dev, Query kind, std::unique_lock<std::mutex>& l
   return NVML_SUCCESS;
 }
 
-GpuUsage usage(const GpuConfig& gpu) {
+// A MIG device's handle: its configuration; nullptr for a whole GPU's.
+const GpuConfig::Mig* mig_of(nvmlDevice_t dev, const GpuConfig& gpu) {
+  return dev->mig >= 0 ? &gpu.mig[static_cast<std::size_t>(dev->mig)] : nullptr;
+}
+
+// A GPU in MIG mode answers memory and process queries only per MIG device: its own
+// handle's aggregates need privileges, and inside a container they fail like this.
+bool parent_of_mig(nvmlDevice_t dev, const GpuConfig& gpu) {
+  return dev->mig < 0 && !gpu.mig.empty();
+}
+
+GpuUsage usage(const GpuConfig& gpu, nvmlDevice_t dev = nullptr) {
   Library& l = lib();
-  return summarize(l.allocs->evaluate(gpu.index), gpu.index);
+  const GpuConfig::Mig* m = dev ? mig_of(dev, gpu) : nullptr;
+  return summarize(l.allocs->evaluate(gpu.index), gpu.index,
+                   m ? std::optional<unsigned>(m->gi) : std::nullopt);
 }
 
 nvmlReturn_t copy_string(const std::string& s, char* out, unsigned length) {
@@ -188,8 +211,9 @@ nvmlReturn_t running_processes(nvmlDevice_t dev, unsigned* count, void* out, boo
     const GpuConfig* g = nullptr;
     if (auto r = begin(dev, Query::memory_or_process, lock, g); r != NVML_SUCCESS) return r;
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (parent_of_mig(dev, *g)) return NVML_ERROR_NO_PERMISSION;
     std::vector<GpuUsage::Process> procs;
-    if (listed) procs = usage(*g).processes;
+    if (listed) procs = usage(*g, dev).processes;
     if (*count < procs.size()) {
       *count = static_cast<unsigned>(procs.size());
       return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -201,8 +225,9 @@ nvmlReturn_t running_processes(nvmlDevice_t dev, unsigned* count, void* out, boo
       info.pid = static_cast<unsigned>(procs[i].pid);
       info.usedGpuMemory = procs[i].bytes;
       if constexpr (requires { info.gpuInstanceId; }) {
-        info.gpuInstanceId = 0xFFFFFFFFU;
-        info.computeInstanceId = 0xFFFFFFFFU;
+        const GpuConfig::Mig* m = mig_of(dev, *g);
+        info.gpuInstanceId = m ? m->gi : 0xFFFFFFFFU;
+        info.computeInstanceId = m ? m->ci : 0xFFFFFFFFU;
       }
       infos[i] = info;
     }
@@ -327,6 +352,7 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char* name, unsigne
     std::unique_lock<std::mutex> lock;
     const GpuConfig* g = nullptr;
     if (auto r = begin(dev, Query::identity, lock, g); r != NVML_SUCCESS) return r;
+    if (const auto* m = mig_of(dev, *g)) return copy_string(m->name, name, length);
     return copy_string(g->name, name, length);
   });
 }
@@ -336,6 +362,7 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char* uuid, unsigne
     std::unique_lock<std::mutex> lock;
     const GpuConfig* g = nullptr;
     if (auto r = begin(dev, Query::identity, lock, g); r != NVML_SUCCESS) return r;
+    if (const auto* m = mig_of(dev, *g)) return copy_string(m->uuid, uuid, length);
     return copy_string(g->uuid, uuid, length);
   });
 }
@@ -379,6 +406,12 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t*
     const GpuConfig* g = nullptr;
     if (auto r = begin(dev, Query::memory_or_process, lock, g); r != NVML_SUCCESS) return r;
     if (mem == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (parent_of_mig(dev, *g)) return NVML_ERROR_NO_PERMISSION;
+    if (const auto* m = mig_of(dev, *g)) {
+      std::uint64_t used = std::min(m->total, usage(*g, dev).counted_bytes);
+      *mem = nvmlMemory_t{m->total, m->total - used, used};
+      return NVML_SUCCESS;
+    }
     std::uint64_t used = std::min(g->total, g->baseline + usage(*g).counted_bytes);
     *mem = nvmlMemory_t{g->total, g->total - used, used};
     return NVML_SUCCESS;
@@ -394,6 +427,15 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev, nvmlMemory
     std::unique_lock<std::mutex> lock;
     const GpuConfig* g = nullptr;
     if (auto r = begin(dev, Query::memory_or_process, lock, g); r != NVML_SUCCESS) return r;
+    if (parent_of_mig(dev, *g)) return NVML_ERROR_NO_PERMISSION;
+    if (const auto* m = mig_of(dev, *g)) {
+      const std::uint64_t used = std::min(m->total, usage(*g, dev).counted_bytes);
+      mem->total = m->total;
+      mem->reserved = 0;
+      mem->used = used;
+      mem->free = m->total - used;
+      return NVML_SUCCESS;
+    }
     std::uint64_t used_v1 = std::min(g->total, g->baseline + usage(*g).counted_bytes);
     std::uint64_t reserved = std::min(g->reserved, used_v1);
     mem->total = g->total;
@@ -452,8 +494,10 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t dev,
     std::unique_lock<std::mutex> lock;
     const GpuConfig* g = nullptr;
     if (auto r = begin(dev, Query::memory_or_process, lock, g); r != NVML_SUCCESS) return r;
+    if (parent_of_mig(dev, *g)) return NVML_ERROR_NO_PERMISSION;
     std::vector<GpuUsage::Process> procs;
-    if (list->mode == 0) procs = usage(*g).processes;  // 1 graphics, 2 MPS: none here
+    if (list->mode == 0) procs = usage(*g, dev).processes;  // 1 graphics, 2 MPS: none here
+    const GpuConfig::Mig* m = mig_of(dev, *g);
     if (list->numProcArrayEntries < procs.size()) {
       list->numProcArrayEntries = static_cast<unsigned>(procs.size());
       return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -461,7 +505,8 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t dev,
     if (!procs.empty() && list->procArray == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     for (std::size_t i = 0; i < procs.size(); ++i) {
       list->procArray[i] = nvmlProcessDetail_v1_t{static_cast<unsigned>(procs[i].pid),
-                                                  procs[i].bytes, 0xFFFFFFFFU, 0xFFFFFFFFU, 0};
+                                                  procs[i].bytes, m ? m->gi : 0xFFFFFFFFU,
+                                                  m ? m->ci : 0xFFFFFFFFU, 0};
     }
     list->numProcArrayEntries = static_cast<unsigned>(procs.size());
     return NVML_SUCCESS;
@@ -492,6 +537,7 @@ nvmlReturn_t utilization_rates(nvmlDevice_t dev, nvmlUtilization_t* rates) {
     const GpuConfig* g = nullptr;
     if (auto r = begin(dev, Query::state, lock, g); r != NVML_SUCCESS) return r;
     if (rates == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (dev->mig >= 0 || !g->mig.empty()) return NVML_ERROR_NOT_SUPPORTED;  // none with MIG on
     GpuUsage u = usage(*g);
     count_ghost_reads(lib().paths, u);
     *rates = nvmlUtilization_t{u.utilization, u.utilization / 2};
@@ -505,4 +551,81 @@ nvmlReturn_t utilization_rates(nvmlDevice_t dev, nvmlUtilization_t* rates) {
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev,
                                                        nvmlUtilization_t* rates) {
   return gpureap::sim::utilization_rates(dev, rates);
+}
+
+// MIG (issue 25): mode, MIG device handles and their instance ids.
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t dev, unsigned* current,
+                                              unsigned* pending) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::identity, lock, g); r != NVML_SUCCESS) return r;
+    if (current == nullptr || pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (dev->mig >= 0) return NVML_ERROR_NOT_SUPPORTED;
+    *current = *pending = g->mig.empty() ? 0 : NVML_DEVICE_MIG_ENABLE;
+    return NVML_SUCCESS;
+  });
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t dev, unsigned* count) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::identity, lock, g); r != NVML_SUCCESS) return r;
+    if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (dev->mig >= 0) return NVML_ERROR_NOT_SUPPORTED;
+    *count = Library::kMaxMig;  // as the driver: the most there could be, not how many are
+    return NVML_SUCCESS;
+  });
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t dev, unsigned index,
+                                                             nvmlDevice_t* mig) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::identity, lock, g); r != NVML_SUCCESS) return r;
+    if (mig == nullptr || dev->mig >= 0) return NVML_ERROR_INVALID_ARGUMENT;
+    if (g->mig.empty()) return NVML_ERROR_NOT_SUPPORTED;
+    if (index >= g->mig.size()) return NVML_ERROR_NOT_FOUND;
+    *mig = &lib().mig_devices[dev->index][index];
+    return NVML_SUCCESS;
+  });
+}
+
+namespace gpureap::sim {
+namespace {
+
+nvmlReturn_t instance_id(nvmlDevice_t dev, unsigned* id, bool compute) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::identity, lock, g); r != NVML_SUCCESS) return r;
+    if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    const GpuConfig::Mig* m = mig_of(dev, *g);
+    if (!m) return NVML_ERROR_INVALID_ARGUMENT;  // not a MIG device's handle
+    *id = compute ? m->ci : m->gi;
+    return NVML_SUCCESS;
+  });
+}
+
+}  // namespace
+}  // namespace gpureap::sim
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t dev, unsigned* id) {
+  return gpureap::sim::instance_id(dev, id, false);
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t dev, unsigned* id) {
+  return gpureap::sim::instance_id(dev, id, true);
+}
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig,
+                                                                      nvmlDevice_t* dev) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(mig, Query::identity, lock, g); r != NVML_SUCCESS) return r;
+    if (dev == nullptr || mig->mig < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    *dev = &lib().devices[mig->index];
+    return NVML_SUCCESS;
+  });
 }

@@ -43,6 +43,7 @@ std::optional<Allocation> parse_allocation(const std::string& text) {
     a.release_delay = std::chrono::nanoseconds(j.value("release_delay_ns", std::int64_t{0}));
     a.comm = j.value("comm", "");
     a.pid_ns = j.value("pid_ns", std::uint64_t{0});
+    if (j.contains("gi") && !j.at("gi").is_null()) a.gi = j.at("gi").get<unsigned>();
     return a;
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
@@ -135,7 +136,8 @@ Result<void> register_allocation(const SimPaths& paths, const Allocation& a) {
                       {"ghost_reads", a.ghost_reads},
                       {"release_delay_ns", a.release_delay.count()},
                       {"comm", a.comm},
-                      {"pid_ns", a.pid_ns}};
+                      {"pid_ns", a.pid_ns},
+                      {"gi", a.gi ? nlohmann::json(*a.gi) : nlohmann::json(nullptr)}};
   return write_file_atomic(paths.allocs() / (a.name() + ".json"), j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
@@ -265,10 +267,12 @@ std::vector<AllocationTable::Entry> AllocationTable::evaluate(std::optional<unsi
   return out;
 }
 
-GpuUsage summarize(const std::vector<AllocationTable::Entry>& entries, unsigned gpu) {
+GpuUsage summarize(const std::vector<AllocationTable::Entry>& entries, unsigned gpu,
+                   std::optional<unsigned> gi) {
   GpuUsage u;
   for (const auto& e : entries) {
     if (e.alloc.gpu != gpu || e.state == AllocState::released) continue;
+    if (gi && e.alloc.gi != gi) continue;
     if (e.state == AllocState::ghost) {
       u.utilization = std::max(u.utilization, e.alloc.util);
       if (e.alloc.ghost_reads > 0) u.ghosts_with_reads.push_back(e.alloc.name());

@@ -50,6 +50,7 @@ struct Allocation {
   std::chrono::nanoseconds release_delay{0};
   std::string comm;
   std::uint64_t pid_ns = 0;  // inode of the holder's /proc/self/ns/pid (0: not recorded)
+  std::optional<unsigned> gi;  // `hold --mig GI`: on that GPU instance of a MIG GPU
 
   std::string name() const;  // "g<gpu>-<pid>-<start>"
 };
@@ -128,6 +129,9 @@ struct GpuUsage {
 
 /// Records one utilization read of each ghost in `usage` that has a read limit.
 void count_ghost_reads(const SimPaths& paths, const GpuUsage& usage);
-GpuUsage summarize(const std::vector<AllocationTable::Entry>& entries, unsigned gpu);
+/// `gi` set: only the allocations on that GPU instance (a MIG device's own view); unset:
+/// every allocation on the GPU.
+GpuUsage summarize(const std::vector<AllocationTable::Entry>& entries, unsigned gpu,
+                   std::optional<unsigned> gi = std::nullopt);
 
 }  // namespace gpureap::sim

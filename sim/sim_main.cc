@@ -74,6 +74,9 @@ int main(int argc, char** argv) {
   node_cmd->add_option("--persistence", node.persistence, "persistence mode of every GPU")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  node_cmd->add_option("--mig", node.mig,
+                       "GPU:N puts a GPU in MIG mode with N MIG devices (1..7), e.g. 0:2")
+      ->delimiter(',');
   node_cmd->add_flag("--force", node.force,
                      "recreate an existing node (refused while holders live)");
   node_cmd->footer(
@@ -113,6 +116,8 @@ int main(int argc, char** argv) {
   add_dir(hold_cmd, hold.dir);
   hold_cmd->add_option("--gpu", hold.gpu, "GPU index (the first one with --children)")->required();
   hold_cmd->add_option("--bytes", hold.bytes, "memory per holder, with a unit (20GiB)");
+  hold_cmd->add_option("--mig", hold.mig,
+                       "hold on this GPU instance of a GPU in MIG mode (opens its capabilities)");
   hold_cmd->add_option("--children", hold.children,
                        "the server spawns N workers; worker k holds GPU gpu+k");
   hold_cmd->add_flag("--same-gpu", hold.same_gpu, "every worker holds --gpu");

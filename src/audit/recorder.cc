@@ -29,6 +29,8 @@ bool item_matches(const gpu::SelectorItem& item, const reclaim::AuditGpu& g) {
       return g.id.index >= item.first && g.id.index <= item.last;
     case Kind::uuid:
       return !g.uuid.empty() && lower(g.uuid).starts_with(lower(item.text));
+    case Kind::mig:
+      return g.id.index == item.first && g.id.gi == item.gi && (!item.ci || g.id.ci == item.ci);
     case Kind::minor:
     case Kind::pci:
       return false;

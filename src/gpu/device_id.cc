@@ -4,7 +4,12 @@
 
 namespace gpureap::gpu {
 
-std::string device_text(DeviceId id) { return std::to_string(id.index); }
+std::string device_text(DeviceId id) {
+  std::string out = std::to_string(id.index);
+  if (id.gi) out += "/gi" + std::to_string(*id.gi);
+  if (id.ci) out += "/ci" + std::to_string(*id.ci);
+  return out;
+}
 
 std::string device_list(const std::vector<DeviceId>& ids) {
   std::string out;

@@ -1,7 +1,7 @@
 #pragma once
-// Which GPU gpureap means. A DeviceId names a whole GPU by its NVML index today;
-// issue 25 (MIG) adds the GPU and compute instance of a MIG device to it, so that
-// every signature that takes a DeviceId already accepts an instance. Library code
+// Which GPU gpureap means. A DeviceId names a whole GPU by its NVML index, or one
+// MIG device of it by the GPU instance and compute instance ids as well (issue 25):
+// on a GPU in MIG mode every MIG device is a GPU to gpureap. Library code
 // passes DeviceIds, never a bare index: the index is the NVML handle's number and
 // is read only where NVML is called (gpu/nvml_library.cc) and where a format spells
 // it (report/, the wires).
@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <compare>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,12 +17,17 @@ namespace gpureap::gpu {
 
 struct DeviceId {
   unsigned index = 0;  // NVML index of the (physical) GPU
+  /// A MIG device of that GPU: its GPU instance and compute instance ids (both set).
+  std::optional<unsigned> gi{}, ci{};
 
+  bool mig() const { return gi.has_value(); }
+  /// The physical GPU this device is (or is part of).
+  DeviceId parent() const { return DeviceId{index, std::nullopt, std::nullopt}; }
   friend constexpr auto operator<=>(const DeviceId&, const DeviceId&) = default;
 };
 
-/// "3": what a user types after --gpu to name this device, and what every output
-/// prints after "GPU ".
+/// "3", or "3/gi1/ci0" for a MIG device: what a user types after --gpu to name this
+/// device, and what every output prints after "GPU ".
 std::string device_text(DeviceId id);
 
 /// Device ids as a selector: "0,3,7" ("" for none). The one way every output writes

@@ -26,7 +26,7 @@ GpuSnapshot two_gpus() {
 }
 
 MemoryReading reading(unsigned index, std::uint64_t used) {
-  return {index, used, {}, {}, false, std::nullopt};
+  return {DeviceId{index}, used, {}, {}, false, std::nullopt, {}};
 }
 
 TEST(FakeGpuSource, SnapshotAndDefaultReadingsComeFromTheSetSnapshot) {

@@ -49,6 +49,15 @@ struct GpuInfo {
   /// did not answer in time. The other GPUs are unaffected.
   std::string problem;
   bool hung = false;  // a query of this GPU did not return before the deadline
+  /// MIG (issue 25). On a physical GPU: whether MIG mode is on. On a MIG device (id.gi
+  /// set): the physical GPU's UUID; its minor is the physical GPU's, and `name` says
+  /// its profile. Utilization is not available on either with MIG on.
+  bool mig_mode = false;
+  std::string parent_uuid{};
+  /// The MIG devices of a GPU in MIG mode, as NVML reads them; gpu::flatten_mig
+  /// (gpu/mig.h) puts them in the GPU's place, so past the NVML source every MIG
+  /// device is a GPU of its own and this is empty.
+  std::vector<GpuInfo> mig_devices{};
 };
 
 /// One memory reading of one GPU, for release polling.
@@ -59,6 +68,9 @@ struct MemoryReading {
   std::string problem;  // non-empty: this GPU could not be read (`used` is then nullopt)
   bool hung = false;    // its query did not return before the deadline
   std::optional<unsigned> utilization_gpu;  // SM percent; nullopt when unsupported
+  /// A GPU in MIG mode: one reading per MIG device (gpu::flatten_mig puts them in its
+  /// place); `used` and `pids` of the physical GPU are then not read.
+  std::vector<MemoryReading> mig{};
 };
 
 }  // namespace gpureap::gpu

@@ -14,7 +14,7 @@
 namespace gpureap::gpu {
 namespace {
 
-constexpr std::size_t kMinUuidPrefix = 4;  // characters after "GPU-"
+constexpr std::size_t kMinUuidPrefix = 4;  // characters after "GPU-" or "MIG-"
 
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -108,6 +108,51 @@ std::unexpected<Error> no_match(std::string_view item, std::string_view what,
 
 using Kind = SelectorItem::Kind;
 
+// "0/gi1/ci0", "0/gi1", "0:1": nullopt when `item` is not of that shape, an error when
+// it is but a number is missing or out of range.
+std::optional<Result<SelectorItem>> parse_mig_item(std::string_view item) {
+  SelectorItem out;
+  out.text = std::string(item);
+  out.kind = Kind::mig;
+  const auto colon = item.find(':');
+  const auto slash = item.find('/');
+  // Plain numbers only: "18:00" is a PCI bus id cut short, not GPU 18's instance 0.
+  auto plain = [](std::string_view s) { return all_digits(s) && (s.size() == 1 || s[0] != '0'); };
+  if (colon != std::string_view::npos && plain(item.substr(0, colon)) &&
+      plain(item.substr(colon + 1))) {
+    auto gpu = parse_number(item.substr(0, colon));
+    auto gi = parse_number(item.substr(colon + 1));
+    if (!gpu || !gi) return Result<SelectorItem>(item_error(item, "number out of range"));
+    out.first = *gpu;
+    out.gi = gi;
+    return Result<SelectorItem>(out);
+  }
+  if (slash == std::string_view::npos || !all_digits(item.substr(0, slash))) return std::nullopt;
+  auto malformed = [&] {
+    return Result<SelectorItem>(
+        item_error(item, "expected a MIG device as GPU/giN/ciN (0/gi1/ci0), GPU/giN or GPU:N"));
+  };
+  auto gpu = parse_number(item.substr(0, slash));
+  if (!gpu) return malformed();
+  out.first = *gpu;
+  std::string_view rest = item.substr(slash + 1);
+  auto take = [&](std::string_view prefix) -> std::optional<unsigned> {
+    if (!istarts_with(rest, prefix)) return std::nullopt;
+    rest.remove_prefix(prefix.size());
+    const auto end = rest.find('/');
+    auto n = all_digits(rest.substr(0, end)) ? parse_number(rest.substr(0, end)) : std::nullopt;
+    rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
+    return n;
+  };
+  out.gi = take("gi");
+  if (!out.gi) return malformed();
+  if (!rest.empty()) {
+    out.ci = take("ci");
+    if (!out.ci || !rest.empty()) return malformed();
+  }
+  return Result<SelectorItem>(out);
+}
+
 Result<SelectorItem> parse_item(std::string_view item) {
   SelectorItem out;
   out.text = std::string(item);
@@ -151,15 +196,19 @@ Result<SelectorItem> parse_item(std::string_view item) {
     out.first = *minor;
     return out;
   }
-  if (istarts_with(item, "GPU-")) {
+  if (istarts_with(item, "GPU-") || istarts_with(item, "MIG-")) {
     if (item.size() < 4 + kMinUuidPrefix) {
       // A whole UUID is far longer; a prefix this short would name GPUs by chance.
       return item_error(item, fmt::format("UUID prefix too short: give at least {} characters "
-                                          "after 'GPU-'",
-                                          kMinUuidPrefix));
+                                          "after '{}'",
+                                          kMinUuidPrefix, item.substr(0, 4)));
     }
     out.kind = Kind::uuid;
     return out;
+  }
+  if (auto mig = parse_mig_item(item)) {
+    if (!*mig) return std::unexpected(mig->error());
+    return **mig;
   }
   if (item.find(':') != std::string_view::npos) {
     auto pci = parse_pci(item);
@@ -175,7 +224,7 @@ Result<SelectorItem> parse_item(std::string_view item) {
     return out;
   }
   return item_error(item,
-                    "not an index, range (0-3), UUID, PCI bus id or minor:N (`gpureap status` "
+                    "not an index, range (0-3), UUID, PCI bus id, minor:N or MIG device (0/gi1/ci0) (`gpureap status` "
                     "lists the GPUs)");
 }
 
@@ -200,10 +249,12 @@ Result<std::vector<DeviceId>> resolve_uuid(const SelectorItem& item,
 
 Result<std::vector<DeviceId>> resolve_item(const SelectorItem& item,
                                            const std::vector<GpuInfo>& gpus) {
-  auto by_index = [&](unsigned index) -> const GpuInfo* {
+  // Every device of a physical GPU: the GPU, or its MIG devices.
+  auto of_index = [&](unsigned index) {
+    std::vector<DeviceId> ids;
     for (const GpuInfo& gpu : gpus)
-      if (gpu.id.index == index) return &gpu;
-    return nullptr;
+      if (gpu.id.index == index) ids.push_back(gpu.id);
+    return ids;
   };
   std::vector<DeviceId> out;
   switch (item.kind) {
@@ -214,29 +265,35 @@ Result<std::vector<DeviceId>> resolve_item(const SelectorItem& item,
     case Kind::range: {
       const unsigned last = item.kind == Kind::range ? item.last : item.first;
       for (unsigned i = item.first;; ++i) {
-        const GpuInfo* gpu = by_index(i);
-        if (!gpu) {
+        auto ids = of_index(i);
+        if (ids.empty()) {
           return item_error(item.text, fmt::format("GPU index{} out of range ({})",
                                                    item.kind == Kind::range ? fmt::format(" {}", i) : "",
                                                    valid_gpus(gpus)));
         }
-        out.push_back(gpu->id);
+        out.insert(out.end(), ids.begin(), ids.end());
         if (i == last) break;
       }
       return out;
     }
     case Kind::minor:
-      for (const GpuInfo& gpu : gpus) {
-        if (gpu.minor == item.first) return std::vector<DeviceId>{gpu.id};
-      }
+      for (const GpuInfo& gpu : gpus)
+        if (gpu.minor == item.first) out.push_back(gpu.id);
+      if (!out.empty()) return out;
       return no_match(item.text, fmt::format("minor number {}", item.first), gpus);
+    case Kind::mig:
+      for (const GpuInfo& gpu : gpus)
+        if (gpu.id.index == item.first && gpu.id.gi == item.gi && (!item.ci || gpu.id.ci == item.ci))
+          out.push_back(gpu.id);
+      if (!out.empty()) return out;
+      return no_match(item.text, "this MIG device", gpus);
     case Kind::uuid:
       return resolve_uuid(item, gpus);
     case Kind::pci: {
       const PciAddress wanted{item.pci_domain, item.pci_bus, item.pci_device, item.pci_function};
-      for (const GpuInfo& gpu : gpus) {
-        if (parse_pci(gpu.pci_bus_id) == wanted) return std::vector<DeviceId>{gpu.id};
-      }
+      for (const GpuInfo& gpu : gpus)
+        if (parse_pci(gpu.pci_bus_id) == wanted) out.push_back(gpu.id);
+      if (!out.empty()) return out;
       return no_match(item.text, "this PCI bus id", gpus);
     }
   }

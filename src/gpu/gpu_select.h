@@ -3,6 +3,7 @@
 // (a malformed selector is a usage error before anything is scanned), and resolved
 // against the GPUs NVML sees when the node has been looked at.
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,12 +16,13 @@ namespace gpureap::gpu {
 
 /// One item of a selector, checked for syntax only.
 struct SelectorItem {
-  enum class Kind { all, index, range, uuid, pci, minor };
+  enum class Kind { all, index, range, uuid, pci, minor, mig };
   Kind kind = Kind::all;
   std::string text;          // as typed, trimmed: quoted in every message
   unsigned first = 0;        // index, minor, or the range's first index
   unsigned last = 0;         // the range's last index
   unsigned pci_domain = 0, pci_bus = 0, pci_device = 0, pci_function = 0;
+  std::optional<unsigned> gi, ci;  // mig: GPU `first`'s GPU instance (and compute instance)
 };
 
 /// A comma-separated list of items (surrounding spaces ignored), each one of:
@@ -32,6 +34,12 @@ struct SelectorItem {
 ///   00000000:18:00.0, 0000:18:00.0,     a PCI bus id with an 8- or 4-digit
 ///   18:00.0                             domain or none (domain 0), any case
 ///   minor:5, /dev/nvidia5               a device minor number
+///   0/gi1/ci0, 0/gi1, 0:1               MIG devices of GPU 0: GPU instance 1 (and
+///                                       compute instance 0); 0:1 is nvidia-smi's
+///                                       GPU:GPU-instance form
+///   MIG-5a3f...                         a MIG device's UUID, or a unique prefix
+/// An index, range, PCI bus id or minor of a GPU in MIG mode selects all its MIG
+/// devices.
 class GpuSelector {
  public:
   /// Fails, quoting the item, on an empty or malformed item.

@@ -154,7 +154,7 @@ TEST(SelectGpus, UnknownWordIsASyntaxErrorNamingInputAndWhereTheGpusAre) {
   ASSERT_FALSE(parsed);
   EXPECT_THAT(parsed.error().message, HasSubstr("'gpu0'"));
   EXPECT_THAT(parsed.error().message,
-              HasSubstr("not an index, range (0-3), UUID, PCI bus id or minor:N"));
+              HasSubstr("not an index, range (0-3), UUID, PCI bus id, minor:N or MIG device"));
   EXPECT_THAT(parsed.error().message, HasSubstr("gpureap status"));
 }
 

@@ -39,6 +39,7 @@ constexpr unsigned NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80;
 constexpr unsigned long long NVML_VALUE_NOT_AVAILABLE_ULL = ~0ULL;
 constexpr unsigned NVML_FEATURE_DISABLED = 0;
 constexpr unsigned NVML_FEATURE_ENABLED = 1;
+constexpr unsigned NVML_DEVICE_MIG_ENABLE = 1;
 
 /// NVML_STRUCT_VERSION(data, ver) = sizeof(struct) | ver << 24.
 constexpr unsigned nvml_struct_version(std::size_t size, unsigned version) {
@@ -121,5 +122,11 @@ using nvmlDeviceGetRunningProcesses_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned
 using nvmlDeviceGetPersistenceMode_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlEnableState_t*);
 using nvmlDeviceGetUtilizationRates_fn =
     nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*);  // nvmlDeviceGetUtilizationRates
+// MIG (issue 25). nvmlDeviceGetMigMode(device, &current, &pending);
+// nvmlDeviceGetMaxMigDeviceCount and nvmlDeviceGet{Gpu,Compute}InstanceId take
+// nvmlDeviceGetUint_fn; nvmlDeviceGetMigDeviceHandleByIndex(device, i, &mig_device).
+using nvmlDeviceGetMigMode_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, unsigned*);
+using nvmlDeviceGetMigDeviceHandleByIndex_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned,
+                                                                nvmlDevice_t*);
 
 }  // extern "C"

@@ -142,6 +142,12 @@ Result<NvmlLibrary> NvmlLibrary::load(const std::string& path) {
   s.utilization =
       resolve<nvmlDeviceGetUtilizationRates_fn>(h, {"nvmlDeviceGetUtilizationRates"});
   s.driver_version = resolve<nvmlSystemGetDriverVersion_fn>(h, {"nvmlSystemGetDriverVersion"});
+  s.mig_mode = resolve<nvmlDeviceGetMigMode_fn>(h, {"nvmlDeviceGetMigMode"});
+  s.max_mig_devices = resolve<nvmlDeviceGetUint_fn>(h, {"nvmlDeviceGetMaxMigDeviceCount"});
+  s.mig_handle_by_index = resolve<nvmlDeviceGetMigDeviceHandleByIndex_fn>(
+      h, {"nvmlDeviceGetMigDeviceHandleByIndex"});
+  s.gpu_instance_id = resolve<nvmlDeviceGetUint_fn>(h, {"nvmlDeviceGetGpuInstanceId"});
+  s.compute_instance_id = resolve<nvmlDeviceGetUint_fn>(h, {"nvmlDeviceGetComputeInstanceId"});
 
   const std::pair<bool, const char*> required[] = {
       {bool(s.init), "nvmlInit_v2 (or nvmlInit)"},
@@ -357,6 +363,20 @@ void NvmlLibrary::query_gpu_into(unsigned index, GpuInfo& gpu, std::vector<Error
   }
   // Identity answers even for a lost GPU; what follows may not return at all.
   if (on_identity) on_identity(gpu);
+  if (sym_.persistence_mode) {
+    nvmlEnableState_t mode = 0;
+    if (sym_.persistence_mode.fn(*dev, &mode) == NVML_SUCCESS) {
+      gpu.persistence_mode = mode == static_cast<nvmlEnableState_t>(NVML_FEATURE_ENABLED);
+    }
+  }
+  // In MIG mode memory and processes are read per MIG device: the physical GPU's own
+  // figures are aggregates that need privileges (and fail inside a container), and
+  // utilization is not available.
+  if (mig_enabled(*dev)) {
+    gpu.mig_mode = true;
+    read_mig_devices(*dev, gpu, errors);
+    return;
+  }
   if (auto memory = read_memory(*dev, index); memory) {
     gpu.memory = *memory;
   } else {
@@ -367,12 +387,6 @@ void NvmlLibrary::query_gpu_into(unsigned index, GpuInfo& gpu, std::vector<Error
     if (*processes) gpu.processes = std::move(**processes);
   } else {
     errors.push_back(processes.error());
-  }
-  if (sym_.persistence_mode) {
-    nvmlEnableState_t mode = 0;
-    if (sym_.persistence_mode.fn(*dev, &mode) == NVML_SUCCESS) {
-      gpu.persistence_mode = mode == static_cast<nvmlEnableState_t>(NVML_FEATURE_ENABLED);
-    }
   }
   if (auto rates = read_utilization(*dev)) {
     gpu.utilization_gpu = rates->gpu;
@@ -387,6 +401,75 @@ std::optional<nvmlUtilization_t> NvmlLibrary::read_utilization(nvmlDevice_t dev)
   nvmlUtilization_t rates{};
   if (sym_.utilization.fn(dev, &rates) != NVML_SUCCESS) return std::nullopt;
   return nvmlUtilization_t{std::min(rates.gpu, 100U), std::min(rates.memory, 100U)};
+}
+
+bool NvmlLibrary::mig_enabled(nvmlDevice_t dev) const {
+  if (!sym_.mig_mode || !sym_.mig_handle_by_index || !sym_.max_mig_devices) return false;
+  unsigned current = 0, pending = 0;
+  return sym_.mig_mode.fn(dev, &current, &pending) == NVML_SUCCESS &&
+         current == NVML_DEVICE_MIG_ENABLE;
+}
+
+Result<std::vector<std::pair<nvmlDevice_t, DeviceId>>> NvmlLibrary::mig_handles(nvmlDevice_t dev,
+                                                                                unsigned index) {
+  unsigned count = 0;
+  if (nvmlReturn_t rc = sym_.max_mig_devices.fn(dev, &count); rc != NVML_SUCCESS)
+    return std::unexpected(nvml_error(sym_.max_mig_devices.name, index, rc));
+  std::vector<std::pair<nvmlDevice_t, DeviceId>> out;
+  for (unsigned i = 0; i < count; ++i) {
+    nvmlDevice_t mig = nullptr;
+    nvmlReturn_t rc = sym_.mig_handle_by_index.fn(dev, i, &mig);
+    if (rc == NVML_ERROR_NOT_FOUND || rc == NVML_ERROR_INVALID_ARGUMENT) continue;  // no device there
+    if (rc != NVML_SUCCESS) return std::unexpected(nvml_error(sym_.mig_handle_by_index.name, index, rc));
+    DeviceId id{index, 0u, 0u};
+    unsigned gi = 0, ci = 0;
+    if (!sym_.gpu_instance_id || sym_.gpu_instance_id.fn(mig, &gi) != NVML_SUCCESS ||
+        !sym_.compute_instance_id || sym_.compute_instance_id.fn(mig, &ci) != NVML_SUCCESS)
+      return fail(fmt::format("MIG device {} of GPU {}: its GPU and compute instance ids are "
+                              "unreadable",
+                              i, index));
+    id.gi = gi;
+    id.ci = ci;
+    out.emplace_back(mig, id);
+  }
+  return out;
+}
+
+void NvmlLibrary::read_mig_devices(nvmlDevice_t dev, GpuInfo& gpu, std::vector<Error>& errors) {
+  const unsigned index = gpu.id.index;
+  auto handles = mig_handles(dev, index);
+  if (!handles) {
+    errors.push_back(handles.error());
+    return;
+  }
+  for (const auto& [mig, id] : *handles) {
+    GpuInfo d;
+    d.id = id;
+    d.parent_uuid = gpu.uuid;
+    d.pci_bus_id = gpu.pci_bus_id;
+    d.minor = gpu.minor;
+    d.persistence_mode = gpu.persistence_mode;
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    if (nvmlReturn_t rc = sym_.uuid.fn(mig, uuid, sizeof uuid); rc == NVML_SUCCESS)
+      d.uuid = from_buffer(uuid);
+    else
+      errors.push_back(nvml_error(sym_.uuid.name, index, rc));
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+    if (sym_.name && sym_.name.fn(mig, name, sizeof name) == NVML_SUCCESS) d.name = from_buffer(name);
+    std::vector<Error> own;
+    if (auto memory = read_memory(mig, index); memory)
+      d.memory = *memory;
+    else
+      own.push_back(memory.error());
+    if (auto processes = read_processes(mig, index); processes) {
+      d.processes_known = processes->has_value();
+      if (*processes) d.processes = std::move(**processes);
+    } else {
+      own.push_back(processes.error());
+    }
+    for (const Error& e : own) d.problem += (d.problem.empty() ? "" : "; ") + e.message;
+    gpu.mig_devices.push_back(std::move(d));
+  }
 }
 
 GpuInfo NvmlLibrary::query_gpu(unsigned index,
@@ -430,6 +513,23 @@ Result<MemoryReading> NvmlLibrary::query_reading(unsigned index) {
   if (!dev) return std::unexpected(dev.error());
   MemoryReading reading;
   reading.id.index = index;
+  if (mig_enabled(*dev)) {
+    auto handles = mig_handles(*dev, index);
+    if (!handles) return std::unexpected(handles.error());
+    for (const auto& [mig, id] : *handles) {
+      MemoryReading one;
+      one.id = id;
+      auto memory = read_memory(mig, index);
+      if (!memory) return std::unexpected(memory.error());
+      if (*memory) one.used = (*memory)->used;
+      auto processes = read_processes(mig, index);
+      if (!processes) return std::unexpected(processes.error());
+      if (*processes)
+        for (const GpuProcess& p : **processes) one.pids.push_back(p.pid);
+      reading.mig.push_back(std::move(one));
+    }
+    return reading;
+  }
   auto memory = read_memory(*dev, index);
   if (!memory) return std::unexpected(memory.error());
   if (*memory) reading.used = (*memory)->used;

@@ -58,6 +58,12 @@ struct NvmlSymbols {
   NvmlSymbol<nvmlDeviceGetPersistenceMode_fn> persistence_mode;
   NvmlSymbol<nvmlDeviceGetUtilizationRates_fn> utilization;
   NvmlSymbol<nvmlSystemGetDriverVersion_fn> driver_version;
+  // MIG, all optional: a driver without them has no MIG GPUs to report.
+  NvmlSymbol<nvmlDeviceGetMigMode_fn> mig_mode;
+  NvmlSymbol<nvmlDeviceGetUint_fn> max_mig_devices;
+  NvmlSymbol<nvmlDeviceGetMigDeviceHandleByIndex_fn> mig_handle_by_index;
+  NvmlSymbol<nvmlDeviceGetUint_fn> gpu_instance_id;
+  NvmlSymbol<nvmlDeviceGetUint_fn> compute_instance_id;
 };
 
 class NvmlLibrary {
@@ -129,6 +135,12 @@ class NvmlLibrary {
                                                                   ProcessKind kind);
   Result<void> read_identity(nvmlDevice_t dev, GpuInfo& gpu);
   std::optional<nvmlUtilization_t> read_utilization(nvmlDevice_t dev) const;
+  /// True when the GPU is in MIG mode (false when the driver cannot say).
+  bool mig_enabled(nvmlDevice_t dev) const;
+  /// The MIG devices of a GPU in MIG mode: handle and id of each.
+  Result<std::vector<std::pair<nvmlDevice_t, DeviceId>>> mig_handles(nvmlDevice_t dev,
+                                                                     unsigned index);
+  void read_mig_devices(nvmlDevice_t dev, GpuInfo& gpu, std::vector<Error>& errors);
   void query_gpu_into(unsigned index, GpuInfo& gpu, std::vector<Error>& errors,
                       const std::function<void(const GpuInfo&)>& on_identity);
 

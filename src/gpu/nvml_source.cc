@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 
+#include "gpu/mig.h"
 #include "gpu/nvml_wire.h"
 #include "util/poll.h"
 #include "util/enum_names.h"
@@ -247,6 +249,7 @@ GpuSnapshot NvmlSource::snapshot(milliseconds deadline) {
     }
     snapshot.gpus.push_back(std::move(*gpu));
   }
+  flatten_mig(snapshot.gpus);  // every MIG device is a GPU of its own from here on
   // Per-GPU failures: each GPU carries its own; the other GPUs are complete,
   // and the state says that some are not.
   for (const GpuInfo& gpu : snapshot.gpus) {
@@ -260,9 +263,12 @@ GpuSnapshot NvmlSource::snapshot(milliseconds deadline) {
 
 Result<std::vector<MemoryReading>> NvmlSource::memory(const std::vector<DeviceId>& ids,
                                                       milliseconds deadline) {
-  // The worker speaks NVML: its requests name NVML indices.
+  // The worker speaks NVML: its requests name NVML indices, of physical GPUs; a
+  // GPU in MIG mode answers for each of its MIG devices.
   std::vector<unsigned> indices;
-  for (DeviceId id : ids) indices.push_back(id.index);
+  for (DeviceId id : ids)
+    if (std::find(indices.begin(), indices.end(), id.index) == indices.end())
+      indices.push_back(id.index);
   auto reply = round_trip({{"op", "memory"}, {"indices", indices}}, deadline);
   if (!reply) return fail(reply.error().problem);
   if (std::string error = string_field(*reply, "error"); !error.empty()) return fail(error);
@@ -276,7 +282,23 @@ Result<std::vector<MemoryReading>> NvmlSource::memory(const std::vector<DeviceId
     if (!reading) return std::unexpected(reading.error());
     readings.push_back(std::move(*reading));
   }
-  return readings;
+  flatten_mig(readings);
+  // One reading per id asked for, in that order.
+  std::vector<MemoryReading> out;
+  for (DeviceId id : ids) {
+    auto it = std::find_if(readings.begin(), readings.end(),
+                           [&](const MemoryReading& r) { return r.id == id; });
+    if (it != readings.end()) {
+      out.push_back(*it);
+      continue;
+    }
+    MemoryReading missing;
+    missing.id = id;
+    missing.problem = id.mig() ? fmt::format("MIG device {} is gone (MIG was reconfigured)", id)
+                               : fmt::format("GPU {} is in MIG mode now: read its MIG devices", id);
+    out.push_back(std::move(missing));
+  }
+  return out;
 }
 
 void NvmlSource::disconnect() {

@@ -148,7 +148,14 @@ json gpu_info_to_wire(const GpuInfo& gpu) {
               {"used", gpu.memory->used},
               {"reserved", optional_to_wire(gpu.memory->reserved)}};
   }
+  json mig = json::array();
+  for (const GpuInfo& d : gpu.mig_devices) mig.push_back(gpu_info_to_wire(d));
   return {{"index", gpu.id.index},
+          {"gi", optional_to_wire(gpu.id.gi)},
+          {"ci", optional_to_wire(gpu.id.ci)},
+          {"mig_mode", gpu.mig_mode},
+          {"parent_uuid", wire_text(gpu.parent_uuid)},
+          {"mig_devices", mig},
           {"name", wire_text(gpu.name)},
           {"uuid", wire_text(gpu.uuid)},
           {"pci_bus_id", wire_text(gpu.pci_bus_id)},
@@ -167,6 +174,18 @@ Result<GpuInfo> gpu_info_from_wire(const json& wire) {
   return decode<GpuInfo>("GPU description", [&] {
     GpuInfo gpu;
     gpu.id.index = wire_integer<unsigned>(wire, "index");
+    // Absent from an older peer's message: a whole GPU, MIG mode unknown (off).
+    if (wire.contains("gi")) {
+      gpu.id.gi = wire_optional_integer<unsigned>(wire, "gi");
+      gpu.id.ci = wire_optional_integer<unsigned>(wire, "ci");
+      gpu.mig_mode = wire_boolean(wire, "mig_mode");
+      gpu.parent_uuid = text_from_wire(wire.at("parent_uuid"));
+      for (const json& d : wire_field(wire, "mig_devices")) {
+        auto device = gpu_info_from_wire(d);
+        if (!device) throw std::runtime_error(device.error().message);
+        gpu.mig_devices.push_back(std::move(*device));
+      }
+    }
     gpu.name = text_from_wire(wire.at("name"));
     gpu.uuid = text_from_wire(wire.at("uuid"));
     gpu.pci_bus_id = text_from_wire(wire.at("pci_bus_id"));
@@ -193,7 +212,12 @@ Result<GpuInfo> gpu_info_from_wire(const json& wire) {
 }
 
 json memory_reading_to_wire(const MemoryReading& reading) {
+  json mig = json::array();
+  for (const MemoryReading& r : reading.mig) mig.push_back(memory_reading_to_wire(r));
   return {{"index", reading.id.index},
+          {"gi", optional_to_wire(reading.id.gi)},
+          {"ci", optional_to_wire(reading.id.ci)},
+          {"mig", mig},
           {"used", optional_to_wire(reading.used)},
           {"pids", reading.pids},
           {"utilization_gpu", optional_to_wire(reading.utilization_gpu)},
@@ -205,6 +229,15 @@ Result<MemoryReading> memory_reading_from_wire(const json& wire) {
   return decode<MemoryReading>("memory reading", [&] {
     MemoryReading reading;
     reading.id.index = wire.at("index").get<unsigned>();
+    if (wire.contains("gi")) {
+      reading.id.gi = wire_optional_integer<unsigned>(wire, "gi");
+      reading.id.ci = wire_optional_integer<unsigned>(wire, "ci");
+      for (const json& r : wire_field(wire, "mig")) {
+        auto one = memory_reading_from_wire(r);
+        if (!one) throw std::runtime_error(one.error().message);
+        reading.mig.push_back(std::move(*one));
+      }
+    }
     reading.used = optional_from_wire<std::uint64_t>(wire, "used");
     reading.pids = wire.at("pids").get<std::vector<std::uint32_t>>();
     if (wire.contains("utilization_gpu"))

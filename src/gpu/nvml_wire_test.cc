@@ -113,7 +113,7 @@ TEST(NvmlWire, UtilizationAbsentFromAnOlderWorkerIsUnknown) {
 }
 
 TEST(NvmlWire, MemoryReadingRoundTrip) {
-  MemoryReading r{5, (1ULL << 62) + 3, {1, 2, 4194304}, "GPU 5: lost", true, 88};
+  MemoryReading r{DeviceId{5}, (1ULL << 62) + 3, {1, 2, 4194304}, "GPU 5: lost", true, 88, {}};
   auto back = memory_reading_from_wire(memory_reading_to_wire(r));
   ASSERT_TRUE(back.has_value()) << back.error().message;
   EXPECT_EQ(back->utilization_gpu, 88U);
@@ -123,7 +123,7 @@ TEST(NvmlWire, MemoryReadingRoundTrip) {
   EXPECT_EQ(back->problem, "GPU 5: lost");
   EXPECT_TRUE(back->hung);
 
-  MemoryReading unknown{1, std::nullopt, {}, {}, false, std::nullopt};
+  MemoryReading unknown{DeviceId{1}, std::nullopt, {}, {}, false, std::nullopt, {}};
   back = memory_reading_from_wire(memory_reading_to_wire(unknown));
   ASSERT_TRUE(back.has_value());
   EXPECT_FALSE(back->used.has_value());

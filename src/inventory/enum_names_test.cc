@@ -35,7 +35,7 @@ void expect_one_table(std::size_t count) {
 TEST(EnumNames, EveryValueHasOneNameThatReadsBack) {
   expect_one_table<gpu::NvmlState>(6);
   expect_one_table<gpu::ProcessKind>(3);
-  expect_one_table<proc::NodeKind>(6);
+  expect_one_table<proc::NodeKind>(7);
   expect_one_table<proc::FoundBy>(3);
   expect_one_table<proc::OrphanEvidence>(6);
   expect_one_table<inventory::Unexplained>(5);

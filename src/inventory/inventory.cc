@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "gpu/mig.h"
 #include "util/units.h"
 
 namespace gpureap::inventory {
@@ -294,10 +295,18 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
     // 2. Processes with this GPU's node open. CUDA opens every visible GPU's node,
     //    so one NVML lists elsewhere only "has it open"; one NVML lists nowhere
     //    (an inherited descriptor, a child) may be the real holder.
+    //    A MIG device shares its GPU's node: only a process holding a capability of
+    //    this MIG device uses it (gpu/mig.h); one with the GPU's node alone stays an
+    //    "other holder", named as a holder of the physical GPU's node only.
     if (info.minor) {
       for (std::size_t i = 0; i < scan.holders.size(); ++i) {
         const auto& h = scan.holders[i];
         if (!h.gpu_minors.contains(*info.minor) || on_this_gpu.contains(h.id.pid)) continue;
+        if (info.id.mig() &&
+            std::none_of(h.mig_access.begin(), h.mig_access.end(), [&](const proc::MigAccess& a) {
+              return gpu::grants(a, *info.minor, info.id);
+            }))
+          continue;
         bool uses = !nvml_ok || !nvml_listed.contains(static_cast<std::uint32_t>(h.id.pid));
         view.holders.push_back(GpuHolder{h, std::nullopt, uses});
         placed[i] = true;

@@ -79,7 +79,7 @@ TEST(BuildInventory, MemoryWithNoHolderIsDriverHeldUnlessFalling) {
   EXPECT_EQ(stuck.gpus[0].unexplained, Unexplained::driver_held);
   EXPECT_GT(stuck.gpus[0].unattributed_bytes, 90 * kGiB);
 
-  std::vector<gpu::MemoryReading> later = {{3, 40 * kGiB, {}, {}, false, std::nullopt}};
+  std::vector<gpu::MemoryReading> later = {{gpu::dev(3), 40 * kGiB, {}, {}, false, std::nullopt}};
   Inventory falling = build_inventory(snap, {}, store, /*host_ns*/ true, later);
   EXPECT_EQ(falling.gpus[0].unexplained, Unexplained::releasing);
 }

@@ -101,6 +101,8 @@ json encode_holder(const proc::Holder& h) {
   for (const auto& t : h.threads) threads.push_back({t.tid, static_cast<unsigned char>(t.state)});
   json found = json::array();
   for (auto f : h.found_by) found.push_back(name_of(f));
+  json mig = json::array();
+  for (const auto& a : h.mig_access) mig.push_back({a.gpu_minor, a.gi, optional_json(a.ci)});
   json nodes = json::array();
   for (const auto& n : h.nodes)
     nodes.push_back({{"kind", name_of(n.kind)},
@@ -137,6 +139,7 @@ json encode_holder(const proc::Holder& h) {
           {"found_by", found},
           {"nodes", nodes},
           {"gpu_minors", h.gpu_minors},
+          {"mig_access", mig},
           {"wchan", text(h.wchan)}};
 }
 
@@ -214,6 +217,14 @@ proc::Holder decode_holder(const json& j) {
                                     optional_integer<unsigned>(n, "minor"), string(n, "path")});
   for (const auto& m : array(j, "gpu_minors"))
     h.gpu_minors.insert(integer_value<unsigned>(m, "gpu_minors"));
+  if (j.contains("mig_access"))
+    for (const auto& a : array(j, "mig_access")) {
+      if (!a.is_array() || a.size() != 3) throw WireError("'mig_access': expected [minor, gi, ci]");
+      h.mig_access.insert(proc::MigAccess{
+          integer_value<unsigned>(a[0], "mig_access"), integer_value<unsigned>(a[1], "mig_access"),
+          a[2].is_null() ? std::nullopt
+                         : std::optional<unsigned>(integer_value<unsigned>(a[2], "mig_access"))});
+    }
   h.wchan = string(j, "wchan");
   return h;
 }

@@ -479,7 +479,7 @@ TEST(RedactFor, ReleasingStaysReleasing) {
   gpu::GpuSnapshot snap;
   snap.gpus = {gpu_info(0, 60 * kGiB, {})};
   auto store = BaselineStore::in_memory();
-  Inventory inv = build_inventory(snap, {}, store, /*host_ns*/ true, {{0, 20 * kGiB, {}, {}, false, std::nullopt}});
+  Inventory inv = build_inventory(snap, {}, store, /*host_ns*/ true, {{gpu::dev(0), 20 * kGiB, {}, {}, false, std::nullopt}});
   ASSERT_EQ(inv.gpus[0].unexplained, Unexplained::releasing);
   Inventory got = redact_for(kAlice, inv, OtherUsers::visible);
   EXPECT_EQ(got.gpus[0].unexplained, Unexplained::releasing);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <string_view>
 
@@ -95,10 +96,33 @@ class NodeChecker {
     sim_owner_ = sim_marker_owner(dirfd_, &marker_problem_);
   }
 
-  void check(std::string_view name) {
-    std::optional<DeviceNode> node = classify_name(name);
+  void check(std::string_view name) { check_node(classify_name(name), name); }
+
+  /// /dev/nvidia-caps/nvidia-cap<N> (issue 25): a MIG capability that mig-minors names.
+  void check_capability(int caps_dirfd, std::string_view name,
+                        const std::map<unsigned, MigAccess>& mig_minors) {
+    constexpr std::string_view prefix = "nvidia-cap";
+    if (!name.starts_with(prefix)) return;
+    unsigned minor = 0;
+    std::string_view digits = name.substr(prefix.size());
+    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), minor);
+    if (ec != std::errc() || ptr != digits.data() + digits.size() || digits.empty()) return;
+    auto access = mig_minors.find(minor);
+    if (access == mig_minors.end()) return;  // config, monitor: no MIG device's
+    DeviceNode node;
+    node.kind = NodeKind::mig_cap;
+    node.minor = minor;
+    node.mig = access->second;
+    const int saved = dirfd_;
+    dirfd_ = caps_dirfd;
+    check_node(node, name, "nvidia-caps/");
+    dirfd_ = saved;
+  }
+
+  void check_node(std::optional<DeviceNode> node, std::string_view name,
+                  std::string_view subdir = {}) {
     if (!node) return;
-    node->path = dev_dir_ + std::string(name);
+    node->path = dev_dir_ + std::string(subdir) + std::string(name);
     struct stat st {};
     // lstat: a symlink is judged as itself, never by what it points to.
     if (::fstatat(dirfd_, std::string(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
@@ -133,6 +157,13 @@ class NodeChecker {
     e.ino = st.st_ino;
     e.node = std::move(*node);
     entries.push_back(std::move(e));
+  }
+
+  /// Where mig-minors is: the driver's /proc file, or in a simulated node's directory
+  /// (marked as such), the one `gpureap-sim node --mig` writes beside its capabilities.
+  std::string mig_minors_path() const {
+    if (sim_owner_) return dev_dir_ + "nvidia-caps/mig-minors";
+    return proc_root_ + "/driver/nvidia-caps/mig-minors";
   }
 
   std::vector<DeviceSet::Entry> entries;
@@ -177,6 +208,14 @@ class NodeChecker {
         expected = fmt::format("major {}, nvidia-uvm's in {}/devices", *uvm, proc_root_);
         break;
       }
+      case NodeKind::mig_cap: {
+        auto caps = caps_major();
+        ok = caps && maj == *caps && min == *node.minor;
+        expected = caps ? fmt::format("{}:{}, nvidia-caps' in {}/devices", *caps, *node.minor,
+                                      proc_root_)
+                        : fmt::format("a major that {}/devices lists for nvidia-caps", proc_root_);
+        break;
+      }
       case NodeKind::other:
         break;
     }
@@ -204,6 +243,15 @@ class NodeChecker {
     return true;
   }
 
+  std::optional<unsigned> caps_major() {
+    if (!caps_read_) {
+      caps_read_ = true;
+      caps_major_ =
+          parse_char_device_major(read_small_file(proc_root_ + "/devices"), "nvidia-caps");
+    }
+    return caps_major_;
+  }
+
   std::optional<unsigned> uvm_major() {
     if (!uvm_read_) {
       uvm_read_ = true;
@@ -219,6 +267,8 @@ class NodeChecker {
   std::string marker_problem_;
   bool uvm_read_ = false;
   std::optional<unsigned> uvm_major_;
+  bool caps_read_ = false;
+  std::optional<unsigned> caps_major_;
 };
 
 }  // namespace
@@ -259,6 +309,14 @@ Result<DeviceSet> discover_devices(const std::string& dev_dir, const std::string
   if (err != 0) {
     errno = err;
     return std::unexpected(Error::from_errno("cannot read device directory " + dev_dir));
+  }
+  // MIG capabilities (issue 25): only on a node where the driver lists MIG devices.
+  UniqueFd caps(::openat(dir.get(), "nvidia-caps", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (caps.valid()) {
+    const auto mig_minors = parse_mig_minors(read_small_file(checker.mig_minors_path()));
+    if (!mig_minors.empty())
+      for_each_dirent(caps.get(), scratch,
+                      [&](std::string_view name) { checker.check_capability(caps.get(), name, mig_minors); });
   }
   std::sort(checker.warnings.begin(), checker.warnings.end());
   return DeviceSet(std::move(checker.entries), std::move(checker.warnings));

@@ -8,6 +8,7 @@ std::string_view enum_name(NodeKind kind) {
     case NodeKind::ctl: return "ctl";
     case NodeKind::uvm: return "uvm";
     case NodeKind::uvm_tools: return "uvm_tools";
+    case NodeKind::mig_cap: return "mig_cap";
     case NodeKind::modeset: return "modeset";
     case NodeKind::other: return "other";
   }

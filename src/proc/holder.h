@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "proc/mig_caps.h"
 #include "proc/engine_role.h"
 
 namespace gpureap::proc {
@@ -34,12 +35,14 @@ struct ProcessId {
 };
 
 /// Which device node a holder has: a GPU's /dev/nvidia<minor>, or a shared node.
-enum class NodeKind { gpu, ctl, uvm, uvm_tools, modeset, other };
+enum class NodeKind { gpu, ctl, uvm, uvm_tools, modeset, other, mig_cap };
 
 struct DeviceNode {
   NodeKind kind = NodeKind::other;
-  std::optional<unsigned> minor;  // set for NodeKind::gpu
+  std::optional<unsigned> minor;  // set for NodeKind::gpu and mig_cap (the capability's)
   std::string path;               // as found in the device directory
+  /// mig_cap: the MIG device /dev/nvidia-caps/nvidia-cap<minor> gives access to.
+  std::optional<MigAccess> mig{};
   friend bool operator<(const DeviceNode& a, const DeviceNode& b) { return a.path < b.path; }
   friend bool operator==(const DeviceNode& a, const DeviceNode& b) { return a.path == b.path; }
 };
@@ -101,6 +104,10 @@ struct Holder {
   std::set<FoundBy> found_by;
   std::set<DeviceNode> nodes;     // device nodes it holds
   std::set<unsigned> gpu_minors;  // minors of the GPU nodes it holds
+  /// The MIG devices its capability nodes give it access to (issue 25): a process on
+  /// a MIG device holds its GPU's node and these; one with the GPU's node alone uses
+  /// no MIG device of it (an NVML client, a process between two MIG devices).
+  std::set<MigAccess> mig_access;
   std::string wchan;              // filled on request (leftover evidence)
   EngineIdentity engine;          // what its command line says it is (proc/engine_role.h)
   std::string instance;           // the key of its instance (inventory/instances.h), if any

@@ -357,6 +357,7 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
   for (const DeviceNode* node : hits.nodes) {
     h.nodes.insert(*node);
     if (node->kind == NodeKind::gpu && node->minor) h.gpu_minors.insert(*node->minor);
+    if (node->kind == NodeKind::mig_cap && node->mig) h.mig_access.insert(*node->mig);
   }
   holders.push_back(std::move(h));
 }

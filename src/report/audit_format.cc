@@ -36,11 +36,22 @@ std::string text_back(const json& j, const char* key) {
   return v.is_null() ? std::string() : text_from_wire(v);
 }
 
+// A MIG device adds its instance ids ("gi", "ci"); a whole GPU's record has neither.
 ordered gpu_json(const reclaim::AuditGpu& g) {
-  return ordered{{"index", g.id.index}, {"uuid", text_or_null(g.uuid)}};
+  ordered out{{"index", g.id.index}, {"uuid", text_or_null(g.uuid)}};
+  if (g.id.mig()) {
+    out["gi"] = *g.id.gi;
+    out["ci"] = g.id.ci ? ordered(*g.id.ci) : ordered(nullptr);
+  }
+  return out;
 }
 reclaim::AuditGpu gpu_back(const json& j) {
-  return reclaim::AuditGpu{gpu::DeviceId{wire_integer<unsigned>(j, "index")}, text_back(j, "uuid")};
+  gpu::DeviceId id{wire_integer<unsigned>(j, "index")};
+  if (j.contains("gi")) {
+    id.gi = wire_integer<unsigned>(j, "gi");
+    id.ci = wire_optional_integer<unsigned>(j, "ci");
+  }
+  return reclaim::AuditGpu{id, text_back(j, "uuid")};
 }
 
 template <typename E>

@@ -1,7 +1,8 @@
 #pragma once
 // How a gpu::DeviceId is spelled in gpureap's JSON (the user-facing contract,
 // docs/json-schema.md): a whole GPU is its NVML index, a number, as it has always
-// been. Included by the report files that put ids into JSON.
+// been; a MIG device is the text --gpu takes for it, "0/gi1/ci0". Included by the
+// report files that put ids into JSON.
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,9 @@ template <>
 struct nlohmann::adl_serializer<gpureap::gpu::DeviceId> {
   template <typename Json>
   static void to_json(Json& j, const gpureap::gpu::DeviceId& id) {
-    j = id.index;
+    if (id.mig())
+      j = gpureap::gpu::device_text(id);
+    else
+      j = id.index;
   }
 };

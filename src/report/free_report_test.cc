@@ -38,7 +38,7 @@ TEST(FreeText, ProcessTextIsEscapedInEveryLine) {
   g.uuid = "GPU-x";
   g.before = 1;
   r.gpus.push_back(g);
-  r.leftovers.push_back({0,
+  r.leftovers.push_back({gpu::dev(0),
                          reclaim::LeftoverClass::live_holder,
                          {4242},
                          {"pid 4242 (" + kComm + ") cmd: a\nb"},

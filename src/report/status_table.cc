@@ -22,6 +22,7 @@ std::string gpu_heading(const gpu::GpuInfo& info, const Style& style) {
   if (!info.pci_bus_id.empty()) line += "  " + terminal_text(info.pci_bus_id);
   if (info.minor) line += fmt::format("  /dev/nvidia{}", *info.minor);
   if (!info.uuid.empty()) line += "  " + style.dim(terminal_text(info.uuid));
+  if (info.id.mig()) line += "  " + style.dim("MIG device of " + terminal_text(info.parent_uuid));
   return line;
 }
 
@@ -225,12 +226,37 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
     }
   }
   if (inv.gpus.empty()) out += "No NVIDIA GPU found and no process holds an nvidia device node.\n";
-  if (!inv.other_holders.empty()) {
+  // A GPU in MIG mode: a process with its node but no capability of a MIG device uses
+  // none (an NVML client, a process between two MIG devices); it is no holder of any
+  // MIG device, but it does block a MIG reconfiguration or a reset of that GPU.
+  std::vector<const proc::Holder*> shared_only, parent_only;
+  for (const auto& h : inv.other_holders) {
+    std::set<unsigned> mig_minors;
+    for (const auto& view : inv.gpus)
+      if (view.info.id.mig() && view.info.minor && h.gpu_minors.contains(*view.info.minor))
+        mig_minors.insert(*view.info.minor);
+    (mig_minors.empty() ? shared_only : parent_only).push_back(&h);
+  }
+  for (const proc::Holder* h : parent_only) {
+    std::set<gpu::DeviceId> parents;
+    for (const auto& view : inv.gpus)
+      if (view.info.id.mig() && view.info.minor && h->gpu_minors.contains(*view.info.minor))
+        parents.insert(view.info.id.parent());
+    std::string gpus;
+    for (const auto& p : parents) gpus += (gpus.empty() ? "" : ", ") + fmt::format("GPU {}", p);
+    out += style.yellow(fmt::format(
+               "\n! pid {} ({}) holds {}'s own device node but no MIG device of it: it uses no "
+               "MIG device's memory, and it blocks a MIG reconfiguration or a reset of that "
+               "GPU (an NVML client such as a monitoring agent, or a process not yet on a MIG "
+               "device)",
+               h->id.pid, terminal_text(h->comm), gpus)) +
+           "\n";
+  }
+  if (!shared_only.empty()) {
     out += fmt::format("\nProcesses with nvidiactl/nvidia-uvm open but no GPU node ({}):",
-                       inv.other_holders.size());
-    for (std::size_t i = 0; i < inv.other_holders.size() && i < 10; ++i)
-      out += fmt::format(" {} ({})", inv.other_holders[i].id.pid,
-                         terminal_text(inv.other_holders[i].comm));
+                       shared_only.size());
+    for (std::size_t i = 0; i < shared_only.size() && i < 10; ++i)
+      out += fmt::format(" {} ({})", shared_only[i]->id.pid, terminal_text(shared_only[i]->comm));
     out += "\n";
   }
   if (!inv.problems.empty()) {

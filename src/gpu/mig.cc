@@ -1,0 +1,35 @@
+#include "gpu/mig.h"
+
+#include <algorithm>
+
+namespace gpureap::gpu {
+namespace {
+
+template <typename T>
+void flatten(std::vector<T>& items, std::vector<T> T::*children) {
+  std::vector<T> out;
+  out.reserve(items.size());
+  for (T& item : items) {
+    auto& mig = item.*children;
+    if (mig.empty()) {
+      out.push_back(std::move(item));
+      continue;
+    }
+    std::sort(mig.begin(), mig.end(), [](const T& a, const T& b) { return a.id < b.id; });
+    for (T& d : mig) out.push_back(std::move(d));
+  }
+  items = std::move(out);
+}
+
+}  // namespace
+
+void flatten_mig(std::vector<GpuInfo>& gpus) { flatten(gpus, &GpuInfo::mig_devices); }
+
+void flatten_mig(std::vector<MemoryReading>& readings) { flatten(readings, &MemoryReading::mig); }
+
+bool grants(const proc::MigAccess& access, unsigned gpu_minor, const DeviceId& device) {
+  return device.mig() && access.gpu_minor == gpu_minor && access.gi == *device.gi &&
+         (!access.ci || access.ci == device.ci);
+}
+
+}  // namespace gpureap::gpu

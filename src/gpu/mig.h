@@ -1,0 +1,27 @@
+#pragma once
+// MIG (issue 25): every MIG device is a GPU to gpureap. NVML reads a GPU in MIG mode
+// through its MIG device handles (gpu/nvml_library.cc keeps them under the physical
+// GPU's GpuInfo::mig_devices); this file puts each MIG device in its physical GPU's
+// place, and says which MIG device a capability a process holds (proc/mig_caps.h)
+// gives access to.
+
+#include <vector>
+
+#include "gpu/gpu_info.h"
+#include "proc/mig_caps.h"
+
+namespace gpureap::gpu {
+
+/// Replaces each GPU in MIG mode that NVML listed MIG devices for by those devices
+/// (in the GPU's place, ordered by GPU instance then compute instance). A GPU in MIG
+/// mode without MIG devices (none created, or they could not be read) stays as it is.
+void flatten_mig(std::vector<GpuInfo>& gpus);
+/// The same for memory readings (MemoryReading::mig).
+void flatten_mig(std::vector<MemoryReading>& readings);
+
+/// True when `device` (a MIG device's id) is what `access` gives access to on a GPU
+/// whose minor is `gpu_minor`: the same GPU instance, and the same compute instance
+/// when `access` names one.
+bool grants(const proc::MigAccess& access, unsigned gpu_minor, const DeviceId& device);
+
+}  // namespace gpureap::gpu

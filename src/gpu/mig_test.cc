@@ -1,0 +1,91 @@
+#include "gpu/mig.h"
+
+#include <gtest/gtest.h>
+
+#include "gpu/gpu_select.h"
+
+namespace gpureap::gpu {
+namespace {
+
+GpuInfo mig_test_device(unsigned index, unsigned gi, unsigned ci, std::string uuid) {
+  GpuInfo d;
+  d.id = DeviceId{index, gi, ci};
+  d.uuid = std::move(uuid);
+  d.minor = index;
+  return d;
+}
+
+// GPU 0 in MIG mode with two MIG devices (listed out of order), GPU 1 whole, GPU 2
+// in MIG mode with none created.
+std::vector<GpuInfo> mig_node() {
+  GpuInfo g0;
+  g0.id = DeviceId{0};
+  g0.mig_mode = true;
+  g0.mig_devices = {mig_test_device(0, 2, 0, "MIG-bbbb2222"), mig_test_device(0, 1, 0, "MIG-aaaa1111")};
+  GpuInfo g1;
+  g1.id = DeviceId{1};
+  g1.uuid = "GPU-1111";
+  GpuInfo g2;
+  g2.id = DeviceId{2};
+  g2.mig_mode = true;
+  std::vector<GpuInfo> gpus{g0, g1, g2};
+  flatten_mig(gpus);
+  return gpus;
+}
+
+TEST(FlattenMig, EachMigDeviceTakesItsGpusPlace) {
+  const auto gpus = mig_node();
+  ASSERT_EQ(gpus.size(), 4u);
+  EXPECT_EQ(device_text(gpus[0].id), "0/gi1/ci0");
+  EXPECT_EQ(device_text(gpus[1].id), "0/gi2/ci0");
+  EXPECT_EQ(device_text(gpus[2].id), "1");
+  EXPECT_EQ(device_text(gpus[3].id), "2") << "MIG mode without MIG devices: kept as it is";
+  EXPECT_EQ(gpus[0].id.parent(), DeviceId{0});
+}
+
+TEST(FlattenMig, ReadingsToo) {
+  MemoryReading r;
+  r.id = DeviceId{0};
+  MemoryReading a;
+  a.id = DeviceId{0, 1u, 0u};
+  a.used = 5;
+  r.mig = {a};
+  std::vector<MemoryReading> readings{r};
+  flatten_mig(readings);
+  ASSERT_EQ(readings.size(), 1u);
+  EXPECT_EQ(readings[0].id, (DeviceId{0, 1u, 0u}));
+  EXPECT_EQ(readings[0].used, 5u);
+}
+
+TEST(MigSelector, EveryFormNamesTheMigDevicesItShould) {
+  const auto gpus = mig_node();
+  auto sel = [&](std::string_view spec) -> std::string {
+    auto ids = select_gpus(spec, gpus);
+    return ids ? device_list(*ids) : "error: " + ids.error().message;
+  };
+  EXPECT_EQ(sel("0/gi1/ci0"), "0/gi1/ci0");
+  EXPECT_EQ(sel("0/gi2"), "0/gi2/ci0");
+  EXPECT_EQ(sel("0:1"), "0/gi1/ci0") << "nvidia-smi's GPU:GPU-instance";
+  EXPECT_EQ(sel("MIG-aaaa"), "0/gi1/ci0");
+  EXPECT_EQ(sel("mig-BBBB2222"), "0/gi2/ci0");
+  EXPECT_EQ(sel("0"), "0/gi1/ci0,0/gi2/ci0") << "the GPU is all its MIG devices";
+  EXPECT_EQ(sel("0-1"), "0/gi1/ci0,0/gi2/ci0,1");
+  EXPECT_EQ(sel("all"), "0/gi1/ci0,0/gi2/ci0,1,2");
+  EXPECT_NE(sel("0/gi3").find("no GPU has this MIG device"), std::string::npos) << sel("0/gi3");
+  EXPECT_NE(sel("0/gi1/cx").find("expected a MIG device"), std::string::npos) << sel("0/gi1/cx");
+  EXPECT_NE(sel("0/gi1/ci0/x").find("expected a MIG device"), std::string::npos);
+  EXPECT_NE(sel("MIG-a").find("UUID prefix too short"), std::string::npos) << sel("MIG-a");
+}
+
+TEST(MigGrants, ACapabilityGrantsItsOwnInstanceOnly) {
+  const DeviceId d{0, 1u, 0u};
+  EXPECT_TRUE(grants(proc::MigAccess{0, 1, 0u}, 0, d));
+  EXPECT_TRUE(grants(proc::MigAccess{0, 1, std::nullopt}, 0, d)) << "the GPU instance's own";
+  EXPECT_FALSE(grants(proc::MigAccess{0, 2, 0u}, 0, d));
+  EXPECT_FALSE(grants(proc::MigAccess{0, 1, 1u}, 0, d));
+  EXPECT_FALSE(grants(proc::MigAccess{1, 1, 0u}, 0, d)) << "another GPU's minor";
+  EXPECT_FALSE(grants(proc::MigAccess{0, 1, 0u}, 0, DeviceId{0})) << "a whole GPU";
+}
+
+}  // namespace
+}  // namespace gpureap::gpu
