@@ -25,8 +25,11 @@ MODULES = util gpu proc capacity inventory reclaim cluster report supervise agen
 
 all: build
 
+# The Debian packages, then the npm tree of the dashboard's schema check, pinned by its
+# lock file, into the build directory (docs/grafana.md; skipped without node and npm).
 deps:
 	@./scripts/install-deps.sh
+	@./scripts/install-grafana-validator.sh $(BUILD)
 
 build: deps
 	$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Debug)

@@ -20,6 +20,8 @@
 #include <fstream>
 #include <thread>
 
+#include "harness.h"
+
 extern char** environ;
 
 namespace gpureap::e2e {
@@ -185,9 +187,11 @@ std::pair<int, std::string> promtool_check_metrics(const std::string& text) {
 
 // ---- PrometheusServer --------------------------------------------------------
 
-PrometheusServer::PrometheusServer(const std::string& target) {
+PrometheusServer::PrometheusServer(const std::string& target,
+                                   const std::vector<std::string>& rule_files) {
   dir_ = make_temp_dir("gpureap-prometheus-");
-  std::ofstream(dir_ + "/prometheus.yml") << "global:\n"
+  std::ofstream config(dir_ + "/prometheus.yml");
+  config << "global:\n"
                                              "  scrape_interval: 1s\n"
                                              "  scrape_timeout: 1s\n"
                                              "  evaluation_interval: 1s\n"
@@ -196,6 +200,9 @@ PrometheusServer::PrometheusServer(const std::string& target) {
                                              "    static_configs:\n"
                                              "      - targets: ['"
                                           << target << "']\n";
+  if (!rule_files.empty()) config << "rule_files:\n";
+  for (const auto& f : rule_files) config << "  - '" << f << "'\n";
+  config.close();
   // A port picked here may be taken before Prometheus binds it: then it exits at
   // once, and another port is tried.
   for (int attempt = 0; attempt < 3 && pid_ < 0; ++attempt) {
@@ -261,6 +268,24 @@ std::optional<nlohmann::json> PrometheusServer::wait_for(
     // Prometheus has new data once a second (the scrape interval).
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+ListeningAgent start_listening_agent(const SimNode& node, std::vector<std::string> extra) {
+  using namespace std::chrono_literals;
+  ListeningAgent a;
+  std::vector<std::string> args = {"--json", "watch", "--listen", "127.0.0.1:0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  a.child.emplace(WatchChild::gpureap(node, args));
+  auto started = a.child->wait_for_json(
+      [](const nlohmann::json& j) { return j.value("event", "") == "started"; }, 30s);
+  if (!started || !(*started)["listen"].is_string()) {
+    ADD_FAILURE() << "no started line naming the address:\n" << a.child->transcript();
+    return a;
+  }
+  a.listen = (*started)["listen"].get<std::string>();
+  a.port = static_cast<std::uint16_t>(std::stoi(a.listen.substr(a.listen.rfind(':') + 1)));
+  EXPECT_NE(a.port, 0) << a.listen;
+  return a;
 }
 
 std::map<std::string, double> by_label(const nlohmann::json& result, const std::string& label) {

@@ -5,7 +5,8 @@
 // every second, and answers PromQL queries through /api/v1/query; a tiny HTTP GET
 // for loopback; promtool. Every wait is bounded; the server is stopped through its
 // pidfd, also when the test fails (and killed by the kernel should the test
-// process die: PR_SET_PDEATHSIG). The agent itself runs as a WatchChild.
+// process die: PR_SET_PDEATHSIG). The agent itself runs as a WatchChild
+// (start_listening_agent).
 
 #include <sys/types.h>
 
@@ -18,7 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "watch_child.h"
+
 namespace gpureap::e2e {
+
+class SimNode;
 
 struct HttpReply {
   int status = 0;  // 0: no reply (connection failed or timed out)
@@ -34,9 +39,11 @@ std::pair<int, std::string> promtool_check_metrics(const std::string& text);
 class PrometheusServer {
  public:
   /// Starts `prometheus` on 127.0.0.1 (a free port) scraping `target`
-  /// ("127.0.0.1:PORT", path /metrics) every second, and waits (bounded) until it
-  /// answers queries. Fails the test when it cannot start.
-  explicit PrometheusServer(const std::string& target);
+  /// ("127.0.0.1:PORT", path /metrics, job `gpureap`) every second, evaluating the
+  /// rules of `rule_files` (absolute paths) every second, and waits (bounded) until
+  /// it answers queries. Fails the test when it cannot start.
+  explicit PrometheusServer(const std::string& target,
+                            const std::vector<std::string>& rule_files = {});
   ~PrometheusServer();  // stops the server through its pidfd, removes its directory
   PrometheusServer(const PrometheusServer&) = delete;
   PrometheusServer& operator=(const PrometheusServer&) = delete;
@@ -65,6 +72,15 @@ class PrometheusServer {
   pid_t pid_ = -1;  // our child while started()
   int pidfd_ = -1;
 };
+
+/// `gpureap --json watch --listen 127.0.0.1:0 <extra>` on `node`; its started line
+/// names the address (`listen`, as Prometheus's `instance` label shows it) and port.
+struct ListeningAgent {
+  std::optional<WatchChild> child;
+  std::uint16_t port = 0;  // 0: it did not start (the test has failed, saying why)
+  std::string listen;
+};
+ListeningAgent start_listening_agent(const SimNode& node, std::vector<std::string> extra = {});
 
 /// data.result of a vector query as label value of `label` -> sample value.
 std::map<std::string, double> by_label(const nlohmann::json& result, const std::string& label);

@@ -131,30 +131,6 @@ TEST(PrometheusHarness, ScrapesRenderMetricsServedByHttpServer) {
             << to_up << " s after start; test " << seconds_since(test_start) << " s\n";
 }
 
-// `gpureap --json watch --listen 127.0.0.1:0`: its started line names the port.
-struct Agent {
-  std::optional<WatchChild> child;
-  std::uint16_t port = 0;
-  std::string listen;
-};
-
-Agent start_agent(const SimNode& node, std::vector<std::string> extra = {}) {
-  Agent a;
-  std::vector<std::string> args = {"--json", "watch", "--listen", "127.0.0.1:0"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  a.child.emplace(WatchChild::gpureap(node, args));
-  auto started = a.child->wait_for_json(
-      [](const nlohmann::json& j) { return j.value("event", "") == "started"; }, 30s);
-  if (!started || !(*started)["listen"].is_string()) {
-    ADD_FAILURE() << "no started line naming the address:\n" << a.child->transcript();
-    return a;
-  }
-  a.listen = (*started)["listen"].get<std::string>();
-  a.port = static_cast<std::uint16_t>(std::stoi(a.listen.substr(a.listen.rfind(':') + 1)));
-  EXPECT_NE(a.port, 0) << a.listen;
-  return a;
-}
-
 // Until the lead's `watch` lands on main, the agent's tests skip (as
 // watch_status_test.cc does); the harness's own test above runs regardless.
 bool watch_exists() {
@@ -166,7 +142,7 @@ TEST(WatchPrometheus, OrphanedBytesAppearOnEachGpuAndFallToZeroAfterFree) {
   if (!watch_exists()) GTEST_SKIP() << "`gpureap watch` is not built yet";
   auto test_start = Clock::now();
   SimNode node;
-  auto agent = start_agent(node);
+  auto agent = start_listening_agent(node);
   ASSERT_NE(agent.port, 0);
 
   auto prometheus_start = Clock::now();
@@ -217,7 +193,7 @@ TEST(WatchPrometheus, OrphanedBytesAppearOnEachGpuAndFallToZeroAfterFree) {
 TEST(WatchPrometheus, AgentMetricsPassPromtool) {
   if (!watch_exists()) GTEST_SKIP() << "`gpureap watch` is not built yet";
   SimNode node;
-  auto agent = start_agent(node, {"--per-holder-metrics"});
+  auto agent = start_listening_agent(node, {"--per-holder-metrics"});
   ASSERT_NE(agent.port, 0);
   auto hold = node.hold({"--gpu", "0", "--children", "8", "--bytes", "20GiB", "--orphan"});
   ASSERT_EQ(hold.holders.size(), 8u);

@@ -1,0 +1,57 @@
+#!/bin/sh
+# Validates contrib/grafana/gpureap.json offline, without a Grafana server (issue 27):
+# against Grafana's own schema (JSON schemas made from @grafana/schema's TypeScript types
+# by typescript-json-schema, checked with ajv) and unit list (@grafana/data), plus layout,
+# datasource and variable checks (grafana-validate/validate.cjs). The npm packages are in
+# BUILD_DIR/grafana-validate, installed by scripts/install-grafana-validator.sh (`make
+# deps`) from package-lock.json; without them this test skips (exit 77), saying so.
+# Then proves the validator can fail: copies of the dashboard each with one defect
+# (a misspelt panel option, a unit Grafana lacks, two panels overlapping, a query on
+# another datasource) must each be rejected.
+# The queries themselves are evaluated by a real Prometheus in the e2e test
+# GrafanaDashboard.* (tests/e2e/grafana_dashboard_test.cc).
+# Usage: check_grafana_dashboard.sh SOURCE_DIR BUILD_DIR
+set -eu
+src=$1
+work=$2/grafana-validate
+dashboard=$src/contrib/grafana/gpureap.json
+if ! command -v node >/dev/null; then
+  echo "SKIP: node is not installed (the dashboard's schema check needs it)"
+  exit 77
+fi
+if ! cat "$src/tests/contrib/grafana-validate/package-lock.json" "$src/tests/contrib/grafana-validate/make-schemas.cjs" |
+     cmp -s - "$work/node_modules/.gpureap-installed" 2>/dev/null; then
+  echo "SKIP: the Grafana schema validator is not installed (or not as package-lock.json and"
+  echo "make-schemas.cjs say) in $work: run \`make deps\` (scripts/install-grafana-validator.sh $2)"
+  exit 77
+fi
+cp "$src/tests/contrib/grafana-validate/validate.cjs" "$work/"
+node "$work/validate.cjs" "$work" "$dashboard"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+python3 - "$dashboard" "$tmp" <<'PY'
+import json, sys
+dashboard, out = sys.argv[1], sys.argv[2]
+d = json.load(open(dashboard))
+panels = [p for p in d["panels"] if p["type"] != "row"]
+stat = next(p for p in panels if p["type"] == "stat")
+series = next(p for p in panels if p["type"] == "timeseries")
+def defect(name, change):
+    copy = json.loads(json.dumps(d))
+    change(copy, next(p for p in copy["panels"] if p["id"] == stat["id"]),
+           next(p for p in copy["panels"] if p["id"] == series["id"]))
+    json.dump(copy, open(f"{out}/{name}.json", "w"))
+defect("option-typo", lambda d, s, t: s["options"].update(colourMode="value"))
+defect("unknown-unit", lambda d, s, t: t["fieldConfig"]["defaults"].update(unit="gigabytes"))
+defect("overlap", lambda d, s, t: t["gridPos"].update(x=s["gridPos"]["x"], y=s["gridPos"]["y"]))
+defect("other-datasource", lambda d, s, t: t["targets"][0].update(datasource={"type": "prometheus", "uid": "prod"}))
+PY
+for bad in "$tmp"/*.json; do
+  if node "$work/validate.cjs" "$work" "$bad" >"$tmp/out" 2>&1; then
+    echo "FAIL: the validator accepted $(basename "$bad" .json):"
+    cat "$tmp/out"
+    exit 1
+  fi
+  echo "rejected $(basename "$bad" .json): $(head -n 1 "$tmp/out")"
+done
