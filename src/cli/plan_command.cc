@@ -328,7 +328,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
   auto o = std::make_shared<PlanOptions>();
   auto* sub = app.add_subcommand(
       "plan",
-      "Plan KV-cache capacity before a (re)launch: tokens per GPU, running requests, headroom.\n"
+      "Plan KV-cache capacity for a (re)launch: tokens, requests, headroom.\n"
       "SGLang sizes its KV pool as  f x M0 - weights  per GPU, where f is\n"
       "--mem-fraction-static and M0 the GPU's free memory before the weights load (the card\n"
       "minus the driver's reservation, the CUDA context and NCCL). Each token costs a fixed\n"
@@ -358,39 +358,51 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       std::string(kPlanExitHelp));
   sub->add_option("--model", o->model,
                   "A preset name (Presets below) or a Hugging Face config.json (or its directory)")
-      ->required();
+      ->required()
+      ->type_name("MODEL");
   sub->add_option("--gpu-memory", o->gpu_memory,
                   "Memory of one GPU with a unit, as nvidia-smi shows it (97887MiB, 96GiB); "
-                  "default: read through NVML");
-  o->tp_opt = sub->add_option("--tp", o->tp, "Tensor-parallel size (default 1, or the log's)");
+                  "default: read through NVML")
+      ->type_name("SIZE");
+  o->tp_opt = sub->add_option("--tp", o->tp, "Tensor-parallel size (default 1, or the log's)")
+                  ->type_name("N");
   sub->add_option("--mem-fraction", o->mem_fraction,
                   "--mem-fraction-static to plan (0.88), or a sweep FROM:TO:STEP (0.80:0.95:0.01); "
-                  "default with --from-log: the log's");
+                  "default with --from-log: the log's")
+      ->type_name("FRACTION");
   o->dtype_opt =
-      sub->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: bf16 (default) or fp8_e4m3");
-  auto* size =
-      sub->add_option("--hicache-size", o->hicache_size,
-                      "Host cache per rank, in GB like SGLang's flag (48), or with a unit");
-  o->ratio_opt =
-      sub->add_option("--hicache-ratio", o->hicache_ratio,
-                      "Host cache as a multiple of the GPU pool (SGLang's default is 2)");
+      sub->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: bf16 (default) or fp8_e4m3")
+          ->type_name("DTYPE");
+  auto* size = sub->add_option("--hicache-size", o->hicache_size,
+                               "Host cache per rank, in GB like SGLang's flag (48), or with a unit")
+                   ->type_name("SIZE");
+  o->ratio_opt = sub->add_option("--hicache-ratio", o->hicache_ratio,
+                                 "Host cache as a multiple of the GPU pool (SGLang's default is 2)")
+                     ->type_name("RATIO");
   size->excludes(o->ratio_opt);
   sub->add_option("--host-memory", o->host_memory,
                   "Available host RAM with a unit (408GB); default: this machine's when the GPUs "
-                  "are read here");
+                  "are read here")
+      ->type_name("SIZE");
   o->context_opt = sub->add_option("--context-len", o->context_len,
-                                   "Server context length (default: the model's)");
+                                   "Server context length (default: the model's)")
+                       ->type_name("TOKENS");
   o->prompt_opt =
-      sub->add_option("--avg-prompt", o->avg_prompt, "Average prompt tokens per request");
+      sub->add_option("--avg-prompt", o->avg_prompt, "Average prompt tokens per request")
+          ->type_name("TOKENS");
   o->output_opt =
-      sub->add_option("--avg-output", o->avg_output, "Average output tokens per request");
+      sub->add_option("--avg-output", o->avg_output, "Average output tokens per request")
+          ->type_name("TOKENS");
   sub->add_option("--engine", o->engine, "sglang (default) or vllm (--gpu-memory-utilization)")
-      ->check(CLI::IsMember({"sglang", "vllm"}));
+      ->check(CLI::IsMember({"sglang", "vllm"}))
+      ->type_name("ENGINE");
   sub->add_option("--weights", o->weights,
-                  "Checkpoint bytes with a unit (600GB), or a model.safetensors.index.json");
+                  "Checkpoint bytes with a unit (600GB), or a model.safetensors.index.json")
+      ->type_name("SIZE");
   sub->add_option(
-      "--from-log", o->from_log,
-      "An SGLang server log: calibrate M0, weights and runtime reserve from its start-up");
+         "--from-log", o->from_log,
+         "An SGLang server log: calibrate M0, weights and runtime reserve from its start-up")
+      ->type_name("PATH");
   sub->callback([&run, &global, o] { run = [&global, o] { return run_plan(global, *o); }; });
 }
 
