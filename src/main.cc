@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -14,6 +15,8 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/global_order.h"
+#include "cli/help_format.h"
 #include "cli/suggest.h"
 #include "report/terminal_text.h"
 
@@ -43,28 +46,28 @@ std::string first_word(int argc, char** argv) {
 int main(int argc, char** argv) {
   using namespace gpureap::cli;
 
-  CLI::App app{
-      "gpureap: who holds each GPU's memory, why it is still held, and how to free it.\n"
-      "Run with no command for `status`."};
-  app.footer(kExitCodesHelp);
+  CLI::App app{"gpureap: who holds each GPU's memory, why it is still held, and how to free it.",
+               "gpureap"};
+  app.footer(kExitCodesHelp);  // gpureap(1)'s EXIT STATUS; --help says it in brief
+  use_gpureap_help(app);       // a screen: one line per command, wrapped at 80 columns
   // Global options may follow the command (`gpureap status --json`); subcommands
   // inherit this setting, so it is set before they are added.
   app.fallthrough();
 
   // 1. Options every command shares.
   GlobalOptions global;
-  app.add_flag("--json", global.json, "Machine-readable output (schema: docs/json-schema.md)");
+  // One line each in --help (a screen): the details are in gpureap(1).
+  app.get_help_ptr()->group("");  // `gpureap help` and the footer say how to get help
+  app.add_flag("--json", global.json, "Machine-readable output (docs/json-schema.md)");
   app.add_option("--nvml-library", global.nvml_library,
-                 "NVML library to load (default: $GPUREAP_NVML_LIBRARY, else libnvidia-ml.so.1)");
-  app.add_option(
-      "--dev-dir", global.dev_dir,
-      "Directory holding the nvidia device nodes (default: $GPUREAP_DEV_DIR, else /dev)");
+                 "NVML library (default: $GPUREAP_NVML_LIBRARY)")
+      ->type_name("PATH");
+  app.add_option("--dev-dir", global.dev_dir, "nvidia device nodes (else $GPUREAP_DEV_DIR, /dev)")
+      ->type_name("DIR");
   app.add_flag("--no-color", global.no_color, "No colour (also when NO_COLOR is set or not a TTY)");
-  app.add_flag("--no-agent", global.no_agent,
-               "Scan directly, without asking a running `gpureap watch` (also GPUREAP_NO_AGENT=1)");
+  app.add_flag("--no-agent", global.no_agent, "Do not ask the agent (or GPUREAP_NO_AGENT=1)");
   bool version = false;
-  app.add_flag("--version", version,
-               "Print the version and commit, the build type and the NVML driver version");
+  app.add_flag("--version", version, "Print the version, build and NVML driver version");
 
   // 2. The commands; each fills `run` when chosen.
   CommandFn run;
@@ -72,15 +75,22 @@ int main(int argc, char** argv) {
   // Hidden, for packaging: they describe the commands above (docs/packaging.md).
   add_completion_command(app, global, run);
   add_man_page_command(app, run);
+  // Hidden ways in: `gpureap help [COMMAND]`, `gpureap version`.
+  add_help_commands(app, global, run, GPUREAP_LINKAGE);
   app.require_subcommand(0, 1);
 
   // 3. Parse; usage errors exit 2 with CLI11's message.
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    // `gpureap run --json -- CMD`: run's global options moved before it (cli/global_order.h).
+    std::vector<std::string> args = hoist_global_options({argv + 1, argv + argc}, app);
+    std::reverse(args.begin(), args.end());  // CLI11 reads a vector from its end
+    app.parse(args);
+  } catch (const CLI::CallForHelp&) {
+    print_out(wrap_help(app.help()));
+    return kExitOk;
+  } catch (const CLI::CallForAllHelp&) {
+    print_out(wrap_help(app.help("", CLI::AppFormatMode::All)));
+    return kExitOk;
   } catch (const CLI::ExtrasError& e) {
     // A word where a command belongs is a mistyped command, not a stray argument.
     if (auto word = first_word(argc, argv); app.get_subcommands().empty() && !word.empty()) {

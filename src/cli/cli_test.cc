@@ -4,13 +4,15 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 
 #include "cli/cli_outline.h"
 #include "cli/command.h"
 #include "cli/environment.h"
+#include "cli/global_order.h"
+#include "cli/help_format.h"
 #include "cli/suggest.h"
 #include "reclaim/escalation.h"
 #include "reclaim/reclaimer.h"
@@ -22,10 +24,13 @@ namespace {
 using namespace std::chrono_literals;
 
 struct Tree {
-  CLI::App app{"gpureap"};
+  CLI::App app{"gpureap", "gpureap"};
   GlobalOptions global;
   CommandFn run;
-  Tree() { add_commands(app, global, run); }
+  Tree() {
+    use_gpureap_help(app);  // as main.cc
+    add_commands(app, global, run);
+  }
   void parse(std::vector<std::string> args) {
     std::reverse(args.begin(), args.end());
     app.parse(args);
@@ -123,6 +128,94 @@ TEST(CommandTree, ParsingChoosesTheCommandWithoutRunningIt) {
   t.parse({"free", "--gpu", "all", "--orphans", "--dry-run"});
   EXPECT_TRUE(t.app.got_subcommand("free"));
   EXPECT_TRUE(static_cast<bool>(t.run));  // chosen, not yet run: main.cc runs it
+}
+
+// Issue 28 part 3: value names that say what is expected, never CLI11's TEXT/UINT.
+TEST(CommandTree, EveryOptionsValueNameSaysWhatIsExpected) {
+  Tree t;
+  std::size_t checked = 0;
+  for (const auto& c : visible_commands(t.app)) {
+    for (const auto* list : {&c.options, &c.positionals})
+      for (const auto& o : *list) {
+        if (o.value_name.empty()) continue;  // a flag
+        ++checked;
+        const std::string name = o.value_name.substr(0, o.value_name.find(':'));
+        for (const char* generic : {"TEXT", "UINT", "INT", "FLOAT", "NUMBER", "BOOLEAN"})
+          EXPECT_NE(name, generic) << "gpureap " << c.name << " " << o.names.front();
+      }
+    const std::string help = t.app.get_subcommand(c.name)->help();
+    EXPECT_EQ(help.find(" TEXT"), std::string::npos) << help;
+    EXPECT_EQ(help.find(" UINT"), std::string::npos) << help;
+  }
+  EXPECT_GT(checked, 40u);
+}
+
+// Issue 28 part 3: every command's help fits 80 columns, broken at words.
+TEST(CommandTree, EveryHelpIsWrappedAtWordsTo80Columns) {
+  Tree t;
+  for (const auto& c : visible_commands(t.app)) {
+    const std::string help = help_of(t.app, c.name);
+    ASSERT_FALSE(help.empty()) << c.name;
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = help.find('\n', start)) != std::string::npos; start = nl + 1) {
+      const std::string line = help.substr(start, nl - start);
+      EXPECT_LE(line.size(), kHelpColumns) << c.name << ": " << line;
+    }
+    // Joined again, the words are the same: nothing was cut mid-word.
+    auto words = [](const std::string& text) {
+      std::vector<std::string> out;
+      std::string w;
+      for (char ch : text + " ")
+        if (ch == ' ' || ch == '\n') {
+          if (!w.empty()) out.push_back(w);
+          w.clear();
+        } else {
+          w += ch;
+        }
+      return out;
+    };
+    const std::string raw = t.app.get_subcommand(c.name)->help("gpureap");
+    auto a = words(raw), b = words(help);
+    // CLI11 writes the usage line with the name it is given; compare from "Usage:" on.
+    auto from_usage = [](std::vector<std::string> v) {
+      v.erase(v.begin(), std::find(v.begin(), v.end(), "Usage:"));
+      return v;
+    };
+    EXPECT_EQ(from_usage(a), from_usage(b)) << c.name;
+  }
+  EXPECT_TRUE(help_of(t.app, "no-such-command").empty());
+}
+
+// Issue 28 part 3: global options after `run`, before its command, are gpureap's.
+TEST(GlobalOrder, RunsGlobalOptionsBeforeTheCommandMoveInFrontOfIt) {
+  CLI::App app{"gpureap", "gpureap"};
+  app.fallthrough();
+  GlobalOptions global;
+  app.add_flag("--json", global.json);
+  app.add_option("--dev-dir", global.dev_dir);
+  CommandFn run;
+  add_status_command(app, global, run);
+  add_run_command(app, global, run);
+  using V = std::vector<std::string>;
+  EXPECT_EQ(hoist_global_options({"run", "--json", "--", "true"}, app),
+            (V{"--json", "run", "--", "true"}));
+  EXPECT_EQ(hoist_global_options(
+                {"run", "--gpu", "0", "--dev-dir", "/d", "-v", "--", "x", "--json"}, app),
+            (V{"--dev-dir", "/d", "run", "--gpu", "0", "-v", "--", "x", "--json"}));
+  EXPECT_EQ(hoist_global_options({"run", "--dev-dir=/d", "--", "x"}, app),
+            (V{"--dev-dir=/d", "run", "--", "x"}));
+  // After the command's first word, it is the command's (refused without --).
+  EXPECT_EQ(hoist_global_options({"run", "python3", "--json"}, app),
+            (V{"run", "python3", "--json"}));
+  EXPECT_EQ(hoist_global_options({"status", "--json"}, app), (V{"status", "--json"}));
+  EXPECT_EQ(hoist_global_options({"--json", "run", "--", "x"}, app),
+            (V{"--json", "run", "--", "x"}));
+  // And CLI11 reads the result as meant.
+  V args = hoist_global_options({"run", "--json", "--", "true", "--json"}, app);
+  std::reverse(args.begin(), args.end());
+  app.parse(args);
+  EXPECT_TRUE(global.json);
+  EXPECT_TRUE(static_cast<bool>(run));
 }
 
 }  // namespace

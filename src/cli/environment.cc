@@ -1,5 +1,6 @@
 #include "cli/environment.h"
 
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,6 +37,23 @@ report::Style stdout_style(const GlobalOptions& global) {
 }
 report::Style stderr_style(const GlobalOptions& global) {
   return {color_allowed(global, 2)};
+}
+
+report::TableWidth stdout_table_width(bool wide) {
+  report::TableWidth width{.columns = std::nullopt, .wide = wide};
+  if (const char* c = std::getenv("COLUMNS"); c && *c) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(c, &end, 10);
+    // A width no table fits in is a mistake, not a request: ignored.
+    if (*end == '\0' && n >= 40 && n <= 100000) {
+      width.columns = n;
+      return width;
+    }
+  }
+  if (::isatty(1) != 1) return width;
+  struct winsize ws {};
+  width.columns = ::ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+  return width;
 }
 
 std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global) {

@@ -13,6 +13,7 @@
 #include "inventory/node.h"
 #include "reclaim/audit.h"
 #include "report/style.h"
+#include "report/table_layout.h"
 
 namespace gpureap::cli {
 
@@ -22,6 +23,12 @@ std::string resolve_dev_dir(const GlobalOptions& global);
 /// Colour on stdout only on a TTY, never with NO_COLOR or --no-color, never with --json.
 report::Style stdout_style(const GlobalOptions& global);
 report::Style stderr_style(const GlobalOptions& global);
+
+/// How wide stdout's tables may be: $COLUMNS when set (a whole number, at least 40),
+/// else the terminal's width (TIOCGWINSZ), else 80 on a terminal; none when stdout
+/// is not a terminal and $COLUMNS is unset (the fixed layout scripts read). `wide`:
+/// --wide, whole command lines.
+report::TableWidth stdout_table_width(bool wide);
 
 /// The NVML source for this run (--nvml-library / $GPUREAP_NVML_LIBRARY / libnvidia-ml.so.1).
 std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global);

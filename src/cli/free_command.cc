@@ -58,6 +58,7 @@ struct FreeOptions {
   bool stop_respawners = false;
   std::vector<std::string> env;  // --env NAME=VALUE, repeatable: every one must hold
   bool ok_if_nothing = false;    // --ok-if-nothing: exit 0 instead of 4
+  bool wide = false;             // --wide: the plan's whole command lines
   std::chrono::milliseconds wait_lock{0};  // --wait-lock: how long to wait for another free
   std::optional<std::chrono::milliseconds> deadline;  // --deadline: bounds everything free does
 };
@@ -278,12 +279,14 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   // shown before the confirmation; Ctrl-C stops the waits and still reports.
   auto caller = reclaim::CallerContext::current(node.proc_root());
   auto style = report_on_stderr ? stderr_style(global) : stdout_style(global);
+  const report::TableWidth width =
+      report_on_stderr ? report::TableWidth{} : stdout_table_width(o.wide);
   bool not_confirmed = false;
   std::optional<InterruptHandlers> handlers;
   const bool live = !global.json && ::isatty(2);
   reclaim::FreeSteps steps;
   steps.go_ahead = [&](const reclaim::Plan& plan) {
-    if (!global.json) print_out(report::plan_text(plan, style, options.escalation.grace));
+    if (!global.json) print_out(report::plan_text(plan, style, options.escalation.grace, width));
     if (o.dry_run) {
       print_out(global.json ? report::json_text(report::free_json(plan, reclaim::ReclaimReport{},
                                                                   true, inv.warnings))
@@ -313,7 +316,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   auto plan_only = [&] {
     print_out(global.json ? report::json_text(report::free_json(plan, reclaim::ReclaimReport{},
                                                                 o.dry_run, inv.warnings))
-                          : report::plan_text(plan, style, options.escalation.grace));
+                          : report::plan_text(plan, style, options.escalation.grace, width));
   };
   switch (freed.verdict) {
     case reclaim::FreeVerdict::not_measured:
@@ -337,7 +340,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
       if (global.json)
         plan_only();
       else
-        print_out(report::plan_text(plan, style, options.escalation.grace) +
+        print_out(report::plan_text(plan, style, options.escalation.grace, width) +
                   (freed.verdict == reclaim::FreeVerdict::nothing_idle
                        ? "Nothing to do: the selected GPUs hold no memory above baseline.\n"
                        : "Nothing to do: no holder on the selected GPUs matches the selection "
@@ -430,15 +433,23 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
   add_gpu_selector(*sub, "--gpu", o->gpu,
                    "GPUs: all, indices (0,3), a range (0-3), UUID (prefix), PCI bus id, minor:N");
   sub->add_flag("--all", o->all, "All GPUs (same as --gpu all)");
-  o->pid_opt = sub->add_option("--pid", o->pids, "Only these holders (comma list); may name infrastructure. Without --gpu: the "
-                               "GPUs they use")
-      ->delimiter(',');
-  o->user_opt = sub->add_option("--user", o->user, "Only holders owned by this user (name or uid)");
+  o->pid_opt =
+      sub->add_option(
+             "--pid", o->pids,
+             "Only these holders (comma list); may name infrastructure. Without --gpu: the "
+             "GPUs they use")
+          ->delimiter(',')
+          ->type_name("PID");
+  o->user_opt = sub->add_option("--user", o->user, "Only holders owned by this user (name or uid)")
+                    ->type_name("USER");
   sub->add_option("--cgroup", o->cgroup,
-                  "Only holders whose cgroup path or container contains this text");
-  sub->add_option("--match", o->match,
-                  "Only holders whose command line matches this regular expression, searched anywhere "
-                  "(RE2 syntax: POSIX extended plus \\d \\s \\w; no backreferences)");
+                  "Only holders whose cgroup path or container contains this text")
+      ->type_name("PATH");
+  sub->add_option(
+         "--match", o->match,
+         "Only holders whose command line matches this regular expression, searched anywhere "
+         "(RE2 syntax: POSIX extended plus \\d \\s \\w; no backreferences)")
+      ->type_name("REGEX");
   sub->add_flag("--orphans", o->orphans, "Only holders whose parent is gone (re-parented)");
   sub->add_option("--instance", o->instance,
                   "Only the holders of this server instance: its process group id or `gpureap "
@@ -449,7 +460,8 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
                   "e.g. SLURM_JOB_ID=42 or GPUREAP_RUN_ID=...; repeatable (all must hold). "
                   "Without root, another user's or a non-dumpable process's cannot be read: "
                   "left alone and reported")
-      ->allow_extra_args(false);  // one NAME=VALUE per --env: a value may hold spaces or commas
+      ->allow_extra_args(false)
+      ->type_name("NAME=VALUE");  // one NAME=VALUE per --env: a value may hold spaces or commas
   add_duration(*sub, "--grace", o->grace, "Time between SIGTERM and SIGKILL");
   add_duration(*sub, "--settle", o->settle,
                "After the release, while a killed holder's parent lives (it may restart "
@@ -466,6 +478,9 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
                         "--grace, the release wait, --settle (a Slurm epilog under "
                         "PrologEpilogTimeout)");
   sub->add_flag("--dry-run", o->dry_run, "Show the plan, signal nothing");
+  sub->add_flag("-w,--wide", o->wide,
+                "The plan's whole command lines, however wide the rows (otherwise cut to the "
+                "terminal's width)");
   sub->add_flag("--stop-respawners", o->stop_respawners,
                 "Also signal a parent seen restarting killed holders (a retry loop, a supervisor); "
                 "never a protected one unless named by --pid");

@@ -18,6 +18,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "report/table_layout.h"
 
 namespace gpureap::cli {
 namespace {
@@ -58,6 +59,9 @@ std::string heading_of(std::string_view line, std::string& remark) {
   return std::string(name);
 }
 
+// What an indented line of help has at MANWIDTH=80 (80 - 7 - 4).
+constexpr std::size_t kManVerbatimColumns = 69;
+
 std::vector<std::string> lines_of(std::string_view text) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -86,7 +90,15 @@ std::string roff_body(const std::vector<std::string>& lines) {
     if (indented && !verbatim) out += ".RS 4\n.nf\n";
     if (!indented && verbatim) out += ".fi\n.RE\n";
     verbatim = indented;
-    out += roff(indented ? line.substr(2) : line) + "\n";
+    if (!indented) {
+      out += roff(line) + "\n";
+      continue;
+    }
+    // Kept as typed, but within 80 columns at MANWIDTH=80: the body's 7 columns and
+    // .RS 4 leave 69; a longer line breaks at words, lined up with its description.
+    for (const auto& part :
+         lines_of(report::wrap_lines(line, kManVerbatimColumns + 2, report::Hang::description)))
+      out += roff(std::string_view(part).substr(std::min<std::size_t>(2, part.size()))) + "\n";
   }
   if (verbatim) out += ".fi\n.RE\n";
   return out;

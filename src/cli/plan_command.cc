@@ -17,6 +17,7 @@
 #include "capacity/hf_config.h"
 #include "capacity/host_memory.h"
 #include "capacity/kv_planner.h"
+#include "capacity/launch_command.h"
 #include "capacity/model_preset.h"
 #include "capacity/model_source.h"
 #include "capacity/plan_args.h"
@@ -51,6 +52,8 @@ struct PlanOptions {
   std::string engine = "sglang";
   std::string weights;
   std::string from_log;
+  std::vector<std::string> launch;  // `plan -- CMD...`: the server's launch command
+  bool model_from_launch = false;
   // Which options were given.
   CLI::Option* tp_opt = nullptr;
   CLI::Option* ratio_opt = nullptr;
@@ -58,7 +61,13 @@ struct PlanOptions {
   CLI::Option* prompt_opt = nullptr;
   CLI::Option* output_opt = nullptr;
   CLI::Option* dtype_opt = nullptr;
+  CLI::Option* engine_opt = nullptr;
 };
+
+// Given on gpureap's command line, or by the launch command after --.
+bool given(const CLI::Option* opt, const std::string& value) {
+  return opt->count() > 0 || !value.empty();
+}
 
 // Why a plan was not made: a usage error (exit 2) the user fixes by changing
 // the command line, or a system error (exit 3): NVML, needed to measure the GPU
@@ -135,8 +144,32 @@ Step<Measured> measure_with_nvml(const GlobalOptions& global, int tp, std::uint6
 // ---------------------------------------------------------------------------
 // The command: flags -> model -> GPU -> plan every fraction.
 
+// `plan -- CMD`: what the launch command says (capacity/launch_command.h), where
+// gpureap's own flags say nothing.
+Step<PlanOptions> with_launch(PlanOptions o) {
+  if (o.launch.empty()) return o;
+  auto f = cap::read_launch_command(o.launch);
+  if (!f) return usage(f.error().message);
+  auto fill = [](std::string& into, const std::string& from) {
+    if (into.empty()) into = from;
+  };
+  o.model_from_launch = o.model.empty() && !f->model.empty();
+  fill(o.model, f->model);
+  fill(o.tp, f->tp);
+  fill(o.mem_fraction, f->mem_fraction);
+  fill(o.kv_dtype, f->kv_dtype);
+  fill(o.context_len, f->context_len);
+  if (o.ratio_opt->count() == 0) fill(o.hicache_size, f->hicache_size);
+  if (o.hicache_size.empty()) fill(o.hicache_ratio, f->hicache_ratio);
+  if (o.engine_opt->count() == 0) o.engine = f->engine;
+  return o;
+}
+
 Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
   PlanReport r;
+  if (o.model.empty())
+    return usage("--model is required: a preset, a config.json, or a launch command after -- "
+                 "that names its model (--model-path, vllm serve MODEL)");
   cap::PlanInput& in = r.input;
 
   // 1. Flags.
@@ -144,12 +177,12 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
     in.engine = cap::Engine::vllm;
     if (!o.from_log.empty())
       return usage("--from-log reads SGLang logs; it cannot calibrate --engine vllm");
-    if (!o.hicache_size.empty() || o.ratio_opt->count() > 0)
+    if (!o.hicache_size.empty() || given(o.ratio_opt, o.hicache_ratio))
       return usage("--hicache-size/--hicache-ratio are SGLang's hierarchical cache; vLLM has none");
   }
   r.engine_flag =
       in.engine == cap::Engine::sglang ? "--mem-fraction-static" : "--gpu-memory-utilization";
-  if (o.dtype_opt->count() > 0) {
+  if (given(o.dtype_opt, o.kv_dtype)) {
     auto dtype = cap::parse_kv_dtype(o.kv_dtype);
     if (!dtype) return usage(dtype.error().message);
     in.dtype = *dtype;
@@ -160,7 +193,7 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
     in.host_cache.size_per_rank = *size;
     r.hicache_text =
         fmt::format("--hicache-size {} ({} per rank)", o.hicache_size, report::decimal_gb(*size));
-  } else if (o.ratio_opt->count() > 0) {
+  } else if (given(o.ratio_opt, o.hicache_ratio)) {
     auto ratio = cap::parse_hicache_ratio(o.hicache_ratio);
     if (!ratio) return usage(ratio.error().message);
     in.host_cache.ratio = *ratio;
@@ -188,22 +221,30 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
     in.avg_output = static_cast<std::uint64_t>(*n);
   }
   std::optional<std::int64_t> context_flag;
-  if (o.context_opt->count() > 0) {
+  if (given(o.context_opt, o.context_len)) {
     auto n = cap::parse_token_count("--context-len", o.context_len, 1);
     if (!n) return usage(n.error().message);
     context_flag = *n;
   }
   std::optional<int> tp_flag;
-  if (o.tp_opt->count() > 0) {
+  if (given(o.tp_opt, o.tp)) {
     auto tp = cap::parse_tensor_parallel(o.tp);
     if (!tp) return usage(tp.error().message);
     tp_flag = *tp;
   }
 
   // 2. The model.
-  auto model = cap::resolve_model(o.model);
+  std::string model_arg = o.model;
+  auto model = cap::resolve_model(model_arg);
+  // A launch command names a checkpoint (a Hugging Face id, a directory elsewhere):
+  // its last part may be a preset's name ("moonshotai/Kimi-K2.5").
+  if (!model && o.model_from_launch && model_arg.find('/') != std::string::npos)
+    if (auto preset = cap::resolve_model(model_arg.substr(model_arg.rfind('/') + 1))) {
+      model_arg = model_arg.substr(model_arg.rfind('/') + 1);
+      model = std::move(preset);
+    }
   if (!model) return usage(model.error().message);
-  if (auto ok = cap::resolve_weights(*model, o.model, o.weights, /*required=*/o.from_log.empty());
+  if (auto ok = cap::resolve_weights(*model, model_arg, o.weights, /*required=*/o.from_log.empty());
       !ok)
     return usage(ok.error().message);
   in.model_name = model->spec.name;
@@ -224,7 +265,7 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
                       "the layout that wrote the log",
                       *tp_flag, *c->tp));
     // The log's dtype is what it measured; the flag is what to predict.
-    if (o.dtype_opt->count() == 0) in.dtype = c->kv_dtype;
+    if (!given(o.dtype_opt, o.kv_dtype)) in.dtype = c->kv_dtype;
     if (!context_flag && c->context_len) in.context_len = *c->context_len;
     calibration = std::move(c).value();
   }
@@ -301,8 +342,9 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
   return r;
 }
 
-int run_plan(const GlobalOptions& global, const PlanOptions& options) {
-  auto report = build_plan(global, options);
+int run_plan(const GlobalOptions& global, const PlanOptions& flags) {
+  auto options = with_launch(flags);
+  auto report = options ? build_plan(global, *options) : std::unexpected(options.error());
   if (!report) {
     print_err(fmt::format("gpureap plan: {}\n", report::terminal_text(report.error().message)));
     return report.error().exit_status;
@@ -328,7 +370,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
   auto o = std::make_shared<PlanOptions>();
   auto* sub = app.add_subcommand(
       "plan",
-      "Plan KV-cache capacity before a (re)launch: tokens per GPU, running requests, headroom.\n"
+      "Plan KV-cache capacity for a (re)launch: tokens, requests, headroom.\n"
       "SGLang sizes its KV pool as  f x M0 - weights  per GPU, where f is\n"
       "--mem-fraction-static and M0 the GPU's free memory before the weights load (the card\n"
       "minus the driver's reservation, the CUDA context and NCCL). Each token costs a fixed\n"
@@ -348,6 +390,9 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "      --kv-dtype fp8_e4m3 --hicache-size 48 --host-memory 408GB\n"
       "  gpureap plan --model Kimi-K2.5 --from-log sglang.log --mem-fraction 0.93\n"
       "      calibrated from the last start-up in the log, predicted for another fraction\n"
+      "  gpureap plan --gpu-memory 97887MiB -- python -m sglang.launch_server \\\n"
+      "      --model-path moonshotai/Kimi-K2.5 --tp-size 8 --mem-fraction-static 0.88\n"
+      "      the flags of the launch command you use (the engine's own names)\n"
       "  gpureap plan --model ./Qwen3-8B/config.json --tp 2 --mem-fraction 0.9\n"
       "      GPU memory read through NVML; weights from model.safetensors.index.json");
   sub->footer(
@@ -357,40 +402,60 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "message); a sweep puts one object per fraction under points[]. Schema: docs/plan.md.\n\n" +
       std::string(kPlanExitHelp));
   sub->add_option("--model", o->model,
-                  "A preset name (Presets below) or a Hugging Face config.json (or its directory)")
-      ->required();
+                  "A preset name (Presets below) or a Hugging Face config.json (or its directory); "
+                  "required unless the launch command after -- names it")
+      ->type_name("MODEL");
   sub->add_option("--gpu-memory", o->gpu_memory,
                   "Memory of one GPU with a unit, as nvidia-smi shows it (97887MiB, 96GiB); "
-                  "default: read through NVML");
-  o->tp_opt = sub->add_option("--tp", o->tp, "Tensor-parallel size (default 1, or the log's)");
-  sub->add_option("--mem-fraction", o->mem_fraction,
+                  "default: read through NVML")
+      ->type_name("SIZE");
+  o->tp_opt = sub->add_option("--tp,--tp-size,--tensor-parallel-size", o->tp, "Tensor-parallel size (default 1, or the log's)")
+                  ->type_name("N");
+  sub->add_option("--mem-fraction,--mem-fraction-static", o->mem_fraction,
                   "--mem-fraction-static to plan (0.88), or a sweep FROM:TO:STEP (0.80:0.95:0.01); "
-                  "default with --from-log: the log's");
+                  "default with --from-log: the log's")
+      ->type_name("FRACTION");
   o->dtype_opt =
-      sub->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: bf16 (default) or fp8_e4m3");
-  auto* size =
-      sub->add_option("--hicache-size", o->hicache_size,
-                      "Host cache per rank, in GB like SGLang's flag (48), or with a unit");
-  o->ratio_opt =
-      sub->add_option("--hicache-ratio", o->hicache_ratio,
-                      "Host cache as a multiple of the GPU pool (SGLang's default is 2)");
+      sub->add_option("--kv-dtype,--kv-cache-dtype", o->kv_dtype, "KV cache dtype: bf16 (default) or fp8_e4m3")
+          ->type_name("DTYPE");
+  auto* size = sub->add_option("--hicache-size", o->hicache_size,
+                               "Host cache per rank, in GB like SGLang's flag (48), or with a unit")
+                   ->type_name("SIZE");
+  o->ratio_opt = sub->add_option("--hicache-ratio", o->hicache_ratio,
+                                 "Host cache as a multiple of the GPU pool (SGLang's default is 2)")
+                     ->type_name("RATIO");
   size->excludes(o->ratio_opt);
   sub->add_option("--host-memory", o->host_memory,
                   "Available host RAM with a unit (408GB); default: this machine's when the GPUs "
-                  "are read here");
-  o->context_opt = sub->add_option("--context-len", o->context_len,
-                                   "Server context length (default: the model's)");
+                  "are read here")
+      ->type_name("SIZE");
+  o->context_opt = sub->add_option("--context-len,--context-length,--max-model-len", o->context_len,
+                                   "Server context length (default: the model's)")
+                       ->type_name("TOKENS");
   o->prompt_opt =
-      sub->add_option("--avg-prompt", o->avg_prompt, "Average prompt tokens per request");
+      sub->add_option("--avg-prompt", o->avg_prompt, "Average prompt tokens per request")
+          ->type_name("TOKENS");
   o->output_opt =
-      sub->add_option("--avg-output", o->avg_output, "Average output tokens per request");
-  sub->add_option("--engine", o->engine, "sglang (default) or vllm (--gpu-memory-utilization)")
-      ->check(CLI::IsMember({"sglang", "vllm"}));
+      sub->add_option("--avg-output", o->avg_output, "Average output tokens per request")
+          ->type_name("TOKENS");
+  o->engine_opt =
+      sub->add_option("--engine", o->engine, "sglang (default) or vllm (--gpu-memory-utilization)")
+      ->check(CLI::IsMember({"sglang", "vllm"}))
+      ->type_name("ENGINE");
   sub->add_option("--weights", o->weights,
-                  "Checkpoint bytes with a unit (600GB), or a model.safetensors.index.json");
+                  "Checkpoint bytes with a unit (600GB), or a model.safetensors.index.json")
+      ->type_name("SIZE");
   sub->add_option(
-      "--from-log", o->from_log,
-      "An SGLang server log: calibrate M0, weights and runtime reserve from its start-up");
+         "--from-log", o->from_log,
+         "An SGLang server log: calibrate M0, weights and runtime reserve from its start-up")
+      ->type_name("PATH");
+  sub->add_option("launch", o->launch,
+                  "After --: the server's launch command (python -m sglang.launch_server ..., "
+                  "vllm serve MODEL ...); its --model-path, --tp-size, --mem-fraction-static, "
+                  "--kv-cache-dtype, --context-length (vLLM: --tensor-parallel-size, "
+                  "--gpu-memory-utilization, --max-model-len) are planned, gpureap's own flags "
+                  "winning")
+      ->type_name("CMD");
   sub->callback([&run, &global, o] { run = [&global, o] { return run_plan(global, *o); }; });
 }
 

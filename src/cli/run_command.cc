@@ -159,7 +159,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
   auto options = std::make_shared<RunOptions>();
   auto* sub = app.add_subcommand(
       "run",
-      "Launch a command so that nothing it spawns can outlive it, and return only when the\n"
+      "Launch a command so that nothing it spawns can outlive it. Return only when the\n"
       "GPU memory it held is free again.\n"
       "CMD runs in a session of its own under a child subreaper (double-forked and setsid()\n"
       "daemons cannot escape it) and, where cgroup v2 is writable (root or delegated), in a\n"
@@ -192,7 +192,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
                "SIGTERM -> SIGKILL delay at the teardown; 0: SIGKILL at once (as in `free`)");
   add_duration(*sub, "--timeout", options->timeout,
                "Bound on waiting for GPU memory to be released (and for --wait-free)");
-  sub->add_option("--name", options->name, "Run name (default: the command's base name)");
+  sub->add_option("--name", options->name, "Run name (default: the command's base name)")
+      ->type_name("NAME");
   sub->add_flag("--no-cgroup", options->no_cgroup,
                 "Subreaper mode even where a run cgroup is possible");
   sub->add_flag("-v,--verbose", options->verbose,
@@ -200,7 +201,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
   // After `--` every word is CMD's. Without it, CMD's own options would be
   // read as ours: they are caught (as extras) and refused with a hint. Global
   // options go before `run`, so that nothing of CMD falls through to them.
-  sub->add_option("command", options->command, "The command and its arguments (after --)");
+  sub->add_option("command", options->command, "The command and its arguments (after --)")
+      ->type_name("CMD");
   sub->allow_extras();
   sub->fallthrough(false);
   sub->footer(kRunExitHelp);

@@ -287,7 +287,8 @@ void add_slurm_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
       "  gpureap slurm health --persist 3s");
   sub->add_option("mode", o->mode, "prolog, epilog or health")
       ->required()
-      ->check(CLI::IsMember({"prolog", "epilog", "health"}));
+      ->check(CLI::IsMember({"prolog", "epilog", "health"}))
+      ->type_name("MODE");
   add_duration(*sub, "--deadline", o->deadline,
                "Finish within this long, drain included (PrologEpilogTimeout must be longer; "
                "the health check is killed after 60 s)");
@@ -295,7 +296,8 @@ void add_slurm_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
                   "When GPU memory stays held (or cannot be verified): drain (drain, exit 0; the "
                   "epilog's default), drain-fail (drain, exit non-zero; the prolog's default: the "
                   "job is requeued), fail (exit non-zero only: Slurm drains with 'Epilog error')")
-      ->check(CLI::IsMember({"drain", "drain-fail", "fail"}));
+      ->check(CLI::IsMember({"drain", "drain-fail", "fail"}))
+      ->type_name("ACTION");
   sub->add_flag("--free-orphans", o->free_orphans,
                 "prolog: free orphaned holders on the job's GPUs (that no running job claims) "
                 "before checking");
@@ -307,9 +309,11 @@ void add_slurm_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
                "health: held memory must still be held this much later to count");
   add_gpu_selector(*sub, "--gpu", o->gpu, "health: only these GPUs (default: all)");
   sub->add_option("--scontrol", o->scontrol,
-                  "scontrol's absolute path (else $GPUREAP_SCONTROL, else /usr/bin/scontrol)");
+                  "scontrol's absolute path (else $GPUREAP_SCONTROL, else /usr/bin/scontrol)")
+      ->type_name("PATH");
   sub->add_option("--node", o->node,
-                  "this node's Slurm name (else $SLURMD_NODENAME, else the host name)");
+                  "this node's Slurm name (else $SLURMD_NODENAME, else the host name)")
+      ->type_name("NODE");
   sub->footer(kSlurmExitHelp);
   sub->callback([&run, &global, o] {
     run = [&global, o] {

@@ -36,6 +36,7 @@ struct StatusOptions {
   gpu::GpuSelector gpu = gpu::GpuSelector::every_gpu();
   bool summary = false;  // --summary: one line
   bool check = false;    // --check / --exit-code: one line, and the verdict as exit status
+  bool wide = false;     // --wide: whole command lines
   std::chrono::milliseconds deadline = inventory::kDefaultCheckDeadline;
   CLI::Option* deadline_opt = nullptr;
 };
@@ -185,7 +186,8 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
     print_out(report::json_text(report::status_json(inv)));
   } else {
     print_out(report::status_table(inv, stdout_style(global),
-                                      reclaim::orphans_plan(inv, node.proc_root())));
+                                   reclaim::orphans_plan(inv, node.proc_root()),
+                                   stdout_table_width(options.wide)));
   }
   return kExitOk;
 }
@@ -196,7 +198,7 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
   auto options = std::make_shared<StatusOptions>();
   auto* sub = app.add_subcommand(
       "status",
-      "Show who holds each GPU's memory and why it is still held (the default command).\n"
+      "Show who holds each GPU's memory and why (the default command).\n"
       "For every GPU: memory used/total against its idle baseline, every process holding it\n"
       "(found through NVML, open device files and memory mappings, so orphans and processes NVML\n"
       "does not list are found too), whether it is orphaned, its container, and memory that no\n"
@@ -216,6 +218,9 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
                    "GPUs to show: all, indices (0,3), a range (0-3), UUID or UUID prefix, PCI bus "
                    "id, minor:N")
       ->default_str("all");
+  sub->add_flag("-w,--wide", options->wide,
+                "Whole command lines, however wide the rows (the table is otherwise cut to the "
+                "terminal's width, $COLUMNS or TIOCGWINSZ)");
   sub->add_flag("--summary", options->summary,
                 "One line for the node: clean, problem (orphaned or driver-held memory, a ghost "
                 "GPU) or unknown, with the GPUs; no pid, time or figure that varies");

@@ -65,8 +65,9 @@ void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
   auto options = std::make_shared<supervise::FreeWaitOptions>();
   auto* sub = app.add_subcommand(
       "wait",
-      "Block until the selected GPUs are free: used memory at most --below above each GPU's idle\n"
-      "baseline. For scripts that relaunch a server: continue the moment the memory is really\n"
+      "Block until the selected GPUs are free again. Free: used memory at most --below above\n"
+      "each GPU's idle baseline. For scripts that relaunch a server: continue the moment the "
+      "memory is really\n"
       "released, not after a guessed sleep. Polls NVML (a few ms apart, backing off), bounded by\n"
       "--timeout. On timeout, exits 5 and prints who still holds what (as `status`).\n\n"
       "Examples:\n"

@@ -51,15 +51,18 @@ void add_reloadable_options(CLI::App& app, WatchFlags& f) {
   app.add_option("--tick", f.tick,
                  "How often NVML and new processes are read (a parent's death is seen at once, "
                  "whatever the tick)")
-      ->default_val(duration_flag(agent::kDefaultTick));
+      ->default_val(duration_flag(agent::kDefaultTick))
+      ->type_name("DURATION");
   app.add_flag("--per-holder-metrics", f.per_holder,
                "Also export one series per holder (pid, command, user): opt-in, since pids churn "
                "and name users");
   app.add_option("--reap-orphans-after", f.reap_after,
                  "Free holders that have been orphaned for longer than this (e.g. 10m), through "
-                 "free's engine and protections; off by default");
+                 "free's engine and protections; off by default")
+      ->type_name("DURATION");
   app.add_option("--keep", f.keep,
-                 "Never reap a holder whose command line matches this regular expression (RE2)");
+                 "Never reap a holder whose command line matches this regular expression (RE2)")
+      ->type_name("REGEX");
   app.add_flag("--reap-dry-run", f.reap_dry_run,
                "Announce what --reap-orphans-after would free, and free nothing");
 }
@@ -288,9 +291,10 @@ void add_watch_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
   auto flags = std::make_shared<WatchFlags>();
   auto* sub = app.add_subcommand(
       "watch",
-      "Run the node agent in the foreground: keep an up-to-date inventory of every GPU, announce\n"
+      "Run the node agent: events, metrics and instant `status` answers. In the foreground, it\n"
+      "keeps an up-to-date inventory of every GPU, announces\n"
       "orphaned, zombie-held and unexplained memory the moment it appears (one line per event;\n"
-      "JSON lines with --json), export Prometheus metrics, and answer `gpureap status` (and the\n"
+      "JSON lines with --json), exports Prometheus metrics, and answers `gpureap status` (and the\n"
       "first look of `free` and `wait`) instantly over <state dir>/agent.sock.\n"
       "It reads NVML and new processes every --tick, watches each holder's parent through a\n"
       "pidfd (an orphan is announced within milliseconds of its parent's death) and re-scans all\n"
@@ -304,22 +308,27 @@ void add_watch_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
       "Metrics, events and the port: docs/watch.md.");
   sub->add_option("--listen", flags->listen,
                   "Serve /metrics on ADDR:PORT (loopback by default; port 0 picks a free port)")
-      ->default_val(agent::kDefaultListen);
+      ->default_val(agent::kDefaultListen)
+      ->type_name("ADDRESS");
   sub->add_flag("--no-listen", flags->no_listen, "Serve no HTTP at all");
   sub->add_option("--textfile", flags->textfile,
                   "Also write the metrics to DIR/gpureap.prom at every change (node_exporter's "
-                  "textfile collector; atomic rename)");
+                  "textfile collector; atomic rename)")
+      ->type_name("DIR");
   sub->add_option("--full-scan-interval", flags->full_scan,
                   "How often all of /proc is scanned, as a safety net")
-      ->default_val(duration_flag(agent::kDefaultFullScan));
+      ->default_val(duration_flag(agent::kDefaultFullScan))
+      ->type_name("DURATION");
   sub->add_option("--socket-group", flags->socket_group,
                   "Let this group's members ask the agent (socket mode 0660); they see what their "
-                  "own scan would show them, never more. Default: root only (0600)");
+                  "own scan would show them, never more. Default: root only (0600)")
+      ->type_name("GROUP");
   add_reloadable_options(*sub, *flags);
   sub->add_option("--config", flags->config,
                   "Options file (`key = value` lines: tick, per-holder-metrics, "
                   "reap-orphans-after, keep, reap-dry-run); the command line wins; SIGHUP "
-                  "re-reads it");
+                  "re-reads it")
+      ->type_name("PATH");
   sub->footer(kWatchExitHelp);
   sub->callback([&run, &global, flags, sub] {
     std::set<std::string> given;

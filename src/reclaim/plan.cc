@@ -498,6 +498,22 @@ NothingToDo nothing_to_do(const inventory::Inventory& inv, const Selection& sel,
   return only_unmatched ? NothingToDo::only_unmatched : NothingToDo::no;
 }
 
+namespace {
+
+// A live server's worker, said as such in the plan (a whole-GPU free signals it too):
+// "live: its server pid N is alive" when its instance's launcher (else its parent)
+// lives; "" for an orphaned or detached holder, or one whose parent is init.
+std::string live_server_text(const inventory::Inventory& inv, const proc::Holder& h) {
+  if (h.orphaned || h.detached) return "";
+  if (const auto* in = inventory::find_instance(inv.instances, h.instance);
+      in && in->launcher_alive && in->launcher_pid != 0 && in->launcher_pid != h.id.pid)
+    return fmt::format("live: its server pid {} is alive", in->launcher_pid);
+  if (h.ppid > 1) return fmt::format("live: its parent pid {} is alive", h.ppid);
+  return "";
+}
+
+}  // namespace
+
 Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const CallerContext& ctx) {
   // 1. Every GPU holder, merged across GPUs; the candidates are those that use a
   //    selected GPU.
@@ -542,6 +558,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
         why += fmt::format("; it also {}, not selected: signalling it frees that too",
                            holds_text(c.bytes - c.selected_bytes, c.bytes_known, others));
       if (h.orphaned) why += "; orphaned: " + h.orphan_reason;
+      if (auto live = live_server_text(inv, h); !live.empty()) why += "; " + live;
       if (h.zombie_leader) why += "; zombie leader with live threads";
       plan.targets.push_back(Target{h.id, h.comm, h.cmdline, h.user, c.gpus, c.bytes, why});
       plan.targets.back().instance = h.instance;

@@ -3,12 +3,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "report/device_json.h"
 #include "gpu/gpu_select.h"
+#include "report/device_json.h"
+#include "report/instance_text.h"
 #include "report/json.h"
 #include "report/names.h"
-#include "report/instance_text.h"
 #include "report/status_table.h"
+#include "report/table_layout.h"
 #include "report/terminal_text.h"
 #include "util/text.h"
 #include "util/units.h"
@@ -29,10 +30,33 @@ nlohmann::ordered_json opt(const std::optional<T>& v) {
   return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
 }
 
-}  // namespace
+// The targets sized to the terminal (or whole, --wide): the command line on the
+// row, cut to what is left of it, and why each is a target on the lines beneath,
+// broken at words.
+std::string fitted_targets(const reclaim::Plan& plan, const Style& style, TableWidth width) {
+  std::vector<TableColumn> columns = {
+      {"PID"}, {"USER", false, 1, 16}, {"GPU"}, {"GPU MEM", true}, {"COMMAND"}};
+  std::vector<std::vector<TableCell>> rows;
+  for (const auto& t : plan.targets)
+    rows.push_back({{std::to_string(t.id.pid)},
+                    {t.user},
+                    {gpus_text(t.gpus)},
+                    {t.gpu_bytes ? format_bytes(t.gpu_bytes) : "-"},
+                    {t.cmdline.empty() ? "[" + t.comm + "]" : t.cmdline}});
+  const std::string table = render_table(columns, rows, style, "  ", width);
+  // One line of the table per target after its header: each followed by its why.
+  std::string out;
+  std::size_t row = 0, start = 0;
+  for (std::size_t nl; (nl = table.find('\n', start)) != std::string::npos; start = nl + 1) {
+    out += table.substr(start, nl + 1 - start);
+    if (start == 0) continue;  // the header
+    out += "      " + terminal_text(plan.targets[row++].why) + "\n";
+  }
+  return out;
+}
 
-std::string plan_text(const reclaim::Plan& plan, const Style& style,
-                      std::chrono::milliseconds grace) {
+std::string plan_lines(const reclaim::Plan& plan, const Style& style,
+                       std::chrono::milliseconds grace, TableWidth width) {
   std::string out;
   if (plan.targets.empty()) {
     out += "Plan: no process to signal.\n";
@@ -47,17 +71,21 @@ std::string plan_text(const reclaim::Plan& plan, const Style& style,
                            : "SIGTERM, then SIGKILL after the grace period"));
     for (const auto& in : plan.instances)
       if (worth_showing(in)) out += "  Instance: " + instance_heading(in) + "\n";
-    out += style.dim(fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", "PID", "USER", "GPU",
-                                 "GPU MEM", "WHY", "COMMAND"));
-    for (const auto& t : plan.targets) {
-      std::string cmd = terminal_text(t.cmdline.empty() ? "[" + t.comm + "]" : t.cmdline, 50);
-      // The reason wraps in its column: cut, "orphaned: re-parent" hides the why.
-      auto why = terminal_text_lines(t.why, 44);
-      out += fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", t.id.pid,
-                         terminal_text(t.user, 10), gpus_text(t.gpus),
-                         t.gpu_bytes ? format_bytes(t.gpu_bytes) : "-", why[0], cmd);
-      for (std::size_t i = 1; i < why.size(); ++i)
-        out += fmt::format("  {:<38}  {}\n", "", why[i]);
+    if (!width.fixed()) {
+      out += fitted_targets(plan, style, width);
+    } else {
+      out += style.dim(fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", "PID", "USER", "GPU",
+                                   "GPU MEM", "WHY", "COMMAND"));
+      for (const auto& t : plan.targets) {
+        std::string cmd = terminal_text(t.cmdline.empty() ? "[" + t.comm + "]" : t.cmdline, 50);
+        // The reason wraps in its column: cut, "orphaned: re-parent" hides the why.
+        auto why = terminal_text_lines(t.why, 44);
+        out += fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", t.id.pid,
+                           terminal_text(t.user, 10), gpus_text(t.gpus),
+                           t.gpu_bytes ? format_bytes(t.gpu_bytes) : "-", why[0], cmd);
+        for (std::size_t i = 1; i < why.size(); ++i)
+          out += fmt::format("  {:<38}  {}\n", "", why[i]);
+      }
     }
   }
   if (!plan.skipped.empty()) {
@@ -69,6 +97,15 @@ std::string plan_text(const reclaim::Plan& plan, const Style& style,
                          terminal_text(s.reason));
   }
   return out;
+}
+
+}  // namespace
+
+std::string plan_text(const reclaim::Plan& plan, const Style& style,
+                      std::chrono::milliseconds grace, TableWidth width) {
+  std::string out = plan_lines(plan, style, grace, width);
+  // Rows are cut to fit; the lines of prose are broken at words.
+  return width.limit() ? wrap_lines(out, *width.limit()) : out;
 }
 
 nlohmann::ordered_json plan_json(const reclaim::Plan& plan) {

@@ -7,13 +7,18 @@
 
 #include "reclaim/reclaimer.h"
 #include "report/style.h"
+#include "report/table_layout.h"
 
 namespace gpureap::report {
 
 /// The plan as a table: targets (who, GPU, memory, why) and holders left alone.
-/// `grace` 0 says SIGKILL at once (--grace 0).
+/// `grace` 0 says SIGKILL at once (--grace 0). `width`: fixed (a pipe) is the
+/// layout scripts read, unchanged; a terminal's width gets each target's row cut to
+/// fit with its why on the lines beneath, and the other lines broken at words;
+/// --wide, whole command lines.
 std::string plan_text(const reclaim::Plan& plan, const Style& style,
-                      std::chrono::milliseconds grace = reclaim::kDefaultGrace);
+                      std::chrono::milliseconds grace = reclaim::kDefaultGrace,
+                      TableWidth width = {});
 nlohmann::ordered_json plan_json(const reclaim::Plan& plan);
 
 /// One progress line: "GPU 0 20.0 GiB -> 3.1 GiB | GPU 1 freed 0.41 s".

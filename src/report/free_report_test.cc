@@ -129,6 +129,45 @@ TEST(PlanText, LongReasonsWrapInTheirColumn) {
   EXPECT_EQ(out.find("re-parent "), std::string::npos) << out;
 }
 
+// Issue 26 part 3: the plan one confirms from fits the terminal: each target's row
+// cut at the edge, its why whole on the lines beneath, broken at words.
+TEST(PlanText, AtTheTerminalsWidthRowsFitAndTheWhyIsWhole) {
+  reclaim::Plan plan;
+  const std::string cmd =
+      "gpureap-sim hold --dir /tmp/node --gpu 0 --children 8 --bytes 20GiB --orphan --detach";
+  const std::string why = "holds 20.0 GiB on GPU 0; orphaned: re-parented to init (pid 1)";
+  plan.targets.push_back({{28836, 1234}, "python3", cmd, "root", gpu::devs({0}), 20ULL << 30, why});
+  plan.skipped.push_back({{28824, 1},
+                          "sglang::schedul",
+                          gpu::devs({0}),
+                          60ULL << 30,
+                          reclaim::SkipKind::not_matched,
+                          "not orphaned (its parent is alive); --orphans given, and more words"});
+  for (std::size_t width : {80u, 160u}) {
+    std::string out =
+        plan_text(plan, Style{}, reclaim::kDefaultGrace, TableWidth{.columns = width});
+    std::string joined;
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = out.find('\n', start)) != std::string::npos; start = nl + 1) {
+      std::string line = out.substr(start, nl - start);
+      EXPECT_LE(line.size(), width) << out;
+      const auto text = line.find_first_not_of(' ');
+      joined += (joined.empty() ? "" : " ") + line.substr(text == std::string::npos ? 0 : text);
+    }
+    EXPECT_NE(joined.find(why), std::string::npos) << out;
+    EXPECT_NE(joined.find("--orphans given, and more words"), std::string::npos) << out;
+    const auto row = out.find("  28836 ");
+    ASSERT_NE(row, std::string::npos) << out;
+    const std::string row_line = out.substr(row, out.find('\n', row) - row);
+    if (cmd.size() + 40 > width)
+      EXPECT_TRUE(row_line.size() == width && row_line.ends_with("...")) << out;
+    else
+      EXPECT_TRUE(row_line.ends_with(cmd)) << out;
+  }
+  std::string wide = plan_text(plan, Style{}, reclaim::kDefaultGrace, TableWidth{.wide = true});
+  EXPECT_NE(wide.find(cmd + "\n"), std::string::npos) << wide;
+}
+
 // W2-19(d): nvidia-smi's output, one line each, never "\n" shown literally.
 TEST(FreeText, ResetOutputKeepsItsLinesW2_19) {
   reclaim::ReclaimReport r;

@@ -8,6 +8,7 @@
 
 #include "gpu/gpu_select.h"
 #include "report/instance_text.h"
+#include "report/table_layout.h"
 #include "report/terminal_text.h"
 #include "util/units.h"
 
@@ -52,6 +53,49 @@ std::string state_text(const proc::Holder& h) {
   return s;
 }
 
+std::string age_text(const proc::Holder& h) {
+  return format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(h.age_seconds * 1e9)));
+}
+
+// The container, or the gpureap run, a holder belongs to ("" for neither).
+std::string container_tag(const proc::Holder& h) {
+  return !h.container.empty() ? h.container : !h.run_id.empty() ? "gpureap-run:" + h.run_id : "";
+}
+
+// The rows sized to the terminal (or whole, --wide): ROLE before COMMAND, the
+// container in a column of its own (only when some holder has one), COMMAND cut to
+// what is left; FOUND BY, AGE, CONTAINER and USER give way, in that order, on a
+// narrow terminal.
+std::string fitted_rows(const std::vector<const inventory::GpuHolder*>& users, const Style& style,
+                        std::string_view indent, TableWidth width) {
+  const bool containers = std::any_of(users.begin(), users.end(), [](const auto* gh) {
+    return !container_tag(gh->holder).empty();
+  });
+  std::vector<TableColumn> columns = {
+      {"PID"},           {"USER", false, 4, 16}, {"STATE"},  {"AGE", true, 2},
+      {"GPU MEM", true}, {"FOUND BY", false, 1}, {"PARENT"}, {"ROLE"}};
+  if (containers) columns.push_back({"CONTAINER", false, 3, 24});
+  columns.push_back({"COMMAND"});
+  std::vector<std::vector<TableCell>> rows;
+  for (const auto* gh : users) {
+    const auto& h = gh->holder;
+    std::vector<TableCell> row = {{std::to_string(h.id.pid)},
+                                  {h.user},
+                                  {state_text(h)},
+                                  {age_text(h)},
+                                  {gh->gpu_bytes ? format_bytes(*gh->gpu_bytes) : "?"},
+                                  {found_by_text(h)},
+                                  {fmt::format("{}{}", h.ppid, lineage_tag(h)), h.orphaned   ? "31"
+                                                                                : h.detached ? "33"
+                                                                                             : ""},
+                                  {role_text(h)}};
+    if (containers) row.push_back({container_tag(h), "33"});
+    row.push_back({h.cmdline.empty() ? "[" + h.comm + "]" : h.cmdline});
+    rows.push_back(std::move(row));
+  }
+  return render_table(columns, rows, style, indent, width);
+}
+
 }  // namespace
 
 std::string found_by_text(const proc::Holder& h) {
@@ -67,32 +111,32 @@ std::string short_command(const proc::Holder& h, std::size_t width) {
   return terminal_text(h.cmdline.empty() ? "[" + h.comm + "]" : h.cmdline, width);
 }
 
-std::string holder_rows(const inventory::GpuView& view, const Style& style,
-                        std::string_view indent) {
+std::string holder_rows(const inventory::GpuView& view, const Style& style, std::string_view indent,
+                        TableWidth width) {
   std::string out;
   std::vector<const inventory::GpuHolder*> users, openers;
   for (const auto& gh : view.holders) (gh.uses_gpu ? users : openers).push_back(&gh);
-  if (!users.empty()) {
+  if (!users.empty() && !width.fixed()) {
+    out += fitted_rows(users, style, indent, width);
+  } else if (!users.empty()) {
     out += style.dim(fmt::format("{}{:<8} {:<10} {:<9} {:>8} {:>10}  {:<11} {:<12} {:<15} {}\n",
                                  indent, "PID", "USER", "STATE", "AGE", "GPU MEM", "FOUND BY",
                                  "PARENT", "ROLE", "COMMAND"));
     for (const auto* gh : users) {
       const auto& h = gh->holder;
-      std::string tag = !h.container.empty() ? h.container
-                        : !h.run_id.empty()  ? "gpureap-run:" + h.run_id
-                                             : "";
+      std::string tag = container_tag(h);
       std::string where = tag.empty() ? "" : style.yellow(" [" + terminal_text(tag) + "]");
       std::string parent = parent_text(h, style);
       // Pad on the visible text so colour codes don't break the columns.
       std::size_t parent_width = fmt::format("{}{}", h.ppid, lineage_tag(h)).size();
-      out += fmt::format(
-          "{}{:<8} {:<10} {:<9} {:>8} {:>10}  {:<11} {}{} {:<15} {}{}\n", indent, h.id.pid,
-          terminal_text(h.user, 10), state_text(h),
-          format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(h.age_seconds * 1e9))),
-          gh->gpu_bytes ? format_bytes(*gh->gpu_bytes) : "?", found_by_text(h), parent,
-          std::string(parent_width < 12 ? 12 - parent_width : 0, ' '), role_text(h),
-          short_command(h, 60), where);
+      out += fmt::format("{}{:<8} {:<10} {:<9} {:>8} {:>10}  {:<11} {}{} {:<15} {}{}\n", indent,
+                         h.id.pid, terminal_text(h.user, 10), state_text(h), age_text(h),
+                         gh->gpu_bytes ? format_bytes(*gh->gpu_bytes) : "?", found_by_text(h),
+                         parent, std::string(parent_width < 12 ? 12 - parent_width : 0, ' '),
+                         role_text(h), short_command(h, 60), where);
     }
+  }
+  if (!users.empty()) {
     // Why each is called orphaned or detached: the evidence, one line per reason
     // (the 8 workers of one dead server share theirs).
     std::vector<std::pair<std::string, std::vector<pid_t>>> reasons;
@@ -126,8 +170,11 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style,
   return out;
 }
 
-std::string status_table(const inventory::Inventory& inv, const Style& style,
-                         const reclaim::Plan& free_orphans) {
+namespace {
+
+// status_table before the lines of prose are fitted.
+std::string status_lines(const inventory::Inventory& inv, const Style& style,
+                         const reclaim::Plan& free_orphans, TableWidth width) {
   std::string out;
   if (inv.source == "agent")
     out += style.dim(fmt::format("answered by the gpureap agent (pid {})\n", inv.agent_pid));
@@ -207,7 +254,7 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
       out +=
           fmt::format("  memory unknown  {} process(es) have the node open\n", view.holders.size());
     }
-    out += holder_rows(view, style, "    ");
+    out += holder_rows(view, style, "    ", width);
     if (view.unexplained != inventory::Unexplained::none) {
       out += style.red(fmt::format("  ! {} not explained by any visible process [{}]\n",
                                    format_bytes(view.unattributed_bytes),
@@ -322,6 +369,15 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
     out += style.bold(fmt::format("GPU {}: memory held by the driver with no process; see above.\n",
                                   gpu_list(stuck_gpus)));
   return out;
+}
+
+}  // namespace
+
+std::string status_table(const inventory::Inventory& inv, const Style& style,
+                         const reclaim::Plan& free_orphans, TableWidth width) {
+  std::string out = status_lines(inv, style, free_orphans, width);
+  // Rows are cut to fit; the lines of prose are broken at words.
+  return width.limit() ? wrap_lines(out, *width.limit()) : out;
 }
 
 }  // namespace gpureap::report

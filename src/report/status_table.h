@@ -7,6 +7,7 @@
 #include "inventory/inventory.h"
 #include "reclaim/plan.h"
 #include "report/style.h"
+#include "report/table_layout.h"
 
 namespace gpureap::report {
 
@@ -14,12 +15,15 @@ namespace gpureap::report {
 /// `gpureap free --orphans` would plan (reclaim::orphans_plan): the closing "Free
 /// them" line counts only the orphans it would signal, and says sudo when some
 /// of them only root may signal; protected ones (nv-hostengine) are not counted.
+/// `width`: fixed (a pipe) is the layout scripts read, unchanged; a terminal's
+/// width gets rows cut to fit (report/table_layout.h) and the other lines broken
+/// at words; --wide, whole command lines.
 std::string status_table(const inventory::Inventory& inv, const Style& style,
-                         const reclaim::Plan& free_orphans);
+                         const reclaim::Plan& free_orphans, TableWidth width = {});
 
-/// The holder rows under one GPU (shared with `free`'s plan display).
-std::string holder_rows(const inventory::GpuView& view, const Style& style,
-                        std::string_view indent);
+/// The holder rows under one GPU, laid out for `width` as status_table says.
+std::string holder_rows(const inventory::GpuView& view, const Style& style, std::string_view indent,
+                        TableWidth width = {});
 
 /// "nvml,fd,map".
 std::string found_by_text(const proc::Holder& h);

@@ -81,5 +81,89 @@ TEST(StatusTable, OtherUsersOrphansAreFreedWithSudo) {
       << out;
 }
 
+// Issue 26 part 3: at a terminal's width no line is longer, the command takes the
+// room left, the role comes before it and the container has a column of its own.
+inventory::Inventory tp_server() {
+  auto worker = orphan(28836, "python3", 20 * kGiB);
+  worker.holder.cmdline =
+      "/opt/torch/.venv/bin/python3 -m sglang.launch_server --model-path "
+      "/models/Qwen3-235B-A22B-Instruct --tp-size 8 --mem-fraction-static 0.85 --port 30000";
+  worker.holder.engine.role = proc::EngineRole::scheduler;
+  worker.holder.engine.ranks.tp = 3;
+  worker.holder.container = "k8s-pod:6b9a8f0e-1c2d-4e5f-8a9b-0c1d2e3f4a5b/3f2a1b9c8d7e";
+  worker.holder.found_by = {proc::FoundBy::nvml, proc::FoundBy::fd, proc::FoundBy::mapping};
+  worker.holder.state = 'S';
+  worker.holder.age_seconds = 70;
+  auto inv = node_with({worker});
+  inv.gpus[0].info.name = "NVIDIA H200";
+  inv.gpus[0].info.pci_bus_id = "00000000:18:00.0";
+  inv.gpus[0].info.uuid = "GPU-41b2d037-d879-9d76-f30c-3e3dadd0dd78";
+  return inv;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  for (std::size_t start = 0, nl; (nl = text.find('\n', start)) != std::string::npos;
+       start = nl + 1)
+    out.push_back(text.substr(start, nl - start));
+  return out;
+}
+
+std::string row_of(const std::string& out, std::string_view pid) {
+  for (const auto& l : lines_of(out))
+    if (l.starts_with("    " + std::string(pid) + " ")) return l;
+  return "";
+}
+
+TEST(StatusTable, AtTheTerminalsWidthNoLineIsLongerAndTheCommandFillsTheRoom) {
+  auto inv = tp_server();
+  const std::string cmd = inv.gpus[0].holders[0].holder.cmdline;
+  std::size_t shown_at_80 = 0;
+  for (std::size_t width : {80u, 160u}) {
+    std::string out = status_table(inv, Style{}, {}, TableWidth{.columns = width});
+    for (const auto& l : lines_of(out)) EXPECT_LE(l.size(), width) << out;
+    std::string row = row_of(out, "28836");
+    ASSERT_FALSE(row.empty()) << out;
+    // Cut exactly at the edge, with an ellipsis: as long as the room allows.
+    EXPECT_EQ(row.size(), width) << out;
+    EXPECT_TRUE(row.ends_with("...")) << row;
+    const auto at = row.find("/opt/torch");
+    ASSERT_NE(at, std::string::npos) << row;
+    EXPECT_EQ(cmd.substr(0, width - at - 3), row.substr(at, width - at - 3)) << row;
+    // The role comes before the command.
+    const auto role = row.find("scheduler TP3");
+    ASSERT_NE(role, std::string::npos) << row;
+    EXPECT_LT(role, at) << row;
+    if (width == 80) shown_at_80 = width - at;
+    if (width == 160) {
+      EXPECT_GT(width - at, shown_at_80 + 20) << "the command grows with the terminal";
+      EXPECT_NE(out.find("CONTAINER"), std::string::npos) << out;
+      EXPECT_NE(row.find("k8s-pod:6b9a8f0e-1c2d..."), std::string::npos) << row;
+      EXPECT_NE(out.find("FOUND BY"), std::string::npos) << out;
+    }
+  }
+}
+
+TEST(StatusTable, WideShowsTheWholeCommandAndContainer) {
+  auto inv = tp_server();
+  std::string out = status_table(inv, Style{}, {}, TableWidth{.columns = 80, .wide = true});
+  std::string row = row_of(out, "28836");
+  EXPECT_TRUE(row.ends_with(inv.gpus[0].holders[0].holder.cmdline)) << row;
+  EXPECT_NE(row.find(inv.gpus[0].holders[0].holder.container), std::string::npos) << row;
+}
+
+TEST(StatusTable, NotATerminalKeepsTheFixedLayout) {
+  auto inv = tp_server();
+  std::string out = status_table(inv, Style{}, {});
+  // The layout scripts read: the command cut at 60, the container after it.
+  EXPECT_NE(out.find("    PID      USER       STATE          AGE    GPU MEM  FOUND BY    PARENT "
+                     "      ROLE            COMMAND\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(inv.gpus[0].holders[0].holder.cmdline.substr(0, 57) + "... [k8s-pod:"),
+            std::string::npos)
+      << out;
+}
+
 }  // namespace
 }  // namespace gpureap::report

@@ -74,6 +74,31 @@ TEST(Docs, ReadmeSimulatedNodeCommandsRun) {
 
 // docs/plan.md's worked example is what `gpureap plan` prints, line for line (the
 // sweep once showed "(0.80 to 0.84 omitted)" rows the tool never printed).
+// Issue 28 part 4: every generated man page reads within 80 columns at MANWIDTH=80.
+TEST(Docs, ManPagesFit80ColumnsAtManwidth80) {
+  if (!std::filesystem::exists("/usr/bin/man")) GTEST_SKIP() << "man is not installed";
+  SimNode node({"--gpus", "1"});
+  const std::string dir = node.dir() + "/man";
+  std::filesystem::create_directories(dir);
+  auto made = node.gpureap({"man-page", "--dir", dir});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  std::size_t pages = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    ++pages;
+    auto r = run_command({"/usr/bin/man", "-l", entry.path().string()},
+                         {{"MANWIDTH", "80"}, {"MAN_KEEP_STDERR", "1"}, {"PAGER", "cat"}},
+                         std::chrono::seconds(30));
+    ASSERT_EQ(r.exit_code, 0) << entry.path() << r.err;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+      std::size_t columns = 0;  // code points: the pages have a few UTF-8 characters
+      for (unsigned char c : line) columns += (c & 0xC0) != 0x80;
+      EXPECT_LE(columns, 80u) << entry.path().filename() << ": " << line;
+    }
+  }
+  EXPECT_GE(pages, 9u);
+}
+
 TEST(Docs, PlanWorkedExampleIsWhatPlanPrints) {
   std::ifstream doc(std::string(GPUREAP_SOURCE_DIR) + "/docs/plan.md");
   ASSERT_TRUE(doc.good());

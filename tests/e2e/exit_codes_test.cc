@@ -99,7 +99,7 @@ TEST(ExitCodes, EveryJsonDocumentNamesItsSchemaAndCommand) {
 TEST(ExitCodes, EachSubcommandsHelpListsOnlyItsOwnStatuses) {
   SimNode node({"--gpus", "1"});
   auto top = node.gpureap({"--help"});
-  EXPECT_NE(top.out.find("5  wait:"), std::string::npos) << top.out;
+  EXPECT_NE(top.out.find("5 wait timed out"), std::string::npos) << top.out;  // in brief
   auto status = node.gpureap({"status", "--help"});
   EXPECT_NE(status.out.find("Exit status:"), std::string::npos) << status.out;
   EXPECT_EQ(status.out.find("wait:"), std::string::npos) << status.out;
@@ -119,6 +119,54 @@ TEST(ExitCodes, EachSubcommandsHelpListsOnlyItsOwnStatuses) {
 
 namespace gpureap::e2e {
 namespace exit_codes_test {
+
+// Issue 28 part 3: the top level fits a screen (80x24): one line per command, the
+// details under `gpureap help COMMAND`; `help` and `version` are commands too.
+TEST(ExitCodes, TheTopLevelHelpFitsAScreenAndHelpAndVersionAreCommands) {
+  SimNode node({"--gpus", "1"});
+  auto top = node.gpureap({"--help"});
+  EXPECT_EQ(top.exit_code, 0);
+  std::size_t lines = 0;
+  for (std::size_t start = 0, nl; (nl = top.out.find('\n', start)) != std::string::npos;
+       start = nl + 1, ++lines)
+    EXPECT_LE(nl - start, 80u) << top.out.substr(start, nl - start);
+  EXPECT_LE(lines, 24u) << top.out;
+  for (const char* command : {"status", "free", "wait", "run", "plan", "watch", "slurm", "log"})
+    EXPECT_NE(top.out.find(std::string("\n  ") + command + " "), std::string::npos) << top.out;
+  EXPECT_EQ(top.out.find("TEXT"), std::string::npos) << top.out;
+  EXPECT_NE(top.out.find("gpureap help COMMAND"), std::string::npos) << top.out;
+  EXPECT_EQ(node.gpureap({"help"}).out, top.out);
+
+  auto help_free = node.gpureap({"help", "free"});
+  EXPECT_EQ(help_free.exit_code, 0) << help_free.err;
+  EXPECT_EQ(help_free.out, node.gpureap({"free", "--help"}).out);
+  EXPECT_NE(help_free.out.find("Usage: gpureap free [OPTIONS]"), std::string::npos)
+      << help_free.out;
+  auto typo = node.gpureap({"help", "fre"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.err.find("unknown command 'fre' (did you mean free?)"), std::string::npos)
+      << typo.err;
+
+  auto version = node.gpureap({"version"});
+  EXPECT_EQ(version.exit_code, 0) << version.err;
+  EXPECT_TRUE(version.out.starts_with("gpureap ")) << version.out;
+  EXPECT_EQ(version.out.substr(0, version.out.find('\n')),
+            node.gpureap({"--version"}).out.substr(0, version.out.find('\n')));
+}
+
+// gpureap-run(1): the global options may follow the command, before its CMD.
+TEST(ExitCodes, GlobalOptionsFollowRunBeforeItsCommand) {
+  SimNode node({"--gpus", "1"});
+  auto r = node.gpureap({"run", "--json", "--no-color", "--", "true"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // run's JSON is on stderr: stdout is the command's.
+  EXPECT_NE(r.err.find("\"command\": \"run\""), std::string::npos) << r.err;
+  // After CMD's first word an option is CMD's: refused without --, as before.
+  auto late = node.gpureap({"run", "true", "--json"});
+  EXPECT_EQ(late.exit_code, 2);
+  EXPECT_NE(late.err.find("'--json' looks like an option of the command"), std::string::npos)
+      << late.err;
+}
 
 TEST(ExitCodes, UnknownCommandIsNamedAsOne) {
   SimNode node({"--gpus", "1"});

@@ -87,6 +87,22 @@ TEST(Free, CaseStudyOrphanedWorkersOnEightGpus) {
   EXPECT_EQ(j["plan"]["targets"].size(), 8u);
 }
 
+// Issue 28 part 3: a whole-GPU free signals live servers too, and its plan says so
+// of each live worker ("its server pid N is alive"), before one confirms.
+TEST(Free, TheWholeGpuPlanMarksALiveServersWorkers) {
+  SimNode node({"--gpus", "1"});
+  auto held = node.hold({"--gpu", "0", "--children", "2", "--same-gpu", "--bytes", "1GiB"});
+  ASSERT_EQ(held.holders.size(), 2u);
+  auto r = node.gpureap({"free", "--gpu", "0", "--dry-run"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string alive = "pid " + std::to_string(held.leader) + " is alive";
+  std::size_t marked = 0;
+  for (std::size_t at = r.out.find(alive); at != std::string::npos; at = r.out.find(alive, at + 1))
+    ++marked;
+  EXPECT_EQ(marked, 2u) << r.out;
+  EXPECT_NE(r.out.find("live: its "), std::string::npos) << r.out;
+}
+
 TEST(Free, OneGpuIsFreedAndTheOthersKeepTheirHolders) {
   // Per-GPU targeting on an 8-GPU node: only GPU 3's worker is signalled.
   SimNode node;

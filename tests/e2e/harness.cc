@@ -37,6 +37,7 @@ std::vector<std::string> merged_env(const std::map<std::string, std::string>& en
     if (eq != std::string::npos) all[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   all.erase("NO_COLOR");
+  all.erase("COLUMNS");  // a piped table keeps its fixed layout (report/table_layout.h)
   for (const auto& [k, v] : env) all[k] = v;
   std::vector<std::string> out;
   for (const auto& [k, v] : all) out.push_back(k + "=" + v);

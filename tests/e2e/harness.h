@@ -76,7 +76,7 @@ char state_of(pid_t pid);
 /// Start time (stat field 22) of a live process, 0 when gone.
 std::uint64_t start_time_of(pid_t pid);
 /// fork + execve of `argv` (argv[0] a path) with this process's environment (less
-/// NO_COLOR) plus `env`; stdin /dev/null, stdout and stderr to the given descriptors.
+/// NO_COLOR and COLUMNS) plus `env`; stdin /dev/null, stdout and stderr to the given descriptors.
 /// `die_with_parent`: the child gets SIGKILL if the test process dies. -1 if fork failed.
 pid_t spawn_child(const std::vector<std::string>& argv,
                   const std::map<std::string, std::string>& env, int out_fd, int err_fd,

@@ -65,6 +65,13 @@ json agent_status(const SimNode& node, unsigned gpu) {
   return j;
 }
 
+// The kernel's uptime (/proc/uptime), the clock holders' ages are read against.
+double uptime_seconds() {
+  double up = 0;
+  std::ifstream("/proc/uptime") >> up;
+  return up;
+}
+
 std::optional<double> holder_age(const json& status, pid_t pid) {
   for (const auto& g : status.value("gpus", json::array()))
     for (const auto& h : g["holders"])
@@ -137,6 +144,20 @@ TEST(WatchOps, AgesInTheAgentsAnswersAreComputedWhenItAnswersW2_21) {
   // It grew with the clock (a clock tick of the kernel's start time is 10 ms).
   EXPECT_GE(*second - *first, 2.0 - 0.05)
       << "ages frozen: " << *first << " then " << *second << " after " << elapsed << " s";
+  // Issue 26 part 4, without a clock in the assertion: the age the agent answers
+  // is the kernel's uptime during the answer less the holder's start time, so it
+  // lies between the uptimes read just before the request and just after it.
+  const double before = uptime_seconds();
+  json answer = agent_status(node, 0);
+  const double after = uptime_seconds();
+  auto third = holder_age(answer, pid);
+  ASSERT_TRUE(third) << answer.dump();
+  double started = -1;
+  for (const auto& h : answer["gpus"][0]["holders"])
+    if (h.value("pid", 0) == pid) started = h["start_time"].get<double>() / ::sysconf(_SC_CLK_TCK);
+  const double tick = 1.0 / ::sysconf(_SC_CLK_TCK);  // start times are in clock ticks
+  EXPECT_GE(*third, before - started - tick) << "older than the answer";
+  EXPECT_LE(*third, after - started + tick) << "an age from before the request";
   auto direct = node.gpureap({"--no-agent", "--json", "status", "--gpu", "0"}, 30s);
   auto scan_age = holder_age(json::parse(direct.out, nullptr, false), pid);
   ASSERT_TRUE(scan_age) << direct.out;

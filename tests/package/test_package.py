@@ -319,6 +319,8 @@ class DebianPackage(unittest.TestCase):
                 r = run(["man", "-l", page], env=dict(os.environ, MANWIDTH="80", MAN_KEEP_STDERR="1"))
                 self.assertIn("EXIT STATUS", r.stdout, page)
                 self.assertEqual(r.stderr, "", page)
+                wide = [l for l in r.stdout.splitlines() if len(l) > 80]
+                self.assertEqual(wide, [], page)  # nothing wider than MANWIDTH=80
             run(dpkg + ["--force-script-chrootless", "-r", "gpureap"])
             self.assertFalse(os.path.exists(gpureap))
         finally:

@@ -1,0 +1,120 @@
+#include "cli/help_format.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <memory>
+
+#include "cli/cli_outline.h"
+#include "cli/environment.h"
+#include "cli/exit_codes.h"
+#include "cli/suggest.h"
+#include "report/table_layout.h"
+#include "report/terminal_text.h"
+
+namespace gpureap::cli {
+namespace {
+
+// CLI11's layout, less long: a command is one line in a list of commands (its
+// details are its own --help), and the top level's footer is the exit statuses in
+// brief and where the details are, not the whole table (gpureap(1) keeps it: the
+// man page reads the footer itself).
+class GpureapFormatter : public CLI::Formatter {
+ public:
+  GpureapFormatter() { label("SUBCOMMAND", "COMMAND"); }
+
+  std::string make_subcommands(const CLI::App* app, CLI::AppFormatMode mode) const override {
+    std::string out = CLI::Formatter::make_subcommands(app, mode);
+    if (out.starts_with("\nSubcommands:")) out.replace(1, 11, "Commands");
+    return out;
+  }
+
+  std::string make_subcommand(const CLI::App* sub) const override {
+    return fmt::format("  {:<8}  {}\n", sub->get_name(), summary_of(sub->get_description()));
+  }
+
+  std::string make_footer(const CLI::App* app) const override {
+    if (app->get_parent() != nullptr) return CLI::Formatter::make_footer(app);
+    return "Details: gpureap help COMMAND (or gpureap COMMAND --help); man gpureap.\n"
+           "Exit status: 0 ok, 1 memory still held, 2 usage error, 3 system error,\n"
+           "  4 nothing to do, 5 wait timed out; run: its command's (gpureap help run).\n";
+  }
+};
+
+}  // namespace
+
+void use_gpureap_help(CLI::App& app) {
+  app.formatter(std::make_shared<GpureapFormatter>());
+}
+
+std::string wrap_help(std::string_view help, std::size_t columns) {
+  // The description, before "Usage:", is prose broken by hand for a wider screen:
+  // its lines at the margin are joined into paragraphs again, then wrapped; indented
+  // lines (examples, lists) keep their breaks.
+  std::size_t usage = help.starts_with("Usage:") ? 0 : help.find("\nUsage:");
+  usage = usage == std::string_view::npos ? 0 : usage;
+  std::string text;
+  bool joinable = false;  // the last line is prose that a next prose line continues
+  for (std::size_t start = 0; start < usage;) {
+    const std::size_t nl = std::min(help.find('\n', start), usage);
+    const std::string_view line = help.substr(start, nl - start);
+    const bool prose = !line.empty() && line.front() != ' ';
+    if (prose && joinable)
+      text += ' ';
+    else if (start > 0)
+      text += '\n';
+    text += line;
+    joinable = prose;
+    start = nl + 1;
+  }
+  if (usage > 0) text += '\n';
+  text += help.substr(usage > 0 ? usage + 1 : 0);
+  while (text.ends_with("\n\n")) text.pop_back();  // CLI11 ends with a blank line
+  return report::wrap_lines(text, columns, report::Hang::description);
+}
+
+std::string help_of(const CLI::App& app, std::string_view command) {
+  // Through the formatter: App::help() would explain the command selected, `help`.
+  const auto mode = CLI::AppFormatMode::Normal;
+  if (command.empty()) return wrap_help(app.get_formatter()->make_help(&app, app.get_name(), mode));
+  for (const CLI::App* sub : app.get_subcommands({}))
+    if (sub->get_name() == command && !sub->get_group().empty())
+      return wrap_help(
+          sub->get_formatter()->make_help(sub, app.get_name() + " " + sub->get_name(), mode));
+  return "";
+}
+
+void add_help_commands(CLI::App& app, const GlobalOptions& global, CommandFn& run,
+                       std::string_view linkage) {
+  auto command = std::make_shared<std::string>();
+  auto* help = app.add_subcommand("help", "Show the help of gpureap, or of one command");
+  help->group("");  // hidden: a way in, not a command of its own (no man page)
+  help->add_option("COMMAND", *command, "The command to explain")->type_name("COMMAND");
+  help->callback([&app, &run, command] {
+    run = [&app, command] {
+      std::string text = help_of(app, *command);
+      if (text.empty()) {
+        std::vector<std::string> names;
+        for (const auto& c : visible_commands(app)) names.push_back(c.name);
+        const std::string near = closest(*command, names);
+        print_err(fmt::format("gpureap help: unknown command '{}'{}; `gpureap help` lists them\n",
+                              report::terminal_text(*command),
+                              near.empty() ? "" : " (did you mean " + near + "?)"));
+        return kExitUsage;
+      }
+      print_out(text);
+      return kExitOk;
+    };
+  });
+  auto* version = app.add_subcommand("version", "Print the version (as --version)");
+  version->group("");
+  version->callback([&run, &global, linkage] {
+    run = [&global, linkage] {
+      print_out(version_text(global, linkage));
+      return kExitOk;
+    };
+  });
+}
+
+}  // namespace gpureap::cli
