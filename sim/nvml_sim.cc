@@ -43,6 +43,7 @@ struct Library {
   std::string last_mode_text;
   std::uint64_t queries = 0;  // memory/process queries since the mode last changed
   std::array<nvmlDevice_st, kMaxDevices> devices{};
+  int session_fd = -1;  // D/sessions/<pid>.lock while initialized (a reset sees the client)
 };
 
 Library& lib() {
@@ -114,6 +115,7 @@ nvmlReturn_t do_init() {
   l.allocs.emplace(paths);
   for (unsigned i = 0; i < kMaxDevices; ++i) l.devices[i].index = i;
   l.init_count = 1;
+  l.session_fd = open_nvml_session(paths);
   return NVML_SUCCESS;
 }
 
@@ -290,7 +292,11 @@ NVML_EXPORT nvmlReturn_t nvmlShutdown() {
     Library& l = lib();
     std::lock_guard lock(l.mu);
     if (l.init_count == 0) return NVML_ERROR_UNINITIALIZED;
-    if (--l.init_count == 0) l.allocs.reset();
+    if (--l.init_count == 0) {
+      l.allocs.reset();
+      close_nvml_session(l.paths, l.session_fd);
+      l.session_fd = -1;
+    }
     return NVML_SUCCESS;
   });
 }
