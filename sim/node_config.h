@@ -33,6 +33,7 @@ struct SimPaths {
   fs::path procs() const { return root / "procs"; }
   fs::path cgroups() const { return root / "cgroups"; }
   fs::path smi_log() const { return root / "nvidia-smi.log"; }
+  fs::path sessions() const { return root / "sessions"; }
   fs::path gpu_node(unsigned minor) const { return dev() / ("nvidia" + std::to_string(minor)); }
   fs::path caps() const { return dev() / "nvidia-caps"; }
   fs::path cap_node(unsigned minor) const { return caps() / ("nvidia-cap" + std::to_string(minor)); }

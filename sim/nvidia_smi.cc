@@ -232,6 +232,9 @@ struct Smi {
       if (live || g.persistence || !processes_with_open(paths.gpu_node(g.minor)).empty())
         busy.push_back(gpu);
     }
+    // Another process's NVML session is a client of every GPU (a monitoring agent:
+    // DCGM, a running `gpureap watch`), whether or not it has a node open now.
+    if (busy.empty() && !open_nvml_sessions(paths, ::getpid()).empty()) busy = gpus;
     if (!busy.empty()) {
       for (unsigned gpu : busy)
         fmt::print("GPU {}: In use by another client\n", node.gpus[gpu].bus_id);

@@ -46,6 +46,7 @@ struct Library {
   std::array<nvmlDevice_st, kMaxDevices> devices{};
   static constexpr unsigned kMaxMig = 7;
   std::array<std::array<nvmlDevice_st, kMaxMig>, kMaxDevices> mig_devices{};
+  int session_fd = -1;  // D/sessions/<pid>.lock while initialized (a reset sees the client)
 };
 
 Library& lib() {
@@ -120,6 +121,7 @@ nvmlReturn_t do_init() {
     for (unsigned k = 0; k < Library::kMaxMig; ++k) l.mig_devices[i][k] = {i, static_cast<int>(k)};
   }
   l.init_count = 1;
+  l.session_fd = open_nvml_session(paths);
   return NVML_SUCCESS;
 }
 
@@ -315,7 +317,11 @@ NVML_EXPORT nvmlReturn_t nvmlShutdown() {
     Library& l = lib();
     std::lock_guard lock(l.mu);
     if (l.init_count == 0) return NVML_ERROR_UNINITIALIZED;
-    if (--l.init_count == 0) l.allocs.reset();
+    if (--l.init_count == 0) {
+      l.allocs.reset();
+      close_nvml_session(l.paths, l.session_fd);
+      l.session_fd = -1;
+    }
     return NVML_SUCCESS;
   });
 }

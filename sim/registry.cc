@@ -124,6 +124,50 @@ bool lock_held(const SimPaths& paths, const std::string& name) {
 
 }  // namespace
 
+int open_nvml_session(const SimPaths& paths) {
+  std::error_code ec;
+  fs::create_directories(paths.sessions(), ec);
+  fs::path path = paths.sessions() / (std::to_string(::getpid()) + ".lock");
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  if (::fcntl(fd, F_OFD_SETLK, &lock) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void close_nvml_session(const SimPaths& paths, int fd) {
+  if (fd < 0) return;
+  std::error_code ec;
+  fs::remove(paths.sessions() / (std::to_string(::getpid()) + ".lock"), ec);
+  ::close(fd);
+}
+
+std::vector<pid_t> open_nvml_sessions(const SimPaths& paths, pid_t except) {
+  std::vector<pid_t> open;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(paths.sessions(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.ends_with(".lock")) continue;
+    pid_t pid = 0;
+    auto [end, err] = std::from_chars(name.data(), name.data() + name.size() - 5, pid);
+    if (err != std::errc() || end != name.data() + name.size() - 5 || pid == except) continue;
+    int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct flock probe {};
+    probe.l_type = F_RDLCK;
+    probe.l_whence = SEEK_SET;
+    if (::fcntl(fd, F_OFD_GETLK, &probe) == 0 && probe.l_type != F_UNLCK) open.push_back(pid);
+    ::close(fd);
+  }
+  std::sort(open.begin(), open.end());
+  return open;
+}
+
 Result<void> register_allocation(const SimPaths& paths, const Allocation& a) {
   nlohmann::json j = {{"pid", a.pid},
                       {"start_time", a.start_time},

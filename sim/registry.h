@@ -10,6 +10,9 @@
 //                                      still knows whether it holds)
 //   D/allocs/g<gpu>-<pid>-<start>.reads one byte per utilization read of a ghost
 //                                      with a read limit (`hold --ghost-reads N`)
+//   D/sessions/<pid>.lock              an NVML session (nvmlInit .. nvmlShutdown) of
+//                                      that process: an OFD write lock held while it
+//                                      is open, so a crashed client's is not counted
 //   D/allocs/g<gpu>-<pid>-<start>.dead when the holder was first seen dead
 //                                      (CLOCK_BOOTTIME ns; created once, atomically)
 //
@@ -62,6 +65,16 @@ std::uint64_t own_pid_namespace();
 /// files stay open: the descriptor is never closed, and is inherited by children
 /// forked afterwards. Call before register_allocation.
 Result<void> lock_allocation(const SimPaths& paths, const Allocation& alloc);
+
+/// Opens this process's NVML session: D/sessions/<pid>.lock, locked (OFD) until
+/// close_nvml_session or the process's exit. Returns the descriptor, -1 when the
+/// file cannot be written (the session is then not seen by a reset).
+int open_nvml_session(const SimPaths& paths);
+/// Closes it: the lock released, the file removed.
+void close_nvml_session(const SimPaths& paths, int fd);
+/// The pids of the NVML sessions open now (their lock held), other than `except`'s:
+/// the clients a GPU reset finds "in use".
+std::vector<pid_t> open_nvml_sessions(const SimPaths& paths, pid_t except);
 
 /// Writes D/procs/<pid>-<start>.json.
 Result<void> register_process(const SimPaths& paths, const ProcRecord& record);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <future>
 #include <memory>
@@ -25,6 +26,7 @@
 #include "reclaim/process_control.h"
 #include "reclaim/reclaimer.h"
 #include "report/names.h"
+#include "report/watch_service.h"
 #include "util/pattern.h"
 #include "util/poll.h"
 
@@ -96,8 +98,13 @@ const char* kLandingPage =
 
 class Agent {
  public:
-  Agent(inventory::Node& node, AgentOptions options, const EventSink& sink)
-      : node_(node), options_(std::move(options)), sink_(sink), watcher_(node, options_.watch) {}
+  Agent(inventory::Node& node, AgentOptions options, const EventSink& sink,
+        const AgentHooks& hooks)
+      : node_(node),
+        options_(std::move(options)),
+        sink_(sink),
+        hooks_(hooks),
+        watcher_(node, options_.watch) {}
 
   Result<void> apply_keep() {
     keep_.reset();
@@ -148,24 +155,40 @@ class Agent {
   }
   std::size_t gpus() const { return watcher_.inventory().gpus.size(); }
 
-  void loop(const std::atomic<bool>& stop, std::atomic<bool>& reload,
-            const std::function<Result<AgentOptions>()>& reload_options) {
+  void loop(const AgentSignals& signals) {
     publish();  // what the node looks like at the start: an orphan already there is news
+    if (options_.notifier) options_.notifier->ready(service_status());
     auto next_tick = node_.clock().now() + options_.watch.tick;
-    while (!stop.load()) {
-      if (reload.exchange(false) && reload_options) apply_reload(reload_options);
+    auto next_watchdog = node_.clock().now();
+    while (!signals.stop.load()) {
+      if (signals.reload.exchange(false)) apply_reload();
+      if (signals.yield_nvml.exchange(false)) yield_nvml(kDefaultNvmlYield, "SIGUSR1");
+      if (signals.resume_nvml.exchange(false) && yielded_until_) resume_nvml("SIGUSR2", "");
+      if (yielded_until_ && node_.clock().now() >= *yielded_until_)
+        resume_nvml("the yield's deadline", "");
+      // The watchdog is fed from the loop itself: a loop that stops turning (a wait
+      // that never ends) is what systemd should restart.
+      if (auto every = watchdog_interval(); every && node_.clock().now() >= next_watchdog) {
+        options_.notifier->watchdog();
+        next_watchdog = node_.clock().now() + *every;
+      }
 
       std::vector<pollfd> fds;
       fds.push_back({queue_.fd(), POLLIN, 0});
       for (const pollfd& p : control_->poll_fds()) fds.push_back(p);
       const std::size_t first_watched = fds.size();
-      for (int fd : watcher_.watch_fds()) fds.push_back({fd, POLLIN, 0});
+      // While NVML is let go, a death is read when it is taken up again: rebuilding
+      // the inventory would ask NVML for its figures.
+      if (!yielded_until_)
+        for (int fd : watcher_.watch_fds()) fds.push_back({fd, POLLIN, 0});
       auto now = node_.clock().now();
       int timeout = now >= next_tick ? 0 : poll_timeout_ms(next_tick);
       // A control client past its deadline is dropped on time, not at the next tick.
       if (auto due = control_->next_deadline()) timeout = std::min(timeout, poll_timeout_ms(*due));
+      if (watchdog_interval()) timeout = std::min(timeout, poll_timeout_ms(next_watchdog));
+      if (yielded_until_) timeout = std::min(timeout, poll_timeout_ms(*yielded_until_));
       int n = ::poll(fds.data(), fds.size(), timeout);
-      if (stop.load()) break;
+      if (signals.stop.load()) break;
       // Every client side by side, none waited for (W2-17); also drops the late ones.
       control_->serve(
           [this](const Peer& peer, const std::string& req) { return serve_control(peer, req); });
@@ -179,17 +202,49 @@ class Agent {
           }
         if (died) publish();  // an orphan is announced the moment its parent dies
       }
-      if (node_.clock().now() >= next_tick) {
+      if (node_.clock().now() >= next_tick && !yielded_until_) {
         refresh();
         publish();
         reap_due_orphans();
         next_tick = node_.clock().now() + options_.watch.tick;
       }
     }
+    if (options_.notifier) options_.notifier->stopping();
+    if (hooks_.stopping) hooks_.stopping();
     queue_.close();
   }
 
  private:
+  std::optional<std::chrono::milliseconds> watchdog_interval() const {
+    return options_.notifier ? options_.notifier->watchdog_interval() : std::nullopt;
+  }
+
+  std::string service_status() const {
+    return report::watch_service_status(watcher_.inventory(),
+                                        last_event_ ? &*last_event_ : nullptr,
+                                        yielded_until_.has_value());
+  }
+
+  /// Lets go of NVML (the worker's session closed: nvmlShutdown, the worker gone)
+  /// for `how_long`, so that a GPU reset or a MIG change finds no client; a second
+  /// request moves the deadline. /proc stays watched.
+  void yield_nvml(std::chrono::milliseconds how_long, const std::string& by) {
+    node_.gpus().disconnect();
+    yielded_until_ = node_.clock().now() + how_long;
+    const double until = wall_now() + std::chrono::duration<double>(how_long).count();
+    if (hooks_.nvml) hooks_.nvml(NvmlYield{true, by, until, {}});
+    if (options_.notifier) options_.notifier->status(service_status());
+  }
+
+  /// Takes NVML up again: a full look at once, announced like any tick (memory a
+  /// reset freed shows as freed), after the line that says why.
+  void resume_nvml(const std::string& by, const std::string& note) {
+    yielded_until_.reset();
+    if (hooks_.nvml) hooks_.nvml(NvmlYield{false, by, 0, note});
+    watcher_.refresh(true);
+    last_refresh_ = node_.clock().now();
+    publish();
+  }
   /// A tick's look (Watcher::refresh), remembered for the scrape rate limit.
   void refresh() {
     watcher_.refresh();
@@ -202,6 +257,7 @@ class Agent {
     for (auto& event : detector_.observe(inv, wall_now(), watcher_.dead_parents())) emit(event);
     track_orphans(inv);
     if (options_.textfile_dir) update_textfile();
+    if (options_.notifier) options_.notifier->status(service_status());
   }
 
   /// Rewrites the textfile when its text changed. A failure is said once, and so
@@ -222,6 +278,7 @@ class Agent {
   }
 
   void emit(const inventory::Event& event) {
+    last_event_ = event;
     ++counters_.events[report::to_string(event.kind)];
     if (sink_ && !sink_(event)) ++counters_.events_dropped;
   }
@@ -248,6 +305,8 @@ class Agent {
       // driver and /proc are read at most at that rate, not at the caller's (W2-18).
       // The text rendered for a scrape is reused within that interval too.
       auto now = node_.clock().now();
+      // NVML let go: the figures of the last look, not a look that would take it up.
+      if (yielded_until_) return HttpResponse{200, report::kMetricsContentType, metrics_text()};
       if (scrape_text_rendered_ && now - *scrape_text_rendered_ < kScrapeRefreshInterval)
         return HttpResponse{200, report::kMetricsContentType, scrape_text_};
       if (!last_refresh_ || now - *last_refresh_ >= kScrapeRefreshInterval) {
@@ -264,8 +323,16 @@ class Agent {
   }
 
   std::string serve_control(const Peer& peer, const std::string& request) {
+    if (request.starts_with(inventory::kYieldNvmlRequest) ||
+        request.starts_with(inventory::kResumeNvmlRequest))
+      return serve_nvml_request(peer, request);
     if (request != inventory::kInventoryRequest)
-      return inventory::encode_wire_error("unknown request: this agent answers \"inventory\"");
+      return inventory::encode_wire_error(
+          "unknown request: this agent answers \"inventory\", \"yield-nvml\" and "
+          "\"resume-nvml\"");
+    if (yielded_until_)
+      return inventory::encode_wire_error(
+          "the agent has let go of NVML for a GPU reset: scan directly");
     // As fresh as a direct scan: NVML read and new processes scanned for this answer.
     refresh();
     publish();
@@ -455,21 +522,50 @@ class Agent {
     publish();
   }
 
-  void apply_reload(const std::function<Result<AgentOptions>()>& reload_options) {
-    auto fresh = reload_options();
-    if (!fresh) return;  // the CLI reported why; the old options stay
-    // What can change while running: the policy, the metrics' detail, the tick.
-    options_.reap_orphans_after = fresh->reap_orphans_after;
-    options_.keep_regex = fresh->keep_regex;
-    options_.reap_dry_run = fresh->reap_dry_run;
-    options_.per_holder = fresh->per_holder;
-    options_.watch.tick = fresh->watch.tick;
-    (void)apply_keep();
+  /// "yield-nvml MILLISECONDS" and "resume-nvml [NOTE]", root's only: anyone else
+  /// could blind the agent. The answer comes once NVML is let go (the worker's
+  /// session closed), so the asker may reset at once.
+  std::string serve_nvml_request(const Peer& peer, const std::string& request) {
+    if (peer.uid != 0)
+      return inventory::encode_wire_error("only root may make the agent let go of NVML");
+    const std::string by = "pid " + std::to_string(peer.pid);
+    if (request.starts_with(inventory::kResumeNvmlRequest)) {
+      std::string note = request.substr(inventory::kResumeNvmlRequest.size());
+      if (!note.empty() && note.front() == ' ') note.erase(0, 1);
+      if (yielded_until_) resume_nvml(by, note);
+      return inventory::encode_nvml_answer(false, 0);
+    }
+    std::string rest = request.substr(inventory::kYieldNvmlRequest.size());
+    std::chrono::milliseconds how_long = kDefaultNvmlYield;
+    if (!rest.empty()) {
+      char* end = nullptr;
+      const long long ms = std::strtoll(rest.c_str(), &end, 10);
+      if (rest.front() != ' ' || *end != '\0' || ms <= 0)
+        return inventory::encode_wire_error("yield-nvml takes a number of milliseconds");
+      how_long = std::min(std::chrono::milliseconds(ms), kMaxNvmlYield);
+    }
+    yield_nvml(how_long, by);
+    return inventory::encode_nvml_answer(
+        true, wall_now() + std::chrono::duration<double>(how_long).count());
+  }
+
+  void apply_reload() {
+    if (!hooks_.reload_options) return;
+    if (options_.notifier) options_.notifier->reloading();
+    auto fresh = hooks_.reload_options();
+    if (fresh) {  // else the CLI said why; the old options stay
+      auto changes = option_changes(options_, *fresh);
+      apply_reloadable(options_, *fresh);
+      (void)apply_keep();  // checked by the CLI: it compiles
+      if (hooks_.reloaded) hooks_.reloaded(changes);
+    }
+    if (options_.notifier) options_.notifier->ready(service_status());
   }
 
   inventory::Node& node_;
   AgentOptions options_;
   const EventSink& sink_;
+  const AgentHooks& hooks_;
   Watcher watcher_;
   inventory::EventDetector detector_;
   report::AgentCounters counters_;
@@ -487,18 +583,18 @@ class Agent {
   std::optional<util::Clock::time_point> last_refresh_;
   std::string scrape_text_;  // what the last scrape rendered, and when
   std::optional<util::Clock::time_point> scrape_text_rendered_;
+  std::optional<util::Clock::time_point> yielded_until_;  // NVML let go until then
+  std::optional<inventory::Event> last_event_;           // for systemd's STATUS=
 };
 
 }  // namespace
 
 Result<void> run_agent(inventory::Node& node, AgentOptions options, const EventSink& sink,
-                       const std::atomic<bool>& stop, std::atomic<bool>& reload,
-                       const std::function<Result<AgentOptions>()>& reload_options,
-                       const StartedFn& started) {
-  Agent agent(node, std::move(options), sink);
+                       const AgentSignals& signals, const AgentHooks& hooks) {
+  Agent agent(node, std::move(options), sink, hooks);
   if (auto ok = agent.start(); !ok) return ok;
-  if (started) started(agent.listen_address(), agent.gpus());
-  agent.loop(stop, reload, reload_options);
+  if (hooks.started) hooks.started(agent.listen_address(), agent.gpus());
+  agent.loop(signals);
   return {};
 }
 

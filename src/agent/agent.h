@@ -13,6 +13,8 @@
 #include <optional>
 #include <string>
 
+#include "agent/option_changes.h"
+#include "agent/service_notify.h"
 #include "agent/watcher.h"
 #include "inventory/events.h"
 #include "inventory/node.h"
@@ -42,6 +44,25 @@ struct AgentOptions {
   /// Where the reaper's signals and verdicts are recorded (actor watch-reaper). Required:
   /// run_agent fails without one.
   std::shared_ptr<reclaim::AuditSink> audit;
+  /// systemd's notify socket (Type=notify): ready, status, reload, stop, watchdog.
+  /// nullptr: not under such a unit.
+  std::shared_ptr<ServiceNotifier> notifier;
+};
+
+/// How long the agent lets go of NVML when asked without a duration (SIGUSR1):
+/// long enough for a GPU reset or a MIG change, short enough that a forgotten
+/// request does not leave the node unwatched.
+inline constexpr std::chrono::milliseconds kDefaultNvmlYield{120000};
+/// The longest yield a request may ask for.
+inline constexpr std::chrono::milliseconds kMaxNvmlYield{3600000};
+
+/// The agent letting go of NVML (so that a GPU reset finds no client) or taking
+/// it up again.
+struct NvmlYield {
+  bool yielded = false;  // true: let go; false: resumed
+  std::string by;        // who asked ("SIGUSR1", "pid 4242 gpureap"), or "the deadline"
+  double until = 0;      // yielded: wall clock seconds when it resumes by itself
+  std::string note;      // resumed: what the asker said it did ("reset GPU 0: succeeded")
 };
 
 /// Where events go (the CLI renders and prints them: library code never prints).
@@ -53,13 +74,32 @@ using EventSink = std::function<bool(const inventory::Event&)>;
 /// one; nullopt without --listen) and the number of GPUs it watches.
 using StartedFn = std::function<void(const std::optional<std::string>& listen, std::size_t gpus)>;
 
-/// Runs until `stop` is set (SIGTERM/SIGINT) and returns 0; `reload` set (SIGHUP)
-/// calls `reload_options` and applies what it returns. Fails before the loop
-/// starts: another agent holds the lock (its pid named), the socket or the
-/// listen address cannot be bound, the --textfile directory cannot be written.
+/// The flags the CLI's signal handlers set; the loop reads and clears them.
+struct AgentSignals {
+  const std::atomic<bool>& stop;  // SIGTERM, SIGINT
+  std::atomic<bool>& reload;      // SIGHUP
+  std::atomic<bool>& yield_nvml;  // SIGUSR1: let go of NVML for kDefaultNvmlYield
+  std::atomic<bool>& resume_nvml; // SIGUSR2: take it up again now
+};
+
+/// What the agent says about itself, besides events (the CLI prints it).
+struct AgentHooks {
+  StartedFn started;
+  /// SIGHUP: the options re-read (the CLI says why when it cannot: the old stay).
+  std::function<Result<AgentOptions>()> reload_options;
+  /// The reload applied: what changed (empty: nothing).
+  std::function<void(const std::vector<OptionChange>&)> reloaded;
+  std::function<void(const NvmlYield&)> nvml;
+  /// The loop ended (a stop signal): the agent is about to close everything.
+  std::function<void()> stopping;
+};
+
+/// Runs until `signals.stop` is set and returns 0; `reload` set calls
+/// hooks.reload_options and applies what a running agent can (option_changes.h).
+/// Fails before the loop starts: another agent holds the lock (its pid named), the
+/// socket or the listen address cannot be bound, the --textfile directory cannot
+/// be written.
 Result<void> run_agent(inventory::Node& node, AgentOptions options, const EventSink& sink,
-                       const std::atomic<bool>& stop, std::atomic<bool>& reload,
-                       const std::function<Result<AgentOptions>()>& reload_options,
-                       const StartedFn& started);
+                       const AgentSignals& signals, const AgentHooks& hooks);
 
 }  // namespace gpureap::agent

@@ -1,6 +1,5 @@
 #include "audit/journal.h"
 
-#include <dlfcn.h>
 #include <sys/uio.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -10,6 +9,7 @@
 #include <string_view>
 
 #include "report/terminal_text.h"
+#include "util/libsystemd.h"
 
 #ifdef GPUREAP_HAVE_SD_JOURNAL
 #include <systemd/sd-journal.h>
@@ -49,22 +49,14 @@ void send_to_syslog(const std::vector<std::string>& fields) {
 }
 
 #ifdef GPUREAP_HAVE_SD_JOURNAL
-// sd_journal_sendv, resolved in libsystemd.so.0 at the first record.
+// sd_journal_sendv, resolved in libsystemd.so.0 (util/libsystemd.h) at the first record.
 class Libsystemd {
  public:
   using SendV = decltype(&::sd_journal_sendv);
-  ~Libsystemd() {
-    if (handle_) ::dlclose(handle_);
-  }
   SendV sendv() {
     if (!tried_) {
       tried_ = true;
-      handle_ = ::dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
-      if (handle_) sendv_ = reinterpret_cast<SendV>(::dlsym(handle_, "sd_journal_sendv"));
-      if (!sendv_) {
-        const char* why = ::dlerror();
-        error_ = why ? why : "libsystemd.so.0 has no sd_journal_sendv";
-      }
+      sendv_ = reinterpret_cast<SendV>(libsystemd_symbol("sd_journal_sendv", &error_));
     }
     return sendv_;
   }
@@ -72,7 +64,6 @@ class Libsystemd {
 
  private:
   bool tried_ = false;
-  void* handle_ = nullptr;
   SendV sendv_ = nullptr;
   std::string error_;
 };

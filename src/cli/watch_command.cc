@@ -23,6 +23,7 @@
 #include "inventory/agent_client.h"
 #include "report/terminal_text.h"
 #include "report/watch_events.h"
+#include "report/watch_service.h"
 #include "util/pattern.h"
 #include "util/queued_writer.h"
 #include "util/text.h"
@@ -31,8 +32,13 @@
 namespace gpureap::cli {
 namespace {
 
+/// Where `gpureap watch` reads its options when --config is not given (read when
+/// it exists; absent is fine). docs/watch.md, "Options file and SIGHUP".
+constexpr const char* kDefaultConfig = "/etc/gpureap/watch.conf";
+
 /// The options as given (strings: checked by to_agent_options, so that an options
-/// file re-read on SIGHUP goes through the same checks).
+/// file, read at start and re-read on SIGHUP, goes through the same checks as the
+/// command line).
 struct WatchFlags {
   std::string listen = agent::kDefaultListen;
   bool no_listen = false;
@@ -47,12 +53,51 @@ struct WatchFlags {
   std::string config;
 };
 
-void add_reloadable_options(CLI::App& app, WatchFlags& f) {
+/// Every option of `watch` but --config is a key of the options file, by its long
+/// name without the dashes: one table for the command line, the file and "the
+/// command line wins".
+struct OptionKey {
+  const char* key;
+  std::string WatchFlags::*text = nullptr;  // a value option
+  bool WatchFlags::*flag = nullptr;         // a flag (the file says true or false)
+};
+constexpr std::array<OptionKey, 10> kOptionKeys{{
+    {"listen", &WatchFlags::listen, nullptr},
+    {"no-listen", nullptr, &WatchFlags::no_listen},
+    {"textfile", &WatchFlags::textfile, nullptr},
+    {"full-scan-interval", &WatchFlags::full_scan, nullptr},
+    {"socket-group", &WatchFlags::socket_group, nullptr},
+    {"tick", &WatchFlags::tick, nullptr},
+    {"per-holder-metrics", nullptr, &WatchFlags::per_holder},
+    {"reap-orphans-after", &WatchFlags::reap_after, nullptr},
+    {"keep", &WatchFlags::keep, nullptr},
+    {"reap-dry-run", nullptr, &WatchFlags::reap_dry_run},
+}};
+
+/// The options of kOptionKeys, on the command line and in the options file alike.
+void add_file_options(CLI::App& app, WatchFlags& f) {
+  app.add_option("--listen", f.listen,
+                 "Serve /metrics on ADDR:PORT (loopback by default; port 0 picks a free port)")
+      ->type_name("ADDR:PORT")
+      ->default_val(agent::kDefaultListen);
+  app.add_flag("--no-listen", f.no_listen, "Serve no HTTP at all");
+  app.add_option("--textfile", f.textfile,
+                 "Also write the metrics to DIR/gpureap.prom at every change (node_exporter's "
+                 "textfile collector; atomic rename)")
+      ->type_name("DIR");
+  app.add_option("--full-scan-interval", f.full_scan,
+                 "How often all of /proc is scanned, as a safety net")
+      ->type_name("DURATION")
+      ->default_val(duration_flag(agent::kDefaultFullScan));
+  app.add_option("--socket-group", f.socket_group,
+                 "Let this group's members ask the agent (socket mode 0660); they see what their "
+                 "own scan would show them, never more. Default: root only (0600)")
+      ->type_name("GROUP");
   app.add_option("--tick", f.tick,
                  "How often NVML and new processes are read (a parent's death is seen at once, "
                  "whatever the tick)")
-      ->default_val(duration_flag(agent::kDefaultTick))
-      ->type_name("DURATION");
+      ->type_name("DURATION")
+      ->default_val(duration_flag(agent::kDefaultTick));
   app.add_flag("--per-holder-metrics", f.per_holder,
                "Also export one series per holder (pid, command, user): opt-in, since pids churn "
                "and name users");
@@ -114,12 +159,8 @@ Result<agent::AgentOptions> to_agent_options(const WatchFlags& f, const std::str
   return o;
 }
 
-/// The keys an options file may set (the reloadable options).
-constexpr std::array<std::string_view, 5> kFileKeys{"tick", "per-holder-metrics",
-                                                    "reap-orphans-after", "keep", "reap-dry-run"};
-
 /// Every line of an options file is blank, a comment or `key = value` with a key
-/// of kFileKeys: CLI11's reader drops what it does not know, and a dropped
+/// of kOptionKeys: CLI11's reader drops what it does not know, and a dropped
 /// `keep` (misspelt, or under an INI `[section]`) would get the holder it
 /// protects reaped (W2-05). The error names the line and the key. A file that
 /// cannot be read is left to CLI11, which says why.
@@ -143,9 +184,13 @@ Result<void> check_options_file(const std::string& path) {
     std::string_view key = trim(text.substr(0, eq));
     if (key.size() >= 2 && key.front() == '"' && key.back() == '"')
       key = key.substr(1, key.size() - 2);
-    if (std::find(kFileKeys.begin(), kFileKeys.end(), key) == kFileKeys.end())
+    if (std::none_of(kOptionKeys.begin(), kOptionKeys.end(),
+                     [&](const OptionKey& k) { return key == k.key; })) {
+      std::vector<std::string_view> keys;
+      for (const auto& k : kOptionKeys) keys.push_back(k.key);
       return fail(fmt::format("{}: unknown key '{}' (the file takes {})", where(),
-                              report::terminal_text(key), fmt::join(kFileKeys, ", ")));
+                              report::terminal_text(key), fmt::join(keys, ", ")));
+    }
   }
   return {};
 }
@@ -157,7 +202,7 @@ Result<WatchFlags> read_options_file(const std::string& path, const WatchFlags& 
   if (auto checked = check_options_file(path); !checked) return std::unexpected(checked.error());
   CLI::App app("gpureap watch options file");
   WatchFlags file = given;
-  add_reloadable_options(app, file);
+  add_file_options(app, file);
   app.set_config("--config", path, "", true);
   app.allow_config_extras(false);
   try {
@@ -166,37 +211,52 @@ Result<WatchFlags> read_options_file(const std::string& path, const WatchFlags& 
     return fail(fmt::format("--config {}: {}", path, e.what()));
   }
   WatchFlags merged = given;
-  auto take = [&](const char* name, auto WatchFlags::*field) {
-    if (!on_command_line.contains(name)) merged.*field = file.*field;
-  };
-  take("tick", &WatchFlags::tick);
-  take("per-holder-metrics", &WatchFlags::per_holder);
-  take("reap-orphans-after", &WatchFlags::reap_after);
-  take("keep", &WatchFlags::keep);
-  take("reap-dry-run", &WatchFlags::reap_dry_run);
+  for (const auto& k : kOptionKeys) {
+    if (on_command_line.contains(k.key)) continue;
+    if (k.text) merged.*(k.text) = file.*(k.text);
+    if (k.flag) merged.*(k.flag) = file.*(k.flag);
+  }
   return merged;
 }
 
-/// The reloadable options in force, for the line a reload prints: each key of
-/// the options file with its value (given as text).
-std::string reloadable_in_force(const WatchFlags& f) {
-  return fmt::format(
-      "tick={}, per-holder-metrics={}, reap-orphans-after={}, keep={}, "
-      "reap-dry-run={}",
-      f.tick, f.per_holder, f.reap_after.empty() ? "off" : f.reap_after,
-      f.keep.empty() ? "(none)" : "'" + f.keep + "'", f.reap_dry_run);
+/// The options file in force: --config's (which must exist), else kDefaultConfig
+/// when it exists, else none ("").
+std::string config_path(const WatchFlags& given, bool explicit_config) {
+  if (explicit_config) return given.config;
+  return ::access(kDefaultConfig, F_OK) == 0 ? kDefaultConfig : "";
+}
+
+/// The flags with the options file's keys merged in (`path` "": the flags alone).
+Result<WatchFlags> with_options_file(const std::string& path, const WatchFlags& given,
+                                     const std::set<std::string>& on_command_line) {
+  if (path.empty()) return given;
+  return read_options_file(path, given, on_command_line);
 }
 
 std::atomic<bool> g_stop{false};
+std::atomic<int> g_stop_signal{0};
 std::atomic<bool> g_reload{false};
+std::atomic<bool> g_yield{false};
+std::atomic<bool> g_resume{false};
 
-void on_stop(int) { g_stop.store(true); }
+void on_stop(int sig) {
+  g_stop_signal.store(sig);
+  g_stop.store(true);
+}
 void on_hup(int) { g_reload.store(true); }
+void on_usr1(int) { g_yield.store(true); }
+void on_usr2(int) { g_resume.store(true); }
+
+void handle(int sig, void (*handler)(int)) {
+  struct sigaction action {};
+  action.sa_handler = handler;
+  ::sigaction(sig, &action, nullptr);
+}
 
 // Event lines waiting for stdout; past this many the next ones are dropped.
 constexpr std::size_t kEventQueueLines = 1024;
 
-int run_watch(const GlobalOptions& global, const WatchFlags& given,
+int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explicit_config,
               const std::set<std::string>& on_command_line) {
   auto state = inventory::state_dir();
   if (!state) {
@@ -204,16 +264,13 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given,
                           report::terminal_text(state.error().message)));
     return kExitSystem;
   }
-  WatchFlags flags = given;
-  if (!flags.config.empty()) {
-    auto merged = read_options_file(flags.config, given, on_command_line);
-    if (!merged) {
-      print_err(fmt::format("gpureap watch: {}\n", report::terminal_text(merged.error().message)));
-      return kExitUsage;
-    }
-    flags = std::move(*merged);
+  std::string config = config_path(given, explicit_config);
+  auto flags = with_options_file(config, given, on_command_line);
+  if (!flags) {
+    print_err(fmt::format("gpureap watch: {}\n", report::terminal_text(flags.error().message)));
+    return kExitUsage;
   }
-  auto options = to_agent_options(flags, *state);
+  auto options = to_agent_options(*flags, *state);
   if (!options) {
     print_err(fmt::format("gpureap watch: {}\n", report::terminal_text(options.error().message)));
     return kExitUsage;
@@ -227,13 +284,11 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given,
     return kExitSystem;
   }
 
-  struct sigaction stop {};
-  stop.sa_handler = on_stop;
-  ::sigaction(SIGTERM, &stop, nullptr);
-  ::sigaction(SIGINT, &stop, nullptr);
-  struct sigaction hup {};
-  hup.sa_handler = on_hup;
-  ::sigaction(SIGHUP, &hup, nullptr);
+  handle(SIGTERM, on_stop);
+  handle(SIGINT, on_stop);
+  handle(SIGHUP, on_hup);
+  handle(SIGUSR1, on_usr1);
+  handle(SIGUSR2, on_usr2);
   ::signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the agent
   node.set_interrupt_flag(&g_stop);
 
@@ -242,6 +297,10 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given,
   };
   // The reaper's signals are recorded (docs/audit.md), as free's are.
   options->audit = open_audit("watch", *state);
+  // Under a Type=notify unit: READY=1, STATUS=, RELOADING=1, STOPPING=1, WATCHDOG=1.
+  std::string notify_problem;
+  options->notifier = agent::ServiceNotifier::from_environment(&notify_problem);
+  if (!notify_problem.empty()) options->problems(notify_problem);
 
   const bool json = global.json;
   const report::Style style = stdout_style(global);
@@ -255,29 +314,55 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given,
     return out.push(json ? report::watch_event_json(event)
                          : report::watch_event_line(event, style));
   };
-  auto reload = [&]() -> Result<agent::AgentOptions> {
-    auto merged = flags.config.empty() ? Result<WatchFlags>(given)
-                                       : read_options_file(flags.config, given, on_command_line);
-    if (!merged) {
-      print_err(fmt::format("gpureap watch: SIGHUP: {}; keeping the options in force\n",
-                            report::terminal_text(merged.error().message)));
-      return std::unexpected(merged.error());
-    }
-    auto fresh = to_agent_options(*merged, *state);
+
+  agent::AgentHooks hooks;
+  hooks.reload_options = [&]() -> Result<agent::AgentOptions> {
+    // The file is looked for again: /etc/gpureap/watch.conf may have been written
+    // since the start.
+    config = config_path(given, explicit_config);
+    auto merged = with_options_file(config, given, on_command_line);
+    auto fresh = merged ? to_agent_options(*merged, *state)
+                        : Result<agent::AgentOptions>(std::unexpected(merged.error()));
     if (!fresh)
       print_err(fmt::format("gpureap watch: SIGHUP: {}; keeping the options in force\n",
                             report::terminal_text(fresh.error().message)));
-    else if (!flags.config.empty())
-      print_err(fmt::format("gpureap watch: reloaded {}: {}\n", report::terminal_text(flags.config),
-                            report::terminal_text(reloadable_in_force(*merged))));
     return fresh;
   };
-  std::string socket = inventory::agent_socket_path(*state);
-  auto started = [&](const std::optional<std::string>& listen, std::size_t gpus) {
-    out.push(json ? report::watch_started_json(::getpid(), listen, socket, gpus)
-                  : report::watch_started_line(::getpid(), listen, socket, gpus, style));
+  hooks.reloaded = [&](const std::vector<agent::OptionChange>& changes) {
+    const double now = agent::wall_now();
+    out.push(json ? report::watch_reloaded_json(now, config, changes)
+                  : report::watch_reloaded_line(now, config, changes, style));
   };
-  auto ran = agent::run_agent(node, std::move(*options), sink, g_stop, g_reload, reload, started);
+  hooks.nvml = [&](const agent::NvmlYield& y) {
+    const report::NvmlNotice notice{y.yielded, y.by, y.until, y.note};
+    const double now = agent::wall_now();
+    out.push(json ? report::watch_nvml_json(now, notice)
+                  : report::watch_nvml_line(now, notice, style));
+  };
+  hooks.stopping = [&] {
+    const int sig = g_stop_signal.load();
+    const std::string why = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "stopped";
+    const double now = agent::wall_now();
+    out.push(json ? report::watch_stopped_json(now, ::getpid(), why)
+                  : report::watch_stopped_line(now, ::getpid(), why, style));
+  };
+  report::WatchStart start;
+  start.pid = ::getpid();
+  start.socket = inventory::agent_socket_path(*state);
+  start.textfile = options->textfile_dir;
+  start.reap_orphans_after = options->reap_orphans_after;
+  start.reap_dry_run = options->reap_dry_run;
+  start.keep = options->keep_regex;
+  start.config = config;
+  hooks.started = [&](const std::optional<std::string>& listen, std::size_t gpus) {
+    start.listen = listen;
+    start.gpus = gpus;
+    const double now = agent::wall_now();
+    out.push(json ? report::watch_started_json(start, now)
+                  : report::watch_started_line(start, now, style));
+  };
+  const agent::AgentSignals signals{g_stop, g_reload, g_yield, g_resume};
+  auto ran = agent::run_agent(node, std::move(*options), sink, signals, hooks);
   if (!ran) {
     print_err(fmt::format("gpureap watch: {}\n", report::terminal_text(ran.error().message)));
     return kExitSystem;
@@ -298,44 +383,31 @@ void add_watch_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
       "first look of `free` and `wait`) instantly over <state dir>/agent.sock.\n"
       "It reads NVML and new processes every --tick, watches each holder's parent through a\n"
       "pidfd (an orphan is announced within milliseconds of its parent's death) and re-scans all\n"
-      "of /proc every --full-scan-interval. SIGTERM or SIGINT stop it; SIGHUP re-reads "
-      "--config.\n\n"
+      "of /proc every --full-scan-interval. Every option is also a key of the options file\n"
+      "(/etc/gpureap/watch.conf, or --config). SIGTERM or SIGINT stop it; SIGHUP re-reads the\n"
+      "options file; SIGUSR1 makes it let go of NVML for 2 minutes (a GPU reset needs no\n"
+      "client), SIGUSR2 takes it up again. Under systemd it is a Type=notify service.\n\n"
       "Examples:\n"
       "  gpureap watch                                  metrics on http://127.0.0.1:9847/metrics\n"
       "  gpureap --json watch --no-listen               events as JSON lines only\n"
       "  gpureap watch --textfile /var/lib/prometheus/node-exporter\n"
       "  gpureap watch --reap-orphans-after 10m --keep 'jupyter'   free long-orphaned holders\n"
-      "Metrics, events and the port: docs/watch.md.");
-  sub->add_option("--listen", flags->listen,
-                  "Serve /metrics on ADDR:PORT (loopback by default; port 0 picks a free port)")
-      ->default_val(agent::kDefaultListen)
-      ->type_name("ADDRESS");
-  sub->add_flag("--no-listen", flags->no_listen, "Serve no HTTP at all");
-  sub->add_option("--textfile", flags->textfile,
-                  "Also write the metrics to DIR/gpureap.prom at every change (node_exporter's "
-                  "textfile collector; atomic rename)")
-      ->type_name("DIR");
-  sub->add_option("--full-scan-interval", flags->full_scan,
-                  "How often all of /proc is scanned, as a safety net")
-      ->default_val(duration_flag(agent::kDefaultFullScan))
-      ->type_name("DURATION");
-  sub->add_option("--socket-group", flags->socket_group,
-                  "Let this group's members ask the agent (socket mode 0660); they see what their "
-                  "own scan would show them, never more. Default: root only (0600)")
-      ->type_name("GROUP");
-  add_reloadable_options(*sub, *flags);
+      "Metrics, events, the options file and the port: docs/watch.md.");
+  add_file_options(*sub, *flags);
   sub->add_option("--config", flags->config,
-                  "Options file (`key = value` lines: tick, per-holder-metrics, "
-                  "reap-orphans-after, keep, reap-dry-run); the command line wins; SIGHUP "
-                  "re-reads it")
-      ->type_name("PATH");
+                  "Options file: `key = value` lines, one key per option above (listen, tick, "
+                  "reap-orphans-after, keep, ...); the command line wins; SIGHUP re-reads it. "
+                  "Default: /etc/gpureap/watch.conf when it exists")
+      ->type_name("FILE");
   sub->footer(kWatchExitHelp);
   sub->callback([&run, &global, flags, sub] {
     std::set<std::string> given;
-    for (const char* name : {"tick", "per-holder-metrics", "reap-orphans-after", "keep",
-                             "reap-dry-run"})
-      if (sub->count(std::string("--") + name) > 0) given.insert(name);
-    run = [&global, flags, given] { return run_watch(global, *flags, given); };
+    for (const auto& k : kOptionKeys)
+      if (sub->count(std::string("--") + k.key) > 0) given.insert(k.key);
+    const bool explicit_config = sub->count("--config") > 0;
+    run = [&global, flags, given, explicit_config] {
+      return run_watch(global, *flags, explicit_config, given);
+    };
   });
 }
 

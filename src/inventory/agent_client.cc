@@ -72,14 +72,14 @@ Result<std::string> read_to_eof(int fd, Clock::time_point deadline) {
   }
 }
 
-}  // namespace
+// One request line, one answer read to EOF, from root's agent or one of our own.
+struct Exchange {
+  std::string answer;
+  pid_t server_pid = 0;
+};
 
-std::string agent_socket_path(const std::string& state_dir) {
-  return state_dir + "/agent.sock";
-}
-
-Result<Inventory> ask_agent(const std::string& socket_path, std::chrono::milliseconds deadline) {
-  const auto end = Clock::now() + deadline;
+Result<Exchange> exchange(const std::string& socket_path, std::string_view request,
+                          Clock::time_point end) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.empty() || socket_path.size() >= sizeof addr.sun_path)
@@ -103,16 +103,51 @@ Result<Inventory> ask_agent(const std::string& socket_path, std::chrono::millise
     return fail(socket_path + " is served by uid " + std::to_string(server.uid) +
                 ", neither root nor this user: not asked");
 
-  if (auto sent = send_all(fd.get(), std::string(kInventoryRequest) + "\n", end); !sent)
+  if (auto sent = send_all(fd.get(), std::string(request) + "\n", end); !sent)
     return std::unexpected(sent.error());
   auto answer = read_to_eof(fd.get(), end);
   if (!answer) return std::unexpected(answer.error());
   if (answer->empty()) return fail("the agent closed the connection without an answer");
-  auto inv = decode_inventory(*answer);
+  return Exchange{std::move(*answer), server.pid};
+}
+
+}  // namespace
+
+std::string agent_socket_path(const std::string& state_dir) {
+  return state_dir + "/agent.sock";
+}
+
+Result<Inventory> ask_agent(const std::string& socket_path, std::chrono::milliseconds deadline) {
+  auto got = exchange(socket_path, kInventoryRequest, Clock::now() + deadline);
+  if (!got) return std::unexpected(got.error());
+  auto inv = decode_inventory(got->answer);
   if (!inv) return inv;
   inv->source = "agent";
-  inv->agent_pid = server.pid;
+  inv->agent_pid = got->server_pid;
   return inv;
+}
+
+Result<double> ask_agent_to_yield_nvml(const std::string& socket_path,
+                                       std::chrono::milliseconds how_long,
+                                       std::chrono::milliseconds deadline) {
+  auto got = exchange(socket_path,
+                      std::string(kYieldNvmlRequest) + " " + std::to_string(how_long.count()),
+                      Clock::now() + deadline);
+  if (!got) return std::unexpected(got.error());
+  return decode_nvml_answer(got->answer);
+}
+
+Result<void> ask_agent_to_resume_nvml(const std::string& socket_path, const std::string& note,
+                                      std::chrono::milliseconds deadline) {
+  std::string line(kResumeNvmlRequest);
+  // One line on the wire: a newline in the note would end the request early.
+  for (char c : note) line += (c == '\n' || c == '\r') ? ' ' : c;
+  if (!note.empty()) line.insert(kResumeNvmlRequest.size(), " ");
+  auto got = exchange(socket_path, line, Clock::now() + deadline);
+  if (!got) return std::unexpected(got.error());
+  auto answer = decode_nvml_answer(got->answer);
+  if (!answer) return std::unexpected(answer.error());
+  return {};
 }
 
 }  // namespace gpureap::inventory

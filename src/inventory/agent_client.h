@@ -19,4 +19,17 @@ std::string agent_socket_path(const std::string& state_dir);
 /// "agent". Bounded by `deadline` as a whole.
 Result<Inventory> ask_agent(const std::string& socket_path, std::chrono::milliseconds deadline);
 
+/// Asks the agent at `socket_path` (root's requests) to let go of NVML for at
+/// most `how_long` and answers once it has (its NVML session closed): a GPU reset
+/// may start then. Returns when the agent takes NVML up again by itself (wall
+/// clock seconds). Bounded by `deadline`.
+Result<double> ask_agent_to_yield_nvml(const std::string& socket_path,
+                                       std::chrono::milliseconds how_long,
+                                       std::chrono::milliseconds deadline);
+
+/// Asks the agent to take NVML up again now; `note` (one line: what was done,
+/// "reset GPU 0: succeeded") goes into its log line. Bounded by `deadline`.
+Result<void> ask_agent_to_resume_nvml(const std::string& socket_path, const std::string& note,
+                                      std::chrono::milliseconds deadline);
+
 }  // namespace gpureap::inventory

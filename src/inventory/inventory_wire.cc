@@ -297,6 +297,23 @@ std::string encode_wire_error(std::string_view message) {
   return json{{"error", text(std::string(message))}}.dump();
 }
 
+std::string encode_nvml_answer(bool yielded, double until) {
+  return yielded ? json{{"nvml", "yielded"}, {"until", until}}.dump()
+                 : json{{"nvml", "resumed"}}.dump();
+}
+
+Result<double> decode_nvml_answer(std::string_view text_in) {
+  json doc = json::parse(text_in.begin(), text_in.end(), nullptr, false);
+  if (doc.is_object() && doc.contains("error") && doc["error"].is_string())
+    return fail(doc["error"].get<std::string>());
+  if (!doc.is_object() || !doc.contains("nvml") || !doc["nvml"].is_string())
+    return fail("the agent's answer is not an NVML answer");
+  if (doc["nvml"] == "resumed") return 0.0;
+  if (doc["nvml"] == "yielded" && doc.contains("until") && doc["until"].is_number())
+    return doc["until"].get<double>();
+  return fail("the agent's answer is not an NVML answer");
+}
+
 Result<Inventory> decode_inventory(std::string_view text_in) {
   try {
     json doc = json::parse(text_in.begin(), text_in.end());

@@ -82,6 +82,8 @@ class Node {
   const std::optional<Error>& device_error() { return load(), device_error_; }
   const proc::DeviceSet& devices() { return load(), devices_; }
   gpu::GpuSource& gpus() { return *gpus_; }
+  /// The running agent's socket this node's first look asks (NodeConfig::agent_socket).
+  const std::optional<std::string>& agent_socket() const { return config_.agent_socket; }
   BaselineStore& baselines() { return load(), baselines_; }
   const std::string& proc_root() const { return config_.proc_root; }
   const std::string& dev_dir() const { return config_.dev_dir; }

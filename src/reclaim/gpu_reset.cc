@@ -1,11 +1,15 @@
 #include "reclaim/gpu_reset.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <cstdlib>
 
+#include "inventory/agent_client.h"
 #include "proc/spawn.h"
 
 namespace gpureap::reclaim {
@@ -15,8 +19,18 @@ std::string nvidia_smi_path() {
   return "nvidia-smi";
 }
 
+namespace {
+
+// Still there? Only to drop a blocker that a yield removed (the agent's NVML
+// worker): nothing is signalled on this answer.
+bool still_running(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+constexpr std::chrono::milliseconds kAgentAnswer{5000};
+
+}  // namespace
+
 ResetOutcome reset_gpu(const inventory::GpuView& view, const inventory::Inventory& inv,
-                       gpu::GpuSource& gpus) {
+                       gpu::GpuSource& gpus, const std::optional<std::string>& agent_socket) {
   ResetOutcome out;
   out.gpu = view.info.id;
   const std::string bus = view.info.pci_bus_id;
@@ -32,14 +46,33 @@ ResetOutcome reset_gpu(const inventory::GpuView& view, const inventory::Inventor
         "persistence mode is on and counts as a client; turn it off first: nvidia-smi -pm 0 -i {} "
         "(gpureap does not change GPU settings)",
         bus));
-  for (const auto& h : inv.other_holders)
-    out.blockers.push_back(
-        fmt::format("pid {} ({}) holds nvidiactl/nvidia-uvm (a monitoring agent or other client)",
-                    h.id.pid, h.comm));
   out.notes.push_back(
       "NVLink peers are not checked: before Ampere, and on Ampere NVSwitch systems without Fabric "
       "Manager, every NVLink peer must be reset in the same command");
   if (!out.blockers.empty()) return out;
+
+  // A running agent keeps an NVML session open: a client, like any other. It lets
+  // go when asked and answers once it has.
+  bool yielded = false;
+  if (agent_socket) {
+    auto until = inventory::ask_agent_to_yield_nvml(*agent_socket, kResetNvmlYield, kAgentAnswer);
+    yielded = until.has_value();
+    if (yielded) out.notes.push_back("the running agent (gpureap watch) let go of NVML for the reset");
+  }
+  auto resume = [&](const std::string& note) {
+    if (yielded) (void)inventory::ask_agent_to_resume_nvml(*agent_socket, note, kAgentAnswer);
+  };
+  for (const auto& h : inv.other_holders) {
+    if (yielded && !still_running(h.id.pid)) continue;  // the agent's worker, gone with the yield
+    out.blockers.push_back(
+        fmt::format("pid {} ({}) holds nvidiactl/nvidia-uvm (a monitoring agent or other client)",
+                    h.id.pid, h.comm));
+  }
+  if (!out.blockers.empty()) {
+    resume(fmt::format("gpureap free --reset of GPU {} not attempted: {}", out.gpu,
+                       out.blockers.front()));
+    return out;
+  }
 
   gpus.disconnect();  // our own NVML session would make the reset fail "in use"
   std::vector<std::string> argv = {nvidia_smi_path(), "--gpu-reset", "-i", bus};
@@ -57,6 +90,9 @@ ResetOutcome reset_gpu(const inventory::GpuView& view, const inventory::Inventor
       out.output += "(gpureap: set GPUREAP_NVIDIA_SMI to the nvidia-smi to run)";
   }
   out.succeeded = out.exit_code == 0;
+  resume(fmt::format("gpureap free --reset of GPU {} ({}): {}", out.gpu, bus,
+                     out.succeeded ? "reset succeeded"
+                                   : fmt::format("nvidia-smi failed (exit {})", out.exit_code)));
   return out;
 }
 

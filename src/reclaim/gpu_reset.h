@@ -4,6 +4,8 @@
 // message. gpureap never changes GPU settings itself (persistence mode, MIG,
 // clocks): a blocker is reported with the command that would clear it.
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,9 +28,18 @@ struct ResetOutcome {
 /// The nvidia-smi to run: $GPUREAP_NVIDIA_SMI, else "nvidia-smi" from PATH.
 std::string nvidia_smi_path();
 
+/// How long a running agent is asked to let go of NVML for one reset (it takes
+/// NVML up again as soon as the reset is over, or at this deadline).
+inline constexpr std::chrono::milliseconds kResetNvmlYield{180000};
+
 /// Checks the preconditions for resetting `view`'s GPU; runs the reset when
 /// they hold. Disconnects `gpus` first (our own NVML session is a client too).
+/// With `agent_socket` (a running `gpureap watch`, whose NVML session is a client
+/// as well): asks the agent to let go of NVML first and to take it up again after,
+/// telling it how the reset went; an agent that does not answer is no blocker of
+/// its own (its session is then "in use", in nvidia-smi's words).
 ResetOutcome reset_gpu(const inventory::GpuView& view, const inventory::Inventory& inv,
-                       gpu::GpuSource& gpus);
+                       gpu::GpuSource& gpus,
+                       const std::optional<std::string>& agent_socket = std::nullopt);
 
 }  // namespace gpureap::reclaim

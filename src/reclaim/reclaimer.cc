@@ -562,7 +562,7 @@ class Reclaim {
       if (!view || std::any_of(report_.resets.begin(), report_.resets.end(),
                                [&](const ResetOutcome& r) { return r.gpu == l.gpu; }))
         continue;  // one reset per GPU, driver-held and ghost alike
-      report_.resets.push_back(reset_gpu(*view, latest_, node_.gpus()));
+      report_.resets.push_back(reset_gpu(*view, latest_, node_.gpus(), node_.agent_socket()));
       if (!report_.resets.back().succeeded) continue;
       auto reading = node_.gpus().memory({l.gpu}, std::chrono::milliseconds(2000));
       for (auto& g : report_.gpus)

@@ -19,6 +19,8 @@ inline constexpr int kSchemaVersion = 1;
 /// on untrusted text (docs/json-schema.md, "Text").
 std::string json_text(const nlohmann::ordered_json& doc);
 std::string json_text(const nlohmann::json& doc);
+/// The same compact, on one line ending in a newline: a JSON-lines record (watch).
+std::string json_line(const nlohmann::ordered_json& doc);
 
 /// A holder object: pid, start_time, user, uid, state, threads[], zombie_leader,
 /// ppid, pgid, sid, orphaned, orphan_reason, cgroup, container, nspid[], comm,

@@ -14,6 +14,7 @@
 #include "report/json.h"
 #include "report/names.h"
 #include "report/terminal_text.h"
+#include "report/watch_service.h"
 #include "util/units.h"
 
 namespace gpureap::report {
@@ -26,12 +27,6 @@ using inventory::EventKind;
 // job, short enough for one terminal line.
 constexpr std::size_t kNamedHolders = 3;
 
-std::string clock_text(double time) {
-  std::time_t t = static_cast<std::time_t>(time);
-  std::tm tm{};
-  if (::localtime_r(&t, &tm) == nullptr) return "??:??:??";
-  return fmt::format("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec);
-}
 
 std::string plural(std::size_t n, const char* word) {
   return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
@@ -159,11 +154,6 @@ nlohmann::ordered_json or_null(const std::optional<T>& v) {
   return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
 }
 
-std::string json_line(const nlohmann::ordered_json& doc) {
-  // Compact, and valid UTF-8 whatever the process text holds (as json_text).
-  return doc.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
-}
-
 double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -182,7 +172,7 @@ std::string watch_event_line(const Event& e, const Style& style) {
   std::string gpu = e.gpu             ? style.bold(fmt::format("GPU {}", *e.gpu)) + ": "
                     : !e.gpus.empty() ? style.bold("GPU " + gpu::device_list(e.gpus)) + ": "
                                       : "";
-  return fmt::format("{} {}{}\n", style.dim(clock_text(e.time)), gpu, describe(e, style));
+  return fmt::format("{} {}{}\n", style.dim(stamp(e.time)), gpu, describe(e, style));
 }
 
 std::string watch_event_json(const Event& e) {
@@ -198,6 +188,7 @@ std::string watch_event_json(const Event& e) {
   nlohmann::ordered_json doc = {
       {"schema_version", kSchemaVersion},
       {"event", to_string(e.kind)},
+      {"level", level_name(event_level(e.kind))},
       {"time", e.time},
       {"gpu", or_null(e.gpu)},
       {"gpus", e.gpus.empty() && e.gpu ? std::vector<gpu::DeviceId>{*e.gpu} : e.gpus},
@@ -218,25 +209,8 @@ std::string watch_event_json(const Event& e) {
   return json_line(doc);
 }
 
-std::string watch_started_line(double time, pid_t pid, const std::optional<std::string>& listen,
-                               const std::string& socket, std::size_t gpus, const Style& style) {
-  return fmt::format("{} {} (pid {}): {}, status socket {}, watching {}\n",
-                     style.dim(clock_text(time)), style.bold("gpureap watch started"), pid,
-                     listen ? "metrics on http://" + terminal_text(*listen) + "/metrics"
-                            : std::string("no metrics listener"),
-                     terminal_text(socket), plural(gpus, "GPU"));
-}
-
-std::string watch_started_json(double time, pid_t pid, const std::optional<std::string>& listen,
-                               const std::string& socket, std::size_t gpus) {
-  nlohmann::ordered_json doc = {
-      {"schema_version", kSchemaVersion}, {"event", "started"}, {"time", time}, {"pid", pid},
-      {"listen", or_null(listen)},        {"socket", socket},   {"gpus", gpus}};
-  return json_line(doc);
-}
-
 std::string watch_dropped_line(std::uint64_t dropped, const Style& style) {
-  return fmt::format("{} {} while stdout was blocked\n", style.dim(clock_text(wall_now())),
+  return fmt::format("{} {} while stdout was blocked\n", style.dim(stamp(wall_now())),
                      style.bold(plural(dropped, "event") + " dropped"));
 }
 
@@ -246,16 +220,6 @@ std::string watch_dropped_json(std::uint64_t dropped) {
                                 {"time", wall_now()},
                                 {"dropped", dropped}};
   return json_line(doc);
-}
-
-std::string watch_started_line(pid_t pid, const std::optional<std::string>& listen,
-                               const std::string& socket, std::size_t gpus, const Style& style) {
-  return watch_started_line(wall_now(), pid, listen, socket, gpus, style);
-}
-
-std::string watch_started_json(pid_t pid, const std::optional<std::string>& listen,
-                               const std::string& socket, std::size_t gpus) {
-  return watch_started_json(wall_now(), pid, listen, socket, gpus);
 }
 
 }  // namespace gpureap::report

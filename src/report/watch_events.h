@@ -16,35 +16,18 @@
 
 namespace gpureap::report {
 
-/// One line, ending in "\n": the local time as HH:MM:SS, "GPU N: " for a GPU's
+/// One line, ending in "\n": the local time as RFC 3339 with the date (report::stamp), "GPU N: " for a GPU's
 /// event, what happened with the bytes and the holders, why, and the next step.
 /// Text from processes and the driver is escaped (terminal_text).
 std::string watch_event_line(const inventory::Event& e, const Style& style);
 
-/// One JSON object on one line, ending in "\n": schema_version, event, time, gpu,
+/// One JSON object on one line, ending in "\n": schema_version, event, level
+/// (report::event_level: "warning", "error", "notice", "info"), time, gpu,
 /// uuid, bytes, holders[{pid, start_time, comm, user, gpu_bytes}], parent{pid,
 /// comm, cmdline, died_at} (absent when unknown), class, detail.
 std::string watch_event_json(const inventory::Event& e);
 
-/// The first line of `gpureap watch`: the agent's pid, where /metrics is served
-/// (`listen` "ADDR:PORT"; nullopt: no HTTP listener), the control socket's path,
-/// how many GPUs it watches. `time`: wall clock seconds.
-std::string watch_started_line(double time, pid_t pid, const std::optional<std::string>& listen,
-                               const std::string& socket, std::size_t gpus, const Style& style);
-
-/// The same at the current time (what `gpureap watch` prints).
-std::string watch_started_line(pid_t pid, const std::optional<std::string>& listen,
-                               const std::string& socket, std::size_t gpus, const Style& style);
-
-/// The same as {"schema_version":1,"event":"started","time":T,"pid":P,
-/// "listen":"ADDR:PORT" or null,"socket":"PATH","gpus":N} on one line.
-std::string watch_started_json(double time, pid_t pid, const std::optional<std::string>& listen,
-                               const std::string& socket, std::size_t gpus);
-/// The same at the current time.
-std::string watch_started_json(pid_t pid, const std::optional<std::string>& listen,
-                               const std::string& socket, std::size_t gpus);
-
-/// In place of `dropped` event lines that stdout did not take in time: "HH:MM:SS
+/// In place of `dropped` event lines that stdout did not take in time: "<RFC 3339>
 /// N events dropped while stdout was blocked", or {"schema_version":1,
 /// "event":"events_dropped","time":T,"dropped":N} on one line.
 std::string watch_dropped_line(std::uint64_t dropped, const Style& style);

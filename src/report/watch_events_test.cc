@@ -48,12 +48,12 @@ TEST_F(WatchEvents, OrphanedMemoryNamesHoldersParentAndTheFree) {
   e.parent =
       inventory::DeadParent{4100, "sglang.launch", "python3 -m sglang.launch_server", kTime - 0.2};
   EXPECT_EQ(watch_event_line(e, Style{}),
-            "19:34:38 GPU 3: 80.0 GiB orphaned: 8 holders (python3 pid 4242, python3 pid 4243, "
+            "2024-04-05T19:34:38.250000+00:00 GPU 3: 80.0 GiB orphaned: 8 holders (python3 pid 4242, python3 pid 4243, "
             "python3 pid 4244 and 5 more) — parent sglang.launch (pid 4100) died 0.2 s ago; "
             "re-parented to init (pid 1); free them: gpureap free --orphans --gpu 3\n");
   EXPECT_EQ(
       watch_event_json(e),
-      R"j({"schema_version":1,"event":"orphaned_memory","time":1712345678.25,"gpu":3,"gpus":[3],)j"
+      R"j({"schema_version":1,"event":"orphaned_memory","level":"warning","time":1712345678.25,"gpu":3,"gpus":[3],)j"
       R"j("uuid":"GPU-3","bytes":85899345920,"holders":[)j"
       R"j({"pid":4242,"start_time":13242,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
       R"j({"pid":4243,"start_time":13243,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
@@ -87,7 +87,7 @@ TEST_F(WatchEvents, AnInstancesOrphansAreOneLineNamingTheServer) {
                 {{4243, 1}, proc::EngineRole::scheduler, "TP1"}};
   e.instance = in;
   EXPECT_EQ(watch_event_line(e, Style{}),
-            "19:34:38 GPU 0,1: 20.0 GiB orphaned: sglang server, process group 4721, launcher "
+            "2024-04-05T19:34:38.250000+00:00 GPU 0,1: 20.0 GiB orphaned: sglang server, process group 4721, launcher "
             "gone: 2 processes (scheduler TP0, TP1) on GPU 0,1, 20.0 GiB, ORPHANED — re-parented "
             "to init (pid 1); free it: gpureap free --orphans --instance 4721\n");
   const std::string json = watch_event_json(e);
@@ -100,7 +100,7 @@ TEST_F(WatchEvents, AnInstancesOrphansAreOneLineNamingTheServer) {
 TEST_F(WatchEvents, OneOrphanWithoutAParent) {
   Event e = orphans(1);
   EXPECT_EQ(watch_event_line(e, Style{}),
-            "19:34:38 GPU 3: 10.0 GiB orphaned: 1 holder (python3 pid 4242) — re-parented to "
+            "2024-04-05T19:34:38.250000+00:00 GPU 3: 10.0 GiB orphaned: 1 holder (python3 pid 4242) — re-parented to "
             "init (pid 1); free it: gpureap free --orphans --gpu 3\n");
   auto j = nlohmann::json::parse(watch_event_json(e));
   EXPECT_FALSE(j.contains("parent")) << "absent when the agent did not see the parent die";
@@ -145,7 +145,7 @@ TEST_F(WatchEvents, ZombieLeader) {
   e.bytes = 6 * kGiB;
   e.detail = "its main thread exited; 1 live thread still holds the GPU";
   EXPECT_EQ(watch_event_line(e, Style{}),
-            "19:34:38 GPU 0: 6.00 GiB held by a zombie leader, python3 pid 4242 (user alice) — "
+            "2024-04-05T19:34:38.250000+00:00 GPU 0: 6.00 GiB held by a zombie leader, python3 pid 4242 (user alice) — "
             "its main thread exited; 1 live thread still holds the GPU; free it: gpureap free "
             "--gpu 0 --pid 4242\n");
   auto j = nlohmann::json::parse(watch_event_json(e));
@@ -166,12 +166,12 @@ TEST_F(WatchEvents, UnattributedMemoryHasItsClass) {
       "8.00 GiB above the idle baseline with no process holding the GPU anywhere: the driver "
       "still holds it. Only a GPU reset (`gpureap free --reset --gpu 2`) or a reboot frees it.";
   EXPECT_EQ(watch_event_line(e, Style{}),
-            "19:34:38 GPU 2: 8.00 GiB not explained by any visible process [driver_held] — 8.00 "
+            "2024-04-05T19:34:38.250000+00:00 GPU 2: 8.00 GiB not explained by any visible process [driver_held] — 8.00 "
             "GiB above the idle baseline with no process holding the GPU anywhere: the driver "
             "still holds it. Only a GPU reset (`gpureap free --reset --gpu 2`) or a reboot frees "
             "it.\n");
   EXPECT_EQ(watch_event_json(e),
-            R"j({"schema_version":1,"event":"unattributed_memory","time":1712345678.25,"gpu":2,"gpus":[2],)j"
+            R"j({"schema_version":1,"event":"unattributed_memory","level":"warning","time":1712345678.25,"gpu":2,"gpus":[2],)j"
             R"j("uuid":"GPU-2","bytes":8589934592,"holders":[],"instance":null,"class":"driver_held","detail":)j"
             R"j("8.00 GiB above the idle baseline with no process holding the GPU anywhere: the )j"
             R"j(driver still holds it. Only a GPU reset (`gpureap free --reset --gpu 2`) or a )j"
@@ -180,7 +180,7 @@ TEST_F(WatchEvents, UnattributedMemoryHasItsClass) {
   e.unexplained = inventory::Unexplained::unknown;
   e.detail = "8.00 GiB not attributed: NVML gave no process list for this GPU.";
   EXPECT_EQ(watch_event_line(e, Style{}),
-            "19:34:38 GPU 2: 8.00 GiB not explained by any visible process [unknown] — 8.00 GiB "
+            "2024-04-05T19:34:38.250000+00:00 GPU 2: 8.00 GiB not explained by any visible process [unknown] — 8.00 GiB "
             "not attributed: NVML gave no process list for this GPU. Inspect: gpureap status "
             "--gpu 2\n");
 }
@@ -194,7 +194,7 @@ TEST_F(WatchEvents, MemoryFreed) {
   e.bytes = 16 * kGiB;
   e.detail = "2 orphaned holders are gone; GPU 0 is back at its baseline (512 MiB used)";
   EXPECT_EQ(watch_event_line(e, Style{}),
-            "19:34:38 GPU 0: 16.0 GiB freed — 2 orphaned holders are gone; GPU 0 is back at its "
+            "2024-04-05T19:34:38.250000+00:00 GPU 0: 16.0 GiB freed — 2 orphaned holders are gone; GPU 0 is back at its "
             "baseline (512 MiB used)\n");
   EXPECT_EQ(nlohmann::json::parse(watch_event_json(e))["bytes"], 16 * kGiB);
 }
@@ -205,11 +205,11 @@ TEST_F(WatchEvents, NvmlDownAndUp) {
   down.time = kTime;
   down.detail = "NVML did not answer within 2000 ms";
   EXPECT_EQ(watch_event_line(down, Style{}),
-            "19:34:38 NVML down — NVML did not answer within 2000 ms; holders are still watched "
+            "2024-04-05T19:34:38.250000+00:00 NVML down — NVML did not answer within 2000 ms; holders are still watched "
             "through /proc, without memory figures, until NVML answers (check dmesg for Xid "
             "errors)\n");
   EXPECT_EQ(watch_event_json(down),
-            R"j({"schema_version":1,"event":"nvml_down","time":1712345678.25,"gpu":null,"gpus":[],)j"
+            R"j({"schema_version":1,"event":"nvml_down","level":"error","time":1712345678.25,"gpu":null,"gpus":[],)j"
             R"j("uuid":null,"bytes":null,"holders":[],"instance":null,"class":null,)j"
             R"j("detail":"NVML did not answer within 2000 ms"})j"
             "\n");
@@ -219,7 +219,7 @@ TEST_F(WatchEvents, NvmlDownAndUp) {
   up.uuid = "GPU-1";
   up.detail = "NVML answers for GPU 1 again: its memory figures are live again";
   EXPECT_EQ(watch_event_line(up, Style{}),
-            "19:34:38 GPU 1: NVML up — NVML answers for GPU 1 again: its memory figures are "
+            "2024-04-05T19:34:38.250000+00:00 GPU 1: NVML up — NVML answers for GPU 1 again: its memory figures are "
             "live again\n");
   EXPECT_EQ(nlohmann::json::parse(watch_event_json(up))["gpu"], 1);
 }
@@ -229,17 +229,17 @@ TEST_F(WatchEvents, Reaping) {
   e.kind = EventKind::reap_planned;
   e.detail = "orphaned for 10.0 s (--reap-orphans-after 10s)";
   EXPECT_EQ(watch_event_line(e, Style{}),
-            "19:34:38 GPU 3: would reap 2 holders (python3 pid 4242, python3 pid 4243) holding "
+            "2024-04-05T19:34:38.250000+00:00 GPU 3: would reap 2 holders (python3 pid 4242, python3 pid 4243) holding "
             "20.0 GiB (--reap-dry-run) — orphaned for 10.0 s (--reap-orphans-after 10s)\n");
   e.kind = EventKind::reaped;
   e.detail = "freed in 0.31 s";
   EXPECT_EQ(watch_event_line(e, Style{}),
-            "19:34:38 GPU 3: reaped 2 holders (python3 pid 4242, python3 pid 4243) holding 20.0 "
+            "2024-04-05T19:34:38.250000+00:00 GPU 3: reaped 2 holders (python3 pid 4242, python3 pid 4243) holding 20.0 "
             "GiB — freed in 0.31 s\n");
   e.kind = EventKind::reap_failed;
   e.detail = "memory still held after 60 s";
   EXPECT_EQ(watch_event_line(e, Style{}),
-            "19:34:38 GPU 3: reaping failed for 2 holders (python3 pid 4242, python3 pid 4243) "
+            "2024-04-05T19:34:38.250000+00:00 GPU 3: reaping failed for 2 holders (python3 pid 4242, python3 pid 4243) "
             "holding 20.0 GiB — memory still held after 60 s; see: gpureap status --gpu 3\n");
   EXPECT_EQ(nlohmann::json::parse(watch_event_json(e))["event"], "reap_failed");
 }
@@ -264,34 +264,6 @@ TEST_F(WatchEvents, ColourOnlyWhenAsked) {
   Event e = orphans(1);
   EXPECT_NE(watch_event_line(e, Style{true}).find("\033[31morphaned\033[0m"), std::string::npos);
   EXPECT_EQ(watch_event_line(e, Style{false}).find('\033'), std::string::npos);
-}
-
-TEST_F(WatchEvents, Started) {
-  EXPECT_EQ(
-      watch_started_line(kTime, 4100, "127.0.0.1:9849", "/var/lib/gpureap/agent.sock", 8, Style{}),
-      "19:34:38 gpureap watch started (pid 4100): metrics on "
-      "http://127.0.0.1:9849/metrics, status socket /var/lib/gpureap/agent.sock, watching "
-      "8 GPUs\n");
-  EXPECT_EQ(watch_started_line(kTime, 4100, std::nullopt, "/run/a.sock", 1, Style{}),
-            "19:34:38 gpureap watch started (pid 4100): no metrics listener, status socket "
-            "/run/a.sock, watching 1 GPU\n");
-  EXPECT_EQ(watch_started_json(kTime, 4100, "127.0.0.1:9849", "/run/a.sock", 8),
-            R"j({"schema_version":1,"event":"started","time":1712345678.25,"pid":4100,)j"
-            R"j("listen":"127.0.0.1:9849","socket":"/run/a.sock","gpus":8})j"
-            "\n");
-  EXPECT_EQ(watch_started_json(kTime, 4100, std::nullopt, "/run/a.sock", 8),
-            R"j({"schema_version":1,"event":"started","time":1712345678.25,"pid":4100,)j"
-            R"j("listen":null,"socket":"/run/a.sock","gpus":8})j"
-            "\n");
-}
-
-TEST_F(WatchEvents, StartedNowIsStampedWithTheClock) {
-  auto before = std::time(nullptr);
-  auto j = nlohmann::json::parse(watch_started_json(4100, std::nullopt, "/run/a.sock", 2));
-  EXPECT_GE(j["time"].get<double>(), static_cast<double>(before));
-  EXPECT_LE(j["time"].get<double>(), static_cast<double>(std::time(nullptr) + 1));
-  EXPECT_NE(watch_started_line(4100, std::nullopt, "/run/a.sock", 2, Style{}).find("(pid 4100)"),
-            std::string::npos);
 }
 
 TEST(EventKindNames, EveryKindHasAWord) {

@@ -144,6 +144,14 @@ std::string format_signed_bytes(std::int64_t bytes) {
                    : format_bytes(static_cast<std::uint64_t>(bytes));
 }
 
+std::string duration_as_option(std::chrono::milliseconds d) {
+  const auto ms = d.count();
+  if (ms != 0 && ms % 3600000 == 0) return std::to_string(ms / 3600000) + "h";
+  if (ms != 0 && ms % 60000 == 0) return std::to_string(ms / 60000) + "m";
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
 std::string format_duration(std::chrono::nanoseconds d) {
   double s = std::chrono::duration<double>(d).count();
   if (s < 0) s = 0;

@@ -43,6 +43,10 @@ std::string format_bytes(std::uint64_t bytes);
 /// format_bytes with a minus sign below zero: "-1.50 GiB" (a shortfall).
 std::string format_signed_bytes(std::int64_t bytes);
 
+/// A duration as an option takes it, in its largest whole unit: "15m", "2h", "30s",
+/// "500ms" (parse_duration reads it back).
+std::string duration_as_option(std::chrono::milliseconds d);
+
 /// "0.42 s", "12 ms", "3m05s": a human-readable elapsed time.
 std::string format_duration(std::chrono::nanoseconds d);
 

@@ -169,8 +169,14 @@ TEST(Ghost, TheAgentAnnouncesAGhostAndCountsItInItsMetrics) {
   EXPECT_NE(read_text(textfile + "/gpureap.prom").find("gpureap_gpu_utilization_ratio{gpu=\"1\""),
             std::string::npos);
 
-  // The reset ends it: announced as gone.
+  // The reset ends it: announced as gone. The agent lets go of NVML for it (SIGUSR1),
+  // as a reset hook would ask (docs/fleet-checks.md), and takes it up again (SIGUSR2).
+  ASSERT_EQ(::kill(agent.pid(), SIGUSR1), 0);
+  ASSERT_TRUE(agent.wait_for_json(
+      [](const nlohmann::json& j) { return j.value("event", "") == "nvml_yielded"; }, 30s))
+      << agent.transcript();
   ASSERT_EQ(node.sim({"nvidia-smi", "--dir", node.dir(), "-r", "-i", "1"}).exit_code, 0);
+  ASSERT_EQ(::kill(agent.pid(), SIGUSR2), 0);
   auto gone = agent.wait_for_json(
       [](const nlohmann::json& j) { return is_event(j, "ghost_gpu_gone", 1); }, 30s);
   EXPECT_TRUE(gone) << agent.transcript();

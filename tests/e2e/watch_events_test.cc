@@ -38,6 +38,7 @@ void expect_event_fields(const json& j) {
   ASSERT_TRUE(j.is_object());
   EXPECT_EQ(j.value("schema_version", 0), 1);
   ASSERT_TRUE(j.contains("event") && j["event"].is_string());
+  EXPECT_TRUE(j.contains("level") && j["level"].is_string());
   EXPECT_TRUE(j.contains("time") && j["time"].is_number());
   EXPECT_TRUE(j.contains("gpu") && (j["gpu"].is_number_unsigned() || j["gpu"].is_null()));
   EXPECT_TRUE(j.contains("uuid") && (j["uuid"].is_string() || j["uuid"].is_null()));
@@ -156,6 +157,12 @@ class WatchEvents : public ::testing::Test {
     for (std::size_t i = 1; i < agent_->lines().size(); ++i) {
       auto j = json::parse(agent_->lines()[i].text, nullptr, false);
       EXPECT_TRUE(j.is_object()) << "not JSON: " << agent_->lines()[i].text;
+      // The agent's own lines (docs/json-schema.md): the stop line ends the run.
+      if (j.is_object() && j.value("event", "") == "stopped") {
+        EXPECT_EQ(i, agent_->lines().size() - 1) << "the stop line is the last";
+        EXPECT_EQ(j.value("level", ""), "info");
+        continue;
+      }
       if (j.is_object()) expect_event_fields(j);
     }
   }

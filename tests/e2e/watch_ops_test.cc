@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "harness.h"
@@ -178,7 +179,7 @@ TEST(WatchOps, UnknownKeysAndSectionsInTheOptionsFileAreErrorsW2_05) {
   for (const Case& c : std::vector<Case>{
            {"[watch]\nkeep = \"keepme\"\n", {"line 1", "[watch]", "section"}},
            {"# a comment\n\nkepp = \"keepme\"\n", {"line 3", "unknown key 'kepp'", "keep"}},
-           {"tick = \"1s\"\nlisten = \"0.0.0.0:1\"\n", {"line 2", "unknown key 'listen'"}},
+           {"tick = \"1s\"\nlisen = \"0.0.0.0:1\"\n", {"line 2", "unknown key 'lisen'"}},
            {"tick\n", {"line 1", "key = value"}},
            {"= 3\n", {"line 1", "unknown key ''"}},
        }) {
@@ -190,21 +191,33 @@ TEST(WatchOps, UnknownKeysAndSectionsInTheOptionsFileAreErrorsW2_05) {
   }
 }
 
-// W2-05: a reload that succeeds says what is in force; one that fails keeps the
-// options and says so.
-TEST(WatchOps, AReloadSaysWhatIsInForceOrThatTheOldOptionsStayW2_05) {
+// W2-05, issue 28: a reload that succeeds says what changed, in the agent's log
+// (stdout: one line, JSON with --json); one that fails keeps the options and says so.
+TEST(WatchOps, AReloadSaysWhatChangedOrThatTheOldOptionsStayW2_05) {
   SimNode node({"--gpus", "2", "--memory", "80GiB"});
   const std::string path = node.dir() + "/watch.conf";
   std::ofstream(path) << "keep = \"keepme\"\n";
   WatchChild agent = start_agent(node, {"--config", path});
-  std::ofstream(path) << "reap-orphans-after = \"1h\"\nkeep = \"jupyter\"\n";
+  std::ofstream(path) << "reap-orphans-after = \"15m\"\nkeep = \"jupyter\"\n"
+                      << "full-scan-interval = \"1m\"\n";
   ASSERT_EQ(::kill(agent.pid(), SIGHUP), 0);
-  EXPECT_TRUE(SimNode::eventually([&] {
-    agent.next_line(100ms);
-    return agent.err().find("reloaded " + path + ": ") != std::string::npos;
-  })) << agent.transcript();
-  EXPECT_NE(agent.err().find("reap-orphans-after=1h, keep='jupyter'"), std::string::npos)
-      << agent.err();
+  auto reloaded = agent.wait_for_json(
+      [](const json& j) { return j.value("event", "") == "reloaded"; }, kEventBound);
+  ASSERT_TRUE(reloaded) << agent.transcript();
+  EXPECT_EQ(reloaded->value("config", ""), path);
+  EXPECT_EQ(reloaded->value("level", ""), "notice");
+  std::map<std::string, json> changes;
+  for (const auto& c : (*reloaded)["changes"]) changes[c.value("key", "")] = c;
+  ASSERT_EQ(changes.size(), 3u) << reloaded->dump();
+  EXPECT_TRUE(changes["reap-orphans-after"]["before"].is_null());
+  EXPECT_EQ(changes["reap-orphans-after"]["after"], "15m");
+  EXPECT_EQ(changes["reap-orphans-after"]["applies"], "now");
+  EXPECT_EQ(changes["keep"]["before"], "keepme");
+  EXPECT_EQ(changes["keep"]["after"], "jupyter");
+  // The full scan's timer is set at start: a reload changes it at the next one.
+  EXPECT_EQ(changes["full-scan-interval"]["after"], "1m");
+  EXPECT_EQ(changes["full-scan-interval"]["applies"], "next start");
+
   std::ofstream(path) << "[watch]\nkeep = \"x\"\n";
   ASSERT_EQ(::kill(agent.pid(), SIGHUP), 0);
   EXPECT_TRUE(SimNode::eventually([&] {
@@ -214,6 +227,64 @@ TEST(WatchOps, AReloadSaysWhatIsInForceOrThatTheOldOptionsStayW2_05) {
   EXPECT_NE(agent.err().find("keeping the options in force"), std::string::npos) << agent.err();
   EXPECT_TRUE(agent.running());
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+// Issue 28: the human reload line, as the journal shows it.
+TEST(WatchOps, AReloadLineSaysReapingOrphansAfter15mWasOff) {
+  SimNode node({"--gpus", "1", "--memory", "80GiB"});
+  const std::string path = node.dir() + "/watch.conf";
+  std::ofstream(path) << "# nothing yet\n";
+  WatchChild agent = WatchChild::gpureap(node, {"watch", "--no-listen", "--config", path});
+  auto first = agent.next_line(kStartBound);
+  ASSERT_TRUE(first) << agent.transcript();
+  // The start line states the policy, stamped with the date.
+  EXPECT_NE(first->text.find("gpureap watch started"), std::string::npos) << first->text;
+  EXPECT_NE(first->text.find("reaping off; no textfile; options from " + path),
+            std::string::npos)
+      << first->text;
+  EXPECT_EQ(first->text[4], '-') << "an RFC 3339 stamp with the date: " << first->text;
+  EXPECT_EQ(first->text[10], 'T') << first->text;
+  std::ofstream(path) << "reap-orphans-after = \"15m\"\n";
+  ASSERT_EQ(::kill(agent.pid(), SIGHUP), 0);
+  std::optional<WatchChild::Line> line;
+  while ((line = agent.next_line(kEventBound)))
+    if (line->text.find("reloaded") != std::string::npos) break;
+  ASSERT_TRUE(line) << agent.transcript();
+  EXPECT_NE(line->text.find("gpureap watch reloaded " + path + ": reaping orphans after 15m (was off)"),
+            std::string::npos)
+      << line->text;
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+  EXPECT_NE(agent.lines().back().text.find("gpureap watch stopped (pid " +
+                                           std::to_string(agent.pid()) + "): SIGTERM"),
+            std::string::npos)
+      << agent.transcript();
+}
+
+// Issue 28: every option is a key of the file; the command line wins over it; an
+// explicit --config that is missing is a usage error.
+TEST(WatchOps, EveryOptionIsAKeyAndTheCommandLineWins) {
+  SimNode node({"--gpus", "1", "--memory", "80GiB"});
+  const std::string path = node.dir() + "/watch.conf";
+  const std::string textfile = node.dir() + "/prom";
+  ASSERT_EQ(::mkdir(textfile.c_str(), 0700), 0);
+  std::ofstream(path) << "no-listen = true\ntextfile = \"" << textfile
+                      << "\"\nreap-orphans-after = \"10m\"\nkeep = \"fromfile\"\n"
+                      << "full-scan-interval = \"1m\"\n";
+  WatchChild agent = WatchChild::gpureap(
+      node, {"--json", "watch", "--config", path, "--keep", "fromflag"});
+  auto started = agent.wait_for_json(
+      [](const json& j) { return j.value("event", "") == "started"; }, kStartBound);
+  ASSERT_TRUE(started) << agent.transcript();
+  EXPECT_TRUE((*started)["listen"].is_null()) << "no-listen from the file: " << started->dump();
+  EXPECT_EQ(started->value("textfile", ""), textfile);
+  EXPECT_EQ(started->value("reap_orphans_after", 0.0), 600.0);
+  EXPECT_EQ(started->value("keep", ""), "fromflag") << "the command line wins";
+  EXPECT_EQ(started->value("config", ""), path);
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+
+  auto missing = node.gpureap({"watch", "--no-listen", "--config", node.dir() + "/none.conf"}, 30s);
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  EXPECT_NE(missing.err.find("none.conf"), std::string::npos) << missing.err;
 }
 
 // W2-07: a textfile directory that cannot be written is an error at start (exit 3,

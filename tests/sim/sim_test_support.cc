@@ -215,6 +215,13 @@ Nvml::~Nvml() {
   if (init_ == NVML_SUCCESS) sym<nvmlShutdown_fn>("nvmlShutdown")();
 }
 
+void Nvml::end_session() {
+  if (init_ == NVML_SUCCESS) sym<nvmlShutdown_fn>("nvmlShutdown")();
+  init_ = NVML_ERROR_UNINITIALIZED;
+}
+
+void Nvml::begin_session() { init_ = sym<nvmlInit_fn>("nvmlInit_v2")(); }
+
 nvmlDevice_t Nvml::device(unsigned index) const {
   nvmlDevice_t dev = nullptr;
   EXPECT_EQ(sym<nvmlDeviceGetHandleByIndex_fn>("nvmlDeviceGetHandleByIndex_v2")(index, &dev),

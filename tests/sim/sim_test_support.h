@@ -78,6 +78,18 @@ class Nvml {
   Nvml();  // loads and calls nvmlInit_v2 (asserting success is up to the caller)
   ~Nvml();
   nvmlReturn_t init_result() const { return init_; }
+  /// Runs `fn` with this process's NVML session closed (nvmlShutdown, then
+  /// nvmlInit again): the stand-in's reset refuses while another session is open,
+  /// as the driver does.
+  template <typename Fn>
+  auto without_session(Fn fn) {
+    end_session();
+    auto result = fn();
+    begin_session();
+    return result;
+  }
+  void end_session();
+  void begin_session();
 
   template <typename Fn>
   Fn sym(const char* name) const {

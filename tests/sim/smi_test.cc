@@ -44,7 +44,8 @@ TEST(SimNvidiaSmi, ResetNeedsAnIdleGpuNoPersistenceAndRoot) {
 
   // Persistence mode counts as a client.
   ASSERT_EQ(node.sim({"persistence", "--dir", node.dir(), "--gpu", "0", "on"}).exit_code, 0);
-  r = run({smi, "-r", "-i", "0"});
+  // This test's own NVML session is a client too: closed around each reset.
+  r = nvml.without_session([&] { return run({smi, "-r", "-i", "0"}); });
   EXPECT_EQ(r.exit_code, 255);
   EXPECT_NE(r.out.find("In use by another client"), std::string::npos);
   r = run({smi, "-pm", "0", "-i", "0"});
@@ -59,13 +60,13 @@ TEST(SimNvidiaSmi, ResetNeedsAnIdleGpuNoPersistenceAndRoot) {
   if (::geteuid() == 0 && !as_nobody)
     std::cerr << "note: uid 65534 cannot reach " << smi << "; the non-root step is skipped\n";
   if (as_nobody) {
-    r = run({smi, "-r", "-i", "0"}, 65534);
+    r = nvml.without_session([&] { return run({smi, "-r", "-i", "0"}, 65534); });
     EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
     EXPECT_NE(r.out.find("Insufficient Permissions"), std::string::npos) << r.out;
     EXPECT_EQ(nvml.used(0), kBaseline + 6 * kGiB);
   }
 
-  r = run({smi, "-r", "-i", "0"});
+  r = nvml.without_session([&] { return run({smi, "-r", "-i", "0"}); });
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("GPU " + bus0 + " was successfully reset."), std::string::npos) << r.out;
   EXPECT_EQ(nvml.used(0), kBaseline);
