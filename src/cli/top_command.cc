@@ -429,9 +429,10 @@ void add_top_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
   auto o = std::make_shared<TopOptions>();
   auto* sub = app.add_subcommand(
       "top",
-      "The live view: per GPU a memory bar (baseline, live holders, orphaned, memory no process\n"
-      "explains) with utilization and a history since top started; below, the holders grouped\n"
-      "by server instance, orphans and zombie leaders marked, ages ticking. Asks a running\n"
+      "Live view of holders by instance; tag orphans and free them.\n"
+      "Per GPU a memory bar (baseline, live holders, orphaned, memory no process explains)\n"
+      "with utilization and a history since top started; below, the holders grouped by\n"
+      "server instance, orphans and zombie leaders marked, ages ticking. Asks a running\n"
       "`gpureap watch` at each refresh, else scans. Keys: arrows move, enter folds an "
       "instance,\n"
       "s sorts, o shows orphans only, g one GPU, / finds text, space tags, F frees the tagged\n"

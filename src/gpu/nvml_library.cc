@@ -75,14 +75,18 @@ void NvmlLibrary::DlClose::operator()(void* handle) const {
 }
 
 NvmlLibrary::NvmlLibrary(std::unique_ptr<void, DlClose> handle, NvmlSymbols symbols)
-    : handle_(std::move(handle)), sym_(symbols) {}
+    : handle_(std::move(handle)), sym_(symbols) {
+  forget_mig_modes();
+}
 
 NvmlLibrary::NvmlLibrary(NvmlLibrary&& other) noexcept
     : handle_(std::move(other.handle_)),
       sym_(other.sym_),
       initialized_(std::exchange(other.initialized_, false)),
       memory_v2_unusable_(other.memory_v2_unusable_.load()),
-      detail_list_unusable_(other.detail_list_unusable_.load()) {}
+      detail_list_unusable_(other.detail_list_unusable_.load()) {
+  forget_mig_modes();
+}
 
 NvmlLibrary& NvmlLibrary::operator=(NvmlLibrary&& other) noexcept {
   if (this != &other) {
@@ -92,8 +96,13 @@ NvmlLibrary& NvmlLibrary::operator=(NvmlLibrary&& other) noexcept {
     initialized_ = std::exchange(other.initialized_, false);
     memory_v2_unusable_ = other.memory_v2_unusable_.load();
     detail_list_unusable_ = other.detail_list_unusable_.load();
+    forget_mig_modes();
   }
   return *this;
+}
+
+void NvmlLibrary::forget_mig_modes() {
+  for (auto& m : mig_mode_) m = -1;
 }
 
 NvmlLibrary::~NvmlLibrary() {
@@ -184,6 +193,7 @@ Result<void> NvmlLibrary::init() {
   if (nvmlReturn_t rc = sym_.init.fn(); rc != NVML_SUCCESS) {
     return std::unexpected(nvml_error(sym_.init.name, std::nullopt, rc));
   }
+  forget_mig_modes();
   initialized_ = true;
   return {};
 }
@@ -372,7 +382,7 @@ void NvmlLibrary::query_gpu_into(unsigned index, GpuInfo& gpu, std::vector<Error
   // In MIG mode memory and processes are read per MIG device: the physical GPU's own
   // figures are aggregates that need privileges (and fail inside a container), and
   // utilization is not available.
-  if (mig_enabled(*dev)) {
+  if (mig_enabled(*dev, index)) {
     gpu.mig_mode = true;
     read_mig_devices(*dev, gpu, errors);
     return;
@@ -403,11 +413,16 @@ std::optional<nvmlUtilization_t> NvmlLibrary::read_utilization(nvmlDevice_t dev)
   return nvmlUtilization_t{std::min(rates.gpu, 100U), std::min(rates.memory, 100U)};
 }
 
-bool NvmlLibrary::mig_enabled(nvmlDevice_t dev) const {
+bool NvmlLibrary::mig_enabled(nvmlDevice_t dev, unsigned index) {
   if (!sym_.mig_mode || !sym_.mig_handle_by_index || !sym_.max_mig_devices) return false;
+  if (index < kMigModeCache && mig_mode_[index] >= 0) return mig_mode_[index] == 1;
   unsigned current = 0, pending = 0;
-  return sym_.mig_mode.fn(dev, &current, &pending) == NVML_SUCCESS &&
-         current == NVML_DEVICE_MIG_ENABLE;
+  const nvmlReturn_t rc = sym_.mig_mode.fn(dev, &current, &pending);
+  const bool on = rc == NVML_SUCCESS && current == NVML_DEVICE_MIG_ENABLE;
+  // Only a definite answer is kept (NOT_SUPPORTED: a GPU without MIG, also definite).
+  if (index < kMigModeCache && (rc == NVML_SUCCESS || rc == NVML_ERROR_NOT_SUPPORTED))
+    mig_mode_[index] = on ? 1 : 0;
+  return on;
 }
 
 Result<std::vector<std::pair<nvmlDevice_t, DeviceId>>> NvmlLibrary::mig_handles(nvmlDevice_t dev,
@@ -513,7 +528,7 @@ Result<MemoryReading> NvmlLibrary::query_reading(unsigned index) {
   if (!dev) return std::unexpected(dev.error());
   MemoryReading reading;
   reading.id.index = index;
-  if (mig_enabled(*dev)) {
+  if (mig_enabled(*dev, index)) {
     auto handles = mig_handles(*dev, index);
     if (!handles) return std::unexpected(handles.error());
     for (const auto& [mig, id] : *handles) {

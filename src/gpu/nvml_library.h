@@ -135,8 +135,10 @@ class NvmlLibrary {
                                                                   ProcessKind kind);
   Result<void> read_identity(nvmlDevice_t dev, GpuInfo& gpu);
   std::optional<nvmlUtilization_t> read_utilization(nvmlDevice_t dev) const;
-  /// True when the GPU is in MIG mode (false when the driver cannot say).
-  bool mig_enabled(nvmlDevice_t dev) const;
+  /// True when the GPU is in MIG mode (false when the driver cannot say). Asked once
+  /// per GPU and session: the mode changes only with a GPU reset, which needs every
+  /// NVML client gone (the agent lets go of NVML and initializes it again).
+  bool mig_enabled(nvmlDevice_t dev, unsigned index);
   /// The MIG devices of a GPU in MIG mode: handle and id of each.
   Result<std::vector<std::pair<nvmlDevice_t, DeviceId>>> mig_handles(nvmlDevice_t dev,
                                                                      unsigned index);
@@ -152,6 +154,10 @@ class NvmlLibrary {
   // Atomic: per-GPU queries may run on several threads.
   std::atomic<bool> memory_v2_unusable_ = false;
   std::atomic<bool> detail_list_unusable_ = false;
+  // MIG mode per GPU index, learned once per session: -1 not asked, 0 off, 1 on.
+  static constexpr unsigned kMigModeCache = 64;
+  std::array<std::atomic<signed char>, kMigModeCache> mig_mode_{};
+  void forget_mig_modes();
 };
 
 }  // namespace gpureap::gpu

@@ -86,7 +86,7 @@ class TopInTmux {
   /// "1 0" once top has exited with status 0 (pane_dead, pane_dead_status).
   std::string pane_state() {
     return tmux({tmux_, "-L", socket_, "display-message", "-p", "-t", "top",
-                 "#{pane_dead} #{pane_dead_status}"})
+                 "#{pane_dead} #{pane_dead_status} sig=#{pane_dead_signal}"})
         .out;
   }
 
@@ -163,7 +163,7 @@ TEST(Top, ShowsOrphansMarkedUnderTheirInstanceAt80x24And200x50) {
       EXPECT_NE(s.find("CONTAINER"), std::string::npos) << s;
     }
     top.keys({"q"});
-    EXPECT_TRUE(SimNode::eventually([&] { return top.pane_state().starts_with("1 0"); }))
+    EXPECT_TRUE(SimNode::eventually([&] { return top.pane_state().starts_with("1 0"); }, std::chrono::seconds(30)))
         << top.pane_state();
   }
 }
