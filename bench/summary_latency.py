@@ -19,19 +19,26 @@ def timed(argv, env):
     return time.perf_counter() - t0, r
 
 
+def start_agent(gpureap, env):
+    """`gpureap watch --no-listen` with env's GPUREAP_STATE_DIR, once its socket answers
+    and its first full scan is done. The caller terminates it."""
+    agent = subprocess.Popen([gpureap, "watch", "--no-listen"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sock = os.path.join(env["GPUREAP_STATE_DIR"], "agent.sock")
+    deadline = time.time() + 30
+    while not os.path.exists(sock) and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # the first full scan
+    return agent
+
+
 def main():
     gpureap, out = sys.argv[1], sys.argv[2]
     reps = int(sys.argv[3]) if len(sys.argv) > 3 else 30
     state = tempfile.mkdtemp(prefix="gpureap-summary-")
     env = dict(os.environ, GPUREAP_STATE_DIR=state)
-    agent = subprocess.Popen([gpureap, "watch", "--no-listen"], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    agent = start_agent(gpureap, env)
     try:
-        sock = os.path.join(state, "agent.sock")
-        deadline = time.time() + 30
-        while not os.path.exists(sock) and time.time() < deadline:
-            time.sleep(0.05)
-        time.sleep(1.0)  # the first full scan
         times = {"agent": [], "scan": [], "nvidia_smi": []}
         lines = {}
         for _ in range(reps):
