@@ -288,7 +288,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   steps.go_ahead = [&](const reclaim::Plan& plan) {
     if (!global.json) print_out(report::plan_text(plan, style, options.escalation.grace, width));
     if (o.dry_run) {
-      print_out(global.json ? report::json_text(report::free_json(plan, reclaim::ReclaimReport{},
+      print_out(global.json ? report::document_text(report::free_json(plan, reclaim::ReclaimReport{},
                                                                   true, inv.warnings))
                             : std::string("Dry run: nothing was signalled.\n"));
       return false;
@@ -314,7 +314,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
       reclaim::free_selection(node, control, inv, caller, options, steps);
   const reclaim::Plan& plan = freed.plan;
   auto plan_only = [&] {
-    print_out(global.json ? report::json_text(report::free_json(plan, reclaim::ReclaimReport{},
+    print_out(global.json ? report::document_text(report::free_json(plan, reclaim::ReclaimReport{},
                                                                 o.dry_run, inv.warnings))
                           : report::plan_text(plan, style, options.escalation.grace, width));
   };
@@ -366,7 +366,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   const reclaim::ReclaimReport& result = *freed.report;
   std::string rendered;
   try {
-    rendered = global.json ? report::json_text(report::free_json(plan, result, false, inv.warnings))
+    rendered = global.json ? report::document_text(report::free_json(plan, result, false, inv.warnings))
                            : report::free_text(result, style);
   } catch (const std::exception& e) {
     print_err("gpureap free: the report could not be rendered (" + report::terminal_text(e.what()) +

@@ -13,11 +13,13 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <regex>
 
 #include "cli/cli_outline.h"
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/man_sections.h"
 #include "report/table_layout.h"
 
 namespace gpureap::cli {
@@ -237,7 +239,27 @@ std::string see_also(const std::vector<CommandOutline>& commands, const std::str
   for (const auto& c : commands)
     if (c.name != self) refs += (refs.empty() ? "" : ",\n") + fmt::format("\\fBgpureap\\-{}\\fR(1)", roff(c.name));
   return ".SH SEE ALSO\n" + refs + "\n.PP\n" +
-         "The README and docs/ (installed in \\fI/usr/share/doc/gpureap\\fR by the package).\n";
+         "The README and the documents in \\fI/usr/share/doc/gpureap\\fR (installed by the "
+         "package).\n";
+}
+
+// The help names documents as the source tree has them (docs/watch.md, contrib/slurm/...);
+// a man page names them where the package installs them (CMakeLists.txt: docs/*.md in the
+// doc directory, contrib/ under its examples/).
+// Done on the help's text, before it is laid out, so that a longer path is wrapped too.
+std::string installed_paths(const std::string& text) {
+  static const std::regex docs(R"((^|[^/\w])docs/)");
+  static const std::regex contrib(R"((^|[^/\w])contrib/)");
+  std::string out = std::regex_replace(text, docs, "$1/usr/share/doc/gpureap/");
+  return std::regex_replace(out, contrib, "$1/usr/share/doc/gpureap/examples/");
+}
+
+CommandOutline with_installed_paths(CommandOutline c) {
+  c.description = installed_paths(c.description);
+  c.footer = installed_paths(c.footer);
+  for (auto& o : c.options) o.description = installed_paths(o.description);
+  for (auto& o : c.positionals) o.description = installed_paths(o.description);
+  return c;
 }
 
 Page command_page(const CommandOutline& c, const std::vector<CommandOutline>& commands) {
@@ -269,9 +291,39 @@ Page command_page(const CommandOutline& c, const std::vector<CommandOutline>& co
   for (const auto& [name, body] : s)
     if (name != "DESCRIPTION" && name != "EXIT STATUS" && name != "EXAMPLES")
       text += section(name, roff_body(body));
+  for (const auto& [name, body] : extra_man_sections(c.name)) text += section(name, body);
   text += common_sections() + section("EXAMPLES", body_of(s, "EXAMPLES")) +
           see_also(commands, c.name);
   return {"gpureap-" + c.name + ".1", text};
+}
+
+// A command's first example for the overview, as a tagged paragraph: the command line in
+// bold, what it does beneath (the example's own words, on its line or the next, else the
+// command's summary), so that nothing is aligned by spaces that a narrow page would break.
+// The first example whose command fits the tag's line whole (a man page breaks a long one
+// at its hyphens): what man leaves a tag at MANWIDTH=80 (78 columns, indented by 7).
+std::string first_example(const CommandOutline& c) {
+  constexpr std::size_t kTagColumns = 70;
+  Sections s;
+  split_sections(c.description, "DESCRIPTION", s);
+  auto it = s.find("EXAMPLES");
+  if (it == s.end()) return "";
+  const auto& lines = it->second;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (!lines[i].starts_with("  gpureap ")) continue;  // a remark, a continuation line
+    std::string_view rest = std::string_view(lines[i]).substr(2);
+    const auto gap = rest.find("  ");
+    std::string command(rest.substr(0, gap)), what;
+    if (command.ends_with("\\") || command.size() > kTagColumns) continue;
+    if (gap != std::string_view::npos) what = std::string(rest.substr(gap));
+    else if (i + 1 < lines.size() && lines[i + 1].starts_with("    ") &&
+             lines[i + 1].find_first_not_of(' ') != std::string::npos)
+      what = lines[i + 1];
+    what.erase(0, what.find_first_not_of(' '));
+    if (what.empty()) what = summary_of(c.description);
+    return fmt::format(".TP\n.B {}\n{}\n", roff(command), roff(what));
+  }
+  return "";
 }
 
 Page main_page(const CommandOutline& top, const std::vector<CommandOutline>& commands) {
@@ -282,11 +334,7 @@ Page main_page(const CommandOutline& top, const std::vector<CommandOutline>& com
   for (const auto& c : commands) {
     list += fmt::format(".TP\n.B {}\n{}. See \\fBgpureap\\-{}\\fR(1).\n", roff(c.name),
                         roff(summary_of(c.description)), roff(c.name));
-    // Each command's first example, as the overview's examples.
-    Sections cs;
-    split_sections(c.description, "DESCRIPTION", cs);
-    if (auto it = cs.find("EXAMPLES"); it != cs.end() && !it->second.empty())
-      examples += it->second.front() + "\n";
+    examples += first_example(c);
   }
   std::string text =
       header("GPUREAP", "gpureap", "find and free GPU memory held by stray processes") +
@@ -298,7 +346,7 @@ Page main_page(const CommandOutline& top, const std::vector<CommandOutline>& com
                   ".TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nHelp, with examples; "
                   "\\fBgpureap \\fIcommand\\fB \\-\\-help\\fR for a command.\n") +
       section("EXIT STATUS", body_of(s, "EXIT STATUS")) + common_sections() +
-      section("EXAMPLES", roff_body(lines_of(examples.substr(0, examples.size() - 1)))) +
+      section("EXAMPLES", examples) +
       see_also(commands, "gpureap");
   return {"gpureap.1", text};
 }
@@ -309,8 +357,9 @@ struct ManOptions {
 };
 
 int run_man_page(const CLI::App& app, const ManOptions& o) {
-  CommandOutline top = outline_of(app, "gpureap");
-  std::vector<CommandOutline> commands = visible_commands(app);
+  CommandOutline top = with_installed_paths(outline_of(app, "gpureap"));
+  std::vector<CommandOutline> commands;
+  for (auto& c : visible_commands(app)) commands.push_back(with_installed_paths(std::move(c)));
   std::vector<Page> pages{main_page(top, commands)};
   for (const auto& c : commands) pages.push_back(command_page(c, commands));
   if (o.dir.empty()) {

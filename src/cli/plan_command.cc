@@ -350,7 +350,7 @@ int run_plan(const GlobalOptions& global, const PlanOptions& flags) {
     return report.error().exit_status;
   }
   if (global.json) {
-    print_out(report::json_text(report::plan_report_json(*report)));
+    print_out(report::document_text(report::plan_report_json(*report)));
   } else {
     print_out(report::plan_report_text(*report, stdout_style(global)));
   }

@@ -132,7 +132,7 @@ int run_run(const GlobalOptions& global, RunOptions o) {
   int code = run_exit_code(out);
   try {
     if (global.json) {
-      print_err(report::json_text(report::run_json(o.command, out, code)));
+      print_err(report::document_text(report::run_json(o.command, out, code)));
     } else {
       if (out.launch_failure) {
         const auto& f = *out.launch_failure;

@@ -22,6 +22,7 @@
 #include "report/json.h"
 #include "report/slurm_report.h"
 #include "report/terminal_text.h"
+#include "util/host_name.h"
 #include "util/units.h"
 
 namespace gpureap::cli {
@@ -74,9 +75,7 @@ std::string scontrol_path(const SlurmOptions& o) {
 std::string node_name(const SlurmOptions& o) {
   if (!o.node.empty()) return o.node;
   if (auto env = from_env("SLURMD_NODENAME"); !env.empty()) return env;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  std::string name = host;
+  std::string name = host_name();
   return name.substr(0, name.find('.'));
 }
 
@@ -165,7 +164,7 @@ int run_job_hook(const GlobalOptions& global, const SlurmOptions& o, Clock::time
 
   // 5. Report; Slurm keeps it only where the wrapper writes it.
   if (global.json)
-    print_out(report::json_text(report::slurm_job_json(o.mode, *job, check, outcome)));
+    print_out(report::document_text(report::slurm_job_json(o.mode, *job, check, outcome)));
   else
     print_out(report::slurm_job_text(o.mode, *job, check, outcome, stdout_style(global)));
   if (check.ok()) return kExitOk;
@@ -210,7 +209,7 @@ int run_health(const GlobalOptions& global, const SlurmOptions& o, Clock::time_p
     // No verdict: neither a drain nor a resume; the next interval looks again.
     NodeOutcome skipped{name, NodeStep::none, "", ""};
     if (global.json)
-      print_out(report::json_text(report::slurm_health_json(check, std::nullopt, skipped)));
+      print_out(report::document_text(report::slurm_health_json(check, std::nullopt, skipped)));
     else
       print_out(report::slurm_health_text(check, std::nullopt, skipped, stdout_style(global)));
     return kExitOk;
@@ -252,7 +251,7 @@ int run_health(const GlobalOptions& global, const SlurmOptions& o, Clock::time_p
     }
   }
   if (global.json)
-    print_out(report::json_text(report::slurm_health_json(check, state, outcome)));
+    print_out(report::document_text(report::slurm_health_json(check, state, outcome)));
   else
     print_out(report::slurm_health_text(check, state, outcome, stdout_style(global)));
   if (!outcome.error.empty()) return kExitSystem;

@@ -183,7 +183,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
 
   // 4. Report.
   if (global.json) {
-    print_out(report::json_text(report::status_json(inv)));
+    print_out(report::document_text(report::status_json(inv)));
   } else {
     print_out(report::status_table(inv, stdout_style(global),
                                    reclaim::orphans_plan(inv, node.proc_root()),

@@ -37,7 +37,7 @@ int run_wait(const GlobalOptions& global, const supervise::FreeWaitOptions& opti
   // 3. Report.
   using Status = supervise::FreeWaitResult::Status;
   if (result.status == Status::bad_selection) return wait_usage_error(result.message);
-  if (global.json) print_out(report::json_text(report::wait_json(result)));
+  if (global.json) print_out(report::document_text(report::wait_json(result)));
   switch (result.status) {
     case Status::free:
       if (!global.json)

@@ -200,6 +200,13 @@ void classify_busy(Inventory& inv, const std::map<gpu::DeviceId, std::vector<uns
   }
 }
 
+std::uint64_t GpuView::orphaned_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const auto& h : holders)
+    if (h.uses_gpu && h.holder.orphaned) bytes += h.gpu_bytes.value_or(0);
+  return bytes;
+}
+
 bool GpuView::at_baseline() const {
   if (!info.memory) return false;
   return info.memory->used <= baseline.bytes + freed_tolerance(info.memory->total);

@@ -87,6 +87,10 @@ struct GpuView {
 
   /// True when used memory is within the freed tolerance of the baseline.
   bool at_baseline() const;
+  /// NVML's bytes of the orphaned holders that use this GPU (0 when none, or none has
+  /// a figure): the metrics' gpureap_gpu_memory_orphaned_bytes and status's
+  /// orphaned_bytes.
+  std::uint64_t orphaned_bytes() const;
   std::uint64_t used() const { return info.memory ? info.memory->used : 0; }
 };
 

@@ -103,6 +103,8 @@ json encode_holder(const proc::Holder& h) {
   for (auto f : h.found_by) found.push_back(name_of(f));
   json mig = json::array();
   for (const auto& a : h.mig_access) mig.push_back({a.gpu_minor, a.gi, optional_json(a.ci)});
+  json argv = json::array();
+  for (const auto& a : h.argv) argv.push_back(text(a));
   json nodes = json::array();
   for (const auto& n : h.nodes)
     nodes.push_back({{"kind", name_of(n.kind)},
@@ -127,6 +129,7 @@ json encode_holder(const proc::Holder& h) {
           {"orphaned", h.orphaned},
           {"orphan_evidence", name_of(h.orphan_evidence)},
           {"orphan_reason", text(h.orphan_reason)},
+          {"orphaned_since", optional_json(h.orphaned_since)},
           {"detached", h.detached},
           {"detached_reason", text(h.detached_reason)},
           {"cgroup", text(h.cgroup)},
@@ -135,6 +138,7 @@ json encode_holder(const proc::Holder& h) {
           {"nspid", h.nspid},
           {"comm", text(h.comm)},
           {"cmdline", text(h.cmdline)},
+          {"argv", argv},
           {"age_seconds", h.age_seconds},
           {"found_by", found},
           {"nodes", nodes},
@@ -206,6 +210,14 @@ proc::Holder decode_holder(const json& j) {
   for (const auto& p : array(j, "nspid")) h.nspid.push_back(integer_value<pid_t>(p, "nspid"));
   h.comm = string(j, "comm");
   h.cmdline = string(j, "cmdline");
+  // Newer than the wire's first version: an older agent's answer has neither.
+  if (j.contains("argv"))
+    for (const auto& a : array(j, "argv")) h.argv.push_back(text_of(a, "argv"));
+  if (j.contains("orphaned_since") && !j["orphaned_since"].is_null()) {
+    const json& since = j["orphaned_since"];
+    if (!since.is_number()) throw WireError("'orphaned_since': not a number");
+    h.orphaned_since = since.get<double>();
+  }
   // Derived from the command line, so not on the wire: recognised again here.
   h.engine = proc::recognise_engine_cmdline(h.cmdline, h.comm);
   const json& age = field(j, "age_seconds");

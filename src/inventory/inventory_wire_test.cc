@@ -33,6 +33,8 @@ proc::Holder rich_holder(pid_t pid, uid_t uid, std::set<unsigned> minors) {
   h.nspid = {pid, 7};
   h.comm = "python3";
   h.cmdline = "python3 -m sglang.launch_server --tp 8 \"quoted\" \\ back";
+  h.argv = {"python3", "-m", "sglang.launch_server", "--tp", "8", "\"quoted\" \\ back", "caf\xe9"};
+  h.orphaned_since = 1712345678.0512345;
   h.age_seconds = 1234.5678901234567;
   h.found_by = {proc::FoundBy::fd, proc::FoundBy::mapping};
   for (unsigned m : minors)
@@ -133,6 +135,8 @@ void expect_same_holder(const proc::Holder& a, const proc::Holder& b) {
   EXPECT_EQ(a.nspid, b.nspid);
   EXPECT_EQ(a.comm, b.comm);
   EXPECT_EQ(a.cmdline, b.cmdline);
+  EXPECT_EQ(a.argv, b.argv);
+  EXPECT_EQ(a.orphaned_since, b.orphaned_since) << "doubles travel exactly";
   EXPECT_EQ(a.age_seconds, b.age_seconds) << "doubles travel exactly";
   EXPECT_EQ(a.found_by, b.found_by);
   ASSERT_EQ(a.nodes.size(), b.nodes.size());

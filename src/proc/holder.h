@@ -91,6 +91,9 @@ struct Holder {
   bool orphaned = false;  // a leak, by evidence: --orphans and the reaper act on it
   OrphanEvidence orphan_evidence = OrphanEvidence::none;
   std::string orphan_reason;    // e.g. "parent python3 (pid 4721), which held GPU 0, died 3 s ago"
+  /// When it became an orphan, seconds since the epoch: when the parent (or group leader)
+  /// the agent saw die died (OrphanEvidence::witnessed); unknown otherwise.
+  std::optional<double> orphaned_since;
   bool detached = false;        // re-parented, but not a leak (or no evidence that it is)
   std::string detached_reason;  // e.g. "re-parented to init (pid 1); it leads 2 live GPU workers"
   std::string cgroup;           // v2 path, or the most telling v1 path
@@ -100,6 +103,7 @@ struct Holder {
   std::vector<pid_t> nspid;  // NSpid line: host pid first, innermost last
   std::string comm;
   std::string cmdline;  // NULs turned into spaces; "[comm]" when empty
+  std::vector<std::string> argv;  // /proc/PID/cmdline split at NULs; empty when it is
   double age_seconds = 0;
   std::set<FoundBy> found_by;
   std::set<DeviceNode> nodes;     // device nodes it holds

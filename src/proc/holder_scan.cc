@@ -280,6 +280,7 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
   }
   if (read_file_at(dirfd, "cmdline", file_) == 0) {
     h.cmdline = format_cmdline(file_.view());
+    h.argv = split_cmdline(file_.view());
     h.engine = recognise_engine_cmdline(file_.view(), h.comm);
   } else {
     h.engine = recognise_engine({}, h.comm);

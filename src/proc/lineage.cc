@@ -139,6 +139,7 @@ void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadPa
     h.orphaned = false;
     h.orphan_evidence = OrphanEvidence::none;
     h.orphan_reason.clear();
+    h.orphaned_since.reset();
     h.detached = false;
     h.detached_reason.clear();
     auto orphan = [&](OrphanEvidence evidence, std::string why) {
@@ -167,6 +168,7 @@ void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadPa
                               });
         w != witnessed.end()) {
       orphan(OrphanEvidence::witnessed, w->orphan_reason);
+      h.orphaned_since = w->orphaned_since;
       continue;
     }
     std::string adopted = h.reparented ? h.reparent_reason
@@ -201,6 +203,7 @@ void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadPa
                fmt::format(
                    "parent {} (pid {}), {}, died {}; {}", dp->comm, dp->pid, what, when,
                    h.reparented ? h.reparent_reason : "adopted by pid " + std::to_string(h.ppid)));
+        h.orphaned_since = dp->died_at;
         continue;
       }
       if (is_session_tool(dp->comm)) {
@@ -218,6 +221,7 @@ void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadPa
                    "parent {} (pid {}), the leader of its process group, died {}; {}", dp->comm,
                    dp->pid, when,
                    h.reparented ? h.reparent_reason : "adopted by pid " + std::to_string(h.ppid)));
+        h.orphaned_since = dp->died_at;
         continue;
       }
     }

@@ -168,6 +168,31 @@ TEST(Lineage, WitnessedDeadParentDecides) {
   EXPECT_EQ(by_pid(hs, 404).orphan_evidence, OrphanEvidence::group);
 }
 
+TEST(Lineage, AWitnessedOrphanIsOrphanedSinceItsParentDied) {
+  std::vector<Holder> hs{holder(401, 1, 401, 20), holder(403, 1, 400, 20), holder(405, 1, 405, 20)};
+  hs[2].comm = hs[2].cmdline = "VLLM::Worker_TP0";  // orphaned by its title alone
+  std::map<pid_t, DeadParent> dead{
+      {401, {500, "python3", "python3 srv.py", 95.25, true, true, 1}},
+      {403, {400, "gpureap-sim", "gpureap-sim hold", 97.5, true, false, 1}},
+  };
+  classify_lineage(hs, dead, 100);
+  ASSERT_TRUE(by_pid(hs, 401).orphaned);
+  EXPECT_EQ(by_pid(hs, 401).orphaned_since, 95.25);
+  ASSERT_TRUE(by_pid(hs, 403).orphaned);
+  EXPECT_EQ(by_pid(hs, 403).orphaned_since, 97.5);
+  // No witness, no time: one scan cannot tell when the parent died.
+  ASSERT_TRUE(by_pid(hs, 405).orphaned);
+  EXPECT_EQ(by_pid(hs, 405).orphan_evidence, OrphanEvidence::title);
+  EXPECT_FALSE(by_pid(hs, 405).orphaned_since.has_value());
+
+  // A later look of the same command keeps the agent's verdict, and when.
+  std::vector<Holder> earlier = hs;
+  std::vector<Holder> again{holder(401, 1, 401, 20)};
+  classify_lineage(again, {}, 200, earlier);
+  ASSERT_TRUE(again[0].orphaned);
+  EXPECT_EQ(again[0].orphaned_since, 95.25);
+}
+
 TEST(Lineage, LiveGpureapRunMemberIsDetachedAndAGoneRunsIsOrphaned) {
   // W2-10: adopted by a live run's gpureap-reaper: the run tears it down.
   std::vector<Holder> hs{holder(600, 1, 599, 20), holder(601, 1, 599, 20)};
@@ -205,9 +230,11 @@ TEST(Lineage, ClassifyIsIdempotent) {
   std::vector<Holder> hs{holder(700, 1, 700, 20)};
   hs[0].orphaned = true;  // a stale verdict from an earlier look
   hs[0].orphan_reason = "stale";
+  hs[0].orphaned_since = 12.0;
   classify_lineage(hs, {}, 0);
   EXPECT_FALSE(hs[0].orphaned);
   EXPECT_EQ(hs[0].orphan_reason, "");
+  EXPECT_FALSE(hs[0].orphaned_since.has_value());
 }
 
 }  // namespace

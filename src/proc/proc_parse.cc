@@ -323,6 +323,19 @@ std::string format_cmdline(std::string_view raw) {
   return out;
 }
 
+std::vector<std::string> split_cmdline(std::string_view raw) {
+  while (!raw.empty() && raw.back() == '\0') raw.remove_suffix(1);
+  std::vector<std::string> args;
+  if (raw.empty()) return args;
+  for (std::size_t start = 0;;) {
+    const auto nul = raw.find('\0', start);
+    args.emplace_back(raw.substr(start, nul - start));
+    if (nul == std::string_view::npos) break;
+    start = nul + 1;
+  }
+  return args;
+}
+
 std::optional<unsigned> parse_char_device_major(std::string_view proc_devices,
                                                 std::string_view driver) {
   // "Character devices:\n  1 mem\n195 nvidia\n511 nvidia-uvm\n\nBlock devices:\n..."

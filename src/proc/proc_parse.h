@@ -118,6 +118,10 @@ std::optional<MapsFileId> parse_maps_file_id(std::string_view line);
 
 /// A /proc/PID/cmdline for display: NULs become spaces, trailing NULs are dropped.
 std::string format_cmdline(std::string_view raw);
+/// A /proc/PID/cmdline as its arguments: split at NULs, the trailing NUL(s) dropped;
+/// empty for an empty file (a zombie, a kernel thread). A process that rewrote its
+/// command line with spaces (setproctitle) is one argument.
+std::vector<std::string> split_cmdline(std::string_view raw);
 
 /// A listening TCP socket of /proc/net/tcp or tcp6: its inode and local port.
 struct ListeningSocket {

@@ -267,6 +267,20 @@ TEST(FormatCmdline, NulsBecomeSpaces) {
   EXPECT_EQ(format_cmdline(std::string_view("\0\0", 2)), "");
 }
 
+TEST(SplitCmdline, NulsSeparateArgumentsThatMayHoldSpaces) {
+  EXPECT_EQ(split_cmdline(fixture("cmdline_sglang")),
+            (std::vector<std::string>{"python3", "-m", "sglang.launch_server", "--model-path",
+                                      "/models/Qwen 72B", "--tp", "8"}));
+  // An empty argument stays one; trailing NULs end the last.
+  EXPECT_EQ(split_cmdline(std::string_view("a\0\0b\0", 5)),
+            (std::vector<std::string>{"a", "", "b"}));
+  // A title set with setproctitle: one argument, spaces and all.
+  EXPECT_EQ(split_cmdline("sglang::scheduler_TP3 x"),
+            (std::vector<std::string>{"sglang::scheduler_TP3 x"}));
+  EXPECT_TRUE(split_cmdline("").empty());
+  EXPECT_TRUE(split_cmdline(std::string_view("\0\0", 2)).empty());
+}
+
 TEST(ParseCharDeviceMajor, FindsTheDynamicUvmMajor) {
   const std::string text = fixture("devices_nvidia");
   EXPECT_EQ(parse_char_device_major(text, "nvidia-uvm"), 511u);

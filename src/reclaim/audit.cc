@@ -11,6 +11,7 @@
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
 #include "proc/process_table.h"
+#include "util/host_name.h"
 #include "util/text.h"
 
 namespace gpureap::reclaim {
@@ -33,12 +34,6 @@ std::string tty_name(int tty_nr) {
 
 std::string cgroup_of(const std::string& dir) {
   return proc::pick_cgroup_path(proc::parse_cgroup(read_text(dir + "/cgroup")));
-}
-
-std::string hostname() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
-  return buf;
 }
 
 }  // namespace
@@ -142,7 +137,7 @@ AuditTrail::AuditTrail(AuditSink& sink, AuditActor actor, AuditCaller caller, Wa
       caller_(std::move(caller)),
       wall_clock_(wall_clock ? std::move(wall_clock)
                              : WallClock([] { return std::chrono::system_clock::now(); })),
-      host_(hostname()) {
+      host_(host_name()) {
   const auto ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(wall_clock_().time_since_epoch())
           .count();

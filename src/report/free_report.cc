@@ -280,8 +280,8 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
                        {"comm", a.comm},
                        {"signal", std::string(to_string(a.signal))},
                        {"via", a.via},
-                       {"sent_at_seconds", a.sent_at},
-                       {"exited_at_seconds", opt(a.exited_at)},
+                       {"sent_at_seconds", seconds_value(a.sent_at)},
+                       {"exited_at_seconds", seconds_json(a.exited_at)},
                        {"result", outcome_text(a)}});
   for (const auto& g : r.gpus)
     gpus.push_back({{"index", g.gpu},
@@ -293,7 +293,7 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
                     {"threshold_bytes", g.measured ? nlohmann::ordered_json(g.threshold) : nullptr},
                     {"left_alone_bytes", g.left_alone_bytes},
                     {"freed", g.freed},
-                    {"seconds_to_free", opt(g.freed_at)}});
+                    {"seconds_to_free", seconds_json(g.freed_at)}});
   for (const auto& l : r.leftovers) leftovers.push_back(leftover_json(l));
   for (const auto& x : r.respawners)
     respawners.push_back({{"pid", x.id.pid},
@@ -326,12 +326,12 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
           {"respawners", respawners},
           {"resets", resets},
           {"notes", r.notes},
-          {"settled_seconds", r.settled_seconds},
+          {"settled_seconds", seconds_value(r.settled_seconds)},
           {"interrupted", r.interrupted},
           {"nvml_error", r.nvml_error.empty() ? nlohmann::ordered_json(nullptr)
                                               : nlohmann::ordered_json(r.nvml_error)},
           {"warnings", warnings},
-          {"seconds", r.seconds}};
+          {"seconds", seconds_value(r.seconds)}};
 }
 
 std::string free_record(const reclaim::ReclaimReport& r) {

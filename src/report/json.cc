@@ -1,7 +1,12 @@
 #include "report/json.h"
 
+#include <chrono>
+#include <cmath>
+
 #include "proc/lineage.h"
 #include "report/device_json.h"
+#include "util/host_name.h"
+#include "util/time_text.h"
 
 namespace gpureap::report {
 namespace {
@@ -26,8 +31,31 @@ std::string json_line(const nlohmann::ordered_json& doc) {
   return doc.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
-std::string json_text(const nlohmann::json& doc) {
-  return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+
+DocumentStamp DocumentStamp::now() {
+  return {rfc3339(std::chrono::system_clock::now()), host_name()};
+}
+
+nlohmann::ordered_json stamped(const nlohmann::ordered_json& doc, const DocumentStamp& stamp) {
+  // ordered_json keeps insertion order and cannot insert in the middle: rebuild it.
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const char* head : {"schema_version", "command"})
+    if (doc.contains(head)) out[head] = doc[head];
+  out["time"] = stamp.time;
+  out["hostname"] = stamp.hostname.empty() ? nlohmann::ordered_json(nullptr)
+                                           : nlohmann::ordered_json(stamp.hostname);
+  for (const auto& [key, value] : doc.items())
+    if (!out.contains(key)) out[key] = value;
+  return out;
+}
+
+std::string document_text(const nlohmann::ordered_json& doc) { return json_text(stamped(doc)); }
+
+double seconds_value(double seconds) { return std::round(seconds * 1000.0) / 1000.0; }
+
+nlohmann::ordered_json seconds_json(const std::optional<double>& seconds) {
+  return seconds ? nlohmann::ordered_json(seconds_value(*seconds))
+                 : nlohmann::ordered_json(nullptr);
 }
 
 namespace {
@@ -82,7 +110,7 @@ nlohmann::ordered_json instance_json(const inventory::Instance& in) {
                        ? nlohmann::ordered_json{{"pid", in.launcher_pid},
                                                 {"alive", in.launcher_alive},
                                                 {"comm", text_or_null(in.launcher_comm)},
-                                                {"died_at", optional_json(in.launcher_died_at)}}
+                                                {"died_at", seconds_json(in.launcher_died_at)}}
                        : nlohmann::ordered_json(nullptr)},
       {"model", optional_json(in.model)},
       {"port", optional_json(in.port)},
@@ -121,6 +149,7 @@ nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uin
       {"orphan_evidence",
        h.orphaned ? nlohmann::ordered_json(std::string(proc::enum_name(h.orphan_evidence)))
                   : nlohmann::ordered_json(nullptr)},
+      {"orphaned_since", h.orphaned ? seconds_json(h.orphaned_since) : nullptr},
       {"detached", h.detached},
       {"detached_reason", h.detached_reason.empty() ? nlohmann::ordered_json(nullptr)
                                                     : nlohmann::ordered_json(h.detached_reason)},
@@ -132,7 +161,8 @@ nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uin
       {"nspid", h.nspid},
       {"comm", h.comm},
       {"cmdline", h.cmdline},
-      {"age_seconds", h.age_seconds},
+      {"argv", h.argv},
+      {"age_seconds", seconds_value(h.age_seconds)},
       {"found_by", found},
       {"devices", devices},
       {"gpu_bytes", optional_json(gpu_bytes)},
@@ -189,6 +219,7 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
                                          : nlohmann::ordered_json(info.problem)}}},
       {"memory", memory},
       {"attributed_bytes", view.attributed_bytes},
+      {"orphaned_bytes", view.orphaned_bytes()},
       {"unattributed_bytes", view.unattributed_bytes},
       {"unattributed", unexplained},
       {"utilization",

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "inventory/inventory.h"
 #include "proc/holder.h"
@@ -18,13 +19,38 @@ inline constexpr int kSchemaVersion = 1;
 /// path) becomes U+FFFD. Every `--json` output goes through these; nothing throws
 /// on untrusted text (docs/json-schema.md, "Text").
 std::string json_text(const nlohmann::ordered_json& doc);
-std::string json_text(const nlohmann::json& doc);
 /// The same compact, on one line ending in a newline: a JSON-lines record (watch).
 std::string json_line(const nlohmann::ordered_json& doc);
 
+/// When and where a document was made: "time" (RFC 3339 with the date, util/time_text.h)
+/// and "hostname" (util/host_name.h).
+struct DocumentStamp {
+  std::string time;
+  std::string hostname;
+  /// The wall clock and this host's name, now.
+  static DocumentStamp now();
+};
+
+/// `doc` (a command's document, "schema_version" and "command" first) with "time" and
+/// "hostname" after those two, so that every document starts the same way
+/// (docs/json-schema.md). The other keys keep their order.
+nlohmann::ordered_json stamped(const nlohmann::ordered_json& doc,
+                               const DocumentStamp& stamp = DocumentStamp::now());
+
+/// The text of a command's document, stamped: what `--json` prints.
+std::string document_text(const nlohmann::ordered_json& doc);
+
+/// A duration (or a time since the epoch) in seconds, rounded to the millisecond so
+/// that it prints without float noise (0.02, not 0.01999999999998181): the one rule
+/// for every seconds field of a document (docs/json-schema.md).
+double seconds_value(double seconds);
+/// The same for an optional one: null when unknown.
+nlohmann::ordered_json seconds_json(const std::optional<double>& seconds);
+
 /// A holder object: pid, start_time, user, uid, state, threads[], zombie_leader,
-/// ppid, pgid, sid, orphaned, orphan_reason, cgroup, container, nspid[], comm,
-/// cmdline, age_seconds, found_by[], devices[], gpu_bytes (null when unknown).
+/// ppid, pgid, sid, orphaned, orphan_reason, orphan_evidence, orphaned_since,
+/// detached, detached_reason, cgroup, container, run_id, nspid[], comm, cmdline, argv[],
+/// age_seconds, found_by[], devices[], gpu_bytes (null when unknown).
 nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uint64_t> gpu_bytes);
 
 /// One server instance (inventory/instances.h): key, kind, engine, launcher, model,
@@ -33,11 +59,11 @@ nlohmann::ordered_json instance_json(const inventory::Instance& in);
 
 /// One GPU: index, name, uuid, pci_bus_id, minor, memory{total_bytes, used_bytes,
 /// reserved_bytes, baseline_bytes, baseline_recorded}, attributed_bytes,
-/// unattributed_bytes, unattributed{class, detail} (null when none), holders[]
+/// orphaned_bytes, unattributed_bytes, unattributed{class, detail} (null when none), holders[]
 /// (each with uses_gpu), nvml_unseen_pids[].
 nlohmann::ordered_json gpu_json(const inventory::GpuView& view);
 
-/// The whole `status` document: schema_version, nvml{state, problem,
+/// The whole `status` document (unstamped: see stamped()): schema_version, nvml{state, problem,
 /// driver_version}, host_pid_namespace, gpus[], other_holders[], problems[], scan{processes}.
 nlohmann::ordered_json status_json(const inventory::Inventory& inv);
 

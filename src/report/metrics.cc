@@ -174,12 +174,8 @@ void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder
   x.family("gpureap_gpu_memory_orphaned_bytes", "gauge",
            "Bytes held by orphaned holders (their parent or launcher died) on this GPU, as "
            "NVML reports them.");
-  each_with_memory([&](const auto& g, const auto&) {
-    std::uint64_t bytes = 0;
-    for (const auto& h : g.holders)
-      if (h.uses_gpu && h.holder.orphaned) bytes += h.gpu_bytes.value_or(0);
-    x.sample(gpu_labels(inv, g), bytes);
-  });
+  each_with_memory(
+      [&](const auto& g, const auto&) { x.sample(gpu_labels(inv, g), g.orphaned_bytes()); });
 
   x.family("gpureap_gpu_memory_unattributed_bytes", "gauge",
            "Used bytes above the baseline that no visible process explains, by class "

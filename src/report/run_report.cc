@@ -85,7 +85,7 @@ nlohmann::ordered_json run_json(const std::vector<std::string>& argv,
                 {"survivors", survivors},
                 {"cgroup_killed", out.teardown.cgroup_killed},
                 {"empty", out.teardown.empty},
-                {"seconds", out.teardown.seconds}};
+                {"seconds", seconds_value(out.teardown.seconds)}};
 
   J gpus = J::array();
   std::string unverified = out.unverified;
@@ -98,7 +98,7 @@ nlohmann::ordered_json run_json(const std::vector<std::string>& argv,
                     {"other_bytes", g.left_alone_bytes},
                     {"used_after_bytes", opt(g.used)},
                     {"freed", g.freed_at.has_value() && g.problem.empty()},
-                    {"seconds_to_free", opt(g.freed_at)},
+                    {"seconds_to_free", seconds_json(g.freed_at)},
                     {"problem", g.problem.empty() ? J(nullptr) : J(g.problem)}});
     if (!g.problem.empty()) unverified += (unverified.empty() ? "" : "; ") + g.problem;
   }
@@ -123,7 +123,7 @@ nlohmann::ordered_json run_json(const std::vector<std::string>& argv,
           {"unverified", out.memory_unverified() ? J(unverified) : J(nullptr)},
           {"nvml_problem", out.nvml_problem.empty() ? J(nullptr) : J(out.nvml_problem)},
           {"warnings", out.warnings},
-          {"seconds", out.seconds}};
+          {"seconds", seconds_value(out.seconds)}};
 }
 
 }  // namespace gpureap::report

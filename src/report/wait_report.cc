@@ -50,28 +50,29 @@ std::string wait_timeout_text(std::chrono::milliseconds timeout) {
                               : "timed out after " + format_duration(timeout);
 }
 
-nlohmann::json wait_json(const supervise::FreeWaitResult& r) {
-  nlohmann::json gpus = nlohmann::json::array();
+nlohmann::ordered_json wait_json(const supervise::FreeWaitResult& r) {
+  using J = nlohmann::ordered_json;
+  J gpus = J::array();
   for (const auto& g : r.gpus) {
     gpus.push_back({{"index", g.gpu},
                     {"uuid", g.uuid},
-                    {"used_bytes", g.used ? nlohmann::json(*g.used) : nlohmann::json(nullptr)},
+                    {"used_bytes", g.used ? J(*g.used) : J(nullptr)},
                     {"baseline_bytes", g.baseline},
                     {"baseline_recorded", g.baseline_recorded},
                     {"threshold_bytes", g.threshold},
                     {"free", g.freed_at.has_value()},
-                    {"ghost", r.ghosts.contains(g.gpu)},
-                    {"freed_after_seconds",
-                     g.freed_at ? nlohmann::json(*g.freed_at) : nlohmann::json(nullptr)}});
+                    {"freed_after_seconds", seconds_json(g.freed_at)},
+                    {"ghost", r.ghosts.contains(g.gpu)}});
   }
   using Status = supervise::FreeWaitResult::Status;
-  nlohmann::json j = {{"schema_version", kSchemaVersion},
-                      {"command", "wait"},
-                      {"free", r.status == Status::free},
-                      {"timed_out", r.status == Status::timed_out},
-                      {"seconds", r.seconds},
-                      {"gpus", gpus}};
-  j["warnings"] = r.warnings;
+  // In the order of docs/run-and-wait.md; "status" and "error" only when they apply.
+  J j = {{"schema_version", kSchemaVersion},
+         {"command", "wait"},
+         {"free", r.status == Status::free},
+         {"timed_out", r.status == Status::timed_out},
+         {"seconds", seconds_value(r.seconds)},
+         {"gpus", gpus},
+         {"warnings", r.warnings}};
   if (r.holders) j["status"] = status_json(*r.holders);
   if (!r.message.empty()) j["error"] = r.message;
   return j;

@@ -30,7 +30,7 @@ std::string wait_failure_text(const supervise::FreeWaitResult& r);
 /// `timeout` 0, "not free at the one check (--timeout 0)".
 std::string wait_timeout_text(std::chrono::milliseconds timeout);
 
-/// The `wait --json` document (docs/json-schema.md). Keys in alphabetical order.
-nlohmann::json wait_json(const supervise::FreeWaitResult& r);
+/// The `wait --json` document (docs/run-and-wait.md), its keys in that order.
+nlohmann::ordered_json wait_json(const supervise::FreeWaitResult& r);
 
 }  // namespace gpureap::report

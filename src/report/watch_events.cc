@@ -200,7 +200,7 @@ std::string watch_event_json(const Event& e) {
     doc["parent"] = {{"pid", e.parent->pid},
                      {"comm", e.parent->comm},
                      {"cmdline", e.parent->cmdline},
-                     {"died_at", e.parent->died_at}};
+                     {"died_at", seconds_value(e.parent->died_at)}};  // as instances' died_at
   doc["instance"] = e.instance ? instance_json(*e.instance) : nlohmann::ordered_json(nullptr);
   doc["class"] = e.kind == EventKind::unattributed_memory
                      ? nlohmann::ordered_json(inventory::to_string(e.unexplained))

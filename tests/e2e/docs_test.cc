@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "harness.h"
@@ -97,6 +98,83 @@ TEST(Docs, ManPagesFit80ColumnsAtManwidth80) {
     }
   }
   EXPECT_GE(pages, 9u);
+}
+
+// A man page as a reader sees it at MANWIDTH=80.
+std::string rendered_man_page(const SimNode& node, const std::string& command) {
+  const std::string file = node.dir() + "/page.1";
+  auto made = command.empty() ? node.gpureap({"man-page"}) : node.gpureap({"man-page", command});
+  EXPECT_EQ(made.exit_code, 0) << made.err;
+  std::ofstream(file) << made.out;
+  auto r = run_command({"/usr/bin/man", "-l", file},
+                       {{"MANWIDTH", "80"}, {"MAN_KEEP_STDERR", "1"}, {"PAGER", "cat"}},
+                       std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out;
+}
+
+// Issue 28 part 4: gpureap-status(1) explains every column the table has and every mark
+// the review found unexplained; the column names are read from a real status table.
+TEST(Docs, StatusFieldsExplainEveryColumn) {
+  if (!std::filesystem::exists("/usr/bin/man")) GTEST_SKIP() << "man is not installed";
+  SimNode node({"--gpus", "1"});
+  auto holder = node.hold({"--gpu", "0", "--bytes", "1GiB"});
+  auto table = node.gpureap({"status", "--wide"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  std::string header;
+  std::istringstream rows(table.out);
+  for (std::string line; std::getline(rows, line);)
+    if (line.find("PID") != std::string::npos && line.find("COMMAND") != std::string::npos)
+      header = line;
+  ASSERT_FALSE(header.empty()) << table.out;
+  std::vector<std::string> columns;
+  std::istringstream words(header);
+  for (std::string w; words >> w;) {
+    if ((w == "MEM" && !columns.empty() && columns.back() == "GPU") ||
+        (w == "BY" && !columns.empty() && columns.back() == "FOUND"))
+      columns.back() += " " + w;
+    else
+      columns.push_back(w);
+  }
+  columns.push_back("CONTAINER");  // shown only when some holder is in one
+
+  const std::string page = rendered_man_page(node, "status");
+  const auto fields = page.find("\nFIELDS\n");
+  ASSERT_NE(fields, std::string::npos) << page;
+  const std::string section = page.substr(fields, page.find("\nENVIRONMENT\n") - fields);
+  for (const auto& c : columns)
+    EXPECT_NE(section.find("\n       " + c), std::string::npos) << "column " << c << "\n" << section;
+  for (const char* mark : {"Z+threads", "nvml,fd,map", "ORPHAN", "DETACHED", "(est.)",
+                           "driver_held", "releasing", "outside_namespace", "ghost",
+                           "orphan_computing", "0/gi1/ci0", "also open here"})
+    EXPECT_NE(section.find(mark), std::string::npos) << mark;
+}
+
+// The pages name documents where the package installs them, never the source tree's
+// docs/ or contrib/; gpureap(1)'s examples are command lines, one per command.
+TEST(Docs, ManPagesNameInstalledPathsAndTheOverviewHasExamples) {
+  if (!std::filesystem::exists("/usr/bin/man")) GTEST_SKIP() << "man is not installed";
+  SimNode node({"--gpus", "1"});
+  for (const char* command : {"", "status", "watch", "slurm", "plan", "run"}) {
+    const std::string page = rendered_man_page(node, command);
+    EXPECT_EQ(std::regex_search(page, std::regex(R"((^|[^/\w])(docs|contrib)/)")), false)
+        << "gpureap " << command << ":\n" << page;
+  }
+  const std::string main_page = rendered_man_page(node, "");
+  const auto at = main_page.find("\nEXAMPLES\n");
+  ASSERT_NE(at, std::string::npos) << main_page;
+  const std::string examples = main_page.substr(at, main_page.find("\nSEE ALSO\n") - at);
+  std::size_t commands = 0;
+  std::istringstream lines(examples);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("       gpureap ")) ++commands;
+    // No stray heading: every line is a command (7 columns in) or its description (14).
+    if (!line.empty() && line != "EXAMPLES") {
+      EXPECT_TRUE(line.starts_with("       gpureap ") || line.starts_with("              "))
+          << line;
+    }
+  }
+  EXPECT_GE(commands, 8u) << examples;
 }
 
 TEST(Docs, PlanWorkedExampleIsWhatPlanPrints) {

@@ -1,5 +1,8 @@
 #include "harness.h"
 
+#include "util/host_name.h"
+#include "util/time_text.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -14,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -85,6 +89,29 @@ nlohmann::json CommandResult::json() const {
   auto j = nlohmann::json::parse(out, nullptr, false);
   EXPECT_FALSE(j.is_discarded()) << "not JSON:\n" << out << "\nstderr:\n" << err;
   return j;
+}
+
+void expect_document_head(const std::string& text, const std::string& command) {
+  auto j = nlohmann::ordered_json::parse(text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << "not JSON:\n" << text;
+  ASSERT_TRUE(j.is_object()) << text;
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : j.items())
+    if (keys.size() < 4) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"schema_version", "command", "time", "hostname"}))
+      << text.substr(0, 300);
+  EXPECT_EQ(j.value("command", ""), command);
+  ASSERT_TRUE(j["time"].is_string()) << j["time"];
+  const std::string time = j["time"];
+  // The date, the time and the offset, as the audit trail writes them.
+  EXPECT_TRUE(std::regex_match(
+      time, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}[+-]\d\d:\d\d)")))
+      << time;
+  auto when = parse_time(time);
+  ASSERT_TRUE(when.has_value()) << time;
+  EXPECT_LT(std::chrono::abs(std::chrono::system_clock::now() - *when), std::chrono::minutes(1))
+      << time;
+  EXPECT_EQ(j["hostname"], host_name());
 }
 
 pid_t spawn_child(const std::vector<std::string>& argv,

@@ -22,6 +22,11 @@ struct CommandResult {
   nlohmann::json json() const;  // parses `out`; fails the test on bad JSON
 };
 
+/// Checks that `text` is one --json document of `command` that starts as every document
+/// does (docs/json-schema.md): "schema_version", "command", "time" (RFC 3339 with the
+/// date, within a minute of now) and "hostname" (this host's), in that order.
+void expect_document_head(const std::string& text, const std::string& command);
+
 struct HoldResult {
   pid_t leader = 0;
   std::vector<pid_t> pids;                          // every process started

@@ -170,6 +170,12 @@ TEST(Lineage, SingleWorkerSeenDyingByTheAgentIsOrphanedWitnessed) {
   ASSERT_TRUE(hs.contains(worker)) << s.out;
   EXPECT_TRUE(hs[worker]["orphaned"]) << hs[worker].dump();
   EXPECT_EQ(hs[worker]["orphan_evidence"], "witnessed") << hs[worker].dump();
+  // When: the death the agent saw, as its event said (to the millisecond).
+  ASSERT_TRUE(hs[worker]["orphaned_since"].is_number()) << hs[worker].dump();
+  ASSERT_TRUE((*event)["parent"]["died_at"].is_number()) << event->dump();
+  EXPECT_NEAR(hs[worker]["orphaned_since"].get<double>(),
+              (*event)["parent"]["died_at"].get<double>(), 0.0005)
+      << hs[worker].dump() << event->dump();
   // The same worker, one-shot: one plain worker whose group leader died is an orphan
   // on weak evidence only (a person's free acts on it, nothing unattended does).
   auto direct = node.gpureap({"--no-agent", "--json", "status", "--gpu", "2"});
@@ -177,6 +183,7 @@ TEST(Lineage, SingleWorkerSeenDyingByTheAgentIsOrphanedWitnessed) {
   ASSERT_TRUE(dh.contains(worker)) << direct.out;
   EXPECT_TRUE(dh[worker]["orphaned"]) << dh[worker].dump();
   EXPECT_EQ(dh[worker]["orphan_evidence"], "group") << dh[worker].dump();
+  EXPECT_TRUE(dh[worker]["orphaned_since"].is_null()) << "one look cannot tell when";
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
 }
 

@@ -160,6 +160,7 @@ TEST(SlurmCommand, WhenHeldDecidesDrainAndExitStatus) {
                         std::chrono::seconds(60), env);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(slurm.calls(), drain);
+  expect_document_head(r.out, "slurm epilog");
   auto j = r.json();
   EXPECT_EQ(j["command"], "slurm epilog");
   EXPECT_EQ(j["job_gpus"], nlohmann::json::array({2}));
@@ -297,6 +298,7 @@ TEST(SlurmCommand, W2_11_ARunningJobsCgroupKeepsItsWorkerOutOfOtherJobsLeftovers
   auto health = node.gpureap({"--json", "slurm", "health", "--persist", "100ms"},
                              std::chrono::seconds(60), slurm.env());
   EXPECT_EQ(health.exit_code, 0) << health.out << health.err;
+  expect_document_head(health.out, "slurm health");
   EXPECT_TRUE(health.json()["healthy"]) << health.out;
   auto epilog = node.gpureap({"--json", "slurm", "epilog"}, std::chrono::seconds(60),
                              slurm.env({{"SLURM_JOB_ID", "90042"}, {"SLURM_JOB_GPUS", "0"}}));

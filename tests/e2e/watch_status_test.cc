@@ -45,6 +45,7 @@ struct Agent {
 
 // What differs between two looks a moment apart, or says who took them.
 json comparable(json doc, bool baselines_too = true) {
+  doc.erase("time");  // when each was made
   doc.erase("source");
   doc.erase("agent_pid");
   doc.erase("scan");  // processes on the machine come and go between two looks

@@ -1,0 +1,111 @@
+#include "cli/man_sections.h"
+
+namespace gpureap::cli {
+namespace {
+
+// What `gpureap status` prints, as src/report/status_table.cc prints it. A word changed
+// there is changed here (Docs.StatusFieldsExplainEveryColumn checks the column names).
+constexpr const char* kStatusFields = R"(Each GPU is a heading line, a memory line, a table of the processes that
+hold it, and the marks below them. The same facts, by name, are in
+\fBgpureap \-\-json status\fR (\fI/usr/share/doc/gpureap/json\-schema.md\fR).
+.SS The GPU
+.TP
+.B GPU 3  NVIDIA H200  00000000:3A:00.0  /dev/nvidia3  GPU\-7282...
+NVML index, model, PCI bus id, device node (its minor is not always the index) and UUID.
+On a GPU in MIG mode each MIG device is a GPU of its own: \fBGPU 0/gi1/ci0\fR is GPU 0's
+GPU instance 1, compute instance 0, the spelling \fB\-\-gpu\fR takes, followed by
+"MIG device of GPU\-..." (\fI/usr/share/doc/gpureap/mig.md\fR).
+.TP
+.B used 90.0 GiB of 96.0 GiB  baseline 512 MiB (est.)  8 holders (89.5 GiB)
+Used and total memory (NVML). The baseline is what the idle GPU uses (the driver's own
+share): recorded when gpureap saw the GPU idle; \fB(est.)\fR when it never did and the
+figure is an estimate. Then the holders and the memory NVML gives them, \fBidle\fR
+(at the baseline, no holder) or \fBbusy, no process\fR (a ghost GPU, below).
+.SS The holders
+.TP
+.B PID
+The process (its thread group leader).
+.TP
+.B USER
+Its owner, the name cut to fit.
+.TP
+.B STATE
+The leader's state letter, as in \fBps\fR(1): R running, S sleeping, D in the driver
+(uninterruptible), Z zombie, T stopped. \fBZ+threads\fR: the leader has exited but other
+threads still run and still hold the memory (a zombie leader): the process is not gone
+until they are.
+.TP
+.B AGE
+Time since the process started.
+.TP
+.B GPU MEM
+What NVML says the process holds on this GPU; \fB?\fR when NVML does not say (no
+permission, a process outside this PID namespace).
+.TP
+.B FOUND BY
+How gpureap knows it holds the GPU, comma separated: \fBnvml\fR (NVML lists it),
+\fBfd\fR (it has the GPU's device node open), \fBmap\fR (it has the node mapped into its
+memory). \fBnvml,fd,map\fR is the usual CUDA process; \fBfd\fR or \fBmap\fR alone is one
+NVML does not list (another PID namespace, or not yet allocating).
+.TP
+.B PARENT
+Its parent's pid. \fBORPHAN\fR: re-parented, and the evidence says its server or
+launcher is gone (its parent died holding a GPU, its process group's leader is gone
+with the others of the group re-parented too, a worker's title, its \fBgpureap run\fR
+gone); \fBfree \-\-orphans\fR and the agent's reaper act on these. \fBDETACHED\fR:
+re-parented without that evidence (a \fBnohup\fR'd server with live workers, a process
+started to outlive its shell); never freed as an orphan. The reasons are in
+\fBorphan_reason\fR/\fBdetached_reason\fR of the JSON
+(\fI/usr/share/doc/gpureap/orphans.md\fR).
+.TP
+.B ROLE
+What its command line says it is in an inference server (SGLang, vLLM, Ray, torchrun,
+MPI): \fBlauncher\fR, \fBscheduler\fR, \fBdetokenizer\fR, \fBworker\fR, \fBengine_core\fR,
+\fBapi_server\fR, ... with the ranks its title names (\fBTP3\fR, \fBDP1 TP0\fR); \fB\-\fR
+when it says nothing.
+.TP
+.B CONTAINER
+Only when some holder is in one: \fBdocker:\fR, \fBk8s\-pod:\fR\fIuid/container\fR,
+\fBlxc:\fR, \fBsystemd:\fR\fIunit\fR, from its cgroup
+(\fI/usr/share/doc/gpureap/kubernetes.md\fR).
+.TP
+.B COMMAND
+Its command line, cut to the room left (\fB\-\-wide\fR or \fB\-\-json\fR for all of it).
+.SS The marks
+.TP
+.B also open here, memory on another GPU: PID...
+Processes with this GPU's node open that allocate on another GPU (they block a reset of
+this one, but hold none of its memory).
+.TP
+.B ! 12.0 GiB not explained by any visible process [\fIclass\fB]
+Used memory above the baseline that no process explains. \fBreleasing\fR: a process just
+exited and the driver is still giving the memory back (wait a moment);
+\fBdriver_held\fR: the memory stays although its process is gone (a reset or a reboot
+frees it); \fBoutside_namespace\fR: held by processes gpureap cannot see (it runs in a
+container); \fBunknown\fR: none of these can be told. The next line says why and what to do.
+.TP
+.B ! busy with no process [ghost]
+The GPU computes with no process using it anywhere: work of a killed process still
+running; only a reset or a reboot ends it. \fB[orphan_computing]\fR (busy with no
+\fIlive\fR process): its only users are orphans, still computing.
+\fB[outside_namespace]\fR: the users are outside this PID namespace.
+.TP
+.B ! QUERY FAILED\fR, \fB! NOT ANSWERING
+An NVML query of this GPU failed (GPU lost, no permission) or did not return in time;
+the \fI/proc\fR view is still shown.
+.TP
+.B Processes with nvidiactl/nvidia\-uvm open but no GPU node
+CUDA clients that hold no GPU (yet), listed once after the GPUs.
+.PP
+The summary at the end counts the orphans and the memory they hold, and prints the
+command that frees them.
+)";
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> extra_man_sections(std::string_view command) {
+  if (command == "status") return {{"FIELDS", kStatusFields}};
+  return {};
+}
+
+}  // namespace gpureap::cli
