@@ -70,22 +70,26 @@ Result<SlurmJob> read_slurm_job(const EnvLookup& env) {
         "or set it");
   if (!all_digits(*id)) return fail(fmt::format("SLURM_JOB_ID '{}' is not a job number", *id));
   job.id = *id;
-  if (auto gpus = env("SLURM_JOB_GPUS")) {
-    auto minors = parse_job_gpus(*gpus);
-    if (!minors) return std::unexpected(minors.error());
-    for (unsigned m : *minors) job.gpu_selectors.push_back(fmt::format("minor:{}", m));
+  const auto job_gpus = env("SLURM_JOB_GPUS");
+  std::vector<unsigned> minors;
+  if (job_gpus) {
+    auto parsed = parse_job_gpus(*job_gpus);
+    if (!parsed) return std::unexpected(parsed.error());
+    minors = std::move(*parsed);
   }
+  // CUDA_VISIBLE_DEVICES: GPU and MIG device UUIDs name devices of this node.
+  std::vector<std::string> uuids;
+  bool mig = false;
   if (auto visible = env("CUDA_VISIBLE_DEVICES")) {
     std::string_view rest = *visible;
     while (!rest.empty()) {
       auto comma = rest.find(',');
       std::string item(trim(rest.substr(0, comma)));
       rest.remove_prefix(comma == std::string_view::npos ? rest.size() : comma + 1);
-      if (item.starts_with("GPU-")) {
-        if (std::find(job.gpu_selectors.begin(), job.gpu_selectors.end(), item) ==
-            job.gpu_selectors.end())
-          job.gpu_selectors.push_back(item);
-      } else if (!item.empty() && !env("SLURM_JOB_GPUS")) {
+      if (item.starts_with("GPU-") || item.starts_with("MIG-")) {
+        mig = mig || item.starts_with("MIG-");
+        if (std::find(uuids.begin(), uuids.end(), item) == uuids.end()) uuids.push_back(item);
+      } else if (!item.empty() && !job_gpus) {
         job.notes.push_back(fmt::format(
             "CUDA_VISIBLE_DEVICES item '{}' left out: only UUIDs name a GPU of this node (a "
             "number counts the GPUs the job sees); SLURM_JOB_GPUS is not set",
@@ -93,6 +97,17 @@ Result<SlurmJob> read_slurm_job(const EnvLookup& env) {
       }
     }
   }
+  // A job on MIG devices: SLURM_JOB_GPUS counts the node's MIG GRES (gres.conf's
+  // MultipleFiles lines, or AutoDetect's), not device minors; taken as minors they
+  // would name whole GPUs, every MIG device of them, other jobs' included.
+  if (mig && !minors.empty())
+    job.notes.push_back(fmt::format(
+        "SLURM_JOB_GPUS '{}' left out: the job's GPUs are MIG devices, named by "
+        "CUDA_VISIBLE_DEVICES; Slurm's numbers of MIG devices are not device minors",
+        *job_gpus));
+  else
+    for (unsigned m : minors) job.gpu_selectors.push_back(fmt::format("minor:{}", m));
+  job.gpu_selectors.insert(job.gpu_selectors.end(), uuids.begin(), uuids.end());
   return job;
 }
 

@@ -9,6 +9,9 @@
 //    machines: PrincetonUniversity/jobstats#34), so each becomes a `minor:N` selector;
 //  - CUDA_VISIBLE_DEVICES: newer Slurm puts GPU UUIDs here (SlinkyProject/slurm-operator#112);
 //    UUIDs are taken, bare numbers are not (they count the GPUs the job can see, from 0);
+//    so are MIG devices (issue 25): `MIG-<uuid>`, and CUDA 11.0's `MIG-GPU-<uuid>/<gi>/<ci>`.
+//    A job on MIG devices is resolved by them alone: its SLURM_JOB_GPUS counts MIG GRES,
+//    which are not device minors (docs/slurm.md, "MIG");
 //  - SLURMD_NODENAME: the node's name in slurm.conf (the health check gets only this).
 
 #include <functional>
@@ -29,7 +32,7 @@ EnvLookup process_environment();
 
 struct SlurmJob {
   std::string id;                          // digits only
-  std::vector<std::string> gpu_selectors;  // "minor:0", "GPU-8f1c…": for inventory::select_gpus
+  std::vector<std::string> gpu_selectors;  // "minor:0", "GPU-8f1c…", "MIG-5a3f…": for select_gpus
   std::vector<std::string> notes;          // what was left out and why (bare CVD numbers)
 
   /// The selectors as one --gpu spec ("minor:0,minor:1"); "" when the job has no GPU.
@@ -38,6 +41,7 @@ struct SlurmJob {
 
 /// Reads the job from Slurm's variables. Fails, naming the variable, when SLURM_JOB_ID is
 /// unset or not a number, or SLURM_JOB_GPUS is not a list of numbers and ranges ("0,2-3").
+/// When CUDA_VISIBLE_DEVICES names a MIG device, SLURM_JOB_GPUS is left out (a note says so).
 Result<SlurmJob> read_slurm_job(const EnvLookup& env);
 
 /// The device minors in a SLURM_JOB_GPUS value: "0,1", "2-3", "" (none). Fails on

@@ -56,6 +56,26 @@ TEST(SlurmJob, UuidsInCudaVisibleDevicesAreTakenNumbersAreNot) {
   EXPECT_NE(numbers->notes[0].find("'0' left out"), std::string::npos) << numbers->notes[0];
 }
 
+TEST(SlurmJob, MigDevicesInCudaVisibleDevicesAreTheJobsGpus) {
+  auto job = read_slurm_job(env_of({{"SLURM_JOB_ID", "8"},
+                                    {"CUDA_VISIBLE_DEVICES", "MIG-5a3f0000-1111, MIG-5a3f0000-2222"}}));
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->gpu_spec(), "MIG-5a3f0000-1111,MIG-5a3f0000-2222");
+  EXPECT_TRUE(job->notes.empty());
+  auto legacy = read_slurm_job(
+      env_of({{"SLURM_JOB_ID", "8"}, {"CUDA_VISIBLE_DEVICES", "MIG-GPU-8f1c2d3e/1/0"}}));
+  EXPECT_EQ(legacy->gpu_spec(), "MIG-GPU-8f1c2d3e/1/0");
+  // SLURM_JOB_GPUS counts MIG GRES, not minors: minor:0 would be every MIG device of
+  // GPU 0, a neighbour job's too. Left out, and said.
+  auto with_gres = read_slurm_job(env_of(
+      {{"SLURM_JOB_ID", "8"}, {"SLURM_JOB_GPUS", "0"}, {"CUDA_VISIBLE_DEVICES", "MIG-5a3f0000-1111"}}));
+  ASSERT_TRUE(with_gres);
+  EXPECT_EQ(with_gres->gpu_spec(), "MIG-5a3f0000-1111");
+  ASSERT_EQ(with_gres->notes.size(), 1u);
+  EXPECT_NE(with_gres->notes[0].find("SLURM_JOB_GPUS '0' left out"), std::string::npos)
+      << with_gres->notes[0];
+}
+
 TEST(SlurmJob, TheJobIdIsRequiredAndANumber) {
   EXPECT_NE(read_slurm_job(env_of({})).error().message.find("SLURM_JOB_ID is not set"),
             std::string::npos);

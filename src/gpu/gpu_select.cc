@@ -153,6 +153,32 @@ std::optional<Result<SelectorItem>> parse_mig_item(std::string_view item) {
   return Result<SelectorItem>(out);
 }
 
+// CUDA 11.0's "MIG-GPU-<uuid>/<gi>/<ci>" (later CUDA names MIG devices by their own
+// MIG-<uuid>, and drivers from R470 list only those; older Slurm and container setups
+// still write the first form): nullopt when `item` is not of that shape.
+std::optional<Result<SelectorItem>> parse_legacy_mig_item(std::string_view item) {
+  if (!istarts_with(item, "MIG-GPU-") || item.find('/') == std::string_view::npos)
+    return std::nullopt;
+  SelectorItem out;
+  out.text = std::string(item);
+  out.kind = Kind::mig;
+  std::string_view rest = item.substr(4);
+  const auto slash = rest.find('/');
+  out.parent_uuid = std::string(rest.substr(0, slash));
+  rest.remove_prefix(slash + 1);
+  const auto second = rest.find('/');
+  auto gi = all_digits(rest.substr(0, second)) ? parse_number(rest.substr(0, second)) : std::nullopt;
+  auto ci = second != std::string_view::npos && all_digits(rest.substr(second + 1))
+                ? parse_number(rest.substr(second + 1))
+                : std::nullopt;
+  if (!gi || !ci)
+    return Result<SelectorItem>(
+        item_error(item, "expected MIG-GPU-<GPU UUID>/<GPU instance>/<compute instance>"));
+  out.gi = gi;
+  out.ci = ci;
+  return Result<SelectorItem>(out);
+}
+
 Result<SelectorItem> parse_item(std::string_view item) {
   SelectorItem out;
   out.text = std::string(item);
@@ -195,6 +221,10 @@ Result<SelectorItem> parse_item(std::string_view item) {
     out.kind = Kind::minor;
     out.first = *minor;
     return out;
+  }
+  if (auto legacy = parse_legacy_mig_item(item)) {
+    if (!*legacy) return std::unexpected(legacy->error());
+    return **legacy;
   }
   if (istarts_with(item, "GPU-") || istarts_with(item, "MIG-")) {
     if (item.size() < 4 + kMinUuidPrefix) {
@@ -282,9 +312,12 @@ Result<std::vector<DeviceId>> resolve_item(const SelectorItem& item,
       if (!out.empty()) return out;
       return no_match(item.text, fmt::format("minor number {}", item.first), gpus);
     case Kind::mig:
-      for (const GpuInfo& gpu : gpus)
-        if (gpu.id.index == item.first && gpu.id.gi == item.gi && (!item.ci || gpu.id.ci == item.ci))
+      for (const GpuInfo& gpu : gpus) {
+        const bool same_gpu = item.parent_uuid.empty() ? gpu.id.index == item.first
+                                                       : iequals(gpu.parent_uuid, item.parent_uuid);
+        if (same_gpu && gpu.id.gi == item.gi && (!item.ci || gpu.id.ci == item.ci))
           out.push_back(gpu.id);
+      }
       if (!out.empty()) return out;
       return no_match(item.text, "this MIG device", gpus);
     case Kind::uuid:

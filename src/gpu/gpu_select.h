@@ -23,6 +23,7 @@ struct SelectorItem {
   unsigned last = 0;         // the range's last index
   unsigned pci_domain = 0, pci_bus = 0, pci_device = 0, pci_function = 0;
   std::optional<unsigned> gi, ci;  // mig: GPU `first`'s GPU instance (and compute instance)
+  std::string parent_uuid;         // mig, CUDA 11.0's MIG-GPU-<uuid>/<gi>/<ci>: the GPU's UUID
 };
 
 /// A comma-separated list of items (surrounding spaces ignored), each one of:
@@ -38,6 +39,9 @@ struct SelectorItem {
 ///                                       compute instance 0); 0:1 is nvidia-smi's
 ///                                       GPU:GPU-instance form
 ///   MIG-5a3f...                         a MIG device's UUID, or a unique prefix
+///   MIG-GPU-8f1c.../1/0                 a MIG device as CUDA 11.0 named it in
+///                                       CUDA_VISIBLE_DEVICES: its GPU's whole UUID,
+///                                       GPU instance, compute instance
 /// An index, range, PCI bus id or minor of a GPU in MIG mode selects all its MIG
 /// devices.
 class GpuSelector {

@@ -27,6 +27,15 @@ void flatten_mig(std::vector<GpuInfo>& gpus) { flatten(gpus, &GpuInfo::mig_devic
 
 void flatten_mig(std::vector<MemoryReading>& readings) { flatten(readings, &MemoryReading::mig); }
 
+std::string mig_profile(const GpuInfo& device) {
+  constexpr std::string_view marker = " MIG ";
+  if (!device.id.mig()) return {};
+  const auto at = device.name.rfind(marker);
+  if (at == std::string::npos) return {};
+  std::string profile = device.name.substr(at + marker.size());
+  return profile.find(' ') == std::string::npos ? profile : std::string();
+}
+
 bool grants(const proc::MigAccess& access, unsigned gpu_minor, const DeviceId& device) {
   return device.mig() && access.gpu_minor == gpu_minor && access.gi == *device.gi &&
          (!access.ci || access.ci == device.ci);

@@ -5,6 +5,7 @@
 // place, and says which MIG device a capability a process holds (proc/mig_caps.h)
 // gives access to.
 
+#include <string>
 #include <vector>
 
 #include "gpu/gpu_info.h"
@@ -18,6 +19,10 @@ namespace gpureap::gpu {
 void flatten_mig(std::vector<GpuInfo>& gpus);
 /// The same for memory readings (MemoryReading::mig).
 void flatten_mig(std::vector<MemoryReading>& readings);
+
+/// A MIG device's profile as its NVML name ends ("NVIDIA A100-SXM4-40GB MIG 1g.5gb" ->
+/// "1g.5gb"; dcgm-exporter's GPU_I_PROFILE label); "" for a whole GPU or a name without it.
+std::string mig_profile(const GpuInfo& device);
 
 /// True when `device` (a MIG device's id) is what `access` gives access to on a GPU
 /// whose minor is `gpu_minor`: the same GPU instance, and the same compute instance

@@ -77,6 +77,34 @@ TEST(MigSelector, EveryFormNamesTheMigDevicesItShould) {
   EXPECT_NE(sel("MIG-a").find("UUID prefix too short"), std::string::npos) << sel("MIG-a");
 }
 
+TEST(MigSelector, CudaElevensMigGpuFormNamesTheMigDeviceByItsGpusUuid) {
+  auto gpus = mig_node();
+  for (auto& g : gpus)
+    if (g.id.gi) g.parent_uuid = "GPU-0000feed-aaaa";
+  auto sel = [&](std::string_view spec) -> std::string {
+    auto ids = select_gpus(spec, gpus);
+    return ids ? device_list(*ids) : "error: " + ids.error().message;
+  };
+  EXPECT_EQ(sel("MIG-GPU-0000feed-aaaa/2/0"), "0/gi2/ci0");
+  EXPECT_EQ(sel("mig-gpu-0000FEED-aaaa/1/0"), "0/gi1/ci0");
+  EXPECT_NE(sel("MIG-GPU-0000feed-aaaa/3/0").find("no GPU has this MIG device"), std::string::npos);
+  EXPECT_NE(sel("MIG-GPU-0000feed-bbbb/1/0").find("no GPU has"), std::string::npos)
+      << "another GPU's UUID";
+  EXPECT_NE(sel("MIG-GPU-0000feed-aaaa/1").find("expected MIG-GPU-"), std::string::npos);
+  EXPECT_NE(sel("MIG-GPU-0000feed-aaaa/x/0").find("expected MIG-GPU-"), std::string::npos);
+}
+
+TEST(MigProfile, IsWhatTheNameSaysAfterMig) {
+  GpuInfo d = mig_test_device(0, 1, 0, "MIG-aaaa1111");
+  d.name = "NVIDIA A100-SXM4-40GB MIG 1g.5gb";
+  EXPECT_EQ(mig_profile(d), "1g.5gb");
+  d.name = "NVIDIA A100-SXM4-40GB";
+  EXPECT_EQ(mig_profile(d), "") << "no profile in the name: none made up";
+  GpuInfo whole;
+  whole.name = "NVIDIA H200 MIG 1g.18gb";
+  EXPECT_EQ(mig_profile(whole), "") << "a whole GPU has no profile";
+}
+
 TEST(MigGrants, ACapabilityGrantsItsOwnInstanceOnly) {
   const DeviceId d{0, 1u, 0u};
   EXPECT_TRUE(grants(proc::MigAccess{0, 1, 0u}, 0, d));

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/mig.h"
 #include "inventory/events.h"
 #include "report/names.h"
 #include "report/terminal_text.h"
@@ -103,11 +104,17 @@ class Exposition {
 Labels gpu_labels(const inventory::Inventory& inv, const inventory::GpuView& g) {
   // Without NVML the views come from device nodes: their index is the minor, not
   // NVML's index, so `gpu` would join with the wrong dcgm-exporter series.
+  // A MIG device joins dcgm-exporter's series as they are labelled there: `gpu` the
+  // physical GPU's index, GPU_I_ID its GPU instance, GPU_I_PROFILE its profile; its
+  // own uuid is the MIG UUID. A whole GPU has no GPU_I_* label (empty: left out).
   bool index_known = gpu::lists_gpus(inv.nvml_state);
-  return {{"gpu", index_known ? gpu::device_text(g.info.id) : std::string()},
+  const gpu::DeviceId& id = g.info.id;
+  return {{"gpu", index_known ? std::to_string(id.index) : std::string()},
           {"uuid", g.info.uuid},
           {"pci_bus_id", g.info.pci_bus_id},
-          {"minor", g.info.minor ? std::to_string(*g.info.minor) : std::string()}};
+          {"minor", g.info.minor ? std::to_string(*g.info.minor) : std::string()},
+          {"GPU_I_ID", id.gi ? std::to_string(*id.gi) : std::string()},
+          {"GPU_I_PROFILE", gpu::mig_profile(g.info)}};
 }
 
 Labels with(Labels labels, std::string_view key, std::string value) {

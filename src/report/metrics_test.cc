@@ -224,6 +224,28 @@ TEST(Metrics, ExactLinesForOneGpu) {
   EXPECT_EQ(structure_problems(text), std::vector<std::string>{});
 }
 
+// A MIG device (issue 25) is labelled as dcgm-exporter labels it: `gpu` the physical
+// GPU's index, GPU_I_ID and GPU_I_PROFILE; its uuid is the MIG UUID. The whole GPU
+// beside it has no GPU_I_* label at all (not even an empty one).
+TEST(Metrics, AMigDeviceCarriesDcgmExportersLabels) {
+  auto inv = one_gpu();
+  auto mig = gpu(1, 4 * GiB);
+  mig.info.id = gpu::DeviceId{1, 2u, 0u};
+  mig.info.name = "NVIDIA H200 MIG 3g.71gb";
+  mig.info.uuid = "MIG-5a3f0000-0000";
+  mig.info.minor = 1;
+  inv.gpus.push_back(mig);
+  auto text = render(inv);
+  EXPECT_TRUE(has_line(text, R"(gpureap_gpu_memory_used_bytes{gpu="1",uuid="MIG-5a3f0000-0000",)"
+                             R"(pci_bus_id="00000000:11:00.0",minor="1",GPU_I_ID="2",)"
+                             R"(GPU_I_PROFILE="3g.71gb"} 4294967296)"))
+      << text;
+  EXPECT_TRUE(has_line(text, R"(gpureap_gpu_memory_used_bytes{gpu="0",uuid="GPU-00000000",)"
+                             R"(pci_bus_id="00000000:10:00.0",minor="0"} 32212254720)"))
+      << text;
+  EXPECT_EQ(structure_problems(text), std::vector<std::string>{});
+}
+
 TEST(Metrics, EveryClassAndKindAlwaysPresent) {
   inventory::Inventory inv;
   inv.gpus.push_back(gpu(0, 512 * MiB));  // idle: nothing held, nothing unattributed

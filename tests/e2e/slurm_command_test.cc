@@ -200,6 +200,41 @@ TEST(SlurmCommand, WhenHeldDecidesDrainAndExitStatus) {
   EXPECT_NE(refused.out.find("scontrol: "), std::string::npos) << refused.out;
 }
 
+// MIG GRES (issue 25): the job's GPU is a MIG device, named by its MIG UUID in
+// CUDA_VISIBLE_DEVICES; SLURM_JOB_GPUS counts MIG GRES ("0"), which taken as a minor
+// would be every MIG device of GPU 0. The other MIG device's holder is an orphan the
+// epilog would free, were that MIG device the job's.
+TEST(SlurmCommand, AnEpilogOnAMigDeviceFreesThatMigDeviceOnly) {
+  SimNode node({"--gpus", "1", "--memory", "96GiB", "--mig", "0:2"});
+  FakeSlurm slurm(node);
+  auto status = node.gpureap({"--json", "status"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  std::string uuid;
+  const auto gpus = status.json()["gpus"];
+  for (const auto& g : gpus)
+    if (g["index"] == "0/gi1/ci0") uuid = g["uuid"];
+  ASSERT_TRUE(uuid.starts_with("MIG-")) << status.out;
+  auto job = node.hold({"--gpu", "0", "--mig", "1", "--bytes", "6GiB", "--daemon"}, false,
+                       {{"SLURM_JOB_ID", "42"}});
+  auto neighbour = node.hold({"--gpu", "0", "--mig", "2", "--bytes", "4GiB", "--children", "1", "--same-gpu",
+                              "--orphan", "--comm", "VLLM::Worker_TP0"});
+  auto r = node.gpureap({"--json", "slurm", "epilog", "--deadline", "20s"},
+                        std::chrono::seconds(60),
+                        slurm.env({{"SLURM_JOB_ID", "42"},
+                                   {"SLURM_JOB_GPUS", "0"},
+                                   {"CUDA_VISIBLE_DEVICES", uuid}}));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto j = r.json();
+  EXPECT_EQ(j["job_gpus"], nlohmann::json::array({"0/gi1/ci0"})) << r.out;
+  EXPECT_EQ(j["checked_gpus"], nlohmann::json::array({"0/gi1/ci0"})) << r.out;
+  EXPECT_TRUE(j["held"].empty()) << r.out;
+  EXPECT_FALSE(alive(job.holders[0].first));
+  EXPECT_TRUE(alive(neighbour.holders[0].first)) << "the other MIG device's orphan";
+  EXPECT_EQ(slurm.calls(), "");
+  // Said: SLURM_JOB_GPUS was not taken as device minors.
+  EXPECT_NE(r.out.find("SLURM_JOB_GPUS '0' left out"), std::string::npos) << r.out;
+}
+
 TEST(SlurmCommand, SlurmsVariablesAreCheckedAsInput) {
   SimNode node;
   FakeSlurm slurm(node);
