@@ -313,10 +313,19 @@ Result<DeviceSet> discover_devices(const std::string& dev_dir, const std::string
   // MIG capabilities (issue 25): only on a node where the driver lists MIG devices.
   UniqueFd caps(::openat(dir.get(), "nvidia-caps", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (caps.valid()) {
-    const auto mig_minors = parse_mig_minors(read_small_file(checker.mig_minors_path()));
-    if (!mig_minors.empty())
-      for_each_dirent(caps.get(), scratch,
-                      [&](std::string_view name) { checker.check_capability(caps.get(), name, mig_minors); });
+    // The driver's table is read only when some capability node could be a MIG device's:
+    // nvidia-cap1 and nvidia-cap2 (config, monitor) are there on every MIG-capable GPU,
+    // MIG on or off, and the table is thousands of lines the driver writes at each read.
+    std::vector<std::string> names;
+    for_each_dirent(caps.get(), scratch, [&](std::string_view name) {
+      if (name.starts_with("nvidia-cap") && name != "nvidia-cap1" && name != "nvidia-cap2")
+        names.emplace_back(name);
+    });
+    if (!names.empty()) {
+      const auto mig_minors = parse_mig_minors(read_small_file(checker.mig_minors_path()));
+      if (!mig_minors.empty())
+        for (const auto& name : names) checker.check_capability(caps.get(), name, mig_minors);
+    }
   }
   std::sort(checker.warnings.begin(), checker.warnings.end());
   return DeviceSet(std::move(checker.entries), std::move(checker.warnings));
