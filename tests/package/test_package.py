@@ -44,7 +44,7 @@ def project_version():
 def commands():
     """The visible commands, as `gpureap --help` lists them."""
     out = run([BIN, "--help"]).stdout
-    block = out.split("Subcommands:\n")[1]
+    block = out.split("Commands:\n")[1]
     return re.findall(r"^  ([a-z][a-z-]*) {2,}", block, re.M)
 
 
