@@ -276,19 +276,16 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
   // A GPU in MIG mode: a process with its node but no capability of a MIG device uses
   // none (an NVML client, a process between two MIG devices); it is no holder of any
   // MIG device, but it does block a MIG reconfiguration or a reset of that GPU.
-  std::vector<const proc::Holder*> shared_only, parent_only;
+  std::vector<const proc::Holder*> shared_only;
   for (const auto& h : inv.other_holders) {
-    std::set<unsigned> mig_minors;
+    std::set<gpu::DeviceId> parents;  // GPUs in MIG mode whose own node it holds
     for (const auto& view : inv.gpus)
       if (view.info.id.mig() && view.info.minor && h.gpu_minors.contains(*view.info.minor))
-        mig_minors.insert(*view.info.minor);
-    (mig_minors.empty() ? shared_only : parent_only).push_back(&h);
-  }
-  for (const proc::Holder* h : parent_only) {
-    std::set<gpu::DeviceId> parents;
-    for (const auto& view : inv.gpus)
-      if (view.info.id.mig() && view.info.minor && h->gpu_minors.contains(*view.info.minor))
         parents.insert(view.info.id.parent());
+    if (parents.empty()) {
+      shared_only.push_back(&h);
+      continue;
+    }
     std::string gpus;
     for (const auto& p : parents) gpus += (gpus.empty() ? "" : ", ") + fmt::format("GPU {}", p);
     out += style.yellow(fmt::format(
@@ -296,7 +293,7 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
                "MIG device's memory, and it blocks a MIG reconfiguration or a reset of that "
                "GPU (an NVML client such as a monitoring agent, or a process not yet on a MIG "
                "device)",
-               h->id.pid, terminal_text(h->comm), gpus)) +
+               h.id.pid, terminal_text(h.comm), gpus)) +
            "\n";
   }
   if (!shared_only.empty()) {
