@@ -1,5 +1,5 @@
-// Linked into the portable binary only (gpureap-portable, CMakeLists.txt), so that it
-// runs on glibc 2.34 (Ubuntu 22.04 has 2.35, RHEL 9 2.34), not only on bookworm's 2.36.
+// Linked into gpureap and the portable binary (gpureap-portable, CMakeLists.txt), so that
+// both run on glibc 2.34 (Ubuntu 22.04 has 2.35, RHEL 9 2.34), not only on bookworm's 2.36.
 //
 // Linking libstdc++ and libgcc statically brings in two references to symbols that
 // are newer than anything gpureap itself uses:

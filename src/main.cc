@@ -20,8 +20,9 @@
 #include "cli/suggest.h"
 #include "report/terminal_text.h"
 
-// What the binary carries of the C++ runtime, for --version: the portable build
-// (gpureap-portable in CMakeLists.txt) links libstdc++ and libgcc in.
+// What the binary carries of the C++ runtime, for --version: gpureap and
+// gpureap-portable link libstdc++ and libgcc in (CMakeLists.txt says why); only the
+// fuzz build (ASan) loads the shared libstdc++.
 #ifndef GPUREAP_LINKAGE
 #define GPUREAP_LINKAGE "shared libstdc++"
 #endif
@@ -69,20 +70,30 @@ int main(int argc, char** argv) {
   bool version = false;
   app.add_flag("--version", version, "Print the version, build and NVML driver version");
 
-  // 2. The commands; each fills `run` when chosen.
+  // 2. The commands; each fills `run` when chosen. A command line that names one of
+  // them (or none: status, the default) needs that one only; the whole tree otherwise
+  // (the top-level help, `--`, a mistyped command: its message lists them all).
   CommandFn run;
-  add_commands(app, global, run);
-  // Hidden, for packaging: they describe the commands above (docs/packaging.md).
-  add_completion_command(app, global, run);
-  add_man_page_command(app, run);
-  // Hidden ways in: `gpureap help [COMMAND]`, `gpureap version`.
-  add_help_commands(app, global, run, GPUREAP_LINKAGE);
+  const std::vector<std::string> words(argv + 1, argv + argc);
+  const std::string word = command_word(words, app);
+  const bool whole_tree =
+      word.empty() && std::any_of(words.begin(), words.end(), [](const std::string& w) {
+        return w == "--" || w == "-h" || w == "--help" || w == "--help-all";
+      });
+  if (whole_tree || !add_commands(app, global, run, word.empty() ? "status" : word)) {
+    add_commands(app, global, run);
+    // Hidden, for packaging: they describe the commands above (docs/packaging.md).
+    add_completion_command(app, global, run);
+    add_man_page_command(app, run);
+    // Hidden ways in: `gpureap help [COMMAND]`, `gpureap version`.
+    add_help_commands(app, global, run, GPUREAP_LINKAGE);
+  }
   app.require_subcommand(0, 1);
 
   // 3. Parse; usage errors exit 2 with CLI11's message.
   try {
     // `gpureap run --json -- CMD`: run's global options moved before it (cli/global_order.h).
-    std::vector<std::string> args = hoist_global_options({argv + 1, argv + argc}, app);
+    std::vector<std::string> args = hoist_global_options(words, app);
     std::reverse(args.begin(), args.end());  // CLI11 reads a vector from its end
     app.parse(args);
   } catch (const CLI::CallForHelp&) {

@@ -218,5 +218,44 @@ TEST(GlobalOrder, RunsGlobalOptionsBeforeTheCommandMoveInFrontOfIt) {
   EXPECT_TRUE(static_cast<bool>(run));
 }
 
+// main builds only the command a line names (start-up): the word it takes is the one
+// CLI11 reads as the command, past global options and their values.
+TEST(CommandWord, IsTheFirstWordPastGlobalOptionsAndTheirValues) {
+  CLI::App app{"gpureap", "gpureap"};
+  GlobalOptions global;
+  app.add_flag("--json", global.json);
+  app.add_option("--dev-dir", global.dev_dir);
+  app.add_option("--nvml-library", global.nvml_library);
+  using V = std::vector<std::string>;
+  EXPECT_EQ(command_word(V{}, app), "");
+  EXPECT_EQ(command_word(V{"--json"}, app), "");
+  EXPECT_EQ(command_word(V{"status", "--gpu", "0"}, app), "status");
+  EXPECT_EQ(command_word(V{"--dev-dir", "free", "status"}, app), "status");  // free is a value
+  EXPECT_EQ(command_word(V{"--dev-dir=/d", "free", "--orphans"}, app), "free");
+  EXPECT_EQ(command_word(V{"--nvml-library", "x.so", "--json", "run", "--", "top"}, app), "run");
+  EXPECT_EQ(command_word(V{"--", "status"}, app), "");
+  EXPECT_EQ(command_word(V{"--bogus", "wait"}, app), "wait");
+}
+
+TEST(CommandTree, OneCommandAloneParsesAsInTheWholeTreeAndAnUnknownNameAddsNothing) {
+  for (const std::string name : {"status", "top", "free", "wait", "run", "plan", "watch", "slurm",
+                                 "log"}) {
+    CLI::App one{"gpureap", "gpureap"};
+    use_gpureap_help(one);  // as Tree
+    GlobalOptions global;
+    CommandFn run;
+    EXPECT_TRUE(add_commands(one, global, run, name)) << name;
+    ASSERT_EQ(one.get_subcommands({}).size(), 1u) << name;
+    Tree whole;
+    // The same options, so the same help text and the same parse.
+    EXPECT_EQ(one.get_subcommand(name)->help(), whole.app.get_subcommand(name)->help()) << name;
+  }
+  CLI::App none{"gpureap", "gpureap"};
+  GlobalOptions global;
+  CommandFn run;
+  EXPECT_FALSE(add_commands(none, global, run, "help"));
+  EXPECT_TRUE(none.get_subcommands({}).empty());
+}
+
 }  // namespace
 }  // namespace gpureap::cli

@@ -33,8 +33,12 @@ struct GlobalOptions {
 using CommandFn = std::function<int()>;
 
 /// Every user-facing command below, in --help's order (main.cc, and cli_test.cc parses
-/// the same tree).
-void add_commands(CLI::App& app, const GlobalOptions& global, CommandFn& run);
+/// the same tree). With `only` naming one of them, that command alone: building every
+/// command's options was a third of gpureap's start-up (docs/benchmarks.md), and a
+/// command line that names its command parses the same without the others. Returns
+/// whether `only` (when given) was one of them.
+bool add_commands(CLI::App& app, const GlobalOptions& global, CommandFn& run,
+                  std::string_view only = {});
 void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);
 void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run);

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <string_view>
+#include <utility>
 
 #include "audit/recorder.h"
 #include "cli/command.h"
@@ -119,16 +121,20 @@ inventory::Node open_node(const GlobalOptions& global, std::optional<std::string
   return inventory::Node(std::move(config), open_gpu_source(global));
 }
 
-void add_commands(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
-  add_status_command(app, global, run);
-  add_top_command(app, global, run);
-  add_free_command(app, global, run);
-  add_wait_command(app, global, run);
-  add_run_command(app, global, run);
-  add_plan_command(app, global, run);
-  add_watch_command(app, global, run);
-  add_slurm_command(app, global, run);
-  add_log_command(app, global, run);
+bool add_commands(CLI::App& app, const GlobalOptions& global, CommandFn& run,
+                  std::string_view only) {
+  using Add = void (*)(CLI::App&, const GlobalOptions&, CommandFn&);
+  static constexpr std::pair<std::string_view, Add> kCommands[] = {
+      {"status", add_status_command}, {"top", add_top_command},     {"free", add_free_command},
+      {"wait", add_wait_command},     {"run", add_run_command},     {"plan", add_plan_command},
+      {"watch", add_watch_command},   {"slurm", add_slurm_command}, {"log", add_log_command}};
+  bool found = false;
+  for (const auto& [name, add] : kCommands)
+    if (only.empty() || name == only) {
+      add(app, global, run);
+      found = found || name == only;
+    }
+  return found;
 }
 
 std::string duration_flag(std::chrono::milliseconds d) {

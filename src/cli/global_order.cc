@@ -72,4 +72,16 @@ std::vector<std::string> hoist_global_options(const std::vector<std::string>& ar
   return out;
 }
 
+std::string command_word(const std::vector<std::string>& args, const CLI::App& app) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") return "";
+    if (const CLI::Option* opt = own_option(app, args[i])) {
+      if (takes_next(*opt, args[i])) ++i;
+      continue;
+    }
+    if (!args[i].starts_with("-")) return args[i];
+  }
+  return "";
+}
+
 }  // namespace gpureap::cli

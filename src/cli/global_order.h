@@ -21,4 +21,12 @@ namespace gpureap::cli {
 std::vector<std::string> hoist_global_options(const std::vector<std::string>& args,
                                               const CLI::App& app);
 
+/// The command `args` (argv without the program name) runs, read before any command is
+/// added to `app` (which holds the global options only): the first word that is neither
+/// an option nor a global option's value, or "" when there is none (`gpureap` alone, or
+/// only global options: status, the default command). `--` before any word ends the
+/// search with "" too. Lets main build only that command's options (start-up; see
+/// add_commands), so it never decides what a word means: CLI11 still does.
+std::string command_word(const std::vector<std::string>& args, const CLI::App& app);
+
 }  // namespace gpureap::cli
