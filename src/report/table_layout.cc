@@ -87,6 +87,10 @@ void wrap_line(std::string_view line, std::size_t columns, Hang hang, std::strin
       if (space != std::string_view::npos) {
         piece = line.substr(0, space);
         rest = line.substr(space + 1);
+        // A break inside a run of spaces ("/dev/nvidia0  MIG-...") ends no line with
+        // a space and starts none with one.
+        while (piece.size() > 1 && piece.back() == ' ') piece.remove_suffix(1);
+        while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
         next_active = active_at_space;
       } else {
         piece = line.substr(0, std::max<std::size_t>(fit_end, 1));

@@ -77,6 +77,13 @@ TEST(WrapLines, BreaksAtSpacesWithTheContinuationIndented) {
   EXPECT_EQ(out, "  one two three\n    four five\n    six seven\nshort\n");
 }
 
+// A MIG device's heading broke after "/dev/nvidia0 " (status at 100 columns): a break
+// inside the two spaces between fields left one at the line's end.
+TEST(WrapLines, ABreakInARunOfSpacesLeavesNoSpaceAtEitherSide) {
+  EXPECT_EQ(wrap_lines("GPU 0  dev  MIG-5a3f", 12), "GPU 0  dev\n  MIG-5a3f");
+  EXPECT_EQ(wrap_lines("GPU 0  devices  MIG", 13), "GPU 0\n  devices\n  MIG");
+}
+
 TEST(WrapLines, AWordLongerThanTheLineIsBrokenWhereItMust) {
   EXPECT_EQ(wrap_lines("GPU-41b2d037-d879-9d76", 10), "GPU-41b2d0\n  37-d879-\n  9d76");
 }

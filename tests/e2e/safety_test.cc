@@ -302,7 +302,7 @@ TEST(Safety, RetryLoopIsStoppedOnlyWithStopRespawners) {
   auto r = node.gpureap({"free", "--json", "--yes", "--gpu", "2", "--grace", "1s", "--timeout",
                          "10s", "--stop-respawners"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_TRUE(SimNode::eventually([&] { return !alive(loop.pid); }, std::chrono::seconds(3)));
+  EXPECT_TRUE(SimNode::eventually([&] { return !alive(loop.pid); }, std::chrono::seconds(10)));
   auto j = r.json();
   ASSERT_FALSE(j["respawners"].empty()) << j.dump(1);
   EXPECT_TRUE(j["respawners"][0]["included"]);
