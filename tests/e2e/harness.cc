@@ -12,7 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -187,6 +189,59 @@ bool world_readable(const std::filesystem::path& path) {
   return true;
 }
 
+// The nodes alive in this test process, for the crash handler: a test that aborts (a
+// failed nlohmann assertion, std::terminate) or crashes skips every destructor, and the
+// simulated holders it detached would outlive it. The handler runs `gpureap-sim cleanup`
+// on each (fork, execv and waitpid are async-signal-safe; the strings are made before).
+constexpr int kMaxNodes = 64;
+std::atomic<char*> g_live_nodes[kMaxNodes];
+char g_sim_bin[] = GPUREAP_SIM_BIN;
+char g_cleanup_word[] = "cleanup";
+char g_dir_flag[] = "--dir";
+
+void clean_up_nodes_and_die(int sig) {
+  for (auto& slot : g_live_nodes) {
+    char* dir = slot.load();
+    if (dir == nullptr) continue;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      char* argv[] = {g_sim_bin, g_cleanup_word, g_dir_flag, dir, nullptr};
+      ::execv(g_sim_bin, argv);
+      ::_exit(127);
+    }
+    if (pid > 0) ::waitpid(pid, nullptr, 0);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void register_live_node(const std::string& dir) {
+  static const bool installed = [] {
+    struct sigaction sa {};
+    sa.sa_handler = clean_up_nodes_and_die;
+    sa.sa_flags = SA_RESETHAND;
+    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::sigaction(sig, &sa, nullptr);
+    return true;
+  }();
+  (void)installed;
+  char* copy = ::strdup(dir.c_str());
+  for (auto& slot : g_live_nodes) {
+    char* expected = nullptr;
+    if (slot.compare_exchange_strong(expected, copy)) return;
+  }
+  std::free(copy);  // more nodes than slots at once: these are cleaned up as before only
+}
+
+void unregister_live_node(const std::string& dir) {
+  for (auto& slot : g_live_nodes) {
+    char* d = slot.load();
+    if (d != nullptr && dir == d && slot.compare_exchange_strong(d, nullptr)) {
+      std::free(d);
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 SimNode::SimNode(const std::vector<std::string>& node_args) {
@@ -210,10 +265,12 @@ SimNode::SimNode(const std::vector<std::string>& node_args) {
   args.insert(args.end(), node_args.begin(), node_args.end());
   auto r = sim(args);
   if (r.exit_code != 0) ADD_FAILURE() << "gpureap-sim node failed: " << r.err;
+  register_live_node(dir_);
 }
 
 SimNode::~SimNode() {
   // Kill everything registered on the node, then anything else we tracked.
+  unregister_live_node(dir_);
   sim({"cleanup", "--dir", dir_});
   for (const auto& [pid, start] : tracked_) kill_verified(pid, start);
   for (pid_t c : children_) kill_verified(c, 0);  // our own unreaped children

@@ -1,0 +1,54 @@
+// The harness itself: what a failing test leaves behind.
+
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "harness.h"
+
+namespace gpureap::e2e {
+namespace {
+
+// A test that aborts (a failed nlohmann assertion, std::terminate) skips SimNode's
+// destructor; the harness's crash handler still runs `gpureap-sim cleanup` on its node,
+// so a detached simulated holder does not outlive the test. (Without the handler this
+// test fails by its timeout: the holder keeps the death test's pipe open.)
+TEST(HarnessDeathTest, AnAbortingTestLeavesNoSimulatedHolderBehind) {
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  EXPECT_DEATH(
+      {
+        ::close(fds[0]);
+        SimNode node({"--gpus", "1"});
+        auto held = node.hold({"--gpu", "0", "--bytes", "1GiB"});
+        const pid_t pid = held.holders.empty() ? 0 : held.holders.front().first;
+        const std::string line =
+            std::to_string(pid) + " " + std::to_string(start_time_of(pid)) + "\n";
+        (void)!::write(fds[1], line.data(), line.size());
+        std::abort();
+      },
+      "");
+  ::close(fds[1]);
+  char buf[64] = {};
+  const ssize_t n = ::read(fds[0], buf, sizeof buf - 1);
+  ::close(fds[0]);
+  ASSERT_GT(n, 0) << "the aborting test started no holder";
+  long pid = 0;
+  unsigned long long start = 0;
+  ASSERT_EQ(std::sscanf(buf, "%ld %llu", &pid, &start), 2);
+  ASSERT_GT(pid, 0);
+  ASSERT_GT(start, 0u);
+  const bool gone = SimNode::eventually(
+      [&] { return start_time_of(static_cast<pid_t>(pid)) != start; });
+  if (!gone && start_time_of(static_cast<pid_t>(pid)) == start)
+    ::kill(static_cast<pid_t>(pid), SIGKILL);  // the holder this test started, same start time
+  EXPECT_TRUE(gone) << "the aborted test's holder " << pid << " outlived it";
+}
+
+}  // namespace
+}  // namespace gpureap::e2e
