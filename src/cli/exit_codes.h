@@ -6,7 +6,8 @@ namespace gpureap::cli {
 
 inline constexpr int kExitOk = 0;  // done: status shown / every selected GPU freed / GPUs free
 inline constexpr int kExitStillHeld = 1;  // free: memory still held after the plan (classified);
-                                          // status --check: a problem (orphaned, driver-held, ghost)
+                                          // status --check: a problem (orphaned, driver-held, ghost);
+                                          // status --blockers: a reset or MIG change is blocked
 inline constexpr int kExitUsage = 2;      // bad flags or input
 inline constexpr int kExitSystem = 3;  // system error: NVML unusable when required, lock held, I/O
 inline constexpr int kExitNothingToDo = 4;  // free: no holder matched the selection
@@ -32,11 +33,14 @@ inline constexpr const char* kExitCodesHelp =
 inline constexpr const char* kStatusExitHelp =
     "Exit status:\n"
     "  0  shown (a GPU NVML cannot read is shown, marked, with what /proc shows); --check:\n"
-    "     clean (no orphaned or driver-held memory, no ghost GPU)\n"
-    "  1  --check: a problem (orphaned or driver-held memory, a ghost GPU)\n"
+    "     clean (no orphaned or driver-held memory, no ghost GPU); --blockers: nothing\n"
+    "     blocks a reset or MIG change of the selected GPUs\n"
+    "  1  --check: a problem (orphaned or driver-held memory, a ghost GPU); --blockers:\n"
+    "     something blocks one of them\n"
     "  2  usage error (bad flag or --gpu selector)\n"
     "  3  system error (the device directory cannot be read); --check: unknown (NVML\n"
-    "     unusable, a GPU it cannot read, holders it cannot see, no answer within --deadline)";
+    "     unusable, a GPU it cannot read, holders it cannot see, no answer within --deadline);\n"
+    "     --blockers: none seen, but NVML, a GPU or a PID namespace kept something from view";
 
 inline constexpr const char* kFreeExitHelp =
     "Exit status:\n"

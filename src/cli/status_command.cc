@@ -21,8 +21,10 @@
 #include "cli/exit_codes.h"
 #include "cli/flags.h"
 #include "inventory/node_check.h"
-#include "report/json.h"
+#include "inventory/reset_blockers.h"
 #include "reclaim/plan.h"
+#include "report/json.h"
+#include "report/reset_blockers_report.h"
 #include "report/status_table.h"
 #include "report/summary.h"
 #include "report/terminal_text.h"
@@ -37,6 +39,7 @@ struct StatusOptions {
   bool summary = false;  // --summary: one line
   bool check = false;    // --check / --exit-code: one line, and the verdict as exit status
   bool wide = false;     // --wide: whole command lines
+  bool blockers = false; // --blockers: what blocks a reset or MIG change of each GPU
   std::chrono::milliseconds deadline = inventory::kDefaultCheckDeadline;
   CLI::Option* deadline_opt = nullptr;
 };
@@ -149,12 +152,60 @@ int run_check(const GlobalOptions& global, const StatusOptions& options) {
   return options.check ? check_exit(check.verdict()) : kExitOk;
 }
 
+// `--blockers`: what blocks a reset or MIG change of each selected physical GPU (a MIG
+// device selects its GPU). Exit 0 when nothing does, 1 when something does, 3 when
+// nothing was seen but NVML or a PID namespace kept something from view.
+int run_blockers(const GlobalOptions& global, const StatusOptions& options) {
+  // 1. The node, 2. one look (the agent's answer when one runs: then its NVML session
+  // is one of the blockers).
+  inventory::Node node = open_node(global);
+  if (node.device_error()) {
+    print_err(fmt::format("gpureap status: {}\n",
+                          report::terminal_text(node.device_error()->message)));
+    return kExitSystem;
+  }
+  const inventory::Inventory inv = node.look();
+  (void)node.save_baselines();
+
+  // 3. The blockers of every physical GPU (inventory/reset_blockers.h), then --gpu.
+  std::optional<inventory::AgentSession> agent;
+  if (inv.source == "agent") agent = inventory::AgentSession{inv.agent_pid};
+  auto all = inventory::find_reset_blockers(inv, agent);
+  auto chosen = inventory::select_gpus(options.gpu, inv);
+  if (!chosen) {
+    print_err(fmt::format("gpureap status: {}\n", report::terminal_text(chosen.error().message)));
+    return kExitUsage;
+  }
+  std::erase_if(all, [&](const inventory::GpuBlockers& g) {
+    return std::none_of(chosen->begin(), chosen->end(),
+                        [&](gpu::DeviceId id) { return id.parent() == g.gpu; });
+  });
+
+  // 4. Report; the exit status says it to scripts.
+  if (global.json)
+    print_out(report::document_text(report::blockers_json(all, inv)));
+  else
+    print_out(report::blockers_table(all, inv, stdout_style(global)));
+  const bool blocked = std::any_of(all.begin(), all.end(),
+                                   [](const inventory::GpuBlockers& g) { return g.blocked(); });
+  const bool unknown = std::any_of(all.begin(), all.end(), [](const inventory::GpuBlockers& g) {
+    return !g.unknowns.empty();
+  });
+  return blocked ? kExitStillHeld : unknown ? kExitSystem : kExitOk;
+}
+
 int run_status(const GlobalOptions& global, const StatusOptions& options) {
+  if (options.blockers && (options.summary || options.check)) {
+    print_err("gpureap status: --blockers: not with --summary or --check (one question at a "
+              "time)\n");
+    return kExitUsage;
+  }
   if (options.summary || options.check) return run_check(global, options);
   if (options.deadline_opt && options.deadline_opt->count() > 0) {
     print_err("gpureap status: --deadline bounds --summary and --check only\n");
     return kExitUsage;
   }
+  if (options.blockers) return run_blockers(global, options);
 
   // 1. The node: the nvidia device nodes (by device identity), NVML, baselines.
   // A refused state directory is a warning in the output, not a failure.
@@ -206,13 +257,19 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
       "With --summary, one line per node for fleet checks, the same bytes on every healthy node\n"
       "(clush -b folds them): 'clean: 8 GPUs, no leak', 'problem: orphaned memory on GPU 3,5',\n"
       "'unknown: NVML unusable (hung)'; --check also exits 0 clean, 1 problem, 3 unknown\n"
-      "(node-problem-detector, NHC; grammar and configs: docs/fleet-checks.md).\n\n"
+      "(node-problem-detector, NHC; grammar and configs: docs/fleet-checks.md).\n"
+      "With --blockers, what blocks a GPU reset or a MIG reconfiguration of each physical GPU\n"
+      "(the driver's 'In use by another client'): processes with memory on it or on one of its\n"
+      "MIG devices, clients with its node open and no memory (monitoring agents, nvidia-smi,\n"
+      "DCGM, the device plugin), nvidiactl/nvidia-uvm clients, the running gpureap agent,\n"
+      "persistence mode; each with its next step. gpureap changes no GPU or MIG setting.\n\n"
       "Examples:\n"
       "  gpureap status                 all GPUs, as a table\n"
       "  gpureap status --gpu 0,3       GPUs by index\n"
       "  gpureap status --gpu GPU-7282  by UUID prefix (also PCI bus id, or minor:N)\n"
       "  gpureap --json status          JSON (schema: docs/json-schema.md)\n"
       "  gpureap status --check         one line; exit 0 clean, 1 problem, 3 unknown\n"
+      "  gpureap status --blockers --gpu 0   what blocks resetting or re-partitioning GPU 0\n"
       "  clush -b -w node[1-3] gpureap status --summary   a fleet, identical lines folded");
   add_gpu_selector(*sub, "--gpu", options->gpu,
                    "GPUs to show: all, indices (0,3), a range (0-3), UUID or UUID prefix, PCI bus "
@@ -227,6 +284,10 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
   sub->add_flag("--check,--exit-code", options->check,
                 "Print the --summary line and exit 0 clean, 1 problem, 3 unknown (a "
                 "node-problem-detector or NHC check)");
+  sub->add_flag("--blockers", options->blockers,
+                "What blocks a GPU reset or MIG reconfiguration of each GPU (a MIG device "
+                "selects its GPU), with the next step for each; exit 0 none, 1 some, 3 cannot "
+                "tell (NVML)");
   options->deadline_opt =
       add_duration(*sub, "--deadline", options->deadline,
                    "--summary/--check: answer within this long; past it the line is 'unknown: "

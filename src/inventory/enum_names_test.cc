@@ -10,6 +10,7 @@
 #include "gpu/gpu_source.h"
 #include "inventory/inventory.h"
 #include "inventory/node_check.h"
+#include "inventory/reset_blockers.h"
 #include "proc/holder.h"
 #include "util/enum_names.h"
 
@@ -43,6 +44,7 @@ TEST(EnumNames, EveryValueHasOneNameThatReadsBack) {
   expect_one_table<inventory::GpuState>(8);
   expect_one_table<inventory::Finding>(6);
   expect_one_table<inventory::Verdict>(3);
+  expect_one_table<inventory::BlockerClass>(6);
 }
 
 TEST(EnumNames, TheWireSpellingsAreUnchanged) {

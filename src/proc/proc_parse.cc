@@ -254,6 +254,18 @@ std::string container_hint(std::string_view cgroup_path) {
   return {};
 }
 
+std::optional<std::string> container_stop_command(std::string_view hint) {
+  if (hint.starts_with("systemd:") && hint.ends_with(".service"))
+    return "systemctl stop " + std::string(hint.substr(8));
+  if (hint.starts_with("docker:")) return "docker stop " + std::string(hint.substr(7));
+  if (hint.starts_with("podman:")) return "podman stop " + std::string(hint.substr(7));
+  if (hint.starts_with("k8s-pod:")) {
+    std::string_view pod = hint.substr(8);
+    return "delete its pod (pod uid " + std::string(pod.substr(0, pod.find('/'))) + ")";
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 /// The fixed fields of a maps line; `rest` is left at the path column.

@@ -89,6 +89,13 @@ std::string pick_cgroup_path(const std::vector<CgroupEntry>& entries);
 /// Containers win over gpureap-run, which wins over a systemd unit.
 std::string container_hint(std::string_view cgroup_path);
 
+/// What stops the service unit or container a container_hint names, for a next step:
+/// "systemctl stop NAME.service", "docker stop ID", "podman stop ID", "delete its pod
+/// (pod uid UID)"; nullopt for none of these (no hint, a login session's scope, LXC, a
+/// `gpureap run`). The one spelling of those commands (free's respawners, status
+/// --blockers).
+std::optional<std::string> container_stop_command(std::string_view hint);
+
 /// One line of /proc/PID/maps.
 struct MapsEntry {
   std::uint64_t start = 0;

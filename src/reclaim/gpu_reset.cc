@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "inventory/agent_client.h"
+#include "inventory/reset_blockers.h"
 #include "proc/spawn.h"
 
 namespace gpureap::reclaim {
@@ -27,6 +28,17 @@ bool still_running(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 constexpr std::chrono::milliseconds kAgentAnswer{5000};
 
+// One blocker as a sentence of the reset's outcome: who, what it holds, the next step.
+std::string blocker_sentence(const inventory::Blocker& b) {
+  if (b.cls == inventory::BlockerClass::persistence_mode)
+    return fmt::format("{}; turn it off first: {} (gpureap does not change GPU settings)", b.what,
+                       b.next_step);
+  std::string who = b.process.comm.empty() ? std::string("not in this /proc") : b.process.comm;
+  if (!b.known_as.empty() && b.known_as != b.process.comm) who += ", " + b.known_as;
+  return fmt::format("pid {} ({}) {} [{}]: a reset needs no client on the GPU; next: {}",
+                     b.process.id.pid, who, b.what, inventory::enum_name(b.cls), b.next_step);
+}
+
 }  // namespace
 
 ResetOutcome reset_gpu(const inventory::GpuView& view, const inventory::Inventory& inv,
@@ -37,15 +49,19 @@ ResetOutcome reset_gpu(const inventory::GpuView& view, const inventory::Inventor
   // Preconditions, from nvidia-smi(1) and field reports (NVSentinel#1690).
   if (::geteuid() != 0) out.blockers.push_back("a GPU reset needs root");
   if (bus.empty()) out.blockers.push_back("the GPU's PCI bus id is unknown (NVML unavailable)");
-  for (const auto& gh : view.holders)
-    out.blockers.push_back(
-        fmt::format("pid {} ({}) has /dev/nvidia{} open: a reset needs no client on the GPU",
-                    gh.holder.id.pid, gh.holder.comm, view.info.minor.value_or(view.info.id.index)));
-  if (view.info.persistence_mode.value_or(false))
-    out.blockers.push_back(fmt::format(
-        "persistence mode is on and counts as a client; turn it off first: nvidia-smi -pm 0 -i {} "
-        "(gpureap does not change GPU settings)",
-        bus));
+  // Every client of the physical GPU, by the one rule `status --blockers` prints
+  // (inventory/reset_blockers.h): a MIG device's reset is its whole GPU's. The agent is
+  // no blocker here: it is asked to let go below. Processes with only nvidiactl/uvm open
+  // are judged after that, since the agent's NVML helper may be one of them.
+  std::vector<const inventory::Blocker*> driver_clients;
+  const auto found = inventory::reset_blockers_of(inv, view.info.id);
+  if (found)
+    for (const auto& b : found->blockers) {
+      if (b.cls == inventory::BlockerClass::driver_client)
+        driver_clients.push_back(&b);
+      else
+        out.blockers.push_back(blocker_sentence(b));
+    }
   out.notes.push_back(
       "NVLink peers are not checked: before Ampere, and on Ampere NVSwitch systems without Fabric "
       "Manager, every NVLink peer must be reset in the same command");
@@ -62,11 +78,9 @@ ResetOutcome reset_gpu(const inventory::GpuView& view, const inventory::Inventor
   auto resume = [&](const std::string& note) {
     if (yielded) (void)inventory::ask_agent_to_resume_nvml(*agent_socket, note, kAgentAnswer);
   };
-  for (const auto& h : inv.other_holders) {
-    if (yielded && !still_running(h.id.pid)) continue;  // the agent's worker, gone with the yield
-    out.blockers.push_back(
-        fmt::format("pid {} ({}) holds nvidiactl/nvidia-uvm (a monitoring agent or other client)",
-                    h.id.pid, h.comm));
+  for (const auto* b : driver_clients) {
+    if (yielded && !still_running(b->process.id.pid)) continue;  // the agent's helper, gone
+    out.blockers.push_back(blocker_sentence(*b));
   }
   if (!out.blockers.empty()) {
     resume(fmt::format("gpureap free --reset of GPU {} not attempted: {}", out.gpu,

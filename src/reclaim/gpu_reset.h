@@ -32,7 +32,9 @@ std::string nvidia_smi_path();
 /// NVML up again as soon as the reset is over, or at this deadline).
 inline constexpr std::chrono::milliseconds kResetNvmlYield{180000};
 
-/// Checks the preconditions for resetting `view`'s GPU; runs the reset when
+/// Checks the preconditions for resetting `view`'s GPU (root, its bus id, and no
+/// blocker of its physical GPU by inventory::reset_blockers_of, the rule `status
+/// --blockers` prints: a MIG device's reset is its whole GPU's); runs the reset when
 /// they hold. Disconnects `gpus` first (our own NVML session is a client too).
 /// With `agent_socket` (a running `gpureap watch`, whose NVML session is a client
 /// as well): asks the agent to let go of NVML first and to take it up again after,

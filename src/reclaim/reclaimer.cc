@@ -32,14 +32,9 @@ std::string stop_hint(const proc::ProcessEntry& parent,
                       const std::optional<std::string>& protection,
                       const std::vector<gpu::DeviceId>& gpus, const std::string& proc_root) {
   std::string hint = proc::container_hint(proc::cgroup2_path_of(parent.id.pid, proc_root));
-  if (hint.starts_with("systemd:") && hint.ends_with(".service") && !protection)
-    return "systemctl stop " + hint.substr(8);
-  if (hint.starts_with("docker:")) return "docker stop " + hint.substr(7);
-  if (hint.starts_with("podman:")) return "podman stop " + hint.substr(7);
-  if (hint.starts_with("k8s-pod:")) {
-    std::string pod = hint.substr(8);
-    return "delete its pod (pod uid " + pod.substr(0, pod.find('/')) + ")";
-  }
+  // A protected supervisor's own unit is not the thing to stop (it runs other jobs too).
+  const bool unit = hint.starts_with("systemd:");
+  if (auto stop = proc::container_stop_command(hint); stop && !(unit && protection)) return *stop;
   if (protection)
     return "it is protected (" + *protection +
            "): stop the job it runs with that job's own tool, or name it with --pid";

@@ -292,7 +292,7 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
                "\n! pid {} ({}) holds {}'s own device node but no MIG device of it: it uses no "
                "MIG device's memory, and it blocks a MIG reconfiguration or a reset of that "
                "GPU (an NVML client such as a monitoring agent, or a process not yet on a MIG "
-               "device)",
+               "device; `gpureap status --blockers` lists every blocker with its next step)",
                h.id.pid, terminal_text(h.comm), gpus)) +
            "\n";
   }

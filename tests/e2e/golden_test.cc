@@ -168,6 +168,11 @@ TEST(Golden, JsonOfEveryCommandOnTheCaseStudyIsUnchanged) {
   EXPECT_EQ(one_gpu.exit_code, 0) << one_gpu.err;
   expect_golden("status-gpu3.json", mask(one_gpu.out));
 
+  // What blocks a reset of GPU 3: its orphaned worker (docs/mig.md, "What blocks ...").
+  auto blockers = node.gpureap({"--json", "status", "--blockers", "--gpu", "3"});
+  EXPECT_EQ(blockers.exit_code, 1) << blockers.err;
+  expect_golden("status-blockers-gpu3.json", mask(blockers.out));
+
   auto dry = node.gpureap({"--json", "free", "--gpu", "all", "--dry-run"});
   EXPECT_EQ(dry.exit_code, 0) << dry.err;
   expect_golden("free-dry-run.json", mask(dry.out));

@@ -4,12 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include "harness.h"
+#include "watch_child.h"
 
 namespace gpureap::e2e {
 namespace mig_test {
 
 using json = nlohmann::json;
+using namespace std::chrono_literals;
 
 const json* gpu_of(const json& status, const std::string& id) {
   for (const auto& g : status.at("gpus"))
@@ -82,6 +86,174 @@ TEST(Mig, AMigDeviceThatIsNotThereIsAUsageErrorListingTheDevices) {
   auto r = node.gpureap({"free", "--gpu", "0/gi5/ci0", "--yes"});
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("0/gi1/ci0"), std::string::npos) << r.err;
+}
+
+// status --blockers (docs/mig.md, "What blocks a MIG change or a reset").
+
+const json* blocker_of(const json& gpu, pid_t pid) {
+  for (const auto& b : gpu.at("blockers"))
+    if (b.at("pid") == pid) return &b;
+  return nullptr;
+}
+
+// A client's next step: its unit's or container's stop command when the test runs in
+// one (the holders inherit the test's cgroup), else `kill PID`.
+void expect_stop_step(const json& b, pid_t pid) {
+  const std::string step = b.at("next_step");
+  if (b.at("container").is_null())
+    EXPECT_EQ(step, "kill " + std::to_string(pid)) << b.dump();
+  else
+    EXPECT_EQ(step.find("gpureap free"), std::string::npos) << b.dump();
+}
+
+TEST(Mig, StatusBlockersNamesEveryClientOfTheGpuWithItsNextStep) {
+  SimNode node({"--gpus", "2", "--memory", "96GiB", "--mig", "0:2"});
+  auto one = node.hold({"--gpu", "0", "--mig", "1", "--bytes", "6GiB"});
+  // A monitoring agent with GPU 0's own node open and no MIG capability.
+  auto client = node.hold({"--gpu", "0", "--client-only", "--comm", "nv-hostengine"});
+  WatchChild agent = WatchChild::gpureap(node, {"--json", "watch", "--no-listen", "--tick", "200ms"});
+  ASSERT_TRUE(agent.wait_for_json([](const json& j) { return j.value("event", "") == "started"; },
+                                  30s))
+      << agent.transcript();
+
+  // A MIG device selects its physical GPU: every MIG device's clients count.
+  auto r = node.gpureap({"--json", "status", "--blockers", "--gpu", "0:2"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const json doc = r.json();
+  EXPECT_EQ(doc["command"], "status --blockers");
+  ASSERT_EQ(doc["source"], "agent") << "the agent answered the look";
+  ASSERT_EQ(doc["gpus"].size(), 1u) << doc.dump(1);
+  const json& g = doc["gpus"][0];
+  EXPECT_EQ(g["gpu"], 0);
+  EXPECT_EQ(g["mig_mode"], true);
+  EXPECT_EQ(g["mig_devices"], json::array({"0/gi1/ci0", "0/gi2/ci0"}));
+  EXPECT_EQ(g["blocked"], true);
+  ASSERT_EQ(g["blockers"].size(), 3u) << g.dump(1);
+
+  const json* compute = blocker_of(g, one.holders[0].first);
+  ASSERT_NE(compute, nullptr) << g.dump(1);
+  EXPECT_EQ((*compute)["class"], "compute");
+  EXPECT_EQ((*compute)["devices"], json::array({"0/gi1/ci0"}));
+  EXPECT_EQ((*compute)["gpu_bytes"], 6ULL << 30);
+  EXPECT_EQ((*compute)["next_step"], "gpureap free --gpu 0/gi1/ci0");
+
+  const json* dcgm = blocker_of(g, client.leader);
+  ASSERT_NE(dcgm, nullptr) << g.dump(1);
+  EXPECT_EQ((*dcgm)["class"], "nvml_client");
+  EXPECT_EQ((*dcgm)["known_as"], "DCGM host engine");
+  EXPECT_EQ((*dcgm)["what"], "has GPU 0's own node open and no MIG device of it");
+  expect_stop_step(*dcgm, client.leader);
+
+  const json* watch = blocker_of(g, agent.pid());
+  ASSERT_NE(watch, nullptr) << g.dump(1);
+  EXPECT_EQ((*watch)["class"], "gpureap_agent");
+  EXPECT_NE((*watch)["next_step"].get<std::string>().find(
+                "kill -USR1 " + std::to_string(agent.pid())),
+            std::string::npos)
+      << watch->dump();
+
+  // The table: class, pid, the MIG device, the next step.
+  auto text = node.gpureap({"status", "--blockers", "--gpu", "0"});
+  EXPECT_EQ(text.exit_code, 1) << text.out << text.err;
+  EXPECT_NE(text.out.find("GPU 0 (00000000:"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("3 blockers of a reset or MIG change"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("pid " + std::to_string(one.holders[0].first)), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("on 0/gi1/ci0, 6.00 GiB"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("next: gpureap free --gpu 0/gi1/ci0"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(DCGM host engine)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("gpureap_agent"), std::string::npos) << text.out;
+
+  // Nothing left: the agent stopped, our holders gone.
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+  for (pid_t p : one.pids) ::kill(p, SIGKILL);  // our own holders, just started
+  for (pid_t p : client.pids) ::kill(p, SIGKILL);
+  ASSERT_TRUE(SimNode::eventually(
+      [&] { return !alive(one.holders[0].first) && !alive(client.leader); }));
+  auto none = node.gpureap({"--json", "status", "--blockers", "--gpu", "0/gi1/ci0"});
+  const json after = none.json();
+  ASSERT_EQ(after["gpus"].size(), 1u) << none.out;
+  EXPECT_EQ(after["gpus"][0]["blockers"], json::array()) << none.out;
+  // As root every process is inspected; otherwise what could not be is said (exit 3).
+  if (::geteuid() == 0) {
+    EXPECT_EQ(after["gpus"][0]["unknowns"], json::array()) << none.out;
+  }
+  EXPECT_EQ(none.exit_code, after["gpus"][0]["unknowns"].empty() ? 0 : 3) << none.out << none.err;
+  if (::geteuid() == 0) {
+    auto line = node.gpureap({"status", "--blockers", "--gpu", "0"});
+    EXPECT_EQ(line.exit_code, 0) << line.out << line.err;
+    EXPECT_NE(line.out.find("Nothing blocks a reset or MIG change of GPU 0 (00000000:"),
+              std::string::npos)
+        << line.out;
+  }
+}
+
+TEST(Mig, StatusBlockersOnWholeGpusTellsComputeFromClientsAndNamesPersistence) {
+  SimNode node({"--gpus", "2", "--memory", "96GiB"});
+  auto server = node.hold({"--gpu", "0", "--bytes", "2GiB"});
+  auto exporter = node.hold({"--gpu", "0", "--client-only", "--comm", "dcgm-exporter"});
+  ASSERT_EQ(node.sim({"persistence", "--dir", node.dir(), "--gpu", "1", "on"}).exit_code, 0);
+
+  auto r = node.gpureap({"--json", "--no-agent", "status", "--blockers"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const json doc = r.json();
+  ASSERT_EQ(doc["gpus"].size(), 2u) << doc.dump(1);
+  const json& g0 = doc["gpus"][0];
+  EXPECT_EQ(g0["mig_mode"], false);
+  ASSERT_EQ(g0["blockers"].size(), 2u) << g0.dump(1);
+  const json* compute = blocker_of(g0, server.holders[0].first);
+  ASSERT_NE(compute, nullptr) << g0.dump(1);
+  EXPECT_EQ((*compute)["class"], "compute");
+  EXPECT_EQ((*compute)["devices"], json::array({0}));
+  EXPECT_EQ((*compute)["next_step"], "gpureap free --gpu 0");
+  const json* client = blocker_of(g0, exporter.holders[0].first);
+  ASSERT_NE(client, nullptr) << g0.dump(1);
+  EXPECT_EQ((*client)["class"], "nvml_client");
+  EXPECT_EQ((*client)["known_as"], "DCGM exporter");
+  expect_stop_step(*client, exporter.holders[0].first);
+
+  const json& g1 = doc["gpus"][1];
+  ASSERT_EQ(g1["blockers"].size(), 1u) << g1.dump(1);
+  EXPECT_EQ(g1["blockers"][0]["class"], "persistence_mode");
+  EXPECT_EQ(g1["blockers"][0]["pid"], nullptr);
+  EXPECT_EQ(g1["blockers"][0]["next_step"], "nvidia-smi -pm 0 -i " + g1["pci_bus_id"].get<std::string>());
+
+  // GPU 1 with persistence off: nothing blocks it, whatever GPU 0 holds.
+  ASSERT_EQ(node.sim({"persistence", "--dir", node.dir(), "--gpu", "1", "off"}).exit_code, 0);
+  auto none = node.gpureap({"--json", "--no-agent", "status", "--blockers", "--gpu", "1"});
+  const json after = none.json();
+  ASSERT_EQ(after["gpus"].size(), 1u) << none.out;
+  EXPECT_EQ(after["gpus"][0]["gpu"], 1);
+  EXPECT_EQ(after["gpus"][0]["blockers"], json::array()) << none.out;
+  EXPECT_EQ(none.exit_code, after["gpus"][0]["unknowns"].empty() ? 0 : 3) << none.out;
+
+  // Not with --check: one question at a time.
+  auto both = node.gpureap({"status", "--blockers", "--check"});
+  EXPECT_EQ(both.exit_code, 2) << both.out << both.err;
+  EXPECT_NE(both.err.find("--blockers"), std::string::npos) << both.err;
+}
+
+// free --reset checks the same list: a reset of a MIG device's memory is its whole GPU's, so
+// a client of the GPU's own node blocks it, named by its class.
+TEST(Mig, FreeResetOfAMigDeviceIsBlockedByAClientOfItsGpu) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the reset path needs root";
+  SimNode node({"--gpus", "1", "--memory", "96GiB", "--mig", "0:2"});
+  auto client = node.hold({"--gpu", "0", "--client-only"});
+  auto stuck = node.hold({"--gpu", "0", "--mig", "1", "--bytes", "4GiB", "--stuck"});
+  ASSERT_EQ(::kill(stuck.holders[0].first, SIGKILL), 0);  // our own holder
+  ASSERT_TRUE(SimNode::eventually([&] { return !alive(stuck.holders[0].first); }));
+
+  auto r = node.gpureap(
+      {"--json", "--no-agent", "free", "--gpu", "0/gi1/ci0", "--reset", "--yes", "--timeout", "1s"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const json doc = r.json();
+  ASSERT_EQ(doc["resets"].size(), 1u) << doc.dump(1);
+  EXPECT_FALSE(doc["resets"][0]["attempted"]) << doc.dump(1);
+  const std::string blockers = doc["resets"][0]["blockers"].dump();
+  EXPECT_NE(blockers.find("pid " + std::to_string(client.leader) + " (gpureap-sim)"),
+            std::string::npos)
+      << blockers;
+  EXPECT_NE(blockers.find("[nvml_client]"), std::string::npos) << blockers;
 }
 
 }  // namespace mig_test
