@@ -5,10 +5,33 @@
 #include <cmath>
 #include <string_view>
 
+#include "top/screen_model.h"
+
 namespace gpureap::top {
 
 std::string MemoryHistory::key_of(const inventory::GpuView& view) {
-  return view.info.uuid.empty() ? "#" + gpu::device_text(view.info.id) : view.info.uuid;
+  return inventory::gpu_history_key(view);  // the agent files its readings the same way
+}
+
+void MemoryHistory::seed(const inventory::GpuHistoryAnswer& past) {
+  readings_.clear();
+  double oldest = past.now;
+  for (const auto& trace : past.gpus) {
+    auto& ring = readings_[trace.key];
+    for (const auto& s : trace.samples) {
+      if (s.total == 0) continue;
+      ring.push_back(std::clamp(static_cast<double>(s.used) / static_cast<double>(s.total), 0.0,
+                                1.0));
+      oldest = std::min(oldest, s.time);
+    }
+    while (ring.size() > capacity_) ring.pop_front();
+  }
+  seeded_span_ = std::max(0.0, past.now - oldest);
+}
+
+std::string MemoryHistory::origin() const {
+  if (!seeded_span_) return "history: since top started";
+  return "history: agent " + short_age(*seeded_span_);
 }
 
 void MemoryHistory::record(const inventory::Inventory& inv) {
