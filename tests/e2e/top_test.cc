@@ -304,6 +304,33 @@ TEST(Top, SparklinesStartWithTheAgentsHistory) {
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
 }
 
+// A server that holds a GPU itself, with two workers it forked: the workers are drawn
+// under it (their parent, read from /proc), the last one with the last branch.
+TEST(Top, WorkersAreDrawnUnderTheirServer) {
+  if (find_tmux().empty()) GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh)";
+  SimNode node{{"--gpus", "2", "--memory", "96GiB"}};
+  HoldResult server = node.hold({"--gpu", "0", "--children", "2", "--bytes", "8GiB",
+                                 "--parent-holds", "--title", "VLLM::Worker_TP{k}",
+                                 "--server-title", "vllm serve org/Model-B --port 8000"});
+  ASSERT_EQ(server.holders.size(), 3u);
+  std::vector<pid_t> workers;
+  for (const auto& [pid, gpu] : server.holders)
+    if (pid != server.leader) workers.push_back(pid);
+  std::sort(workers.begin(), workers.end());
+  ASSERT_EQ(workers.size(), 2u);
+  TopInTmux top(node, {}, 80, 24);
+  ASSERT_TRUE(top.wait_for({"Worker_TP1", "vllm serve"})) << top.last();
+  const std::string s = top.last();
+  const std::string leader = line_with(s, " " + std::to_string(server.leader) + " ");
+  const std::string first = line_with(s, " " + std::to_string(workers[0]) + " ");
+  const std::string last = line_with(s, " " + std::to_string(workers[1]) + " ");
+  EXPECT_EQ(leader.find("|- "), std::string::npos) << leader;
+  EXPECT_NE(first.find("|- worker TP0"), std::string::npos) << s;
+  EXPECT_NE(last.find("`- worker TP1"), std::string::npos) << s;
+  EXPECT_LT(s.find(leader), s.find(first)) << s;
+  EXPECT_LT(s.find(first), s.find(last)) << s;
+}
+
 TEST(Top, RefusesWithoutATerminalAndOnBadFlags) {
   SimNode node({"--gpus", "1", "--memory", "96GiB"});
   auto r = node.gpureap({"top"});  // stdin is /dev/null, stdout a pipe
