@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <string_view>
+#include <vector>
 
 #include "top/screen_model.h"
 
@@ -17,14 +18,16 @@ void MemoryHistory::seed(const inventory::GpuHistoryAnswer& past) {
   readings_.clear();
   double oldest = past.now;
   for (const auto& trace : past.gpus) {
+    // The last `capacity_` readings with a total: the span said is the one kept.
+    std::vector<const inventory::GpuSample*> kept;
+    for (const auto& s : trace.samples)
+      if (s.total != 0) kept.push_back(&s);
+    if (kept.size() > capacity_) kept.erase(kept.begin(), kept.end() - capacity_);
     auto& ring = readings_[trace.key];
-    for (const auto& s : trace.samples) {
-      if (s.total == 0) continue;
-      ring.push_back(std::clamp(static_cast<double>(s.used) / static_cast<double>(s.total), 0.0,
+    for (const auto* s : kept)
+      ring.push_back(std::clamp(static_cast<double>(s->used) / static_cast<double>(s->total), 0.0,
                                 1.0));
-      oldest = std::min(oldest, s.time);
-    }
-    while (ring.size() > capacity_) ring.pop_front();
+    if (!kept.empty()) oldest = std::min(oldest, kept.front()->time);
   }
   seeded_span_ = std::max(0.0, past.now - oldest);
 }

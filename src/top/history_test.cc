@@ -53,6 +53,11 @@ TEST(TopHistory, SeededFromTheAgentShowsItsPastThenAppendsTopsOwnLooks) {
   h.record(inv);
   EXPECT_EQ(h.sparkline(key, 6, false), "_.-=#_") << "then top's own looks";
   EXPECT_EQ(h.sparkline("GPU-gone", 2, false), "  ");
+  // More readings than it keeps: the legend's span is that of the readings kept.
+  MemoryHistory small(2);
+  small.seed(past);
+  EXPECT_EQ(small.origin(), "history: agent 1m40s") << "readings at 1150 and 1250 kept";
+  EXPECT_EQ(small.sparkline(key, 3, false), " =#");
 }
 
 TEST(TopUptime, ParsesTheFirstNumber) {
