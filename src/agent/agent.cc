@@ -17,6 +17,8 @@
 #include "agent/http_server.h"
 #include "agent/watcher.h"
 #include "inventory/agent_client.h"
+#include "inventory/gpu_history.h"
+#include "inventory/history_wire.h"
 #include "inventory/inventory_wire.h"
 #include "proc/lineage.h"
 #include "reclaim/free_flow.h"
@@ -135,6 +137,7 @@ class Agent {
       http_.emplace(std::move(*http));
     }
     watcher_.refresh(true);  // announced by loop(), after the "started" line
+    record_history();
     if (options_.textfile_dir) {
       // A directory that cannot be written at start is a mistake to say now, not
       // an export that silently never happens (W2-07).
@@ -243,12 +246,22 @@ class Agent {
     if (hooks_.nvml) hooks_.nvml(NvmlYield{false, by, 0, note});
     watcher_.refresh(true);
     last_refresh_ = node_.clock().now();
+    record_history();
     publish();
   }
   /// A tick's look (Watcher::refresh), remembered for the scrape rate limit.
   void refresh() {
     watcher_.refresh();
     last_refresh_ = node_.clock().now();
+    record_history();
+  }
+
+  /// Each look's figures into the history `top` seeds its sparklines from. At most one
+  /// reading per 0.9 tick: a look a question caused between two ticks refreshes the
+  /// newest reading (0.9, not 1: two ticks may land a hair less than a tick apart).
+  void record_history() {
+    history_.record(watcher_.inventory(), wall_now(),
+                    0.9 * std::chrono::duration<double>(options_.watch.tick).count());
   }
 
   /// Announces what changed, updates the counters and the textfile.
@@ -326,10 +339,15 @@ class Agent {
     if (request.starts_with(inventory::kYieldNvmlRequest) ||
         request.starts_with(inventory::kResumeNvmlRequest))
       return serve_nvml_request(peer, request);
+    // What the agent kept, no look taken: the figures status gives any caller, the
+    // orphaned bytes to root only (inventory/gpu_history.h).
+    if (request == inventory::kHistoryRequest)
+      return inventory::encode_history(
+          inventory::history_for(peer.uid, history_.answer(wall_now())));
     if (request != inventory::kInventoryRequest)
       return inventory::encode_wire_error(
-          "unknown request: this agent answers \"inventory\", \"yield-nvml\" and "
-          "\"resume-nvml\"");
+          "unknown request: this agent answers \"inventory\", \"history\", \"yield-nvml\" "
+          "and \"resume-nvml\"");
     if (yielded_until_)
       return inventory::encode_wire_error(
           "the agent has let go of NVML for a GPU reset: scan directly");
@@ -568,6 +586,7 @@ class Agent {
   const AgentHooks& hooks_;
   Watcher watcher_;
   inventory::EventDetector detector_;
+  inventory::GpuHistory history_;  // each GPU's readings, the last ten minutes
   report::AgentCounters counters_;
   RequestQueue queue_;
   std::optional<reclaim::FreeLock> lock_;

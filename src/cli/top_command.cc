@@ -16,6 +16,7 @@
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
 #include "cli/flags.h"
+#include "inventory/agent_client.h"
 #include "inventory/events.h"
 #include "reclaim/free_flow.h"
 #include "reclaim/free_lock.h"
@@ -35,6 +36,7 @@ namespace {
 
 constexpr std::chrono::milliseconds kMinInterval{100};
 constexpr std::chrono::seconds kMessageShown{8};
+constexpr std::chrono::milliseconds kHistoryDeadline{1000};
 
 struct TopOptions {
   std::chrono::milliseconds interval{1000};
@@ -126,7 +128,7 @@ class TopSession {
   void look() {
     node_.ask_agent_again();
     inv_ = node_.look();
-    history_.record(inv_);
+    record_history();
     for (const auto& e : events_.observe(inv_, wall_seconds()))
       say(std::string(trim(report::watch_event_line(e, report::Style{}))));
     // Tags of processes that are gone would free nothing: drop them.
@@ -134,6 +136,20 @@ class TopSession {
     for (const auto& v : inv_.gpus)
       for (const auto& gh : v.holders) present.insert(gh.holder.id);
     std::erase_if(state_.tagged, [&](const proc::ProcessId& id) { return !present.contains(id); });
+  }
+
+  // The sparklines: the first look answered by the agent seeds them with the agent's
+  // last minutes (its newest reading is that look's); every other look appends to them.
+  void record_history() {
+    const bool first = !history_asked_;
+    history_asked_ = true;
+    if (first && inv_.source == "agent" && node_.agent_socket()) {
+      if (auto past = inventory::ask_agent_history(*node_.agent_socket(), kHistoryDeadline)) {
+        history_.seed(*past);
+        return;
+      }
+    }
+    history_.record(inv_);
   }
 
   std::vector<gpu::DeviceId> gpu_ids() const {
@@ -358,6 +374,7 @@ class TopSession {
   top::CursesView& view_;
   top::ViewState state_;
   top::MemoryHistory history_;
+  bool history_asked_ = false;  // the agent's history is asked for at the first look only
   inventory::EventDetector events_;
   inventory::Inventory inv_;
   std::vector<top::Row> rows_;
@@ -431,8 +448,9 @@ void add_top_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
       "top",
       "Live view of holders by instance; tag orphans and free them.\n"
       "Per GPU a memory bar (baseline, live holders, orphaned, memory no process explains)\n"
-      "with utilization and a history since top started; below, the holders grouped by\n"
-      "server instance, orphans and zombie leaders marked, ages ticking. Asks a running\n"
+      "with utilization and a history (a running agent's last ten minutes, else since top\n"
+      "started); below, the holders grouped by server instance, a worker under its parent,\n"
+      "orphans and zombie leaders marked, ages ticking. Asks a running\n"
       "`gpureap watch` at each refresh, else scans. Keys: arrows move, enter folds an "
       "instance,\n"
       "s sorts, o shows orphans only, g one GPU, / finds text, space tags, F frees the tagged\n"

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "inventory/history_wire.h"
 #include "inventory/inventory_wire.h"
 #include "util/fd.h"
 #include "util/poll.h"
@@ -148,6 +149,13 @@ Result<void> ask_agent_to_resume_nvml(const std::string& socket_path, const std:
   auto answer = decode_nvml_answer(got->answer);
   if (!answer) return std::unexpected(answer.error());
   return {};
+}
+
+Result<GpuHistoryAnswer> ask_agent_history(const std::string& socket_path,
+                                           std::chrono::milliseconds deadline) {
+  auto got = exchange(socket_path, kHistoryRequest, Clock::now() + deadline);
+  if (!got) return std::unexpected(got.error());
+  return decode_history(got->answer);
 }
 
 }  // namespace gpureap::inventory

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 
+#include "inventory/gpu_history.h"
 #include "inventory/inventory.h"
 #include "util/result.h"
 
@@ -31,5 +32,11 @@ Result<double> ask_agent_to_yield_nvml(const std::string& socket_path,
 /// "reset GPU 0: succeeded") goes into its log line. Bounded by `deadline`.
 Result<void> ask_agent_to_resume_nvml(const std::string& socket_path, const std::string& note,
                                       std::chrono::milliseconds deadline);
+
+/// Asks the agent at `socket_path` for its GPUs' history (inventory/gpu_history.h): what
+/// it kept, no look taken for it; the orphaned bytes only when the caller is root.
+/// Bounded by `deadline`.
+Result<GpuHistoryAnswer> ask_agent_history(const std::string& socket_path,
+                                           std::chrono::milliseconds deadline);
 
 }  // namespace gpureap::inventory

@@ -4,11 +4,37 @@
 #include <array>
 #include <cmath>
 #include <string_view>
+#include <vector>
+
+#include "top/screen_model.h"
 
 namespace gpureap::top {
 
 std::string MemoryHistory::key_of(const inventory::GpuView& view) {
-  return view.info.uuid.empty() ? "#" + gpu::device_text(view.info.id) : view.info.uuid;
+  return inventory::gpu_history_key(view);  // the agent files its readings the same way
+}
+
+void MemoryHistory::seed(const inventory::GpuHistoryAnswer& past) {
+  readings_.clear();
+  double oldest = past.now;
+  for (const auto& trace : past.gpus) {
+    // The last `capacity_` readings with a total: the span said is the one kept.
+    std::vector<const inventory::GpuSample*> kept;
+    for (const auto& s : trace.samples)
+      if (s.total != 0) kept.push_back(&s);
+    if (kept.size() > capacity_) kept.erase(kept.begin(), kept.end() - capacity_);
+    auto& ring = readings_[trace.key];
+    for (const auto* s : kept)
+      ring.push_back(std::clamp(static_cast<double>(s->used) / static_cast<double>(s->total), 0.0,
+                                1.0));
+    if (!kept.empty()) oldest = std::min(oldest, kept.front()->time);
+  }
+  seeded_span_ = std::max(0.0, past.now - oldest);
+}
+
+std::string MemoryHistory::origin() const {
+  if (!seeded_span_) return "history: since top started";
+  return "history: agent " + short_age(*seeded_span_);
 }
 
 void MemoryHistory::record(const inventory::Inventory& inv) {

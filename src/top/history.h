@@ -1,12 +1,16 @@
 #pragma once
-// Each GPU's memory use over time, since `top` started: a ring of readings per GPU
-// (used / total), drawn as a sparkline beside the GPU's bar.
+// Each GPU's memory use over time: a ring of readings per GPU (used / total), drawn as a
+// sparkline beside the GPU's bar. Seeded from a running agent's history when it has one
+// (inventory/gpu_history.h: the last minutes at the agent's tick), then one reading per
+// look of `top`'s own; without an agent, since `top` started.
 
 #include <cstddef>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 
+#include "inventory/gpu_history.h"
 #include "inventory/inventory.h"
 
 namespace gpureap::top {
@@ -20,6 +24,15 @@ class MemoryHistory {
   /// nothing: a gap is not a zero).
   void record(const inventory::Inventory& inv);
 
+  /// Replaces every reading with the agent's (`past`: its GPUs' readings, oldest first;
+  /// the last `capacity` kept per GPU), to which record() then appends. The agent's
+  /// newest reading is of the look that answered `top`, so that look is not recorded again.
+  void seed(const inventory::GpuHistoryAnswer& past);
+
+  /// Where the readings come from, for the legend: "history: agent 4m10s" (the span the
+  /// agent's readings covered when seeded) or "history: since top started".
+  std::string origin() const;
+
   /// The last `width` readings of the GPU `uuid` (its index when NVML gave no UUID) as a
   /// sparkline, oldest first, right-aligned (padded with spaces on the left): eight
   /// levels of "▁▂▃▄▅▆▇█" when `unicode`, else "_.-=#"; "" for width 0.
@@ -30,6 +43,7 @@ class MemoryHistory {
 
  private:
   std::size_t capacity_;
+  std::optional<double> seeded_span_;  // seconds the agent's readings covered
   std::map<std::string, std::deque<double>> readings_;  // fraction of total, 0..1
 };
 

@@ -59,6 +59,41 @@ struct Group {
   std::size_t first_gpu_order = 0;  // the instance list's own order (by first GPU, key)
 };
 
+// A group's members (already sorted) depth first by parent: each member's children that
+// are members too right under it, in the same order. Returns the members so ordered, each
+// with its tree_last (Row::tree_last). A member in a parent cycle (impossible in /proc;
+// hand-built inventories) stays a top member.
+std::vector<std::pair<const Held*, std::vector<bool>>> as_tree(const std::vector<Held>& members) {
+  std::map<pid_t, std::size_t> at;  // pid -> index in members
+  for (std::size_t i = 0; i < members.size(); ++i) at[members[i].holder->id.pid] = i;
+  std::vector<std::vector<std::size_t>> children(members.size());
+  std::vector<bool> top(members.size(), true);
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    auto parent = at.find(members[i].holder->ppid);
+    if (parent == at.end() || parent->second == i) continue;
+    children[parent->second].push_back(i);
+    top[i] = false;
+  }
+  std::vector<std::pair<const Held*, std::vector<bool>>> out;
+  std::vector<bool> placed(members.size(), false);
+  auto visit = [&](auto&& self, std::size_t i, std::vector<bool> path) -> void {
+    placed[i] = true;
+    out.emplace_back(&members[i], path);
+    const auto& kids = children[i];
+    for (std::size_t k = 0; k < kids.size(); ++k) {
+      if (placed[kids[k]]) continue;
+      auto below = path;
+      below.push_back(k + 1 == kids.size());
+      self(self, kids[k], std::move(below));
+    }
+  };
+  for (std::size_t i = 0; i < members.size(); ++i)
+    if (top[i]) visit(visit, i, {});
+  for (std::size_t i = 0; i < members.size(); ++i)  // a parent cycle: no top to start from
+    if (!placed[i]) visit(visit, i, {});
+  return out;
+}
+
 }  // namespace
 
 std::string_view enum_name(SortKey key) {
@@ -159,7 +194,8 @@ std::vector<Row> build_rows(const inventory::Inventory& inv, const ViewState& st
       rows.push_back(std::move(heading));
       if (rows.back().collapsed) continue;
     }
-    for (const auto& m : g.members) {
+    for (const auto& [member, tree_last] : as_tree(g.members)) {
+      const Held& m = *member;
       Row r;
       r.kind = Row::Kind::holder;
       r.id = row_id(m.holder->id);
@@ -170,6 +206,7 @@ std::vector<Row> build_rows(const inventory::Inventory& inv, const ViewState& st
       r.bytes_known = m.bytes_known;
       r.nested = g.in != nullptr;
       r.tagged = state.tagged.contains(m.holder->id);
+      if (g.in) r.tree_last = tree_last;
       rows.push_back(std::move(r));
     }
   }

@@ -51,12 +51,18 @@ struct Row {
   std::uint64_t bytes = 0;          // NVML's figures over them
   bool bytes_known = true;
   bool nested = false;  // listed under an instance heading
+  /// Its place in the tree of its instance's listed members: a member is listed under
+  /// its parent when the parent is a listed member too (nvitop's tree view). One entry
+  /// per level below the instance's top: whether the ancestor at that level (the row
+  /// itself, last) is the last of its siblings. Empty: a top member (no parent listed).
+  std::vector<bool> tree_last;
   bool tagged = false;  // kind holder: it is tagged; kind instance: every shown member is
 };
 
 /// The rows of `inv` under `state`: each instance worth a heading
 /// (report::worth_showing) as a heading followed by its members (none when collapsed),
-/// a lone process as a holder row of its own. Only holders that use a GPU are listed
+/// a lone process as a holder row of its own. Within an instance, members are in the
+/// sort order with each one's listed children (by ppid) right under it, depth first. Only holders that use a GPU are listed
 /// (a process that merely has a node open holds no memory). Pointers point into `inv`.
 std::vector<Row> build_rows(const inventory::Inventory& inv, const ViewState& state);
 

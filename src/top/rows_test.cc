@@ -62,6 +62,48 @@ TEST(TopRows, MemorySortPutsTheLargestFirst) {
   EXPECT_EQ(build_rows(inv, state).front().id, "p:5001:1000");
 }
 
+// The tree view inside an instance: each member under its parent when the parent is a
+// listed member too, siblings in the sort order.
+TEST(TopRows, MembersAreListedUnderTheirParentDepthFirst) {
+  const auto inv = with_server_tree();
+  ViewState state;
+  state.gpu = gpu::dev(1);
+  auto rows = build_rows(inv, state);
+  ASSERT_EQ(ids(rows), (std::vector<std::string>{"i:7000", "p:7000:1000", "p:7001:1000",
+                                                 "p:7002:1000", "p:7003:1000", "p:7004:1000",
+                                                 "p:5001:1000"}));
+  using Last = std::vector<bool>;
+  EXPECT_EQ(rows[1].tree_last, Last{}) << "the server: a top member";
+  EXPECT_EQ(rows[2].tree_last, (Last{false})) << "7001, 7004 to come after it";
+  EXPECT_EQ(rows[3].tree_last, (Last{false, false}));
+  EXPECT_EQ(rows[4].tree_last, (Last{false, true}));
+  EXPECT_EQ(rows[5].tree_last, (Last{true}));
+  EXPECT_TRUE(rows[6].tree_last.empty()) << "a lone process has no tree";
+  // Sorted by memory, the siblings reorder (7004 first) and stay under their parent.
+  state.sort = SortKey::memory;
+  rows = build_rows(inv, state);
+  ASSERT_EQ(ids(rows), (std::vector<std::string>{"p:5001:1000", "i:7000", "p:7000:1000",
+                                                 "p:7004:1000", "p:7001:1000", "p:7002:1000",
+                                                 "p:7003:1000"}));
+  EXPECT_EQ(rows[3].tree_last, (Last{false}));
+  EXPECT_EQ(rows[4].tree_last, (Last{true}));
+  // A parent filtered out leaves its children as top members.
+  state = {};
+  state.text = "vllm-7002";
+  rows = build_rows(inv, state);
+  ASSERT_EQ(ids(rows), (std::vector<std::string>{"i:7000", "p:7002:1000"}));
+  EXPECT_TRUE(rows[1].tree_last.empty());
+}
+
+TEST(TopRows, AParentCycleCannotHideAMember) {
+  auto inv = with_server_tree();
+  for (auto& gh : inv.gpus[1].holders)
+    if (gh.holder.id.pid == 7000) gh.holder.ppid = 7002;  // 7000 -> 7001 -> 7002 -> 7000
+  ViewState state;
+  state.gpu = gpu::dev(1);
+  EXPECT_EQ(build_rows(inv, state).size(), 7u);
+}
+
 TEST(TopRows, OpenersThatUseNoGpuAreNotListed) {
   auto inv = case_study();
   add_holder(inv.gpus[1], 6000, 0, Lineage::live, /*uses_gpu=*/false);

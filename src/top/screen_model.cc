@@ -172,6 +172,8 @@ Line legend_line(const Frame& f) {
                              gpu::device_text(v.info.id), short_bytes(v.unattributed_bytes),
                              inventory::enum_name(v.unexplained));
   if (!classes.empty()) b.add(": ", Ink::dim).add(classes, Ink::warn);
+  // Where the sparklines' past comes from: the agent's ring, or this top's own looks.
+  if (f.history) b.add("  " + f.history->origin(), Ink::dim);
   return b.done();
 }
 
@@ -217,6 +219,20 @@ double age_of(const Frame& f, const proc::Holder& h) {
   return h.age_seconds;
 }
 
+// A member's branch in its instance's tree, before its command: "├─ " / "└─ " under its
+// parent, "│  " where an ancestor has siblings below ("|- ", "`- ", "|  " in ASCII). At most
+// kTreeLevels levels are drawn (the deepest), so a deep chain cannot push the command off.
+constexpr std::size_t kTreeLevels = 4;
+std::string tree_prefix(const std::vector<bool>& last, bool unicode) {
+  if (last.empty()) return "";
+  const std::size_t from = last.size() > kTreeLevels ? last.size() - kTreeLevels : 0;
+  std::string out;
+  for (std::size_t i = from; i + 1 < last.size(); ++i)
+    out += last[i] ? "   " : (unicode ? "│  " : "|  ");
+  out += last.back() ? (unicode ? "└─ " : "`- ") : (unicode ? "├─ " : "|- ");
+  return out;
+}
+
 Line holder_line(const Frame& f, const Row& r, const Columns& c, bool cursor) {
   const proc::Holder& h = *r.holder;
   LineBuilder b(f.width);
@@ -239,6 +255,7 @@ Line holder_line(const Frame& f, const Row& r, const Columns& c, bool cursor) {
     b.add(fit(h.container.empty() ? "-" : report::terminal_text(h.container, 64), kContainerWidth) +
               " ",
           Ink::dim);
+  b.add(tree_prefix(r.tree_last, f.unicode), Ink::dim);
   std::string role;
   if (h.engine.role != proc::EngineRole::none) {
     const std::string ranks = proc::rank_label(h.engine.ranks);

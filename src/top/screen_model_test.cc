@@ -140,6 +140,64 @@ TEST(TopScreen, ManyRowsScrollWithTheCursorAndManyGpusLeaveRoomForRows) {
   EXPECT_GT(s.screen.scroll, 0u);
 }
 
+TEST(TopScreen, TheLegendSaysWhereTheSparklinesPastComesFrom) {
+  Shown s;
+  s.draw(80, 24);
+  EXPECT_NE(s.line(s.find("bar: ")).find("history: since top started"), std::string::npos)
+      << s.line(s.find("bar: "));
+  // Seeded with the agent's readings of GPU 0 over the last 2 minutes: the GPU's line shows
+  // more than the one look this frame adds.
+  inventory::GpuHistoryAnswer past;
+  past.now = 1120;
+  past.gpus.push_back({"GPU-0", {}});
+  for (int i = 0; i < 12; ++i)
+    past.gpus[0].samples.push_back(
+        {1000.0 + 10 * i, 30 * kGiB, 80 * kGiB, std::nullopt, std::nullopt});
+  s.history.seed(past);
+  s.draw(80, 24);
+  expect_fits(s.screen, 80, 24);
+  EXPECT_NE(s.line(s.find("bar: ")).find("history: agent 2m00s"), std::string::npos)
+      << s.line(s.find("bar: "));
+  const std::string gpu0 = s.line(s.find("GPU 0"));
+  EXPECT_NE(gpu0.find("▄▄▄▄▄▄▄▄▄▄▄"), std::string::npos) << gpu0;
+  EXPECT_EQ(s.line(s.find("GPU 1")).find("▄▄"), std::string::npos) << "GPU 1 had no past";
+}
+
+TEST(TopScreen, AMemberIsDrawnUnderItsParentInsideItsInstance) {
+  Shown s;
+  s.inv = with_server_tree();
+  s.state.gpu = gpu::dev(1);
+  s.draw(80, 24);
+  expect_fits(s.screen, 80, 24);
+  // The branch sits before the command, so the columns stay where they are.
+  const int server = s.find(" 7000 ");
+  ASSERT_GE(server, 0);
+  const std::size_t command = s.line(server).find("vllm-7000");
+  ASSERT_NE(command, std::string::npos) << s.line(server);
+  auto at = [&](pid_t pid, const std::string& branch) {
+    const std::string line = s.line(s.find(" " + std::to_string(pid) + " "));
+    EXPECT_NE(line.find(branch + "vllm-" + std::to_string(pid)), std::string::npos) << line;
+    EXPECT_EQ(line.find(branch), s.line(server).find("vllm-7000")) << line;
+  };
+  at(7001, "├─ ");
+  at(7002, "│  ├─ ");
+  at(7003, "│  └─ ");
+  at(7004, "└─ ");
+  // Without UTF-8, ASCII branches.
+  Frame f;
+  f.inv = &s.inv;
+  f.rows = &s.rows;
+  f.state = &s.state;
+  f.unicode = false;
+  f.clock = "12:00:00";
+  const Screen ascii = layout_screen(f);
+  std::string all;
+  for (const auto& l : ascii.lines) all += l.text() + "\n";
+  EXPECT_NE(all.find("|  `- vllm-7003"), std::string::npos) << all;
+  EXPECT_NE(all.find("`- vllm-7004"), std::string::npos) << all;
+  EXPECT_EQ(all.find("└"), std::string::npos) << all;
+}
+
 TEST(TopScreen, NothingHeldSaysSo) {
   Shown s;
   s.inv.gpus = {idle_gpu(0)};

@@ -58,4 +58,34 @@ inline inventory::Inventory case_study() {
   return inv;
 }
 
+/// The case study plus, on GPU 1, a live server whose members form a tree: 7000 (the
+/// API server) leads 7001 (the engine core, parent of workers 7002 and 7003) and 7004.
+/// Worker 7004 uses the most memory.
+inline inventory::Inventory with_server_tree() {
+  inventory::Inventory inv = case_study();
+  inventory::Instance server;
+  server.key = "7000";
+  server.kind = inventory::InstanceKind::process_group;
+  server.pgid = 7000;
+  server.engine = proc::Engine::vllm;
+  server.launcher_pid = 7000;
+  server.gpus = {gpu::dev(1)};
+  const std::vector<std::pair<pid_t, pid_t>> tree = {
+      {7000, 4000}, {7001, 7000}, {7002, 7001}, {7003, 7001}, {7004, 7000}};
+  for (auto [pid, ppid] : tree) {
+    const std::uint64_t bytes = (pid == 7004 ? 9 : 1) * kGiB;
+    add_holder(inv.gpus[1], pid, bytes, Lineage::live);
+    auto& h = inv.gpus[1].holders.back().holder;
+    h.ppid = ppid;
+    h.pgid = 7000;
+    h.instance = "7000";
+    h.engine.engine = proc::Engine::vllm;
+    h.cmdline = "vllm-" + std::to_string(pid);
+    server.members.push_back({{pid, 1000}, proc::EngineRole::none, ""});
+    server.bytes += bytes;
+  }
+  inv.instances.push_back(server);
+  return inv;
+}
+
 }  // namespace gpureap::top::testing

@@ -7,10 +7,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 
 #include "harness.h"
+#include "inventory/agent_client.h"
+#include "util/units.h"
+#include "watch_child.h"
 
 namespace gpureap::e2e {
 namespace top_test {
@@ -27,7 +31,7 @@ std::string find_tmux() {
 class TopInTmux {
  public:
   TopInTmux(const SimNode& node, const std::vector<std::string>& args, unsigned width,
-            unsigned height)
+            unsigned height, const std::string& interval = "300ms")
       : tmux_(find_tmux()), env_(node.env()) {
     static std::atomic<int> counter{0};
     socket_ = "gpureap-e2e-top-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
@@ -40,7 +44,7 @@ class TopInTmux {
     std::vector<std::string> argv = {tmux_,      "-L", socket_, "-f", conf, "new-session", "-d",
                                      "-s",       "top", "-x",   std::to_string(width),
                                      "-y",       std::to_string(height), GPUREAP_BIN, "top",
-                                     "--interval", "300ms"};
+                                     "--interval", interval};
     argv.insert(argv.end(), args.begin(), args.end());
     started_ = tmux(argv);
   }
@@ -250,6 +254,78 @@ TEST(Top, AResizedTerminalIsRedrawnToItsNewSize) {
            s.find(live) != std::string::npos;
   })) << top.last();
   expect_orphans_under_instance(top.last(), c);
+}
+
+// With an agent watching, top's sparklines start with the agent's last readings (its
+// history over the socket), not with top's first look: top here looks once (an interval of
+// an hour), so a sparkline longer than one column can only be the agent's.
+TEST(Top, SparklinesStartWithTheAgentsHistory) {
+  if (find_tmux().empty()) GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh)";
+  CaseStudy c;
+  WatchChild agent = WatchChild::gpureap(c.node, {"--json", "watch", "--no-listen", "--tick", "100ms"});
+  ASSERT_TRUE(agent.next_line(std::chrono::seconds(30))) << agent.transcript();
+  const std::string socket = c.node.env().at("GPUREAP_STATE_DIR") + "/agent.sock";
+  // The agent's answer to "history": a reading per look of every GPU, oldest first.
+  constexpr std::size_t kReadings = 8;
+  Result<inventory::GpuHistoryAnswer> past = fail("not asked yet");
+  ASSERT_TRUE(SimNode::eventually([&] {
+    past = inventory::ask_agent_history(socket, std::chrono::seconds(5));
+    return past && past->gpus.size() == 4 && past->gpus[0].samples.size() >= kReadings;
+  })) << (past ? "too few readings" : past.error().message) << "\n" << agent.transcript();
+  for (const auto& trace : past->gpus) {
+    EXPECT_TRUE(trace.key.starts_with("GPU-")) << trace.key;
+    for (std::size_t i = 1; i < trace.samples.size(); ++i)
+      EXPECT_LT(trace.samples[i - 1].time, trace.samples[i].time) << trace.key;
+  }
+  const auto& newest = past->gpus[0].samples.back();
+  EXPECT_EQ(newest.total, 96 * kGiB);
+  EXPECT_GE(newest.used, 20 * kGiB);
+  // The orphaned bytes go to root only (what a caller that is not root may see).
+  if (::geteuid() == 0)
+    EXPECT_EQ(newest.orphaned, 20 * kGiB) << "GPU 0 holds one orphaned 20 GiB worker";
+  else
+    EXPECT_FALSE(newest.orphaned);
+
+  TopInTmux top(c.node, {}, 80, 24, "1h");
+  ASSERT_EQ(top.started().exit_code, 0) << top.started().err;
+  ASSERT_TRUE(top.wait_for({c.heading(), "history: agent"})) << top.last();
+  // GPU 0's sparkline (ASCII under LC_ALL=C), between its utilization and its state.
+  const std::string gpu0 = line_with(top.last(), "GPU 0");
+  const std::size_t pct = gpu0.find('%');
+  const std::size_t state = gpu0.find(" held");
+  ASSERT_TRUE(pct != std::string::npos && state != std::string::npos) << gpu0;
+  const std::string spark = gpu0.substr(pct + 1, state - pct - 1);
+  const auto shown = std::count_if(spark.begin(), spark.end(),
+                                   [](char ch) { return std::string_view("_.-=#").contains(ch); });
+  EXPECT_GE(shown, static_cast<long>(kReadings)) << "'" << spark << "'\n" << top.last();
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+// A server that holds a GPU itself, with two workers it forked: the workers are drawn
+// under it (their parent, read from /proc), the last one with the last branch.
+TEST(Top, WorkersAreDrawnUnderTheirServer) {
+  if (find_tmux().empty()) GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh)";
+  SimNode node{{"--gpus", "2", "--memory", "96GiB"}};
+  HoldResult server = node.hold({"--gpu", "0", "--children", "2", "--bytes", "8GiB",
+                                 "--parent-holds", "--title", "VLLM::Worker_TP{k}",
+                                 "--server-title", "vllm serve org/Model-B --port 8000"});
+  ASSERT_EQ(server.holders.size(), 3u);
+  std::vector<pid_t> workers;
+  for (const auto& [pid, gpu] : server.holders)
+    if (pid != server.leader) workers.push_back(pid);
+  std::sort(workers.begin(), workers.end());
+  ASSERT_EQ(workers.size(), 2u);
+  TopInTmux top(node, {}, 80, 24);
+  ASSERT_TRUE(top.wait_for({"Worker_TP1", "vllm serve"})) << top.last();
+  const std::string s = top.last();
+  const std::string leader = line_with(s, " " + std::to_string(server.leader) + " ");
+  const std::string first = line_with(s, " " + std::to_string(workers[0]) + " ");
+  const std::string last = line_with(s, " " + std::to_string(workers[1]) + " ");
+  EXPECT_EQ(leader.find("|- "), std::string::npos) << leader;
+  EXPECT_NE(first.find("|- worker TP0"), std::string::npos) << s;
+  EXPECT_NE(last.find("`- worker TP1"), std::string::npos) << s;
+  EXPECT_LT(s.find(leader), s.find(first)) << s;
+  EXPECT_LT(s.find(first), s.find(last)) << s;
 }
 
 TEST(Top, RefusesWithoutATerminalAndOnBadFlags) {
