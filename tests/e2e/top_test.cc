@@ -41,10 +41,15 @@ class TopInTmux {
     std::ofstream(conf) << "set -g status off\nset -g remain-on-exit on\n";
     env_["LC_ALL"] = "C";  // ASCII sparklines: the same screen on every machine
     env_.erase("NO_COLOR");
+    // top runs under sh, which writes its exit status to a file: tmux 3.3a at times
+    // never reaps an exited pane's process (a zombie, the pane dead with no status),
+    // which made the pane's own exit status an unreliable witness.
+    status_file_ = node.dir() + "/top-exit-" + std::to_string(counter.load());
     std::vector<std::string> argv = {tmux_,      "-L", socket_, "-f", conf, "new-session", "-d",
                                      "-s",       "top", "-x",   std::to_string(width),
-                                     "-y",       std::to_string(height), GPUREAP_BIN, "top",
-                                     "--interval", interval};
+                                     "-y",       std::to_string(height), "/bin/sh", "-c",
+                                     "\"$0\" \"$@\"; echo $? > '" + status_file_ + "'",
+                                     GPUREAP_BIN, "top", "--interval", interval};
     argv.insert(argv.end(), args.begin(), args.end());
     started_ = tmux(argv);
   }
@@ -87,7 +92,14 @@ class TopInTmux {
     tmux({tmux_, "-L", socket_, "resize-window", "-t", "top", "-x", std::to_string(width), "-y",
           std::to_string(height)});
   }
-  /// "1 0" once top has exited with status 0 (pane_dead, pane_dead_status).
+  /// top's exit status once it has exited (from the file sh writes), else "".
+  std::string exit_status() const {
+    std::ifstream in(status_file_);
+    std::string word;
+    in >> word;
+    return word;
+  }
+  /// The pane as tmux sees it: "1 0" once its process exited with status 0.
   std::string pane_state() {
     return tmux({tmux_, "-L", socket_, "display-message", "-p", "-t", "top",
                  "#{pane_dead} #{pane_dead_status} sig=#{pane_dead_signal}"})
@@ -102,6 +114,7 @@ class TopInTmux {
   std::string tmux_;
   std::map<std::string, std::string> env_;
   std::string socket_;
+  std::string status_file_;
   CommandResult started_;
   std::string last_;
 };
@@ -167,8 +180,10 @@ TEST(Top, ShowsOrphansMarkedUnderTheirInstanceAt80x24And200x50) {
       EXPECT_NE(s.find("CONTAINER"), std::string::npos) << s;
     }
     top.keys({"q"});
-    EXPECT_TRUE(SimNode::eventually([&] { return top.pane_state().starts_with("1 0"); }, std::chrono::seconds(30)))
+    EXPECT_TRUE(SimNode::eventually([&] { return !top.exit_status().empty(); },
+                                    std::chrono::seconds(30)))
         << top.pane_state();
+    EXPECT_EQ(top.exit_status(), "0") << top.pane_state();
   }
 }
 
