@@ -254,7 +254,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
                               report::terminal_text(inv.nvml_problem)));
         return kExitSystem;
       }
-      return free_usage_error(chosen.error().message);
+      return free_usage_error("--gpu: " + chosen.error().message);
     }
     sel.gpus = *chosen;
   }

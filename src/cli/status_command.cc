@@ -140,7 +140,7 @@ int run_check(const GlobalOptions& global, const StatusOptions& options) {
   // 2. Select, 3. judge (the one rule: inventory::check_node), 4. one line.
   auto chosen = inventory::select_gpus(options.gpu, inv);
   if (!chosen) {
-    print_err(fmt::format("gpureap status: {}\n", report::terminal_text(chosen.error().message)));
+    print_err(fmt::format("gpureap status: --gpu: {}\n", report::terminal_text(chosen.error().message)));
     return kExitUsage;
   }
   inventory::keep_gpus(inv, *chosen);
@@ -175,7 +175,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
   {
     auto chosen = inventory::select_gpus(options.gpu, inv);
     if (!chosen) {
-      print_err(fmt::format("gpureap status: {}\n", report::terminal_text(chosen.error().message)));
+      print_err(fmt::format("gpureap status: --gpu: {}\n", report::terminal_text(chosen.error().message)));
       return kExitUsage;
     }
     inventory::keep_gpus(inv, *chosen);
