@@ -29,6 +29,7 @@ struct NodeOptions {
   std::string name = "NVIDIA H200";
   std::string persistence = "off";
   std::vector<std::string> mig;  // "GPU:N": GPU in MIG mode with N MIG devices
+  bool no_cap_devfs = false;     // MIG capabilities as files, not device nodes
   bool force = false;
 };
 int run_node(const NodeOptions& options);

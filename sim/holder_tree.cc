@@ -15,6 +15,7 @@
 #include <csignal>
 #include <map>
 #include <thread>
+#include <vector>
 
 #include "sim/hold_plan.h"
 #include "sim/proc_stat.h"
@@ -76,12 +77,18 @@ void hold_gpu(const HoldPlan& plan, unsigned gpu) {
   }
   // On a MIG device: its GPU instance's and compute instance's capabilities, as CUDA
   // opens them (never closed either).
+  // Without nv_cap_enable_devfs (node --no-cap-devfs) they are the capability files.
   if (o.mig)
     for (const auto& m : g.mig)
-      if (m.gi == *o.mig)
-        for (unsigned cap : {m.gi_cap, m.ci_cap})
-          if (::open(plan.paths.cap_node(cap).c_str(), O_RDONLY | O_CLOEXEC) < 0)
-            die(plan, Error::from_errno("cannot open " + plan.paths.cap_node(cap).string()).message);
+      if (m.gi == *o.mig) {
+        std::vector<fs::path> caps = {plan.paths.cap_node(m.gi_cap), plan.paths.cap_node(m.ci_cap)};
+        if (!plan.node.cap_devfs)
+          caps = {plan.paths.capability_file(g.minor, m.gi, std::nullopt),
+                  plan.paths.capability_file(g.minor, m.gi, m.ci)};
+        for (const fs::path& cap : caps)
+          if (::open(cap.c_str(), O_RDONLY | O_CLOEXEC) < 0)
+            die(plan, Error::from_errno("cannot open " + cap.string()).message);
+      }
   Allocation a;
   a.pid = host_pid();
   a.start_time = self_start_time();

@@ -88,6 +88,8 @@ Result<NodeConfig> node_from_options(const NodeOptions& o) {
       return fail(fmt::format("--mig {}: expected GPU:N with a GPU of the node and N in 1..7", spec));
     add_mig_devices(node.gpus[gpu], devices);
   }
+  if (o.no_cap_devfs && o.mig.empty()) return fail("--no-cap-devfs needs --mig");
+  node.cap_devfs = !o.no_cap_devfs;
   return node;
 }
 
@@ -145,8 +147,14 @@ int run_node(const NodeOptions& o) {
   bool mig = false;
   for (const auto& g : node->gpus)
     for (const auto& m : g.mig) {
-      nodes.push_back(paths.cap_node(m.gi_cap));
-      nodes.push_back(paths.cap_node(m.ci_cap));
+      if (node->cap_devfs) {
+        nodes.push_back(paths.cap_node(m.gi_cap));
+        nodes.push_back(paths.cap_node(m.ci_cap));
+      } else {
+        nodes.push_back(paths.capability_file(g.minor, m.gi, std::nullopt));
+        nodes.push_back(paths.capability_file(g.minor, m.gi, m.ci));
+        fs::create_directories(nodes.back().parent_path(), ec);
+      }
       mig = true;
     }
   if (mig) {

@@ -137,6 +137,7 @@ Result<NodeConfig> load_node_config(const fs::path& node_json) {
   try {
     NodeConfig node;
     node.driver_version = j.value("driver_version", node.driver_version);
+    node.cap_devfs = j.value("cap_devfs", true);
     for (const auto& g : j.at("gpus")) {
       GpuConfig c;
       c.index = g.at("index").get<unsigned>();
@@ -165,6 +166,7 @@ Result<NodeConfig> load_node_config(const fs::path& node_json) {
 Result<void> save_node_config(const fs::path& node_json, const NodeConfig& config) {
   nlohmann::json j;
   j["driver_version"] = config.driver_version;
+  j["cap_devfs"] = config.cap_devfs;
   j["gpus"] = nlohmann::json::array();
   for (const auto& g : config.gpus) {
     j["gpus"].push_back({{"index", g.index},

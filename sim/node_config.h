@@ -3,7 +3,9 @@
 //
 //   D/node.json           GPUs: index, name, uuid, bus id, minor, memory, persistence
 //   D/mode                driver failure mode, one line ("ok", "query_fail gpu=3", ...)
-//   D/dev/                device node files: nvidia<minor>, nvidiactl, nvidia-uvm
+//   D/dev/                device node files: nvidia<minor>, nvidiactl, nvidia-uvm; with MIG,
+//                         nvidia-caps/ (capability nodes, mig-minors) or, --no-cap-devfs,
+//                         nvidia-capabilities/ (capability files)
 //   D/bin/nvidia-smi      symlink to gpureap-sim (the nvidia-smi stand-in)
 //   D/allocs/, D/procs/   registrations (see registry.h)
 //   D/cgroups             cgroups created by `hold --cgroup`, one path a line
@@ -38,6 +40,15 @@ struct SimPaths {
   fs::path caps() const { return dev() / "nvidia-caps"; }
   fs::path cap_node(unsigned minor) const { return caps() / ("nvidia-cap" + std::to_string(minor)); }
   fs::path mig_minors() const { return caps() / "mig-minors"; }
+  /// `node --mig --no-cap-devfs`: the stand-in for /proc/driver/nvidia/capabilities.
+  fs::path capabilities() const { return dev() / "nvidia-capabilities"; }
+  /// gpu<minor>/mig/gi<gi>/access, or with `ci`, .../gi<gi>/ci<ci>/access there.
+  fs::path capability_file(unsigned gpu_minor, unsigned gi, std::optional<unsigned> ci) const {
+    fs::path p = capabilities() / ("gpu" + std::to_string(gpu_minor)) / "mig" /
+                 ("gi" + std::to_string(gi));
+    if (ci) p /= "ci" + std::to_string(*ci);
+    return p / "access";
+  }
 };
 
 /// The node directory named by the environment: $GPUREAP_SIM_DIR, else the parent
@@ -69,6 +80,9 @@ struct GpuConfig {
 
 struct NodeConfig {
   std::string driver_version = "580.65.06";
+  /// The driver's nv_cap_enable_devfs: MIG capabilities are device nodes
+  /// (D/dev/nvidia-caps/nvidia-cap<N>), or without it files (D/dev/nvidia-capabilities/).
+  bool cap_devfs = true;
   std::vector<GpuConfig> gpus;
 };
 

@@ -77,6 +77,9 @@ int main(int argc, char** argv) {
   node_cmd->add_option("--mig", node.mig,
                        "GPU:N puts a GPU in MIG mode with N MIG devices (1..7), e.g. 0:2")
       ->delimiter(',');
+  node_cmd->add_flag("--no-cap-devfs", node.no_cap_devfs,
+                     "MIG capabilities as files in D/dev/nvidia-capabilities (a driver without "
+                     "nv_cap_enable_devfs=1), not device nodes");
   node_cmd->add_flag("--force", node.force,
                      "recreate an existing node (refused while holders live)");
   node_cmd->footer(

@@ -17,7 +17,7 @@ std::string lower(std::string_view s) {
 }
 
 // An item of --gpu against one recorded GPU. Records keep the index and the UUID,
-// not the PCI bus id or the minor: those items match nothing here.
+// not the PCI bus id, the minor or a capability node: those items match nothing here.
 bool item_matches(const gpu::SelectorItem& item, const reclaim::AuditGpu& g) {
   using Kind = gpu::SelectorItem::Kind;
   switch (item.kind) {
@@ -33,6 +33,7 @@ bool item_matches(const gpu::SelectorItem& item, const reclaim::AuditGpu& g) {
       return g.id.index == item.first && g.id.gi == item.gi && (!item.ci || g.id.ci == item.ci);
     case Kind::minor:
     case Kind::pci:
+    case Kind::mig_cap:
       return false;
   }
   return false;

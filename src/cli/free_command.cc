@@ -254,7 +254,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
                               report::terminal_text(inv.nvml_problem)));
         return kExitSystem;
       }
-      return free_usage_error(chosen.error().message);
+      return free_usage_error("--gpu: " + chosen.error().message);
     }
     sel.gpus = *chosen;
   }
@@ -431,7 +431,8 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "  gpureap free --gpu 3 --reset --yes    also reset GPU 3 if only the driver holds its "
       "memory");
   add_gpu_selector(*sub, "--gpu", o->gpu,
-                   "GPUs: all, indices (0,3), a range (0-3), UUID (prefix), PCI bus id, minor:N");
+                   "GPUs: all, indices (0,3), a range (0-3), UUID (prefix), PCI bus id, minor:N; "
+                   "a MIG device: 0/gi1/ci0, 0:1, MIG-<uuid>");
   sub->add_flag("--all", o->all, "All GPUs (same as --gpu all)");
   o->pid_opt =
       sub->add_option(

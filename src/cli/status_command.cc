@@ -143,7 +143,7 @@ int run_check(const GlobalOptions& global, const StatusOptions& options) {
   // 2. Select, 3. judge (the one rule: inventory::check_node), 4. one line.
   auto chosen = inventory::select_gpus(options.gpu, inv);
   if (!chosen) {
-    print_err(fmt::format("gpureap status: {}\n", report::terminal_text(chosen.error().message)));
+    print_err(fmt::format("gpureap status: --gpu: {}\n", report::terminal_text(chosen.error().message)));
     return kExitUsage;
   }
   inventory::keep_gpus(inv, *chosen);
@@ -226,7 +226,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
   {
     auto chosen = inventory::select_gpus(options.gpu, inv);
     if (!chosen) {
-      print_err(fmt::format("gpureap status: {}\n", report::terminal_text(chosen.error().message)));
+      print_err(fmt::format("gpureap status: --gpu: {}\n", report::terminal_text(chosen.error().message)));
       return kExitUsage;
     }
     inventory::keep_gpus(inv, *chosen);
@@ -273,7 +273,7 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
       "  clush -b -w node[1-3] gpureap status --summary   a fleet, identical lines folded");
   add_gpu_selector(*sub, "--gpu", options->gpu,
                    "GPUs to show: all, indices (0,3), a range (0-3), UUID or UUID prefix, PCI bus "
-                   "id, minor:N")
+                   "id, minor:N; a MIG device: 0/gi1/ci0, 0:1, MIG-<uuid>")
       ->default_str("all");
   sub->add_flag("-w,--wide", options->wide,
                 "Whole command lines, however wide the rows (the table is otherwise cut to the "

@@ -76,7 +76,7 @@ void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "  gpureap free --gpu 3 --yes; gpureap wait --gpu 3 && ./launch_server.sh");
   add_gpu_selector(*sub, "--gpu", options->gpus,
                    "GPUs to wait for: all, indices (0,3), a range (0-3), UUID or prefix, PCI bus "
-                   "id, minor:N")
+                   "id, minor:N; a MIG device: 0/gi1/ci0, 0:1, MIG-<uuid>")
       ->default_str("all");
   add_optional_size(
       *sub, "--below", options->below,

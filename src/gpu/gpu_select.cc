@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "gpu/mig.h"
 #include "util/text.h"
 
 namespace gpureap::gpu {
@@ -207,6 +208,17 @@ Result<SelectorItem> parse_item(std::string_view item) {
     out.last = *last;
     return out;
   }
+  constexpr std::string_view cap_prefix = "/dev/nvidia-caps/nvidia-cap";
+  if (item.starts_with(cap_prefix)) {
+    auto minor = all_digits(item.substr(cap_prefix.size()))
+                     ? parse_number(item.substr(cap_prefix.size()))
+                     : std::nullopt;
+    if (!minor)
+      return item_error(item, "expected a MIG capability node, as in /dev/nvidia-caps/nvidia-cap13");
+    out.kind = Kind::mig_cap;
+    out.first = *minor;
+    return out;
+  }
   std::string_view minor_text;
   if (istarts_with(item, "minor:")) {
     minor_text = item.substr(6);
@@ -278,7 +290,8 @@ Result<std::vector<DeviceId>> resolve_uuid(const SelectorItem& item,
 }
 
 Result<std::vector<DeviceId>> resolve_item(const SelectorItem& item,
-                                           const std::vector<GpuInfo>& gpus) {
+                                           const std::vector<GpuInfo>& gpus,
+                                           const std::map<unsigned, proc::MigAccess>& capabilities) {
   // Every device of a physical GPU: the GPU, or its MIG devices.
   auto of_index = [&](unsigned index) {
     std::vector<DeviceId> ids;
@@ -320,6 +333,18 @@ Result<std::vector<DeviceId>> resolve_item(const SelectorItem& item,
       }
       if (!out.empty()) return out;
       return no_match(item.text, "this MIG device", gpus);
+    case Kind::mig_cap: {
+      // The driver's table, never a formula: minors are numbered per driver and GPU.
+      auto access = capabilities.find(item.first);
+      if (access == capabilities.end())
+        return item_error(item.text, fmt::format("capability minor {} names no MIG device in the "
+                                                 "driver's mig-minors table",
+                                                 item.first));
+      for (const GpuInfo& gpu : gpus)
+        if (gpu.minor && grants(access->second, *gpu.minor, gpu.id)) out.push_back(gpu.id);
+      if (!out.empty()) return out;
+      return no_match(item.text, "the MIG device this capability gives access to", gpus);
+    }
     case Kind::uuid:
       return resolve_uuid(item, gpus);
     case Kind::pci: {
@@ -365,11 +390,17 @@ GpuSelector GpuSelector::every_gpu() {
   return out;
 }
 
-Result<std::vector<DeviceId>> GpuSelector::resolve(const std::vector<GpuInfo>& gpus) const {
+bool GpuSelector::names_capabilities() const {
+  return std::any_of(items_.begin(), items_.end(),
+                     [](const SelectorItem& item) { return item.kind == SelectorItem::Kind::mig_cap; });
+}
+
+Result<std::vector<DeviceId>> GpuSelector::resolve(
+    const std::vector<GpuInfo>& gpus, const std::map<unsigned, proc::MigAccess>& capabilities) const {
   if (items_.empty()) return fail("no GPU selector given");
   std::vector<DeviceId> selected;
   for (const SelectorItem& item : items_) {
-    auto ids = resolve_item(item, gpus);
+    auto ids = resolve_item(item, gpus, capabilities);
     if (!ids) return std::unexpected(ids.error());
     selected.insert(selected.end(), ids->begin(), ids->end());
   }

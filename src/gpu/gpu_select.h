@@ -8,18 +8,21 @@
 #include <string_view>
 #include <vector>
 
+#include <map>
+
 #include "gpu/device_id.h"
 #include "gpu/gpu_info.h"
+#include "proc/mig_caps.h"
 #include "util/result.h"
 
 namespace gpureap::gpu {
 
 /// One item of a selector, checked for syntax only.
 struct SelectorItem {
-  enum class Kind { all, index, range, uuid, pci, minor, mig };
+  enum class Kind { all, index, range, uuid, pci, minor, mig, mig_cap };
   Kind kind = Kind::all;
   std::string text;          // as typed, trimmed: quoted in every message
-  unsigned first = 0;        // index, minor, or the range's first index
+  unsigned first = 0;        // index, minor, capability minor, or the range's first index
   unsigned last = 0;         // the range's last index
   unsigned pci_domain = 0, pci_bus = 0, pci_device = 0, pci_function = 0;
   std::optional<unsigned> gi, ci;  // mig: GPU `first`'s GPU instance (and compute instance)
@@ -42,6 +45,9 @@ struct SelectorItem {
 ///   MIG-GPU-8f1c.../1/0                 a MIG device as CUDA 11.0 named it in
 ///                                       CUDA_VISIBLE_DEVICES: its GPU's whole UUID,
 ///                                       GPU instance, compute instance
+///   /dev/nvidia-caps/nvidia-cap13       the MIG device a capability node gives access
+///                                       to, by the driver's mig-minors table (as Slurm's
+///                                       MIG GRES MultipleFiles names a MIG device)
 /// An index, range, PCI bus id or minor of a GPU in MIG mode selects all its MIG
 /// devices.
 class GpuSelector {
@@ -59,7 +65,13 @@ class GpuSelector {
   /// The devices selected among `gpus`, sorted and without duplicates. Fails, quoting
   /// the item, on an index out of range, an ambiguous UUID prefix (naming the
   /// candidates) or an item that matches no GPU (listing the GPUs there are).
-  Result<std::vector<DeviceId>> resolve(const std::vector<GpuInfo>& gpus) const;
+  /// `capabilities`: the driver's mig-minors table (capability minor -> MIG device), for
+  /// /dev/nvidia-caps items; a minor it lacks is an error.
+  Result<std::vector<DeviceId>> resolve(
+      const std::vector<GpuInfo>& gpus,
+      const std::map<unsigned, proc::MigAccess>& capabilities = {}) const;
+  /// True when an item is a capability node: resolve needs the mig-minors table.
+  bool names_capabilities() const;
 
  private:
   std::string text_;

@@ -94,6 +94,36 @@ TEST(MigSelector, CudaElevensMigGpuFormNamesTheMigDeviceByItsGpusUuid) {
   EXPECT_NE(sel("MIG-GPU-0000feed-aaaa/x/0").find("expected MIG-GPU-"), std::string::npos);
 }
 
+// Slurm's MIG GRES names a MIG device by files (MultipleFiles=/dev/nvidia0,
+// /dev/nvidia-caps/nvidia-cap21,...): a capability node is the MIG device the driver's
+// mig-minors table says it gives access to; a GPU instance's capability, all its compute
+// instances; a minor the table lacks, or a malformed node, is an error naming it.
+TEST(MigSelector, ACapabilityNodeNamesTheMigDeviceTheTableMapsItTo) {
+  const auto gpus = mig_node();
+  const auto table =
+      proc::parse_mig_minors("config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"
+                             "gpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\ngpu3/gi1/access 30\n");
+  auto sel = [&](std::string_view spec) -> std::string {
+    auto parsed = GpuSelector::parse(spec);
+    if (!parsed) return "error: " + parsed.error().message;
+    EXPECT_TRUE(parsed->names_capabilities()) << spec;
+    auto ids = parsed->resolve(gpus, table);
+    return ids ? device_list(*ids) : "error: " + ids.error().message;
+  };
+  EXPECT_EQ(sel("/dev/nvidia-caps/nvidia-cap13"), "0/gi1/ci0");
+  EXPECT_EQ(sel("/dev/nvidia-caps/nvidia-cap21"), "0/gi2/ci0");
+  EXPECT_EQ(sel("/dev/nvidia-caps/nvidia-cap12,/dev/nvidia-caps/nvidia-cap22"),
+            "0/gi1/ci0,0/gi2/ci0");
+  EXPECT_NE(sel("/dev/nvidia-caps/nvidia-cap1").find("names no MIG device"), std::string::npos)
+      << "config: no MIG device's";
+  EXPECT_NE(sel("/dev/nvidia-caps/nvidia-cap99").find("names no MIG device"), std::string::npos);
+  EXPECT_NE(sel("/dev/nvidia-caps/nvidia-cap30").find("no GPU has"), std::string::npos)
+      << "a MIG device NVML does not list";
+  EXPECT_NE(sel("/dev/nvidia-caps/nvidia-capx").find("expected a MIG capability node"),
+            std::string::npos);
+  EXPECT_FALSE(GpuSelector::parse("/dev/nvidia0")->names_capabilities());
+}
+
 TEST(MigProfile, IsWhatTheNameSaysAfterMig) {
   GpuInfo d = mig_test_device(0, 1, 0, "MIG-aaaa1111");
   d.name = "NVIDIA A100-SXM4-40GB MIG 1g.5gb";

@@ -92,6 +92,10 @@ Result<std::vector<gpu::DeviceId>> select_gpus(const gpu::GpuSelector& selector,
   std::vector<gpu::GpuInfo> infos;
   infos.reserve(inv.gpus.size());
   for (const auto& v : inv.gpus) infos.push_back(v.info);
+  // /dev/nvidia-caps/nvidia-cap<N> (Slurm's MIG GRES files) is named by the driver's table,
+  // read only for such an item.
+  if (selector.names_capabilities())
+    return selector.resolve(infos, proc::read_mig_minors(inv.node.dev_dir, inv.node.proc_root));
   return selector.resolve(infos);
 }
 

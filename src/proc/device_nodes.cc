@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -87,6 +89,14 @@ std::optional<uid_t> sim_marker_owner(int dirfd, std::string* problem) {
   return st.st_uid;
 }
 
+/// Where mig-minors is: the driver's /proc file, or in a simulated node's directory
+/// (marked as such), the one `gpureap-sim node --mig` writes beside its capabilities.
+std::string mig_minors_path_for(std::string dev_dir, const std::string& proc_root, bool simulated) {
+  if (!dev_dir.ends_with('/')) dev_dir += '/';
+  if (simulated) return dev_dir + "nvidia-caps/mig-minors";
+  return proc_root + "/driver/nvidia-caps/mig-minors";
+}
+
 /// Decides about one directory entry; the context is per directory.
 class NodeChecker {
  public:
@@ -159,11 +169,42 @@ class NodeChecker {
     entries.push_back(std::move(e));
   }
 
-  /// Where mig-minors is: the driver's /proc file, or in a simulated node's directory
-  /// (marked as such), the one `gpureap-sim node --mig` writes beside its capabilities.
   std::string mig_minors_path() const {
-    if (sim_owner_) return dev_dir_ + "nvidia-caps/mig-minors";
-    return proc_root_ + "/driver/nvidia-caps/mig-minors";
+    return mig_minors_path_for(dev_dir_, proc_root_, sim_owner_.has_value());
+  }
+
+  /// Where the MIG capability files are: the driver's /proc directory, or in a
+  /// simulated node's directory, the one `gpureap-sim node --mig --no-cap-devfs` writes.
+  std::string capabilities_path() const {
+    if (sim_owner_) return dev_dir_ + "nvidia-capabilities";
+    return proc_root_ + "/driver/nvidia/capabilities";
+  }
+  bool simulated() const { return sim_owner_.has_value(); }
+
+  /// `name` in `dirfd`, the capability file at `relative` (`gpu0/mig/gi1/ci0/access`)
+  /// below capabilities_path(): a regular file (in a simulated node, of the marker's owner).
+  void check_capability_file(int dirfd, const char* name, const std::string& relative) {
+    auto access = mig_access_of_capability(relative);
+    if (!access) return;
+    const std::string path = capabilities_path() + "/" + relative;
+    struct stat st {};
+    if (::fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return;  // removed meanwhile
+    if (!S_ISREG(st.st_mode)) {
+      warn(fmt::format("{} is {}, not a regular file; ignored", shown(path),
+                       file_kind(st.st_mode)));
+      return;
+    }
+    DeviceNode node;
+    node.kind = NodeKind::mig_cap;
+    node.path = path;
+    node.mig = access;
+    if (sim_owner_ && !check_simulated(node, st)) return;
+    DeviceSet::Entry e;
+    e.dev = st.st_dev;
+    e.ino = st.st_ino;
+    e.procfs_capability = !sim_owner_;
+    e.node = std::move(node);
+    entries.push_back(std::move(e));
   }
 
   std::vector<DeviceSet::Entry> entries;
@@ -271,12 +312,66 @@ class NodeChecker {
   std::optional<unsigned> caps_major_;
 };
 
+// The names in `dirfd` that start with `prefix`.
+std::vector<std::string> names_starting(int dirfd, ReadBuffer& scratch, std::string_view prefix) {
+  std::vector<std::string> out;
+  for_each_dirent(dirfd, scratch, [&](std::string_view name) {
+    if (name.starts_with(prefix)) out.emplace_back(name);
+  });
+  return out;
+}
+
+int open_subdir(int dirfd, const std::string& name) {
+  return ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/// MIG capabilities as files (a driver loaded without nv_cap_enable_devfs=1): a process
+/// on a MIG device holds gpu<M>/mig/gi<G>/access and .../gi<G>/ci<C>/access open instead
+/// of capability nodes. With MIG off (or no GPU instance) this costs one directory
+/// listing plus one open per GPU: each GPU's mig directory lists no gi<G>, and the walk
+/// stops there.
+void add_capability_files(NodeChecker& checker, ReadBuffer& scratch) {
+  const std::string root_path = checker.capabilities_path();
+  UniqueFd root(::open(root_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return;
+  // Outside a simulated node, only the driver's files count: they are on procfs.
+  struct statfs fs {};
+  if (!checker.simulated() && (::fstatfs(root.get(), &fs) != 0 || fs.f_type != PROC_SUPER_MAGIC))
+    return;
+  for (const std::string& gpu : names_starting(root.get(), scratch, "gpu")) {
+    UniqueFd gpu_dir(open_subdir(root.get(), gpu));
+    if (!gpu_dir.valid()) continue;
+    UniqueFd mig(open_subdir(gpu_dir.get(), "mig"));
+    if (!mig.valid()) continue;
+    for (const std::string& gi : names_starting(mig.get(), scratch, "gi")) {
+      UniqueFd gi_dir(open_subdir(mig.get(), gi));
+      if (!gi_dir.valid()) continue;
+      const std::string gi_path = gpu + "/mig/" + gi + "/";
+      checker.check_capability_file(gi_dir.get(), "access", gi_path + "access");
+      for (const std::string& ci : names_starting(gi_dir.get(), scratch, "ci")) {
+        UniqueFd ci_dir(open_subdir(gi_dir.get(), ci));
+        if (ci_dir.valid())
+          checker.check_capability_file(ci_dir.get(), "access", gi_path + ci + "/access");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 DeviceSet::DeviceSet(std::vector<Entry> entries, std::vector<std::string> warnings)
     : entries_(std::move(entries)), warnings_(std::move(warnings)) {
   std::sort(entries_.begin(), entries_.end(),
             [](const Entry& a, const Entry& b) { return a.node.path < b.node.path; });
+  has_procfs_capabilities_ = std::any_of(entries_.begin(), entries_.end(),
+                                         [](const Entry& e) { return e.procfs_capability; });
+}
+
+const DeviceNode* DeviceSet::procfs_capability_candidate(const struct stat& st) const {
+  if (!has_procfs_capabilities_ || !S_ISREG(st.st_mode)) return nullptr;
+  for (const Entry& e : entries_)
+    if (e.procfs_capability && e.ino == st.st_ino && e.dev != st.st_dev) return &e.node;
+  return nullptr;
 }
 const DeviceNode* DeviceSet::match_fd(const struct stat& st) const {
   const bool is_char = S_ISCHR(st.st_mode);
@@ -311,6 +406,7 @@ Result<DeviceSet> discover_devices(const std::string& dev_dir, const std::string
     return std::unexpected(Error::from_errno("cannot read device directory " + dev_dir));
   }
   // MIG capabilities (issue 25): only on a node where the driver lists MIG devices.
+  bool capability_nodes = false;
   UniqueFd caps(::openat(dir.get(), "nvidia-caps", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (caps.valid()) {
     // The driver's table is read only when some capability node could be a MIG device's:
@@ -318,8 +414,9 @@ Result<DeviceSet> discover_devices(const std::string& dev_dir, const std::string
     // MIG on or off, and the table is thousands of lines the driver writes at each read.
     std::vector<std::string> names;
     for_each_dirent(caps.get(), scratch, [&](std::string_view name) {
-      if (name.starts_with("nvidia-cap") && name != "nvidia-cap1" && name != "nvidia-cap2")
-        names.emplace_back(name);
+      if (!name.starts_with("nvidia-cap")) return;
+      capability_nodes = true;
+      if (name != "nvidia-cap1" && name != "nvidia-cap2") names.emplace_back(name);
     });
     if (!names.empty()) {
       const auto mig_minors = parse_mig_minors(read_small_file(checker.mig_minors_path()));
@@ -327,8 +424,21 @@ Result<DeviceSet> discover_devices(const std::string& dev_dir, const std::string
         for (const auto& name : names) checker.check_capability(caps.get(), name, mig_minors);
     }
   }
+  // Capability nodes mean a driver loaded with nv_cap_enable_devfs=1: it takes no
+  // capability file as a capability (the files only tell the nodes' minors), so the files
+  // are walked only on a node without any capability node. On a MIG-capable node with
+  // devfs (nvidia-cap1, nvidia-cap2 are there, MIG on or off) this costs nothing.
+  if (!capability_nodes) add_capability_files(checker, scratch);
   std::sort(checker.warnings.begin(), checker.warnings.end());
   return DeviceSet(std::move(checker.entries), std::move(checker.warnings));
+}
+
+std::map<unsigned, MigAccess> read_mig_minors(const std::string& dev_dir,
+                                              const std::string& proc_root) {
+  UniqueFd dir(::open(dev_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  std::string problem;
+  const bool simulated = dir.valid() && sim_marker_owner(dir.get(), &problem).has_value();
+  return parse_mig_minors(read_small_file(mig_minors_path_for(dev_dir, proc_root, simulated)));
 }
 
 }  // namespace gpureap::proc

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,7 +18,8 @@ namespace gpureap::proc {
 
 /// The device nodes to look for, with the identity each is matched by:
 ///  - a character device (the real /dev/nvidia*) by its device number st_rdev;
-///  - a regular file (the simulated node of tests and the sim driver) by (st_dev, st_ino).
+///  - a regular file (the simulated node of tests and the sim driver, and a MIG capability
+///    file of the driver's /proc) by (st_dev, st_ino).
 /// A mapping is matched by the mapped file's (st_dev, st_ino), which maps
 /// lines print for character nodes too.
 class DeviceSet {
@@ -28,6 +30,8 @@ class DeviceSet {
     dev_t rdev = 0;  // character devices: the device number
     dev_t dev = 0;   // the node's own file identity
     std::uint64_t ino = 0;
+    /// A MIG capability file under the driver's /proc/driver/nvidia/capabilities.
+    bool procfs_capability = false;
   };
 
   DeviceSet() = default;
@@ -36,6 +40,16 @@ class DeviceSet {
   /// The node an open fd refers to, given stat() of /proc/PID/fd/N (link
   /// followed); nullptr if it is none of ours.
   const DeviceNode* match_fd(const struct stat& st) const;
+
+  /// A MIG capability file of the driver's /proc whose inode number `st` (a regular
+  /// file on another device) has: procfs numbers the driver's files once for all its
+  /// mounts, but each mount of it (a container's own /proc) is a device of its own, so
+  /// match_fd misses a capability opened there. Only a candidate: the caller confirms it
+  /// by the fd's path (mig_access_of_capability_path of its link). nullptr if none.
+  const DeviceNode* procfs_capability_candidate(const struct stat& st) const;
+  /// True when the set holds MIG capability files of /proc (a driver loaded without
+  /// nv_cap_enable_devfs=1, with MIG devices); the scan looks for candidates only then.
+  bool has_procfs_capabilities() const { return has_procfs_capabilities_; }
 
   /// The node a maps line refers to, given its device (major, minor) and inode;
   /// nullptr if none. Inode 0 (anonymous memory) never matches.
@@ -52,6 +66,7 @@ class DeviceSet {
  private:
   std::vector<Entry> entries_;  // sorted by path
   std::vector<std::string> warnings_;
+  bool has_procfs_capabilities_ = false;
 };
 
 /// The NVIDIA driver's fixed character-device numbers
@@ -75,6 +90,15 @@ inline constexpr unsigned kCtlMinor = 255;
 ///  - or, only in a simulated node's directory (one holding the marker of
 ///    sim_node_marker.h with its exact content), a regular file owned by the
 ///    marker's owner; a GPU node's minor is then N from its name (N <= 247).
+/// MIG capabilities (issue 25): /dev/nvidia-caps/nvidia-cap<N> that
+/// `<proc_root>/driver/nvidia-caps/mig-minors` names (only when a node beyond nvidia-cap1
+/// and nvidia-cap2, config and monitor, is there: the table is thousands of lines); on a
+/// node with no capability node at all (a driver loaded without nv_cap_enable_devfs=1),
+/// the capability files
+/// `<proc_root>/driver/nvidia/capabilities/gpu<M>/mig/gi<G>[/ci<C>]/access` (only on
+/// procfs; the walk stops at each GPU's mig directory when it lists no GPU instance).
+/// In a simulated node's directory both live inside it: nvidia-caps/mig-minors and
+/// nvidia-capabilities/, regular files of the marker's owner.
 /// Every other entry with one of these names (a symlink, a character device
 /// with other numbers such as /dev/null's 1:3, a FIFO, a directory, a regular
 /// file without the marker) is ignored with a warning in the set's warnings().
@@ -82,5 +106,12 @@ inline constexpr unsigned kCtlMinor = 255;
 /// failure to read the directory is an error.
 Result<DeviceSet> discover_devices(const std::string& dev_dir,
                                    const std::string& proc_root);
+
+/// The driver's MIG capability table (capability minor -> MIG device):
+/// `<proc_root>/driver/nvidia-caps/mig-minors`, or in a simulated node's directory (the
+/// marker, as above) its nvidia-caps/mig-minors. Empty when unreadable. Thousands of
+/// lines on a MIG-capable driver: read it only when a capability must be named.
+std::map<unsigned, MigAccess> read_mig_minors(const std::string& dev_dir,
+                                              const std::string& proc_root);
 
 }  // namespace gpureap::proc

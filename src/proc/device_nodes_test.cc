@@ -14,6 +14,7 @@
 #include "proc/proc_parse.h"
 #include "proc/sim_node_marker.h"
 #include "proc/test_children.h"
+#include "util/fd.h"
 
 namespace gpureap::proc {
 namespace {
@@ -103,6 +104,94 @@ TEST(DiscoverDevices, MigCapabilitiesAreThoseTheTableNamesBeyondConfigAndMonitor
   EXPECT_EQ(cap->kind, NodeKind::mig_cap);
   EXPECT_EQ(cap->mig, (MigAccess{0, 1, 0u}));
   EXPECT_EQ(find_node(*with_mig, "nvidia-cap1"), nullptr);
+}
+
+// Issue 25: a driver loaded without nv_cap_enable_devfs=1 gives MIG capabilities as
+// files (/proc/driver/nvidia/capabilities/gpu<M>/mig/gi<G>[/ci<C>]/access); in a
+// simulated node they are in its nvidia-capabilities/ directory, trusted like its
+// mig-minors. An open one is matched by identity, as a simulated node is.
+TEST(DiscoverDevices, MigCapabilityFilesAreFoundUnderEachGpusMigDirectory) {
+  SimulatedDevDir dev({"nvidia0", "nvidiactl"});
+  namespace fs = std::filesystem;
+  const fs::path root = dev.path("nvidia-capabilities");
+  fs::create_directories(root / "gpu0/mig/gi1/ci0");
+  fs::create_directories(root / "gpu0/mig/gi2/ci0");
+  fs::create_directories(root / "gpu1/mig");  // a GPU with MIG off: no GPU instance
+  fs::create_directories(root / "mig");       // the node-wide config and monitor
+  for (const char* f : {"gpu0/mig/gi1/access", "gpu0/mig/gi1/ci0/access", "gpu0/mig/gi2/access",
+                        "mig/config"})
+    std::ofstream(root / f) << "";
+  fs::create_symlink(root / "gpu0/mig/gi1/ci0/access", root / "gpu0/mig/gi2/ci0/access");
+
+  auto set = discover_devices(dev.dir(), "/proc");
+  ASSERT_TRUE(set) << set.error().message;
+  std::vector<std::pair<std::string, MigAccess>> found;
+  for (const auto& e : set->entries())
+    if (e.node.kind == NodeKind::mig_cap) {
+      ASSERT_TRUE(e.node.mig) << e.node.path;
+      found.emplace_back(e.node.path.substr(dev.dir().size()), *e.node.mig);
+      EXPECT_FALSE(e.procfs_capability) << "a simulated node's files are not the driver's /proc";
+    }
+  const std::vector<std::pair<std::string, MigAccess>> expected = {
+      {"/nvidia-capabilities/gpu0/mig/gi1/access", {0, 1, std::nullopt}},
+      {"/nvidia-capabilities/gpu0/mig/gi1/ci0/access", {0, 1, 0u}},
+      {"/nvidia-capabilities/gpu0/mig/gi2/access", {0, 2, std::nullopt}},
+  };
+  EXPECT_EQ(found, expected);
+  EXPECT_NE(warning_for(*set, (root / "gpu0/mig/gi2/ci0/access").string()), "")
+      << "a symlink is no capability file";
+  EXPECT_FALSE(set->has_procfs_capabilities());
+
+  UniqueFd fd(::open((root / "gpu0/mig/gi1/ci0/access").c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd.get(), &st), 0);
+  const DeviceNode* node = set->match_fd(st);
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->mig, (MigAccess{0, 1, 0u}));
+}
+
+// With capability nodes (nv_cap_enable_devfs=1) the files are no capability: the driver
+// takes only the nodes, so the files are not walked.
+TEST(DiscoverDevices, MigCapabilityFilesAreIgnoredWhenCapabilityNodesAreThere) {
+  SimulatedDevDir dev({"nvidia0", "nvidiactl"});
+  namespace fs = std::filesystem;
+  fs::create_directories(dev.path("nvidia-caps"));
+  std::ofstream(dev.path("nvidia-caps/nvidia-cap13")) << "";
+  std::ofstream(dev.path("nvidia-caps/mig-minors")) << "gpu0/gi1/ci0/access 13\n";
+  fs::create_directories(dev.path("nvidia-capabilities/gpu0/mig/gi1/ci0"));
+  std::ofstream(dev.path("nvidia-capabilities/gpu0/mig/gi1/ci0/access")) << "";
+  auto set = discover_devices(dev.dir(), "/proc");
+  ASSERT_TRUE(set) << set.error().message;
+  EXPECT_NE(find_node(*set, "nvidia-cap13"), nullptr);
+  EXPECT_EQ(find_node(*set, "ci0/access"), nullptr);
+}
+
+// On a real node the files count only on procfs, and a file of another mount of procfs
+// (a container's own /proc: another device, the same inode number) is only a candidate.
+TEST(DeviceSet, AProcfsCapabilityOfAnotherMountIsACandidateByInode) {
+  DeviceSet::Entry cap;
+  cap.node.kind = NodeKind::mig_cap;
+  cap.node.path = "/proc/driver/nvidia/capabilities/gpu0/mig/gi1/ci0/access";
+  cap.node.mig = MigAccess{0, 1, 0u};
+  cap.dev = makedev(0, 22);
+  cap.ino = 0xf0001234;
+  cap.procfs_capability = true;
+  DeviceSet set({cap});
+  ASSERT_TRUE(set.has_procfs_capabilities());
+  struct stat st {};
+  st.st_mode = S_IFREG | 0444;
+  st.st_dev = makedev(0, 22);
+  st.st_ino = 0xf0001234;
+  EXPECT_NE(set.match_fd(st), nullptr) << "the same mount: matched outright";
+  EXPECT_EQ(set.procfs_capability_candidate(st), nullptr);
+  st.st_dev = makedev(0, 97);
+  EXPECT_EQ(set.match_fd(st), nullptr);
+  EXPECT_EQ(set.procfs_capability_candidate(st), &set.entries()[0].node);
+  st.st_ino = 0xf0001235;
+  EXPECT_EQ(set.procfs_capability_candidate(st), nullptr);
+  st.st_ino = 0xf0001234;
+  st.st_mode = S_IFCHR | 0444;
+  EXPECT_EQ(set.procfs_capability_candidate(st), nullptr);
 }
 
 TEST(DiscoverDevices, MissingOrEmptyDirectoryIsAnEmptySet) {

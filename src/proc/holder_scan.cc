@@ -81,6 +81,7 @@ class ProcessScanner {
  private:
   Outcome scan_fds(int dirfd, const char* path, Hits& hits);
   Outcome scan_fd_table(int fd_dir, Hits& hits);
+  const DeviceNode* procfs_capability(int fd_dir, const char* name, const struct stat& st);
   Outcome scan_maps(int dirfd, const char* path, Hits& hits);
   Outcome scan_live_threads(int dirfd, pid_t pid, Hits& hits);
   void describe(int dirfd, pid_t pid, std::optional<StatInfo> stat, const Hits& hits,
@@ -116,7 +117,9 @@ Outcome ProcessScanner::scan_fd_table(int fd_dir, Hits& hits) {
         st.st_ino = stx.stx_ino;
         st.st_dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
         st.st_rdev = makedev(stx.stx_rdev_major, stx.stx_rdev_minor);
-        if (const DeviceNode* node = ctx_.devices.match_fd(st)) {
+        const DeviceNode* node = ctx_.devices.match_fd(st);
+        if (!node) node = procfs_capability(fd_dir, name.data(), st);
+        if (node) {
           hits.by_fd = true;
           hits.add(node);
         }
@@ -124,6 +127,21 @@ Outcome ProcessScanner::scan_fd_table(int fd_dir, Hits& hits) {
       /*short_read_is_end=*/ctx_.is_procfs);
   if (err != 0) return outcome_of(err);
   return count > 0 ? Outcome::entries : Outcome::empty;
+}
+
+const DeviceNode* ProcessScanner::procfs_capability(int fd_dir, const char* name,
+                                                    const struct stat& st) {
+  // A MIG capability file opened through another mount of procfs (a container's own
+  // /proc): the same inode number on another device. Its link names the file as the
+  // process sees it; the link is read only for such a candidate, never per fd.
+  const DeviceNode* candidate = ctx_.devices.procfs_capability_candidate(st);
+  if (!candidate) return nullptr;
+  char target[512];
+  const ssize_t n = ::readlinkat(fd_dir, name, target, sizeof target);
+  if (n <= 0 || static_cast<std::size_t>(n) == sizeof target) return nullptr;
+  const auto access =
+      mig_access_of_capability_path(std::string_view(target, static_cast<std::size_t>(n)));
+  return access && access == candidate->mig ? candidate : nullptr;
 }
 
 Outcome ProcessScanner::scan_maps(int dirfd, const char* path, Hits& hits) {

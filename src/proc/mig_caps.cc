@@ -58,7 +58,11 @@ std::map<unsigned, MigAccess> parse_mig_minors(std::string_view text) {
 std::optional<MigAccess> mig_access_of_capability_path(std::string_view path) {
   constexpr std::string_view root = "/proc/driver/nvidia/capabilities/";
   if (!path.starts_with(root)) return std::nullopt;
-  return parse_access(path.substr(root.size()), "/mig/");
+  return mig_access_of_capability(path.substr(root.size()));
+}
+
+std::optional<MigAccess> mig_access_of_capability(std::string_view relative) {
+  return parse_access(relative, "/mig/");
 }
 
 }  // namespace gpureap::proc

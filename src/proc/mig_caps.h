@@ -33,4 +33,7 @@ std::map<unsigned, MigAccess> parse_mig_minors(std::string_view text);
 /// (`.../gpu0/mig/gi1/ci0/access`, `.../gpu0/mig/gi1/access`), or nullopt.
 std::optional<MigAccess> mig_access_of_capability_path(std::string_view path);
 
+/// The same for a path relative to the capabilities directory (`gpu0/mig/gi1/ci0/access`).
+std::optional<MigAccess> mig_access_of_capability(std::string_view relative);
+
 }  // namespace gpureap::proc

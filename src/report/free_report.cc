@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "gpu/gpu_select.h"
 #include "report/device_json.h"
 #include "report/instance_text.h"
@@ -19,6 +21,14 @@ namespace {
 
 std::string gpus_text(const std::vector<gpu::DeviceId>& gpus) {
   return gpus.empty() ? "-" : gpu::device_list(gpus);
+}
+
+/// The width of the widest GPU text of `items` (targets or skipped), `least` at least.
+template <typename Items>
+std::size_t widest_gpus(const Items& items, std::size_t least) {
+  std::size_t width = least;
+  for (const auto& item : items) width = std::max(width, gpus_text(item.gpus).size());
+  return width;
 }
 
 std::string seconds_text(double s) {
@@ -74,25 +84,29 @@ std::string plan_lines(const reclaim::Plan& plan, const Style& style,
     if (!width.fixed()) {
       out += fitted_targets(plan, style, width);
     } else {
-      out += style.dim(fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", "PID", "USER", "GPU",
-                                   "GPU MEM", "WHY", "COMMAND"));
+      // The GPU column is as wide as its widest text ("0/gi1/ci0", "0,1,2"), 7 at least:
+      // a plan of whole GPUs keeps its layout byte for byte.
+      const std::size_t gpu_width = widest_gpus(plan.targets, 7);
+      out += style.dim(fmt::format("  {:<8} {:<10} {:<{}} {:>10}  {:<44} {}\n", "PID", "USER",
+                                   "GPU", gpu_width, "GPU MEM", "WHY", "COMMAND"));
       for (const auto& t : plan.targets) {
         std::string cmd = terminal_text(t.cmdline.empty() ? "[" + t.comm + "]" : t.cmdline, 50);
         // The reason wraps in its column: cut, "orphaned: re-parent" hides the why.
         auto why = terminal_text_lines(t.why, 44);
-        out += fmt::format("  {:<8} {:<10} {:<7} {:>10}  {:<44} {}\n", t.id.pid,
-                           terminal_text(t.user, 10), gpus_text(t.gpus),
+        out += fmt::format("  {:<8} {:<10} {:<{}} {:>10}  {:<44} {}\n", t.id.pid,
+                           terminal_text(t.user, 10), gpus_text(t.gpus), gpu_width,
                            t.gpu_bytes ? format_bytes(t.gpu_bytes) : "-", why[0], cmd);
         for (std::size_t i = 1; i < why.size(); ++i)
-          out += fmt::format("  {:<38}  {}\n", "", why[i]);
+          out += fmt::format("  {:<{}}  {}\n", "", 31 + gpu_width, why[i]);
       }
     }
   }
   if (!plan.skipped.empty()) {
     out += style.yellow(fmt::format("Left alone ({}):\n", plan.skipped.size()));
+    const std::size_t gpu_width = widest_gpus(plan.skipped, 5);
     for (const auto& s : plan.skipped)
-      out += fmt::format("  {:<8} {:<16} GPU {:<5} {:>10}  {}\n", s.id.pid,
-                         terminal_text(s.comm, 16), gpus_text(s.gpus),
+      out += fmt::format("  {:<8} {:<16} GPU {:<{}} {:>10}  {}\n", s.id.pid,
+                         terminal_text(s.comm, 16), gpus_text(s.gpus), gpu_width,
                          s.gpu_bytes ? format_bytes(s.gpu_bytes) : "-",
                          terminal_text(s.reason));
   }

@@ -129,6 +129,55 @@ TEST(PlanText, LongReasonsWrapInTheirColumn) {
   EXPECT_EQ(out.find("re-parent "), std::string::npos) << out;
 }
 
+// Issue 25: a MIG device's name ("0/gi1/ci0") is wider than the pipe layout's 7-wide GPU
+// column; the column is as wide as the widest, so every row's columns line up with the
+// header's (and the why's continuation stays under WHY). Whole GPUs keep 7.
+TEST(PlanText, TheGpuColumnIsAsWideAsAMigDevicesName) {
+  reclaim::Plan plan;
+  const gpu::DeviceId mig{0, 1u, 0u};
+  plan.targets.push_back({{4242, 1234}, "python3", "python3 a.py", "me", {mig}, 6ULL << 30,
+                          "holds 6.0 GiB on GPU 0/gi1/ci0; orphaned: re-parented to 1 (systemd)"});
+  plan.targets.push_back({{4243, 1234}, "python3", "python3 b.py", "me", gpu::devs({1}), 1ULL << 30,
+                          "orphaned"});
+  plan.skipped.push_back({{4244, 1}, "python3", {gpu::DeviceId{0, 2u, 0u}}, 1ULL << 30,
+                          reclaim::SkipKind::not_matched, "not orphaned"});
+  const std::string out = plan_text(plan, Style{});
+  auto line_of = [&](const std::string& text) {
+    const auto at = out.find(text);
+    EXPECT_NE(at, std::string::npos) << text << "\n" << out;
+    if (at == std::string::npos) return std::string();
+    const auto start = out.rfind('\n', at) + 1;
+    return out.substr(start, out.find('\n', at) - start);
+  };
+  const std::string header = line_of("PID ");
+  const std::string a = line_of("4242 ");
+  const std::string b = line_of("4243 ");
+  // GPU MEM is right-aligned: its values end where the header does.
+  const auto mem_end = header.find("GPU MEM") + 6;
+  EXPECT_TRUE(a[mem_end] != ' ' && a[mem_end + 1] == ' ') << out;
+  EXPECT_TRUE(b[mem_end] != ' ' && b[mem_end + 1] == ' ') << out;
+  for (const char* column : {"WHY", "COMMAND"}) {
+    const auto at = header.find(column);
+    ASSERT_NE(at, std::string::npos) << header;
+    ASSERT_GT(a.size(), at) << out;
+    EXPECT_NE(a[at], ' ') << column << "\n" << out;
+    EXPECT_EQ(a[at - 1], ' ') << column << "\n" << out;
+    EXPECT_NE(b[at], ' ') << column << "\n" << out;
+    EXPECT_EQ(b[at - 1], ' ') << column << "\n" << out;
+  }
+  EXPECT_EQ(a.find("0/gi1/ci0"), header.find("GPU")) << out;
+  // The why's second line starts under WHY.
+  const std::string rest = line_of("re-parented to 1 (systemd)");
+  EXPECT_EQ(rest.find_first_not_of(' '), header.find("WHY")) << out;
+  EXPECT_NE(out.find("GPU 0/gi2/ci0 "), std::string::npos) << out;
+
+  reclaim::Plan whole;
+  whole.targets.push_back({{4243, 1234}, "python3", "python3 b.py", "me", gpu::devs({1}), 1, "x"});
+  EXPECT_NE(plan_text(whole, Style{}).find("  PID      USER       GPU        GPU MEM  WHY"),
+            std::string::npos)
+      << plan_text(whole, Style{});
+}
+
 // Issue 26 part 3: the plan one confirms from fits the terminal: each target's row
 // cut at the edge, its why whole on the lines beneath, broken at words.
 TEST(PlanText, AtTheTerminalsWidthRowsFitAndTheWhyIsWhole) {

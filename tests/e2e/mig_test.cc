@@ -6,6 +6,9 @@
 
 #include <signal.h>
 
+#include <filesystem>
+#include <set>
+
 #include "harness.h"
 #include "watch_child.h"
 
@@ -19,6 +22,19 @@ const json* gpu_of(const json& status, const std::string& id) {
   for (const auto& g : status.at("gpus"))
     if (g.at("index").dump() == id || g.at("index") == id) return &g;
   return nullptr;
+}
+
+// `free --gpu SELECTOR --yes` frees MIG device 0/gi1/ci0 (held by `one`) alone, verified
+// on its own memory; `two`, on 0/gi2/ci0 of the same GPU, lives on.
+void free_only_mig_device_one(SimNode& node, const std::string& selector, pid_t one, pid_t two) {
+  auto r = node.gpureap({"--json", "free", "--gpu", selector, "--yes"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json result = r.json();
+  ASSERT_EQ(result["gpus"].size(), 1u) << result.dump();
+  EXPECT_EQ(result["gpus"][0]["index"], "0/gi1/ci0");
+  EXPECT_EQ(result["gpus"][0]["freed"], true) << result["gpus"].dump();
+  EXPECT_FALSE(alive(one));
+  EXPECT_TRUE(alive(two)) << "the other MIG device of the same GPU";
 }
 
 TEST(Mig, EachMigDeviceIsAGpuAndFreeTouchesOnlyTheOneSelected) {
@@ -79,6 +95,102 @@ TEST(Mig, EachMigDeviceIsAGpuAndFreeTouchesOnlyTheOneSelected) {
   EXPECT_EQ(by_gi.exit_code, 0) << by_gi.out << by_gi.err;
   EXPECT_FALSE(alive(two.holders[0].first));
   EXPECT_TRUE(alive(whole.holders[0].first));
+}
+
+// A driver loaded without nv_cap_enable_devfs=1: a process on a MIG device holds the
+// capability files /proc/driver/nvidia/capabilities/gpu0/mig/gi<G>[/ci<C>]/access (in
+// the simulated node, its nvidia-capabilities/), not capability nodes. The files alone
+// say which MIG device a process NVML does not list (the client) uses.
+TEST(Mig, CapabilityFilesWithoutDevfsNameTheMigDeviceAProcessHolds) {
+  SimNode node({"--gpus", "1", "--memory", "96GiB", "--mig", "0:2", "--no-cap-devfs"});
+  ASSERT_FALSE(std::filesystem::exists(node.dir() + "/dev/nvidia-caps/nvidia-cap12"));
+  auto one = node.hold({"--gpu", "0", "--mig", "1", "--bytes", "6GiB"});
+  auto two = node.hold({"--gpu", "0", "--mig", "2", "--bytes", "4GiB"});
+  auto client = node.hold({"--gpu", "0", "--mig", "2", "--client-only"});
+
+  auto s = node.gpureap({"--json", "status"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const json status = s.json();
+  const json* a = gpu_of(status, "0/gi1/ci0");
+  const json* b = gpu_of(status, "0/gi2/ci0");
+  ASSERT_NE(a, nullptr) << s.out;
+  ASSERT_NE(b, nullptr) << s.out;
+  ASSERT_EQ((*a)["holders"].size(), 1u) << a->dump();
+  EXPECT_EQ((*a)["holders"][0]["pid"], one.holders[0].first);
+  const std::string ci_file = "/dev/nvidia-capabilities/gpu0/mig/gi1/ci0/access";
+  bool holds_file = false;
+  for (const auto& d : (*a)["holders"][0]["devices"])
+    holds_file = holds_file || d.get<std::string>().ends_with(ci_file);
+  EXPECT_TRUE(holds_file) << (*a)["holders"][0].dump();
+  std::set<long> on_b;
+  for (const auto& h : (*b)["holders"]) on_b.insert(h["pid"].get<long>());
+  EXPECT_EQ(on_b, (std::set<long>{two.holders[0].first, client.leader})) << b->dump();
+  for (const auto& h : status["other_holders"])
+    EXPECT_NE(h["pid"], client.leader) << "its capability files name MIG device 0/gi2/ci0";
+
+  free_only_mig_device_one(node, "0/gi1/ci0", one.holders[0].first, two.holders[0].first);
+  EXPECT_TRUE(alive(client.leader));
+}
+
+// `gpureap run` on a MIG device: the worker is started as a launcher starts it, with
+// CUDA_VISIBLE_DEVICES=MIG-<uuid>, and outlives the command (a daemon). The run tears it
+// down and verifies the release on that MIG device alone; the holder of the other MIG
+// device of the same GPU, outside the run, is untouched and still holds its memory.
+TEST(Mig, RunVerifiesTheReleaseOnTheMigDeviceItsWorkerHeld) {
+  SimNode node({"--gpus", "1", "--memory", "96GiB", "--mig", "0:2"});
+  auto other = node.hold({"--gpu", "0", "--mig", "2", "--bytes", "4GiB"});
+  auto before = node.gpureap({"--json", "status"});
+  ASSERT_EQ(before.exit_code, 0) << before.err;
+  const json before_status = before.json();
+  const json* a = gpu_of(before_status, "0/gi1/ci0");
+  ASSERT_NE(a, nullptr) << before.out;
+  const std::string uuid = (*a)["uuid"];
+
+  const std::string script = "CUDA_VISIBLE_DEVICES=" + uuid + " '" + GPUREAP_SIM_BIN +
+                             "' hold --dir '" + node.dir() +
+                             "' --gpu 0 --mig 1 --bytes 6GiB --daemon --release-delay 200ms"
+                             " && exit 7";
+  auto r = node.gpureap({"--json", "run", "--", "/bin/sh", "-c", script});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  auto j = json::parse(r.err, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << "stderr is not one JSON document: " << r.err;
+  EXPECT_GE(j.at("teardown").at("processes").get<int>(), 1) << "the daemon was torn down";
+  ASSERT_EQ(j.at("gpus").size(), 1u) << r.err;
+  EXPECT_EQ(j.at("gpus")[0].at("index"), "0/gi1/ci0") << r.err;
+  EXPECT_EQ(j.at("gpus")[0].at("freed"), true) << r.err;
+  EXPECT_EQ(j.at("memory_released"), true) << r.err;
+
+  EXPECT_TRUE(alive(other.holders[0].first)) << "outside the run, on the other MIG device";
+  auto after = node.gpureap({"--json", "status"});
+  const json status = after.json();
+  const json* a_after = gpu_of(status, "0/gi1/ci0");
+  const json* b_after = gpu_of(status, "0/gi2/ci0");
+  ASSERT_NE(a_after, nullptr) << after.out;
+  ASSERT_NE(b_after, nullptr) << after.out;
+  EXPECT_TRUE((*a_after)["holders"].empty()) << a_after->dump();
+  EXPECT_EQ((*a_after)["memory"]["used_bytes"], (*a_after)["memory"]["baseline_bytes"])
+      << a_after->dump();
+  ASSERT_EQ((*b_after)["holders"].size(), 1u) << b_after->dump();
+  EXPECT_EQ((*b_after)["holders"][0]["pid"], other.holders[0].first);
+  EXPECT_EQ((*b_after)["memory"]["used_bytes"], 4ULL << 30) << b_after->dump();
+}
+
+// Slurm's MIG GRES names a MIG device by its capability node
+// (MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap<N>,...): --gpu takes that path
+// and resolves it through the driver's mig-minors (the simulated node's table maps
+// 12/13 to 0/gi1 and 0/gi1/ci0, 21/22 to 0/gi2 and 0/gi2/ci0).
+TEST(Mig, ACapabilityNodeSelectsTheMigDeviceItGivesAccessTo) {
+  SimNode node({"--gpus", "1", "--memory", "96GiB", "--mig", "0:2"});
+  auto one = node.hold({"--gpu", "0", "--mig", "1", "--bytes", "6GiB"});
+  auto two = node.hold({"--gpu", "0", "--mig", "2", "--bytes", "4GiB"});
+
+  auto bad = node.gpureap({"free", "--gpu", "/dev/nvidia-caps/nvidia-cap99", "--yes"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("--gpu"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("names no MIG device"), std::string::npos) << bad.err;
+  EXPECT_TRUE(alive(one.holders[0].first));
+
+  free_only_mig_device_one(node, "/dev/nvidia-caps/nvidia-cap13", one.holders[0].first, two.holders[0].first);
 }
 
 TEST(Mig, AMigDeviceThatIsNotThereIsAUsageErrorListingTheDevices) {
