@@ -185,7 +185,8 @@ int run_blockers(const GlobalOptions& global, const StatusOptions& options) {
   if (global.json)
     print_out(report::document_text(report::blockers_json(all, inv)));
   else
-    print_out(report::blockers_table(all, inv, stdout_style(global)));
+    print_out(report::blockers_table(all, inv, stdout_style(global),
+                                     stdout_table_width(options.wide)));
   const bool blocked = std::any_of(all.begin(), all.end(),
                                    [](const inventory::GpuBlockers& g) { return g.blocked(); });
   const bool unknown = std::any_of(all.begin(), all.end(), [](const inventory::GpuBlockers& g) {

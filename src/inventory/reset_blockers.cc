@@ -250,7 +250,7 @@ GpuBlockers blockers_of(const Inventory& inv, gpu::DeviceId parent,
     b.cls = BlockerClass::gpureap_agent;
     b.process.id.pid = agent->pid;
     b.process.comm = "gpureap";
-    b.known_as = "gpureap agent (gpureap watch)";
+    b.known_as = "the agent, gpureap watch";
     b.what = "keeps an NVML session open, a client of every GPU";
     // docs/watch.md, "Letting go of NVML for a GPU reset".
     b.next_step = fmt::format(

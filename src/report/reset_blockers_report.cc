@@ -45,7 +45,8 @@ std::string devices_text(const inventory::Blocker& b) {
 }  // namespace blockers_report
 
 std::string blockers_table(const std::vector<inventory::GpuBlockers>& gpus,
-                           const inventory::Inventory& inv, const Style& style) {
+                           const inventory::Inventory& inv, const Style& style,
+                           TableWidth width) {
   using namespace blockers_report;
   std::string out;
   bool any = false;
@@ -65,9 +66,13 @@ std::string blockers_table(const std::vector<inventory::GpuBlockers>& gpus,
                                   g.blockers.size(), g.blockers.size() == 1 ? "" : "s")) +
            "\n";
     for (const auto& b : g.blockers) {
-      out += fmt::format("  {} {}{}\n", style.red(fmt::format("{:<17}", enum_name(b.cls))),
-                         process_text(b), devices_text(b));
-      out += fmt::format("  {:<17} {}\n", "", terminal_text(b.what));
+      const std::string cls = style.red(fmt::format("{:<17}", enum_name(b.cls)));
+      if (b.cls == inventory::BlockerClass::persistence_mode) {  // a setting, not a process
+        out += fmt::format("  {} {}\n", cls, terminal_text(b.what));
+      } else {
+        out += fmt::format("  {} {}{}\n", cls, process_text(b), devices_text(b));
+        out += fmt::format("  {:<17} {}\n", "", terminal_text(b.what));
+      }
       out += fmt::format("  {:<17} next: {}\n", "", terminal_text(b.next_step));
     }
     for (const auto& u : g.unknowns) out += style.yellow("  ! " + terminal_text(u)) + "\n";
@@ -82,6 +87,7 @@ std::string blockers_table(const std::vector<inventory::GpuBlockers>& gpus,
   if (any)
     out += "gpureap never changes GPU or MIG settings: each next step is yours to run "
            "(docs/mig.md, \"What blocks a MIG change or a reset\").\n";
+  if (const auto columns = width.limit()) return wrap_lines(out, *columns, Hang::description);
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include "inventory/inventory.h"
 #include "inventory/reset_blockers.h"
 #include "report/style.h"
+#include "report/table_layout.h"
 
 namespace gpureap::report {
 
@@ -17,8 +18,11 @@ namespace gpureap::report {
 /// with what it holds and its next step; "Nothing blocks a reset or MIG change of GPU
 /// N (BUS)." when none, unless something could not be seen (then said instead).
 /// The processes the scan could not inspect follow, as a warning (as in status).
+/// A terminal's `width` breaks long lines at words (continuations under their text);
+/// a pipe's (fixed) layout is never broken.
 std::string blockers_table(const std::vector<inventory::GpuBlockers>& gpus,
-                           const inventory::Inventory& inv, const Style& style);
+                           const inventory::Inventory& inv, const Style& style,
+                           TableWidth width = {});
 
 /// The document: schema_version, command "status --blockers", gpus[] (gpu, uuid,
 /// pci_bus_id, mig_mode, mig_devices[], blocked, blockers[], unknowns[]), nvml state,

@@ -37,6 +37,26 @@ TEST(BlockersReport, ABlockerIsItsClassProcessDevicesWhatAndNextStep) {
             "(docs/mig.md, \"What blocks a MIG change or a reset\").\n");
 }
 
+// Seen on the H200: persistence mode's row had an empty first line, and the agent's next
+// step ran past a 160-column terminal.
+TEST(BlockersReport, PersistenceModeIsOneLineAndATerminalsWidthIsKept) {
+  inventory::Inventory inv = node_of_two();
+  inv.gpus[1].info.persistence_mode = true;
+  const std::string text =
+      blockers_table(inventory::find_reset_blockers(inv), inv, Style{}, TableWidth{60});
+  EXPECT_NE(text.find("\n  persistence_mode  persistence mode is on"), std::string::npos) << text;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t nl = text.find('\n', at);
+    EXPECT_LE(visible_width(std::string_view(text).substr(at, nl - at)), 60u) << text;
+    at = nl + 1;
+  }
+  // A pipe's layout is never broken.
+  const std::string piped = blockers_table(inventory::find_reset_blockers(inv), inv, Style{});
+  EXPECT_NE(piped.find("(docs/mig.md, \"What blocks a MIG change or a reset\").\n"),
+            std::string::npos);
+}
+
 TEST(BlockersReport, WhatCannotBeSeenIsSaidInsteadOfNothingBlocks) {
   inventory::Inventory inv = tv::idle_node(1);  // persistence mode unknown
   inv.problems.push_back({1, "memory maps unreadable (permission denied)"});
