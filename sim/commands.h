@@ -28,11 +28,21 @@ struct NodeOptions {
   std::vector<unsigned> minors;
   std::string name = "NVIDIA H200";
   std::string persistence = "off";
-  std::vector<std::string> mig;  // "GPU:N": GPU in MIG mode with N MIG devices
+  std::vector<std::string> mig;  // "GPU:N[xC]": GPU in MIG mode, N GPU instances (C CIs each)
   bool no_cap_devfs = false;     // MIG capabilities as files, not device nodes
   bool force = false;
 };
 int run_node(const NodeOptions& options);
+
+/// `gpureap-sim container`: a container's view of node `dir` given one MIG device.
+struct ContainerOptions {
+  fs::path dir;
+  fs::path out;  // the view's directory; its dev/ is the container's /dev
+  unsigned gpu = 0;
+  unsigned mig = 1;  // GPU instance
+  unsigned ci = 0;   // compute instance
+};
+int run_container(const ContainerOptions& options);
 
 int run_mode(const fs::path& dir, const std::vector<std::string>& words,
              std::optional<unsigned> gpu);
@@ -42,6 +52,7 @@ struct HoldOptions {
   fs::path dir;
   unsigned gpu = 0;
   std::optional<unsigned> mig;  // hold on this GPU instance of a GPU in MIG mode
+  unsigned ci = 0;              // ... on this compute instance of it
   std::string bytes;
   unsigned children = 0;
   bool same_gpu = false;

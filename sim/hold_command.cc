@@ -67,6 +67,7 @@ Result<HoldPlan> make_plan(const HoldOptions& o) {
         fmt::format("--cgroup '{}' must be a relative name below the cgroup2 mount", o.cgroup));
 
   if (o.util && *o.util > 100) return fail("--util is a percent: 0 to 100");
+  if (o.ci != 0 && !o.mig) return fail("--ci needs --mig (a compute instance of a GPU instance)");
   if (o.ghost_reads > 0 && !o.ghost) return fail("--ghost-reads needs --ghost");
   if (o.ghost && (o.stuck || !o.release_delay.empty() || o.client_only))
     return fail("--ghost leaves no memory behind: it cannot be combined with --stuck, "
@@ -84,9 +85,10 @@ Result<HoldPlan> make_plan(const HoldOptions& o) {
     const auto& g = plan.node.gpus[o.gpu];
     if (o.mig) {
       auto m = std::find_if(g.mig.begin(), g.mig.end(),
-                            [&](const GpuConfig::Mig& x) { return x.gi == *o.mig; });
+                            [&](const GpuConfig::Mig& x) { return x.gi == *o.mig && x.ci == o.ci; });
       if (m == g.mig.end())
-        return fail(fmt::format("--mig {}: GPU {} has no such GPU instance{}", *o.mig, o.gpu,
+        return fail(fmt::format("--mig {} --ci {}: GPU {} has no such MIG device{}", *o.mig, o.ci,
+                                o.gpu,
                                 g.mig.empty() ? " (it is not in MIG mode: node --mig)" : ""));
       if (o.children > 0 && !o.same_gpu)
         return fail("--mig puts every holder on one MIG device: add --same-gpu with --children");

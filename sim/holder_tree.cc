@@ -80,7 +80,7 @@ void hold_gpu(const HoldPlan& plan, unsigned gpu) {
   // Without nv_cap_enable_devfs (node --no-cap-devfs) they are the capability files.
   if (o.mig)
     for (const auto& m : g.mig)
-      if (m.gi == *o.mig) {
+      if (m.gi == *o.mig && m.ci == o.ci) {
         std::vector<fs::path> caps = {plan.paths.cap_node(m.gi_cap), plan.paths.cap_node(m.ci_cap)};
         if (!plan.node.cap_devfs)
           caps = {plan.paths.capability_file(g.minor, m.gi, std::nullopt),
@@ -104,6 +104,7 @@ void hold_gpu(const HoldPlan& plan, unsigned gpu) {
   a.comm = st ? st->comm : "";
   a.pid_ns = own_pid_namespace();
   a.gi = o.mig;
+  a.ci = o.ci;
   if (auto ok = lock_allocation(plan.paths, a); !ok) die(plan, ok.error().message);
   if (auto ok = register_allocation(plan.paths, a); !ok) die(plan, ok.error().message);
   report(plan, fmt::format("H {} {} {}", a.pid, gpu, a.bytes));

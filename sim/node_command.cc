@@ -76,17 +76,26 @@ Result<NodeConfig> node_from_options(const NodeOptions& o) {
   auto node = make_node_config(o.gpus, *total, *baseline, reserved, o.minors, o.name,
                           o.persistence == "on");
   for (const std::string& spec : o.mig) {
-    const auto colon = spec.find(':');
-    unsigned gpu = 0, devices = 0;
-    const bool parsed =
-        colon != std::string::npos &&
-        std::from_chars(spec.data(), spec.data() + colon, gpu).ptr == spec.data() + colon &&
-        std::from_chars(spec.data() + colon + 1, spec.data() + spec.size(), devices).ptr ==
-            spec.data() + spec.size() &&
-        colon > 0 && colon + 1 < spec.size();
-    if (!parsed || devices == 0 || devices > 7 || gpu >= o.gpus)
-      return fail(fmt::format("--mig {}: expected GPU:N with a GPU of the node and N in 1..7", spec));
-    add_mig_devices(node.gpus[gpu], devices);
+    // "GPU:N" (N GPU instances, one compute instance each) or "GPU:NxC" (C each).
+    unsigned gpu = 0, devices = 0, cis = 1;
+    const char* p = spec.data();
+    const char* end = spec.data() + spec.size();
+    auto number = [&](unsigned& out) {
+      auto r = std::from_chars(p, end, out);
+      const bool ok = r.ec == std::errc() && r.ptr != p;
+      p = r.ptr;
+      return ok;
+    };
+    bool parsed = number(gpu) && p != end && *p++ == ':' && number(devices);
+    if (parsed && p != end) parsed = *p++ == 'x' && number(cis);
+    parsed = parsed && p == end;
+    if (!parsed || devices == 0 || devices > 7 || cis == 0 || cis > 7 / devices ||
+        gpu >= o.gpus)
+      return fail(fmt::format(
+          "--mig {}: expected GPU:N or GPU:NxC with a GPU of the node, N GPU instances in 1..7 "
+          "and C compute instances each, at most 7/N",
+          spec));
+    add_mig_devices(node.gpus[gpu], devices, cis);
   }
   if (o.no_cap_devfs && o.mig.empty()) return fail("--no-cap-devfs needs --mig");
   node.cap_devfs = !o.no_cap_devfs;
@@ -146,12 +155,15 @@ int run_node(const NodeOptions& o) {
   for (const auto& g : node->gpus) nodes.push_back(paths.gpu_node(g.minor));
   bool mig = false;
   for (const auto& g : node->gpus)
-    for (const auto& m : g.mig) {
+    for (std::size_t i = 0; i < g.mig.size(); ++i) {
+      const auto& m = g.mig[i];
+      // The compute instances of one GPU instance share its capability: one node.
+      const bool first_of_gi = i == 0 || g.mig[i - 1].gi != m.gi;
       if (node->cap_devfs) {
-        nodes.push_back(paths.cap_node(m.gi_cap));
+        if (first_of_gi) nodes.push_back(paths.cap_node(m.gi_cap));
         nodes.push_back(paths.cap_node(m.ci_cap));
       } else {
-        nodes.push_back(paths.capability_file(g.minor, m.gi, std::nullopt));
+        if (first_of_gi) nodes.push_back(paths.capability_file(g.minor, m.gi, std::nullopt));
         nodes.push_back(paths.capability_file(g.minor, m.gi, m.ci));
         fs::create_directories(nodes.back().parent_path(), ec);
       }

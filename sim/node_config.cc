@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cctype>
@@ -98,31 +99,45 @@ NodeConfig make_node_config(unsigned gpus, std::uint64_t total, std::uint64_t ba
   return node;
 }
 
-void add_mig_devices(GpuConfig& gpu, unsigned devices) {
+void add_mig_devices(GpuConfig& gpu, unsigned instances, unsigned compute_instances) {
   gpu.mig.clear();
-  for (unsigned k = 0; k < devices; ++k) {
-    GpuConfig::Mig m;
-    m.gi = k + 1;
-    m.ci = 0;
-    // Deterministic, distinct per GPU and instance, in NVIDIA's MIG-<uuid> form.
-    m.uuid = fmt::format("MIG-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", 0x5a3f0000U + gpu.index * 16 + k,
-                         0x1000 + gpu.index, 0x2000 + m.gi, 0x3000 + m.ci, 0xabcdef000000ULL + k);
-    const unsigned slices = 7 / std::max(devices, 1U);
-    m.name = fmt::format("{} MIG {}g.{}gb", gpu.name, slices, (gpu.total / devices) >> 30);
-    m.total = gpu.total / devices;
-    // As the driver numbers them: 3 + GPU minor * 66 + GI * 9 for the GI, +1+CI for a CI
-    // (any stable numbering works: gpureap reads the map, never a formula).
-    m.gi_cap = 3 + gpu.minor * 66 + m.gi * 9;
-    m.ci_cap = m.gi_cap + 1 + m.ci;
-    gpu.mig.push_back(std::move(m));
+  instances = std::max(instances, 1U);
+  compute_instances = std::max(compute_instances, 1U);
+  const unsigned slices = 7 / instances;
+  const std::uint64_t total = gpu.total / instances;
+  for (unsigned k = 0; k < instances; ++k) {
+    for (unsigned c = 0; c < compute_instances; ++c) {
+      GpuConfig::Mig m;
+      m.gi = k + 1;
+      m.ci = c;
+      const unsigned n = k * compute_instances + c;
+      // Deterministic, distinct per GPU and MIG device, in NVIDIA's MIG-<uuid> form.
+      m.uuid = fmt::format("MIG-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                           0x5a3f0000U + gpu.index * 16 + n, 0x1000 + gpu.index, 0x2000 + m.gi,
+                           0x3000 + m.ci, 0xabcdef000000ULL + n);
+      // A compute instance smaller than its GPU instance is named "<c>c.<g>g.<mem>gb"
+      // (nvidia-smi's profile names); one that is the whole GPU instance "<g>g.<mem>gb".
+      const std::string ci_part =
+          compute_instances > 1 ? fmt::format("{}c.", std::max(slices / compute_instances, 1U))
+                                : "";
+      m.name = fmt::format("{} MIG {}{}g.{}gb", gpu.name, ci_part, slices, total >> 30);
+      m.total = total;
+      // As the driver numbers them: 3 + GPU minor * 66 + GI * 9 for the GI, +1+CI for a CI
+      // (any stable numbering works: gpureap reads the map, never a formula).
+      m.gi_cap = 3 + gpu.minor * 66 + m.gi * 9;
+      m.ci_cap = m.gi_cap + 1 + m.ci;
+      gpu.mig.push_back(std::move(m));
+    }
   }
 }
 
 std::string mig_minors_text(const NodeConfig& node) {
   std::string out = "config 1\nmonitor 2\n";
   for (const auto& g : node.gpus)
-    for (const auto& m : g.mig) {
-      out += fmt::format("gpu{}/gi{}/access {}\n", g.minor, m.gi, m.gi_cap);
+    for (std::size_t i = 0; i < g.mig.size(); ++i) {
+      const auto& m = g.mig[i];
+      if (i == 0 || g.mig[i - 1].gi != m.gi)
+        out += fmt::format("gpu{}/gi{}/access {}\n", g.minor, m.gi, m.gi_cap);
       out += fmt::format("gpu{}/gi{}/ci{}/access {}\n", g.minor, m.gi, m.ci, m.ci_cap);
     }
   return out;

@@ -66,13 +66,15 @@ struct GpuConfig {
   std::uint64_t baseline = 0;  // idle "used" of the v1 query
   std::uint64_t reserved = 0;  // the part of baseline the v2 query reports as reserved
   bool persistence = false;
-  /// MIG mode (`node --mig`): its MIG devices, each one GPU instance with one compute
-  /// instance, and the capability minors a process on it opens.
+  /// MIG mode (`node --mig`): its MIG devices, each one compute instance of a GPU
+  /// instance (`--mig 0:1x2`: two of one), and the capability minors a process on it
+  /// opens. The compute instances of one GPU instance share its memory and its GI
+  /// capability (`gi_cap`); each has its own `ci_cap`.
   struct Mig {
     unsigned gi = 0, ci = 0;
     std::string uuid;  // "MIG-xxxxxxxx-..."
     std::string name;  // "NVIDIA H200 MIG 3g.71gb"
-    std::uint64_t total = 0;
+    std::uint64_t total = 0;          // the GPU instance's memory (shared by its CIs)
     unsigned gi_cap = 0, ci_cap = 0;  // /dev/nvidia-caps/nvidia-cap<N>
   };
   std::vector<Mig> mig;
@@ -92,11 +94,13 @@ NodeConfig make_node_config(unsigned gpus, std::uint64_t total, std::uint64_t ba
                             std::uint64_t reserved, const std::vector<unsigned>& minors,
                             const std::string& name, bool persistence);
 
-/// Puts GPU `gpu` in MIG mode with `devices` MIG devices (GPU instances 1..N, compute
-/// instance 0 each), its memory split evenly, capability minors numbered as the driver
-/// does for that GPU's minor.
-void add_mig_devices(GpuConfig& gpu, unsigned devices);
-/// /dev/nvidia-caps/mig-minors for the node: every capability of every MIG device.
+/// Puts GPU `gpu` in MIG mode with `instances` GPU instances (1..N), each with
+/// `compute_instances` compute instances (0..C-1), one MIG device each; the memory split
+/// evenly between the GPU instances, capability minors numbered as the driver does for
+/// that GPU's minor.
+void add_mig_devices(GpuConfig& gpu, unsigned instances, unsigned compute_instances = 1);
+/// /dev/nvidia-caps/mig-minors for the node: every capability of every MIG device
+/// (a GPU instance's once, however many compute instances it has).
 std::string mig_minors_text(const NodeConfig& node);
 
 Result<NodeConfig> load_node_config(const fs::path& node_json);

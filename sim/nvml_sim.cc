@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <vector>
 #include <array>
 #include <cstring>
 #include <mutex>
@@ -47,6 +49,12 @@ struct Library {
   static constexpr unsigned kMaxMig = 7;
   std::array<std::array<nvmlDevice_st, kMaxMig>, kMaxDevices> mig_devices{};
   int session_fd = -1;  // D/sessions/<pid>.lock while initialized (a reset sees the client)
+  /// What the caller's device directory gives access to (a container view, `gpureap-sim
+  /// container`): the GPUs whose node it holds, in NVML index order, and per GPU the
+  /// positions in GpuConfig::mig of the MIG devices whose capabilities it holds. On the
+  /// node itself: everything.
+  std::vector<unsigned> visible_gpus;
+  std::array<std::vector<int>, kMaxDevices> visible_mig{};
 };
 
 Library& lib() {
@@ -91,6 +99,40 @@ nvmlReturn_t guarded(F&& f) {
   }
 }
 
+// The driver enumerates only what the caller may open: inside a container given one MIG
+// device (nvidia-container-toolkit), the GPU's node and that MIG device's capabilities.
+// The caller's device directory is $GPUREAP_DEV_DIR (D/dev when unset); a directory
+// other than D/dev is a container's view, and holds what the container was given.
+void find_visible(Library& l) {
+  const char* env = std::getenv("GPUREAP_DEV_DIR");
+  SimPaths caller{l.paths.root};
+  bool view = false;
+  if (env && *env) {
+    std::error_code ec;
+    view = !fs::equivalent(fs::path(env), l.paths.dev(), ec);
+    // SimPaths puts dev() under root: a root whose dev() is the caller's directory.
+    if (view) caller.root = fs::path(env).lexically_normal().parent_path();
+  }
+  auto exists = [](const fs::path& p) {
+    std::error_code ec;
+    return fs::exists(p, ec);
+  };
+  l.visible_gpus.clear();
+  for (const auto& g : l.node.gpus) {
+    l.visible_mig[g.index].clear();
+    if (view && !exists(caller.gpu_node(g.minor))) continue;
+    l.visible_gpus.push_back(g.index);
+    for (std::size_t k = 0; k < g.mig.size(); ++k) {
+      const auto& m = g.mig[k];
+      const bool granted =
+          !view || (l.node.cap_devfs
+                        ? exists(caller.cap_node(m.gi_cap)) && exists(caller.cap_node(m.ci_cap))
+                        : exists(caller.capability_file(g.minor, m.gi, m.ci)));
+      if (granted) l.visible_mig[g.index].push_back(static_cast<int>(k));
+    }
+  }
+}
+
 nvmlReturn_t do_init() {
   Library& l = lib();
   std::unique_lock lock(l.mu);
@@ -120,6 +162,7 @@ nvmlReturn_t do_init() {
     l.devices[i].index = i;
     for (unsigned k = 0; k < Library::kMaxMig; ++k) l.mig_devices[i][k] = {i, static_cast<int>(k)};
   }
+  find_visible(l);
   l.init_count = 1;
   l.session_fd = open_nvml_session(paths);
   return NVML_SUCCESS;
@@ -175,8 +218,11 @@ bool parent_of_mig(nvmlDevice_t dev, const GpuConfig& gpu) {
 GpuUsage usage(const GpuConfig& gpu, nvmlDevice_t dev = nullptr) {
   Library& l = lib();
   const GpuConfig::Mig* m = dev ? mig_of(dev, gpu) : nullptr;
+  // A MIG device's memory is its GPU instance's, shared by the GI's compute instances
+  // (NVML reports the same figures for each); its process list is its own CI's.
   return summarize(l.allocs->evaluate(gpu.index), gpu.index,
-                   m ? std::optional<unsigned>(m->gi) : std::nullopt);
+                   m ? std::optional<unsigned>(m->gi) : std::nullopt,
+                   m ? std::optional<unsigned>(m->ci) : std::nullopt);
 }
 
 nvmlReturn_t copy_string(const std::string& s, char* out, unsigned length) {
@@ -244,7 +290,7 @@ nvmlReturn_t device_count(unsigned* count) {
     std::lock_guard lock(l.mu);
     if (l.init_count == 0) return NVML_ERROR_UNINITIALIZED;
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *count = static_cast<unsigned>(l.node.gpus.size());
+    *count = static_cast<unsigned>(l.visible_gpus.size());
     return NVML_SUCCESS;
   });
 }
@@ -254,8 +300,8 @@ nvmlReturn_t handle_by_index(unsigned index, nvmlDevice_t* dev) {
     Library& l = lib();
     std::lock_guard lock(l.mu);
     if (l.init_count == 0) return NVML_ERROR_UNINITIALIZED;
-    if (dev == nullptr || index >= l.node.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
-    *dev = &l.devices[index];
+    if (dev == nullptr || index >= l.visible_gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+    *dev = &l.devices[l.visible_gpus[index]];
     return NVML_SUCCESS;
   });
 }
@@ -379,7 +425,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t dev, unsigned* index) {
     const GpuConfig* g = nullptr;
     if (auto r = begin(dev, Query::identity, lock, g); r != NVML_SUCCESS) return r;
     if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *index = g->index;
+    // The caller's NVML index: its place among the GPUs the caller sees.
+    const auto& visible = lib().visible_gpus;
+    auto it = std::find(visible.begin(), visible.end(), g->index);
+    if (it == visible.end()) return NVML_ERROR_INVALID_ARGUMENT;
+    *index = static_cast<unsigned>(it - visible.begin());
     return NVML_SUCCESS;
   });
 }
@@ -593,8 +643,11 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t dev, u
     if (auto r = begin(dev, Query::identity, lock, g); r != NVML_SUCCESS) return r;
     if (mig == nullptr || dev->mig >= 0) return NVML_ERROR_INVALID_ARGUMENT;
     if (g->mig.empty()) return NVML_ERROR_NOT_SUPPORTED;
-    if (index >= g->mig.size()) return NVML_ERROR_NOT_FOUND;
-    *mig = &lib().mig_devices[dev->index][index];
+    // Only the MIG devices the caller has access to, at indices 0.. (a container given
+    // one sees it at index 0); NOT_FOUND past them.
+    const auto& visible = lib().visible_mig[dev->index];
+    if (index >= visible.size()) return NVML_ERROR_NOT_FOUND;
+    *mig = &lib().mig_devices[dev->index][static_cast<unsigned>(visible[index])];
     return NVML_SUCCESS;
   });
 }

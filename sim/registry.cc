@@ -44,6 +44,7 @@ std::optional<Allocation> parse_allocation(const std::string& text) {
     a.comm = j.value("comm", "");
     a.pid_ns = j.value("pid_ns", std::uint64_t{0});
     if (j.contains("gi") && !j.at("gi").is_null()) a.gi = j.at("gi").get<unsigned>();
+    a.ci = j.value("ci", 0U);
     return a;
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
@@ -181,7 +182,8 @@ Result<void> register_allocation(const SimPaths& paths, const Allocation& a) {
                       {"release_delay_ns", a.release_delay.count()},
                       {"comm", a.comm},
                       {"pid_ns", a.pid_ns},
-                      {"gi", a.gi ? nlohmann::json(*a.gi) : nlohmann::json(nullptr)}};
+                      {"gi", a.gi ? nlohmann::json(*a.gi) : nlohmann::json(nullptr)},
+                      {"ci", a.ci}};
   return write_file_atomic(paths.allocs() / (a.name() + ".json"), j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
@@ -312,7 +314,7 @@ std::vector<AllocationTable::Entry> AllocationTable::evaluate(std::optional<unsi
 }
 
 GpuUsage summarize(const std::vector<AllocationTable::Entry>& entries, unsigned gpu,
-                   std::optional<unsigned> gi) {
+                   std::optional<unsigned> gi, std::optional<unsigned> ci) {
   GpuUsage u;
   for (const auto& e : entries) {
     if (e.alloc.gpu != gpu || e.state == AllocState::released) continue;
@@ -325,6 +327,7 @@ GpuUsage summarize(const std::vector<AllocationTable::Entry>& entries, unsigned 
     u.counted_bytes += e.alloc.bytes;
     if (e.state == AllocState::held) u.utilization = std::max(u.utilization, e.alloc.util);
     if (e.state != AllocState::held || e.alloc.client || !e.visible) continue;
+    if (ci && e.alloc.ci != *ci) continue;  // another compute instance's process
     auto it = std::find_if(u.processes.begin(), u.processes.end(),
                            [&](const auto& p) { return p.pid == e.alloc.pid; });
     if (it != u.processes.end())

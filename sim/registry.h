@@ -54,6 +54,7 @@ struct Allocation {
   std::string comm;
   std::uint64_t pid_ns = 0;  // inode of the holder's /proc/self/ns/pid (0: not recorded)
   std::optional<unsigned> gi;  // `hold --mig GI`: on that GPU instance of a MIG GPU
+  unsigned ci = 0;             // `hold --mig GI --ci C`: on that compute instance of it
 
   std::string name() const;  // "g<gpu>-<pid>-<start>"
 };
@@ -143,8 +144,11 @@ struct GpuUsage {
 /// Records one utilization read of each ghost in `usage` that has a read limit.
 void count_ghost_reads(const SimPaths& paths, const GpuUsage& usage);
 /// `gi` set: only the allocations on that GPU instance (a MIG device's own view); unset:
-/// every allocation on the GPU.
+/// every allocation on the GPU. `ci` set as well: the processes only of that compute
+/// instance, while the bytes stay the GPU instance's (its compute instances share its
+/// memory).
 GpuUsage summarize(const std::vector<AllocationTable::Entry>& entries, unsigned gpu,
-                   std::optional<unsigned> gi = std::nullopt);
+                   std::optional<unsigned> gi = std::nullopt,
+                   std::optional<unsigned> ci = std::nullopt);
 
 }  // namespace gpureap::sim

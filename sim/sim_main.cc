@@ -75,7 +75,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   node_cmd->add_option("--mig", node.mig,
-                       "GPU:N puts a GPU in MIG mode with N MIG devices (1..7), e.g. 0:2")
+                       "GPU:N puts a GPU in MIG mode with N GPU instances (1..7), one MIG device "
+                       "each, e.g. 0:2; GPU:NxC gives each GPU instance C compute instances "
+                       "(C MIG devices sharing its memory), e.g. 0:1x2")
       ->delimiter(',');
   node_cmd->add_flag("--no-cap-devfs", node.no_cap_devfs,
                      "MIG capabilities as files in D/dev/nvidia-capabilities (a driver without "
@@ -84,6 +86,20 @@ int main(int argc, char** argv) {
                      "recreate an existing node (refused while holders live)");
   node_cmd->footer(
       "\nPrints export lines for GPUREAP_NVML_LIBRARY, GPUREAP_SIM_DIR, GPUREAP_DEV_DIR.");
+
+  ContainerOptions container;
+  auto* container_cmd = app.add_subcommand(
+      "container", "a container's view of a node given one MIG device; prints its env");
+  add_dir(container_cmd, container.dir);
+  container_cmd->add_option("--out", container.out, "the view's directory (on D's file system)")
+      ->required();
+  container_cmd->add_option("--gpu", container.gpu, "the MIG device's GPU")->capture_default_str();
+  container_cmd->add_option("--mig", container.mig, "its GPU instance")->required();
+  container_cmd->add_option("--ci", container.ci, "its compute instance")->capture_default_str();
+  container_cmd->footer(
+      "\nThe view's dev/ holds nvidiactl, nvidia-uvm, the GPU's node and that MIG device's "
+      "capabilities (hard links),\nand the full mig-minors; with GPUREAP_DEV_DIR set to it, "
+      "NVML lists only that GPU and MIG device.");
 
   fs::path mode_dir;
   std::vector<std::string> mode_words;
@@ -121,6 +137,8 @@ int main(int argc, char** argv) {
   hold_cmd->add_option("--bytes", hold.bytes, "memory per holder, with a unit (20GiB)");
   hold_cmd->add_option("--mig", hold.mig,
                        "hold on this GPU instance of a GPU in MIG mode (opens its capabilities)");
+  hold_cmd->add_option("--ci", hold.ci,
+                       "with --mig: on this compute instance of the GPU instance (default 0)");
   hold_cmd->add_option("--children", hold.children,
                        "the server spawns N workers; worker k holds GPU gpu+k");
   hold_cmd->add_flag("--same-gpu", hold.same_gpu, "every worker holds --gpu");
@@ -213,6 +231,7 @@ int main(int argc, char** argv) {
   }
 
   if (node_cmd->parsed()) return run_node(node);
+  if (container_cmd->parsed()) return run_container(container);
   if (mode_cmd->parsed()) return run_mode(mode_dir, mode_words, mode_gpu);
   if (pm_cmd->parsed()) return run_persistence(pm_dir, pm_gpu, pm_value);
   if (hold_cmd->parsed()) return run_hold(hold);

@@ -41,4 +41,25 @@ bool grants(const proc::MigAccess& access, unsigned gpu_minor, const DeviceId& d
          (!access.ci || access.ci == device.ci);
 }
 
+bool shares_memory(const GpuInfo& a, const GpuInfo& b) {
+  return a.id.mig() && b.id.mig() && a.id != b.id && a.id.parent() == b.id.parent() &&
+         a.id.gi == b.id.gi && a.memory && b.memory && a.memory->total == b.memory->total &&
+         a.memory->used == b.memory->used;
+}
+
+bool uses_mig_device(const std::set<proc::MigAccess>& held, unsigned gpu_minor,
+                     const DeviceId& device) {
+  bool gpu_instance = false, some_compute_instance = false;
+  for (const proc::MigAccess& a : held) {
+    if (!grants(proc::MigAccess{a.gpu_minor, a.gi, std::nullopt}, gpu_minor, device)) continue;
+    if (!a.ci) {
+      gpu_instance = true;
+      continue;
+    }
+    some_compute_instance = true;
+    if (a.ci == device.ci) return true;
+  }
+  return gpu_instance && !some_compute_instance;
+}
+
 }  // namespace gpureap::gpu

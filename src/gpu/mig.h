@@ -5,6 +5,7 @@
 // place, and says which MIG device a capability a process holds (proc/mig_caps.h)
 // gives access to.
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,5 +29,19 @@ std::string mig_profile(const GpuInfo& device);
 /// whose minor is `gpu_minor`: the same GPU instance, and the same compute instance
 /// when `access` names one.
 bool grants(const proc::MigAccess& access, unsigned gpu_minor, const DeviceId& device);
+
+/// True when `a` and `b` are two compute instances of one GPU instance (CI-level sharing)
+/// that report the same memory figures (total and used): NVML answers a MIG device's
+/// memory query with its GPU instance's memory, which its compute instances share.
+bool shares_memory(const GpuInfo& a, const GpuInfo& b);
+
+/// True when a process holding the capabilities `held` uses `device` (a MIG device's id)
+/// of the GPU whose minor is `gpu_minor`. CUDA opens its GPU instance's capability and
+/// its compute instance's; the GPU instance's is shared by every compute instance of it
+/// (CI-level sharing: 0/gi1/ci0 and 0/gi1/ci1), so a process that holds a compute
+/// instance's capability of that GPU instance uses only the compute instances it holds,
+/// and one holding the GPU instance's alone may use any of them.
+bool uses_mig_device(const std::set<proc::MigAccess>& held, unsigned gpu_minor,
+                     const DeviceId& device);
 
 }  // namespace gpureap::gpu

@@ -145,5 +145,24 @@ TEST(MigGrants, ACapabilityGrantsItsOwnInstanceOnly) {
   EXPECT_FALSE(grants(proc::MigAccess{0, 1, 0u}, 0, DeviceId{0})) << "a whole GPU";
 }
 
+// CI-level sharing: 0/gi1/ci0 and 0/gi1/ci1 share the GPU instance's capability; a
+// process is on the compute instance whose capability it holds, never on its sibling.
+TEST(MigUses, TheSharedGpuInstanceCapabilityDoesNotPutAProcessOnEveryComputeInstance) {
+  const DeviceId ci0{0, 1u, 0u}, ci1{0, 1u, 1u}, other_gi{0, 2u, 0u};
+  const std::set<proc::MigAccess> on_ci1 = {{0, 1, std::nullopt}, {0, 1, 1u}};
+  EXPECT_TRUE(uses_mig_device(on_ci1, 0, ci1));
+  EXPECT_FALSE(uses_mig_device(on_ci1, 0, ci0)) << "its GI capability is ci0's too";
+  EXPECT_FALSE(uses_mig_device(on_ci1, 0, other_gi));
+  EXPECT_FALSE(uses_mig_device(on_ci1, 1, ci1)) << "another GPU's minor";
+  const std::set<proc::MigAccess> gi_only = {{0, 1, std::nullopt}};
+  EXPECT_TRUE(uses_mig_device(gi_only, 0, ci0)) << "no CI chosen yet: either";
+  EXPECT_TRUE(uses_mig_device(gi_only, 0, ci1));
+  const std::set<proc::MigAccess> both = {{0, 1, std::nullopt}, {0, 1, 0u}, {0, 1, 1u}};
+  EXPECT_TRUE(uses_mig_device(both, 0, ci0));
+  EXPECT_TRUE(uses_mig_device(both, 0, ci1));
+  EXPECT_FALSE(uses_mig_device({}, 0, ci0));
+  EXPECT_FALSE(uses_mig_device(on_ci1, 0, DeviceId{0})) << "a whole GPU";
+}
+
 }  // namespace
 }  // namespace gpureap::gpu

@@ -14,6 +14,29 @@
 namespace gpureap::inventory {
 namespace {
 
+// CI-level sharing (gpu/mig.h, shares_memory): the compute instances of one GPU instance
+// report its memory, so what a sibling compute instance's holders use is explained on
+// each of them; without this, 0/gi1/ci0 would show 0/gi1/ci1's memory as held by no one
+// ("driver-held", fit only for a reset) while ci1's holder runs.
+void explain_shared_memory(Inventory& inv) {
+  for (auto& view : inv.gpus) {
+    if (view.unattributed_bytes == 0 || !view.info.memory) continue;
+    std::uint64_t siblings = 0;
+    for (const auto& other : inv.gpus)
+      if (gpu::shares_memory(view.info, other.info)) siblings += other.attributed_bytes;
+    if (siblings == 0) continue;
+    view.unattributed_bytes = view.unattributed_bytes > siblings ? view.unattributed_bytes - siblings : 0;
+    if (view.unattributed_bytes <= freed_tolerance(view.info.memory->total)) {
+      view.unexplained = Unexplained::none;
+      view.unexplained_detail.clear();
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
 constexpr ino_t kProcPidInitIno = 0xEFFFFFFCU;  // include/linux/proc_ns.h
 
 std::string pid_list(const std::vector<gpu::GpuProcess>& procs) {
@@ -309,11 +332,7 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
       for (std::size_t i = 0; i < scan.holders.size(); ++i) {
         const auto& h = scan.holders[i];
         if (!h.gpu_minors.contains(*info.minor) || on_this_gpu.contains(h.id.pid)) continue;
-        if (info.id.mig() &&
-            std::none_of(h.mig_access.begin(), h.mig_access.end(), [&](const proc::MigAccess& a) {
-              return gpu::grants(a, *info.minor, info.id);
-            }))
-          continue;
+        if (info.id.mig() && !gpu::uses_mig_device(h.mig_access, *info.minor, info.id)) continue;
         bool uses = !nvml_ok || !nvml_listed.contains(static_cast<std::uint32_t>(h.id.pid));
         view.holders.push_back(GpuHolder{h, std::nullopt, uses});
         placed[i] = true;
@@ -352,6 +371,7 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
 
   for (std::size_t i = 0; i < scan.holders.size(); ++i)
     if (!placed[i]) inv.other_holders.push_back(std::move(scan.holders[i]));
+  explain_shared_memory(inv);
   return inv;
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "gpu/gpu_select.h"
+#include "gpu/mig.h"
 #include "proc/cgroup_fs.h"
 #include "proc/engine_role.h"
 #include "proc/proc_files.h"
@@ -159,6 +160,7 @@ class Reclaim {
   void set_thresholds(const inventory::Inventory& initial, const Plan& plan) {
     for (const auto& s : plan.skipped)
       if (s.kind != SkipKind::protected_process) left_alone_.insert(s.id);
+    for (const auto& t : plan.targets) targeted_.insert(t.id);
     std::optional<inventory::Inventory> direct;
     for (gpu::DeviceId idx : options_.selection.gpus) {
       const auto* view = find_view(initial, idx);
@@ -180,10 +182,18 @@ class Reclaim {
     // memory of its own to wait for, so what others hold stays "still held" (exit 1).
     // Where NVML gives no per-process figure, nothing can be subtracted.
     std::uint64_t left_alone = 0;
-    if (!no_targets)
+    if (!no_targets) {
       for (const auto& gh : view.holders)
         if (gh.uses_gpu && left_alone_.contains(gh.holder.id))
           left_alone += gh.gpu_bytes.value_or(0);
+      // A compute instance's memory figures are its GPU instance's (gpu/mig.h): what the
+      // holders of a sibling compute instance keep there stays unless they are targets.
+      for (const auto& other : latest_.gpus)
+        if (gpu::shares_memory(view.info, other.info))
+          for (const auto& gh : other.holders)
+            if (gh.uses_gpu && !targeted_.contains(gh.holder.id))
+              left_alone += gh.gpu_bytes.value_or(0);
+    }
     GpuRelease g = release_of(view, left_alone);
     if (!g.measured) return g;
     g.used = g.before;
@@ -623,6 +633,7 @@ class Reclaim {
   inventory::Inventory latest_;
   std::set<proc::ProcessId> signalled_;
   std::set<proc::ProcessId> left_alone_;  // skipped by the selection, not for protection
+  std::set<proc::ProcessId> targeted_;    // the plan's targets
   std::map<proc::ProcessId, proc::ProcessId> parent_of_killed_;  // target -> its parent
   std::map<proc::ProcessId, int> respawns_;                      // parent -> new holders seen
   std::vector<proc::ProcessId> survivors_;
