@@ -54,13 +54,7 @@ std::string encode_history(const GpuHistoryAnswer& answer) {
 Result<GpuHistoryAnswer> decode_history(std::string_view text) {
   try {
     json doc = json::parse(text.begin(), text.end());
-    if (!doc.is_object()) return fail("agent answer: not a JSON object");
-    if (auto it = doc.find("error"); it != doc.end() && !doc.contains("wire_version"))
-      return fail("the agent answered: " + text_from_wire(*it));
-    const int version = wire_integer<int>(doc, "wire_version");
-    if (version != kWireVersion)
-      return fail(
-          fmt::format("the agent speaks wire version {}, this gpureap {}", version, kWireVersion));
+    if (auto problem = wire_envelope_problem(doc, kWireVersion)) return fail(*problem);
     const json& h = wire_field(doc, "history");
     GpuHistoryAnswer out;
     out.now = number(wire_field(h, "now"), "now");

@@ -329,13 +329,7 @@ Result<double> decode_nvml_answer(std::string_view text_in) {
 Result<Inventory> decode_inventory(std::string_view text_in) {
   try {
     json doc = json::parse(text_in.begin(), text_in.end());
-    if (!doc.is_object()) return fail("agent answer: not a JSON object");
-    if (auto it = doc.find("error"); it != doc.end() && !doc.contains("wire_version"))
-      return fail("the agent answered: " + text_of(*it, "error"));
-    const int version = integer<int>(doc, "wire_version");
-    if (version != kWireVersion)
-      return fail(
-          fmt::format("the agent speaks wire version {}, this gpureap {}", version, kWireVersion));
+    if (auto problem = wire_envelope_problem(doc, kWireVersion)) return fail(*problem);
     Inventory inv;
     inv.nvml_state = enum_of<gpu::NvmlState>(doc, "nvml_state");
     inv.nvml_problem = string(doc, "nvml_problem");

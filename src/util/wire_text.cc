@@ -81,4 +81,20 @@ bool wire_boolean(const nlohmann::json& j, const char* key) {
   return v.get<bool>();
 }
 
+std::optional<std::string> wire_envelope_problem(const nlohmann::json& doc, int version) {
+  if (!doc.is_object()) return "agent answer: not a JSON object";
+  if (auto it = doc.find("error"); it != doc.end() && !doc.contains("wire_version")) {
+    try {
+      return "the agent answered: " + text_from_wire(*it);
+    } catch (const WireError& e) {
+      throw WireError(std::string("error: ") + e.what());
+    }
+  }
+  const int got = wire_integer<int>(doc, "wire_version");
+  if (got != version)
+    return "the agent speaks wire version " + std::to_string(got) + ", this gpureap " +
+           std::to_string(version);
+  return std::nullopt;
+}
+
 }  // namespace gpureap

@@ -31,6 +31,12 @@ struct WireError : std::runtime_error {
 /// The bytes of a wire value written by wire_text. Throws WireError for anything else.
 std::string text_from_wire(const nlohmann::json& j);
 
+/// Why an agent's answer `doc` cannot be read as a document of wire version `version`:
+/// not an object, the agent's own {"error": ...}, or another wire version; nullopt when
+/// it can. A malformed error text or version field throws WireError. The one envelope
+/// check of every answer (inventory_wire, history_wire).
+std::optional<std::string> wire_envelope_problem(const nlohmann::json& doc, int version);
+
 // Strict typed reads, shared by both wires: a missing field, a wrong type or an integer
 // out of T's range is a WireError naming the field (nlohmann's get<unsigned>() would
 // wrap -1 silently).

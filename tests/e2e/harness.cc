@@ -395,4 +395,10 @@ bool alive(pid_t pid) {
   return s != '\0' && s != 'Z' && s != 'X';
 }
 
+const nlohmann::json* gpu_of(const nlohmann::json& status, const std::string& id) {
+  for (const auto& g : status.at("gpus"))
+    if (g.at("index").dump() == id || g.at("index") == id) return &g;
+  return nullptr;
+}
+
 }  // namespace gpureap::e2e

@@ -74,6 +74,9 @@ class SimNode {
       tracked_;  // (pid, start time) of every holder process
 };
 
+/// The GPU of a status document's "gpus" whose index is `id` ("3", or a MIG device's
+/// "0/gi1/ci0"), or null.
+const nlohmann::json* gpu_of(const nlohmann::json& status, const std::string& id);
 /// True when a process with this pid exists and is not a zombie.
 bool alive(pid_t pid);
 /// State letter from /proc/PID/stat, '\0' when gone.

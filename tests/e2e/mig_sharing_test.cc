@@ -15,11 +15,6 @@ namespace mig_sharing_test {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-const json* gpu_of(const json& status, const std::string& id) {
-  for (const auto& g : status.at("gpus"))
-    if (g.at("index") == id) return &g;
-  return nullptr;
-}
 
 std::vector<pid_t> holder_pids(const json& gpu) {
   std::vector<pid_t> pids;

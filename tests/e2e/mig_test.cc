@@ -18,11 +18,6 @@ namespace mig_test {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-const json* gpu_of(const json& status, const std::string& id) {
-  for (const auto& g : status.at("gpus"))
-    if (g.at("index").dump() == id || g.at("index") == id) return &g;
-  return nullptr;
-}
 
 // `free --gpu SELECTOR --yes` frees MIG device 0/gi1/ci0 (held by `one`) alone, verified
 // on its own memory; `two`, on 0/gi2/ci0 of the same GPU, lives on.
