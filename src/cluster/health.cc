@@ -25,7 +25,7 @@ std::map<gpu::DeviceId, HeldGpu> held_in(const inventory::Inventory& inv,
   for (const auto& v : inv.gpus) {
     if (!inventory::is_selected(gpus, v.info.id) || !v.info.memory) continue;
     HeldGpu h{v.info.id, 0, {}, {}};
-    if (v.unexplained == inventory::Unexplained::driver_held) {
+    if (inventory::gpu_state(v) == inventory::GpuState::driver_held) {
       h.bytes += v.unattributed_bytes;
       h.classes.push_back(reclaim::LeftoverClass::driver_held);
     }

@@ -76,12 +76,10 @@ std::vector<HeldGpu> held_after(const reclaim::ReclaimReport& r) {
   return out;
 }
 
-// At baseline, no process uses it (a monitoring client that only has the node open
-// does not count), and not a ghost (busy with no process: a job there would crawl).
+// The one rule (inventory::gpu_state): at baseline, no process uses it (a monitoring
+// client that only has the node open does not count), and not a ghost.
 bool clean(const inventory::GpuView& v) {
-  return inventory::gpu_state(v) == inventory::GpuState::free &&
-         std::none_of(v.holders.begin(), v.holders.end(),
-                      [](const inventory::GpuHolder& h) { return h.uses_gpu; });
+  return inventory::gpu_state(v) == inventory::GpuState::free;
 }
 
 // running_job_of()'s rule as filters: a process in the cgroup of one of `jobs`, or with
@@ -210,7 +208,7 @@ JobCheck check_before_job(inventory::Node& node, reclaim::AuditedControl& contro
   // Memory still falling (the previous job's release) is waited for, briefly.
   bool releasing = std::any_of(out.job_gpus.begin(), out.job_gpus.end(), [&](gpu::DeviceId g) {
     const auto* v = find_view(inv, g);
-    return v && v->unexplained == inventory::Unexplained::releasing;
+    return v && inventory::gpu_state(*v) == inventory::GpuState::releasing;
   });
   if (releasing) {
     std::vector<reclaim::GpuRelease> gpus;

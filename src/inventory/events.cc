@@ -312,7 +312,7 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
   }
 
   // 3b. A ghost GPU: busy with no process for the inventory's window.
-  const bool ghost = view.busy.kind == Busy::ghost;
+  const bool ghost = gpu_state(view) == inventory::GpuState::ghost;
   if (ghost != st.ghost) {
     Event e = gpu_event(ghost ? EventKind::ghost_gpu : EventKind::ghost_gpu_gone, view, now);
     e.bytes = view.used();
@@ -350,7 +350,7 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
     if (cls != Unexplained::none)
       e.detail =
           fmt::format("{}; {} still unattributed ({})", gone, format_bytes(bytes), to_string(cls));
-    else if (view.at_baseline())
+    else if (gpu_state(view) == inventory::GpuState::free)
       e.detail = fmt::format("{}; GPU {} is back at its baseline ({} used)", gone, view.info.id,
                              format_bytes(view.used()));
     else

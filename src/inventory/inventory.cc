@@ -262,7 +262,12 @@ GpuState gpu_state(const GpuView& view) {
   if (view.busy.kind == Busy::ghost) return GpuState::ghost;
   switch (view.unexplained) {
     case Unexplained::none:
-      return view.at_baseline() ? GpuState::free : GpuState::held;
+      // Free counts users, not openers: a monitoring client with the node open holds
+      // nothing, a process NVML lists here (or one that may hold it unlisted) does.
+      return view.at_baseline() && std::none_of(view.holders.begin(), view.holders.end(),
+                                                [](const GpuHolder& h) { return h.uses_gpu; })
+                 ? GpuState::free
+                 : GpuState::held;
     case Unexplained::releasing:
       return GpuState::releasing;
     case Unexplained::driver_held:

@@ -98,13 +98,14 @@ struct GpuView {
 /// plan's "nothing to do" read, so that no caller decides "is this GPU idle?" its own way.
 /// In this order: memory NVML could not read is not measured (never free); a GPU busy
 /// with no process is a ghost whatever its memory; memory within the freed tolerance of
-/// the baseline is free; memory above it is held by processes when they explain it, and
+/// the baseline with no process using the GPU (openers do not count) is free; memory above
+/// it, or any user, is held by processes when they explain it, and
 /// otherwise the Unexplained class says by whom.
 enum class GpuState {
   not_measured,       // NVML gave no memory figure: nothing can be concluded
   ghost,              // busy with no process (Busy::ghost): reset or reboot
-  free,               // at baseline, nothing unexplained
-  held,               // above baseline, explained by the processes that hold it
+  free,               // at baseline, nothing unexplained, no process uses it (openers aside)
+  held,               // processes use it and explain its memory
   releasing,          // Unexplained::releasing
   driver_held,        // Unexplained::driver_held
   outside_namespace,  // Unexplained::outside_namespace

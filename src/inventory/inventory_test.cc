@@ -1,6 +1,7 @@
 #include "inventory/inventory.h"
 #include "util/units.h"
 #include "gpu/test_devices.h"
+#include "inventory/test_views.h"
 
 #include <gtest/gtest.h>
 
@@ -166,6 +167,27 @@ TEST(ClassifyBusy, BusyWithOnlyOrphansIsTheOrphansWorkAndWithALiveUserNothing) {
   EXPECT_EQ(inv.gpus[0].busy.kind, Busy::orphan_computing);
   EXPECT_NE(inv.gpus[0].busy.detail.find("orphans"), std::string::npos);
   EXPECT_EQ(inv.gpus[1].busy.kind, Busy::none) << "a live, parented user: busy is its work";
+}
+
+}  // namespace
+}  // namespace gpureap::inventory
+
+namespace gpureap::inventory {
+namespace {
+
+// "Free" is defined once (architecture review wave 4, §3.1): at the baseline, nothing
+// unexplained, and no process *uses* the GPU. An opener (a monitoring client with the node
+// open, its memory elsewhere) does not hold it; a user at the baseline does.
+TEST(GpuState, FreeCountsUsersNotOpeners) {
+  GpuView idle = testing::idle_gpu(0);
+  EXPECT_EQ(gpu_state(idle), GpuState::free);
+  GpuView opener = testing::idle_gpu(1);
+  testing::add_holder(opener, 100, 0, testing::Lineage::live, /*uses_gpu=*/false);
+  EXPECT_EQ(gpu_state(opener), GpuState::free) << "a monitoring client holds nothing";
+  GpuView user = testing::idle_gpu(2);
+  testing::add_holder(user, 101, 2 * kMiB, testing::Lineage::live);
+  ASSERT_TRUE(user.at_baseline());
+  EXPECT_EQ(gpu_state(user), GpuState::held) << "a process with a context on it uses it";
 }
 
 }  // namespace

@@ -529,7 +529,7 @@ class Reclaim {
       const auto* view = find_view(latest_, g.gpu);
       // A ghost GPU is not free whatever its memory says: a new job there would
       // crawl (inventory::Busy::ghost).
-      const bool ghost = view && view->busy.kind == inventory::Busy::ghost;
+      const bool ghost = view && inventory::gpu_state(*view) == inventory::GpuState::ghost;
       // Freed stays freed unless this last reading says otherwise: taken again since
       // (a late replacement), or a ghost.
       const bool taken_again = view && view->info.memory && view->used() > g.threshold;
@@ -544,7 +544,9 @@ class Reclaim {
         continue;
       }
       g.used = view->used();
-      if (view->at_baseline() && view->holders.empty() && !ghost) {
+      // The one rule: free counts users, not openers (a monitoring client with the node
+      // open does not keep a released GPU from being freed).
+      if (inventory::gpu_state(*view) == inventory::GpuState::free) {
         g.freed = true;
         if (!g.freed_at) g.freed_at = since_t0();
         continue;

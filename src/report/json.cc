@@ -217,6 +217,7 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
                                        : "query_failed"},
         {"problem", info.problem.empty() ? nlohmann::ordered_json(nullptr)
                                          : nlohmann::ordered_json(info.problem)}}},
+      {"state", inventory::to_string(inventory::gpu_state(view))},
       {"memory", memory},
       {"attributed_bytes", view.attributed_bytes},
       {"orphaned_bytes", view.orphaned_bytes()},

@@ -205,7 +205,18 @@ void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder
            "1 when the GPU is a ghost: busy (SM utilization >= 50% for 3 consecutive ticks) "
            "with no process using it anywhere; only a reset or a reboot ends it. 0 otherwise.");
   for (const auto& g : gpus)
-    x.sample(gpu_labels(inv, g), g.busy.kind == inventory::Busy::ghost ? 1 : 0);
+    x.sample(gpu_labels(inv, g), inventory::gpu_state(g) == inventory::GpuState::ghost ? 1 : 0);
+
+  x.family("gpureap_gpu_state", "gauge",
+           "1 under the GPU's one state (label state: free, held, releasing, driver_held, ghost, "
+           "outside_namespace, unknown, not_measured; as status and top say it), 0 under the "
+           "others; every state always present.");
+  for (const auto& g : gpus) {
+    const auto state = inventory::gpu_state(g);
+    for (auto s : enum_values<inventory::GpuState>())
+      x.sample(with(gpu_labels(inv, g), "state", std::string(inventory::enum_name(s))),
+               s == state ? 1 : 0);
+  }
 
   x.family("gpureap_gpu_holders", "gauge",
            "Processes holding the GPU, by kind: live, orphaned (parent or launcher died), "
