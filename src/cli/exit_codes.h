@@ -12,6 +12,8 @@ inline constexpr int kExitUsage = 2;      // bad flags or input
 inline constexpr int kExitSystem = 3;  // system error: NVML unusable when required, lock held, I/O
 inline constexpr int kExitNothingToDo = 4;  // free: no holder matched the selection
 inline constexpr int kExitTimeout = 5;      // wait: the GPUs were not free before --timeout
+inline constexpr int kExitGhost = 6;  // wait: a selected GPU is a ghost (busy with no process):
+                                      // no wait frees it, so it fails at once
 
 // The help footers: the whole table for `gpureap --help`, and for each command
 // only the statuses it can return. They restate README's "Exit status" table;
@@ -26,6 +28,7 @@ inline constexpr const char* kExitCodesHelp =
     "     another free holds the lock, I/O)\n"
     "  4  free: nothing to do (no holder on the selected GPUs, memory at baseline)\n"
     "  5  wait: timed out before the GPUs were free\n"
+    "  6  wait: a selected GPU is a ghost (busy with no process); said at once\n"
     "  run: the command's own status; 128+N if it was killed by signal N; 127 not found; 126 not\n"
     "       executable; 1 if the command exited 0 but GPU memory stayed held after teardown;\n"
     "       3 if it exited 0 but the release could not be measured (NVML failed or hung)";
@@ -65,7 +68,8 @@ inline constexpr const char* kWaitExitHelp =
     "  0  the selected GPUs are free\n"
     "  2  usage error (bad flag, selector, size or duration)\n"
     "  3  NVML unusable, or a selected GPU it cannot read (lost, hung)\n"
-    "  5  timed out before the GPUs were free";
+    "  5  timed out before the GPUs were free\n"
+    "  6  a selected GPU is a ghost (busy with no process): said at once";
 
 inline constexpr const char* kRunExitHelp =
     "Exit status:\n"
@@ -73,7 +77,7 @@ inline constexpr const char* kRunExitHelp =
     "  executable; 1 if the command exited 0 but GPU memory stayed held after teardown; 3 if it\n"
     "  exited 0 but the release could not be measured (NVML failed or hung).\n"
     "  Before the command starts: 2 usage error; --free-first: free's status (1, 2, 3);\n"
-    "  --wait-free: 5 timed out, 3 NVML unusable.";
+    "  --wait-free: 5 timed out, 6 a ghost GPU, 3 NVML unusable.";
 
 inline constexpr const char* kPlanExitHelp =
     "Exit status:\n"

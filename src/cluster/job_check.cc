@@ -205,10 +205,13 @@ JobCheck check_before_job(inventory::Node& node, reclaim::AuditedControl& contro
     inv = node.look(look_within(options, clock));
   }
 
-  // Memory still falling (the previous job's release) is waited for, briefly.
+  // Memory of the previous job still coming back (releasing, or no holder and not yet
+  // known: the release model) is waited for within the deadline: the node is drained only
+  // for memory the model calls driver-held (flat past the release budget) or holders.
   bool releasing = std::any_of(out.job_gpus.begin(), out.job_gpus.end(), [&](gpu::DeviceId g) {
     const auto* v = find_view(inv, g);
-    return v && inventory::gpu_state(*v) == inventory::GpuState::releasing;
+    const auto state = v ? inventory::gpu_state(*v) : inventory::GpuState::not_measured;
+    return state == inventory::GpuState::releasing || state == inventory::GpuState::no_holder;
   });
   if (releasing) {
     std::vector<reclaim::GpuRelease> gpus;
@@ -217,8 +220,8 @@ JobCheck check_before_job(inventory::Node& node, reclaim::AuditedControl& contro
       if (!v || !v->info.memory) continue;
       gpus.push_back(reclaim::release_of(*v));
     }
-    auto until = clock.now() + options.stalled_after;
-    if (options.deadline) until = std::min(until, *options.deadline - reclaim::kClassifyReserve);
+    auto until = options.deadline ? *options.deadline - reclaim::kClassifyReserve
+                                  : clock.now() + options.stalled_after;
     reclaim::wait_for_release(node.gpus(), gpus, until, clock.now(), node.interrupt_flag(), {},
                               clock);
     inv = node.look(look_within(options, clock));

@@ -266,7 +266,8 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
   }
 
   // 3. Memory no process explains. `releasing` and falling memory are a release
-  //    in progress: they restart the settle time and announce nothing.
+  //    in progress: they restart the settle time and announce nothing; so is `no_holder`
+  //    (not yet told: within a release budget the model says releasing or driver_held).
   const Unexplained cls = view.unexplained;
   const std::uint64_t bytes = view.unattributed_bytes;
   const bool falling = bytes + tolerance < st.last_unattributed;
@@ -280,7 +281,7 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
       st.announced_class = Unexplained::none;
       st.announced_unattributed = 0;
     }
-  } else if (cls == Unexplained::releasing) {
+  } else if (cls == Unexplained::releasing || cls == Unexplained::no_holder) {
     st.pending_class = Unexplained::none;
   } else if (falling) {
     st.pending_class = cls;  // the settle time counts from the last fall

@@ -32,10 +32,13 @@ struct GpuHolder {
 enum class Unexplained {
   none,
   outside_namespace,  // NVML lists pids this /proc does not show, or we are not in the host PID ns
-  releasing,          // used memory fell between two readings: the driver is still freeing it
-  driver_held,        // no holder anywhere, memory above baseline: reset or reboot needed
-  unknown,            // NVML gave no process list to reason with
+  releasing,    // no holder; falling, or within the release budget since a holder exited
+  driver_held,  // no holder anywhere, flat past the release budget: reset or reboot needed
+  unknown,      // NVML gave no process list to reason with
+  no_holder,    // no holder anywhere; not yet known whether releasing or driver-held (the
+                // exit was not seen and it was not watched for a budget): never "reset"
 };
+// releasing, driver_held and no_holder are set by the release model (release_model.h).
 
 /// Its name (util/enum_names.h), as the reports, the wire and the metrics spell it.
 std::string_view enum_name(Unexplained u);
@@ -110,6 +113,7 @@ enum class GpuState {
   driver_held,        // Unexplained::driver_held
   outside_namespace,  // Unexplained::outside_namespace
   unknown,            // Unexplained::unknown
+  no_holder,          // Unexplained::no_holder: may still be releasing; `wait` tells
 };
 /// Its name (util/enum_names.h), as the reports, the wire and the metrics spell it.
 std::string_view enum_name(GpuState s);

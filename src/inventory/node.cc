@@ -14,7 +14,10 @@
 namespace gpureap::inventory {
 
 Node::Node(NodeConfig config, std::unique_ptr<gpu::GpuSource> gpus, util::Clock& clock)
-    : config_(std::move(config)), gpus_(std::move(gpus)), clock_(&clock) {}
+    : config_(std::move(config)),
+      gpus_(std::move(gpus)),
+      clock_(&clock),
+      releases_(ReleaseBudget{config_.release_budget}) {}
 
 void Node::load() {
   if (loaded_) return;
@@ -52,12 +55,16 @@ Inventory Node::look(CollectOptions options) {
           inv.warnings.push_back(std::move(w));
       remember_witnessed(inv);
       inv.instances = find_instances(inv, config_.proc_root);
+      // The agent judged its releases over its own ticks; its holders are remembered,
+      // so an exit this node's later looks see counts from here.
+      releases_.observe(inv, clock_->now(), /*judge=*/false);
       return inv;
     }
   }
   options.proc_root = config_.proc_root;
   options.clock = clock_;
   if (options.witnessed.empty()) options.witnessed = witnessed_;
+  if (!options.releases) options.releases = &releases_;
   Inventory inv = collect_inventory(*gpus_, devices_, baselines_, options);
   inv.node = identity();
   return inv;

@@ -19,6 +19,8 @@ std::string_view enum_name(Finding f) {
       return "outside_namespace";
     case Finding::unattributed:
       return "unattributed";
+    case Finding::no_holder:
+      return "no_holder";
   }
   return {};
 }
@@ -65,6 +67,9 @@ std::vector<Finding> gpu_findings(const GpuView& view) {
       break;
     case GpuState::unknown:
       out.push_back(Finding::unattributed);
+      break;
+    case GpuState::no_holder:
+      out.push_back(Finding::no_holder);
       break;
   }
   return out;

@@ -37,6 +37,8 @@ enum class Finding {
   not_measured,       // unknown: GpuState::not_measured, NVML could not read this GPU
   outside_namespace,  // unknown: GpuState::outside_namespace, holders invisible here
   unattributed,       // unknown: GpuState::unknown, no NVML process list explains the memory
+  no_holder,          // unknown: GpuState::no_holder, no process holds it; releasing or
+                      // driver-held cannot be told yet (never a problem before the budget)
 };
 /// Its name (util/enum_names.h).
 std::string_view enum_name(Finding f);

@@ -112,3 +112,25 @@ TEST(NodeCheck, NoGpuIsCleanWhenNvmlSaysSo) {
 
 }  // namespace
 }  // namespace gpureap::inventory
+
+namespace gpureap::inventory {
+namespace {
+
+// Issue 35: memory no process holds that a look could not yet tell from a slow release
+// (no_holder) is "cannot tell", never a problem; once the release model calls it
+// driver-held (flat past the budget), it is.
+TEST(NodeCheck, MemoryNoProcessHoldsIsUnknownUntilTheModelCallsItDriverHeld) {
+  Inventory inv = testing::idle_node(3);
+  testing::add_unexplained(inv.gpus[2], 30 * kGiB, Unexplained::no_holder);
+  testing::add_unexplained(inv.gpus[1], 30 * kGiB, Unexplained::releasing);
+  NodeCheck check = check_node(inv);
+  EXPECT_EQ(check.verdict(), Verdict::unknown);
+  EXPECT_EQ(check.found,
+            (std::vector<std::pair<Finding, std::vector<gpu::DeviceId>>>{
+                {Finding::no_holder, gpu::devs({2})}}));
+  inv.gpus[2].unexplained = Unexplained::driver_held;
+  EXPECT_EQ(check_node(inv).verdict(), Verdict::problem);
+}
+
+}  // namespace
+}  // namespace gpureap::inventory

@@ -113,6 +113,10 @@ struct Holder {
   /// no MIG device of it (an NVML client, a process between two MIG devices).
   std::set<MigAccess> mig_access;
   std::string wchan;              // filled on request (leftover evidence)
+  /// Host memory it has pinned or locked (VmPin + VmLck of /proc/PID/status, bytes): the
+  /// driver unpins it after the process is gone, the slow phase of a release
+  /// (inventory/release_model.h).
+  std::uint64_t pinned_host_bytes = 0;
   EngineIdentity engine;          // what its command line says it is (proc/engine_role.h)
   std::string instance;           // the key of its instance (inventory/instances.h), if any
 };

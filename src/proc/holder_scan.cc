@@ -291,6 +291,7 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
     h.uid = st.st_uid;
   }
   h.nspid = std::move(status.nspid);
+  h.pinned_host_bytes = status.vm_pin + status.vm_lck;
 
   if (read_file_at(dirfd, "cgroup", file_) == 0) {
     h.cgroup = pick_cgroup_path(parse_cgroup(file_.view()));

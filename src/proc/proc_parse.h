@@ -53,6 +53,8 @@ struct StatusInfo {
   std::vector<pid_t> nspid;            // NSpid: outermost (our namespace) first, innermost last
   std::uint64_t sig_pnd = 0;           // SigPnd: thread-directed pending signals (bitmask)
   std::uint64_t shd_pnd = 0;           // ShdPnd: process-directed pending signals (bitmask)
+  std::uint64_t vm_pin = 0;            // VmPin: pinned memory (pin_user_pages: cudaHostRegister)
+  std::uint64_t vm_lck = 0;            // VmLck: mlock()ed memory; both in bytes (kB in the file)
   /// True when SIGKILL is pending (bit 8 of the mask, signal 9).
   bool sigkill_pending() const { return ((sig_pnd | shd_pnd) & (1ull << 8)) != 0; }
 };

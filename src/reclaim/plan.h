@@ -85,6 +85,9 @@ struct Target {
   std::uint64_t gpu_bytes = 0;  // NVML's figure over those GPUs: what signalling it frees
   std::string why;              // "orphaned; holds 20 GiB on GPU 3", "descendant of 4242"
   std::string instance{};       // its server instance's key (inventory/instances.h), if any
+  /// Its VmPin + VmLck (proc::Holder::pinned_host_bytes): unpinned after it exits, the
+  /// release's slow phase; 0 when none.
+  std::uint64_t pinned_host_bytes = 0;
 };
 
 enum class SkipKind { protected_process, not_permitted, not_matched };

@@ -166,6 +166,7 @@ nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uin
       {"found_by", found},
       {"devices", devices},
       {"gpu_bytes", optional_json(gpu_bytes)},
+      {"pinned_host_bytes", h.pinned_host_bytes},
       {"engine", engine_json(h.engine)},
       {"instance", text_or_null(h.instance)},
   };

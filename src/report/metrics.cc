@@ -269,6 +269,22 @@ void render_agent(Exposition& x, const AgentCounters& c) {
   x.sample({}, number(c.free_duration.sum), "_sum");
   x.sample({}, std::to_string(c.free_duration.count), "_count");
 
+  x.family("gpureap_release_seconds", "histogram",
+           "Seconds each release the agent observed took, by phase: exit_to_unlisted (a "
+           "holder's exit until NVML lists it no more), unlisted_to_baseline (then until the "
+           "memory is back at the baseline: pinned host memory is unpinned here). Both phases "
+           "always present.");
+  for (const char* phase : {"exit_to_unlisted", "unlisted_to_baseline"}) {
+    auto it = c.release_seconds.find(phase);
+    const Histogram h = it == c.release_seconds.end() ? Histogram{} : it->second;
+    for (std::size_t i = 0; i < Histogram::kBounds.size(); ++i)
+      x.sample({{"phase", phase}, {"le", number(Histogram::kBounds[i])}},
+               std::to_string(h.buckets[i]), "_bucket");
+    x.sample({{"phase", phase}, {"le", "+Inf"}}, std::to_string(h.count), "_bucket");
+    x.sample({{"phase", phase}}, number(h.sum), "_sum");
+    x.sample({{"phase", phase}}, std::to_string(h.count), "_count");
+  }
+
   x.family("gpureap_frees_total", "counter",
            "Frees the agent performed, by result: freed (memory back at baseline), held "
            "(memory stayed held), nothing (nothing to free).");

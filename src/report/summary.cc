@@ -22,6 +22,8 @@ std::string_view phrase(inventory::Finding f) {
       return "holders outside this namespace on";
     case inventory::Finding::unattributed:
       return "unattributed memory on";
+    case inventory::Finding::no_holder:
+      return "memory no process holds on";
   }
   return "?";
 }

@@ -82,6 +82,14 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
     result.gpus.push_back(std::move(g));
   }
   if (!result.message.empty()) return result;
+  // A ghost is busy with no process: only a reset or a reboot ends it, so waiting out the
+  // timeout would only delay the answer (issue 35).
+  if (!result.ghosts.empty()) {
+    result.status = FreeWaitResult::Status::ghost;
+    result.seconds = seconds_since(t0);
+    return result;
+  }
+
   // 3. Poll until all are at or below their thresholds in the same reading, or the
   //    deadline: every selected GPU is read every time, so one taken again after it was
   //    seen free is not counted free (W2-14). A ghost is never free.
