@@ -278,13 +278,16 @@ def main():
     if "free" in cases:
         rounds += [("free", m) for _ in range(args.free_reps) for m in ("floor", "free")]
     try:
+        unreleased_pin = False  # a pinned round not back at baseline: pin no more beside it
         for kind, what in rounds:
-            if time.monotonic() - start > args.budget:
+            if time.monotonic() - start > args.budget or (kind == "case" and what[2]
+                                                          and unreleased_pin):
                 result["skipped"].append(what[0] if kind == "case" else what)
                 continue
             if kind == "case":
                 r = release_case(gpu, holders, what, args)
                 result["cases"].append(r)
+                unreleased_pin |= bool(what[2]) and "error" not in r and r["baseline_s"] is None
             else:
                 r = free_round(gpu, holders, args, what)
                 result["free"].append(r)
