@@ -65,8 +65,8 @@ fi
 step release_floor 240 python3 bench/gpu/release_floor.py --cases device,pinned --budget 170 \
   --reps "${RELEASE_REPS:-3}" \
   ${sim_args[@]+"${sim_args[@]}"} --out "$res/release_floor.json"
-step pidns 60 bench/gpu/pidns_nvml.sh ${sim_args[@]+"${sim_args[@]}"} "$res"
-step free_floor 600 bench/gpu/free_floor.sh ${sim_args[@]+"${sim_args[@]}"} "$res"
+step pidns 60 bash bench/gpu/pidns_nvml.sh ${sim_args[@]+"${sim_args[@]}"} "$res"
+step free_floor 600 bash bench/gpu/free_floor.sh ${sim_args[@]+"${sim_args[@]}"} "$res"
 
 python3 - "$res" "$out/summary.json" <<'EOF'
 import json, os, sys
