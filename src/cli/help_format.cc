@@ -37,8 +37,7 @@ class GpureapFormatter : public CLI::Formatter {
   std::string make_footer(const CLI::App* app) const override {
     if (app->get_parent() != nullptr) return CLI::Formatter::make_footer(app);
     return "Details: gpureap help COMMAND; man gpureap. Exit status: 0 ok, 1 held,\n"
-           "  2 usage, 3 system, 4 nothing to do, 5 wait timed out, 6 wait: a ghost GPU;\n"
-           "  run: its command's.\n";
+           "  2 usage, 3 system, 4 nothing to do, 5 wait timed out; run: its command's.\n";
   }
 };
 
