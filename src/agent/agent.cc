@@ -15,11 +15,13 @@
 #include "agent/caller_view.h"
 #include "agent/control_socket.h"
 #include "agent/http_server.h"
+#include "agent/reaper.h"
 #include "agent/watcher.h"
 #include "inventory/agent_client.h"
 #include "inventory/gpu_history.h"
 #include "inventory/history_wire.h"
 #include "inventory/inventory_wire.h"
+#include "inventory/witness_store.h"
 #include "proc/lineage.h"
 #include "reclaim/free_flow.h"
 #include "reclaim/free_lock.h"
@@ -136,6 +138,8 @@ class Agent {
       if (!http) return std::unexpected(http.error());
       http_.emplace(std::move(*http));
     }
+    // What an earlier agent saw die, for the processes still the same (W3-07).
+    watcher_.remember_dead_parents(inventory::load_witnesses(options_.state_dir));
     watcher_.refresh(true);  // announced by loop(), after the "started" line
     record_history();
     if (options_.textfile_dir) {
@@ -269,8 +273,22 @@ class Agent {
     const auto& inv = watcher_.inventory();
     for (auto& event : detector_.observe(inv, wall_now(), watcher_.dead_parents())) emit(event);
     track_orphans(inv);
+    save_witnesses();
     if (options_.textfile_dir) update_textfile();
     if (options_.notifier) options_.notifier->status(service_status());
+  }
+
+  /// Keeps what the agent saw die in the state directory when it changed, so that a
+  /// direct look and a restarted agent reach the same verdicts (W3-07). A failure is a
+  /// warning once: the agent's own answers do not depend on it.
+  void save_witnesses() {
+    if (options_.state_dir.empty() || watcher_.dead_parents() == saved_witnesses_) return;
+    auto saved = inventory::save_witnesses(options_.state_dir, watcher_.dead_parents());
+    if (!saved && !witness_save_failed_ && options_.problems)
+      options_.problems(saved.error().message +
+                        "; a direct look cannot see what the agent saw die until it can be written");
+    witness_save_failed_ = !saved;
+    saved_witnesses_ = watcher_.dead_parents();
   }
 
   /// Rewrites the textfile when its text changed. A failure is said once, and so
@@ -380,13 +398,11 @@ class Agent {
     std::erase_if(reaped_, [&](const proc::ProcessId& id) { return !orphan_since_.contains(id); });
   }
 
-  /// A holder the reaper may act on, whatever its age: orphaned, not matching --keep,
-  /// and not a member of a live `gpureap run` (belt and braces, whatever the orphan
-  /// rule says of it: the run owns it, W2-10).
+  /// A holder the reaper may act on, whatever its age: orphaned by owned or witnessed
+  /// evidence (never an inference), not matching --keep, and not a member of a live
+  /// `gpureap run` (belt and braces: the run owns it, W2-10).
   bool reapable(const proc::Holder& h) const {
-    if (!proc::unattended_may_act(h)) return false;
-    if (keep_ && keep_->search(h.cmdline)) return false;
-    return h.run_id.empty() || !reclaim::run_owner_alive(h.run_id, node_.proc_root());
+    return agent::reapable(h, keep_ ? &*keep_ : nullptr);
   }
 
   /// The holders of `inv` whose reap is due: reapable, orphaned for longer than
@@ -421,9 +437,9 @@ class Agent {
         for (const auto& gh : view.holders) {
           if (gh.holder.id != id || !gh.uses_gpu) continue;
           if (!holder) {
-            event.holders.push_back(
-                {id, gh.holder.comm, gh.holder.user, std::nullopt, gh.holder.container,
-                 gh.holder.instance});
+            event.holders.push_back({id, gh.holder.comm, gh.holder.user, std::nullopt,
+                                     gh.holder.container, gh.holder.instance, gh.holder.orphaned,
+                                     gh.holder.provenance});
             holder = &event.holders.back();
           }
           if (gh.gpu_bytes) holder->gpu_bytes = holder->gpu_bytes.value_or(0) + *gh.gpu_bytes;
@@ -475,18 +491,7 @@ class Agent {
     inventory::CollectOptions look;
     look.dead_parents = watcher_.dead_parents();
     inventory::Inventory inv = node_.look(look);
-    reclaim::Selection selection;
-    selection.orphans_only = true;
-    selection.unattended = true;
-    for (const auto& view : inv.gpus)
-      for (const auto& gh : view.holders)
-        if (gh.uses_gpu && due.contains(gh.holder.id) && reapable(gh.holder)) {
-          if (std::find(selection.ids.begin(), selection.ids.end(), gh.holder.id) ==
-              selection.ids.end())
-            selection.ids.push_back(gh.holder.id);
-          if (!inventory::is_selected(selection.gpus, view.info.id))
-            selection.gpus.push_back(view.info.id);
-        }
+    reclaim::Selection selection = reap_selection(inv, due, keep_ ? &*keep_ : nullptr);
     // Tried once, whatever the plan says of each (an event says how it went, or it was
     // gone, or protected): a due holder costs one look, not one per tick.
     reaped_.insert(due.begin(), due.end());
@@ -494,8 +499,7 @@ class Agent {
     // The one free flow (reclaim/free_flow.h). Its go-ahead fixes the announced set: a
     // dry run announces it and signals nothing; a plan with no target signals nothing.
     std::set<proc::ProcessId> targets;
-    reclaim::FreeSteps steps;
-    steps.go_ahead = [&](const reclaim::Plan& plan) {
+    auto go_ahead = [&](const reclaim::Plan& plan) {
       for (const auto& t : plan.targets) targets.insert(t.id);
       if (targets.empty()) return false;
       if (options_.reap_dry_run) {
@@ -506,20 +510,12 @@ class Agent {
       }
       return true;
     };
-    reclaim::ReclaimOptions reclaim_options;
-    reclaim_options.selection = selection;
-    // An orphan's parent is gone: nothing restarts it, so no settle wait for a live
-    // parent, and no systemctl question, stalls the agent's loop.
-    reclaim_options.settle = std::chrono::milliseconds(0);
-    reclaim_options.restart_policy = nullptr;
     reclaim::AuditTrail trail(*options_.audit, reclaim::AuditActor::watch_reaper,
                               reclaim::AuditCaller::current(node_.proc_root()));
     reclaim::SystemProcessControl system_control(node_.proc_root());
     reclaim::AuditedControl control(system_control, trail, node_.proc_root());
     auto start = std::chrono::steady_clock::now();
-    reclaim::FreeOutcome outcome = reclaim::free_selection(
-        node_, control, inv, reclaim::CallerContext::current(node_.proc_root()), reclaim_options,
-        steps);
+    reclaim::FreeOutcome outcome = reap(node_, control, inv, selection, go_ahead);
     if (!outcome.report) return;
     const reclaim::ReclaimReport& report = *outcome.report;
     double seconds =
@@ -593,6 +589,8 @@ class Agent {
   std::optional<ControlServer> control_;
   std::optional<HttpServer> http_;
   std::optional<Pattern> keep_;
+  std::map<pid_t, inventory::DeadParent> saved_witnesses_;  // as last written (save_witnesses)
+  bool witness_save_failed_ = false;
   std::map<proc::ProcessId, util::Clock::time_point> orphan_since_;
   std::set<proc::ProcessId> reaped_;          // due holders a reap was tried for
   std::set<proc::ProcessId> lock_busy_said_;  // due when the free lock was last found busy

@@ -65,6 +65,7 @@ std::set<pid_t> Watcher::own_pids() const {
 }
 
 void Watcher::refresh(bool full) {
+  note_deaths();
   auto now = node_.clock().now();
   if (full || full_scans_ == 0 || now >= next_full_) {
     full_scan();
@@ -265,6 +266,10 @@ void Watcher::rewatch() {
       if (!proc_fd.valid()) continue;
       auto stat = read_stat(proc_fd.get(), pid, buf);
       if (!stat) continue;
+      // A zombie is dead already (its parent has not reaped it yet): its pidfd is
+      // readable at once and its cmdline empty, so watching it again would record its
+      // death anew, nameless, at every look. Its death was noted, or happened unseen.
+      if (stat->state == 'Z' && stat->num_threads <= 1) continue;
       auto handle = proc::ProcessHandle::open({pid, stat->start_time, 0}, node_.proc_root());
       if (!handle) continue;  // gone already, or not ours to watch: the tick will see it
       w = std::make_shared<Watched>();
@@ -290,12 +295,35 @@ std::vector<int> Watcher::watch_fds() const {
 void Watcher::on_ready(int fd) {
   auto it = watched_.find(fd);
   if (it == watched_.end()) return;
+  if (!it->second->handle.has_exited()) return;  // a spurious wake-up
+  std::set<pid_t> affected = note_death(fd);
+  // Dependents were re-parented before the pidfd fired (exit_notify): their fresh
+  // stat already says who adopted them.
+  for (pid_t own : own_pids()) affected.erase(own);
+  if (!affected.empty()) rescan(affected);
+  // Forget parents of processes that are no holders any more.
+  std::erase_if(dead_parents_, [&](const auto& entry) { return !holders_.contains(entry.first); });
+  rebuild();
+  rewatch();
+}
+
+void Watcher::note_deaths() {
+  // A death whose pidfd fired while the loop did something else (a tick, a question):
+  // recorded before a scan reads the dependents' new parents, which would drop the dead
+  // process from the watched set and lose what the agent saw (the witness).
+  std::vector<int> fds;
+  for (const auto& [fd, w] : watched_)
+    if (w->handle.has_exited()) fds.push_back(fd);
+  for (int fd : fds) note_death(fd);
+}
+
+std::set<pid_t> Watcher::note_death(int fd) {
+  auto it = watched_.find(fd);
+  if (it == watched_.end()) return {};
   std::shared_ptr<Watched> w = it->second;
-  if (!w->handle.has_exited()) return;  // a spurious wake-up
   watched_.erase(it);
 
   double now = wall_now();
-  std::set<pid_t> affected = w->dependents;
   if (w->is_holder) holders_.erase(w->pid);
   // What died, for the orphan rule (proc/lineage.h): was it the dependent's parent
   // (or only its group leader), did it hold a GPU, how many GPU workers had it.
@@ -307,17 +335,13 @@ void Watcher::on_ready(int fd) {
     bool was_parent = h != holders_.end() && h->second.ppid == w->pid;
     auto known = dead_parents_.find(dep);
     if (known != dead_parents_.end() && known->second.was_parent && !was_parent) continue;
-    dead_parents_[dep] = inventory::DeadParent{w->pid,     w->comm,      w->cmdline,  now,
-                                               was_parent, w->is_holder, gpu_children};
+    inventory::DeadParent dead{w->pid,     w->comm,      w->cmdline,  now,
+                               was_parent, w->is_holder, gpu_children};
+    dead.run_supervisor = w->comm == "gpureap-reaper" || w->comm == "gpureap";
+    if (h != holders_.end()) dead.holder_start = h->second.id.start_time;
+    dead_parents_[dep] = std::move(dead);
   }
-  // Dependents were re-parented before the pidfd fired (exit_notify): their fresh
-  // stat already says who adopted them.
-  for (pid_t own : own_pids()) affected.erase(own);
-  if (!affected.empty()) rescan(affected);
-  // Forget parents of processes that are no holders any more.
-  std::erase_if(dead_parents_, [&](const auto& entry) { return !holders_.contains(entry.first); });
-  rebuild();
-  rewatch();
+  return w->dependents;
 }
 
 }  // namespace gpureap::agent

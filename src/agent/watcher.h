@@ -59,6 +59,11 @@ class Watcher {
 
   /// Holder pid -> the parent or group leader whose death the agent saw.
   const std::map<pid_t, inventory::DeadParent>& dead_parents() const { return dead_parents_; }
+  /// What an earlier agent saw die (inventory/witness_store.h), for a restarted agent:
+  /// each record applies only to the same process (pid and start time).
+  void remember_dead_parents(const std::map<pid_t, inventory::DeadParent>& seen) {
+    for (const auto& [holder, dead] : seen) dead_parents_.try_emplace(holder, dead);
+  }
 
   std::uint64_t full_scans() const { return full_scans_; }
   std::uint64_t incremental_scans() const { return incremental_scans_; }
@@ -71,6 +76,11 @@ class Watcher {
   void incremental_scan();
   void rescan(const std::set<pid_t>& pids);  // these pids only, fds and maps
   void rebuild();  // the inventory from holders_ and the last NVML snapshot
+  /// Records the death of the watched process behind `fd` (dead_parents_) and stops
+  /// watching it; returns its dependents.
+  std::set<pid_t> note_death(int fd);
+  /// note_death for every watched process that has exited and was not handled yet.
+  void note_deaths();
   void rewatch();
   void take_snapshot();  // NVML, with a retry (backed off) after a hang or a failed start
 

@@ -102,10 +102,12 @@ Inventory join_look(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc::ScanR
       join_and_reread(gpus, std::move(snapshot), std::move(scan), devices, baselines, options);
   if (listed) sample_busy_gpus(gpus, inv, options);
   // The agent's memory of launchers it saw die, for the groups this look still shows.
-  std::set<pid_t> groups;
+  std::set<pid_t> groups;  // the groups and the dead parents this look shows
   for (const auto& view : inv.gpus)
-    for (const auto& gh : view.holders)
+    for (const auto& gh : view.holders) {
       if (gh.holder.pgid > 0) groups.insert(gh.holder.pgid);
+      if (gh.holder.dead_parent > 0) groups.insert(gh.holder.dead_parent);
+    }
   std::set<pid_t> named;
   for (const auto& [holder, dead] : options.dead_parents)  // keyed by the orphan's pid
     if (groups.contains(dead.pid) && named.insert(dead.pid).second)

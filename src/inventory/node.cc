@@ -10,6 +10,7 @@
 #include "inventory/agent_client.h"
 #include "inventory/collect.h"
 #include "inventory/inventory_wire.h"
+#include "inventory/witness_store.h"
 
 namespace gpureap::inventory {
 
@@ -58,6 +59,9 @@ Inventory Node::look(CollectOptions options) {
   options.proc_root = config_.proc_root;
   options.clock = clock_;
   if (options.witnessed.empty()) options.witnessed = witnessed_;
+  // What a running (or earlier) agent saw die, kept in the state directory: a direct
+  // look reaches the agent's verdict on those processes, not a one-look guess (W3-07).
+  if (options.dead_parents.empty()) options.dead_parents = load_witnesses(baselines_.dir());
   Inventory inv = collect_inventory(*gpus_, devices_, baselines_, options);
   inv.node = identity();
   return inv;
@@ -67,7 +71,7 @@ void Node::remember_witnessed(const Inventory& inv) {
   witnessed_.clear();
   for (const auto& view : inv.gpus)
     for (const auto& gh : view.holders)
-      if (gh.holder.orphan_evidence == proc::OrphanEvidence::witnessed)
+      if (gh.holder.provenance == proc::Provenance::witnessed)
         witnessed_.push_back(gh.holder);
 }
 

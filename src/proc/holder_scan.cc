@@ -73,6 +73,8 @@ class ProcessScanner {
   void scan(pid_t pid);
   /// Describes a process with no device evidence (found_by stays empty).
   void describe_only(pid_t pid);
+  bool has_run_reaper_ancestor(pid_t ppid);
+  pid_t run_command_left_to_init(pid_t pid, const std::string& run_id);
 
   std::vector<Holder> holders;
   std::vector<ScanProblem> problems;
@@ -255,6 +257,41 @@ void ProcessScanner::scan(pid_t pid) {
   describe(dir.get(), pid, std::move(stat), hits, zombie_leader);
 }
 
+// True when a live gpureap-reaper is among `ppid` and its ancestors (at most 64 steps:
+// a loop in a racing process tree ends there). The reaper names itself with
+// PR_SET_NAME and dies with its gpureap (PR_SET_PDEATHSIG), so a live one is a live
+// run; a process renamed so is at worst a live parent that adopts its own children.
+// The topmost process of `pid`'s ancestry (itself included) whose environment carries
+// `run_id`, when its parent is init: the command of a run whose gpureap and reaper are
+// gone; 0 when the chain of that id ends under a live parent without it.
+pid_t ProcessScanner::run_command_left_to_init(pid_t pid, const std::string& run_id) {
+  pid_t top = 0, top_parent = 0;
+  for (int step = 0; pid > 1 && step < 64; ++step) {
+    if (read_file_at(ctx_.proc_fd, fmt::format("{}/environ", pid).c_str(), file_) != 0) break;
+    if (run_id_from_environ(file_.view()).value_or("") != run_id) break;
+    if (read_file_at(ctx_.proc_fd, fmt::format("{}/stat", pid).c_str(), file_) != 0) break;
+    auto st = parse_stat(file_.view());
+    if (!st || st->ppid == pid) break;
+    top = pid;
+    top_parent = st->ppid;
+    pid = st->ppid;
+  }
+  return top_parent == 1 ? top : 0;
+}
+
+bool ProcessScanner::has_run_reaper_ancestor(pid_t ppid) {
+  for (int step = 0; ppid > 1 && step < 64; ++step) {
+    std::string path = fmt::format("{}/stat", ppid);
+    if (read_file_at(ctx_.proc_fd, path.c_str(), file_) != 0) return false;
+    auto st = parse_stat(file_.view());
+    if (!st) return false;
+    if (st->comm == "gpureap-reaper" && st->state != 'Z') return true;
+    if (st->ppid == ppid) return false;
+    ppid = st->ppid;
+  }
+  return false;
+}
+
 void ProcessScanner::describe_only(pid_t pid) {
   char name[32];
   format_pid(pid, name);
@@ -291,6 +328,7 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
     h.uid = st.st_uid;
   }
   h.nspid = std::move(status.nspid);
+  h.ignores_sighup = status.ignores_sighup();
 
   if (read_file_at(dirfd, "cgroup", file_) == 0) {
     h.cgroup = pick_cgroup_path(parse_cgroup(file_.view()));
@@ -336,9 +374,14 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
     if (!leader_exists && parent_pgid && *parent_pgid != h.pgid) {
       parent_is_subreaper = is_subreaper_name(parent_comm);
       path = fmt::format("{}/status", h.ppid);
+      // A PID namespace's init adopts orphans, unless it is a shell of the holder's own
+      // session: `docker run -it IMAGE bash` makes the shell PID 1, and its pipelines
+      // are its own jobs, not adoptees (W3-03). Only the agent's witness of a dead
+      // original parent can say otherwise (proc/lineage.h).
       if (!parent_is_subreaper && read_file_at(ctx_.proc_fd, path.c_str(), file_) == 0) {
         auto parent_status = parse_status(file_.view());
-        parent_is_subreaper = parent_status.nspid.size() > 1 && parent_status.nspid.back() == 1;
+        parent_is_subreaper = parent_status.nspid.size() > 1 && parent_status.nspid.back() == 1 &&
+                              !(is_session_tool(parent_comm) && parent_sid == h.sid);
       }
     }
   }
@@ -347,23 +390,21 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
                                       parent_sid, parent_comm, parent_is_subreaper);
   h.reparented = !h.reparent_reason.empty();
 
-  // A process of a `gpureap run` (its cgroup, or GPUREAP_RUN_ID inherited from
-  // CMD): its run tears it down while its gpureap lives; once that is gone, it is
-  // an orphan of the run, whoever adopted it (proc/lineage.h decides).
-  if (h.container.starts_with("gpureap-run:")) h.run_id = h.container.substr(12);
+  // A process of a `gpureap run`. Alive: the run's gpureap-reaper (its child
+  // subreaper, PR_SET_PDEATHSIG'd to its gpureap) is an ancestor, so the run tears it
+  // down; read from the process tree, valid across PID namespaces, and not claimed by
+  // an environment variable. Gone: it names a run and no live run is above it; the
+  // run's own cgroup makes that owned evidence, GPUREAP_RUN_ID in its environment
+  // (inherited by every descendant, writable by anyone) only a hint (proc/lineage.h).
+  if (h.container.starts_with("gpureap-run:")) {
+    h.run_id = h.container.substr(12);
+    h.run_in_cgroup = true;
+  }
   if (h.run_id.empty() && read_file_at(dirfd, "environ", file_) == 0)
     h.run_id = run_id_from_environ(file_.view()).value_or("");
-  if (!h.run_id.empty()) {
-    auto owner = run_owner(h.run_id);
-    bool owner_alive = false;
-    if (owner) {
-      std::string path = fmt::format("{}/comm", *owner);
-      owner_alive = read_file_at(ctx_.proc_fd, path.c_str(), file_) == 0 &&
-                    file_.view().starts_with("gpureap");
-    }
-    h.run_alive = owner_alive;
-    h.run_gone = !owner_alive;
-  }
+  h.run_alive = has_run_reaper_ancestor(h.ppid);
+  h.run_gone = !h.run_id.empty() && !h.run_alive;
+  if (h.run_gone && !h.run_in_cgroup) h.run_left_to_init = run_command_left_to_init(pid, h.run_id);
 
   // Pin the identity exactly where the kernel allows it (pidfs inode). The
   // pidfd is opened while our /proc/PID directory fd still reads: the process
@@ -506,9 +547,8 @@ ScanResult scan_holders(const ScanOptions& options) {
             [](const Holder& a, const Holder& b) { return a.id < b.id; });
   std::sort(result.problems.begin(), result.problems.end(),
             [](const ScanProblem& a, const ScanProblem& b) { return a.pid < b.pid; });
-  // The one-shot verdict; inventory::join_look decides again over the whole set
-  // (NVML-only holders, the agent's dead parents).
-  classify_lineage(result.holders, {}, 0);
+  // No verdict here: inventory::join_look decides once, over the whole set (NVML-only
+  // holders, the agent's dead parents), and every consumer reads that one verdict.
   return result;
 }
 

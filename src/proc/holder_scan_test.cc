@@ -1,4 +1,5 @@
 #include "proc/holder_scan.h"
+#include "proc/lineage.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -228,7 +229,10 @@ TEST_F(HolderScan, WorkerAdoptedBySubreaperFromAnotherSessionIsReparented) {
   EXPECT_EQ(h->reparent_reason, fmt::format("adopted by {} (pid {}), outside its session {}",
                                             self_comm(), self, launcher));
   // Its group's leader (the launcher) is gone, and one look cannot tell a killed server
-  // from a launcher that exited: orphaned on weak evidence only.
+  // from a launcher that exited: orphaned on weak evidence only (the verdict is the
+  // look's, inventory::join_look's: the scan reads the facts).
+  classify_lineage(r.holders, {}, 0);
+  h = find(r, worker);
   EXPECT_TRUE(h->orphaned) << h->detached_reason;
   EXPECT_EQ(h->orphan_evidence, OrphanEvidence::group);
 }

@@ -116,6 +116,8 @@ StatusInfo parse_status(std::string_view text) {
       info.sig_pnd = to_number<std::uint64_t>(trim(value), 16).value_or(0);
     } else if (key == "ShdPnd") {
       info.shd_pnd = to_number<std::uint64_t>(trim(value), 16).value_or(0);
+    } else if (key == "SigIgn") {
+      info.sig_ign = to_number<std::uint64_t>(trim(value), 16).value_or(0);
     }
   });
   return info;

@@ -53,6 +53,9 @@ struct StatusInfo {
   std::vector<pid_t> nspid;            // NSpid: outermost (our namespace) first, innermost last
   std::uint64_t sig_pnd = 0;           // SigPnd: thread-directed pending signals (bitmask)
   std::uint64_t shd_pnd = 0;           // ShdPnd: process-directed pending signals (bitmask)
+  std::uint64_t sig_ign = 0;           // SigIgn: ignored signals (bitmask; bit N-1 is signal N)
+  /// True when SIGHUP is ignored, as `nohup` leaves it (and every child inherits it).
+  bool ignores_sighup() const { return (sig_ign & 1ull) != 0; }
   /// True when SIGKILL is pending (bit 8 of the mask, signal 9).
   bool sigkill_pending() const { return ((sig_pnd | shd_pnd) & (1ull << 8)) != 0; }
 };

@@ -148,10 +148,6 @@ std::size_t add_processes_matching(Plan& plan, const std::vector<Filters>& any_o
 /// `proc_root` only when some holder is orphaned; otherwise the plan is empty.
 Plan orphans_plan(const inventory::Inventory& inv, const std::string& proc_root);
 
-/// True when the gpureap that owns `run_id` (a `gpureap run`) is alive: its members
-/// are that run's, never another's to free unattended.
-bool run_owner_alive(const std::string& run_id, const std::string& proc_root);
-
 /// Adds a respawning parent to `plan` as a target, when it is not protected and
 /// the selection (if narrowed) matches it. A parent the plan left alone as a holder
 /// moves from skipped to targets (one verdict), with its GPUs and bytes. Returns

@@ -22,6 +22,10 @@ std::string what_it_is(const inventory::Instance& in) {
       return fmt::format("{}, gpureap run {}", engine, terminal_text(in.run_id));
     case inventory::InstanceKind::process_group:
       return fmt::format("{}, process group {}", engine, in.pgid);
+    case inventory::InstanceKind::parent:
+      return fmt::format("{}, children of {} (pid {}, seen to die)", engine,
+                         in.launcher_comm.empty() ? std::string("?") : terminal_text(in.launcher_comm, 32),
+                         in.launcher_pid);
     case inventory::InstanceKind::process:
       break;
   }

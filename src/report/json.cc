@@ -149,6 +149,9 @@ nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uin
       {"orphan_evidence",
        h.orphaned ? nlohmann::ordered_json(std::string(proc::enum_name(h.orphan_evidence)))
                   : nlohmann::ordered_json(nullptr)},
+      {"provenance",
+       h.orphaned ? nlohmann::ordered_json(std::string(proc::enum_name(h.provenance)))
+                  : nlohmann::ordered_json(nullptr)},
       {"orphaned_since", h.orphaned ? seconds_json(h.orphaned_since) : nullptr},
       {"detached", h.detached},
       {"detached_reason", h.detached_reason.empty() ? nlohmann::ordered_json(nullptr)

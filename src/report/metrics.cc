@@ -127,9 +127,12 @@ bool gpu_up(const inventory::GpuView& g) {
 }
 
 // Mutually exclusive, so that sum() over `kind` is the number of holders.
+// The lineage verdict first, so that `orphaned` here is what --check and the events
+// call a leak: a zombie leader that is orphaned counts as orphaned, one whose parent
+// lives (or that is detached) as zombie_leader, a mark and not a leak (docs/orphans.md).
 std::string_view holder_kind(const proc::Holder& h) {
-  if (h.zombie_leader) return "zombie_leader";
   if (h.orphaned) return "orphaned";
+  if (h.zombie_leader) return "zombie_leader";
   return "live";
 }
 
@@ -183,6 +186,19 @@ void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder
            "NVML reports them.");
   each_with_memory(
       [&](const auto& g, const auto&) { x.sample(gpu_labels(inv, g), g.orphaned_bytes()); });
+
+  x.family("gpureap_gpu_memory_orphaned_by_provenance_bytes", "gauge",
+           "Bytes held by orphaned holders on this GPU, by how the verdict is known, label "
+           "provenance: owned (a gpureap run's own cgroup), witnessed (the agent saw the server "
+           "die), inferred (one look; never acted on unattended). Explicit zeros.");
+  each_with_memory([&](const auto& g, const auto&) {
+    std::map<std::string_view, std::uint64_t> bytes{{"owned", 0}, {"witnessed", 0}, {"inferred", 0}};
+    for (const auto& h : g.holders)
+      if (h.uses_gpu && h.holder.orphaned && h.gpu_bytes)
+        bytes[proc::enum_name(h.holder.provenance)] += *h.gpu_bytes;
+    for (const auto& [p, b] : bytes)
+      x.sample(with(gpu_labels(inv, g), "provenance", std::string(p)), b);
+  });
 
   x.family("gpureap_gpu_memory_unattributed_bytes", "gauge",
            "Used bytes above the baseline that no visible process explains, by class "

@@ -143,8 +143,11 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style, std:
     for (const auto* gh : users) {
       const auto& h = gh->holder;
       if (!h.orphaned && !h.detached) continue;
-      std::string why = fmt::format("{}: {}", h.orphaned ? "orphaned" : "detached",
-                                    h.orphaned ? h.orphan_reason : h.detached_reason);
+      // The verdict and, for an orphan, how it is known in a word: owned, witnessed
+      // (unattended paths act on these) or inferred (offered to a person only).
+      std::string why = h.orphaned ? fmt::format("orphaned, {}: {}", enum_name(h.provenance),
+                                                 h.orphan_reason)
+                                   : fmt::format("detached: {}", h.detached_reason);
       auto it = std::find_if(reasons.begin(), reasons.end(),
                              [&](const auto& r) { return r.first == why; });
       if (it == reasons.end()) it = reasons.insert(reasons.end(), {why, {}});

@@ -96,6 +96,12 @@ std::string describe(const Event& e, const Style& style) {
         next = fmt::format("free it: gpureap free --orphans --instance {}",
                            terminal_text(e.instance->key));
       if (auto kept = protected_reason(e)) next = "gpureap free leaves it alone: " + *kept;
+      // How it is known, in a word: an inference is offered to a person, never reaped.
+      const bool inferred =
+          !e.holders.empty() && std::all_of(e.holders.begin(), e.holders.end(), [](const auto& h) {
+            return h.provenance == proc::Provenance::inferred;
+          });
+      if (inferred) next += " (inferred from one look: the reaper leaves it to a person)";
       // A server's crash is one line that names the server, its ranks and its GPUs.
       const std::string who = e.instance ? instance_heading(*e.instance) : holder_list(e);
       return fmt::format("{} {}: {} — {}; {}", held_bytes(e), style.red("orphaned"), who, why,
@@ -106,9 +112,14 @@ std::string describe(const Event& e, const Style& style) {
       std::string who = h ? fmt::format("{} pid {} (user {})", terminal_text(h->comm, 32),
                                         h->id.pid, terminal_text(h->user, 32))
                           : "?";
+      // "free it" only for an orphan: a zombie leader whose parent lives is that
+      // parent's to end (the same verdict status and --check give).
+      if (!h || !h->orphaned)
+        return fmt::format("{} held by a {}, {} — {}", held_bytes(e), style.yellow("zombie leader"),
+                           who, detail);
       return fmt::format("{} held by a {}, {} — {}", held_bytes(e), style.red("zombie leader"), who,
                          then(detail, fmt::format("free it: gpureap free --gpu {} --pid {}", gpu,
-                                                  h ? h->id.pid : 0)));
+                                                  h->id.pid)));
     }
     case EventKind::unattributed_memory: {
       // The inventory's detail ends in the next step for every class but unknown.

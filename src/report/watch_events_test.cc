@@ -106,6 +106,20 @@ TEST_F(WatchEvents, OneOrphanWithoutAParent) {
   EXPECT_FALSE(j.contains("parent")) << "absent when the agent did not see the parent die";
 }
 
+// Provenance in a word: an orphan known only by one look is offered to a person.
+TEST_F(WatchEvents, AnInferredOrphanSaysTheReaperLeavesItToAPerson) {
+  Event e = orphans(1);
+  e.holders[0].orphaned = true;
+  e.holders[0].provenance = proc::Provenance::inferred;
+  EXPECT_NE(watch_event_line(e, Style{}).find(
+                "free it: gpureap free --orphans --gpu 3 (inferred from one look: the reaper "
+                "leaves it to a person)"),
+            std::string::npos)
+      << watch_event_line(e, Style{});
+  e.holders[0].provenance = proc::Provenance::witnessed;
+  EXPECT_EQ(watch_event_line(e, Style{}).find("inferred"), std::string::npos);
+}
+
 // W2-19(b): no advice to free what free protects (it would plan nothing).
 TEST_F(WatchEvents, AProtectedOrphanGetsNoFreeAdviceW2_19) {
   Event e = orphans(1);
@@ -143,6 +157,14 @@ TEST_F(WatchEvents, ZombieLeader) {
   e.uuid = "GPU-0";
   e.holders = {holder(4242, 6 * kGiB)};
   e.bytes = 6 * kGiB;
+  e.detail = "its main thread exited; 1 live thread still holds the GPU; not a leak: its parent pid 7 is alive";
+  // A mark, not a verdict: no free advised for a zombie leader whose parent lives.
+  EXPECT_EQ(watch_event_line(e, Style{}),
+            "2024-04-05T19:34:38.250000+00:00 GPU 0: 6.00 GiB held by a zombie leader, python3 pid 4242 (user alice) — "
+            "its main thread exited; 1 live thread still holds the GPU; not a leak: its parent pid 7 is alive\n");
+  // Orphaned (the lineage verdict, as status and --check say it): freed as one.
+  e.holders[0].orphaned = true;
+  e.holders[0].provenance = proc::Provenance::inferred;
   e.detail = "its main thread exited; 1 live thread still holds the GPU";
   EXPECT_EQ(watch_event_line(e, Style{}),
             "2024-04-05T19:34:38.250000+00:00 GPU 0: 6.00 GiB held by a zombie leader, python3 pid 4242 (user alice) — "
@@ -293,7 +315,7 @@ TEST(WatchEventJson, AHolderInAPodIsNamedByPodAndContainer) {
   e.time = 1712345678.25;
   e.gpu = gpu::dev(0);
   e.uuid = "GPU-0";
-  e.holders.push_back({{4242, 13242}, "python3", "alice", 1024, "k8s-pod:6b9a8f0e/3f2a1b9c8d7e", ""});
+  e.holders.push_back({{4242, 13242}, "python3", "alice", 1024, "k8s-pod:6b9a8f0e/3f2a1b9c8d7e", "", false, proc::Provenance::none});
   e.bytes = 1024;
   EXPECT_NE(watch_event_json(e).find(R"("container":"k8s-pod:6b9a8f0e/3f2a1b9c8d7e")"),
             std::string::npos)

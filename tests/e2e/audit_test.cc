@@ -181,7 +181,8 @@ TEST(Audit, AFileThatCannotBeWrittenNeverStopsAFree) {
   EXPECT_EQ(said("gpureap free: warning: audit record not written: "), 1u) << r.err;
 }
 
-// An engine worker's title: an orphan by evidence the reaper may act on (docs/orphans.md).
+// An engine worker's title; the reaper acts on it because the agent saw its server die
+// (SimNode::crash_watched: witnessed evidence, docs/orphans.md).
 constexpr const char* kAuditWorkerTitle = "VLLM::Worker_TP0";
 
 TEST(Audit, TheReaperRecordsUnderItsOwnName) {
@@ -190,8 +191,8 @@ TEST(Audit, TheReaperRecordsUnderItsOwnName) {
       node, {"--json", "watch", "--no-listen", "--tick", "200ms", "--reap-orphans-after", "500ms"});
   auto first = agent.next_line(30s);
   ASSERT_TRUE(first && first->text.find("\"started\"") != std::string::npos) << agent.transcript();
-  auto doomed = node.hold({"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--orphan", "--comm",
-                           kAuditWorkerTitle});
+  auto doomed =
+      node.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--comm", kAuditWorkerTitle});
   const pid_t pid = doomed.holders[0].first;
   auto reaped =
       agent.wait_for_json([](const json& j) { return j.value("event", "") == "reaped"; }, 30s);

@@ -277,13 +277,17 @@ TEST_F(WatchEvents, AServerKilledUnderTheAgentIsNamedAsTheParent) {
   EXPECT_EQ(in["launcher"]["alive"], false) << in.dump();
   EXPECT_EQ(in["launcher"]["died_at"], e["parent"]["died_at"]) << in.dump();
   EXPECT_FALSE(in["launcher"]["comm"].is_null()) << in.dump();
-  // A direct scan has no such memory: it says only what /proc shows now.
+  // A direct scan reads what the agent saw die from its state directory (witnessed.json):
+  // it names the crashed server the same way, and calls its workers the same (W3-07).
   auto direct = node_.gpureap({"--json", "--no-agent", "status"}).json();
+  bool named = false;
   for (const auto& x : direct["instances"])
     if (x["key"] == std::to_string(held.leader)) {
-      EXPECT_TRUE(x["launcher"]["comm"].is_null()) << x.dump();
-      EXPECT_TRUE(x["model"].is_null()) << x.dump();
+      named = true;
+      EXPECT_EQ(x["launcher"]["comm"], in["launcher"]["comm"]) << x.dump();
+      EXPECT_EQ(x["model"], "org/Model-A") << x.dump();
     }
+  EXPECT_TRUE(named) << direct["instances"].dump();
   stop_and_check_lines();
 }
 
