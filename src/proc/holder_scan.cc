@@ -87,6 +87,19 @@ class ProcessScanner {
   void describe(int dirfd, pid_t pid, std::optional<StatInfo> stat, const Hits& hits,
                 bool zombie_leader);
   void problem(pid_t pid, std::string what) { problems.push_back({pid, std::move(what)}); }
+  /// outcome_of, noting a descriptor limit reached (ScanResult::out_of_descriptors).
+  Outcome outcome(int err) {
+    note(err);
+    return outcome_of(err);
+  }
+  void note(int err) {
+    if (err == EMFILE || err == ENFILE) out_of_descriptors = true;
+  }
+
+ public:
+  bool out_of_descriptors = false;
+
+ private:
 
   const ScanContext& ctx_;
   ReadBuffer file_;
@@ -96,7 +109,7 @@ class ProcessScanner {
 
 Outcome ProcessScanner::scan_fds(int dirfd, const char* path, Hits& hits) {
   UniqueFd fd_dir(open_dir_at(dirfd, path));
-  if (!fd_dir.valid()) return outcome_of(errno);
+  if (!fd_dir.valid()) return outcome(errno);
   return scan_fd_table(fd_dir.get(), hits);
 }
 
@@ -125,7 +138,7 @@ Outcome ProcessScanner::scan_fd_table(int fd_dir, Hits& hits) {
         }
       },
       /*short_read_is_end=*/ctx_.is_procfs);
-  if (err != 0) return outcome_of(err);
+  if (err != 0) return outcome(err);
   return count > 0 ? Outcome::entries : Outcome::empty;
 }
 
@@ -146,10 +159,10 @@ const DeviceNode* ProcessScanner::procfs_capability(int fd_dir, const char* name
 
 Outcome ProcessScanner::scan_maps(int dirfd, const char* path, Hits& hits) {
   UniqueFd maps(::openat(dirfd, path, O_RDONLY | O_CLOEXEC));
-  if (!maps.valid()) return outcome_of(errno);
+  if (!maps.valid()) return outcome(errno);
   mapped_.clear();
   if (int err = read_mapped_files(maps.get(), file_, ctx_.procmap_query_works, mapped_); err != 0)
-    return outcome_of(err);
+    return outcome(err);
   for (const MapsFileId& id : mapped_) {
     if (const DeviceNode* node = ctx_.devices.match_mapping(id.dev_major, id.dev_minor, id.inode)) {
       hits.by_mapping = true;
@@ -164,9 +177,9 @@ Outcome ProcessScanner::scan_maps(int dirfd, const char* path, Hits& hits) {
 // one fd table and always one mm, so this runs only for zombie leaders.
 Outcome ProcessScanner::scan_live_threads(int dirfd, pid_t pid, Hits& hits) {
   UniqueFd task(open_dir_at(dirfd, "task"));
-  if (!task.valid()) return outcome_of(errno);
+  if (!task.valid()) return outcome(errno);
   std::vector<pid_t> tids;
-  if (int err = list_pids(task.get(), dents_, tids); err != 0) return outcome_of(err);
+  if (int err = list_pids(task.get(), dents_, tids); err != 0) return outcome(err);
   bool denied = false, read_any = false, maps_read = !ctx_.options.read_maps;
   for (pid_t tid : tids) {
     if (tid == pid) continue;
@@ -198,6 +211,7 @@ void ProcessScanner::scan(pid_t pid) {
   UniqueFd fd_dir(open_dir_at(ctx_.proc_fd, fd_path));
   if (!fd_dir.valid()) {
     const int err = errno;
+    note(err);
     if (process_gone(err)) return;
     if (err != EACCES && err != EPERM)
       return problem(pid, Error::from_errno("cannot open its fd table", err).message);
@@ -206,6 +220,7 @@ void ProcessScanner::scan(pid_t pid) {
   UniqueFd dir;  // /proc/PID, opened when needed
   auto open_pid_dir = [&]() {
     dir.reset(fd_dir.valid() ? open_dir_at(fd_dir.get(), "..") : open_dir_at(ctx_.proc_fd, name));
+    if (!dir.valid()) note(errno);
     if (!dir.valid() && !process_gone(errno))
       problem(pid, Error::from_errno("cannot open its /proc directory").message);
     return dir.valid();
@@ -222,6 +237,7 @@ void ProcessScanner::scan(pid_t pid) {
     // with EACCES it keeps kernel threads and zombies out of the problems.
     if (!open_pid_dir()) return;
     if (int err = read_file_at(dir.get(), "stat", file_); err != 0) {
+      note(err);
       if (!process_gone(err)) problem(pid, Error::from_errno("cannot read stat", err).message);
       return;
     }
@@ -440,6 +456,7 @@ ScanResult scan_holders(const ScanOptions& options) {
 
   UniqueFd proc_fd(open_dir_at(AT_FDCWD, options.proc_root.c_str()));
   if (!proc_fd.valid()) {
+    result.out_of_descriptors = errno == EMFILE || errno == ENFILE;
     result.problems.push_back({0, Error::from_errno("cannot open " + options.proc_root).message});
     return result;
   }
@@ -496,6 +513,7 @@ ScanResult scan_holders(const ScanOptions& options) {
   UserNames users;
   for (auto& s : scanners) {
     result.processes_scanned += s.scanned;
+    result.out_of_descriptors = result.out_of_descriptors || s.out_of_descriptors;
     for (auto& h : s.holders) {
       h.user = users.name(h.uid);
       result.holders.push_back(std::move(h));

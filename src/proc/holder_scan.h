@@ -31,6 +31,9 @@ struct ScanResult {
   std::vector<Holder> holders;        // sorted by pid
   std::vector<ScanProblem> problems;  // per process that could not be read; pid 0 = whole scan
   std::size_t processes_scanned = 0;  // processes whose /proc directory was opened
+  /// A descriptor limit (EMFILE, ENFILE) stopped some read: the scan is incomplete,
+  /// and a process missing from it may still hold a GPU (the agent keeps its last look).
+  bool out_of_descriptors = false;
 };
 
 /// Finds the holders of `options.devices` among the processes of `proc_root`:
