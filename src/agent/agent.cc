@@ -98,9 +98,6 @@ constexpr std::chrono::seconds kScrapeRefreshInterval{1};
 /// costs the agent this many looks a second, whatever its rate. Questions that
 /// arrive together share one look, whoever asks.
 constexpr unsigned kSocketRefreshesPerUid = 4;
-/// The answers one uid other than root gets in a second; past them it is told to
-/// scan directly (its own CPU, not the agent's).
-constexpr unsigned kSocketAnswersPerUid = 50;
 
 const char* kLandingPage =
     "<html><head><title>gpureap watch</title></head><body>\n"
@@ -398,10 +395,7 @@ class Agent {
           "the agent has let go of NVML for a GPU reset: scan directly");
     auto& rate = socket_rates_[peer.uid];
     const auto now = node_.clock().now();
-    if (now - rate.second >= std::chrono::seconds(1)) rate = {now, 0, 0};
-    if (peer.uid != 0 && ++rate.answers > kSocketAnswersPerUid)
-      return inventory::encode_wire_error(
-          "too many questions from this user this second: scan directly");
+    if (now - rate.second >= std::chrono::seconds(1)) rate = {now, 0};
     // As fresh as a direct scan: NVML read and new processes scanned for this answer,
     // unless questions that came together already caused one, or this uid (not root)
     // has had its looks this second (W3-11). During a reap (another thread answers):
@@ -678,7 +672,6 @@ class Agent {
   struct SocketRate {
     util::Clock::time_point second{};
     unsigned refreshes = 0;
-    unsigned answers = 0;
   };
   std::map<uid_t, SocketRate> socket_rates_;  // this second's questions, by uid
   bool batch_refreshed_ = false;  // a question of this batch of clients caused a look
