@@ -202,11 +202,17 @@ void Watcher::incremental_scan() {
   const std::set<pid_t> listed = nvml_pids();
   for (pid_t pid : listed)
     if (!holders_.contains(pid)) candidates.insert(pid);
-  // Holders NVML does not list (a device node open, a mapping: few, and no
-  // memory figure to tell that they let go) have their fd tables read again:
-  // one that closed its node is no holder from this tick on (W3-14).
+  // Holders NVML does not list (a device node open, a mapping: no memory figure
+  // tells that they let go) have their fd tables read again, and are scanned again
+  // when they hold something else now: one that closed its node is no holder from
+  // this tick on (W3-14).
+  std::vector<const proc::Holder*> unlisted;
   for (const auto& [pid, h] : holders_)
-    if (!listed.contains(pid)) candidates.insert(pid);
+    if (!listed.contains(pid) && !candidates.contains(pid)) unlisted.push_back(&h);
+  proc::ScanOptions check;
+  check.proc_root = node_.proc_root();
+  check.devices = &node_.devices();
+  for (pid_t pid : proc::changed_holders(check, unlisted)) candidates.insert(pid);
   for (pid_t own : own_pids()) candidates.erase(own);
   if (!candidates.empty()) rescan(candidates);
   rebuild();

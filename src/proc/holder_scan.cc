@@ -71,6 +71,9 @@ class ProcessScanner {
   explicit ProcessScanner(const ScanContext& ctx) : ctx_(ctx) {}
 
   void scan(pid_t pid);
+  /// What `pid` holds now (its fd table; its maps too when `maps`), without
+  /// describing it; nullopt when it is gone or cannot be read.
+  std::optional<std::set<DeviceNode>> held(pid_t pid, bool maps);
   /// Describes a process with no device evidence (found_by stays empty).
   void describe_only(pid_t pid);
 
@@ -271,6 +274,25 @@ void ProcessScanner::scan(pid_t pid) {
   describe(dir.get(), pid, std::move(stat), hits, zombie_leader);
 }
 
+std::optional<std::set<DeviceNode>> ProcessScanner::held(pid_t pid, bool maps) {
+  char name[32], fd_path[32];
+  std::string_view digits = format_pid(pid, name);
+  std::memcpy(fd_path, digits.data(), digits.size());
+  std::memcpy(fd_path + digits.size(), "/fd", 4);
+  UniqueFd fd_dir(open_dir_at(ctx_.proc_fd, fd_path));
+  if (!fd_dir.valid()) return std::nullopt;
+  Hits hits;
+  const Outcome fds = scan_fd_table(fd_dir.get(), hits);
+  if (fds != Outcome::entries && fds != Outcome::empty) return std::nullopt;
+  if (maps) {
+    const Outcome m = scan_maps(fd_dir.get(), "../maps", hits);
+    if (m != Outcome::entries && m != Outcome::empty) return std::nullopt;
+  }
+  std::set<DeviceNode> nodes;
+  for (const DeviceNode* node : hits.nodes) nodes.insert(*node);
+  return nodes;
+}
+
 void ProcessScanner::describe_only(pid_t pid) {
   char name[32];
   format_pid(pid, name);
@@ -448,6 +470,32 @@ std::vector<Holder> describe_processes(const std::vector<pid_t>& pids,
     out.push_back(std::move(h));
   }
   return out;
+}
+
+std::set<pid_t> changed_holders(const ScanOptions& options,
+                                const std::vector<const Holder*>& holders) {
+  std::set<pid_t> changed;
+  if (holders.empty()) return changed;
+  UniqueFd proc_fd(open_dir_at(AT_FDCWD, options.proc_root.c_str()));
+  if (!proc_fd.valid() || options.devices == nullptr) {
+    for (const Holder* h : holders) changed.insert(h->id.pid);
+    return changed;
+  }
+  const ScanContext ctx{options,
+                        *options.devices,
+                        proc_fd.get(),
+                        0,
+                        static_cast<double>(::sysconf(_SC_CLK_TCK)),
+                        is_procfs(proc_fd.get()),
+                        {true}};
+  ProcessScanner scanner(ctx);
+  for (const Holder* h : holders) {
+    const bool maps = options.read_maps && h->found_by.contains(FoundBy::mapping);
+    auto now = scanner.held(h->id.pid, maps);
+    // Found by its fds alone: a mapping it may have made since is the full scan's.
+    if (!now || *now != h->nodes) changed.insert(h->id.pid);
+  }
+  return changed;
 }
 
 ScanResult scan_holders(const ScanOptions& options) {

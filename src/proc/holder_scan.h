@@ -36,6 +36,15 @@ struct ScanResult {
   bool out_of_descriptors = false;
 };
 
+/// Of `holders` (from an earlier scan), the pids that need a scan again: gone,
+/// unreadable, or holding other device nodes than they did. Each is checked by its
+/// fd table (and its maps when it was found by a mapping), without describing it:
+/// the agent's check, at each tick, that a holder NVML does not list still holds
+/// (W3-14), a fraction of a scan's cost. The pid's identity is the caller's: a pid
+/// reused since is seen by its start time in the stat line the caller reads.
+std::set<pid_t> changed_holders(const ScanOptions& options,
+                                const std::vector<const Holder*>& holders);
+
 /// Finds the holders of `options.devices` among the processes of `proc_root`:
 ///  - fds: stat() of each /proc/PID/fd/N (link followed, cached attributes only,
 ///    so a dead NFS server cannot hang the scan) matched with DeviceSet::match_fd;
