@@ -323,7 +323,10 @@ class Agent {
     return health;
   }
 
-  std::string metrics_text() {
+  /// The exposition. `process_figures`: with the agent's own process_* series, for
+  /// its HTTP endpoint only: in a textfile they would clash with node_exporter's own
+  /// (and change at every tick, rewriting the file each time).
+  std::string metrics_text(bool process_figures = false) {
     report::MetricsInput input;
     input.inventory = &watcher_.inventory();
     input.counters = &counters_;
@@ -333,7 +336,7 @@ class Agent {
     counters_.watched_by_pidfd = watcher_.limits().watched;
     counters_.watched_by_tick = watcher_.limits().unwatched;
     counters_.reaping = reaping_;
-    counters_.process = own_process_figures();
+    counters_.process = process_figures ? own_process_figures() : std::nullopt;
     input.version = options_.version;
     input.per_holder = options_.per_holder;
     input.last_scrape_seconds = last_scrape_seconds_;
@@ -368,7 +371,7 @@ class Agent {
         last_scrape_seconds_ =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       }
-      return HttpResponse{200, report::kMetricsContentType, metrics_text()};
+      return HttpResponse{200, report::kMetricsContentType, metrics_text(true)};
     });
   }
 
@@ -695,7 +698,7 @@ class Agent {
       agent_.reap_inventory_.warnings.push_back(
           "the agent is reaping " + std::to_string(holders) +
           " orphaned holder(s): this answer is its look from before the reap");
-      agent_.reap_metrics_ = agent_.metrics_text();
+      agent_.reap_metrics_ = agent_.metrics_text(true);
       agent_.reap_health_ = agent_.agent_health();
       agent_.reap_history_ = agent_.history_.answer(wall_now());
       thread_ = std::thread([this] { serve(); });
