@@ -196,17 +196,24 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     print_err(fmt::format("gpureap free: {}\n", report::terminal_text(state.error().message)));
     return kExitSystem;
   }
+  // A plan that waits for a person's y/N is made without the lock: an epilog or the
+  // reaper never waits for someone's answer (W3-08). On yes the lock is taken, a fresh
+  // look made, and only the confirmed processes (pid and start time) acted on.
+  const bool asks = !o.yes && !o.dry_run;
   std::optional<reclaim::FreeLock> lock;
-  if (!o.dry_run) {
+  auto take_lock = [&]() -> bool {
     auto wait_until = started + o.wait_lock;
+    if (asks) wait_until = std::chrono::steady_clock::now() + o.wait_lock;
     if (deadline) wait_until = std::min(wait_until, *deadline);
     auto l = reclaim::FreeLock::acquire(*state, wait_until);
     if (!l) {
       print_err(fmt::format("gpureap free: {}\n", report::terminal_text(l.error().message)));
-      return kExitSystem;
+      return false;
     }
     lock.emplace(std::move(*l));
-  }
+    return true;
+  };
+  if (!o.dry_run && !asks && !take_lock()) return kExitSystem;
 
   // 3. Discover.
   inventory::Node node = open_node(global, *state);
@@ -282,6 +289,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   const report::TableWidth width =
       report_on_stderr ? report::TableWidth{} : stdout_table_width(o.wide);
   bool not_confirmed = false;
+  std::optional<std::vector<proc::ProcessId>> confirmed;  // asks: what the person said yes to
   std::optional<InterruptHandlers> handlers;
   const bool live = !global.json && ::isatty(2);
   reclaim::FreeSteps steps;
@@ -298,6 +306,11 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
       not_confirmed = true;
       return false;
     }
+    if (asks) {  // confirmed, without the lock: acted on below, under it
+      confirmed.emplace();
+      for (const auto& t : plan.targets) confirmed->push_back(t.id);
+      return false;
+    }
     handlers.emplace();
     return true;
   };
@@ -310,8 +323,19 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
                             reclaim::AuditCaller::current(node.proc_root()));
   reclaim::SystemProcessControl system_control(node.proc_root());
   reclaim::AuditedControl control(system_control, trail, node.proc_root());
-  const reclaim::FreeOutcome freed =
-      reclaim::free_selection(node, control, inv, caller, options, steps);
+  reclaim::FreeOutcome freed = reclaim::free_selection(node, control, inv, caller, options, steps);
+  if (confirmed) {
+    // Under the lock: a fresh look, and only the confirmed processes, each still the
+    // same process (its start time) and still selected; none is added.
+    if (!take_lock()) return kExitSystem;
+    inv = node.look(first_look(deadline));  // direct: the agent was asked for the first
+    options.selection.ids = *confirmed;
+    steps.go_ahead = [&](const reclaim::Plan&) {
+      handlers.emplace();
+      return true;
+    };
+    freed = reclaim::free_selection(node, control, inv, caller, options, steps);
+  }
   const reclaim::Plan& plan = freed.plan;
   auto plan_only = [&] {
     print_out(global.json ? report::document_text(report::free_json(plan, reclaim::ReclaimReport{},

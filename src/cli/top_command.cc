@@ -241,33 +241,38 @@ class TopSession {
     say(text.empty() ? "no text filter" : "showing holders that contain \"" + text + "\" (/ and Enter on nothing: all)");
   }
 
+  // The GPUs `ids` use in `inv`, normalized.
+  static std::vector<gpu::DeviceId> gpus_of(const inventory::Inventory& inv,
+                                            const std::vector<proc::ProcessId>& ids) {
+    std::vector<gpu::DeviceId> gpus;
+    for (const auto& v : inv.gpus)
+      for (const auto& gh : v.holders)
+        if (gh.uses_gpu && std::find(ids.begin(), ids.end(), gh.holder.id) != ids.end() &&
+            !gpu::contains(gpus, v.info.id))
+          gpus.push_back(v.info.id);
+    gpu::normalize(gpus);
+    return gpus;
+  }
+
   // The tagged set through the one free flow (reclaim/free_flow.h), as `gpureap free
-  // --pid` would, but by exact identity (pid and start time): free's lock, a fresh look,
-  // the plan confirmed in a box, protections, pidfds, the audit trail (actor `top`).
+  // --pid` would, but by exact identity (pid and start time): a fresh look, the plan
+  // confirmed in a box, then free's lock, a fresh look under it and only the confirmed
+  // processes, protections, pidfds, the audit trail (actor `top`). The box waits for a
+  // person without the lock: an epilog or the reaper never waits for it (W3-08).
   void free_tagged() {
     auto state_dir = inventory::state_dir();
     if (!state_dir) {
       show_box({"cannot free", {report::terminal_text(state_dir.error().message)}, "any key"}, true);
       return;
     }
-    auto lock = reclaim::FreeLock::acquire(*state_dir);
-    if (!lock) {
-      show_box({"cannot free", {report::terminal_text(lock.error().message)}, "any key"}, true);
-      return;
-    }
-    show_box({"freeing", {"taking a fresh look under free's lock..."}, ""}, false);
+    show_box({"freeing", {"taking a fresh look..."}, ""}, false);
     node_.ask_agent_again();
     inventory::Inventory fresh = node_.look();
 
     reclaim::ReclaimOptions options;
     auto& sel = options.selection;
     sel.ids.assign(state_.tagged.begin(), state_.tagged.end());
-    for (const auto& v : fresh.gpus)
-      for (const auto& gh : v.holders)
-        if (gh.uses_gpu && state_.tagged.contains(gh.holder.id) &&
-            !gpu::contains(sel.gpus, v.info.id))
-          sel.gpus.push_back(v.info.id);
-    gpu::normalize(sel.gpus);
+    sel.gpus = gpus_of(fresh, sel.ids);
     if (sel.gpus.empty()) {
       state_.tagged.clear();
       say("the tagged processes no longer use a GPU: nothing to do");
@@ -284,7 +289,7 @@ class TopSession {
     reclaim::AuditedControl control(system_control, trail, node_.proc_root());
     const auto caller = reclaim::CallerContext::current(node_.proc_root());
 
-    bool confirmed = false;
+    std::vector<proc::ProcessId> confirmed;
     reclaim::FreeSteps steps;
     steps.go_ahead = [&](const reclaim::Plan& plan) {
       auto lines = split_lines(report::plan_text(plan, report::Style{}, options.escalation.grace));
@@ -292,8 +297,9 @@ class TopSession {
           show_box({fmt::format("free {} process(es)?", plan.targets.size()), std::move(lines),
                     "y free them (SIGTERM, then SIGKILL after the grace)   n/Esc cancel"},
                    true);
-      confirmed = key.code == top::KeyCode::character && (key.c == 'y' || key.c == 'Y');
-      return confirmed;
+      if (key.code == top::KeyCode::character && (key.c == 'y' || key.c == 'Y'))
+        for (const auto& t : plan.targets) confirmed.push_back(t.id);
+      return false;  // acted on below, under the lock
     };
     steps.progress = [&](const std::vector<reclaim::GpuRelease>& gpus) {
       show_box({"freeing: watching the release",
@@ -304,7 +310,27 @@ class TopSession {
     };
     g_top_interrupted.store(false);
     node_.set_interrupt_flag(&g_top_interrupted);
-    const reclaim::FreeOutcome out = reclaim::free_selection(node_, control, fresh, caller, options, steps);
+    reclaim::FreeOutcome out = reclaim::free_selection(node_, control, fresh, caller, options, steps);
+    if (!confirmed.empty()) {
+      auto lock = reclaim::FreeLock::acquire(*state_dir);
+      if (!lock) {
+        node_.set_interrupt_flag(nullptr);
+        show_box({"cannot free", {report::terminal_text(lock.error().message)}, "any key"}, true);
+        return;
+      }
+      show_box({"freeing", {"taking a fresh look under free's lock..."}, ""}, false);
+      fresh = node_.look();  // direct: the agent was asked for the first
+      sel.ids = confirmed;
+      sel.gpus = gpus_of(fresh, sel.ids);
+      if (sel.gpus.empty()) {
+        node_.set_interrupt_flag(nullptr);
+        state_.tagged.clear();
+        say("the confirmed processes no longer use a GPU: nothing to do");
+        return;
+      }
+      steps.go_ahead = [](const reclaim::Plan&) { return true; };
+      out = reclaim::free_selection(node_, control, fresh, caller, options, steps);
+    }
     node_.set_interrupt_flag(nullptr);
     g_top_interrupted.store(false);
     (void)node_.save_baselines();

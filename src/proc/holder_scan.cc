@@ -71,6 +71,9 @@ class ProcessScanner {
   explicit ProcessScanner(const ScanContext& ctx) : ctx_(ctx) {}
 
   void scan(pid_t pid);
+  /// What `pid` holds now (its fd table; its maps too when `maps`), without
+  /// describing it; nullopt when it is gone or cannot be read.
+  std::optional<std::set<DeviceNode>> held(pid_t pid, bool maps);
   /// Describes a process with no device evidence (found_by stays empty).
   void describe_only(pid_t pid);
   bool has_run_reaper_ancestor(pid_t ppid);
@@ -89,6 +92,19 @@ class ProcessScanner {
   void describe(int dirfd, pid_t pid, std::optional<StatInfo> stat, const Hits& hits,
                 bool zombie_leader);
   void problem(pid_t pid, std::string what) { problems.push_back({pid, std::move(what)}); }
+  /// outcome_of, noting a descriptor limit reached (ScanResult::out_of_descriptors).
+  Outcome outcome(int err) {
+    note(err);
+    return outcome_of(err);
+  }
+  void note(int err) {
+    if (err == EMFILE || err == ENFILE) out_of_descriptors = true;
+  }
+
+ public:
+  bool out_of_descriptors = false;
+
+ private:
 
   const ScanContext& ctx_;
   ReadBuffer file_;
@@ -98,7 +114,7 @@ class ProcessScanner {
 
 Outcome ProcessScanner::scan_fds(int dirfd, const char* path, Hits& hits) {
   UniqueFd fd_dir(open_dir_at(dirfd, path));
-  if (!fd_dir.valid()) return outcome_of(errno);
+  if (!fd_dir.valid()) return outcome(errno);
   return scan_fd_table(fd_dir.get(), hits);
 }
 
@@ -127,7 +143,7 @@ Outcome ProcessScanner::scan_fd_table(int fd_dir, Hits& hits) {
         }
       },
       /*short_read_is_end=*/ctx_.is_procfs);
-  if (err != 0) return outcome_of(err);
+  if (err != 0) return outcome(err);
   return count > 0 ? Outcome::entries : Outcome::empty;
 }
 
@@ -148,10 +164,10 @@ const DeviceNode* ProcessScanner::procfs_capability(int fd_dir, const char* name
 
 Outcome ProcessScanner::scan_maps(int dirfd, const char* path, Hits& hits) {
   UniqueFd maps(::openat(dirfd, path, O_RDONLY | O_CLOEXEC));
-  if (!maps.valid()) return outcome_of(errno);
+  if (!maps.valid()) return outcome(errno);
   mapped_.clear();
   if (int err = read_mapped_files(maps.get(), file_, ctx_.procmap_query_works, mapped_); err != 0)
-    return outcome_of(err);
+    return outcome(err);
   for (const MapsFileId& id : mapped_) {
     if (const DeviceNode* node = ctx_.devices.match_mapping(id.dev_major, id.dev_minor, id.inode)) {
       hits.by_mapping = true;
@@ -166,9 +182,9 @@ Outcome ProcessScanner::scan_maps(int dirfd, const char* path, Hits& hits) {
 // one fd table and always one mm, so this runs only for zombie leaders.
 Outcome ProcessScanner::scan_live_threads(int dirfd, pid_t pid, Hits& hits) {
   UniqueFd task(open_dir_at(dirfd, "task"));
-  if (!task.valid()) return outcome_of(errno);
+  if (!task.valid()) return outcome(errno);
   std::vector<pid_t> tids;
-  if (int err = list_pids(task.get(), dents_, tids); err != 0) return outcome_of(err);
+  if (int err = list_pids(task.get(), dents_, tids); err != 0) return outcome(err);
   bool denied = false, read_any = false, maps_read = !ctx_.options.read_maps;
   for (pid_t tid : tids) {
     if (tid == pid) continue;
@@ -200,6 +216,7 @@ void ProcessScanner::scan(pid_t pid) {
   UniqueFd fd_dir(open_dir_at(ctx_.proc_fd, fd_path));
   if (!fd_dir.valid()) {
     const int err = errno;
+    note(err);
     if (process_gone(err)) return;
     if (err != EACCES && err != EPERM)
       return problem(pid, Error::from_errno("cannot open its fd table", err).message);
@@ -208,6 +225,7 @@ void ProcessScanner::scan(pid_t pid) {
   UniqueFd dir;  // /proc/PID, opened when needed
   auto open_pid_dir = [&]() {
     dir.reset(fd_dir.valid() ? open_dir_at(fd_dir.get(), "..") : open_dir_at(ctx_.proc_fd, name));
+    if (!dir.valid()) note(errno);
     if (!dir.valid() && !process_gone(errno))
       problem(pid, Error::from_errno("cannot open its /proc directory").message);
     return dir.valid();
@@ -224,6 +242,7 @@ void ProcessScanner::scan(pid_t pid) {
     // with EACCES it keeps kernel threads and zombies out of the problems.
     if (!open_pid_dir()) return;
     if (int err = read_file_at(dir.get(), "stat", file_); err != 0) {
+      note(err);
       if (!process_gone(err)) problem(pid, Error::from_errno("cannot read stat", err).message);
       return;
     }
@@ -257,10 +276,6 @@ void ProcessScanner::scan(pid_t pid) {
   describe(dir.get(), pid, std::move(stat), hits, zombie_leader);
 }
 
-// True when a live gpureap-reaper is among `ppid` and its ancestors (at most 64 steps:
-// a loop in a racing process tree ends there). The reaper names itself with
-// PR_SET_NAME and dies with its gpureap (PR_SET_PDEATHSIG), so a live one is a live
-// run; a process renamed so is at worst a live parent that adopts its own children.
 // The topmost process of `pid`'s ancestry (itself included) whose environment carries
 // `run_id`, when its parent is init: the command of a run whose gpureap and reaper are
 // gone; 0 when the chain of that id ends under a live parent without it.
@@ -279,6 +294,10 @@ pid_t ProcessScanner::run_command_left_to_init(pid_t pid, const std::string& run
   return top_parent == 1 ? top : 0;
 }
 
+// True when a live gpureap-reaper is among `ppid` and its ancestors (at most 64 steps:
+// a loop in a racing process tree ends there). The reaper names itself with
+// PR_SET_NAME and dies with its gpureap (PR_SET_PDEATHSIG), so a live one is a live
+// run; a process renamed so is at worst a live parent that adopts its own children.
 bool ProcessScanner::has_run_reaper_ancestor(pid_t ppid) {
   for (int step = 0; ppid > 1 && step < 64; ++step) {
     std::string path = fmt::format("{}/stat", ppid);
@@ -290,6 +309,25 @@ bool ProcessScanner::has_run_reaper_ancestor(pid_t ppid) {
     ppid = st->ppid;
   }
   return false;
+}
+
+std::optional<std::set<DeviceNode>> ProcessScanner::held(pid_t pid, bool maps) {
+  char name[32], fd_path[32];
+  std::string_view digits = format_pid(pid, name);
+  std::memcpy(fd_path, digits.data(), digits.size());
+  std::memcpy(fd_path + digits.size(), "/fd", 4);
+  UniqueFd fd_dir(open_dir_at(ctx_.proc_fd, fd_path));
+  if (!fd_dir.valid()) return std::nullopt;
+  Hits hits;
+  const Outcome fds = scan_fd_table(fd_dir.get(), hits);
+  if (fds != Outcome::entries && fds != Outcome::empty) return std::nullopt;
+  if (maps) {
+    const Outcome m = scan_maps(fd_dir.get(), "../maps", hits);
+    if (m != Outcome::entries && m != Outcome::empty) return std::nullopt;
+  }
+  std::set<DeviceNode> nodes;
+  for (const DeviceNode* node : hits.nodes) nodes.insert(*node);
+  return nodes;
 }
 
 void ProcessScanner::describe_only(pid_t pid) {
@@ -475,12 +513,39 @@ std::vector<Holder> describe_processes(const std::vector<pid_t>& pids,
   return out;
 }
 
+std::set<pid_t> changed_holders(const ScanOptions& options,
+                                const std::vector<const Holder*>& holders) {
+  std::set<pid_t> changed;
+  if (holders.empty()) return changed;
+  UniqueFd proc_fd(open_dir_at(AT_FDCWD, options.proc_root.c_str()));
+  if (!proc_fd.valid() || options.devices == nullptr) {
+    for (const Holder* h : holders) changed.insert(h->id.pid);
+    return changed;
+  }
+  const ScanContext ctx{options,
+                        *options.devices,
+                        proc_fd.get(),
+                        0,
+                        static_cast<double>(::sysconf(_SC_CLK_TCK)),
+                        is_procfs(proc_fd.get()),
+                        {true}};
+  ProcessScanner scanner(ctx);
+  for (const Holder* h : holders) {
+    const bool maps = options.read_maps && h->found_by.contains(FoundBy::mapping);
+    auto now = scanner.held(h->id.pid, maps);
+    // Found by its fds alone: a mapping it may have made since is the full scan's.
+    if (!now || *now != h->nodes) changed.insert(h->id.pid);
+  }
+  return changed;
+}
+
 ScanResult scan_holders(const ScanOptions& options) {
   ScanResult result;
   if (options.devices == nullptr || options.devices->empty()) return result;
 
   UniqueFd proc_fd(open_dir_at(AT_FDCWD, options.proc_root.c_str()));
   if (!proc_fd.valid()) {
+    result.out_of_descriptors = errno == EMFILE || errno == ENFILE;
     result.problems.push_back({0, Error::from_errno("cannot open " + options.proc_root).message});
     return result;
   }
@@ -537,6 +602,7 @@ ScanResult scan_holders(const ScanOptions& options) {
   UserNames users;
   for (auto& s : scanners) {
     result.processes_scanned += s.scanned;
+    result.out_of_descriptors = result.out_of_descriptors || s.out_of_descriptors;
     for (auto& h : s.holders) {
       h.user = users.name(h.uid);
       result.holders.push_back(std::move(h));

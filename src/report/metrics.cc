@@ -307,6 +307,40 @@ void render_agent(Exposition& x, const AgentCounters& c) {
            "pids only).");
   x.sample({{"kind", "full"}}, c.full_scans);
   x.sample({{"kind", "incremental"}}, c.incremental_scans);
+
+  x.family("gpureap_agent_degraded", "gauge",
+           "1 when the agent cannot see all it should, by reason: out_of_descriptors (its last "
+           "look at /proc ran out of file descriptors; holders it could not read are kept as "
+           "the look before saw them). /healthz answers 503 meanwhile.");
+  x.sample({{"reason", "out_of_descriptors"}}, c.look_failed ? 1 : 0);
+
+  x.family("gpureap_agent_watched_processes", "gauge",
+           "Holders, their parents and group leaders the agent watches, by how: pidfd (a death "
+           "is seen at once) or tick (past its pidfd budget, which its file descriptor limit "
+           "sets: a death is seen at the next tick).");
+  x.sample({{"how", "pidfd"}}, static_cast<std::uint64_t>(c.watched_by_pidfd));
+  x.sample({{"how", "tick"}}, static_cast<std::uint64_t>(c.watched_by_tick));
+
+  x.family("gpureap_reap_in_progress", "gauge",
+           "1 while the agent reaps orphans: its answers meanwhile are from its last look.");
+  x.sample({}, c.reaping ? 1 : 0);
+
+  if (c.process) {
+    const ProcessFigures& p = *c.process;
+    x.family("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
+    x.sample({}, number(p.cpu_seconds));
+    x.family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+    x.sample({}, number(p.resident_bytes));
+    x.family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+    x.sample({}, number(p.virtual_bytes));
+    x.family("process_start_time_seconds", "gauge",
+             "Start time of the process since unix epoch in seconds.");
+    x.sample({}, number(p.start_time_seconds));
+    x.family("process_open_fds", "gauge", "Number of open file descriptors.");
+    x.sample({}, number(p.open_fds));
+    x.family("process_max_fds", "gauge", "Maximum number of open file descriptors.");
+    x.sample({}, number(p.max_fds));
+  }
 }
 
 }  // namespace

@@ -150,7 +150,9 @@ std::string describe(const Event& e, const Style& style) {
     case EventKind::reap_failed:
       return fmt::format("{} {} holding {} — {}", style.red("reaping failed for"), holder_list(e),
                          held_bytes(e),
-                         then(detail, fmt::format("see: gpureap status --gpu {}", gpu)));
+                         then(detail, fmt::format("see: gpureap status --gpu {}",
+                                                  e.gpus.empty() ? gpu
+                                                                 : gpu::device_list(e.gpus))));
     case EventKind::ghost_gpu:
       // The inventory's detail carries the samples and the next step.
       return fmt::format("{} — {}", style.red("ghost GPU: busy with no process"), detail);

@@ -264,6 +264,14 @@ TEST_F(WatchEvents, Reaping) {
             "2024-04-05T19:34:38.250000+00:00 GPU 3: reaping failed for 2 holders (python3 pid 4242, python3 pid 4243) "
             "holding 20.0 GiB — memory still held after 60 s; see: gpureap status --gpu 3\n");
   EXPECT_EQ(nlohmann::json::parse(watch_event_json(e))["event"], "reap_failed");
+  // Over two GPUs: both named, not "--gpu ?" (W3-12).
+  e.gpu.reset();
+  e.gpus = {gpu::dev(2), gpu::dev(3)};
+  const std::string two = watch_event_line(e, Style{});
+  EXPECT_NE(two.find("see: gpureap status --gpu " + gpu::device_list(e.gpus) + "\n"),
+            std::string::npos)
+      << two;
+  EXPECT_EQ(two.find("--gpu ?"), std::string::npos) << two;
 }
 
 TEST_F(WatchEvents, ProcessTextIsEscapedAndJsonStaysValid) {

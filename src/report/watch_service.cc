@@ -51,6 +51,10 @@ std::string change_text(const OptionChange& c) {
                       : c.key == "reap-dry-run"       ? "reap dry run"
                                                       : c.key;
   std::string text = fmt::format("{} {} (was {})", label, value(c.after), value(c.before));
+  // A reload that drops --keep (W3-12c): "never reaping holders matching none" read as
+  // if nothing were reaped.
+  if (c.key == "keep" && c.after.empty())
+    text = fmt::format("no holder kept from reaping by --keep (was {})", value(c.before));
   if (!c.applies_now) text += " at the next start: a reload does not change it";
   return text;
 }
@@ -112,6 +116,14 @@ std::string stamp(double time) {
       std::chrono::duration<double>(time))));
 }
 
+// "; the command line overrides listen, keep in FILE" (the file's keys it sets aside).
+static std::string overrides_text(const WatchStart& s) {
+  if (s.overridden.empty() || s.config.empty()) return "";
+  std::string keys;
+  for (const auto& k : s.overridden) keys += (keys.empty() ? "" : ", ") + k;
+  return "; the command line overrides " + keys + " in " + terminal_text(s.config);
+}
+
 std::string watch_started_line(const WatchStart& s, double time, const Style& style) {
   return fmt::format(
       "{} {} (pid {}): {}, status socket {}, watching {} GPU{}; {}; {}; {}\n",
@@ -121,7 +133,7 @@ std::string watch_started_line(const WatchStart& s, double time, const Style& st
       terminal_text(s.socket), s.gpus, s.gpus == 1 ? "" : "s", reaping_text(s),
       s.textfile ? "textfile " + terminal_text(*s.textfile) : std::string("no textfile"),
       s.config.empty() ? std::string("no options file")
-                       : "options from " + terminal_text(s.config));
+                       : "options from " + terminal_text(s.config) + overrides_text(s));
 }
 
 std::string watch_started_json(const WatchStart& s, double time) {
@@ -137,6 +149,7 @@ std::string watch_started_json(const WatchStart& s, double time) {
   doc["reap_dry_run"] = s.reap_dry_run;
   doc["keep"] = text_or_null(s.keep);
   doc["config"] = text_or_null(s.config);
+  doc["overridden"] = s.overridden;
   return json_line(doc);
 }
 
@@ -220,6 +233,15 @@ std::string watch_service_status(const inventory::Inventory& inv,
     text += "; no event yet";
   }
   return text;
+}
+
+std::string agent_health_json(const AgentHealth& health) {
+  ordered_json doc;
+  doc["status"] = health.degraded.empty() ? "ok" : "degraded";
+  doc["pid"] = health.pid;
+  doc["reasons"] = health.degraded;
+  doc["notes"] = health.notes;
+  return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace gpureap::report

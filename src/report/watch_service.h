@@ -40,11 +40,14 @@ struct WatchStart {
   bool reap_dry_run = false;
   std::string keep;    // --keep's regular expression; "" none
   std::string config;  // the options file read; "" none
+  /// Keys the file sets that the command line overrides ("listen"): never silently.
+  std::vector<std::string> overridden;
 };
 
 /// "<RFC 3339> gpureap watch started (pid P): metrics on http://A/metrics, status
 /// socket S, watching N GPUs; reaping orphans after 15m except 'REGEX' | reaping
-/// off; textfile DIR | no textfile; options from FILE | no options file".
+/// off; textfile DIR | no textfile; options from FILE | no options file", then
+/// "; the command line overrides listen in FILE" when it does.
 std::string watch_started_line(const WatchStart& start, double time, const Style& style);
 /// {"schema_version":1,"event":"started","level":"info","time":T,"pid":P,"listen",
 /// "socket","gpus","textfile","reap_orphans_after" (seconds or null),"reap_dry_run",
@@ -92,6 +95,15 @@ std::string watch_stopped_json(double time, pid_t pid, const std::string& why);
 /// NVML is let go, "NVML let go for a GPU reset" first.
 std::string watch_service_status(const inventory::Inventory& inv,
                                  const inventory::Event* last_event, bool nvml_yielded);
+
+/// What /healthz says: degraded (503) with its reasons, or ok (200) with notes.
+struct AgentHealth {
+  pid_t pid = 0;
+  std::vector<std::string> degraded;  // empty: healthy
+  std::vector<std::string> notes;     // said, not degraded (NVML let go, ...)
+};
+/// {"status":"ok"|"degraded","pid":P,"reasons":[...],"notes":[...]} and a newline.
+std::string agent_health_json(const AgentHealth& health);
 
 /// `time` (seconds since the epoch) as RFC 3339 with the date: every agent line's stamp.
 std::string stamp(double time);

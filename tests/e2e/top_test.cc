@@ -223,6 +223,28 @@ TEST(Top, TaggedOrphansAreFreedThroughThePlanAndVerifiedLiveServerUntouched) {
   EXPECT_NE(log.out.find("\"actor\":\"top\""), std::string::npos) << log.out << log.err;
 }
 
+// W3-08: the plan box waits for a person without free's lock: a free (an epilog, the
+// reaper) meanwhile takes it at once; on y, top takes it and frees what was confirmed.
+TEST(Top, AnOpenPlanBoxHoldsNoLockW3_08) {
+  if (find_tmux().empty()) GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh)";
+  CaseStudy c;
+  TopInTmux top(c.node, {}, 80, 24);
+  ASSERT_TRUE(top.wait_for({c.heading(), "ORPHAN"})) << top.last();
+  top.keys({"Space"});
+  ASSERT_TRUE(top.wait_for({"2 tagged"})) << top.last();
+  top.keys({"F"});
+  ASSERT_TRUE(top.wait_for({"free 2 process(es)?"})) << top.last();
+  // GPU 3 holds nothing: the free takes the lock, looks and says so (exit 4).
+  auto other = c.node.gpureap({"free", "--gpu", "3", "--yes"}, std::chrono::seconds(60));
+  EXPECT_EQ(other.exit_code, 4) << other.err;
+  EXPECT_EQ(other.err.find("another gpureap free"), std::string::npos) << other.err;
+  top.keys({"y"});
+  ASSERT_TRUE(top.wait_for({"freed and verified", "Result after"}, std::chrono::seconds(60)))
+      << top.last();
+  for (const auto& [pid, gpu] : c.crashed.holders) EXPECT_FALSE(alive(pid)) << pid;
+  for (pid_t pid : c.live.pids) EXPECT_TRUE(alive(pid)) << "live server " << pid;
+}
+
 TEST(Top, DeclinedPlanSignalsNothing) {
   if (find_tmux().empty()) GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh)";
   CaseStudy c;
