@@ -1,0 +1,33 @@
+#include "reclaim/target_lineage.h"
+
+namespace gpureap::reclaim {
+
+std::string_view enum_name(LineageVerdict verdict) {
+  switch (verdict) {
+    case LineageVerdict::orphaned:
+      return "orphaned";
+    case LineageVerdict::detached:
+      return "detached";
+    case LineageVerdict::live:
+      return "live";
+  }
+  return {};
+}
+
+TargetLineage lineage_of(const proc::Holder& h) {
+  TargetLineage out;
+  if (h.orphaned) {
+    out.verdict = LineageVerdict::orphaned;
+    out.evidence = h.orphan_evidence;
+    out.reason = h.orphan_reason;
+  } else if (h.detached) {
+    out.verdict = LineageVerdict::detached;
+    out.reason = h.detached_reason;
+  }
+  // PROVENANCE (issue 40): proc::Provenance and Holder::provenance are the lead's, not on
+  // main when this was written; once they are: out.provenance = enum_name(h.provenance)
+  // (empty for Provenance::none). Until then the record says null: not known.
+  return out;
+}
+
+}  // namespace gpureap::reclaim
