@@ -158,7 +158,9 @@ TEST(Audit, W4_10_LogTellsOrphanedTargetsFromLiveOnes) {
       EXPECT_FALSE(t["evidence"].is_null()) << t.dump();
       EXPECT_EQ(t["instance"], std::to_string(crashed.leader)) << t.dump();
     }
-    if (t["pid"] == worker) EXPECT_EQ(t["verdict"], "live") << t.dump();
+    if (t["pid"] == worker) {
+      EXPECT_EQ(t["verdict"], "live") << t.dump();
+    }
   }
 
   const auto records = audit_records(node);
