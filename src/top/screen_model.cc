@@ -423,12 +423,13 @@ Box detail_box(const Frame& f, std::size_t at, std::size_t width) {
   box.footer = "up/down scroll   any other key closes";
   if (f.rows == nullptr || at >= f.rows->size()) return box;
   const Row& r = (*f.rows)[at];
-  // The box's inner width (overlay_box), less a margin for the hanging indent.
+  // The box's inner width (overlay_box), less a margin; each field " name       value",
+  // its continuation lines under its value (wrap_lines hangs an indented line).
   const std::size_t room = std::max<std::size_t>(std::min<std::size_t>(width, 124), 24) - 4;
   auto field = [&](std::string_view name, const std::string& value) {
     if (value.empty()) return;
     const std::string text =
-        report::wrap_lines(fmt::format("{:<11}{}", name, value), room, report::Hang::description);
+        report::wrap_lines(fmt::format(" {:<11}{}", name, value), room, report::Hang::description);
     std::size_t start = 0;
     for (std::size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
       box.lines.push_back(text.substr(start, nl - start));

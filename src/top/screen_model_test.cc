@@ -306,6 +306,9 @@ TEST(TopScreen, W4_12_TheDetailBoxShowsTheWholeProcess) {
   std::string all;
   for (const auto& l : box.lines) {
     EXPECT_LE(columns(l), 76u) << l;
+    // " name       value", or a continuation under the value.
+    EXPECT_TRUE(l.starts_with(std::string(12, ' ')) || (l.size() > 1 && l[0] == ' ' && l[1] != ' '))
+        << l;
     all += l + "\n";
   }
   EXPECT_NE(all.find("verdict    orphaned ("), std::string::npos) << all;
