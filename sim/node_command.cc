@@ -210,8 +210,13 @@ int run_node(const NodeOptions& o) {
     return kExitFailure;
   }
   const auto& g0 = node->gpus.front();
-  fmt::print(stderr, "gpureap-sim: node {}: {} x {}, {} each, idle {} used\n", paths.root.string(),
-             node->gpus.size(), g0.name, format_bytes(g0.total), format_bytes(g0.baseline));
+  // Idle memory as gpureap and nvidia-smi read it (NVML's v2 query: the driver's
+  // reservation apart), not the v1 figure that counts the reservation as used.
+  const std::uint64_t reserved = std::min(g0.reserved, g0.baseline);
+  fmt::print(stderr, "gpureap-sim: node {}: {} x {}, {} each, idle {} used ({} reserved by the "
+                     "driver)\n",
+             paths.root.string(), node->gpus.size(), g0.name, format_bytes(g0.total),
+             format_bytes(g0.baseline - reserved), format_bytes(reserved));
   // stdout carries only shell lines, so `eval "$(gpureap-sim node ...)"` works.
   fmt::print("export GPUREAP_NVML_LIBRARY={}\n", sim_library_path().string());
   fmt::print("export GPUREAP_SIM_DIR={}\n", paths.root.string());

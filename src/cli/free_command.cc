@@ -14,6 +14,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/help_format.h"
 #include "cli/flags.h"
 #include "gpu/gpu_select.h"
 #include "reclaim/free_flow.h"
@@ -454,10 +455,12 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "  gpureap free --gpu all --match sglang --yes\n"
       "  gpureap free --gpu 3 --reset --yes    also reset GPU 3 if only the driver holds its "
       "memory");
-  add_gpu_selector(*sub, "--gpu", o->gpu,
-                   "GPUs: all, indices (0,3), a range (0-3), UUID (prefix), PCI bus id, minor:N; "
-                   "a MIG device: 0/gi1/ci0, 0:1, MIG-<uuid>");
-  sub->add_flag("--all", o->all, "All GPUs (same as --gpu all)");
+  auto* gpu = add_gpu_selector(
+      *sub, "--gpu", o->gpu,
+      "GPUs: all, indices (0,3), a range (0-3), UUID (prefix), PCI bus id, minor:N; "
+      "a MIG device: 0/gi1/ci0, 0:1, MIG-<uuid>");
+  // Both would leave one of them unsaid: refused, naming both (exit 2).
+  sub->add_flag("--all", o->all, "All GPUs (same as --gpu all)")->excludes(gpu);
   o->pid_opt =
       sub->add_option(
              "--pid", o->pids,
@@ -475,7 +478,9 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
          "Only holders whose command line matches this regular expression, searched anywhere "
          "(RE2 syntax: POSIX extended plus \\d \\s \\w; no backreferences)")
       ->type_name("REGEX");
-  sub->add_flag("--orphans", o->orphans, "Only holders whose parent is gone (re-parented)");
+  sub->add_flag("--orphans", o->orphans,
+                "Only orphaned holders: a dead server's workers, by the evidence (docs/orphans.md); "
+                "a detached server (nohup) is left alone");
   sub->add_option("--instance", o->instance,
                   "Only the holders of this server instance: its process group id or `gpureap "
                   "run` id, as `gpureap status` lists them. Without --gpu: the GPUs it uses")
@@ -512,7 +517,7 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
   sub->add_flag("--reset", o->reset,
                 "Reset a GPU whose memory only the driver holds (checks preconditions; runs "
                 "nvidia-smi --gpu-reset)");
-  sub->footer(kFreeExitHelp);
+  sub->footer(exit_status_help(kFreeExits));
   sub->callback([&run, &global, o] { run = [&global, o] { return run_free(global, *o); }; });
 }
 

@@ -25,6 +25,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/help_format.h"
 #include "proc/proc_files.h"
 #include "report/json.h"
 #include "report/plan_report.h"
@@ -123,8 +124,9 @@ Step<Measured> measure_with_nvml(const GlobalOptions& global, int tp, std::uint6
     if (g.memory->used > cap::kGiB)
       notes.push_back(
           fmt::format("GPU {} has {} in use now; the plan assumes it is freed before the "
-                      "launch (gpureap free)",
-                      g.id, format_bytes(g.memory->used)));
+                      "launch (`gpureap status --gpu {}` says by whom; orphans: gpureap free "
+                      "--orphans --gpu {})",
+                      g.id, format_bytes(g.memory->used), g.id, g.id));
   }
   if (usable.size() < static_cast<std::size_t>(tp))
     notes.push_back(fmt::format("only {} GPU(s) here; --tp {} is planned on GPUs like these",
@@ -380,16 +382,18 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "1 GiB of headroom a large prefill runs out of memory. The host cache (--hicache-size, GB\n"
       "per rank) keeps evicted prefixes in RAM on every rank; it raises the prefix-hit rate, not\n"
       "the number of requests running at once.\n\n"
-      "Examples (the case study: Kimi-K2.5 on 8 x RTX PRO 6000, nvidia-smi total 97887 MiB):\n"
-      "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 --mem-fraction 0.88\n"
+      "Examples (the case study: Kimi-K2.5 on 8 x RTX PRO 6000, 97887 MiB each):\n"
+      "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 \\\n"
+      "      --mem-fraction 0.88\n"
       "      ~160K tokens per GPU, 5.5 GiB headroom; at 0.93 it warns of a prefill OOM\n"
-      "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 --mem-fraction 0.80:0.95:0.01 "
-      "\\\n"
-      "      --avg-prompt 1000 --avg-output 4100          a sweep, as a table\n"
-      "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 --mem-fraction 0.88 \\\n"
-      "      --kv-dtype fp8_e4m3 --hicache-size 48 --host-memory 408GB\n"
+      "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 \\\n"
+      "      --mem-fraction 0.80:0.95:0.01 --avg-prompt 1000 --avg-output 4100\n"
+      "      a sweep, as a table\n"
+      "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 \\\n"
+      "      --mem-fraction 0.88 --kv-dtype fp8_e4m3 \\\n"
+      "      --hicache-size 48 --host-memory 408GB\n"
       "  gpureap plan --model Kimi-K2.5 --from-log sglang.log --mem-fraction 0.93\n"
-      "      calibrated from the last start-up in the log, predicted for another fraction\n"
+      "      calibrated from the log's last start-up, predicted for another fraction\n"
       "  gpureap plan --gpu-memory 97887MiB -- python -m sglang.launch_server \\\n"
       "      --model-path moonshotai/Kimi-K2.5 --tp-size 8 --mem-fraction-static 0.88\n"
       "      the flags of the launch command you use (the engine's own names)\n"
@@ -400,7 +404,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "\nJSON (--json): bytes_per_token, weights_bytes, kv_budget_bytes, kv_tokens,\n"
       "headroom_bytes, running_requests, host_cache_tokens, host_ram_bytes, warnings[] (code,\n"
       "message); a sweep puts one object per fraction under points[]. Schema: docs/plan.md.\n\n" +
-      std::string(kPlanExitHelp));
+      exit_status_help(kPlanExits));
   sub->add_option("--model", o->model,
                   "A preset name (Presets below) or a Hugging Face config.json (or its directory); "
                   "required unless the launch command after -- names it")

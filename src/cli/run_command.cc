@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/help_format.h"
 #include "cli/flags.h"
 #include "report/json.h"
 #include "report/run_report.h"
@@ -56,7 +57,8 @@ int wait_gpus_free(const GlobalOptions& global, const RunOptions& o) {
   using Status = supervise::FreeWaitResult::Status;
   switch (r.status) {
     case Status::free:
-      if (o.verbose) say(fmt::format("GPU {} free after {:.3f} s", o.gpu.text(), r.seconds));
+      // The GPUs as read ("GPU 0,1,2,3 free after 12 ms"), not the selector ("all").
+      if (o.verbose) say(report::wait_free_text(r));
       return kExitOk;
     case Status::timed_out: {
       say(fmt::format(
@@ -205,7 +207,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
       ->type_name("CMD");
   sub->allow_extras();
   sub->fallthrough(false);
-  sub->footer(kRunExitHelp);
+  sub->footer(exit_status_help(kRunExits));
   sub->callback([&run, &global, options, sub] {
     auto extras = sub->remaining();
     std::erase(extras, std::string("--"));

@@ -23,6 +23,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/help_format.h"
 #include "inventory/agent_client.h"
 #include "report/terminal_text.h"
 #include "report/watch_events.h"
@@ -460,7 +461,7 @@ void add_watch_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
                   "reap-orphans-after, keep, ...); the command line wins; SIGHUP re-reads it. "
                   "Default: /etc/gpureap/watch.conf when it exists")
       ->type_name("FILE");
-  sub->footer(kWatchExitHelp);
+  sub->footer(exit_status_help(kWatchExits));
   sub->callback([&run, &global, flags, sub] {
     std::set<std::string> given;
     for (const auto& k : kOptionKeys)

@@ -29,8 +29,11 @@ struct StatInfo {
   pid_t sid = 0;                 // field 6
   int tty_nr = 0;                // field 7: controlling terminal, 0 when none
   unsigned flags = 0;            // field 9
+  std::uint64_t utime = 0;       // field 14, clock ticks in user mode
+  std::uint64_t stime = 0;       // field 15, clock ticks in kernel mode
   long num_threads = 0;          // field 20
   std::uint64_t start_time = 0;  // field 22, clock ticks since boot
+  std::optional<long> rss_pages;  // field 24, resident pages (nullopt: a line cut before it)
   bool is_kernel_thread() const { return (flags & kPfKthread) != 0; }
 };
 

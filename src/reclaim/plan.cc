@@ -155,7 +155,7 @@ std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector
                                         const Filters& f, EnvironOnce& environ) {
   auto no = [](std::string reason) { return Mismatch{SkipKind::not_matched, std::move(reason)}; };
   if (!f.ids.empty() && std::find(f.ids.begin(), f.ids.end(), h.id) == f.ids.end())
-    return no("not one of the processes this reap announced");
+    return no(f.ids_left_out);
   if (!f.pids.empty() && !f.names(h.id.pid)) return no("not named by --pid");
   if (!f.instance.empty() && h.instance != f.instance)
     return no(h.instance.empty() ? std::string("of no instance; --instance given")
@@ -552,6 +552,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       if (h.zombie_leader) why += "; zombie leader with live threads";
       plan.targets.push_back(Target{h.id, h.comm, h.cmdline, h.user, c.gpus, c.bytes, why});
       plan.targets.back().instance = h.instance;
+      plan.targets.back().lineage = lineage_of(h);
       if (h.run_gone)
         ended_runs.emplace(h.run_id, h.sid);
     }

@@ -49,6 +49,19 @@ nlohmann::ordered_json stamped(const nlohmann::ordered_json& doc, const Document
   return out;
 }
 
+nlohmann::ordered_json event_head(std::string_view event, std::string_view level, double time) {
+  // Rounded to the microsecond, as the event's text line stamps it (report::stamp).
+  const auto since_epoch = std::chrono::round<std::chrono::microseconds>(
+      std::chrono::duration<double>(time));
+  const std::string host = host_name();
+  return {{"schema_version", kSchemaVersion},
+          {"event", std::string(event)},
+          {"level", std::string(level)},
+          {"time", rfc3339(WallTime(since_epoch))},
+          {"time_unix", std::round(time * 1e6) / 1e6},
+          {"hostname", host.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(host)}};
+}
+
 std::string document_text(const nlohmann::ordered_json& doc) { return json_text(stamped(doc)); }
 
 double seconds_value(double seconds) { return std::round(seconds * 1000.0) / 1000.0; }

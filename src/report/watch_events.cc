@@ -188,6 +188,16 @@ std::string watch_event_line(const Event& e, const Style& style) {
   return fmt::format("{} {}{}\n", style.dim(stamp(e.time)), gpu, describe(e, style));
 }
 
+std::string watch_event_brief(const Event& e) {
+  const auto t = static_cast<std::time_t>(e.time);
+  std::tm local{};
+  ::localtime_r(&t, &local);
+  std::string line = watch_event_line(e, Style{});
+  line = line.substr(line.find(' ') + 1);  // past the RFC 3339 stamp
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  return fmt::format("{:02}:{:02}:{:02} {}", local.tm_hour, local.tm_min, local.tm_sec, line);
+}
+
 std::string watch_event_json(const Event& e) {
   nlohmann::ordered_json holders = nlohmann::ordered_json::array();
   for (const auto& h : e.holders)
@@ -198,17 +208,15 @@ std::string watch_event_json(const Event& e) {
                        {"gpu_bytes", or_null(h.gpu_bytes)},
                        {"container", h.container.empty() ? nlohmann::ordered_json(nullptr)
                                                          : nlohmann::ordered_json(h.container)}});
-  nlohmann::ordered_json doc = {
-      {"schema_version", kSchemaVersion},
-      {"event", to_string(e.kind)},
-      {"level", level_name(event_level(e.kind))},
-      {"time", e.time},
+  nlohmann::ordered_json doc = event_head(to_string(e.kind), level_name(event_level(e.kind)), e.time);
+  const nlohmann::ordered_json fields = {
       {"gpu", or_null(e.gpu)},
       {"gpus", e.gpus.empty() && e.gpu ? std::vector<gpu::DeviceId>{*e.gpu} : e.gpus},
       {"uuid", e.uuid.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.uuid)},
       {"bytes", has_bytes(e) ? nlohmann::ordered_json(e.bytes) : nlohmann::ordered_json(nullptr)},
       {"holders", std::move(holders)},
   };
+  for (const auto& [key, value] : fields.items()) doc[key] = value;
   if (e.parent)
     doc["parent"] = {{"pid", e.parent->pid},
                      {"comm", e.parent->comm},
@@ -228,10 +236,8 @@ std::string watch_dropped_line(std::uint64_t dropped, const Style& style) {
 }
 
 std::string watch_dropped_json(std::uint64_t dropped) {
-  nlohmann::ordered_json doc = {{"schema_version", kSchemaVersion},
-                                {"event", "events_dropped"},
-                                {"time", wall_now()},
-                                {"dropped", dropped}};
+  nlohmann::ordered_json doc = event_head("events_dropped", level_name(Level::warning), wall_now());
+  doc["dropped"] = dropped;
   return json_line(doc);
 }
 

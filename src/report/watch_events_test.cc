@@ -7,11 +7,18 @@
 #include <nlohmann/json.hpp>
 
 #include "report/names.h"
+#include "util/host_name.h"
 #include "util/units.h"
 #include "gpu/test_devices.h"
 
 namespace gpureap::report {
 namespace {
+
+// The "hostname" an event carries: this host's, as JSON.
+std::string event_host_json() {
+  const std::string h = host_name();
+  return h.empty() ? "null" : nlohmann::json(h).dump();
+}
 
 using inventory::Event;
 using inventory::EventKind;
@@ -53,7 +60,7 @@ TEST_F(WatchEvents, OrphanedMemoryNamesHoldersParentAndTheFree) {
             "re-parented to init (pid 1); free them: gpureap free --orphans --gpu 3\n");
   EXPECT_EQ(
       watch_event_json(e),
-      R"j({"schema_version":1,"event":"orphaned_memory","level":"warning","time":1712345678.25,"gpu":3,"gpus":[3],)j"
+      R"j({"schema_version":2,"event":"orphaned_memory","level":"warning","time":"2024-04-05T19:34:38.250000+00:00","time_unix":1712345678.25,"hostname":)j" + event_host_json() + R"j(,"gpu":3,"gpus":[3],)j"
       R"j("uuid":"GPU-3","bytes":85899345920,"holders":[)j"
       R"j({"pid":4242,"start_time":13242,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
       R"j({"pid":4243,"start_time":13243,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
@@ -193,7 +200,7 @@ TEST_F(WatchEvents, UnattributedMemoryHasItsClass) {
             "still holds it. Only a GPU reset (`gpureap free --reset --gpu 2`) or a reboot frees "
             "it.\n");
   EXPECT_EQ(watch_event_json(e),
-            R"j({"schema_version":1,"event":"unattributed_memory","level":"warning","time":1712345678.25,"gpu":2,"gpus":[2],)j"
+            R"j({"schema_version":2,"event":"unattributed_memory","level":"warning","time":"2024-04-05T19:34:38.250000+00:00","time_unix":1712345678.25,"hostname":)j" + event_host_json() + R"j(,"gpu":2,"gpus":[2],)j"
             R"j("uuid":"GPU-2","bytes":8589934592,"holders":[],"instance":null,"class":"driver_held","detail":)j"
             R"j("8.00 GiB above the idle baseline with no process holding the GPU anywhere: the )j"
             R"j(driver still holds it. Only a GPU reset (`gpureap free --reset --gpu 2`) or a )j"
@@ -231,7 +238,7 @@ TEST_F(WatchEvents, NvmlDownAndUp) {
             "through /proc, without memory figures, until NVML answers (check dmesg for Xid "
             "errors)\n");
   EXPECT_EQ(watch_event_json(down),
-            R"j({"schema_version":1,"event":"nvml_down","level":"error","time":1712345678.25,"gpu":null,"gpus":[],)j"
+            R"j({"schema_version":2,"event":"nvml_down","level":"error","time":"2024-04-05T19:34:38.250000+00:00","time_unix":1712345678.25,"hostname":)j" + event_host_json() + R"j(,"gpu":null,"gpus":[],)j"
             R"j("uuid":null,"bytes":null,"holders":[],"instance":null,"class":null,)j"
             R"j("detail":"NVML did not answer within 2000 ms"})j"
             "\n");

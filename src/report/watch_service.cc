@@ -21,10 +21,7 @@ ordered_json text_or_null(const std::string& s) {
 }
 
 ordered_json head(const char* event, Level level, double time) {
-  return {{"schema_version", kSchemaVersion},
-          {"event", event},
-          {"level", level_name(level)},
-          {"time", time}};
+  return event_head(event, level_name(level), time);
 }
 
 
@@ -141,7 +138,7 @@ std::string watch_started_json(const WatchStart& s, double time) {
   doc["pid"] = s.pid;
   doc["listen"] = s.listen ? ordered_json(*s.listen) : ordered_json(nullptr);
   doc["socket"] = s.socket;
-  doc["gpus"] = s.gpus;
+  doc["gpu_count"] = s.gpus;  // a count: "gpus" is a list of GPUs wherever it appears
   doc["textfile"] = s.textfile ? ordered_json(*s.textfile) : ordered_json(nullptr);
   doc["reap_orphans_after"] =
       s.reap_orphans_after ? ordered_json(std::chrono::duration<double>(*s.reap_orphans_after).count())

@@ -49,8 +49,10 @@ struct WatchStart {
 /// off; textfile DIR | no textfile; options from FILE | no options file", then
 /// "; the command line overrides listen in FILE" when it does.
 std::string watch_started_line(const WatchStart& start, double time, const Style& style);
-/// {"schema_version":1,"event":"started","level":"info","time":T,"pid":P,"listen",
-/// "socket","gpus","textfile","reap_orphans_after" (seconds or null),"reap_dry_run",
+/// Every event line's <time> is "time" (RFC 3339), "time_unix" and "hostname"
+/// (report::event_head).
+/// {"schema_version":2,"event":"started","level":"info",<time>,"pid":P,"listen",
+/// "socket","gpu_count","textfile","reap_orphans_after" (seconds or null),"reap_dry_run",
 /// "keep","config"} on one line.
 std::string watch_started_json(const WatchStart& start, double time);
 
@@ -66,7 +68,7 @@ struct OptionChange {
 /// listen 0.0.0.0:9847 (was 127.0.0.1:9847) at the next start", or ": nothing changed".
 std::string watch_reloaded_line(double time, const std::string& config,
                                 const std::vector<OptionChange>& changes, const Style& style);
-/// {"schema_version":1,"event":"reloaded","level":"notice","time":T,"config":FILE,
+/// {"schema_version":2,"event":"reloaded","level":"notice",<time>,"config":FILE,
 /// "changes":[{"key","before","after","applies":"now"|"next start"}]}.
 std::string watch_reloaded_json(double time, const std::string& config,
                                 const std::vector<OptionChange>& changes);
@@ -80,14 +82,14 @@ struct NvmlNotice {
   std::string note;
 };
 std::string watch_nvml_line(double time, const NvmlNotice& n, const Style& style);
-/// {"schema_version":1,"event":"nvml_yielded"|"nvml_resumed","level":"notice",
-/// "time":T,"by":…,"until":T (yielded) | "note":… (resumed)}.
+/// {"schema_version":2,"event":"nvml_yielded"|"nvml_resumed","level":"notice",
+/// <time>,"by":…,"until":T (yielded) | "note":… (resumed)}.
 std::string watch_nvml_json(double time, const NvmlNotice& n);
 
 /// "<RFC 3339> gpureap watch stopped (pid P): WHY".
 std::string watch_stopped_line(double time, pid_t pid, const std::string& why,
                                const Style& style);
-/// {"schema_version":1,"event":"stopped","level":"info","time":T,"pid":P,"reason":WHY}.
+/// {"schema_version":2,"event":"stopped","level":"info",<time>,"pid":P,"reason":WHY}.
 std::string watch_stopped_json(double time, pid_t pid, const std::string& why);
 
 /// systemd's STATUS= for the agent: "8 GPUs watched; 2 orphaned holders (16.0 GiB);

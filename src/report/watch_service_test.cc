@@ -5,8 +5,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/host_name.h"
+
 namespace gpureap::report {
 namespace watch_service_test {
+
+// The "hostname" an event carries: this host's, as JSON.
+std::string host_json() {
+  const std::string h = host_name();
+  return h.empty() ? "null" : nlohmann::json(h).dump();
+}
 
 constexpr double kServiceTime = 1712345678.25;  // 2024-04-05T19:34:38.25 UTC
 
@@ -40,8 +48,8 @@ TEST_F(AgentLines, StartedStatesThePolicy) {
             "after 15m except 'jupyter'; textfile /var/lib/node; options from "
             "/etc/gpureap/watch.conf\n");
   EXPECT_EQ(watch_started_json(s, kServiceTime),
-            R"j({"schema_version":1,"event":"started","level":"info","time":1712345678.25,)j"
-            R"j("pid":4100,"listen":null,"socket":"/run/gpureap/agent.sock","gpus":1,)j"
+            R"j({"schema_version":2,"event":"started","level":"info","time":"2024-04-05T19:34:38.250000+00:00","time_unix":1712345678.25,"hostname":)j" + host_json() + R"j(,)j"
+            R"j("pid":4100,"listen":null,"socket":"/run/gpureap/agent.sock","gpu_count":1,)j"
             R"j("textfile":"/var/lib/node","reap_orphans_after":900.0,"reap_dry_run":false,)j"
             R"j("keep":"jupyter","config":"/etc/gpureap/watch.conf","overridden":[]})j"
             "\n");

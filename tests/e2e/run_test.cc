@@ -369,7 +369,7 @@ TEST(Run, JsonReportsTheOutcomeOnStderr) {
   EXPECT_NE(r.out.find("\"holders\""), std::string::npos) << "CMD's stdout: " << r.out;
   auto j = nlohmann::json::parse(r.err, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << "stderr is not one JSON document: " << r.err;
-  EXPECT_EQ(j.at("schema_version"), 1);
+  EXPECT_EQ(j.at("schema_version"), 2);
   EXPECT_EQ(j.at("command"), "run");
   EXPECT_EQ(j.at("exit_code"), 7);
   EXPECT_EQ(j.at("cmd").at("exit_status"), 7);

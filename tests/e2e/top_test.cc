@@ -365,6 +365,49 @@ TEST(Top, WorkersAreDrawnUnderTheirServer) {
   EXPECT_LT(s.find(first), s.find(last)) << s;
 }
 
+// W4_12 (ux-wave4 §4) at 80x24: a lone process's PID lines up with an instance member's;
+// d shows a process whole (verdict, whole command line); / starts empty and Enter on
+// nothing shows every holder again; nvitop's t gets a word.
+TEST(Top, W4_12_AlignedRowsDetailBoxAndAClearableFilter) {
+  if (find_tmux().empty()) GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh)";
+  CaseStudy c;
+  HoldResult lone = c.node.hold({"--gpu", "3", "--bytes", "1GiB"});
+  const std::string lone_pid = " " + std::to_string(lone.holders.at(0).first) + " ";
+  const std::string orphan_pid = " " + std::to_string(c.crashed.holders.at(0).first) + " ";
+  TopInTmux top(c.node, {}, 80, 24);
+  ASSERT_EQ(top.started().exit_code, 0) << top.started().err;
+  ASSERT_TRUE(top.wait_for({c.heading(), "ORPHAN", lone_pid})) << top.last();
+  const std::string s = top.last();
+  const std::string orphan_row = line_with(s, orphan_pid), lone_row = line_with(s, lone_pid);
+  EXPECT_EQ(orphan_row.find(orphan_pid) + orphan_pid.size(), lone_row.find(lone_pid) + lone_pid.size())
+      << orphan_row << "\n" << lone_row;
+  EXPECT_EQ(line_with(s, "    PID").find("PID") + 4, lone_row.find(lone_pid) + lone_pid.size())
+      << s;
+
+  // The cursor starts on the crashed server's heading; the row below is its first worker.
+  top.keys({"Down"});
+  top.keys({"d"});
+  ASSERT_TRUE(top.wait_for({"verdict    orphaned (", "command    sglang::scheduler_TP"}))
+      << top.last();
+  top.keys({"Escape"});
+  ASSERT_TRUE(top.wait_without("verdict    orphaned")) << top.last();
+
+  top.keys({"/"});
+  ASSERT_TRUE(top.wait_for({"find (user, command"})) << top.last();
+  top.keys({"n", "o", "s", "u", "c", "h", "Enter"});
+  ASSERT_TRUE(top.wait_without(orphan_pid)) << top.last();
+  top.keys({"/"});
+  ASSERT_TRUE(top.wait_for({"find (user, command"})) << top.last();
+  EXPECT_EQ(line_with(top.last(), "find (user").find("nosuch"), std::string::npos)
+      << "the prompt starts empty: " << top.last();
+  top.keys({"Enter"});
+  ASSERT_TRUE(top.wait_for({orphan_pid, lone_pid})) << top.last();
+
+  top.keys({"t"});
+  ASSERT_TRUE(top.wait_for({"the tree is always on"})) << top.last();
+  top.keys({"q"});
+}
+
 TEST(Top, RefusesWithoutATerminalAndOnBadFlags) {
   SimNode node({"--gpus", "1", "--memory", "96GiB"});
   auto r = node.gpureap({"top"});  // stdin is /dev/null, stdout a pipe
