@@ -47,6 +47,24 @@ std::string rank_range(const std::vector<std::string>& labels) {
 
 }  // namespace
 
+std::string in_use_before_launch(const inventory::Instance& in) {
+  const bool orphaned = in.orphaned > 0 && in.orphaned == in.members.size();
+  const std::string key = terminal_text(in.key);
+  const std::string what =
+      recognised(in.engine) ? std::string(proc::enum_name(in.engine)) + " server" : "instance";
+  const std::string head =
+      fmt::format("GPU {} hold {} of {} {} ({})", gpu::device_list(in.gpus),
+                  in.bytes_known ? format_bytes(in.bytes) : "memory", what, key,
+                  orphaned ? "orphaned" : in.launcher_alive ? "live" : "not orphaned");
+  if (orphaned)
+    return head + fmt::format(
+                      "; the plan assumes it is freed before the launch: gpureap free --orphans "
+                      "--instance {}, or gpureap run --replace {} -- CMD",
+                      key, key);
+  return head + fmt::format("; the plan assumes it is replaced: gpureap run --replace {} -- CMD",
+                            key);
+}
+
 std::string member_ranks(const inventory::Instance& in) {
   std::vector<std::string> labels;
   for (const auto& m : in.members)

@@ -23,6 +23,12 @@ std::string member_ranks(const inventory::Instance& in);
 /// recognised engine (a lone generic process is just its holder row).
 bool worth_showing(const inventory::Instance& in);
 
+/// plan's note for an instance that holds the GPUs a launch is planned on: "GPU 0,...,7
+/// hold 736 GiB of sglang server 7969 (orphaned); the plan assumes it is freed before the
+/// launch: gpureap free --orphans --instance 7969, or gpureap run --replace 7969 -- CMD"
+/// (a live one: replaced, `run --replace` alone). Escaped; no newline.
+std::string in_use_before_launch(const inventory::Instance& in);
+
 /// The "Instances:" section of `status` ("" when none is worth showing): each
 /// heading, and for an instance whose members are all orphaned the command that
 /// frees it (`gpureap free --orphans --instance KEY`).

@@ -573,7 +573,9 @@ TEST(Run, FreeFirstReclaimsThenStarts) {
   SimNode node;
   auto held = node.hold({"--gpu", "1", "--bytes", "8GiB", "--children", "1", "--orphan"});
   std::string marker = node.dir() + "/started";
-  auto r = node.gpureap({"run", "--gpu", "1", "--free-first", "--", "/bin/touch", marker});
+  // --yes: an orphan known only by inference is freed with a confirmation (without one
+  // and without a terminal, replace_test's FreeFirstWithoutATerminal... refuses).
+  auto r = node.gpureap({"run", "--gpu", "1", "--free-first", "--yes", "--", "/bin/touch", marker});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(std::filesystem::exists(marker));
   EXPECT_TRUE(r.out.empty()) << "free's report belongs on stderr, stdout is CMD's: " << r.out;
