@@ -280,7 +280,7 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
   in.model_name = model->spec.name;
   in.kv = model->spec.kv;
   in.context_len = context_flag.value_or(model->spec.context_len);
-  r.notes = model->notes;
+  r.notes.insert(r.notes.end(), model->notes.begin(), model->notes.end());
 
   // 3. The GPU: a start-up log, else --gpu-memory, else NVML.
   std::optional<cap::Calibration> calibration;
