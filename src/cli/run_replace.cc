@@ -117,8 +117,10 @@ std::string needs_confirmation(const reclaim::Plan& plan, const inventory::Inven
                            h.orphaned ? "orphaned only by inference: " + h.orphan_reason
                                       : "not orphaned (its server may be alive)");
     }
+  // A launcher that lives while every GPU member is orphaned with strong evidence is
+  // the server of a run whose gpureap is gone (owned): part of the leak, not live.
   for (const auto& in : plan.instances)
-    if (in.launcher_alive)
+    if (in.launcher_alive && in.orphaned < in.members.size())
       return fmt::format("instance {} is live: its launcher pid {} runs",
                          report::terminal_text(in.key), in.launcher_pid);
   for (const auto& s : plan.skipped) {
