@@ -213,12 +213,15 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
       "4 no such instance; --wait-free 5 when the GPUs were not free in time.\n\n"
       "Examples:\n"
       "  gpureap run -- python3 -m sglang.launch_server --model-path M --tp 8\n"
-      "  gpureap run --replace 7969 -- python3 -m sglang.launch_server --model-path M --tp 8 \\\n"
-      "      --enable-hierarchical-cache      the seed's restart: free server 7969, launch\n"
-      "  gpureap run --replace-orphans --yes -- ./serve.sh   free what a crash left, launch\n"
+      "  gpureap run --replace 7969 -- python3 -m sglang.launch_server \\\n"
+      "      --model-path M --tp 8 --enable-hierarchical-cache\n"
+      "      the seed's restart: free server 7969 (asked), verified, then launch\n"
+      "  gpureap run --replace-orphans -- ./serve.sh\n"
+      "      free what a crash left on every GPU, then launch\n"
       "  gpureap run -v --name sglang -- python3 serve.py");
   add_gpu_selector(*sub, "--gpu", options->gpu,
-                   "GPUs for --wait-free/--free-first (all, 0,3, 0-3, UUID, bus id, minor:N)");
+                   "GPUs for --wait-free/--free-first/--replace-orphans (all, 0,3, 0-3, UUID, "
+                   "bus id, minor:N)");
   sub->add_flag("--wait-free", options->wait_free,
                 "Wait (at most --timeout) until the --gpu GPUs are free first");
   sub->add_option("--replace", options->replace,
