@@ -3,10 +3,12 @@
 // server (engine, launcher alive or gone, model, port) and what it holds, shared by
 // `status`, `free`'s plan and the agent's events.
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "inventory/instances.h"
+#include "inventory/inventory.h"
 #include "report/style.h"
 
 namespace gpureap::report {
@@ -32,7 +34,15 @@ std::string in_use_before_launch(const inventory::Instance& in);
 /// The "Instances:" section of `status` ("" when none is worth showing): each
 /// heading, and for an instance whose members are all orphaned the command that
 /// frees it (`gpureap free --orphans --instance KEY`).
+/// `evidence`: per instance key, the lines that say why its members are orphaned or
+/// detached (instance_evidence), printed under its heading.
+using InstanceEvidence = std::map<std::string, std::vector<std::string>>;
 std::string instances_section(const std::vector<inventory::Instance>& instances,
-                              const Style& style);
+                              const Style& style, const InstanceEvidence& evidence = {});
+
+/// Why the members of each instance worth a line are orphaned or detached, one line per
+/// distinct reason with its pids ("orphaned (pid 7411, 7412, 7413, 7414 and 4 more):
+/// re-parented to init (pid 1); ..."), escaped; instances with none are absent.
+InstanceEvidence instance_evidence(const inventory::Inventory& inv);
 
 }  // namespace gpureap::report

@@ -48,6 +48,14 @@ TEST(Replace, FreesThatInstanceVerifiesAndLaunchesInThreeLines) {
   SimNode node;
   Scene s = seed_scene(node);
   const std::string key = std::to_string(s.sglang.leader);
+  // status says why the instance is orphaned once, under the instance, not per GPU.
+  auto status = node.gpureap({"--no-agent", "status"});
+  const std::string why = "its title names a worker of a server that is gone";
+  const auto first = status.out.find(why);
+  ASSERT_NE(first, std::string::npos) << status.out;
+  EXPECT_EQ(status.out.find(why, first + 1), std::string::npos) << status.out;
+  EXPECT_LT(status.out.find("Instances:"), first) << status.out;
+
   const std::string marker = node.dir() + "/launched";
   auto r = node.gpureap({"run", "--replace", key, "--yes", "--", "/bin/touch", marker});
   EXPECT_EQ(r.exit_code, 0) << r.err;
