@@ -411,17 +411,6 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
 
 }  // namespace
 
-int free_for_run(const GlobalOptions& global, const FreeForRun& request) {
-  GlobalOptions text = global;
-  text.json = false;  // run's own lines are text on stderr, --json or not
-  FreeOptions o;
-  o.gpu = request.gpu;
-  o.grace = request.grace;
-  o.timeout = request.timeout;
-  o.yes = true;
-  return run_free(text, o, /*report_on_stderr=*/true);
-}
-
 void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
   auto o = std::make_shared<FreeOptions>();
   auto* sub = app.add_subcommand(

@@ -112,7 +112,7 @@ std::string short_command(const proc::Holder& h, std::size_t width) {
 }
 
 std::string holder_rows(const inventory::GpuView& view, const Style& style, std::string_view indent,
-                        TableWidth width) {
+                        TableWidth width, const std::set<std::string>& said_once) {
   std::string out;
   std::vector<const inventory::GpuHolder*> users, openers;
   for (const auto& gh : view.holders) (gh.uses_gpu ? users : openers).push_back(&gh);
@@ -143,6 +143,7 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style, std:
     for (const auto* gh : users) {
       const auto& h = gh->holder;
       if (!h.orphaned && !h.detached) continue;
+      if (said_once.contains(h.instance)) continue;
       // The verdict and, for an orphan, how it is known in a word: owned, witnessed
       // (unattended paths act on these) or inferred (offered to a person only).
       std::string why = h.orphaned ? fmt::format("orphaned, {}: {}", enum_name(h.provenance),
@@ -219,6 +220,10 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
   std::set<gpu::DeviceId> orphan_gpus, stuck_gpus, detached_gpus;
   std::set<std::string> orphan_instances;  // the instances of the orphans free would signal
   std::size_t detached = 0;                // re-parented, not a leak by the evidence
+  // The evidence of an instance's members is said once, under the instance (issue 37).
+  const InstanceEvidence evidence = instance_evidence(inv);
+  std::set<std::string> said_once;
+  for (const auto& [key, lines] : evidence) said_once.insert(key);
   for (const auto& view : inv.gpus) {
     out += gpu_heading(view.info, style) + "\n";
     if (!view.info.problem.empty()) {
@@ -257,7 +262,7 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
       out +=
           fmt::format("  memory unknown  {} process(es) have the node open\n", view.holders.size());
     }
-    out += holder_rows(view, style, "    ", width);
+    out += holder_rows(view, style, "    ", width, said_once);
     if (view.unexplained != inventory::Unexplained::none) {
       out += style.red(fmt::format("  ! {} not explained by any visible process [{}]\n",
                                    format_bytes(view.unattributed_bytes),
@@ -321,7 +326,7 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
     for (const auto& w : inv.warnings) out += style.yellow("! " + terminal_text(w)) + "\n";
   }
 
-  out += instances_section(inv.instances, style);
+  out += instances_section(inv.instances, style, evidence);
   if (!inv.shm_leftovers.empty()) {
     std::uint64_t bytes = 0;
     for (const auto& l : inv.shm_leftovers) bytes += l.bytes;
