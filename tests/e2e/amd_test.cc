@@ -1,0 +1,108 @@
+// AMD GPUs end to end (issue 39): a simulated AMD node (`gpureap-sim node --vendor
+// amd`: a KFD sysfs tree and DRM nodes written by a simulated amdgpu driver process),
+// real holder processes, real signals, real /proc. gpureap reads it through
+// gpu::AmdSource ($GPUREAP_SYSFS_ROOT), with no ROCm library.
+
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace gpureap::e2e {
+namespace amd_test {
+
+constexpr std::uint64_t GiB = 1ULL << 30;
+
+// gpureap pointed at the node's sysfs tree, as `gpureap-sim node --vendor amd` prints.
+CommandResult amd(const SimNode& node, const std::vector<std::string>& args) {
+  return node.gpureap(args, std::chrono::seconds(60),
+                      {{"GPUREAP_SYSFS_ROOT", node.dir() + "/sys"}});
+}
+
+const nlohmann::json* holder_of(const nlohmann::json& gpu, pid_t pid) {
+  for (const auto& h : gpu["holders"])
+    if (h["pid"] == pid) return &h;
+  return nullptr;
+}
+
+TEST(Amd, OrphanedTensorParallelWorkersAreNamedWithTheirVramAndFreedVerified) {
+  SimNode node({"--vendor", "amd", "--gpus", "4", "--memory", "192GiB"});
+  // vLLM TP-2 whose server was SIGKILLed (vllm#34816, ROCm/ATOM#1511); ROCm's teardown is
+  // slower than CUDA's: the memory comes back 300 ms after each worker's death.
+  auto crashed = node.hold({"--gpu", "0", "--children", "2", "--bytes", "80GiB", "--orphan",
+                            "--title", "VLLM::Worker_TP{k}", "--server-title",
+                            "vllm serve org/Model --tensor-parallel-size 2", "--release-delay",
+                            "300ms"});
+  ASSERT_EQ(crashed.holders.size(), 2u);
+  // A live holder on GPU 3: its parent (this test) lives.
+  auto live = node.hold({"--gpu", "3", "--bytes", "20GiB"}, /*foreground=*/true);
+  ASSERT_EQ(live.holders.size(), 1u);
+
+  auto s = amd(node, {"status", "--json"});
+  ASSERT_EQ(s.exit_code, 0) << s.out << s.err;
+  const auto status = s.json();
+  ASSERT_EQ(status["gpus"].size(), 4u) << s.out;
+  const auto& g0 = status["gpus"][0];
+  EXPECT_EQ(g0["minor"], 128);  // renderD128
+  EXPECT_EQ(g0["name"], "AMD Instinct MI300X");
+  EXPECT_TRUE(g0["uuid"].get<std::string>().starts_with("GPU-")) << g0["uuid"];
+  EXPECT_EQ(g0["memory"]["total_bytes"], 192 * GiB);
+  for (const auto& [pid, gpu] : crashed.holders) {
+    const auto* h = holder_of(status["gpus"][gpu], pid);
+    ASSERT_NE(h, nullptr) << "worker " << pid << " on GPU " << gpu << ": " << s.out;
+    EXPECT_EQ((*h)["gpu_bytes"], 80 * GiB);  // KFD's vram_<gpu_id>
+    EXPECT_EQ((*h)["orphaned"], true) << h->dump();
+    EXPECT_EQ((*h)["uses_gpu"], true);
+    const std::string devices = (*h)["devices"].dump();
+    EXPECT_NE(devices.find("/dev/kfd"), std::string::npos) << devices;
+    EXPECT_NE(devices.find("/dev/dri/renderD12" + std::to_string(8 + gpu)), std::string::npos)
+        << devices;
+    EXPECT_EQ(status["gpus"][gpu]["unattributed_bytes"], 0) << status["gpus"][gpu].dump();
+  }
+  const auto* kept = holder_of(status["gpus"][3], live.holders[0].first);
+  ASSERT_NE(kept, nullptr) << s.out;
+  EXPECT_EQ((*kept)["orphaned"], false);
+  EXPECT_EQ((*kept)["gpu_bytes"], 20 * GiB);
+
+  auto text = amd(node, {"status"});
+  EXPECT_NE(text.out.find("VLLM::Worker_TP1"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("orphaned"), std::string::npos) << text.out;
+
+  // free --orphans: the workers signalled, the release measured in mem_info_vram_used.
+  auto r = amd(node, {"free", "--orphans", "--all", "--yes", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto freed = r.json();
+  ASSERT_EQ(freed["gpus"].size(), 4u) << r.out;
+  for (const auto& g : freed["gpus"]) {
+    EXPECT_TRUE(g["freed"]) << g.dump();
+    EXPECT_LE(g["memory_after_bytes"].get<std::uint64_t>(),
+              g["baseline_bytes"].get<std::uint64_t>() + 512 * 1024 * 1024)
+        << g.dump();
+  }
+  for (const auto& [pid, gpu] : crashed.holders) EXPECT_FALSE(alive(pid)) << pid;
+  EXPECT_TRUE(alive(live.holders[0].first));
+
+  const auto after = amd(node, {"status", "--json"}).json();
+  EXPECT_TRUE(after["gpus"][0]["holders"].empty()) << after["gpus"][0].dump();
+  EXPECT_EQ(after["gpus"][3]["holders"].size(), 1u);
+}
+
+TEST(Amd, StrandedVramWithNoProcessIsDriverHeld) {
+  // ROCm/rocm-systems#8263: VRAM "inaccessible, with no procs actively using them".
+  SimNode node({"--vendor", "amd", "--gpus", "2", "--memory", "192GiB"});
+  auto held = node.hold({"--gpu", "1", "--children", "1", "--bytes", "46GiB", "--orphan",
+                         "--stuck", "--title", "VLLM::Worker_TP{k}"});
+  ASSERT_EQ(held.holders.size(), 1u);
+  auto r = amd(node, {"free", "--orphans", "--gpu", "1", "--yes", "--json", "--timeout", "2s"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const auto j = r.json();
+  ASSERT_EQ(j["leftovers"].size(), 1u) << r.out;
+  EXPECT_EQ(j["leftovers"][0]["class"], "driver_held") << j["leftovers"].dump(1);
+  EXPECT_FALSE(alive(held.holders[0].first));
+  // No process left in KFD's view, the memory still used.
+  const auto s = amd(node, {"status", "--json"}).json();
+  EXPECT_TRUE(s["gpus"][1]["holders"].empty());
+  EXPECT_GE(s["gpus"][1]["memory"]["used_bytes"].get<std::uint64_t>(), 46 * GiB);
+}
+
+}  // namespace amd_test
+}  // namespace gpureap::e2e
