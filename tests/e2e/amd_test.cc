@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "harness.h"
+#include "watch_child.h"
 
 namespace gpureap::e2e {
 namespace amd_test {
@@ -88,6 +89,34 @@ TEST(Amd, OrphanedTensorParallelWorkersAreNamedWithTheirVramAndFreedVerified) {
   const auto after = amd(node, {"status", "--json"}).json();
   EXPECT_TRUE(after["gpus"][0]["holders"].empty()) << after["gpus"][0].dump();
   EXPECT_EQ(after["gpus"][3]["holders"].size(), 1u);
+  // wait: GPUs 0 and 1 are free, GPU 3 is not.
+  EXPECT_EQ(amd(node, {"wait", "--gpu", "0,1", "--timeout", "5s"}).exit_code, 0);
+  auto busy = amd(node, {"wait", "--gpu", "3", "--timeout", "300ms"});
+  EXPECT_NE(busy.exit_code, 0) << busy.out << busy.err;
+}
+
+TEST(Amd, TheAgentAnnouncesTheOrphanedWorkers) {
+  SimNode node({"--vendor", "amd", "--gpus", "2", "--memory", "192GiB"});
+  auto env = node.env();
+  env["GPUREAP_SYSFS_ROOT"] = node.dir() + "/sys";
+  WatchChild agent({GPUREAP_BIN, "--json", "watch", "--no-listen", "--tick", "200ms"}, env);
+  auto started = agent.next_line(std::chrono::seconds(20));
+  ASSERT_TRUE(started) << agent.transcript();
+  auto first = nlohmann::json::parse(started->text, nullptr, false);
+  ASSERT_TRUE(first.is_object()) << started->text;
+  EXPECT_EQ(first.value("gpus", 0), 2) << started->text;
+  auto held = node.hold({"--gpu", "0", "--children", "2", "--bytes", "80GiB", "--orphan",
+                         "--title", "VLLM::Worker_TP{k}"});
+  ASSERT_EQ(held.holders.size(), 2u);
+  auto e = agent.wait_for_json(
+      [](const nlohmann::json& j) { return j.value("event", "") == "orphaned_memory"; },
+      std::chrono::seconds(20));
+  ASSERT_TRUE(e) << agent.transcript();
+  EXPECT_EQ((*e)["gpus"], nlohmann::json::array({0, 1})) << e->dump();
+  EXPECT_EQ((*e)["bytes"], 160 * GiB) << e->dump();
+  ASSERT_EQ((*e)["holders"].size(), 2u) << e->dump();
+  EXPECT_EQ((*e)["instance"]["engine"], "vllm") << e->dump();
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
 }
 
 TEST(Amd, StrandedVramWithNoProcessIsDriverHeld) {
