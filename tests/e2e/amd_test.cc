@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "harness.h"
 #include "watch_child.h"
 
@@ -141,6 +143,28 @@ TEST(Amd, StrandedVramWithNoProcessIsDriverHeld) {
   const auto s = amd(node, {"status", "--json"}).json();
   EXPECT_TRUE(s["gpus"][1]["holders"].empty());
   EXPECT_GE(s["gpus"][1]["memory"]["used_bytes"].get<std::uint64_t>(), 46 * GiB);
+}
+
+}  // namespace amd_test
+}  // namespace gpureap::e2e
+
+namespace gpureap::e2e {
+namespace amd_test {
+
+// The seed's restart on an AMD node: the crashed server's worker is freed (verified in
+// mem_info_vram_used) before the new server starts.
+TEST(Amd, RunFreeFirstReclaimsAnOrphanedWorkerThenStarts) {
+  SimNode node({"--vendor", "amd", "--gpus", "2", "--memory", "192GiB"});
+  auto held = node.hold({"--gpu", "1", "--bytes", "64GiB", "--children", "1", "--orphan",
+                         "--title", "VLLM::Worker_TP{k}", "--release-delay", "200ms"});
+  ASSERT_EQ(held.holders.size(), 1u);
+  const std::string marker = node.dir() + "/started";
+  auto r = amd(node, {"run", "--gpu", "1", "--free-first", "--", "/bin/touch", marker});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(marker)) << r.err;
+  EXPECT_FALSE(alive(held.holders[0].first));
+  const auto s = amd(node, {"status", "--json"}).json();
+  EXPECT_LE(s["gpus"][1]["memory"]["used_bytes"].get<std::uint64_t>(), GiB) << s["gpus"][1].dump();
 }
 
 }  // namespace amd_test
