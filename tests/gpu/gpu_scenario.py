@@ -54,6 +54,22 @@ while True:
     time.sleep(3600)
 """
 
+# A server whose workers retitle themselves as SGLang's do at run time (setproctitle: the
+# comm and argv's memory become sglang::scheduler_TP<k>, so /proc/PID/cmdline is the title
+# alone): bench/gpu/cuda_holder.py with its allocator's flags (--torch, or --no-gpu on a
+# simulated node).
+SGLANG_SERVER = r"""
+import json, os, subprocess, sys, time
+n = int(sys.argv[1]); holder = sys.argv[2]; flags = sys.argv[3:]
+procs = [subprocess.Popen([sys.executable, holder, *flags, "--title", f"sglang::scheduler_TP{i}"],
+                          stdout=subprocess.PIPE, text=True) for i in range(n)]
+pids = [json.loads(p.stdout.readline())["holders"][0]["pid"] for p in procs]
+print(json.dumps({"server": os.getpid(), "workers": pids}), flush=True)
+while True:
+    time.sleep(3600)
+"""
+HOLDER = os.path.join(ROOT, "bench", "gpu", "cuda_holder.py")
+
 # A supervisor that restarts its GPU worker once when it dies (a Restart=on-failure unit,
 # a Ray raylet, a retry loop): the replacement imports torch and creates a CUDA context,
 # which takes seconds, before it holds the GPU again.
@@ -170,6 +186,13 @@ class Scenario:
         (server pid, worker pids)."""
         info = self._orphaned_server([sys.executable, "-c", TITLED_SERVER, str(n), str(gib),
                                       WORKER])
+        return info["server"], info["workers"]
+
+    def sglang_orphans(self, n=4, gib=20, flags=("--torch",)):
+        """n workers titled as SGLang's schedulers (set at run time, as setproctitle does),
+        gib GiB each on GPU 0, their server SIGKILLed: returns (server pid, worker pids)."""
+        info = self._orphaned_server([sys.executable, "-c", SGLANG_SERVER, str(n), HOLDER, *flags,
+                                      "--device-gib", str(gib)])
         return info["server"], info["workers"]
 
     def supervised_worker(self, gib=8):
