@@ -7,6 +7,14 @@
 
 namespace gpureap::gpu {
 
+std::string_view enum_name(Vendor vendor) {
+  switch (vendor) {
+    case Vendor::nvidia: return "nvidia";
+    case Vendor::amd: return "amd";
+  }
+  return {};
+}
+
 Vendor vendor_of(std::string_view uuid) {
   constexpr std::string_view prefix = "GPU-";
   if (!uuid.starts_with(prefix) || uuid.size() != prefix.size() + 16) return Vendor::nvidia;

@@ -12,6 +12,8 @@
 namespace gpureap::gpu {
 
 enum class Vendor { nvidia, amd };
+/// "nvidia", "amd" (util/enum_names.h): `--json`'s "vendor" of a GPU.
+std::string_view enum_name(Vendor vendor);
 
 /// AMD when the UUID has ROCm's form; NVIDIA otherwise (also when it is unknown).
 Vendor vendor_of(std::string_view uuid);

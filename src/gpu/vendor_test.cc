@@ -15,6 +15,11 @@ TEST(Vendor, FromTheUuidsForm) {
   EXPECT_EQ(vendor_of("GPU-437aa7577fc75e4g"), Vendor::nvidia);  // not hex
 }
 
+TEST(Vendor, Names) {
+  EXPECT_EQ(enum_name(Vendor::nvidia), "nvidia");
+  EXPECT_EQ(enum_name(Vendor::amd), "amd");
+}
+
 TEST(Vendor, DeviceNodePath) {
   GpuInfo g;
   EXPECT_EQ(device_node_path(g), "");

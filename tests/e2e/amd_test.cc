@@ -47,6 +47,7 @@ TEST(Amd, OrphanedTensorParallelWorkersAreNamedWithTheirVramAndFreedVerified) {
   const auto& g0 = status["gpus"][0];
   EXPECT_EQ(g0["minor"], 128);  // renderD128
   EXPECT_EQ(g0["name"], "AMD Instinct MI300X");
+  EXPECT_EQ(g0["vendor"], "amd");
   EXPECT_TRUE(g0["uuid"].get<std::string>().starts_with("GPU-")) << g0["uuid"];
   EXPECT_EQ(g0["memory"]["total_bytes"], 192 * GiB);
   for (const auto& [pid, gpu] : crashed.holders) {
