@@ -95,7 +95,8 @@ Result<void> write_kfd_process(const SimPaths& paths, const NodeConfig& node, pi
 }
 
 // One pass of the driver: memory used per GPU and the KFD process directories.
-void sync_once(const SimPaths& paths, const NodeConfig& node, AllocationTable& table,
+// Returns whether any allocation is still held or being released.
+bool sync_once(const SimPaths& paths, const NodeConfig& node, AllocationTable& table,
                KfdView& shown, std::map<unsigned, std::uint64_t>& used_shown) {
   const auto entries = table.evaluate();
   KfdView want;
@@ -122,6 +123,16 @@ void sync_once(const SimPaths& paths, const NodeConfig& node, AllocationTable& t
     fs::remove_all(kfd_dir(paths) / "proc" / std::to_string(it->first), ec);
     it = shown.erase(it);
   }
+  return !want.empty();
+}
+
+// The driver of `paths` runs: its pid file names a live process.
+bool driver_running(const SimPaths& paths) {
+  auto text = read_file(driver_pid_file(paths));
+  long long pid = 0;
+  unsigned long long start = 0;
+  return text && std::sscanf(text->c_str(), "%lld %llu", &pid, &start) == 2 && pid > 0 &&
+         static_cast<bool>(PidFd::open_verified(static_cast<pid_t>(pid), start));
 }
 
 std::atomic<bool> g_stop{false};
@@ -201,6 +212,9 @@ Result<void> await_amd_allocation(const SimPaths& paths, const GpuConfig& gpu, p
   for (int i = 0; i < 2000; ++i) {
     std::error_code ec;
     if (fs::exists(file, ec)) return {};
+    // A driver that stopped while idle (run_amd_driver) is started again.
+    if (i % 200 == 0)
+      if (auto ok = ensure_amd_driver(paths); !ok) return ok;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return fail(fmt::format("the simulated amdgpu driver did not show {} within 10 s (is "
@@ -238,6 +252,11 @@ Result<void> start_amd_driver(const SimPaths& paths) {
   return fail("the simulated amdgpu driver did not start within 5 s");
 }
 
+Result<void> ensure_amd_driver(const SimPaths& paths) {
+  if (driver_running(paths)) return {};
+  return start_amd_driver(paths);
+}
+
 void stop_amd_driver(const SimPaths& paths) {
   auto text = read_file(driver_pid_file(paths));
   if (!text) return;
@@ -269,12 +288,21 @@ int run_amd_driver(const fs::path& dir) {
   sync_once(paths, *node, table, shown, used_shown);
   const std::string me = fmt::format("{} {}\n", ::getpid(), self_start_time());
   if (!write_file_atomic(driver_pid_file(paths), me)) return kExitFailure;
+  // A node left behind (a test killed before its cleanup) does not keep a driver for
+  // ever: it stops after 10 minutes with nothing held; `hold` starts it again.
+  constexpr auto kIdleLimit = std::chrono::minutes(10);
+  auto busy_at = std::chrono::steady_clock::now();
   while (!g_stop) {
     // The loop's whole job is to play the kernel's part; 10 ms is its reaction time.
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::error_code ec;
     if (!fs::exists(paths.node_json(), ec) || read_file(driver_pid_file(paths)) != me) break;
-    sync_once(paths, *node, table, shown, used_shown);
+    const auto now = std::chrono::steady_clock::now();
+    if (sync_once(paths, *node, table, shown, used_shown)) busy_at = now;
+    if (now - busy_at > kIdleLimit) {
+      fs::remove(driver_pid_file(paths), ec);
+      break;
+    }
   }
   return kExitOk;
 }

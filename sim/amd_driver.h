@@ -50,10 +50,12 @@ Result<void> await_amd_allocation(const SimPaths& paths, const GpuConfig& gpu, p
 
 /// Starts the driver process for node `paths` (setsid, double fork; D/driver.pid).
 Result<void> start_amd_driver(const SimPaths& paths);
+/// Starts it unless it runs (it stops by itself after 10 minutes with nothing held).
+Result<void> ensure_amd_driver(const SimPaths& paths);
 /// Stops the node's driver process, if one runs (verified by its start time).
 void stop_amd_driver(const SimPaths& paths);
 /// The driver's loop (`gpureap-sim amd-driver --dir D`): until node.json is gone, D/driver.pid
-/// names another process, or SIGTERM.
+/// names another process, SIGTERM, or 10 minutes with nothing held.
 int run_amd_driver(const fs::path& dir);
 
 }  // namespace gpureap::sim
