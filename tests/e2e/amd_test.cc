@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <fstream>
 
 #include "harness.h"
 #include "watch_child.h"
@@ -166,6 +169,44 @@ TEST(Amd, RunFreeFirstReclaimsAnOrphanedWorkerThenStarts) {
   EXPECT_FALSE(alive(held.holders[0].first));
   const auto s = amd(node, {"status", "--json"}).json();
   EXPECT_LE(s["gpus"][1]["memory"]["used_bytes"].get<std::uint64_t>(), GiB) << s["gpus"][1].dump();
+}
+
+}  // namespace amd_test
+}  // namespace gpureap::e2e
+
+namespace gpureap::e2e {
+namespace amd_test {
+
+// The Slurm epilog on an AMD node: the job's GPUs come as device minors (gres.conf's
+// File=/dev/dri/renderD[128-...] numbers, as File=/dev/nvidia[0-7] gives NVIDIA's), its
+// escaped worker (SLURM_JOB_ID in its environment, daemonized) is freed and verified, another
+// job's worker on another GPU is kept.
+TEST(Amd, TheSlurmEpilogFreesAJobsEscapedWorkerOnItsGpu) {
+  SimNode node({"--vendor", "amd", "--gpus", "2", "--memory", "192GiB"});
+  const std::string scontrol = node.dir() + "/scontrol";
+  std::ofstream(scontrol) << "#!/bin/sh\necho \"$@\" >> " << node.dir() << "/scontrol.calls\n"
+                          << "[ \"$2\" = show ] && echo 'NodeName=gpu01 Arch=x86_64 State=IDLE "
+                             "ThreadsPerCore=1'\nexit 0\n";
+  ::chmod(scontrol.c_str(), 0755);
+  auto job = node.hold({"--gpu", "1", "--bytes", "8GiB", "--daemon"}, false,
+                       {{"SLURM_JOB_ID", "42"}});
+  auto other = node.hold({"--gpu", "0", "--bytes", "8GiB", "--daemon"}, false,
+                         {{"SLURM_JOB_ID", "43"}});
+  ASSERT_EQ(job.holders.size(), 1u);
+  ASSERT_EQ(other.holders.size(), 1u);
+  auto r = node.gpureap({"--json", "slurm", "epilog", "--deadline", "20s"},
+                        std::chrono::seconds(60),
+                        {{"GPUREAP_SYSFS_ROOT", node.dir() + "/sys"},
+                         {"GPUREAP_SCONTROL", scontrol},
+                         {"SLURMD_NODENAME", "gpu01"},
+                         {"SLURM_JOB_ID", "42"},
+                         {"SLURM_JOB_GPUS", "129"}});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto j = r.json();
+  EXPECT_EQ(j["job_gpus"], nlohmann::json::array({1})) << r.out;
+  EXPECT_TRUE(j["held"].empty()) << r.out;
+  EXPECT_FALSE(alive(job.holders[0].first));
+  EXPECT_TRUE(alive(other.holders[0].first)) << "another job's worker on another GPU";
 }
 
 }  // namespace amd_test
