@@ -175,6 +175,11 @@ The directory holding the nvidia device nodes when \fB\-\-dev\-dir\fR is not giv
 A simulated node's directory (made by \fBgpureap\-sim node\fR): its \fIdev\fR is the
 device directory when neither \fB\-\-dev\-dir\fR nor \fBGPUREAP_DEV_DIR\fR is set.
 .TP
+.B GPUREAP_SYSFS_ROOT
+Read AMD GPUs (KFD and amdgpu sysfs) under this directory instead of NVIDIA's through
+NVML: a simulated AMD node's \fIsys\fR (\fBgpureap\-sim node \-\-vendor amd\fR prints it).
+Unset, AMD GPUs are read from \fI/sys\fR on a node without \fI/dev/nvidiactl\fR.
+.TP
 .B GPUREAP_STATE_DIR
 The state directory (an absolute path; see FILES).
 .TP

@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "gpu/drm_client_memory.h"
 #include "gpu/nvml_worker.h"
 #include "proc/holder_scan.h"
 
@@ -121,6 +122,8 @@ namespace {
 Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc::ScanResult scan,
                           const proc::DeviceSet& devices, BaselineStore& baselines,
                           const CollectOptions& options) {
+  // DRM fdinfo (a vendor's DRM nodes): per-process memory the source does not list.
+  gpu::add_drm_client_memory(snapshot, scan.holders);
   std::set<pid_t> exclude = options.exclude;
   exclude.insert(::getpid());
   // Our NVML helper opens the device nodes itself; it is not a holder to report.

@@ -25,6 +25,15 @@ void Node::load() {
     devices_ = std::move(*devices);
   else
     device_error_ = devices.error();
+  // Another vendor's nodes (AMD's /dev/kfd and DRM nodes), registered by its source.
+  if (proc::DeviceSet more = gpus_->device_nodes(config_.dev_dir);
+      !more.empty() || !more.warnings().empty()) {
+    std::vector<proc::DeviceSet::Entry> entries = devices_.entries();
+    entries.insert(entries.end(), more.entries().begin(), more.entries().end());
+    std::vector<std::string> warnings = devices_.warnings();
+    warnings.insert(warnings.end(), more.warnings().begin(), more.warnings().end());
+    devices_ = proc::DeviceSet(std::move(entries), std::move(warnings));
+  }
   // discover_devices leaves a missing directory to its caller: one named on purpose
   // (--dev-dir, $GPUREAP_DEV_DIR, $GPUREAP_SIM_DIR) that is not there is a mistake,
   // and a look without it would call every GPU idle.

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "proc/drm_fdinfo.h"
 #include "proc/mig_caps.h"
 #include "proc/engine_role.h"
 
@@ -43,6 +44,9 @@ struct DeviceNode {
   std::string path;               // as found in the device directory
   /// mig_cap: the MIG device /dev/nvidia-caps/nvidia-cap<minor> gives access to.
   std::optional<MigAccess> mig{};
+  /// A DRM node (amdgpu's card/render nodes): its vendor's reader of an fd's fdinfo
+  /// (proc/drm_fdinfo.h); the scan keeps what it reads in Holder::drm_clients.
+  FdinfoReader fdinfo = nullptr;
   friend bool operator<(const DeviceNode& a, const DeviceNode& b) { return a.path < b.path; }
   friend bool operator==(const DeviceNode& a, const DeviceNode& b) { return a.path == b.path; }
 };
@@ -141,6 +145,9 @@ struct Holder {
   /// a MIG device holds its GPU's node and these; one with the GPU's node alone uses
   /// no MIG device of it (an NVML client, a process between two MIG devices).
   std::set<MigAccess> mig_access;
+  /// The DRM clients its fds on DRM nodes are, one per drm-client-id (dup'd and
+  /// inherited fds share one), as the node's FdinfoReader read them.
+  std::vector<DrmClient> drm_clients;
   std::string wchan;              // filled on request (leftover evidence)
   EngineIdentity engine;          // what its command line says it is (proc/engine_role.h)
   std::string instance;           // the key of its instance (inventory/instances.h), if any

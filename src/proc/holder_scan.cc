@@ -43,8 +43,16 @@ struct Hits {
   bool by_fd = false;
   bool by_mapping = false;
   std::vector<const DeviceNode*> nodes;
+  std::vector<DrmClient> drm_clients;  // one per client id (dup'd fds share one)
   void add(const DeviceNode* node) {
     if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+  }
+  void add(DrmClient client) {
+    const bool seen = client.client_id &&
+                      std::any_of(drm_clients.begin(), drm_clients.end(), [&](const DrmClient& c) {
+                        return c.client_id == client.client_id && c.pdev == client.pdev;
+                      });
+    if (!seen) drm_clients.push_back(std::move(client));
   }
 };
 
@@ -140,6 +148,13 @@ Outcome ProcessScanner::scan_fd_table(int fd_dir, Hits& hits) {
         if (node) {
           hits.by_fd = true;
           hits.add(node);
+          // A vendor's DRM node: its fdinfo says which client and how much memory
+          // (nvtop's processinfo_sweep_fdinfos). ../fdinfo is this fd table's sibling.
+          if (node->fdinfo) {
+            const std::string path = std::string("../fdinfo/") + name.data();
+            if (read_file_at(fd_dir, path.c_str(), file_) == 0)
+              if (auto client = node->fdinfo(file_.view())) hits.add(std::move(*client));
+          }
         }
       },
       /*short_read_is_end=*/ctx_.is_procfs);
@@ -452,6 +467,7 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
 
   if (hits.by_fd) h.found_by.insert(FoundBy::fd);
   if (hits.by_mapping) h.found_by.insert(FoundBy::mapping);
+  h.drm_clients = hits.drm_clients;
   for (const DeviceNode* node : hits.nodes) {
     h.nodes.insert(*node);
     if (node->kind == NodeKind::gpu && node->minor) h.gpu_minors.insert(*node->minor);

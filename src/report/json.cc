@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "gpu/vendor.h"
 #include "proc/lineage.h"
 #include "report/device_json.h"
 #include "util/host_name.h"
@@ -221,6 +222,7 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
   return {
       {"index", info.id},
       {"name", info.name},
+      {"vendor", gpu::enum_name(gpu::vendor_of(info.uuid))},
       {"uuid",
        info.uuid.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(info.uuid)},
       {"pci_bus_id", info.pci_bus_id.empty() ? nlohmann::ordered_json(nullptr)

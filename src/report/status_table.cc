@@ -7,6 +7,7 @@
 #include <set>
 
 #include "gpu/gpu_select.h"
+#include "gpu/vendor.h"
 #include "report/instance_text.h"
 #include "report/table_layout.h"
 #include "report/terminal_text.h"
@@ -21,7 +22,7 @@ std::string gpu_heading(const gpu::GpuInfo& info, const Style& style) {
   // broken driver can return anything).
   if (!info.name.empty()) line += "  " + terminal_text(info.name);
   if (!info.pci_bus_id.empty()) line += "  " + terminal_text(info.pci_bus_id);
-  if (info.minor) line += fmt::format("  /dev/nvidia{}", *info.minor);
+  if (info.minor) line += "  " + gpu::device_node_path(info);
   if (!info.uuid.empty()) line += "  " + style.dim(terminal_text(info.uuid));
   if (info.id.mig()) line += "  " + style.dim("MIG device of " + terminal_text(info.parent_uuid));
   return line;
