@@ -2,8 +2,9 @@
 # The first case study, replayed on a simulated 8-GPU node (no GPU needed):
 # an inference server with 8 tensor-parallel workers is SIGKILLed, its workers
 # are orphaned and keep their memory; `gpureap status` shows exactly that, and
-# `gpureap free` reclaims it. A ninth "GPU 3 of the second box" keeps memory the
-# driver never released, which free classifies as driver-held.
+# `gpureap free --orphans --instance KEY` (what status suggests) reclaims it. "GPU 3 of
+# the second box" keeps memory the driver never released, which status classifies as
+# driver-held. Then the agent watches a second crash, and `gpureap log` shows every signal.
 set -euo pipefail
 build=${1:-build}
 bin="$build/gpureap"
@@ -20,29 +21,31 @@ eval "$("$sim" node --dir "$node" --gpus 8 --memory 96GiB --name "NVIDIA RTX PRO
 export GPUREAP_STATE_DIR="$node/state" GPUREAP_NVIDIA_SMI="$node/bin/nvidia-smi"
 mkdir -p "$GPUREAP_STATE_DIR"
 
-say "An SGLang-like server starts 8 tensor-parallel workers, ~90 GiB each"
-server=$("$sim" hold --dir "$node" --gpu 0 --bytes 90GiB --children 8 --detach --comm sglang-server)
+say "An SGLang server, Kimi-K2.5 at TP 8: 8 scheduler processes, ~90 GiB each"
+server=$("$sim" hold --dir "$node" --gpu 0 --bytes 90GiB --children 8 --detach --listen \
+  --title 'sglang::scheduler_TP{k}' \
+  --server-title 'python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --tp 8 --mem-fraction-static 0.85 --port 30000')
 leader=$(echo "$server" | python3 -c 'import json,sys; print(json.load(sys.stdin)["leader"])')
 echo "server pid $leader"
+"$bin" status | sed -n '/^Instances:/,$p'
 
 say "The operator restarts it the hard way: kill -9 $leader (the server only)"
 kill -9 "$leader"
 sleep 0.2
 "$sim" nvidia-smi --query-gpu=index,memory.used --format=csv,noheader
 
-say "gpureap status: who holds each GPU, and why"
+say "gpureap status: who holds each GPU, and why (the last line is what to do)"
 "$bin" status
 
-say "gpureap free --gpu all --yes"
-"$bin" free --gpu all --yes --grace 2s || true
+say "gpureap free --orphans --instance $leader --yes   (what status suggests: that server's orphans only)"
+"$bin" free --orphans --instance "$leader" --yes --grace 2s || true
 
 say "Second box, GPU 3: memory the driver kept after its process died (--stuck)"
 stuck=$("$sim" hold --dir "$node" --gpu 3 --bytes 92GiB --stuck --detach)
 kill -9 "$(echo "$stuck" | python3 -c 'import json,sys; print(json.load(sys.stdin)["holders"][0]["pid"])')"
 sleep 0.2
 set +e
-"$bin" free --gpu 3 --yes --timeout 2s
-echo "(exit status $?: memory still held, classified)"
+"$bin" status --gpu 3
 set -e
 
 say "The agent: gpureap watch sees the next crash the moment it happens"
@@ -51,23 +54,30 @@ events="$node/watch-events.txt"
 "$bin" watch --listen "127.0.0.1:$port" --tick 250ms >"$events" 2>&1 &
 agent=$!
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.1; done
-server=$("$sim" hold --dir "$node" --gpu 4 --bytes 40GiB --children 4 --detach --comm sglang-server)
+server=$("$sim" hold --dir "$node" --gpu 4 --bytes 40GiB --children 4 --detach \
+  --title 'VLLM::Worker_TP{k}' \
+  --server-title 'vllm serve Qwen/Qwen3-8B --tensor-parallel-size 4 --port 8001')
 leader=$(echo "$server" | python3 -c 'import json,sys; print(json.load(sys.stdin)["leader"])')
 sleep 0.5
-echo "kill -9 $leader (the server again)"
+echo "kill -9 $leader (a vLLM server this time)"
 kill -9 "$leader"
 sleep 0.5
 cat "$events"
 echo "curl http://127.0.0.1:$port/metrics | grep orphaned_bytes"
 curl -s "http://127.0.0.1:$port/metrics" | grep '^gpureap_gpu_memory_orphaned_bytes' | grep -v ' 0$' || true
-"$bin" free --gpu 4,5,6,7 --yes --grace 2s >/dev/null || true
+echo "gpureap free --orphans --instance $leader --yes"
+"$bin" free --orphans --instance "$leader" --yes --grace 2s >/dev/null || true
 sleep 0.5
 echo "after gpureap free, the agent said:"
 tail -n 4 "$events"
-curl -s "http://127.0.0.1:$port/metrics" | grep "^gpureap_gpu_memory_orphaned_bytes" | grep -E "gpu=\"[4-7]\""
 "$bin" status --gpu 4
 kill -TERM "$agent"; wait "$agent" || true
 echo "(gpureap status above was answered by the agent: instant)"
+echo "gpureap log: every signal, with what the target was (VERDICT) and its server (INSTANCE)"
+"$bin" log | cut -c1-200
 
 say "Done. Try it yourself:"
-echo "  eval \"\$($sim node --dir /tmp/node --gpus 8 --memory 96GiB)\"; $bin status"
+echo "  eval \"\$($sim node --dir /tmp/node --gpus 8 --memory 96GiB)\""
+echo "  export GPUREAP_STATE_DIR=/tmp/node/state; mkdir -p \$GPUREAP_STATE_DIR"
+echo "  $sim hold --dir /tmp/node --gpu 0 --bytes 20GiB --children 2 --orphan --detach"
+echo "  $bin status"

@@ -30,6 +30,7 @@ struct NodeOptions {
   std::string persistence = "off";
   std::vector<std::string> mig;  // "GPU:N[xC]": GPU in MIG mode, N GPU instances (C CIs each)
   bool no_cap_devfs = false;     // MIG capabilities as files, not device nodes
+  std::string vendor = "nvidia";  // or "amd" (sim/amd_driver.h)
   bool force = false;
 };
 int run_node(const NodeOptions& options);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "sim/amd_driver.h"
 #include "sim/hold_plan.h"
 #include "sim/pidfd.h"
 #include "sim/proc_stat.h"
@@ -31,6 +32,9 @@ Result<HoldPlan> make_plan(const HoldOptions& o) {
     return fail(fmt::format("no simulated node in {} (create one with `gpureap-sim node --dir {}`)",
                             o.dir.string(), o.dir.string()));
   plan.node = std::move(*node);
+  // An AMD node's simulated driver (sim/amd_driver.h) shows the allocations.
+  if (plan.node.vendor == "amd")
+    if (auto ok = ensure_amd_driver(plan.paths); !ok) return std::unexpected(ok.error());
   const unsigned count = static_cast<unsigned>(plan.node.gpus.size());
   if (o.gpu >= count)
     return fail(fmt::format("--gpu {} does not exist: the node has GPUs 0..{}", o.gpu, count - 1));

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "sim/amd_driver.h"
 #include "sim/hold_plan.h"
 #include "sim/proc_stat.h"
 #include "sim/proc_title.h"
@@ -67,11 +68,16 @@ void hold_gpu(const HoldPlan& plan, unsigned gpu) {
   if (o.non_dumpable) ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   set_signals(plan);
   const GpuConfig& g = plan.node.gpus[gpu];
-  for (const fs::path& node : {plan.paths.dev() / "nvidiactl", plan.paths.dev() / "nvidia-uvm",
-                               plan.paths.gpu_node(g.minor)}) {
+  const bool amd = plan.node.vendor == "amd";
+  // ROCm opens /dev/kfd and the GPU's render node and maps it (sim/amd_driver.h).
+  const std::vector<fs::path> nodes =
+      amd ? amd_holder_nodes(plan.paths, g)
+          : std::vector<fs::path>{plan.paths.dev() / "nvidiactl", plan.paths.dev() / "nvidia-uvm",
+                                  plan.paths.gpu_node(g.minor)};
+  for (const fs::path& node : nodes) {
     int fd = ::open(node.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0) die(plan, Error::from_errno("cannot open " + node.string()).message);
-    if (node == plan.paths.gpu_node(g.minor)) {
+    if (node == nodes.back()) {
       void* map = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       if (map == MAP_FAILED) die(plan, Error::from_errno("cannot mmap " + node.string()).message);
     }
@@ -119,6 +125,9 @@ void hold_gpu(const HoldPlan& plan, unsigned gpu) {
   a.ci = o.ci;
   if (auto ok = lock_allocation(plan.paths, a); !ok) die(plan, ok.error().message);
   if (auto ok = register_allocation(plan.paths, a); !ok) die(plan, ok.error().message);
+  // As amdgpu shows an allocation in KFD's sysfs once it is made: ready only then.
+  if (amd)
+    if (auto ok = await_amd_allocation(plan.paths, g, a.pid); !ok) die(plan, ok.error().message);
   report(plan, fmt::format("H {} {} {}", a.pid, gpu, a.bytes));
 }
 

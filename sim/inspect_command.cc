@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "sim/amd_driver.h"
 #include "sim/commands.h"
 #include "sim/pidfd.h"
 #include "sim/proc_stat.h"
@@ -142,6 +143,8 @@ int run_cleanup(const fs::path& dir) {
         fs::remove(paths.allocs() / (e.alloc.name() + ext), ec);
     }
   }
+  // An AMD node's driver process: it stops writing sysfs (the state stays as it was).
+  stop_amd_driver(paths);
   fmt::print(stderr, "gpureap-sim: cleanup killed {} process{}\n", killed, killed == 1 ? "" : "es");
   if (stubborn) {
     print_error("some processes did not exit within 5 s of SIGKILL");

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "proc/sim_node_marker.h"
+#include "sim/amd_driver.h"
 #include "sim/commands.h"
 #include "sim/proc_stat.h"
 #include "sim/registry.h"
@@ -99,7 +100,39 @@ Result<NodeConfig> node_from_options(const NodeOptions& o) {
   }
   if (o.no_cap_devfs && o.mig.empty()) return fail("--no-cap-devfs needs --mig");
   node.cap_devfs = !o.no_cap_devfs;
+  if (o.vendor == "amd") {
+    if (!o.mig.empty() || !o.minors.empty())
+      return fail("--vendor amd takes neither --mig nor --minors (render minors are 128 + index)");
+    node.vendor = "amd";
+    if (o.name == NodeOptions{}.name)
+      for (auto& g : node.gpus) g.name = "AMD Instinct MI300X";
+  }
   return node;
+}
+
+// An AMD node (sim/amd_driver.h): its sysfs tree and device nodes, its driver process.
+int finish_amd_node(const SimPaths& paths, const NodeConfig& node) {
+  for (auto step : {+[](const SimPaths& p, const NodeConfig& n) { return write_amd_tree(p, n); },
+                    +[](const SimPaths& p, const NodeConfig&) {
+                      return write_file_atomic(p.mode(), "ok\n");
+                    },
+                    +[](const SimPaths& p, const NodeConfig& n) {
+                      return save_node_config(p.node_json(), n);
+                    },
+                    +[](const SimPaths& p, const NodeConfig&) { return start_amd_driver(p); }}) {
+    if (auto ok = step(paths, node); !ok) {
+      print_error(ok.error().message);
+      return kExitFailure;
+    }
+  }
+  const auto& g0 = node.gpus.front();
+  fmt::print(stderr, "gpureap-sim: AMD node {}: {} x {}, {} each, idle {} used\n",
+             paths.root.string(), node.gpus.size(), g0.name, format_bytes(g0.total),
+             format_bytes(g0.baseline));
+  fmt::print("export GPUREAP_SIM_DIR={}\n", paths.root.string());
+  fmt::print("export GPUREAP_DEV_DIR={}\n", paths.dev().string());
+  fmt::print("export GPUREAP_SYSFS_ROOT={}\n", amd_sysfs_root(paths).string());
+  return kExitOk;
 }
 
 }  // namespace
@@ -138,7 +171,9 @@ int run_node(const NodeOptions& o) {
     }
   }
   // --force: remove only what a node consists of, never anything else in D.
-  for (const fs::path& p : {paths.dev(), paths.bin(), paths.allocs(), paths.procs()})
+  stop_amd_driver(paths);
+  for (const fs::path& p :
+       {paths.dev(), paths.bin(), paths.allocs(), paths.procs(), amd_sysfs_root(paths)})
     fs::remove_all(p, ec);
   for (const fs::path& p : {paths.mode(), paths.smi_log(), paths.cgroups(), paths.node_json()})
     fs::remove(p, ec);
@@ -151,6 +186,7 @@ int run_node(const NodeOptions& o) {
       return kExitFailure;
     }
   }
+  if (node->vendor == "amd") return finish_amd_node(paths, *node);
   std::vector<fs::path> nodes = {paths.dev() / "nvidiactl", paths.dev() / "nvidia-uvm"};
   for (const auto& g : node->gpus) nodes.push_back(paths.gpu_node(g.minor));
   bool mig = false;
@@ -210,8 +246,13 @@ int run_node(const NodeOptions& o) {
     return kExitFailure;
   }
   const auto& g0 = node->gpus.front();
-  fmt::print(stderr, "gpureap-sim: node {}: {} x {}, {} each, idle {} used\n", paths.root.string(),
-             node->gpus.size(), g0.name, format_bytes(g0.total), format_bytes(g0.baseline));
+  // Idle memory as gpureap and nvidia-smi read it (NVML's v2 query: the driver's
+  // reservation apart), not the v1 figure that counts the reservation as used.
+  const std::uint64_t reserved = std::min(g0.reserved, g0.baseline);
+  fmt::print(stderr, "gpureap-sim: node {}: {} x {}, {} each, idle {} used ({} reserved by the "
+                     "driver)\n",
+             paths.root.string(), node->gpus.size(), g0.name, format_bytes(g0.total),
+             format_bytes(g0.baseline - reserved), format_bytes(reserved));
   // stdout carries only shell lines, so `eval "$(gpureap-sim node ...)"` works.
   fmt::print("export GPUREAP_NVML_LIBRARY={}\n", sim_library_path().string());
   fmt::print("export GPUREAP_SIM_DIR={}\n", paths.root.string());

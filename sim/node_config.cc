@@ -153,6 +153,7 @@ Result<NodeConfig> load_node_config(const fs::path& node_json) {
     NodeConfig node;
     node.driver_version = j.value("driver_version", node.driver_version);
     node.cap_devfs = j.value("cap_devfs", true);
+    node.vendor = j.value("vendor", std::string("nvidia"));
     for (const auto& g : j.at("gpus")) {
       GpuConfig c;
       c.index = g.at("index").get<unsigned>();
@@ -182,6 +183,7 @@ Result<void> save_node_config(const fs::path& node_json, const NodeConfig& confi
   nlohmann::json j;
   j["driver_version"] = config.driver_version;
   j["cap_devfs"] = config.cap_devfs;
+  j["vendor"] = config.vendor;
   j["gpus"] = nlohmann::json::array();
   for (const auto& g : config.gpus) {
     j["gpus"].push_back({{"index", g.index},

@@ -85,6 +85,9 @@ struct NodeConfig {
   /// The driver's nv_cap_enable_devfs: MIG capabilities are device nodes
   /// (D/dev/nvidia-caps/nvidia-cap<N>), or without it files (D/dev/nvidia-capabilities/).
   bool cap_devfs = true;
+  /// "nvidia", or "amd" (`node --vendor amd`: a KFD sysfs tree and DRM nodes instead of
+  /// NVML's answers; sim/amd_driver.h).
+  std::string vendor = "nvidia";
   std::vector<GpuConfig> gpus;
 };
 

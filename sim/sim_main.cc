@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "sim/amd_driver.h"
 #include "sim/commands.h"
 #include "sim/proc_title.h"
 
@@ -82,6 +83,11 @@ int main(int argc, char** argv) {
   node_cmd->add_flag("--no-cap-devfs", node.no_cap_devfs,
                      "MIG capabilities as files in D/dev/nvidia-capabilities (a driver without "
                      "nv_cap_enable_devfs=1), not device nodes");
+  node_cmd->add_option("--vendor", node.vendor,
+                       "nvidia (NVML's stand-in) or amd (a KFD sysfs tree and DRM nodes, "
+                       "written by a simulated amdgpu driver process; prints GPUREAP_SYSFS_ROOT)")
+      ->check(CLI::IsMember({"nvidia", "amd"}))
+      ->capture_default_str();
   node_cmd->add_flag("--force", node.force,
                      "recreate an existing node (refused while holders live)");
   node_cmd->footer(
@@ -205,6 +211,11 @@ int main(int argc, char** argv) {
       app.add_subcommand("cleanup", "SIGKILL every live registered process (pidfd, verified)");
   add_dir(cleanup_cmd, cleanup_dir);
 
+  fs::path driver_dir;
+  auto* driver_cmd = app.add_subcommand(
+      "amd-driver", "the simulated amdgpu driver of an AMD node (`node --vendor amd` starts it)");
+  add_dir(driver_cmd, driver_dir);
+
   app.add_subcommand("nvidia-smi", "the nvidia-smi stand-in: gpureap-sim nvidia-smi [--dir D] -h")
       ->prefix_command();
 
@@ -215,7 +226,7 @@ int main(int argc, char** argv) {
     if (!known) {
       print_error(
           fmt::format("unknown command '{}' (commands: node, mode, persistence, hold, "
-                      "list, cleanup, nvidia-smi)",
+                      "list, cleanup, amd-driver, nvidia-smi)",
                       cmd));
       return kExitUsage;
     }
@@ -241,5 +252,6 @@ int main(int argc, char** argv) {
   if (hold_cmd->parsed()) return run_hold(hold);
   if (list_cmd->parsed()) return run_list(list_dir, list_json);
   if (cleanup_cmd->parsed()) return run_cleanup(cleanup_dir);
+  if (driver_cmd->parsed()) return run_amd_driver(driver_dir);
   return kExitUsage;
 }

@@ -19,6 +19,7 @@
 #include "cli/global_order.h"
 #include "cli/help_format.h"
 #include "cli/suggest.h"
+#include "cli/usage_error.h"
 #include "report/terminal_text.h"
 #include "util/units.h"
 
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"gpureap: who holds each GPU's memory, why it is still held, and how to free it.",
                "gpureap"};
-  app.footer(kExitCodesHelp);  // gpureap(1)'s EXIT STATUS; --help says it in brief
+  app.footer(exit_status_help(kExitStatuses));  // gpureap(1)'s EXIT STATUS; --help says it in brief
   use_gpureap_help(app);       // a screen: one line per command, wrapped at 80 columns
   // Global options may follow the command (`gpureap status --json`); subcommands
   // inherit this setting, so it is set before they are added.
@@ -105,7 +106,7 @@ int main(int argc, char** argv) {
   }
   app.require_subcommand(0, 1);
 
-  // 3. Parse; usage errors exit 2 with CLI11's message.
+  // 3. Parse; usage errors exit 2, said in gpureap's voice (cli/usage_error.h, cli/suggest.h).
   try {
     // `gpureap run --json -- CMD`: run's global options moved before it (cli/global_order.h).
     std::vector<std::string> args = hoist_global_options(words, app);
@@ -150,7 +151,8 @@ int main(int argc, char** argv) {
                  name.c_str());
     return kExitUsage;
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // "gpureap CMD: --option: reason" and a hint (not CLI11's "Run with --help").
+    print_err(usage_error_text(e, app));
     return kExitUsage;
   }
 

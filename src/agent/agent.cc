@@ -11,15 +11,20 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "agent/caller_view.h"
+#include "agent/descriptors.h"
+#include "agent/process_figures.h"
 #include "agent/control_socket.h"
 #include "agent/http_server.h"
+#include "agent/reaper.h"
 #include "agent/watcher.h"
 #include "inventory/agent_client.h"
 #include "inventory/gpu_history.h"
 #include "inventory/history_wire.h"
 #include "inventory/inventory_wire.h"
+#include "inventory/witness_store.h"
 #include "proc/lineage.h"
 #include "reclaim/free_flow.h"
 #include "reclaim/free_lock.h"
@@ -90,6 +95,11 @@ class RequestQueue {
 
 /// A scrape this soon after the last refresh is answered from it (docs/metrics.md).
 constexpr std::chrono::seconds kScrapeRefreshInterval{1};
+/// The looks one uid other than root causes with status questions in a second; past
+/// them, its questions are answered from the last look (W3-11): a loop of questions
+/// costs the agent this many looks a second, whatever its rate. Questions that
+/// arrive together share one look, whoever asks.
+constexpr unsigned kSocketRefreshesPerUid = 4;
 
 const char* kLandingPage =
     "<html><head><title>gpureap watch</title></head><body>\n"
@@ -136,6 +146,8 @@ class Agent {
       if (!http) return std::unexpected(http.error());
       http_.emplace(std::move(*http));
     }
+    // What an earlier agent saw die, for the processes still the same (W3-07).
+    watcher_.remember_dead_parents(inventory::load_witnesses(options_.state_dir));
     watcher_.refresh(true);  // announced by loop(), after the "started" line
     record_history();
     if (options_.textfile_dir) {
@@ -193,6 +205,7 @@ class Agent {
       int n = ::poll(fds.data(), fds.size(), timeout);
       if (signals.stop.load()) break;
       // Every client side by side, none waited for (W2-17); also drops the late ones.
+      batch_refreshed_ = false;
       control_->serve(
           [this](const Peer& peer, const std::string& req) { return serve_control(peer, req); });
       if (n > 0) {
@@ -274,8 +287,22 @@ class Agent {
       counters_.release_seconds["unlisted_to_baseline"].observe(r.unlisted_to_baseline);
     }
     track_orphans(inv);
+    save_witnesses();
     if (options_.textfile_dir) update_textfile();
     if (options_.notifier) options_.notifier->status(service_status());
+  }
+
+  /// Keeps what the agent saw die in the state directory when it changed, so that a
+  /// direct look and a restarted agent reach the same verdicts (W3-07). A failure is a
+  /// warning once: the agent's own answers do not depend on it.
+  void save_witnesses() {
+    if (options_.state_dir.empty() || watcher_.dead_parents() == saved_witnesses_) return;
+    auto saved = inventory::save_witnesses(options_.state_dir, watcher_.dead_parents());
+    if (!saved && !witness_save_failed_ && options_.problems)
+      options_.problems(saved.error().message +
+                        "; a direct look cannot see what the agent saw die until it can be written");
+    witness_save_failed_ = !saved;
+    saved_witnesses_ = watcher_.dead_parents();
   }
 
   /// Rewrites the textfile when its text changed. A failure is said once, and so
@@ -301,12 +328,38 @@ class Agent {
     if (sink_ && !sink_(event)) ++counters_.events_dropped;
   }
 
-  std::string metrics_text() {
+  /// /healthz: degraded while the agent's last look failed or NVML is down; a note
+  /// (not degraded) while NVML is let go, or processes are watched by the tick.
+  report::AgentHealth agent_health() const {
+    report::AgentHealth health;
+    health.pid = ::getpid();
+    const auto& limits = watcher_.limits();
+    if (limits.look_failed) health.degraded.push_back(*limits.look_failed);
+    if (yielded_until_)
+      health.notes.push_back("NVML let go for a GPU reset: answers are the last look's");
+    else if (inventory::nvml_down(watcher_.inventory()))
+      health.degraded.push_back("NVML cannot read any GPU: only the /proc view is live");
+    if (limits.unwatched > 0)
+      health.notes.push_back(std::to_string(limits.unwatched) +
+                             " processes watched at each tick, not by pidfd (the agent's "
+                             "file descriptor limit)");
+    return health;
+  }
+
+  /// The exposition. `process_figures`: with the agent's own process_* series, for
+  /// its HTTP endpoint only: in a textfile they would clash with node_exporter's own
+  /// (and change at every tick, rewriting the file each time).
+  std::string metrics_text(bool process_figures = false) {
     report::MetricsInput input;
     input.inventory = &watcher_.inventory();
     input.counters = &counters_;
     counters_.full_scans = watcher_.full_scans();
     counters_.incremental_scans = watcher_.incremental_scans();
+    counters_.look_failed = watcher_.limits().look_failed.has_value();
+    counters_.watched_by_pidfd = watcher_.limits().watched;
+    counters_.watched_by_tick = watcher_.limits().unwatched;
+    counters_.reaping = reaping_;
+    counters_.process = process_figures ? own_process_figures() : std::nullopt;
     input.version = options_.version;
     input.per_holder = options_.per_holder;
     input.last_scrape_seconds = last_scrape_seconds_;
@@ -315,37 +368,47 @@ class Agent {
 
   HttpResponse serve_http(std::string_view path) {
     if (path == "/") return {200, "text/html; charset=utf-8", kLandingPage};
-    if (path != "/metrics") return {404, "text/plain; charset=utf-8", "not found: try /metrics\n"};
+    if (path == "/healthz")
+      return queue_.call([this] {
+        const report::AgentHealth health = reaping_ ? reap_health_ : agent_health();
+        return HttpResponse{health.degraded.empty() ? 200 : 503, "application/json",
+                            report::agent_health_json(health)};
+      });
+    if (path != "/metrics")
+      return {404, "text/plain; charset=utf-8", "not found: try /metrics or /healthz\n"};
     return queue_.call([this] {
+      // During a reap (another thread answers): the text rendered as it began.
+      if (reaping_) return HttpResponse{200, report::kMetricsContentType, reap_metrics_};
       // Synchronous, as Prometheus wants it: the figures are read for this scrape,
       // unless a refresh (tick, scrape or status question) read them less than
       // kScrapeRefreshInterval ago. Any local user can scrape loopback, so the
       // driver and /proc are read at most at that rate, not at the caller's (W2-18).
-      // The text rendered for a scrape is reused within that interval too.
+      // The text is rendered from the inventory as it is now, at every scrape: a
+      // tick, a status question or a pidfd event since the last refresh shows (W3-06).
       auto now = node_.clock().now();
       // NVML let go: the figures of the last look, not a look that would take it up.
-      if (yielded_until_) return HttpResponse{200, report::kMetricsContentType, metrics_text()};
-      if (scrape_text_rendered_ && now - *scrape_text_rendered_ < kScrapeRefreshInterval)
-        return HttpResponse{200, report::kMetricsContentType, scrape_text_};
-      if (!last_refresh_ || now - *last_refresh_ >= kScrapeRefreshInterval) {
+      if (!yielded_until_ && (!last_refresh_ || now - *last_refresh_ >= kScrapeRefreshInterval)) {
         auto start = std::chrono::steady_clock::now();
         refresh();
         publish();
         last_scrape_seconds_ =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       }
-      scrape_text_ = metrics_text();
-      scrape_text_rendered_ = now;
-      return HttpResponse{200, report::kMetricsContentType, scrape_text_};
+      return HttpResponse{200, report::kMetricsContentType, metrics_text(true)};
     });
   }
 
   std::string serve_control(const Peer& peer, const std::string& request) {
+    if (reaping_ && (request.starts_with(inventory::kYieldNvmlRequest) ||
+                     request.starts_with(inventory::kResumeNvmlRequest)))
+      return inventory::encode_wire_error("the agent is reaping orphans: ask again in a moment");
     if (request.starts_with(inventory::kYieldNvmlRequest) ||
         request.starts_with(inventory::kResumeNvmlRequest))
       return serve_nvml_request(peer, request);
     // What the agent kept, no look taken: the figures status gives any caller, the
     // orphaned bytes to root only (inventory/gpu_history.h).
+    if (request == inventory::kHistoryRequest && reaping_)
+      return inventory::encode_history(inventory::history_for(peer.uid, reap_history_));
     if (request == inventory::kHistoryRequest)
       return inventory::encode_history(
           inventory::history_for(peer.uid, history_.answer(wall_now())));
@@ -356,14 +419,26 @@ class Agent {
     if (yielded_until_)
       return inventory::encode_wire_error(
           "the agent has let go of NVML for a GPU reset: scan directly");
-    // As fresh as a direct scan: NVML read and new processes scanned for this answer.
-    refresh();
-    publish();
+    auto& rate = socket_rates_[peer.uid];
+    const auto now = node_.clock().now();
+    if (now - rate.second >= std::chrono::seconds(1)) rate = {now, 0};
+    // As fresh as a direct scan: NVML read and new processes scanned for this answer,
+    // unless questions that came together already caused one, or this uid (not root)
+    // has had its looks this second (W3-11). During a reap (another thread answers):
+    // the look from before it, never a wait.
+    if (!reaping_ && !batch_refreshed_ &&
+        (peer.uid == 0 || rate.refreshes < kSocketRefreshesPerUid)) {
+      ++rate.refreshes;
+      batch_refreshed_ = true;
+      refresh();
+      publish();
+    }
+    const inventory::Inventory& current = reaping_ ? reap_inventory_ : watcher_.inventory();
     // Under hidepid the caller's /proc shows no other user's process (W2-16).
     auto others = peer.uid == 0 || peer_sees_other_users(peer, node_.proc_root())
                       ? inventory::OtherUsers::visible
                       : inventory::OtherUsers::hidden;
-    inventory::Inventory inv = inventory::redact_for(peer.uid, watcher_.inventory(), others);
+    inventory::Inventory inv = inventory::redact_for(peer.uid, current, others);
     inv.source = "agent";
     inv.agent_pid = ::getpid();
     inv.node = node_.identity();  // a client naming another node does not use this answer
@@ -385,13 +460,11 @@ class Agent {
     std::erase_if(reaped_, [&](const proc::ProcessId& id) { return !orphan_since_.contains(id); });
   }
 
-  /// A holder the reaper may act on, whatever its age: orphaned, not matching --keep,
-  /// and not a member of a live `gpureap run` (belt and braces, whatever the orphan
-  /// rule says of it: the run owns it, W2-10).
+  /// A holder the reaper may act on, whatever its age: orphaned by owned or witnessed
+  /// evidence (never an inference), not matching --keep, and not a member of a live
+  /// `gpureap run` (belt and braces: the run owns it, W2-10).
   bool reapable(const proc::Holder& h) const {
-    if (!proc::unattended_may_act(h)) return false;
-    if (keep_ && keep_->search(h.cmdline)) return false;
-    return h.run_id.empty() || !reclaim::run_owner_alive(h.run_id, node_.proc_root());
+    return agent::reapable(h, keep_ ? &*keep_ : nullptr);
   }
 
   /// The holders of `inv` whose reap is due: reapable, orphaned for longer than
@@ -426,9 +499,9 @@ class Agent {
         for (const auto& gh : view.holders) {
           if (gh.holder.id != id || !gh.uses_gpu) continue;
           if (!holder) {
-            event.holders.push_back(
-                {id, gh.holder.comm, gh.holder.user, std::nullopt, gh.holder.container,
-                 gh.holder.instance});
+            event.holders.push_back({id, gh.holder.comm, gh.holder.user, std::nullopt,
+                                     gh.holder.container, gh.holder.instance, gh.holder.orphaned,
+                                     gh.holder.provenance});
             holder = &event.holders.back();
           }
           if (gh.gpu_bytes) holder->gpu_bytes = holder->gpu_bytes.value_or(0) + *gh.gpu_bytes;
@@ -480,18 +553,7 @@ class Agent {
     inventory::CollectOptions look;
     look.dead_parents = watcher_.dead_parents();
     inventory::Inventory inv = node_.look(look);
-    reclaim::Selection selection;
-    selection.orphans_only = true;
-    selection.unattended = true;
-    for (const auto& view : inv.gpus)
-      for (const auto& gh : view.holders)
-        if (gh.uses_gpu && due.contains(gh.holder.id) && reapable(gh.holder)) {
-          if (std::find(selection.ids.begin(), selection.ids.end(), gh.holder.id) ==
-              selection.ids.end())
-            selection.ids.push_back(gh.holder.id);
-          if (!inventory::is_selected(selection.gpus, view.info.id))
-            selection.gpus.push_back(view.info.id);
-        }
+    reclaim::Selection selection = reap_selection(inv, due, keep_ ? &*keep_ : nullptr);
     // Tried once, whatever the plan says of each (an event says how it went, or it was
     // gone, or protected): a due holder costs one look, not one per tick.
     reaped_.insert(due.begin(), due.end());
@@ -499,8 +561,7 @@ class Agent {
     // The one free flow (reclaim/free_flow.h). Its go-ahead fixes the announced set: a
     // dry run announces it and signals nothing; a plan with no target signals nothing.
     std::set<proc::ProcessId> targets;
-    reclaim::FreeSteps steps;
-    steps.go_ahead = [&](const reclaim::Plan& plan) {
+    auto go_ahead = [&](const reclaim::Plan& plan) {
       for (const auto& t : plan.targets) targets.insert(t.id);
       if (targets.empty()) return false;
       if (options_.reap_dry_run) {
@@ -511,20 +572,19 @@ class Agent {
       }
       return true;
     };
-    reclaim::ReclaimOptions reclaim_options;
-    reclaim_options.selection = selection;
-    // An orphan's parent is gone: nothing restarts it, so no settle wait for a live
-    // parent, and no systemctl question, stalls the agent's loop.
-    reclaim_options.settle = std::chrono::milliseconds(0);
-    reclaim_options.restart_policy = nullptr;
     reclaim::AuditTrail trail(*options_.audit, reclaim::AuditActor::watch_reaper,
                               reclaim::AuditCaller::current(node_.proc_root()));
     reclaim::SystemProcessControl system_control(node_.proc_root());
     reclaim::AuditedControl control(system_control, trail, node_.proc_root());
     auto start = std::chrono::steady_clock::now();
-    reclaim::FreeOutcome outcome = reclaim::free_selection(
-        node_, control, inv, reclaim::CallerContext::current(node_.proc_root()), reclaim_options,
-        steps);
+    // The reap waits (a grace period, the release): meanwhile another thread answers
+    // scrapes and status questions from the look before it (never a wait for it).
+    std::optional<reclaim::FreeOutcome> freed_outcome;
+    {
+      ReapWindow window(*this, selection.ids.size());
+      freed_outcome = reap(node_, control, inv, selection, go_ahead);
+    }
+    reclaim::FreeOutcome& outcome = *freed_outcome;
     if (!outcome.report) return;
     const reclaim::ReclaimReport& report = *outcome.report;
     double seconds =
@@ -533,13 +593,19 @@ class Agent {
     for (const auto& round : report.rounds)
       for (const auto& t : round.targets) targets.insert(t.id);
     bool freed = report.all_freed();
+    // A reap that sent no signal (each target had let go, or was refused at the
+    // read before its signal) says so, not "memory still held after the reclaim".
+    const bool signalled = std::any_of(report.actions.begin(), report.actions.end(),
+                                       [](const reclaim::Action& a) { return !a.via.empty(); });
     ++counters_.frees[freed ? "freed" : "held"];
     counters_.free_duration.observe(seconds);
     counters_.last_free_timestamp = wall_now();
     emit(reap_event(freed ? inventory::EventKind::reaped : inventory::EventKind::reap_failed, inv,
                     targets,
-                    freed ? "freed and verified back at the baseline"
-                          : "memory still held after the reclaim: `gpureap status` says why"));
+                    freed        ? "freed and verified back at the baseline"
+                    : !signalled ? "nothing was signalled (each was refused at the read before "
+                                   "its signal): `gpureap status` says why the memory is held"
+                                 : "memory still held after the reclaim: `gpureap status` says why"));
     lock.reset();
     watcher_.refresh(true);
     publish();
@@ -598,6 +664,8 @@ class Agent {
   std::optional<ControlServer> control_;
   std::optional<HttpServer> http_;
   std::optional<Pattern> keep_;
+  std::map<pid_t, inventory::DeadParent> saved_witnesses_;  // as last written (save_witnesses)
+  bool witness_save_failed_ = false;
   std::map<proc::ProcessId, util::Clock::time_point> orphan_since_;
   std::set<proc::ProcessId> reaped_;          // due holders a reap was tried for
   std::set<proc::ProcessId> lock_busy_said_;  // due when the free lock was last found busy
@@ -605,16 +673,87 @@ class Agent {
   bool textfile_failing_ = false;  // the last write failed (said once)
   double last_scrape_seconds_ = 0;
   std::optional<util::Clock::time_point> last_refresh_;
-  std::string scrape_text_;  // what the last scrape rendered, and when
-  std::optional<util::Clock::time_point> scrape_text_rendered_;
   std::optional<util::Clock::time_point> yielded_until_;  // NVML let go until then
   std::optional<inventory::Event> last_event_;           // for systemd's STATUS=
+  struct SocketRate {
+    util::Clock::time_point second{};
+    unsigned refreshes = 0;
+  };
+  std::map<uid_t, SocketRate> socket_rates_;  // this second's questions, by uid
+  bool batch_refreshed_ = false;  // a question of this batch of clients caused a look
+  // While a reap runs, what the answering thread serves: set by the loop thread
+  // before that thread starts, read by it only, cleared after it is joined.
+  bool reaping_ = false;
+  inventory::Inventory reap_inventory_;
+  std::string reap_metrics_;
+  report::AgentHealth reap_health_;
+  inventory::GpuHistoryAnswer reap_history_;
+
+  /// Answers scrapes and status questions on a thread of its own from the look
+  /// before the reap, for as long as it lives (the reap's waits): the loop thread
+  /// is in the reap meanwhile and touches none of what this thread does.
+  class ReapWindow {
+   public:
+    ReapWindow(Agent& agent, std::size_t holders)
+        : agent_(agent), stop_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+      agent_.reaping_ = true;
+      agent_.reap_inventory_ = agent_.watcher_.inventory();
+      agent_.reap_inventory_.warnings.push_back(
+          "the agent is reaping " + std::to_string(holders) +
+          " orphaned holder(s): this answer is its look from before the reap");
+      agent_.reap_metrics_ = agent_.metrics_text(true);
+      agent_.reap_health_ = agent_.agent_health();
+      agent_.reap_history_ = agent_.history_.answer(wall_now());
+      thread_ = std::thread([this] { serve(); });
+    }
+    ~ReapWindow() {
+      std::uint64_t one = 1;
+      (void)!::write(stop_.get(), &one, sizeof one);
+      thread_.join();
+      agent_.reaping_ = false;
+      agent_.reap_inventory_ = {};
+      agent_.reap_metrics_.clear();
+    }
+    ReapWindow(const ReapWindow&) = delete;
+    ReapWindow& operator=(const ReapWindow&) = delete;
+
+   private:
+    void serve() {
+      ControlServer& control = *agent_.control_;
+      for (;;) {
+        std::vector<pollfd> fds{{stop_.get(), POLLIN, 0}, {agent_.queue_.fd(), POLLIN, 0}};
+        for (const pollfd& p : control.poll_fds()) fds.push_back(p);
+        int timeout = 1000;
+        if (auto due = control.next_deadline())
+          timeout = std::min(timeout, poll_timeout_ms(*due));
+        int n = ::poll(fds.data(), fds.size(), timeout);
+        if (n > 0 && fds[0].revents) return;
+        control.serve([this](const Peer& peer, const std::string& req) {
+          return agent_.serve_control(peer, req);
+        });
+        if (n > 0 && fds[1].revents) agent_.queue_.run_pending();
+      }
+    }
+    Agent& agent_;
+    UniqueFd stop_;
+    std::thread thread_;
+  };
 };
 
 }  // namespace
 
 Result<void> run_agent(inventory::Node& node, AgentOptions options, const EventSink& sink,
                        const AgentSignals& signals, const AgentHooks& hooks) {
+  // Every local user can start processes that hold a GPU's node, each one a pidfd of
+  // the agent's: its soft limit goes up to the hard one, and the pidfds stay within
+  // a budget under it (W3-04).
+  const DescriptorLimit limit = raise_descriptor_limit();
+  if (limit.soft > 0) options.watch.max_pidfds = pidfd_budget(limit.soft);
+  if (limit.soft > 0 && limit.soft < 4096 && options.problems)
+    options.problems("the file descriptor limit is " + std::to_string(limit.soft) +
+                     " (hard): at most " + std::to_string(options.watch.max_pidfds) +
+                     " processes are watched by pidfd, the others at each tick; raise it "
+                     "(LimitNOFILE= in the unit)");
   Agent agent(node, std::move(options), sink, hooks);
   if (auto ok = agent.start(); !ok) return ok;
   if (hooks.started) hooks.started(agent.listen_address(), agent.gpus());

@@ -117,14 +117,17 @@ std::vector<pollfd> ControlServer::poll_fds() const {
   std::vector<pollfd> fds;
   if (clients_.size() < kControlClients) fds.push_back({fd_.get(), POLLIN, 0});
   for (const auto& c : clients_)
-    fds.push_back({c.fd.get(), static_cast<short>(c.answering ? POLLOUT : POLLIN), 0});
+    if (!c.held_until)  // held: woken by next_deadline()
+      fds.push_back({c.fd.get(), static_cast<short>(c.answering ? POLLOUT : POLLIN), 0});
   return fds;
 }
 
 std::optional<Clock::time_point> ControlServer::next_deadline() const {
   std::optional<Clock::time_point> first;
-  for (const auto& c : clients_)
+  for (const auto& c : clients_) {
     if (!first || c.deadline < *first) first = c.deadline;
+    if (c.held_until && *c.held_until < *first) first = *c.held_until;
+  }
   return first;
 }
 
@@ -144,12 +147,19 @@ void ControlServer::accept_pending(std::chrono::milliseconds deadline) {
     auto same_uid = std::count_if(clients_.begin(), clients_.end(),
                                   [&](const Client& c) { return c.peer.uid == peer.uid; });
     if (static_cast<std::size_t>(same_uid) >= kControlClientsPerUid) continue;  // closed
-    clients_.push_back(Client{std::move(client), peer, Clock::now() + deadline, {}, {}, 0, false});
+    clients_.push_back(Client{std::move(client), peer, Clock::now() + deadline, {}, {}, 0, false, std::nullopt});
   }
 }
 
 ControlServer::Step ControlServer::advance(Client& c, const ControlHandler& handler) {
   char buf[512];
+  if (c.held_until) {  // its request is read whole: answered once its second comes
+    if (Clock::now() < *c.held_until) return Step::wait;
+    c.held_until.reset();
+    if (!within_rate(c)) return Step::wait;
+    c.answer = handler(c.peer, c.request);
+    c.answering = true;
+  }
   while (!c.answering) {
     ssize_t n = ::read(c.fd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
@@ -163,6 +173,7 @@ ControlServer::Step ControlServer::advance(Client& c, const ControlHandler& hand
     if (nl != std::string::npos) c.request.resize(nl);
     if (!c.request.empty() && c.request.back() == '\r') c.request.pop_back();
     if (c.request.empty()) return Step::done;
+    if (!within_rate(c)) return Step::wait;
     c.answer = handler(c.peer, c.request);
     c.answering = true;
   }
@@ -178,9 +189,23 @@ ControlServer::Step ControlServer::advance(Client& c, const ControlHandler& hand
   return Step::done;
 }
 
+bool ControlServer::within_rate(Client& c) {
+  if (c.peer.uid == 0) return true;
+  const auto now = Clock::now();
+  Budget& b = budgets_[c.peer.uid];
+  if (now - b.second >= std::chrono::seconds(1)) b = {now, 0};
+  if (b.used < kControlAnswersPerUid) {
+    ++b.used;
+    return true;
+  }
+  c.held_until = b.second + std::chrono::seconds(1);
+  return false;
+}
+
 void ControlServer::serve(const ControlHandler& handler, std::chrono::milliseconds deadline) {
   accept_pending(deadline);
   const auto now = Clock::now();
+  std::erase_if(budgets_, [&](const auto& b) { return now - b.second.second >= std::chrono::seconds(2); });
   std::erase_if(clients_,
                 [&](Client& c) { return advance(c, handler) == Step::done || now >= c.deadline; });
 }

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,11 @@ inline constexpr std::size_t kControlClientsPerUid = 8;
 
 /// Clients in progress in all: past it no one more is accepted until one ends.
 inline constexpr std::size_t kControlClients = 64;
+
+/// Answers a uid other than root gets in a second: its further requests wait for
+/// the next second (within their deadline), unread, so a loop of questions costs the
+/// agent this many answers a second, whatever its rate (W3-11).
+inline constexpr unsigned kControlAnswersPerUid = 20;
 
 class ControlServer {
  public:
@@ -90,6 +96,13 @@ class ControlServer {
     std::string answer;   // set once the request is complete
     std::size_t written = 0;
     bool answering = false;
+    /// Over its uid's answers this second: left unread until then.
+    std::optional<std::chrono::steady_clock::time_point> held_until;
+  };
+  /// A uid's answers in the current second.
+  struct Budget {
+    std::chrono::steady_clock::time_point second;
+    unsigned used = 0;
   };
   enum class Step { wait, done };
 
@@ -98,11 +111,15 @@ class ControlServer {
   void remove_socket_file();
   void accept_pending(std::chrono::milliseconds deadline);
   Step advance(Client& client, const ControlHandler& handler);
+  /// Charges one answer to the client's uid; false (and held until its uid's next
+  /// second) when that second's answers are spent. Root is never held.
+  bool within_rate(Client& client);
   UniqueFd fd_;
   std::string path_;
   dev_t dev_ = 0;  // the socket file bind(2) made, so the destructor removes only it
   ino_t ino_ = 0;
   std::vector<Client> clients_;
+  std::map<uid_t, Budget> budgets_;
 };
 
 }  // namespace gpureap::agent

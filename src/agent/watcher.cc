@@ -65,8 +65,13 @@ std::set<pid_t> Watcher::own_pids() const {
 }
 
 void Watcher::refresh(bool full) {
+  note_deaths();
   auto now = node_.clock().now();
-  if (full || full_scans_ == 0 || now >= next_full_) {
+  const bool failed_before = limits_.look_failed.has_value();
+  limits_.look_failed.reset();
+  // After a look that ran out of descriptors, the whole of /proc is read again at the
+  // next tick: what it could not read is known again as soon as it can be.
+  if (full || full_scans_ == 0 || now >= next_full_ || failed_before) {
     full_scan();
     next_full_ = now + options_.full_scan;
   } else {
@@ -85,6 +90,13 @@ void Watcher::full_scan() {
   proc::ScanResult result = proc::scan_holders(scan);
   take_snapshot();
 
+  if (result.out_of_descriptors) {
+    // A failed look, not "these processes hold nothing": the holders it read are
+    // updated, every other one is kept as the last look saw it (W3-04).
+    for (auto& h : result.holders) holders_[h.id.pid] = std::move(h);
+    look_failed(result);
+    return rebuild();
+  }
   holders_.clear();
   for (auto& h : result.holders) holders_.emplace(h.id.pid, std::move(h));
   problems_ = std::move(result.problems);
@@ -188,10 +200,20 @@ void Watcher::incremental_scan() {
   take_snapshot();
   // Processes NVML lists that we do not know as holders yet (a context created
   // by a process that was already running).
-  for (const auto& g : snapshot_.gpus)
-    for (const auto& p : g.processes)
-      if (!holders_.contains(static_cast<pid_t>(p.pid)))
-        candidates.insert(static_cast<pid_t>(p.pid));
+  const std::set<pid_t> listed = nvml_pids();
+  for (pid_t pid : listed)
+    if (!holders_.contains(pid)) candidates.insert(pid);
+  // Holders NVML does not list (a device node open, a mapping: no memory figure
+  // tells that they let go) have their fd tables read again, and are scanned again
+  // when they hold something else now: one that closed its node is no holder from
+  // this tick on (W3-14).
+  std::vector<const proc::Holder*> unlisted;
+  for (const auto& [pid, h] : holders_)
+    if (!listed.contains(pid) && !candidates.contains(pid)) unlisted.push_back(&h);
+  proc::ScanOptions check;
+  check.proc_root = node_.proc_root();
+  check.devices = &node_.devices();
+  for (pid_t pid : proc::changed_holders(check, unlisted)) candidates.insert(pid);
   for (pid_t own : own_pids()) candidates.erase(own);
   if (!candidates.empty()) rescan(candidates);
   rebuild();
@@ -204,11 +226,36 @@ void Watcher::rescan(const std::set<pid_t>& pids) {
   scan.exclude = own_pids();
   scan.only_pids = std::vector<pid_t>(pids.begin(), pids.end());
   proc::ScanResult result = proc::scan_holders(scan);
+  if (result.out_of_descriptors) {
+    // Those it could not read stay as they were (W3-04).
+    for (auto& h : result.holders) holders_[h.id.pid] = std::move(h);
+    return look_failed(result);
+  }
   for (pid_t p : pids) holders_.erase(p);  // no longer a holder unless found again
   std::erase_if(problems_, [&](const proc::ScanProblem& pr) { return pids.contains(pr.pid); });
   for (auto& h : result.holders) holders_[h.id.pid] = std::move(h);
   for (auto& pr : result.problems)
     if (pr.pid != 0) problems_.push_back(std::move(pr));
+}
+
+std::set<pid_t> Watcher::nvml_pids() const {
+  std::set<pid_t> pids;
+  for (const auto& g : snapshot_.gpus)
+    for (const auto& p : g.processes) pids.insert(static_cast<pid_t>(p.pid));
+  return pids;
+}
+
+void Watcher::look_failed(const proc::ScanResult& result) {
+  std::string why = "Too many open files";
+  for (const auto& p : result.problems)
+    if (p.what.find("open files") != std::string::npos) {
+      why = p.what.substr(p.what.rfind(": ") == std::string::npos ? 0 : p.what.rfind(": ") + 2);
+      break;
+    }
+  limits_.look_failed =
+      "the agent's last look at /proc ran out of file descriptors (" + why +
+      "): holders it could not read are shown as its previous look saw them, and it looks "
+      "again at the next tick";
 }
 
 void Watcher::rebuild() {
@@ -222,6 +269,7 @@ void Watcher::rebuild() {
     for (auto& h : scan.holders)
       h.age_seconds = std::max(0.0, uptime - static_cast<double>(h.id.start_time) / clk_tck);
   scan.problems = problems_;
+  if (limits_.look_failed) scan.problems.insert(scan.problems.begin(), {0, *limits_.look_failed});
   scan.processes_scanned = full_scans_ > 0 ? seen_pids_.size() : processes_scanned_;
 
   inventory::CollectOptions options;
@@ -245,12 +293,35 @@ void Watcher::rebuild() {
 }
 
 void Watcher::rewatch() {
-  // Which processes matter now: every holder, and each one's parent and group leader.
+  // Which processes matter now: every holder, and each one's parent and group
+  // leader; those of holders with memory (NVML lists them, or a CUDA mapping) first,
+  // then the other holders, then their parents and leaders. Past max_pidfds the
+  // rest are watched at each tick through their stat lines (W3-04).
+  const std::set<pid_t> listed = nvml_pids();
   std::map<pid_t, std::set<pid_t>> wanted;  // pid -> dependents
+  std::vector<pid_t> order;
+  auto want = [&](pid_t pid, std::optional<pid_t> dependent) {
+    auto [it, added] = wanted.try_emplace(pid);
+    if (added) order.push_back(pid);
+    if (dependent) it->second.insert(*dependent);
+  };
+  auto with_memory = [&](const proc::Holder& h) {
+    return listed.contains(h.id.pid) || h.found_by.contains(proc::FoundBy::mapping);
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& [pid, h] : holders_) {
+      if (with_memory(h) != (pass == 0)) continue;
+      want(pid, std::nullopt);
+      if (pass == 0) {
+        if (h.ppid > 1) want(h.ppid, pid);
+        if (h.pgid > 1 && h.pgid != pid) want(h.pgid, pid);
+      }
+    }
+  }
   for (const auto& [pid, h] : holders_) {
-    wanted[pid];
-    if (h.ppid > 1) wanted[h.ppid].insert(pid);
-    if (h.pgid > 1 && h.pgid != pid) wanted[h.pgid].insert(pid);
+    if (with_memory(h)) continue;
+    if (h.ppid > 1) want(h.ppid, pid);
+    if (h.pgid > 1 && h.pgid != pid) want(h.pgid, pid);
   }
   std::map<pid_t, std::shared_ptr<Watched>> by_pid;
   for (auto& [fd, w] : watched_) by_pid[w->pid] = w;
@@ -258,7 +329,13 @@ void Watcher::rewatch() {
   std::map<int, std::shared_ptr<Watched>> next;
   UniqueFd proc_fd(proc::open_dir_at(AT_FDCWD, node_.proc_root().c_str()));
   proc::ReadBuffer buf;
-  for (auto& [pid, dependents] : wanted) {
+  bool out_of_descriptors = !proc_fd.valid() && (errno == EMFILE || errno == ENFILE);
+  limits_.unwatched = 0;
+  for (pid_t pid : order) {
+    if (next.size() >= options_.max_pidfds || out_of_descriptors) {
+      ++limits_.unwatched;
+      continue;
+    }
     std::shared_ptr<Watched> w;
     if (auto it = by_pid.find(pid); it != by_pid.end() && !it->second->handle.has_exited()) {
       w = it->second;
@@ -266,19 +343,32 @@ void Watcher::rewatch() {
       if (!proc_fd.valid()) continue;
       auto stat = read_stat(proc_fd.get(), pid, buf);
       if (!stat) continue;
+      // A zombie is dead already (its parent has not reaped it yet): its pidfd is
+      // readable at once and its cmdline empty, so watching it again would record its
+      // death anew, nameless, at every look. Its death was noted, or happened unseen.
+      if (stat->state == 'Z' && stat->num_threads <= 1) continue;
       auto handle = proc::ProcessHandle::open({pid, stat->start_time, 0}, node_.proc_root());
-      if (!handle) continue;  // gone already, or not ours to watch: the tick will see it
+      if (!handle) {
+        // Gone already, or not ours to watch: the tick will see it. Out of
+        // descriptors: this one and the rest are watched by the tick.
+        if (handle.error().sys_errno == EMFILE || handle.error().sys_errno == ENFILE) {
+          out_of_descriptors = true;
+          ++limits_.unwatched;
+        }
+        continue;
+      }
       w = std::make_shared<Watched>();
       w->handle = std::move(*handle);
       w->pid = pid;
       w->comm = stat->comm;
       w->cmdline = proc::read_cmdline(pid, node_.proc_root());
     }
-    w->dependents = std::move(dependents);
+    w->dependents = std::move(wanted[pid]);
     w->is_holder = holders_.contains(pid);
     next[w->handle.fd()] = w;
   }
   watched_ = std::move(next);
+  limits_.watched = watched_.size();
 }
 
 std::vector<int> Watcher::watch_fds() const {
@@ -291,12 +381,35 @@ std::vector<int> Watcher::watch_fds() const {
 void Watcher::on_ready(int fd) {
   auto it = watched_.find(fd);
   if (it == watched_.end()) return;
+  if (!it->second->handle.has_exited()) return;  // a spurious wake-up
+  std::set<pid_t> affected = note_death(fd);
+  // Dependents were re-parented before the pidfd fired (exit_notify): their fresh
+  // stat already says who adopted them.
+  for (pid_t own : own_pids()) affected.erase(own);
+  if (!affected.empty()) rescan(affected);
+  // Forget parents of processes that are no holders any more.
+  std::erase_if(dead_parents_, [&](const auto& entry) { return !holders_.contains(entry.first); });
+  rebuild();
+  rewatch();
+}
+
+void Watcher::note_deaths() {
+  // A death whose pidfd fired while the loop did something else (a tick, a question):
+  // recorded before a scan reads the dependents' new parents, which would drop the dead
+  // process from the watched set and lose what the agent saw (the witness).
+  std::vector<int> fds;
+  for (const auto& [fd, w] : watched_)
+    if (w->handle.has_exited()) fds.push_back(fd);
+  for (int fd : fds) note_death(fd);
+}
+
+std::set<pid_t> Watcher::note_death(int fd) {
+  auto it = watched_.find(fd);
+  if (it == watched_.end()) return {};
   std::shared_ptr<Watched> w = it->second;
-  if (!w->handle.has_exited()) return;  // a spurious wake-up
   watched_.erase(it);
 
   double now = wall_now();
-  std::set<pid_t> affected = w->dependents;
   if (w->is_holder) holders_.erase(w->pid);
   // What died, for the orphan rule (proc/lineage.h): was it the dependent's parent
   // (or only its group leader), did it hold a GPU, how many GPU workers had it.
@@ -308,17 +421,13 @@ void Watcher::on_ready(int fd) {
     bool was_parent = h != holders_.end() && h->second.ppid == w->pid;
     auto known = dead_parents_.find(dep);
     if (known != dead_parents_.end() && known->second.was_parent && !was_parent) continue;
-    dead_parents_[dep] = inventory::DeadParent{w->pid,     w->comm,      w->cmdline,  now,
-                                               was_parent, w->is_holder, gpu_children};
+    inventory::DeadParent dead{w->pid,     w->comm,      w->cmdline,  now,
+                               was_parent, w->is_holder, gpu_children};
+    dead.run_supervisor = w->comm == "gpureap-reaper" || w->comm == "gpureap";
+    if (h != holders_.end()) dead.holder_start = h->second.id.start_time;
+    dead_parents_[dep] = std::move(dead);
   }
-  // Dependents were re-parented before the pidfd fired (exit_notify): their fresh
-  // stat already says who adopted them.
-  for (pid_t own : own_pids()) affected.erase(own);
-  if (!affected.empty()) rescan(affected);
-  // Forget parents of processes that are no holders any more.
-  std::erase_if(dead_parents_, [&](const auto& entry) { return !holders_.contains(entry.first); });
-  rebuild();
-  rewatch();
+  return w->dependents;
 }
 
 }  // namespace gpureap::agent

@@ -16,11 +16,13 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "inventory/events.h"
 #include "inventory/inventory.h"
 #include "inventory/node.h"
+#include "proc/holder_scan.h"
 #include "proc/process_handle.h"
 
 namespace gpureap::agent {
@@ -36,6 +38,18 @@ struct WatchOptions {
   std::chrono::milliseconds tick = kDefaultTick;        // NVML, new pids, holders' state
   std::chrono::milliseconds full_scan = kDefaultFullScan;  // the whole of /proc, as a safety net
   std::chrono::milliseconds nvml_deadline{2000};
+  /// The most pidfds the watcher holds (agent/descriptors.h pidfd_budget); past it,
+  /// the rest are watched at each tick (their stat lines) instead of at once.
+  std::size_t max_pidfds = 1 << 20;
+};
+
+/// Why the agent cannot see everything it should, as of its last look.
+struct WatchLimits {
+  /// The last look ran out of descriptors (EMFILE, ENFILE): the holders it could not
+  /// read are kept as the look before saw them, not dropped (W3-04). The message.
+  std::optional<std::string> look_failed;
+  std::size_t watched = 0;    // processes with a pidfd
+  std::size_t unwatched = 0;  // processes that matter, past max_pidfds: watched by tick
 };
 
 class Watcher {
@@ -59,6 +73,13 @@ class Watcher {
 
   /// Holder pid -> the parent or group leader whose death the agent saw.
   const std::map<pid_t, inventory::DeadParent>& dead_parents() const { return dead_parents_; }
+  /// What an earlier agent saw die (inventory/witness_store.h), for a restarted agent:
+  /// each record applies only to the same process (pid and start time).
+  void remember_dead_parents(const std::map<pid_t, inventory::DeadParent>& seen) {
+    for (const auto& [holder, dead] : seen) dead_parents_.try_emplace(holder, dead);
+  }
+
+  const WatchLimits& limits() const { return limits_; }
 
   std::uint64_t full_scans() const { return full_scans_; }
   std::uint64_t incremental_scans() const { return incremental_scans_; }
@@ -71,6 +92,13 @@ class Watcher {
   void incremental_scan();
   void rescan(const std::set<pid_t>& pids);  // these pids only, fds and maps
   void rebuild();  // the inventory from holders_ and the last NVML snapshot
+  /// Records the death of the watched process behind `fd` (dead_parents_) and stops
+  /// watching it; returns its dependents.
+  std::set<pid_t> note_death(int fd);
+  /// note_death for every watched process that has exited and was not handled yet.
+  void note_deaths();
+  void look_failed(const proc::ScanResult& result);  // out of descriptors: limits_
+  std::set<pid_t> nvml_pids() const;                 // the pids NVML lists, any GPU
   void rewatch();
   void take_snapshot();  // NVML, with a retry (backed off) after a hang or a failed start
 
@@ -88,6 +116,7 @@ class Watcher {
   std::vector<pid_t> seen_pids_;  // /proc at the last tick, sorted
   std::map<int, std::shared_ptr<Watched>> watched_;  // by fd
   std::map<pid_t, inventory::DeadParent> dead_parents_;
+  WatchLimits limits_;
   util::Clock::time_point next_full_{};
   // After a hang or a failed start: when to ask NVML again, and since when a
   // fresh helper's first answer is awaited.

@@ -5,6 +5,8 @@
 #include "agent/watcher.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "gpu/test_devices.h"
 #include "reclaim/test_machine.h"
@@ -145,6 +147,43 @@ TEST(Watcher, MemoryFallingBetweenTicksIsReleasingNotDriverHeld) {
   m.clock.sleep_for(inventory::kBudgetFloor);
   w.refresh();
   EXPECT_EQ(w.inventory().gpus.at(0).unexplained, inventory::Unexplained::driver_held);
+}
+
+// W3-04: a look that runs out of descriptors is a failed look: the holders it could
+// not read stay as the look before saw them (never "they hold nothing"), one problem
+// line says so, and the next refresh reads everything again.
+TEST(Watcher, ALookOutOfDescriptorsKeepsTheHoldersW3_04) {
+  TestMachine m;
+  m.spawn(proc(4001, 0, 20 * kGiB));
+  Watcher w(m.node(), slow_full_scan());
+  w.refresh();
+  ASSERT_NE(holder_on(w.inventory(), 0, 4001), nullptr);
+  ASSERT_FALSE(w.limits().look_failed);
+
+  rlimit before{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &before), 0);
+  const int lowest_free = ::dup(0);
+  ASSERT_GE(lowest_free, 0);
+  ::close(lowest_free);
+  rlimit tight = before;
+  tight.rlim_cur = static_cast<rlim_t>(lowest_free + 1);  // /proc itself, nothing under it
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
+  w.refresh(true);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &before), 0);
+
+  ASSERT_TRUE(w.limits().look_failed);
+  EXPECT_NE(holder_on(w.inventory(), 0, 4001), nullptr) << "dropped by a look that failed";
+  ASSERT_FALSE(w.inventory().problems.empty());
+  EXPECT_EQ(w.inventory().problems.front().pid, 0);
+  EXPECT_NE(w.inventory().problems.front().what.find("ran out of file descriptors"),
+            std::string::npos);
+
+  w.refresh();  // a full scan again at once, and it succeeds
+  EXPECT_FALSE(w.limits().look_failed);
+  EXPECT_EQ(w.full_scans(), 3u);
+  EXPECT_NE(holder_on(w.inventory(), 0, 4001), nullptr);
+  for (const auto& p : w.inventory().problems)
+    EXPECT_EQ(p.what.find("ran out of file descriptors"), std::string::npos);
 }
 
 }  // namespace

@@ -55,7 +55,8 @@ Result<LaunchFlags> read_launch_command(const std::vector<std::string>& argv) {
   f.engine = engine;
   // Each engine's own names for the plan's inputs.
   const bool vllm = engine == "vllm";
-  const std::array<std::pair<std::string_view, std::string*>, 12> names = {{
+  std::string offload_size, offload_backend, cpu_offload, swap_space;
+  const std::array<std::pair<std::string_view, std::string*>, 17> names = {{
       {"--model-path", &f.model},
       {"--model", &f.model},
       {"--tp-size", &f.tp},
@@ -67,7 +68,14 @@ Result<LaunchFlags> read_launch_command(const std::vector<std::string>& argv) {
       {vllm ? "--max-model-len" : "--context-length", &f.context_len},
       {"--hicache-size", &f.hicache_size},
       {"--hicache-ratio", &f.hicache_ratio},
+      {"--hicache-host-memory-mode", &f.hicache_host_memory_mode},
+      // vLLM: the KV cache offloaded to CPU memory (CacheConfig.kv_offloading_size, GiB),
+      // weights offloaded (--cpu-offload-gb), the older swap space.
+      {"--kv-offloading-size", vllm ? &offload_size : nullptr},
+      {"--kv-offloading-backend", vllm ? &offload_backend : nullptr},
+      {"--cpu-offload-gb", vllm ? &cpu_offload : nullptr},
       {"--served-model-name", nullptr},  // a name, not the checkpoint
+      {"--swap-space", vllm ? &swap_space : nullptr},
   }};
   for (std::size_t i = start; i < argv.size(); ++i) {
     const std::string& word = argv[i];
@@ -78,6 +86,11 @@ Result<LaunchFlags> read_launch_command(const std::vector<std::string>& argv) {
     }
     const auto eq = word.find('=');
     const std::string_view name = std::string_view(word).substr(0, eq);
+    // SGLang's switch takes no value (argparse store_true).
+    if (!vllm && word == "--enable-hierarchical-cache") {
+      f.hierarchical_cache = true;
+      continue;
+    }
     for (const auto& [flag, into] : names) {
       if (name != flag) continue;
       std::string value;
@@ -91,6 +104,12 @@ Result<LaunchFlags> read_launch_command(const std::vector<std::string>& argv) {
       break;
     }
   }
+  for (const auto& [flag, value] : {std::pair<std::string_view, const std::string&>{
+                                        "--kv-offloading-size", offload_size},
+                                    {"--kv-offloading-backend", offload_backend},
+                                    {"--cpu-offload-gb", cpu_offload},
+                                    {"--swap-space", swap_space}})
+    if (!value.empty()) f.host_offload.push_back(fmt::format("{} {}", flag, value));
   return f;
 }
 

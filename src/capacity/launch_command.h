@@ -21,6 +21,11 @@ struct LaunchFlags {
   std::string context_len;    // SGLang --context-length, vLLM --max-model-len
   std::string hicache_size;   // SGLang --hicache-size (GB per rank)
   std::string hicache_ratio;  // SGLang --hicache-ratio
+  std::string hicache_host_memory_mode;  // SGLang --hicache-host-memory-mode
+  bool hierarchical_cache = false;       // SGLang --enable-hierarchical-cache (a switch)
+  /// vLLM's host-offload flags as typed ("--kv-offloading-size 64", "--cpu-offload-gb 8"):
+  /// not planned, only named in a note.
+  std::vector<std::string> host_offload;
 };
 
 /// Reads `argv` (the launch command, argv[0] first; `--flag value` and `--flag=value`

@@ -44,6 +44,35 @@ TEST(LaunchCommand, TheCaseStudysCommandWithAnEnvironmentAndEqualsSigns) {
   EXPECT_EQ(f->mem_fraction, "0.88");
   EXPECT_EQ(f->kv_dtype, "fp8_e4m3");
   EXPECT_EQ(f->hicache_size, "48");
+  EXPECT_TRUE(f->hierarchical_cache);
+}
+
+TEST(LaunchCommand, TheHierarchicalCacheSwitchTakesNoValue) {
+  // The switch is followed by another flag's value-less word: it consumes nothing.
+  auto f = read_launch_command({"python3", "-m", "sglang.launch_server", "--model-path", "M",
+                                "--enable-hierarchical-cache", "--tp", "8"});
+  ASSERT_TRUE(f) << f.error().message;
+  EXPECT_TRUE(f->hierarchical_cache);
+  EXPECT_EQ(f->tp, "8");
+  auto off = read_launch_command({"python3", "-m", "sglang.launch_server", "--model-path", "M",
+                                  "--hicache-ratio", "3", "--hicache-host-memory-mode",
+                                  "buffer_only"});
+  ASSERT_TRUE(off);
+  EXPECT_FALSE(off->hierarchical_cache);
+  EXPECT_EQ(off->hicache_ratio, "3");
+  EXPECT_EQ(off->hicache_host_memory_mode, "buffer_only");
+}
+
+TEST(LaunchCommand, VllmHostOffloadFlagsAreNamedNotPlanned) {
+  auto f = read_launch_command({"vllm", "serve", "M", "--kv-offloading-size", "64",
+                                "--kv-offloading-backend", "native", "--cpu-offload-gb=8"});
+  ASSERT_TRUE(f) << f.error().message;
+  EXPECT_EQ(f->host_offload,
+            (std::vector<std::string>{"--kv-offloading-size 64", "--kv-offloading-backend native",
+                                      "--cpu-offload-gb 8"}));
+  auto none = read_launch_command({"vllm", "serve", "M"});
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->host_offload.empty());
 }
 
 TEST(LaunchCommand, VllmNamesItsFractionGpuMemoryUtilizationAndSglangServeWorks) {

@@ -7,6 +7,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "cli/cli_outline.h"
 #include "cli/command.h"
@@ -14,6 +17,7 @@
 #include "cli/global_order.h"
 #include "cli/help_format.h"
 #include "cli/suggest.h"
+#include "cli/usage_error.h"
 #include "reclaim/escalation.h"
 #include "reclaim/reclaimer.h"
 #include "util/units.h"
@@ -255,6 +259,130 @@ TEST(CommandTree, OneCommandAloneParsesAsInTheWholeTreeAndAnUnknownNameAddsNothi
   CommandFn run;
   EXPECT_FALSE(add_commands(none, global, run, "help"));
   EXPECT_TRUE(none.get_subcommands({}).empty());
+}
+
+// W4_06 (ux-wave4 #6): each exit status is one entry, wrapped once at the help's width:
+// its continuation lines sit under its meaning, none is a stray word ("targets'") or a
+// hand break ("memory gone)") on a line of its own. Golden at 80 and 200 columns.
+std::string exit_block(const std::string& help) {
+  const auto at = help.rfind("\nExit status:\n");  // the footer's (run's description names it too)
+  return at == std::string::npos ? "" : help.substr(at + 1);
+}
+
+void expect_golden(const std::string& name, const std::string& text) {
+  const std::string file = std::string(GPUREAP_FIXTURES) + "/help/" + name;
+  if (const char* update = std::getenv("GPUREAP_UPDATE_GOLDEN"); update && *update == '1') {
+    std::ofstream(file, std::ios::trunc) << text;
+    return;
+  }
+  std::ifstream in(file);
+  ASSERT_TRUE(in.good()) << file << " (GPUREAP_UPDATE_GOLDEN=1 writes it)";
+  std::stringstream want;
+  want << in.rdbuf();
+  EXPECT_EQ(text, want.str()) << name;
+}
+
+TEST(ExitStatusHelp, W4_06_EveryBlockIsWrappedOnceAt80And200Columns) {
+  Tree t;
+  std::string all80, all200;
+  for (const auto& c : visible_commands(t.app)) {
+    const CLI::App* sub = t.app.get_subcommand(c.name);
+    const std::string raw =
+        exit_block(sub->get_formatter()->make_help(sub, "gpureap " + c.name, CLI::AppFormatMode::Normal));
+    ASSERT_FALSE(raw.empty()) << c.name << " has no Exit status block";
+    for (std::size_t width : {80u, 200u}) {
+      const std::string block = wrap_help(raw, width);
+      std::istringstream lines(block);
+      std::string line, previous;
+      std::getline(lines, line);  // "Exit status:"
+      std::size_t meaning_at = 0;
+      while (std::getline(lines, line)) {
+        if (line.empty()) break;
+        EXPECT_LE(line.size(), width) << c.name << ": " << line;
+        ASSERT_TRUE(line.starts_with("  ")) << c.name << ": " << line;
+        const auto text = line.find_first_not_of(' ');
+        if (text == 2) {  // an entry: "  CODE  meaning", the meanings in one column
+          const auto meaning = line.find_first_not_of(' ', line.find("  ", 2));
+          if (meaning_at == 0) meaning_at = meaning;
+          EXPECT_EQ(meaning, meaning_at) << c.name << ": " << line;
+        } else {  // a continuation: under the meaning
+          EXPECT_EQ(text, meaning_at) << c.name << ": " << line;
+        }
+        // Not ragged: a line is broken only where the next word would not fit.
+        if (!previous.empty()) {
+          const std::string word = line.substr(text, line.find(' ', text) - text);
+          if (text != 2) {
+            EXPECT_GT(previous.size() + 1 + word.size(), width)
+                << c.name << ": broken early before '" << word << "':\n" << previous;
+          }
+        }
+        previous = line;
+      }
+      (width == 80 ? all80 : all200) += "gpureap " + c.name + " --help\n" + block + "\n\n";
+    }
+  }
+  expect_golden("exit-status-80.txt", all80);
+  expect_golden("exit-status-200.txt", all200);
+}
+
+// W4_07 (ux-wave4 #7, defects-wave3 12(a)): a value CLI11 refuses is said as
+// "gpureap CMD: --option: reason", then one hint line from the option's own help; never
+// CLI11's "Run with  for more information.".
+std::string usage_error_of(std::vector<std::string> args) {
+  Tree t;
+  try {
+    t.parse(std::move(args));
+  } catch (const CLI::ParseError& e) {
+    return usage_error_text(e, t.app);
+  }
+  return "parsed";
+}
+
+TEST(UsageErrors, W4_07_OneLineNamingTheOptionAndValueThenAHint) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string first_line;
+    std::string hint_start;
+  };
+  const std::vector<Case> cases = {
+      {{"status", "--gpu", "3-1"},
+       "gpureap status: --gpu: GPU selector '3-1': a range goes from the lower index to the "
+       "higher (0-3)",
+       "  --gpu GPU: GPUs to show: all, indices"},
+      {{"wait", "--timeout", "5x"}, "gpureap wait: --timeout: ", "  --timeout DURATION: "},
+      {{"free", "--gpu", "0", "--grace", "-1s"}, "gpureap free: --grace: ", "  --grace DURATION: "},
+      {{"log", "--pid", "abc"}, "gpureap log: --pid: 'abc' is not a number from 1 to 4194304",
+       "  --pid PID: Only signals to this process id"},
+      {{"slurm", "prolgo"},
+       "gpureap slurm: mode: 'prolgo' is not prolog, epilog or health (did you mean prolog?)",
+       "  mode: prolog, epilog or health; "},
+      {{"slurm"}, "gpureap slurm: mode is required", "  mode: prolog, epilog or health; "},
+      {{"free", "--gpu"}, "gpureap free: --gpu: needs a value (GPU)", "  --gpu GPU: "},
+      {{"wait", "--below", "100"}, "gpureap wait: --below: ", "  --below SIZE: "},
+  };
+  for (const auto& c : cases) {
+    const std::string text = usage_error_of(c.args);
+    const auto nl = text.find('\n');
+    ASSERT_NE(nl, std::string::npos) << text;
+    const std::string first = text.substr(0, nl), hint = text.substr(nl + 1);
+    EXPECT_TRUE(first.starts_with(c.first_line)) << first;
+    if (c.first_line.ends_with(": ")) {  // a reason follows the option
+      EXPECT_GT(first.size(), c.first_line.size()) << first;
+    }
+    EXPECT_TRUE(hint.starts_with(c.hint_start)) << hint;
+    EXPECT_TRUE(hint.ends_with("--help` has the rest\n")) << hint;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
+    EXPECT_EQ(text.find("Run with"), std::string::npos) << text;
+  }
+}
+
+// W4_07: two options that contradict each other are refused, both named (exit 2 in main).
+TEST(UsageErrors, W4_07_ConflictingFlagsAreRefusedNamingBoth) {
+  const std::string text = usage_error_of({"free", "--all", "--gpu", "1", "--dry-run"});
+  EXPECT_TRUE(text.starts_with("gpureap free: --gpu and --all cannot be combined")) << text;
+  EXPECT_EQ(usage_error_of({"free", "--gpu", "1", "--all", "--dry-run"}), text) << "either order";
+  EXPECT_NE(text.find("  --all: All GPUs (same as --gpu all)"), std::string::npos) << text;
+  EXPECT_EQ(usage_error_of({"free", "--all", "--orphans", "--dry-run"}), "parsed");
 }
 
 }  // namespace

@@ -74,14 +74,28 @@ std::string version_text(const GlobalOptions& global, std::string_view linkage);
 
 /// What `run --free-first` asks of `free`: these GPUs, confirmed, with run's --grace
 /// and --timeout (as given on the command line).
-struct FreeForRun {
-  gpu::GpuSelector gpu;
-  std::chrono::milliseconds grace;
-  std::chrono::milliseconds timeout;
+/// What `gpureap run` frees before it launches CMD (cli/run_replace.cc).
+struct FreeBeforeRun {
+  enum class Mode {
+    free_first,       // --free-first: the holders of --gpu
+    replace,          // --replace KEY: that server instance, whole
+    replace_orphans,  // --replace-orphans: the orphaned instances on --gpu (default: all)
+  };
+  Mode mode = Mode::free_first;
+  std::string instance;  // --replace KEY
+  gpu::GpuSelector gpu;  // --gpu (empty: every GPU)
+  std::chrono::milliseconds grace{};
+  std::chrono::milliseconds timeout{};
+  bool yes = false;     // --yes: the plan is confirmed
+  std::string command;  // CMD's argv[0], for messages
 };
-/// `gpureap free --gpu G --yes --grace .. --timeout ..`, in this process: the same
-/// plan, protections, lock and exit status; its report goes to stderr (run's
-/// stdout is the command's).
-int free_for_run(const GlobalOptions& global, const FreeForRun& request);
+/// Frees what `request` names through the one free flow, each instance whole: asks on
+/// the terminal unless --yes; with no terminal and no --yes acts only on what
+/// proc::unattended_may_act allows, else refuses (exit 2) before any signal. Verifies
+/// the release and that the old instance's ports are closed, and prints the "freed"
+/// and "verified" lines on stderr. Returns kExitOk when CMD may be launched, else the
+/// exit status (free's: 1 still held, 2 refused or not confirmed, 3 not measured, 4 no
+/// such instance).
+int free_before_run(const GlobalOptions& global, const FreeBeforeRun& request);
 
 }  // namespace gpureap::cli

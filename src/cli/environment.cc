@@ -10,6 +10,7 @@
 
 #include "audit/recorder.h"
 #include "cli/command.h"
+#include "gpu/amd_source.h"
 #include "gpu/nvml_source.h"
 #include "inventory/agent_client.h"
 #include "inventory/baseline_store.h"
@@ -59,6 +60,14 @@ report::TableWidth stdout_table_width(bool wide) {
 }
 
 std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global) {
+  // AMD (docs/amd.md): $GPUREAP_SYSFS_ROOT names a sysfs tree (a simulated AMD node's
+  // prints it), or /sys's KFD topology lists a GPU on a node without nvidiactl. One
+  // vendor per node: a node with both is read through NVML only.
+  if (const char* root = std::getenv("GPUREAP_SYSFS_ROOT"); root && *root)
+    return gpu::make_amd_source(root);
+  struct stat st {};
+  if (::stat("/dev/nvidiactl", &st) != 0 && gpu::has_amd_gpus("/sys"))
+    return gpu::make_amd_source("/sys");
   return gpu::make_nvml_source(gpu::resolve_nvml_library(global.nvml_library));
 }
 

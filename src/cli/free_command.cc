@@ -14,6 +14,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/help_format.h"
 #include "cli/flags.h"
 #include "gpu/gpu_select.h"
 #include "reclaim/free_flow.h"
@@ -196,17 +197,24 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     print_err(fmt::format("gpureap free: {}\n", report::terminal_text(state.error().message)));
     return kExitSystem;
   }
+  // A plan that waits for a person's y/N is made without the lock: an epilog or the
+  // reaper never waits for someone's answer (W3-08). On yes the lock is taken, a fresh
+  // look made, and only the confirmed processes (pid and start time) acted on.
+  const bool asks = !o.yes && !o.dry_run;
   std::optional<reclaim::FreeLock> lock;
-  if (!o.dry_run) {
+  auto take_lock = [&]() -> bool {
     auto wait_until = started + o.wait_lock;
+    if (asks) wait_until = std::chrono::steady_clock::now() + o.wait_lock;
     if (deadline) wait_until = std::min(wait_until, *deadline);
     auto l = reclaim::FreeLock::acquire(*state, wait_until);
     if (!l) {
       print_err(fmt::format("gpureap free: {}\n", report::terminal_text(l.error().message)));
-      return kExitSystem;
+      return false;
     }
     lock.emplace(std::move(*l));
-  }
+    return true;
+  };
+  if (!o.dry_run && !asks && !take_lock()) return kExitSystem;
 
   // 3. Discover.
   inventory::Node node = open_node(global, *state);
@@ -282,6 +290,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   const report::TableWidth width =
       report_on_stderr ? report::TableWidth{} : stdout_table_width(o.wide);
   bool not_confirmed = false;
+  std::optional<std::vector<proc::ProcessId>> confirmed;  // asks: what the person said yes to
   std::optional<InterruptHandlers> handlers;
   const bool live = !global.json && ::isatty(2);
   reclaim::FreeSteps steps;
@@ -298,6 +307,11 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
       not_confirmed = true;
       return false;
     }
+    if (asks) {  // confirmed, without the lock: acted on below, under it
+      confirmed.emplace();
+      for (const auto& t : plan.targets) confirmed->push_back(t.id);
+      return false;
+    }
     handlers.emplace();
     return true;
   };
@@ -310,8 +324,19 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
                             reclaim::AuditCaller::current(node.proc_root()));
   reclaim::SystemProcessControl system_control(node.proc_root());
   reclaim::AuditedControl control(system_control, trail, node.proc_root());
-  const reclaim::FreeOutcome freed =
-      reclaim::free_selection(node, control, inv, caller, options, steps);
+  reclaim::FreeOutcome freed = reclaim::free_selection(node, control, inv, caller, options, steps);
+  if (confirmed) {
+    // Under the lock: a fresh look, and only the confirmed processes, each still the
+    // same process (its start time) and still selected; none is added.
+    if (!take_lock()) return kExitSystem;
+    inv = node.look(first_look(deadline));  // direct: the agent was asked for the first
+    options.selection.ids = *confirmed;
+    steps.go_ahead = [&](const reclaim::Plan&) {
+      handlers.emplace();
+      return true;
+    };
+    freed = reclaim::free_selection(node, control, inv, caller, options, steps);
+  }
   const reclaim::Plan& plan = freed.plan;
   auto plan_only = [&] {
     print_out(global.json ? report::document_text(report::free_json(plan, reclaim::ReclaimReport{},
@@ -386,17 +411,6 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
 
 }  // namespace
 
-int free_for_run(const GlobalOptions& global, const FreeForRun& request) {
-  GlobalOptions text = global;
-  text.json = false;  // run's own lines are text on stderr, --json or not
-  FreeOptions o;
-  o.gpu = request.gpu;
-  o.grace = request.grace;
-  o.timeout = request.timeout;
-  o.yes = true;
-  return run_free(text, o, /*report_on_stderr=*/true);
-}
-
 void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
   auto o = std::make_shared<FreeOptions>();
   auto* sub = app.add_subcommand(
@@ -430,10 +444,12 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "  gpureap free --gpu all --match sglang --yes\n"
       "  gpureap free --gpu 3 --reset --yes    also reset GPU 3 if only the driver holds its "
       "memory");
-  add_gpu_selector(*sub, "--gpu", o->gpu,
-                   "GPUs: all, indices (0,3), a range (0-3), UUID (prefix), PCI bus id, minor:N; "
-                   "a MIG device: 0/gi1/ci0, 0:1, MIG-<uuid>");
-  sub->add_flag("--all", o->all, "All GPUs (same as --gpu all)");
+  auto* gpu = add_gpu_selector(
+      *sub, "--gpu", o->gpu,
+      "GPUs: all, indices (0,3), a range (0-3), UUID (prefix), PCI bus id, minor:N; "
+      "a MIG device: 0/gi1/ci0, 0:1, MIG-<uuid>");
+  // Both would leave one of them unsaid: refused, naming both (exit 2).
+  sub->add_flag("--all", o->all, "All GPUs (same as --gpu all)")->excludes(gpu);
   o->pid_opt =
       sub->add_option(
              "--pid", o->pids,
@@ -451,7 +467,9 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
          "Only holders whose command line matches this regular expression, searched anywhere "
          "(RE2 syntax: POSIX extended plus \\d \\s \\w; no backreferences)")
       ->type_name("REGEX");
-  sub->add_flag("--orphans", o->orphans, "Only holders whose parent is gone (re-parented)");
+  sub->add_flag("--orphans", o->orphans,
+                "Only orphaned holders: a dead server's workers, by the evidence (docs/orphans.md); "
+                "a detached server (nohup) is left alone");
   sub->add_option("--instance", o->instance,
                   "Only the holders of this server instance: its process group id or `gpureap "
                   "run` id, as `gpureap status` lists them. Without --gpu: the GPUs it uses")
@@ -488,7 +506,7 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
   sub->add_flag("--reset", o->reset,
                 "Reset a GPU whose memory only the driver holds (checks preconditions; runs "
                 "nvidia-smi --gpu-reset)");
-  sub->footer(kFreeExitHelp);
+  sub->footer(exit_status_help(kFreeExits));
   sub->callback([&run, &global, o] { run = [&global, o] { return run_free(global, *o); }; });
 }
 

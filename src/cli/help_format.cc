@@ -73,6 +73,14 @@ std::string wrap_help(std::string_view help, std::size_t columns) {
   return report::wrap_lines(text, columns, report::Hang::description);
 }
 
+std::string exit_status_help(std::span<const ExitStatusLine> statuses) {
+  std::size_t width = 0;
+  for (const auto& s : statuses) width = std::max(width, std::string_view(s.code).size());
+  std::string out = "Exit status:";
+  for (const auto& s : statuses) out += fmt::format("\n  {:<{}}  {}", s.code, width, s.meaning);
+  return out;
+}
+
 std::string help_of(const CLI::App& app, std::string_view command) {
   // Through the formatter: App::help() would explain the command selected, `help`.
   const auto mode = CLI::AppFormatMode::Normal;

@@ -5,10 +5,12 @@
 // with the column of descriptions. Also `gpureap help [COMMAND]` and `gpureap version`.
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "cli/command.h"
+#include "cli/exit_codes.h"
 
 namespace gpureap::cli {
 
@@ -22,6 +24,11 @@ void use_gpureap_help(CLI::App& app);
 /// at its description column (after its first gap of two spaces or more) when there
 /// is one, else two columns in. Pure.
 std::string wrap_help(std::string_view help, std::size_t columns = kHelpColumns);
+
+/// "Exit status:" and one line a status, "  CODE  meaning", the codes padded to one
+/// column: a help footer that wrap_help() wraps once (each continuation under its
+/// meaning) and the man page turns into tagged paragraphs. Pure.
+std::string exit_status_help(std::span<const ExitStatusLine> statuses);
 
 /// The help of `command` ("" for the top level, "free", "slurm"), wrapped; nullopt-like
 /// empty string when `app` has no such command.

@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/help_format.h"
 #include "cli/flags.h"
 #include "inventory/baseline_store.h"
 #include "report/audit_format.h"
@@ -122,7 +123,7 @@ void add_log_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
                   "Only records from this time on: a duration back from now (30m, 2h) or a time "
                   "(2025-06-01, 2025-06-01 14:00, RFC 3339)")
       ->type_name("WHEN");
-  sub->footer(kLogExitHelp);
+  sub->footer(exit_status_help(kLogExits));
   sub->callback([&run, &global, o] { run = [&global, o] { return run_log(global, *o); }; });
 }
 

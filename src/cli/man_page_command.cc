@@ -106,6 +106,27 @@ std::string roff_body(const std::vector<std::string>& lines) {
   return out;
 }
 
+// An "Exit status:" paragraph (cli/exit_codes.h, laid out by exit_status_help: one line
+// a status, "  CODE  meaning") as tagged paragraphs: the code in bold, its meaning filled
+// by man to the reader's width, so it is wrapped once, whatever MANWIDTH is. A line of
+// another shape is a paragraph of its own.
+std::string roff_exit_status(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& line : lines) {
+    const auto first = line.find_first_not_of(' ');
+    const std::string_view text =
+        first == std::string::npos ? std::string_view() : std::string_view(line).substr(first);
+    const auto gap = text.find("  ");
+    if (!line.starts_with("  ") || gap == std::string_view::npos) {
+      if (!text.empty()) out += ".PP\n" + roff(text) + "\n";
+      continue;
+    }
+    const std::string_view meaning = text.substr(text.find_first_not_of(' ', gap));
+    out += fmt::format(".TP\n.B {}\n{}\n", roff(text.substr(0, gap)), roff(meaning));
+  }
+  return out;
+}
+
 // The help text's sections: paragraphs under a heading line ("Examples:", "Exit
 // status:") go to that section (upper-cased); the others to `rest`.
 using Sections = std::map<std::string, std::vector<std::string>>;
@@ -153,6 +174,11 @@ The directory holding the nvidia device nodes when \fB\-\-dev\-dir\fR is not giv
 .B GPUREAP_SIM_DIR
 A simulated node's directory (made by \fBgpureap\-sim node\fR): its \fIdev\fR is the
 device directory when neither \fB\-\-dev\-dir\fR nor \fBGPUREAP_DEV_DIR\fR is set.
+.TP
+.B GPUREAP_SYSFS_ROOT
+Read AMD GPUs (KFD and amdgpu sysfs) under this directory instead of NVIDIA's through
+NVML: a simulated AMD node's \fIsys\fR (\fBgpureap\-sim node \-\-vendor amd\fR prints it).
+Unset, AMD GPUs are read from \fI/sys\fR on a node without \fI/dev/nvidiactl\fR.
 .TP
 .B GPUREAP_STATE_DIR
 The state directory (an absolute path; see FILES).
@@ -229,6 +255,11 @@ std::string body_of(const Sections& s, const std::string& name) {
   return it == s.end() || it->second.empty() ? "" : roff_body(it->second);
 }
 
+std::string exit_status_of(const Sections& s) {
+  auto it = s.find("EXIT STATUS");
+  return it == s.end() ? "" : roff_exit_status(it->second);
+}
+
 std::string common_sections() {
   return section("ENVIRONMENT", kEnvironment) + section("FILES", kFiles);
 }
@@ -287,7 +318,7 @@ Page command_page(const CommandOutline& c, const std::vector<CommandOutline>& co
                                  ".PP\nThe global options of \\fBgpureap\\fR(1) (\\fB\\-\\-json\\fR, "
                                  "\\fB\\-\\-nvml\\-library\\fR, \\fB\\-\\-dev\\-dir\\fR, "
                                  "\\fB\\-\\-no\\-color\\fR) may also follow the command.\n") +
-          section("EXIT STATUS", body_of(s, "EXIT STATUS"));
+          section("EXIT STATUS", exit_status_of(s));
   for (const auto& [name, body] : s)
     if (name != "DESCRIPTION" && name != "EXIT STATUS" && name != "EXAMPLES")
       text += section(name, roff_body(body));
@@ -345,7 +376,7 @@ Page main_page(const CommandOutline& top, const std::vector<CommandOutline>& com
               roff_options(top.options) +
                   ".TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nHelp, with examples; "
                   "\\fBgpureap \\fIcommand\\fB \\-\\-help\\fR for a command.\n") +
-      section("EXIT STATUS", body_of(s, "EXIT STATUS")) + common_sections() +
+      section("EXIT STATUS", exit_status_of(s)) + common_sections() +
       section("EXAMPLES", examples) +
       see_also(commands, "gpureap");
   return {"gpureap.1", text};

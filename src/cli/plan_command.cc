@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "capacity/hf_config.h"
+#include "capacity/host_cache_flags.h"
 #include "capacity/host_memory.h"
 #include "capacity/kv_planner.h"
 #include "capacity/launch_command.h"
@@ -25,7 +26,9 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/help_format.h"
 #include "proc/proc_files.h"
+#include "report/instance_text.h"
 #include "report/json.h"
 #include "report/plan_report.h"
 #include "report/terminal_text.h"
@@ -45,6 +48,9 @@ struct PlanOptions {
   std::string kv_dtype;
   std::string hicache_size;
   std::string hicache_ratio;
+  std::string hicache_host_memory_mode;  // from a launch command only
+  bool hierarchical_cache = false;       // --enable-hierarchical-cache
+  std::vector<std::string> host_offload;  // a vLLM launch's host-offload flags, as typed
   std::string host_memory;
   std::string context_len;
   std::string avg_prompt;
@@ -57,6 +63,7 @@ struct PlanOptions {
   // Which options were given.
   CLI::Option* tp_opt = nullptr;
   CLI::Option* ratio_opt = nullptr;
+  CLI::Option* size_opt = nullptr;
   CLI::Option* context_opt = nullptr;
   CLI::Option* prompt_opt = nullptr;
   CLI::Option* output_opt = nullptr;
@@ -97,16 +104,19 @@ struct Measured {
 Step<Measured> measure_with_nvml(const GlobalOptions& global, int tp, std::uint64_t weights,
                                  std::vector<std::string>& notes) {
   inventory::Node node = open_node(global);
-  const gpu::GpuSnapshot snap = node.gpus().snapshot(std::chrono::seconds(5));
+  // A look, not NVML alone: memory in use now is named by the server instance that
+  // holds it, with the command that frees that instance and nothing else.
+  const inventory::Inventory inv = node.look();
   std::vector<const gpu::GpuInfo*> usable;
-  for (const auto& g : snap.gpus)
-    if (g.memory && g.memory->total > 0) usable.push_back(&g);
+  for (const auto& v : inv.gpus)
+    if (v.info.memory && v.info.memory->total > 0) usable.push_back(&v.info);
   if (usable.empty()) {
     return std::unexpected(UsageError{
         fmt::format("no GPU could be measured through NVML{}; pass --gpu-memory (or --from-log)",
-                    snap.problem.empty() ? "" : fmt::format(" ({})", snap.problem)),
+                    inv.nvml_problem.empty() ? "" : fmt::format(" ({})", inv.nvml_problem)),
         kExitSystem});
   }
+  std::vector<const inventory::Instance*> in_use;
   // SGLang sizes every rank's pool from the tightest GPU; the launch uses the
   // first tp GPUs (CUDA_VISIBLE_DEVICES order aside).
   const std::size_t ranks = std::min<std::size_t>(usable.size(), static_cast<std::size_t>(tp));
@@ -120,12 +130,20 @@ Step<Measured> measure_with_nvml(const GlobalOptions& global, int tp, std::uint6
     }
     // Memory in use now belongs to the server being replaced, or to something
     // that will still hold it at launch: say which the plan assumes.
-    if (g.memory->used > cap::kGiB)
-      notes.push_back(
-          fmt::format("GPU {} has {} in use now; the plan assumes it is freed before the "
-                      "launch (gpureap free)",
-                      g.id, format_bytes(g.memory->used)));
+    if (g.memory->used <= cap::kGiB) continue;
+    bool named = false;
+    for (const auto& in : inv.instances) {
+      if (std::find(in.gpus.begin(), in.gpus.end(), g.id) == in.gpus.end()) continue;
+      named = true;
+      if (std::find(in_use.begin(), in_use.end(), &in) == in_use.end()) in_use.push_back(&in);
+    }
+    if (!named)
+      notes.push_back(fmt::format(
+          "GPU {} has {} in use now; the plan assumes it is freed before the launch (gpureap "
+          "status --gpu {} says by whom)",
+          g.id, format_bytes(g.memory->used), g.id));
   }
+  for (const auto* in : in_use) notes.push_back(report::in_use_before_launch(*in));
   if (usable.size() < static_cast<std::size_t>(tp))
     notes.push_back(fmt::format("only {} GPU(s) here; --tp {} is planned on GPUs like these",
                                 usable.size(), tp));
@@ -159,8 +177,13 @@ Step<PlanOptions> with_launch(PlanOptions o) {
   fill(o.mem_fraction, f->mem_fraction);
   fill(o.kv_dtype, f->kv_dtype);
   fill(o.context_len, f->context_len);
+  // gpureap's --hicache-ratio wins over the command's --hicache-size (which would
+  // override it), and its --hicache-size over the command's ratio.
   if (o.ratio_opt->count() == 0) fill(o.hicache_size, f->hicache_size);
-  if (o.hicache_size.empty()) fill(o.hicache_ratio, f->hicache_ratio);
+  if (o.size_opt->count() == 0) fill(o.hicache_ratio, f->hicache_ratio);
+  fill(o.hicache_host_memory_mode, f->hicache_host_memory_mode);
+  o.hierarchical_cache = o.hierarchical_cache || f->hierarchical_cache;
+  o.host_offload = f->host_offload;
   if (o.engine_opt->count() == 0) o.engine = f->engine;
   return o;
 }
@@ -177,8 +200,17 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
     in.engine = cap::Engine::vllm;
     if (!o.from_log.empty())
       return usage("--from-log reads SGLang logs; it cannot calibrate --engine vllm");
-    if (!o.hicache_size.empty() || given(o.ratio_opt, o.hicache_ratio))
-      return usage("--hicache-size/--hicache-ratio are SGLang's hierarchical cache; vLLM has none");
+    if (o.hierarchical_cache || !o.hicache_size.empty() || given(o.ratio_opt, o.hicache_ratio))
+      return usage(
+          "--enable-hierarchical-cache/--hicache-size/--hicache-ratio are SGLang's hierarchical "
+          "cache; vLLM has none");
+    // vLLM's own host offload (KV cache to CPU memory, weights to CPU) is not modelled.
+    if (!o.host_offload.empty()) {
+      std::string flags;
+      for (const auto& f : o.host_offload) flags += (flags.empty() ? "" : ", ") + f;
+      r.notes.push_back(fmt::format(
+          "vLLM's host offload ({}) is not planned: the figures are the GPU pool's alone", flags));
+    }
   }
   r.engine_flag =
       in.engine == cap::Engine::sglang ? "--mem-fraction-static" : "--gpu-memory-utilization";
@@ -187,17 +219,16 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
     if (!dtype) return usage(dtype.error().message);
     in.dtype = *dtype;
   }
-  if (!o.hicache_size.empty()) {
-    auto size = cap::parse_hicache_size(o.hicache_size);
-    if (!size) return usage(size.error().message);
-    in.host_cache.size_per_rank = *size;
-    r.hicache_text =
-        fmt::format("--hicache-size {} ({} per rank)", o.hicache_size, report::decimal_gb(*size));
-  } else if (given(o.ratio_opt, o.hicache_ratio)) {
-    auto ratio = cap::parse_hicache_ratio(o.hicache_ratio);
-    if (!ratio) return usage(ratio.error().message);
-    in.host_cache.ratio = *ratio;
-    r.hicache_text = fmt::format("--hicache-ratio {}", *ratio);
+  if (in.engine == cap::Engine::sglang) {
+    // SGLang builds the host cache only with its switch on (capacity/host_cache_flags.h).
+    auto hicache = cap::decide_host_cache({.enabled = o.hierarchical_cache,
+                                           .size = o.hicache_size,
+                                           .ratio = o.hicache_ratio,
+                                           .host_memory_mode = o.hicache_host_memory_mode});
+    if (!hicache) return usage(hicache.error().message);
+    in.host_cache = hicache->request;
+    r.hicache_text = hicache->text;
+    r.notes.insert(r.notes.end(), hicache->notes.begin(), hicache->notes.end());
   }
   if (!o.host_memory.empty()) {
     auto size = cap::parse_size_flag("--host-memory", o.host_memory);
@@ -250,7 +281,7 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
   in.model_name = model->spec.name;
   in.kv = model->spec.kv;
   in.context_len = context_flag.value_or(model->spec.context_len);
-  r.notes = model->notes;
+  r.notes.insert(r.notes.end(), model->notes.begin(), model->notes.end());
 
   // 3. The GPU: a start-up log, else --gpu-memory, else NVML.
   std::optional<cap::Calibration> calibration;
@@ -377,19 +408,22 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "number of bytes (MLA models keep a full copy on every rank; GQA models split their KV\n"
       "heads, one whole head per rank once --tp exceeds them). What f leaves outside the pool\n"
       "holds the request table, CUDA graphs and the activations of a prefill batch: below about\n"
-      "1 GiB of headroom a large prefill runs out of memory. The host cache (--hicache-size, GB\n"
-      "per rank) keeps evicted prefixes in RAM on every rank; it raises the prefix-hit rate, not\n"
-      "the number of requests running at once.\n\n"
-      "Examples (the case study: Kimi-K2.5 on 8 x RTX PRO 6000, nvidia-smi total 97887 MiB):\n"
-      "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 --mem-fraction 0.88\n"
+      "1 GiB of headroom a large prefill runs out of memory. The host cache\n"
+      "(--enable-hierarchical-cache, as SGLang: 2 x the GPU pool, or --hicache-size GB per rank)\n"
+      "keeps evicted prefixes in RAM on every rank; it raises the prefix-hit rate, not the\n"
+      "number of requests running at once.\n\n"
+      "Examples (the case study: Kimi-K2.5 on 8 x RTX PRO 6000, 97887 MiB each):\n"
+      "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 \\\n"
+      "      --mem-fraction 0.88\n"
       "      ~160K tokens per GPU, 5.5 GiB headroom; at 0.93 it warns of a prefill OOM\n"
-      "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 --mem-fraction 0.80:0.95:0.01 "
-      "\\\n"
-      "      --avg-prompt 1000 --avg-output 4100          a sweep, as a table\n"
-      "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 --mem-fraction 0.88 \\\n"
-      "      --kv-dtype fp8_e4m3 --hicache-size 48 --host-memory 408GB\n"
+      "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 \\\n"
+      "      --mem-fraction 0.80:0.95:0.01 --avg-prompt 1000 --avg-output 4100\n"
+      "      a sweep, as a table\n"
+      "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 \\\n"
+      "      --mem-fraction 0.88 --kv-dtype fp8_e4m3 \\\n"
+      "      --enable-hierarchical-cache --hicache-size 48 --host-memory 408GB\n"
       "  gpureap plan --model Kimi-K2.5 --from-log sglang.log --mem-fraction 0.93\n"
-      "      calibrated from the last start-up in the log, predicted for another fraction\n"
+      "      calibrated from the log's last start-up, predicted for another fraction\n"
       "  gpureap plan --gpu-memory 97887MiB -- python -m sglang.launch_server \\\n"
       "      --model-path moonshotai/Kimi-K2.5 --tp-size 8 --mem-fraction-static 0.88\n"
       "      the flags of the launch command you use (the engine's own names)\n"
@@ -400,7 +434,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "\nJSON (--json): bytes_per_token, weights_bytes, kv_budget_bytes, kv_tokens,\n"
       "headroom_bytes, running_requests, host_cache_tokens, host_ram_bytes, warnings[] (code,\n"
       "message); a sweep puts one object per fraction under points[]. Schema: docs/plan.md.\n\n" +
-      std::string(kPlanExitHelp));
+      exit_status_help(kPlanExits));
   sub->add_option("--model", o->model,
                   "A preset name (Presets below) or a Hugging Face config.json (or its directory); "
                   "required unless the launch command after -- names it")
@@ -418,13 +452,19 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
   o->dtype_opt =
       sub->add_option("--kv-dtype,--kv-cache-dtype", o->kv_dtype, "KV cache dtype: bf16 (default) or fp8_e4m3")
           ->type_name("DTYPE");
-  auto* size = sub->add_option("--hicache-size", o->hicache_size,
-                               "Host cache per rank, in GB like SGLang's flag (48), or with a unit")
-                   ->type_name("SIZE");
+  sub->add_flag("--enable-hierarchical-cache", o->hierarchical_cache,
+                "SGLang's host cache (HiCache) on, as SGLang's switch: sized by --hicache-size, "
+                "else --hicache-ratio, else SGLang's default ratio 2");
+  o->size_opt =
+      sub->add_option("--hicache-size", o->hicache_size,
+                      "Host cache per rank, in GB like SGLang's flag (48), or with a unit; "
+                      "overrides the ratio. Only with --enable-hierarchical-cache")
+          ->type_name("SIZE");
   o->ratio_opt = sub->add_option("--hicache-ratio", o->hicache_ratio,
-                                 "Host cache as a multiple of the GPU pool (SGLang's default is 2)")
+                                 "Host cache as a multiple of the GPU pool (SGLang's default 2). "
+                                 "Only with --enable-hierarchical-cache")
                      ->type_name("RATIO");
-  size->excludes(o->ratio_opt);
+  o->size_opt->excludes(o->ratio_opt);
   sub->add_option("--host-memory", o->host_memory,
                   "Available host RAM with a unit (408GB); default: this machine's when the GPUs "
                   "are read here")
@@ -452,7 +492,8 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
   sub->add_option("launch", o->launch,
                   "After --: the server's launch command (python -m sglang.launch_server ..., "
                   "vllm serve MODEL ...); its --model-path, --tp-size, --mem-fraction-static, "
-                  "--kv-cache-dtype, --context-length (vLLM: --tensor-parallel-size, "
+                  "--kv-cache-dtype, --context-length, --enable-hierarchical-cache, "
+                  "--hicache-size/--hicache-ratio (vLLM: --tensor-parallel-size, "
                   "--gpu-memory-utilization, --max-model-len) are planned, gpureap's own flags "
                   "winning")
       ->type_name("CMD");

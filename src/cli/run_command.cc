@@ -13,8 +13,10 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/help_format.h"
 #include "cli/flags.h"
 #include "report/json.h"
+#include "report/replace_report.h"
 #include "report/run_report.h"
 #include "report/wait_report.h"
 #include "supervise/free_wait.h"
@@ -29,6 +31,9 @@ struct RunOptions {
   gpu::GpuSelector gpu;  // --gpu (empty: not given)
   bool wait_free = false;
   bool free_first = false;
+  std::string replace;           // --replace KEY
+  bool replace_orphans = false;  // --replace-orphans
+  bool yes = false;              // --yes: the plan of the three above is confirmed
   std::chrono::milliseconds grace = supervise::kDefaultTeardownGrace;
   std::chrono::milliseconds timeout = supervise::kDefaultWaitTimeout;
   std::string name;
@@ -56,7 +61,8 @@ int wait_gpus_free(const GlobalOptions& global, const RunOptions& o) {
   using Status = supervise::FreeWaitResult::Status;
   switch (r.status) {
     case Status::free:
-      if (o.verbose) say(fmt::format("GPU {} free after {:.3f} s", o.gpu.text(), r.seconds));
+      // The GPUs as read ("GPU 0,1,2,3 free after 12 ms"), not the selector ("all").
+      if (o.verbose) say(report::wait_free_text(r));
       return kExitOk;
     case Status::timed_out: {
       say(fmt::format(
@@ -101,15 +107,29 @@ int run_run(const GlobalOptions& global, RunOptions o) {
   if ((o.wait_free || o.free_first) && o.gpu.empty())
     return run_usage_error(
         "--wait-free and --free-first need --gpu SEL (the GPUs the command will use)");
+  const int modes = (o.free_first ? 1 : 0) + (o.replace.empty() ? 0 : 1) + (o.replace_orphans ? 1 : 0);
+  if (modes > 1)
+    return run_usage_error("--replace, --replace-orphans and --free-first: choose one");
+  if (!o.replace.empty() && !o.gpu.empty())
+    return run_usage_error(
+        "--replace KEY frees that instance's GPUs: drop --gpu (or use --replace-orphans --gpu SEL)");
+  if (o.yes && modes == 0)
+    return run_usage_error("--yes confirms what --replace, --replace-orphans or --free-first frees: "
+                           "give one of them");
 
-  // 2. The GPUs first: freed, and/or waited for.
-  if (o.free_first) {
-    int code = free_for_run(global, {o.gpu, o.grace, o.timeout});
-    if (code != kExitOk && code != kExitNothingToDo) {
-      say(fmt::format("--free-first: `gpureap free --gpu {}` exited {}; not starting {}", o.gpu.text(),
-                      code, o.command[0]));
-      return code;
-    }
+  // 2. The GPUs first: freed (each instance whole, confirmed), and/or waited for.
+  if (modes == 1) {
+    FreeBeforeRun request;
+    request.mode = o.free_first        ? FreeBeforeRun::Mode::free_first
+                   : o.replace_orphans ? FreeBeforeRun::Mode::replace_orphans
+                                       : FreeBeforeRun::Mode::replace;
+    request.instance = o.replace;
+    request.gpu = o.gpu;
+    request.grace = o.grace;
+    request.timeout = o.timeout;
+    request.yes = o.yes;
+    request.command = o.command[0];
+    if (int code = free_before_run(global, request); code != kExitOk) return code;
   }
   if (o.wait_free || o.free_first) {
     if (int code = wait_gpus_free(global, o); code != kExitOk) return code;
@@ -122,6 +142,10 @@ int run_run(const GlobalOptions& global, RunOptions o) {
   settings.use_cgroup = !o.no_cgroup;
   settings.grace = o.grace;
   settings.release_timeout = o.timeout;
+  if (modes == 1)
+    settings.on_launch = [&o](const std::string& run_id, pid_t pid) {
+      say(report::launched_line(o.command[0], pid, run_id));
+    };
   // Its own command's release is what run verifies: never from an agent.
   inventory::Node node = open_node(global, std::nullopt, FirstLook::scan);
   supervise::RunLog log;
@@ -176,22 +200,48 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
       "gpureap itself is SIGKILLed, the leftovers stay identifiable (`gpureap status` marks\n"
       "them orphaned, with run_id <name>-<pid>) and `gpureap free --orphans --gpu all --yes`\n"
       "reclaims the whole run (docs/run-and-wait.md).\n\n"
+      "Restart a server in one command: --replace KEY (an instance key from `gpureap\n"
+      "status`) frees that server whole (its workers and, if alive, its launcher), waits\n"
+      "until the GPUs are verified back at baseline and its ports are closed, then\n"
+      "launches CMD: three lines, freed / verified / launched. It shows the plan and asks\n"
+      "unless --yes; with no terminal and no --yes it acts only on orphans with strong\n"
+      "evidence (gpureap's own run, or a death the agent saw) and refuses the rest\n"
+      "(exit 2, nothing signalled). --replace-orphans does the same for every orphaned\n"
+      "instance on --gpu (default: all GPUs). --free-first frees everything on --gpu by\n"
+      "the same rules: a live server is never signalled without a confirmation, and is\n"
+      "freed whole or not at all.\n\n"
       "Exit status: CMD's own; 128+N if it was killed by signal N; 127 if CMD was not\n"
       "found, 126 if it could not be executed; 1 if CMD exited 0 but GPU memory stayed\n"
       "held (explained on stderr; a failing CMD keeps its own status); 3 if CMD exited 0\n"
-      "but the release could not be measured (NVML failed or hung); with --wait-free or\n"
-      "--free-first, 5 or 1 when the GPUs could not be made free (CMD is not started).\n\n"
+      "but the release could not be measured (NVML failed or hung). Before CMD starts\n"
+      "(CMD is then not started): --replace/--replace-orphans/--free-first exit as free\n"
+      "does, 1 memory or a port still held, 2 refused or not confirmed, 3 not measured,\n"
+      "4 no such instance; --wait-free 5 when the GPUs were not free in time.\n\n"
       "Examples:\n"
       "  gpureap run -- python3 -m sglang.launch_server --model-path M --tp 8\n"
-      "  gpureap run --gpu all --free-first --grace 30s -- ./serve.sh\n"
+      "  gpureap run --replace 7969 -- python3 -m sglang.launch_server \\\n"
+      "      --model-path M --tp 8 --enable-hierarchical-cache\n"
+      "      the seed's restart: free server 7969 (asked), verified, then launch\n"
+      "  gpureap run --replace-orphans -- ./serve.sh\n"
+      "      free what a crash left on every GPU, then launch\n"
       "  gpureap run -v --name sglang -- python3 serve.py");
   add_gpu_selector(*sub, "--gpu", options->gpu,
-                   "GPUs for --wait-free/--free-first (all, 0,3, 0-3, UUID, bus id, minor:N)");
+                   "GPUs for --wait-free/--free-first/--replace-orphans (all, 0,3, 0-3, UUID, "
+                   "bus id, minor:N)");
   sub->add_flag("--wait-free", options->wait_free,
                 "Wait (at most --timeout) until the --gpu GPUs are free first");
-  sub->add_flag(
-      "--free-first", options->free_first,
-      "Free the --gpu GPUs first (`gpureap free --yes`, same protections), then wait for them");
+  sub->add_option("--replace", options->replace,
+                  "Free this server instance first (its key in `gpureap status`: a process group "
+                  "id or run id), whole and verified, then launch")
+      ->type_name("KEY");
+  sub->add_flag("--replace-orphans", options->replace_orphans,
+                "Free the orphaned instances on --gpu (default: all GPUs) first, then launch");
+  sub->add_flag("--free-first", options->free_first,
+                "Free everything on the --gpu GPUs first (each instance whole; live servers only "
+                "with a confirmation), then wait for them");
+  sub->add_flag("-y,--yes", options->yes,
+                "Do not ask: the plan of --replace, --replace-orphans or --free-first is "
+                "confirmed");
   add_duration(*sub, "--grace", options->grace,
                "SIGTERM -> SIGKILL delay at the teardown; 0: SIGKILL at once (as in `free`)");
   add_duration(*sub, "--timeout", options->timeout,
@@ -209,7 +259,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
       ->type_name("CMD");
   sub->allow_extras();
   sub->fallthrough(false);
-  sub->footer(kRunExitHelp);
+  sub->footer(exit_status_help(kRunExits));
   sub->callback([&run, &global, options, sub] {
     auto extras = sub->remaining();
     std::erase(extras, std::string("--"));

@@ -14,6 +14,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/help_format.h"
 #include "cli/flags.h"
 #include "cluster/health.h"
 #include "cluster/job_check.h"
@@ -313,7 +314,7 @@ void add_slurm_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
   sub->add_option("--node", o->node,
                   "this node's Slurm name (else $SLURMD_NODENAME, else the host name)")
       ->type_name("NODE");
-  sub->footer(kSlurmExitHelp);
+  sub->footer(exit_status_help(kSlurmExits));
   sub->callback([&run, &global, o] {
     run = [&global, o] {
       const auto started = Clock::now();

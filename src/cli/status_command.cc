@@ -19,6 +19,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/help_format.h"
 #include "cli/flags.h"
 #include "inventory/node_check.h"
 #include "inventory/reset_blockers.h"
@@ -293,7 +294,7 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
       add_duration(*sub, "--deadline", options->deadline,
                    "--summary/--check: answer within this long; past it the line is 'unknown: "
                    "no answer within ...' (exit 3). Set it below the caller's own timeout");
-  sub->footer(kStatusExitHelp);
+  sub->footer(exit_status_help(kStatusExits));
   sub->callback([&run, &global, options] {
     run = [&global, options] { return run_status(global, *options); };
   });

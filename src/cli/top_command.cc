@@ -15,6 +15,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/help_format.h"
 #include "cli/flags.h"
 #include "inventory/agent_client.h"
 #include "inventory/events.h"
@@ -115,6 +116,9 @@ class TopSession {
         case top::Action::help:
           show_box({"keys", top::key_help(state_.readonly), "any key closes"}, /*wait=*/true);
           break;
+        case top::Action::detail:
+          show_detail();
+          break;
         case top::Action::free_tagged:
           free_tagged();
           next_look = std::chrono::steady_clock::now();  // show the GPUs as they are now
@@ -129,8 +133,13 @@ class TopSession {
     node_.ask_agent_again();
     inv_ = node_.look();
     record_history();
+    std::vector<proc::ProcessId> held;
+    for (const auto& v : inv_.gpus)
+      for (const auto& gh : v.holders)
+        if (gh.uses_gpu) held.push_back(gh.holder.id);
+    usage_.sample(held, std::chrono::steady_clock::now());
     for (const auto& e : events_.observe(inv_, wall_seconds()))
-      say(std::string(trim(report::watch_event_line(e, report::Style{}))));
+      say(report::watch_event_brief(e));  // the time of day: the screen is narrow
     // Tags of processes that are gone would free nothing: drop them.
     std::set<proc::ProcessId> present;
     for (const auto& v : inv_.gpus)
@@ -170,6 +179,7 @@ class TopSession {
     f.rows = &rows_;
     f.state = &state_;
     f.history = &history_;
+    f.usage = &usage_.usage();
     f.uptime_seconds = top::read_uptime(node_.proc_root());
     f.clock_ticks = ::sysconf(_SC_CLK_TCK);
     f.clock = clock_now();
@@ -188,6 +198,21 @@ class TopSession {
   }
 
   void draw() { view_.draw(layout()); }
+
+  // 'd' (or Enter on a process): the row under the cursor whole, in a box.
+  void show_detail() {
+    layout();  // rows_ as drawn
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < rows_.size(); ++i)
+      if (rows_[i].id == state_.cursor) at = i;
+    top::Frame f;
+    f.inv = &inv_;
+    f.rows = &rows_;
+    f.state = &state_;
+    f.uptime_seconds = top::read_uptime(node_.proc_root());
+    f.clock_ticks = ::sysconf(_SC_CLK_TCK);
+    show_box(top::detail_box(f, at, view_.width()), /*wait=*/true);
+  }
 
   // Draws `box` over the screen; with `wait`, until a key closes it (up/down scroll it).
   // Returns the closing key.
@@ -220,12 +245,14 @@ class TopSession {
     }
   }
 
-  // '/': the text filter, typed on the message line (Enter keeps it, Esc restores it).
+  // '/': the text filter, typed on the message line from empty (Enter keeps it, Enter on
+  // nothing shows every holder, Esc restores the one before).
   void find() {
     const std::string before = state_.text;
-    std::string text = before;
+    std::string text;
     for (;;) {
-      view_.draw(layout("find (user, command, instance, container): " + text + "_"));
+      view_.draw(layout("find (user, command, instance, container; Enter on nothing: all): " +
+                        text + "_"));
       const top::Key key = view_.read_key(std::chrono::seconds(1));
       if (g_top_stop.load() || g_top_interrupted.load()) return;
       if (key.code == top::KeyCode::enter) break;
@@ -241,33 +268,39 @@ class TopSession {
     say(text.empty() ? "no text filter" : "showing holders that contain \"" + text + "\" (/ and Enter on nothing: all)");
   }
 
+  // The GPUs `ids` use in `inv`, normalized.
+  static std::vector<gpu::DeviceId> gpus_of(const inventory::Inventory& inv,
+                                            const std::vector<proc::ProcessId>& ids) {
+    std::vector<gpu::DeviceId> gpus;
+    for (const auto& v : inv.gpus)
+      for (const auto& gh : v.holders)
+        if (gh.uses_gpu && std::find(ids.begin(), ids.end(), gh.holder.id) != ids.end() &&
+            !gpu::contains(gpus, v.info.id))
+          gpus.push_back(v.info.id);
+    gpu::normalize(gpus);
+    return gpus;
+  }
+
   // The tagged set through the one free flow (reclaim/free_flow.h), as `gpureap free
-  // --pid` would, but by exact identity (pid and start time): free's lock, a fresh look,
-  // the plan confirmed in a box, protections, pidfds, the audit trail (actor `top`).
+  // --pid` would, but by exact identity (pid and start time): a fresh look, the plan
+  // confirmed in a box, then free's lock, a fresh look under it and only the confirmed
+  // processes, protections, pidfds, the audit trail (actor `top`). The box waits for a
+  // person without the lock: an epilog or the reaper never waits for it (W3-08).
   void free_tagged() {
     auto state_dir = inventory::state_dir();
     if (!state_dir) {
       show_box({"cannot free", {report::terminal_text(state_dir.error().message)}, "any key"}, true);
       return;
     }
-    auto lock = reclaim::FreeLock::acquire(*state_dir);
-    if (!lock) {
-      show_box({"cannot free", {report::terminal_text(lock.error().message)}, "any key"}, true);
-      return;
-    }
-    show_box({"freeing", {"taking a fresh look under free's lock..."}, ""}, false);
+    show_box({"freeing", {"taking a fresh look..."}, ""}, false);
     node_.ask_agent_again();
     inventory::Inventory fresh = node_.look();
 
     reclaim::ReclaimOptions options;
     auto& sel = options.selection;
     sel.ids.assign(state_.tagged.begin(), state_.tagged.end());
-    for (const auto& v : fresh.gpus)
-      for (const auto& gh : v.holders)
-        if (gh.uses_gpu && state_.tagged.contains(gh.holder.id) &&
-            !gpu::contains(sel.gpus, v.info.id))
-          sel.gpus.push_back(v.info.id);
-    gpu::normalize(sel.gpus);
+    sel.ids_left_out = "not tagged";  // the user's set, not a reap's
+    sel.gpus = gpus_of(fresh, sel.ids);
     if (sel.gpus.empty()) {
       state_.tagged.clear();
       say("the tagged processes no longer use a GPU: nothing to do");
@@ -284,7 +317,7 @@ class TopSession {
     reclaim::AuditedControl control(system_control, trail, node_.proc_root());
     const auto caller = reclaim::CallerContext::current(node_.proc_root());
 
-    bool confirmed = false;
+    std::vector<proc::ProcessId> confirmed;
     reclaim::FreeSteps steps;
     steps.go_ahead = [&](const reclaim::Plan& plan) {
       auto lines = split_lines(report::plan_text(plan, report::Style{}, options.escalation.grace));
@@ -292,8 +325,9 @@ class TopSession {
           show_box({fmt::format("free {} process(es)?", plan.targets.size()), std::move(lines),
                     "y free them (SIGTERM, then SIGKILL after the grace)   n/Esc cancel"},
                    true);
-      confirmed = key.code == top::KeyCode::character && (key.c == 'y' || key.c == 'Y');
-      return confirmed;
+      if (key.code == top::KeyCode::character && (key.c == 'y' || key.c == 'Y'))
+        for (const auto& t : plan.targets) confirmed.push_back(t.id);
+      return false;  // acted on below, under the lock
     };
     steps.progress = [&](const std::vector<reclaim::GpuRelease>& gpus) {
       show_box({"freeing: watching the release",
@@ -304,7 +338,27 @@ class TopSession {
     };
     g_top_interrupted.store(false);
     node_.set_interrupt_flag(&g_top_interrupted);
-    const reclaim::FreeOutcome out = reclaim::free_selection(node_, control, fresh, caller, options, steps);
+    reclaim::FreeOutcome out = reclaim::free_selection(node_, control, fresh, caller, options, steps);
+    if (!confirmed.empty()) {
+      auto lock = reclaim::FreeLock::acquire(*state_dir);
+      if (!lock) {
+        node_.set_interrupt_flag(nullptr);
+        show_box({"cannot free", {report::terminal_text(lock.error().message)}, "any key"}, true);
+        return;
+      }
+      show_box({"freeing", {"taking a fresh look under free's lock..."}, ""}, false);
+      fresh = node_.look();  // direct: the agent was asked for the first
+      sel.ids = confirmed;
+      sel.gpus = gpus_of(fresh, sel.ids);
+      if (sel.gpus.empty()) {
+        node_.set_interrupt_flag(nullptr);
+        state_.tagged.clear();
+        say("the confirmed processes no longer use a GPU: nothing to do");
+        return;
+      }
+      steps.go_ahead = [](const reclaim::Plan&) { return true; };
+      out = reclaim::free_selection(node_, control, fresh, caller, options, steps);
+    }
     node_.set_interrupt_flag(nullptr);
     g_top_interrupted.store(false);
     (void)node_.save_baselines();
@@ -380,6 +434,7 @@ class TopSession {
   std::vector<top::Row> rows_;
   std::size_t list_rows_ = 0;
   std::string message_;
+  top::UsageSampler usage_{node_.proc_root()};  // CPU% and host RSS per holder
   std::chrono::steady_clock::time_point message_until_{};
 };
 
@@ -464,7 +519,7 @@ void add_top_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
       "  gpureap top --interval 2s    refresh every two seconds");
   add_duration(*sub, "--interval", o->interval, "Time between looks (at least 100ms)");
   sub->add_flag("--readonly", o->readonly, "Watch only: the tag and free keys are off");
-  sub->footer(kTopExitHelp);
+  sub->footer(exit_status_help(kTopExits));
   sub->callback([&run, &global, o] { run = [&global, o] { return run_top(global, *o); }; });
 }
 

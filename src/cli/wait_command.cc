@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/help_format.h"
 #include "cli/flags.h"
 #include "report/json.h"
 #include "report/wait_report.h"
@@ -86,7 +87,7 @@ void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "Free means used <= baseline + SIZE (default: max(64 MiB, 0.5% of the GPU's memory))");
   add_duration(*sub, "--timeout", options->timeout,
                "Give up after DURATION (e.g. 90s, 5m; 0 checks once)");
-  sub->footer(kWaitExitHelp);
+  sub->footer(exit_status_help(kWaitExits));
   sub->callback([&run, &global, options] {
     run = [&global, options] { return run_wait(global, *options); };
   });

@@ -5,13 +5,16 @@
 #include <fmt/ranges.h>
 #include <grp.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <string_view>
 
@@ -20,6 +23,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/help_format.h"
 #include "inventory/agent_client.h"
 #include "report/terminal_text.h"
 #include "report/watch_events.h"
@@ -51,6 +55,8 @@ struct WatchFlags {
   std::string keep;
   bool reap_dry_run = false;
   std::string config;
+  /// Keys the options file sets that the command line overrides (said in the start line).
+  std::vector<std::string> overridden;
 };
 
 /// Every option of `watch` but --config is a key of the options file, by its long
@@ -164,9 +170,10 @@ Result<agent::AgentOptions> to_agent_options(const WatchFlags& f, const std::str
 /// `keep` (misspelt, or under an INI `[section]`) would get the holder it
 /// protects reaped (W2-05). The error names the line and the key. A file that
 /// cannot be read is left to CLI11, which says why.
-Result<void> check_options_file(const std::string& path) {
+Result<std::set<std::string>> check_options_file(const std::string& path) {
+  std::set<std::string> keys_set;
   std::ifstream in(path);
-  if (!in) return {};
+  if (!in) return keys_set;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     std::string_view text = trim(line);
@@ -191,15 +198,65 @@ Result<void> check_options_file(const std::string& path) {
       return fail(fmt::format("{}: unknown key '{}' (the file takes {})", where(),
                               report::terminal_text(key), fmt::join(keys, ", ")));
     }
+    // After a quoted value, only a `#` comment: CLI11 reads `"x" ; note` as several
+    // values ("At Most 1 required but received 4", W3-12d).
+    std::string_view value = trim(text.substr(eq + 1));
+    if (!value.empty() && (value.front() == '"' || value.front() == '\'')) {
+      const auto close = value.find(value.front(), 1);
+      std::string_view rest =
+          close == std::string_view::npos ? std::string_view{} : trim(value.substr(close + 1));
+      if (!rest.empty() && rest.front() != '#')
+        return fail(fmt::format("{}: '{}' after the value of '{}': a comment after a value starts "
+                                "with # (; starts a comment only at the start of a line)",
+                                where(), report::terminal_text(rest), report::terminal_text(key)));
+    }
+    keys_set.insert(std::string(key));
   }
-  return {};
+  return keys_set;
+}
+
+/// The options file steers a root agent (whether it reaps, how soon, what --keep
+/// protects, where it listens, who may ask it): refused unless the file and every
+/// directory on its path are owned by root or the agent's own user and writable by
+/// nobody else (W3-09). A directory with the sticky bit (/tmp) keeps others from
+/// replacing what its owner put there. A path that does not resolve is left to the
+/// reader, which says why.
+Result<void> check_options_file_owner(const std::string& path) {
+  std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
+  if (!real) return {};
+  const uid_t me = ::geteuid();
+  std::string at = real.get();
+  for (bool is_file = true;; is_file = false) {
+    struct stat st {};
+    if (::stat(at.c_str(), &st) != 0) return {};
+    const std::string what = is_file ? "the file" : "its directory " + at;
+    auto refuse = [&](const std::string& why) {
+      return fail(fmt::format(
+          "--config {}: {} {}: whoever can write it steers the agent (reaping, --keep, the "
+          "listener); refusing it. It must be owned by root{} and writable by no one else",
+          path, what, why, me == 0 ? "" : fmt::format(" or uid {}", me)));
+    };
+    if (st.st_uid != 0 && st.st_uid != me)
+      return refuse(fmt::format("is owned by uid {}", st.st_uid));
+    const bool sticky_dir = !is_file && (st.st_mode & S_ISVTX) != 0;
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !sticky_dir)
+      return refuse(fmt::format("is writable by {} (mode {:04o})",
+                                (st.st_mode & S_IWOTH) ? "everyone" : "its group",
+                                st.st_mode & 07777));
+    if (at == "/") return {};
+    const auto slash = at.rfind('/');
+    at = slash == 0 ? "/" : at.substr(0, slash);
+  }
 }
 
 /// The options file (TOML/INI, `key = value`, CLI11's reader): its keys override
 /// the defaults, the command line overrides both.
 Result<WatchFlags> read_options_file(const std::string& path, const WatchFlags& given,
                                      const std::set<std::string>& on_command_line) {
-  if (auto checked = check_options_file(path); !checked) return std::unexpected(checked.error());
+  if (auto trusted = check_options_file_owner(path); !trusted)
+    return std::unexpected(trusted.error());
+  auto in_file = check_options_file(path);
+  if (!in_file) return std::unexpected(in_file.error());
   CLI::App app("gpureap watch options file");
   WatchFlags file = given;
   add_file_options(app, file);
@@ -211,8 +268,12 @@ Result<WatchFlags> read_options_file(const std::string& path, const WatchFlags& 
     return fail(fmt::format("--config {}: {}", path, e.what()));
   }
   WatchFlags merged = given;
+  merged.overridden.clear();
   for (const auto& k : kOptionKeys) {
-    if (on_command_line.contains(k.key)) continue;
+    if (on_command_line.contains(k.key)) {
+      if (in_file->contains(k.key)) merged.overridden.push_back(k.key);
+      continue;
+    }
     if (k.text) merged.*(k.text) = file.*(k.text);
     if (k.flag) merged.*(k.flag) = file.*(k.flag);
   }
@@ -354,6 +415,7 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explici
   start.reap_dry_run = options->reap_dry_run;
   start.keep = options->keep_regex;
   start.config = config;
+  start.overridden = flags->overridden;
   hooks.started = [&](const std::optional<std::string>& listen, std::size_t gpus) {
     start.listen = listen;
     start.gpus = gpus;
@@ -399,7 +461,7 @@ void add_watch_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
                   "reap-orphans-after, keep, ...); the command line wins; SIGHUP re-reads it. "
                   "Default: /etc/gpureap/watch.conf when it exists")
       ->type_name("FILE");
-  sub->footer(kWatchExitHelp);
+  sub->footer(exit_status_help(kWatchExits));
   sub->callback([&run, &global, flags, sub] {
     std::set<std::string> given;
     for (const auto& k : kOptionKeys)

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "inventory/witness_store.h"
 #include "reclaim/test_machine.h"
 #include "gpu/test_devices.h"
 
@@ -36,6 +37,17 @@ class JobCheckTest : public ::testing::Test {
     if (!job.empty())
       set_file(pid, "environ", "PATH=/bin" + std::string(1, '\0') + "SLURM_JOB_ID=" + job + '\0');
     return id;
+  }
+  /// What the agent saw die (its witness record in the state directory, as a running
+  /// agent keeps it): `id`'s server, vLLM's launcher, which an unattended path may act on.
+  void witness_server_death(const proc::ProcessId& id, pid_t server) {
+    const std::string dir = m_.node().baselines().dir();
+    auto records = inventory::load_witnesses(dir);
+    proc::DeadParent d{server, "python3", "python3 -m vllm.entrypoints.openai.api_server", 1.0,
+                       true,   false,     1};
+    d.holder_start = id.start_time;
+    records[id.pid] = d;
+    ASSERT_TRUE(inventory::save_witnesses(dir, records));
   }
   void running_job(pid_t pid, const std::string& id) {
     FakeProc p;
@@ -85,19 +97,25 @@ TEST_F(JobCheckTest, TheJobsCgroupAndOrphansOnItsGpuAreItsLeftovers) {
   set_file(5000202, "cgroup", "0::/system.slice/slurmstepd.scope/job_420/step_0/user/task_0\n");
   FakeProc orphan_p;
   orphan_p.pid = 5000203;
-  // An engine worker's title: an orphan by evidence the epilog may act on (a lone
-  // plain process whose group leader died is a weak orphan, left to a person).
+  // An engine worker's title, its server seen to die by the agent: witnessed, an orphan
+  // the epilog may act on.
   orphan_p.comm = "VLLM::Worker_TP";
   orphan_p.cmdline = "VLLM::Worker_TP0";
   orphan_p.gpu = 1;
   orphan_p.bytes = 2 * kGiB;
   auto orphan = m_.spawn(orphan_p);
   m_.set_parent(orphan_p, 1, 5000200, 5000200);  // re-parented, its session gone
+  witness_server_death(orphan, 5000200);
+  // The same shape no agent saw made: inferred, reported, never signalled unattended.
+  FakeProc inferred_p = orphan_p;
+  inferred_p.pid = 5000204;
+  auto inferred = m_.spawn(inferred_p);
+  m_.set_parent(inferred_p, 1, 5000210, 5000210);
   auto c = clean_up_after_job(m_.node(), m_.audited(), job("42", {"minor:1"}), options());
   EXPECT_FALSE(m_.control.signals_of(in_cgroup).empty());
   EXPECT_FALSE(m_.control.signals_of(orphan).empty());
   EXPECT_TRUE(m_.control.signals_of(other_job).empty());
-  EXPECT_TRUE(c.ok());
+  EXPECT_TRUE(m_.control.signals_of(inferred).empty());
 }
 
 TEST_F(JobCheckTest, TheRestOfTheJobGoesTooEvenWithoutAGpu) {
@@ -212,6 +230,12 @@ TEST_F(JobCheckTest, ThePrologWantsTheJobsGpusAtBaseline) {
   orphan_p.bytes = 4 * kGiB;
   auto orphan = m_.spawn(orphan_p);
   m_.set_parent(orphan_p, 1, 5000500, 5000500);
+  // One look's inference first: even the site's choice to free orphans does not act on it.
+  auto not_freed =
+      check_before_job(m_.node(), m_.audited(), job("43", {"minor:0"}), options(), true);
+  EXPECT_FALSE(not_freed.ok());
+  EXPECT_TRUE(m_.control.signals_of(orphan).empty());
+  witness_server_death(orphan, 5000500);  // the agent saw its server die
   auto dirty = check_before_job(m_.node(), m_.audited(), job("43", {"minor:0"}), options(), false);
   ASSERT_EQ(dirty.held.size(), 1u);
   EXPECT_EQ(dirty.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::live_holder}));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpu/gpu_info.h"
+#include "proc/device_nodes.h"
 #include "util/result.h"
 
 namespace gpureap::gpu {
@@ -83,6 +84,16 @@ class GpuSource {
   /// that hung) can keep its last snapshot and ask again later; snapshot() then
   /// collects the answer at once. Never blocks. The default: nothing in flight.
   virtual bool snapshot_in_flight() { return false; }
+
+  /// The vendor's registration with the one /proc sweep (nvtop's): the device nodes of
+  /// its GPUs in `dev_dir` (each GPU node's minor is GpuInfo::minor of its GPU), each
+  /// DRM node with the fdinfo reader the scan hands its fds' fdinfo to, and a warning
+  /// per node found and ignored. inventory::Node adds them to the nodes
+  /// proc::discover_devices finds (NVIDIA's). The default: none.
+  virtual proc::DeviceSet device_nodes(const std::string& dev_dir) const {
+    (void)dev_dir;
+    return {};
+  }
 };
 
 }  // namespace gpureap::gpu

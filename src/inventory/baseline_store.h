@@ -78,6 +78,8 @@ class BaselineStore {
 
   /// What was ignored or refused, one sentence each (for the user).
   const std::vector<std::string>& warnings() const { return warnings_; }
+  /// The (checked) state directory it reads and writes; "" for an in-memory store.
+  const std::string& dir() const { return dir_; }
 
  private:
   std::string dir_;

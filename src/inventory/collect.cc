@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "gpu/drm_client_memory.h"
 #include "gpu/nvml_worker.h"
 #include "proc/holder_scan.h"
 
@@ -111,10 +112,12 @@ Inventory join_look(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc::ScanR
       .observe(inv, (options.clock ? *options.clock : util::system_clock()).now(),
                options.judge_releases);
   // The agent's memory of launchers it saw die, for the groups this look still shows.
-  std::set<pid_t> groups;
+  std::set<pid_t> groups;  // the groups and the dead parents this look shows
   for (const auto& view : inv.gpus)
-    for (const auto& gh : view.holders)
+    for (const auto& gh : view.holders) {
       if (gh.holder.pgid > 0) groups.insert(gh.holder.pgid);
+      if (gh.holder.dead_parent > 0) groups.insert(gh.holder.dead_parent);
+    }
   std::set<pid_t> named;
   for (const auto& [holder, dead] : options.dead_parents)  // keyed by the orphan's pid
     if (groups.contains(dead.pid) && named.insert(dead.pid).second)
@@ -128,6 +131,8 @@ namespace {
 Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc::ScanResult scan,
                           const proc::DeviceSet& devices, BaselineStore& baselines,
                           const CollectOptions& options) {
+  // DRM fdinfo (a vendor's DRM nodes): per-process memory the source does not list.
+  gpu::add_drm_client_memory(snapshot, scan.holders);
   std::set<pid_t> exclude = options.exclude;
   exclude.insert(::getpid());
   // Our NVML helper opens the device nodes itself; it is not a holder to report.

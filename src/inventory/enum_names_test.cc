@@ -39,6 +39,7 @@ TEST(EnumNames, EveryValueHasOneNameThatReadsBack) {
   expect_one_table<proc::NodeKind>(7);
   expect_one_table<proc::FoundBy>(3);
   expect_one_table<proc::OrphanEvidence>(6);
+  expect_one_table<proc::Provenance>(4);
   expect_one_table<inventory::Unexplained>(6);
   expect_one_table<inventory::Busy>(4);
   expect_one_table<inventory::GpuState>(9);
@@ -52,6 +53,7 @@ TEST(EnumNames, TheWireSpellingsAreUnchanged) {
   EXPECT_EQ(enum_name(gpu::NvmlState::library_missing), "library_missing");
   EXPECT_EQ(enum_name(proc::NodeKind::uvm_tools), "uvm_tools");
   EXPECT_EQ(enum_name(proc::OrphanEvidence::run_gone), "run_gone");
+  EXPECT_EQ(enum_name(proc::Provenance::witnessed), "witnessed");
   EXPECT_EQ(enum_name(inventory::Busy::orphan_computing), "orphan_computing");
   EXPECT_EQ(std::string(inventory::to_string(inventory::Unexplained::driver_held)), "driver_held");
 }

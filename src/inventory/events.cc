@@ -57,8 +57,8 @@ Event gpu_event(EventKind kind, const GpuView& view, double now) {
 }
 
 EventHolder event_holder(const GpuHolder& gh) {
-  return {gh.holder.id, gh.holder.comm,      gh.holder.user,
-          gh.gpu_bytes, gh.holder.container, gh.holder.instance};
+  return {gh.holder.id,        gh.holder.comm,     gh.holder.user,    gh.gpu_bytes,
+          gh.holder.container, gh.holder.instance, gh.holder.orphaned, gh.holder.provenance};
 }
 
 std::uint64_t known_bytes(const std::vector<EventHolder>& holders) {
@@ -261,6 +261,14 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
     e.detail = live > 0 ? fmt::format("its main thread exited; {} still hold{} the GPU",
                                       count_text(live, "live thread"), live == 1 ? "s" : "")
                         : "its main thread exited; its other threads still hold the GPU";
+    // Whether it is a leak is the lineage verdict's to say, as in status and --check:
+    // a zombie leader is a mark, not a verdict (docs/orphans.md, "Zombie leaders").
+    const auto& zh = gh->holder;
+    e.detail += zh.orphaned   ? fmt::format("; orphaned ({}): {}", enum_name(zh.provenance),
+                                            zh.orphan_reason)
+                : zh.detached ? "; detached, not a leak: " + zh.detached_reason
+                : zh.ppid > 1 ? fmt::format("; not a leak: its parent pid {} is alive", zh.ppid)
+                              : std::string("; not a leak by the evidence (not orphaned)");
     st.zombies.emplace(gh->holder.id, gh->gpu_bytes);
     out.push_back(std::move(e));
   }

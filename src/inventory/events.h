@@ -43,6 +43,8 @@ struct EventHolder {
   std::optional<std::uint64_t> gpu_bytes;  // on the event's GPU; nullopt when unknown
   std::string container;  // proc::Holder::container ("k8s-pod:<uid>/<id>", "docker:…"); "" if none
   std::string instance;   // proc::Holder::instance: the key of its server instance, "" if none
+  bool orphaned = false;  // the look's one lineage verdict (proc::Holder::orphaned)
+  proc::Provenance provenance = proc::Provenance::none;  // how that verdict is known
 };
 
 /// The process whose death orphaned holders: as the agent last saw it alive.

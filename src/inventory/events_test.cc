@@ -166,7 +166,11 @@ TEST(EventDetector, ZombieLeaderIsAnnouncedOnce) {
   EXPECT_EQ(events[0].bytes, 6 * kGiB);
   ASSERT_EQ(events[0].holders.size(), 1u);
   EXPECT_EQ(events[0].holders[0].id.pid, 20);
-  EXPECT_EQ(events[0].detail, "its main thread exited; 1 live thread still holds the GPU");
+  // A mark, not a verdict: whether it is a leak is the lineage verdict's (docs/orphans.md).
+  EXPECT_EQ(events[0].detail,
+            "its main thread exited; 1 live thread still holds the GPU; not a leak by the evidence "
+            "(not orphaned)");
+  EXPECT_FALSE(events[0].holders[0].orphaned);
   EXPECT_TRUE(d.observe(node({gpu(1, {zombie(20, 6 * kGiB)})}), 3).empty());
 }
 

@@ -22,10 +22,19 @@ namespace {
 // crashed server, keyed by the pgid; the group's live holders are another instance,
 // "<pgid>-live", never mixed into the one `free --orphans --instance` is told to free.
 std::string instance_key(const proc::Holder& h, InstanceKind& kind,
-                         const std::set<std::pair<std::string, pid_t>>& orphaned_groups) {
+                         const std::set<std::pair<std::string, pid_t>>& orphaned_groups,
+                         const std::map<pid_t, std::set<pid_t>>& by_dead_parent) {
   if (!h.run_id.empty()) {
     kind = InstanceKind::run;
     return h.run_id;
+  }
+  // One dead parent's workers, in groups of their own (each made its own group, or
+  // a launcher put each in one): the crash is one instance, keyed "parent-<pid>".
+  if (auto it = by_dead_parent.find(h.dead_parent); h.dead_parent > 0 &&
+                                                     it != by_dead_parent.end() &&
+                                                     it->second.size() >= 2) {
+    kind = InstanceKind::parent;
+    return fmt::format("parent-{}", h.dead_parent);
   }
   if (h.pgid > 0) {
     kind = InstanceKind::process_group;
@@ -38,7 +47,7 @@ std::string instance_key(const proc::Holder& h, InstanceKind& kind,
 
 // The launcher's stat and command line, when this /proc shows it alive.
 void read_launcher(Instance& in, const std::string& proc_root) {
-  if (in.launcher_pid <= 0) return;
+  if (in.launcher_pid <= 0 || in.kind == InstanceKind::parent) return;
   const std::string dir = fmt::format("{}/{}", proc_root, in.launcher_pid);
   auto stat = proc::parse_stat(proc::read_small_file(dir + "/stat"));
   if (!stat || stat->state == 'Z' || stat->state == 'X') return;
@@ -115,6 +124,8 @@ std::string_view enum_name(InstanceKind kind) {
       return "process_group";
     case InstanceKind::process:
       return "process";
+    case InstanceKind::parent:
+      return "parent";
   }
   return {};
 }
@@ -125,6 +136,13 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
     for (const auto& gh : view.holders)
       if (gh.uses_gpu && gh.holder.orphaned && gh.holder.pgid > 0)
         orphaned_groups.insert({gh.holder.container, gh.holder.pgid});
+  // The groups each dead parent's GPU users are in: a key of its own only when they
+  // span two or more groups (within one group the group is the instance already).
+  std::map<pid_t, std::set<pid_t>> by_dead_parent;
+  for (const auto& view : inv.gpus)
+    for (const auto& gh : view.holders)
+      if (gh.uses_gpu && gh.holder.dead_parent > 0)
+        by_dead_parent[gh.holder.dead_parent].insert(gh.holder.pgid);
   // Keyed by (container, key): two containers' groups never merge, whatever their ids.
   std::map<std::pair<std::string, std::string>, Instance> by_key;
   std::map<proc::ProcessId, std::string> key_of;  // each GPU user's instance
@@ -133,7 +151,7 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
       proc::Holder& h = gh.holder;
       if (!gh.uses_gpu) continue;
       InstanceKind kind = InstanceKind::process;
-      std::string key = instance_key(h, kind, orphaned_groups);
+      std::string key = instance_key(h, kind, orphaned_groups, by_dead_parent);
       h.instance = key;
       key_of.emplace(h.id, key);
       Instance& in = by_key[{h.container, key}];
@@ -143,7 +161,9 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
         in.pgid = h.pgid;
         in.run_id = h.run_id;
         in.container = h.container;
-        in.launcher_pid = kind == InstanceKind::process_group ? h.pgid : 0;
+        in.launcher_pid = kind == InstanceKind::process_group ? h.pgid
+                          : kind == InstanceKind::parent      ? h.dead_parent
+                                                              : 0;
       }
       if (!gpu::contains(in.gpus, view.info.id)) in.gpus.push_back(view.info.id);
       if (gh.gpu_bytes)
@@ -187,6 +207,10 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
     if (!in.launcher_alive && in.kind == InstanceKind::process_group && in.launcher_pid > 0)
       for (const auto& dead : inv.dead_launchers)
         if (dead.pid == in.pgid) remember_dead_launcher(in, dead);
+    // One dead parent's workers: it is their launcher, dead by definition.
+    if (in.kind == InstanceKind::parent)
+      for (const auto& dead : inv.dead_launchers)
+        if (dead.pid == in.launcher_pid) remember_dead_launcher(in, dead);
     // Only where it explains something: a server whose launcher is gone.
     if (!in.launcher_alive && in.orphaned > 0) in.ports = listening_ports(in, proc_root, listening);
     out.push_back(std::move(in));

@@ -3,6 +3,8 @@
 // together, so that a crashed tensor-parallel server is one thing with ranks, not
 // eight identical rows. An instance is, in this order:
 //  - the processes of one `gpureap run` (their GPUREAP_RUN_ID), whatever their groups;
+//  - else the holders of one parent the agent saw die (Holder::dead_parent), when it had
+//    two or more, whatever their groups: one crash is one instance and one event;
 //  - else the processes of one process group (and container): the group outlives the
 //    launcher, so an orphaned server's workers still share it (vLLM's orphaned
 //    EngineCore stays in the worker's group; SGLang starts its own session);
@@ -27,8 +29,8 @@ namespace gpureap::inventory {
 
 struct Inventory;  // inventory.h, which holds the instances
 
-enum class InstanceKind { run, process_group, process };
-/// "run", "process_group", "process" (util/enum_names.h).
+enum class InstanceKind { run, process_group, process, parent };
+/// "run", "process_group", "process", "parent" (util/enum_names.h).
 std::string_view enum_name(InstanceKind kind);
 
 struct InstanceMember {

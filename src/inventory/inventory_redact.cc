@@ -47,20 +47,19 @@ proc::Holder as_seen_by_others(const proc::Holder& h) {
   out.gpu_minors.clear();
   out.wchan.clear();
   out.zombie_leader = false;
-  // The run id comes from the cgroup (world-readable) or from environ (not).
-  if (!out.container.starts_with("gpureap-run:")) {
-    // Without the run id, its scan knows nothing of the run: the run's verdicts go.
+  // The run id comes from the cgroup (world-readable) or from environ (not); a live
+  // run is read from the process tree (world-readable), so run_alive stays.
+  if (!out.run_in_cgroup) {
+    // Without the run id, its scan knows nothing of the gone run: that hint goes.
     if (!out.run_id.empty() && out.orphan_evidence == proc::OrphanEvidence::run_gone) {
       out.orphan_reason.clear();
       out.orphaned = false;
       out.orphan_evidence = proc::OrphanEvidence::none;
-    }
-    if (!out.run_id.empty() && out.run_alive && out.detached) {
-      out.detached = false;
-      out.detached_reason.clear();
+      out.provenance = proc::Provenance::none;
     }
     out.run_id.clear();
-    out.run_alive = out.run_gone = false;
+    out.run_gone = false;
+    out.run_left_to_init = 0;
   }
   return out;
 }

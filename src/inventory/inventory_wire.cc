@@ -126,8 +126,13 @@ json encode_holder(const proc::Holder& h) {
           {"group_leader_gone", h.group_leader_gone},
           {"run_alive", h.run_alive},
           {"run_gone", h.run_gone},
+          {"run_in_cgroup", h.run_in_cgroup},
+          {"ignores_sighup", h.ignores_sighup},
           {"orphaned", h.orphaned},
           {"orphan_evidence", name_of(h.orphan_evidence)},
+          {"provenance", name_of(h.provenance)},
+          {"dead_parent", h.dead_parent},
+          {"run_left_to_init", h.run_left_to_init},
           {"orphan_reason", text(h.orphan_reason)},
           {"orphaned_since", optional_json(h.orphaned_since)},
           {"detached", h.detached},
@@ -202,6 +207,13 @@ proc::Holder decode_holder(const json& j) {
   h.run_gone = boolean(j, "run_gone");
   h.orphaned = boolean(j, "orphaned");
   h.orphan_evidence = enum_of<proc::OrphanEvidence>(j, "orphan_evidence");
+  // Newer than the wire's first version (wave 4): an older agent's answer lacks them.
+  if (j.contains("provenance")) h.provenance = enum_of<proc::Provenance>(j, "provenance");
+  if (j.contains("run_in_cgroup")) h.run_in_cgroup = boolean(j, "run_in_cgroup");
+  if (j.contains("ignores_sighup")) h.ignores_sighup = boolean(j, "ignores_sighup");
+  if (j.contains("dead_parent")) h.dead_parent = integer<pid_t>(j, "dead_parent");
+  if (j.contains("run_left_to_init"))
+    h.run_left_to_init = integer<pid_t>(j, "run_left_to_init");
   h.orphan_reason = string(j, "orphan_reason");
   h.detached = boolean(j, "detached");
   h.detached_reason = string(j, "detached_reason");

@@ -10,6 +10,7 @@
 #include "inventory/agent_client.h"
 #include "inventory/collect.h"
 #include "inventory/inventory_wire.h"
+#include "inventory/witness_store.h"
 
 namespace gpureap::inventory {
 
@@ -27,6 +28,15 @@ void Node::load() {
     devices_ = std::move(*devices);
   else
     device_error_ = devices.error();
+  // Another vendor's nodes (AMD's /dev/kfd and DRM nodes), registered by its source.
+  if (proc::DeviceSet more = gpus_->device_nodes(config_.dev_dir);
+      !more.empty() || !more.warnings().empty()) {
+    std::vector<proc::DeviceSet::Entry> entries = devices_.entries();
+    entries.insert(entries.end(), more.entries().begin(), more.entries().end());
+    std::vector<std::string> warnings = devices_.warnings();
+    warnings.insert(warnings.end(), more.warnings().begin(), more.warnings().end());
+    devices_ = proc::DeviceSet(std::move(entries), std::move(warnings));
+  }
   // discover_devices leaves a missing directory to its caller: one named on purpose
   // (--dev-dir, $GPUREAP_DEV_DIR, $GPUREAP_SIM_DIR) that is not there is a mistake,
   // and a look without it would call every GPU idle.
@@ -65,6 +75,9 @@ Inventory Node::look(CollectOptions options) {
   options.clock = clock_;
   if (options.witnessed.empty()) options.witnessed = witnessed_;
   if (!options.releases) options.releases = &releases_;
+  // What a running (or earlier) agent saw die, kept in the state directory: a direct
+  // look reaches the agent's verdict on those processes, not a one-look guess (W3-07).
+  if (options.dead_parents.empty()) options.dead_parents = load_witnesses(baselines_.dir());
   Inventory inv = collect_inventory(*gpus_, devices_, baselines_, options);
   inv.node = identity();
   return inv;
@@ -74,7 +87,7 @@ void Node::remember_witnessed(const Inventory& inv) {
   witnessed_.clear();
   for (const auto& view : inv.gpus)
     for (const auto& gh : view.holders)
-      if (gh.holder.orphan_evidence == proc::OrphanEvidence::witnessed)
+      if (gh.holder.provenance == proc::Provenance::witnessed)
         witnessed_.push_back(gh.holder);
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "gpu/vendor.h"
 #include "proc/proc_parse.h"
 
 namespace gpureap::inventory {
@@ -65,7 +66,7 @@ std::string stop_step(const proc::Holder& h) {
 }
 
 std::string node_name(const gpu::GpuInfo& info) {
-  return info.minor ? fmt::format("/dev/nvidia{}", *info.minor) : std::string("its device node");
+  return info.minor ? gpu::device_node_path(info) : std::string("its device node");
 }
 
 // Per physical GPU, the blockers by pid (one entry per process, its strongest class).

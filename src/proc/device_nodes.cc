@@ -433,6 +433,13 @@ Result<DeviceSet> discover_devices(const std::string& dev_dir, const std::string
   return DeviceSet(std::move(checker.entries), std::move(checker.warnings));
 }
 
+std::optional<uid_t> simulated_node_owner(const std::string& dev_dir) {
+  UniqueFd dir(::open(dev_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) return std::nullopt;
+  std::string problem;
+  return sim_marker_owner(dir.get(), &problem);
+}
+
 std::map<unsigned, MigAccess> read_mig_minors(const std::string& dev_dir,
                                               const std::string& proc_root) {
   UniqueFd dir(::open(dev_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

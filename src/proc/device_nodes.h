@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -106,6 +107,12 @@ inline constexpr unsigned kCtlMinor = 255;
 /// failure to read the directory is an error.
 Result<DeviceSet> discover_devices(const std::string& dev_dir,
                                    const std::string& proc_root);
+
+/// The owner of a simulated node's device directory: the owner of its marker
+/// (sim_node_marker.h) when the marker is there with its exact content; nullopt
+/// otherwise. Another vendor's node discovery (gpu::AmdSource) accepts a regular
+/// file as its node by the same rule as discover_devices.
+std::optional<uid_t> simulated_node_owner(const std::string& dev_dir);
 
 /// The driver's MIG capability table (capability minor -> MIG device):
 /// `<proc_root>/driver/nvidia-caps/mig-minors`, or in a simulated node's directory (the

@@ -36,4 +36,14 @@ std::string_view enum_name(OrphanEvidence evidence) {
   return {};
 }
 
+std::string_view enum_name(Provenance provenance) {
+  switch (provenance) {
+    case Provenance::none: return "none";
+    case Provenance::inferred: return "inferred";
+    case Provenance::witnessed: return "witnessed";
+    case Provenance::owned: return "owned";
+  }
+  return {};
+}
+
 }  // namespace gpureap::proc

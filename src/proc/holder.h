@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "proc/drm_fdinfo.h"
 #include "proc/mig_caps.h"
 #include "proc/engine_role.h"
 
@@ -43,6 +44,9 @@ struct DeviceNode {
   std::string path;               // as found in the device directory
   /// mig_cap: the MIG device /dev/nvidia-caps/nvidia-cap<minor> gives access to.
   std::optional<MigAccess> mig{};
+  /// A DRM node (amdgpu's card/render nodes): its vendor's reader of an fd's fdinfo
+  /// (proc/drm_fdinfo.h); the scan keeps what it reads in Holder::drm_clients.
+  FdinfoReader fdinfo = nullptr;
   friend bool operator<(const DeviceNode& a, const DeviceNode& b) { return a.path < b.path; }
   friend bool operator==(const DeviceNode& a, const DeviceNode& b) { return a.path == b.path; }
 };
@@ -56,15 +60,27 @@ enum class OrphanEvidence {
               // weakest; a person's `free --orphans` acts on it, nothing unattended does
   title,      // an engine worker's title, re-parented: its server is gone (one-shot)
   siblings,   // re-parented with others of its process group, whose leader is gone (one-shot)
-  run_gone,   // a process of a `gpureap run` whose gpureap is gone
-  witnessed,  // the agent saw its parent die, and that parent held a GPU or was a server
+  run_gone,   // a process of a `gpureap run` whose gpureap is gone (owned: its cgroup;
+              // inferred: only GPUREAP_RUN_ID in its environment, a hint)
+  witnessed,  // the agent saw its parent die, and that parent was the workers' server
 };
 
-/// The names of NodeKind, FoundBy and OrphanEvidence (util/enum_names.h): "uvm_tools",
+/// How a lineage verdict is known (DESIGN "Evidence has a provenance"; docs/orphans.md).
+/// Unattended paths (the reaper, the Slurm hooks, `run --free-first` without a question)
+/// act only on `owned` and `witnessed`; `inferred` is reported and offered to a person.
+enum class Provenance {
+  none,       // no verdict to back (not orphaned)
+  inferred,   // read from one snapshot: re-parented siblings, a worker title, adoption
+  witnessed,  // the agent saw the workers' server alive and saw it die (its pidfd)
+  owned,      // gpureap holds it: the process sits in a `gpureap run`'s own cgroup
+};
+
+/// The names of NodeKind, FoundBy, OrphanEvidence and Provenance (util/enum_names.h): "uvm_tools",
 /// "mapping", "run_gone", ... as the agent's wire and `--json` spell them.
 std::string_view enum_name(NodeKind kind);
 std::string_view enum_name(FoundBy found_by);
 std::string_view enum_name(OrphanEvidence evidence);
+std::string_view enum_name(Provenance provenance);
 
 struct ThreadState {
   pid_t tid = 0;
@@ -85,11 +101,28 @@ struct Holder {
   bool reparented = false;         // its starter is gone (proc/lineage.h reparent_reason)
   std::string reparent_reason;     // e.g. "re-parented to init (pid 1)"
   bool group_leader_gone = false;  // pgid != pid and no process pgid exists
-  bool run_alive = false;          // of a `gpureap run` whose gpureap is alive
-  bool run_gone = false;           // of a `gpureap run` whose gpureap is gone
+  /// Of a live `gpureap run`: a live gpureap-reaper (the run's child subreaper, which
+  /// dies with its gpureap) is among its ancestors. Read from the process tree, never
+  /// from a pid number in an environment variable (W3-01, W3-10).
+  bool run_alive = false;
+  /// Names a run (its cgroup, or GPUREAP_RUN_ID) and no live run's reaper is above it.
+  bool run_gone = false;
+  /// The run is known from the run's own cgroup (`gpureap-run-<id>`, which only the
+  /// run or root creates), not from the environment (inherited, copied, forgeable).
+  bool run_in_cgroup = false;
+  /// For a run named only by GPUREAP_RUN_ID: the topmost process of its ancestry that
+  /// carries the same id (the run's command), when init adopted it (its run's reaper
+  /// died with the run); 0 otherwise. A job a live shell or slurmstepd started with an
+  /// inherited id has a live parent without the id: 0 (W3-01).
+  pid_t run_left_to_init = 0;
+  bool ignores_sighup = false;  // SigIgn has SIGHUP: `nohup`, detached on purpose
   // Derived by proc::classify_lineage from those (and what the agent saw die):
   bool orphaned = false;  // a leak, by evidence: --orphans and the reaper act on it
   OrphanEvidence orphan_evidence = OrphanEvidence::none;
+  Provenance provenance = Provenance::none;  // how the orphan verdict is known
+  /// The parent the agent saw die (its pid; 0 when none was seen): the holders of one
+  /// dead parent are one instance, in whatever process groups (inventory/instances.h).
+  pid_t dead_parent = 0;
   std::string orphan_reason;    // e.g. "parent python3 (pid 4721), which held GPU 0, died 3 s ago"
   /// When it became an orphan, seconds since the epoch: when the parent (or group leader)
   /// the agent saw die died (OrphanEvidence::witnessed); unknown otherwise.
@@ -112,6 +145,9 @@ struct Holder {
   /// a MIG device holds its GPU's node and these; one with the GPU's node alone uses
   /// no MIG device of it (an NVML client, a process between two MIG devices).
   std::set<MigAccess> mig_access;
+  /// The DRM clients its fds on DRM nodes are, one per drm-client-id (dup'd and
+  /// inherited fds share one), as the node's FdinfoReader read them.
+  std::vector<DrmClient> drm_clients;
   std::string wchan;              // filled on request (leftover evidence)
   /// Host memory it has pinned or locked (VmPin + VmLck of /proc/PID/status, bytes): the
   /// driver unpins it after the process is gone, the slow phase of a release

@@ -43,8 +43,16 @@ struct Hits {
   bool by_fd = false;
   bool by_mapping = false;
   std::vector<const DeviceNode*> nodes;
+  std::vector<DrmClient> drm_clients;  // one per client id (dup'd fds share one)
   void add(const DeviceNode* node) {
     if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+  }
+  void add(DrmClient client) {
+    const bool seen = client.client_id &&
+                      std::any_of(drm_clients.begin(), drm_clients.end(), [&](const DrmClient& c) {
+                        return c.client_id == client.client_id && c.pdev == client.pdev;
+                      });
+    if (!seen) drm_clients.push_back(std::move(client));
   }
 };
 
@@ -71,8 +79,13 @@ class ProcessScanner {
   explicit ProcessScanner(const ScanContext& ctx) : ctx_(ctx) {}
 
   void scan(pid_t pid);
+  /// What `pid` holds now (its fd table; its maps too when `maps`), without
+  /// describing it; nullopt when it is gone or cannot be read.
+  std::optional<std::set<DeviceNode>> held(pid_t pid, bool maps);
   /// Describes a process with no device evidence (found_by stays empty).
   void describe_only(pid_t pid);
+  bool has_run_reaper_ancestor(pid_t ppid);
+  pid_t run_command_left_to_init(pid_t pid, const std::string& run_id);
 
   std::vector<Holder> holders;
   std::vector<ScanProblem> problems;
@@ -87,6 +100,19 @@ class ProcessScanner {
   void describe(int dirfd, pid_t pid, std::optional<StatInfo> stat, const Hits& hits,
                 bool zombie_leader);
   void problem(pid_t pid, std::string what) { problems.push_back({pid, std::move(what)}); }
+  /// outcome_of, noting a descriptor limit reached (ScanResult::out_of_descriptors).
+  Outcome outcome(int err) {
+    note(err);
+    return outcome_of(err);
+  }
+  void note(int err) {
+    if (err == EMFILE || err == ENFILE) out_of_descriptors = true;
+  }
+
+ public:
+  bool out_of_descriptors = false;
+
+ private:
 
   const ScanContext& ctx_;
   ReadBuffer file_;
@@ -96,7 +122,7 @@ class ProcessScanner {
 
 Outcome ProcessScanner::scan_fds(int dirfd, const char* path, Hits& hits) {
   UniqueFd fd_dir(open_dir_at(dirfd, path));
-  if (!fd_dir.valid()) return outcome_of(errno);
+  if (!fd_dir.valid()) return outcome(errno);
   return scan_fd_table(fd_dir.get(), hits);
 }
 
@@ -122,10 +148,17 @@ Outcome ProcessScanner::scan_fd_table(int fd_dir, Hits& hits) {
         if (node) {
           hits.by_fd = true;
           hits.add(node);
+          // A vendor's DRM node: its fdinfo says which client and how much memory
+          // (nvtop's processinfo_sweep_fdinfos). ../fdinfo is this fd table's sibling.
+          if (node->fdinfo) {
+            const std::string path = std::string("../fdinfo/") + name.data();
+            if (read_file_at(fd_dir, path.c_str(), file_) == 0)
+              if (auto client = node->fdinfo(file_.view())) hits.add(std::move(*client));
+          }
         }
       },
       /*short_read_is_end=*/ctx_.is_procfs);
-  if (err != 0) return outcome_of(err);
+  if (err != 0) return outcome(err);
   return count > 0 ? Outcome::entries : Outcome::empty;
 }
 
@@ -146,10 +179,10 @@ const DeviceNode* ProcessScanner::procfs_capability(int fd_dir, const char* name
 
 Outcome ProcessScanner::scan_maps(int dirfd, const char* path, Hits& hits) {
   UniqueFd maps(::openat(dirfd, path, O_RDONLY | O_CLOEXEC));
-  if (!maps.valid()) return outcome_of(errno);
+  if (!maps.valid()) return outcome(errno);
   mapped_.clear();
   if (int err = read_mapped_files(maps.get(), file_, ctx_.procmap_query_works, mapped_); err != 0)
-    return outcome_of(err);
+    return outcome(err);
   for (const MapsFileId& id : mapped_) {
     if (const DeviceNode* node = ctx_.devices.match_mapping(id.dev_major, id.dev_minor, id.inode)) {
       hits.by_mapping = true;
@@ -164,9 +197,9 @@ Outcome ProcessScanner::scan_maps(int dirfd, const char* path, Hits& hits) {
 // one fd table and always one mm, so this runs only for zombie leaders.
 Outcome ProcessScanner::scan_live_threads(int dirfd, pid_t pid, Hits& hits) {
   UniqueFd task(open_dir_at(dirfd, "task"));
-  if (!task.valid()) return outcome_of(errno);
+  if (!task.valid()) return outcome(errno);
   std::vector<pid_t> tids;
-  if (int err = list_pids(task.get(), dents_, tids); err != 0) return outcome_of(err);
+  if (int err = list_pids(task.get(), dents_, tids); err != 0) return outcome(err);
   bool denied = false, read_any = false, maps_read = !ctx_.options.read_maps;
   for (pid_t tid : tids) {
     if (tid == pid) continue;
@@ -198,6 +231,7 @@ void ProcessScanner::scan(pid_t pid) {
   UniqueFd fd_dir(open_dir_at(ctx_.proc_fd, fd_path));
   if (!fd_dir.valid()) {
     const int err = errno;
+    note(err);
     if (process_gone(err)) return;
     if (err != EACCES && err != EPERM)
       return problem(pid, Error::from_errno("cannot open its fd table", err).message);
@@ -206,6 +240,7 @@ void ProcessScanner::scan(pid_t pid) {
   UniqueFd dir;  // /proc/PID, opened when needed
   auto open_pid_dir = [&]() {
     dir.reset(fd_dir.valid() ? open_dir_at(fd_dir.get(), "..") : open_dir_at(ctx_.proc_fd, name));
+    if (!dir.valid()) note(errno);
     if (!dir.valid() && !process_gone(errno))
       problem(pid, Error::from_errno("cannot open its /proc directory").message);
     return dir.valid();
@@ -222,6 +257,7 @@ void ProcessScanner::scan(pid_t pid) {
     // with EACCES it keeps kernel threads and zombies out of the problems.
     if (!open_pid_dir()) return;
     if (int err = read_file_at(dir.get(), "stat", file_); err != 0) {
+      note(err);
       if (!process_gone(err)) problem(pid, Error::from_errno("cannot read stat", err).message);
       return;
     }
@@ -253,6 +289,60 @@ void ProcessScanner::scan(pid_t pid) {
   if (hits.nodes.empty()) return;
   if (!dir.valid() && !open_pid_dir()) return;
   describe(dir.get(), pid, std::move(stat), hits, zombie_leader);
+}
+
+// The topmost process of `pid`'s ancestry (itself included) whose environment carries
+// `run_id`, when its parent is init: the command of a run whose gpureap and reaper are
+// gone; 0 when the chain of that id ends under a live parent without it.
+pid_t ProcessScanner::run_command_left_to_init(pid_t pid, const std::string& run_id) {
+  pid_t top = 0, top_parent = 0;
+  for (int step = 0; pid > 1 && step < 64; ++step) {
+    if (read_file_at(ctx_.proc_fd, fmt::format("{}/environ", pid).c_str(), file_) != 0) break;
+    if (run_id_from_environ(file_.view()).value_or("") != run_id) break;
+    if (read_file_at(ctx_.proc_fd, fmt::format("{}/stat", pid).c_str(), file_) != 0) break;
+    auto st = parse_stat(file_.view());
+    if (!st || st->ppid == pid) break;
+    top = pid;
+    top_parent = st->ppid;
+    pid = st->ppid;
+  }
+  return top_parent == 1 ? top : 0;
+}
+
+// True when a live gpureap-reaper is among `ppid` and its ancestors (at most 64 steps:
+// a loop in a racing process tree ends there). The reaper names itself with
+// PR_SET_NAME and dies with its gpureap (PR_SET_PDEATHSIG), so a live one is a live
+// run; a process renamed so is at worst a live parent that adopts its own children.
+bool ProcessScanner::has_run_reaper_ancestor(pid_t ppid) {
+  for (int step = 0; ppid > 1 && step < 64; ++step) {
+    std::string path = fmt::format("{}/stat", ppid);
+    if (read_file_at(ctx_.proc_fd, path.c_str(), file_) != 0) return false;
+    auto st = parse_stat(file_.view());
+    if (!st) return false;
+    if (st->comm == "gpureap-reaper" && st->state != 'Z') return true;
+    if (st->ppid == ppid) return false;
+    ppid = st->ppid;
+  }
+  return false;
+}
+
+std::optional<std::set<DeviceNode>> ProcessScanner::held(pid_t pid, bool maps) {
+  char name[32], fd_path[32];
+  std::string_view digits = format_pid(pid, name);
+  std::memcpy(fd_path, digits.data(), digits.size());
+  std::memcpy(fd_path + digits.size(), "/fd", 4);
+  UniqueFd fd_dir(open_dir_at(ctx_.proc_fd, fd_path));
+  if (!fd_dir.valid()) return std::nullopt;
+  Hits hits;
+  const Outcome fds = scan_fd_table(fd_dir.get(), hits);
+  if (fds != Outcome::entries && fds != Outcome::empty) return std::nullopt;
+  if (maps) {
+    const Outcome m = scan_maps(fd_dir.get(), "../maps", hits);
+    if (m != Outcome::entries && m != Outcome::empty) return std::nullopt;
+  }
+  std::set<DeviceNode> nodes;
+  for (const DeviceNode* node : hits.nodes) nodes.insert(*node);
+  return nodes;
 }
 
 void ProcessScanner::describe_only(pid_t pid) {
@@ -292,6 +382,7 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
   }
   h.nspid = std::move(status.nspid);
   h.pinned_host_bytes = status.vm_pin + status.vm_lck;
+  h.ignores_sighup = status.ignores_sighup();
 
   if (read_file_at(dirfd, "cgroup", file_) == 0) {
     h.cgroup = pick_cgroup_path(parse_cgroup(file_.view()));
@@ -337,9 +428,14 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
     if (!leader_exists && parent_pgid && *parent_pgid != h.pgid) {
       parent_is_subreaper = is_subreaper_name(parent_comm);
       path = fmt::format("{}/status", h.ppid);
+      // A PID namespace's init adopts orphans, unless it is a shell of the holder's own
+      // session: `docker run -it IMAGE bash` makes the shell PID 1, and its pipelines
+      // are its own jobs, not adoptees (W3-03). Only the agent's witness of a dead
+      // original parent can say otherwise (proc/lineage.h).
       if (!parent_is_subreaper && read_file_at(ctx_.proc_fd, path.c_str(), file_) == 0) {
         auto parent_status = parse_status(file_.view());
-        parent_is_subreaper = parent_status.nspid.size() > 1 && parent_status.nspid.back() == 1;
+        parent_is_subreaper = parent_status.nspid.size() > 1 && parent_status.nspid.back() == 1 &&
+                              !(is_session_tool(parent_comm) && parent_sid == h.sid);
       }
     }
   }
@@ -348,23 +444,21 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
                                       parent_sid, parent_comm, parent_is_subreaper);
   h.reparented = !h.reparent_reason.empty();
 
-  // A process of a `gpureap run` (its cgroup, or GPUREAP_RUN_ID inherited from
-  // CMD): its run tears it down while its gpureap lives; once that is gone, it is
-  // an orphan of the run, whoever adopted it (proc/lineage.h decides).
-  if (h.container.starts_with("gpureap-run:")) h.run_id = h.container.substr(12);
+  // A process of a `gpureap run`. Alive: the run's gpureap-reaper (its child
+  // subreaper, PR_SET_PDEATHSIG'd to its gpureap) is an ancestor, so the run tears it
+  // down; read from the process tree, valid across PID namespaces, and not claimed by
+  // an environment variable. Gone: it names a run and no live run is above it; the
+  // run's own cgroup makes that owned evidence, GPUREAP_RUN_ID in its environment
+  // (inherited by every descendant, writable by anyone) only a hint (proc/lineage.h).
+  if (h.container.starts_with("gpureap-run:")) {
+    h.run_id = h.container.substr(12);
+    h.run_in_cgroup = true;
+  }
   if (h.run_id.empty() && read_file_at(dirfd, "environ", file_) == 0)
     h.run_id = run_id_from_environ(file_.view()).value_or("");
-  if (!h.run_id.empty()) {
-    auto owner = run_owner(h.run_id);
-    bool owner_alive = false;
-    if (owner) {
-      std::string path = fmt::format("{}/comm", *owner);
-      owner_alive = read_file_at(ctx_.proc_fd, path.c_str(), file_) == 0 &&
-                    file_.view().starts_with("gpureap");
-    }
-    h.run_alive = owner_alive;
-    h.run_gone = !owner_alive;
-  }
+  h.run_alive = has_run_reaper_ancestor(h.ppid);
+  h.run_gone = !h.run_id.empty() && !h.run_alive;
+  if (h.run_gone && !h.run_in_cgroup) h.run_left_to_init = run_command_left_to_init(pid, h.run_id);
 
   // Pin the identity exactly where the kernel allows it (pidfs inode). The
   // pidfd is opened while our /proc/PID directory fd still reads: the process
@@ -374,6 +468,7 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
 
   if (hits.by_fd) h.found_by.insert(FoundBy::fd);
   if (hits.by_mapping) h.found_by.insert(FoundBy::mapping);
+  h.drm_clients = hits.drm_clients;
   for (const DeviceNode* node : hits.nodes) {
     h.nodes.insert(*node);
     if (node->kind == NodeKind::gpu && node->minor) h.gpu_minors.insert(*node->minor);
@@ -435,12 +530,39 @@ std::vector<Holder> describe_processes(const std::vector<pid_t>& pids,
   return out;
 }
 
+std::set<pid_t> changed_holders(const ScanOptions& options,
+                                const std::vector<const Holder*>& holders) {
+  std::set<pid_t> changed;
+  if (holders.empty()) return changed;
+  UniqueFd proc_fd(open_dir_at(AT_FDCWD, options.proc_root.c_str()));
+  if (!proc_fd.valid() || options.devices == nullptr) {
+    for (const Holder* h : holders) changed.insert(h->id.pid);
+    return changed;
+  }
+  const ScanContext ctx{options,
+                        *options.devices,
+                        proc_fd.get(),
+                        0,
+                        static_cast<double>(::sysconf(_SC_CLK_TCK)),
+                        is_procfs(proc_fd.get()),
+                        {true}};
+  ProcessScanner scanner(ctx);
+  for (const Holder* h : holders) {
+    const bool maps = options.read_maps && h->found_by.contains(FoundBy::mapping);
+    auto now = scanner.held(h->id.pid, maps);
+    // Found by its fds alone: a mapping it may have made since is the full scan's.
+    if (!now || *now != h->nodes) changed.insert(h->id.pid);
+  }
+  return changed;
+}
+
 ScanResult scan_holders(const ScanOptions& options) {
   ScanResult result;
   if (options.devices == nullptr || options.devices->empty()) return result;
 
   UniqueFd proc_fd(open_dir_at(AT_FDCWD, options.proc_root.c_str()));
   if (!proc_fd.valid()) {
+    result.out_of_descriptors = errno == EMFILE || errno == ENFILE;
     result.problems.push_back({0, Error::from_errno("cannot open " + options.proc_root).message});
     return result;
   }
@@ -497,6 +619,7 @@ ScanResult scan_holders(const ScanOptions& options) {
   UserNames users;
   for (auto& s : scanners) {
     result.processes_scanned += s.scanned;
+    result.out_of_descriptors = result.out_of_descriptors || s.out_of_descriptors;
     for (auto& h : s.holders) {
       h.user = users.name(h.uid);
       result.holders.push_back(std::move(h));
@@ -507,9 +630,8 @@ ScanResult scan_holders(const ScanOptions& options) {
             [](const Holder& a, const Holder& b) { return a.id < b.id; });
   std::sort(result.problems.begin(), result.problems.end(),
             [](const ScanProblem& a, const ScanProblem& b) { return a.pid < b.pid; });
-  // The one-shot verdict; inventory::join_look decides again over the whole set
-  // (NVML-only holders, the agent's dead parents).
-  classify_lineage(result.holders, {}, 0);
+  // No verdict here: inventory::join_look decides once, over the whole set (NVML-only
+  // holders, the agent's dead parents), and every consumer reads that one verdict.
   return result;
 }
 

@@ -31,7 +31,19 @@ struct ScanResult {
   std::vector<Holder> holders;        // sorted by pid
   std::vector<ScanProblem> problems;  // per process that could not be read; pid 0 = whole scan
   std::size_t processes_scanned = 0;  // processes whose /proc directory was opened
+  /// A descriptor limit (EMFILE, ENFILE) stopped some read: the scan is incomplete,
+  /// and a process missing from it may still hold a GPU (the agent keeps its last look).
+  bool out_of_descriptors = false;
 };
+
+/// Of `holders` (from an earlier scan), the pids that need a scan again: gone,
+/// unreadable, or holding other device nodes than they did. Each is checked by its
+/// fd table (and its maps when it was found by a mapping), without describing it:
+/// the agent's check, at each tick, that a holder NVML does not list still holds
+/// (W3-14), a fraction of a scan's cost. The pid's identity is the caller's: a pid
+/// reused since is seen by its start time in the stat line the caller reads.
+std::set<pid_t> changed_holders(const ScanOptions& options,
+                                const std::vector<const Holder*>& holders);
 
 /// Finds the holders of `options.devices` among the processes of `proc_root`:
 ///  - fds: stat() of each /proc/PID/fd/N (link followed, cached attributes only,

@@ -1,4 +1,5 @@
 #include "proc/holder_scan.h"
+#include "proc/lineage.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -7,6 +8,7 @@
 #include <pwd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -228,7 +230,10 @@ TEST_F(HolderScan, WorkerAdoptedBySubreaperFromAnotherSessionIsReparented) {
   EXPECT_EQ(h->reparent_reason, fmt::format("adopted by {} (pid {}), outside its session {}",
                                             self_comm(), self, launcher));
   // Its group's leader (the launcher) is gone, and one look cannot tell a killed server
-  // from a launcher that exited: orphaned on weak evidence only.
+  // from a launcher that exited: orphaned on weak evidence only (the verdict is the
+  // look's, inventory::join_look's: the scan reads the facts).
+  classify_lineage(r.holders, {}, 0);
+  h = find(r, worker);
   EXPECT_TRUE(h->orphaned) << h->detached_reason;
   EXPECT_EQ(h->orphan_evidence, OrphanEvidence::group);
 }
@@ -292,6 +297,37 @@ TEST_F(HolderScan, ExcludedPidsAreSkipped) {
   ScanOptions opts;
   opts.exclude = {pid};
   EXPECT_EQ(find(scan(opts), pid), nullptr);
+}
+
+// W3-04: a scan that runs out of descriptors says so: the processes it could not
+// read are not "holding nothing", and the agent keeps its last look of them.
+TEST_F(HolderScan, RunningOutOfDescriptorsIsSaidW3_04) {
+  pid_t pid = children_.spawn([&](int ready) {
+    open_node("nvidia0");
+    signal_ready(ready);
+    park();
+  });
+  children_.ready(pid);
+  ScanOptions opts;
+  opts.only_pids = std::vector<pid_t>{pid};
+  opts.workers = 1;
+  rlimit before{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &before), 0);
+  // Room for /proc itself and nothing more: its fd table cannot be opened.
+  const int lowest_free = ::dup(0);
+  ASSERT_GE(lowest_free, 0);
+  ::close(lowest_free);
+  rlimit tight = before;
+  tight.rlim_cur = static_cast<rlim_t>(lowest_free + 1);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
+  ScanResult starved = scan(opts);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &before), 0);
+  EXPECT_TRUE(starved.out_of_descriptors);
+  EXPECT_EQ(find(starved, pid), nullptr);
+
+  ScanResult fine = scan(opts);
+  EXPECT_FALSE(fine.out_of_descriptors);
+  EXPECT_NE(find(fine, pid), nullptr);
 }
 
 TEST_F(HolderScan, OneAndTwoWorkersAgree) {

@@ -111,6 +111,27 @@ std::string reparent_reason(pid_t pid, pid_t ppid, pid_t pgid, pid_t sid, bool p
   return {};
 }
 
+bool is_shell_or_script(std::string_view comm, std::string_view cmdline) {
+  if (is_session_tool(comm) || comm.ends_with(".sh")) return true;
+  // `bash launch.sh`, `/bin/sh -c ...`: the interpreter is argv[0] (a script run by its
+  // #! line keeps the interpreter there and its own file name as comm).
+  auto base = [](std::string_view word) {
+    if (auto slash = word.rfind('/'); slash != std::string_view::npos) word = word.substr(slash + 1);
+    return word;
+  };
+  std::string_view argv0 = base(cmdline.substr(0, cmdline.find(' ')));
+  if (argv0 == "env" && cmdline.find(' ') != std::string_view::npos) {  // #!/usr/bin/env bash
+    std::string_view rest = cmdline.substr(cmdline.find(' ') + 1);
+    argv0 = base(rest.substr(0, rest.find(' ')));
+  }
+  return is_session_tool(argv0);
+}
+
+bool is_server_identity(const DeadParent& dp) {
+  if (is_shell_or_script(dp.comm, dp.cmdline)) return false;
+  return dp.held_gpu || dp.run_supervisor || is_server_command(dp.comm, dp.cmdline);
+}
+
 void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadParent>& dead_parents,
                       double now, const std::vector<Holder>& witnessed) {
   // Who holds a GPU, by parent and by process group, among the holders.
@@ -120,9 +141,13 @@ void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadPa
     if (!holds_gpu(h)) continue;
     gpu_children[h.ppid].push_back(h.id.pid);
   }
+  // What the agent saw die, for this very process (pid and start time: an entry
+  // recorded for a pid since reused names nobody).
   auto witnessed_for = [&](const Holder& h) -> const DeadParent* {
     auto it = dead_parents.find(h.id.pid);
-    return it == dead_parents.end() ? nullptr : &it->second;
+    if (it == dead_parents.end()) return nullptr;
+    if (it->second.holder_start != 0 && it->second.holder_start != h.id.start_time) return nullptr;
+    return &it->second;
   };
   // A parent the agent saw die makes its child re-parented, whoever adopted it.
   auto is_reparented = [&](const Holder& h) {
@@ -138,47 +163,65 @@ void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadPa
   for (auto& h : holders) {
     h.orphaned = false;
     h.orphan_evidence = OrphanEvidence::none;
+    h.provenance = Provenance::none;
+    h.dead_parent = 0;
     h.orphan_reason.clear();
     h.orphaned_since.reset();
     h.detached = false;
     h.detached_reason.clear();
-    auto orphan = [&](OrphanEvidence evidence, std::string why) {
+    auto orphan = [&](OrphanEvidence evidence, Provenance provenance, std::string why) {
       h.orphaned = true;
       h.orphan_evidence = evidence;
+      h.provenance = provenance;
       h.orphan_reason = std::move(why);
     };
     auto detach = [&](std::string why) {
       h.detached = true;
       h.detached_reason = std::move(why);
     };
+    const bool titled = is_worker_title(h.comm, h.cmdline);
+    // Detached on purpose: `nohup` leaves SIGHUP ignored; a worker's title says it
+    // is a server's worker all the same (a nohup'd server's workers inherit it).
+    const bool meant_to_outlive = h.ignores_sighup && !titled;
 
-    // A `gpureap run` whose gpureap died: the run is over, nobody will tear it down.
-    if (h.run_gone) {
-      orphan(OrphanEvidence::run_gone, fmt::format("its gpureap run {} is gone", h.run_id));
+    // Owned: in a `gpureap run`'s own cgroup with no live run above it. The run is
+    // over; nobody will tear it down.
+    if (h.run_gone && h.run_in_cgroup) {
+      orphan(OrphanEvidence::run_gone, Provenance::owned,
+             fmt::format("its gpureap run {} is gone (the process is still in the run's cgroup)",
+                         h.run_id));
+      continue;
+    }
+    // A run named only by its environment whose command init adopted: the whole run was
+    // left behind when its gpureap died (subreaper mode), its workers under their live
+    // server included. A hint, not proof: inferred.
+    if (h.run_gone && !h.run_in_cgroup && h.run_left_to_init > 0) {
+      orphan(OrphanEvidence::run_gone, Provenance::inferred,
+             fmt::format("its gpureap run {} is gone: the run's command (pid {}) was left to init",
+                         h.run_id, h.run_left_to_init));
       continue;
     }
     const DeadParent* dp = witnessed_for(h);
-    if (!is_reparented(h)) continue;
+    if (!is_reparented(h)) continue;  // its parent lives: live, whatever else it says
+    if (dp && dp->was_parent) h.dead_parent = dp->pid;
     // The agent saw this very process orphaned (earlier in this command), and it is
     // still where that left it.
     if (auto w = std::find_if(witnessed.begin(), witnessed.end(),
                               [&](const Holder& e) {
                                 return e.id == h.id && e.ppid == h.ppid && e.orphaned &&
-                                       e.orphan_evidence == OrphanEvidence::witnessed;
+                                       e.provenance == Provenance::witnessed;
                               });
         w != witnessed.end()) {
-      orphan(OrphanEvidence::witnessed, w->orphan_reason);
+      orphan(OrphanEvidence::witnessed, Provenance::witnessed, w->orphan_reason);
       h.orphaned_since = w->orphaned_since;
       continue;
     }
     std::string adopted = h.reparented ? h.reparent_reason
-                                       : fmt::format("parent {} (pid {}) died; adopted by pid {}",
-                                                     dp ? dp->comm : "?", dp ? dp->pid : 0, h.ppid);
+                                       : fmt::format("adopted by pid {}", h.ppid);
 
     // A live run's reaper adopted it: the run tears it down (W2-10).
     if (h.run_alive) {
-      detach(fmt::format("{}; a member of the live gpureap run {}, which cleans it up", adopted,
-                         h.run_id));
+      detach(fmt::format("{}; a member of a live gpureap run, which cleans it up", adopted));
       continue;
     }
     // A server with live workers (`nohup server &`, its shell gone): not a leak.
@@ -191,44 +234,47 @@ void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadPa
                          adopted, it->second.size(), it->second.size() == 1 ? "" : "s", pids));
       continue;
     }
-    // What the agent saw die is the strongest evidence, either way.
+    // What the agent saw die. Witnessed only when the dead parent was the workers'
+    // *server* (an engine launcher, a process that held the GPU itself, a run's
+    // supervisor) and this process shows no sign of being detached on purpose. A
+    // shell or script that exits after starting background jobs is a launcher
+    // finishing (W3-02, W3-07): its jobs are detached, whatever they hold.
     if (dp && dp->was_parent) {
       std::string when = ago(now - dp->died_at);
-      if (dp->held_gpu || is_server_command(dp->comm, dp->cmdline) || dp->gpu_children >= 2) {
-        std::string what = dp->held_gpu ? "which held a GPU"
-                           : dp->gpu_children >= 2
-                               ? fmt::format("which had {} GPU workers", dp->gpu_children)
-                               : "a server";
-        orphan(OrphanEvidence::witnessed,
-               fmt::format(
-                   "parent {} (pid {}), {}, died {}; {}", dp->comm, dp->pid, what, when,
-                   h.reparented ? h.reparent_reason : "adopted by pid " + std::to_string(h.ppid)));
+      if (is_shell_or_script(dp->comm, dp->cmdline)) {
+        detach(fmt::format("{}; its parent {} (pid {}), a shell or script, exited {}: a launcher "
+                           "that finished, its jobs started to outlive it",
+                           adopted, dp->comm, dp->pid, when));
+        continue;
+      }
+      if (is_server_identity(*dp) && !meant_to_outlive) {
+        std::string what = dp->held_gpu         ? "which held a GPU"
+                           : dp->run_supervisor ? "a gpureap run's supervisor"
+                                                : "a server";
+        orphan(OrphanEvidence::witnessed, Provenance::witnessed,
+               fmt::format("its parent {} (pid {}), {}, was seen to die {}; {}", dp->comm,
+                           dp->pid, what, when, adopted));
         h.orphaned_since = dp->died_at;
         continue;
       }
-      if (is_session_tool(dp->comm)) {
-        detach(
-            fmt::format("{}; its parent {} (pid {}), a shell or session tool, exited {}: "
-                        "started to outlive it",
-                        adopted, dp->comm, dp->pid, when));
-        continue;
-      }
-      // A launcher that led its group and died with its worker still in the group
-      // (a server killed with kill -9 leaves exactly this).
-      if (h.pgid == dp->pid) {
-        orphan(OrphanEvidence::witnessed,
-               fmt::format(
-                   "parent {} (pid {}), the leader of its process group, died {}; {}", dp->comm,
-                   dp->pid, when,
-                   h.reparented ? h.reparent_reason : "adopted by pid " + std::to_string(h.ppid)));
-        h.orphaned_since = dp->died_at;
-        continue;
-      }
+      // Seen to die, but not known as a server: what follows is one look's reading.
+      adopted = fmt::format("{}; its parent {} (pid {}) was seen to die {}", adopted, dp->comm,
+                            dp->pid, when);
     }
-    // One-shot evidence: the title says worker, or its group's leader died and
-    // others of the group were re-parented with it (a server's workers).
-    if (is_worker_title(h.comm, h.cmdline)) {
-      orphan(OrphanEvidence::title,
+    if (meant_to_outlive) {
+      detach(fmt::format("{}; it ignores SIGHUP (nohup): started to outlive its launcher", adopted));
+      continue;
+    }
+    // One-look evidence, inferred: reported and offered to a person, never acted on
+    // unattended.
+    if (!h.run_id.empty()) {
+      orphan(OrphanEvidence::run_gone, Provenance::inferred,
+             fmt::format("{}; its environment names gpureap run {}, and no live run is above it",
+                         adopted, h.run_id));
+      continue;
+    }
+    if (titled) {
+      orphan(OrphanEvidence::title, Provenance::inferred,
              fmt::format("{}; its title names a worker of a server that is gone", adopted));
       continue;
     }
@@ -238,9 +284,9 @@ void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadPa
     if (auto it = reparented_group.find(h.pgid);
         it != reparented_group.end() && it->second.size() >= 2) {
       orphan(
-          OrphanEvidence::siblings,
+          OrphanEvidence::siblings, Provenance::inferred,
           fmt::format("{}; {} more of its process group {} hold{} GPUs, re-parented too: the "
-                      "workers of a server that is gone",
+                      "workers of a server that is gone, by one look",
                       adopted, it->second.size() - 1, h.pgid, it->second.size() == 2 ? "s" : ""));
       continue;
     }
@@ -248,16 +294,15 @@ void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadPa
     // killed, or a shell, launcher or daemon's intermediate that exited; one look
     // cannot tell which. Said so, and left to a person.
     if (h.group_leader_gone) {
-      orphan(OrphanEvidence::group,
+      orphan(OrphanEvidence::group, Provenance::inferred,
              fmt::format("{}; its process group leader {} is gone; launcher unknown: one look "
-                         "cannot tell a killed server from a shell that exited, so nothing "
-                         "unattended frees it",
+                         "cannot tell a killed server from a shell that exited",
                          adopted, h.pgid));
       continue;
     }
     // It leads its own group (`nohup srv &` from a terminal, the shell gone since).
     detach(
-        fmt::format("{}; it leads its own process group and no dead GPU parent, worker "
+        fmt::format("{}; it leads its own process group and no dead server, worker "
                     "title or orphaned sibling says it is a leak: started to outlive its "
                     "shell; free it by --pid {}",
                     adopted, h.id.pid));

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -40,6 +41,11 @@ struct DeadParent {
   bool was_parent = false;       // the holder's parent (not only its group leader)
   bool held_gpu = false;         // it was a GPU holder itself
   std::size_t gpu_children = 0;  // holders whose parent it was, when it died
+  bool run_supervisor = false;   // it was a `gpureap run`'s gpureap or gpureap-reaper
+  /// The start time of the holder this entry is about (the map's key is its pid); 0
+  /// when unknown. An entry never applies to a later process that reused the pid.
+  std::uint64_t holder_start = 0;
+  friend bool operator==(const DeadParent&, const DeadParent&) = default;
 };
 
 /// Why `pid` counts as re-parented, or "" when it does not (pure; holder_scan
@@ -68,6 +74,15 @@ bool is_worker_title(std::string_view comm, std::string_view cmdline);
 /// torchrun, a Ray worker, an engine title).
 bool is_server_command(std::string_view comm, std::string_view cmdline);
 
+/// True for a shell, a session tool, or a script run by one (`bash launch.sh`, a
+/// `launch.sh` started by its #! line, `sh -c ...`): what it starts outlives it by design.
+bool is_shell_or_script(std::string_view comm, std::string_view cmdline);
+
+/// True when a dead parent was its workers' server: it held a GPU itself, was a
+/// `gpureap run`'s supervisor, or its title or command line names an engine launcher;
+/// never a shell or script. Only such a death, seen by the agent, is witnessed evidence.
+bool is_server_identity(const DeadParent& dp);
+
 /// True for a shell or session tool (bash, zsh, sshd, tmux, screen, login, sudo,
 /// nohup, setsid, ...): a process it started outlives it by design.
 bool is_session_tool(std::string_view comm);
@@ -85,10 +100,12 @@ bool is_session_tool(std::string_view comm);
 void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadParent>& dead_parents,
                       double now, const std::vector<Holder>& witnessed = {});
 
-/// True when an unattended path (the reaper, the Slurm hooks) may act on `h`: it is
-/// orphaned by more than OrphanEvidence::group.
+/// True when an unattended path (the reaper, the Slurm hooks, `run --free-first`
+/// without a question) may act on `h`: orphaned, and known by what gpureap holds or
+/// what the agent saw (owned, witnessed), never by one look's inference.
 inline bool unattended_may_act(const Holder& h) {
-  return h.orphaned && h.orphan_evidence != OrphanEvidence::group;
+  return h.orphaned &&
+         (h.provenance == Provenance::owned || h.provenance == Provenance::witnessed);
 }
 
 }  // namespace gpureap::proc

@@ -61,7 +61,9 @@ TEST(Lineage, CaseStudyWorkersOfAKilledServerAreOrphaned) {
   for (const auto& h : hs) {
     EXPECT_TRUE(h.orphaned) << h.id.pid;
     EXPECT_EQ(h.orphan_evidence, OrphanEvidence::siblings);
-    EXPECT_TRUE(unattended_may_act(h));
+    // One look's reading: reported and offered to a person, never acted on unattended.
+    EXPECT_EQ(h.provenance, Provenance::inferred);
+    EXPECT_FALSE(unattended_may_act(h));
     EXPECT_FALSE(h.detached);
   }
 }
@@ -156,16 +158,22 @@ TEST(Lineage, WitnessedDeadParentDecides) {
   classify_lineage(hs, dead, 100);
   EXPECT_TRUE(by_pid(hs, 401).orphaned);
   EXPECT_EQ(by_pid(hs, 401).orphan_evidence, OrphanEvidence::witnessed);
-  EXPECT_NE(by_pid(hs, 401).orphan_reason.find("parent python3 (pid 500), which held a GPU, "
-                                               "died 5 s ago"),
+  EXPECT_EQ(by_pid(hs, 401).provenance, Provenance::witnessed);
+  EXPECT_EQ(by_pid(hs, 401).dead_parent, 500);
+  EXPECT_NE(by_pid(hs, 401).orphan_reason.find("its parent python3 (pid 500), which held a GPU, "
+                                               "was seen to die 5 s ago"),
             std::string::npos)
       << by_pid(hs, 401).orphan_reason;
   EXPECT_TRUE(by_pid(hs, 402).detached);
   EXPECT_FALSE(by_pid(hs, 402).orphaned);
+  // A group leader that held no GPU and is no known server: its death was seen, but
+  // that it was these workers' server is one look's reading (W3-02).
   EXPECT_TRUE(by_pid(hs, 403).orphaned);
-  EXPECT_EQ(by_pid(hs, 403).orphan_evidence, OrphanEvidence::witnessed);
+  EXPECT_EQ(by_pid(hs, 403).provenance, Provenance::inferred);
+  EXPECT_NE(by_pid(hs, 403).orphan_reason.find("was seen to die"), std::string::npos);
   // A wrapper that held no GPU: no evidence either way beyond its group.
   EXPECT_EQ(by_pid(hs, 404).orphan_evidence, OrphanEvidence::group);
+  EXPECT_EQ(by_pid(hs, 404).provenance, Provenance::inferred);
 }
 
 TEST(Lineage, AWitnessedOrphanIsOrphanedSinceItsParentDied) {
@@ -173,7 +181,7 @@ TEST(Lineage, AWitnessedOrphanIsOrphanedSinceItsParentDied) {
   hs[2].comm = hs[2].cmdline = "VLLM::Worker_TP0";  // orphaned by its title alone
   std::map<pid_t, DeadParent> dead{
       {401, {500, "python3", "python3 srv.py", 95.25, true, true, 1}},
-      {403, {400, "gpureap-sim", "gpureap-sim hold", 97.5, true, false, 1}},
+      {403, {400, "python3", "python3 -m sglang.launch_server", 97.5, true, false, 1}},
   };
   classify_lineage(hs, dead, 100);
   ASSERT_TRUE(by_pid(hs, 401).orphaned);
@@ -207,6 +215,14 @@ TEST(Lineage, LiveGpureapRunMemberIsDetachedAndAGoneRunsIsOrphaned) {
   classify_lineage(hs, {}, 0);
   EXPECT_TRUE(hs[0].orphaned);
   EXPECT_EQ(hs[0].orphan_evidence, OrphanEvidence::run_gone);
+  // Named only by its environment (inherited, copied, forgeable): a hint.
+  EXPECT_EQ(hs[0].provenance, Provenance::inferred);
+  EXPECT_FALSE(unattended_may_act(hs[0]));
+  // In the run's own cgroup with no run above it: owned.
+  hs[0].run_in_cgroup = true;
+  classify_lineage(hs, {}, 0);
+  EXPECT_EQ(hs[0].provenance, Provenance::owned);
+  EXPECT_TRUE(unattended_may_act(hs[0]));
 }
 
 TEST(Lineage, AWitnessedVerdictOutlivesTheAgentsAnswerOnlyForTheSameAdoptedProcess) {
@@ -215,6 +231,7 @@ TEST(Lineage, AWitnessedVerdictOutlivesTheAgentsAnswerOnlyForTheSameAdoptedProce
   std::vector<Holder> earlier{holder(800, 1, 800, 20)};
   earlier[0].orphaned = true;
   earlier[0].orphan_evidence = OrphanEvidence::witnessed;
+  earlier[0].provenance = Provenance::witnessed;
   earlier[0].orphan_reason = "parent python3 (pid 799), which held a GPU, died 1 s ago";
   std::vector<Holder> hs{holder(800, 1, 800, 20), holder(801, 1, 801, 20)};
   classify_lineage(hs, {}, 0, earlier);
@@ -224,6 +241,209 @@ TEST(Lineage, AWitnessedVerdictOutlivesTheAgentsAnswerOnlyForTheSameAdoptedProce
   hs[0].id.start_time += 1;  // the pid reused
   classify_lineage(hs, {}, 0, earlier);
   EXPECT_FALSE(hs[0].orphaned);
+}
+
+// The shapes of defects-wave2/3 and DESIGN's detached examples: each shape's verdict,
+// its provenance, and whether an unattended path (the reaper, the Slurm hooks) may act.
+// Nothing unattended acts on an inference (DESIGN, "Evidence has a provenance").
+struct Shape {
+  const char* name;
+  std::vector<Holder> holders;
+  std::map<pid_t, DeadParent> dead;
+  pid_t subject;
+  bool orphaned;
+  bool detached;
+  Provenance provenance;
+  bool unattended;
+};
+
+DeadParent died(pid_t pid, std::string comm, std::string cmdline, bool held_gpu = false,
+                std::size_t gpu_children = 1) {
+  DeadParent d{pid, std::move(comm), std::move(cmdline), 90, true, held_gpu, gpu_children};
+  return d;
+}
+
+Holder titled(Holder h, std::string title) {
+  h.comm = title.substr(0, 15);
+  h.cmdline = std::move(title);
+  return h;
+}
+
+Holder nohup(Holder h) {
+  h.ignores_sighup = true;
+  return h;
+}
+
+std::vector<Shape> shapes() {
+  std::vector<Shape> out;
+  // The seed: SGLang's server SIGKILLed while the agent watched it; workers titled.
+  out.push_back({"seed, witnessed",
+                 {titled(holder(101, 1, 100, 20), "sglang::scheduler_TP0"),
+                  titled(holder(102, 1, 100, 20), "sglang::scheduler_TP1")},
+                 {{101, died(100, "python3", "python3 -m sglang.launch_server --tp 2")},
+                  {102, died(100, "python3", "python3 -m sglang.launch_server --tp 2")}},
+                 101, true, false, Provenance::witnessed, true});
+  // The same, seen by one look only (no agent, or the agent started after the crash).
+  out.push_back({"seed, one look",
+                 {titled(holder(101, 1, 100, 20), "sglang::scheduler_TP0"),
+                  titled(holder(102, 1, 100, 20), "sglang::scheduler_TP1")},
+                 {}, 101, true, false, Provenance::inferred, false});
+  // A nohup'd server's workers carry SIGHUP ignored too: their titles decide.
+  out.push_back({"seed under nohup, witnessed",
+                 {nohup(titled(holder(101, 1, 100, 20), "sglang::scheduler_TP0"))},
+                 {{101, died(100, "python3", "python3 -m sglang.launch_server", true)}},
+                 101, true, false, Provenance::witnessed, true});
+  // W3-02(a): launch.sh ran `nohup python3 serve.py 0 &` twice and ended; one look.
+  out.push_back({"W3-02 launcher script's nohup servers, one look",
+                 {nohup(holder(201, 1, 200, 20)), nohup(holder(202, 1, 200, 20))},
+                 {}, 201, false, true, Provenance::none, false});
+  // W3-02(b): the agent saw launch-b.sh (a script, 2 GPU children) end.
+  out.push_back({"W3-02 launcher script seen to end",
+                 {holder(211, 1, 210, 20), holder(212, 1, 210, 20)},
+                 {{211, died(210, "launch-b.sh", "/bin/bash ./launch-b.sh", false, 2)},
+                  {212, died(210, "launch-b.sh", "/bin/bash ./launch-b.sh", false, 2)}},
+                 211, false, true, Provenance::none, false});
+  // A script's interpreter named in argv[0] (`sh -c '...'`).
+  out.push_back({"sh -c launcher seen to end",
+                 {holder(221, 1, 220, 20)},
+                 {{221, died(220, "sh", "sh -c python3 serve.py &")}},
+                 221, false, true, Provenance::none, false});
+  // W3-07: a login shell's background job; the agent saw the shell exit.
+  out.push_back({"W3-07 login shell's job, witnessed",
+                 {holder(231, 1, 230, 230)},
+                 {{231, died(230, "bash", "bash -c python3 serve.py & sleep 1.5")}},
+                 231, false, true, Provenance::none, false});
+  // The same, one look: its group leader is gone, launcher unknown.
+  out.push_back({"W3-07 login shell's job, one look",
+                 {holder(231, 1, 230, 230)}, {}, 231, true, false, Provenance::inferred, false});
+  // W3-01(b): a job of a live shell that inherited a run's GPUREAP_RUN_ID.
+  out.push_back({"W3-01 inherited run id, live parent", {}, {}, 241, false, false,
+                 Provenance::none, false});
+  {
+    Holder h = holder(241, 240, 241, 240);
+    h.reparent_reason.clear();
+    h.reparented = false;
+    h.run_id = "train-4242";
+    h.run_gone = true;
+    out.back().holders = {h};
+  }
+  // W3-01(a): a run inside a container: its reaper is an ancestor (run_alive).
+  {
+    Holder h = holder(251, 250, 251, 250);
+    h.reparent_reason.clear();
+    h.reparented = false;
+    h.run_id = "gpureap_sim-2";
+    h.run_alive = true;
+    out.push_back({"W3-01 run in a container", {h}, {}, 251, false, false, Provenance::none,
+                   false});
+  }
+  // W3-10: an orphaned SGLang worker whose environment names a run: not hidden.
+  {
+    Holder h = titled(holder(261, 1, 260, 20), "sglang::scheduler_TP0");
+    h.run_id = "x-4000";
+    h.run_gone = true;
+    out.push_back({"W3-10 forged run id", {h}, {}, 261, true, false, Provenance::inferred,
+                   false});
+  }
+  // A gpureap run SIGKILLed (cgroup mode): its server is still in the run's cgroup.
+  {
+    Holder h = holder(271, 1, 271, 271);
+    h.reparent_reason.clear();
+    h.reparented = false;
+    h.run_id = "serve-270";
+    h.run_gone = true;
+    h.run_in_cgroup = true;
+    out.push_back({"killed run, its cgroup remains", {h}, {}, 271, true, false,
+                   Provenance::owned, true});
+  }
+  // A run SIGKILLed in subreaper mode: its command (pid 275) was left to init, and this
+  // worker's parent (that command) lives. The environment is a hint: inferred.
+  {
+    Holder h = holder(276, 275, 275, 275);
+    h.reparent_reason.clear();
+    h.reparented = false;
+    h.run_id = "serve-274";
+    h.run_gone = true;
+    h.run_left_to_init = 275;
+    out.push_back({"killed run in subreaper mode", {h}, {}, 276, true, false,
+                   Provenance::inferred, false});
+  }
+  // The agent saw the run's supervisor die (subreaper mode).
+  out.push_back({"run supervisor seen to die",
+                 {holder(281, 1, 281, 20)},
+                 {{281, [] {
+                     DeadParent d = died(280, "gpureap-reaper", "gpureap run -- python3 serve.py");
+                     d.run_supervisor = true;
+                     return d;
+                   }()}},
+                 281, true, false, Provenance::witnessed, true});
+  // A wrapper seen to die that held no GPU and names no server.
+  out.push_back({"unknown wrapper seen to die",
+                 {holder(291, 1, 290, 20)},
+                 {{291, died(290, "python3", "python3 wrap.py")}},
+                 291, true, false, Provenance::inferred, false});
+  // A server seen to die, but the holder was started with nohup and has no title.
+  out.push_back({"nohup'd child of a server seen to die",
+                 {nohup(holder(301, 1, 300, 20))},
+                 {{301, died(300, "python3", "python3 -m vllm.entrypoints.openai.api_server", true)}},
+                 301, false, true, Provenance::none, false});
+  // DESIGN: `nohup python serve.py &` from a terminal, the shell gone: its own group.
+  out.push_back({"DESIGN nohup server alone", {nohup(holder(311, 1, 311, 20))}, {}, 311, false,
+                 true, Provenance::none, false});
+  // DESIGN: a detached server with live workers.
+  out.push_back({"DESIGN detached server with live workers",
+                 {holder(321, 1, 320, 20), holder(322, 321, 320, 20)},
+                 {}, 321, false, true, Provenance::none, false});
+  // A zombie leader whose parent lives: a mark, not a leak.
+  {
+    Holder h = holder(331, 330, 331, 330);
+    h.reparent_reason.clear();
+    h.reparented = false;
+    h.zombie_leader = true;
+    h.state = 'Z';
+    out.push_back({"zombie leader, live parent", {h}, {}, 331, false, false, Provenance::none,
+                   false});
+  }
+  // A zombie leader re-parented with a worker title: an inferred orphan like any other.
+  {
+    Holder h = titled(holder(341, 1, 340, 20), "VLLM::Worker_TP0");
+    h.zombie_leader = true;
+    out.push_back({"zombie leader, titled, re-parented", {h}, {}, 341, true, false,
+                   Provenance::inferred, false});
+  }
+  return out;
+}
+
+TEST(Lineage, ProvenanceTableEveryShapeAndWhetherUnattendedPathsMayAct) {
+  for (auto& shape : shapes()) {
+    SCOPED_TRACE(shape.name);
+    classify_lineage(shape.holders, shape.dead, 100);
+    const Holder& h = by_pid(shape.holders, shape.subject);
+    EXPECT_EQ(h.orphaned, shape.orphaned) << h.orphan_reason << h.detached_reason;
+    EXPECT_EQ(h.detached, shape.detached) << h.orphan_reason << h.detached_reason;
+    EXPECT_EQ(enum_name(h.provenance), enum_name(shape.provenance)) << h.orphan_reason;
+    EXPECT_EQ(unattended_may_act(h), shape.unattended);
+  }
+}
+
+TEST(Lineage, AWitnessRecordAppliesOnlyToTheSameProcess) {
+  // What the agent saw die is kept by the holder's identity: a reused pid is not it.
+  std::vector<Holder> hs{titled(holder(351, 1, 350, 20), "sglang::scheduler_TP0")};
+  DeadParent d = died(350, "python3", "python3 -m sglang.launch_server", true);
+  d.holder_start = hs[0].id.start_time;
+  classify_lineage(hs, {{351, d}}, 100);
+  EXPECT_EQ(hs[0].provenance, Provenance::witnessed);
+  d.holder_start += 1;
+  classify_lineage(hs, {{351, d}}, 100);
+  EXPECT_EQ(hs[0].provenance, Provenance::inferred);
+}
+
+TEST(Lineage, ShellsAndScripts) {
+  EXPECT_TRUE(is_shell_or_script("bash", "bash"));
+  EXPECT_TRUE(is_shell_or_script("launch.sh", "/bin/bash ./launch.sh"));
+  EXPECT_TRUE(is_shell_or_script("start", "/usr/bin/env bash start"));
+  EXPECT_TRUE(is_shell_or_script("sh", "sh -c python3 serve.py"));
+  EXPECT_FALSE(is_shell_or_script("python3", "python3 -m sglang.launch_server"));
 }
 
 TEST(Lineage, ClassifyIsIdempotent) {

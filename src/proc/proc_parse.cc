@@ -67,10 +67,16 @@ Result<StatInfo> parse_stat(std::string_view text) {
   auto sid = to_number<pid_t>(field[6]);
   auto tty = to_number<int>(field[7]);
   auto flags = to_number<unsigned>(field[9]);
+  auto utime = to_number<std::uint64_t>(field[14]);
+  auto stime = to_number<std::uint64_t>(field[15]);
   auto threads = to_number<long>(field[20]);
   auto start = to_number<std::uint64_t>(field[22]);
-  if (!ppid || !pgid || !sid || !tty || !flags || !threads || !start)
+  if (!ppid || !pgid || !sid || !tty || !flags || !utime || !stime || !threads || !start)
     return fail("malformed stat: a numeric field is not a number");
+  next_token(rest);  // field 23, vsize
+  if (auto rss = to_number<long>(next_token(rest))) st.rss_pages = *rss;
+  st.utime = *utime;
+  st.stime = *stime;
   st.ppid = *ppid;
   st.pgid = *pgid;
   st.sid = *sid;
@@ -120,6 +126,8 @@ StatusInfo parse_status(std::string_view text) {
       // "VmPin:\t  243000000 kB": the kernel always writes kB.
       const std::uint64_t kb = to_number<std::uint64_t>(next_token(value)).value_or(0);
       (key == "VmPin" ? info.vm_pin : info.vm_lck) = kb * 1024;
+    } else if (key == "SigIgn") {
+      info.sig_ign = to_number<std::uint64_t>(trim(value), 16).value_or(0);
     }
   });
   return info;

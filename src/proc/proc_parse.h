@@ -29,8 +29,11 @@ struct StatInfo {
   pid_t sid = 0;                 // field 6
   int tty_nr = 0;                // field 7: controlling terminal, 0 when none
   unsigned flags = 0;            // field 9
+  std::uint64_t utime = 0;       // field 14, clock ticks in user mode
+  std::uint64_t stime = 0;       // field 15, clock ticks in kernel mode
   long num_threads = 0;          // field 20
   std::uint64_t start_time = 0;  // field 22, clock ticks since boot
+  std::optional<long> rss_pages;  // field 24, resident pages (nullopt: a line cut before it)
   bool is_kernel_thread() const { return (flags & kPfKthread) != 0; }
 };
 
@@ -55,6 +58,9 @@ struct StatusInfo {
   std::uint64_t shd_pnd = 0;           // ShdPnd: process-directed pending signals (bitmask)
   std::uint64_t vm_pin = 0;            // VmPin: pinned memory (pin_user_pages: cudaHostRegister)
   std::uint64_t vm_lck = 0;            // VmLck: mlock()ed memory; both in bytes (kB in the file)
+  std::uint64_t sig_ign = 0;           // SigIgn: ignored signals (bitmask; bit N-1 is signal N)
+  /// True when SIGHUP is ignored, as `nohup` leaves it (and every child inherits it).
+  bool ignores_sighup() const { return (sig_ign & 1ull) != 0; }
   /// True when SIGKILL is pending (bit 8 of the mask, signal 9).
   bool sigkill_pending() const { return ((sig_pnd | shd_pnd) & (1ull << 8)) != 0; }
 };

@@ -29,6 +29,9 @@ TEST(ParseStat, CommWithSpacesAndParentheses) {
   EXPECT_EQ(st->flags, 4194560u);
   EXPECT_EQ(st->num_threads, 3);
   EXPECT_EQ(st->start_time, 8812345u);
+  EXPECT_EQ(st->utime, 4711u);  // fields 14 and 15: top's CPU%
+  EXPECT_EQ(st->stime, 1290u);
+  EXPECT_EQ(st->rss_pages, 1893423);  // field 24: top's host memory
   EXPECT_FALSE(st->is_kernel_thread());
   EXPECT_EQ(parse_stat_state(fixture("stat_weird_comm")), 'S');
 }

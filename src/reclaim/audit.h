@@ -22,6 +22,7 @@
 #include "gpu/device_id.h"
 #include "proc/holder.h"
 #include "reclaim/release_wait.h"
+#include "reclaim/target_lineage.h"
 #include "util/result.h"
 #include "util/time_text.h"
 
@@ -82,6 +83,10 @@ struct AuditTarget {
   std::string cgroup;
   std::string container;  // proc::container_hint: "docker:…", "k8s-pod:…", "systemd:…"
   std::string instance;   // the key of the server instance it belongs to ("" if none)
+  std::string cmdline;    // its command line as planned ("" when not known)
+  /// What the lineage rule said of it when planned (reclaim/target_lineage.h); nullopt
+  /// for a target that holds no GPU, and in a record written before it was kept.
+  std::optional<TargetLineage> lineage;
 };
 
 /// `pid`'s comm, uid, user, cgroup and container read from PROC_ROOT/PID (what can be

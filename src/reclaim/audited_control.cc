@@ -62,6 +62,8 @@ std::expected<ProcessPtr, proc::OpenFailure> AuditedControl::open(const Target& 
   // Read now, while the verified handle is open: after a SIGKILL there is nothing to read.
   AuditTarget described = describe_process(target.id, proc_root_, target.comm, target.user);
   described.instance = target.instance;
+  described.cmdline = target.cmdline;
+  described.lineage = target.lineage;
   return std::make_unique<AuditedProcess>(std::move(*process), trail_, std::move(described),
                                           target.gpus, target.gpu_bytes);
 }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "gpu/vendor.h"
 #include "inventory/agent_client.h"
 #include "inventory/reset_blockers.h"
 #include "proc/spawn.h"
@@ -47,6 +48,14 @@ ResetOutcome reset_gpu(const inventory::GpuView& view, const inventory::Inventor
   out.gpu = view.info.id;
   const std::string bus = view.info.pci_bus_id;
   // Preconditions, from nvidia-smi(1) and field reports (NVSentinel#1690).
+  // AMD (docs/amd.md): reported, never acted on, until amd-smi's reset and its
+  // preconditions are modelled; nvidia-smi is NVIDIA's only.
+  if (gpu::vendor_of(view.info.uuid) == gpu::Vendor::amd) {
+    out.blockers.push_back(
+        "gpureap does not reset AMD GPUs (docs/amd.md); with no process left on it, `amd-smi "
+        "reset` can, under its own preconditions");
+    return out;
+  }
   if (::geteuid() != 0) out.blockers.push_back("a GPU reset needs root");
   if (bus.empty()) out.blockers.push_back("the GPU's PCI bus id is unknown (NVML unavailable)");
   // Every client of the physical GPU, by the one rule `status --blockers` prints

@@ -155,7 +155,7 @@ std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector
                                         const Filters& f, EnvironOnce& environ) {
   auto no = [](std::string reason) { return Mismatch{SkipKind::not_matched, std::move(reason)}; };
   if (!f.ids.empty() && std::find(f.ids.begin(), f.ids.end(), h.id) == f.ids.end())
-    return no("not one of the processes this reap announced");
+    return no(f.ids_left_out);
   if (!f.pids.empty() && !f.names(h.id.pid)) return no("not named by --pid");
   if (!f.instance.empty() && h.instance != f.instance)
     return no(h.instance.empty() ? std::string("of no instance; --instance given")
@@ -176,8 +176,8 @@ std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector
                   ? fmt::format("detached, not orphaned ({}); --orphans given", h.detached_reason)
                   : std::string("not orphaned (its parent is alive); --orphans given"));
   if (f.orphans_only && f.unattended && !proc::unattended_may_act(h))
-    return no(fmt::format("orphaned on weak evidence ({}); only a person's free acts on that",
-                          h.orphan_reason));
+    return no(fmt::format("orphaned by {} evidence ({}); only a person's free acts on that",
+                          enum_name(h.provenance), h.orphan_reason));
   if (!f.on_gpus.empty() && std::none_of(gpus.begin(), gpus.end(), [&](gpu::DeviceId g) {
         return std::find(f.on_gpus.begin(), f.on_gpus.end(), g) != f.on_gpus.end();
       }))
@@ -249,11 +249,6 @@ std::string read_environ(pid_t pid, const std::string& proc_root) {
   return proc::read_small_file(fmt::format("{}/{}/environ", proc_root, pid));
 }
 
-// True when the gpureap that owned this run is gone (its pid is not a gpureap).
-bool run_is_over(const std::string& run_id, const std::string& proc_root) {
-  return proc::run_owner(run_id) && !run_owner_alive(run_id, proc_root);
-}
-
 }  // namespace
 
 bool Plan::contains(const proc::ProcessId& id) const {
@@ -264,12 +259,6 @@ const Skipped* Plan::left_alone(const proc::ProcessId& id) const {
   auto it =
       std::find_if(skipped.begin(), skipped.end(), [&](const Skipped& s) { return s.id == id; });
   return it == skipped.end() ? nullptr : &*it;
-}
-
-bool run_owner_alive(const std::string& run_id, const std::string& proc_root) {
-  auto owner = proc::run_owner(run_id);
-  return owner &&
-         proc::read_small_file(fmt::format("{}/{}/comm", proc_root, *owner)).starts_with("gpureap");
 }
 
 CallerContext CallerContext::current(const std::string& proc_root) {
@@ -557,13 +546,15 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       if (auto others = c.unselected(); !others.empty())
         why += fmt::format("; it also {}, not selected: signalling it frees that too",
                            holds_text(c.bytes - c.selected_bytes, c.bytes_known, others));
-      if (h.orphaned) why += "; orphaned: " + h.orphan_reason;
+      if (h.orphaned)
+        why += fmt::format("; orphaned ({}): {}", enum_name(h.provenance), h.orphan_reason);
       if (auto live = live_server_text(inv, h); !live.empty()) why += "; " + live;
       if (h.zombie_leader) why += "; zombie leader with live threads";
       plan.targets.push_back(Target{h.id, h.comm, h.cmdline, h.user, c.gpus, c.bytes, why});
       plan.targets.back().instance = h.instance;
       plan.targets.back().pinned_host_bytes = h.pinned_host_bytes;
-      if (!h.run_id.empty() && run_is_over(h.run_id, ctx.proc_root))
+      plan.targets.back().lineage = lineage_of(h);
+      if (h.run_gone)
         ended_runs.emplace(h.run_id, h.sid);
     }
   }

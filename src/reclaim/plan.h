@@ -15,6 +15,7 @@
 #include "inventory/inventory.h"
 #include "proc/environ.h"
 #include "proc/process_table.h"
+#include "reclaim/target_lineage.h"
 #include "util/pattern.h"
 
 namespace gpureap::reclaim {
@@ -39,6 +40,9 @@ struct Filters {
   // Only these exact processes (pid and start time): the reaper's announced set, so
   // that no later round of its reclaim can select another holder (W2-01).
   std::vector<proc::ProcessId> ids;
+  /// Why a holder outside `ids` is left alone, in the words of who chose them (`top`:
+  /// "not tagged"); the reaper's by default.
+  std::string ids_left_out = "not one of the processes this reap announced";
   std::string instance;  // --instance: only holders of this instance (inventory/instances.h)
 
   /// True when `pid` is named by --pid.
@@ -85,6 +89,9 @@ struct Target {
   std::uint64_t gpu_bytes = 0;  // NVML's figure over those GPUs: what signalling it frees
   std::string why;              // "orphaned; holds 20 GiB on GPU 3", "descendant of 4242"
   std::string instance{};       // its server instance's key (inventory/instances.h), if any
+  /// The lineage verdict of a GPU holder when planned; nullopt for a target that holds
+  /// no GPU (a descendant, a respawner, the rest of an ended run: `why` says why).
+  std::optional<TargetLineage> lineage{};
   /// Its VmPin + VmLck (proc::Holder::pinned_host_bytes): unpinned after it exits, the
   /// release's slow phase; 0 when none.
   std::uint64_t pinned_host_bytes = 0;
@@ -150,10 +157,6 @@ std::size_t add_processes_matching(Plan& plan, const std::vector<Filters>& any_o
 /// advice names only what free would act on). Reads the caller's context from
 /// `proc_root` only when some holder is orphaned; otherwise the plan is empty.
 Plan orphans_plan(const inventory::Inventory& inv, const std::string& proc_root);
-
-/// True when the gpureap that owns `run_id` (a `gpureap run`) is alive: its members
-/// are that run's, never another's to free unattended.
-bool run_owner_alive(const std::string& run_id, const std::string& proc_root);
 
 /// Adds a respawning parent to `plan` as a target, when it is not protected and
 /// the selection (if narrowed) matches it. A parent the plan left alone as a holder

@@ -486,6 +486,48 @@ TEST(MakePlan, W2_01_AnExactSetOfProcessesIsTheWholePlan) {
   EXPECT_TRUE(make_plan(inv, sel, root_caller()).targets.empty());
 }
 
+// W4_12 (ux-wave4 §4): top's tagged set is the person's, not a reap's: a holder left out
+// is "not tagged" in the box that asks to confirm.
+TEST(MakePlan, W4_12_TopsExactSetSaysNotTagged) {
+  auto inv = one_gpu({user(100, "python3"), user(200, "python3")});
+  Selection sel;
+  sel.gpus = gpu::devs({0});
+  sel.ids = {{100, 5100}};
+  sel.ids_left_out = "not tagged";
+  Plan plan = make_plan(inv, sel, root_caller());
+  ASSERT_NE(skipped(plan, 200), nullptr);
+  EXPECT_EQ(skipped(plan, 200)->reason, "not tagged");
+}
+
+// Issue 40: a planned holder carries its lineage verdict (the scan's), for the plan's JSON
+// and the audit record; a target that holds no GPU has none.
+TEST(MakePlan, W4_10_TargetsCarryTheirLineageVerdict) {
+  auto inv = one_gpu({user(100, "python3"), user(200, "python3", 0, /*orphaned=*/false)});
+  auto& orphan = inv.gpus[0].holders[0].holder;
+  orphan.orphaned = true;
+  orphan.orphan_evidence = proc::OrphanEvidence::siblings;
+  orphan.orphan_reason = "re-parented to init (pid 1); 1 more of its process group";
+  Selection sel;
+  sel.gpus = gpu::devs({0});
+  Plan plan = make_plan(inv, sel, root_caller());
+  ASSERT_EQ(plan.targets.size(), 3u);  // 100, 200 and 150, 100's helper child
+  for (const auto& t : plan.targets) {
+    if (t.id.pid == 150) {
+      EXPECT_FALSE(t.lineage) << "a descendant holds no GPU: its why says why";
+      continue;
+    }
+    ASSERT_TRUE(t.lineage) << t.id.pid;
+    if (t.id.pid == 100) {
+      EXPECT_EQ(t.lineage->verdict, LineageVerdict::orphaned);
+      EXPECT_EQ(t.lineage->evidence, proc::OrphanEvidence::siblings);
+      EXPECT_EQ(t.lineage->reason, orphan.orphan_reason);
+    } else {
+      EXPECT_EQ(t.lineage->verdict, LineageVerdict::live);
+      EXPECT_EQ(t.lineage->evidence, proc::OrphanEvidence::none);
+    }
+  }
+}
+
 TEST(IncludeRespawner, AParentLeftAloneAsAHolderChangesItsVerdict) {
   auto ctx = root_caller();
   Selection sel;

@@ -55,6 +55,34 @@ reclaim::AuditGpu gpu_back(const json& j) {
 }
 
 template <typename E>
+E enum_back(const json& j, const char* key);
+
+// A target's lineage verdict (reclaim/target_lineage.h): "verdict" (null for a target
+// that holds no GPU), "evidence", "provenance" and "reason", null when not known.
+void add_lineage(ordered& target, const std::optional<reclaim::TargetLineage>& l) {
+  if (!l) {
+    for (const char* key : {"verdict", "evidence", "provenance", "reason"}) target[key] = nullptr;
+    return;
+  }
+  target["verdict"] = enum_name(l->verdict);
+  target["evidence"] = l->evidence == proc::OrphanEvidence::none
+                           ? ordered(nullptr)
+                           : ordered(std::string(enum_name(l->evidence)));
+  target["provenance"] = text_or_null(l->provenance);
+  target["reason"] = text_or_null(l->reason);
+}
+std::optional<reclaim::TargetLineage> lineage_back(const json& t) {
+  if (wire_field(t, "verdict").is_null()) return std::nullopt;
+  reclaim::TargetLineage l;
+  l.verdict = enum_back<reclaim::LineageVerdict>(t, "verdict");
+  if (!wire_field(t, "evidence").is_null())
+    l.evidence = enum_back<proc::OrphanEvidence>(t, "evidence");
+  l.provenance = text_back(t, "provenance");
+  l.reason = text_back(t, "reason");
+  return l;
+}
+
+template <typename E>
 E enum_back(const json& j, const char* key) {
   const json& v = wire_field(j, key);
   if (!v.is_string()) throw WireError(std::string("'") + key + "': not a string");
@@ -86,6 +114,19 @@ std::string result_text(const SignalRecord& s) {
       return "refused: " + s.error;
   }
   return "";
+}
+
+// A target's lineage verdict in the log's VERDICT column: "orphaned (witnessed)", with
+// how it is known (its provenance, else its evidence), "detached", "live"; "-" for a
+// target that holds no GPU or a record written before verdicts were kept.
+std::string lineage_text(const std::optional<reclaim::TargetLineage>& l) {
+  if (!l) return "-";
+  std::string text(enum_name(l->verdict));
+  if (!l->provenance.empty())
+    text += " (" + terminal_text(l->provenance) + ")";
+  else if (l->evidence != proc::OrphanEvidence::none)
+    text += fmt::format(" ({})", enum_name(l->evidence));
+  return text;
 }
 
 std::string verdict_text(const VerdictRecord& v) {
@@ -123,7 +164,7 @@ std::string audit_line(const reclaim::AuditRecord& r) {
   af::ordered doc = {
       {"schema_version", kAuditSchemaVersion},
       {"time", rfc3339(r.time)},
-      {"host", af::text(r.host)},
+      {"hostname", af::text(r.host)},
       {"record", std::holds_alternative<reclaim::SignalRecord>(r.what) ? "signal" : "verdict"},
       {"actor", enum_name(r.actor)},
       {"op", af::text(r.op)},
@@ -148,7 +189,9 @@ std::string audit_line(const reclaim::AuditRecord& r) {
                      {"user", af::text(t.user)},
                      {"cgroup", af::text_or_null(t.cgroup)},
                      {"container", af::text_or_null(t.container)},
-                     {"instance", af::text_or_null(t.instance)}};
+                     {"instance", af::text_or_null(t.instance)},
+                     {"cmdline", af::text_or_null(t.cmdline)}};
+    af::add_lineage(doc["target"], t.lineage);
     af::ordered gpus = af::ordered::array();
     for (const auto& g : s->gpus) gpus.push_back(af::gpu_json(g));
     doc["gpus"] = std::move(gpus);
@@ -182,14 +225,15 @@ Result<reclaim::AuditRecord> parse_audit_line(std::string_view line) {
   af::json j = af::json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return fail("not a JSON object");
   try {
-    if (wire_integer<int>(j, "schema_version") != kAuditSchemaVersion)
-      return fail("schema_version is not " + std::to_string(kAuditSchemaVersion));
+    const int version = wire_integer<int>(j, "schema_version");
+    if (version != kAuditSchemaVersion && version != 1)
+      return fail("schema_version is not 1 or " + std::to_string(kAuditSchemaVersion));
     reclaim::AuditRecord r;
     const af::json& time = wire_field(j, "time");
     auto when = time.is_string() ? parse_time(time.get<std::string>()) : std::nullopt;
     if (!when) return fail("'time': not an RFC 3339 time");
     r.time = *when;
-    r.host = af::text_back(j, "host");
+    r.host = af::text_back(j, version == 1 ? "host" : "hostname");
     r.actor = af::enum_back<reclaim::AuditActor>(j, "actor");
     r.op = af::text_back(j, "op");
     const af::json& c = wire_field(j, "caller");
@@ -217,6 +261,10 @@ Result<reclaim::AuditRecord> parse_audit_line(std::string_view line) {
       s.target.cgroup = af::text_back(t, "cgroup");
       s.target.container = af::text_back(t, "container");
       s.target.instance = af::text_back(t, "instance");
+      if (version > 1) {
+        s.target.cmdline = af::text_back(t, "cmdline");
+        s.target.lineage = af::lineage_back(t);
+      }
       for (const auto& g : gpus) s.gpus.push_back(af::gpu_back(g));
       s.bytes = wire_integer<std::uint64_t>(j, "bytes");
       const af::json& sig = wire_field(j, "signal");
@@ -261,8 +309,10 @@ std::string audit_message(const reclaim::AuditRecord& r) {
     if (!s->gpus.empty())
       holding = fmt::format(" holding {} on GPU {}", s->bytes ? format_bytes(s->bytes) : "memory",
                             gpu::device_list(af::ids_of(s->gpus)));
-    return fmt::format("{}: {} to pid {} ({}, user {}){}: {}", by, signal_name(s->signal), t.id.pid,
-                       terminal_text(t.comm), terminal_text(t.user), holding,
+    const std::string verdict =
+        t.lineage ? fmt::format(", {}", af::lineage_text(t.lineage)) : std::string();
+    return fmt::format("{}: {} to pid {} ({}, user {}{}){}: {}", by, signal_name(s->signal),
+                       t.id.pid, terminal_text(t.comm), terminal_text(t.user), verdict, holding,
                        terminal_text(af::result_text(*s)));
   }
   return fmt::format("{}: {}", by, af::verdict_text(std::get<reclaim::VerdictRecord>(r.what)));
@@ -323,6 +373,13 @@ std::vector<std::string> journal_fields(const reclaim::AuditRecord& r) {
     ours("TARGET_CGROUP", t.cgroup);
     ours("TARGET_CONTAINER", t.container);
     ours("TARGET_INSTANCE", t.instance);
+    ours("TARGET_CMDLINE", t.cmdline);
+    if (t.lineage) {
+      ours("TARGET_VERDICT", std::string(enum_name(t.lineage->verdict)));
+      if (t.lineage->evidence != proc::OrphanEvidence::none)
+        ours("TARGET_EVIDENCE", std::string(enum_name(t.lineage->evidence)));
+      ours("TARGET_PROVENANCE", t.lineage->provenance);
+    }
     // One field per GPU: `journalctl GPUREAP_GPU=3` matches a record of GPUs 0 and 3.
     for (const auto& g : s->gpus) {
       ours("GPU", gpu::device_text(g.id));
@@ -347,10 +404,13 @@ std::vector<std::string> journal_fields(const reclaim::AuditRecord& r) {
 }
 
 std::string audit_table(const std::vector<reclaim::AuditRecord>& records, const Style& style) {
+  // VERDICT and INSTANCE answer "did gpureap kill a live server?"; COMMAND is the
+  // target's command line (its comm in a record that has none), last: it is the long one.
   constexpr const char* kRow =
-      "{:<23}  {:<12}  {:<14}  {:<8} {:<15} {:<10} {:<5} {:>10}  {:<7}  {}\n";
-  std::string out = style.dim(fmt::format(kRow, "TIME", "ACTOR", "BY", "PID", "COMM", "USER", "GPU",
-                                          "MEMORY", "SIGNAL", "RESULT"));
+      "{:<23}  {:<12}  {:<14}  {:<8} {:<10} {:<5} {:>10}  {:<7}  {:<19}  {:<22}  {:<8}  {}\n";
+  std::string out =
+      style.dim(fmt::format(kRow, "TIME", "ACTOR", "BY", "PID", "USER", "GPU", "MEMORY", "SIGNAL",
+                            "RESULT", "VERDICT", "INSTANCE", "COMMAND"));
   for (const auto& r : records) {
     const std::string time = local_time_text(r.time);
     const std::string by = terminal_text(af::who(r.caller), 14);
@@ -358,10 +418,15 @@ std::string audit_table(const std::vector<reclaim::AuditRecord>& records, const 
       const auto& t = s->target;
       std::string result = terminal_text(af::result_text(*s));
       if (s->result == reclaim::SignalResult::refused) result = style.red(result);
-      out += fmt::format(kRow, time, enum_name(r.actor), by, t.id.pid, terminal_text(t.comm, 15),
-                         terminal_text(t.user, 10),
-                         s->gpus.empty() ? "-" : gpu::device_list(af::ids_of(s->gpus)),
-                         s->bytes ? format_bytes(s->bytes) : "-", signal_name(s->signal), result);
+      std::string verdict = af::lineage_text(t.lineage);
+      if (t.lineage && t.lineage->verdict == reclaim::LineageVerdict::live)
+        verdict = style.yellow(fmt::format("{:<22}", verdict));  // padded before colour
+      out += fmt::format(
+          kRow, time, enum_name(r.actor), by, t.id.pid, terminal_text(t.user, 10),
+          s->gpus.empty() ? "-" : gpu::device_list(af::ids_of(s->gpus)),
+          s->bytes ? format_bytes(s->bytes) : "-", signal_name(s->signal), result, verdict,
+          t.instance.empty() ? "-" : terminal_text(t.instance, 8),
+          terminal_text(t.cmdline.empty() ? t.comm : t.cmdline, 60));
     } else {
       const auto& v = std::get<reclaim::VerdictRecord>(r.what);
       std::string text = "-> " + af::verdict_text(v);

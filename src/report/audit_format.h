@@ -16,8 +16,10 @@
 
 namespace gpureap::report {
 
-/// The schema version every line carries (docs/audit.md).
-inline constexpr int kAuditSchemaVersion = 1;
+/// The schema version every line carries (docs/audit.md). 2: "hostname" (was "host"),
+/// and a signal's target has its command line and lineage verdict. Version 1 lines are
+/// still read (their host, no command line, no verdict).
+inline constexpr int kAuditSchemaVersion = 2;
 
 /// "SIGTERM", "SIGKILL", "SIGCONT", ...; "signal N" for a number with no name.
 std::string signal_name(int sig);

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <csignal>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -64,6 +66,11 @@ AuditRecord signal_record() {
   s.target.user = "bob";
   s.target.cgroup = "/system.slice/docker-3f2a1b4c5d6e.scope";
   s.target.container = "docker:3f2a1b4c5d6e";
+  s.target.instance = "1066";
+  s.target.cmdline = "python3 -m sglang.launch_server --tp 2";
+  s.target.lineage = reclaim::TargetLineage{reclaim::LineageVerdict::orphaned,
+                                            proc::OrphanEvidence::witnessed, "witnessed",
+                                            "parent python3 (pid 1066) died 3 s ago"};
   s.gpus = {{gpu::DeviceId{0}, "GPU-256d5d71-7443-8924-ef21-14d992f490d8"},
             {gpu::DeviceId{3}, "GPU-7282aa00-0000-0000-0000-000000000003"}};
   s.bytes = 20 * kGiB;
@@ -108,6 +115,9 @@ void expect_same(const AuditRecord& a, const AuditRecord& b) {
     EXPECT_EQ(s->target.user, t.target.user);
     EXPECT_EQ(s->target.cgroup, t.target.cgroup);
     EXPECT_EQ(s->target.container, t.target.container);
+    EXPECT_EQ(s->target.instance, t.target.instance);
+    EXPECT_EQ(s->target.cmdline, t.target.cmdline);
+    EXPECT_EQ(s->target.lineage, t.target.lineage);
     EXPECT_EQ(s->gpus, t.gpus);
     EXPECT_EQ(s->bytes, t.bytes);
     EXPECT_EQ(s->signal, t.signal);
@@ -140,8 +150,10 @@ TEST_F(AuditLine, ALineIsOneJsonObjectWithTheDocumentedFields) {
   const std::string line = audit_line(signal_record());
   ASSERT_EQ(line.find('\n'), line.size() - 1) << "one line, ending in a newline";
   auto j = nlohmann::json::parse(line);
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["time"], "2025-06-01T12:00:07.412907+00:00");
+  EXPECT_EQ(j["hostname"], "gpu-node-7");  // as every document names its host
+  EXPECT_FALSE(j.contains("host"));
   EXPECT_EQ(j["record"], "signal");
   EXPECT_EQ(j["actor"], "free");
   EXPECT_EQ(j["caller"]["sudo_user"], "alice");
@@ -149,7 +161,12 @@ TEST_F(AuditLine, ALineIsOneJsonObjectWithTheDocumentedFields) {
   EXPECT_TRUE(j["caller"]["job_id"].is_null());
   EXPECT_EQ(j["target"]["pid"], 1068);
   EXPECT_EQ(j["target"]["start_time"], 13006);
-  EXPECT_TRUE(j["target"]["instance"].is_null());
+  EXPECT_EQ(j["target"]["instance"], "1066");
+  EXPECT_EQ(j["target"]["cmdline"], "python3 -m sglang.launch_server --tp 2");
+  EXPECT_EQ(j["target"]["verdict"], "orphaned");
+  EXPECT_EQ(j["target"]["evidence"], "witnessed");
+  EXPECT_EQ(j["target"]["provenance"], "witnessed");
+  EXPECT_EQ(j["target"]["reason"], "parent python3 (pid 1066) died 3 s ago");
   EXPECT_EQ(j["gpus"][1]["index"], 3);
   EXPECT_EQ(j["bytes"], 20 * kGiB);
   EXPECT_EQ(j["signal"], "SIGTERM");
@@ -157,7 +174,7 @@ TEST_F(AuditLine, ALineIsOneJsonObjectWithTheDocumentedFields) {
   EXPECT_EQ(j["result"], "delivered");
   EXPECT_TRUE(j["error"].is_null());
   // The key order of docs/audit.md: time first, so a line reads left to right.
-  EXPECT_EQ(line.rfind("{\"schema_version\":1,\"time\":", 0), 0u) << line;
+  EXPECT_EQ(line.rfind("{\"schema_version\":2,\"time\":", 0), 0u) << line;
 
   auto v = nlohmann::json::parse(audit_line(verdict_record()));
   EXPECT_EQ(v["record"], "verdict");
@@ -218,7 +235,7 @@ TEST_F(AuditLine, WhatIsNotAWholeRecordIsRefused) {
   k["actor"] = "someone";
   EXPECT_FALSE(parse_audit_line(k.dump()));
   k = j;
-  k["schema_version"] = 2;
+  k["schema_version"] = 3;
   EXPECT_FALSE(parse_audit_line(k.dump()));
   k = j;
   k["signal"] = "SIGFOO";
@@ -228,6 +245,53 @@ TEST_F(AuditLine, WhatIsNotAWholeRecordIsRefused) {
   EXPECT_TRUE(parse_audit_line(k.dump()));  // pid_t is signed: read as written
   k["target"]["pid"] = "1068";
   EXPECT_FALSE(parse_audit_line(k.dump()));
+}
+
+// W4_10: a record written before issue 40 (schema 1: "host", no command line, no
+// verdict) still reads, and its verdict is unknown, not "live".
+TEST_F(AuditLine, W4_10_AVersion1RecordStillReads) {
+  const std::string v1 =
+      R"({"schema_version":1,"time":"2025-06-01T12:00:07.412907+00:00","host":"old-node",)"
+      R"("record":"signal","actor":"free","op":"4242-1","caller":{"pid":4242,"uid":0,)"
+      R"("user":"root","login_uid":null,"sudo_user":null,"tty":null,"cgroup":null,)"
+      R"("command":"gpureap free --gpu 0 --yes","job_id":null,"run_id":null},)"
+      R"("target":{"pid":1068,"start_time":13006,"comm":"python3","uid":0,"user":"root",)"
+      R"("cgroup":null,"container":null,"instance":null},"gpus":[{"index":0,"uuid":null}],)"
+      R"("bytes":0,"signal":"SIGTERM","via":"pidfd","result":"delivered","error":null})";
+  auto back = parse_audit_line(v1);
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(back->host, "old-node");
+  const auto& t = std::get<SignalRecord>(back->what).target;
+  EXPECT_FALSE(t.lineage.has_value());
+  EXPECT_TRUE(t.cmdline.empty());
+  const std::string table = audit_table({*back}, Style{});
+  EXPECT_NE(table.find("python3"), std::string::npos) << table;  // its comm for a command
+}
+
+// W4_10: the table answers "did gpureap kill a live server?": a VERDICT column with how it
+// is known, the INSTANCE, and the target's command line.
+TEST_F(AuditLine, W4_10_TheTableShowsVerdictInstanceAndCommand) {
+  auto live = signal_record();
+  auto& t = std::get<SignalRecord>(live.what).target;
+  t.id.pid = 1077;
+  t.lineage = reclaim::TargetLineage{};  // live
+  t.cmdline = "VLLM::Worker_TP0";
+  const std::string table = audit_table({signal_record(), live}, Style{});
+  std::istringstream lines(table);
+  std::string header, orphan, alive;
+  std::getline(lines, header);
+  std::getline(lines, orphan);
+  std::getline(lines, alive);
+  for (const char* column : {"VERDICT", "INSTANCE", "COMMAND"})
+    EXPECT_NE(header.find(column), std::string::npos) << header;
+  EXPECT_NE(orphan.find("orphaned (witnessed)"), std::string::npos) << orphan;
+  EXPECT_NE(orphan.find("1066"), std::string::npos) << orphan;
+  EXPECT_NE(orphan.find("python3 -m sglang.launch_server --tp 2"), std::string::npos) << orphan;
+  EXPECT_NE(alive.find(" live "), std::string::npos) << alive;
+  EXPECT_NE(alive.find("VLLM::Worker_TP0"), std::string::npos) << alive;
+  // The columns line up: VERDICT starts at the same place in the header and each row.
+  EXPECT_EQ(orphan.find("orphaned"), header.find("VERDICT"));
+  EXPECT_EQ(alive.find(" live ") + 1, header.find("VERDICT")) << header << "\n" << alive;
 }
 
 TEST(AuditFormat, SignalsAreNamedAsTheKernelNamesThem) {
@@ -253,6 +317,9 @@ TEST(AuditFormat, TheJournalGetsAFieldPerFactAndAMessage) {
   EXPECT_TRUE(has(f, "GPUREAP_TARGET_COMM=python3"));
   EXPECT_TRUE(has(f, "GPUREAP_TARGET_USER=bob"));
   EXPECT_TRUE(has(f, "GPUREAP_TARGET_CONTAINER=docker:3f2a1b4c5d6e"));
+  EXPECT_TRUE(has(f, "GPUREAP_TARGET_VERDICT=orphaned"));
+  EXPECT_TRUE(has(f, "GPUREAP_TARGET_EVIDENCE=witnessed"));
+  EXPECT_TRUE(has(f, "GPUREAP_TARGET_INSTANCE=1066"));
   // One field per GPU, so that `journalctl GPUREAP_GPU=3` finds a record of GPUs 0 and 3.
   EXPECT_TRUE(has(f, "GPUREAP_GPU=0"));
   EXPECT_TRUE(has(f, "GPUREAP_GPU=3"));
@@ -264,7 +331,7 @@ TEST(AuditFormat, TheJournalGetsAFieldPerFactAndAMessage) {
   EXPECT_TRUE(has(f, "GPUREAP_BYTES=" + std::to_string(20 * kGiB)));
   EXPECT_TRUE(has(f,
                   "MESSAGE=free by alice (sudo) (pid 4242): SIGTERM to pid 1068 (python3, user "
-                  "bob) holding 20.0 GiB on GPU 0,3: delivered via pidfd"))
+                  "bob, orphaned (witnessed)) holding 20.0 GiB on GPU 0,3: delivered via pidfd"))
       << f[0];
   for (const auto& field : f) {
     EXPECT_NE(field.back(), '=') << "empty fields are left out: " << field;

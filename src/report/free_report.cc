@@ -175,15 +175,29 @@ std::string plan_text(const reclaim::Plan& plan, const Style& style,
 nlohmann::ordered_json plan_json(const reclaim::Plan& plan) {
   nlohmann::ordered_json targets = nlohmann::ordered_json::array(),
                          skipped = nlohmann::ordered_json::array();
-  for (const auto& t : plan.targets)
-    targets.push_back({{"pid", t.id.pid},
-                       {"start_time", t.id.start_time},
-                       {"comm", t.comm},
-                       {"user", t.user},
-                       {"cmdline", t.cmdline},
-                       {"gpus", t.gpus},
-                       {"gpu_bytes", t.gpu_bytes},
-                       {"why", t.why}});
+  for (const auto& t : plan.targets) {
+    // The lineage verdict as fields (reclaim/target_lineage.h), not only in `why`: null
+    // for a target that holds no GPU (a descendant, a respawner).
+    const auto& l = t.lineage;
+    auto or_null = [](std::string_view s) {
+      return s.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(std::string(s));
+    };
+    targets.push_back(
+        {{"pid", t.id.pid},
+         {"start_time", t.id.start_time},
+         {"comm", t.comm},
+         {"user", t.user},
+         {"cmdline", t.cmdline},
+         {"gpus", t.gpus},
+         {"gpu_bytes", t.gpu_bytes},
+         {"why", t.why},
+         {"verdict", l ? or_null(enum_name(l->verdict)) : nlohmann::ordered_json(nullptr)},
+         {"evidence", l && l->evidence != proc::OrphanEvidence::none
+                          ? or_null(enum_name(l->evidence))
+                          : nlohmann::ordered_json(nullptr)},
+         {"provenance", l ? or_null(l->provenance) : nlohmann::ordered_json(nullptr)},
+         {"instance", or_null(t.instance)}});
+  }
   for (const auto& s : plan.skipped)
     skipped.push_back({{"pid", s.id.pid},
                        {"start_time", s.id.start_time},

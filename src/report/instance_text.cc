@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 
 #include "report/terminal_text.h"
 #include "util/units.h"
@@ -22,6 +23,10 @@ std::string what_it_is(const inventory::Instance& in) {
       return fmt::format("{}, gpureap run {}", engine, terminal_text(in.run_id));
     case inventory::InstanceKind::process_group:
       return fmt::format("{}, process group {}", engine, in.pgid);
+    case inventory::InstanceKind::parent:
+      return fmt::format("{}, children of {} (pid {}, seen to die)", engine,
+                         in.launcher_comm.empty() ? std::string("?") : terminal_text(in.launcher_comm, 32),
+                         in.launcher_pid);
     case inventory::InstanceKind::process:
       break;
   }
@@ -46,6 +51,24 @@ std::string rank_range(const std::vector<std::string>& labels) {
 }
 
 }  // namespace
+
+std::string in_use_before_launch(const inventory::Instance& in) {
+  const bool orphaned = in.orphaned > 0 && in.orphaned == in.members.size();
+  const std::string key = terminal_text(in.key);
+  const std::string what =
+      recognised(in.engine) ? std::string(proc::enum_name(in.engine)) + " server" : "instance";
+  const std::string head =
+      fmt::format("GPU {} hold {} of {} {} ({})", gpu::device_list(in.gpus),
+                  in.bytes_known ? format_bytes(in.bytes) : "memory", what, key,
+                  orphaned ? "orphaned" : in.launcher_alive ? "live" : "not orphaned");
+  if (orphaned)
+    return head + fmt::format(
+                      "; the plan assumes it is freed before the launch: gpureap free --orphans "
+                      "--instance {}, or gpureap run --replace {} -- CMD",
+                      key, key);
+  return head + fmt::format("; the plan assumes it is replaced: gpureap run --replace {} -- CMD",
+                            key);
+}
 
 std::string member_ranks(const inventory::Instance& in) {
   std::vector<std::string> labels;
@@ -112,14 +135,49 @@ bool worth_showing(const inventory::Instance& in) {
   return in.members.size() > 1 || recognised(in.engine);
 }
 
+InstanceEvidence instance_evidence(const inventory::Inventory& inv) {
+  // Reason -> pids, per instance, in the order first seen.
+  std::map<std::string, std::vector<std::pair<std::string, std::vector<pid_t>>>> by_key;
+  std::set<std::pair<std::string, pid_t>> seen;  // a holder of several GPUs counts once
+  for (const auto& v : inv.gpus)
+    for (const auto& gh : v.holders) {
+      const proc::Holder& h = gh.holder;
+      if (!gh.uses_gpu || (!h.orphaned && !h.detached) || h.instance.empty()) continue;
+      const auto* in = inventory::find_instance(inv.instances, h.instance);
+      if (!in || !worth_showing(*in) || !seen.insert({h.instance, h.id.pid}).second) continue;
+      const std::string why = fmt::format("{}\x1f{}", h.orphaned ? "orphaned" : "detached",
+                                          h.orphaned ? h.orphan_reason : h.detached_reason);
+      auto& reasons = by_key[h.instance];
+      auto it = std::find_if(reasons.begin(), reasons.end(),
+                             [&](const auto& r) { return r.first == why; });
+      if (it == reasons.end()) it = reasons.insert(reasons.end(), {why, {}});
+      it->second.push_back(h.id.pid);
+    }
+  InstanceEvidence out;
+  for (auto& [key, reasons] : by_key)
+    for (auto& [why, pids] : reasons) {
+      std::sort(pids.begin(), pids.end());
+      std::string who;
+      for (std::size_t i = 0; i < pids.size() && i < 4; ++i)
+        who += fmt::format("{}{}", i ? ", " : "", pids[i]);
+      if (pids.size() > 4) who += fmt::format(" and {} more", pids.size() - 4);
+      const auto sep = why.find('\x1f');
+      out[key].push_back(fmt::format("{} (pid {}): {}", why.substr(0, sep), who,
+                                     terminal_text(why.substr(sep + 1))));
+    }
+  return out;
+}
+
 std::string instances_section(const std::vector<inventory::Instance>& instances,
-                              const Style& style) {
+                              const Style& style, const InstanceEvidence& evidence) {
   std::string out;
   for (const auto& in : instances) {
     if (!worth_showing(in)) continue;
     const bool all_orphaned = in.orphaned > 0 && in.orphaned == in.members.size();
     const std::string line = "  " + instance_heading(in);
     out += (all_orphaned ? style.red(line) : line) + "\n";
+    if (auto e = evidence.find(in.key); e != evidence.end())
+      for (const auto& why : e->second) out += style.dim("    " + why) + "\n";
     if (all_orphaned)
       out +=
           fmt::format("    free it: gpureap free --orphans --instance {}\n", terminal_text(in.key));

@@ -3,10 +3,12 @@
 // server (engine, launcher alive or gone, model, port) and what it holds, shared by
 // `status`, `free`'s plan and the agent's events.
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "inventory/instances.h"
+#include "inventory/inventory.h"
 #include "report/style.h"
 
 namespace gpureap::report {
@@ -23,10 +25,24 @@ std::string member_ranks(const inventory::Instance& in);
 /// recognised engine (a lone generic process is just its holder row).
 bool worth_showing(const inventory::Instance& in);
 
+/// plan's note for an instance that holds the GPUs a launch is planned on: "GPU 0,...,7
+/// hold 736 GiB of sglang server 7969 (orphaned); the plan assumes it is freed before the
+/// launch: gpureap free --orphans --instance 7969, or gpureap run --replace 7969 -- CMD"
+/// (a live one: replaced, `run --replace` alone). Escaped; no newline.
+std::string in_use_before_launch(const inventory::Instance& in);
+
 /// The "Instances:" section of `status` ("" when none is worth showing): each
 /// heading, and for an instance whose members are all orphaned the command that
 /// frees it (`gpureap free --orphans --instance KEY`).
+/// `evidence`: per instance key, the lines that say why its members are orphaned or
+/// detached (instance_evidence), printed under its heading.
+using InstanceEvidence = std::map<std::string, std::vector<std::string>>;
 std::string instances_section(const std::vector<inventory::Instance>& instances,
-                              const Style& style);
+                              const Style& style, const InstanceEvidence& evidence = {});
+
+/// Why the members of each instance worth a line are orphaned or detached, one line per
+/// distinct reason with its pids ("orphaned (pid 7411, 7412, 7413, 7414 and 4 more):
+/// re-parented to init (pid 1); ..."), escaped; instances with none are absent.
+InstanceEvidence instance_evidence(const inventory::Inventory& inv);
 
 }  // namespace gpureap::report

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "gpu/vendor.h"
 #include "proc/lineage.h"
 #include "report/device_json.h"
 #include "util/host_name.h"
@@ -47,6 +48,19 @@ nlohmann::ordered_json stamped(const nlohmann::ordered_json& doc, const Document
   for (const auto& [key, value] : doc.items())
     if (!out.contains(key)) out[key] = value;
   return out;
+}
+
+nlohmann::ordered_json event_head(std::string_view event, std::string_view level, double time) {
+  // Rounded to the microsecond, as the event's text line stamps it (report::stamp).
+  const auto since_epoch = std::chrono::round<std::chrono::microseconds>(
+      std::chrono::duration<double>(time));
+  const std::string host = host_name();
+  return {{"schema_version", kSchemaVersion},
+          {"event", std::string(event)},
+          {"level", std::string(level)},
+          {"time", rfc3339(WallTime(since_epoch))},
+          {"time_unix", std::round(time * 1e6) / 1e6},
+          {"hostname", host.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(host)}};
 }
 
 std::string document_text(const nlohmann::ordered_json& doc) { return json_text(stamped(doc)); }
@@ -149,6 +163,9 @@ nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uin
       {"orphan_evidence",
        h.orphaned ? nlohmann::ordered_json(std::string(proc::enum_name(h.orphan_evidence)))
                   : nlohmann::ordered_json(nullptr)},
+      {"provenance",
+       h.orphaned ? nlohmann::ordered_json(std::string(proc::enum_name(h.provenance)))
+                  : nlohmann::ordered_json(nullptr)},
       {"orphaned_since", h.orphaned ? seconds_json(h.orphaned_since) : nullptr},
       {"detached", h.detached},
       {"detached_reason", h.detached_reason.empty() ? nlohmann::ordered_json(nullptr)
@@ -206,6 +223,7 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
   return {
       {"index", info.id},
       {"name", info.name},
+      {"vendor", gpu::enum_name(gpu::vendor_of(info.uuid))},
       {"uuid",
        info.uuid.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(info.uuid)},
       {"pci_bus_id", info.pci_bus_id.empty() ? nlohmann::ordered_json(nullptr)

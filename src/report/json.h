@@ -12,7 +12,11 @@
 
 namespace gpureap::report {
 
-inline constexpr int kSchemaVersion = 1;
+/// 2 (issue 40): a `gpureap watch` event's "time" is RFC 3339 as every document's (its
+/// epoch moved to "time_unix"), events carry "hostname", `started` says "gpu_count" (its
+/// "gpus" was a number), and free's plan targets have "verdict", "evidence",
+/// "provenance" and "instance" (docs/json-schema.md).
+inline constexpr int kSchemaVersion = 2;
 
 /// The text of a JSON document (indented by 2, ending in a newline), valid UTF-8
 /// whatever bytes its strings hold: a byte that is not UTF-8 (a command line, a
@@ -36,6 +40,11 @@ struct DocumentStamp {
 /// (docs/json-schema.md). The other keys keep their order.
 nlohmann::ordered_json stamped(const nlohmann::ordered_json& doc,
                                const DocumentStamp& stamp = DocumentStamp::now());
+
+/// The head of a `gpureap watch` event: schema_version, event, level, then when and where
+/// as a document says it ("time" RFC 3339, "hostname"), and "time_unix": the same
+/// instant in seconds since the epoch (to the microsecond), for arithmetic.
+nlohmann::ordered_json event_head(std::string_view event, std::string_view level, double time);
 
 /// The text of a command's document, stamped: what `--json` prints.
 std::string document_text(const nlohmann::ordered_json& doc);

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <ctime>
+#include <optional>
+
 #include "gpu/test_devices.h"
 #include "inventory/test_views.h"
 #include "report/free_report.h"
@@ -79,6 +83,33 @@ TEST(DocumentStamp, TimeAndHostnameFollowSchemaVersionAndCommand) {
   EXPECT_EQ(j["time"], "2025-06-01T14:03:07.412907+02:00");
   EXPECT_EQ(j["hostname"], "gpu01");
   EXPECT_TRUE(stamped(doc, {"t", ""})["hostname"].is_null()) << "unknown is null, not \"\"";
+}
+
+// W4_J (issue 40): an event says when and where as a document does: "time" RFC 3339 (a
+// string, as every document's), its epoch as "time_unix", and "hostname".
+TEST(EventHead, TimeIsRfc3339AsDocumentsAndTheEpochIsTimeUnix) {
+  const char* old_tz = std::getenv("TZ");
+  const std::optional<std::string> saved = old_tz ? std::optional<std::string>(old_tz) : std::nullopt;
+  ::setenv("TZ", "UTC", 1);
+  ::tzset();
+  const auto head = event_head("started", "info", 1712345678.25);
+  EXPECT_EQ(keys_of(head), (std::vector<std::string>{"schema_version", "event", "level", "time",
+                                                     "time_unix", "hostname"}));
+  EXPECT_EQ(head["schema_version"], kSchemaVersion);
+  EXPECT_EQ(kSchemaVersion, 2);
+  EXPECT_EQ(head["time"], "2024-04-05T19:34:38.250000+00:00");
+  EXPECT_TRUE(head["time"].is_string());
+  EXPECT_EQ(head["time_unix"], 1712345678.25);
+  EXPECT_EQ(head["hostname"], host_name());
+  // The same instant both ways.
+  const auto back = parse_time(head["time"].get<std::string>());
+  ASSERT_TRUE(back);
+  EXPECT_NEAR(std::chrono::duration<double>(back->time_since_epoch()).count(), 1712345678.25, 1e-6);
+  if (saved)
+    ::setenv("TZ", saved->c_str(), 1);
+  else
+    ::unsetenv("TZ");
+  ::tzset();
 }
 
 TEST(DocumentStamp, NowIsThisHostAndAnRfc3339TimeWithTheDate) {

@@ -127,9 +127,12 @@ bool gpu_up(const inventory::GpuView& g) {
 }
 
 // Mutually exclusive, so that sum() over `kind` is the number of holders.
+// The lineage verdict first, so that `orphaned` here is what --check and the events
+// call a leak: a zombie leader that is orphaned counts as orphaned, one whose parent
+// lives (or that is detached) as zombie_leader, a mark and not a leak (docs/orphans.md).
 std::string_view holder_kind(const proc::Holder& h) {
-  if (h.zombie_leader) return "zombie_leader";
   if (h.orphaned) return "orphaned";
+  if (h.zombie_leader) return "zombie_leader";
   return "live";
 }
 
@@ -183,6 +186,19 @@ void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder
            "NVML reports them.");
   each_with_memory(
       [&](const auto& g, const auto&) { x.sample(gpu_labels(inv, g), g.orphaned_bytes()); });
+
+  x.family("gpureap_gpu_memory_orphaned_by_provenance_bytes", "gauge",
+           "Bytes held by orphaned holders on this GPU, by how the verdict is known, label "
+           "provenance: owned (a gpureap run's own cgroup), witnessed (the agent saw the server "
+           "die), inferred (one look; never acted on unattended). Explicit zeros.");
+  each_with_memory([&](const auto& g, const auto&) {
+    std::map<std::string_view, std::uint64_t> bytes{{"owned", 0}, {"witnessed", 0}, {"inferred", 0}};
+    for (const auto& h : g.holders)
+      if (h.uses_gpu && h.holder.orphaned && h.gpu_bytes)
+        bytes[proc::enum_name(h.holder.provenance)] += *h.gpu_bytes;
+    for (const auto& [p, b] : bytes)
+      x.sample(with(gpu_labels(inv, g), "provenance", std::string(p)), b);
+  });
 
   x.family("gpureap_gpu_memory_unattributed_bytes", "gauge",
            "Used bytes above the baseline that no visible process explains, by class "
@@ -318,6 +334,40 @@ void render_agent(Exposition& x, const AgentCounters& c) {
            "pids only).");
   x.sample({{"kind", "full"}}, c.full_scans);
   x.sample({{"kind", "incremental"}}, c.incremental_scans);
+
+  x.family("gpureap_agent_degraded", "gauge",
+           "1 when the agent cannot see all it should, by reason: out_of_descriptors (its last "
+           "look at /proc ran out of file descriptors; holders it could not read are kept as "
+           "the look before saw them). /healthz answers 503 meanwhile.");
+  x.sample({{"reason", "out_of_descriptors"}}, c.look_failed ? 1 : 0);
+
+  x.family("gpureap_agent_watched_processes", "gauge",
+           "Holders, their parents and group leaders the agent watches, by how: pidfd (a death "
+           "is seen at once) or tick (past its pidfd budget, which its file descriptor limit "
+           "sets: a death is seen at the next tick).");
+  x.sample({{"how", "pidfd"}}, static_cast<std::uint64_t>(c.watched_by_pidfd));
+  x.sample({{"how", "tick"}}, static_cast<std::uint64_t>(c.watched_by_tick));
+
+  x.family("gpureap_reap_in_progress", "gauge",
+           "1 while the agent reaps orphans: its answers meanwhile are from its last look.");
+  x.sample({}, c.reaping ? 1 : 0);
+
+  if (c.process) {
+    const ProcessFigures& p = *c.process;
+    x.family("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
+    x.sample({}, number(p.cpu_seconds));
+    x.family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+    x.sample({}, number(p.resident_bytes));
+    x.family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+    x.sample({}, number(p.virtual_bytes));
+    x.family("process_start_time_seconds", "gauge",
+             "Start time of the process since unix epoch in seconds.");
+    x.sample({}, number(p.start_time_seconds));
+    x.family("process_open_fds", "gauge", "Number of open file descriptors.");
+    x.sample({}, number(p.open_fds));
+    x.family("process_max_fds", "gauge", "Maximum number of open file descriptors.");
+    x.sample({}, number(p.max_fds));
+  }
 }
 
 }  // namespace

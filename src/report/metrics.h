@@ -24,6 +24,17 @@ struct Histogram {
   void observe(double seconds);
 };
 
+/// The agent process's own figures (agent/process_figures.h), exported under the
+/// names every Prometheus client library uses (process_*).
+struct ProcessFigures {
+  double cpu_seconds = 0;
+  double resident_bytes = 0;
+  double virtual_bytes = 0;
+  double start_time_seconds = 0;
+  double open_fds = 0;
+  double max_fds = 0;
+};
+
 /// What the agent counts between scrapes, beside the inventory.
 struct AgentCounters {
   Histogram free_duration;                        // frees the agent performed (reaping)
@@ -34,6 +45,12 @@ struct AgentCounters {
   std::uint64_t events_dropped = 0;               // not written: stdout was not taking them
   std::uint64_t full_scans = 0;
   std::uint64_t incremental_scans = 0;
+  /// The agent's last look ran out of file descriptors (gpureap_agent_degraded).
+  bool look_failed = false;
+  std::size_t watched_by_pidfd = 0;  // processes whose death the agent sees at once
+  std::size_t watched_by_tick = 0;   // past its pidfd budget: seen at the next tick
+  bool reaping = false;              // a reap is under way (answers are its last look)
+  std::optional<ProcessFigures> process;  // nullopt: not exported
 };
 
 struct MetricsInput {

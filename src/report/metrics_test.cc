@@ -214,8 +214,9 @@ TEST(Metrics, ExactLinesForOneGpu) {
            "gpureap_gpu_memory_unattributed_bytes{" + l + R"(,class="driver_held"} 5905580032)",
            "gpureap_gpu_memory_unattributed_bytes{" + l + R"(,class="unknown"} 0)",
            "gpureap_gpu_holders{" + l + R"(,kind="live"} 1)",
-           "gpureap_gpu_holders{" + l + R"(,kind="orphaned"} 2)",
-           "gpureap_gpu_holders{" + l + R"(,kind="zombie_leader"} 1)",
+           // the orphaned zombie leader counts as orphaned: the lineage verdict first
+           "gpureap_gpu_holders{" + l + R"(,kind="orphaned"} 3)",
+           "gpureap_gpu_holders{" + l + R"(,kind="zombie_leader"} 0)",
            "gpureap_nvml_up 1",
            "gpureap_scrape_duration_seconds 0.25",
            R"(gpureap_build_info{version="0.1.0"} 1)",

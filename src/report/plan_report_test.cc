@@ -106,7 +106,7 @@ TEST(PlanReportText, FailingLaunchesInRedOnATerminal) {
 
 TEST(PlanReportJson, OneFractionAtTheTopLevel) {
   EXPECT_EQ(json_text(plan_report_json(planned(kimi(), "0.88"))), R"json({
-  "schema_version": 1,
+  "schema_version": 2,
   "command": "plan",
   "engine": "sglang",
   "model": {

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "gpu/gpu_select.h"
+#include "gpu/vendor.h"
 #include "report/instance_text.h"
 #include "report/table_layout.h"
 #include "report/terminal_text.h"
@@ -21,7 +22,7 @@ std::string gpu_heading(const gpu::GpuInfo& info, const Style& style) {
   // broken driver can return anything).
   if (!info.name.empty()) line += "  " + terminal_text(info.name);
   if (!info.pci_bus_id.empty()) line += "  " + terminal_text(info.pci_bus_id);
-  if (info.minor) line += fmt::format("  /dev/nvidia{}", *info.minor);
+  if (info.minor) line += "  " + gpu::device_node_path(info);
   if (!info.uuid.empty()) line += "  " + style.dim(terminal_text(info.uuid));
   if (info.id.mig()) line += "  " + style.dim("MIG device of " + terminal_text(info.parent_uuid));
   return line;
@@ -112,7 +113,7 @@ std::string short_command(const proc::Holder& h, std::size_t width) {
 }
 
 std::string holder_rows(const inventory::GpuView& view, const Style& style, std::string_view indent,
-                        TableWidth width) {
+                        TableWidth width, const std::set<std::string>& said_once) {
   std::string out;
   std::vector<const inventory::GpuHolder*> users, openers;
   for (const auto& gh : view.holders) (gh.uses_gpu ? users : openers).push_back(&gh);
@@ -143,8 +144,12 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style, std:
     for (const auto* gh : users) {
       const auto& h = gh->holder;
       if (!h.orphaned && !h.detached) continue;
-      std::string why = fmt::format("{}: {}", h.orphaned ? "orphaned" : "detached",
-                                    h.orphaned ? h.orphan_reason : h.detached_reason);
+      if (said_once.contains(h.instance)) continue;
+      // The verdict and, for an orphan, how it is known in a word: owned, witnessed
+      // (unattended paths act on these) or inferred (offered to a person only).
+      std::string why = h.orphaned ? fmt::format("orphaned, {}: {}", enum_name(h.provenance),
+                                                 h.orphan_reason)
+                                   : fmt::format("detached: {}", h.detached_reason);
       auto it = std::find_if(reasons.begin(), reasons.end(),
                              [&](const auto& r) { return r.first == why; });
       if (it == reasons.end()) it = reasons.insert(reasons.end(), {why, {}});
@@ -216,6 +221,10 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
   std::set<gpu::DeviceId> orphan_gpus, stuck_gpus, detached_gpus;
   std::set<std::string> orphan_instances;  // the instances of the orphans free would signal
   std::size_t detached = 0;                // re-parented, not a leak by the evidence
+  // The evidence of an instance's members is said once, under the instance (issue 37).
+  const InstanceEvidence evidence = instance_evidence(inv);
+  std::set<std::string> said_once;
+  for (const auto& [key, lines] : evidence) said_once.insert(key);
   for (const auto& view : inv.gpus) {
     out += gpu_heading(view.info, style) + "\n";
     if (!view.info.problem.empty()) {
@@ -260,7 +269,7 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
       out +=
           fmt::format("  memory unknown  {} process(es) have the node open\n", view.holders.size());
     }
-    out += holder_rows(view, style, "    ", width);
+    out += holder_rows(view, style, "    ", width, said_once);
     if (view.unexplained != inventory::Unexplained::none) {
       out += style.red(fmt::format("  ! {} not explained by any visible process [{}]\n",
                                    format_bytes(view.unattributed_bytes),
@@ -324,7 +333,7 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
     for (const auto& w : inv.warnings) out += style.yellow("! " + terminal_text(w)) + "\n";
   }
 
-  out += instances_section(inv.instances, style);
+  out += instances_section(inv.instances, style, evidence);
   if (!inv.shm_leftovers.empty()) {
     std::uint64_t bytes = 0;
     for (const auto& l : inv.shm_leftovers) bytes += l.bytes;

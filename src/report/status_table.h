@@ -2,6 +2,7 @@
 // The `status` table: GPU lines with memory, holders beneath each GPU, orphans
 // and unexplained memory flagged, and a closing line that says what to do next.
 
+#include <set>
 #include <string>
 
 #include "inventory/inventory.h"
@@ -21,9 +22,11 @@ namespace gpureap::report {
 std::string status_table(const inventory::Inventory& inv, const Style& style,
                          const reclaim::Plan& free_orphans, TableWidth width = {});
 
-/// The holder rows under one GPU, laid out for `width` as status_table says.
+/// The holder rows under one GPU, laid out for `width` as status_table says. The
+/// orphaned/detached evidence of a holder whose instance is in `said_once` is left to
+/// that instance's lines (said once per instance, not once per GPU).
 std::string holder_rows(const inventory::GpuView& view, const Style& style, std::string_view indent,
-                        TableWidth width = {});
+                        TableWidth width = {}, const std::set<std::string>& said_once = {});
 
 /// "nvml,fd,map".
 std::string found_by_text(const proc::Holder& h);

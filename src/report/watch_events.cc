@@ -96,6 +96,12 @@ std::string describe(const Event& e, const Style& style) {
         next = fmt::format("free it: gpureap free --orphans --instance {}",
                            terminal_text(e.instance->key));
       if (auto kept = protected_reason(e)) next = "gpureap free leaves it alone: " + *kept;
+      // How it is known, in a word: an inference is offered to a person, never reaped.
+      const bool inferred =
+          !e.holders.empty() && std::all_of(e.holders.begin(), e.holders.end(), [](const auto& h) {
+            return h.provenance == proc::Provenance::inferred;
+          });
+      if (inferred) next += " (inferred from one look: the reaper leaves it to a person)";
       // A server's crash is one line that names the server, its ranks and its GPUs.
       const std::string who = e.instance ? instance_heading(*e.instance) : holder_list(e);
       return fmt::format("{} {}: {} — {}; {}", held_bytes(e), style.red("orphaned"), who, why,
@@ -106,9 +112,14 @@ std::string describe(const Event& e, const Style& style) {
       std::string who = h ? fmt::format("{} pid {} (user {})", terminal_text(h->comm, 32),
                                         h->id.pid, terminal_text(h->user, 32))
                           : "?";
+      // "free it" only for an orphan: a zombie leader whose parent lives is that
+      // parent's to end (the same verdict status and --check give).
+      if (!h || !h->orphaned)
+        return fmt::format("{} held by a {}, {} — {}", held_bytes(e), style.yellow("zombie leader"),
+                           who, detail);
       return fmt::format("{} held by a {}, {} — {}", held_bytes(e), style.red("zombie leader"), who,
                          then(detail, fmt::format("free it: gpureap free --gpu {} --pid {}", gpu,
-                                                  h ? h->id.pid : 0)));
+                                                  h->id.pid)));
     }
     case EventKind::unattributed_memory: {
       // The inventory's detail ends in the next step for every class but unknown.
@@ -139,7 +150,9 @@ std::string describe(const Event& e, const Style& style) {
     case EventKind::reap_failed:
       return fmt::format("{} {} holding {} — {}", style.red("reaping failed for"), holder_list(e),
                          held_bytes(e),
-                         then(detail, fmt::format("see: gpureap status --gpu {}", gpu)));
+                         then(detail, fmt::format("see: gpureap status --gpu {}",
+                                                  e.gpus.empty() ? gpu
+                                                                 : gpu::device_list(e.gpus))));
     case EventKind::ghost_gpu:
       // The inventory's detail carries the samples and the next step.
       return fmt::format("{} — {}", style.red("ghost GPU: busy with no process"), detail);
@@ -175,6 +188,16 @@ std::string watch_event_line(const Event& e, const Style& style) {
   return fmt::format("{} {}{}\n", style.dim(stamp(e.time)), gpu, describe(e, style));
 }
 
+std::string watch_event_brief(const Event& e) {
+  const auto t = static_cast<std::time_t>(e.time);
+  std::tm local{};
+  ::localtime_r(&t, &local);
+  std::string line = watch_event_line(e, Style{});
+  line = line.substr(line.find(' ') + 1);  // past the RFC 3339 stamp
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  return fmt::format("{:02}:{:02}:{:02} {}", local.tm_hour, local.tm_min, local.tm_sec, line);
+}
+
 std::string watch_event_json(const Event& e) {
   nlohmann::ordered_json holders = nlohmann::ordered_json::array();
   for (const auto& h : e.holders)
@@ -185,17 +208,15 @@ std::string watch_event_json(const Event& e) {
                        {"gpu_bytes", or_null(h.gpu_bytes)},
                        {"container", h.container.empty() ? nlohmann::ordered_json(nullptr)
                                                          : nlohmann::ordered_json(h.container)}});
-  nlohmann::ordered_json doc = {
-      {"schema_version", kSchemaVersion},
-      {"event", to_string(e.kind)},
-      {"level", level_name(event_level(e.kind))},
-      {"time", e.time},
+  nlohmann::ordered_json doc = event_head(to_string(e.kind), level_name(event_level(e.kind)), e.time);
+  const nlohmann::ordered_json fields = {
       {"gpu", or_null(e.gpu)},
       {"gpus", e.gpus.empty() && e.gpu ? std::vector<gpu::DeviceId>{*e.gpu} : e.gpus},
       {"uuid", e.uuid.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.uuid)},
       {"bytes", has_bytes(e) ? nlohmann::ordered_json(e.bytes) : nlohmann::ordered_json(nullptr)},
       {"holders", std::move(holders)},
   };
+  for (const auto& [key, value] : fields.items()) doc[key] = value;
   if (e.parent)
     doc["parent"] = {{"pid", e.parent->pid},
                      {"comm", e.parent->comm},
@@ -215,10 +236,8 @@ std::string watch_dropped_line(std::uint64_t dropped, const Style& style) {
 }
 
 std::string watch_dropped_json(std::uint64_t dropped) {
-  nlohmann::ordered_json doc = {{"schema_version", kSchemaVersion},
-                                {"event", "events_dropped"},
-                                {"time", wall_now()},
-                                {"dropped", dropped}};
+  nlohmann::ordered_json doc = event_head("events_dropped", level_name(Level::warning), wall_now());
+  doc["dropped"] = dropped;
   return json_line(doc);
 }
 

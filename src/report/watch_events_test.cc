@@ -7,11 +7,18 @@
 #include <nlohmann/json.hpp>
 
 #include "report/names.h"
+#include "util/host_name.h"
 #include "util/units.h"
 #include "gpu/test_devices.h"
 
 namespace gpureap::report {
 namespace {
+
+// The "hostname" an event carries: this host's, as JSON.
+std::string event_host_json() {
+  const std::string h = host_name();
+  return h.empty() ? "null" : nlohmann::json(h).dump();
+}
 
 using inventory::Event;
 using inventory::EventKind;
@@ -53,7 +60,7 @@ TEST_F(WatchEvents, OrphanedMemoryNamesHoldersParentAndTheFree) {
             "re-parented to init (pid 1); free them: gpureap free --orphans --gpu 3\n");
   EXPECT_EQ(
       watch_event_json(e),
-      R"j({"schema_version":1,"event":"orphaned_memory","level":"warning","time":1712345678.25,"gpu":3,"gpus":[3],)j"
+      R"j({"schema_version":2,"event":"orphaned_memory","level":"warning","time":"2024-04-05T19:34:38.250000+00:00","time_unix":1712345678.25,"hostname":)j" + event_host_json() + R"j(,"gpu":3,"gpus":[3],)j"
       R"j("uuid":"GPU-3","bytes":85899345920,"holders":[)j"
       R"j({"pid":4242,"start_time":13242,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
       R"j({"pid":4243,"start_time":13243,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
@@ -106,6 +113,20 @@ TEST_F(WatchEvents, OneOrphanWithoutAParent) {
   EXPECT_FALSE(j.contains("parent")) << "absent when the agent did not see the parent die";
 }
 
+// Provenance in a word: an orphan known only by one look is offered to a person.
+TEST_F(WatchEvents, AnInferredOrphanSaysTheReaperLeavesItToAPerson) {
+  Event e = orphans(1);
+  e.holders[0].orphaned = true;
+  e.holders[0].provenance = proc::Provenance::inferred;
+  EXPECT_NE(watch_event_line(e, Style{}).find(
+                "free it: gpureap free --orphans --gpu 3 (inferred from one look: the reaper "
+                "leaves it to a person)"),
+            std::string::npos)
+      << watch_event_line(e, Style{});
+  e.holders[0].provenance = proc::Provenance::witnessed;
+  EXPECT_EQ(watch_event_line(e, Style{}).find("inferred"), std::string::npos);
+}
+
 // W2-19(b): no advice to free what free protects (it would plan nothing).
 TEST_F(WatchEvents, AProtectedOrphanGetsNoFreeAdviceW2_19) {
   Event e = orphans(1);
@@ -143,6 +164,14 @@ TEST_F(WatchEvents, ZombieLeader) {
   e.uuid = "GPU-0";
   e.holders = {holder(4242, 6 * kGiB)};
   e.bytes = 6 * kGiB;
+  e.detail = "its main thread exited; 1 live thread still holds the GPU; not a leak: its parent pid 7 is alive";
+  // A mark, not a verdict: no free advised for a zombie leader whose parent lives.
+  EXPECT_EQ(watch_event_line(e, Style{}),
+            "2024-04-05T19:34:38.250000+00:00 GPU 0: 6.00 GiB held by a zombie leader, python3 pid 4242 (user alice) — "
+            "its main thread exited; 1 live thread still holds the GPU; not a leak: its parent pid 7 is alive\n");
+  // Orphaned (the lineage verdict, as status and --check say it): freed as one.
+  e.holders[0].orphaned = true;
+  e.holders[0].provenance = proc::Provenance::inferred;
   e.detail = "its main thread exited; 1 live thread still holds the GPU";
   EXPECT_EQ(watch_event_line(e, Style{}),
             "2024-04-05T19:34:38.250000+00:00 GPU 0: 6.00 GiB held by a zombie leader, python3 pid 4242 (user alice) — "
@@ -171,7 +200,7 @@ TEST_F(WatchEvents, UnattributedMemoryHasItsClass) {
             "still holds it. Only a GPU reset (`gpureap free --reset --gpu 2`) or a reboot frees "
             "it.\n");
   EXPECT_EQ(watch_event_json(e),
-            R"j({"schema_version":1,"event":"unattributed_memory","level":"warning","time":1712345678.25,"gpu":2,"gpus":[2],)j"
+            R"j({"schema_version":2,"event":"unattributed_memory","level":"warning","time":"2024-04-05T19:34:38.250000+00:00","time_unix":1712345678.25,"hostname":)j" + event_host_json() + R"j(,"gpu":2,"gpus":[2],)j"
             R"j("uuid":"GPU-2","bytes":8589934592,"holders":[],"instance":null,"class":"driver_held","detail":)j"
             R"j("8.00 GiB above the idle baseline with no process holding the GPU anywhere: the )j"
             R"j(driver still holds it. Only a GPU reset (`gpureap free --reset --gpu 2`) or a )j"
@@ -209,7 +238,7 @@ TEST_F(WatchEvents, NvmlDownAndUp) {
             "through /proc, without memory figures, until NVML answers (check dmesg for Xid "
             "errors)\n");
   EXPECT_EQ(watch_event_json(down),
-            R"j({"schema_version":1,"event":"nvml_down","level":"error","time":1712345678.25,"gpu":null,"gpus":[],)j"
+            R"j({"schema_version":2,"event":"nvml_down","level":"error","time":"2024-04-05T19:34:38.250000+00:00","time_unix":1712345678.25,"hostname":)j" + event_host_json() + R"j(,"gpu":null,"gpus":[],)j"
             R"j("uuid":null,"bytes":null,"holders":[],"instance":null,"class":null,)j"
             R"j("detail":"NVML did not answer within 2000 ms"})j"
             "\n");
@@ -242,6 +271,14 @@ TEST_F(WatchEvents, Reaping) {
             "2024-04-05T19:34:38.250000+00:00 GPU 3: reaping failed for 2 holders (python3 pid 4242, python3 pid 4243) "
             "holding 20.0 GiB — memory still held after 60 s; see: gpureap status --gpu 3\n");
   EXPECT_EQ(nlohmann::json::parse(watch_event_json(e))["event"], "reap_failed");
+  // Over two GPUs: both named, not "--gpu ?" (W3-12).
+  e.gpu.reset();
+  e.gpus = {gpu::dev(2), gpu::dev(3)};
+  const std::string two = watch_event_line(e, Style{});
+  EXPECT_NE(two.find("see: gpureap status --gpu " + gpu::device_list(e.gpus) + "\n"),
+            std::string::npos)
+      << two;
+  EXPECT_EQ(two.find("--gpu ?"), std::string::npos) << two;
 }
 
 TEST_F(WatchEvents, ProcessTextIsEscapedAndJsonStaysValid) {
@@ -293,7 +330,7 @@ TEST(WatchEventJson, AHolderInAPodIsNamedByPodAndContainer) {
   e.time = 1712345678.25;
   e.gpu = gpu::dev(0);
   e.uuid = "GPU-0";
-  e.holders.push_back({{4242, 13242}, "python3", "alice", 1024, "k8s-pod:6b9a8f0e/3f2a1b9c8d7e", ""});
+  e.holders.push_back({{4242, 13242}, "python3", "alice", 1024, "k8s-pod:6b9a8f0e/3f2a1b9c8d7e", "", false, proc::Provenance::none});
   e.bytes = 1024;
   EXPECT_NE(watch_event_json(e).find(R"("container":"k8s-pod:6b9a8f0e/3f2a1b9c8d7e")"),
             std::string::npos)

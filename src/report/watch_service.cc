@@ -21,10 +21,7 @@ ordered_json text_or_null(const std::string& s) {
 }
 
 ordered_json head(const char* event, Level level, double time) {
-  return {{"schema_version", kSchemaVersion},
-          {"event", event},
-          {"level", level_name(level)},
-          {"time", time}};
+  return event_head(event, level_name(level), time);
 }
 
 
@@ -51,6 +48,10 @@ std::string change_text(const OptionChange& c) {
                       : c.key == "reap-dry-run"       ? "reap dry run"
                                                       : c.key;
   std::string text = fmt::format("{} {} (was {})", label, value(c.after), value(c.before));
+  // A reload that drops --keep (W3-12c): "never reaping holders matching none" read as
+  // if nothing were reaped.
+  if (c.key == "keep" && c.after.empty())
+    text = fmt::format("no holder kept from reaping by --keep (was {})", value(c.before));
   if (!c.applies_now) text += " at the next start: a reload does not change it";
   return text;
 }
@@ -112,6 +113,14 @@ std::string stamp(double time) {
       std::chrono::duration<double>(time))));
 }
 
+// "; the command line overrides listen, keep in FILE" (the file's keys it sets aside).
+static std::string overrides_text(const WatchStart& s) {
+  if (s.overridden.empty() || s.config.empty()) return "";
+  std::string keys;
+  for (const auto& k : s.overridden) keys += (keys.empty() ? "" : ", ") + k;
+  return "; the command line overrides " + keys + " in " + terminal_text(s.config);
+}
+
 std::string watch_started_line(const WatchStart& s, double time, const Style& style) {
   return fmt::format(
       "{} {} (pid {}): {}, status socket {}, watching {} GPU{}; {}; {}; {}\n",
@@ -121,7 +130,7 @@ std::string watch_started_line(const WatchStart& s, double time, const Style& st
       terminal_text(s.socket), s.gpus, s.gpus == 1 ? "" : "s", reaping_text(s),
       s.textfile ? "textfile " + terminal_text(*s.textfile) : std::string("no textfile"),
       s.config.empty() ? std::string("no options file")
-                       : "options from " + terminal_text(s.config));
+                       : "options from " + terminal_text(s.config) + overrides_text(s));
 }
 
 std::string watch_started_json(const WatchStart& s, double time) {
@@ -129,7 +138,7 @@ std::string watch_started_json(const WatchStart& s, double time) {
   doc["pid"] = s.pid;
   doc["listen"] = s.listen ? ordered_json(*s.listen) : ordered_json(nullptr);
   doc["socket"] = s.socket;
-  doc["gpus"] = s.gpus;
+  doc["gpu_count"] = s.gpus;  // a count: "gpus" is a list of GPUs wherever it appears
   doc["textfile"] = s.textfile ? ordered_json(*s.textfile) : ordered_json(nullptr);
   doc["reap_orphans_after"] =
       s.reap_orphans_after ? ordered_json(std::chrono::duration<double>(*s.reap_orphans_after).count())
@@ -137,6 +146,7 @@ std::string watch_started_json(const WatchStart& s, double time) {
   doc["reap_dry_run"] = s.reap_dry_run;
   doc["keep"] = text_or_null(s.keep);
   doc["config"] = text_or_null(s.config);
+  doc["overridden"] = s.overridden;
   return json_line(doc);
 }
 
@@ -220,6 +230,15 @@ std::string watch_service_status(const inventory::Inventory& inv,
     text += "; no event yet";
   }
   return text;
+}
+
+std::string agent_health_json(const AgentHealth& health) {
+  ordered_json doc;
+  doc["status"] = health.degraded.empty() ? "ok" : "degraded";
+  doc["pid"] = health.pid;
+  doc["reasons"] = health.degraded;
+  doc["notes"] = health.notes;
+  return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace gpureap::report

@@ -40,14 +40,19 @@ struct WatchStart {
   bool reap_dry_run = false;
   std::string keep;    // --keep's regular expression; "" none
   std::string config;  // the options file read; "" none
+  /// Keys the file sets that the command line overrides ("listen"): never silently.
+  std::vector<std::string> overridden;
 };
 
 /// "<RFC 3339> gpureap watch started (pid P): metrics on http://A/metrics, status
 /// socket S, watching N GPUs; reaping orphans after 15m except 'REGEX' | reaping
-/// off; textfile DIR | no textfile; options from FILE | no options file".
+/// off; textfile DIR | no textfile; options from FILE | no options file", then
+/// "; the command line overrides listen in FILE" when it does.
 std::string watch_started_line(const WatchStart& start, double time, const Style& style);
-/// {"schema_version":1,"event":"started","level":"info","time":T,"pid":P,"listen",
-/// "socket","gpus","textfile","reap_orphans_after" (seconds or null),"reap_dry_run",
+/// Every event line's <time> is "time" (RFC 3339), "time_unix" and "hostname"
+/// (report::event_head).
+/// {"schema_version":2,"event":"started","level":"info",<time>,"pid":P,"listen",
+/// "socket","gpu_count","textfile","reap_orphans_after" (seconds or null),"reap_dry_run",
 /// "keep","config"} on one line.
 std::string watch_started_json(const WatchStart& start, double time);
 
@@ -63,7 +68,7 @@ struct OptionChange {
 /// listen 0.0.0.0:9847 (was 127.0.0.1:9847) at the next start", or ": nothing changed".
 std::string watch_reloaded_line(double time, const std::string& config,
                                 const std::vector<OptionChange>& changes, const Style& style);
-/// {"schema_version":1,"event":"reloaded","level":"notice","time":T,"config":FILE,
+/// {"schema_version":2,"event":"reloaded","level":"notice",<time>,"config":FILE,
 /// "changes":[{"key","before","after","applies":"now"|"next start"}]}.
 std::string watch_reloaded_json(double time, const std::string& config,
                                 const std::vector<OptionChange>& changes);
@@ -77,14 +82,14 @@ struct NvmlNotice {
   std::string note;
 };
 std::string watch_nvml_line(double time, const NvmlNotice& n, const Style& style);
-/// {"schema_version":1,"event":"nvml_yielded"|"nvml_resumed","level":"notice",
-/// "time":T,"by":…,"until":T (yielded) | "note":… (resumed)}.
+/// {"schema_version":2,"event":"nvml_yielded"|"nvml_resumed","level":"notice",
+/// <time>,"by":…,"until":T (yielded) | "note":… (resumed)}.
 std::string watch_nvml_json(double time, const NvmlNotice& n);
 
 /// "<RFC 3339> gpureap watch stopped (pid P): WHY".
 std::string watch_stopped_line(double time, pid_t pid, const std::string& why,
                                const Style& style);
-/// {"schema_version":1,"event":"stopped","level":"info","time":T,"pid":P,"reason":WHY}.
+/// {"schema_version":2,"event":"stopped","level":"info",<time>,"pid":P,"reason":WHY}.
 std::string watch_stopped_json(double time, pid_t pid, const std::string& why);
 
 /// systemd's STATUS= for the agent: "8 GPUs watched; 2 orphaned holders (16.0 GiB);
@@ -92,6 +97,15 @@ std::string watch_stopped_json(double time, pid_t pid, const std::string& why);
 /// NVML is let go, "NVML let go for a GPU reset" first.
 std::string watch_service_status(const inventory::Inventory& inv,
                                  const inventory::Event* last_event, bool nvml_yielded);
+
+/// What /healthz says: degraded (503) with its reasons, or ok (200) with notes.
+struct AgentHealth {
+  pid_t pid = 0;
+  std::vector<std::string> degraded;  // empty: healthy
+  std::vector<std::string> notes;     // said, not degraded (NVML let go, ...)
+};
+/// {"status":"ok"|"degraded","pid":P,"reasons":[...],"notes":[...]} and a newline.
+std::string agent_health_json(const AgentHealth& health);
 
 /// `time` (seconds since the epoch) as RFC 3339 with the date: every agent line's stamp.
 std::string stamp(double time);

@@ -5,8 +5,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/host_name.h"
+
 namespace gpureap::report {
 namespace watch_service_test {
+
+// The "hostname" an event carries: this host's, as JSON.
+std::string host_json() {
+  const std::string h = host_name();
+  return h.empty() ? "null" : nlohmann::json(h).dump();
+}
 
 constexpr double kServiceTime = 1712345678.25;  // 2024-04-05T19:34:38.25 UTC
 
@@ -40,11 +48,28 @@ TEST_F(AgentLines, StartedStatesThePolicy) {
             "after 15m except 'jupyter'; textfile /var/lib/node; options from "
             "/etc/gpureap/watch.conf\n");
   EXPECT_EQ(watch_started_json(s, kServiceTime),
-            R"j({"schema_version":1,"event":"started","level":"info","time":1712345678.25,)j"
-            R"j("pid":4100,"listen":null,"socket":"/run/gpureap/agent.sock","gpus":1,)j"
+            R"j({"schema_version":2,"event":"started","level":"info","time":"2024-04-05T19:34:38.250000+00:00","time_unix":1712345678.25,"hostname":)j" + host_json() + R"j(,)j"
+            R"j("pid":4100,"listen":null,"socket":"/run/gpureap/agent.sock","gpu_count":1,)j"
             R"j("textfile":"/var/lib/node","reap_orphans_after":900.0,"reap_dry_run":false,)j"
-            R"j("keep":"jupyter","config":"/etc/gpureap/watch.conf"})j"
+            R"j("keep":"jupyter","config":"/etc/gpureap/watch.conf","overridden":[]})j"
             "\n");
+  // A key of the file the command line overrides is named, never silent.
+  s.overridden = {"listen"};
+  EXPECT_NE(watch_started_line(s, kServiceTime, Style{})
+                .find("options from /etc/gpureap/watch.conf; the command line overrides listen "
+                      "in /etc/gpureap/watch.conf\n"),
+            std::string::npos);
+  EXPECT_NE(watch_started_json(s, kServiceTime).find(R"("overridden":["listen"])"),
+            std::string::npos);
+}
+
+TEST_F(AgentLines, HealthIsOkOrDegradedWithReasons) {
+  AgentHealth h;
+  h.pid = 42;
+  EXPECT_EQ(agent_health_json(h), R"({"status":"ok","pid":42,"reasons":[],"notes":[]})" "\n");
+  h.degraded = {"out of descriptors"};
+  EXPECT_EQ(agent_health_json(h),
+            R"({"status":"degraded","pid":42,"reasons":["out of descriptors"],"notes":[]})" "\n");
 }
 
 TEST_F(AgentLines, ReloadSaysWhatChanged) {
@@ -53,7 +78,7 @@ TEST_F(AgentLines, ReloadSaysWhatChanged) {
                                     {"listen", "127.0.0.1:9847", "0.0.0.0:9847", false}};
   EXPECT_EQ(watch_reloaded_line(kServiceTime, "/etc/w.conf", changes, Style{}),
             "2024-04-05T19:34:38.250000+00:00 gpureap watch reloaded /etc/w.conf: reaping "
-            "orphans after 15m (was off); never reaping holders matching none (was 'a'); listen "
+            "orphans after 15m (was off); no holder kept from reaping by --keep (was 'a'); listen "
             "0.0.0.0:9847 (was 127.0.0.1:9847) at the next start: a reload does not change it\n");
   EXPECT_EQ(watch_reloaded_line(kServiceTime, "/etc/w.conf", {}, Style{}),
             "2024-04-05T19:34:38.250000+00:00 gpureap watch reloaded /etc/w.conf: nothing "

@@ -127,6 +127,7 @@ RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, con
   }
   say(fmt::format("started {} as pid {} (reaper pid {})", settings.argv[0], out.cmd_pid,
                   run->reaper_pid()));
+  if (settings.on_launch) settings.on_launch(out.run_id, out.cmd_pid);
 
   // 3. Supervise until CMD ends or we are told to stop; meanwhile note which
   //    GPUs the run holds.

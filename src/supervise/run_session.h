@@ -34,6 +34,9 @@ struct RunSettings {
   std::chrono::milliseconds grace = kDefaultTeardownGrace;  // SIGTERM -> SIGKILL; 0: SIGKILL at once
   std::chrono::milliseconds kill_wait = reclaim::kDefaultKillWait;         // SIGKILL -> give up on a process
   std::chrono::milliseconds release_timeout = kDefaultWaitTimeout;  // teardown -> GPUs at baseline
+  /// Called once CMD runs (its run id and pid), before the supervision: `run --replace`'s
+  /// "launched" line. Not called when the launch fails.
+  std::function<void(const std::string& run_id, pid_t cmd_pid)> on_launch;
 };
 
 enum class Containment { cgroup, subreaper };

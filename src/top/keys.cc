@@ -57,6 +57,8 @@ KeyResult handle_key(ViewState& state, const std::vector<Row>& rows, const Key& 
     case KeyCode::enter: {
       if (rows.empty()) return {};
       const Row& r = rows[static_cast<std::size_t>(at)];
+      // Enter on a process shows it whole (nvitop's Enter); on a heading it folds.
+      if (key.code == KeyCode::enter && r.kind == Row::Kind::holder) return {Action::detail, ""};
       if (r.instance.empty()) return {};
       // On a member, folding goes to its heading.
       if (key.code != KeyCode::right) state.cursor = "i:" + r.instance;
@@ -75,16 +77,40 @@ KeyResult handle_key(ViewState& state, const std::vector<Row>& rows, const Key& 
     case 'q':
     case 'Q':
       return {Action::quit, ""};
-    case 'k':
     case 'j':
-      move_to(state, rows, at + (key.c == 'j' ? 1 : -1));
+      move_to(state, rows, at + 1);
       return {};
-    case 's': {
+    case 'k':  // vi's up, as in less and htop; nvitop's kill is F here, said once moved
+      move_to(state, rows, at - 1);
+      return {Action::none, "k moves up (j down); to kill, tag with space and press F"};
+    case 's':
+    case '.':
+    case ',': {  // nvitop's , and . choose the sort key too
       const auto all = enum_values<SortKey>();
       auto it = std::find(all.begin(), all.end(), state.sort);
-      state.sort = (it + 1 == all.end()) ? all.front() : *(it + 1);
-      return {Action::none, fmt::format("sorted by {}", enum_name(state.sort))};
+      if (key.c == ',')
+        state.sort = it == all.begin() ? all.back() : *(it - 1);
+      else
+        state.sort = (it + 1 == all.end()) ? all.front() : *(it + 1);
+      return {Action::none, fmt::format("sorted by {}{}", enum_name(state.sort),
+                                        state.reverse ? ", reversed (r)" : "")};
     }
+    case 'r':
+      state.reverse = !state.reverse;
+      return {Action::none, fmt::format("sorted by {}{}", enum_name(state.sort),
+                                        state.reverse ? ", reversed (r: back)" : "")};
+    case 'd':
+      if (rows.empty()) return {};
+      return {Action::detail, ""};
+    // nvitop's keys that have no twin here get a word, not silence.
+    case 't':
+      return {Action::none,
+              "the tree is always on: an instance's processes under it (enter folds)"};
+    case 'K':
+    case 'T':
+    case 'I':
+      return {Action::none,
+              "no bare signal here: space tags, F frees (SIGTERM, then SIGKILL, then verified)"};
     case 'o':
       state.orphans_only = !state.orphans_only;
       return {Action::none, state.orphans_only ? "showing orphaned holders only (o: all)"
@@ -145,23 +171,27 @@ KeyResult handle_key(ViewState& state, const std::vector<Row>& rows, const Key& 
 }
 
 std::vector<std::string> key_help(bool readonly) {
+  // Each line within the box of an 80-column screen (kHelpWidth).
   std::vector<std::string> out = {
-      "up/down, j/k, PgUp/PgDn, Home/End   move",
-      "enter                toggle an instance's members (left folds, right unfolds)",
-      "c / e                fold / unfold every instance",
-      "s                    sort: gpu, memory, age, pid",
-      "o                    only orphaned holders (and zombie leaders)",
-      "g                    only one GPU's holders (cycles through the GPUs)",
-      "/                    only holders whose user, command, instance or container holds a text",
+      "up/down j/k PgUp/PgDn Home/End  move",
+      "enter        on a heading: fold its processes (left folds, right unfolds)",
+      "d, enter     on a process: all of it (command line, verdict, container)",
+      "c / e        fold / unfold every instance",
+      "s  , .       sort: gpu, memory, age, pid",
+      "r            reverse the order",
+      "o            only orphaned holders (and zombie leaders)",
+      "g            only one GPU's holders (cycles through the GPUs)",
+      "/            only holders holding a text (user, command, instance, ...)",
   };
   if (!readonly) {
-    out.push_back("space                tag the process, or every listed member of an instance");
-    out.push_back("u                    untag everything");
-    out.push_back("F                    free the tagged processes: plan, confirm, verify (as gpureap free)");
+    out.push_back("space        tag the process, or every listed process of an instance");
+    out.push_back("u            untag everything");
+    out.push_back("F            free the tagged: plan, confirm, verify (as gpureap free)");
   } else {
     out.push_back("(read-only: started with --readonly, nothing can be tagged or freed)");
   }
-  out.push_back("q                    quit");
+  out.push_back("q            quit");
+  out.push_back("nvitop's t: the tree is always on; K/T/I: tag, then F (verified)");
   return out;
 }
 

@@ -24,6 +24,7 @@ enum class Action {
   free_tagged,  // free the tagged set (never returned when read-only)
   find,        // ask for the text filter ('/')
   help,        // show the keys
+  detail,      // show everything known of the row under the cursor ('d', Enter on a process)
 };
 
 /// The result of one key: the action, and a message for the message line ("" keeps it).

@@ -58,13 +58,19 @@ TEST(TopKeys, MovingFoldingSortingAndFiltering) {
   EXPECT_EQ(state.cursor, "p:5001:1000");
   handle_key(state, rows, {KeyCode::page_up}, 10, {});
   EXPECT_EQ(state.cursor, "i:4721");
-  // Enter on a member folds its instance and moves to the heading.
+  // Left on a member folds its instance and moves to the heading; Enter there unfolds.
   state.cursor = "p:4722:1000";
-  handle_key(state, rows, {KeyCode::enter}, 10, {});
+  handle_key(state, rows, {KeyCode::left}, 10, {});
   EXPECT_TRUE(state.collapsed.contains("4721"));
   EXPECT_EQ(state.cursor, "i:4721");
   handle_key(state, rows, {KeyCode::enter}, 10, {});
   EXPECT_FALSE(state.collapsed.contains("4721"));
+  // Enter on a process shows it whole (nvitop's Enter), as d does.
+  state.cursor = "p:4722:1000";
+  EXPECT_EQ(handle_key(state, rows, {KeyCode::enter}, 10, {}).action, Action::detail);
+  EXPECT_FALSE(state.collapsed.contains("4721"));
+  EXPECT_EQ(handle_key(state, rows, ch('d'), 10, {}).action, Action::detail);
+  state.cursor = "i:4721";
   handle_key(state, rows, ch('s'), 10, {});
   EXPECT_EQ(state.sort, SortKey::memory);
   for (int i = 0; i < 3; ++i) handle_key(state, rows, ch('s'), 10, {});
@@ -79,6 +85,50 @@ TEST(TopKeys, MovingFoldingSortingAndFiltering) {
   EXPECT_FALSE(state.gpu) << "g cycles back to every GPU";
   EXPECT_EQ(handle_key(state, rows, ch('q'), 10, {}).action, Action::quit);
   EXPECT_EQ(handle_key(state, rows, ch('/'), 10, {}).action, Action::find);
+}
+
+// W4_12: r reverses the order (nvitop's / does; / finds here, as in less); , and . choose
+// the sort key as nvitop's do.
+TEST(TopKeys, W4_12_ReverseAndNvitopSortKeys) {
+  const auto inv = case_study();
+  ViewState state;
+  auto rows = build_rows(inv, state);
+  state.cursor = rows[0].id;
+  auto r = handle_key(state, rows, ch('r'), 10, {});
+  EXPECT_TRUE(state.reverse);
+  EXPECT_NE(r.message.find("reversed"), std::string::npos) << r.message;
+  rows = build_rows(inv, state);
+  EXPECT_EQ(rows.front().id, "p:5001:1000") << "the lone GPU 1 process first, reversed";
+  EXPECT_EQ(rows.back().id, "p:4722:1000");
+  handle_key(state, rows, ch('r'), 10, {});
+  EXPECT_FALSE(state.reverse);
+  handle_key(state, rows, ch('.'), 10, {});
+  EXPECT_EQ(state.sort, SortKey::memory);
+  handle_key(state, rows, ch(','), 10, {});
+  EXPECT_EQ(state.sort, SortKey::gpu);
+  handle_key(state, rows, ch(','), 10, {});
+  EXPECT_EQ(state.sort, SortKey::pid) << ", goes back, wrapping";
+}
+
+// W4_12: nvitop's t, K, T, I answer with a word instead of silence; k moves up and says
+// where kill is.
+TEST(TopKeys, W4_12_NvitopKeysGetAWord) {
+  const auto inv = case_study();
+  ViewState state;
+  auto rows = build_rows(inv, state);
+  state.cursor = rows[1].id;
+  for (char c : {'t', 'K', 'T', 'I'}) {
+    const auto before = state.tagged;
+    auto r = handle_key(state, rows, ch(c), 10, {});
+    EXPECT_EQ(r.action, Action::none) << c;
+    EXPECT_FALSE(r.message.empty()) << c;
+    EXPECT_EQ(state.tagged, before) << c << " tags nothing";
+  }
+  EXPECT_NE(handle_key(state, rows, ch('K'), 10, {}).message.find("F"), std::string::npos);
+  auto up = handle_key(state, rows, ch('k'), 10, {});
+  EXPECT_EQ(state.cursor, rows[0].id) << "k still moves up";
+  EXPECT_NE(up.message.find("F"), std::string::npos) << up.message;
+  for (const auto& line : key_help(false)) EXPECT_LE(line.size(), 76u) << line;
 }
 
 }  // namespace

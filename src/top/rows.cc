@@ -178,6 +178,13 @@ std::vector<Row> build_rows(const inventory::Inventory& inv, const ViewState& st
     return holder_before(a.members.front(), b.members.front(), state.sort);
   });
 
+  // Reversed: the groups, and each group's members, in the other order (a member's
+  // children stay under it: as_tree keeps the tree).
+  if (state.reverse) {
+    std::reverse(groups.begin(), groups.end());
+    for (auto& g : groups) std::reverse(g.members.begin(), g.members.end());
+  }
+
   std::vector<Row> rows;
   for (const auto& g : groups) {
     bool all_tagged = true;

@@ -24,6 +24,7 @@ std::string_view enum_name(SortKey key);
 /// What the person chose; kept across refreshes (rows are found again by their id).
 struct ViewState {
   SortKey sort = SortKey::gpu;
+  bool reverse = false;                     // the sort's order turned around (r)
   bool orphans_only = false;                // only orphaned holders (and zombie leaders)
   std::optional<gpu::DeviceId> gpu;         // only holders using this GPU
   std::string text;                         // only holders whose user, command, instance

@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "inventory/instances.h"
 #include "report/instance_text.h"
+#include "report/table_layout.h"
 #include "report/terminal_text.h"
+#include "util/units.h"
 
 namespace gpureap::top {
 namespace {
@@ -184,7 +187,7 @@ Line title_line(const Frame& f) {
   b.add("gpureap top", Ink::title).add("  " + f.clock);
   b.add(fmt::format("  {} GPU{}", inv.gpus.size(), inv.gpus.size() == 1 ? "" : "s"));
   b.add(inv.source == "agent" ? fmt::format("  agent pid {}", inv.agent_pid) : "  scan", Ink::dim);
-  b.add(fmt::format("  sort {}", enum_name(s.sort)));
+  b.add(fmt::format("  sort {}{}", enum_name(s.sort), s.reverse ? " (reversed)" : ""));
   std::string filter;
   if (s.orphans_only) filter += " orphans";
   if (s.gpu) filter += " GPU " + gpu::device_text(*s.gpu);
@@ -200,6 +203,7 @@ Line title_line(const Frame& f) {
 // Column widths of the holder list.
 struct Columns {
   bool container = false;  // a CONTAINER column (wide terminals)
+  bool usage = false;      // CPU% and host RSS (100 columns and more)
 };
 constexpr std::size_t kContainerWidth = 24;
 
@@ -207,6 +211,7 @@ Line column_heading(const Frame& f, const Columns& c) {
   LineBuilder b(f.width);
   std::string text = fmt::format("    {:>7} {:<8} {:<5} {:>6} {:<6} {:<8} ", "PID", "USER", "GPU",
                                  "MEMORY", "AGE", "MARK");
+  if (c.usage) text += fmt::format("{:>5} {:>6} ", "CPU%", "RSS");
   if (c.container) text += fmt::format("{:<{}} ", "CONTAINER", kContainerWidth);
   b.add(text + "COMMAND", Ink::title);
   return b.done();
@@ -236,7 +241,9 @@ std::string tree_prefix(const std::vector<bool>& last, bool unicode) {
 Line holder_line(const Frame& f, const Row& r, const Columns& c, bool cursor) {
   const proc::Holder& h = *r.holder;
   LineBuilder b(f.width);
-  b.add(cursor ? ">" : " ").add(r.tagged ? "*" : " ", Ink::warn).add(r.nested ? "  " : "");
+  // Every holder row the same width before its PID, a lone process's too: the PIDs sit
+  // under PID (an instance's members are told apart by the heading above them).
+  b.add(cursor ? ">" : " ").add(r.tagged ? "*" : " ", Ink::warn).add("  ");
   b.add(fmt::format("{:>7} ", h.id.pid));
   b.add(fit(report::terminal_text(h.user, 8), 8) + " ");
   b.add(fit(gpus_text(r.gpus), 5) + " ");
@@ -251,6 +258,14 @@ Line holder_line(const Frame& f, const Row& r, const Columns& c, bool cursor) {
   else
     b.add("live    ", Ink::dim);
   b.add(" ");
+  if (c.usage) {
+    const ProcessUsage* u = nullptr;
+    if (f.usage)
+      if (auto it = f.usage->find(h.id); it != f.usage->end()) u = &it->second;
+    b.add(u && u->cpu_percent ? fmt::format("{:>5.0f} ", *u->cpu_percent) : "    - ", Ink::dim);
+    b.add(u && u->rss_bytes ? fmt::format("{:>6} ", short_bytes(*u->rss_bytes)) : "     - ",
+          Ink::dim);
+  }
   if (c.container)
     b.add(fit(h.container.empty() ? "-" : report::terminal_text(h.container, 64), kContainerWidth) +
               " ",
@@ -282,8 +297,9 @@ Line instance_line(const Frame& f, const Row& r, bool cursor) {
 
 Line keys_line(const Frame& f) {
   LineBuilder b(f.width);
-  const std::string act = f.state->readonly ? "" : "space tag  F free tagged  ";
-  b.add("q quit  " + act + "s sort  o orphans  g GPU  / find  enter fold  u untag", Ink::dim);
+  // Within 80 columns: the other keys are in the help (?).
+  const std::string act = f.state->readonly ? "" : "space tag  F free  ";
+  b.add("q quit  " + act + "s sort  r reverse  / find  d detail  ? more keys", Ink::dim);
   return b.done();
 }
 
@@ -358,6 +374,7 @@ Screen layout_screen(const Frame& f) {
   if (legend) lines.push_back(legend_line(frame));
   Columns cols;
   cols.container = width >= 140;
+  cols.usage = width >= 100;
   lines.push_back(column_heading(frame, cols));
 
   // The list: what is left but the message and key lines.
@@ -399,6 +416,64 @@ Screen layout_screen(const Frame& f) {
   lines.push_back(keys_line(frame));
   while (lines.size() > height) lines.erase(lines.end() - 3);  // never taller than the screen
   return screen;
+}
+
+Box detail_box(const Frame& f, std::size_t at, std::size_t width) {
+  Box box;
+  box.footer = "up/down scroll   any other key closes";
+  if (f.rows == nullptr || at >= f.rows->size()) return box;
+  const Row& r = (*f.rows)[at];
+  // The box's inner width (overlay_box), less a margin; each field " name       value",
+  // its continuation lines under its value (wrap_lines hangs an indented line).
+  const std::size_t room = std::max<std::size_t>(std::min<std::size_t>(width, 124), 24) - 4;
+  auto field = [&](std::string_view name, const std::string& value) {
+    if (value.empty()) return;
+    const std::string text =
+        report::wrap_lines(fmt::format(" {:<11}{}", name, value), room, report::Hang::description);
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
+      box.lines.push_back(text.substr(start, nl - start));
+    box.lines.push_back(text.substr(start));
+  };
+  const inventory::Instance* in = r.in;
+  if (r.kind == Row::Kind::holder && !r.instance.empty() && f.inv != nullptr)
+    in = inventory::find_instance(f.inv->instances, r.instance);
+  if (r.kind == Row::Kind::holder) {
+    const proc::Holder& h = *r.holder;
+    box.title = fmt::format("pid {}", h.id.pid);
+    field("user", report::terminal_text(h.user));
+    field("state", std::string(1, h.state) + (h.zombie_leader ? " (zombie leader, live threads)" : ""));
+    field("GPU", gpus_text(r.gpus) + "  " + (r.bytes_known ? format_bytes(r.bytes) : "?"));
+    field("age", short_age(age_of(f, h)));
+    field("parent", fmt::format("pid {}", h.ppid));
+    if (h.orphaned)
+      field("verdict", "orphaned (" + std::string(proc::enum_name(h.orphan_evidence)) +
+                           "): " + report::terminal_text(h.orphan_reason));
+    else if (h.detached)
+      field("verdict", "detached: " + report::terminal_text(h.detached_reason));
+    else
+      field("verdict", "live");
+    if (h.engine.role != proc::EngineRole::none) {
+      const std::string ranks = proc::rank_label(h.engine.ranks);
+      field("role", std::string(proc::enum_name(h.engine.role)) + (ranks.empty() ? "" : " " + ranks));
+    }
+    field("container", report::terminal_text(h.container));
+    field("cgroup", report::terminal_text(h.cgroup));
+    field("run", report::terminal_text(h.run_id));
+    if (in) field("instance", report::instance_heading(*in));
+    field("command", report::terminal_text(h.cmdline));
+  } else if (in) {
+    box.title = "instance " + report::terminal_text(in->key);
+    field("instance", report::instance_heading(*in));
+    if (in->model) field("model", report::terminal_text(*in->model));
+    if (in->port) field("port", std::to_string(*in->port));
+    std::string ports;
+    for (unsigned p : in->ports) ports += (ports.empty() ? "" : ", ") + std::to_string(p);
+    field("listening", ports);
+    field("container", report::terminal_text(in->container));
+    for (const auto& m : r.members) field("process", fmt::format("pid {}", m.pid));
+  }
+  return box;
 }
 
 void overlay_box(Screen& screen, const Box& box, std::size_t width, std::size_t height) {

@@ -23,6 +23,7 @@
 
 #include "inventory/inventory.h"
 #include "top/history.h"
+#include "top/process_usage.h"
 #include "top/rows.h"
 
 namespace gpureap::top {
@@ -74,6 +75,9 @@ struct Frame {
   long clock_ticks = 100;
   std::string clock;    // "14:02:11"
   std::string message;  // the message line: an event, an answer to a key ("" for none)
+  /// Each holder's CPU% and resident host memory (top/process_usage.h); shown from 100
+  /// columns on. Null: not sampled.
+  const std::map<proc::ProcessId, ProcessUsage>* usage = nullptr;
   bool unicode = true;  // the terminal takes UTF-8 (sparkline blocks); else ASCII only
   std::size_t width = 80;
   std::size_t height = 24;
@@ -94,6 +98,13 @@ struct Box {
 };
 /// Draws `box` over `screen` (width x height as laid out).
 void overlay_box(Screen& screen, const Box& box, std::size_t width, std::size_t height);
+
+/// The detail box of the row at `at` of `frame.rows` (d, or Enter on a process): what
+/// a row cuts with '~', whole and broken at words to `width` columns. For a process: its
+/// pid, user, state, GPUs and memory, the lineage verdict with its reason, container,
+/// cgroup, run, its instance's heading (engine, model, port) and the whole command line;
+/// for an instance heading: the heading, model, port(s) and its processes. Plain text.
+Box detail_box(const Frame& frame, std::size_t at, std::size_t width);
 
 /// The width of `text` in terminal columns (one per UTF-8 character; the text shown is
 /// escaped by report::terminal_text, so it holds no control characters).

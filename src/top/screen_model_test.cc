@@ -237,6 +237,93 @@ TEST(TopScreen, ProcessTextIsEscapedAndFitted) {
   EXPECT_EQ(columns(row), 80u);
 }
 
+// W4_12 (ux-wave4 §4): a lone process's PID sits in the same column as an instance
+// member's, and both under the PID heading.
+TEST(TopScreen, W4_12_LoneRowsAndMembersLineUpUnderPid) {
+  Shown s;
+  s.draw(80, 24);
+  const std::string heading = s.line(s.find("    PID"));
+  const std::string member = s.line(s.find("4722"));
+  const std::string lone = s.line(s.find("5001"));
+  const auto pid_end = heading.find("PID") + 3;
+  EXPECT_EQ(member.find("4722") + 4, pid_end) << heading << "\n" << member;
+  EXPECT_EQ(lone.find("5001") + 4, pid_end) << heading << "\n" << lone;
+  EXPECT_EQ(member.find("ORPHAN"), lone.find("live")) << member << "\n" << lone;
+  // The keys line fits 80 columns whole (its last word is not cut).
+  EXPECT_NE(s.line(23).find("? more keys"), std::string::npos) << s.line(23);
+}
+
+// W4_12: from 100 columns, CPU% and resident host memory per process when sampled.
+TEST(TopScreen, W4_12_CpuAndHostMemoryHaveColumnsOnAWideScreen) {
+  Shown s;
+  std::map<proc::ProcessId, ProcessUsage> usage = {
+      {{kOrphanA, 1000}, ProcessUsage{42.0, 3 * kGiB}}};
+  s.rows = build_rows(s.inv, s.state);
+  s.history.record(s.inv);
+  Frame f;
+  f.inv = &s.inv;
+  f.rows = &s.rows;
+  f.state = &s.state;
+  f.history = &s.history;
+  f.usage = &usage;
+  f.width = 120;
+  f.height = 24;
+  Screen screen = layout_screen(f);
+  std::string heading, row, other;
+  for (const auto& l : screen.lines) {
+    if (l.text().find("    PID") != std::string::npos) heading = l.text();
+    if (l.text().find(" 4722 ") != std::string::npos) row = l.text();
+    if (l.text().find(" 4723 ") != std::string::npos) other = l.text();
+  }
+  EXPECT_NE(heading.find("CPU%"), std::string::npos) << heading;
+  EXPECT_NE(heading.find("RSS"), std::string::npos) << heading;
+  EXPECT_NE(row.find("   42   3.0G"), std::string::npos) << row;
+  EXPECT_NE(other.find("    -      -"), std::string::npos) << "not sampled: " << other;
+  f.width = 80;
+  screen = layout_screen(f);
+  for (const auto& l : screen.lines) EXPECT_EQ(l.text().find("CPU%"), std::string::npos);
+}
+
+// W4_12: the detail box (d, Enter on a process) has what a row cuts, whole: the verdict
+// with its evidence, the container, the instance, the whole command line.
+TEST(TopScreen, W4_12_TheDetailBoxShowsTheWholeProcess) {
+  Shown s;
+  s.inv.gpus[0].holders[0].holder.cmdline =
+      "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --tp 8 "
+      "--mem-fraction-static 0.85 --port 30000 --trust-remote-code --enable-hierarchical-cache";
+  s.inv.instances[0].model = "moonshotai/Kimi-K2.5";
+  s.inv.instances[0].port = 30000;
+  s.draw(80, 24);
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < s.rows.size(); ++i)
+    if (s.rows[i].kind == Row::Kind::holder && s.rows[i].holder->id.pid == kOrphanA) at = i;
+  Frame f;
+  f.inv = &s.inv;
+  f.rows = &s.rows;
+  f.state = &s.state;
+  const Box box = detail_box(f, at, 80);
+  EXPECT_EQ(box.title, "pid 4722");
+  std::string all;
+  for (const auto& l : box.lines) {
+    EXPECT_LE(columns(l), 76u) << l;
+    // " name       value", or a continuation under the value.
+    EXPECT_TRUE(l.starts_with(std::string(12, ' ')) || (l.size() > 1 && l[0] == ' ' && l[1] != ' '))
+        << l;
+    all += l + "\n";
+  }
+  EXPECT_NE(all.find("verdict    orphaned ("), std::string::npos) << all;
+  EXPECT_NE(all.find("container  docker:3f2a1b"), std::string::npos) << all;
+  EXPECT_NE(all.find("moonshotai/Kimi-K2.5"), std::string::npos) << all;
+  EXPECT_NE(all.find("port 30000"), std::string::npos) << all;
+  EXPECT_NE(all.find("--enable-hierarchical-cache"), std::string::npos) << "whole: " << all;
+  // On the heading: the instance, its model and port.
+  const Box heading = detail_box(f, 0, 80);
+  std::string text;
+  for (const auto& l : heading.lines) text += l + "\n";
+  EXPECT_NE(text.find("model      moonshotai/Kimi-K2.5"), std::string::npos) << text;
+  EXPECT_NE(text.find("port       30000"), std::string::npos) << text;
+}
+
 TEST(TopText, FitAndShortForms) {
   EXPECT_EQ(fit("abc", 5), "abc  ");
   EXPECT_EQ(fit("abcdef", 4), "abc~");

@@ -137,6 +137,63 @@ TEST(Audit, AFreeIsRecordedInTheStateDirectoryAndLogShowsIt) {
   EXPECT_EQ(json::parse(lines[1]), *v);
 }
 
+// W4_10 (ux-wave4 #10): `gpureap log` answers "did gpureap kill a live server?". A
+// whole-GPU free over a crashed server's orphaned worker and a live server's worker
+// records each target's lineage verdict (the plan's, carried), and the table shows them
+// apart, with the instance and the command line.
+TEST(Audit, W4_10_LogTellsOrphanedTargetsFromLiveOnes) {
+  SimNode node({"--gpus", "2"});
+  auto crashed = node.hold({"--gpu", "0", "--bytes", "4GiB", "--children", "1", "--orphan",
+                            "--title", "sglang::scheduler_TP{k}"});
+  auto live = node.hold({"--gpu", "1", "--bytes", "4GiB", "--children", "1", "--title",
+                         "VLLM::Worker_TP{k}", "--server-title", "vllm serve org/M --port 8000"});
+  const pid_t orphan = crashed.holders.at(0).first, worker = live.holders.at(0).first;
+  auto r = node.gpureap({"free", "--json", "--yes", "--gpu", "all", "--grace", "2s"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // The plan's targets say it as fields, not only in `why`.
+  const json doc = json::parse(r.out);
+  for (const auto& t : doc["plan"]["targets"]) {
+    if (t["pid"] == orphan) {
+      EXPECT_EQ(t["verdict"], "orphaned") << t.dump();
+      EXPECT_FALSE(t["evidence"].is_null()) << t.dump();
+      EXPECT_EQ(t["instance"], std::to_string(crashed.leader)) << t.dump();
+    }
+    if (t["pid"] == worker) {
+      EXPECT_EQ(t["verdict"], "live") << t.dump();
+    }
+  }
+
+  const auto records = audit_records(node);
+  const auto to_orphan = signals_to(records, orphan), to_worker = signals_to(records, worker);
+  ASSERT_FALSE(to_orphan.empty()) << dump_all(records);
+  ASSERT_FALSE(to_worker.empty()) << dump_all(records);
+  EXPECT_EQ(to_orphan[0]["schema_version"], 2);
+  EXPECT_FALSE(to_orphan[0]["hostname"].is_null()) << to_orphan[0].dump();
+  EXPECT_EQ(to_orphan[0]["target"]["verdict"], "orphaned") << to_orphan[0].dump();
+  EXPECT_FALSE(to_orphan[0]["target"]["reason"].is_null()) << to_orphan[0].dump();
+  EXPECT_EQ(to_worker[0]["target"]["verdict"], "live") << to_worker[0].dump();
+  EXPECT_NE(to_worker[0]["target"]["cmdline"].get<std::string>().find("VLLM::Worker_TP0"),
+            std::string::npos)
+      << to_worker[0].dump();
+
+  auto log = node.gpureap({"log"});
+  ASSERT_EQ(log.exit_code, 0) << log.err;
+  auto row_of = [&](pid_t pid) {
+    const std::string key = "  " + std::to_string(pid) + " ";
+    const auto at = log.out.find(key);
+    if (at == std::string::npos) return std::string();
+    const auto begin = log.out.rfind('\n', at) + 1;
+    return log.out.substr(begin, log.out.find('\n', at) - begin);
+  };
+  const std::string header = log.out.substr(0, log.out.find('\n'));
+  EXPECT_NE(header.find("VERDICT"), std::string::npos) << log.out;
+  EXPECT_NE(header.find("INSTANCE"), std::string::npos) << log.out;
+  EXPECT_NE(row_of(orphan).find("orphaned ("), std::string::npos) << log.out;
+  EXPECT_NE(row_of(orphan).find(std::to_string(crashed.leader)), std::string::npos) << log.out;
+  EXPECT_NE(row_of(worker).find(" live "), std::string::npos) << log.out;
+  EXPECT_NE(row_of(worker).find("VLLM::Worker_TP0"), std::string::npos) << log.out;
+}
+
 TEST(Audit, EscalationAndAlreadyGoneAreRecordedAsTheKernelAnswered) {
   SimNode node;
   auto stubborn =
@@ -181,7 +238,8 @@ TEST(Audit, AFileThatCannotBeWrittenNeverStopsAFree) {
   EXPECT_EQ(said("gpureap free: warning: audit record not written: "), 1u) << r.err;
 }
 
-// An engine worker's title: an orphan by evidence the reaper may act on (docs/orphans.md).
+// An engine worker's title; the reaper acts on it because the agent saw its server die
+// (SimNode::crash_watched: witnessed evidence, docs/orphans.md).
 constexpr const char* kAuditWorkerTitle = "VLLM::Worker_TP0";
 
 TEST(Audit, TheReaperRecordsUnderItsOwnName) {
@@ -190,8 +248,8 @@ TEST(Audit, TheReaperRecordsUnderItsOwnName) {
       node, {"--json", "watch", "--no-listen", "--tick", "200ms", "--reap-orphans-after", "500ms"});
   auto first = agent.next_line(30s);
   ASSERT_TRUE(first && first->text.find("\"started\"") != std::string::npos) << agent.transcript();
-  auto doomed = node.hold({"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--orphan", "--comm",
-                           kAuditWorkerTitle});
+  auto doomed =
+      node.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--comm", kAuditWorkerTitle});
   const pid_t pid = doomed.holders[0].first;
   auto reaped =
       agent.wait_for_json([](const json& j) { return j.value("event", "") == "reaped"; }, 30s);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -111,6 +112,72 @@ std::string rendered_man_page(const SimNode& node, const std::string& command) {
                        std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return r.out;
+}
+
+// W4_06 (ux-wave4 #6): each page's EXIT STATUS is tagged paragraphs that man fills to the
+// reader's width, wrapped once: at MANWIDTH=80 and 200 every continuation line sits under
+// its meaning (no hand-broken line of a word or two). Golden: tests/golden/man-exit-status-*.txt
+// (GPUREAP_UPDATE_GOLDEN=1 rewrites them).
+std::string man_exit_status(const SimNode& node, const std::string& command, unsigned width) {
+  const std::string file = node.dir() + "/exit-page.1";
+  auto made = command.empty() ? node.gpureap({"man-page"}) : node.gpureap({"man-page", command});
+  EXPECT_EQ(made.exit_code, 0) << made.err;
+  std::ofstream(file) << made.out;
+  auto r = run_command({"/usr/bin/man", "-l", file},
+                       {{"MANWIDTH", std::to_string(width)}, {"MAN_KEEP_STDERR", "1"},
+                        {"PAGER", "cat"}},
+                       std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream in(r.out);
+  std::string out;
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] != ' ') {
+      if (inside) break;
+      inside = line == "EXIT STATUS";
+    }
+    if (inside) out += line + "\n";
+  }
+  return out;
+}
+
+TEST(Docs, W4_06_ManPageExitStatusIsWrappedOnceAtAnyWidth) {
+  if (!std::filesystem::exists("/usr/bin/man")) GTEST_SKIP() << "man is not installed";
+  SimNode node({"--gpus", "1"});
+  for (unsigned width : {80u, 200u}) {
+    std::string all;
+    for (const char* command : {"", "status", "free", "run", "slurm"}) {
+      const std::string block = man_exit_status(node, command, width);
+      ASSERT_FALSE(block.empty()) << command;
+      std::istringstream in(block);
+      std::string line;
+      std::size_t meaning = 0;
+      while (std::getline(in, line)) {
+        if (line == "EXIT STATUS" || line.empty()) continue;
+        EXPECT_LE(line.size(), width) << command << ": " << line;
+        const auto text = line.find_first_not_of(' ');
+        const auto gap = line.find("  ", text);
+        if (text == 7 && gap != std::string::npos) {  // "       0      meaning"
+          meaning = line.find_first_not_of(' ', gap);
+        } else {
+          EXPECT_EQ(text, meaning) << command << " at " << width << ": a ragged line: " << line
+                                   << "\n" << block;
+        }
+      }
+      all += std::string("gpureap") + (*command ? "-" : "") + command + "(1)\n" + block + "\n";
+    }
+    const std::string golden = std::string(GPUREAP_SOURCE_DIR) + "/tests/golden/man-exit-status-" +
+                               std::to_string(width) + ".txt";
+    if (const char* update = std::getenv("GPUREAP_UPDATE_GOLDEN"); update && *update == '1') {
+      std::ofstream(golden, std::ios::trunc) << all;
+      continue;
+    }
+    std::ifstream want_in(golden);
+    ASSERT_TRUE(want_in.good()) << golden << " (GPUREAP_UPDATE_GOLDEN=1 writes it)";
+    std::stringstream want;
+    want << want_in.rdbuf();
+    EXPECT_EQ(all, want.str()) << width;
+  }
 }
 
 // Issue 28 part 4: gpureap-status(1) explains every column the table has and every mark

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "harness.h"
 
 namespace gpureap::e2e {
@@ -91,8 +93,39 @@ TEST(ExitCodes, EveryJsonDocumentNamesItsSchemaAndCommand) {
   for (const auto& [name, args] : commands) {
     auto r = node.gpureap(args, 30s);
     auto j = r.json();
-    EXPECT_EQ(j.value("schema_version", 0), 1) << name << ": " << r.out;
+    EXPECT_EQ(j.value("schema_version", 0), 2) << name << ": " << r.out;
     EXPECT_EQ(j.value("command", ""), name) << r.out;
+  }
+}
+
+// W4_07 (ux-wave4 #7, defects-wave3 12(a)): a usage error is two lines, never CLI11's
+// "Run with  for more information." (its help flag's name was empty): the command and the
+// option with the reason, then a hint; exit 2. Conflicting flags are refused naming both.
+TEST(ExitCodes, W4_07_UsageErrorsNameTheOptionAndGiveAHint) {
+  SimNode node({"--gpus", "1"});
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"status", "--gpu", "3-1"}, "gpureap status: --gpu: GPU selector '3-1': "},
+      {{"status", "--gpu", ",,"}, "gpureap status: --gpu: "},
+      {{"wait", "--timeout", "5x"}, "gpureap wait: --timeout: "},
+      {{"wait", "--below", "100"}, "gpureap wait: --below: "},
+      {{"free", "--gpu", "0", "--grace", "-1s"}, "gpureap free: --grace: "},
+      {{"free", "--gpu"}, "gpureap free: --gpu: needs a value"},
+      {{"log", "--pid", "abc"}, "gpureap log: --pid: 'abc' is not a number from 1 to 4194304"},
+      {{"slurm"}, "gpureap slurm: mode is required"},
+      {{"slurm", "prolgo"}, "gpureap slurm: mode: 'prolgo' is not prolog, epilog or health (did you mean prolog?)"},
+      {{"free", "--all", "--gpu", "1", "--dry-run"},
+       "gpureap free: --gpu and --all cannot be combined"},
+  };
+  for (const auto& [args, first] : cases) {
+    auto r = node.gpureap(args, 30s);
+    EXPECT_EQ(r.exit_code, 2) << first << "\n" << r.err;
+    EXPECT_TRUE(r.err.starts_with(first)) << r.err;
+    EXPECT_EQ(r.err.find("Run with"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;  // reason, hint
+    const std::string hint = r.err.substr(r.err.find('\n') + 1);
+    EXPECT_TRUE(hint.starts_with("  ")) << r.err;
+    EXPECT_NE(hint.find("--help`"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
   }
 }
 

@@ -183,8 +183,8 @@ TEST(GrafanaDashboard, EveryQueryAnswersWithItsLabelsDuringTheCaseStudy) {
       << prometheus.log();
 
   // The agent frees an orphan once Prometheus watches (so rate() sees the counter rise).
-  auto doomed = node.hold(
-      {"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--orphan", "--comm", kWorkerTitle});
+  auto doomed =
+      node.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--comm", kWorkerTitle});
   ASSERT_EQ(doomed.holders.size(), 1u);
   ASSERT_TRUE(prometheus.wait_for(
       "gpureap_frees_total{result=\"freed\"}",

@@ -19,6 +19,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
+#include <algorithm>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -86,6 +88,18 @@ void kill_verified(pid_t pid, std::uint64_t start_time) {
 }
 
 }  // namespace
+
+std::map<pid_t, nlohmann::json> holders_by_pid(const nlohmann::json& status) {
+  std::map<pid_t, nlohmann::json> out;
+  for (const auto& g : status["gpus"])
+    for (const auto& h : g["holders"]) out[h["pid"].get<pid_t>()] = h;
+  return out;
+}
+
+KillAtExit::~KillAtExit() {
+  for (pid_t p : pids)
+    if (p > 0) ::kill(p, SIGKILL);
+}
 
 nlohmann::json CommandResult::json() const {
   auto j = nlohmann::json::parse(out, nullptr, false);
@@ -301,6 +315,36 @@ CommandResult SimNode::sim(const std::vector<std::string>& args) const {
   std::vector<std::string> argv = {GPUREAP_SIM_BIN};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_command(argv, env(), std::chrono::seconds(30));
+}
+
+HoldResult SimNode::crash_watched(std::vector<std::string> args) {
+  // The server's title replaces the argv its workers inherit: a --label stays in it, so
+  // that --keep and --match still see it.
+  std::string title = "python3 -m vllm.entrypoints.openai.api_server";
+  for (std::size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--label") title += " " + args[i + 1];
+  args.insert(args.end(), {"--server-title", title});
+  HoldResult held = hold(args);
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto s = gpureap({"--json", "status"});
+        if (s.exit_code != 0) return false;
+        auto j = nlohmann::json::parse(s.out, nullptr, false);
+        if (j.is_discarded() || j.value("source", "") != "agent") return false;
+        // Found by its open device node (the agent's own scan, which watches its parent),
+        // not only listed by NVML.
+        std::set<pid_t> seen;
+        for (const auto& g : j["gpus"])
+          for (const auto& h : g["holders"])
+            for (const auto& how : h["found_by"])
+              if (how == "fd") seen.insert(h["pid"].get<pid_t>());
+        return std::all_of(held.holders.begin(), held.holders.end(),
+                           [&](const auto& h) { return seen.contains(h.first); });
+      },
+      std::chrono::seconds(20)))
+      << "the agent never answered with the workers";
+  EXPECT_EQ(::kill(held.leader, SIGKILL), 0);
+  return held;
 }
 
 HoldResult SimNode::hold(const std::vector<std::string>& args, bool foreground,

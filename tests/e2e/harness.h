@@ -22,6 +22,15 @@ struct CommandResult {
   nlohmann::json json() const;  // parses `out`; fails the test on bad JSON
 };
 
+/// The holders of every GPU in a `status --json` answer, by pid.
+std::map<pid_t, nlohmann::json> holders_by_pid(const nlohmann::json& status);
+
+/// SIGKILLs, at scope exit, pids that a test's own shells started (ours, by pid).
+struct KillAtExit {
+  std::vector<pid_t> pids;
+  ~KillAtExit();
+};
+
 /// Checks that `text` is one --json document of `command` that starts as every document
 /// does (docs/json-schema.md): "schema_version", "command", "time" (RFC 3339 with the
 /// date, within a minute of now) and "hostname" (this host's), in that order.
@@ -60,6 +69,13 @@ class SimNode {
   /// `extra_env` is added to the holders' environment (`free --env`, Slurm's variables).
   HoldResult hold(const std::vector<std::string>& args, bool foreground = false,
                   const std::map<std::string, std::string>& extra_env = {});
+
+  /// A server crash the running agent witnesses (docs/orphans.md, provenance): holds
+  /// `args` (workers under a server titled as vLLM's launcher, so its identity is a
+  /// server's), waits until the agent answers with every worker, then SIGKILLs the
+  /// server (ours, by pid). Its workers are orphaned by witnessed evidence, which the
+  /// reaper may act on; an orphan no agent saw made is inferred, which it never does.
+  HoldResult crash_watched(std::vector<std::string> args);
 
   /// Polls (bounded) until `pred` holds; returns false at the deadline.
   static bool eventually(const std::function<bool()>& pred,

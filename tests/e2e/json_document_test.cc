@@ -59,7 +59,7 @@ TEST(JsonDocument, EveryCommandsDocumentHasTimeAndHostname) {
   EXPECT_EQ(plan.exit_code, 0) << plan.err;
   expect_document_head(plan.out, "plan");
 
-  // log prints the audit records as stored, one a line: each has its own time and host.
+  // log prints the audit records as stored, one a line: each has its own time and hostname.
   auto log = node.gpureap({"--json", "log"});
   EXPECT_EQ(log.exit_code, 0) << log.err;
   std::istringstream lines(log.out);
@@ -68,7 +68,7 @@ TEST(JsonDocument, EveryCommandsDocumentHasTimeAndHostname) {
     auto r = json::parse(line, nullptr, false);
     ASSERT_FALSE(r.is_discarded()) << line;
     EXPECT_TRUE(r["time"].is_string()) << line;
-    EXPECT_EQ(r["host"], host_name()) << line;
+    EXPECT_EQ(r["hostname"], host_name()) << line;  // schema 2: as documents name it
   }
   EXPECT_GE(records, 2u) << "the free's signal and verdict: " << log.out;
 }

@@ -55,6 +55,50 @@ TEST(PlanLaunch, AVllmServeCommandIsPlannedAsVllm) {
   EXPECT_EQ(untimed(launch), untimed(own));
 }
 
+// The seed's relaunch flag (issue 37): the switch alone plans SGLang's default ratio 2; a
+// size without the switch is ignored, as SGLang ignores it, and said so.
+TEST(PlanLaunch, TheHierarchicalCacheSwitchPlansTheHostCacheAndASizeWithoutItIsIgnored) {
+  SimNode node({"--gpus", "1"});
+  const std::vector<std::string> launch = {
+      "--json", "plan", "--gpu-memory", "97887MiB", "--", "python3", "-m",
+      "sglang.launch_server", "--model-path", "moonshotai/Kimi-K2.5", "--tp", "8",
+      "--mem-fraction-static", "0.85"};
+  auto on_args = launch;
+  on_args.push_back("--enable-hierarchical-cache");
+  auto on = node.gpureap(on_args);
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_EQ(on.json()["kv_tokens"], 117570);
+  EXPECT_EQ(on.json()["host_cache_tokens"], 235140);
+  EXPECT_EQ(on.json()["host_ram_bytes"], 132190064640ULL);
+  auto text = node.gpureap(std::vector<std::string>(on_args.begin() + 1, on_args.end()));
+  EXPECT_NE(text.out.find("host cache --hicache-ratio 2 (SGLang's default)"), std::string::npos)
+      << text.out;
+
+  auto off_args = launch;
+  off_args.insert(off_args.end(), {"--hicache-size", "48"});
+  auto off = node.gpureap(off_args);
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_TRUE(off.json()["host_cache_tokens"].is_null()) << off.out;
+  ASSERT_EQ(off.json()["notes"].size(), 1u) << off.out;
+  EXPECT_EQ(off.json()["notes"][0],
+            "--hicache-size 48 is ignored: SGLang builds a host cache only with "
+            "--enable-hierarchical-cache (add it to plan one)");
+  // gpureap's own flags read the same way.
+  auto own = node.gpureap({"--json", "plan", "--model", "Kimi-K2.5", "--gpu-memory", "97887MiB",
+                           "--tp", "8", "--mem-fraction", "0.85", "--enable-hierarchical-cache"});
+  ASSERT_EQ(own.exit_code, 0) << own.err;
+  EXPECT_EQ(own.json()["host_cache_tokens"], 235140);
+  // vLLM has no hierarchical cache; its own host offload is named, not planned.
+  auto vllm = node.gpureap({"--json", "plan", "--gpu-memory", "80GiB", "--", "vllm", "serve",
+                            "Qwen/Qwen3-8B", "--gpu-memory-utilization", "0.9",
+                            "--kv-offloading-size", "64"});
+  ASSERT_EQ(vllm.exit_code, 0) << vllm.err;
+  EXPECT_NE(vllm.json()["notes"].dump().find(
+                "vLLM's host offload (--kv-offloading-size 64) is not planned"),
+            std::string::npos)
+      << vllm.out;
+}
+
 TEST(PlanLaunch, ACommandThatIsNoServerLaunchIsAUsageError) {
   SimNode node({"--gpus", "1"});
   auto r = node.gpureap({"plan", "--gpu-memory", "80GiB", "--", "python3", "train.py"});

@@ -369,7 +369,7 @@ TEST(Run, JsonReportsTheOutcomeOnStderr) {
   EXPECT_NE(r.out.find("\"holders\""), std::string::npos) << "CMD's stdout: " << r.out;
   auto j = nlohmann::json::parse(r.err, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << "stderr is not one JSON document: " << r.err;
-  EXPECT_EQ(j.at("schema_version"), 1);
+  EXPECT_EQ(j.at("schema_version"), 2);
   EXPECT_EQ(j.at("command"), "run");
   EXPECT_EQ(j.at("exit_code"), 7);
   EXPECT_EQ(j.at("cmd").at("exit_status"), 7);
@@ -533,6 +533,22 @@ TEST(Run, FreeOrphansReclaimsAKilledRunSubreaperMode) {
   free_orphans_reclaims_a_killed_run(false);
 }
 
+// The systemd recipe (docs/systemd.md): a unit's `run --replace-orphans` has no terminal
+// and no --yes, and frees what a SIGKILLed `gpureap run` left (its cgroup: owned
+// evidence), the run's server included, then starts the new server.
+TEST(Run, ReplaceOrphansUnattendedFreesAKilledRunThenStarts) {
+  SimNode node;
+  auto killed = start_and_kill_gpureap(node, /*use_cgroup=*/true);
+  ASSERT_EQ(killed.ready.holders.size(), 2u);
+  const std::string marker = node.dir() + "/started";
+  auto r = node.gpureap({"run", "--replace-orphans", "--", "/bin/touch", marker});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(marker)) << r.err;
+  EXPECT_NE(r.err.find("gpureap run: freed "), std::string::npos) << r.err;
+  expect_all_gone(killed.ready.pids);
+  run_command({GPUREAP_BIN, "run", "--", "true"}, {}, 10s);  // sweeps the emptied cgroup
+}
+
 // ---- the GPUs first ----
 
 TEST(Run, WaitFreeTimesOutWithoutStartingTheCommand) {
@@ -573,7 +589,9 @@ TEST(Run, FreeFirstReclaimsThenStarts) {
   SimNode node;
   auto held = node.hold({"--gpu", "1", "--bytes", "8GiB", "--children", "1", "--orphan"});
   std::string marker = node.dir() + "/started";
-  auto r = node.gpureap({"run", "--gpu", "1", "--free-first", "--", "/bin/touch", marker});
+  // --yes: an orphan known only by inference is freed with a confirmation (without one
+  // and without a terminal, replace_test's FreeFirstWithoutATerminal... refuses).
+  auto r = node.gpureap({"run", "--gpu", "1", "--free-first", "--yes", "--", "/bin/touch", marker});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(std::filesystem::exists(marker));
   EXPECT_TRUE(r.out.empty()) << "free's report belongs on stderr, stdout is CMD's: " << r.out;

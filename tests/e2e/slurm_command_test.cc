@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "harness.h"
+#include "watch_child.h"
 #include "proc/cgroup_fs.h"
 
 namespace gpureap::e2e {
@@ -274,7 +275,8 @@ TEST(SlurmCommand, SlurmsVariablesAreCheckedAsInput) {
 TEST(SlurmCommand, APrologOnADirtyGpuDrainsAndFailsUnlessOrphansMayBeFreed) {
   SimNode node;
   FakeSlurm slurm(node);
-  // An engine worker's title: an orphan the prolog may free unattended (docs/orphans.md).
+  // An engine worker's title, its server gone before anyone watched: an orphan by
+  // inference (one look), which the prolog reports and never frees (docs/orphans.md).
   auto orphans = node.hold(
       {"--gpu", "1", "--bytes", "8GiB", "--children", "1", "--orphan", "--comm", "VLLM::Worker_TP0"});
   auto env = slurm.env({{"SLURM_JOB_ID", "43"}, {"SLURM_JOB_GPUS", "1"}});
@@ -287,16 +289,34 @@ TEST(SlurmCommand, APrologOnADirtyGpuDrainsAndFailsUnlessOrphansMayBeFreed) {
   EXPECT_TRUE(alive(orphans.holders[0].first));
   const std::string audit_file = node.env().at("GPUREAP_STATE_DIR") + "/audit.jsonl";
   EXPECT_FALSE(std::filesystem::exists(audit_file)) << "the first prolog signalled nothing";
-  auto freed = node.gpureap({"slurm", "prolog", "--free-orphans"}, std::chrono::seconds(60), env);
+  auto inferred = node.gpureap({"slurm", "prolog", "--free-orphans"}, std::chrono::seconds(60), env);
+  EXPECT_EQ(inferred.exit_code, 1) << inferred.out << inferred.err;
+  EXPECT_TRUE(alive(orphans.holders[0].first)) << "an inference is never acted on unattended";
+  EXPECT_FALSE(std::filesystem::exists(audit_file)) << "nothing signalled on an inference";
+
+  // The same shape on GPU 2, its server's death seen by the agent: witnessed, freed.
+  WatchChild agent = WatchChild::gpureap(node, {"--json", "watch", "--no-listen", "--tick", "100ms"});
+  ASSERT_TRUE(agent.next_line(std::chrono::seconds(30))) << agent.transcript();
+  auto witnessed = node.crash_watched(
+      {"--gpu", "2", "--bytes", "8GiB", "--children", "1", "--comm", "VLLM::Worker_TP0"});
+  ASSERT_TRUE(SimNode::eventually([&] {
+    auto hs = holders_by_pid(node.gpureap({"--no-agent", "--json", "status", "--gpu", "2"}).json());
+    auto it = hs.find(witnessed.holders[0].first);
+    return it != hs.end() && it->second["provenance"] == "witnessed";
+  })) << agent.transcript() << node.gpureap({"--no-agent", "status", "--gpu", "2"}).out;
+  auto env2 = slurm.env({{"SLURM_JOB_ID", "44"}, {"SLURM_JOB_GPUS", "2"}});
+  auto freed = node.gpureap({"slurm", "prolog", "--free-orphans"}, std::chrono::seconds(60), env2);
   EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
-  EXPECT_FALSE(alive(orphans.holders[0].first));
+  EXPECT_FALSE(alive(witnessed.holders[0].first));
+  EXPECT_TRUE(alive(orphans.holders[0].first));
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
   std::ifstream audit(audit_file);
   std::string line;
   ASSERT_TRUE(std::getline(audit, line));
   auto record = nlohmann::json::parse(line);
   EXPECT_EQ(record["actor"], "slurm-prolog");
-  EXPECT_EQ(record["caller"]["job_id"], "43");
-  EXPECT_EQ(record["target"]["pid"], orphans.holders[0].first);
+  EXPECT_EQ(record["caller"]["job_id"], "44");
+  EXPECT_EQ(record["target"]["pid"], witnessed.holders[0].first);
 }
 
 TEST(SlurmCommand, HealthDrainsKeepsResumesAndLeavesOthersAlone) {

@@ -223,6 +223,28 @@ TEST(Top, TaggedOrphansAreFreedThroughThePlanAndVerifiedLiveServerUntouched) {
   EXPECT_NE(log.out.find("\"actor\":\"top\""), std::string::npos) << log.out << log.err;
 }
 
+// W3-08: the plan box waits for a person without free's lock: a free (an epilog, the
+// reaper) meanwhile takes it at once; on y, top takes it and frees what was confirmed.
+TEST(Top, AnOpenPlanBoxHoldsNoLockW3_08) {
+  if (find_tmux().empty()) GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh)";
+  CaseStudy c;
+  TopInTmux top(c.node, {}, 80, 24);
+  ASSERT_TRUE(top.wait_for({c.heading(), "ORPHAN"})) << top.last();
+  top.keys({"Space"});
+  ASSERT_TRUE(top.wait_for({"2 tagged"})) << top.last();
+  top.keys({"F"});
+  ASSERT_TRUE(top.wait_for({"free 2 process(es)?"})) << top.last();
+  // GPU 3 holds nothing: the free takes the lock, looks and says so (exit 4).
+  auto other = c.node.gpureap({"free", "--gpu", "3", "--yes"}, std::chrono::seconds(60));
+  EXPECT_EQ(other.exit_code, 4) << other.err;
+  EXPECT_EQ(other.err.find("another gpureap free"), std::string::npos) << other.err;
+  top.keys({"y"});
+  ASSERT_TRUE(top.wait_for({"freed and verified", "Result after"}, std::chrono::seconds(60)))
+      << top.last();
+  for (const auto& [pid, gpu] : c.crashed.holders) EXPECT_FALSE(alive(pid)) << pid;
+  for (pid_t pid : c.live.pids) EXPECT_TRUE(alive(pid)) << "live server " << pid;
+}
+
 TEST(Top, DeclinedPlanSignalsNothing) {
   if (find_tmux().empty()) GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh)";
   CaseStudy c;
@@ -341,6 +363,49 @@ TEST(Top, WorkersAreDrawnUnderTheirServer) {
   EXPECT_NE(last.find("`- worker TP1"), std::string::npos) << s;
   EXPECT_LT(s.find(leader), s.find(first)) << s;
   EXPECT_LT(s.find(first), s.find(last)) << s;
+}
+
+// W4_12 (ux-wave4 §4) at 80x24: a lone process's PID lines up with an instance member's;
+// d shows a process whole (verdict, whole command line); / starts empty and Enter on
+// nothing shows every holder again; nvitop's t gets a word.
+TEST(Top, W4_12_AlignedRowsDetailBoxAndAClearableFilter) {
+  if (find_tmux().empty()) GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh)";
+  CaseStudy c;
+  HoldResult lone = c.node.hold({"--gpu", "3", "--bytes", "1GiB"});
+  const std::string lone_pid = " " + std::to_string(lone.holders.at(0).first) + " ";
+  const std::string orphan_pid = " " + std::to_string(c.crashed.holders.at(0).first) + " ";
+  TopInTmux top(c.node, {}, 80, 24);
+  ASSERT_EQ(top.started().exit_code, 0) << top.started().err;
+  ASSERT_TRUE(top.wait_for({c.heading(), "ORPHAN", lone_pid})) << top.last();
+  const std::string s = top.last();
+  const std::string orphan_row = line_with(s, orphan_pid), lone_row = line_with(s, lone_pid);
+  EXPECT_EQ(orphan_row.find(orphan_pid) + orphan_pid.size(), lone_row.find(lone_pid) + lone_pid.size())
+      << orphan_row << "\n" << lone_row;
+  EXPECT_EQ(line_with(s, "    PID").find("PID") + 4, lone_row.find(lone_pid) + lone_pid.size())
+      << s;
+
+  // The cursor starts on the crashed server's heading; the row below is its first worker.
+  top.keys({"Down"});
+  top.keys({"d"});
+  ASSERT_TRUE(top.wait_for({"verdict    orphaned (", "command    sglang::scheduler_TP"}))
+      << top.last();
+  top.keys({"Escape"});
+  ASSERT_TRUE(top.wait_without("verdict    orphaned")) << top.last();
+
+  top.keys({"/"});
+  ASSERT_TRUE(top.wait_for({"find (user, command"})) << top.last();
+  top.keys({"n", "o", "s", "u", "c", "h", "Enter"});
+  ASSERT_TRUE(top.wait_without(orphan_pid)) << top.last();
+  top.keys({"/"});
+  ASSERT_TRUE(top.wait_for({"find (user, command"})) << top.last();
+  EXPECT_EQ(line_with(top.last(), "find (user").find("nosuch"), std::string::npos)
+      << "the prompt starts empty: " << top.last();
+  top.keys({"Enter"});
+  ASSERT_TRUE(top.wait_for({orphan_pid, lone_pid})) << top.last();
+
+  top.keys({"t"});
+  ASSERT_TRUE(top.wait_for({"the tree is always on"})) << top.last();
+  top.keys({"q"});
 }
 
 TEST(Top, RefusesWithoutATerminalAndOnBadFlags) {

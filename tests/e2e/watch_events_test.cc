@@ -36,10 +36,15 @@ double wall_now() {
 void expect_event_fields(const json& j) {
   SCOPED_TRACE(j.dump());
   ASSERT_TRUE(j.is_object());
-  EXPECT_EQ(j.value("schema_version", 0), 1);
+  EXPECT_EQ(j.value("schema_version", 0), 2);
   ASSERT_TRUE(j.contains("event") && j["event"].is_string());
   EXPECT_TRUE(j.contains("level") && j["level"].is_string());
-  EXPECT_TRUE(j.contains("time") && j["time"].is_number());
+  // W4_J: one time form with documents (RFC 3339 `time`), the epoch as `time_unix`.
+  EXPECT_TRUE(j.contains("time") && j["time"].is_string() &&
+              j["time"].get<std::string>().size() == 32);
+  EXPECT_TRUE(j.contains("time_unix") && j["time_unix"].is_number());
+  EXPECT_TRUE(j.contains("hostname"));
+  EXPECT_TRUE(j.contains("gpus") && j["gpus"].is_array());
   EXPECT_TRUE(j.contains("gpu") && (j["gpu"].is_number_unsigned() || j["gpu"].is_null()));
   EXPECT_TRUE(j.contains("uuid") && (j["uuid"].is_string() || j["uuid"].is_null()));
   EXPECT_TRUE(j.contains("bytes") && (j["bytes"].is_number_unsigned() || j["bytes"].is_null()));
@@ -111,13 +116,15 @@ class WatchEvents : public ::testing::Test {
     }
     auto j = json::parse(first->text, nullptr, false);
     ASSERT_TRUE(j.is_object()) << first->text;
-    EXPECT_EQ(j.value("schema_version", 0), 1);
+    EXPECT_EQ(j.value("schema_version", 0), 2);
     EXPECT_EQ(j.value("event", ""), "started");
-    EXPECT_TRUE(j["time"].is_number());
+    EXPECT_TRUE(j["time"].is_string());
+    EXPECT_TRUE(j["time_unix"].is_number());
+    EXPECT_FALSE(j.contains("gpus")) << "a count is gpu_count: gpus is always a list";
     EXPECT_EQ(j.value("pid", 0), agent_->pid());
     EXPECT_TRUE(j["listen"].is_null()) << "--no-listen";
     EXPECT_TRUE(j.value("socket", "").ends_with("/agent.sock")) << j.dump();
-    EXPECT_EQ(j.value("gpus", 0), 2);
+    EXPECT_EQ(j.value("gpu_count", 0), 2);
   }
 
   json wait_for(const std::string& kind, std::optional<unsigned> gpu = std::nullopt,
@@ -254,12 +261,12 @@ TEST_F(WatchEvents, AServerKilledUnderTheAgentIsNamedAsTheParent) {
     EXPECT_FALSE(e["parent"]["comm"].get<std::string>().empty());
     const double died_at = e["parent"]["died_at"];
     EXPECT_GE(died_at, killed_at_wall - 0.05) << "it died after we killed it";
-    EXPECT_GE(e["time"].get<double>(), died_at);
+    EXPECT_GE(e["time_unix"].get<double>(), died_at);
     const double latency = std::chrono::duration<double>(line.read_at - killed_at).count();
     std::printf(
         "[ latency ] GPU %u: SIGKILL of the server -> orphaned_memory line read: %.3f s "
         "(event time - kill: %.3f s, parent died_at - kill: %.3f s)\n",
-        gpu, latency, e["time"].get<double>() - killed_at_wall, died_at - killed_at_wall);
+        gpu, latency, e["time_unix"].get<double>() - killed_at_wall, died_at - killed_at_wall);
     RecordProperty("latency_gpu" + std::to_string(gpu) + "_ms", static_cast<int>(latency * 1000));
   }
   // status, answered by the agent, still names the crashed server by what its launcher
@@ -278,13 +285,17 @@ TEST_F(WatchEvents, AServerKilledUnderTheAgentIsNamedAsTheParent) {
   EXPECT_EQ(in["launcher"]["alive"], false) << in.dump();
   EXPECT_EQ(in["launcher"]["died_at"], e["parent"]["died_at"]) << in.dump();
   EXPECT_FALSE(in["launcher"]["comm"].is_null()) << in.dump();
-  // A direct scan has no such memory: it says only what /proc shows now.
+  // A direct scan reads what the agent saw die from its state directory (witnessed.json):
+  // it names the crashed server the same way, and calls its workers the same (W3-07).
   auto direct = node_.gpureap({"--json", "--no-agent", "status"}).json();
+  bool named = false;
   for (const auto& x : direct["instances"])
     if (x["key"] == std::to_string(held.leader)) {
-      EXPECT_TRUE(x["launcher"]["comm"].is_null()) << x.dump();
-      EXPECT_TRUE(x["model"].is_null()) << x.dump();
+      named = true;
+      EXPECT_EQ(x["launcher"]["comm"], in["launcher"]["comm"]) << x.dump();
+      EXPECT_EQ(x["model"], "org/Model-A") << x.dump();
     }
+  EXPECT_TRUE(named) << direct["instances"].dump();
   stop_and_check_lines();
 }
 

@@ -25,10 +25,10 @@ namespace watch_reap_test {
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-// An engine worker's title (vLLM's): re-parented, it is an orphan by evidence an
-// unattended path may act on (docs/orphans.md). Without it a lone sim worker whose
-// death the agent did not see is an orphan by its process group alone, which the
-// reaper never frees (see Lineage tests).
+// An engine worker's title (vLLM's). The reaper acts only on owned or witnessed
+// evidence (docs/orphans.md): each orphan here is made by SimNode::crash_watched, a
+// server the agent saw alive and saw die; an orphan no agent saw made is inferred,
+// announced and never reaped (see Lineage tests).
 constexpr const char* kWorkerTitle = "VLLM::Worker_TP0";
 
 auto is_event(const std::string& kind) {
@@ -53,8 +53,7 @@ std::vector<pid_t> holder_pids(const json& event) {
 TEST(WatchReap, DryRunAnnouncesAndTouchesNothing) {
   SimNode node;
   WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms", "--reap-dry-run"});
-  auto held = node.hold(
-      {"--gpu", "0", "--children", "1", "--bytes", "4GiB", "--orphan", "--comm", kWorkerTitle});
+  auto held = node.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "4GiB", "--comm", kWorkerTitle});
   auto planned = agent.wait_for_json(is_event("reap_planned"), 20s);
   ASSERT_TRUE(planned) << agent.transcript();
   EXPECT_EQ(holder_pids(*planned), std::vector<pid_t>{held.holders[0].first});
@@ -71,10 +70,9 @@ TEST(WatchReap, DryRunAnnouncesAndTouchesNothing) {
 TEST(WatchReap, OrphansPastTheirTimeAreFreedAndTheKeptOnesAreNot) {
   SimNode node;
   WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms", "--keep", "keep-me"});
-  auto kept = node.hold({"--gpu", "1", "--children", "1", "--bytes", "4GiB", "--orphan", "--comm",
+  auto kept = node.crash_watched({"--gpu", "1", "--children", "1", "--bytes", "4GiB", "--comm",
                          kWorkerTitle, "--label", "keep-me"});
-  auto doomed = node.hold(
-      {"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--orphan", "--comm", kWorkerTitle});
+  auto doomed = node.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--comm", kWorkerTitle});
   auto reaped = agent.wait_for_json(is_event("reaped"), 30s);
   ASSERT_TRUE(reaped) << agent.transcript();
   EXPECT_EQ(holder_pids(*reaped), std::vector<pid_t>{doomed.holders[0].first});
@@ -109,15 +107,13 @@ std::set<pid_t> reaped_pids(const WatchChild& agent) {
 TEST(WatchReap, W2_01_AReapSignalsOnlyTheDueOrphansItNames) {
   SimNode node;
   WatchChild agent = start_agent(node, {"--reap-orphans-after", "2s", "--keep", "keepme"});
-  auto due = node.hold(
-      {"--gpu", "0", "--children", "1", "--bytes", "5GiB", "--orphan", "--comm", kWorkerTitle});
-  auto kept = node.hold({"--gpu", "0", "--children", "1", "--bytes", "10GiB", "--orphan", "--comm",
+  auto due = node.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "5GiB", "--comm", kWorkerTitle});
+  auto kept = node.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "10GiB", "--comm",
                          kWorkerTitle, "--label", "keepme-notebook"});
   ASSERT_TRUE(agent.wait_for_json(is_event("orphaned_memory"), 20s)) << agent.transcript();
   // A user's job that has just become an orphan on the same GPU: not due yet when the
   // first one is.
-  auto young = node.hold(
-      {"--gpu", "0", "--children", "1", "--bytes", "7GiB", "--orphan", "--comm", kWorkerTitle});
+  auto young = node.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "7GiB", "--comm", kWorkerTitle});
   const pid_t due_pid = due.holders[0].first, young_pid = young.holders[0].first;
   auto first = agent.wait_for_json(is_event("reaped"), 30s);
   ASSERT_TRUE(first) << agent.transcript();
@@ -146,8 +142,7 @@ TEST(WatchReap, W2_09_ABusyFreeLockIsRetried) {
   int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   ASSERT_GE(lock, 0) << lock_path;
   ASSERT_EQ(::flock(lock, LOCK_EX | LOCK_NB), 0);
-  auto held = node.hold(
-      {"--gpu", "2", "--children", "1", "--bytes", "2GiB", "--orphan", "--comm", kWorkerTitle});
+  auto held = node.crash_watched({"--gpu", "2", "--children", "1", "--bytes", "2GiB", "--comm", kWorkerTitle});
   const pid_t pid = held.holders[0].first;
   auto busy = agent.wait_for_json(is_event("reap_failed"), 20s);
   ASSERT_TRUE(busy) << agent.transcript();
@@ -181,8 +176,7 @@ TEST(WatchReap, W2_10_ALiveRunsMemberIsNeverReaped) {
   WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms"});
   // An orphan outside the run, due after the member: once it is reaped, the member
   // has been due (had it been reapable) for longer.
-  auto other = node.hold(
-      {"--gpu", "2", "--children", "1", "--bytes", "3GiB", "--orphan", "--comm", kWorkerTitle});
+  auto other = node.crash_watched({"--gpu", "2", "--children", "1", "--bytes", "3GiB", "--comm", kWorkerTitle});
   auto reaped = agent.wait_for_json(is_event("reaped"), 30s);
   ASSERT_TRUE(reaped) << agent.transcript();
   EXPECT_EQ(holder_pids(*reaped), std::vector<pid_t>{other.holders[0].first});
@@ -197,8 +191,7 @@ TEST(WatchReap, SighupRereadsTheOptionsFile) {
   const std::string config = node.dir() + "/watch.conf";
   std::ofstream(config) << "tick = \"200ms\"\n";
   WatchChild agent = start_agent(node, {"--config", config});
-  auto held = node.hold(
-      {"--gpu", "0", "--children", "1", "--bytes", "4GiB", "--orphan", "--comm", kWorkerTitle});
+  auto held = node.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "4GiB", "--comm", kWorkerTitle});
   ASSERT_TRUE(agent.wait_for_json(is_event("orphaned_memory"), 20s)) << agent.transcript();
   // No policy yet: nothing planned.
   std::ofstream(config) << "reap-orphans-after = \"300ms\"\nreap-dry-run = true\n";

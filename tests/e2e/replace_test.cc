@@ -1,0 +1,156 @@
+// `gpureap run --replace KEY -- CMD` and a safe `--free-first` (issue 37): the seed's
+// restart on a node that also serves a live vLLM TP-2 on GPUs 6-7, whose workers and
+// launcher must survive everything that is not a confirmed plan to stop it whole.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "harness.h"
+
+namespace gpureap::e2e {
+namespace replace_test {
+
+struct Scene {
+  HoldResult sglang;  // orphaned: its launcher was SIGKILLed; workers on GPUs 0-3
+  HoldResult vllm;    // live: launcher and 2 workers on GPUs 6-7
+};
+
+Scene seed_scene(SimNode& node, const std::vector<std::string>& sglang_extra = {}) {
+  std::vector<std::string> sglang = {"--gpu", "0", "--children", "4", "--bytes", "8GiB",
+                                     "--orphan", "--listen", "--title", "sglang::scheduler_TP{k}",
+                                     "--server-title",
+                                     "python3 -m sglang.launch_server --model-path "
+                                     "moonshotai/Kimi-K2.5 --tp 4 --port 30000"};
+  sglang.insert(sglang.end(), sglang_extra.begin(), sglang_extra.end());
+  Scene s;
+  s.sglang = node.hold(sglang);
+  s.vllm = node.hold({"--gpu", "6", "--children", "2", "--bytes", "8GiB", "--title",
+                      "VLLM::Worker_TP{k}", "--server-title",
+                      "vllm serve Qwen/Qwen3-8B --tensor-parallel-size 2 --port 8001"});
+  EXPECT_EQ(s.sglang.holders.size(), 4u);
+  EXPECT_EQ(s.vllm.holders.size(), 2u);
+  return s;
+}
+
+void expect_whole(const HoldResult& server, const std::string& why) {
+  EXPECT_TRUE(alive(server.leader)) << "launcher " << server.leader << ": " << why;
+  for (const auto& [pid, gpu] : server.holders)
+    EXPECT_TRUE(alive(pid)) << "worker " << pid << " on GPU " << gpu << ": " << why;
+}
+
+void expect_gone(const HoldResult& server) {
+  for (const auto& [pid, gpu] : server.holders)
+    EXPECT_TRUE(SimNode::eventually([pid] { return !alive(pid); })) << "worker " << pid;
+}
+
+TEST(Replace, FreesThatInstanceVerifiesAndLaunchesInThreeLines) {
+  SimNode node;
+  Scene s = seed_scene(node);
+  const std::string key = std::to_string(s.sglang.leader);
+  // status says why the instance is orphaned once, under the instance, not per GPU.
+  auto status = node.gpureap({"--no-agent", "status"});
+  const std::string why = "its title names a worker of a server that is gone";
+  const auto first = status.out.find(why);
+  ASSERT_NE(first, std::string::npos) << status.out;
+  EXPECT_EQ(status.out.find(why, first + 1), std::string::npos) << status.out;
+  EXPECT_LT(status.out.find("Instances:"), first) << status.out;
+
+  const std::string marker = node.dir() + "/launched";
+  auto r = node.gpureap({"run", "--replace", key, "--yes", "--", "/bin/touch", marker});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(marker)) << r.err;
+  EXPECT_TRUE(r.out.empty()) << "stdout is CMD's: " << r.out;
+  expect_gone(s.sglang);
+  expect_whole(s.vllm, "not in --replace's instance");
+  // freed / verified / launched, nothing else.
+  EXPECT_NE(r.err.find("gpureap run: freed sglang server " + key + " (4 processes, 32.0 GiB on "
+                       "GPU 0,1,2,3) in "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("gpureap run: verified: GPU 0,1,2,3 back at baseline; port " +
+                       std::to_string(s.sglang.listen_port) + " closed"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("gpureap run: launched /bin/touch as pid "), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 3) << r.err;
+}
+
+// Disabled until issue 34 lands on this branch: an orphan known by its title alone is
+// *inferred* evidence, which proc::unattended_may_act will refuse (it allows it today).
+TEST(Replace, DISABLED_WithoutATerminalOrYesAnInferredOrphanIsRefusedAndNothingSignalled) {
+  SimNode node;
+  Scene s = seed_scene(node);
+  const std::string marker = node.dir() + "/launched";
+  auto r = node.gpureap(
+      {"run", "--replace", std::to_string(s.sglang.leader), "--", "/bin/touch", marker});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  EXPECT_NE(r.err.find("No terminal to ask on: pass --yes"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nothing was signalled"), std::string::npos) << r.err;
+  expect_whole(s.vllm, "untouched");
+  for (const auto& [pid, gpu] : s.sglang.holders) EXPECT_TRUE(alive(pid)) << pid;
+}
+
+TEST(Replace, AnUnknownKeyStartsNothing) {
+  SimNode node;
+  const std::string marker = node.dir() + "/launched";
+  auto r = node.gpureap({"run", "--replace", "999999", "--yes", "--", "/bin/touch", marker});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  EXPECT_NE(r.err.find("--replace 999999: no such instance"), std::string::npos) << r.err;
+  auto both = node.gpureap({"run", "--replace", "1", "--free-first", "--gpu", "0", "--", "true"});
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+}
+
+TEST(Replace, FreeFirstWithoutATerminalOrYesLeavesTheLiveServerWhole) {
+  SimNode node;
+  Scene s = seed_scene(node);
+  const std::string marker = node.dir() + "/launched";
+  auto r = node.gpureap({"run", "--gpu", "all", "--free-first", "--", "/bin/touch", marker});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  EXPECT_NE(r.err.find("nothing was signalled"), std::string::npos) << r.err;
+  expect_whole(s.vllm, "--free-first may not signal a live server unconfirmed");
+}
+
+TEST(Replace, FreeFirstConfirmedStopsALiveServerWholeOrNotAtAll) {
+  SimNode node;
+  Scene s = seed_scene(node);
+  const std::string marker = node.dir() + "/launched";
+  // GPU 6 alone would leave its TP1 worker on GPU 7 (and the launcher) without TP0.
+  auto part = node.gpureap({"run", "--gpu", "6", "--free-first", "--yes", "--", "/bin/touch",
+                            marker});
+  EXPECT_EQ(part.exit_code, 2) << part.err;
+  EXPECT_NE(part.err.find("freed whole or not at all"), std::string::npos) << part.err;
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  expect_whole(s.vllm, "a partial plan signals nothing");
+  // Both of its GPUs, confirmed: the workers and the launcher, never the launcher alone.
+  auto whole = node.gpureap({"run", "--gpu", "6,7", "--free-first", "--yes", "--", "/bin/touch",
+                             marker});
+  EXPECT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_TRUE(std::filesystem::exists(marker));
+  expect_gone(s.vllm);
+  EXPECT_TRUE(SimNode::eventually([&] { return !alive(s.vllm.leader); }))
+      << "the launcher of the workers it stopped: " << whole.err;
+  for (const auto& [pid, gpu] : s.sglang.holders) EXPECT_TRUE(alive(pid)) << pid;
+}
+
+// Disabled until the release model (issue 35) lands: free's engine today calls memory
+// that stays flat for 3 s after the last holder's exit driver-held, and `run --replace`
+// waits through the release with that engine.
+TEST(Replace, DISABLED_ASlowReleaseIsWaitedOutNotRefused) {
+  SimNode node;
+  Scene s = seed_scene(node, {"--release-delay", "6s"});
+  const std::string marker = node.dir() + "/launched";
+  auto r = node.gpureap({"run", "--replace", std::to_string(s.sglang.leader), "--yes",
+                         "--timeout", "30s", "--", "/bin/touch", marker},
+                        std::chrono::seconds(60));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(marker)) << r.err;
+  EXPECT_NE(r.err.find("verified: GPU 0,1,2,3 back at baseline"), std::string::npos) << r.err;
+  expect_whole(s.vllm, "not in --replace's instance");
+}
+
+}  // namespace replace_test
+}  // namespace gpureap::e2e
