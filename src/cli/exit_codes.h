@@ -103,7 +103,7 @@ inline constexpr ExitStatuses<8> kRunExits = {{
     {"1", "the command exited 0, but GPU memory stayed held after teardown"},
     {"3", "the command exited 0, but the release could not be measured (NVML failed or hung)"},
     {"2", "usage error; nothing was started"},
-    {"1-5",
+    {"1-6",
      "--free-first: free's status (1, 2, 3), --wait-free: 5 timed out, 6 a ghost GPU, 3 NVML unusable; "
      "nothing was started"},
 }};
