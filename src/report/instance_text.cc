@@ -145,8 +145,12 @@ InstanceEvidence instance_evidence(const inventory::Inventory& inv) {
       if (!gh.uses_gpu || (!h.orphaned && !h.detached) || h.instance.empty()) continue;
       const auto* in = inventory::find_instance(inv.instances, h.instance);
       if (!in || !worth_showing(*in) || !seen.insert({h.instance, h.id.pid}).second) continue;
-      const std::string why = fmt::format("{}\x1f{}", h.orphaned ? "orphaned" : "detached",
-                                          h.orphaned ? h.orphan_reason : h.detached_reason);
+      // The verdict, and for an orphan how it is known in a word (as the per-holder
+      // lines say it): owned, witnessed or inferred.
+      const std::string why =
+          h.orphaned ? fmt::format("orphaned, {}\x1f{}", proc::enum_name(h.provenance),
+                                   h.orphan_reason)
+                     : fmt::format("detached\x1f{}", h.detached_reason);
       auto& reasons = by_key[h.instance];
       auto it = std::find_if(reasons.begin(), reasons.end(),
                              [&](const auto& r) { return r.first == why; });

@@ -110,7 +110,7 @@ TEST(Amd, TheAgentAnnouncesTheOrphanedWorkers) {
   ASSERT_TRUE(started) << agent.transcript();
   auto first = nlohmann::json::parse(started->text, nullptr, false);
   ASSERT_TRUE(first.is_object()) << started->text;
-  EXPECT_EQ(first.value("gpus", 0), 2) << started->text;
+  EXPECT_EQ(first.value("gpu_count", 0), 2) << started->text;
   auto held = node.hold({"--gpu", "0", "--children", "2", "--bytes", "80GiB", "--orphan",
                          "--title", "VLLM::Worker_TP{k}"});
   ASSERT_EQ(held.holders.size(), 2u);
@@ -164,7 +164,9 @@ TEST(Amd, RunFreeFirstReclaimsAnOrphanedWorkerThenStarts) {
                          "--title", "VLLM::Worker_TP{k}", "--release-delay", "200ms"});
   ASSERT_EQ(held.holders.size(), 1u);
   const std::string marker = node.dir() + "/started";
-  auto r = amd(node, {"run", "--gpu", "1", "--free-first", "--", "/bin/touch", marker});
+  // --yes: an orphan known by its title alone is an inference, which run acts on only
+  // when told to (docs/orphans.md).
+  auto r = amd(node, {"run", "--gpu", "1", "--free-first", "--yes", "--", "/bin/touch", marker});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(std::filesystem::exists(marker)) << r.err;
   EXPECT_FALSE(alive(held.holders[0].first));

@@ -76,9 +76,9 @@ TEST(Replace, FreesThatInstanceVerifiesAndLaunchesInThreeLines) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 3) << r.err;
 }
 
-// Disabled until issue 34 lands on this branch: an orphan known by its title alone is
-// *inferred* evidence, which proc::unattended_may_act will refuse (it allows it today).
-TEST(Replace, DISABLED_WithoutATerminalOrYesAnInferredOrphanIsRefusedAndNothingSignalled) {
+// An orphan known by its title alone is *inferred* evidence, which
+// proc::unattended_may_act refuses: without a terminal and without --yes, nothing.
+TEST(Replace, WithoutATerminalOrYesAnInferredOrphanIsRefusedAndNothingSignalled) {
   SimNode node;
   Scene s = seed_scene(node);
   const std::string marker = node.dir() + "/launched";

@@ -407,8 +407,9 @@ TEST(WatchFleet, ScrapesAndStatusAreAnsweredWhileAReapWaits) {
   WatchChild agent = start_agent(
       node, {"--listen", "127.0.0.1:0", "--tick", "200ms", "--reap-orphans-after", "500ms"}, &port);
   ASSERT_NE(port, 0);
-  auto held = node.hold({"--gpu", "3", "--children", "1", "--bytes", "4GiB", "--orphan",
-                         "--ignore-term", "--comm", kWorkerTitle});
+  // Witnessed (the agent saw its server die): the reaper acts on nothing less.
+  auto held = node.crash_watched(
+      {"--gpu", "3", "--children", "1", "--bytes", "4GiB", "--ignore-term", "--comm", kWorkerTitle});
   // Seen during the reap: gpureap_reap_in_progress 1 (only an answer given while the
   // reap runs can say so).
   double slowest = 0;

@@ -112,7 +112,8 @@ TEST(WatchReap, W2_01_AReapSignalsOnlyTheDueOrphansItNames) {
                          kWorkerTitle, "--label", "keepme-notebook"});
   ASSERT_TRUE(agent.wait_for_json(is_event("orphaned_memory"), 20s)) << agent.transcript();
   // A user's job that has just become an orphan on the same GPU: not due yet when the
-  // first one is.
+  // first one is (orphaned a second later: the first one's 2 s are half gone).
+  std::this_thread::sleep_for(1s);
   auto young = node.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "7GiB", "--comm", kWorkerTitle});
   const pid_t due_pid = due.holders[0].first, young_pid = young.holders[0].first;
   auto first = agent.wait_for_json(is_event("reaped"), 30s);
