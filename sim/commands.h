@@ -69,6 +69,7 @@ struct HoldOptions {
   bool zombie_leader = false;
   bool stuck = false;
   std::string release_delay;
+  std::string pinned_host;  // SIZE of host memory the holders "pin": a longer release
   double forks_per_second = 0;
   std::string comm;
   std::vector<std::string> labels;  // ignored: they only shape the command line

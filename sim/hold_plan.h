@@ -25,6 +25,7 @@ struct HoldPlan {
   NodeConfig node;
   std::uint64_t bytes = 0;  // per holder; 0 with --client-only
   std::chrono::nanoseconds release_delay{0};
+  std::uint64_t pinned_host = 0;  // --pinned-host: each holder mlock()s a little of it
   std::chrono::nanoseconds respawn_delay{0};  // a respawned worker holds after this (an import)
   std::vector<unsigned> worker_gpus;  // GPU of worker k
   bool server_holds = true;

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <map>
 #include <thread>
@@ -95,6 +96,17 @@ void hold_gpu(const HoldPlan& plan, unsigned gpu) {
           if (::open(cap.c_str(), O_RDONLY | O_CLOEXEC) < 0)
             die(plan, Error::from_errno("cannot open " + cap.string()).message);
       }
+  // --pinned-host: a little of it locked for real, so that /proc/PID/status shows VmLck
+  // (what gpureap reads as the holder's pinned host memory); the rest is the model's longer
+  // release. RLIMIT_MEMLOCK may be small: 4 MiB, else 64 KiB, else nothing.
+  if (plan.pinned_host > 0)
+    for (std::uint64_t want : {std::uint64_t{4} << 20, std::uint64_t{64} << 10}) {
+      const std::size_t n = static_cast<std::size_t>(std::min(plan.pinned_host, want));
+      void* buf = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (buf == MAP_FAILED) break;
+      if (::mlock(buf, n) == 0) break;
+      ::munmap(buf, n);
+    }
   Allocation a;
   a.pid = host_pid();
   a.start_time = self_start_time();

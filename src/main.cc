@@ -15,11 +15,13 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "cli/flags.h"
 #include "cli/global_order.h"
 #include "cli/help_format.h"
 #include "cli/suggest.h"
 #include "cli/usage_error.h"
 #include "report/terminal_text.h"
+#include "util/units.h"
 
 // What the binary carries of the C++ runtime, for --version: gpureap and
 // gpureap-portable link libstdc++ and libgcc in (CMakeLists.txt says why); only the
@@ -34,7 +36,7 @@ namespace {
 std::string first_word(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
-    if (a == "--nvml-library" || a == "--dev-dir") {
+    if (a == "--nvml-library" || a == "--dev-dir" || a == "--release-budget") {
       ++i;
       continue;
     }
@@ -68,6 +70,19 @@ int main(int argc, char** argv) {
       ->type_name("DIR");
   app.add_flag("--no-color", global.no_color, "No colour (also when NO_COLOR is set or not a TTY)");
   app.add_flag("--no-agent", global.no_agent, "Do not ask the agent (or GPUREAP_NO_AGENT=1)");
+  // Hidden from the one-screen help (a calibration knob; docs/release.md).
+  app.add_option_function<std::string>(
+         "--release-budget",
+         [&global](const std::string& text) {
+           auto d = gpureap::parse_duration(text);
+           if (!d) throw CLI::ValidationError("--release-budget", d.error().message);
+           if (d->count() <= 0) throw CLI::ValidationError("--release-budget", "must be more than 0");
+           global.release_budget = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+         },
+         "How long freed memory may stay flat before it is driver-held "
+         "(default: 2 s + 0.12 s per GiB pinned, at least 30 s)")
+      ->type_name("DURATION")
+      ->group("");
   bool version = false;
   app.add_flag("--version", version, "Print the version, build and NVML driver version");
 

@@ -281,6 +281,11 @@ class Agent {
   void publish() {
     const auto& inv = watcher_.inventory();
     for (auto& event : detector_.observe(inv, wall_now(), watcher_.dead_parents())) emit(event);
+    // The releases the looks saw end (inventory/release_model.h), by phase.
+    for (const auto& r : node_.releases().take_completed()) {
+      counters_.release_seconds["exit_to_unlisted"].observe(r.exit_to_unlisted);
+      counters_.release_seconds["unlisted_to_baseline"].observe(r.unlisted_to_baseline);
+    }
     track_orphans(inv);
     save_witnesses();
     if (options_.textfile_dir) update_textfile();

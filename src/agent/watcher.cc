@@ -282,6 +282,7 @@ void Watcher::rebuild() {
   options.sample_busy = false;  // the ticks are the samples
   options.busy_history = busy_history_;
   options.dead_parents = dead_parents_;
+  options.releases = &node_.releases();  // the release model over the ticks (issue 35)
   gpu::GpuSnapshot snapshot = snapshot_;
   inv_ = inventory::join_look(node_.gpus(), std::move(snapshot), std::move(scan), node_.devices(),
                               node_.baselines(), options);

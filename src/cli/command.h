@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,9 @@ struct GlobalOptions {
       dev_dir;  // --dev-dir DIR (else $GPUREAP_DEV_DIR, else $GPUREAP_SIM_DIR/dev, else /dev)
   bool no_color = false;  // --no-color (NO_COLOR in the environment does the same)
   bool no_agent = false;  // --no-agent (or $GPUREAP_NO_AGENT=1): never ask `gpureap watch`
+  /// --release-budget DURATION: how long memory of a gone holder may stay flat before it
+  /// is driver-held (inventory/release_model.h); nullopt: the model's rule.
+  std::optional<std::chrono::milliseconds> release_budget;
 };
 
 /// The function main calls once parsing succeeded; returns the exit status.

@@ -127,6 +127,7 @@ inventory::Node open_node(const GlobalOptions& global, std::optional<std::string
   if (const char* sim = std::getenv("GPUREAP_SIM_DIR"); sim && *sim) config.sim_dir = sim;
   if (first_look == FirstLook::agent_or_scan) config.agent_socket = agent_socket(global, state_dir);
   config.state_dir = std::move(state_dir);
+  config.release_budget = global.release_budget;
   return inventory::Node(std::move(config), open_gpu_source(global));
 }
 

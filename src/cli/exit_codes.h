@@ -15,6 +15,8 @@ inline constexpr int kExitUsage = 2;      // bad flags or input
 inline constexpr int kExitSystem = 3;  // system error: NVML unusable when required, lock held, I/O
 inline constexpr int kExitNothingToDo = 4;  // free: no holder matched the selection
 inline constexpr int kExitTimeout = 5;      // wait: the GPUs were not free before --timeout
+inline constexpr int kExitGhost = 6;  // wait: a selected GPU is a ghost (busy with no process):
+                                      // no wait frees it, so it fails at once
 
 // The exit statuses each command documents: one entry a status, its meaning one
 // unbroken sentence. help_format's exit_status_help() lays them out for --help (wrapped
@@ -29,7 +31,7 @@ struct ExitStatusLine {
 template <std::size_t N>
 using ExitStatuses = std::array<ExitStatusLine, N>;
 
-inline constexpr ExitStatuses<7> kExitStatuses = {{
+inline constexpr ExitStatuses<8> kExitStatuses = {{
     {"0", "success (free: every selected GPU verified back at its baseline; wait: GPUs free)"},
     {"1",
      "free: GPU memory still held after reclaim (each leftover is classified, also memory of "
@@ -41,6 +43,7 @@ inline constexpr ExitStatuses<7> kExitStatuses = {{
      "free holds the lock, I/O)"},
     {"4", "free: nothing to do (no holder on the selected GPUs, memory at baseline)"},
     {"5", "wait: timed out before the GPUs were free"},
+    {"6", "wait, run --wait-free: a selected GPU is a ghost (busy with no process); said at once"},
     {"run",
      "the command's own status; 128+N if it was killed by signal N; 127 not found; 126 not "
      "executable; 1 if the command exited 0 but GPU memory stayed held after teardown; 3 if it "
@@ -84,11 +87,12 @@ inline constexpr ExitStatuses<3> kTopExits = {{
     {"3", "system error (the device directory cannot be read, the terminal cannot be driven)"},
 }};
 
-inline constexpr ExitStatuses<4> kWaitExits = {{
+inline constexpr ExitStatuses<5> kWaitExits = {{
     {"0", "the selected GPUs are free"},
     {"2", "usage error (bad flag, selector, size or duration)"},
     {"3", "NVML unusable, or a selected GPU it cannot read (lost, hung)"},
     {"5", "timed out before the GPUs were free"},
+    {"6", "a selected GPU is a ghost (busy with no process): said at once"},
 }};
 
 inline constexpr ExitStatuses<8> kRunExits = {{
@@ -99,8 +103,8 @@ inline constexpr ExitStatuses<8> kRunExits = {{
     {"1", "the command exited 0, but GPU memory stayed held after teardown"},
     {"3", "the command exited 0, but the release could not be measured (NVML failed or hung)"},
     {"2", "usage error; nothing was started"},
-    {"1-5",
-     "--free-first: free's status (1, 2, 3), --wait-free: 5 timed out, 3 NVML unusable; "
+    {"1-6",
+     "--free-first: free's status (1, 2, 3), --wait-free: 5 timed out, 6 a ghost GPU, 3 NVML unusable; "
      "nothing was started"},
 }};
 

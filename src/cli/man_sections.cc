@@ -16,11 +16,14 @@ On a GPU in MIG mode each MIG device is a GPU of its own: \fBGPU 0/gi1/ci0\fR is
 GPU instance 1, compute instance 0, the spelling \fB\-\-gpu\fR takes, followed by
 "MIG device of GPU\-..." (\fI/usr/share/doc/gpureap/mig.md\fR).
 .TP
-.B used 90.0 GiB of 96.0 GiB  baseline 512 MiB (est.)  8 holders (89.5 GiB)
+.B used 90.0 GiB of 96.0 GiB  baseline 512 MiB (est.)  held, 8 holders (89.5 GiB)
 Used and total memory (NVML). The baseline is what the idle GPU uses (the driver's own
 share): recorded when gpureap saw the GPU idle; \fB(est.)\fR when it never did and the
-figure is an estimate. Then the holders and the memory NVML gives them, \fBidle\fR
-(at the baseline, no holder) or \fBbusy, no process\fR (a ghost GPU, below).
+figure is an estimate. Then the GPU's state, the word \fBtop\fR and \fB\-\-json\fR's
+\fBstate\fR use: \fBfree\fR (at the baseline, no process uses it), \fBheld\fR,
+\fBreleasing\fR, \fBdriver_held\fR, \fBghost\fR (busy with no process, below),
+\fBoutside_namespace\fR, \fBunknown\fR or \fBnot_measured\fR; then the holders and the
+memory NVML gives them.
 .SS The holders
 .TP
 .B PID

@@ -72,6 +72,10 @@ int wait_gpus_free(const GlobalOptions& global, const RunOptions& o) {
     }
     case Status::bad_selection:
       return run_usage_error("--gpu: " + r.message);
+    case Status::ghost:
+      say(fmt::format("--wait-free: [ghost_gpu] {}; not starting {}", report::gpus_not_free_text(r),
+                      o.command[0]));
+      return kExitGhost;
     case Status::nvml_failed:
       break;
   }

@@ -52,6 +52,9 @@ int run_wait(const GlobalOptions& global, const supervise::FreeWaitOptions& opti
                                         reclaim::orphans_plan(*result.holders, node.proc_root())));
       return kExitTimeout;
     }
+    case Status::ghost:
+      print_err(fmt::format("gpureap wait: [ghost_gpu] {}\n", report::gpus_not_free_text(result)));
+      return kExitGhost;
     case Status::nvml_failed:
     case Status::bad_selection:
       break;

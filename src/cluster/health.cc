@@ -14,18 +14,23 @@
 namespace gpureap::cluster {
 namespace {
 
-// What one look finds held, per GPU.
+// What one look finds held, per GPU. Memory no process holds counts when the release
+// model calls it driver-held (flat past the release budget); on the first look, memory
+// it cannot tell yet (no_holder) is a candidate too: the second look, `persist` later,
+// decides with what the node's looks saw in between.
 std::map<gpu::DeviceId, HeldGpu> held_in(const inventory::Inventory& inv,
                                          const std::vector<gpu::DeviceId>& gpus,
                                          const std::string& proc_root,
-                                         std::vector<std::string>& warnings) {
+                                         std::vector<std::string>& warnings, bool first_look) {
   auto ctx = reclaim::CallerContext::current(proc_root);
   const auto running = running_jobs(ctx.table, proc_root);
   std::map<gpu::DeviceId, HeldGpu> out;
   for (const auto& v : inv.gpus) {
     if (!inventory::is_selected(gpus, v.info.id) || !v.info.memory) continue;
     HeldGpu h{v.info.id, 0, {}, {}};
-    if (v.unexplained == inventory::Unexplained::driver_held) {
+    const auto state = inventory::gpu_state(v);
+    if (state == inventory::GpuState::driver_held ||
+        (first_look && state == inventory::GpuState::no_holder)) {
       h.bytes += v.unattributed_bytes;
       h.classes.push_back(reclaim::LeftoverClass::driver_held);
     }
@@ -101,7 +106,7 @@ HealthCheck check_node_health(inventory::Node& node, const HealthOptions& option
   for (const auto& v : first.gpus)
     if (inventory::is_selected(out.checked, v.info.id) && !v.info.problem.empty())
       out.held.push_back({v.info.id, 0, {reclaim::LeftoverClass::nvml_failed}, {}});
-  auto before = held_in(first, out.checked, node.proc_root(), out.warnings);
+  auto before = held_in(first, out.checked, node.proc_root(), out.warnings, true);
   held_first->reset();
   if (before.empty()) return out;
   node.clock().sleep_for(options.persist);
@@ -113,7 +118,7 @@ HealthCheck check_node_health(inventory::Node& node, const HealthOptions& option
     return out;
   }
   auto second = node.look();
-  for (auto& [id, h] : held_in(second, out.checked, node.proc_root(), ignored))
+  for (auto& [id, h] : held_in(second, out.checked, node.proc_root(), ignored, false))
     if (before.contains(id)) out.held.push_back(std::move(h));
   std::sort(out.held.begin(), out.held.end(),
             [](const HeldGpu& a, const HeldGpu& b) { return a.gpu < b.gpu; });

@@ -9,6 +9,7 @@
 #include "reclaim/free_flow.h"
 #include "reclaim/leftovers.h"
 #include "reclaim/release_wait.h"
+#include "util/units.h"
 
 namespace gpureap::cluster {
 namespace {
@@ -76,12 +77,10 @@ std::vector<HeldGpu> held_after(const reclaim::ReclaimReport& r) {
   return out;
 }
 
-// At baseline, no process uses it (a monitoring client that only has the node open
-// does not count), and not a ghost (busy with no process: a job there would crawl).
+// The one rule (inventory::gpu_state): at baseline, no process uses it (a monitoring
+// client that only has the node open does not count), and not a ghost.
 bool clean(const inventory::GpuView& v) {
-  return inventory::gpu_state(v) == inventory::GpuState::free &&
-         std::none_of(v.holders.begin(), v.holders.end(),
-                      [](const inventory::GpuHolder& h) { return h.uses_gpu; });
+  return inventory::gpu_state(v) == inventory::GpuState::free;
 }
 
 // running_job_of()'s rule as filters: a process in the cgroup of one of `jobs`, or with
@@ -170,6 +169,17 @@ JobCheck clean_up_after_job(inventory::Node& node, reclaim::AuditedControl& cont
   if (!freed.report) return out;
   out.freed = std::move(freed.report);
   out.held = held_after(*out.freed);
+  // Memory still coming back at the deadline (within its release budget: releasing) is
+  // no leak yet: the node is drained only for driver-held memory or holders (issue 35).
+  std::erase_if(out.held, [&](const HeldGpu& h) {
+    if (h.classes != std::vector<reclaim::LeftoverClass>{reclaim::LeftoverClass::still_releasing})
+      return false;
+    out.warnings.push_back(fmt::format(
+        "GPU {}: {} still being released at the deadline (within its release budget): not a "
+        "leak yet, the node is not drained for it",
+        gpu::device_text(h.gpu), format_bytes(h.bytes)));
+    return true;
+  });
   return out;
 }
 
@@ -207,10 +217,13 @@ JobCheck check_before_job(inventory::Node& node, reclaim::AuditedControl& contro
     inv = node.look(look_within(options, clock));
   }
 
-  // Memory still falling (the previous job's release) is waited for, briefly.
+  // Memory of the previous job still coming back (releasing, or no holder and not yet
+  // known: the release model) is waited for within the deadline: the node is drained only
+  // for memory the model calls driver-held (flat past the release budget) or holders.
   bool releasing = std::any_of(out.job_gpus.begin(), out.job_gpus.end(), [&](gpu::DeviceId g) {
     const auto* v = find_view(inv, g);
-    return v && v->unexplained == inventory::Unexplained::releasing;
+    const auto state = v ? inventory::gpu_state(*v) : inventory::GpuState::not_measured;
+    return state == inventory::GpuState::releasing || state == inventory::GpuState::no_holder;
   });
   if (releasing) {
     std::vector<reclaim::GpuRelease> gpus;
@@ -219,8 +232,8 @@ JobCheck check_before_job(inventory::Node& node, reclaim::AuditedControl& contro
       if (!v || !v->info.memory) continue;
       gpus.push_back(reclaim::release_of(*v));
     }
-    auto until = clock.now() + options.stalled_after;
-    if (options.deadline) until = std::min(until, *options.deadline - reclaim::kClassifyReserve);
+    auto until = options.deadline ? *options.deadline - reclaim::kClassifyReserve
+                                  : clock.now() + options.stalled_after;
     reclaim::wait_for_release(node.gpus(), gpus, until, clock.now(), node.interrupt_flag(), {},
                               clock);
     inv = node.look(look_within(options, clock));

@@ -197,6 +197,8 @@ TEST_F(JobCheckTest, MemoryTheDriverKeepsIsHeldAndClassified) {
   p.release_after.reset();  // the driver keeps it
   m_.spawn(p);
   set_file(5000401, "environ", std::string("SLURM_JOB_ID=42\0", 16));
+  // Driver-held once flat past the release budget (inventory/release_model.h), 2 s here.
+  m_.node().releases().set_budget({std::chrono::seconds(2)});
   auto o = options();
   o.deadline = m_.clock.now() + 10s;
   const auto start = m_.clock.now();

@@ -70,6 +70,9 @@ void sample_busy_gpus(gpu::GpuSource& gpus, Inventory& inv, const CollectOptions
       continue;
     }
     if (!busy_without_live_user(view)) continue;
+    if (options.no_busy_window_at_baseline.contains(view.info.id) &&
+        view.info.processes_known && view.info.processes.empty() && view.at_baseline())
+      continue;
     samples[view.info.id] = {*view.info.utilization_gpu};
     // Orphans using it: no window needed (it is theirs, not a ghost's).
     if (std::none_of(view.holders.begin(), view.holders.end(), computes_here))
@@ -102,6 +105,12 @@ Inventory join_look(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc::ScanR
   Inventory inv =
       join_and_reread(gpus, std::move(snapshot), std::move(scan), devices, baselines, options);
   if (listed) sample_busy_gpus(gpus, inv, options);
+  // Releasing, driver-held or not known yet: the release model, over the looker's earlier
+  // looks when it keeps them.
+  ReleaseTracker this_look_only;
+  (options.releases ? *options.releases : this_look_only)
+      .observe(inv, (options.clock ? *options.clock : util::system_clock()).now(),
+               options.judge_releases);
   // The agent's memory of launchers it saw die, for the groups this look still shows.
   std::set<pid_t> groups;  // the groups and the dead parents this look shows
   for (const auto& view : inv.gpus)

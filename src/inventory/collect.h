@@ -11,6 +11,7 @@
 
 #include "gpu/gpu_source.h"
 #include "inventory/inventory.h"
+#include "inventory/release_model.h"
 #include "proc/device_nodes.h"
 #include "proc/holder_scan.h"
 #include "proc/lineage.h"
@@ -34,7 +35,17 @@ struct CollectOptions {
   /// previous ticks in `busy_history` (index -> SM percent, oldest first) instead;
   /// a ghost then needs kBusyTicks consecutive busy ticks.
   bool sample_busy = true;
+  /// These GPUs, when NVML lists no process on them and their memory is at the baseline,
+  /// are not sampled: free's last look at the GPUs whose holders it just killed (back at
+  /// the driver's floor, the verdict does not wait for the utilization average of the
+  /// killed work to decay). A GPU that was a ghost before is sampled as ever.
+  std::set<gpu::DeviceId> no_busy_window_at_baseline;
   std::map<gpu::DeviceId, std::vector<unsigned>> busy_history;
+  /// The release model's memory of earlier looks (release_model.h): the looker's own
+  /// (Node's, the agent's). nullptr: this look alone (no exit seen: no_holder, never
+  /// driver_held). `judge_releases` false: recorded only.
+  ReleaseTracker* releases = nullptr;
+  bool judge_releases = true;
   /// The agent's witnesses: holder pid -> the parent (or group leader) it saw die.
   /// The orphan rule (proc/lineage.h) weighs them above what one scan can read.
   std::map<pid_t, proc::DeadParent> dead_parents;

@@ -40,10 +40,10 @@ TEST(EnumNames, EveryValueHasOneNameThatReadsBack) {
   expect_one_table<proc::FoundBy>(3);
   expect_one_table<proc::OrphanEvidence>(6);
   expect_one_table<proc::Provenance>(4);
-  expect_one_table<inventory::Unexplained>(5);
+  expect_one_table<inventory::Unexplained>(6);
   expect_one_table<inventory::Busy>(4);
-  expect_one_table<inventory::GpuState>(8);
-  expect_one_table<inventory::Finding>(6);
+  expect_one_table<inventory::GpuState>(9);
+  expect_one_table<inventory::Finding>(7);
   expect_one_table<inventory::Verdict>(3);
   expect_one_table<inventory::BlockerClass>(6);
 }

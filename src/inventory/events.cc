@@ -274,7 +274,8 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
   }
 
   // 3. Memory no process explains. `releasing` and falling memory are a release
-  //    in progress: they restart the settle time and announce nothing.
+  //    in progress: they restart the settle time and announce nothing; so is `no_holder`
+  //    (not yet told: within a release budget the model says releasing or driver_held).
   const Unexplained cls = view.unexplained;
   const std::uint64_t bytes = view.unattributed_bytes;
   const bool falling = bytes + tolerance < st.last_unattributed;
@@ -288,7 +289,7 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
       st.announced_class = Unexplained::none;
       st.announced_unattributed = 0;
     }
-  } else if (cls == Unexplained::releasing) {
+  } else if (cls == Unexplained::releasing || cls == Unexplained::no_holder) {
     st.pending_class = Unexplained::none;
   } else if (falling) {
     st.pending_class = cls;  // the settle time counts from the last fall
@@ -320,7 +321,7 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
   }
 
   // 3b. A ghost GPU: busy with no process for the inventory's window.
-  const bool ghost = view.busy.kind == Busy::ghost;
+  const bool ghost = gpu_state(view) == inventory::GpuState::ghost;
   if (ghost != st.ghost) {
     Event e = gpu_event(ghost ? EventKind::ghost_gpu : EventKind::ghost_gpu_gone, view, now);
     e.bytes = view.used();
@@ -358,7 +359,7 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
     if (cls != Unexplained::none)
       e.detail =
           fmt::format("{}; {} still unattributed ({})", gone, format_bytes(bytes), to_string(cls));
-    else if (view.at_baseline())
+    else if (gpu_state(view) == inventory::GpuState::free)
       e.detail = fmt::format("{}; GPU {} is back at its baseline ({} used)", gone, view.info.id,
                              format_bytes(view.used()));
     else

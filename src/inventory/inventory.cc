@@ -101,11 +101,12 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
                   amount)
             : fmt::format("{} not attributed: NVML gave no process list for this GPU.", amount);
   } else {
-    view.unexplained = Unexplained::driver_held;
+    // No process holds it anywhere. Whether the driver is still releasing it or holds it
+    // for good takes time to tell: the release model (release_model.h) decides.
+    view.unexplained = Unexplained::no_holder;
     view.unexplained_detail = fmt::format(
-        "{} above the idle baseline with no process holding the GPU anywhere: the driver still "
-        "holds it (a killed process's context was not torn down). Only a GPU reset "
-        "(`gpureap free --reset --gpu {}`) or a reboot frees it.",
+        "{} above the idle baseline with no process holding it: it may still be releasing "
+        "(`gpureap wait --gpu {}` tells).",
         amount, view.info.id);
   }
 }
@@ -124,6 +125,8 @@ std::string_view enum_name(Unexplained u) {
       return "driver_held";
     case Unexplained::unknown:
       return "unknown";
+    case Unexplained::no_holder:
+      return "no_holder";
   }
   return {};
 }
@@ -253,6 +256,8 @@ std::string_view enum_name(GpuState s) {
       return "outside_namespace";
     case GpuState::unknown:
       return "unknown";
+    case GpuState::no_holder:
+      return "no_holder";
   }
   return {};
 }
@@ -262,7 +267,12 @@ GpuState gpu_state(const GpuView& view) {
   if (view.busy.kind == Busy::ghost) return GpuState::ghost;
   switch (view.unexplained) {
     case Unexplained::none:
-      return view.at_baseline() ? GpuState::free : GpuState::held;
+      // Free counts users, not openers: a monitoring client with the node open holds
+      // nothing, a process NVML lists here (or one that may hold it unlisted) does.
+      return view.at_baseline() && std::none_of(view.holders.begin(), view.holders.end(),
+                                                [](const GpuHolder& h) { return h.uses_gpu; })
+                 ? GpuState::free
+                 : GpuState::held;
     case Unexplained::releasing:
       return GpuState::releasing;
     case Unexplained::driver_held:
@@ -271,6 +281,8 @@ GpuState gpu_state(const GpuView& view) {
       return GpuState::outside_namespace;
     case Unexplained::unknown:
       return GpuState::unknown;
+    case Unexplained::no_holder:
+      return GpuState::no_holder;
   }
   return GpuState::unknown;
 }

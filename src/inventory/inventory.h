@@ -32,10 +32,13 @@ struct GpuHolder {
 enum class Unexplained {
   none,
   outside_namespace,  // NVML lists pids this /proc does not show, or we are not in the host PID ns
-  releasing,          // used memory fell between two readings: the driver is still freeing it
-  driver_held,        // no holder anywhere, memory above baseline: reset or reboot needed
-  unknown,            // NVML gave no process list to reason with
+  releasing,    // no holder; falling, or within the release budget since a holder exited
+  driver_held,  // no holder anywhere, flat past the release budget: reset or reboot needed
+  unknown,      // NVML gave no process list to reason with
+  no_holder,    // no holder anywhere; not yet known whether releasing or driver-held (the
+                // exit was not seen and it was not watched for a budget): never "reset"
 };
+// releasing, driver_held and no_holder are set by the release model (release_model.h).
 
 /// Its name (util/enum_names.h), as the reports, the wire and the metrics spell it.
 std::string_view enum_name(Unexplained u);
@@ -98,17 +101,19 @@ struct GpuView {
 /// plan's "nothing to do" read, so that no caller decides "is this GPU idle?" its own way.
 /// In this order: memory NVML could not read is not measured (never free); a GPU busy
 /// with no process is a ghost whatever its memory; memory within the freed tolerance of
-/// the baseline is free; memory above it is held by processes when they explain it, and
+/// the baseline with no process using the GPU (openers do not count) is free; memory above
+/// it, or any user, is held by processes when they explain it, and
 /// otherwise the Unexplained class says by whom.
 enum class GpuState {
   not_measured,       // NVML gave no memory figure: nothing can be concluded
   ghost,              // busy with no process (Busy::ghost): reset or reboot
-  free,               // at baseline, nothing unexplained
-  held,               // above baseline, explained by the processes that hold it
+  free,               // at baseline, nothing unexplained, no process uses it (openers aside)
+  held,               // processes use it and explain its memory
   releasing,          // Unexplained::releasing
   driver_held,        // Unexplained::driver_held
   outside_namespace,  // Unexplained::outside_namespace
   unknown,            // Unexplained::unknown
+  no_holder,          // Unexplained::no_holder: may still be releasing; `wait` tells
 };
 /// Its name (util/enum_names.h), as the reports, the wire and the metrics spell it.
 std::string_view enum_name(GpuState s);

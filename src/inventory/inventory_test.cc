@@ -1,6 +1,7 @@
 #include "inventory/inventory.h"
 #include "util/units.h"
 #include "gpu/test_devices.h"
+#include "inventory/test_views.h"
 
 #include <gtest/gtest.h>
 
@@ -71,12 +72,15 @@ TEST(BuildInventory, NvmlPidMissingFromProcIsOutsideTheNamespace) {
   EXPECT_NE(inv.gpus[0].unexplained_detail.find("4242"), std::string::npos);
 }
 
-TEST(BuildInventory, MemoryWithNoHolderIsDriverHeldUnlessFalling) {
+// One look cannot tell a slow release from driver-held memory: no_holder, unless it fell
+// between two readings (releasing); the release model (release_model.h) decides over time.
+TEST(BuildInventory, MemoryWithNoHolderIsNoHolderUnlessFalling) {
   gpu::GpuSnapshot snap;
   snap.gpus = {gpu_with(3, 92 * kGiB, {})};
   auto store = BaselineStore::in_memory();
   Inventory stuck = build_inventory(snap, {}, store, /*host_ns*/ true);
-  EXPECT_EQ(stuck.gpus[0].unexplained, Unexplained::driver_held);
+  EXPECT_EQ(stuck.gpus[0].unexplained, Unexplained::no_holder);
+  EXPECT_EQ(stuck.gpus[0].unexplained_detail.find("reset"), std::string::npos);
   EXPECT_GT(stuck.gpus[0].unattributed_bytes, 90 * kGiB);
 
   std::vector<gpu::MemoryReading> later = {{gpu::dev(3), 40 * kGiB, {}, {}, false, std::nullopt}};
@@ -166,6 +170,27 @@ TEST(ClassifyBusy, BusyWithOnlyOrphansIsTheOrphansWorkAndWithALiveUserNothing) {
   EXPECT_EQ(inv.gpus[0].busy.kind, Busy::orphan_computing);
   EXPECT_NE(inv.gpus[0].busy.detail.find("orphans"), std::string::npos);
   EXPECT_EQ(inv.gpus[1].busy.kind, Busy::none) << "a live, parented user: busy is its work";
+}
+
+}  // namespace
+}  // namespace gpureap::inventory
+
+namespace gpureap::inventory {
+namespace {
+
+// "Free" is defined once (architecture review wave 4, §3.1): at the baseline, nothing
+// unexplained, and no process *uses* the GPU. An opener (a monitoring client with the node
+// open, its memory elsewhere) does not hold it; a user at the baseline does.
+TEST(GpuState, FreeCountsUsersNotOpeners) {
+  GpuView idle = testing::idle_gpu(0);
+  EXPECT_EQ(gpu_state(idle), GpuState::free);
+  GpuView opener = testing::idle_gpu(1);
+  testing::add_holder(opener, 100, 0, testing::Lineage::live, /*uses_gpu=*/false);
+  EXPECT_EQ(gpu_state(opener), GpuState::free) << "a monitoring client holds nothing";
+  GpuView user = testing::idle_gpu(2);
+  testing::add_holder(user, 101, 2 * kMiB, testing::Lineage::live);
+  ASSERT_TRUE(user.at_baseline());
+  EXPECT_EQ(gpu_state(user), GpuState::held) << "a process with a context on it uses it";
 }
 
 }  // namespace

@@ -149,7 +149,8 @@ json encode_holder(const proc::Holder& h) {
           {"nodes", nodes},
           {"gpu_minors", h.gpu_minors},
           {"mig_access", mig},
-          {"wchan", text(h.wchan)}};
+          {"wchan", text(h.wchan)},
+          {"pinned_host_bytes", h.pinned_host_bytes}};
 }
 
 json encode_view(const GpuView& v) {
@@ -250,6 +251,7 @@ proc::Holder decode_holder(const json& j) {
                          : std::optional<unsigned>(integer_value<unsigned>(a[2], "mig_access"))});
     }
   h.wchan = string(j, "wchan");
+  h.pinned_host_bytes = integer<std::uint64_t>(j, "pinned_host_bytes");
   return h;
 }
 

@@ -15,7 +15,10 @@
 namespace gpureap::inventory {
 
 Node::Node(NodeConfig config, std::unique_ptr<gpu::GpuSource> gpus, util::Clock& clock)
-    : config_(std::move(config)), gpus_(std::move(gpus)), clock_(&clock) {}
+    : config_(std::move(config)),
+      gpus_(std::move(gpus)),
+      clock_(&clock),
+      releases_(ReleaseBudget{config_.release_budget}) {}
 
 void Node::load() {
   if (loaded_) return;
@@ -62,12 +65,16 @@ Inventory Node::look(CollectOptions options) {
           inv.warnings.push_back(std::move(w));
       remember_witnessed(inv);
       inv.instances = find_instances(inv, config_.proc_root);
+      // The agent judged its releases over its own ticks; its holders are remembered,
+      // so an exit this node's later looks see counts from here.
+      releases_.observe(inv, clock_->now(), /*judge=*/false);
       return inv;
     }
   }
   options.proc_root = config_.proc_root;
   options.clock = clock_;
   if (options.witnessed.empty()) options.witnessed = witnessed_;
+  if (!options.releases) options.releases = &releases_;
   // What a running (or earlier) agent saw die, kept in the state directory: a direct
   // look reaches the agent's verdict on those processes, not a one-look guess (W3-07).
   if (options.dead_parents.empty()) options.dead_parents = load_witnesses(baselines_.dir());

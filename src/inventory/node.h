@@ -41,6 +41,9 @@ struct NodeConfig {
   /// (gpu::resolve_nvml_library) and $GPUREAP_SIM_DIR ("" when unset).
   std::string nvml_library;
   std::string sim_dir;
+  /// The release model's budget (the global option --release-budget); nullopt: its rule
+  /// (release_model.h, ReleaseBudget).
+  std::optional<std::chrono::milliseconds> release_budget;
 };
 
 class Node {
@@ -85,6 +88,10 @@ class Node {
   /// The running agent's socket this node's first look asks (NodeConfig::agent_socket).
   const std::optional<std::string>& agent_socket() const { return config_.agent_socket; }
   BaselineStore& baselines() { return load(), baselines_; }
+  /// What this node's looks saw of each GPU's releases (release_model.h): look() records
+  /// every look into it and judges its own looks by it; the agent's watcher joins its
+  /// looks with it too.
+  ReleaseTracker& releases() { return releases_; }
   const std::string& proc_root() const { return config_.proc_root; }
   const std::string& dev_dir() const { return config_.dev_dir; }
   util::Clock& clock() { return *clock_; }
@@ -103,6 +110,7 @@ class Node {
   proc::DeviceSet devices_;
   std::optional<Error> device_error_;
   BaselineStore baselines_ = BaselineStore::in_memory();
+  ReleaseTracker releases_;
   bool loaded_ = false;
   bool agent_asked_ = false;  // only the first look asks the agent
   std::vector<proc::Holder>

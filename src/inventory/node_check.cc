@@ -19,6 +19,8 @@ std::string_view enum_name(Finding f) {
       return "outside_namespace";
     case Finding::unattributed:
       return "unattributed";
+    case Finding::no_holder:
+      return "no_holder";
   }
   return {};
 }
@@ -66,6 +68,9 @@ std::vector<Finding> gpu_findings(const GpuView& view) {
     case GpuState::unknown:
       out.push_back(Finding::unattributed);
       break;
+    case GpuState::no_holder:
+      out.push_back(Finding::no_holder);
+      break;
   }
   return out;
 }
@@ -79,14 +84,16 @@ Verdict NodeCheck::verdict() const {
 
 NodeCheck check_node(const Inventory& inv) {
   NodeCheck out;
-  if (!gpu::lists_gpus(inv.nvml_state)) {
-    out.nvml_unusable = inv.nvml_state;
-    return out;
-  }
-  out.gpus = inv.gpus.size();
+  // NVML unusable as a whole (a driver reload, a hang): the views are built from the
+  // device nodes /proc shows (named by minor), without memory. Their orphans are still
+  // evidence (W3-13); "not measured" is said once, as nvml_unusable.
+  const bool nvml_ok = gpu::lists_gpus(inv.nvml_state);
+  if (!nvml_ok) out.nvml_unusable = inv.nvml_state;
+  if (nvml_ok) out.gpus = inv.gpus.size();
   std::map<Finding, std::vector<gpu::DeviceId>> by_finding;  // in Finding order
   for (const auto& view : inv.gpus)
-    for (Finding f : gpu_findings(view)) by_finding[f].push_back(view.info.id);
+    for (Finding f : gpu_findings(view))
+      if (nvml_ok || f == Finding::orphaned_memory) by_finding[f].push_back(view.info.id);
   for (auto& [finding, gpus] : by_finding) {
     gpu::normalize(gpus);
     out.found.emplace_back(finding, std::move(gpus));

@@ -37,6 +37,8 @@ enum class Finding {
   not_measured,       // unknown: GpuState::not_measured, NVML could not read this GPU
   outside_namespace,  // unknown: GpuState::outside_namespace, holders invisible here
   unattributed,       // unknown: GpuState::unknown, no NVML process list explains the memory
+  no_holder,          // unknown: GpuState::no_holder, no process holds it; releasing or
+                      // driver-held cannot be told yet (never a problem before the budget)
 };
 /// Its name (util/enum_names.h).
 std::string_view enum_name(Finding f);
@@ -53,7 +55,8 @@ std::string_view enum_name(Verdict v);
 struct NodeCheck {
   std::size_t gpus = 0;  // the GPUs NVML listed (after --gpu)
   /// NVML listed no GPU (library missing, init failed, hung): nothing is known about
-  /// memory, and the GPUs /proc alone shows (named by minor) are not judged.
+  /// memory; the GPUs /proc alone shows (named by minor) are judged on their holders
+  /// only (an orphan is a problem by its process, W3-13).
   std::optional<gpu::NvmlState> nvml_unusable;
   /// Each finding with the GPUs it was found on, ascending; in Finding order, no
   /// finding twice and none without a GPU.

@@ -80,22 +80,56 @@ TEST(NodeCheck, WhatCannotBeToldIsUnknownNeverClean) {
             (Found{{Finding::orphaned_memory, gpu::devs({0})}, {Finding::not_measured, gpu::devs({0})}}));
 }
 
-TEST(NodeCheck, UnusableNvmlIsUnknownAndJudgesNoGpu) {
-  // Without NVML the GPUs are the device nodes /proc shows, named by minor: an orphan
-  // there is not named as a GPU index the user would then act on.
-  Inventory inv = tv::idle_node(2);
-  inv.nvml_state = gpu::NvmlState::hung;
+// W3-13: NVML unusable as a whole (a driver reload, a hang). The views are the device
+// nodes /proc shows (named by minor), without memory: what they cannot tell is said once
+// (nvml_unusable), and an orphan there is a problem by its process, as on a GPU NVML alone
+// cannot read.
+TEST(NodeCheck, W3_13_UnusableNvmlStillJudgesTheOrphansProcShows) {
+  Inventory inv = tv::idle_node(3);
+  inv.nvml_state = gpu::NvmlState::init_failed;
   for (auto& v : inv.gpus) v.info.memory.reset();
-  tv::add_holder(inv.gpus[0], 300, 0, Lineage::orphaned);
+  tv::add_holder(inv.gpus[1], 300, 0, Lineage::orphaned);
+  tv::add_holder(inv.gpus[2], 301, 0, Lineage::orphaned);
+  tv::add_holder(inv.gpus[0], 302, 0, Lineage::live);
   const NodeCheck check = check_node(inv);
-  EXPECT_EQ(check.verdict(), Verdict::unknown);
-  EXPECT_EQ(check.nvml_unusable, gpu::NvmlState::hung);
-  EXPECT_TRUE(check.found.empty());
-  EXPECT_EQ(check.gpus, 0u);
+  EXPECT_EQ(check.verdict(), Verdict::problem);
+  EXPECT_EQ(check.nvml_unusable, gpu::NvmlState::init_failed);
+  EXPECT_EQ(check.found, (Found{{Finding::orphaned_memory, gpu::devs({1, 2})}}));
+  EXPECT_EQ(check.gpus, 0u) << "N counts the GPUs NVML lists";
+
+  // No orphan: nothing can be told, never clean.
+  Inventory quiet = tv::idle_node(2);
+  quiet.nvml_state = gpu::NvmlState::hung;
+  for (auto& v : quiet.gpus) v.info.memory.reset();
+  tv::add_holder(quiet.gpus[0], 303, 0, Lineage::detached);
+  EXPECT_EQ(check_node(quiet).verdict(), Verdict::unknown);
+  EXPECT_TRUE(check_node(quiet).found.empty());
 }
 
 TEST(NodeCheck, NoGpuIsCleanWhenNvmlSaysSo) {
   EXPECT_EQ(check_node(Inventory{}).verdict(), Verdict::clean);
+}
+
+}  // namespace
+}  // namespace gpureap::inventory
+
+namespace gpureap::inventory {
+namespace {
+
+// Issue 35: memory no process holds that a look could not yet tell from a slow release
+// (no_holder) is "cannot tell", never a problem; once the release model calls it
+// driver-held (flat past the budget), it is.
+TEST(NodeCheck, MemoryNoProcessHoldsIsUnknownUntilTheModelCallsItDriverHeld) {
+  Inventory inv = testing::idle_node(3);
+  testing::add_unexplained(inv.gpus[2], 30 * kGiB, Unexplained::no_holder);
+  testing::add_unexplained(inv.gpus[1], 30 * kGiB, Unexplained::releasing);
+  NodeCheck check = check_node(inv);
+  EXPECT_EQ(check.verdict(), Verdict::unknown);
+  EXPECT_EQ(check.found,
+            (std::vector<std::pair<Finding, std::vector<gpu::DeviceId>>>{
+                {Finding::no_holder, gpu::devs({2})}}));
+  inv.gpus[2].unexplained = Unexplained::driver_held;
+  EXPECT_EQ(check_node(inv).verdict(), Verdict::problem);
 }
 
 }  // namespace

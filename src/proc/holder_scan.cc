@@ -381,6 +381,7 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
     h.uid = st.st_uid;
   }
   h.nspid = std::move(status.nspid);
+  h.pinned_host_bytes = status.vm_pin + status.vm_lck;
   h.ignores_sighup = status.ignores_sighup();
 
   if (read_file_at(dirfd, "cgroup", file_) == 0) {

@@ -56,6 +56,8 @@ struct StatusInfo {
   std::vector<pid_t> nspid;            // NSpid: outermost (our namespace) first, innermost last
   std::uint64_t sig_pnd = 0;           // SigPnd: thread-directed pending signals (bitmask)
   std::uint64_t shd_pnd = 0;           // ShdPnd: process-directed pending signals (bitmask)
+  std::uint64_t vm_pin = 0;            // VmPin: pinned memory (pin_user_pages: cudaHostRegister)
+  std::uint64_t vm_lck = 0;            // VmLck: mlock()ed memory; both in bytes (kB in the file)
   std::uint64_t sig_ign = 0;           // SigIgn: ignored signals (bitmask; bit N-1 is signal N)
   /// True when SIGHUP is ignored, as `nohup` leaves it (and every child inherits it).
   bool ignores_sighup() const { return (sig_ign & 1ull) != 0; }

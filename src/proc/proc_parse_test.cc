@@ -94,6 +94,17 @@ TEST(ParseStatus, ZombieLeaderWithThreads) {
   EXPECT_FALSE(s.sigkill_pending());
 }
 
+// Pinned and locked host memory (the slow phase of a release: inventory/release_model.h),
+// in bytes; the kernel writes kB.
+TEST(ParseStatus, PinnedAndLockedHostMemory) {
+  StatusInfo s = parse_status(
+      "Name:\tsglang::schedul\nVmLck:\t     64 kB\nVmPin:\t243000000 kB\nVmRSS:\t 9000 kB\n");
+  EXPECT_EQ(s.vm_pin, 243000000ull * 1024);
+  EXPECT_EQ(s.vm_lck, 64ull * 1024);
+  StatusInfo none = parse_status("Name:\tx\n");
+  EXPECT_EQ(none.vm_pin + none.vm_lck, 0u);
+}
+
 TEST(ParseStatus, MissingLinesKeepDefaults) {
   StatusInfo s = parse_status("Name:\tx\nbogus line\n");
   EXPECT_EQ(s.name, "x");

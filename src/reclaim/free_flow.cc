@@ -16,7 +16,8 @@ FreeOutcome free_selection(inventory::Node& node, AuditedControl& control,
   // no memory held (driver-held memory, holders in other namespaces); nor does a selected
   // GPU NVML cannot read (its memory could be driver-held).
   for (const auto& v : inv.gpus)
-    if (inventory::is_selected(sel.gpus, v.info.id) && !v.info.memory)
+    if (inventory::is_selected(sel.gpus, v.info.id) &&
+        inventory::gpu_state(v) == inventory::GpuState::not_measured)
       out.unreadable.push_back(v.info.id);
   if (out.plan.targets.empty() && (!gpu::lists_gpus(inv.nvml_state) || !out.unreadable.empty())) {
     out.verdict = FreeVerdict::not_measured;

@@ -92,6 +92,7 @@ Leftover classify_unexplained(const LeftoverInput& in) {
           "are visible";
       break;
     case inventory::Unexplained::releasing:
+    case inventory::Unexplained::no_holder:  // not watched for a budget yet: never "reset"
       l.cls = LeftoverClass::still_releasing;
       l.next_step =
           "the driver is still freeing it: `gpureap wait --gpu " + gpu::device_text(gpu) + "`";

@@ -20,8 +20,8 @@ enum class LeftoverClass {
   exiting_in_driver,  // SIGKILLed, in D state inside the kernel
   live_holder,        // alive after SIGKILL, or appeared after the last round
   outside_namespace,  // NVML lists pids this PID namespace cannot see
-  still_releasing,    // no holder; the reading is still falling
-  driver_held,        // no holder; the reading does not fall
+  still_releasing,    // no holder; falling, or within the release budget (or not watched for one)
+  driver_held,        // no holder; flat past the release budget (inventory/release_model.h)
   ghost_gpu,          // no process, yet the GPU stays busy (SM utilization) over the window
   unknown,
   nvml_failed,  // NVML cannot read the GPU: freed cannot be proven

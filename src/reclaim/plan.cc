@@ -552,6 +552,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       if (h.zombie_leader) why += "; zombie leader with live threads";
       plan.targets.push_back(Target{h.id, h.comm, h.cmdline, h.user, c.gpus, c.bytes, why});
       plan.targets.back().instance = h.instance;
+      plan.targets.back().pinned_host_bytes = h.pinned_host_bytes;
       plan.targets.back().lineage = lineage_of(h);
       if (h.run_gone)
         ended_runs.emplace(h.run_id, h.sid);

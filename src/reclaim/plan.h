@@ -92,6 +92,9 @@ struct Target {
   /// The lineage verdict of a GPU holder when planned; nullopt for a target that holds
   /// no GPU (a descendant, a respawner, the rest of an ended run: `why` says why).
   std::optional<TargetLineage> lineage{};
+  /// Its VmPin + VmLck (proc::Holder::pinned_host_bytes): unpinned after it exits, the
+  /// release's slow phase; 0 when none.
+  std::uint64_t pinned_host_bytes = 0;
 };
 
 enum class SkipKind { protected_process, not_permitted, not_matched };

@@ -112,6 +112,10 @@ class Reclaim {
       plan = watch_release();
       if (report_.interrupted || !report_.nvml_error.empty()) break;
     }
+    // Nothing to signal, but memory of holders gone before this free is still coming
+    // back (they were killed by hand, or exited): it is waited for as a signalled
+    // holder's would be, within --timeout, instead of being called held.
+    if (round_ == 0 && releasing_selected()) (void)watch_release();
     judge(plan);
     // The verdict is a measurement at the end: one last look, freed or not (a GPU that
     // turned ghost as its holder died, busy with no process, is not freed).
@@ -234,11 +238,29 @@ class Reclaim {
     }
     EscalationResult esc = terminate(plan.targets, escalation_options(),
                                      EscalationEnv{control_, clock_, node_.interrupt_flag(), t0_});
+    note_phases(plan, esc.actions);
     report_.actions.insert(report_.actions.end(), esc.actions.begin(), esc.actions.end());
     report_.notes.insert(report_.notes.end(), esc.notes.begin(), esc.notes.end());
     survivors_ = esc.survivors;
     if (esc.interrupted) report_.interrupted = true;
     return !esc.interrupted;
+  }
+
+  // The release's first phase per GPU (release_wait.h, ReleasePhases): when its holders
+  // were first signalled and when the last of them exited; their pids, for the reading in
+  // which NVML lists none of them.
+  void note_phases(const Plan& plan, const std::vector<Action>& actions) {
+    for (auto& g : report_.gpus)
+      for (const auto& t : plan.targets) {
+        if (std::find(t.gpus.begin(), t.gpus.end(), g.gpu) == t.gpus.end()) continue;
+        g.released_pids.push_back(static_cast<std::uint32_t>(t.id.pid));
+        for (const auto& a : actions) {
+          if (a.id != t.id || a.via.empty()) continue;
+          if (!g.signalled_at || a.sent_at < *g.signalled_at) g.signalled_at = a.sent_at;
+          if (a.exited_at && (!g.exited_at || *a.exited_at > *g.exited_at))
+            g.exited_at = a.exited_at;
+        }
+      }
   }
 
   // Act only on a fresh look (W2-20): the plan may come from the agent's answer or from
@@ -481,8 +503,11 @@ class Reclaim {
   }
 
   // True when every selected GPU not yet freed holds memory that no live target explains
-  // (no signalled process still uses it, NVML lists no pid we cannot see) and whose reading
-  // has not fallen for --stalled_after: waiting longer only delays the classification (D16).
+  // (no signalled process still uses it, NVML lists no pid we cannot see) and that will
+  // not come back by waiting: memory no process holds only once the release model calls
+  // it driver-held (flat past the release budget since its holders exited: a slow release
+  // is waited through, within --timeout); memory others hold once its reading has not
+  // fallen for stalled_after (D16). Waiting longer would only delay the classification.
   bool all_stalled() {
     const auto now = clock_.now();
     bool all = true, any_pending = false;
@@ -502,11 +527,26 @@ class Reclaim {
                                       [&](const inventory::GpuHolder& gh) {
                                         return gh.uses_gpu && signalled_.contains(gh.holder.id);
                                       });
+      const auto state = inventory::gpu_state(*view);
+      if (state == inventory::GpuState::releasing || state == inventory::GpuState::no_holder) {
+        all = false;  // the model is still waiting for it (release_model.h)
+        continue;
+      }
       if (target_lives || !view->nvml_unseen.empty() ||
-          now - it->second.second < options_.stalled_after)
+          (state != inventory::GpuState::driver_held &&
+           now - it->second.second < options_.stalled_after))
         all = false;
     }
     return any_pending && all;
+  }
+
+  bool releasing_selected() const {
+    return std::any_of(report_.gpus.begin(), report_.gpus.end(), [&](const GpuRelease& g) {
+      const auto* view = find_view(latest_, g.gpu);
+      if (g.freed || !view) return false;
+      const auto state = inventory::gpu_state(*view);
+      return state == inventory::GpuState::releasing || state == inventory::GpuState::no_holder;
+    });
   }
 
   // The verdict per GPU: freed when seen at or below its threshold. Every holder of a
@@ -522,14 +562,20 @@ class Reclaim {
 
   // Classify what is still held, from a fresh look.
   void classify() {
-    latest_ = node_.look(look_options());
+    // Back at the driver's floor with no process listed: the verdict does not wait for
+    // the utilization average of the killed work to decay (issue 35: 0.36 s to baseline,
+    // 0.6-0.9 s to the verdict on the H200, in ghost sampling).
+    inventory::CollectOptions final_look = look_options();
+    for (const auto& g : report_.gpus)
+      if (!g.released_pids.empty()) final_look.no_busy_window_at_baseline.insert(g.gpu);
+    latest_ = node_.look(final_look);
     measure_late();  // measured here, at the last, is measured: never freed unmeasured
     Plan last = make_plan(latest_, options_.selection, CallerContext::current(node_.proc_root()));
     for (auto& g : report_.gpus) {
       const auto* view = find_view(latest_, g.gpu);
       // A ghost GPU is not free whatever its memory says: a new job there would
       // crawl (inventory::Busy::ghost).
-      const bool ghost = view && view->busy.kind == inventory::Busy::ghost;
+      const bool ghost = view && inventory::gpu_state(*view) == inventory::GpuState::ghost;
       // Freed stays freed unless this last reading says otherwise: taken again since
       // (a late replacement), or a ghost.
       const bool taken_again = view && view->info.memory && view->used() > g.threshold;
@@ -544,7 +590,9 @@ class Reclaim {
         continue;
       }
       g.used = view->used();
-      if (view->at_baseline() && view->holders.empty() && !ghost) {
+      // The one rule: free counts users, not openers (a monitoring client with the node
+      // open does not keep a released GPU from being freed).
+      if (inventory::gpu_state(*view) == inventory::GpuState::free) {
         g.freed = true;
         if (!g.freed_at) g.freed_at = since_t0();
         continue;

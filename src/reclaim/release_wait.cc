@@ -24,6 +24,11 @@ bool record(const std::vector<gpu::MemoryReading>& readings, double now, Release
       continue;
     }
     if (r.used) g->used = r.used;
+    if (r.used && !g->unlisted_at && !g->released_pids.empty() &&
+        std::none_of(g->released_pids.begin(), g->released_pids.end(), [&](std::uint32_t p) {
+          return std::find(r.pids.begin(), r.pids.end(), p) != r.pids.end();
+        }))
+      g->unlisted_at = now;
     if (r.used && *r.used <= g->threshold) {
       if (!g->freed_at) g->freed_at = now;
     } else {
@@ -35,6 +40,21 @@ bool record(const std::vector<gpu::MemoryReading>& readings, double now, Release
 }
 
 }  // namespace
+
+ReleasePhases release_phases(const GpuRelease& g) {
+  ReleasePhases p;
+  auto span = [](std::optional<double> from, std::optional<double> to) -> std::optional<double> {
+    if (!from || !to) return std::nullopt;
+    return std::max(0.0, *to - *from);
+  };
+  p.signal_to_exit = span(g.signalled_at, g.exited_at);
+  // A holder NVML stopped listing before it was seen exiting: the phase is empty.
+  const auto unlisted = g.unlisted_at && g.exited_at ? std::max(*g.unlisted_at, *g.exited_at)
+                                                     : g.unlisted_at;
+  p.exit_to_unlisted = span(g.exited_at, unlisted);
+  p.unlisted_to_baseline = span(unlisted, g.freed_at);
+  return p;
+}
 
 GpuRelease release_of(const inventory::GpuView& view, std::uint64_t left_alone,
                       std::optional<std::uint64_t> below) {

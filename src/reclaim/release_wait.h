@@ -37,9 +37,26 @@ struct GpuRelease {
   bool freed = false;                 // the verdict
   bool measured = true;  // false: NVML cannot read this GPU (lost, hung); never counted freed
   std::string problem;   // why the latest reading failed: never counted as freed
+  // The release's phases (issue 35), in seconds since t0: the first signal to a holder of
+  // this GPU, the last one's exit, the first reading in which NVML lists none of
+  // `released_pids`; the baseline is freed_at. nullopt: not seen.
+  std::vector<std::uint32_t> released_pids;
+  std::optional<double> signalled_at;
+  std::optional<double> exited_at;
+  std::optional<double> unlisted_at;
 
   std::uint64_t after() const { return used.value_or(before); }
 };
+
+/// A release's phases in seconds (each nullopt when an end of it was not seen): from the
+/// signal to the holders' exit, from the exit until NVML lists them no more, and from then
+/// until memory is back at the baseline (pinned host memory is unpinned in the last two).
+struct ReleasePhases {
+  std::optional<double> signal_to_exit;
+  std::optional<double> exit_to_unlisted;
+  std::optional<double> unlisted_to_baseline;
+};
+ReleasePhases release_phases(const GpuRelease& g);
 
 /// The one constructor of the record, from a look at the GPU: "freed" means used memory at
 /// most its baseline + `below` (default: inventory::freed_tolerance of its total) + the

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "gpu/gpu_select.h"
+#include "inventory/release_model.h"
 #include "report/device_json.h"
 #include "report/instance_text.h"
 #include "report/json.h"
@@ -33,6 +34,54 @@ std::size_t widest_gpus(const Items& items, std::size_t least) {
 
 std::string seconds_text(double s) {
   return fmt::format("{:.2f} s", s);
+}
+
+// The targets' pinned host memory, when any (issue 35): the release's expected slow phase.
+std::string pinned_line(const reclaim::Plan& plan) {
+  std::uint64_t pinned = 0;
+  std::string who;
+  for (const auto& t : plan.targets) {
+    if (t.pinned_host_bytes == 0) continue;
+    pinned += t.pinned_host_bytes;
+    who += fmt::format("{}pid {} {}", who.empty() ? "" : ", ", t.id.pid,
+                       format_bytes(t.pinned_host_bytes));
+  }
+  if (pinned == 0) return "";
+  return fmt::format(
+      "  Pinned host memory: {} ({}): the kernel unpins it after they exit, the slow phase of "
+      "the release (budget {:.0f} s before it could be called driver-held)\n",
+      format_bytes(pinned), who,
+      std::chrono::duration<double>(inventory::ReleaseBudget{}.for_pinned(pinned)).count());
+}
+
+// The slowest phase of a release that took a second or more, in one line ("" otherwise).
+std::string slow_phase_line(const reclaim::GpuRelease& g) {
+  const reclaim::ReleasePhases p = reclaim::release_phases(g);
+  if (!g.freed_at || !g.signalled_at || *g.freed_at - *g.signalled_at < 1.0) return "";
+  struct Phase {
+    std::optional<double> s;
+    const char* text;
+  } phases[] = {
+      {p.signal_to_exit, "the holders took {} to exit after the signal"},
+      {p.exit_to_unlisted, "NVML listed them {} after they exited (the driver tearing down "
+                           "their contexts)"},
+      {p.unlisted_to_baseline, "memory came back {} after NVML stopped listing them (the "
+                               "driver releasing it; pinned host memory is unpinned here)"},
+  };
+  const Phase* slowest = nullptr;
+  for (const auto& ph : phases)
+    if (ph.s && (!slowest || *ph.s > *slowest->s)) slowest = &ph;
+  if (!slowest || *slowest->s < 0.5) return "";
+  return "    slowest phase: " + fmt::format(fmt::runtime(slowest->text), seconds_text(*slowest->s)) +
+         "\n";
+}
+
+nlohmann::ordered_json phases_json(const reclaim::GpuRelease& g) {
+  const reclaim::ReleasePhases p = reclaim::release_phases(g);
+  return {{"phases",
+           {{"signal_to_exit", seconds_json(p.signal_to_exit)},
+            {"exit_to_unlisted", seconds_json(p.exit_to_unlisted)},
+            {"unlisted_to_baseline", seconds_json(p.unlisted_to_baseline)}}}};
 }
 
 template <typename T>
@@ -101,6 +150,7 @@ std::string plan_lines(const reclaim::Plan& plan, const Style& style,
       }
     }
   }
+  out += pinned_line(plan);
   if (!plan.skipped.empty()) {
     out += style.yellow(fmt::format("Left alone ({}):\n", plan.skipped.size()));
     const std::size_t gpu_width = widest_gpus(plan.skipped, 5);
@@ -217,10 +267,19 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
   out += style.bold(fmt::format("Result after {} ({} round{}):\n", seconds_text(r.seconds),
                                 r.rounds.size(), r.rounds.size() == 1 ? "" : "s"));
   for (const auto& g : r.gpus) {
+    // A ghost whose memory is back at the baseline holds no memory: it computes for no one.
+    const bool ghost_only =
+        !g.freed && g.measured && g.after() <= g.threshold &&
+        std::any_of(r.leftovers.begin(), r.leftovers.end(),
+                    [&](const reclaim::Leftover& l) { return l.gpu == g.gpu; }) &&
+        std::all_of(r.leftovers.begin(), r.leftovers.end(), [&](const reclaim::Leftover& l) {
+          return l.gpu != g.gpu || l.cls == reclaim::LeftoverClass::ghost_gpu;
+        });
     std::string verdict =
-        g.freed ? style.green(g.freed_at ? fmt::format("freed in {}", seconds_text(*g.freed_at))
-                                  : std::string("free"))
-                : style.red("STILL HELD");
+        g.freed      ? style.green(g.freed_at ? fmt::format("freed in {}", seconds_text(*g.freed_at))
+                                              : std::string("free"))
+        : ghost_only ? style.red("GHOST (memory at baseline, busy with no process)")
+                     : style.red("STILL HELD");
     if (!g.measured) {
       out += fmt::format("  GPU {}  memory unknown  {}\n", g.gpu,
                          style.red("NOT VERIFIED (NVML cannot read this GPU)"));
@@ -232,6 +291,7 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
       out += fmt::format("  GPU {}  {} -> {}  (baseline {}{})  {}\n", g.gpu,
                          format_bytes(g.before), format_bytes(g.after()), format_bytes(g.baseline),
                          left_alone, verdict);
+      out += slow_phase_line(g);
     }
     for (const auto& l : r.leftovers) {
       if (l.gpu != g.gpu) continue;
@@ -287,6 +347,8 @@ std::string gpu_problems_text(std::string_view heading,
   return fmt::format("{} GPU {}:", heading, gpu::device_list(indices)) + lines;
 }
 
+nlohmann::ordered_json release_phases_json(const reclaim::GpuRelease& g) { return phases_json(g); }
+
 nlohmann::ordered_json leftover_json(const reclaim::Leftover& l) {
   return {{"gpu", l.gpu},
           {"class", std::string(to_string(l.cls))},
@@ -321,7 +383,8 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
                     {"threshold_bytes", g.measured ? nlohmann::ordered_json(g.threshold) : nullptr},
                     {"left_alone_bytes", g.left_alone_bytes},
                     {"freed", g.freed},
-                    {"seconds_to_free", seconds_json(g.freed_at)}});
+                    {"seconds_to_free", seconds_json(g.freed_at)},
+                    {"release", phases_json(g)}});
   for (const auto& l : r.leftovers) leftovers.push_back(leftover_json(l));
   for (const auto& x : r.respawners)
     respawners.push_back({{"pid", x.id.pid},

@@ -33,6 +33,11 @@ std::string gpu_problems_text(std::string_view heading,
 /// One classified leftover as in free's JSON (also run's).
 nlohmann::ordered_json leftover_json(const reclaim::Leftover& l);
 
+/// {"phases": {"signal_to_exit", "exit_to_unlisted", "unlisted_to_baseline"}}: a GPU's
+/// release in seconds (reclaim::release_phases; null where an end was not seen), as
+/// free --json and run --json report it.
+nlohmann::ordered_json release_phases_json(const reclaim::GpuRelease& g);
+
 /// The final report.
 std::string free_text(const reclaim::ReclaimReport& report, const Style& style);
 /// `warnings`: the inventory's (inventory::Inventory::warnings).

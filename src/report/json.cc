@@ -183,6 +183,7 @@ nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uin
       {"found_by", found},
       {"devices", devices},
       {"gpu_bytes", optional_json(gpu_bytes)},
+      {"pinned_host_bytes", h.pinned_host_bytes},
       {"engine", engine_json(h.engine)},
       {"instance", text_or_null(h.instance)},
   };
@@ -235,6 +236,7 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
                                        : "query_failed"},
         {"problem", info.problem.empty() ? nlohmann::ordered_json(nullptr)
                                          : nlohmann::ordered_json(info.problem)}}},
+      {"state", inventory::to_string(inventory::gpu_state(view))},
       {"memory", memory},
       {"attributed_bytes", view.attributed_bytes},
       {"orphaned_bytes", view.orphaned_bytes()},

@@ -206,8 +206,8 @@ TEST(WaitJson, KeysInTheOrderOfTheSchemaNotSorted) {
                                                   "error"}));
   EXPECT_EQ(keys_of(j["gpus"][0]),
             (std::vector<std::string>{"index", "uuid", "used_bytes", "baseline_bytes",
-                                      "baseline_recorded", "threshold_bytes", "free",
-                                      "freed_after_seconds", "ghost"}));
+                                      "baseline_recorded", "threshold_bytes", "siblings_bytes",
+                                      "free", "freed_after_seconds", "ghost"}));
   EXPECT_EQ(j["seconds"].dump(), "60.0");
 }
 

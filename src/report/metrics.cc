@@ -221,7 +221,18 @@ void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder
            "1 when the GPU is a ghost: busy (SM utilization >= 50% for 3 consecutive ticks) "
            "with no process using it anywhere; only a reset or a reboot ends it. 0 otherwise.");
   for (const auto& g : gpus)
-    x.sample(gpu_labels(inv, g), g.busy.kind == inventory::Busy::ghost ? 1 : 0);
+    x.sample(gpu_labels(inv, g), inventory::gpu_state(g) == inventory::GpuState::ghost ? 1 : 0);
+
+  x.family("gpureap_gpu_state", "gauge",
+           "1 under the GPU's one state (label state: free, held, releasing, driver_held, ghost, "
+           "outside_namespace, unknown, not_measured; as status and top say it), 0 under the "
+           "others; every state always present.");
+  for (const auto& g : gpus) {
+    const auto state = inventory::gpu_state(g);
+    for (auto s : enum_values<inventory::GpuState>())
+      x.sample(with(gpu_labels(inv, g), "state", std::string(inventory::enum_name(s))),
+               s == state ? 1 : 0);
+  }
 
   x.family("gpureap_gpu_holders", "gauge",
            "Processes holding the GPU, by kind: live, orphaned (parent or launcher died), "
@@ -273,6 +284,22 @@ void render_agent(Exposition& x, const AgentCounters& c) {
   x.sample({{"le", "+Inf"}}, std::to_string(c.free_duration.count), "_bucket");
   x.sample({}, number(c.free_duration.sum), "_sum");
   x.sample({}, std::to_string(c.free_duration.count), "_count");
+
+  x.family("gpureap_release_seconds", "histogram",
+           "Seconds each release the agent observed took, by phase: exit_to_unlisted (a "
+           "holder's exit until NVML lists it no more), unlisted_to_baseline (then until the "
+           "memory is back at the baseline: pinned host memory is unpinned here). Both phases "
+           "always present.");
+  for (const char* phase : {"exit_to_unlisted", "unlisted_to_baseline"}) {
+    auto it = c.release_seconds.find(phase);
+    const Histogram h = it == c.release_seconds.end() ? Histogram{} : it->second;
+    for (std::size_t i = 0; i < Histogram::kBounds.size(); ++i)
+      x.sample({{"phase", phase}, {"le", number(Histogram::kBounds[i])}},
+               std::to_string(h.buckets[i]), "_bucket");
+    x.sample({{"phase", phase}, {"le", "+Inf"}}, std::to_string(h.count), "_bucket");
+    x.sample({{"phase", phase}}, number(h.sum), "_sum");
+    x.sample({{"phase", phase}}, std::to_string(h.count), "_count");
+  }
 
   x.family("gpureap_frees_total", "counter",
            "Frees the agent performed, by result: freed (memory back at baseline), held "

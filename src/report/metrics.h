@@ -38,6 +38,7 @@ struct ProcessFigures {
 /// What the agent counts between scrapes, beside the inventory.
 struct AgentCounters {
   Histogram free_duration;                        // frees the agent performed (reaping)
+  std::map<std::string, Histogram> release_seconds;  // releases observed, by phase
   std::map<std::string, std::uint64_t> frees;     // result ("freed", "held", "nothing") -> count
   std::optional<double> last_free_timestamp;      // wall clock seconds
   std::map<std::string, std::uint64_t> events;    // event kind word -> count

@@ -251,11 +251,11 @@ TEST(Metrics, EveryClassAndKindAlwaysPresent) {
   inventory::Inventory inv;
   inv.gpus.push_back(gpu(0, 512 * MiB));  // idle: nothing held, nothing unattributed
   auto text = render(inv);
-  for (const char* c : {"outside_namespace", "releasing", "driver_held", "unknown"})
+  for (const char* c : {"outside_namespace", "releasing", "driver_held", "unknown", "no_holder"})
     EXPECT_TRUE(text.find(fmt::format("class=\"{}\"}} 0\n", c)) != std::string::npos) << c;
   for (const char* k : {"live", "orphaned", "zombie_leader"})
     EXPECT_TRUE(text.find(fmt::format("kind=\"{}\"}} 0\n", k)) != std::string::npos) << k;
-  EXPECT_EQ(lines_starting(text, "gpureap_gpu_memory_unattributed_bytes{").size(), 4u);
+  EXPECT_EQ(lines_starting(text, "gpureap_gpu_memory_unattributed_bytes{").size(), 5u);
   EXPECT_EQ(lines_starting(text, "gpureap_gpu_holders{").size(), 3u);
 }
 
@@ -264,7 +264,7 @@ TEST(Metrics, UnattributedGoesUnderItsOwnClassOnly) {
   inv.gpus[0].unexplained = inventory::Unexplained::releasing;
   auto text = render(inv);
   auto lines = lines_starting(text, "gpureap_gpu_memory_unattributed_bytes{");
-  ASSERT_EQ(lines.size(), 4u);
+  ASSERT_EQ(lines.size(), 5u);
   for (const auto& line : lines)
     EXPECT_EQ(line.ends_with(" 0"), line.find("class=\"releasing\"") == std::string::npos) << line;
 }

@@ -99,6 +99,7 @@ nlohmann::ordered_json run_json(const std::vector<std::string>& argv,
                     {"used_after_bytes", opt(g.used)},
                     {"freed", g.freed_at.has_value() && g.problem.empty()},
                     {"seconds_to_free", seconds_json(g.freed_at)},
+                    {"release", release_phases_json(g)},
                     {"problem", g.problem.empty() ? J(nullptr) : J(g.problem)}});
     if (!g.problem.empty()) unverified += (unverified.empty() ? "" : "; ") + g.problem;
   }

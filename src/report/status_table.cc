@@ -250,12 +250,18 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
       }
     if (view.info.memory) {
       const auto& m = *view.info.memory;
-      std::string held = users == 0 ? std::string("no holder")
-                                    : fmt::format("{} holder{} ({})", users, users == 1 ? "" : "s",
-                                                  format_bytes(view.attributed_bytes));
-      std::string state = view.busy.kind == inventory::Busy::ghost ? style.red("busy, no process")
-                          : view.at_baseline() && users == 0       ? style.green("idle")
-                                                                   : held;
+      // The one GPU state (inventory::gpu_state), in its own word as `top` and the JSON
+      // say it; then who holds the GPU.
+      const auto gs = inventory::gpu_state(view);
+      const std::string word(inventory::enum_name(gs));
+      std::string state = gs == inventory::GpuState::free   ? style.green(word)
+                          : gs == inventory::GpuState::held ? word
+                                                            : style.red(word);
+      if (users > 0)
+        state += fmt::format(", {} holder{} ({})", users, users == 1 ? "" : "s",
+                             format_bytes(view.attributed_bytes));
+      else if (gs != inventory::GpuState::free)
+        state += ", no holder";
       out += fmt::format("  used {} of {}  baseline {}{}  {}\n", format_bytes(m.used),
                          format_bytes(m.total), format_bytes(view.baseline.bytes),
                          view.baseline.recorded ? "" : " (est.)", state);

@@ -22,6 +22,8 @@ std::string_view phrase(inventory::Finding f) {
       return "holders outside this namespace on";
     case inventory::Finding::unattributed:
       return "unattributed memory on";
+    case inventory::Finding::no_holder:
+      return "memory no process holds on";
   }
   return "?";
 }
@@ -46,8 +48,11 @@ std::string summary_line(const inventory::NodeCheck& check) {
       return fmt::format("clean: {} GPU{}, no leak", check.gpus, check.gpus == 1 ? "" : "s");
     case inventory::Verdict::problem: {
       std::string line = "problem: " + items(check, true);
-      if (std::string unknown = items(check, false); !unknown.empty())
-        line += "; unknown: " + unknown;
+      std::string unknown = items(check, false);
+      if (check.nvml_unusable)  // W3-13: orphans /proc shows, while NVML as a whole is out
+        unknown = fmt::format("NVML unusable ({}){}{}", gpu::enum_name(*check.nvml_unusable),
+                              unknown.empty() ? "" : "; ", unknown);
+      if (!unknown.empty()) line += "; unknown: " + unknown;
       return line;
     }
     case inventory::Verdict::unknown:

@@ -82,6 +82,14 @@ TEST(Summary, EachUnknownHasItsPhrase) {
     down.nvml_problem = "varies: a path, a pid, a duration";
     EXPECT_EQ(line_of(down), "unknown: NVML unusable (" + std::string(gpu::enum_name(state)) + ")");
   }
+  // W3-13: the orphans /proc shows while NVML is down are a problem by their processes.
+  inventory::Inventory orphans = tv::idle_node(3);
+  orphans.nvml_state = gpu::NvmlState::init_failed;
+  for (auto& v : orphans.gpus) v.info.memory.reset();
+  tv::add_holder(orphans.gpus[1], 300, 0, Lineage::orphaned);
+  tv::add_holder(orphans.gpus[2], 301, 0, Lineage::orphaned);
+  EXPECT_EQ(line_of(orphans),
+            "problem: orphaned memory on GPU 1,2; unknown: NVML unusable (init_failed)");
   EXPECT_EQ(summary_devices_unreadable(), "unknown: device directory unreadable");
   EXPECT_EQ(summary_unanswered("5s"), "unknown: no answer within 5s");
 }

@@ -13,9 +13,13 @@
 namespace gpureap::report {
 
 std::string gpu_not_free_text(gpu::DeviceId id, std::optional<std::uint64_t> used,
-                              std::uint64_t threshold) {
-  return fmt::format("GPU {} {} used (free means at most {})", id,
-                     used ? format_bytes(*used) : "?", format_bytes(threshold));
+                              std::uint64_t threshold, std::uint64_t siblings) {
+  return fmt::format("GPU {} {} used (free means at most {}{})", id,
+                     used ? format_bytes(*used) : "?", format_bytes(threshold),
+                     siblings == 0 ? std::string()
+                                   : fmt::format(", {} of it what the other compute instances' "
+                                                 "holders use",
+                                                 format_bytes(siblings)));
 }
 
 std::string gpus_not_free_text(const supervise::FreeWaitResult& r) {
@@ -27,17 +31,26 @@ std::string gpus_not_free_text(const supervise::FreeWaitResult& r) {
              (ghost != r.ghosts.end()
                   ? fmt::format("GPU {} is a ghost GPU, busy with no process: {}", g.gpu,
                                 terminal_text(ghost->second))
-                  : gpu_not_free_text(g.gpu, g.used, g.threshold));
+                  : gpu_not_free_text(g.gpu, g.used, g.threshold, g.left_alone_bytes));
   }
   return still;
 }
 
 std::string wait_free_text(const supervise::FreeWaitResult& r) {
   std::vector<gpu::DeviceId> indices;
-  for (const auto& g : r.gpus) indices.push_back(g.gpu);
+  std::uint64_t siblings = 0;
+  for (const auto& g : r.gpus) {
+    indices.push_back(g.gpu);
+    siblings += g.left_alone_bytes;
+  }
   return fmt::format(
-      "GPU {} free after {}", gpu::device_list(indices),
-      format_duration(std::chrono::nanoseconds(static_cast<long long>(r.seconds * 1e9))));
+      "GPU {} free after {}{}", gpu::device_list(indices),
+      format_duration(std::chrono::nanoseconds(static_cast<long long>(r.seconds * 1e9))),
+      siblings == 0 ? std::string()
+                    : fmt::format(" ({} in use by the other compute instances' holders is "
+                                  "theirs: the compute instances share their GPU instance's "
+                                  "memory)",
+                                  format_bytes(siblings)));
 }
 
 std::string wait_failure_text(const supervise::FreeWaitResult& r) {
@@ -60,6 +73,7 @@ nlohmann::ordered_json wait_json(const supervise::FreeWaitResult& r) {
                     {"baseline_bytes", g.baseline},
                     {"baseline_recorded", g.baseline_recorded},
                     {"threshold_bytes", g.threshold},
+                    {"siblings_bytes", g.left_alone_bytes},
                     {"free", g.freed_at.has_value()},
                     {"freed_after_seconds", seconds_json(g.freed_at)},
                     {"ghost", r.ghosts.contains(g.gpu)}});

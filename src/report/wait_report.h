@@ -12,9 +12,10 @@
 
 namespace gpureap::report {
 
-/// "GPU 3 92.0 GiB used (free means at most 494 MiB)"; "?" when not measured.
+/// "GPU 3 92.0 GiB used (free means at most 494 MiB)"; "?" when not measured. A MIG
+/// compute instance adds what its siblings' holders use (`siblings`, in the threshold).
 std::string gpu_not_free_text(gpu::DeviceId id, std::optional<std::uint64_t> used,
-                              std::uint64_t threshold);
+                              std::uint64_t threshold, std::uint64_t siblings = 0);
 
 /// The GPUs of `r` not seen free, each as gpu_not_free_text, joined by "; ".
 std::string gpus_not_free_text(const supervise::FreeWaitResult& r);

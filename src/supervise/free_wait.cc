@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "gpu/mig.h"
+#include "inventory/collect.h"
 #include "reclaim/release_wait.h"
 #include "util/clock.h"
 
@@ -10,6 +12,31 @@ namespace gpureap::supervise {
 
 using Clock = std::chrono::steady_clock;
 using util::seconds_since;
+
+namespace {
+
+// What the holders of `view`'s sibling compute instances use, when they are not selected
+// themselves: the compute instances of one GPU instance report its memory (gpu/mig.h,
+// shares_memory), so on each, what the others' holders use is explained by them, the rule
+// `free` and `status` follow (W3-05). With every compute instance of a GPU instance
+// selected, nothing is subtracted: the wait is then on the GPU instance's memory.
+std::uint64_t sibling_bytes(const inventory::Inventory& inv, const inventory::GpuView& view,
+                            const std::vector<gpu::DeviceId>& chosen) {
+  std::uint64_t bytes = 0;
+  for (const auto& other : inv.gpus)
+    if (gpu::shares_memory(view.info, other.info) && !inventory::is_selected(chosen, other.info.id))
+      bytes += other.attributed_bytes;
+  return bytes;
+}
+
+bool shares_with_unselected(const inventory::Inventory& inv, const inventory::GpuView& view,
+                            const std::vector<gpu::DeviceId>& chosen) {
+  return std::any_of(inv.gpus.begin(), inv.gpus.end(), [&](const inventory::GpuView& other) {
+    return gpu::shares_memory(view.info, other.info) && !inventory::is_selected(chosen, other.info.id);
+  });
+}
+
+}  // namespace
 
 FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& options) {
   FreeWaitResult result;
@@ -34,9 +61,11 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
     result.message = chosen.error().message;
     return result;
   }
+  bool siblings = false;  // a selected compute instance shares memory with an unselected one
   for (const auto& v : inv.gpus) {
     if (!inventory::is_selected(*chosen, v.info.id)) continue;
-    reclaim::GpuRelease g = reclaim::release_of(v, 0, options.below);
+    siblings = siblings || shares_with_unselected(inv, v, *chosen);
+    reclaim::GpuRelease g = reclaim::release_of(v, sibling_bytes(inv, v, *chosen), options.below);
     if (inventory::gpu_state(v) == inventory::GpuState::ghost)
       result.ghosts[g.gpu] = v.busy.detail;
     if (v.info.memory) {
@@ -53,6 +82,13 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
     result.gpus.push_back(std::move(g));
   }
   if (!result.message.empty()) return result;
+  // A ghost is busy with no process: only a reset or a reboot ends it, so waiting out the
+  // timeout would only delay the answer (issue 35).
+  if (!result.ghosts.empty()) {
+    result.status = FreeWaitResult::Status::ghost;
+    result.seconds = seconds_since(t0);
+    return result;
+  }
 
   // 3. Poll until all are at or below their thresholds in the same reading, or the
   //    deadline: every selected GPU is read every time, so one taken again after it was
@@ -60,7 +96,48 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
   bool all_free = result.ghosts.empty() &&
                   std::all_of(result.gpus.begin(), result.gpus.end(),
                               [](const reclaim::GpuRelease& g) { return g.freed_at.has_value(); });
+  // With siblings, what their holders use changes while we wait: each poll is a look
+  // (holders and memory), the threshold re-read from it. Otherwise memory alone.
+  auto poll_looks = [&]() -> std::string {
+    auto interval = std::chrono::milliseconds(20);
+    inventory::CollectOptions light;
+    light.reread_unexplained = false;
+    light.sample_busy = false;
+    for (;;) {
+      auto now_inv = node.look(light);
+      if (!gpu::lists_gpus(now_inv.nvml_state))
+        return now_inv.nvml_problem.empty() ? "NVML is not usable" : now_inv.nvml_problem;
+      bool every = true;
+      for (auto& g : result.gpus) {
+        const inventory::GpuView* v = nullptr;
+        for (const auto& x : now_inv.gpus)
+          if (x.info.id == g.gpu) v = &x;
+        if (!v || !v->info.memory) {
+          g.problem = v && !v->info.problem.empty() ? v->info.problem : "NVML gives no memory figure";
+          return "GPU " + gpu::device_text(g.gpu) + ": " + g.problem;
+        }
+        const std::uint64_t left = sibling_bytes(now_inv, *v, *chosen);
+        g.threshold = g.threshold - g.left_alone_bytes + left;
+        g.left_alone_bytes = left;
+        g.used = v->used();
+        if (*g.used <= g.threshold && !result.ghosts.contains(g.gpu)) {
+          if (!g.freed_at) g.freed_at = seconds_since(t0);
+        } else {
+          g.freed_at.reset();
+          every = false;
+        }
+      }
+      if (every) {
+        all_free = true;
+        return {};
+      }
+      if (Clock::now() + interval > deadline) return {};
+      std::this_thread::sleep_for(interval);
+      interval = std::min(interval + std::chrono::milliseconds(10), std::chrono::milliseconds(100));
+    }
+  };
   auto poll_until_deadline = [&] {
+    if (siblings) return poll_looks();
     auto release = reclaim::wait_for_release(node.gpus(), result.gpus, deadline, t0, nullptr, {});
     result.gpus = std::move(release.gpus);
     for (auto& g : result.gpus)

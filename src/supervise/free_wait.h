@@ -33,6 +33,7 @@ struct FreeWaitResult {
     timed_out,      // the deadline passed first
     bad_selection,  // --gpu matched nothing / was malformed (message says why)
     nvml_failed,    // NVML missing, failing or hung (message says which)
+    ghost,          // a selected GPU is a ghost (busy with no process): no wait frees it
   };
   Status status = Status::nvml_failed;
   std::string message;

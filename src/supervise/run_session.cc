@@ -1,6 +1,8 @@
 #include "supervise/run_session.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <unistd.h>
 
 #include <csignal>
@@ -206,8 +208,22 @@ RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, con
 
   // 5. Verify: the GPUs the run held, back at their baselines (bounded).
   if (watch && !watch->held().empty()) {
+    // The release's phases (release.phases of run --json): each GPU's members, when they
+    // were first signalled and when the last exited; NVML's lists say when they are gone.
+    std::vector<reclaim::GpuRelease> held = watch->held();
+    for (auto& g : held)
+      for (const auto& [member, used] : teardown_options.member_gpus) {
+        if (std::find(used.gpus.begin(), used.gpus.end(), g.gpu) == used.gpus.end()) continue;
+        g.released_pids.push_back(static_cast<std::uint32_t>(member.pid));
+        for (const auto& a : out.teardown.actions) {
+          if (a.id != member || a.via.empty()) continue;
+          if (!g.signalled_at || a.sent_at < *g.signalled_at) g.signalled_at = a.sent_at;
+          if (a.exited_at && (!g.exited_at || *a.exited_at > *g.exited_at))
+            g.exited_at = a.exited_at;
+        }
+      }
     out.release = reclaim::wait_for_release(
-        node.gpus(), watch->held(), Clock::now() + settings.release_timeout, t0, nullptr, {});
+        node.gpus(), std::move(held), Clock::now() + settings.release_timeout, t0, nullptr, {});
     std::vector<gpu::DeviceId> not_freed;
     for (const auto& g : out.release->gpus) {
       if (g.freed_at) {

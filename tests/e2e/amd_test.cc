@@ -131,8 +131,9 @@ TEST(Amd, StrandedVramWithNoProcessIsDriverHeld) {
   auto held = node.hold({"--gpu", "1", "--children", "1", "--bytes", "46GiB", "--orphan",
                          "--stuck", "--title", "VLLM::Worker_TP{k}"});
   ASSERT_EQ(held.holders.size(), 1u);
+  // Driver-held once flat past the release budget (docs/release.md), 500 ms here.
   auto r = amd(node, {"free", "--orphans", "--gpu", "1", "--reset", "--yes", "--json", "--timeout",
-                      "2s"});
+                      "2s", "--release-budget", "500ms"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   const auto j = r.json();
   ASSERT_EQ(j["leftovers"].size(), 1u) << r.out;

@@ -247,7 +247,8 @@ TEST(Free, ZombieLeaderWithLiveThreads) {
 TEST(Free, StuckMemoryIsClassifiedDriverHeldWithinTheTimeout) {
   SimNode node;
   auto held = node.hold({"--gpu", "3", "--bytes", "20GiB", "--stuck"});
-  auto r = node.gpureap(free_args({"--gpu", "3", "--timeout", "2s"}));
+  // Driver-held once flat past the release budget (docs/release.md), here 1 s.
+  auto r = node.gpureap(free_args({"--gpu", "3", "--timeout", "2s", "--release-budget", "1s"}));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_LT(r.seconds, 10.0);
   auto j = r.json();
@@ -260,12 +261,14 @@ TEST(Free, StuckMemoryIsClassifiedDriverHeldWithinTheTimeout) {
 }
 
 // D16: driver-held memory was classified only when --timeout ran out (60 s by default).
-// Memory that no target holds and that stops falling is classified after a short stall
-// (3 s): with the default timeout the command ends long before the harness's 40 s bound.
+// Memory that no target holds and that stays flat is classified once the release model
+// calls it driver-held (past the release budget, here 3 s): with the default timeout the
+// command ends long before the harness's 40 s bound.
 TEST(Free, StuckMemoryIsClassifiedWithoutWaitingOutTheTimeout) {
   SimNode node;
   auto held = node.hold({"--gpu", "3", "--bytes", "20GiB", "--stuck"});
-  auto r = node.gpureap(free_args({"--gpu", "3"}), std::chrono::seconds(40));
+  auto r = node.gpureap(free_args({"--gpu", "3", "--release-budget", "3s"}),
+                        std::chrono::seconds(40));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   auto j = r.json();
   const auto* l = leftover(j, 3);
@@ -545,7 +548,7 @@ TEST(Free, ResetThroughTheStandInChecksPreconditions) {
   if (::geteuid() != 0) GTEST_SKIP() << "the reset path needs root";
   SimNode node({"--gpus", "2", "--memory", "96GiB", "--persistence", "on"});
   auto held = node.hold({"--gpu", "1", "--bytes", "30GiB", "--stuck"});
-  auto blocked = node.gpureap(free_args({"--gpu", "1", "--reset", "--timeout", "1s"}));
+  auto blocked = node.gpureap(free_args({"--gpu", "1", "--reset", "--timeout", "1s", "--release-budget", "1ms"}));
   EXPECT_EQ(blocked.exit_code, 1) << blocked.out;
   auto jb = blocked.json();
   ASSERT_EQ(jb["resets"].size(), 1u) << jb.dump(1);
@@ -553,7 +556,7 @@ TEST(Free, ResetThroughTheStandInChecksPreconditions) {
   EXPECT_NE(jb["resets"][0]["blockers"].dump().find("persistence"), std::string::npos);
 
   ASSERT_EQ(node.sim({"persistence", "--dir", node.dir(), "--gpu", "1", "off"}).exit_code, 0);
-  auto ok = node.gpureap(free_args({"--gpu", "1", "--reset", "--timeout", "1s"}));
+  auto ok = node.gpureap(free_args({"--gpu", "1", "--reset", "--timeout", "1s", "--release-budget", "1ms"}));
   EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
   auto jo = ok.json();
   ASSERT_EQ(jo["resets"].size(), 1u) << jo.dump(1);
@@ -568,7 +571,7 @@ TEST(Free, ResetThroughTheStandInChecksPreconditions) {
       << jo["resets"][0].dump();
   for (int i = 0; i < 5; ++i) {
     node.hold({"--gpu", "1", "--bytes", "2GiB", "--stuck"});
-    auto again = node.gpureap(free_args({"--gpu", "1", "--reset", "--timeout", "300ms"}));
+    auto again = node.gpureap(free_args({"--gpu", "1", "--reset", "--timeout", "300ms", "--release-budget", "1ms"}));
     ASSERT_EQ(again.json()["resets"].size(), 1u) << again.out;
     EXPECT_EQ(again.json()["resets"][0]["output"].get<std::string>().find("did not finish"),
               std::string::npos)
@@ -576,7 +579,7 @@ TEST(Free, ResetThroughTheStandInChecksPreconditions) {
   }
   // A missing nvidia-smi is said as such, not as a timeout.
   node.hold({"--gpu", "1", "--bytes", "2GiB", "--stuck"});
-  auto missing = node.gpureap(free_args({"--gpu", "1", "--reset", "--timeout", "300ms"}),
+  auto missing = node.gpureap(free_args({"--gpu", "1", "--reset", "--timeout", "300ms", "--release-budget", "1ms"}),
                               std::chrono::seconds(60),
                               {{"GPUREAP_NVIDIA_SMI", "/nonexistent/nvidia-smi"}});
   auto jm = missing.json();

@@ -141,5 +141,39 @@ TEST(MigComputeInstances, EachHolderIsItsComputeInstancesAndFreeingOneSaysTheMem
   for (const auto& g : both.json()["gpus"]) EXPECT_EQ(g["freed"], true) << both.out;
 }
 
+// W3-05: `wait` on a compute instance follows free's rule: what the other compute
+// instance's holders use is theirs (re-read at every poll), so ci0 is free while ci1's
+// tenant works, and the message says what was counted as theirs. Selecting the whole GPU
+// instance waits on its memory.
+TEST(MigComputeInstances, W3_05_WaitOnAComputeInstanceCountsItsSiblingsHoldersAsTheirs) {
+  SimNode node({"--gpus", "2", "--memory", "80GiB", "--mig", "0:1x2"});
+  auto tenant = node.hold({"--gpu", "0", "--mig", "1", "--ci", "1", "--bytes", "6GiB"});
+
+  auto w = node.gpureap({"--no-agent", "wait", "--gpu", "0/gi1/ci0", "--timeout", "3s"});
+  EXPECT_EQ(w.exit_code, 0) << w.out << w.err;
+  EXPECT_NE(w.out.find("6.00 GiB in use by the other compute instances' holders"),
+            std::string::npos)
+      << w.out;
+  auto j = node.gpureap({"--no-agent", "--json", "wait", "--gpu", "0/gi1/ci0", "--timeout", "0"});
+  EXPECT_EQ(j.exit_code, 0) << j.out << j.err;
+  EXPECT_EQ(j.json()["gpus"][0]["siblings_bytes"], 6ULL << 30) << j.out;
+
+  // The whole GPU instance: both compute instances selected, nothing is anyone else's.
+  auto gi = node.gpureap({"--no-agent", "wait", "--gpu", "0/gi1", "--timeout", "300ms"});
+  EXPECT_EQ(gi.exit_code, 5) << gi.out << gi.err;
+
+  // A holder on ci0 itself is waited for, and its exit ends the wait.
+  auto own = node.hold({"--gpu", "0", "--mig", "1", "--ci", "0", "--bytes", "2GiB"});
+  auto held = node.gpureap({"--no-agent", "wait", "--gpu", "0/gi1/ci0", "--timeout", "300ms"});
+  EXPECT_EQ(held.exit_code, 5) << held.out << held.err;
+  EXPECT_NE(held.err.find("of it what the other compute instances' holders use"),
+            std::string::npos)
+      << held.err;
+  ASSERT_EQ(::kill(own.holders.at(0).first, SIGKILL), 0);
+  auto after = node.gpureap({"--no-agent", "wait", "--gpu", "0/gi1/ci0", "--timeout", "10s"});
+  EXPECT_EQ(after.exit_code, 0) << after.out << after.err;
+  (void)tenant;
+}
+
 }  // namespace mig_sharing_test
 }  // namespace gpureap::e2e

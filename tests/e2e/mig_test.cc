@@ -351,7 +351,8 @@ TEST(Mig, FreeResetOfAMigDeviceIsBlockedByAClientOfItsGpu) {
   ASSERT_TRUE(SimNode::eventually([&] { return !alive(stuck.holders[0].first); }));
 
   auto r = node.gpureap(
-      {"--json", "--no-agent", "free", "--gpu", "0/gi1/ci0", "--reset", "--yes", "--timeout", "1s"});
+      {"--json", "--no-agent", "--release-budget", "100ms", "free", "--gpu", "0/gi1/ci0", "--reset",
+       "--yes", "--timeout", "1s"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   const json doc = r.json();
   ASSERT_EQ(doc["resets"].size(), 1u) << doc.dump(1);

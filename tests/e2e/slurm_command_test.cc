@@ -130,11 +130,26 @@ class JobCgroups {
 TEST(SlurmCommand, AnEpilogWithNothingLeftAsksNothingOfSlurm) {
   SimNode node;
   FakeSlurm slurm(node);
-  auto r = node.gpureap({"slurm", "epilog"}, std::chrono::seconds(60),
+  auto r = node.gpureap({"--release-budget", "100ms", "slurm", "epilog"}, std::chrono::seconds(60),
                         slurm.env({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_GPUS", "0"}}));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("Nothing to do: no leftover of job 42"), std::string::npos) << r.out;
   EXPECT_EQ(slurm.calls(), "");
+}
+
+// Issue 35: the job's server takes 6 s to give its memory back after it is killed (a
+// release, not driver-held memory): the epilog waits through it within its deadline and
+// neither drains the node nor fails. The default release budget (at least 30 s) applies.
+TEST(SlurmCommand, AnEpilogDoesNotDrainDuringARelease) {
+  SimNode node;
+  FakeSlurm slurm(node);
+  node.hold({"--gpu", "2", "--bytes", "60GiB", "--release-delay", "6s", "--daemon"}, false,
+            {{"SLURM_JOB_ID", "42"}});
+  auto r = node.gpureap({"slurm", "epilog"}, std::chrono::seconds(90),
+                        slurm.env({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_GPUS", "2"}}));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(slurm.calls().find("state=drain"), std::string::npos) << slurm.calls();
+  EXPECT_EQ(r.out.find("driver_held"), std::string::npos) << r.out;
 }
 
 TEST(SlurmCommand, WhenHeldDecidesDrainAndExitStatus) {
@@ -157,7 +172,7 @@ TEST(SlurmCommand, WhenHeldDecidesDrainAndExitStatus) {
     return n;
   };
   // drain (the epilog's default): drained, exit 0.
-  auto r = node.gpureap({"--json", "slurm", "epilog", "--deadline", "10s"},
+  auto r = node.gpureap({"--json", "--release-budget", "100ms", "slurm", "epilog", "--deadline", "10s"},
                         std::chrono::seconds(60), env);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(slurm.calls(), drain);
@@ -184,19 +199,19 @@ TEST(SlurmCommand, WhenHeldDecidesDrainAndExitStatus) {
     EXPECT_EQ(records.back()["verdict"], "still_held");
   }
   // drain-fail: drained, and a non-zero exit (Slurm logs an epilog error, keeps our reason).
-  auto df = node.gpureap({"slurm", "epilog", "--when-held", "drain-fail", "--deadline", "10s"},
+  auto df = node.gpureap({"--release-budget", "100ms", "slurm", "epilog", "--when-held", "drain-fail", "--deadline", "10s"},
                          std::chrono::seconds(60), env);
   EXPECT_EQ(df.exit_code, 1) << df.out << df.err;
   EXPECT_EQ(drains(), 2u) << slurm.calls();
   // fail: scontrol is not run; the exit status alone makes slurmd drain the node.
-  auto f = node.gpureap({"slurm", "epilog", "--when-held", "fail", "--deadline", "10s"},
+  auto f = node.gpureap({"--release-budget", "100ms", "slurm", "epilog", "--when-held", "fail", "--deadline", "10s"},
                         std::chrono::seconds(60), env);
   EXPECT_EQ(f.exit_code, 1) << f.out << f.err;
   EXPECT_EQ(drains(), 2u) << slurm.calls();
   // A drain that fails (the controller refuses): non-zero, so slurmd drains it anyway.
   std::ofstream(slurm.path("scontrol.rc")) << "1\n";
   auto refused =
-      node.gpureap({"slurm", "epilog", "--deadline", "10s"}, std::chrono::seconds(60), env);
+      node.gpureap({"--release-budget", "100ms", "slurm", "epilog", "--deadline", "10s"}, std::chrono::seconds(60), env);
   EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
   EXPECT_NE(refused.out.find("scontrol: "), std::string::npos) << refused.out;
 }
@@ -219,7 +234,7 @@ TEST(SlurmCommand, AnEpilogOnAMigDeviceFreesThatMigDeviceOnly) {
                        {{"SLURM_JOB_ID", "42"}});
   auto neighbour = node.hold({"--gpu", "0", "--mig", "2", "--bytes", "4GiB", "--children", "1", "--same-gpu",
                               "--orphan", "--comm", "VLLM::Worker_TP0"});
-  auto r = node.gpureap({"--json", "slurm", "epilog", "--deadline", "20s"},
+  auto r = node.gpureap({"--json", "--release-budget", "100ms", "slurm", "epilog", "--deadline", "20s"},
                         std::chrono::seconds(60),
                         slurm.env({{"SLURM_JOB_ID", "42"},
                                    {"SLURM_JOB_GPUS", "0"},
@@ -239,16 +254,16 @@ TEST(SlurmCommand, AnEpilogOnAMigDeviceFreesThatMigDeviceOnly) {
 TEST(SlurmCommand, SlurmsVariablesAreCheckedAsInput) {
   SimNode node;
   FakeSlurm slurm(node);
-  auto none = node.gpureap({"slurm", "epilog"}, std::chrono::seconds(60), slurm.env());
+  auto none = node.gpureap({"--release-budget", "100ms", "slurm", "epilog"}, std::chrono::seconds(60), slurm.env());
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("SLURM_JOB_ID is not set"), std::string::npos) << none.err;
-  auto bad = node.gpureap({"slurm", "epilog"}, std::chrono::seconds(60),
+  auto bad = node.gpureap({"--release-budget", "100ms", "slurm", "epilog"}, std::chrono::seconds(60),
                           slurm.env({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_GPUS", "gpu0"}}));
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("SLURM_JOB_GPUS 'gpu0'"), std::string::npos) << bad.err;
   // A GPU the node does not have: nothing can be verified; drained, and said why.
   auto missing =
-      node.gpureap({"slurm", "epilog", "--when-held", "drain-fail"}, std::chrono::seconds(60),
+      node.gpureap({"--release-budget", "100ms", "slurm", "epilog", "--when-held", "drain-fail"}, std::chrono::seconds(60),
                    slurm.env({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_GPUS", "12"}}));
   EXPECT_EQ(missing.exit_code, 3) << missing.out << missing.err;
   EXPECT_NE(slurm.calls().find("reason=gpureap: GPUs not verified (after job 42): the job's GPUs "
@@ -311,7 +326,7 @@ TEST(SlurmCommand, HealthDrainsKeepsResumesAndLeavesOthersAlone) {
   ASSERT_EQ(::kill(stuck.holders[0].first, SIGKILL), 0);
   ASSERT_TRUE(SimNode::eventually([&] { return !alive(stuck.holders[0].first); }));
   auto health = [&] {
-    return node.gpureap({"--json", "slurm", "health", "--persist", "200ms"},
+    return node.gpureap({"--json", "--release-budget", "100ms", "slurm", "health", "--persist", "200ms"},
                         std::chrono::seconds(60), slurm.env());
   };
   auto drained = health();
@@ -350,19 +365,19 @@ TEST(SlurmCommand, W2_11_ARunningJobsCgroupKeepsItsWorkerOutOfOtherJobsLeftovers
   auto worker = node.hold({"--gpu", "0", "--bytes", "4GiB", "--children", "1", "--orphan",
                            "--cgroup", cgroups.step("90043")});
   const pid_t pid = worker.holders.at(0).first;
-  auto health = node.gpureap({"--json", "slurm", "health", "--persist", "100ms"},
+  auto health = node.gpureap({"--json", "--release-budget", "100ms", "slurm", "health", "--persist", "100ms"},
                              std::chrono::seconds(60), slurm.env());
   EXPECT_EQ(health.exit_code, 0) << health.out << health.err;
   expect_document_head(health.out, "slurm health");
   EXPECT_TRUE(health.json()["healthy"]) << health.out;
-  auto epilog = node.gpureap({"--json", "slurm", "epilog"}, std::chrono::seconds(60),
+  auto epilog = node.gpureap({"--json", "--release-budget", "100ms", "slurm", "epilog"}, std::chrono::seconds(60),
                              slurm.env({{"SLURM_JOB_ID", "90042"}, {"SLURM_JOB_GPUS", "0"}}));
   EXPECT_EQ(epilog.exit_code, 0) << epilog.out << epilog.err;
   EXPECT_TRUE(alive(pid)) << epilog.out;
   EXPECT_EQ(slurm.calls().find("state=drain"), std::string::npos) << slurm.calls();
   // Once job 90043 has ended, its own epilog frees it.
   running.reset();
-  auto own = node.gpureap({"slurm", "epilog"}, std::chrono::seconds(60),
+  auto own = node.gpureap({"--release-budget", "100ms", "slurm", "epilog"}, std::chrono::seconds(60),
                           slurm.env({{"SLURM_JOB_ID", "90043"}, {"SLURM_JOB_GPUS", "0"}}));
   EXPECT_EQ(own.exit_code, 0) << own.out << own.err;
   EXPECT_FALSE(alive(pid)) << own.out;
@@ -388,7 +403,7 @@ TEST(SlurmCommand, W2_12_AZombieLeadersEnvironmentIsReadFromALiveThread) {
     ASSERT_EQ(j["plan"]["targets"].size(), 1u) << selector[0] << j["plan"].dump(1);
     EXPECT_EQ(j["plan"]["targets"][0]["pid"], pid);
   }
-  auto epilog = node.gpureap({"slurm", "epilog"}, std::chrono::seconds(60),
+  auto epilog = node.gpureap({"--release-budget", "100ms", "slurm", "epilog"}, std::chrono::seconds(60),
                              slurm.env({{"SLURM_JOB_ID", "90042"}, {"SLURM_JOB_GPUS", "0"}}));
   EXPECT_EQ(epilog.exit_code, 0) << epilog.out << epilog.err;
   EXPECT_EQ(epilog.out.find("Nothing to do"), std::string::npos) << epilog.out;
@@ -411,7 +426,7 @@ TEST(SlurmCommand, W2_13_HealthWaitsForAFreeInProgressOrSkips) {
   ASSERT_EQ(::flock(lock, LOCK_EX), 0);
   // A deadline that leaves no time to wait: skipped.
   auto skipped =
-      node.gpureap({"--json", "slurm", "health", "--persist", "100ms", "--deadline", "1s"},
+      node.gpureap({"--json", "--release-budget", "100ms", "slurm", "health", "--persist", "100ms", "--deadline", "1s"},
                    std::chrono::seconds(60), slurm.env());
   EXPECT_EQ(skipped.exit_code, 0) << skipped.out << skipped.err;
   EXPECT_FALSE(skipped.json()["skipped"].is_null()) << skipped.out;
@@ -461,7 +476,7 @@ TEST(SlurmCommand, W2_15_AHealthUsageErrorNeverDrains) {
   }
   slurm.set_state("IDLE+DRAIN", "gpureap: GPU 3 driver_held 20.0 GiB");
   auto drained =
-      node.gpureap({"slurm", "health", "--gpu", "9"}, std::chrono::seconds(60), slurm.env());
+      node.gpureap({"--release-budget", "100ms", "slurm", "health", "--gpu", "9"}, std::chrono::seconds(60), slurm.env());
   EXPECT_EQ(drained.exit_code, 2) << drained.out << drained.err;
   EXPECT_EQ(slurm.calls(), "");
 }

@@ -202,9 +202,11 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
         fmt("GPUREAP=%s\nGPUREAP_NVML_LIBRARY=%s\nGPUREAP_SIM_DIR=%s\nGPUREAP_DEV_DIR=%s\n"
             "GPUREAP_NVIDIA_SMI=%s\nGPUREAP_STATE_DIR=%s/gpureap-state\nGPUREAP_SCONTROL=%s\n"
             "SLURM_CONF=%s\nGPUREAP_SLURM_LOG=%s\n"
-            "GPUREAP_EPILOG_ARGS='--deadline 10s --grace 2s'\n"
-            "GPUREAP_PROLOG_ARGS='--deadline 10s --free-orphans'\n"
-            "GPUREAP_HEALTH_ARGS='--persist 500ms --deadline 20s'\n",
+            // The release budget (docs/release.md: at least 30 s by default) shortened so
+            // that stuck memory is driver-held within these deadlines.
+            "GPUREAP_EPILOG_ARGS='--deadline 10s --grace 2s --release-budget 200ms'\n"
+            "GPUREAP_PROLOG_ARGS='--deadline 10s --free-orphans --release-budget 200ms'\n"
+            "GPUREAP_HEALTH_ARGS='--persist 500ms --deadline 20s --release-budget 200ms'\n",
             GPUREAP_BIN, e["GPUREAP_NVML_LIBRARY"].c_str(), e["GPUREAP_SIM_DIR"].c_str(),
             e["GPUREAP_DEV_DIR"].c_str(), e["GPUREAP_NVIDIA_SMI"].c_str(), dir_.c_str(), kScontrol,
             path("slurm.conf").c_str(), path("gpureap-slurm.log").c_str()));

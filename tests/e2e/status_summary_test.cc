@@ -62,7 +62,10 @@ TEST(StatusSummary, OrphanedWorkersAreAProblemLineAndExitOne) {
   EXPECT_EQ(other.out, "clean: 6 GPUs, no leak\n");
 }
 
-TEST(StatusSummary, DriverHeldMemoryAndAGhostAreProblems) {
+// A ghost is a problem at once; memory no process holds right after its holder died is
+// not driver-held for a one-shot check (it did not watch a release budget pass): it
+// cannot tell, and says what it sees.
+TEST(StatusSummary, AGhostIsAProblemAndMemoryNoProcessHoldsIsNotYetDriverHeld) {
   SimNode node;
   auto stuck = node.hold({"--gpu", "5", "--bytes", "20GiB", "--stuck"});
   kill_holders(stuck);
@@ -70,7 +73,7 @@ TEST(StatusSummary, DriverHeldMemoryAndAGhostAreProblems) {
   kill_holders(ghost);
   auto r = node.gpureap({"status", "--check"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_EQ(r.out, "problem: driver-held memory on GPU 5; ghost GPU 1\n");
+  EXPECT_EQ(r.out, "problem: ghost GPU 1; unknown: memory no process holds on GPU 5\n");
 }
 
 TEST(StatusSummary, WhatCannotBeToldIsUnknownAndExitThree) {
@@ -111,6 +114,26 @@ TEST(StatusSummary, UsageErrorsAreExitTwoBeforeAnyLook) {
   auto gpu = node.gpureap({"status", "--check", "--gpu", "7"});
   EXPECT_EQ(gpu.exit_code, 2);
   EXPECT_EQ(gpu.out, "");
+}
+
+// W3-13: NVML unusable as a whole (nvmlInit failing: a driver reload; hung past the
+// deadline, as NHC runs the check), while /proc shows orphaned SGLang workers: a problem
+// by their processes (exit 1), with NVML's state as what could not be told.
+TEST(StatusSummary, W3_13_OrphansProcShowsAreAProblemWhileNvmlIsUnusable) {
+  SimNode node({"--gpus", "4", "--memory", "80GiB"});
+  node.hold({"--gpu", "1", "--bytes", "2GiB", "--children", "2", "--orphan", "--title",
+             "sglang::scheduler_TP{k}"});
+  ASSERT_EQ(node.sim({"mode", "--dir", node.dir(), "init_fail"}).exit_code, 0);
+  auto down = node.gpureap({"--no-agent", "status", "--check"});
+  EXPECT_EQ(down.exit_code, 1) << down.out << down.err;
+  EXPECT_TRUE(down.out.starts_with("problem: orphaned memory on GPU ")) << down.out;
+  EXPECT_NE(down.out.find("; unknown: NVML unusable (init_failed)\n"), std::string::npos)
+      << down.out;
+  ASSERT_EQ(node.sim({"mode", "--dir", node.dir(), "hang_query"}).exit_code, 0);
+  auto hung = node.gpureap({"--no-agent", "status", "--check", "--deadline", "3s"}, 20s);
+  EXPECT_EQ(hung.exit_code, 1) << hung.out << hung.err;
+  EXPECT_NE(hung.out.find("unknown: NVML unusable (hung)"), std::string::npos) << hung.out;
+  ASSERT_EQ(node.sim({"mode", "--dir", node.dir(), "ok"}).exit_code, 0);
 }
 
 TEST(StatusSummary, AHungDriverIsAnsweredWithinTheDeadline) {
@@ -159,9 +182,12 @@ TEST(StatusSummary, TheAgentAnswersFreshly) {
   auto via_agent = node.gpureap({"status", "--check"});
   EXPECT_EQ(via_agent.exit_code, 1) << via_agent.err;
   EXPECT_EQ(via_agent.out, problem.out);
+  // A direct look cannot start NVML; the orphans /proc shows are a problem all the same
+  // (W3-13).
   auto direct = node.gpureap({"status", "--check"}, 60s, {{"GPUREAP_NO_AGENT", "1"}});
-  EXPECT_EQ(direct.exit_code, 3) << direct.err;
-  EXPECT_EQ(direct.out, "unknown: NVML unusable (init_failed)\n");
+  EXPECT_EQ(direct.exit_code, 1) << direct.err;
+  EXPECT_EQ(direct.out,
+            "problem: orphaned memory on GPU 6,7; unknown: NVML unusable (init_failed)\n");
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
 }
 

@@ -124,7 +124,8 @@ TEST(WatchSystemd, FreeResetSucceedsWhileTheAgentRunsAndTheAgentReportsIt) {
   EXPECT_NE(refused.out.find("In use by another client"), std::string::npos) << refused.out;
 
   // free --reset asks the agent to let go, resets, and hands NVML back.
-  auto freed = node.gpureap({"free", "--json", "--yes", "--gpu", "1", "--reset", "--timeout", "1s"});
+  auto freed = node.gpureap(
+      {"free", "--json", "--yes", "--gpu", "1", "--reset", "--timeout", "1s", "--release-budget", "100ms"});
   EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
   auto j = freed.json();
   ASSERT_EQ(j["resets"].size(), 1u) << j.dump(1);

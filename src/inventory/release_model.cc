@@ -1,0 +1,176 @@
+#include "inventory/release_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "gpu/device_id.h"
+#include "inventory/inventory.h"
+#include "util/units.h"
+
+namespace gpureap::inventory {
+namespace {
+
+using std::chrono::milliseconds;
+
+double seconds(util::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::string key_of(const GpuView& view) {
+  return view.info.uuid.empty() ? gpu::device_text(view.info.id) : view.info.uuid;
+}
+
+// The classes a look gives memory that no process holds anywhere this look can see.
+bool no_process_class(Unexplained u) {
+  return u == Unexplained::releasing || u == Unexplained::driver_held ||
+         u == Unexplained::no_holder;
+}
+
+std::string pinned_text(const ReleaseFacts& f) {
+  if (!f.pinned_bytes || *f.pinned_bytes == 0) return "";
+  return fmt::format("; its holders had {} of host memory pinned, which the kernel unpins after "
+                     "they are gone",
+                     format_bytes(*f.pinned_bytes));
+}
+
+std::string detail_of(const GpuView& view, const ReleaseFacts& f, const ReleaseJudgement& j) {
+  const std::string amount = format_bytes(view.unattributed_bytes);
+  const std::string gpu = gpu::device_text(view.info.id);
+  switch (j.verdict) {
+    case ReleaseVerdict::releasing:
+      if (j.falling && !view.unexplained_detail.empty() &&
+          view.unexplained == Unexplained::releasing)
+        return view.unexplained_detail;  // the look's own two readings say how it falls
+      return fmt::format(
+          "{} above the idle baseline with no process holding it, {}: the driver is still "
+          "releasing it{} (release budget {:.0f} s). `gpureap wait --gpu {}` returns when it is "
+          "done.",
+          amount,
+          j.falling ? std::string("falling")
+          : f.last_exit
+              ? fmt::format("{:.1f} s after its last holder exited", j.elapsed_s)
+              : fmt::format("watched for {:.1f} s", j.elapsed_s),
+          pinned_text(f), j.budget_s, gpu);
+    case ReleaseVerdict::driver_held:
+      return fmt::format(
+          "{} above the idle baseline, flat past the release budget of {:.0f} s {}{}, with "
+          "no process holding the GPU anywhere: the driver still holds it (a killed process's "
+          "context was not torn down). Only a GPU reset (`gpureap free --reset --gpu {}`) or a "
+          "reboot frees it.",
+          amount, j.budget_s,
+          f.last_exit ? "since its last holder exited" : "of watching it", pinned_text(f), gpu);
+    case ReleaseVerdict::no_holder:
+      break;
+  }
+  return fmt::format(
+      "{} above the idle baseline with no process holding it; when its last holder exited is "
+      "not known, so it may still be releasing (pinned host memory takes tens of seconds to "
+      "come back): `gpureap wait --gpu {}` tells. Only memory that stays flat past the release "
+      "budget ({:.0f} s) is driver-held.",
+      amount, gpu, j.budget_s);
+}
+
+}  // namespace
+
+milliseconds ReleaseBudget::for_pinned(std::optional<std::uint64_t> pinned_bytes) const {
+  if (fixed) return *fixed;
+  if (!pinned_bytes) return kBudgetFloor;
+  const double gib = static_cast<double>(*pinned_bytes) / static_cast<double>(1ull << 30);
+  const auto rule =
+      kBudgetBase + milliseconds(static_cast<long long>(std::ceil(gib * kBudgetSecondsPerGiB * 1000)));
+  return std::max(rule, kBudgetFloor);
+}
+
+ReleaseJudgement judge_release(const ReleaseFacts& f, util::Clock::time_point now,
+                               const ReleaseBudget& budget) {
+  ReleaseJudgement j;
+  j.falling = f.last_fall && now - *f.last_fall < kFallingWindow;
+  const auto b = budget.for_pinned(f.last_exit ? f.pinned_bytes : std::nullopt);
+  j.budget_s = seconds(b);
+  if (f.last_exit) {
+    // The exit was seen: releasing until the budget has passed since, driver-held after
+    // it unless it still falls.
+    j.elapsed_s = seconds(now - *f.last_exit);
+    j.verdict = j.falling || now - *f.last_exit < b ? ReleaseVerdict::releasing
+                                                    : ReleaseVerdict::driver_held;
+    return j;
+  }
+  // The exit was not seen: it was no later than the first look of the stretch, so memory
+  // watched flat for a budget is driver-held; before that, nothing can be told.
+  j.elapsed_s = f.watched_since ? seconds(now - *f.watched_since) : 0;
+  if (j.falling)
+    j.verdict = ReleaseVerdict::releasing;
+  else if (f.watched_since && now - *f.watched_since >= b)
+    j.verdict = ReleaseVerdict::driver_held;
+  else
+    j.verdict = ReleaseVerdict::no_holder;
+  return j;
+}
+
+void ReleaseTracker::observe(Inventory& inv, util::Clock::time_point now, bool judge) {
+  for (GpuView& view : inv.gpus) {
+    if (!view.info.memory) continue;  // not measured: nothing learnt, users kept
+    Gpu& g = gpus_[key_of(view)];
+    std::map<int, std::uint64_t> users;
+    for (const auto& gh : view.holders)
+      if (gh.uses_gpu) users[gh.holder.id.pid] = gh.holder.pinned_host_bytes;
+    std::uint64_t gone_pinned = 0;
+    bool gone = false;
+    for (const auto& [pid, pinned] : g.users)
+      if (!users.contains(pid)) {
+        gone = true;
+        gone_pinned += pinned;
+        g.gone.insert(pid);
+      }
+    g.users = std::move(users);
+    if (gone) {
+      g.facts.last_exit = now;
+      g.facts.pinned_bytes = g.facts.pinned_bytes.value_or(0) + gone_pinned;
+      g.unlisted_at.reset();
+    }
+    if (g.facts.last_exit && !g.unlisted_at &&
+        std::none_of(view.info.processes.begin(), view.info.processes.end(),
+                     [&](const gpu::GpuProcess& p) { return g.gone.contains(static_cast<int>(p.pid)); }))
+      g.unlisted_at = now;
+    if (!no_process_class(view.unexplained)) {
+      // Nothing unexplained (or held by what this look cannot see): any release is over.
+      if (view.unexplained == Unexplained::none) {
+        if (g.facts.last_exit && g.unlisted_at)
+          completed_.push_back({seconds(*g.unlisted_at - *g.facts.last_exit),
+                                seconds(now - *g.unlisted_at)});
+        g.facts = {};
+        g.gone.clear();
+        g.unlisted_at.reset();
+        g.lowest = 0;
+      }
+      continue;
+    }
+    if (!g.facts.watched_since) {
+      g.facts.watched_since = now;
+      g.lowest = view.used();
+      // Another looker (the agent) watched it flat past a budget: its watch counts, so
+      // the looks that follow this one do not start the budget over.
+      if (!judge && view.unexplained == Unexplained::driver_held)
+        g.facts.watched_since = now - budget_.for_pinned(std::nullopt);
+    } else if (view.used() + freed_tolerance(view.info.memory->total) / 4 < g.lowest) {
+      g.lowest = view.used();
+      g.facts.last_fall = now;
+    }
+    // The look's own readings (a second short one, or the agent's previous tick) fell.
+    if (view.unexplained == Unexplained::releasing) g.facts.last_fall = now;
+    if (!judge) continue;
+    const ReleaseJudgement j = judge_release(g.facts, now, budget_);
+    view.unexplained_detail = detail_of(view, g.facts, j);
+    view.unexplained = j.verdict == ReleaseVerdict::releasing     ? Unexplained::releasing
+                       : j.verdict == ReleaseVerdict::driver_held ? Unexplained::driver_held
+                                                                  : Unexplained::no_holder;
+  }
+}
+
+const ReleaseFacts* ReleaseTracker::facts(const std::string& key) const {
+  auto it = gpus_.find(key);
+  return it == gpus_.end() ? nullptr : &it->second.facts;
+}
+
+}  // namespace gpureap::inventory

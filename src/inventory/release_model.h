@@ -1,0 +1,123 @@
+#pragma once
+// Released, releasing, driver-held: measured over time (DESIGN.md; issue 35).
+//
+// After the last holder of some memory is gone, the driver gives the memory back on its
+// own: device memory alone in under a second (0.4-0.8 s, sglang#32829; 0.2-0.4 s measured
+// on an H200), but pinned host memory (cudaHostRegister: SGLang's hierarchical cache) is
+// unpinned by the kernel after the process is gone, which took 16 s for 243 GB
+// (sglang#32829: 25.9 s from the kill) and more than 30 s elsewhere (sglang#31871,
+// sglang#31281). Memory above the baseline that no process holds is therefore
+//   - *releasing* while it falls, or while less than the release budget has passed since a
+//     holder of the GPU was last seen exiting;
+//   - *driver-held* only once it stayed flat past the budget (a reset or reboot frees it);
+//   - *no_holder* when neither can be told: the exit was not seen and it has not been
+//     watched for a budget yet (a one-shot `status` without the agent). Never "reset".
+// One rule (judge_release) on an injected clock; ReleaseTracker keeps, per GPU, what a
+// sequence of looks saw (the agent's ticks, free's and run's re-scans) and sets each view's
+// Unexplained class from it, so gpu_state and every consumer read the one verdict.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "util/clock.h"
+
+namespace gpureap::inventory {
+
+struct Inventory;
+
+/// How long memory of a gone holder may stay above the baseline without falling before it
+/// is driver-held: kBudgetBase + kBudgetPerGiB per GiB of the gone holders' pinned and
+/// locked host memory (VmPin + VmLck), never less than kBudgetFloor. `fixed` (the global
+/// option --release-budget) replaces the rule.
+inline constexpr std::chrono::milliseconds kBudgetBase{2000};
+inline constexpr double kBudgetSecondsPerGiB = 0.12;  // 243 GB in 25.9 s, with a margin
+inline constexpr std::chrono::milliseconds kBudgetFloor{30000};
+/// Memory that reached a new low (by a quarter of the freed tolerance) this recently is
+/// falling: a release in progress, whatever the budget says.
+inline constexpr std::chrono::milliseconds kFallingWindow{2000};
+
+struct ReleaseBudget {
+  std::optional<std::chrono::milliseconds> fixed;  // --release-budget
+  /// The budget for memory whose gone holders had `pinned_bytes` of host memory pinned
+  /// (nullopt: not known, the floor).
+  std::chrono::milliseconds for_pinned(std::optional<std::uint64_t> pinned_bytes) const;
+};
+
+/// What the looks of one GPU saw of a release (times on the tracker's clock).
+struct ReleaseFacts {
+  /// When a holder of the GPU was last seen gone (the first look without it): the exit,
+  /// at most one look late. nullopt: no exit was seen.
+  std::optional<util::Clock::time_point> last_exit;
+  /// The first look of this stretch of unexplained memory: the exit was no later.
+  std::optional<util::Clock::time_point> watched_since;
+  /// The last look that read a new low.
+  std::optional<util::Clock::time_point> last_fall;
+  /// VmPin + VmLck of the holders seen exiting (nullopt when no exit was seen).
+  std::optional<std::uint64_t> pinned_bytes;
+};
+
+enum class ReleaseVerdict {
+  releasing,    // falling, or within the budget since the exit
+  driver_held,  // flat past the budget
+  no_holder,    // exit not seen, not watched for a budget: cannot tell yet
+};
+
+struct ReleaseJudgement {
+  ReleaseVerdict verdict = ReleaseVerdict::no_holder;
+  bool falling = false;
+  double elapsed_s = 0;  // since the exit (or since watched, when the exit was not seen)
+  double budget_s = 0;
+};
+
+/// The one rule (see the file comment).
+ReleaseJudgement judge_release(const ReleaseFacts& facts, util::Clock::time_point now,
+                               const ReleaseBudget& budget);
+
+/// What a sequence of looks saw of each GPU's holders and memory. Not thread-safe: one per
+/// looker (the Node of a command, the agent's).
+class ReleaseTracker {
+ public:
+  explicit ReleaseTracker(ReleaseBudget budget = {}) : budget_(budget) {}
+  void set_budget(ReleaseBudget budget) { budget_ = budget; }
+  const ReleaseBudget& budget() const { return budget_; }
+
+  /// Records `inv` (a look taken at `now`) and sets the Unexplained class and detail of
+  /// each of its views whose memory no process holds (releasing, driver_held, no_holder)
+  /// from judge_release. Other classes (outside_namespace, unknown) are left as they are.
+  /// `judge` false: record only (a look another looker judged: the agent's answer).
+  void observe(Inventory& inv, util::Clock::time_point now, bool judge = true);
+
+  /// The facts of one GPU (by UUID, else its index) as of the last observe; for free's
+  /// release phases and tests.
+  const ReleaseFacts* facts(const std::string& key) const;
+
+  /// A release seen to its end (memory back at the baseline after a holder exited), in
+  /// seconds: from the exit until NVML listed none of the gone holders, and from then until
+  /// the baseline. For the agent's gpureap_release_seconds{phase}.
+  struct Completed {
+    double exit_to_unlisted = 0;
+    double unlisted_to_baseline = 0;
+  };
+  /// The releases completed since the last call, oldest first.
+  std::vector<Completed> take_completed() { return std::exchange(completed_, {}); }
+
+ private:
+  struct Gpu {
+    std::map<int, std::uint64_t> users;  // pid -> pinned host bytes, as last seen
+    std::set<int> gone;                  // the pids seen exiting in this release
+    std::optional<util::Clock::time_point> unlisted_at;  // NVML listed none of `gone`
+    ReleaseFacts facts;
+    std::uint64_t lowest = 0;  // the lowest reading of this stretch
+  };
+  ReleaseBudget budget_;
+  std::map<std::string, Gpu> gpus_;
+  std::vector<Completed> completed_;
+};
+
+}  // namespace gpureap::inventory
