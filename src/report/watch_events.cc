@@ -88,7 +88,12 @@ std::string describe(const Event& e, const Style& style) {
   const std::string gpu = e.gpu ? gpu::device_text(*e.gpu) : "?";
   switch (e.kind) {
     case EventKind::orphaned_memory: {
-      std::string why = e.parent ? parent_text(e) + (detail.empty() ? "" : "; " + detail) : detail;
+      // The parent's death once (W3-12(b)): a witnessed orphan's reason names it already.
+      const bool reason_names_parent =
+          e.parent && detail.find(fmt::format("(pid {})", e.parent->pid)) != std::string::npos;
+      std::string why = e.parent && !reason_names_parent
+                            ? parent_text(e) + (detail.empty() ? "" : "; " + detail)
+                            : detail;
       std::string next = fmt::format("free {}: gpureap free --orphans --gpu {}",
                                      e.holders.size() == 1 ? "it" : "them",
                                      e.gpus.empty() ? gpu : gpu::device_list(e.gpus));

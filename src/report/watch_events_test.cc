@@ -113,6 +113,18 @@ TEST_F(WatchEvents, OneOrphanWithoutAParent) {
   EXPECT_FALSE(j.contains("parent")) << "absent when the agent did not see the parent die";
 }
 
+// W3-12(b): a witnessed orphan's reason names its dead parent; the line says it once.
+TEST_F(WatchEvents, TheDeadParentIsSaidOnceW3_12) {
+  Event e = orphans(1);
+  e.parent = inventory::DeadParent{4100, "python3", "python3 -m sglang.launch_server", kTime - 0.2};
+  e.detail = "its parent python3 (pid 4100), a server, was seen to die 200 ms ago; re-parented "
+             "to init (pid 1)";
+  const std::string line = watch_event_line(e, Style{});
+  EXPECT_EQ(line.find("parent python3 (pid 4100) died"), std::string::npos) << line;
+  EXPECT_NE(line.find("its parent python3 (pid 4100), a server, was seen to die"), std::string::npos)
+      << line;
+}
+
 // Provenance in a word: an orphan known only by one look is offered to a person.
 TEST_F(WatchEvents, AnInferredOrphanSaysTheReaperLeavesItToAPerson) {
   Event e = orphans(1);
