@@ -136,10 +136,9 @@ TEST(Replace, FreeFirstConfirmedStopsALiveServerWholeOrNotAtAll) {
   for (const auto& [pid, gpu] : s.sglang.holders) EXPECT_TRUE(alive(pid)) << pid;
 }
 
-// Disabled until the release model (issue 35) lands: free's engine today calls memory
-// that stays flat for 3 s after the last holder's exit driver-held, and `run --replace`
-// waits through the release with that engine.
-TEST(Replace, DISABLED_ASlowReleaseIsWaitedOutNotRefused) {
+// A 6 s release is waited out through the release model (issue 35), not refused as
+// driver-held.
+TEST(Replace, ASlowReleaseIsWaitedOutNotRefused) {
   SimNode node;
   Scene s = seed_scene(node, {"--release-delay", "6s"});
   const std::string marker = node.dir() + "/launched";
