@@ -78,21 +78,7 @@ std::vector<unsigned> listening_ports(
     const Instance& in, const std::string& proc_root,
     std::optional<std::vector<proc::ListeningSocket>>& listening) {
   std::set<std::uint64_t> inodes;
-  for (const auto& m : in.members) {
-    const std::string fd_dir = fmt::format("{}/{}/fd", proc_root, m.id.pid);
-    DIR* dir = ::opendir(fd_dir.c_str());
-    if (!dir) continue;
-    char target[64];
-    while (const dirent* entry = ::readdir(dir)) {
-      if (entry->d_name[0] == '.') continue;
-      const ssize_t n = ::readlinkat(::dirfd(dir), entry->d_name, target, sizeof target);
-      if (n <= 0 || static_cast<std::size_t>(n) >= sizeof target) continue;
-      if (auto inode =
-              proc::parse_socket_link(std::string_view(target, static_cast<std::size_t>(n))))
-        inodes.insert(*inode);
-    }
-    ::closedir(dir);
-  }
+  for (const auto& m : in.members) inodes.merge(proc::socket_inodes(m.id.pid, proc_root));
   if (inodes.empty()) return {};
   if (!listening) {
     // The kernel's table through sock_diag; where that is refused, the /proc tables of the

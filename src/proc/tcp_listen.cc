@@ -1,4 +1,5 @@
 #include "proc/tcp_listen.h"
+#include "proc/proc_parse.h"
 
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
@@ -7,6 +8,9 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <dirent.h>
+#include <fmt/format.h>
 
 #include <cerrno>
 #include <cstring>
@@ -80,6 +84,23 @@ Result<std::vector<ListeningSocket>> listening_tcp_sockets() {
     if (!ok) return std::unexpected(ok.error());
   }
   return out;
+}
+
+std::set<std::uint64_t> socket_inodes(pid_t pid, const std::string& proc_root) {
+  std::set<std::uint64_t> inodes;
+  const std::string fd_dir = fmt::format("{}/{}/fd", proc_root, pid);
+  DIR* dir = ::opendir(fd_dir.c_str());
+  if (!dir) return inodes;
+  char target[64];
+  while (const dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    const ssize_t n = ::readlinkat(::dirfd(dir), entry->d_name, target, sizeof target);
+    if (n <= 0 || static_cast<std::size_t>(n) >= sizeof target) continue;
+    if (auto inode = parse_socket_link(std::string_view(target, static_cast<std::size_t>(n))))
+      inodes.insert(*inode);
+  }
+  ::closedir(dir);
+  return inodes;
 }
 
 }  // namespace gpureap::proc

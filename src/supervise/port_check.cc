@@ -40,18 +40,8 @@ std::map<std::uint64_t, pid_t> socket_holders(const std::map<std::uint64_t, unsi
   ::closedir(procs);
   std::sort(pids.begin(), pids.end());
   for (pid_t pid : pids) {
-    const std::string fd_dir = fmt::format("{}/{}/fd", proc_root, pid);
-    DIR* dir = ::opendir(fd_dir.c_str());
-    if (!dir) continue;
-    char target[64];
-    while (const dirent* entry = ::readdir(dir)) {
-      if (entry->d_name[0] == '.') continue;
-      const ssize_t n = ::readlinkat(::dirfd(dir), entry->d_name, target, sizeof target);
-      if (n <= 0 || static_cast<std::size_t>(n) >= sizeof target) continue;
-      auto inode = proc::parse_socket_link(std::string_view(target, static_cast<std::size_t>(n)));
-      if (inode && inodes.contains(*inode)) out.emplace(*inode, pid);
-    }
-    ::closedir(dir);
+    for (std::uint64_t inode : proc::socket_inodes(pid, proc_root))
+      if (inodes.contains(inode)) out.emplace(inode, pid);
     if (out.size() == inodes.size()) break;
   }
   return out;
