@@ -548,8 +548,7 @@ class Agent {
     lock_busy_said_.clear();
 
     // The fresh look: the agent's view may keep a holder that let go (W2-20). What
-    // the agent saw die stays known to it and to the engine's own looks.
-    node_.remember_witnessed(watcher_.inventory());
+    // the agent saw die goes into it; reap() keeps its verdicts for the engine's looks.
     inventory::CollectOptions look;
     look.dead_parents = watcher_.dead_parents();
     inventory::Inventory inv = node_.look(look);

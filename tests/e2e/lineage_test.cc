@@ -20,27 +20,6 @@ namespace lineage_test {
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-WatchChild start_reaper(const SimNode& node) {
-  // The most eager policy: anything orphaned for 300 ms is reaped.
-  WatchChild agent = WatchChild::gpureap(
-      node, {"--json", "watch", "--no-listen", "--tick", "100ms", "--reap-orphans-after", "300ms"});
-  auto first = agent.next_line(30s);
-  EXPECT_TRUE(first && first->text.find("\"started\"") != std::string::npos) << agent.transcript();
-  return agent;
-}
-
-/// Lets the agent tick for a while (the reaper's window passes many times over)
-/// and says whether it planned or reaped anything.
-bool reaped_anything(WatchChild& agent) {
-  auto reap = agent.wait_for_json(
-      [](const json& j) {
-        auto e = j.value("event", "");
-        return e == "reaped" || e == "reap_planned" || e == "reap_failed";
-      },
-      3s);
-  return reap.has_value();
-}
-
 TEST(Lineage, W2_08_PipelineJobIsAttachedNeverAnOrphan) {
   SimNode node({"--gpus", "4", "--memory", "80GiB"});
   // An interactive shell (job control on) runs `cat /dev/null | python infer.py`
@@ -69,7 +48,7 @@ TEST(Lineage, W2_08_PipelineJobIsAttachedNeverAnOrphan) {
   auto plan = node.gpureap({"--no-agent", "free", "--orphans", "--gpu", "3", "--dry-run"});
   EXPECT_EQ(plan.exit_code, 4) << "nothing to do: " << plan.out << plan.err;
 
-  WatchChild agent = start_reaper(node);
+  WatchChild agent = start_eager_reaper(node);
   EXPECT_FALSE(reaped_anything(agent)) << agent.transcript();
   EXPECT_TRUE(alive(python));
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
@@ -104,7 +83,7 @@ TEST(Lineage, DetachedServerWithLiveWorkersIsDetachedNotAnOrphan) {
   auto plan = node.gpureap({"--no-agent", "free", "--orphans", "--gpu", "0", "--dry-run"});
   EXPECT_EQ(plan.exit_code, 4) << plan.out << plan.err;
 
-  WatchChild agent = start_reaper(node);
+  WatchChild agent = start_eager_reaper(node);
   EXPECT_FALSE(reaped_anything(agent)) << agent.transcript();
   EXPECT_TRUE(alive(held.leader));
   for (const auto& [pid, gpu] : held.holders) EXPECT_TRUE(alive(pid)) << pid;
@@ -173,7 +152,7 @@ TEST(Lineage, AnOrphanByItsGroupAloneIsAnnouncedButNeverReaped) {
   SimNode node({"--gpus", "4", "--memory", "80GiB"});
   auto held = node.hold({"--gpu", "3", "--bytes", "4GiB", "--children", "1", "--orphan"});
   ASSERT_EQ(held.holders.size(), 1u);
-  WatchChild agent = start_reaper(node);
+  WatchChild agent = start_eager_reaper(node);
   auto announced = agent.wait_for_json(
       [](const json& j) { return j.value("event", "") == "orphaned_memory"; }, 20s);
   ASSERT_TRUE(announced) << agent.transcript();
@@ -192,7 +171,7 @@ TEST(Lineage, W2_10_LiveRunMemberIsDetachedAndNotReaped) {
   // The server dies inside a live `gpureap run`; its worker is adopted by the run's
   // gpureap-reaper, which tears it down when the run ends.
   SimNode node({"--gpus", "4", "--memory", "80GiB"});
-  WatchChild agent = start_reaper(node);
+  WatchChild agent = start_eager_reaper(node);
   const std::string script = std::string(GPUREAP_SIM_BIN) +
                              " hold --dir \"$GPUREAP_SIM_DIR\" --gpu 1 --bytes 2GiB --children 2 "
                              "--same-gpu --orphan --detach; exec sleep 30";

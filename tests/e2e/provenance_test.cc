@@ -43,25 +43,6 @@ int run_shell(const SimNode& node, const std::string& script) {
   return sh.terminate();
 }
 
-WatchChild start_reaper(const SimNode& node) {
-  WatchChild agent = WatchChild::gpureap(
-      node, {"--json", "watch", "--no-listen", "--tick", "100ms", "--reap-orphans-after", "300ms"});
-  auto first = agent.next_line(30s);
-  EXPECT_TRUE(first && first->text.find("\"started\"") != std::string::npos) << agent.transcript();
-  return agent;
-}
-
-bool reaped_anything(WatchChild& agent, std::chrono::milliseconds window = 3s) {
-  return agent
-      .wait_for_json(
-          [](const json& j) {
-            auto e = j.value("event", "");
-            return e == "reaped" || e == "reap_planned" || e == "reap_failed";
-          },
-          window)
-      .has_value();
-}
-
 bool root() { return ::geteuid() == 0; }
 
 // W3-01(b): a job of a live shell whose environment carries a run id from elsewhere
@@ -69,7 +50,7 @@ bool root() { return ::geteuid() == 0; }
 // gone"; the reaper leaves it.
 TEST(Provenance, W3_01_AnInheritedRunIdNeverMakesALiveProcessAnOrphan) {
   SimNode node({"--gpus", "4", "--memory", "80GiB"});
-  WatchChild agent = start_reaper(node);
+  WatchChild agent = start_eager_reaper(node);
   const std::string pidfile = node.dir() + "/b.pid";
   WatchChild shell({"/bin/bash", "-c",
                     "GPUREAP_RUN_ID=train-4242 python3 '" + kPyhold + "' 1 3 '" + pidfile +
@@ -111,7 +92,7 @@ TEST(Provenance, W3_01_ARunInsideAContainerIsLive) {
       30s))
       << container.transcript();
   KillAtExit guard{{server}};
-  WatchChild agent = start_reaper(node);
+  WatchChild agent = start_eager_reaper(node);
   auto status = node.gpureap({"--no-agent", "--json", "status", "--gpu", "0"});
   auto hs = holders_by_pid(status.json());
   ASSERT_TRUE(hs.contains(server)) << status.out;
@@ -146,7 +127,7 @@ TEST(Provenance, W3_02_ALauncherScriptsNohupServersAreDetachedAndNeverReaped) {
     EXPECT_FALSE(direct[p]["orphaned"]) << direct[p].dump();
     EXPECT_TRUE(direct[p]["detached"]) << direct[p].dump();
   }
-  WatchChild agent = start_reaper(node);
+  WatchChild agent = start_eager_reaper(node);
   const std::string b = launcher("b", 2, 3);
   ASSERT_EQ(run_shell(node, "setsid '" + b + "'"), 0);
   guard.pids.push_back(pid_in(node.dir() + "/b-1.pid"));
@@ -178,7 +159,7 @@ TEST(Provenance, W3_03_AContainerShellsPipelineIsItsOwn) {
     EXPECT_FALSE(hs[p]["orphaned"]) << hs[p].dump();
   }
   EXPECT_EQ(node.gpureap({"--no-agent", "status", "--check"}).exit_code, 0);
-  WatchChild agent = start_reaper(node);
+  WatchChild agent = start_eager_reaper(node);
   EXPECT_FALSE(reaped_anything(agent)) << agent.transcript();
   for (pid_t p : guard.pids) EXPECT_TRUE(alive(p)) << p;
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
@@ -218,7 +199,7 @@ TEST(Provenance, W3_07_TheAgentAndADirectScanAgree) {
 // offered to a person; the reaper leaves them.
 TEST(Provenance, W3_10_ARunIdInTheEnvironmentHidesNoLeak) {
   SimNode node({"--gpus", "4", "--memory", "80GiB"});
-  WatchChild agent = start_reaper(node);
+  WatchChild agent = start_eager_reaper(node);
   auto held = node.hold({"--gpu", "1", "--bytes", "6GiB", "--children", "2", "--orphan", "--title",
                          "sglang::scheduler_TP{k}"},
                         false, {{"GPUREAP_RUN_ID", "x-" + std::to_string(agent.pid())}});
@@ -260,7 +241,7 @@ TEST(Provenance, AKilledRunsServerInItsCgroupIsOwnedAndReaped) {
     auto hs = holders_by_pid(node.gpureap({"--no-agent", "--json", "status", "--gpu", "2"}).json());
     return hs.contains(server) && hs[server]["provenance"] == "owned";
   })) << node.gpureap({"--no-agent", "status", "--gpu", "2"}).out;
-  WatchChild agent = start_reaper(node);
+  WatchChild agent = start_eager_reaper(node);
   auto reaped = agent.wait_for_json(
       [](const json& j) { return j.value("event", "") == "reaped"; }, 20s);
   EXPECT_TRUE(reaped) << agent.transcript();

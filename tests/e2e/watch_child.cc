@@ -204,4 +204,23 @@ int WatchChild::terminate(std::chrono::milliseconds timeout) {
   return *exit_status_;
 }
 
+WatchChild start_eager_reaper(const SimNode& node) {
+  WatchChild agent = WatchChild::gpureap(
+      node, {"--json", "watch", "--no-listen", "--tick", "100ms", "--reap-orphans-after", "300ms"});
+  auto first = agent.next_line(std::chrono::seconds(30));
+  EXPECT_TRUE(first && first->text.find("\"started\"") != std::string::npos) << agent.transcript();
+  return agent;
+}
+
+bool reaped_anything(WatchChild& agent, std::chrono::milliseconds window) {
+  return agent
+      .wait_for_json(
+          [](const nlohmann::json& j) {
+            auto e = j.value("event", "");
+            return e == "reaped" || e == "reap_planned" || e == "reap_failed";
+          },
+          window)
+      .has_value();
+}
+
 }  // namespace gpureap::e2e

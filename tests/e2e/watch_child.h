@@ -81,4 +81,13 @@ class WatchChild {
   std::optional<int> exit_status_;
 };
 
+/// `gpureap --json watch` with the most eager reaper (anything orphaned for 300 ms,
+/// ticks of 100 ms), its "started" line read.
+WatchChild start_eager_reaper(const SimNode& node);
+
+/// Lets the agent tick for `window` (the reaper's 300 ms pass many times over) and says
+/// whether it planned, tried or did a reap.
+bool reaped_anything(WatchChild& agent,
+                     std::chrono::milliseconds window = std::chrono::seconds(3));
+
 }  // namespace gpureap::e2e
