@@ -32,6 +32,7 @@
 #include "report/run_report.h"
 #include "report/terminal_text.h"
 #include "supervise/port_check.h"
+#include "util/units.h"
 
 namespace gpureap::cli {
 // A named namespace: the cli module is a unity build, where run_command.cc's and
