@@ -14,12 +14,15 @@
 # installed without starting them, their boot links disabled (below).
 # `libncurses-dev`: `gpureap top`'s screen (ncursesw, linked from its static archive);
 # `tmux` (no service): the end-to-end tests drive `gpureap top` in it (tests/e2e/top_test.cc).
+# `libyaml-dev` and `libcrypt-dev`: the agent's --web-config (YAML; bcrypt through crypt_r),
+# linked from their static archives; `curl` and `openssl` (no service): its end-to-end test
+# makes a self-signed certificate and scrapes over TLS (tests/e2e/watch_web_config_test.cc).
 # `clustershell` (no service): its `clush -b` folds the one-line `status --summary` of
 # simulated nodes in tests/contrib/check_fleet_checks.sh (docs/fleet-checks.md).
 set -euo pipefail
 packages=(g++ cmake make pkg-config ninja-build ccache mold libcli11-dev nlohmann-json3-dev libfmt-dev libre2-dev
-          libmicrohttpd-dev libsystemd-dev libncurses-dev libgtest-dev libgmock-dev util-linux psmisc procps python3
-          python3-yaml prometheus slurmd slurmctld slurm-client clustershell tmux "$@")
+          libmicrohttpd-dev libyaml-dev libcrypt-dev libsystemd-dev libncurses-dev libgtest-dev libgmock-dev util-linux psmisc procps python3
+          python3-yaml prometheus slurmd slurmctld slurm-client clustershell tmux curl openssl "$@")
 # The services those packages bring (Debian package and unit names), and the daemons they run.
 services=(prometheus munge slurmd slurmctld)
 daemons=(prometheus munged slurmd slurmctld)

@@ -142,7 +142,8 @@ class Agent {
     control_.emplace(std::move(*control));
     if (options_.listen) {
       auto http = HttpServer::start(*options_.listen,
-                                    [this](std::string_view path) { return serve_http(path); });
+                                    [this](std::string_view path) { return serve_http(path); },
+                                    options_.web);
       if (!http) return std::unexpected(http.error());
       http_.emplace(std::move(*http));
     }
@@ -441,6 +442,7 @@ class Agent {
     inventory::Inventory inv = inventory::redact_for(peer.uid, current, others);
     inv.source = "agent";
     inv.agent_pid = ::getpid();
+    inv.agent_degraded = (reaping_ ? reap_health_ : agent_health()).degraded;
     inv.node = node_.identity();  // a client naming another node does not use this answer
     return inventory::encode_inventory(inv);
   }

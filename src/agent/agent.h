@@ -15,6 +15,7 @@
 
 #include "agent/option_changes.h"
 #include "agent/service_notify.h"
+#include "agent/web_config.h"
 #include "agent/watcher.h"
 #include "inventory/events.h"
 #include "inventory/node.h"
@@ -32,6 +33,7 @@ using ProblemSink = std::function<void(const std::string&)>;
 struct AgentOptions {
   WatchOptions watch;
   std::optional<std::string> listen;        // ADDR:PORT for /metrics; nullopt: no HTTP
+  WebConfig web;                            // --web-config: TLS and basic auth (none: plain HTTP)
   std::optional<std::string> textfile_dir;  // node_exporter textfile collector directory
   bool per_holder = false;                  // per-holder metric series
   std::string state_dir;                    // the lock and the control socket live here

@@ -27,6 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include "agent/basic_auth.h"
+#include "agent/gnutls_load.h"
 #include "util/fd.h"
 #include "util/signal_mask.h"
 
@@ -225,6 +227,8 @@ MHD_Result send(MHD_Connection* connection, const HttpResponse& r, bool not_allo
 
 struct HttpServer::Impl {
   HttpHandler handler;
+  std::unique_ptr<BasicAuth> auth;  // nullptr: no authentication
+  std::string cert_pem, key_pem;  // kept while the daemon runs
   MHD_Daemon* daemon = nullptr;
   std::uint16_t port = 0;
 
@@ -370,6 +374,31 @@ struct HttpServer::Impl {
     static_cast<Impl*>(cls)->answering(connection, false);
   }
 
+  bool authenticated(MHD_Connection* connection) {
+    char* password = nullptr;
+    char* user = MHD_basic_auth_get_username_password(connection, &password);
+    const bool ok = user && password && auth->check(user, password);
+    if (password) {
+      std::memset(password, 0, std::strlen(password));
+      MHD_free(password);
+    }
+    if (user) MHD_free(user);
+    return ok;
+  }
+
+  // 401 with `WWW-Authenticate: Basic realm="gpureap"`: no credentials, an unknown
+  // user or a wrong password alike.
+  static MHD_Result unauthorized(MHD_Connection* connection) {
+    static constexpr std::string_view kBody = "unauthorized: this agent asks for a user and password\n";
+    MHD_Response* response = MHD_create_response_from_buffer(
+        kBody.size(), const_cast<char*>(kBody.data()), MHD_RESPMEM_PERSISTENT);
+    if (!response) return MHD_NO;
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+    MHD_Result queued = MHD_queue_basic_auth_fail_response(connection, "gpureap", response);
+    MHD_destroy_response(response);
+    return queued;
+  }
+
   static MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url,
                                const char* method, const char*, const char*, std::size_t*, void**) {
     auto* self = static_cast<Impl*>(cls);
@@ -381,6 +410,7 @@ struct HttpServer::Impl {
       MHD_suspend_connection(connection);
       return MHD_YES;
     }
+    if (self->auth && !self->authenticated(connection)) return unauthorized(connection);
     self->answering(connection, true);
     HttpResponse response;
     try {
@@ -393,7 +423,14 @@ struct HttpServer::Impl {
   }
 };
 
-Result<HttpServer> HttpServer::start(std::string_view listen, HttpHandler handler) {
+Result<HttpServer> HttpServer::start(std::string_view listen, HttpHandler handler,
+                                     const WebConfig& web) {
+  // TLS asked and GnuTLS missing is an error, never plain HTTP in its place.
+  if (web.tls()) {
+    if (auto loaded = load_gnutls(kGnutlsLibrary); !loaded)
+      return fail("--web-config " + web.path + ": TLS needs GnuTLS (" + kGnutlsLibrary +
+                  "): " + loaded.error().message);
+  }
   auto address = parse_listen(listen);
   if (!address) return std::unexpected(address.error());
   auto fd = listen_on(listen, *address);
@@ -404,21 +441,36 @@ Result<HttpServer> HttpServer::start(std::string_view listen, HttpHandler handle
   ::getsockname(fd->get(), reinterpret_cast<sockaddr*>(&bound), &len);
   auto impl = std::make_unique<Impl>();
   impl->handler = std::move(handler);
+  if (web.auth()) impl->auth = std::make_unique<BasicAuth>(web.users);
+  impl->cert_pem = web.cert_pem;
+  impl->key_pem = web.key_pem;
   impl->port = ntohs(address->ipv6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                    : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
 
   // One internal thread polling every connection: poll(), not select(), because the
   // agent holds many pidfds and a descriptor above FD_SETSIZE breaks select.
   // No MHD_USE_ERROR_LOG: library code does not print.
-  unsigned flags =
-      MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | (address->ipv6 ? MHD_USE_IPv6 : 0);
+  unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+                   (address->ipv6 ? MHD_USE_IPv6 : 0) | (web.tls() ? MHD_USE_TLS : 0);
+  // The certificate and key, when TLS is asked (an empty array otherwise).
+  std::vector<MHD_OptionItem> tls;
+  if (web.tls()) {
+    tls.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, impl->key_pem.data()});
+    tls.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, impl->cert_pem.data()});
+  }
+  tls.push_back({MHD_OPTION_END, 0, nullptr});
   int raw_fd = fd->release();  // MHD owns it from here: MHD_stop_daemon closes it
   StopSignalsBlocked quiet;    // for MHD's thread and ours
   impl->daemon = MHD_start_daemon(
       flags, 0, nullptr, nullptr, &Impl::on_request, impl.get(), MHD_OPTION_LISTEN_SOCKET, raw_fd,
       MHD_OPTION_CONNECTION_TIMEOUT, kConnectionTimeoutSeconds, MHD_OPTION_CONNECTION_LIMIT,
       kConnectionLimit, MHD_OPTION_NOTIFY_CONNECTION, &Impl::on_connection, impl.get(),
-      MHD_OPTION_NOTIFY_COMPLETED, &Impl::on_completed, impl.get(), MHD_OPTION_END);
+      MHD_OPTION_NOTIFY_COMPLETED, &Impl::on_completed, impl.get(), MHD_OPTION_ARRAY, tls.data(),
+      MHD_OPTION_END);
+  if (!impl->daemon && web.tls())
+    return fail("--web-config " + web.path + ": GnuTLS refused the certificate " + web.cert_file +
+                " or the key " + web.key_file + " (PEM, unencrypted, the key matching the "
+                "certificate)");
   if (!impl->daemon)
     return fail("--listen " + std::string(listen) + ": libmicrohttpd could not start serving");
   impl->sweeper = std::thread([self = impl.get()] { self->sweep(); });

@@ -1,7 +1,9 @@
 #pragma once
 // The agent's HTTP endpoint (`/metrics`, a landing page at `/`), served by
-// libmicrohttpd (Debian's libmicrohttpd-dev): no HTTP parsing of our own. The
-// handler runs on the library's thread; it must be thread-safe.
+// libmicrohttpd (Debian's libmicrohttpd-dev): no HTTP parsing of our own; with a
+// web configuration (--web-config) over TLS (GnuTLS, loaded on demand) and behind
+// basic authentication. The handler runs on the library's thread; it must be
+// thread-safe.
 
 #include <cstdint>
 #include <functional>
@@ -9,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "agent/web_config.h"
 #include "util/result.h"
 
 namespace gpureap::agent {
@@ -28,8 +31,12 @@ inline constexpr const char* kDefaultListen = "127.0.0.1:9847";
 class HttpServer {
  public:
   /// Parses `listen` ("ADDR:PORT", "[v6]:PORT"; port 0 picks a free one) and starts
-  /// serving. Fails with a message naming the address (in use, bad address).
-  static Result<HttpServer> start(std::string_view listen, HttpHandler handler);
+  /// serving. Fails with a message naming the address (in use, bad address). With
+  /// `web.tls()` it serves HTTPS only (GnuTLS must load: agent/gnutls_load.h; it
+  /// never falls back to plain HTTP); with `web.auth()` every request needs one of
+  /// its users' passwords, else 401 with `WWW-Authenticate: Basic`.
+  static Result<HttpServer> start(std::string_view listen, HttpHandler handler,
+                                  const WebConfig& web = {});
   HttpServer(HttpServer&&) noexcept;
   HttpServer& operator=(HttpServer&&) noexcept;
   ~HttpServer();  // stops serving, waits for requests in flight

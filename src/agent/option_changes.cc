@@ -25,8 +25,9 @@ struct Row {
 };
 
 // The options file's order (docs/watch.md): what is set at start, then the reloadable.
-const std::array<Row, 9> kRows{{
+const std::array<Row, 10> kRows{{
     {"listen", [](const AgentOptions& o) { return text(o.listen); }, nullptr},
+    {"web-config", [](const AgentOptions& o) { return text(o.web.path); }, nullptr},
     {"textfile", [](const AgentOptions& o) { return text(o.textfile_dir); }, nullptr},
     {"socket-group", [](const AgentOptions& o) { return text(o.socket_group); }, nullptr},
     {"full-scan-interval", [](const AgentOptions& o) { return text(o.watch.full_scan); }, nullptr},

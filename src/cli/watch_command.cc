@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -19,6 +21,7 @@
 #include <string_view>
 
 #include "agent/agent.h"
+#include "agent/gnutls_load.h"
 #include "agent/http_server.h"
 #include "cli/command.h"
 #include "cli/environment.h"
@@ -53,6 +56,7 @@ struct WatchFlags {
   std::string socket_group;
   std::string reap_after;
   std::string keep;
+  std::string web_config;
   bool reap_dry_run = false;
   std::string config;
   /// Keys the options file sets that the command line overrides (said in the start line).
@@ -67,8 +71,9 @@ struct OptionKey {
   std::string WatchFlags::*text = nullptr;  // a value option
   bool WatchFlags::*flag = nullptr;         // a flag (the file says true or false)
 };
-constexpr std::array<OptionKey, 10> kOptionKeys{{
+constexpr std::array<OptionKey, 11> kOptionKeys{{
     {"listen", &WatchFlags::listen, nullptr},
+    {"web-config", &WatchFlags::web_config, nullptr},
     {"no-listen", nullptr, &WatchFlags::no_listen},
     {"textfile", &WatchFlags::textfile, nullptr},
     {"full-scan-interval", &WatchFlags::full_scan, nullptr},
@@ -87,6 +92,11 @@ void add_file_options(CLI::App& app, WatchFlags& f) {
       ->type_name("ADDR:PORT")
       ->default_val(agent::kDefaultListen);
   app.add_flag("--no-listen", f.no_listen, "Serve no HTTP at all");
+  app.add_option("--web-config", f.web_config,
+                 "TLS and basic authentication for remote scrapes: a YAML file in the Prometheus "
+                 "exporter-toolkit's format (tls_server_config: cert_file, key_file; "
+                 "basic_auth_users: name -> bcrypt hash). Read at start")
+      ->type_name("FILE");
   app.add_option("--textfile", f.textfile,
                  "Also write the metrics to DIR/gpureap.prom at every change (node_exporter's "
                  "textfile collector; atomic rename)")
@@ -127,6 +137,35 @@ Result<std::chrono::milliseconds> positive_duration(const std::string& flag,
   return ms;
 }
 
+Result<void> check_file_owner(const std::string& option, const std::string& path,
+                              const std::string& steers);
+
+/// --web-config: the file trusted as the options file is (it says who may read the
+/// metrics), parsed, its certificate and key read, and GnuTLS loaded when it asks
+/// for TLS, so that a machine without GnuTLS (or the file's mistakes) stops the
+/// start with exit 2 instead of serving plain HTTP.
+Result<agent::WebConfig> read_web_config_option(const WatchFlags& f) {
+  const std::string& path = f.web_config;
+  if (f.no_listen) return fail("--web-config: nothing is served with --no-listen");
+  if (::access(path.c_str(), F_OK) != 0)
+    return fail(fmt::format("--web-config {}: {}", path, std::strerror(errno)));
+  if (auto trusted = check_file_owner("--web-config", path, "decides who may read the metrics");
+      !trusted)
+    return std::unexpected(trusted.error());
+  auto web = agent::read_web_config(path);
+  if (!web) return web;
+  if (web->tls()) {
+    const char* library = std::getenv("GPUREAP_GNUTLS_LIBRARY");
+    auto loaded = agent::load_gnutls(library && *library ? library : agent::kGnutlsLibrary);
+    if (!loaded)
+      return fail(fmt::format(
+          "--web-config {}: tls_server_config needs GnuTLS ({}), which could not be loaded: {}. "
+          "Install libgnutls30, or leave tls_server_config out and put a TLS proxy in front",
+          path, agent::kGnutlsLibrary, loaded.error().message));
+  }
+  return web;
+}
+
 Result<agent::AgentOptions> to_agent_options(const WatchFlags& f, const std::string& state_dir) {
   agent::AgentOptions o;
   o.state_dir = state_dir;
@@ -157,6 +196,11 @@ Result<agent::AgentOptions> to_agent_options(const WatchFlags& f, const std::str
     auto pattern = Pattern::compile(f.keep);
     if (!pattern) return fail("--keep: " + pattern.error().message);
     o.keep_regex = f.keep;
+  }
+  if (!f.web_config.empty()) {
+    auto web = read_web_config_option(f);
+    if (!web) return std::unexpected(web.error());
+    o.web = std::move(*web);
   }
   o.reap_dry_run = f.reap_dry_run;
   if (o.reap_dry_run && !o.reap_orphans_after)
@@ -221,7 +265,8 @@ Result<std::set<std::string>> check_options_file(const std::string& path) {
 /// nobody else (W3-09). A directory with the sticky bit (/tmp) keeps others from
 /// replacing what its owner put there. A path that does not resolve is left to the
 /// reader, which says why.
-Result<void> check_options_file_owner(const std::string& path) {
+Result<void> check_file_owner(const std::string& option, const std::string& path,
+                              const std::string& steers) {
   std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
   if (!real) return {};
   const uid_t me = ::geteuid();
@@ -232,9 +277,9 @@ Result<void> check_options_file_owner(const std::string& path) {
     const std::string what = is_file ? "the file" : "its directory " + at;
     auto refuse = [&](const std::string& why) {
       return fail(fmt::format(
-          "--config {}: {} {}: whoever can write it steers the agent (reaping, --keep, the "
-          "listener); refusing it. It must be owned by root{} and writable by no one else",
-          path, what, why, me == 0 ? "" : fmt::format(" or uid {}", me)));
+          "{} {}: {} {}: whoever can write it {}; refusing it. It must be owned by root{} and "
+          "writable by no one else",
+          option, path, what, why, steers, me == 0 ? "" : fmt::format(" or uid {}", me)));
     };
     if (st.st_uid != 0 && st.st_uid != me)
       return refuse(fmt::format("is owned by uid {}", st.st_uid));
@@ -253,7 +298,9 @@ Result<void> check_options_file_owner(const std::string& path) {
 /// the defaults, the command line overrides both.
 Result<WatchFlags> read_options_file(const std::string& path, const WatchFlags& given,
                                      const std::set<std::string>& on_command_line) {
-  if (auto trusted = check_options_file_owner(path); !trusted)
+  if (auto trusted = check_file_owner("--config", path,
+                                      "steers the agent (reaping, --keep, the listener)");
+      !trusted)
     return std::unexpected(trusted.error());
   auto in_file = check_options_file(path);
   if (!in_file) return std::unexpected(in_file.error());
@@ -384,9 +431,15 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explici
     auto merged = with_options_file(config, given, on_command_line);
     auto fresh = merged ? to_agent_options(*merged, *state)
                         : Result<agent::AgentOptions>(std::unexpected(merged.error()));
-    if (!fresh)
+    if (!fresh) {
       print_err(fmt::format("gpureap watch: SIGHUP: {}; keeping the options in force\n",
                             report::terminal_text(fresh.error().message)));
+      // And an event in the agent's log, where the reloads it applied are said.
+      const double now = agent::wall_now();
+      out.push(json ? report::watch_reload_refused_json(now, config, fresh.error().message)
+                    : report::watch_reload_refused_line(now, config, fresh.error().message,
+                                                        style));
+    }
     return fresh;
   };
   hooks.reloaded = [&](const std::vector<agent::OptionChange>& changes) {

@@ -163,6 +163,9 @@ struct Inventory {
   /// running `gpureap watch`, asked over its socket: inventory/agent_client.h).
   std::string source = "scan";
   pid_t agent_pid = 0;  // source == "agent": the agent's pid
+  /// source == "agent": why the agent is degraded (what its /healthz says with a
+  /// 503), one sentence each; empty: it is not.
+  std::vector<std::string> agent_degraded;
   NodeIdentity node;    // the node looked at (inventory::Node::identity())
 };
 

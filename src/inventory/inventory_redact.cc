@@ -113,6 +113,7 @@ Inventory rebuild(const Inventory& inv, proc::ScanResult scan) {
   out.warnings = inv.warnings;
   out.source = inv.source;
   out.agent_pid = inv.agent_pid;
+  out.agent_degraded = inv.agent_degraded;
   // "Still being released" rests on a second reading the agent took; the holders
   // dropped have no NVML figure, so no byte count changed and it still holds.
   for (auto& view : out.gpus) {

@@ -290,6 +290,8 @@ std::string encode_inventory(const Inventory& inv) {
   for (const auto& p : inv.problems) problems.push_back({{"pid", p.pid}, {"what", text(p.what)}});
   json warnings = json::array();
   for (const auto& w : inv.warnings) warnings.push_back(text(w));
+  json degraded = json::array();
+  for (const auto& d : inv.agent_degraded) degraded.push_back(text(d));
   json launchers = json::array();
   for (const auto& d : inv.dead_launchers)
     launchers.push_back({{"pid", d.pid},
@@ -310,6 +312,7 @@ std::string encode_inventory(const Inventory& inv) {
               {"processes_scanned", inv.processes_scanned},
               {"source", text(inv.source)},
               {"agent_pid", inv.agent_pid},
+              {"agent_degraded", degraded},
               {"node",
                {{"dev_dir", text(inv.node.dev_dir)},
                 {"proc_root", text(inv.node.proc_root)},
@@ -366,6 +369,10 @@ Result<Inventory> decode_inventory(std::string_view text_in) {
     inv.processes_scanned = integer<std::size_t>(doc, "processes_scanned");
     inv.source = string(doc, "source");
     inv.agent_pid = integer<pid_t>(doc, "agent_pid");
+    // Optional: an agent of an earlier build of this wire version does not send it.
+    if (doc.contains("agent_degraded"))
+      for (const auto& d : array(doc, "agent_degraded"))
+        inv.agent_degraded.push_back(text_of(d, "agent_degraded"));
     // Required: an answer that does not say which node it describes is not used.
     const json& node = field(doc, "node");
     inv.node = {string(node, "dev_dir"), string(node, "proc_root"), string(node, "nvml_library"),

@@ -251,6 +251,15 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
   };
 }
 
+/// `degraded`: null unless an agent answered and says it is degraded (its
+/// /healthz would answer 503): {"state": "degraded", "reasons": [...]}.
+nlohmann::ordered_json agent_degraded_json(const inventory::Inventory& inv) {
+  if (inv.source != "agent" || inv.agent_degraded.empty()) return nullptr;
+  nlohmann::ordered_json reasons = nlohmann::ordered_json::array();
+  for (const auto& why : inv.agent_degraded) reasons.push_back(why);
+  return {{"state", "degraded"}, {"reasons", reasons}};
+}
+
 nlohmann::ordered_json status_json(const inventory::Inventory& inv) {
   nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
   for (const auto& v : inv.gpus) gpus.push_back(gpu_json(v));
@@ -286,6 +295,7 @@ nlohmann::ordered_json status_json(const inventory::Inventory& inv) {
       {"source", inv.source},
       {"agent_pid", inv.source == "agent" ? nlohmann::ordered_json(inv.agent_pid)
                                           : nlohmann::ordered_json(nullptr)},
+      {"degraded", agent_degraded_json(inv)},
   };
 }
 

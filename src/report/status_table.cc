@@ -183,6 +183,9 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
   std::string out;
   if (inv.source == "agent")
     out += style.dim(fmt::format("answered by the gpureap agent (pid {})\n", inv.agent_pid));
+  if (inv.source == "agent")
+    for (const auto& why : inv.agent_degraded)
+      out += style.yellow(fmt::format("! the agent is degraded: {}\n", terminal_text(why)));
   if (inv.nvml_state == gpu::NvmlState::partial) {
     // Counted over the GPUs shown: `status --gpu 0` need not mention a lost GPU 1.
     std::size_t failed = 0;

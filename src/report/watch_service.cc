@@ -173,6 +173,22 @@ std::string watch_reloaded_json(double time, const std::string& config,
   return json_line(doc);
 }
 
+std::string watch_reload_refused_line(double time, const std::string& config,
+                                      const std::string& why, const Style& style) {
+  return fmt::format("{} {} {}: {}; keeping the options in force\n", style.dim(stamp(time)),
+                     style.yellow("gpureap watch did not reload"),
+                     config.empty() ? "(no options file)" : terminal_text(config),
+                     terminal_text(why));
+}
+
+std::string watch_reload_refused_json(double time, const std::string& config,
+                                      const std::string& why) {
+  ordered_json doc = head("reload_refused", Level::warning, time);
+  doc["config"] = text_or_null(config);
+  doc["reason"] = why;
+  return json_line(doc);
+}
+
 std::string watch_nvml_line(double time, const NvmlNotice& n, const Style& style) {
   if (n.yielded)
     return fmt::format(

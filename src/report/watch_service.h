@@ -73,6 +73,16 @@ std::string watch_reloaded_line(double time, const std::string& config,
 std::string watch_reloaded_json(double time, const std::string& config,
                                 const std::vector<OptionChange>& changes);
 
+/// A reload refused (an invalid or untrusted options file; SIGHUP or `systemctl
+/// reload`): "<RFC 3339> gpureap watch did not reload FILE: WHY; keeping the options in
+/// force".
+std::string watch_reload_refused_line(double time, const std::string& config,
+                                      const std::string& why, const Style& style);
+/// {"schema_version":2,"event":"reload_refused","level":"warning",<time>,"config":FILE,
+/// "reason":WHY}.
+std::string watch_reload_refused_json(double time, const std::string& config,
+                                      const std::string& why);
+
 /// NVML let go (`yielded`, until `until`) or taken up again, at whose request, and
 /// what the asker said it did (a reset and its outcome).
 struct NvmlNotice {

@@ -188,7 +188,8 @@ std::pair<int, std::string> promtool_check_metrics(const std::string& text) {
 // ---- PrometheusServer --------------------------------------------------------
 
 PrometheusServer::PrometheusServer(const std::string& target,
-                                   const std::vector<std::string>& rule_files) {
+                                   const std::vector<std::string>& rule_files,
+                                   const std::string& job_extra) {
   dir_ = make_temp_dir("gpureap-prometheus-");
   std::ofstream config(dir_ + "/prometheus.yml");
   config << "global:\n"
@@ -199,7 +200,8 @@ PrometheusServer::PrometheusServer(const std::string& target,
                                              "  - job_name: gpureap\n"
                                              "    static_configs:\n"
                                              "      - targets: ['"
-                                          << target << "']\n";
+                                          << target << "']\n"
+         << job_extra;
   if (!rule_files.empty()) config << "rule_files:\n";
   for (const auto& f : rule_files) config << "  - '" << f << "'\n";
   config.close();

@@ -42,8 +42,11 @@ class PrometheusServer {
   /// ("127.0.0.1:PORT", path /metrics, job `gpureap`) every second, evaluating the
   /// rules of `rule_files` (absolute paths) every second, and waits (bounded) until
   /// it answers queries. Fails the test when it cannot start.
+  /// `job_extra`: YAML lines added to the job, indented by 4 (scheme, tls_config,
+  /// basic_auth for an agent behind --web-config).
   explicit PrometheusServer(const std::string& target,
-                            const std::vector<std::string>& rule_files = {});
+                            const std::vector<std::string>& rule_files = {},
+                            const std::string& job_extra = "");
   ~PrometheusServer();  // stops the server through its pidfd, removes its directory
   PrometheusServer(const PrometheusServer&) = delete;
   PrometheusServer& operator=(const PrometheusServer&) = delete;
