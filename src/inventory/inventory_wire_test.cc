@@ -101,6 +101,7 @@ Inventory rich_inventory() {
   inv.processes_scanned = 98765;
   inv.source = "agent";
   inv.agent_pid = 4321;
+  inv.agent_degraded = {"the last look ran out of file descriptors"};
   return inv;
 }
 
@@ -223,6 +224,7 @@ void expect_same(const Inventory& a, const Inventory& b) {
   EXPECT_EQ(a.processes_scanned, b.processes_scanned);
   EXPECT_EQ(a.source, b.source);
   EXPECT_EQ(a.agent_pid, b.agent_pid);
+  EXPECT_EQ(a.agent_degraded, b.agent_degraded);
 }
 
 TEST(InventoryWire, EveryFieldSurvivesTheRoundTrip) {

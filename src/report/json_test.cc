@@ -229,5 +229,25 @@ TEST(StatusSource, JsonAndTableNameTheAgentThatAnswered) {
             std::string::npos);
 }
 
+// A degraded agent says so in its answer (issue 38): null when it is not.
+TEST(StatusSource, ADegradedAgentSaysWhyInJsonAndTable) {
+  inventory::Inventory answered;
+  answered.source = "agent";
+  answered.agent_pid = 3121;
+  auto j = status_json(answered);
+  ASSERT_TRUE(j.contains("degraded"));
+  EXPECT_TRUE(j["degraded"].is_null());
+  answered.agent_degraded = {"NVML cannot read any GPU: only the /proc view is live"};
+  j = status_json(answered);
+  EXPECT_EQ(j["degraded"].dump(),
+            R"({"state":"degraded","reasons":["NVML cannot read any GPU: only the /proc view is live"]})");
+  EXPECT_NE(status_table(answered, Style{}, reclaim::Plan{})
+                .find("! the agent is degraded: NVML cannot read any GPU"),
+            std::string::npos);
+  // A scan is no agent: nothing to say, whatever the field holds.
+  answered.source = "scan";
+  EXPECT_TRUE(status_json(answered)["degraded"].is_null());
+}
+
 }  // namespace
 }  // namespace gpureap::report

@@ -398,6 +398,47 @@ TEST(WatchFleet, HealthzAndProcessMetrics) {
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
 }
 
+// A degraded agent says so in `status --json` too (issue 38): `degraded` holds the
+// state and the reasons /healthz answers 503 with, null once it mends.
+TEST(WatchFleet, StatusJsonSaysTheAgentIsDegraded) {
+  SimNode node;
+  std::uint16_t port = 0;
+  WatchChild agent = start_agent(node, {"--listen", "127.0.0.1:0", "--tick", "200ms"}, &port);
+  ASSERT_NE(port, 0);
+  auto status = node.gpureap({"--json", "status"});
+  ASSERT_EQ(status.json()["source"], "agent") << status.out << status.err;
+  EXPECT_TRUE(status.json()["degraded"].is_null()) << status.out;
+
+  ASSERT_EQ(node.sim({"mode", "--dir", node.dir(), "query_fail"}).exit_code, 0);
+  json degraded;
+  EXPECT_TRUE(SimNode::eventually(
+      [&] {
+        auto s = node.gpureap({"--json", "status"});
+        auto j = json::parse(s.out, nullptr, false);
+        if (!j.is_object() || j.value("source", "") != "agent") return false;
+        degraded = j["degraded"];
+        return !degraded.is_null();
+      },
+      20s))
+      << degraded;
+  EXPECT_EQ(degraded.value("state", ""), "degraded") << degraded;
+  ASSERT_TRUE(degraded["reasons"].is_array()) << degraded;
+  ASSERT_FALSE(degraded["reasons"].empty()) << degraded;
+  EXPECT_NE(degraded["reasons"][0].get<std::string>().find("NVML"), std::string::npos) << degraded;
+  // The same reasons as /healthz's.
+  auto health = json::parse(http_get(port, "/healthz").body, nullptr, false);
+  EXPECT_EQ(health.value("status", ""), "degraded") << health;
+
+  ASSERT_EQ(node.sim({"mode", "--dir", node.dir(), "ok"}).exit_code, 0);
+  EXPECT_TRUE(SimNode::eventually(
+      [&] {
+        auto j = json::parse(node.gpureap({"--json", "status"}).out, nullptr, false);
+        return j.is_object() && j.value("source", "") == "agent" && j["degraded"].is_null();
+      },
+      20s));
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
 // A reap waits (a TERM-ignoring orphan: the grace, then SIGKILL): scrapes and status
 // questions meanwhile are answered at once from the look before it, which says a
 // reap is under way. Before, they waited for the reap's end (4.5 s measured).

@@ -160,7 +160,12 @@ TEST(WebConfig, PrometheusScrapesOverTlsWithBasicAuth) {
   };
   EXPECT_TRUE(prometheus.wait_for("up", up, 30s, &last)) << last << "\n" << prometheus.log();
   EXPECT_TRUE(prometheus.wait_for(
-      "gpureap_gpus", [](const nlohmann::json& r) { return by_label(r, "job").size() == 1; }, 30s,
+      "count(gpureap_gpu_up)",  // the simulated node's 8 GPUs, ingested over TLS
+      [](const nlohmann::json& r) {
+        auto v = by_label(r, "job");
+        return v.size() == 1 && v.begin()->second == 8;
+      },
+      30s,
       &last))
       << last;
 }
