@@ -337,6 +337,20 @@ TEST(WatchFleet, AnOptionsFileOthersCanWriteIsRefusedW3_09) {
     return agent.err().find("keeping the options in force") != std::string::npos;
   }, 20s)) << agent.transcript();
   EXPECT_NE(agent.err().find("is writable by everyone"), std::string::npos) << agent.err();
+  // And an event in the agent's log, where a reload it applied would be said.
+  json refused;
+  EXPECT_TRUE(SimNode::eventually([&] {
+    agent.next_line(100ms);
+    for (const auto& line : agent.lines()) {
+      auto j = json::parse(line.text, nullptr, false);
+      if (j.is_object() && j.value("event", "") == "reload_refused") refused = j;
+    }
+    return !refused.is_null();
+  }, 20s)) << agent.transcript();
+  EXPECT_EQ(refused.value("level", ""), "warning") << refused;
+  EXPECT_EQ(refused.value("config", ""), conf) << refused;
+  EXPECT_NE(refused.value("reason", "").find("is writable by everyone"), std::string::npos)
+      << refused;
   for (const auto& line : agent.lines())
     EXPECT_EQ(line.text.find("\"reloaded\""), std::string::npos) << line.text;
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
