@@ -405,9 +405,9 @@ TEST_F(AuditLine, TheTableFitsTheTerminalCuttingTheCommandLast) {
     EXPECT_EQ(row.find("orphaned"), header.find("VERDICT")) << header << "\n" << row;
   }
   // 80 columns drop BY (the caller) first; 200 keep it.
-  EXPECT_EQ(audit_table(records, Style{}, TableWidth{80, false}).find("alice (sudo)"),
+  EXPECT_EQ(audit_table({r}, Style{}, TableWidth{80, false}).find("alice (sudo)"),
             std::string::npos);
-  EXPECT_NE(audit_table(records, Style{}, TableWidth{200, false}).find("alice (sudo)"),
+  EXPECT_NE(audit_table({r}, Style{}, TableWidth{200, false}).find("alice (sudo)"),
             std::string::npos);
   // --wide (on a terminal or not), and a pipe: whole.
   EXPECT_NE(audit_table(records, Style{}, TableWidth{80, true}).find("--port 30000 END"),
