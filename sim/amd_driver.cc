@@ -202,6 +202,26 @@ Result<void> write_amd_tree(const SimPaths& paths, const NodeConfig& node) {
           std::pair{std::string("mem_info_vram_used"), fmt::format("{}\n", g.baseline)},
           std::pair{std::string("product_name"), g.name + "\n"}})
       if (auto ok = write_file_atomic(dev / file, value); !ok) return ok;
+    if (auto ok = write_amd_sensors(paths, g); !ok) return ok;
+  }
+  return {};
+}
+
+Result<void> write_amd_sensors(const SimPaths& paths, const GpuConfig& gpu) {
+  const fs::path hwmon = pci_dir(paths, amd_gpu_ids(gpu)) / "hwmon" / "hwmon0";
+  if (auto ok = make_dirs(hwmon); !ok) return ok;
+  // amdgpu_pm.c: temp1_input in millidegrees Celsius, power1_average in microwatts.
+  const std::pair<const char*, std::optional<std::uint64_t>> files[] = {
+      {"temp1_input", gpu.temperature_c ? std::optional<std::uint64_t>(*gpu.temperature_c * 1000ULL)
+                                        : std::nullopt},
+      {"power1_average",
+       gpu.power_mw ? std::optional<std::uint64_t>(*gpu.power_mw * 1000ULL) : std::nullopt}};
+  for (const auto& [name, value] : files) {
+    std::error_code ec;
+    if (!value)
+      fs::remove(hwmon / name, ec);
+    else if (auto ok = write_file_atomic(hwmon / name, fmt::format("{}\n", *value)); !ok)
+      return ok;
   }
   return {};
 }

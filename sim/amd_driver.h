@@ -8,6 +8,7 @@
 //   D/sys/class/kfd/kfd/topology/nodes/<i+1>/{gpu_id,name,properties}
 //   D/sys/class/kfd/kfd/proc/<pid>/{pasid,vram_<gpu_id>}     per holder process
 //   D/sys/devices/pci0000:00/<pci>/{mem_info_vram_total,mem_info_vram_used,product_name}
+//   D/sys/devices/pci0000:00/<pci>/hwmon/hwmon0/{temp1_input,power1_average}  (sensors)
 //   D/sys/devices/pci0000:00/<pci>/drm/{card<i>,renderD<m>}/{dev,device -> ../..}
 //   D/sys/class/drm/{card<i>,renderD<m>} -> ../../devices/pci0000:00/<pci>/drm/...
 //
@@ -41,6 +42,9 @@ AmdGpuIds amd_gpu_ids(const GpuConfig& gpu);
 
 /// Writes the device nodes, the marker and the sysfs tree of an AMD node.
 Result<void> write_amd_tree(const SimPaths& paths, const NodeConfig& node);
+/// A GPU's hwmon files (device/hwmon/hwmon0/temp1_input, power1_average) from its
+/// sensors; a sensor that is unset has no file (not supported).
+Result<void> write_amd_sensors(const SimPaths& paths, const GpuConfig& gpu);
 /// The sysfs root gpureap reads ($GPUREAP_SYSFS_ROOT).
 fs::path amd_sysfs_root(const SimPaths& paths);
 /// The nodes a ROCm process opens for GPU `gpu`: /dev/kfd and its render node (mapped).

@@ -48,6 +48,10 @@ int run_container(const ContainerOptions& options);
 int run_mode(const fs::path& dir, const std::vector<std::string>& words,
              std::optional<unsigned> gpu);
 int run_persistence(const fs::path& dir, unsigned gpu, const std::string& on_off);
+/// `gpureap-sim sensors`: a GPU's temperature (degrees Celsius) and power (watts);
+/// "none" makes the driver answer "not supported". Unset options keep their value.
+int run_sensors(const fs::path& dir, unsigned gpu, const std::string& temperature,
+                const std::string& power);
 
 struct HoldOptions {
   fs::path dir;

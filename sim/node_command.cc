@@ -312,4 +312,62 @@ int run_persistence(const fs::path& dir, unsigned gpu, const std::string& on_off
   return kExitOk;
 }
 
+namespace {
+
+// "none" -> nullopt; a whole number -> it (times `scale`); else an error.
+Result<std::optional<unsigned>> sensor_value(const std::string& text, unsigned scale,
+                                             std::string_view option) {
+  if (text == "none") return std::optional<unsigned>();
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value > 100000)
+    return fail(fmt::format("{} '{}': expected a whole number or none", option, text));
+  return std::optional<unsigned>(value * scale);
+}
+
+}  // namespace
+
+int run_sensors(const fs::path& dir, unsigned gpu, const std::string& temperature,
+                const std::string& power) {
+  SimPaths paths{dir};
+  auto node = load_node_config(paths.node_json());
+  if (!node) {
+    print_error(fmt::format("no simulated node in {}", dir.string()));
+    return kExitUsage;
+  }
+  if (gpu >= node->gpus.size()) {
+    print_error(
+        fmt::format("--gpu {} does not exist: the node has {} GPUs", gpu, node->gpus.size()));
+    return kExitUsage;
+  }
+  GpuConfig& g = node->gpus[gpu];
+  if (!temperature.empty()) {
+    auto v = sensor_value(temperature, 1, "--temperature");
+    if (!v) {
+      print_error(v.error().message);
+      return kExitUsage;
+    }
+    g.temperature_c = *v;
+  }
+  if (!power.empty()) {
+    auto v = sensor_value(power, 1000, "--power");
+    if (!v) {
+      print_error(v.error().message);
+      return kExitUsage;
+    }
+    g.power_mw = *v;
+  }
+  if (auto ok = save_node_config(paths.node_json(), *node); !ok) {
+    print_error(ok.error().message);
+    return kExitFailure;
+  }
+  // An AMD node's sensors are hwmon files the driver (the kernel) writes.
+  if (node->vendor == "amd")
+    if (auto ok = write_amd_sensors(paths, g); !ok) {
+      print_error(ok.error().message);
+      return kExitFailure;
+    }
+  return kExitOk;
+}
+
 }  // namespace gpureap::sim

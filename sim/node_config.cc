@@ -166,6 +166,14 @@ Result<NodeConfig> load_node_config(const fs::path& node_json) {
       c.baseline = g.at("baseline").get<std::uint64_t>();
       c.reserved = g.at("reserved").get<std::uint64_t>();
       c.persistence = g.at("persistence").get<bool>();
+      // Absent (a node written before the sensors): the defaults; null: not supported.
+      if (g.contains("temperature_c"))
+        c.temperature_c = g["temperature_c"].is_null()
+                              ? std::nullopt
+                              : std::optional<unsigned>(g["temperature_c"].get<unsigned>());
+      if (g.contains("power_mw"))
+        c.power_mw = g["power_mw"].is_null() ? std::nullopt
+                                             : std::optional<unsigned>(g["power_mw"].get<unsigned>());
       for (const auto& m : g.value("mig", nlohmann::json::array()))
         c.mig.push_back({m.at("gi").get<unsigned>(), m.at("ci").get<unsigned>(),
                          m.at("uuid").get<std::string>(), m.at("name").get<std::string>(),
@@ -195,7 +203,11 @@ Result<void> save_node_config(const fs::path& node_json, const NodeConfig& confi
                          {"total", g.total},
                          {"baseline", g.baseline},
                          {"reserved", g.reserved},
-                         {"persistence", g.persistence}});
+                         {"persistence", g.persistence},
+                         {"temperature_c", g.temperature_c ? nlohmann::json(*g.temperature_c)
+                                                           : nlohmann::json(nullptr)},
+                         {"power_mw", g.power_mw ? nlohmann::json(*g.power_mw)
+                                                 : nlohmann::json(nullptr)}});
     auto mig = nlohmann::json::array();
     for (const auto& m : g.mig)
       mig.push_back({{"gi", m.gi}, {"ci", m.ci}, {"uuid", m.uuid}, {"name", m.name},

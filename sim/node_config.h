@@ -66,6 +66,12 @@ struct GpuConfig {
   std::uint64_t baseline = 0;  // idle "used" of the v1 query
   std::uint64_t reserved = 0;  // the part of baseline the v2 query reports as reserved
   bool persistence = false;
+  /// Sensors (`gpureap-sim sensors`): nvmlDeviceGetTemperature's degrees Celsius and
+  /// nvmlDeviceGetPowerUsage's milliwatts, or on an AMD node hwmon's temp1_input and
+  /// power1_average; nullopt answers NOT_SUPPORTED (no hwmon file). A new node reads
+  /// an idle H200's 34 C and 75 W.
+  std::optional<unsigned> temperature_c = 34;
+  std::optional<unsigned> power_mw = 75'000;
   /// MIG mode (`node --mig`): its MIG devices, each one compute instance of a GPU
   /// instance (`--mig 0:1x2`: two of one), and the capability minors a process on it
   /// opens. The compute instances of one GPU instance share its memory and its GI

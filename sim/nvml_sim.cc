@@ -609,6 +609,36 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev,
   return gpureap::sim::utilization_rates(dev, rates);
 }
 
+// Sensors (`gpureap-sim sensors`): the physical GPU's, NOT_SUPPORTED when unset.
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dev, unsigned sensor,
+                                                  unsigned* celsius) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::state, lock, g); r != NVML_SUCCESS) return r;
+    if (celsius == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    refresh_node(lib());
+    g = &lib().node.gpus[dev->index];
+    if (sensor != NVML_TEMPERATURE_GPU || !g->temperature_c) return NVML_ERROR_NOT_SUPPORTED;
+    *celsius = *g->temperature_c;
+    return NVML_SUCCESS;
+  });
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned* milliwatts) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::state, lock, g); r != NVML_SUCCESS) return r;
+    if (milliwatts == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    refresh_node(lib());
+    g = &lib().node.gpus[dev->index];
+    if (!g->power_mw) return NVML_ERROR_NOT_SUPPORTED;
+    *milliwatts = *g->power_mw;
+    return NVML_SUCCESS;
+  });
+}
+
 // MIG (issue 25): mode, MIG device handles and their instance ids.
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t dev, unsigned* current,
                                               unsigned* pending) {

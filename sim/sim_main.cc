@@ -136,6 +136,17 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"on", "off"}));
 
+  fs::path sensors_dir;
+  unsigned sensors_gpu = 0;
+  std::string sensors_temperature, sensors_power;
+  auto* sensors_cmd = app.add_subcommand(
+      "sensors", "set a GPU's temperature and power draw (what top shows); none: not supported");
+  add_dir(sensors_cmd, sensors_dir);
+  sensors_cmd->add_option("--gpu", sensors_gpu, "GPU index")->required();
+  sensors_cmd->add_option("--temperature", sensors_temperature,
+                          "degrees Celsius, or none (default: 34)");
+  sensors_cmd->add_option("--power", sensors_power, "watts, or none (default: 75)");
+
   HoldOptions hold;
   auto* hold_cmd = app.add_subcommand("hold", "start real processes that hold GPU memory");
   add_dir(hold_cmd, hold.dir);
@@ -249,6 +260,8 @@ int main(int argc, char** argv) {
   if (container_cmd->parsed()) return run_container(container);
   if (mode_cmd->parsed()) return run_mode(mode_dir, mode_words, mode_gpu);
   if (pm_cmd->parsed()) return run_persistence(pm_dir, pm_gpu, pm_value);
+  if (sensors_cmd->parsed())
+    return run_sensors(sensors_dir, sensors_gpu, sensors_temperature, sensors_power);
   if (hold_cmd->parsed()) return run_hold(hold);
   if (list_cmd->parsed()) return run_list(list_dir, list_json);
   if (cleanup_cmd->parsed()) return run_cleanup(cleanup_dir);

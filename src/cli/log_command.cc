@@ -24,6 +24,7 @@ struct LogOptions {
   std::optional<pid_t> pid;
   gpu::GpuSelector gpu;
   std::string since;
+  bool wide = false;
 };
 
 int log_usage_error(const std::string& message) {
@@ -90,7 +91,7 @@ int run_log(const GlobalOptions& global, const LogOptions& o) {
   std::vector<reclaim::AuditRecord> records;
   records.reserve(selected.size());
   for (const auto* r : selected) records.push_back(r->record);
-  print_out(report::audit_table(records, stdout_style(global)));
+  print_out(report::audit_table(records, stdout_style(global), stdout_table_width(o.wide)));
   return kExitOk;
 }
 
@@ -123,6 +124,9 @@ void add_log_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
                   "Only records from this time on: a duration back from now (30m, 2h) or a time "
                   "(2025-06-01, 2025-06-01 14:00, RFC 3339)")
       ->type_name("WHEN");
+  sub->add_flag("-w,--wide", o->wide,
+                "Whole command lines, however wide the rows (on a terminal the table is "
+                "otherwise cut to its width, $COLUMNS or TIOCGWINSZ; not on one it is whole)");
   sub->footer(exit_status_help(kLogExits));
   sub->callback([&run, &global, o] { run = [&global, o] { return run_log(global, *o); }; });
 }

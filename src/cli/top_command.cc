@@ -192,6 +192,7 @@ class TopSession {
     f.height = view_.height();
     top::Screen screen = top::layout_screen(f);
     state_.scroll = screen.scroll;
+    state_.hscroll = screen.hscroll;
     list_rows_ = screen.list_rows;
     if (state_.cursor.empty() && !rows_.empty()) state_.cursor = rows_.front().id;
     return screen;

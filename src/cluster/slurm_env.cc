@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "gpu/vendor.h"
 #include "util/text.h"
 
 namespace gpureap::cluster {
@@ -77,10 +78,15 @@ Result<SlurmJob> read_slurm_job(const EnvLookup& env) {
     if (!parsed) return std::unexpected(parsed.error());
     minors = std::move(*parsed);
   }
-  // CUDA_VISIBLE_DEVICES: GPU and MIG device UUIDs name devices of this node.
+  // The visible-devices variables of every vendor (CUDA_VISIBLE_DEVICES; AMD's
+  // ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES, gpu/vendor.h): GPU and MIG device UUIDs
+  // name devices of this node, whichever variable holds them (NVIDIA's and ROCm's UUIDs
+  // differ in form, so one never names the other's GPU).
   std::vector<std::string> uuids;
   bool mig = false;
-  if (auto visible = env("CUDA_VISIBLE_DEVICES")) {
+  for (std::string_view variable : gpu::all_visible_devices_variables()) {
+    auto visible = env(variable);
+    if (!visible) continue;
     std::string_view rest = *visible;
     while (!rest.empty()) {
       auto comma = rest.find(',');
@@ -91,9 +97,9 @@ Result<SlurmJob> read_slurm_job(const EnvLookup& env) {
         if (std::find(uuids.begin(), uuids.end(), item) == uuids.end()) uuids.push_back(item);
       } else if (!item.empty() && !job_gpus) {
         job.notes.push_back(fmt::format(
-            "CUDA_VISIBLE_DEVICES item '{}' left out: only UUIDs name a GPU of this node (a "
-            "number counts the GPUs the job sees); SLURM_JOB_GPUS is not set",
-            item));
+            "{} item '{}' left out: only UUIDs name a GPU of this node (a number counts "
+            "the GPUs the job sees); SLURM_JOB_GPUS is not set",
+            variable, item));
       }
     }
   }

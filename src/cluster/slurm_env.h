@@ -12,6 +12,9 @@
 //    so are MIG devices (issue 25): `MIG-<uuid>`, and CUDA 11.0's `MIG-GPU-<uuid>/<gi>/<ci>`.
 //    A job on MIG devices is resolved by them alone: its SLURM_JOB_GPUS counts MIG GRES,
 //    which are not device minors (docs/slurm.md, "MIG");
+//  - ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES: an AMD job's (Slurm sets the first),
+//    read as CUDA_VISIBLE_DEVICES is: ROCm's UUIDs (`GPU-<16 hex>`) taken, numbers not
+//    (gpu::all_visible_devices_variables);
 //  - SLURMD_NODENAME: the node's name in slurm.conf (the health check gets only this).
 
 #include <functional>

@@ -56,6 +56,21 @@ TEST(SlurmJob, UuidsInCudaVisibleDevicesAreTakenNumbersAreNot) {
   EXPECT_NE(numbers->notes[0].find("'0' left out"), std::string::npos) << numbers->notes[0];
 }
 
+// Issue 39: an AMD job's GPUs in ROCm's variables, read as CUDA_VISIBLE_DEVICES is.
+TEST(SlurmJob, RocmsVisibleDevicesVariablesNameAnAmdJobsGpus) {
+  auto rocr = read_slurm_job(env_of({{"SLURM_JOB_ID", "9"},
+                                     {"ROCR_VISIBLE_DEVICES", "GPU-0000000000001001"},
+                                     {"HIP_VISIBLE_DEVICES", "GPU-0000000000001002,GPU-0000000000001001"}}));
+  ASSERT_TRUE(rocr);
+  EXPECT_EQ(rocr->gpu_spec(), "GPU-0000000000001001,GPU-0000000000001002");
+  auto numbers = read_slurm_job(env_of({{"SLURM_JOB_ID", "9"}, {"ROCR_VISIBLE_DEVICES", "0,1"}}));
+  ASSERT_TRUE(numbers);
+  EXPECT_EQ(numbers->gpu_spec(), "");
+  ASSERT_EQ(numbers->notes.size(), 2u);
+  EXPECT_NE(numbers->notes[0].find("ROCR_VISIBLE_DEVICES item '0' left out"), std::string::npos)
+      << numbers->notes[0];
+}
+
 TEST(SlurmJob, MigDevicesInCudaVisibleDevicesAreTheJobsGpus) {
   auto job = read_slurm_job(env_of({{"SLURM_JOB_ID", "8"},
                                     {"CUDA_VISIBLE_DEVICES", "MIG-5a3f0000-1111, MIG-5a3f0000-2222"}}));

@@ -35,6 +35,26 @@ std::vector<std::string> amd_names_in(const std::string& dir) {
   return out;
 }
 
+// amdgpu's hwmon (amdgpu_pm.c, Documentation/gpu/amdgpu/thermal.rst): temp1_input is
+// the "edge" temperature in millidegrees Celsius, power1_average (power1_input on
+// newer APUs and GPUs) the socket power in microwatts. A file that is missing (a
+// board without the sensor, a GPU asleep: -EPERM) leaves the value unknown.
+void read_amd_sensors(const std::string& device_dir, GpuInfo& info) {
+  std::vector<std::string> hwmons = amd_names_in(device_dir + "/hwmon");
+  std::sort(hwmons.begin(), hwmons.end());
+  for (const std::string& h : hwmons) {
+    const std::string dir = device_dir + "/hwmon/" + h;
+    if (!info.temperature_c)
+      if (auto t = read_amd_uint(dir + "/temp1_input"); t && *t / 1000 < 1000)
+        info.temperature_c = static_cast<unsigned>(*t / 1000);
+    if (!info.power_mw) {
+      auto p = read_amd_uint(dir + "/power1_average");
+      if (!p) p = read_amd_uint(dir + "/power1_input");
+      if (p && *p / 1000 <= 0xffffffffULL) info.power_mw = static_cast<unsigned>(*p / 1000);
+    }
+  }
+}
+
 // The PCI address a card's `device` link resolves to: sysfs names the PCI device's
 // directory by it (/sys/devices/pci0000:00/0000:0c:00.0).
 std::string card_pci_address(const std::string& root, unsigned card) {
@@ -158,6 +178,7 @@ GpuSnapshot AmdSource::snapshot(std::chrono::milliseconds) {
         info.memory = GpuMemory{*total, *used, std::nullopt};
       else
         info.problem = fmt::format("cannot read {}/mem_info_vram_{{total,used}}", f.device_dir);
+      read_amd_sensors(f.device_dir, info);
     }
     info.processes_known = processes_known;
     if (auto it = processes.find(f.kfd.gpu_id); it != processes.end()) info.processes = it->second;

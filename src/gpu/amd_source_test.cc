@@ -121,6 +121,25 @@ TEST(AmdSource, IdentityMemoryAndKfdProcesses) {
   EXPECT_FALSE((*readings)[2].problem.empty());
 }
 
+TEST(AmdSource, HwmonTemperatureAndPowerWhereTheFilesAreUnknownWhereNot) {
+  AmdTree t;
+  t.gpu(1, 51000, 0x03, 0, 128, 192 * GiB, 1 * GiB);
+  t.gpu(2, 49389, 0x0c, 1, 129, 192 * GiB, 1 * GiB);
+  t.gpu(3, 49390, 0x0d, 2, 130, 192 * GiB, 1 * GiB);
+  // amdgpu_pm.c's units: millidegrees Celsius, microwatts.
+  t.put("sys/devices/pci0000:00/0000:03:00.0/hwmon/hwmon3/temp1_input", "47000\n");
+  t.put("sys/devices/pci0000:00/0000:03:00.0/hwmon/hwmon3/power1_average", "312000000\n");
+  t.put("sys/devices/pci0000:00/0000:0c:00.0/hwmon/hwmon4/power1_input", "99000000\n");
+  GpuSnapshot snap = AmdSource(t.sys()).snapshot(std::chrono::milliseconds(100));
+  ASSERT_EQ(snap.gpus.size(), 3U);
+  EXPECT_EQ(snap.gpus[0].temperature_c, 47U);
+  EXPECT_EQ(snap.gpus[0].power_mw, 312'000U);
+  EXPECT_FALSE(snap.gpus[1].temperature_c.has_value()) << "no temp1_input: unknown, not 0";
+  EXPECT_EQ(snap.gpus[1].power_mw, 99'000U) << "power1_input where power1_average is absent";
+  EXPECT_FALSE(snap.gpus[2].temperature_c.has_value()) << "no hwmon at all";
+  EXPECT_FALSE(snap.gpus[2].power_mw.has_value());
+}
+
 TEST(AmdSource, AGpuWithoutItsCardIsListedWithAProblem) {
   AmdTree t;
   t.gpu(1, 51000, 0x03, 0, 128, 192 * GiB, 1 * GiB);

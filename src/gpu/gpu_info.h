@@ -44,6 +44,11 @@ struct GpuInfo {
   /// SM (kernels running) and memory (reads/writes). nullopt when unsupported.
   std::optional<unsigned> utilization_gpu;
   std::optional<unsigned> utilization_memory;
+  /// Sensors, nullopt when the driver cannot say (top shows "-", never 0): the GPU's
+  /// temperature in degrees Celsius (NVML's GPU sensor; amdgpu's hwmon temp1, "edge")
+  /// and its board power draw in milliwatts (nvmlDeviceGetPowerUsage; hwmon power1).
+  std::optional<unsigned> temperature_c;
+  std::optional<unsigned> power_mw;
   /// Empty when every query of this GPU answered. Otherwise the failed NVML
   /// calls ("nvmlDeviceGetMemoryInfo_v2(GPU 1): GPU is lost"), or why the GPU
   /// did not answer in time. The other GPUs are unaffected.

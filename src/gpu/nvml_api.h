@@ -122,6 +122,10 @@ using nvmlDeviceGetRunningProcesses_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned
 using nvmlDeviceGetPersistenceMode_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlEnableState_t*);
 using nvmlDeviceGetUtilizationRates_fn =
     nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*);  // nvmlDeviceGetUtilizationRates
+// Sensors, optional: nvmlDeviceGetTemperature(device, NVML_TEMPERATURE_GPU, &celsius),
+// nvmlDeviceGetPowerUsage(device, &milliwatts) (board power, nvmlDeviceGetUint_fn).
+constexpr unsigned NVML_TEMPERATURE_GPU = 0;  // nvmlTemperatureSensors_t
+using nvmlDeviceGetTemperature_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*);
 // MIG (issue 25). nvmlDeviceGetMigMode(device, &current, &pending);
 // nvmlDeviceGetMaxMigDeviceCount and nvmlDeviceGet{Gpu,Compute}InstanceId take
 // nvmlDeviceGetUint_fn; nvmlDeviceGetMigDeviceHandleByIndex(device, i, &mig_device).

@@ -150,6 +150,8 @@ Result<NvmlLibrary> NvmlLibrary::load(const std::string& path) {
       resolve<nvmlDeviceGetPersistenceMode_fn>(h, {"nvmlDeviceGetPersistenceMode"});
   s.utilization =
       resolve<nvmlDeviceGetUtilizationRates_fn>(h, {"nvmlDeviceGetUtilizationRates"});
+  s.temperature = resolve<nvmlDeviceGetTemperature_fn>(h, {"nvmlDeviceGetTemperature"});
+  s.power_usage = resolve<nvmlDeviceGetUint_fn>(h, {"nvmlDeviceGetPowerUsage"});
   s.driver_version = resolve<nvmlSystemGetDriverVersion_fn>(h, {"nvmlSystemGetDriverVersion"});
   s.mig_mode = resolve<nvmlDeviceGetMigMode_fn>(h, {"nvmlDeviceGetMigMode"});
   s.max_mig_devices = resolve<nvmlDeviceGetUint_fn>(h, {"nvmlDeviceGetMaxMigDeviceCount"});
@@ -378,6 +380,16 @@ void NvmlLibrary::query_gpu_into(unsigned index, GpuInfo& gpu, std::vector<Error
     if (sym_.persistence_mode.fn(*dev, &mode) == NVML_SUCCESS) {
       gpu.persistence_mode = mode == static_cast<nvmlEnableState_t>(NVML_FEATURE_ENABLED);
     }
+  }
+  // Sensors belong to the physical GPU (MIG mode too); "not supported" is nullopt.
+  if (sym_.temperature) {
+    unsigned celsius = 0;
+    if (sym_.temperature.fn(*dev, NVML_TEMPERATURE_GPU, &celsius) == NVML_SUCCESS)
+      gpu.temperature_c = celsius;
+  }
+  if (sym_.power_usage) {
+    unsigned milliwatts = 0;
+    if (sym_.power_usage.fn(*dev, &milliwatts) == NVML_SUCCESS) gpu.power_mw = milliwatts;
   }
   // In MIG mode memory and processes are read per MIG device: the physical GPU's own
   // figures are aggregates that need privileges (and fail inside a container), and

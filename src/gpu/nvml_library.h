@@ -57,6 +57,8 @@ struct NvmlSymbols {
   NvmlSymbol<nvmlDeviceGetUint_fn> minor_number;
   NvmlSymbol<nvmlDeviceGetPersistenceMode_fn> persistence_mode;
   NvmlSymbol<nvmlDeviceGetUtilizationRates_fn> utilization;
+  NvmlSymbol<nvmlDeviceGetTemperature_fn> temperature;  // optional, as power
+  NvmlSymbol<nvmlDeviceGetUint_fn> power_usage;
   NvmlSymbol<nvmlSystemGetDriverVersion_fn> driver_version;
   // MIG, all optional: a driver without them has no MIG GPUs to report.
   NvmlSymbol<nvmlDeviceGetMigMode_fn> mig_mode;

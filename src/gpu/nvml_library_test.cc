@@ -102,6 +102,18 @@ nvmlReturn_t fake_utilization(nvmlDevice_t dev, nvmlUtilization_t* rates) {
   *rates = nvmlUtilization_t{97, 12};
   return NVML_SUCCESS;
 }
+// Sensors: GPU 0 reads 41 C and 312.5 W; GPU 1 supports neither (a vGPU).
+nvmlReturn_t fake_temperature(nvmlDevice_t dev, unsigned sensor, unsigned* celsius) {
+  if (gpu_of(dev) != &driver->gpus[0] || sensor != NVML_TEMPERATURE_GPU)
+    return NVML_ERROR_NOT_SUPPORTED;
+  *celsius = 41;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_power(nvmlDevice_t dev, unsigned* milliwatts) {
+  if (gpu_of(dev) != &driver->gpus[0]) return NVML_ERROR_NOT_SUPPORTED;
+  *milliwatts = 312'500;
+  return NVML_SUCCESS;
+}
 nvmlReturn_t fake_driver_version(char* buf, unsigned len) {
   std::snprintf(buf, len, "580.65.06");
   return NVML_SUCCESS;
@@ -183,6 +195,8 @@ NvmlSymbols base_symbols() {
   s.minor_number = {fake_minor, "nvmlDeviceGetMinorNumber"};
   s.persistence_mode = {fake_persistence, "nvmlDeviceGetPersistenceMode"};
   s.utilization = {fake_utilization, "nvmlDeviceGetUtilizationRates"};
+  s.temperature = {fake_temperature, "nvmlDeviceGetTemperature"};
+  s.power_usage = {fake_power, "nvmlDeviceGetPowerUsage"};
   s.driver_version = {fake_driver_version, "nvmlSystemGetDriverVersion"};
   return s;
 }
@@ -246,6 +260,10 @@ TEST_F(NvmlLibraryTest, QueryAllReadsIdentityMemoryAndMergedProcesses) {
   EXPECT_EQ(g.utilization_gpu, 97U);
   EXPECT_EQ(g.utilization_memory, 12U);
   EXPECT_FALSE((*gpus)[1].utilization_gpu.has_value()) << "NOT_SUPPORTED is unknown";
+  EXPECT_EQ(g.temperature_c, 41U);
+  EXPECT_EQ(g.power_mw, 312'500U);
+  EXPECT_FALSE((*gpus)[1].temperature_c.has_value()) << "NOT_SUPPORTED is unknown, not 0";
+  EXPECT_FALSE((*gpus)[1].power_mw.has_value());
   EXPECT_TRUE((*gpus)[1].problem.empty()) << "NOT_SUPPORTED is no error";
   ASSERT_TRUE(g.memory.has_value());
   EXPECT_EQ(g.memory->used, 20ULL << 30) << "v2 used excludes reserved memory";

@@ -166,6 +166,8 @@ json gpu_info_to_wire(const GpuInfo& gpu) {
           {"persistence_mode", optional_to_wire(gpu.persistence_mode)},
           {"utilization_gpu", optional_to_wire(gpu.utilization_gpu)},
           {"utilization_memory", optional_to_wire(gpu.utilization_memory)},
+          {"temperature_c", optional_to_wire(gpu.temperature_c)},
+          {"power_mw", optional_to_wire(gpu.power_mw)},
           {"problem", wire_text(gpu.problem)},
           {"hung", gpu.hung}};
 }
@@ -205,6 +207,9 @@ Result<GpuInfo> gpu_info_from_wire(const json& wire) {
       gpu.utilization_gpu = wire_optional_integer<unsigned>(wire, "utilization_gpu");
     if (wire.contains("utilization_memory"))
       gpu.utilization_memory = wire_optional_integer<unsigned>(wire, "utilization_memory");
+    if (wire.contains("temperature_c"))
+      gpu.temperature_c = wire_optional_integer<unsigned>(wire, "temperature_c");
+    if (wire.contains("power_mw")) gpu.power_mw = wire_optional_integer<unsigned>(wire, "power_mw");
     if (wire.contains("problem")) gpu.problem = text_from_wire(wire.at("problem"));
     gpu.hung = wire.value("hung", false);
     return gpu;

@@ -29,6 +29,7 @@ bool same(const GpuInfo& a, const GpuInfo& b) {
          a.pci_bus_id == b.pci_bus_id && a.minor == b.minor && mem(a.memory) == mem(b.memory) &&
          a.processes_known == b.processes_known && a.persistence_mode == b.persistence_mode &&
          a.utilization_gpu == b.utilization_gpu && a.utilization_memory == b.utilization_memory &&
+         a.temperature_c == b.temperature_c && a.power_mw == b.power_mw &&
          a.problem == b.problem && a.hung == b.hung;
 }
 
@@ -48,6 +49,8 @@ GpuInfo full_gpu() {
   g.persistence_mode = true;
   g.utilization_gpu = 100;
   g.utilization_memory = 0;
+  g.temperature_c = 67;
+  g.power_mw = 699'000;
   g.problem = "nvmlDeviceGetGraphicsRunningProcesses_v3(GPU 7): No permission";
   g.hung = true;
   return g;

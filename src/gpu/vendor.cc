@@ -25,6 +25,37 @@ Vendor vendor_of(std::string_view uuid) {
              : Vendor::nvidia;
 }
 
+std::span<const std::string_view> visible_devices_variables(Vendor vendor) {
+  static constexpr std::string_view kNvidia[] = {"CUDA_VISIBLE_DEVICES"};
+  static constexpr std::string_view kAmd[] = {"ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                                              "CUDA_VISIBLE_DEVICES"};
+  switch (vendor) {
+    case Vendor::nvidia: return kNvidia;
+    case Vendor::amd: return kAmd;
+  }
+  return {};
+}
+
+std::vector<std::string_view> all_visible_devices_variables() {
+  std::vector<std::string_view> out;
+  for (Vendor v : {Vendor::nvidia, Vendor::amd})
+    for (std::string_view name : visible_devices_variables(v))
+      if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  return out;
+}
+
+std::string_view smi_command(Vendor vendor) {
+  return vendor == Vendor::amd ? "amd-smi" : "nvidia-smi";
+}
+
+std::string_view driver_interface(Vendor vendor) {
+  return vendor == Vendor::amd ? "amdgpu's sysfs" : "NVML";
+}
+
+std::string_view driver_errors(Vendor vendor) {
+  return vendor == Vendor::amd ? "amdgpu errors" : "Xid errors";
+}
+
 std::string device_node_path(const GpuInfo& gpu) {
   if (!gpu.minor) return "";
   if (vendor_of(gpu.uuid) == Vendor::amd) return fmt::format("/dev/dri/renderD{}", *gpu.minor);

@@ -31,5 +31,28 @@ TEST(Vendor, DeviceNodePath) {
   EXPECT_EQ(device_node_path(g), "/dev/dri/renderD128");
 }
 
+TEST(Vendor, VisibleDevicesVariablesInTheOrderTheRuntimeHonoursThem) {
+  auto names = [](std::span<const std::string_view> s) {
+    return std::vector<std::string_view>(s.begin(), s.end());
+  };
+  EXPECT_EQ(names(visible_devices_variables(Vendor::nvidia)),
+            (std::vector<std::string_view>{"CUDA_VISIBLE_DEVICES"}));
+  EXPECT_EQ(names(visible_devices_variables(Vendor::amd)),
+            (std::vector<std::string_view>{"ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                                           "CUDA_VISIBLE_DEVICES"}));
+  EXPECT_EQ(all_visible_devices_variables(),
+            (std::vector<std::string_view>{"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+                                           "HIP_VISIBLE_DEVICES"}));
+}
+
+TEST(Vendor, TheVendorsOwnWords) {
+  EXPECT_EQ(smi_command(Vendor::nvidia), "nvidia-smi");
+  EXPECT_EQ(smi_command(Vendor::amd), "amd-smi");
+  EXPECT_EQ(driver_interface(Vendor::nvidia), "NVML");
+  EXPECT_EQ(driver_interface(Vendor::amd), "amdgpu's sysfs");
+  EXPECT_EQ(driver_errors(Vendor::nvidia), "Xid errors");
+  EXPECT_EQ(driver_errors(Vendor::amd), "amdgpu errors");
+}
+
 }  // namespace
 }  // namespace gpureap::gpu

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "gpu/mig.h"
+#include "gpu/vendor.h"
 #include "util/units.h"
 
 namespace gpureap::inventory {
@@ -66,6 +67,8 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
                           const std::optional<std::uint64_t>& earlier) {
   const std::uint64_t step = freed_tolerance(view.info.memory->total) / 4;
   const auto amount = format_bytes(view.unattributed_bytes);
+  // The vendor's words: NVML, or amdgpu's sysfs (KFD's process list) on AMD.
+  const std::string_view driver = gpu::driver_interface(gpu::vendor_of(view.info.uuid));
   bool openers_without_figure =
       std::any_of(view.holders.begin(), view.holders.end(),
                   [](const GpuHolder& h) { return h.uses_gpu && !h.gpu_bytes; });
@@ -73,16 +76,16 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
     view.unexplained = Unexplained::outside_namespace;
     view.unexplained_detail = fmt::format(
         "{} is held by processes this PID namespace cannot see (gpureap runs inside a container; "
-        "NVML hides other namespaces' processes). Run gpureap on the host.",
-        amount);
+        "{} hides other namespaces' processes). Run gpureap on the host.",
+        amount, driver);
   } else if (!view.source_unseen.empty()) {
     view.unexplained = Unexplained::outside_namespace;
     view.unexplained_detail = fmt::format(
-        "NVML lists pid {} on this GPU, but no such process is visible in /proc: it lives in "
+        "{} lists pid {} on this GPU, but no such process is visible in /proc: it lives in "
         "another "
         "PID namespace (container, LXC guest) or exited a moment ago. Look on the host, or re-run "
         "in a second.",
-        pid_list(view.source_unseen));
+        driver, pid_list(view.source_unseen));
   } else if ((later && *later + step < view.used()) || (earlier && view.used() + step < *earlier)) {
     bool fell_since = earlier && view.used() + step < *earlier;
     view.unexplained = Unexplained::releasing;
@@ -96,10 +99,11 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
     view.unexplained_detail =
         openers_without_figure
             ? fmt::format(
-                  "{} not listed by NVML; processes that have the device open without an "
-                  "NVML entry (inherited device files) most likely hold it.",
-                  amount)
-            : fmt::format("{} not attributed: NVML gave no process list for this GPU.", amount);
+                  "{} not listed by {}; processes that have the device open without an "
+                  "entry there (inherited device files) most likely hold it.",
+                  amount, driver)
+            : fmt::format("{} not attributed: {} gave no process list for this GPU.", amount,
+                          driver);
   } else {
     // No process holds it anywhere. Whether the driver is still releasing it or holds it
     // for good takes time to tell: the release model (release_model.h) decides.

@@ -8,6 +8,7 @@
 
 #include "gpu/gpu_select.h"
 #include "gpu/mig.h"
+#include "gpu/vendor.h"
 #include "proc/cgroup_fs.h"
 #include "proc/engine_role.h"
 #include "proc/proc_files.h"
@@ -66,16 +67,20 @@ std::string stop_hint(const proc::ProcessEntry& parent,
 // Without NVML, "freed" cannot be proven: say so rather than guess.
 Leftover source_failed(gpu::DeviceId gpu, const inventory::GpuView* view,
                      const std::string& source_error, const inventory::Inventory& latest) {
+  // The vendor's words (gpu/vendor.h): NVML and nvidia-smi, or amdgpu's sysfs and amd-smi.
+  const gpu::Vendor vendor = gpu::vendor_of(view ? view->info.uuid : std::string());
+  const std::string driver(gpu::driver_interface(vendor));
   std::string why = view && !view->info.problem.empty()
-                        ? "NVML cannot read this GPU: " + view->info.problem
-                        : "NVML stopped answering while verifying: " +
+                        ? driver + " cannot read this GPU: " + view->info.problem
+                        : driver + " stopped answering while verifying: " +
                               (source_error.empty() ? latest.source_problem : source_error);
   return Leftover{gpu,
                   LeftoverClass::source_failed,
                   {},
                   {why},
-                  "the signalled processes are listed under actions; check the GPU with "
-                  "nvidia-smi, and dmesg for Xid errors"};
+                  fmt::format("the signalled processes are listed under actions; check the GPU "
+                              "with {}, and dmesg for {}",
+                              gpu::smi_command(vendor), gpu::driver_errors(vendor))};
 }
 
 // Until when the release is watched: --timeout from the start, and with a global

@@ -403,7 +403,63 @@ std::vector<std::string> journal_fields(const reclaim::AuditRecord& r) {
   return f;
 }
 
-std::string audit_table(const std::vector<reclaim::AuditRecord>& records, const Style& style) {
+namespace {
+
+// The table fitted to a terminal (or --wide): the signal rows through render_table, each
+// a line, and a free's verdict lines spliced in between them in the records' order.
+std::string fitted_audit_table(const std::vector<reclaim::AuditRecord>& records,
+                               const Style& style, TableWidth width) {
+  const std::vector<TableColumn> columns = {
+      {"TIME"},          {"ACTOR", false, 4}, {"BY", false, 1, 14}, {"PID", true},
+      {"USER", false, 3, 10}, {"GPU", false, 6}, {"MEMORY", true, 2}, {"SIGNAL", false, 5},
+      {"RESULT", false, 8}, {"VERDICT"},         {"INSTANCE", false, 7, 12}, {"COMMAND"}};
+  std::vector<std::vector<TableCell>> rows;
+  for (const auto& r : records) {
+    const auto* s = std::get_if<reclaim::SignalRecord>(&r.what);
+    if (!s) continue;
+    const auto& t = s->target;
+    const bool live = t.lineage && t.lineage->verdict == reclaim::LineageVerdict::live;
+    rows.push_back({{local_time_text(r.time)},
+                    {std::string(enum_name(r.actor))},
+                    {af::who(r.caller)},
+                    {std::to_string(t.id.pid)},
+                    {t.user},
+                    {s->gpus.empty() ? "-" : gpu::device_list(af::ids_of(s->gpus))},
+                    {s->bytes ? format_bytes(s->bytes) : "-"},
+                    {signal_name(s->signal)},
+                    {af::result_text(*s), s->result == reclaim::SignalResult::refused ? "31" : ""},
+                    {af::lineage_text(t.lineage), live ? "33" : ""},
+                    {t.instance.empty() ? "-" : t.instance},
+                    {t.cmdline.empty() ? t.comm : t.cmdline}});
+  }
+  const std::string table = render_table(columns, rows, style, "", width);
+  std::vector<std::string_view> lines;
+  for (std::size_t start = 0, nl; (nl = table.find('\n', start)) != std::string::npos;
+       start = nl + 1)
+    lines.push_back(std::string_view(table).substr(start, nl - start));
+  std::string out = std::string(lines.empty() ? "" : lines[0]) + "\n";
+  std::size_t next = 1;
+  const auto limit = width.limit();
+  for (const auto& r : records) {
+    if (std::holds_alternative<reclaim::SignalRecord>(r.what)) {
+      if (next < lines.size()) out += std::string(lines[next++]) + "\n";
+      continue;
+    }
+    const auto& v = std::get<reclaim::VerdictRecord>(r.what);
+    std::string text = local_time_text(r.time) + " " + std::string(enum_name(r.actor)) + " " +
+                       af::who(r.caller) + " -> " + af::verdict_text(v);
+    text = limit ? terminal_text(text, *limit) : terminal_text(text);
+    out += (v.verdict == reclaim::AuditVerdict::freed ? style.green(text) : style.yellow(text)) +
+           "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string audit_table(const std::vector<reclaim::AuditRecord>& records, const Style& style,
+                        TableWidth width) {
+  if (!width.fixed()) return fitted_audit_table(records, style, width);
   // VERDICT and INSTANCE answer "did gpureap kill a live server?"; COMMAND is the
   // target's command line (its comm in a record that has none), last: it is the long one.
   constexpr const char* kRow =
@@ -426,7 +482,7 @@ std::string audit_table(const std::vector<reclaim::AuditRecord>& records, const 
           s->gpus.empty() ? "-" : gpu::device_list(af::ids_of(s->gpus)),
           s->bytes ? format_bytes(s->bytes) : "-", signal_name(s->signal), result, verdict,
           t.instance.empty() ? "-" : terminal_text(t.instance, 8),
-          terminal_text(t.cmdline.empty() ? t.comm : t.cmdline, 60));
+          terminal_text(t.cmdline.empty() ? t.comm : t.cmdline));
     } else {
       const auto& v = std::get<reclaim::VerdictRecord>(r.what);
       std::string text = "-> " + af::verdict_text(v);

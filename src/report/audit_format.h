@@ -12,6 +12,7 @@
 
 #include "reclaim/audit.h"
 #include "report/style.h"
+#include "report/table_layout.h"
 #include "util/result.h"
 
 namespace gpureap::report {
@@ -49,7 +50,13 @@ int audit_priority(const reclaim::AuditRecord& record);
 /// Values are the raw bytes (the journal keeps binary values); empty ones are left out.
 std::vector<std::string> journal_fields(const reclaim::AuditRecord& record);
 
-/// `gpureap log`'s table: a header, then one row per record, oldest first.
-std::string audit_table(const std::vector<reclaim::AuditRecord>& records, const Style& style);
+/// `gpureap log`'s table: a header, then one row per record, oldest first. Without a
+/// width (`width.fixed()`: not a terminal) the fixed layout scripts read, whole. With
+/// one, fitted (report/table_layout.h): no line wider than `width.columns`, COMMAND (the
+/// last column) cut with "...", BY, MEMORY, USER, ACTOR, SIGNAL, GPU, INSTANCE and RESULT dropped in that
+/// order when even that leaves COMMAND too little room, a free's verdict line cut too;
+/// with `width.wide` (--wide) whole lines, the columns as wide as their cells.
+std::string audit_table(const std::vector<reclaim::AuditRecord>& records, const Style& style,
+                        TableWidth width = {});
 
 }  // namespace gpureap::report

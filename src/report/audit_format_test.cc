@@ -376,5 +376,44 @@ TEST_F(AuditLine, TheTableHasARowPerRecord) {
       << table;
 }
 
+// Issue 40: on a terminal the table fits its width: no line wider, COMMAND cut last with
+// "...", the columns of lesser weight dropped when the terminal is narrow, a free's
+// verdict line cut too; --wide and a pipe give every line whole.
+TEST_F(AuditLine, TheTableFitsTheTerminalCuttingTheCommandLast) {
+  auto r = signal_record();
+  auto& t = std::get<SignalRecord>(r.what).target;
+  t.cmdline = "python3 -m sglang.launch_server --model-path /models/deepseek-v3 --tp 8 "
+              "--mem-fraction-static 0.9 --enable-hierarchical-cache --port 30000 END";
+  const std::vector<AuditRecord> records = {r, verdict_record()};
+  for (std::size_t width : {80U, 120U, 200U}) {
+    const std::string table = audit_table(records, Style{}, TableWidth{width, false});
+    std::istringstream lines(table);
+    std::string header, row, verdict;
+    std::getline(lines, header);
+    std::getline(lines, row);
+    std::getline(lines, verdict);
+    for (const auto& l : {header, row, verdict}) EXPECT_LE(visible_width(l), width) << l;
+    EXPECT_NE(header.find("COMMAND"), std::string::npos) << width << ": " << header;
+    EXPECT_NE(header.find("VERDICT"), std::string::npos) << header;
+    EXPECT_NE(row.find("orphaned (witnessed)"), std::string::npos) << row;
+    EXPECT_NE(row.find("python3 -m sglang"), std::string::npos) << "COMMAND keeps room: " << row;
+    EXPECT_EQ(row.find("END"), std::string::npos) << row;
+    EXPECT_TRUE(row.ends_with("...")) << row;
+    EXPECT_EQ(visible_width(row), width) << "COMMAND takes what is left: " << row;
+    EXPECT_NE(verdict.find("-> still_held"), std::string::npos) << verdict;
+    // The columns line up: the header's VERDICT over the row's verdict.
+    EXPECT_EQ(row.find("orphaned"), header.find("VERDICT")) << header << "\n" << row;
+  }
+  // 80 columns drop BY (the caller) first; 200 keep it.
+  EXPECT_EQ(audit_table({r}, Style{}, TableWidth{80, false}).find("alice (sudo)"),
+            std::string::npos);
+  EXPECT_NE(audit_table({r}, Style{}, TableWidth{200, false}).find("alice (sudo)"),
+            std::string::npos);
+  // --wide (on a terminal or not), and a pipe: whole.
+  EXPECT_NE(audit_table(records, Style{}, TableWidth{80, true}).find("--port 30000 END"),
+            std::string::npos);
+  EXPECT_NE(audit_table(records, Style{}).find("--port 30000 END"), std::string::npos);
+}
+
 }  // namespace audit_format_test
 }  // namespace gpureap::report

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "gpu/gpu_select.h"
+#include "gpu/vendor.h"
 #include "inventory/release_model.h"
 #include "report/device_json.h"
 #include "report/instance_text.h"
@@ -282,7 +283,8 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
                      : style.red("STILL HELD");
     if (!g.measured) {
       out += fmt::format("  GPU {}  memory unknown  {}\n", g.gpu,
-                         style.red("NOT VERIFIED (NVML cannot read this GPU)"));
+                         style.red(fmt::format("NOT VERIFIED ({} cannot read this GPU)",
+                                               gpu::driver_interface(gpu::vendor_of(g.uuid)))));
     } else {
       std::string left_alone =
           g.left_alone_bytes ? fmt::format(", {} kept by holders left alone",

@@ -245,6 +245,10 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
       {"utilization",
        {{"gpu_percent", optional_json(info.utilization_gpu)},
         {"memory_percent", optional_json(info.utilization_memory)}}},
+      {"sensors",
+       {{"temperature_celsius", optional_json(info.temperature_c)},
+        {"power_watts", info.power_mw ? nlohmann::ordered_json(*info.power_mw / 1000.0)
+                                      : nlohmann::ordered_json(nullptr)}}},
       {"busy_without_process", busy},
       {"holders", holders},
       {"nvml_unseen", unseen},

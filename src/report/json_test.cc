@@ -190,6 +190,23 @@ TEST(GpuJson, OrphanedBytesAreTheOrphansThatUseTheGpu) {
   EXPECT_EQ(*(at + 1), "orphaned_bytes");
 }
 
+// Issue 40: what top shows of a GPU's sensors, a script reads too: null when unknown.
+TEST(GpuJson, SensorsAreTheirReadingsOrNull) {
+  auto view = inventory::testing::idle_gpu(0);
+  auto j = gpu_json(view);
+  EXPECT_TRUE(j["sensors"]["temperature_celsius"].is_null()) << j["sensors"].dump();
+  EXPECT_TRUE(j["sensors"]["power_watts"].is_null()) << j["sensors"].dump();
+  view.info.temperature_c = 67;
+  view.info.power_mw = 699'400;
+  j = gpu_json(view);
+  EXPECT_EQ(j["sensors"]["temperature_celsius"], 67);
+  EXPECT_DOUBLE_EQ(j["sensors"]["power_watts"].get<double>(), 699.4);
+  auto keys = keys_of(j);
+  auto at = std::find(keys.begin(), keys.end(), "utilization");
+  ASSERT_NE(at, keys.end());
+  EXPECT_EQ(*(at + 1), "sensors");
+}
+
 TEST(WaitJson, KeysInTheOrderOfTheSchemaNotSorted) {
   supervise::FreeWaitResult r;
   r.status = supervise::FreeWaitResult::Status::timed_out;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gpu/mig.h"
+#include "gpu/vendor.h"
 #include "inventory/events.h"
 #include "report/names.h"
 #include "report/terminal_text.h"
@@ -113,6 +114,11 @@ Labels gpu_labels(const inventory::Inventory& inv, const inventory::GpuView& g) 
           {"uuid", g.info.uuid},
           {"pci_bus_id", g.info.pci_bus_id},
           {"minor", g.info.minor ? std::to_string(*g.info.minor) : std::string()},
+          // The vendor (issue 39), from the UUID's form: left out with the UUID (a GPU
+          // known by its device node alone while the driver does not answer).
+          {"vendor", g.info.uuid.empty()
+                         ? std::string()
+                         : std::string(gpu::enum_name(gpu::vendor_of(g.info.uuid)))},
           {"GPU_I_ID", id.gi ? std::to_string(*id.gi) : std::string()},
           {"GPU_I_PROFILE", gpu::mig_profile(g.info)}};
 }

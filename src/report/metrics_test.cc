@@ -197,7 +197,8 @@ std::vector<std::string> structure_problems(const std::string& text) {
 
 TEST(Metrics, ExactLinesForOneGpu) {
   auto text = render(one_gpu());
-  const std::string l = R"(gpu="0",uuid="GPU-00000000",pci_bus_id="00000000:10:00.0",minor="0")";
+  const std::string l =
+      R"(gpu="0",uuid="GPU-00000000",pci_bus_id="00000000:10:00.0",minor="0",vendor="nvidia")";
   for (const std::string& line : std::vector<std::string>{
            "# HELP gpureap_gpu_memory_orphaned_bytes Bytes held by orphaned holders (their parent "
            "or launcher died) on this GPU, as NVML reports them.",
@@ -225,6 +226,29 @@ TEST(Metrics, ExactLinesForOneGpu) {
   EXPECT_EQ(structure_problems(text), std::vector<std::string>{});
 }
 
+// Issue 39: each GPU's series say its vendor, from the UUID's form (ROCm's is 16 hex
+// digits), so a mixed fleet's NVIDIA and AMD series are told apart.
+TEST(Metrics, EachGpuSaysItsVendor) {
+  auto inv = one_gpu();
+  auto amd = gpu(1, 4 * GiB);
+  amd.info.uuid = "GPU-0000000000001001";
+  amd.info.pci_bus_id = "0000:0c:00.0";
+  amd.info.minor = 128;
+  inv.gpus.push_back(amd);
+  auto text = render(inv);
+  EXPECT_TRUE(has_line(text, R"(gpureap_gpu_memory_used_bytes{gpu="1",uuid="GPU-0000000000001001",)"
+                             R"(pci_bus_id="0000:0c:00.0",minor="128",vendor="amd"} 4294967296)"))
+      << text;
+  EXPECT_FALSE(lines_starting(text, R"(gpureap_gpu_up{gpu="0",uuid="GPU-00000000",)").empty());
+  for (const auto& line : lines_starting(text, "gpureap_gpu_up{"))
+    EXPECT_NE(line.find(line.find("uuid=\"GPU-00000000\"") != std::string::npos
+                            ? "vendor=\"nvidia\""
+                            : "vendor=\"amd\""),
+              std::string::npos)
+        << line;
+  EXPECT_EQ(structure_problems(text), std::vector<std::string>{});
+}
+
 // A MIG device (issue 25) is labelled as dcgm-exporter labels it: `gpu` the physical
 // GPU's index, GPU_I_ID and GPU_I_PROFILE; its uuid is the MIG UUID. The whole GPU
 // beside it has no GPU_I_* label at all (not even an empty one).
@@ -238,11 +262,11 @@ TEST(Metrics, AMigDeviceCarriesDcgmExportersLabels) {
   inv.gpus.push_back(mig);
   auto text = render(inv);
   EXPECT_TRUE(has_line(text, R"(gpureap_gpu_memory_used_bytes{gpu="1",uuid="MIG-5a3f0000-0000",)"
-                             R"(pci_bus_id="00000000:11:00.0",minor="1",GPU_I_ID="2",)"
+                             R"(pci_bus_id="00000000:11:00.0",minor="1",vendor="nvidia",GPU_I_ID="2",)"
                              R"(GPU_I_PROFILE="3g.71gb"} 4294967296)"))
       << text;
   EXPECT_TRUE(has_line(text, R"(gpureap_gpu_memory_used_bytes{gpu="0",uuid="GPU-00000000",)"
-                             R"(pci_bus_id="00000000:10:00.0",minor="0"} 32212254720)"))
+                             R"(pci_bus_id="00000000:10:00.0",minor="0",vendor="nvidia"} 32212254720)"))
       << text;
   EXPECT_EQ(structure_problems(text), std::vector<std::string>{});
 }
@@ -303,7 +327,7 @@ TEST(Metrics, UnknownMemoryIsNotExportedAsZero) {
   }
   EXPECT_NE(text.find("gpureap_gpu_up{gpu=\"1\""), std::string::npos);
   EXPECT_TRUE(has_line(text, R"(gpureap_gpu_up{gpu="1",uuid="GPU-00000001",)"
-                             R"(pci_bus_id="00000000:11:00.0",minor="1"} 0)"));
+                             R"(pci_bus_id="00000000:11:00.0",minor="1",vendor="nvidia"} 0)"));
   EXPECT_TRUE(has_line(text, "gpureap_nvml_up 1"));  // NVML answers for the other GPU
   EXPECT_EQ(structure_problems(text), std::vector<std::string>{});
 }
@@ -398,7 +422,7 @@ TEST(Metrics, PerHolderSeriesAreOptInAndBounded) {
   auto text = render(inv, nullptr, true);
   EXPECT_TRUE(has_line(
       text, R"(gpureap_holder_memory_bytes{gpu="0",uuid="GPU-00000000",)"
-            R"(pci_bus_id="00000000:10:00.0",minor="0",pid="101",comm="worker",user="alice",)"
+            R"(pci_bus_id="00000000:10:00.0",minor="0",vendor="nvidia",pid="101",comm="worker",user="alice",)"
             R"(kind="orphaned"} 8589934592)"))
       << text;
   // The opener (no figure, uses another GPU) has no series.

@@ -189,12 +189,16 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
   if (inv.source_state == gpu::SourceState::partial) {
     // Counted over the GPUs shown: `status --gpu 0` need not mention a lost GPU 1.
     std::size_t failed = 0;
+    gpu::Vendor vendor = gpu::Vendor::nvidia;  // the vendor's words: NVML, amdgpu's sysfs
     for (const auto& view : inv.gpus)
-      if (!view.info.problem.empty()) ++failed;
+      if (!view.info.problem.empty()) {
+        ++failed;
+        vendor = gpu::vendor_of(view.info.uuid);
+      }
     if (failed > 0)
       out += style.yellow(fmt::format(
-          "! NVML could not read {} GPU{} (marked below); the other GPUs are shown in full.\n\n",
-          failed, failed == 1 ? "" : "s"));
+          "! {} could not read {} GPU{} (marked below); the other GPUs are shown in full.\n\n",
+          gpu::driver_interface(vendor), failed, failed == 1 ? "" : "s"));
   } else if (inv.source_state != gpu::SourceState::ok) {
     out += style.yellow(fmt::format("! NVML: {}\n", terminal_text(inv.source_problem)));
     out +=

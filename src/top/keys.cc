@@ -52,22 +52,20 @@ KeyResult handle_key(ViewState& state, const std::vector<Row>& rows, const Key& 
     case KeyCode::escape:
     case KeyCode::backspace:
       return {};
+    // Horizontal scroll of the list (htop's and nvitop's arrows); layout_screen keeps it
+    // within the widest row and puts the scroll it kept back in the state.
     case KeyCode::left:
+      state.hscroll -= std::min(state.hscroll, kHScrollStep);
+      return {};
     case KeyCode::right:
+      state.hscroll += kHScrollStep;
+      return {};
     case KeyCode::enter: {
       if (rows.empty()) return {};
       const Row& r = rows[static_cast<std::size_t>(at)];
       // Enter on a process shows it whole (nvitop's Enter); on a heading it folds.
-      if (key.code == KeyCode::enter && r.kind == Row::Kind::holder) return {Action::detail, ""};
-      if (r.instance.empty()) return {};
-      // On a member, folding goes to its heading.
-      if (key.code != KeyCode::right) state.cursor = "i:" + r.instance;
-      if (key.code == KeyCode::left)
-        state.collapsed.insert(r.instance);
-      else if (key.code == KeyCode::right)
-        state.collapsed.erase(r.instance);
-      else if (!state.collapsed.erase(r.instance))
-        state.collapsed.insert(r.instance);
+      if (r.kind == Row::Kind::holder) return {Action::detail, ""};
+      if (!state.collapsed.erase(r.instance)) state.collapsed.insert(r.instance);
       return {};
     }
     case KeyCode::character:
@@ -174,7 +172,8 @@ std::vector<std::string> key_help(bool readonly) {
   // Each line within the box of an 80-column screen (kHelpWidth).
   std::vector<std::string> out = {
       "up/down j/k PgUp/PgDn Home/End  move",
-      "enter        on a heading: fold its processes (left folds, right unfolds)",
+      "enter        on a heading: fold its processes (enter again unfolds)",
+      "left/right   scroll the list sideways, to read what the screen cuts",
       "d, enter     on a process: all of it (command line, verdict, container)",
       "c / e        fold / unfold every instance",
       "s  , .       sort: gpu, memory, age, pid",

@@ -33,6 +33,9 @@ struct KeyResult {
   std::string message;
 };
 
+/// Columns one left/right arrow scrolls the list.
+inline constexpr std::size_t kHScrollStep = 8;
+
 /// Applies `key` to `state` over the rows on screen (`page`: how many fit). The GPUs of
 /// the look, for `g` (cycles all -> each GPU -> all).
 KeyResult handle_key(ViewState& state, const std::vector<Row>& rows, const Key& key,

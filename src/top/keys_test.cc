@@ -58,13 +58,26 @@ TEST(TopKeys, MovingFoldingSortingAndFiltering) {
   EXPECT_EQ(state.cursor, "p:5001:1000");
   handle_key(state, rows, {KeyCode::page_up}, 10, {});
   EXPECT_EQ(state.cursor, "i:4721");
-  // Left on a member folds its instance and moves to the heading; Enter there unfolds.
-  state.cursor = "p:4722:1000";
-  handle_key(state, rows, {KeyCode::left}, 10, {});
+  // Enter on a heading folds its instance; Enter again unfolds.
+  state.cursor = "i:4721";
+  handle_key(state, rows, {KeyCode::enter}, 10, {});
   EXPECT_TRUE(state.collapsed.contains("4721"));
   EXPECT_EQ(state.cursor, "i:4721");
   handle_key(state, rows, {KeyCode::enter}, 10, {});
   EXPECT_FALSE(state.collapsed.contains("4721"));
+  // Left and right scroll the list sideways, a step at a time, never before column 0;
+  // they fold nothing and leave the cursor where it is.
+  state.cursor = "p:4722:1000";
+  handle_key(state, rows, {KeyCode::right}, 10, {});
+  handle_key(state, rows, {KeyCode::right}, 10, {});
+  EXPECT_EQ(state.hscroll, 2 * kHScrollStep);
+  handle_key(state, rows, {KeyCode::left}, 10, {});
+  EXPECT_EQ(state.hscroll, kHScrollStep);
+  handle_key(state, rows, {KeyCode::left}, 10, {});
+  handle_key(state, rows, {KeyCode::left}, 10, {});
+  EXPECT_EQ(state.hscroll, 0U);
+  EXPECT_TRUE(state.collapsed.empty());
+  EXPECT_EQ(state.cursor, "p:4722:1000");
   // Enter on a process shows it whole (nvitop's Enter), as d does.
   state.cursor = "p:4722:1000";
   EXPECT_EQ(handle_key(state, rows, {KeyCode::enter}, 10, {}).action, Action::detail);

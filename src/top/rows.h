@@ -33,6 +33,8 @@ struct ViewState {
   std::set<proc::ProcessId> tagged;         // what the free key frees
   std::string cursor;                       // the id of the row under the cursor
   std::size_t scroll = 0;                   // the first row shown
+  std::size_t hscroll = 0;                  // columns the list is scrolled right (left/right
+                                            // arrows; layout_screen keeps it within the text)
   bool readonly = false;                    // --readonly: no tagging, no freeing
 };
 

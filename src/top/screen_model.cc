@@ -112,6 +112,18 @@ Ink state_ink(const inventory::GpuView& v) {
   }
 }
 
+}  // namespace
+
+std::string sensors_text(const gpu::GpuInfo& info) {
+  const std::string temperature =
+      info.temperature_c ? fmt::format("{:>3}C", *info.temperature_c) : "  -C";
+  const std::string power =
+      info.power_mw ? fmt::format("{:>4}W", (*info.power_mw + 500) / 1000) : "   -W";
+  return temperature + " " + power;
+}
+
+namespace {
+
 Line gpu_line(const Frame& f, const inventory::GpuView& v) {
   const std::size_t width = f.width;
   LineBuilder b(width);
@@ -121,11 +133,13 @@ Line gpu_line(const Frame& f, const inventory::GpuView& v) {
     mem = fmt::format("{:>5}/{:<5}", short_bytes(v.used()), short_bytes(v.info.memory->total));
   const std::string util =
       v.info.utilization_gpu ? fmt::format("SM{:>4}%", *v.info.utilization_gpu) : "SM    -";
+  // The sensors from 60 columns on; a sensor the driver cannot read is "-", never 0.
+  const std::string sensors = width >= 60 ? " " + sensors_text(v.info) : "";
   const std::string state = state_word(v);
-  // id, bar, memory, utilization, sparkline, state: the bar and the sparkline share
-  // what is left, the bar two parts to the sparkline's one.
-  const std::size_t fixed = id.size() + 1 + 2 + 1 + mem.size() + 1 + util.size() + 1 + 1 +
-                            std::max<std::size_t>(state.size(), 4);
+  // id, bar, memory, utilization, sensors, sparkline, state: the bar and the sparkline
+  // share what is left, the bar two parts to the sparkline's one.
+  const std::size_t fixed = id.size() + 1 + 2 + 1 + mem.size() + 1 + util.size() +
+                            sensors.size() + 1 + 1 + std::max<std::size_t>(state.size(), 4);
   const std::size_t flexible = width > fixed ? width - fixed : 0;
   std::size_t spark = flexible / 3;
   std::size_t bar = flexible - spark;
@@ -149,7 +163,7 @@ Line gpu_line(const Frame& f, const inventory::GpuView& v) {
               bar),
           Ink::warn);
   }
-  b.add("] ").add(mem).add(" ").add(util, Ink::dim).add(" ");
+  b.add("] ").add(mem).add(" ").add(util, Ink::dim).add(sensors, Ink::dim).add(" ");
   if (spark > 0 && f.history)
     b.add(f.history->sparkline(MemoryHistory::key_of(v), spark, f.unicode), Ink::dim).add(" ");
   b.add(state, state_ink(v));
@@ -180,7 +194,7 @@ Line legend_line(const Frame& f) {
   return b.done();
 }
 
-Line title_line(const Frame& f) {
+Line title_line(const Frame& f, std::size_t hscroll) {
   const auto& inv = *f.inv;
   const ViewState& s = *f.state;
   LineBuilder b(f.width);
@@ -195,6 +209,7 @@ Line title_line(const Frame& f) {
   if (!filter.empty()) b.add("  filter" + filter, Ink::warn);
   if (!s.tagged.empty()) b.add(fmt::format("  {} tagged", s.tagged.size()), Ink::warn);
   if (s.readonly) b.add("  read-only", Ink::dim);
+  if (hscroll > 0) b.add(fmt::format("  <- {} columns", hscroll), Ink::warn);
   if (!gpu::lists_gpus(inv.source_state))
     b.add("  NVML: " + report::terminal_text(inv.source_problem), Ink::warn);
   return b.done();
@@ -311,6 +326,29 @@ std::string Line::text() const {
   return out;
 }
 
+Line shift_line(const Line& line, std::size_t from, std::size_t width) {
+  Line out;
+  out.cursor = line.cursor;
+  std::size_t skipped = 0, kept = 0;
+  for (const Span& s : line.spans) {
+    std::string text;
+    for (std::size_t i = 0; i < s.text.size() && kept < width;) {
+      std::size_t len = 1;
+      while (i + len < s.text.size() && utf8_continuation(s.text[i + len])) ++len;
+      if (skipped < from)
+        ++skipped;
+      else {
+        text.append(s.text, i, len);
+        ++kept;
+      }
+      i += len;
+    }
+    if (!text.empty()) out.spans.push_back({std::move(text), s.ink});
+  }
+  if (kept < width) out.spans.push_back({std::string(width - kept, ' '), Ink::normal});
+  return out;
+}
+
 std::size_t columns(std::string_view text) {
   std::size_t n = 0;
   for (char c : text)
@@ -358,7 +396,7 @@ Screen layout_screen(const Frame& f) {
   Frame frame = f;
   frame.width = width;
   auto& lines = screen.lines;
-  lines.push_back(title_line(frame));
+  lines.push_back(title_line(frame, 0));  // again below, once the scroll is known
   // The GPUs: at most half the screen, so the holders always have room.
   const std::size_t gpu_rows = std::min(f.inv->gpus.size(), (height - 4) / 2);
   for (std::size_t i = 0; i < gpu_rows; ++i) lines.push_back(gpu_line(frame, f.inv->gpus[i]));
@@ -375,7 +413,8 @@ Screen layout_screen(const Frame& f) {
   Columns cols;
   cols.container = width >= 140;
   cols.usage = width >= 100;
-  lines.push_back(column_heading(frame, cols));
+  const std::size_t heading_at = lines.size();
+  lines.push_back(Line{});  // the column headings, laid out with the list
 
   // The list: what is left but the message and key lines.
   const std::size_t list_rows = height > lines.size() + 2 ? height - lines.size() - 2 : 0;
@@ -388,6 +427,33 @@ Screen layout_screen(const Frame& f) {
   if (list_rows > 0 && cursor >= scroll + list_rows) scroll = cursor - list_rows + 1;
   screen.scroll = scroll;
   screen.list_rows = list_rows;
+  // The list is laid out `hscroll` columns wider and shown from there; a scroll past
+  // the widest row's end is taken back to it (the widest row, cut or not, is measured
+  // at the wider layout: a row cut there is at least as wide as the layout).
+  std::size_t hscroll = f.state->hscroll;
+  auto list_line = [&](Frame& wide, std::size_t at) {
+    const bool on = at == cursor;
+    return rows[at].kind == Row::Kind::instance ? instance_line(wide, rows[at], on)
+                                                : holder_line(wide, rows[at], cols, on);
+  };
+  if (hscroll > 0) {
+    Frame wide = frame;
+    wide.width = width + hscroll;
+    auto content = [](const Line& l) {
+      std::string t = l.text();
+      while (!t.empty() && t.back() == ' ') t.pop_back();
+      return columns(t);
+    };
+    std::size_t widest = content(column_heading(wide, cols));
+    for (std::size_t at = scroll; at < rows.size() && at < scroll + list_rows; ++at)
+      widest = std::max(widest, content(list_line(wide, at)));
+    hscroll = widest > width ? std::min(hscroll, widest - width) : 0;
+  }
+  screen.hscroll = hscroll;
+  Frame wide = frame;
+  wide.width = width + hscroll;
+  lines[0] = title_line(frame, hscroll);
+  lines[heading_at] = shift_line(column_heading(wide, cols), hscroll, width);
   for (std::size_t i = 0; i < list_rows; ++i) {
     const std::size_t at = scroll + i;
     if (at >= rows.size()) {
@@ -403,9 +469,7 @@ Screen layout_screen(const Frame& f) {
       }
       continue;
     }
-    const bool on = at == cursor;
-    lines.push_back(rows[at].kind == Row::Kind::instance ? instance_line(frame, rows[at], on)
-                                                         : holder_line(frame, rows[at], cols, on));
+    lines.push_back(shift_line(list_line(wide, at), hscroll, width));
   }
   if (rows.size() > scroll + list_rows && list_rows > 0)
     lines.back() = LineBuilder(width)

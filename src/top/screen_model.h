@@ -6,7 +6,7 @@
 // `status`; this module only arranges it in `width` x `height` cells.
 //
 //   gpureap top  14:02:11  8 GPUs  scan  sort gpu  filter orphans  2 tagged
-//   GPU 0 [:::OOOOOOOOOOOOOO        ] 84.2/96.0G SM  0% ▁▁▅▇█ held
+//   GPU 0 [:::OOOOOOOOOOOOOO      ] 84.2/96.0G SM  0%  67C  699W ▁▁▅▇█ held
 //   ...
 //   bar: ':' baseline  '#' live  'O' orphaned  '?' unexplained
 //     PID     USER     GPU   MEMORY AGE    MARK     COMMAND
@@ -60,6 +60,8 @@ struct Line {
 struct Screen {
   std::vector<Line> lines;  // exactly `height` lines, none wider than `width` columns
   std::size_t scroll = 0;   // the first row of the list shown (kept in ViewState)
+  std::size_t hscroll = 0;  // columns the list is scrolled right, within its widest row
+                            // (kept in ViewState)
   std::size_t list_rows = 0;  // how many rows of the list fit (page up/down moves this)
 };
 
@@ -83,7 +85,10 @@ struct Frame {
   std::size_t height = 24;
 };
 
-/// Lays out one frame.
+/// Lays out one frame. The list (its column headings and rows) is laid out
+/// `state->hscroll` columns wider and shown from that column on (horizontal scroll, as
+/// less -S), the scroll kept so that the widest row's end stays on screen; the GPU rows,
+/// the message and the keys do not scroll.
 Screen layout_screen(const Frame& frame);
 
 /// A box over the middle of the screen: the plan to confirm, the release as it is
@@ -109,8 +114,16 @@ Box detail_box(const Frame& frame, std::size_t at, std::size_t width);
 /// The width of `text` in terminal columns (one per UTF-8 character; the text shown is
 /// escaped by report::terminal_text, so it holds no control characters).
 std::size_t columns(std::string_view text);
+/// `line` without its first `from` columns, cut or padded to exactly `width` columns
+/// (a span cut at either edge keeps its ink).
+Line shift_line(const Line& line, std::size_t from, std::size_t width);
+
 /// `text` cut or padded with spaces to exactly `width` columns; a cut ends in '~'.
 std::string fit(std::string_view text, std::size_t width);
+
+/// A GPU's temperature and power draw in ten columns: " 67C  699W"; a sensor the driver
+/// cannot read (NVML "not supported", no hwmon file) is "-": "  -C    -W".
+std::string sensors_text(const gpu::GpuInfo& info);
 
 /// "84.2G", "512M", "0": memory in four or five columns.
 std::string short_bytes(std::uint64_t bytes);

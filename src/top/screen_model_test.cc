@@ -89,6 +89,94 @@ TEST(TopScreen, TheBarSplitsBaselineLiveOrphanedAndUnexplained) {
   EXPECT_NEAR(orphaned / static_cast<double>(bar.size()), 0.5, 0.05) << bar;
 }
 
+// Issue 40: the GPU rows carry temperature and power where the driver gives them; a
+// sensor it cannot read is "-", never a 0 that would read as a cold, idle GPU.
+TEST(TopScreen, GpuRowsShowTemperatureAndPowerOrADashWhenUnknown) {
+  Shown s;
+  s.inv.gpus[0].info.temperature_c = 67;
+  s.inv.gpus[0].info.power_mw = 699'400;
+  s.draw(80, 24);
+  expect_fits(s.screen, 80, 24);
+  const std::string g0 = s.line(s.find("GPU 0"));
+  const std::string g1 = s.line(s.find("GPU 1"));
+  EXPECT_NE(g0.find(" 67C  699W "), std::string::npos) << g0;
+  EXPECT_NE(g1.find("  -C    -W "), std::string::npos) << g1;
+  EXPECT_EQ(g1.find(" 0C"), std::string::npos) << g1;
+  EXPECT_EQ(g1.find(" 0W"), std::string::npos) << g1;
+  // The bar keeps its room: the same columns on both rows, at 80 as at 200.
+  EXPECT_EQ(g0.find(']'), g1.find(']'));
+  s.draw(50, 24);
+  EXPECT_EQ(s.line(s.find("GPU 0")).find("67C"), std::string::npos) << "no room under 60";
+}
+
+// Issue 40: a row wider than the terminal is read by scrolling the list sideways
+// (left/right): the headings move with the rows, the GPU rows and keys stay, and the
+// scroll stops where the widest row ends.
+TEST(TopScreen, TheListScrollsSidewaysToTheEndOfItsWidestRow) {
+  Shown s;
+  const std::string tail = " --data /datasets/imagenet --checkpoint-dir /ckpt/run-42 END";
+  s.inv.gpus[1].holders[0].holder.cmdline += tail;
+  s.draw(80, 24);
+  const int live = s.find("5001");
+  ASSERT_GE(live, 0);
+  EXPECT_EQ(s.line(live).find("END"), std::string::npos) << "cut at 80: " << s.line(live);
+  EXPECT_EQ(s.screen.hscroll, 0U);
+  // The GPU row up to its sensors (the sparkline grows a column per draw).
+  auto gpu_row_of = [&] {
+    const std::string g = s.line(s.find("GPU 0"));
+    return g.substr(0, g.find("-W") + 2);
+  };
+  const std::string gpu_row = gpu_row_of();
+
+  s.state.hscroll = 16;
+  s.draw(80, 24);
+  expect_fits(s.screen, 80, 24);
+  EXPECT_EQ(s.screen.hscroll, 16U);
+  EXPECT_EQ(gpu_row_of(), gpu_row) << "the GPU rows do not scroll";
+  EXPECT_EQ(s.find("    PID"), -1) << "the headings scroll with the rows";
+  EXPECT_NE(s.line(0).find("<- 16 columns"), std::string::npos) << s.line(0);
+  EXPECT_NE(s.line(23).find("? more keys"), std::string::npos) << "the keys stay";
+  // What was at column 16 + c is now at c: the heading's MEMORY moved 16 to the left.
+  s.state.hscroll = 0;
+  s.draw(80, 24);
+  const auto memory_col = s.line(s.find("MEMORY")).find("MEMORY");
+  ASSERT_GT(memory_col, 16U);
+  s.state.hscroll = 16;
+  s.draw(80, 24);
+  ASSERT_GE(s.find("MEMORY"), 0);
+  EXPECT_EQ(s.line(s.find("MEMORY")).find("MEMORY"), memory_col - 16);
+
+  // Far past the end: kept where the widest row's last character is the last column.
+  s.state.hscroll = 1000;
+  s.draw(80, 24);
+  expect_fits(s.screen, 80, 24);
+  const std::string row = s.line(s.find("END"));
+  EXPECT_EQ(row.rfind("END"), 77U) << row;
+  EXPECT_LT(s.screen.hscroll, 1000U);
+  EXPECT_GT(s.screen.hscroll, 0U);
+
+  // Nothing wider than the screen: no scroll at all.
+  s.inv = case_study();
+  s.state.hscroll = 8;
+  s.draw(200, 30);
+  EXPECT_EQ(s.screen.hscroll, 0U);
+  EXPECT_GE(s.find("    PID"), 0);
+}
+
+TEST(TopScreen, ShiftLineDropsColumnsAndKeepsInks) {
+  Line l;
+  l.spans = {{"ab", Ink::title}, {"çdé", Ink::orphan}, {"xyz", Ink::dim}};
+  l.cursor = true;
+  Line s = shift_line(l, 3, 4);
+  EXPECT_EQ(s.text(), "déxy");
+  ASSERT_EQ(s.spans.size(), 2U);
+  EXPECT_EQ(s.spans[0].ink, Ink::orphan);
+  EXPECT_EQ(s.spans[1].ink, Ink::dim);
+  EXPECT_TRUE(s.cursor);
+  EXPECT_EQ(shift_line(l, 6, 5).text(), "yz   ");
+  EXPECT_EQ(shift_line(l, 0, 8).text(), "abçdéxyz");
+}
+
 TEST(TopScreen, At200x50TheContainerHasAColumnAndNothingIsCut) {
   Shown s;
   s.draw(200, 50);
@@ -159,7 +247,7 @@ TEST(TopScreen, TheLegendSaysWhereTheSparklinesPastComesFrom) {
   EXPECT_NE(s.line(s.find("bar: ")).find("history: agent 2m00s"), std::string::npos)
       << s.line(s.find("bar: "));
   const std::string gpu0 = s.line(s.find("GPU 0"));
-  EXPECT_NE(gpu0.find("▄▄▄▄▄▄▄▄▄▄▄"), std::string::npos) << gpu0;
+  EXPECT_NE(gpu0.find("▄▄▄▄▄▄▄▄▄▄"), std::string::npos) << gpu0;
   EXPECT_EQ(s.line(s.find("GPU 1")).find("▄▄"), std::string::npos) << "GPU 1 had no past";
 }
 
@@ -322,6 +410,17 @@ TEST(TopScreen, W4_12_TheDetailBoxShowsTheWholeProcess) {
   for (const auto& l : heading.lines) text += l + "\n";
   EXPECT_NE(text.find("model      moonshotai/Kimi-K2.5"), std::string::npos) << text;
   EXPECT_NE(text.find("port       30000"), std::string::npos) << text;
+}
+
+TEST(TopText, SensorsText) {
+  gpu::GpuInfo info;
+  EXPECT_EQ(sensors_text(info), "  -C    -W");
+  info.temperature_c = 0;  // a real 0 is shown as 0: only unknown is '-'
+  info.power_mw = 1'499;
+  EXPECT_EQ(sensors_text(info), "  0C    1W");
+  info.temperature_c = 104;
+  info.power_mw = 1'000'000;
+  EXPECT_EQ(sensors_text(info), "104C 1000W");
 }
 
 TEST(TopText, FitAndShortForms) {

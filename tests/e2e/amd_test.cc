@@ -150,6 +150,35 @@ TEST(Amd, StrandedVramWithNoProcessIsDriverHeld) {
   EXPECT_GE(s["gpus"][1]["memory"]["used_bytes"].get<std::uint64_t>(), 46 * GiB);
 }
 
+// Issue 39: Slurm puts an AMD job's GPUs in ROCR_VISIBLE_DEVICES; a ROCm UUID there names
+// the job's GPU as one in CUDA_VISIBLE_DEVICES does on NVIDIA.
+TEST(Amd, TheEpilogTakesTheJobsGpuFromRocrVisibleDevices) {
+  SimNode node({"--vendor", "amd", "--gpus", "2", "--memory", "192GiB"});
+  const std::string scontrol = node.dir() + "/scontrol";
+  std::ofstream(scontrol) << "#!/bin/sh\necho \"$@\" >> " << node.dir() << "/scontrol.calls\n"
+                          << "[ \"$2\" = show ] && echo 'NodeName=gpu01 Arch=x86_64 State=IDLE "
+                             "ThreadsPerCore=1'\nexit 0\n";
+  ::chmod(scontrol.c_str(), 0755);
+  const std::map<std::string, std::string> sysfs = {{"GPUREAP_SYSFS_ROOT", node.dir() + "/sys"}};
+  auto status = node.gpureap({"--json", "status"}, std::chrono::seconds(60), sysfs);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  const std::string uuid = status.json()["gpus"][1]["uuid"].get<std::string>();
+  ASSERT_EQ(status.json()["gpus"][1]["vendor"], "amd") << uuid;
+  auto job = node.hold({"--gpu", "1", "--bytes", "8GiB", "--daemon"}, false,
+                       {{"SLURM_JOB_ID", "44"}});
+  ASSERT_EQ(job.holders.size(), 1u);
+  auto env = sysfs;
+  env.insert({{"GPUREAP_SCONTROL", scontrol},
+              {"SLURMD_NODENAME", "gpu01"},
+              {"SLURM_JOB_ID", "44"},
+              {"ROCR_VISIBLE_DEVICES", uuid}});
+  auto r = node.gpureap({"--json", "slurm", "epilog", "--deadline", "20s"},
+                        std::chrono::seconds(60), env);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.json()["job_gpus"], nlohmann::json::array({1})) << r.out;
+  EXPECT_FALSE(alive(job.holders[0].first));
+}
+
 }  // namespace amd_test
 }  // namespace gpureap::e2e
 

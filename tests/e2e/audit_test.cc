@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "harness.h"
@@ -192,6 +193,26 @@ TEST(Audit, W4_10_LogTellsOrphanedTargetsFromLiveOnes) {
   EXPECT_NE(row_of(orphan).find(std::to_string(crashed.leader)), std::string::npos) << log.out;
   EXPECT_NE(row_of(worker).find(" live "), std::string::npos) << log.out;
   EXPECT_NE(row_of(worker).find("VLLM::Worker_TP0"), std::string::npos) << log.out;
+
+  // Issue 40: at a terminal's width ($COLUMNS here: stdout is a pipe) no line is wider,
+  // the verdicts and commands still there; a pipe without it, or --wide, gets them whole.
+  for (const char* columns : {"80", "120"}) {
+    auto fitted = node.gpureap({"log"}, std::chrono::seconds(60), {{"COLUMNS", columns}});
+    ASSERT_EQ(fitted.exit_code, 0) << fitted.err;
+    std::istringstream lines(fitted.out);
+    for (std::string l; std::getline(lines, l);)
+      EXPECT_LE(l.size(), std::stoul(columns)) << columns << ": " << l;
+    EXPECT_NE(fitted.out.find("orphaned ("), std::string::npos) << fitted.out;
+    EXPECT_NE(fitted.out.find(" live "), std::string::npos) << fitted.out;
+    EXPECT_NE(fitted.out.find("COMMAND"), std::string::npos) << fitted.out;
+  }
+  auto wide = node.gpureap({"log", "--wide"}, std::chrono::seconds(60), {{"COLUMNS", "80"}});
+  ASSERT_EQ(wide.exit_code, 0) << wide.err;
+  EXPECT_NE(wide.out.find("VLLM::Worker_TP0"), std::string::npos) << wide.out;
+  std::size_t widest = 0;
+  std::istringstream wide_lines(wide.out);
+  for (std::string l; std::getline(wide_lines, l);) widest = std::max(widest, l.size());
+  EXPECT_GT(widest, 80U) << "--wide cuts nothing: " << wide.out;
 }
 
 TEST(Audit, EscalationAndAlreadyGoneAreRecordedAsTheKernelAnswered) {

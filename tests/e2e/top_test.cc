@@ -408,6 +408,46 @@ TEST(Top, W4_12_AlignedRowsDetailBoxAndAClearableFilter) {
   top.keys({"q"});
 }
 
+// Issue 40: the GPU rows show temperature and power as the driver reads them ("-" where
+// it cannot: a sensor NVML answers NOT_SUPPORTED for), and left/right scroll the list
+// sideways to the end of a command line the 80 columns cut.
+TEST(Top, GpuSensorsAndASidewaysScrollAt80x24) {
+  if (find_tmux().empty()) GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh)";
+  SimNode node{{"--gpus", "2", "--memory", "96GiB"}};
+  ASSERT_EQ(node.sim({"sensors", "--dir", node.dir(), "--gpu", "0", "--temperature", "71",
+                      "--power", "650"})
+                .exit_code,
+            0);
+  auto off = node.sim({"sensors", "--dir", node.dir(), "--gpu", "1", "--temperature", "none",
+                       "--power", "none"});
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_EQ(node.sim({"sensors", "--dir", node.dir(), "--gpu", "0", "--power", "hot"}).exit_code,
+            2);
+  const std::string tail = "--checkpoint-dir /ckpt/run-42 ZZEND";
+  HoldResult h = node.hold({"--gpu", "0", "--bytes", "2GiB", "--title",
+                            "python3 train.py --data /datasets/imagenet-21k --epochs 90 "
+                            "--batch-size 1024 --learning-rate 0.0003 " + tail});
+  const std::string pid = " " + std::to_string(h.holders.at(0).first) + " ";
+  TopInTmux top(node, {}, 80, 24);
+  ASSERT_EQ(top.started().exit_code, 0) << top.started().err;
+  ASSERT_TRUE(top.wait_for({" 71C  650W ", "  -C    -W ", pid})) << top.last();
+  EXPECT_EQ(top.last().find("ZZEND"), std::string::npos) << "cut at 80: " << top.last();
+  const std::string gpu_row = line_with(top.last(), "GPU 0");
+  // The holder's command line is its whole argv (the sim's path, the node's directory, the
+  // title): far wider than 80, and wider than any 20 steps; 80 steps pass its end.
+  for (int i = 0; i < 80; ++i) top.keys({"Right"});
+  ASSERT_TRUE(top.wait_for({"ZZEND", "columns"})) << top.last();
+  const std::string s = top.last();
+  // Its last character in the last column (tmux drops trailing spaces): the end, not past.
+  EXPECT_EQ(line_with(s, "ZZEND").size(), 80U) << "scrolled to the end, not past: " << s;
+  EXPECT_NE(line_with(s, "GPU 0").find(" 71C  650W "), std::string::npos) << "GPU rows stay: " << s;
+  EXPECT_EQ(s.find("    PID"), std::string::npos) << "the headings scroll with the rows: " << s;
+  for (int i = 0; i < 80; ++i) top.keys({"Left"});
+  ASSERT_TRUE(top.wait_for({"    PID", pid})) << top.last();
+  EXPECT_EQ(top.last().find("ZZEND"), std::string::npos) << top.last();
+  top.keys({"q"});
+}
+
 TEST(Top, RefusesWithoutATerminalAndOnBadFlags) {
   SimNode node({"--gpus", "1", "--memory", "96GiB"});
   auto r = node.gpureap({"top"});  // stdin is /dev/null, stdout a pipe
