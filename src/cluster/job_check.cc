@@ -19,13 +19,12 @@ using reclaim::Selection;
 
 constexpr std::string_view kJobVariable = "SLURM_JOB_ID";
 
-// NVML's deadline for a look: the usual one, cut to what the deadline leaves.
+// NVML's deadline for a look: the usual one, cut to what the deadline leaves; the
+// process table from the look's own listing of /proc (CallerContext::of).
 inventory::CollectOptions look_within(const reclaim::ReclaimOptions& o, util::Clock& clock) {
   inventory::CollectOptions look;
-  if (!o.deadline) return look;
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*o.deadline - clock.now());
-  look.nvml_deadline = std::clamp(left, std::chrono::milliseconds(100), look.nvml_deadline);
-  return look;
+  look.process_table = true;
+  return look.within(o.deadline, clock.now());
 }
 
 const inventory::GpuView* find_view(const inventory::Inventory& inv, gpu::DeviceId id) {
@@ -122,7 +121,7 @@ JobCheck clean_up_after_job(inventory::Node& node, reclaim::AuditedControl& cont
   JobCheck out;
   inventory::Inventory inv = node.look(look_within(options, node.clock()));
   if (!resolve(inv, job, out)) return out;
-  auto caller = reclaim::CallerContext::current(node.proc_root());
+  auto caller = reclaim::CallerContext::of(inv, node.proc_root());
   Selection sel = job_selection(job.id, out.job_gpus, running_jobs(caller.table, node.proc_root()));
 
   // The GPUs to verify: the job's, and any other its own processes use (without
@@ -200,7 +199,7 @@ JobCheck check_before_job(inventory::Node& node, reclaim::AuditedControl& contro
   if (all_clean(inv)) return out;
 
   if (free_orphans) {
-    auto caller = reclaim::CallerContext::current(node.proc_root());
+    auto caller = reclaim::CallerContext::of(inv, node.proc_root());
     Selection sel;
     sel.gpus = out.job_gpus;
     sel.orphans_only = true;

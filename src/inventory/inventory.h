@@ -164,6 +164,10 @@ struct Inventory {
   std::string source = "scan";
   pid_t agent_pid = 0;  // source == "agent": the agent's pid
   NodeIdentity node;    // the node looked at (inventory::Node::identity())
+  /// Every process, from this look's own listing of /proc (CollectOptions::process_table):
+  /// free's plans read it (reclaim::CallerContext::of) instead of listing /proc again.
+  /// Not set otherwise, nor in an agent's answer (never on the wire).
+  std::optional<std::vector<proc::ProcessEntry>> process_table;
 };
 
 /// Builds the per-GPU view. `later_used` (index -> used bytes read after the
