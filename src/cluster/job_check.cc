@@ -7,6 +7,7 @@
 #include "cluster/running_jobs.h"
 #include "proc/environ.h"
 #include "reclaim/free_flow.h"
+#include "reclaim/free_session.h"
 #include "reclaim/leftovers.h"
 #include "reclaim/release_wait.h"
 #include "util/units.h"
@@ -149,9 +150,14 @@ JobCheck clean_up_after_job(inventory::Node& node, reclaim::AuditedControl& cont
       return environ && proc::environ_value(*environ, "SLURM_SCRIPT_CONTEXT").has_value();
     });
   };
-  reclaim::ReclaimOptions o = options;
-  o.selection = std::move(sel);
-  reclaim::FreeOutcome freed = reclaim::free_selection(node, control, inv, caller, o, steps);
+  // The one free session (reclaim/free_session.h), from this look (taken under the lock).
+  reclaim::Freer freer{node, control};
+  reclaim::FreeRequest request;
+  request.options = options;
+  request.options.selection = std::move(sel);
+  request.taken = std::move(inv);
+  request.steps = std::move(steps);
+  reclaim::FreeOutcome freed = reclaim::free_session(freer, std::move(request)).outcome;
   out.plan = std::move(freed.plan);
   switch (freed.verdict) {
     case reclaim::FreeVerdict::nothing_idle:
@@ -205,12 +211,15 @@ JobCheck check_before_job(inventory::Node& node, reclaim::AuditedControl& contro
     sel.orphans_only = true;
     sel.unattended = true;
     exclude_jobs(sel, running_jobs(caller.table, node.proc_root()));
-    // The one free flow; only a plan with targets goes ahead (what stays is judged below).
-    reclaim::ReclaimOptions o = options;
-    o.selection = std::move(sel);
-    reclaim::FreeSteps steps;
-    steps.go_ahead = [](const reclaim::Plan& plan) { return !plan.targets.empty(); };
-    reclaim::FreeOutcome freed = reclaim::free_selection(node, control, inv, caller, o, steps);
+    // The one free session (reclaim/free_session.h), from this look; only a plan with
+    // targets goes ahead (what stays is judged below).
+    reclaim::Freer freer{node, control};
+    reclaim::FreeRequest request;
+    request.options = options;
+    request.options.selection = std::move(sel);
+    request.taken = std::move(inv);
+    request.steps.go_ahead = [](const reclaim::Plan& plan) { return !plan.targets.empty(); };
+    reclaim::FreeOutcome freed = reclaim::free_session(freer, std::move(request)).outcome;
     out.plan = std::move(freed.plan);
     out.freed = std::move(freed.report);
     inv = node.look(look_within(options, clock));
