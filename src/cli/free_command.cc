@@ -169,7 +169,7 @@ Result<reclaim::ReclaimOptions> reclaim_options(
 // holders use. An exit status when there is nothing to choose (said on stderr).
 std::optional<int> choose_gpus(const FreeOptions& o, const inventory::Inventory& inv,
                                reclaim::Selection& sel, int nothing_to_do) {
-  const bool nvml_usable = gpu::lists_gpus(inv.nvml_state);
+  const bool source_usable = gpu::lists_gpus(inv.source_state);
   // --instance: it must be one of this look's (`status` lists them).
   const inventory::Instance* instance =
       o.instance.empty() ? nullptr : inventory::find_instance(inv.instances, o.instance);
@@ -188,7 +188,7 @@ std::optional<int> choose_gpus(const FreeOptions& o, const inventory::Inventory&
     sel.gpus = inventory::gpus_used_by(inv, [&](const proc::Holder& h) {
       return std::find(sel.pids.begin(), sel.pids.end(), h.id.pid) != sel.pids.end();
     });
-    if (sel.gpus.empty() && nvml_usable) {
+    if (sel.gpus.empty() && source_usable) {
       std::string pids;
       for (pid_t p : sel.pids) pids += (pids.empty() ? "" : ",") + std::to_string(p);
       print_err(fmt::format(
@@ -202,10 +202,10 @@ std::optional<int> choose_gpus(const FreeOptions& o, const inventory::Inventory&
     if (!chosen) {
       // Without NVML the GPUs gpureap knows are only those /proc shows held: a
       // selector it cannot resolve may well be right, so this is NVML's failure.
-      if (!nvml_usable) {
+      if (!source_usable) {
         print_err(fmt::format("gpureap free: {}; NVML is unusable: {}\n",
                               report::terminal_text(chosen.error().message),
-                              report::terminal_text(inv.nvml_problem)));
+                              report::terminal_text(inv.source_problem)));
         return kExitSystem;
       }
       return free_usage_error("--gpu: " + chosen.error().message);
@@ -218,7 +218,7 @@ std::optional<int> choose_gpus(const FreeOptions& o, const inventory::Inventory&
 // Warnings of the first look that bear on this free: a selected GPU NVML cannot read
 // (its release cannot be verified), NVML unusable, the look's own warnings.
 void warn_unverifiable(const inventory::Inventory& inv, const std::vector<gpu::DeviceId>& gpus) {
-  if (inv.nvml_state == gpu::NvmlState::partial) {
+  if (inv.source_state == gpu::SourceState::partial) {
     // Only a selected GPU that NVML cannot read matters here; the others are verified.
     for (const auto& v : inv.gpus) {
       if (v.info.problem.empty() || !inventory::is_selected(gpus, v.info.id)) continue;
@@ -227,10 +227,10 @@ void warn_unverifiable(const inventory::Inventory& inv, const std::vector<gpu::D
           "cannot be verified\n",
           report::terminal_text(v.info.problem), v.info.id));
     }
-  } else if (inv.nvml_state != gpu::NvmlState::ok) {
+  } else if (inv.source_state != gpu::SourceState::ok) {
     print_err(fmt::format(
         "gpureap free: warning: {}; holders come from /proc only and release cannot be verified\n",
-        report::terminal_text(inv.nvml_problem)));
+        report::terminal_text(inv.source_problem)));
   }
   for (const auto& w : inv.warnings)
     print_err(fmt::format("gpureap free: warning: {}\n", report::terminal_text(w)));
@@ -249,7 +249,7 @@ struct Shown {
   report::Style style;
   report::TableWidth width;
   int nothing_to_do;
-  bool nvml_usable;  // the first look's
+  bool source_usable;  // the first look's
 };
 
 // What the person said, and the handlers for Ctrl-C once signals are sent.
@@ -310,10 +310,10 @@ int show_outcome(const Shown& shown, const reclaim::FreeOutcome& freed,
   switch (freed.verdict) {
     case reclaim::FreeVerdict::not_measured:
       plan_only();
-      print_err(!shown.nvml_usable
+      print_err(!shown.source_usable
                     ? fmt::format("gpureap free: no process to signal, and NVML is unusable, so "
                                   "whether the selected GPUs hold memory cannot be measured: {}\n",
-                                  report::terminal_text(inv.nvml_problem))
+                                  report::terminal_text(inv.source_problem))
                     : fmt::format("gpureap free: no process to signal, but NVML cannot read GPU "
                                   "{}, so whether it holds memory cannot be measured (gpureap "
                                   "status --gpu {} shows why)\n",
@@ -427,7 +427,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
                     report_on_stderr ? stderr_style(global) : stdout_style(global),
                     report_on_stderr ? report::TableWidth{} : stdout_table_width(o.wide),
                     nothing_to_do,
-                    gpu::lists_gpus(inv.nvml_state)};
+                    gpu::lists_gpus(inv.source_state)};
   auto caller = reclaim::CallerContext::of(inv, node.proc_root());
   Asked asked;
   const bool live = !global.json && ::isatty(2);
