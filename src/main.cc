@@ -118,37 +118,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp&) {
     print_out(wrap_help(app.help("", CLI::AppFormatMode::All)));
     return kExitOk;
-  } catch (const CLI::ExtrasError& e) {
-    // A word where a command belongs is a mistyped command, not a stray argument.
-    if (auto word = first_word(argc, argv); app.get_subcommands().empty() && !word.empty()) {
-      std::vector<std::string> names;
-      for (const auto& c : visible_commands(app))
-        if (c.name != "gpureap") names.push_back(c.name);
-      std::string list;
-      for (std::size_t i = 0; i < names.size(); ++i)
-        list += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
-      const std::string near = closest(word, names);
-      std::fprintf(stderr, "gpureap: unknown command '%s'%s; the commands are %s (gpureap --help)\n",
-                   gpureap::report::terminal_text(word).c_str(),
-                   near.empty() ? "" : (" (did you mean " + near + "?)").c_str(), list.c_str());
-      return kExitUsage;
-    }
-    // In gpureap's voice, in the order typed, with the nearest option (not CLI11's
-    // reversed "The following arguments were not expected").
-    const CLI::App* sub = app.get_subcommands().empty() ? &app : app.get_subcommands().back();
-    std::vector<std::string> extras = app.remaining(true);
-    auto position = [&](const std::string& w) {
-      for (int i = 1; i < argc; ++i)
-        if (w == argv[i]) return i;
-      return argc;
-    };
-    std::stable_sort(extras.begin(), extras.end(), [&](const std::string& a, const std::string& b) {
-      return position(a) < position(b);
-    });
-    const std::string name = sub == &app ? "gpureap" : "gpureap " + sub->get_name();
-    std::fprintf(stderr, "%s: %s; `%s --help` lists the options\n", name.c_str(),
-                 gpureap::report::terminal_text(unexpected_text(extras, *sub, app)).c_str(),
-                 name.c_str());
+  } catch (const CLI::ExtrasError&) {
+    // A mistyped command, or words no option takes: said in gpureap's voice (cli/suggest.h).
+    std::fputs(extras_error_text(app, first_word(argc, argv), words).c_str(), stderr);
     return kExitUsage;
   } catch (const CLI::ParseError& e) {
     // "gpureap CMD: --option: reason" and a hint (not CLI11's "Run with --help").

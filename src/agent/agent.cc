@@ -553,6 +553,7 @@ class Agent {
     // the agent saw die goes into it; reap() keeps its verdicts for the engine's looks.
     inventory::CollectOptions look;
     look.dead_parents = watcher_.dead_parents();
+    look.process_table = true;  // the plan's table from this look's own listing of /proc
     inventory::Inventory inv = node_.look(look);
     reclaim::Selection selection = reap_selection(inv, due, keep_ ? &*keep_ : nullptr);
     // Tried once, whatever the plan says of each (an event says how it went, or it was
@@ -577,13 +578,14 @@ class Agent {
                               reclaim::AuditCaller::current(node_.proc_root()));
     reclaim::SystemProcessControl system_control(node_.proc_root());
     reclaim::AuditedControl control(system_control, trail, node_.proc_root());
+    reclaim::Freer freer{node_, control};
     auto start = std::chrono::steady_clock::now();
     // The reap waits (a grace period, the release): meanwhile another thread answers
     // scrapes and status questions from the look before it (never a wait for it).
     std::optional<reclaim::FreeOutcome> freed_outcome;
     {
       ReapWindow window(*this, selection.ids.size());
-      freed_outcome = reap(node_, control, inv, selection, go_ahead);
+      freed_outcome = reap(freer, inv, selection, go_ahead);
     }
     reclaim::FreeOutcome& outcome = *freed_outcome;
     if (!outcome.report) return;

@@ -28,23 +28,21 @@ reclaim::Selection reap_selection(const inventory::Inventory& fresh,
   return selection;
 }
 
-reclaim::FreeOutcome reap(inventory::Node& node, reclaim::AuditedControl& control,
-                          const inventory::Inventory& fresh, const reclaim::Selection& selection,
+reclaim::FreeOutcome reap(reclaim::Freer& freer, const inventory::Inventory& fresh,
+                          const reclaim::Selection& selection,
                           std::function<bool(const reclaim::Plan&)> go_ahead) {
   // The engine's own looks (the confirm before each signal, the re-scans) cannot see
   // what the agent saw die: they keep `fresh`'s witnessed verdicts for the same processes.
-  node.remember_witnessed(fresh);
-  reclaim::FreeSteps steps;
-  steps.go_ahead = std::move(go_ahead);
-  reclaim::ReclaimOptions options;
-  options.selection = selection;
+  freer.node.remember_witnessed(fresh);
+  reclaim::FreeRequest request;
+  request.taken = fresh;  // taken under the free lock, with what the agent saw die
+  request.steps.go_ahead = std::move(go_ahead);
+  request.options.selection = selection;
   // An orphan's parent is gone: nothing restarts it, so no settle wait for a live
   // parent, and no systemctl question, stalls the agent's loop.
-  options.settle = std::chrono::milliseconds(0);
-  options.restart_policy = nullptr;
-  return reclaim::free_selection(node, control, fresh,
-                                 reclaim::CallerContext::current(node.proc_root()), options,
-                                 steps);
+  request.options.settle = std::chrono::milliseconds(0);
+  request.options.restart_policy = nullptr;
+  return reclaim::free_session(freer, std::move(request)).outcome;
 }
 
 }  // namespace gpureap::agent

@@ -14,6 +14,7 @@
 #include "inventory/node.h"
 #include "proc/holder.h"
 #include "reclaim/free_flow.h"
+#include "reclaim/free_session.h"
 #include "reclaim/audited_control.h"
 #include "util/pattern.h"
 
@@ -30,12 +31,13 @@ bool reapable(const proc::Holder& h, const Pattern* keep);
 reclaim::Selection reap_selection(const inventory::Inventory& fresh,
                                   const std::set<proc::ProcessId>& due, const Pattern* keep);
 
-/// Frees `selection` through the one free flow with the reaper's settings (no settle
-/// wait, no systemd question: an orphan's parent is gone); the engine's later looks keep
-/// `fresh`'s witnessed verdicts (Node::remember_witnessed). `go_ahead` sees the final
-/// plan before any signal (false: nothing is signalled, as --reap-dry-run does).
-reclaim::FreeOutcome reap(inventory::Node& node, reclaim::AuditedControl& control,
-                          const inventory::Inventory& fresh, const reclaim::Selection& selection,
+/// Frees `selection` through the one free session (reclaim/free_session.h) from `fresh`,
+/// with the reaper's settings (no settle wait, no systemd question: an orphan's parent is
+/// gone); the engine's later looks keep `fresh`'s witnessed verdicts
+/// (Node::remember_witnessed). `go_ahead` sees the final plan before any signal (false:
+/// nothing is signalled, as --reap-dry-run does).
+reclaim::FreeOutcome reap(reclaim::Freer& freer, const inventory::Inventory& fresh,
+                          const reclaim::Selection& selection,
                           std::function<bool(const reclaim::Plan&)> go_ahead);
 
 }  // namespace gpureap::agent

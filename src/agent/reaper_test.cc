@@ -40,8 +40,10 @@ Reaped reap_one(TestMachine& m, const proc::ProcessId& id,
         }
       }
   reclaim::Selection selection = reap_selection(inv, due, nullptr);
-  if (!selection.ids.empty())
-    (void)reap(m.node(), m.audited(), inv, selection, [](const reclaim::Plan&) { return true; });
+  if (!selection.ids.empty()) {
+    reclaim::Freer freer{m.node(), m.audited()};
+    (void)reap(freer, inv, selection, [](const reclaim::Plan&) { return true; });
+  }
   out.signalled = !m.control.signals_of(id).empty();
   return out;
 }

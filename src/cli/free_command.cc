@@ -19,6 +19,7 @@
 #include "gpu/gpu_select.h"
 #include "reclaim/free_flow.h"
 #include "reclaim/free_lock.h"
+#include "reclaim/free_session.h"
 #include "reclaim/reclaimer.h"
 #include "report/free_report.h"
 #include "report/json.h"
@@ -29,14 +30,12 @@
 namespace gpureap::cli {
 namespace {
 
-// The first look's NVML deadline: the usual one, cut to what --deadline leaves.
+// The first look: NVML's deadline cut to what --deadline leaves, and the process table
+// read from the scan's own listing of /proc (the plan's, CallerContext::of).
 inventory::CollectOptions first_look(std::optional<std::chrono::steady_clock::time_point> deadline) {
   inventory::CollectOptions look;
-  if (!deadline) return look;
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      *deadline - std::chrono::steady_clock::now());
-  look.source_deadline = std::clamp(left, std::chrono::milliseconds(100), look.source_deadline);
-  return look;
+  look.process_table = true;
+  return look.within(deadline, std::chrono::steady_clock::now());
 }
 
 struct FreeOptions {
@@ -83,20 +82,6 @@ Result<uid_t> parse_user(const std::string& text) {
   return fail(fmt::format("unknown user '{}'", text));
 }
 
-// The GPUs on which any of `pids` is a holder that uses the GPU (not one that only
-// has its node open), ascending.
-std::vector<gpu::DeviceId> gpus_used_by(const inventory::Inventory& inv,
-                                   const std::vector<pid_t>& pids) {
-  std::vector<gpu::DeviceId> out;
-  for (const auto& v : inv.gpus)
-    for (const auto& gh : v.holders)
-      if (gh.uses_gpu && std::find(pids.begin(), pids.end(), gh.holder.id.pid) != pids.end()) {
-        out.push_back(v.info.id);
-        break;
-      }
-  return out;
-}
-
 // Asks on the terminal; anything but y/yes declines.
 bool confirm(const std::string& question) {
   FILE* tty = std::fopen("/dev/tty", "r+");
@@ -136,95 +121,54 @@ class InterruptHandlers {
   struct sigaction old_term_ {};
 };
 
-// `report_on_stderr`: for `run --free-first`, whose stdout belongs to the command.
-int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_stderr = false) {
-  const auto print_out = report_on_stderr ? cli::print_err : cli::print_out;
-  const auto started = std::chrono::steady_clock::now();
-  const int nothing_to_do = o.ok_if_nothing ? kExitOk : kExitNothingToDo;
-  // 1. Parse and check the inputs before touching anything.
-  if (o.gpu.empty() && !o.all && o.pids.empty() && o.instance.empty())
-    return free_usage_error(
-        "choose the GPUs: --gpu SEL (e.g. --gpu 3, --gpu all), --all, or name holders with --pid "
-        "or --instance");
+// The engine's options from the command line: the timings, and the selection's filters
+// (--pid, --user, --env, --match, ...). An error is the usage error's sentence.
+Result<reclaim::ReclaimOptions> reclaim_options(
+    const FreeOptions& o, std::optional<std::chrono::steady_clock::time_point> deadline) {
   reclaim::ReclaimOptions options;
   options.escalation.grace = o.grace;
   options.timeout = o.timeout;
   options.settle = o.settle;
-  std::optional<std::chrono::steady_clock::time_point> deadline;
-  if (o.deadline) deadline = started + *o.deadline;
   options.deadline = deadline;
   options.reset = o.reset;
   options.stop_respawners = o.stop_respawners;
   auto& sel = options.selection;
   if (o.pid_opt && o.pid_opt->count() > 0 && o.pids.empty())
-    return free_usage_error("--pid '': expected a process id (or a comma list)");
+    return fail("--pid '': expected a process id (or a comma list)");
   for (const auto& text : o.pids) {
     // 4194304 is the kernel's PID_MAX_LIMIT: no pid is larger.
     auto pid = parse_count(text, "--pid", 1, 4194304);
-    if (!pid) return free_usage_error(pid.error().message);
+    if (!pid) return fail(pid.error().message);
     sel.pids.push_back(static_cast<pid_t>(*pid));
   }
   sel.cgroup = o.cgroup;
   sel.instance = o.instance;
   for (const auto& text : o.env) {
     auto entry = proc::parse_env_entry(text);
-    if (!entry) return free_usage_error("--env " + entry.error().message);
+    if (!entry) return fail("--env " + entry.error().message);
     sel.env.push_back(std::move(*entry));
   }
   sel.orphans_only = o.orphans;
   if (o.user_opt && o.user_opt->count() > 0 && o.user.empty())
-    return free_usage_error("--user '': expected a user name or uid");
+    return fail("--user '': expected a user name or uid");
   if (!o.user.empty()) {
     auto uid = parse_user(o.user);
-    if (!uid) return free_usage_error("--user: " + uid.error().message);
+    if (!uid) return fail("--user: " + uid.error().message);
     sel.user = *uid;
   }
   if (!o.match.empty()) {
     auto pattern = Pattern::compile(o.match);
     if (!pattern)
-      return free_usage_error("--match: cannot use this regular expression: " + pattern.error().message);
+      return fail("--match: cannot use this regular expression: " + pattern.error().message);
     sel.match = std::move(*pattern);
   }
-  if (!o.yes && !o.dry_run && !::isatty(0))
-    return free_usage_error(
-        "refusing to signal processes without confirmation: no terminal to ask on. Pass --yes to "
-        "act, "
-        "or --dry-run to see the plan");
+  return options;
+}
 
-  // 2. One free at a time.
-  auto state = inventory::state_dir();
-  if (!state) {
-    print_err(fmt::format("gpureap free: {}\n", report::terminal_text(state.error().message)));
-    return kExitSystem;
-  }
-  // A plan that waits for a person's y/N is made without the lock: an epilog or the
-  // reaper never waits for someone's answer (W3-08). On yes the lock is taken, a fresh
-  // look made, and only the confirmed processes (pid and start time) acted on.
-  const bool asks = !o.yes && !o.dry_run;
-  std::optional<reclaim::FreeLock> lock;
-  auto take_lock = [&]() -> bool {
-    auto wait_until = started + o.wait_lock;
-    if (asks) wait_until = std::chrono::steady_clock::now() + o.wait_lock;
-    if (deadline) wait_until = std::min(wait_until, *deadline);
-    auto l = reclaim::FreeLock::acquire(*state, wait_until);
-    if (!l) {
-      print_err(fmt::format("gpureap free: {}\n", report::terminal_text(l.error().message)));
-      return false;
-    }
-    lock.emplace(std::move(*l));
-    return true;
-  };
-  if (!o.dry_run && !asks && !take_lock()) return kExitSystem;
-
-  // 3. Discover.
-  inventory::Node node = open_node(global, *state);
-  if (node.device_error()) {
-    print_err(fmt::format("gpureap free: {}\n",
-                          report::terminal_text(node.device_error()->message)));
-    return kExitSystem;
-  }
-  node.set_interrupt_flag(&g_interrupted);
-  inventory::Inventory inv = node.look(first_look(deadline));
+// The selected GPUs from the first look: --gpu/--all, or the GPUs --instance or --pid
+// holders use. An exit status when there is nothing to choose (said on stderr).
+std::optional<int> choose_gpus(const FreeOptions& o, const inventory::Inventory& inv,
+                               reclaim::Selection& sel, int nothing_to_do) {
   const bool source_usable = gpu::lists_gpus(inv.source_state);
   // --instance: it must be one of this look's (`status` lists them).
   const inventory::Instance* instance =
@@ -241,7 +185,9 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   if (pids_choose && instance) {
     sel.gpus = instance->gpus;
   } else if (pids_choose) {
-    sel.gpus = gpus_used_by(inv, sel.pids);
+    sel.gpus = inventory::gpus_used_by(inv, [&](const proc::Holder& h) {
+      return std::find(sel.pids.begin(), sel.pids.end(), h.id.pid) != sel.pids.end();
+    });
     if (sel.gpus.empty() && source_usable) {
       std::string pids;
       for (pid_t p : sel.pids) pids += (pids.empty() ? "" : ",") + std::to_string(p);
@@ -266,10 +212,16 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     }
     sel.gpus = *chosen;
   }
+  return std::nullopt;
+}
+
+// Warnings of the first look that bear on this free: a selected GPU NVML cannot read
+// (its release cannot be verified), NVML unusable, the look's own warnings.
+void warn_unverifiable(const inventory::Inventory& inv, const std::vector<gpu::DeviceId>& gpus) {
   if (inv.source_state == gpu::SourceState::partial) {
     // Only a selected GPU that NVML cannot read matters here; the others are verified.
     for (const auto& v : inv.gpus) {
-      if (v.info.problem.empty() || !inventory::is_selected(sel.gpus, v.info.id)) continue;
+      if (v.info.problem.empty() || !inventory::is_selected(gpus, v.info.id)) continue;
       print_err(fmt::format(
           "gpureap free: warning: {}; GPU {}'s holders come from /proc only and its release "
           "cannot be verified\n",
@@ -282,71 +234,83 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   }
   for (const auto& w : inv.warnings)
     print_err(fmt::format("gpureap free: warning: {}\n", report::terminal_text(w)));
+}
 
-  // 4. Plan, judge, confirm, act: the one free flow (reclaim/free_flow.h). The plan is
-  // shown before the confirmation; Ctrl-C stops the waits and still reports.
-  auto caller = reclaim::CallerContext::current(node.proc_root());
-  auto style = report_on_stderr ? stderr_style(global) : stdout_style(global);
-  const report::TableWidth width =
-      report_on_stderr ? report::TableWidth{} : stdout_table_width(o.wide);
+int say_lock_failed(const std::string& why) {
+  print_err(fmt::format("gpureap free: {}\n", report::terminal_text(why)));
+  return kExitSystem;
+}
+
+// How `free` shows its outcome: where, in which style, and its exit statuses.
+struct Shown {
+  const GlobalOptions& global;
+  const FreeOptions& o;
+  void (*print_out)(std::string_view);
+  report::Style style;
+  report::TableWidth width;
+  int nothing_to_do;
+  bool source_usable;  // the first look's
+};
+
+// What the person said, and the handlers for Ctrl-C once signals are sent.
+struct Asked {
   bool not_confirmed = false;
   std::optional<std::vector<proc::ProcessId>> confirmed;  // asks: what the person said yes to
   std::optional<InterruptHandlers> handlers;
-  const bool live = !global.json && ::isatty(2);
+};
+
+// free's go-ahead and progress: the plan shown, --dry-run stops, a person confirms (the
+// confirmed set is acted on under the lock, free_session), Ctrl-C from the first signal.
+reclaim::FreeSteps free_steps(const Shown& shown, const inventory::Inventory& inv,
+                              std::chrono::milliseconds grace, bool live, Asked& asked) {
   reclaim::FreeSteps steps;
-  steps.go_ahead = [&](const reclaim::Plan& plan) {
-    if (!global.json) print_out(report::plan_text(plan, style, options.escalation.grace, width));
+  steps.go_ahead = [&shown, &inv, grace, &asked](const reclaim::Plan& plan) {
+    const FreeOptions& o = shown.o;
+    const bool json = shown.global.json;
+    if (!json) shown.print_out(report::plan_text(plan, shown.style, grace, shown.width));
     if (o.dry_run) {
-      print_out(global.json ? report::document_text(report::free_json(plan, reclaim::ReclaimReport{},
-                                                                  true, inv.warnings))
-                            : std::string("Dry run: nothing was signalled.\n"));
+      shown.print_out(json ? report::document_text(report::free_json(
+                                 plan, reclaim::ReclaimReport{}, true, inv.warnings))
+                           : std::string("Dry run: nothing was signalled.\n"));
       return false;
     }
     if (!o.yes && !plan.targets.empty() &&
         !confirm(fmt::format("Signal {} process(es)?", plan.targets.size()))) {
-      not_confirmed = true;
+      asked.not_confirmed = true;
       return false;
     }
-    if (asks) {  // confirmed, without the lock: acted on below, under it
-      confirmed.emplace();
-      for (const auto& t : plan.targets) confirmed->push_back(t.id);
+    if (!o.yes) {  // confirmed, without the lock: acted on under it (run_free)
+      asked.confirmed.emplace();
+      for (const auto& t : plan.targets) asked.confirmed->push_back(t.id);
       return false;
     }
-    handlers.emplace();
+    asked.handlers.emplace();
     return true;
   };
   steps.progress = [live](const std::vector<reclaim::GpuRelease>& g) {
     if (live) print_err("\r\033[K" + report::progress_line(g));
   };
-  // Every signal is recorded (docs/audit.md): the audit file and the journal.
-  auto audit = open_audit("free", *state);
-  reclaim::AuditTrail trail(*audit, reclaim::AuditActor::free,
-                            reclaim::AuditCaller::current(node.proc_root()));
-  reclaim::SystemProcessControl system_control(node.proc_root());
-  reclaim::AuditedControl control(system_control, trail, node.proc_root());
-  reclaim::FreeOutcome freed = reclaim::free_selection(node, control, inv, caller, options, steps);
-  if (confirmed) {
-    // Under the lock: a fresh look, and only the confirmed processes, each still the
-    // same process (its start time) and still selected; none is added.
-    if (!take_lock()) return kExitSystem;
-    inv = node.look(first_look(deadline));  // direct: the agent was asked for the first
-    options.selection.ids = *confirmed;
-    steps.go_ahead = [&](const reclaim::Plan&) {
-      handlers.emplace();
-      return true;
-    };
-    freed = reclaim::free_selection(node, control, inv, caller, options, steps);
-  }
+  return steps;
+}
+
+// The outcome in words and the exit status. Processes were signalled (freed, still held,
+// unmeasured, interrupted): the caller gets a record of it even if rendering the full
+// report fails (the exit status is decided apart from it).
+int show_outcome(const Shown& shown, const reclaim::FreeOutcome& freed,
+                 const inventory::Inventory& inv, bool not_confirmed,
+                 std::chrono::milliseconds grace) {
+  const GlobalOptions& global = shown.global;
   const reclaim::Plan& plan = freed.plan;
   auto plan_only = [&] {
-    print_out(global.json ? report::document_text(report::free_json(plan, reclaim::ReclaimReport{},
-                                                                o.dry_run, inv.warnings))
-                          : report::plan_text(plan, style, options.escalation.grace, width));
+    shown.print_out(global.json
+                        ? report::document_text(report::free_json(plan, reclaim::ReclaimReport{},
+                                                                  shown.o.dry_run, inv.warnings))
+                        : report::plan_text(plan, shown.style, grace, shown.width));
   };
   switch (freed.verdict) {
     case reclaim::FreeVerdict::not_measured:
       plan_only();
-      print_err(!source_usable
+      print_err(!shown.source_usable
                     ? fmt::format("gpureap free: no process to signal, and NVML is unusable, so "
                                   "whether the selected GPUs hold memory cannot be measured: {}\n",
                                   report::terminal_text(inv.source_problem))
@@ -365,12 +329,12 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
       if (global.json)
         plan_only();
       else
-        print_out(report::plan_text(plan, style, options.escalation.grace, width) +
-                  (freed.verdict == reclaim::FreeVerdict::nothing_idle
-                       ? "Nothing to do: the selected GPUs hold no memory above baseline.\n"
-                       : "Nothing to do: no holder on the selected GPUs matches the selection "
-                         "(the memory of those left alone stays held).\n"));
-      return nothing_to_do;
+        shown.print_out(report::plan_text(plan, shown.style, grace, shown.width) +
+                        (freed.verdict == reclaim::FreeVerdict::nothing_idle
+                             ? "Nothing to do: the selected GPUs hold no memory above baseline.\n"
+                             : "Nothing to do: no holder on the selected GPUs matches the "
+                               "selection (the memory of those left alone stays held).\n"));
+      return shown.nothing_to_do;
     case reclaim::FreeVerdict::stopped:
       if (not_confirmed) {
         print_err("gpureap free: not confirmed; nothing was signalled\n");
@@ -383,22 +347,18 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     case reclaim::FreeVerdict::interrupted:
       break;
   }
-  if (live) print_err("\r\033[K");
-  (void)node.save_baselines();
-
-  // 5. Report. Processes were signalled: the caller gets a record of it even if
-  // rendering the full report fails (the exit status is decided apart from it).
   const reclaim::ReclaimReport& result = *freed.report;
   std::string rendered;
   try {
-    rendered = global.json ? report::document_text(report::free_json(plan, result, false, inv.warnings))
-                           : report::free_text(result, style);
+    rendered = global.json
+                   ? report::document_text(report::free_json(plan, result, false, inv.warnings))
+                   : report::free_text(result, shown.style);
   } catch (const std::exception& e) {
     print_err("gpureap free: the report could not be rendered (" + report::terminal_text(e.what()) +
               "); a plain record of what was done follows\n");
     rendered = report::free_record(result);
   }
-  print_out(rendered);
+  shown.print_out(rendered);
   switch (freed.verdict) {
     case reclaim::FreeVerdict::freed:
       return kExitOk;
@@ -407,6 +367,104 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     default:
       return kExitStillHeld;
   }
+}
+
+// `report_on_stderr`: for `run --free-first`, whose stdout belongs to the command.
+int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_stderr = false) {
+  const auto started = std::chrono::steady_clock::now();
+  const int nothing_to_do = o.ok_if_nothing ? kExitOk : kExitNothingToDo;
+  // 1. Parse and check the inputs before touching anything.
+  if (o.gpu.empty() && !o.all && o.pids.empty() && o.instance.empty())
+    return free_usage_error(
+        "choose the GPUs: --gpu SEL (e.g. --gpu 3, --gpu all), --all, or name holders with --pid "
+        "or --instance");
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (o.deadline) deadline = started + *o.deadline;
+  auto parsed = reclaim_options(o, deadline);
+  if (!parsed) return free_usage_error(parsed.error().message);
+  reclaim::ReclaimOptions options = std::move(*parsed);
+  if (!o.yes && !o.dry_run && !::isatty(0))
+    return free_usage_error(
+        "refusing to signal processes without confirmation: no terminal to ask on. Pass --yes to "
+        "act, "
+        "or --dry-run to see the plan");
+
+  // 2. One free at a time.
+  auto state = inventory::state_dir();
+  if (!state) {
+    print_err(fmt::format("gpureap free: {}\n", report::terminal_text(state.error().message)));
+    return kExitSystem;
+  }
+  // A plan that waits for a person's y/N is made without the lock: an epilog or the
+  // reaper never waits for someone's answer (W3-08). On yes the lock is taken, a fresh
+  // look made, and only the confirmed processes (pid and start time) acted on.
+  const bool asks = !o.yes && !o.dry_run;
+  std::optional<reclaim::FreeLock> lock;
+  if (!o.dry_run && !asks) {
+    auto l = reclaim::FreeLock::acquire(
+        *state, deadline ? std::min(started + o.wait_lock, *deadline) : started + o.wait_lock);
+    if (!l) return say_lock_failed(l.error().message);
+    lock.emplace(std::move(*l));
+  }
+
+  // 3. Discover.
+  inventory::Node node = open_node(global, *state);
+  if (node.device_error()) {
+    print_err(fmt::format("gpureap free: {}\n",
+                          report::terminal_text(node.device_error()->message)));
+    return kExitSystem;
+  }
+  node.set_interrupt_flag(&g_interrupted);
+  inventory::Inventory inv = node.look(first_look(deadline));
+  if (auto status = choose_gpus(o, inv, options.selection, nothing_to_do)) return *status;
+  warn_unverifiable(inv, options.selection.gpus);
+
+  // 4. Plan, judge, confirm, act: the one free flow (reclaim/free_flow.h). The plan is
+  // shown before the confirmation; Ctrl-C stops the waits and still reports.
+  const Shown shown{global,
+                    o,
+                    report_on_stderr ? cli::print_err : cli::print_out,
+                    report_on_stderr ? stderr_style(global) : stdout_style(global),
+                    report_on_stderr ? report::TableWidth{} : stdout_table_width(o.wide),
+                    nothing_to_do,
+                    gpu::lists_gpus(inv.source_state)};
+  auto caller = reclaim::CallerContext::of(inv, node.proc_root());
+  Asked asked;
+  const bool live = !global.json && ::isatty(2);
+  reclaim::FreeSteps steps = free_steps(shown, inv, options.escalation.grace, live, asked);
+  // Every signal is recorded (docs/audit.md): the audit file and the journal.
+  auto audit = open_audit("free", *state);
+  reclaim::AuditTrail trail(*audit, reclaim::AuditActor::free,
+                            reclaim::AuditCaller::current(node.proc_root()));
+  reclaim::SystemProcessControl system_control(node.proc_root());
+  reclaim::AuditedControl control(system_control, trail, node.proc_root());
+  reclaim::FreeOutcome freed = reclaim::free_selection(node, control, inv, caller, options, steps);
+  if (asked.confirmed) {
+    // The one free session (reclaim/free_session.h), under the lock: a fresh look (direct:
+    // the agent was asked for the first), and only the confirmed processes, each still the
+    // same process (its start time) and still selected; none is added.
+    reclaim::Freer freer{node, control};
+    reclaim::FreeRequest request;
+    request.options = options;
+    request.options.selection.ids = *asked.confirmed;
+    request.lock_dir = *state;
+    request.lock_until = std::chrono::steady_clock::now() + o.wait_lock;
+    request.steps = steps;
+    request.steps.go_ahead = [&](const reclaim::Plan&) {
+      asked.handlers.emplace();
+      return true;
+    };
+    reclaim::FreeSession session = reclaim::free_session(freer, std::move(request));
+    if (session.end == reclaim::SessionEnd::lock_failed) return say_lock_failed(session.problem);
+    inv = std::move(session.look);
+    freed = std::move(session.outcome);
+  }
+  if (freed.report) {
+    if (live) print_err("\r\033[K");
+    (void)node.save_baselines();
+  }
+  // 5. Report.
+  return show_outcome(shown, freed, inv, asked.not_confirmed, options.escalation.grace);
 }
 
 }  // namespace

@@ -188,14 +188,17 @@ Step<PlanOptions> with_launch(PlanOptions o) {
   return o;
 }
 
-Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
-  PlanReport r;
-  if (o.model.empty())
-    return usage("--model is required: a preset, a config.json, or a launch command after -- "
-                 "that names its model (--model-path, vllm serve MODEL)");
-  cap::PlanInput& in = r.input;
+// What plan's flags say (the engine, the dtype, the host cache, sizes and counts), into
+// `r`'s input; the values the later steps weigh against the log and the model.
+struct FlagValues {
+  std::optional<std::uint64_t> card;    // --gpu-memory
+  std::optional<std::int64_t> context;  // --context-len
+  std::optional<int> tp;                // --tp
+};
 
-  // 1. Flags.
+Step<FlagValues> read_flags(const PlanOptions& o, PlanReport& r) {
+  FlagValues v;
+  cap::PlanInput& in = r.input;
   if (o.engine == "vllm") {
     in.engine = cap::Engine::vllm;
     if (!o.from_log.empty())
@@ -235,11 +238,10 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
     if (!size) return usage(size.error().message);
     in.host_memory = *size;
   }
-  std::optional<std::uint64_t> card;
   if (!o.gpu_memory.empty()) {
     auto size = cap::parse_size_flag("--gpu-memory", o.gpu_memory);
     if (!size) return usage(size.error().message);
-    card = *size;
+    v.card = *size;
   }
   if (o.prompt_opt->count() > 0) {
     auto n = cap::parse_token_count("--avg-prompt", o.avg_prompt, 0);
@@ -251,18 +253,72 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
     if (!n) return usage(n.error().message);
     in.avg_output = static_cast<std::uint64_t>(*n);
   }
-  std::optional<std::int64_t> context_flag;
   if (given(o.context_opt, o.context_len)) {
     auto n = cap::parse_token_count("--context-len", o.context_len, 1);
     if (!n) return usage(n.error().message);
-    context_flag = *n;
+    v.context = *n;
   }
-  std::optional<int> tp_flag;
   if (given(o.tp_opt, o.tp)) {
     auto tp = cap::parse_tensor_parallel(o.tp);
     if (!tp) return usage(tp.error().message);
-    tp_flag = *tp;
+    v.tp = *tp;
   }
+  return v;
+}
+
+// --from-log: the calibration of the log's last start-up; its dtype and context length
+// where the flags say nothing. nullopt without --from-log.
+Step<std::optional<cap::Calibration>> calibration_from_log(const PlanOptions& o,
+                                                           cap::PlanInput& in,
+                                                           const FlagValues& flags) {
+  if (o.from_log.empty()) return std::nullopt;
+  auto log = cap::read_sglang_log(o.from_log, "--from-log");
+  if (!log) return usage(log.error().message);
+  auto c = cap::calibrate(*log, in.kv, in.context_len, o.from_log);
+  if (!c) return usage(fmt::format("--from-log {}", c.error().message));
+  if (c->tp && flags.tp && *c->tp != *flags.tp)
+    return usage(
+        fmt::format("--tp {} differs from the log's tp_size {}: a calibration holds for "
+                    "the layout that wrote the log",
+                    *flags.tp, *c->tp));
+  // The log's dtype is what it measured; the flag is what to predict.
+  if (!given(o.dtype_opt, o.kv_dtype)) in.dtype = c->kv_dtype;
+  if (!flags.context && c->context_len) in.context_len = *c->context_len;
+  return std::optional<cap::Calibration>(std::move(c).value());
+}
+
+// 4. Every fraction planned: --mem-fraction's (one, or a sweep), else the log's.
+Step<void> plan_fractions(const PlanOptions& o, PlanReport& r,
+                          const std::optional<cap::Calibration>& calibration) {
+  std::string fraction_text = o.mem_fraction;
+  if (fraction_text.empty()) {
+    if (!calibration)
+      return usage(fmt::format(
+          "--mem-fraction is required (the {} to plan, or a sweep FROM:TO:STEP)", r.engine_flag));
+    fraction_text = fmt::format("{}", calibration->mem_fraction);
+  }
+  auto fractions = cap::parse_mem_fraction(fraction_text);
+  if (!fractions) return usage(fractions.error().message);
+  r.sweep = fractions->size() > 1;
+  for (double f : *fractions) r.points.push_back(cap::plan_point(r.input, f));
+  if (!r.sweep && r.points.front().kv_tokens == 0)
+    return usage(r.points.front().warnings.front().message);
+  return {};
+}
+
+Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
+  PlanReport r;
+  if (o.model.empty())
+    return usage("--model is required: a preset, a config.json, or a launch command after -- "
+                 "that names its model (--model-path, vllm serve MODEL)");
+  cap::PlanInput& in = r.input;
+
+  // 1. Flags.
+  auto flags = read_flags(o, r);
+  if (!flags) return std::unexpected(flags.error());
+  std::optional<std::uint64_t> card = flags->card;
+  const std::optional<std::int64_t> context_flag = flags->context;
+  const std::optional<int> tp_flag = flags->tp;
 
   // 2. The model.
   std::string model_arg = o.model;
@@ -284,22 +340,9 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
   r.notes.insert(r.notes.end(), model->notes.begin(), model->notes.end());
 
   // 3. The GPU: a start-up log, else --gpu-memory, else NVML.
-  std::optional<cap::Calibration> calibration;
-  if (!o.from_log.empty()) {
-    auto log = cap::read_sglang_log(o.from_log, "--from-log");
-    if (!log) return usage(log.error().message);
-    auto c = cap::calibrate(*log, in.kv, in.context_len, o.from_log);
-    if (!c) return usage(fmt::format("--from-log {}", c.error().message));
-    if (c->tp && tp_flag && *c->tp != *tp_flag)
-      return usage(
-          fmt::format("--tp {} differs from the log's tp_size {}: a calibration holds for "
-                      "the layout that wrote the log",
-                      *tp_flag, *c->tp));
-    // The log's dtype is what it measured; the flag is what to predict.
-    if (!given(o.dtype_opt, o.kv_dtype)) in.dtype = c->kv_dtype;
-    if (!context_flag && c->context_len) in.context_len = *c->context_len;
-    calibration = std::move(c).value();
-  }
+  auto calibrated = calibration_from_log(o, in, *flags);
+  if (!calibrated) return std::unexpected(calibrated.error());
+  const std::optional<cap::Calibration> calibration = std::move(*calibrated);
   in.tp = tp_flag ? *tp_flag : calibration && calibration->tp ? *calibration->tp : 1;
   if (auto ok = cap::check_tensor_parallel(model->spec, in.tp); !ok)
     return usage(ok.error().message);
@@ -357,19 +400,7 @@ Step<PlanReport> build_plan(const GlobalOptions& global, const PlanOptions& o) {
   if (auto ok = cap::check_plan_input(in); !ok) return usage(ok.error().message);
 
   // 4. Plan every fraction.
-  std::string fraction_text = o.mem_fraction;
-  if (fraction_text.empty()) {
-    if (!calibration)
-      return usage(fmt::format(
-          "--mem-fraction is required (the {} to plan, or a sweep FROM:TO:STEP)", r.engine_flag));
-    fraction_text = fmt::format("{}", calibration->mem_fraction);
-  }
-  auto fractions = cap::parse_mem_fraction(fraction_text);
-  if (!fractions) return usage(fractions.error().message);
-  r.sweep = fractions->size() > 1;
-  for (double f : *fractions) r.points.push_back(cap::plan_point(in, f));
-  if (!r.sweep && r.points.front().kv_tokens == 0)
-    return usage(r.points.front().warnings.front().message);
+  if (auto ok = plan_fractions(o, r, calibration); !ok) return std::unexpected(ok.error());
   return r;
 }
 
@@ -395,40 +426,42 @@ std::string presets_help() {
   return out;
 }
 
+// plan's --help: what it plans and how, with examples.
+constexpr const char* kPlanDescription =
+    "Plan KV-cache capacity for a (re)launch: tokens, requests, headroom.\n"
+    "SGLang sizes its KV pool as  f x M0 - weights  per GPU, where f is\n"
+    "--mem-fraction-static and M0 the GPU's free memory before the weights load (the card\n"
+    "minus the driver's reservation, the CUDA context and NCCL). Each token costs a fixed\n"
+    "number of bytes (MLA models keep a full copy on every rank; GQA models split their KV\n"
+    "heads, one whole head per rank once --tp exceeds them). What f leaves outside the pool\n"
+    "holds the request table, CUDA graphs and the activations of a prefill batch: below about\n"
+    "1 GiB of headroom a large prefill runs out of memory. The host cache\n"
+    "(--enable-hierarchical-cache, as SGLang: 2 x the GPU pool, or --hicache-size GB per rank)\n"
+    "keeps evicted prefixes in RAM on every rank; it raises the prefix-hit rate, not the\n"
+    "number of requests running at once.\n\n"
+    "Examples (the case study: Kimi-K2.5 on 8 x RTX PRO 6000, 97887 MiB each):\n"
+    "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 \\\n"
+    "      --mem-fraction 0.88\n"
+    "      ~160K tokens per GPU, 5.5 GiB headroom; at 0.93 it warns of a prefill OOM\n"
+    "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 \\\n"
+    "      --mem-fraction 0.80:0.95:0.01 --avg-prompt 1000 --avg-output 4100\n"
+    "      a sweep, as a table\n"
+    "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 \\\n"
+    "      --mem-fraction 0.88 --kv-dtype fp8_e4m3 \\\n"
+    "      --enable-hierarchical-cache --hicache-size 48 --host-memory 408GB\n"
+    "  gpureap plan --model Kimi-K2.5 --from-log sglang.log --mem-fraction 0.93\n"
+    "      calibrated from the log's last start-up, predicted for another fraction\n"
+    "  gpureap plan --gpu-memory 97887MiB -- python -m sglang.launch_server \\\n"
+    "      --model-path moonshotai/Kimi-K2.5 --tp-size 8 --mem-fraction-static 0.88\n"
+    "      the flags of the launch command you use (the engine's own names)\n"
+    "  gpureap plan --model ./Qwen3-8B/config.json --tp 2 --mem-fraction 0.9\n"
+    "      GPU memory read through NVML; weights from model.safetensors.index.json";
+
 }  // namespace
 
 void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
   auto o = std::make_shared<PlanOptions>();
-  auto* sub = app.add_subcommand(
-      "plan",
-      "Plan KV-cache capacity for a (re)launch: tokens, requests, headroom.\n"
-      "SGLang sizes its KV pool as  f x M0 - weights  per GPU, where f is\n"
-      "--mem-fraction-static and M0 the GPU's free memory before the weights load (the card\n"
-      "minus the driver's reservation, the CUDA context and NCCL). Each token costs a fixed\n"
-      "number of bytes (MLA models keep a full copy on every rank; GQA models split their KV\n"
-      "heads, one whole head per rank once --tp exceeds them). What f leaves outside the pool\n"
-      "holds the request table, CUDA graphs and the activations of a prefill batch: below about\n"
-      "1 GiB of headroom a large prefill runs out of memory. The host cache\n"
-      "(--enable-hierarchical-cache, as SGLang: 2 x the GPU pool, or --hicache-size GB per rank)\n"
-      "keeps evicted prefixes in RAM on every rank; it raises the prefix-hit rate, not the\n"
-      "number of requests running at once.\n\n"
-      "Examples (the case study: Kimi-K2.5 on 8 x RTX PRO 6000, 97887 MiB each):\n"
-      "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 \\\n"
-      "      --mem-fraction 0.88\n"
-      "      ~160K tokens per GPU, 5.5 GiB headroom; at 0.93 it warns of a prefill OOM\n"
-      "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 \\\n"
-      "      --mem-fraction 0.80:0.95:0.01 --avg-prompt 1000 --avg-output 4100\n"
-      "      a sweep, as a table\n"
-      "  gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8 \\\n"
-      "      --mem-fraction 0.88 --kv-dtype fp8_e4m3 \\\n"
-      "      --enable-hierarchical-cache --hicache-size 48 --host-memory 408GB\n"
-      "  gpureap plan --model Kimi-K2.5 --from-log sglang.log --mem-fraction 0.93\n"
-      "      calibrated from the log's last start-up, predicted for another fraction\n"
-      "  gpureap plan --gpu-memory 97887MiB -- python -m sglang.launch_server \\\n"
-      "      --model-path moonshotai/Kimi-K2.5 --tp-size 8 --mem-fraction-static 0.88\n"
-      "      the flags of the launch command you use (the engine's own names)\n"
-      "  gpureap plan --model ./Qwen3-8B/config.json --tp 2 --mem-fraction 0.9\n"
-      "      GPU memory read through NVML; weights from model.safetensors.index.json");
+  auto* sub = app.add_subcommand("plan", kPlanDescription);
   sub->footer(
       "Presets (weights from a parameter inventory; docs/plan.md shows it):\n" + presets_help() +
       "\nJSON (--json): bytes_per_token, weights_bytes, kv_budget_bytes, kv_tokens,\n"

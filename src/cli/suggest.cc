@@ -5,6 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 
+#include "cli/cli_outline.h"
+#include "report/terminal_text.h"
+
 namespace gpureap::cli {
 namespace {
 
@@ -69,6 +72,37 @@ std::string unexpected_text(const std::vector<std::string>& extras, const CLI::A
     for (const auto& w : others)
       out += (out.empty() ? "" : "; ") + fmt::format("unexpected argument '{}'", w);
   return out;
+}
+
+std::string extras_error_text(const CLI::App& app, std::string_view first_word,
+                              const std::vector<std::string>& typed) {
+  // A word where a command belongs is a mistyped command, not a stray argument.
+  if (app.get_subcommands().empty() && !first_word.empty()) {
+    std::vector<std::string> names;
+    for (const auto& c : visible_commands(app))
+      if (c.name != "gpureap") names.push_back(c.name);
+    std::string list;
+    for (std::size_t i = 0; i < names.size(); ++i)
+      list += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+    const std::string near = closest(first_word, names);
+    return fmt::format("gpureap: unknown command '{}'{}; the commands are {} (gpureap --help)\n",
+                       report::terminal_text(first_word),
+                       near.empty() ? "" : " (did you mean " + near + "?)", list);
+  }
+  // In gpureap's voice, in the order typed, with the nearest option (not CLI11's
+  // reversed "The following arguments were not expected").
+  const CLI::App* sub = app.get_subcommands().empty() ? &app : app.get_subcommands().back();
+  std::vector<std::string> extras = app.remaining(true);
+  auto position = [&](const std::string& w) {
+    auto at = std::find(typed.begin(), typed.end(), w);
+    return at - typed.begin();
+  };
+  std::stable_sort(extras.begin(), extras.end(), [&](const std::string& a, const std::string& b) {
+    return position(a) < position(b);
+  });
+  const std::string name = sub == &app ? "gpureap" : "gpureap " + sub->get_name();
+  return fmt::format("{}: {}; `{} --help` lists the options\n", name,
+                     report::terminal_text(unexpected_text(extras, *sub, app)), name);
 }
 
 }  // namespace gpureap::cli

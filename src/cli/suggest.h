@@ -24,4 +24,11 @@ std::vector<std::string> option_names(const CLI::App& sub, const CLI::App& root)
 std::string unexpected_text(const std::vector<std::string>& extras, const CLI::App& sub,
                             const CLI::App& root);
 
+/// The whole message (a line) for the words CLI11 could not place after parsing `app`
+/// with `typed` (the command line after the program's name): a word where a command
+/// belongs (`first_word`, when no command was recognised) is a mistyped command, with the
+/// nearest one and the list; otherwise unexpected_text's, in the order typed.
+std::string extras_error_text(const CLI::App& app, std::string_view first_word,
+                              const std::vector<std::string>& typed);
+
 }  // namespace gpureap::cli

@@ -19,8 +19,7 @@
 #include "cli/flags.h"
 #include "inventory/agent_client.h"
 #include "inventory/events.h"
-#include "reclaim/free_flow.h"
-#include "reclaim/free_lock.h"
+#include "reclaim/free_session.h"
 #include "report/free_report.h"
 #include "report/terminal_text.h"
 #include "report/watch_events.h"
@@ -77,6 +76,63 @@ std::string clock_now() {
 double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// The box that shows a free's verdict: its title and ink, then the report, the
+// per-GPU result first.
+top::Box verdict_box(const reclaim::FreeOutcome& out) {
+  top::Box result;
+  result.footer = "any key closes";
+  switch (out.verdict) {
+    case reclaim::FreeVerdict::stopped:  // said on the message line instead
+      break;
+    case reclaim::FreeVerdict::not_measured:
+      result.title = "not measured";
+      result.lines = {"NVML cannot read the selected GPUs, so whether they hold memory cannot be "
+                      "measured; nothing was signalled"};
+      result.ink = top::Ink::warn;
+      break;
+    case reclaim::FreeVerdict::nothing_idle:
+      result.title = "nothing to do";
+      result.lines = {"the GPUs of the tagged processes hold no memory above baseline"};
+      break;
+    case reclaim::FreeVerdict::nothing_matched:
+      result.title = "nothing to do";
+      result.lines = split_lines(report::plan_text(out.plan, report::Style{}));
+      result.lines.insert(result.lines.begin(),
+                          "free may signal none of the tagged processes (see why below)");
+      break;
+    case reclaim::FreeVerdict::freed:
+      result.title = "freed and verified";
+      result.ink = top::Ink::ok;
+      break;
+    case reclaim::FreeVerdict::still_held:
+      result.title = "memory still held";
+      result.ink = top::Ink::warn;
+      break;
+    case reclaim::FreeVerdict::unmeasured:
+      result.title = "signalled, release not measured";
+      result.ink = top::Ink::warn;
+      break;
+    case reclaim::FreeVerdict::interrupted:
+      result.title = "interrupted";
+      result.ink = top::Ink::warn;
+      break;
+  }
+  if (out.report) {
+    std::string text;
+    try {
+      text = report::free_text(*out.report, report::Style{});
+    } catch (const std::exception&) {
+      text = report::free_record(*out.report);
+    }
+    result.lines = split_lines(text);
+    // The verdict first: the per-GPU result, then the actions that led to it.
+    auto it = std::find_if(result.lines.begin(), result.lines.end(),
+                           [](const std::string& l) { return l.starts_with("Result after"); });
+    std::rotate(result.lines.begin(), it, result.lines.end());
+  }
+  return result;
 }
 
 // One session of top: the node, the view, what was looked at last, what the person chose.
@@ -269,20 +325,7 @@ class TopSession {
     say(text.empty() ? "no text filter" : "showing holders that contain \"" + text + "\" (/ and Enter on nothing: all)");
   }
 
-  // The GPUs `ids` use in `inv`, normalized.
-  static std::vector<gpu::DeviceId> gpus_of(const inventory::Inventory& inv,
-                                            const std::vector<proc::ProcessId>& ids) {
-    std::vector<gpu::DeviceId> gpus;
-    for (const auto& v : inv.gpus)
-      for (const auto& gh : v.holders)
-        if (gh.uses_gpu && std::find(ids.begin(), ids.end(), gh.holder.id) != ids.end() &&
-            !gpu::contains(gpus, v.info.id))
-          gpus.push_back(v.info.id);
-    gpu::normalize(gpus);
-    return gpus;
-  }
-
-  // The tagged set through the one free flow (reclaim/free_flow.h), as `gpureap free
+  // The tagged set through the one free session (reclaim/free_session.h), as `gpureap free
   // --pid` would, but by exact identity (pid and start time): a fresh look, the plan
   // confirmed in a box, then free's lock, a fresh look under it and only the confirmed
   // processes, protections, pidfds, the audit trail (actor `top`). The box waits for a
@@ -295,18 +338,6 @@ class TopSession {
     }
     show_box({"freeing", {"taking a fresh look..."}, ""}, false);
     node_.ask_agent_again();
-    inventory::Inventory fresh = node_.look();
-
-    reclaim::ReclaimOptions options;
-    auto& sel = options.selection;
-    sel.ids.assign(state_.tagged.begin(), state_.tagged.end());
-    sel.ids_left_out = "not tagged";  // the user's set, not a reap's
-    sel.gpus = gpus_of(fresh, sel.ids);
-    if (sel.gpus.empty()) {
-      state_.tagged.clear();
-      say("the tagged processes no longer use a GPU: nothing to do");
-      return;
-    }
 
     std::vector<std::string> audit_problems;
     auto audit = open_audit("top", *state_dir, [&](const std::string& problem) {
@@ -316,12 +347,19 @@ class TopSession {
                               reclaim::AuditCaller::current(node_.proc_root()));
     reclaim::SystemProcessControl system_control(node_.proc_root());
     reclaim::AuditedControl control(system_control, trail, node_.proc_root());
-    const auto caller = reclaim::CallerContext::current(node_.proc_root());
+    reclaim::Freer freer{node_, control};
 
+    // The one free session (reclaim/free_session.h): a fresh look, the tagged set's GPUs,
+    // the plan confirmed in a box; then, on yes, free's lock, a fresh look under it and
+    // only the confirmed processes.
+    reclaim::FreeRequest request;
+    request.options.selection.ids.assign(state_.tagged.begin(), state_.tagged.end());
+    request.options.selection.ids_left_out = "not tagged";  // the user's set, not a reap's
+    request.gpus_from_ids = true;
+    const auto grace = request.options.escalation.grace;
     std::vector<proc::ProcessId> confirmed;
-    reclaim::FreeSteps steps;
-    steps.go_ahead = [&](const reclaim::Plan& plan) {
-      auto lines = split_lines(report::plan_text(plan, report::Style{}, options.escalation.grace));
+    request.steps.go_ahead = [&](const reclaim::Plan& plan) {
+      auto lines = split_lines(report::plan_text(plan, report::Style{}, grace));
       const top::Key key =
           show_box({fmt::format("free {} process(es)?", plan.targets.size()), std::move(lines),
                     "y free them (SIGTERM, then SIGKILL after the grace)   n/Esc cancel"},
@@ -330,7 +368,7 @@ class TopSession {
         for (const auto& t : plan.targets) confirmed.push_back(t.id);
       return false;  // acted on below, under the lock
     };
-    steps.progress = [&](const std::vector<reclaim::GpuRelease>& gpus) {
+    request.steps.progress = [&](const std::vector<reclaim::GpuRelease>& gpus) {
       show_box({"freeing: watching the release",
                 {report::terminal_text(report::progress_line(gpus)), "",
                  "memory is called freed only when NVML reads it back at the baseline"},
@@ -339,83 +377,35 @@ class TopSession {
     };
     g_top_interrupted.store(false);
     node_.set_interrupt_flag(&g_top_interrupted);
-    reclaim::FreeOutcome out = reclaim::free_selection(node_, control, fresh, caller, options, steps);
-    if (!confirmed.empty()) {
-      auto lock = reclaim::FreeLock::acquire(*state_dir);
-      if (!lock) {
-        node_.set_interrupt_flag(nullptr);
-        show_box({"cannot free", {report::terminal_text(lock.error().message)}, "any key"}, true);
-        return;
-      }
+    reclaim::FreeSession session = reclaim::free_session(freer, request);
+    if (session.end == reclaim::SessionEnd::done && !confirmed.empty()) {
       show_box({"freeing", {"taking a fresh look under free's lock..."}, ""}, false);
-      fresh = node_.look();  // direct: the agent was asked for the first
-      sel.ids = confirmed;
-      sel.gpus = gpus_of(fresh, sel.ids);
-      if (sel.gpus.empty()) {
-        node_.set_interrupt_flag(nullptr);
-        state_.tagged.clear();
-        say("the confirmed processes no longer use a GPU: nothing to do");
+      request.lock_dir = *state_dir;
+      request.options.selection.ids = confirmed;
+      request.steps.go_ahead = [](const reclaim::Plan&) { return true; };
+      session = reclaim::free_session(freer, std::move(request));
+    }
+    if (session.end != reclaim::SessionEnd::done) {
+      node_.set_interrupt_flag(nullptr);
+      if (session.end == reclaim::SessionEnd::lock_failed) {
+        show_box({"cannot free", {report::terminal_text(session.problem)}, "any key"}, true);
         return;
       }
-      steps.go_ahead = [](const reclaim::Plan&) { return true; };
-      out = reclaim::free_selection(node_, control, fresh, caller, options, steps);
+      state_.tagged.clear();
+      say(confirmed.empty() ? "the tagged processes no longer use a GPU: nothing to do"
+                            : "the confirmed processes no longer use a GPU: nothing to do");
+      return;
     }
+    const reclaim::FreeOutcome& out = session.outcome;
     node_.set_interrupt_flag(nullptr);
     g_top_interrupted.store(false);
     (void)node_.save_baselines();
 
-    top::Box result;
-    result.footer = "any key closes";
-    switch (out.verdict) {
-      case reclaim::FreeVerdict::stopped:
-        say("not confirmed: nothing was signalled");
-        return;
-      case reclaim::FreeVerdict::not_measured:
-        result.title = "not measured";
-        result.lines = {"NVML cannot read the selected GPUs, so whether they hold memory cannot be "
-                        "measured; nothing was signalled"};
-        result.ink = top::Ink::warn;
-        break;
-      case reclaim::FreeVerdict::nothing_idle:
-        result.title = "nothing to do";
-        result.lines = {"the GPUs of the tagged processes hold no memory above baseline"};
-        break;
-      case reclaim::FreeVerdict::nothing_matched:
-        result.title = "nothing to do";
-        result.lines = split_lines(report::plan_text(out.plan, report::Style{}));
-        result.lines.insert(result.lines.begin(),
-                            "free may signal none of the tagged processes (see why below)");
-        break;
-      case reclaim::FreeVerdict::freed:
-        result.title = "freed and verified";
-        result.ink = top::Ink::ok;
-        break;
-      case reclaim::FreeVerdict::still_held:
-        result.title = "memory still held";
-        result.ink = top::Ink::warn;
-        break;
-      case reclaim::FreeVerdict::unmeasured:
-        result.title = "signalled, release not measured";
-        result.ink = top::Ink::warn;
-        break;
-      case reclaim::FreeVerdict::interrupted:
-        result.title = "interrupted";
-        result.ink = top::Ink::warn;
-        break;
+    if (out.verdict == reclaim::FreeVerdict::stopped) {
+      say("not confirmed: nothing was signalled");
+      return;
     }
-    if (out.report) {
-      std::string text;
-      try {
-        text = report::free_text(*out.report, report::Style{});
-      } catch (const std::exception&) {
-        text = report::free_record(*out.report);
-      }
-      result.lines = split_lines(text);
-      // The verdict first: the per-GPU result, then the actions that led to it.
-      auto it = std::find_if(result.lines.begin(), result.lines.end(),
-                             [](const std::string& l) { return l.starts_with("Result after"); });
-      std::rotate(result.lines.begin(), it, result.lines.end());
-    }
+    top::Box result = verdict_box(out);
     result.lines.insert(result.lines.end(), audit_problems.begin(), audit_problems.end());
     state_.tagged.clear();
     inv_ = node_.look();  // the screen behind the verdict shows the GPUs as they are now

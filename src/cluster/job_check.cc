@@ -7,6 +7,7 @@
 #include "cluster/running_jobs.h"
 #include "proc/environ.h"
 #include "reclaim/free_flow.h"
+#include "reclaim/free_session.h"
 #include "reclaim/leftovers.h"
 #include "reclaim/release_wait.h"
 #include "util/units.h"
@@ -19,13 +20,12 @@ using reclaim::Selection;
 
 constexpr std::string_view kJobVariable = "SLURM_JOB_ID";
 
-// NVML's deadline for a look: the usual one, cut to what the deadline leaves.
+// NVML's deadline for a look: the usual one, cut to what the deadline leaves; the
+// process table from the look's own listing of /proc (CallerContext::of).
 inventory::CollectOptions look_within(const reclaim::ReclaimOptions& o, util::Clock& clock) {
   inventory::CollectOptions look;
-  if (!o.deadline) return look;
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*o.deadline - clock.now());
-  look.source_deadline = std::clamp(left, std::chrono::milliseconds(100), look.source_deadline);
-  return look;
+  look.process_table = true;
+  return look.within(o.deadline, clock.now());
 }
 
 const inventory::GpuView* find_view(const inventory::Inventory& inv, gpu::DeviceId id) {
@@ -122,7 +122,7 @@ JobCheck clean_up_after_job(inventory::Node& node, reclaim::AuditedControl& cont
   JobCheck out;
   inventory::Inventory inv = node.look(look_within(options, node.clock()));
   if (!resolve(inv, job, out)) return out;
-  auto caller = reclaim::CallerContext::current(node.proc_root());
+  auto caller = reclaim::CallerContext::of(inv, node.proc_root());
   Selection sel = job_selection(job.id, out.job_gpus, running_jobs(caller.table, node.proc_root()));
 
   // The GPUs to verify: the job's, and any other its own processes use (without
@@ -150,9 +150,14 @@ JobCheck clean_up_after_job(inventory::Node& node, reclaim::AuditedControl& cont
       return environ && proc::environ_value(*environ, "SLURM_SCRIPT_CONTEXT").has_value();
     });
   };
-  reclaim::ReclaimOptions o = options;
-  o.selection = std::move(sel);
-  reclaim::FreeOutcome freed = reclaim::free_selection(node, control, inv, caller, o, steps);
+  // The one free session (reclaim/free_session.h), from this look (taken under the lock).
+  reclaim::Freer freer{node, control};
+  reclaim::FreeRequest request;
+  request.options = options;
+  request.options.selection = std::move(sel);
+  request.taken = std::move(inv);
+  request.steps = std::move(steps);
+  reclaim::FreeOutcome freed = reclaim::free_session(freer, std::move(request)).outcome;
   out.plan = std::move(freed.plan);
   switch (freed.verdict) {
     case reclaim::FreeVerdict::nothing_idle:
@@ -200,18 +205,21 @@ JobCheck check_before_job(inventory::Node& node, reclaim::AuditedControl& contro
   if (all_clean(inv)) return out;
 
   if (free_orphans) {
-    auto caller = reclaim::CallerContext::current(node.proc_root());
+    auto caller = reclaim::CallerContext::of(inv, node.proc_root());
     Selection sel;
     sel.gpus = out.job_gpus;
     sel.orphans_only = true;
     sel.unattended = true;
     exclude_jobs(sel, running_jobs(caller.table, node.proc_root()));
-    // The one free flow; only a plan with targets goes ahead (what stays is judged below).
-    reclaim::ReclaimOptions o = options;
-    o.selection = std::move(sel);
-    reclaim::FreeSteps steps;
-    steps.go_ahead = [](const reclaim::Plan& plan) { return !plan.targets.empty(); };
-    reclaim::FreeOutcome freed = reclaim::free_selection(node, control, inv, caller, o, steps);
+    // The one free session (reclaim/free_session.h), from this look; only a plan with
+    // targets goes ahead (what stays is judged below).
+    reclaim::Freer freer{node, control};
+    reclaim::FreeRequest request;
+    request.options = options;
+    request.options.selection = std::move(sel);
+    request.taken = std::move(inv);
+    request.steps.go_ahead = [](const reclaim::Plan& plan) { return !plan.targets.empty(); };
+    reclaim::FreeOutcome freed = reclaim::free_session(freer, std::move(request)).outcome;
     out.plan = std::move(freed.plan);
     out.freed = std::move(freed.report);
     inv = node.look(look_within(options, clock));

@@ -38,6 +38,7 @@ Inventory collect(gpu::GpuSource& gpus, const proc::DeviceSet& devices, Baseline
   scan_options.devices = &devices;
   scan_options.exclude = options.exclude;
   scan_options.exclude.insert(::getpid());
+  scan_options.with_table = options.process_table;
 
   // The scan reads /proc while NVML answers in its helper process. The helper is
   // forked (without exec) by prefetch, before the scan thread exists: forking a
@@ -102,8 +103,10 @@ Inventory join_look(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc::ScanR
                     const proc::DeviceSet& devices, BaselineStore& baselines,
                     const CollectOptions& options) {
   const bool listed = gpu::lists_gpus(snapshot.state);
+  auto table = std::move(scan.table);
   Inventory inv =
       join_and_reread(gpus, std::move(snapshot), std::move(scan), devices, baselines, options);
+  inv.process_table = std::move(table);
   if (listed) sample_busy_gpus(gpus, inv, options);
   // Releasing, driver-held or not known yet: the release model, over the looker's earlier
   // looks when it keeps them.

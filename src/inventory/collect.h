@@ -3,8 +3,10 @@
 // (the NVML round trip happens in a helper process while this one reads /proc),
 // joined into an Inventory.
 
+#include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -52,6 +54,19 @@ struct CollectOptions {
   /// Holders the agent's answer (this command's first look) called orphaned by what it
   /// saw die: a direct look keeps that verdict for the same, still adopted, process.
   std::vector<proc::Holder> witnessed;
+  /// Also read the process table from the scan's own listing (Inventory::process_table).
+  bool process_table = false;
+
+  /// These options with NVML's deadline cut to the time left before `deadline` (at
+  /// least 100 ms, so a reading can still be taken): every look of a bounded command.
+  CollectOptions within(std::optional<util::Clock::time_point> deadline,
+                        util::Clock::time_point now) const {
+    CollectOptions cut = *this;
+    if (!deadline) return cut;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - now);
+    cut.source_deadline = std::clamp(left, std::chrono::milliseconds(100), source_deadline);
+    return cut;
+  }
 };
 
 /// Takes the snapshot and the scan concurrently and builds the inventory. When

@@ -167,6 +167,10 @@ struct Inventory {
   /// 503), one sentence each; empty: it is not.
   std::vector<std::string> agent_degraded;
   NodeIdentity node;    // the node looked at (inventory::Node::identity())
+  /// Every process, from this look's own listing of /proc (CollectOptions::process_table):
+  /// free's plans read it (reclaim::CallerContext::of) instead of listing /proc again.
+  /// Not set otherwise, nor in an agent's answer (never on the wire).
+  std::optional<std::vector<proc::ProcessEntry>> process_table;
 };
 
 /// Builds the per-GPU view. `later_used` (index -> used bytes read after the

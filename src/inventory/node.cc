@@ -107,6 +107,26 @@ NodeIdentity Node::identity() const {
           absolute(config_.sim_dir)};
 }
 
+std::vector<gpu::DeviceId> gpus_used_by(const Inventory& inv,
+                                        const std::function<bool(const proc::Holder&)>& chosen) {
+  std::vector<gpu::DeviceId> out;
+  for (const auto& v : inv.gpus)
+    for (const auto& gh : v.holders)
+      if (gh.uses_gpu && chosen(gh.holder)) {
+        out.push_back(v.info.id);
+        break;
+      }
+  gpu::normalize(out);
+  return out;
+}
+
+std::vector<gpu::DeviceId> gpus_used_by(const Inventory& inv,
+                                        const std::vector<proc::ProcessId>& ids) {
+  return gpus_used_by(inv, [&](const proc::Holder& h) {
+    return std::find(ids.begin(), ids.end(), h.id) != ids.end();
+  });
+}
+
 Result<std::vector<gpu::DeviceId>> select_gpus(const gpu::GpuSelector& selector,
                                                const Inventory& inv) {
   std::vector<gpu::GpuInfo> infos;

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -124,6 +125,13 @@ Result<std::vector<gpu::DeviceId>> select_gpus(const gpu::GpuSelector& selector,
 
 /// True when `id` is among `chosen`.
 bool is_selected(const std::vector<gpu::DeviceId>& chosen, gpu::DeviceId id);
+
+/// The GPUs on which a holder that `chosen` picks uses the GPU (not one that only has its
+/// node open), ascending: the GPUs of `free --pid`, of top's tagged set, of a reap.
+std::vector<gpu::DeviceId> gpus_used_by(const Inventory& inv,
+                                        const std::function<bool(const proc::Holder&)>& chosen);
+std::vector<gpu::DeviceId> gpus_used_by(const Inventory& inv,
+                                        const std::vector<proc::ProcessId>& ids);
 
 /// Keeps only the GPUs in `chosen` in an inventory.
 void keep_gpus(Inventory& inv, const std::vector<gpu::DeviceId>& chosen);

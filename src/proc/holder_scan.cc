@@ -507,8 +507,9 @@ class UserNames {
 std::vector<Holder> describe_processes(const std::vector<pid_t>& pids,
                                        const std::string& proc_root) {
   std::vector<Holder> out;
+  if (pids.empty()) return out;  // the usual case: nothing to open /proc for
   UniqueFd proc_fd(open_dir_at(AT_FDCWD, proc_root.c_str()));
-  if (!proc_fd.valid() || pids.empty()) return out;
+  if (!proc_fd.valid()) return out;
   static const DeviceSet kNoDevices;
   ScanOptions options;
   options.proc_root = proc_root;
@@ -577,6 +578,10 @@ ScanResult scan_holders(const ScanOptions& options) {
       return result;
     }
   }
+  // The process table from this same listing (ScanOptions::with_table), every process's
+  // stat read after the scan: a caller that needs both lists /proc once.
+  std::vector<pid_t> listed;
+  if (options.with_table && !options.only_pids) listed = pids;
   std::erase_if(pids, [&](pid_t p) { return options.exclude.contains(p); });
 
   const ScanContext ctx{options,
@@ -630,6 +635,8 @@ ScanResult scan_holders(const ScanOptions& options) {
             [](const Holder& a, const Holder& b) { return a.id < b.id; });
   std::sort(result.problems.begin(), result.problems.end(),
             [](const ScanProblem& a, const ScanProblem& b) { return a.pid < b.pid; });
+  if (options.with_table && !options.only_pids)
+    result.table = read_process_table_at(proc_fd.get(), std::move(listed));
   // No verdict here: inventory::join_look decides once, over the whole set (NVML-only
   // holders, the agent's dead parents), and every consumer reads that one verdict.
   return result;

@@ -12,6 +12,7 @@
 
 #include "proc/device_nodes.h"
 #include "proc/holder.h"
+#include "proc/process_table.h"
 
 namespace gpureap::proc {
 
@@ -25,6 +26,10 @@ struct ScanOptions {
   /// incremental scan: new processes and known holders). Pids that do not exist
   /// are skipped silently.
   std::optional<std::vector<pid_t>> only_pids;
+  /// Also read the process table (every process's stat) from the same listing of
+  /// proc_root, into ScanResult::table: free's looks, whose plans need the table too.
+  /// Ignored with only_pids.
+  bool with_table = false;
 };
 
 struct ScanResult {
@@ -34,6 +39,8 @@ struct ScanResult {
   /// A descriptor limit (EMFILE, ENFILE) stopped some read: the scan is incomplete,
   /// and a process missing from it may still hold a GPU (the agent keeps its last look).
   bool out_of_descriptors = false;
+  /// With ScanOptions::with_table: every process of the listing (read_process_table's).
+  std::optional<std::vector<ProcessEntry>> table;
 };
 
 /// Of `holders` (from an earlier scan), the pids that need a scan again: gone,

@@ -30,14 +30,18 @@ Result<std::vector<ProcessEntry>> read_process_table(std::string_view proc_root)
   std::vector<pid_t> pids;
   if (int err = list_pids(proc_fd.get(), scratch, pids); err != 0)
     return std::unexpected(Error::from_errno("cannot list " + root, err));
-  std::sort(pids.begin(), pids.end());
+  return read_process_table_at(proc_fd.get(), std::move(pids));
+}
 
+std::vector<ProcessEntry> read_process_table_at(int proc_fd, std::vector<pid_t> pids) {
+  std::sort(pids.begin(), pids.end());
+  ReadBuffer scratch;
   std::vector<ProcessEntry> table;
   table.reserve(pids.size());
   for (pid_t pid : pids) {
     // Both reads go through one directory fd so that uid and stat describe the
     // same process even if the pid is reused meanwhile.
-    UniqueFd dir(open_dir_at(proc_fd.get(), std::to_string(pid).c_str()));
+    UniqueFd dir(open_dir_at(proc_fd, std::to_string(pid).c_str()));
     if (!dir.valid()) continue;  // exited
     struct stat st {};
     if (::fstat(dir.get(), &st) != 0) continue;

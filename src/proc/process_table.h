@@ -34,6 +34,10 @@ std::string user_name(uid_t uid);
 /// being read are left out. Fails only when `proc_root` itself cannot be read.
 Result<std::vector<ProcessEntry>> read_process_table(std::string_view proc_root);
 
+/// The same table for `pids`, read through `proc_fd` (an open proc_root): a caller that
+/// has listed the processes already (the holder scan) does not list them again.
+std::vector<ProcessEntry> read_process_table_at(int proc_fd, std::vector<pid_t> pids);
+
 /// The entry of `table` for `id` (pid and start time), or for `pid`; nullptr when none.
 const ProcessEntry* find_process(const std::vector<ProcessEntry>& table, const ProcessId& id);
 const ProcessEntry* find_process(const std::vector<ProcessEntry>& table, pid_t pid);

@@ -39,7 +39,7 @@ FreeOutcome free_selection(inventory::Node& node, AuditedControl& control,
   }
 
   for (const auto& v : inv.gpus) control.trail().know_gpu(v.info.id, v.info.uuid);
-  out.report = reclaim(node, control, inv, out.plan, options, steps.progress);
+  out.report = reclaim(node, control, inv, out.plan, options, steps.progress, &caller);
   const ReclaimReport& r = *out.report;
   AuditVerdict audit = AuditVerdict::freed;
   if (r.interrupted) {

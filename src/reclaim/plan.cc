@@ -262,14 +262,25 @@ const Skipped* Plan::left_alone(const proc::ProcessId& id) const {
 }
 
 CallerContext CallerContext::current(const std::string& proc_root) {
+  auto table = proc::read_process_table(proc_root);
+  return from_table(proc_root, table ? std::move(*table) : std::vector<proc::ProcessEntry>{});
+}
+
+CallerContext CallerContext::from_table(const std::string& proc_root,
+                                        std::vector<proc::ProcessEntry> table) {
   CallerContext ctx;
   ctx.proc_root = proc_root;
   ctx.self = ::getpid();
   for (pid_t p : proc::ancestors(ctx.self, proc_root)) ctx.ancestors.insert(p);
   ctx.euid = ::geteuid();
-  if (auto table = proc::read_process_table(proc_root)) ctx.table = std::move(*table);
+  ctx.table = std::move(table);
   for (const auto& d : proc::descendants(ctx.table, ctx.self)) ctx.helpers.insert(d.pid);
   return ctx;
+}
+
+CallerContext CallerContext::of(const inventory::Inventory& look, const std::string& proc_root) {
+  if (look.process_table) return from_table(proc_root, *look.process_table);
+  return current(proc_root);
 }
 
 std::optional<std::string> protection_reason(pid_t pid, const std::string& comm, bool kernel_thread,

@@ -78,6 +78,13 @@ struct CallerContext {
 
   /// Reads the caller's context from `proc_root` (inventory::Node::proc_root()).
   static CallerContext current(const std::string& proc_root);
+  /// The same, with `table` (a process table of `proc_root` just read) for the table.
+  static CallerContext from_table(const std::string& proc_root,
+                                  std::vector<proc::ProcessEntry> table);
+  /// The context of a look: its own process table when it read one
+  /// (inventory::CollectOptions::process_table), else read now. One listing of /proc
+  /// serves the look and the plan made from it.
+  static CallerContext of(const inventory::Inventory& look, const std::string& proc_root);
 };
 
 struct Target {

@@ -96,7 +96,7 @@ TimePoint watch_deadline(TimePoint t0, const ReclaimOptions& options) {
 class Reclaim {
  public:
   Reclaim(inventory::Node& node, ProcessControl& control, const ReclaimOptions& options,
-          const ProgressFn& progress)
+          const ProgressFn& progress, CallerContext caller)
       : node_(node),
         control_(control),
         options_(options),
@@ -104,7 +104,7 @@ class Reclaim {
         clock_(node.clock()),
         t0_(clock_.now()),
         deadline_(watch_deadline(t0_, options)),
-        caller_(CallerContext::current(node.proc_root())) {}
+        caller_(std::move(caller)) {}
 
   ReclaimReport run(const inventory::Inventory& initial, Plan plan) {
     latest_ = initial;
@@ -151,13 +151,12 @@ class Reclaim {
 
   // NVML's deadline for a look: the usual one, cut to the time left before the global
   // deadline (at least 100 ms, so a reading can still be taken).
+  // Each look lists /proc once, for its holders and for the plan's process table
+  // (CallerContext::of): one listing per look, not one per question.
   inventory::CollectOptions look_options() const {
     inventory::CollectOptions look;
-    if (!options_.deadline) return look;
-    auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(*options_.deadline - clock_.now());
-    look.source_deadline = std::clamp(left, std::chrono::milliseconds(100), look.source_deadline);
-    return look;
+    look.process_table = true;
+    return look.within(options_.deadline, clock_.now());
   }
 
   bool past_deadline() const { return options_.deadline && clock_.now() >= *options_.deadline; }
@@ -276,8 +275,8 @@ class Reclaim {
     inventory::CollectOptions look = look_options();
     look.reread_unexplained = false;
     look.sample_busy = false;
-    CallerContext now = CallerContext::current(node_.proc_root());
     inventory::Inventory fresh = node_.look(look);
+    CallerContext now = CallerContext::of(fresh, node_.proc_root());
     Confirmation c = confirm_targets(planned, caller_.table, fresh, options_.selection, now);
     for (const auto& u : c.refused) report_.actions.push_back(not_signalled_action(u, since_t0()));
     caller_ = std::move(now);
@@ -385,8 +384,8 @@ class Reclaim {
   // selection by themselves are the next round's targets; a parent that respawns
   // them is noted (note_respawners).
   Plan rescan() {
-    caller_ = CallerContext::current(node_.proc_root());
     latest_ = node_.look(look_options());
+    caller_ = CallerContext::of(latest_, node_.proc_root());
     Plan next = make_plan(latest_, options_.selection, caller_);
     std::erase_if(next.targets, [&](const Target& t) { return signalled_.contains(t.id); });
     note_respawners(next);
@@ -575,7 +574,8 @@ class Reclaim {
       if (!g.released_pids.empty()) final_look.no_busy_window_at_baseline.insert(g.gpu);
     latest_ = node_.look(final_look);
     measure_late();  // measured here, at the last, is measured: never freed unmeasured
-    Plan last = make_plan(latest_, options_.selection, CallerContext::current(node_.proc_root()));
+    caller_ = CallerContext::of(latest_, node_.proc_root());  // note_live_parents reads it too
+    Plan last = make_plan(latest_, options_.selection, caller_);
     for (auto& g : report_.gpus) {
       const auto* view = find_view(latest_, g.gpu);
       // A ghost GPU is not free whatever its memory says: a new job there would
@@ -642,8 +642,9 @@ class Reclaim {
 
   // Parents of killed holders still alive at the verdict: they could restart what was
   // killed. Named with the command that stops them, so "freed" is not taken as "stays freed".
+  // The table is classify's last look's (note_live_parents runs only after it).
   void note_live_parents() {
-    auto now_ctx = CallerContext::current(node_.proc_root());
+    const CallerContext& now_ctx = caller_;
     for (const auto& [killed, parent] : parent_of_killed_) {
       if (parent.pid <= 1 || signalled_.contains(parent) || now_ctx.ancestors.contains(parent.pid))
         continue;
@@ -724,8 +725,10 @@ bool ReclaimReport::all_freed() const {
 
 ReclaimReport reclaim(inventory::Node& node, ProcessControl& control,
                       const inventory::Inventory& initial, Plan plan, const ReclaimOptions& options,
-                      const ProgressFn& progress) {
-  return Reclaim(node, control, options, progress).run(initial, std::move(plan));
+                      const ProgressFn& progress, const CallerContext* caller) {
+  return Reclaim(node, control, options, progress,
+                 caller ? *caller : CallerContext::current(node.proc_root()))
+      .run(initial, std::move(plan));
 }
 
 }  // namespace gpureap::reclaim

@@ -98,8 +98,11 @@ using ProgressFn = std::function<void(const std::vector<GpuRelease>&)>;
 /// Reads time and waits on node.clock(), stops waiting at node.interrupted(),
 /// signals only through `control`. Never blocks past options.timeout (plus the
 /// escalation's own bounded waits), nor past options.deadline when it is set.
+/// `caller`: the context `plan` was made with (the first round's process table, reused
+/// instead of listing /proc again); nullptr: read now. Each of the engine's own looks
+/// reads its table from its own listing (CallerContext::of).
 ReclaimReport reclaim(inventory::Node& node, ProcessControl& control,
                       const inventory::Inventory& initial, Plan plan, const ReclaimOptions& options,
-                      const ProgressFn& progress);
+                      const ProgressFn& progress, const CallerContext* caller = nullptr);
 
 }  // namespace gpureap::reclaim
