@@ -34,6 +34,9 @@ enum class EventKind {
   ghost_gpu,       // a GPU became a ghost: busy with no process (Busy::ghost, evidence in detail)
   ghost_gpu_gone,  // a ghost GPU announced above is no longer busy without a process
 };
+/// Its name (util/enum_names.h): the `event` of `gpureap --json watch`, the metrics'
+/// `kind` label ("orphaned_memory", "nvml_down", ...).
+std::string_view enum_name(EventKind k);
 
 /// A holder as an event names it.
 struct EventHolder {

@@ -26,7 +26,7 @@ GpuView gpu(unsigned index, std::vector<GpuHolder> holders = {}) {
 GpuView with_unexplained(GpuView v, Unexplained cls, std::uint64_t bytes) {
   v.unexplained = cls;
   v.unattributed_bytes = bytes;
-  v.unexplained_detail = std::string(to_string(cls)) + " evidence";
+  v.unexplained_detail = std::string(enum_name(cls)) + " evidence";
   v.info.memory->used += bytes;
   return v;
 }

@@ -11,6 +11,7 @@
 #include "report/instance_text.h"
 #include "report/json.h"
 #include "report/names.h"
+#include "reclaim/leftovers.h"
 #include "report/status_table.h"
 #include "report/table_layout.h"
 #include "report/terminal_text.h"
@@ -204,7 +205,7 @@ nlohmann::ordered_json plan_json(const reclaim::Plan& plan) {
                        {"comm", s.comm},
                        {"gpus", s.gpus},
                        {"gpu_bytes", s.gpu_bytes},
-                       {"class", std::string(to_string(s.kind))},
+                       {"class", std::string(enum_name(s.kind))},
                        {"reason", s.reason}});
   nlohmann::ordered_json instances = nlohmann::ordered_json::array();
   for (const auto& in : plan.instances) instances.push_back(instance_json(in));
@@ -259,7 +260,7 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
           a.exited_at ? fmt::format("{} at +{:.3f}s", outcome_text(a), *a.exited_at)
                       : outcome_text(a);
       out +=
-          fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {} -> {}\n", a.sent_at, to_string(a.signal),
+          fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {} -> {}\n", a.sent_at, reclaim::signal_word(a.signal),
                       a.id.pid, terminal_text(a.comm), a.id.start_time,
                       a.via.empty() ? "-" : terminal_text(a.via), terminal_text(outcome));
     }
@@ -295,7 +296,7 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
     }
     for (const auto& l : r.leftovers) {
       if (l.gpu != g.gpu) continue;
-      out += style.red(fmt::format("    [{}]", to_string(l.cls)));
+      out += style.red(fmt::format("    [{}]", enum_name(l.cls)));
       out += l.pids.empty() ? "\n" : fmt::format(" pid {}\n", fmt::join(l.pids, ","));
       for (const auto& e : l.evidence) out += fmt::format("      {}\n", terminal_text(e));
       out += fmt::format("      next: {}\n", terminal_text(l.next_step));
@@ -351,7 +352,7 @@ nlohmann::ordered_json release_phases_json(const reclaim::GpuRelease& g) { retur
 
 nlohmann::ordered_json leftover_json(const reclaim::Leftover& l) {
   return {{"gpu", l.gpu},
-          {"class", std::string(to_string(l.cls))},
+          {"class", std::string(enum_name(l.cls))},
           {"pids", l.pids},
           {"evidence", l.evidence},
           {"next_step", l.next_step}};
@@ -368,7 +369,7 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
     actions.push_back({{"pid", a.id.pid},
                        {"start_time", a.id.start_time},
                        {"comm", a.comm},
-                       {"signal", std::string(to_string(a.signal))},
+                       {"signal", reclaim::signal_word(a.signal)},
                        {"via", a.via},
                        {"sent_at_seconds", seconds_value(a.sent_at)},
                        {"exited_at_seconds", seconds_json(a.exited_at)},

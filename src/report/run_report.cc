@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "report/device_json.h"
-#include "report/names.h"
+#include "reclaim/leftovers.h"
 #include "report/free_report.h"
 #include "report/json.h"
 #include "report/terminal_text.h"
@@ -43,7 +43,7 @@ std::string run_problems_text(const supervise::RunOutcome& out) {
     text += run_line(fmt::format(
         "GPU {} memory still held after the teardown: {} used, free means at most {} [{}]", l.gpu,
         g && g->used ? format_bytes(*g->used) : "?", g ? format_bytes(g->threshold) : "?",
-        to_string(l.cls)));
+        enum_name(l.cls)));
     for (const auto& e : l.evidence) text += "    " + terminal_text(e) + "\n";
     if (!l.next_step.empty()) text += "    next: " + terminal_text(l.next_step) + "\n";
   }

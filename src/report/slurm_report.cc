@@ -6,7 +6,7 @@
 #include "gpu/gpu_select.h"
 #include "report/free_report.h"
 #include "report/json.h"
-#include "report/names.h"
+#include "reclaim/leftovers.h"
 #include "report/terminal_text.h"
 #include "util/units.h"
 
@@ -23,7 +23,7 @@ std::string pid_list(const std::vector<pid_t>& pids) {
 
 std::string classes_text(const std::vector<reclaim::LeftoverClass>& classes) {
   std::string s;
-  for (auto c : classes) s += (s.empty() ? "" : "+") + std::string(to_string(c));
+  for (auto c : classes) s += (s.empty() ? "" : "+") + std::string(enum_name(c));
   return s.empty() ? "unknown" : s;
 }
 
@@ -40,7 +40,7 @@ nlohmann::ordered_json held_json(const std::vector<cluster::HeldGpu>& held) {
   auto out = nlohmann::ordered_json::array();
   for (const auto& h : held) {
     auto classes = nlohmann::ordered_json::array();
-    for (auto c : h.classes) classes.push_back(std::string(to_string(c)));
+    for (auto c : h.classes) classes.push_back(std::string(enum_name(c)));
     out.push_back({{"gpu", h.gpu}, {"bytes", h.bytes}, {"classes", classes}, {"pids", h.pids}});
   }
   return out;

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "report/json.h"
-#include "report/names.h"
+#include "inventory/events.h"
 #include "report/terminal_text.h"
 #include "util/time_text.h"
 #include "util/units.h"
@@ -223,7 +223,7 @@ std::string watch_service_status(const inventory::Inventory& inv,
                           : fmt::format("{} orphaned holder{} ({})", orphans.size(),
                                         orphans.size() == 1 ? "" : "s", format_bytes(bytes));
   if (last_event) {
-    text += fmt::format("; last event: {}", to_string(last_event->kind));
+    text += fmt::format("; last event: {}", enum_name(last_event->kind));
     if (last_event->gpu) text += fmt::format(" on GPU {}", *last_event->gpu);
     text += " at " + stamp(last_event->time);
   } else {

@@ -11,6 +11,7 @@
 #include "supervise/run_cgroup.h"
 #include "proc/run_id.h"
 #include "util/clock.h"
+#include "util/signal_name.h"
 #include "util/units.h"
 
 extern char** environ;
