@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <set>
 
+#include "gpu/source_words.h"
 #include "inventory/baseline_store.h"
 #include "util/units.h"
 
@@ -25,9 +26,9 @@ std::string_view enum_name(EventKind k) {
     case EventKind::memory_freed:
       return "memory_freed";
     case EventKind::source_down:
-      return "nvml_down";
+      return gpu::source_words::kDown;
     case EventKind::source_up:
-      return "nvml_up";
+      return gpu::source_words::kUp;
     case EventKind::reap_planned:
       return "reap_planned";
     case EventKind::reaped:
@@ -60,7 +61,7 @@ struct EventDetector::GpuState {
   std::size_t gone_zombies = 0;
   std::set<proc::ProcessId> gone_ids;  // counted once when orphaned and a zombie leader
   bool gone_unattributed = false;
-  bool down = false;   // a per-GPU nvml_down was announced
+  bool down = false;   // a per-GPU source_down was announced
   bool ghost = false;  // a ghost_gpu was announced
 };
 

@@ -300,7 +300,7 @@ TEST(EventDetector, AStateThatComesBackIsAnnouncedAgain) {
   EXPECT_EQ(kinds(d.observe(stuck, 7)), std::vector{EventKind::unattributed_memory});
 }
 
-TEST(EventDetector, NvmlDownAndUpNodeWide) {
+TEST(EventDetector, SourceDownAndUpNodeWide) {
   EventDetector d(0ms);
   d.observe(node({gpu(0, {user(10, 8 * kGiB, true)})}), 1);
   Inventory down;

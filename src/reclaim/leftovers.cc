@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "gpu/source_words.h"
 #include "inventory/events.h"
 #include "proc/process_table.h"
 #include "util/units.h"
@@ -51,7 +52,7 @@ std::string_view enum_name(LeftoverClass c) {
     case LeftoverClass::unknown:
       return enum_name(inventory::Unexplained::unknown);
     case LeftoverClass::source_failed:
-      return "nvml_failed";
+      return gpu::source_words::kFailed;
   }
   return {};
 }

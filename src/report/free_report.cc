@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "gpu/source_words.h"
 #include "gpu/gpu_select.h"
 #include "inventory/release_model.h"
 #include "report/device_json.h"
@@ -420,7 +421,7 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
           {"notes", r.notes},
           {"settled_seconds", seconds_value(r.settled_seconds)},
           {"interrupted", r.interrupted},
-          {"nvml_error", r.source_error.empty() ? nlohmann::ordered_json(nullptr)
+          {gpu::source_words::kError, r.source_error.empty() ? nlohmann::ordered_json(nullptr)
                                               : nlohmann::ordered_json(r.source_error)},
           {"warnings", warnings},
           {"seconds", seconds_value(r.seconds)}};

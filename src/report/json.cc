@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "gpu/source_words.h"
 #include "gpu/vendor.h"
 #include "proc/lineage.h"
 #include "report/device_json.h"
@@ -247,7 +248,7 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
         {"memory_percent", optional_json(info.utilization_memory)}}},
       {"busy_without_process", busy},
       {"holders", holders},
-      {"nvml_unseen", unseen},
+      {gpu::source_words::kUnseen, unseen},
   };
 }
 

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/source_words.h"
 #include "gpu/mig.h"
 #include "inventory/events.h"
 #include "report/terminal_text.h"
@@ -386,7 +387,7 @@ std::string render_metrics(const MetricsInput& input) {
   x.family("gpureap_build_info", "gauge", "Always 1: the gpureap version, as a label.");
   x.sample({{"version", input.version}}, 1);
 
-  x.family("gpureap_nvml_up", "gauge",
+  x.family(gpu::source_words::kUpMetric, "gauge",
            "1 when NVML answers for at least one GPU (a GPU failing alone shows in "
            "gpureap_gpu_up); 0 when NVML is missing, failed or hung as a whole, or no GPU can "
            "be read (byte series are then absent, the /proc view remains).");

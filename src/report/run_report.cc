@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "gpu/source_words.h"
 #include "report/device_json.h"
 #include "reclaim/leftovers.h"
 #include "report/free_report.h"
@@ -122,7 +123,7 @@ nlohmann::ordered_json run_json(const std::vector<std::string>& argv,
           {"memory_verified", !out.memory_unverified()},
           {"memory_released", out.memory_released()},
           {"unverified", out.memory_unverified() ? J(unverified) : J(nullptr)},
-          {"nvml_problem", out.source_problem.empty() ? J(nullptr) : J(out.source_problem)},
+          {gpu::source_words::kProblem, out.source_problem.empty() ? J(nullptr) : J(out.source_problem)},
           {"warnings", out.warnings},
           {"seconds", seconds_value(out.seconds)}};
 }

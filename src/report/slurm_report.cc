@@ -48,7 +48,7 @@ nlohmann::ordered_json held_json(const std::vector<cluster::HeldGpu>& held) {
 
 nlohmann::ordered_json node_json(const NodeOutcome& n) {
   return {{"name", n.node},
-          {"action", std::string(to_string(n.step))},
+          {"action", std::string(enum_name(n.step))},
           {"reason",
            n.reason.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(n.reason)},
           {"error",
@@ -96,7 +96,7 @@ std::string warning_lines(const std::vector<std::string>& warnings) {
 
 }  // namespace
 
-std::string_view to_string(NodeStep s) {
+std::string_view enum_name(NodeStep s) {
   switch (s) {
     case NodeStep::none:
       return "none";
@@ -109,9 +109,9 @@ std::string_view to_string(NodeStep s) {
     case NodeStep::kept_drained:
       return "kept_drained";
     case NodeStep::left_alone:
-      break;
+      return "left_alone";
   }
-  return "left_alone";
+  return {};
 }
 
 std::string drain_reason(const std::vector<cluster::HeldGpu>& held, std::string_view error,

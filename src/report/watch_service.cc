@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "gpu/source_words.h"
 #include "report/json.h"
 #include "inventory/events.h"
 #include "report/terminal_text.h"
@@ -185,7 +186,7 @@ std::string watch_source_line(double time, const SourceNotice& n, const Style& s
 }
 
 std::string watch_source_json(double time, const SourceNotice& n) {
-  ordered_json doc = head(n.yielded ? "nvml_yielded" : "nvml_resumed", Level::notice, time);
+  ordered_json doc = head(n.yielded ? gpu::source_words::kYielded : gpu::source_words::kResumed, Level::notice, time);
   doc["by"] = n.by;
   if (n.yielded)
     doc["until"] = n.until;

@@ -26,28 +26,6 @@ namespace {
 // sooner never makes gpureap load NVML.
 constexpr std::chrono::milliseconds kFirstSample{250};
 
-std::string signal_name(int sig) {
-  switch (sig) {
-    case SIGINT:
-      return "SIGINT";
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGHUP:
-      return "SIGHUP";
-    case SIGQUIT:
-      return "SIGQUIT";
-    case SIGUSR1:
-      return "SIGUSR1";
-    case SIGUSR2:
-      return "SIGUSR2";
-    case SIGWINCH:
-      return "SIGWINCH";
-    case SIGKILL:
-      return "SIGKILL";
-  }
-  return "signal " + std::to_string(sig);
-}
-
 std::string describe_status(int wait_status) {
   int code = exit_code_of(wait_status);
   if (WIFSIGNALED(wait_status))
