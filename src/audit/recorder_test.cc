@@ -226,6 +226,13 @@ TEST(LogFilter, W4_36_MigItemsMatchAsGpuSelectsThem) {
   EXPECT_EQ(ops_of(select_records(records, f)), (std::vector<std::string>{"b:200", "c:300"}));
   f.gpus = selector("MIG-bbbb");
   EXPECT_EQ(ops_of(select_records(records, f)), (std::vector<std::string>{"b:200"}));
+  // The GPU's UUID survives the log: the record as stored is read back whole.
+  const auto line = report::audit_line(records[1].record);
+  EXPECT_NE(line.find(R"("gpu_uuid":"GPU-1111bbbb")"), std::string::npos) << line;
+  auto back = report::parse_audit_line(line);
+  ASSERT_TRUE(back) << line;
+  EXPECT_EQ(std::get<reclaim::SignalRecord>(back->what).gpus,
+            std::get<reclaim::SignalRecord>(records[1].record.what).gpus);
   // A record without its GPU's UUID (written before it was kept) names no GPU by UUID.
   records = stored({signal_to(400, {mig(0, 1, 0, "MIG-dddd", "")}, "d")});
   f.gpus = selector("MIG-GPU-0000aaaa/1/0");

@@ -431,7 +431,7 @@ std::string free_record(const reclaim::ReclaimReport& r) {
   // Plain concatenation: whatever made the full report fail must not fail here.
   std::string out = "gpureap free record:\n";
   for (const auto& a : r.actions)
-    out += "  " + std::string(to_string(a.signal)) + " pid " + std::to_string(a.id.pid) + " start " +
+    out += "  " + reclaim::signal_word(a.signal) + " pid " + std::to_string(a.id.pid) + " start " +
            std::to_string(a.id.start_time) +  " -> " + terminal_text(outcome_text(a)) + "\n";
   for (const auto& g : r.gpus)
     out += "  GPU " + gpu::device_text(g.gpu) + " " +
