@@ -32,7 +32,7 @@
 #include "reclaim/audited_control.h"
 #include "reclaim/process_control.h"
 #include "reclaim/reclaimer.h"
-#include "report/names.h"
+#include "inventory/events.h"
 #include "report/watch_service.h"
 #include "util/pattern.h"
 #include "util/poll.h"
@@ -325,7 +325,7 @@ class Agent {
 
   void emit(const inventory::Event& event) {
     last_event_ = event;
-    ++counters_.events[report::to_string(event.kind)];
+    ++counters_.events[event.kind];
     if (sink_ && !sink_(event)) ++counters_.events_dropped;
   }
 

@@ -248,11 +248,11 @@ TEST(HttpServer, AStalledClientDoesNotHoldUpOthers) {
 TEST(Textfile, WritesTheTextWithMode0644AndLeavesNoTemporaryFile) {
   TestTempDir dir("gpureap-textfile");
   ASSERT_TRUE(write_textfile(dir.dir(), "old 1\n").has_value());
-  auto r = write_textfile(dir.dir(), "gpureap_nvml_up 1\n");
+  auto r = write_textfile(dir.dir(), "gpureap_up 1\n");
   ASSERT_TRUE(r.has_value()) << r.error().message;
   std::ifstream in(dir.path("gpureap.prom"));
   std::string text((std::istreambuf_iterator<char>(in)), {});
-  EXPECT_EQ(text, "gpureap_nvml_up 1\n");
+  EXPECT_EQ(text, "gpureap_up 1\n");
   struct stat st {};
   ASSERT_EQ(::stat(dir.path("gpureap.prom").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0644u);

@@ -99,7 +99,7 @@ TEST(Watcher, AKnownHolderReparentedToInitBecomesAnOrphanAtTheNextTick) {
   EXPECT_TRUE(holder_on(w.inventory(), 0, 4001)->holder.orphaned);
 }
 
-TEST(Watcher, AProcessNvmlListsLaterIsScannedEvenIfItWasSeenBefore) {
+TEST(Watcher, AProcessTheSourceListsLaterIsScannedEvenIfItWasSeenBefore) {
   TestMachine m;
   Watcher w(m.node(), slow_full_scan());
   // Running before the first scan, without a GPU: a known, non-holding process.

@@ -9,40 +9,10 @@
 namespace gpureap::audit {
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
-
-// An item of --gpu against one recorded GPU. Records keep the index and the UUID,
-// not the PCI bus id, the minor or a capability node: those items match nothing here.
-bool item_matches(const gpu::SelectorItem& item, const reclaim::AuditGpu& g) {
-  using Kind = gpu::SelectorItem::Kind;
-  switch (item.kind) {
-    case Kind::all:
-      return true;
-    case Kind::index:
-      return g.id.index == item.first;
-    case Kind::range:
-      return g.id.index >= item.first && g.id.index <= item.last;
-    case Kind::uuid:
-      return !g.uuid.empty() && lower(g.uuid).starts_with(lower(item.text));
-    case Kind::mig:
-      return g.id.index == item.first && g.id.gi == item.gi && (!item.ci || g.id.ci == item.ci);
-    case Kind::minor:
-    case Kind::pci:
-    case Kind::mig_cap:
-      return false;
-  }
-  return false;
-}
-
 bool gpu_selected(const std::vector<reclaim::AuditGpu>& gpus, const gpu::GpuSelector& selector) {
   for (const auto& g : gpus)
     for (const auto& item : selector.items())
-      if (item_matches(item, g)) return true;
+      if (item.matches(g.id, g.uuid, g.parent_uuid)) return true;
   return false;
 }
 

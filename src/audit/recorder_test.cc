@@ -204,6 +204,50 @@ TEST(LogFilter, ByGpuIndexRangeOrUuidAsRecorded) {
   EXPECT_EQ(select_records(records, f).size(), 4u) << "all: no filter, records without a GPU too";
 }
 
+reclaim::AuditGpu mig(unsigned index, unsigned gi, unsigned ci, std::string uuid,
+                      std::string parent) {
+  return {gpu::DeviceId{index, gi, ci}, std::move(uuid), std::move(parent)};
+}
+
+// W4_36: `log --gpu` had its own matcher, which read MIG-GPU-<uuid>/1/0 as GPU 0's gi1/ci0
+// whatever GPU the UUID named. It now asks the matcher `--gpu` resolves with.
+TEST(LogFilter, W4_36_MigItemsMatchAsGpuSelectsThem) {
+  auto records = stored({signal_to(100, {mig(0, 1, 0, "MIG-aaaa0000", "GPU-0000aaaa")}, "a"),
+                         signal_to(200, {mig(1, 1, 0, "MIG-bbbb1111", "GPU-1111bbbb")}, "b"),
+                         signal_to(300, {mig(1, 2, 0, "MIG-cccc2222", "GPU-1111bbbb")}, "c")});
+  LogFilter f;
+  f.gpus = selector("MIG-GPU-1111bbbb/1/0");
+  EXPECT_EQ(ops_of(select_records(records, f)), (std::vector<std::string>{"b:200"}));
+  f.gpus = selector("mig-gpu-0000AAAA/1/0");
+  EXPECT_EQ(ops_of(select_records(records, f)), (std::vector<std::string>{"a:100"}));
+  f.gpus = selector("1/gi2");
+  EXPECT_EQ(ops_of(select_records(records, f)), (std::vector<std::string>{"c:300"}));
+  f.gpus = selector("1");  // a GPU in MIG mode: all its MIG devices
+  EXPECT_EQ(ops_of(select_records(records, f)), (std::vector<std::string>{"b:200", "c:300"}));
+  f.gpus = selector("MIG-bbbb");
+  EXPECT_EQ(ops_of(select_records(records, f)), (std::vector<std::string>{"b:200"}));
+  // The GPU's UUID survives the log: the record as stored is read back whole.
+  const auto line = report::audit_line(records[1].record);
+  EXPECT_NE(line.find(R"("gpu_uuid":"GPU-1111bbbb")"), std::string::npos) << line;
+  auto back = report::parse_audit_line(line);
+  ASSERT_TRUE(back) << line;
+  EXPECT_EQ(std::get<reclaim::SignalRecord>(back->what).gpus,
+            std::get<reclaim::SignalRecord>(records[1].record.what).gpus);
+  // A record without its GPU's UUID (written before it was kept) names no GPU by UUID.
+  records = stored({signal_to(400, {mig(0, 1, 0, "MIG-dddd", "")}, "d")});
+  f.gpus = selector("MIG-GPU-0000aaaa/1/0");
+  EXPECT_TRUE(select_records(records, f).empty());
+
+  // The same items resolve to the same devices among these GPUs as `--gpu` would.
+  std::vector<gpu::GpuInfo> gpus(3);
+  gpus[0].id = {0, 1, 0}, gpus[0].uuid = "MIG-aaaa0000", gpus[0].parent_uuid = "GPU-0000aaaa";
+  gpus[1].id = {1, 1, 0}, gpus[1].uuid = "MIG-bbbb1111", gpus[1].parent_uuid = "GPU-1111bbbb";
+  gpus[2].id = {1, 2, 0}, gpus[2].uuid = "MIG-cccc2222", gpus[2].parent_uuid = "GPU-1111bbbb";
+  auto resolved = selector("MIG-GPU-1111bbbb/1/0").resolve(gpus);
+  ASSERT_TRUE(resolved);
+  EXPECT_EQ(*resolved, (std::vector<gpu::DeviceId>{gpus[1].id}));
+}
+
 TEST(LogFilter, SinceATime) {
   auto records = stored({signal_to(100, {}, "a", 1000), verdict_of("a", 1001),
                          signal_to(200, {}, "b", 2000), verdict_of("b", 2001)});

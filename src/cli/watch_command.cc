@@ -33,6 +33,7 @@
 #include "report/watch_service.h"
 #include "util/pattern.h"
 #include "util/queued_writer.h"
+#include "util/signal_name.h"
 #include "util/text.h"
 #include "util/units.h"
 
@@ -455,7 +456,7 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explici
   };
   hooks.stopping = [&] {
     const int sig = g_stop_signal.load();
-    const std::string why = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "stopped";
+    const std::string why = sig == SIGINT || sig == SIGTERM ? signal_name(sig) : "stopped";
     const double now = agent::wall_now();
     out.push(json ? report::watch_stopped_json(now, ::getpid(), why)
                   : report::watch_stopped_line(now, ::getpid(), why, style));

@@ -179,7 +179,7 @@ TEST_F(JobCheckTest, TheEpilogNeverCallsAGhostGpuClean) {
 
 TEST_F(JobCheckTest, TheEpilogNeverCallsAGpuItCannotMeasureClean) {
   // Issue 23: nothing to signal on a GPU NVML cannot read is not "nothing to do"
-  // (reclaim::free_selection's not_measured): held as nvml_failed, so the node drains.
+  // (reclaim::free_selection's not_measured): held as LeftoverClass::source_failed, so the node drains.
   m_.nvml().set_gpu_failure(gpu::dev(1), "GPU is lost");
   auto c = clean_up_after_job(m_.node(), m_.audited(), job("42", {"minor:1"}), options());
   EXPECT_FALSE(c.ok());

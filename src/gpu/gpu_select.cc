@@ -277,7 +277,7 @@ Result<std::vector<DeviceId>> resolve_uuid(const SelectorItem& item,
   }
   std::vector<const GpuInfo*> candidates;
   for (const GpuInfo& gpu : gpus) {
-    if (istarts_with(gpu.uuid, item.text)) candidates.push_back(&gpu);
+    if (item.matches(gpu.id, gpu.uuid, gpu.parent_uuid)) candidates.push_back(&gpu);
   }
   if (candidates.empty()) return no_match(item.text, "such a UUID", gpus);
   if (candidates.size() > 1) {
@@ -325,12 +325,8 @@ Result<std::vector<DeviceId>> resolve_item(const SelectorItem& item,
       if (!out.empty()) return out;
       return no_match(item.text, fmt::format("minor number {}", item.first), gpus);
     case Kind::mig:
-      for (const GpuInfo& gpu : gpus) {
-        const bool same_gpu = item.parent_uuid.empty() ? gpu.id.index == item.first
-                                                       : iequals(gpu.parent_uuid, item.parent_uuid);
-        if (same_gpu && gpu.id.gi == item.gi && (!item.ci || gpu.id.ci == item.ci))
-          out.push_back(gpu.id);
-      }
+      for (const GpuInfo& gpu : gpus)
+        if (item.matches(gpu.id, gpu.uuid, gpu.parent_uuid)) out.push_back(gpu.id);
       if (!out.empty()) return out;
       return no_match(item.text, "this MIG device", gpus);
     case Kind::mig_cap: {
@@ -359,6 +355,31 @@ Result<std::vector<DeviceId>> resolve_item(const SelectorItem& item,
 }
 
 }  // namespace
+
+bool SelectorItem::matches(const DeviceId& id, std::string_view uuid,
+                           std::string_view parent) const {
+  switch (kind) {
+    case Kind::all:
+      return true;
+    case Kind::index:
+      return id.index == first;
+    case Kind::range:
+      return id.index >= first && id.index <= last;
+    case Kind::uuid:
+      return !uuid.empty() && istarts_with(uuid, text);
+    case Kind::mig: {
+      // CUDA 11.0's form names the GPU by its UUID; `first` is then no index.
+      const bool same_gpu = parent_uuid.empty() ? id.index == first
+                                                : !parent.empty() && iequals(parent, parent_uuid);
+      return same_gpu && id.gi == gi && (!ci || id.ci == ci);
+    }
+    case Kind::minor:
+    case Kind::pci:
+    case Kind::mig_cap:
+      return false;
+  }
+  return false;
+}
 
 Result<GpuSelector> GpuSelector::parse(std::string_view spec) {
   if (trim(spec).empty()) {

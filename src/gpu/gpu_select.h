@@ -27,6 +27,13 @@ struct SelectorItem {
   unsigned pci_domain = 0, pci_bus = 0, pci_device = 0, pci_function = 0;
   std::optional<unsigned> gi, ci;  // mig: GPU `first`'s GPU instance (and compute instance)
   std::string parent_uuid;         // mig, CUDA 11.0's MIG-GPU-<uuid>/<gi>/<ci>: the GPU's UUID
+
+  /// The one matcher, which `--gpu` (GpuSelector::resolve) and `gpureap log --gpu` both
+  /// ask: does this item name the device `id` whose UUID is `uuid`, a MIG device of the
+  /// GPU whose UUID is `parent_uuid` ("" when unknown)? A UUID is matched by prefix, any
+  /// case (resolve then refuses an ambiguous one). A minor, PCI bus id or capability node
+  /// needs more than these facts: false.
+  bool matches(const DeviceId& id, std::string_view uuid, std::string_view parent_uuid) const;
 };
 
 /// A comma-separated list of items (surrounding spaces ignored), each one of:

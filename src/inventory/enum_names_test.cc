@@ -55,7 +55,7 @@ TEST(EnumNames, TheWireSpellingsAreUnchanged) {
   EXPECT_EQ(enum_name(proc::OrphanEvidence::run_gone), "run_gone");
   EXPECT_EQ(enum_name(proc::Provenance::witnessed), "witnessed");
   EXPECT_EQ(enum_name(inventory::Busy::orphan_computing), "orphan_computing");
-  EXPECT_EQ(std::string(inventory::to_string(inventory::Unexplained::driver_held)), "driver_held");
+  EXPECT_EQ(std::string(enum_name(inventory::Unexplained::driver_held)), "driver_held");
 }
 
 }  // namespace

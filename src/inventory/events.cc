@@ -9,10 +9,39 @@
 #include <algorithm>
 #include <set>
 
+#include "gpu/source_words.h"
 #include "inventory/baseline_store.h"
 #include "util/units.h"
 
 namespace gpureap::inventory {
+
+std::string_view enum_name(EventKind k) {
+  switch (k) {
+    case EventKind::orphaned_memory:
+      return "orphaned_memory";
+    case EventKind::zombie_leader:
+      return "zombie_leader";
+    case EventKind::unattributed_memory:
+      return "unattributed_memory";
+    case EventKind::memory_freed:
+      return "memory_freed";
+    case EventKind::source_down:
+      return gpu::source_words::kDown;
+    case EventKind::source_up:
+      return gpu::source_words::kUp;
+    case EventKind::reap_planned:
+      return "reap_planned";
+    case EventKind::reaped:
+      return "reaped";
+    case EventKind::reap_failed:
+      return "reap_failed";
+    case EventKind::ghost_gpu:
+      return "ghost_gpu";
+    case EventKind::ghost_gpu_gone:
+      return "ghost_gpu_gone";
+  }
+  return {};
+}
 
 struct EventDetector::GpuState {
   // Announced holders still present, with their last known bytes on this GPU.
@@ -32,7 +61,7 @@ struct EventDetector::GpuState {
   std::size_t gone_zombies = 0;
   std::set<proc::ProcessId> gone_ids;  // counted once when orphaned and a zombie leader
   bool gone_unattributed = false;
-  bool down = false;   // a per-GPU nvml_down was announced
+  bool down = false;   // a per-GPU source_down was announced
   bool ghost = false;  // a ghost_gpu was announced
 };
 
@@ -332,7 +361,7 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
                   "GPU {} is no longer busy without a process (SM utilization "
                   "{}%{})",
                   view.info.id, *view.info.utilization_gpu,
-                  view.busy.kind == Busy::none ? "" : std::string(", ") + to_string(view.busy.kind))
+                  view.busy.kind == Busy::none ? "" : std::string(", ").append(enum_name(view.busy.kind)))
             : fmt::format("GPU {} no longer reports its utilization", view.info.id);
     out.push_back(std::move(e));
     st.ghost = ghost;
@@ -358,7 +387,7 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
     gone += one ? " is gone" : " are gone";
     if (cls != Unexplained::none)
       e.detail =
-          fmt::format("{}; {} still unattributed ({})", gone, format_bytes(bytes), to_string(cls));
+          fmt::format("{}; {} still unattributed ({})", gone, format_bytes(bytes), enum_name(cls));
     else if (gpu_state(view) == inventory::GpuState::free)
       e.detail = fmt::format("{}; GPU {} is back at its baseline ({} used)", gone, view.info.id,
                              format_bytes(view.used()));

@@ -34,6 +34,9 @@ enum class EventKind {
   ghost_gpu,       // a GPU became a ghost: busy with no process (Busy::ghost, evidence in detail)
   ghost_gpu_gone,  // a ghost GPU announced above is no longer busy without a process
 };
+/// Its name (util/enum_names.h): the `event` of `gpureap --json watch`, the metrics'
+/// `kind` label ("orphaned_memory", "memory_freed", ...).
+std::string_view enum_name(EventKind k);
 
 /// A holder as an event names it.
 struct EventHolder {
@@ -77,8 +80,8 @@ struct Event {
 inline constexpr std::chrono::milliseconds kUnattributedSettle{3000};
 
 /// NVML as a whole is down: it lists no GPU, or every GPU it lists failed or
-/// hung (no GPU can be read). The node-wide nvml_down/nvml_up events and the
-/// gpureap_nvml_up metric follow this one rule.
+/// hung (no GPU can be read). The node-wide source_down/source_up events and the
+/// source's up metric (gpu/source_words.h) follow this one rule.
 bool source_down(const Inventory& inv);
 
 /// Remembers what was announced per GPU and turns each new inventory into the
@@ -93,7 +96,7 @@ bool source_down(const Inventory& inv);
 ///    pending; `bytes` is what was announced and went away.
 ///  - ghost_gpu / ghost_gpu_gone: the GPU's busy class became ghost (the window
 ///    of kBusyTicks ticks is the inventory's) / stopped being one.
-///  - nvml_down / nvml_up: node-wide when NVML lists no GPU or every GPU failed
+///  - source_down / source_up: node-wide when NVML lists no GPU or every GPU failed
 ///    (one line, not one per GPU); per GPU (gpu set) otherwise.
 /// While a GPU's memory is unknown (NVML down or that GPU hung or failing) its
 /// memory state is frozen: nothing is announced or freed for it until NVML

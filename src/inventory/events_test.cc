@@ -26,7 +26,7 @@ GpuView gpu(unsigned index, std::vector<GpuHolder> holders = {}) {
 GpuView with_unexplained(GpuView v, Unexplained cls, std::uint64_t bytes) {
   v.unexplained = cls;
   v.unattributed_bytes = bytes;
-  v.unexplained_detail = std::string(to_string(cls)) + " evidence";
+  v.unexplained_detail = std::string(enum_name(cls)) + " evidence";
   v.info.memory->used += bytes;
   return v;
 }
@@ -300,7 +300,7 @@ TEST(EventDetector, AStateThatComesBackIsAnnouncedAgain) {
   EXPECT_EQ(kinds(d.observe(stuck, 7)), std::vector{EventKind::unattributed_memory});
 }
 
-TEST(EventDetector, NvmlDownAndUpNodeWide) {
+TEST(EventDetector, SourceDownAndUpNodeWide) {
   EventDetector d(0ms);
   d.observe(node({gpu(0, {user(10, 8 * kGiB, true)})}), 1);
   Inventory down;

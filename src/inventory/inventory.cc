@@ -142,7 +142,7 @@ std::string_view enum_name(Busy b) {
     case Busy::ghost:
       return "ghost";
     case Busy::outside_namespace:
-      return "outside_namespace";
+      return enum_name(Unexplained::outside_namespace);
     case Busy::orphan_computing:
       return "orphan_computing";
   }
@@ -242,26 +242,28 @@ bool GpuView::at_baseline() const {
   return info.memory->used <= baseline.bytes + freed_tolerance(info.memory->total);
 }
 
+// A state that is an Unexplained class or a Busy kind has that value's word: one
+// spelling per value.
 std::string_view enum_name(GpuState s) {
   switch (s) {
     case GpuState::not_measured:
       return "not_measured";
     case GpuState::ghost:
-      return "ghost";
+      return enum_name(Busy::ghost);
     case GpuState::free:
       return "free";
     case GpuState::held:
       return "held";
     case GpuState::releasing:
-      return "releasing";
+      return enum_name(Unexplained::releasing);
     case GpuState::driver_held:
-      return "driver_held";
+      return enum_name(Unexplained::driver_held);
     case GpuState::outside_namespace:
-      return "outside_namespace";
+      return enum_name(Unexplained::outside_namespace);
     case GpuState::unknown:
-      return "unknown";
+      return enum_name(Unexplained::unknown);
     case GpuState::no_holder:
-      return "no_holder";
+      return enum_name(Unexplained::no_holder);
   }
   return {};
 }

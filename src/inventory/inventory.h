@@ -42,10 +42,6 @@ enum class Unexplained {
 
 /// Its name (util/enum_names.h), as the reports, the wire and the metrics spell it.
 std::string_view enum_name(Unexplained u);
-inline const char* to_string(Unexplained u) {
-  const std::string_view name = enum_name(u);
-  return name.empty() ? "?" : name.data();
-}
 
 /// Ghost GPUs: a GPU whose SM utilization stays at or above kBusyThreshold while
 /// no process uses it. One busy reading is not enough (utilization is an average
@@ -65,10 +61,6 @@ enum class Busy {
 };
 /// Its name (util/enum_names.h), as the reports, the wire and the metrics spell it.
 std::string_view enum_name(Busy b);
-inline const char* to_string(Busy b) {
-  const std::string_view name = enum_name(b);
-  return name.empty() ? "?" : name.data();
-}
 
 /// Why a GPU is busy with no (live, parented) process, with the evidence.
 struct BusyWithoutProcess {
@@ -117,10 +109,6 @@ enum class GpuState {
 };
 /// Its name (util/enum_names.h), as the reports, the wire and the metrics spell it.
 std::string_view enum_name(GpuState s);
-inline const char* to_string(GpuState s) {
-  const std::string_view name = enum_name(s);
-  return name.empty() ? "?" : name.data();
-}
 GpuState gpu_state(const GpuView& view);
 
 /// Which node a look describes, as the command that took it resolved it (absolute

@@ -28,7 +28,7 @@ proc::Holder holder(pid_t pid, std::set<unsigned> minors) {
   return h;
 }
 
-TEST(BuildInventory, NvmlSaysWhichGpuAProcessUsesEvenWhenItOpensAll) {
+TEST(BuildInventory, TheSourceSaysWhichGpuAProcessUsesEvenWhenItOpensAll) {
   // CUDA opens every visible GPU's node; NVML lists each worker on its own GPU.
   gpu::GpuSnapshot snap;
   snap.gpus = {gpu_with(0, 20 * kGiB + 512 * kMiB, {{100, 20 * kGiB, gpu::ProcessKind::compute}}),
@@ -62,7 +62,7 @@ TEST(BuildInventory, UnlistedOpenerOfTheNodeCountsAsUser) {
   EXPECT_EQ(inv.gpus[0].unexplained, Unexplained::unknown);
 }
 
-TEST(BuildInventory, NvmlPidMissingFromProcIsOutsideTheNamespace) {
+TEST(BuildInventory, SourcePidMissingFromProcIsOutsideTheNamespace) {
   gpu::GpuSnapshot snap;
   snap.gpus = {gpu_with(0, 30 * kGiB, {{4242, 29 * kGiB, gpu::ProcessKind::compute}})};
   auto store = BaselineStore::in_memory();
@@ -98,7 +98,7 @@ TEST(BaselineStore, LearnsOnlyPlausibleIdleValues) {
   EXPECT_EQ(b.bytes, 600 * kMiB);
 }
 
-TEST(BuildInventory, WithoutNvmlGpusComeFromTheNodesHeld) {
+TEST(BuildInventory, WithoutTheSourceGpusComeFromTheNodesHeld) {
   gpu::GpuSnapshot snap;
   snap.state = gpu::SourceState::library_missing;
   proc::ScanResult scan;

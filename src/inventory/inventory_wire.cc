@@ -1,4 +1,5 @@
 #include "inventory/inventory_wire.h"
+#include "gpu/source_words.h"
 #include "util/enum_names.h"
 #include "gpu/nvml_wire.h"
 #include "util/wire_text.h"
@@ -164,7 +165,7 @@ json encode_view(const GpuView& v) {
   return {{"info", encode_info(v.info)},
           {"baseline", {{"bytes", v.baseline.bytes}, {"recorded", v.baseline.recorded}}},
           {"holders", holders},
-          {"nvml_unseen", unseen},
+          {gpu::source_words::kUnseen, unseen},
           {"attributed_bytes", v.attributed_bytes},
           {"unattributed_bytes", v.unattributed_bytes},
           {"unexplained", name_of(v.unexplained)},
@@ -264,7 +265,7 @@ GpuView decode_view(const json& j) {
     v.holders.push_back(GpuHolder{decode_holder(field(gh, "holder")),
                                   optional_integer<std::uint64_t>(gh, "gpu_bytes"),
                                   boolean(gh, "uses_gpu")});
-  for (const auto& p : array(j, "nvml_unseen")) v.source_unseen.push_back(gpu::process_from_wire(p));
+  for (const auto& p : array(j, gpu::source_words::kUnseen)) v.source_unseen.push_back(gpu::process_from_wire(p));
   v.attributed_bytes = integer<std::uint64_t>(j, "attributed_bytes");
   v.unattributed_bytes = integer<std::uint64_t>(j, "unattributed_bytes");
   v.unexplained = enum_of<Unexplained>(j, "unexplained");
@@ -299,8 +300,8 @@ std::string encode_inventory(const Inventory& inv) {
                          {"cmdline", text(d.cmdline)},
                          {"died_at", d.died_at}});
   json doc = {{"wire_version", kWireVersion},
-              {"nvml_state", name_of(inv.source_state)},
-              {"nvml_problem", text(inv.source_problem)},
+              {gpu::source_words::kState, name_of(inv.source_state)},
+              {gpu::source_words::kProblem, text(inv.source_problem)},
               {"driver_version", text(inv.driver_version)},
               {"host_pid_namespace", inv.host_pid_namespace},
               {"as_root", inv.as_root},
@@ -348,8 +349,8 @@ Result<Inventory> decode_inventory(std::string_view text_in) {
     json doc = json::parse(text_in.begin(), text_in.end());
     if (auto problem = wire_envelope_problem(doc, kWireVersion)) return fail(*problem);
     Inventory inv;
-    inv.source_state = enum_of<gpu::SourceState>(doc, "nvml_state");
-    inv.source_problem = string(doc, "nvml_problem");
+    inv.source_state = enum_of<gpu::SourceState>(doc, gpu::source_words::kState);
+    inv.source_problem = string(doc, gpu::source_words::kProblem);
     inv.driver_version = string(doc, "driver_version");
     inv.host_pid_namespace = boolean(doc, "host_pid_namespace");
     inv.as_root = boolean(doc, "as_root");

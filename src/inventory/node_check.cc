@@ -3,24 +3,27 @@
 #include <algorithm>
 #include <map>
 
+#include "inventory/events.h"
+
 namespace gpureap::inventory {
 
+// A finding that is a GPU state or an event has its word: one spelling per value.
 std::string_view enum_name(Finding f) {
   switch (f) {
     case Finding::orphaned_memory:
-      return "orphaned_memory";
+      return enum_name(EventKind::orphaned_memory);
     case Finding::driver_held:
-      return "driver_held";
+      return enum_name(GpuState::driver_held);
     case Finding::ghost:
-      return "ghost";
+      return enum_name(GpuState::ghost);
     case Finding::not_measured:
-      return "not_measured";
+      return enum_name(GpuState::not_measured);
     case Finding::outside_namespace:
-      return "outside_namespace";
+      return enum_name(GpuState::outside_namespace);
     case Finding::unattributed:
       return "unattributed";
     case Finding::no_holder:
-      return "no_holder";
+      return enum_name(GpuState::no_holder);
   }
   return {};
 }

@@ -84,7 +84,7 @@ TEST(NodeCheck, WhatCannotBeToldIsUnknownNeverClean) {
 // nodes /proc shows (named by minor), without memory: what they cannot tell is said once
 // (source_unusable), and an orphan there is a problem by its process, as on a GPU NVML alone
 // cannot read.
-TEST(NodeCheck, W3_13_UnusableNvmlStillJudgesTheOrphansProcShows) {
+TEST(NodeCheck, W3_13_UnusableSourceStillJudgesTheOrphansProcShows) {
   Inventory inv = tv::idle_node(3);
   inv.source_state = gpu::SourceState::init_failed;
   for (auto& v : inv.gpus) v.info.memory.reset();
@@ -106,7 +106,7 @@ TEST(NodeCheck, W3_13_UnusableNvmlStillJudgesTheOrphansProcShows) {
   EXPECT_TRUE(check_node(quiet).found.empty());
 }
 
-TEST(NodeCheck, NoGpuIsCleanWhenNvmlSaysSo) {
+TEST(NodeCheck, NoGpuIsCleanWhenTheSourceSaysSo) {
   EXPECT_EQ(check_node(Inventory{}).verdict(), Verdict::clean);
 }
 

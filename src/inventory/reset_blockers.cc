@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "gpu/source_words.h"
 #include "gpu/vendor.h"
 #include "proc/proc_parse.h"
 
@@ -19,7 +20,7 @@ std::string_view enum_name(BlockerClass c) {
     case BlockerClass::compute_elsewhere:
       return "compute_elsewhere";
     case BlockerClass::source_client:
-      return "nvml_client";
+      return gpu::source_words::kClient;
     case BlockerClass::driver_client:
       return "driver_client";
     case BlockerClass::gpureap_agent:

@@ -76,7 +76,7 @@ struct AgentSession {
 /// - a process NVML lists on the GPU or one of its MIG devices, or one holding memory
 ///   there: compute, next step `gpureap free --gpu <its devices>`;
 /// - a process with the GPU's node or a MIG capability of it open and no memory there
-///   (a holder NVML lists nowhere, an "other holder" of a GPU in MIG mode): nvml_client;
+///   (a holder NVML lists nowhere, an "other holder" of a GPU in MIG mode): source_client;
 /// - a process NVML lists on another GPU with this one's node open: compute_elsewhere,
 ///   next step `gpureap free --pid PID`;
 /// - processes with nvidiactl/nvidia-uvm only: driver_client, on every GPU;

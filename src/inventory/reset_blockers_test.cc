@@ -135,7 +135,7 @@ TEST(ResetBlockers, EveryClientOfAMigGpuIsTypedWithItsNextStep) {
 
   EXPECT_EQ(g->blockers.back().cls, BlockerClass::persistence_mode);
   EXPECT_EQ(g->blockers.back().next_step, "nvidia-smi -pm 0 -i 00000000:18:00.0");
-  // By class: compute, nvml_client..., driver_client, agent, persistence.
+  // By class: compute, source_client..., driver_client, agent, persistence.
   EXPECT_EQ(g->blockers.front().process.id.pid, 500);
 
   // The other physical GPU: only the driver client and the agent, which may hold any GPU.
@@ -218,7 +218,7 @@ TEST(ResetBlockers, TheAgentIsOneBlockerEvenWhenItsHelperIsSeen) {
   EXPECT_EQ(direct->blockers[0].known_as, "gpureap");
 }
 
-TEST(ResetBlockers, WhatCannotBeSeenIsSaidAndAnUnseenNvmlPidIsACompute) {
+TEST(ResetBlockers, WhatCannotBeSeenIsSaidAndAnUnseenSourcePidIsACompute) {
   Inventory inv = testing::idle_node(1);  // persistence mode unknown
   inv.gpus[0].source_unseen.push_back({4211, kGiB, gpu::ProcessKind::compute});
   inv.problems.push_back({77, "fd table unreadable (permission denied)"});

@@ -38,7 +38,7 @@ constexpr auto kIdTypePidfd = static_cast<idtype_t>(3);
 
 }  // namespace
 
-std::string_view to_string(OpenError kind) {
+std::string_view enum_name(OpenError kind) {
   switch (kind) {
     case OpenError::gone:
       return "gone";
@@ -51,7 +51,7 @@ std::string_view to_string(OpenError kind) {
     case OpenError::other:
       return "other";
   }
-  return "other";
+  return {};
 }
 
 Result<ProcessId> read_process_id(pid_t pid, std::string_view proc_root) {

@@ -29,7 +29,8 @@ enum class OpenError {
   other,          // anything else (EMFILE, unreadable stat, ...)
 };
 
-std::string_view to_string(OpenError kind);
+/// Its name (util/enum_names.h).
+std::string_view enum_name(OpenError kind);
 
 /// A failed open: the kind to branch on and a message for the user. Converts
 /// to Error, so `return std::unexpected(failure)` works in a Result function.

@@ -103,7 +103,7 @@ TEST(ProcessHandle, ExitedAndReapedIsGone) {
   auto h = ProcessHandle::open(*id, "/proc");
   ASSERT_FALSE(h);
   EXPECT_EQ(h.error().kind, OpenError::gone) << h.error().message;
-  EXPECT_EQ(to_string(h.error().kind), "gone");
+  EXPECT_EQ(enum_name(h.error().kind), "gone");
 }
 
 TEST(ProcessHandle, HasExitedOnceDeadEvenBeforeReaping) {

@@ -144,13 +144,13 @@ AuditTrail::AuditTrail(AuditSink& sink, AuditActor actor, AuditCaller caller, Wa
   op_ = fmt::format("{}-{}", caller_.pid, ms);
 }
 
-void AuditTrail::know_gpu(gpu::DeviceId id, std::string uuid) {
-  if (!uuid.empty()) uuids_[id] = std::move(uuid);
+void AuditTrail::know_gpu(gpu::DeviceId id, std::string uuid, std::string parent_uuid) {
+  if (!uuid.empty()) uuids_[id] = AuditGpu{id, std::move(uuid), std::move(parent_uuid)};
 }
 
 AuditGpu AuditTrail::gpu(gpu::DeviceId id) const {
   auto it = uuids_.find(id);
-  return AuditGpu{id, it == uuids_.end() ? "" : it->second};
+  return it == uuids_.end() ? AuditGpu{id, ""} : it->second;
 }
 
 AuditRecord AuditTrail::record() const {

@@ -99,6 +99,7 @@ AuditTarget describe_process(const proc::ProcessId& id, const std::string& proc_
 struct AuditGpu {
   gpu::DeviceId id;
   std::string uuid;  // "" when unknown
+  std::string parent_uuid{};  // a MIG device: its GPU's UUID ("" when unknown or a whole GPU)
   friend bool operator==(const AuditGpu&, const AuditGpu&) = default;
 };
 
@@ -159,8 +160,9 @@ class AuditTrail {
   /// Signal records written so far.
   std::size_t signals() const { return signals_; }
 
-  /// UUIDs for the GPUs records name (from the look the operation started with).
-  void know_gpu(gpu::DeviceId id, std::string uuid);
+  /// UUIDs for the GPUs records name (from the look the operation started with); a MIG
+  /// device's `parent_uuid` is its GPU's, which `gpureap log --gpu MIG-GPU-…` matches.
+  void know_gpu(gpu::DeviceId id, std::string uuid, std::string parent_uuid = "");
 
   /// Records one signal sent (or refused) to `target`.
   void signal(const AuditTarget& target, const std::vector<gpu::DeviceId>& gpus,
@@ -179,7 +181,7 @@ class AuditTrail {
   WallClock wall_clock_;
   std::string host_;
   std::string op_;
-  std::map<gpu::DeviceId, std::string> uuids_;
+  std::map<gpu::DeviceId, AuditGpu> uuids_;
   std::size_t signals_ = 0;
 };
 

@@ -5,7 +5,26 @@
 #include <algorithm>
 #include <csignal>
 
+#include "util/signal_name.h"
+
 namespace gpureap::reclaim {
+
+int signal_number(Signal s) {
+  switch (s) {
+    case Signal::sigterm:
+      return SIGTERM;
+    case Signal::sigkill:
+      return SIGKILL;
+    case Signal::none:
+      break;
+  }
+  return 0;
+}
+
+std::string signal_word(Signal s) {
+  return s == Signal::none ? "none" : signal_name(signal_number(s));
+}
+
 namespace {
 
 // Exits are waited for in slices of at most this long, so Ctrl-C is noticed promptly.

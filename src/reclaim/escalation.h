@@ -29,10 +29,14 @@ inline constexpr std::chrono::milliseconds kDefaultKillWait{5000};
 /// Rounds of signals before holders that keep appearing are left to the report.
 inline constexpr int kDefaultMaxRounds = 5;
 
-/// The signal of an action (report/names.h spells it).
+/// The signal of an action.
 enum class Signal { none, sigterm, sigkill };
+/// Its number (SIGTERM, SIGKILL; 0 for none).
+int signal_number(Signal s);
+/// Its word: "SIGTERM", "SIGKILL" (util/signal_name.h names signals), "none".
+std::string signal_word(Signal s);
 
-/// What happened to a target after an action (report/names.h spells it).
+/// What happened to a target after an action (report/names.h words it).
 enum class Outcome {
   pending,                    // not known yet (never left in a finished result)
   exited,                     // exited after this signal

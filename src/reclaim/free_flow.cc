@@ -38,7 +38,7 @@ FreeOutcome free_selection(inventory::Node& node, AuditedControl& control,
     return out;
   }
 
-  for (const auto& v : inv.gpus) control.trail().know_gpu(v.info.id, v.info.uuid);
+  for (const auto& v : inv.gpus) control.trail().know_gpu(v.info.id, v.info.uuid, v.info.parent_uuid);
   out.report = reclaim(node, control, inv, out.plan, options, steps.progress, &caller);
   const ReclaimReport& r = *out.report;
   AuditVerdict audit = AuditVerdict::freed;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "gpu/source_words.h"
+#include "inventory/events.h"
 #include "proc/process_table.h"
 #include "util/units.h"
 
@@ -21,6 +23,42 @@ const Skipped* skipped_entry(const LeftoverInput& in, const proc::ProcessId& id)
   return nullptr;
 }
 
+}  // namespace
+
+// A class that is an Unexplained class or an event has that value's word: one spelling
+// per value.
+std::string_view enum_name(LeftoverClass c) {
+  switch (c) {
+    case LeftoverClass::not_selected:
+      return "not_selected";
+    case LeftoverClass::not_permitted:
+      return "not_permitted";
+    case LeftoverClass::protected_process:
+      return "protected";
+    case LeftoverClass::zombie_leader:
+      return enum_name(inventory::EventKind::zombie_leader);
+    case LeftoverClass::exiting_in_driver:
+      return "exiting_in_driver";
+    case LeftoverClass::live_holder:
+      return "live_holder";
+    case LeftoverClass::outside_namespace:
+      return enum_name(inventory::Unexplained::outside_namespace);
+    case LeftoverClass::still_releasing:
+      return "still_releasing";
+    case LeftoverClass::driver_held:
+      return enum_name(inventory::Unexplained::driver_held);
+    case LeftoverClass::ghost_gpu:
+      return enum_name(inventory::EventKind::ghost_gpu);
+    case LeftoverClass::unknown:
+      return enum_name(inventory::Unexplained::unknown);
+    case LeftoverClass::source_failed:
+      return gpu::source_words::kFailed;
+  }
+  return {};
+}
+
+std::string_view enum_name(SkipKind k) { return enum_name(class_of(k)); }
+
 LeftoverClass class_of(SkipKind k) {
   switch (k) {
     case SkipKind::protected_process:
@@ -32,6 +70,8 @@ LeftoverClass class_of(SkipKind k) {
   }
   return LeftoverClass::not_selected;
 }
+
+namespace {
 
 // A holder the selection left alone: why, and how to include it.
 void classify_skipped(Leftover& l, const Skipped& s, pid_t pid) {
@@ -103,7 +143,8 @@ Leftover classify_unexplained(const LeftoverInput& in) {
                     gpu::device_text(gpu) +
                     " --yes`, checks preconditions first) or a reboot frees it";
       break;
-    default:
+    case inventory::Unexplained::none:  // memory above the threshold, yet nothing unexplained
+    case inventory::Unexplained::unknown:
       l.cls = LeftoverClass::unknown;
       l.next_step = "inspect with `gpureap status --gpu " + gpu::device_text(gpu) + "`";
   }

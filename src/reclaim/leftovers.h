@@ -11,7 +11,7 @@
 
 namespace gpureap::reclaim {
 
-/// Why a GPU still holds memory (report/names.h spells it; docs/json-schema.md).
+/// Why a GPU still holds memory (enum_name spells it; docs/json-schema.md).
 enum class LeftoverClass {
   not_selected,       // a holder the selection left alone
   not_permitted,      // another user's holder, without root
@@ -26,6 +26,13 @@ enum class LeftoverClass {
   unknown,
   source_failed,  // NVML cannot read the GPU: freed cannot be proven
 };
+
+/// Its name (util/enum_names.h): "driver_held", "live_holder", ... (docs/json-schema.md).
+std::string_view enum_name(LeftoverClass c);
+/// The class a skipped holder leaves its GPU in.
+LeftoverClass class_of(SkipKind k);
+/// A skipped holder's class as named: "protected", "not_permitted", "not_selected".
+std::string_view enum_name(SkipKind k);
 
 struct Leftover {
   gpu::DeviceId gpu;

@@ -60,7 +60,7 @@ TEST(MakePlan, TargetsHoldersAndTheirDescendants) {
   EXPECT_NE(plan.targets[1].why.find("descendant of 100"), std::string::npos);
 }
 
-TEST(MakePlan, MemoryNvmlDoesNotReportIsUnknownNotZero) {
+TEST(MakePlan, MemoryTheSourceDoesNotReportIsUnknownNotZero) {
   Selection sel;
   sel.gpus = gpu::devs({0});
   auto unknown = user(100, "python3");

@@ -338,7 +338,7 @@ TEST(Reclaim, InterruptDuringTheReleaseWaitStopsAndReports) {
   EXPECT_LT(r.seconds, 1.1);
 }
 
-TEST(Reclaim, NvmlFailingMidRunIsReportedNotFreed) {
+TEST(Reclaim, SourceFailingMidRunIsReportedNotFreed) {
   TestMachine m;
   FakeProc p = holder(3000600);
   p.release_after = 2s;

@@ -9,6 +9,7 @@
 
 #include "report/terminal_text.h"
 #include "util/enum_names.h"
+#include "util/signal_name.h"
 #include "util/units.h"
 #include "util/wire_text.h"
 
@@ -36,12 +37,14 @@ std::string text_back(const json& j, const char* key) {
   return v.is_null() ? std::string() : text_from_wire(v);
 }
 
-// A MIG device adds its instance ids ("gi", "ci"); a whole GPU's record has neither.
+// A MIG device adds its instance ids ("gi", "ci") and its GPU's UUID ("gpu_uuid", null
+// when unknown); a whole GPU's record has none of them.
 ordered gpu_json(const reclaim::AuditGpu& g) {
   ordered out{{"index", g.id.index}, {"uuid", text_or_null(g.uuid)}};
   if (g.id.mig()) {
     out["gi"] = *g.id.gi;
     out["ci"] = g.id.ci ? ordered(*g.id.ci) : ordered(nullptr);
+    out["gpu_uuid"] = text_or_null(g.parent_uuid);
   }
   return out;
 }
@@ -51,7 +54,9 @@ reclaim::AuditGpu gpu_back(const json& j) {
     id.gi = wire_integer<unsigned>(j, "gi");
     id.ci = wire_optional_integer<unsigned>(j, "ci");
   }
-  return reclaim::AuditGpu{id, text_back(j, "uuid")};
+  // Records written before "gpu_uuid" was recorded lack it: unknown.
+  return reclaim::AuditGpu{id, text_back(j, "uuid"),
+                           j.contains("gpu_uuid") ? text_back(j, "gpu_uuid") : std::string()};
 }
 
 template <typename E>
@@ -144,20 +149,6 @@ std::string verdict_text(const VerdictRecord& v) {
 }  // namespace audit_format
 
 namespace af = audit_format;
-
-std::string signal_name(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  return abbrev ? std::string("SIG") + abbrev : fmt::format("signal {}", sig);
-}
-
-std::optional<int> signal_number(std::string_view name) {
-  if (name.starts_with("SIG")) name.remove_prefix(3);
-  for (int sig = 1; sig < NSIG; ++sig) {
-    const char* abbrev = ::sigabbrev_np(sig);
-    if (abbrev && name == abbrev) return sig;
-  }
-  return std::nullopt;
-}
 
 std::string audit_line(const reclaim::AuditRecord& r) {
   const auto& c = r.caller;

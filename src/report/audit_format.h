@@ -22,11 +22,6 @@ namespace gpureap::report {
 /// still read (their host, no command line, no verdict).
 inline constexpr int kAuditSchemaVersion = 2;
 
-/// "SIGTERM", "SIGKILL", "SIGCONT", ...; "signal N" for a number with no name.
-std::string signal_name(int sig);
-/// The number of "SIGTERM" (or "TERM"); nullopt for a name there is no signal for.
-std::optional<int> signal_number(std::string_view name);
-
 /// One record as one JSON line, ending in '\n'. Never throws on process text.
 std::string audit_line(const reclaim::AuditRecord& record);
 

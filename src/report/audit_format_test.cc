@@ -294,15 +294,6 @@ TEST_F(AuditLine, W4_10_TheTableShowsVerdictInstanceAndCommand) {
   EXPECT_EQ(alive.find(" live ") + 1, header.find("VERDICT")) << header << "\n" << alive;
 }
 
-TEST(AuditFormat, SignalsAreNamedAsTheKernelNamesThem) {
-  EXPECT_EQ(signal_name(SIGTERM), "SIGTERM");
-  EXPECT_EQ(signal_name(SIGKILL), "SIGKILL");
-  EXPECT_EQ(signal_name(SIGCONT), "SIGCONT");
-  EXPECT_EQ(signal_number("SIGCONT"), SIGCONT);
-  EXPECT_EQ(signal_number("KILL"), SIGKILL);
-  EXPECT_FALSE(signal_number("SIGFOO"));
-}
-
 bool has(const std::vector<std::string>& fields, const std::string& field) {
   return std::find(fields.begin(), fields.end(), field) != fields.end();
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "gpu/source_words.h"
 #include "gpu/gpu_select.h"
 #include "gpu/vendor.h"
 #include "inventory/release_model.h"
@@ -12,6 +13,7 @@
 #include "report/instance_text.h"
 #include "report/json.h"
 #include "report/names.h"
+#include "reclaim/leftovers.h"
 #include "report/status_table.h"
 #include "report/table_layout.h"
 #include "report/terminal_text.h"
@@ -205,7 +207,7 @@ nlohmann::ordered_json plan_json(const reclaim::Plan& plan) {
                        {"comm", s.comm},
                        {"gpus", s.gpus},
                        {"gpu_bytes", s.gpu_bytes},
-                       {"class", std::string(to_string(s.kind))},
+                       {"class", std::string(enum_name(s.kind))},
                        {"reason", s.reason}});
   nlohmann::ordered_json instances = nlohmann::ordered_json::array();
   for (const auto& in : plan.instances) instances.push_back(instance_json(in));
@@ -260,7 +262,7 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
           a.exited_at ? fmt::format("{} at +{:.3f}s", outcome_text(a), *a.exited_at)
                       : outcome_text(a);
       out +=
-          fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {} -> {}\n", a.sent_at, to_string(a.signal),
+          fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {} -> {}\n", a.sent_at, reclaim::signal_word(a.signal),
                       a.id.pid, terminal_text(a.comm), a.id.start_time,
                       a.via.empty() ? "-" : terminal_text(a.via), terminal_text(outcome));
     }
@@ -297,7 +299,7 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
     }
     for (const auto& l : r.leftovers) {
       if (l.gpu != g.gpu) continue;
-      out += style.red(fmt::format("    [{}]", to_string(l.cls)));
+      out += style.red(fmt::format("    [{}]", enum_name(l.cls)));
       out += l.pids.empty() ? "\n" : fmt::format(" pid {}\n", fmt::join(l.pids, ","));
       for (const auto& e : l.evidence) out += fmt::format("      {}\n", terminal_text(e));
       out += fmt::format("      next: {}\n", terminal_text(l.next_step));
@@ -353,7 +355,7 @@ nlohmann::ordered_json release_phases_json(const reclaim::GpuRelease& g) { retur
 
 nlohmann::ordered_json leftover_json(const reclaim::Leftover& l) {
   return {{"gpu", l.gpu},
-          {"class", std::string(to_string(l.cls))},
+          {"class", std::string(enum_name(l.cls))},
           {"pids", l.pids},
           {"evidence", l.evidence},
           {"next_step", l.next_step}};
@@ -370,7 +372,7 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
     actions.push_back({{"pid", a.id.pid},
                        {"start_time", a.id.start_time},
                        {"comm", a.comm},
-                       {"signal", std::string(to_string(a.signal))},
+                       {"signal", reclaim::signal_word(a.signal)},
                        {"via", a.via},
                        {"sent_at_seconds", seconds_value(a.sent_at)},
                        {"exited_at_seconds", seconds_json(a.exited_at)},
@@ -421,7 +423,7 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
           {"notes", r.notes},
           {"settled_seconds", seconds_value(r.settled_seconds)},
           {"interrupted", r.interrupted},
-          {"nvml_error", r.source_error.empty() ? nlohmann::ordered_json(nullptr)
+          {gpu::source_words::kError, r.source_error.empty() ? nlohmann::ordered_json(nullptr)
                                               : nlohmann::ordered_json(r.source_error)},
           {"warnings", warnings},
           {"seconds", seconds_value(r.seconds)}};
@@ -431,7 +433,7 @@ std::string free_record(const reclaim::ReclaimReport& r) {
   // Plain concatenation: whatever made the full report fail must not fail here.
   std::string out = "gpureap free record:\n";
   for (const auto& a : r.actions)
-    out += "  " + std::string(to_string(a.signal)) + " pid " + std::to_string(a.id.pid) + " start " +
+    out += "  " + reclaim::signal_word(a.signal) + " pid " + std::to_string(a.id.pid) + " start " +
            std::to_string(a.id.start_time) +  " -> " + terminal_text(outcome_text(a)) + "\n";
   for (const auto& g : r.gpus)
     out += "  GPU " + gpu::device_text(g.gpu) + " " +

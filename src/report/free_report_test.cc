@@ -242,7 +242,7 @@ TEST(FreeText, ResetOutputKeepsItsLinesW2_19) {
       << out;
 }
 
-TEST(FreeText, EachGpuNvmlLostWhileVerifyingHasItsOwnLine) {
+TEST(FreeText, EachGpuTheSourceLostWhileVerifyingHasItsOwnLine) {
   reclaim::ReclaimReport r;
   for (unsigned i = 0; i < 3; ++i) {
     reclaim::GpuRelease g;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "gpu/source_words.h"
 #include "gpu/vendor.h"
 #include "proc/lineage.h"
 #include "report/device_json.h"
@@ -212,11 +213,11 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
     unseen.push_back({{"pid", p.pid}, {"gpu_bytes", optional_json(p.used_bytes)}});
   nlohmann::ordered_json unexplained = nullptr;
   if (view.unexplained != inventory::Unexplained::none)
-    unexplained = {{"class", inventory::to_string(view.unexplained)},
+    unexplained = {{"class", enum_name(view.unexplained)},
                    {"detail", view.unexplained_detail}};
   nlohmann::ordered_json busy = nullptr;
   if (view.busy.kind != inventory::Busy::none)
-    busy = {{"class", inventory::to_string(view.busy.kind)},
+    busy = {{"class", enum_name(view.busy.kind)},
             {"samples", view.busy.samples},
             {"threshold_percent", inventory::kBusyThreshold},
             {"detail", view.busy.detail}};
@@ -236,7 +237,7 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
                                        : "query_failed"},
         {"problem", info.problem.empty() ? nlohmann::ordered_json(nullptr)
                                          : nlohmann::ordered_json(info.problem)}}},
-      {"state", inventory::to_string(inventory::gpu_state(view))},
+      {"state", enum_name(inventory::gpu_state(view))},
       {"memory", memory},
       {"attributed_bytes", view.attributed_bytes},
       {"orphaned_bytes", view.orphaned_bytes()},
@@ -251,7 +252,7 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
                                       : nlohmann::ordered_json(nullptr)}}},
       {"busy_without_process", busy},
       {"holders", holders},
-      {"nvml_unseen", unseen},
+      {gpu::source_words::kUnseen, unseen},
   };
 }
 

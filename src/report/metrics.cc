@@ -18,10 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/source_words.h"
 #include "gpu/mig.h"
 #include "gpu/vendor.h"
 #include "inventory/events.h"
-#include "report/names.h"
 #include "report/terminal_text.h"
 #include "util/enum_names.h"
 
@@ -212,7 +212,7 @@ void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder
            "0 when not the GPU's.");
   each_with_memory([&](const auto& g, const auto&) {
     for (auto c : unattributed_classes())
-      x.sample(with(gpu_labels(inv, g), "class", inventory::to_string(c)),
+      x.sample(with(gpu_labels(inv, g), "class", std::string(enum_name(c))),
                g.unexplained == c ? g.unattributed_bytes : 0);
   });
 
@@ -325,9 +325,11 @@ void render_agent(Exposition& x, const AgentCounters& c) {
   x.family("gpureap_events_total", "counter",
            "Events the agent announced, by kind (every kind always present).");
   std::map<std::string, std::uint64_t> events;
-  // Every event kind has its series from the start (report::event_kinds).
-  for (auto kind : event_kinds()) events[to_string(kind)] = 0;
-  for (const auto& [kind, n] : c.events) events[kind] = n;
+  // Every event kind has its series from the start, in the order of its word.
+  for (auto kind : enum_values<inventory::EventKind>()) {
+    const auto n = c.events.find(kind);
+    events[std::string(enum_name(kind))] = n == c.events.end() ? 0 : n->second;
+  }
   for (const auto& [kind, n] : events) x.sample({{"kind", kind}}, n);
 
   x.family("gpureap_events_dropped_total", "counter",
@@ -391,7 +393,7 @@ std::string render_metrics(const MetricsInput& input) {
   x.family("gpureap_build_info", "gauge", "Always 1: the gpureap version, as a label.");
   x.sample({{"version", input.version}}, 1);
 
-  x.family("gpureap_nvml_up", "gauge",
+  x.family(gpu::source_words::kUpMetric, "gauge",
            "1 when NVML answers for at least one GPU (a GPU failing alone shows in "
            "gpureap_gpu_up); 0 when NVML is missing, failed or hung as a whole, or no GPU can "
            "be read (byte series are then absent, the /proc view remains).");

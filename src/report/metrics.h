@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "inventory/events.h"
 #include "inventory/inventory.h"
 
 namespace gpureap::report {
@@ -41,7 +42,7 @@ struct AgentCounters {
   std::map<std::string, Histogram> release_seconds;  // releases observed, by phase
   std::map<std::string, std::uint64_t> frees;     // result ("freed", "held", "nothing") -> count
   std::optional<double> last_free_timestamp;      // wall clock seconds
-  std::map<std::string, std::uint64_t> events;    // event kind word -> count
+  std::map<inventory::EventKind, std::uint64_t> events;  // event kind -> count
   std::uint64_t events_dropped = 0;               // not written: stdout was not taking them
   std::uint64_t full_scans = 0;
   std::uint64_t incremental_scans = 0;

@@ -104,7 +104,7 @@ AgentCounters counters() {
   c.free_duration.observe(4);
   c.frees["freed"] = 2;
   c.last_free_timestamp = 1754000000.5;
-  c.events["orphaned_memory"] = 3;
+  c.events[inventory::EventKind::orphaned_memory] = 3;
   c.full_scans = 2;
   c.incremental_scans = 57;
   return c;

@@ -6,8 +6,9 @@
 
 #include <algorithm>
 
+#include "gpu/source_words.h"
 #include "report/device_json.h"
-#include "report/names.h"
+#include "reclaim/leftovers.h"
 #include "report/free_report.h"
 #include "report/json.h"
 #include "report/terminal_text.h"
@@ -43,7 +44,7 @@ std::string run_problems_text(const supervise::RunOutcome& out) {
     text += run_line(fmt::format(
         "GPU {} memory still held after the teardown: {} used, free means at most {} [{}]", l.gpu,
         g && g->used ? format_bytes(*g->used) : "?", g ? format_bytes(g->threshold) : "?",
-        to_string(l.cls)));
+        enum_name(l.cls)));
     for (const auto& e : l.evidence) text += "    " + terminal_text(e) + "\n";
     if (!l.next_step.empty()) text += "    next: " + terminal_text(l.next_step) + "\n";
   }
@@ -122,7 +123,7 @@ nlohmann::ordered_json run_json(const std::vector<std::string>& argv,
           {"memory_verified", !out.memory_unverified()},
           {"memory_released", out.memory_released()},
           {"unverified", out.memory_unverified() ? J(unverified) : J(nullptr)},
-          {"nvml_problem", out.source_problem.empty() ? J(nullptr) : J(out.source_problem)},
+          {gpu::source_words::kProblem, out.source_problem.empty() ? J(nullptr) : J(out.source_problem)},
           {"warnings", out.warnings},
           {"seconds", seconds_value(out.seconds)}};
 }

@@ -6,7 +6,7 @@
 #include "gpu/gpu_select.h"
 #include "report/free_report.h"
 #include "report/json.h"
-#include "report/names.h"
+#include "reclaim/leftovers.h"
 #include "report/terminal_text.h"
 #include "util/units.h"
 
@@ -23,7 +23,7 @@ std::string pid_list(const std::vector<pid_t>& pids) {
 
 std::string classes_text(const std::vector<reclaim::LeftoverClass>& classes) {
   std::string s;
-  for (auto c : classes) s += (s.empty() ? "" : "+") + std::string(to_string(c));
+  for (auto c : classes) s += (s.empty() ? "" : "+") + std::string(enum_name(c));
   return s.empty() ? "unknown" : s;
 }
 
@@ -40,7 +40,7 @@ nlohmann::ordered_json held_json(const std::vector<cluster::HeldGpu>& held) {
   auto out = nlohmann::ordered_json::array();
   for (const auto& h : held) {
     auto classes = nlohmann::ordered_json::array();
-    for (auto c : h.classes) classes.push_back(std::string(to_string(c)));
+    for (auto c : h.classes) classes.push_back(std::string(enum_name(c)));
     out.push_back({{"gpu", h.gpu}, {"bytes", h.bytes}, {"classes", classes}, {"pids", h.pids}});
   }
   return out;
@@ -48,7 +48,7 @@ nlohmann::ordered_json held_json(const std::vector<cluster::HeldGpu>& held) {
 
 nlohmann::ordered_json node_json(const NodeOutcome& n) {
   return {{"name", n.node},
-          {"action", std::string(to_string(n.step))},
+          {"action", std::string(enum_name(n.step))},
           {"reason",
            n.reason.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(n.reason)},
           {"error",
@@ -96,7 +96,7 @@ std::string warning_lines(const std::vector<std::string>& warnings) {
 
 }  // namespace
 
-std::string_view to_string(NodeStep s) {
+std::string_view enum_name(NodeStep s) {
   switch (s) {
     case NodeStep::none:
       return "none";
@@ -109,9 +109,9 @@ std::string_view to_string(NodeStep s) {
     case NodeStep::kept_drained:
       return "kept_drained";
     case NodeStep::left_alone:
-      break;
+      return "left_alone";
   }
-  return "left_alone";
+  return {};
 }
 
 std::string drain_reason(const std::vector<cluster::HeldGpu>& held, std::string_view error,

@@ -33,8 +33,8 @@ struct NodeOutcome {
   std::string error;   // scontrol failed: its words
 };
 
-/// "drained", "kept_drained", ...
-std::string_view to_string(NodeStep s);
+/// Its name (util/enum_names.h): "drained", "kept_drained", ...
+std::string_view enum_name(NodeStep s);
 
 /// The drain reason: "gpureap: GPU 1 driver_held 12.0 GiB (after job 42)"; several GPUs
 /// joined by "; ", classes of one GPU by "+", pids named ("pids 123,456"). With `error`

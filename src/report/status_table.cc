@@ -280,7 +280,7 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
     if (view.unexplained != inventory::Unexplained::none) {
       out += style.red(fmt::format("  ! {} not explained by any visible process [{}]\n",
                                    format_bytes(view.unattributed_bytes),
-                                   inventory::to_string(view.unexplained)));
+                                   enum_name(view.unexplained)));
       out += fmt::format("    {}\n", terminal_text(view.unexplained_detail));
       if (view.unexplained == inventory::Unexplained::driver_held) stuck_gpus.insert(view.info.id);
     }
@@ -289,7 +289,7 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
       std::string line =
           fmt::format("  ! busy with no {}process [{}]\n",
                       view.busy.kind == inventory::Busy::orphan_computing ? "live " : "",
-                      inventory::to_string(view.busy.kind));
+                      enum_name(view.busy.kind));
       out += ghost ? style.red(line) : style.yellow(line);
       out += fmt::format("    {}\n", terminal_text(view.busy.detail));
     }

@@ -23,7 +23,7 @@ std::string gpus_not_free_text(const supervise::FreeWaitResult& r);
 /// "GPU 0,1 free after 12 ms" (without a newline).
 std::string wait_free_text(const supervise::FreeWaitResult& r);
 
-/// Why the wait could not measure (status nvml_failed), escaped: the GPUs NVML cannot
+/// Why the wait could not measure (status LeftoverClass::source_failed), escaped: the GPUs NVML cannot
 /// read, one line each when several (report::gpu_problems_text), else the message.
 std::string wait_failure_text(const supervise::FreeWaitResult& r);
 

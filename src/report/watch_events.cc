@@ -12,7 +12,7 @@
 #include "report/device_json.h"
 #include "report/instance_text.h"
 #include "report/json.h"
-#include "report/names.h"
+#include "inventory/events.h"
 #include "report/terminal_text.h"
 #include "report/watch_service.h"
 #include "util/units.h"
@@ -133,7 +133,7 @@ std::string describe(const Event& e, const Style& style) {
                              : detail;
       return fmt::format("{} {} [{}] — {}", format_bytes(e.bytes),
                          style.red("not explained by any visible process"),
-                         inventory::to_string(e.unexplained), text);
+                         enum_name(e.unexplained), text);
     }
     case EventKind::memory_freed:
       return fmt::format("{} {} — {}", format_bytes(e.bytes), style.green("freed"), detail);
@@ -213,7 +213,7 @@ std::string watch_event_json(const Event& e) {
                        {"gpu_bytes", or_null(h.gpu_bytes)},
                        {"container", h.container.empty() ? nlohmann::ordered_json(nullptr)
                                                          : nlohmann::ordered_json(h.container)}});
-  nlohmann::ordered_json doc = event_head(to_string(e.kind), level_name(event_level(e.kind)), e.time);
+  nlohmann::ordered_json doc = event_head(enum_name(e.kind), level_name(event_level(e.kind)), e.time);
   const nlohmann::ordered_json fields = {
       {"gpu", or_null(e.gpu)},
       {"gpus", e.gpus.empty() && e.gpu ? std::vector<gpu::DeviceId>{*e.gpu} : e.gpus},
@@ -229,7 +229,7 @@ std::string watch_event_json(const Event& e) {
                      {"died_at", seconds_value(e.parent->died_at)}};  // as instances' died_at
   doc["instance"] = e.instance ? instance_json(*e.instance) : nlohmann::ordered_json(nullptr);
   doc["class"] = e.kind == EventKind::unattributed_memory
-                     ? nlohmann::ordered_json(inventory::to_string(e.unexplained))
+                     ? nlohmann::ordered_json(enum_name(e.unexplained))
                      : nlohmann::ordered_json(nullptr);
   doc["detail"] = e.detail;
   return json_line(doc);

@@ -6,7 +6,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
-#include "report/names.h"
+#include "util/enum_names.h"
 #include "util/host_name.h"
 #include "util/units.h"
 #include "gpu/test_devices.h"
@@ -326,8 +326,11 @@ TEST(EventKindNames, EveryKindHasAWord) {
                                                    {K::source_up, "nvml_up"},
                                                    {K::reap_planned, "reap_planned"},
                                                    {K::reaped, "reaped"},
-                                                   {K::reap_failed, "reap_failed"}})
-    EXPECT_EQ(to_string(k), word);
+                                                   {K::reap_failed, "reap_failed"},
+                                                   {K::ghost_gpu, "ghost_gpu"},
+                                                   {K::ghost_gpu_gone, "ghost_gpu_gone"}})
+    EXPECT_EQ(enum_name(k), word);
+  EXPECT_EQ(enum_values<EventKind>().size(), 11u) << "every kind, the metrics' series among them";
 }
 
 }  // namespace

@@ -5,8 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "gpu/source_words.h"
 #include "report/json.h"
-#include "report/names.h"
+#include "inventory/events.h"
 #include "report/terminal_text.h"
 #include "util/time_text.h"
 #include "util/units.h"
@@ -201,7 +202,7 @@ std::string watch_source_line(double time, const SourceNotice& n, const Style& s
 }
 
 std::string watch_source_json(double time, const SourceNotice& n) {
-  ordered_json doc = head(n.yielded ? "nvml_yielded" : "nvml_resumed", Level::notice, time);
+  ordered_json doc = head(n.yielded ? gpu::source_words::kYielded : gpu::source_words::kResumed, Level::notice, time);
   doc["by"] = n.by;
   if (n.yielded)
     doc["until"] = n.until;
@@ -239,7 +240,7 @@ std::string watch_service_status(const inventory::Inventory& inv,
                           : fmt::format("{} orphaned holder{} ({})", orphans.size(),
                                         orphans.size() == 1 ? "" : "s", format_bytes(bytes));
   if (last_event) {
-    text += fmt::format("; last event: {}", to_string(last_event->kind));
+    text += fmt::format("; last event: {}", enum_name(last_event->kind));
     if (last_event->gpu) text += fmt::format(" on GPU {}", *last_event->gpu);
     text += " at " + stamp(last_event->time);
   } else {

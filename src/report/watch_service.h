@@ -92,7 +92,7 @@ struct SourceNotice {
   std::string note;
 };
 std::string watch_source_line(double time, const SourceNotice& n, const Style& style);
-/// {"schema_version":2,"event":"nvml_yielded"|"nvml_resumed","level":"notice",
+/// {"schema_version":2,"event":<source_words::kYielded>|<kResumed>,"level":"notice",
 /// <time>,"by":…,"until":T (yielded) | "note":… (resumed)}.
 std::string watch_source_json(double time, const SourceNotice& n);
 

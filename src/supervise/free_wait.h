@@ -41,7 +41,7 @@ struct FreeWaitResult {
   std::vector<std::string> warnings;
   /// The selected GPUs: threshold (baseline + below), latest `used`, `freed_at` (seconds
   /// from the start) once seen free; one NVML cannot read has `measured` false (at the
-  /// start) or a `problem` (while waiting), and the status is nvml_failed.
+  /// start) or a `problem` (while waiting), and the status is LeftoverClass::source_failed.
   std::vector<reclaim::GpuRelease> gpus;
   /// Selected GPUs that are ghosts (inventory::Busy::ghost: busy with no process),
   /// index -> the evidence: never free, whatever their memory says, since a new job

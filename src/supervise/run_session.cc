@@ -11,6 +11,7 @@
 #include "supervise/run_cgroup.h"
 #include "proc/run_id.h"
 #include "util/clock.h"
+#include "util/signal_name.h"
 #include "util/units.h"
 
 extern char** environ;
@@ -24,28 +25,6 @@ namespace {
 // The first GPU sample comes this long after the start: a command that ends
 // sooner never makes gpureap load NVML.
 constexpr std::chrono::milliseconds kFirstSample{250};
-
-std::string signal_name(int sig) {
-  switch (sig) {
-    case SIGINT:
-      return "SIGINT";
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGHUP:
-      return "SIGHUP";
-    case SIGQUIT:
-      return "SIGQUIT";
-    case SIGUSR1:
-      return "SIGUSR1";
-    case SIGUSR2:
-      return "SIGUSR2";
-    case SIGWINCH:
-      return "SIGWINCH";
-    case SIGKILL:
-      return "SIGKILL";
-  }
-  return "signal " + std::to_string(sig);
-}
 
 std::string describe_status(int wait_status) {
   int code = exit_code_of(wait_status);
