@@ -123,10 +123,11 @@ std::string pid_list(const std::vector<pid_t>& pids) {
   return out;
 }
 
-// The members of a plan's instance that share one lineage verdict, said once (issue
-// 37): the largest such group of two or more GPU holders of each instance worth a line.
-// Every other target (a member whose verdict differs, a launcher, a descendant, a
-// process of no instance) is an exception, listed with its own why.
+// The orphaned members of a plan's instance that share one lineage (verdict, evidence,
+// reason), said once (issue 37): the largest such group of two or more GPU holders of
+// each instance worth a line. Every other target (a live or detached member, one whose
+// evidence differs, a launcher, a descendant, a process of no instance) is an
+// exception, listed with its own why.
 struct TargetGroup {
   std::string instance;
   std::vector<std::size_t> targets;  // indices into plan.targets
@@ -139,7 +140,10 @@ std::vector<TargetGroup> target_groups(const reclaim::Plan& plan) {
     std::vector<std::pair<reclaim::TargetLineage, std::vector<std::size_t>>> by_lineage;
     for (std::size_t i = 0; i < plan.targets.size(); ++i) {
       const auto& t = plan.targets[i];
-      if (t.instance != in.key || !t.lineage || t.gpus.empty()) continue;
+      // Orphans only: a live or detached member is an exception a person must see.
+      if (t.instance != in.key || !t.lineage || t.gpus.empty() ||
+          t.lineage->verdict != reclaim::LineageVerdict::orphaned)
+        continue;
       auto it = std::find_if(by_lineage.begin(), by_lineage.end(),
                              [&](const auto& g) { return g.first == *t.lineage; });
       if (it == by_lineage.end()) it = by_lineage.insert(by_lineage.end(), {*t.lineage, {}});
