@@ -392,7 +392,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   std::string rendered;
   try {
     rendered = global.json ? report::document_text(report::free_json(plan, result, false, inv.warnings))
-                           : report::free_text(result, style, &plan);
+                           : report::free_text(result, style, &plan, width);
   } catch (const std::exception& e) {
     print_err("gpureap free: the report could not be rendered (" + report::terminal_text(e.what()) +
               "); a plain record of what was done follows\n");

@@ -220,13 +220,13 @@ std::vector<Event> EventDetector::observe(const Inventory& inv, double now,
   for (const auto& e : out)
     if (e.kind == EventKind::orphaned_memory && e.instance)
       announced_instances_[e.instance->key] = *e.instance;
-  return freed_by_instance(std::move(out));
+  return freed_by_instance(std::move(out), now);
 }
 
 // One memory_freed per instance (issue 37): its GPUs' events of this look and of looks
 // before, said once none of its GPUs has holders of it gone and still releasing (a
 // release settles or is announced unattributed: either ends the wait).
-std::vector<Event> EventDetector::freed_by_instance(std::vector<Event> events) {
+std::vector<Event> EventDetector::freed_by_instance(std::vector<Event> events, double now) {
   std::vector<Event> out;
   for (auto& e : events) {
     if (e.kind != EventKind::memory_freed || !e.instance) {
@@ -235,6 +235,7 @@ std::vector<Event> EventDetector::freed_by_instance(std::vector<Event> events) {
     }
     auto& sum = instance_freed_[e.instance->key];
     if (sum.event.gpus.empty()) {
+      sum.first = now;
       sum.event = std::move(e);
       continue;
     }
@@ -245,6 +246,7 @@ std::vector<Event> EventDetector::freed_by_instance(std::vector<Event> events) {
     gpu::normalize(sum.event.gpus);
     sum.event.bytes += e.bytes;
   }
+  // A GPU with members of `key` gone and still releasing; one with members still there.
   auto releasing = [&](const std::string& key) {
     for (const auto& [uuid, st] : gpus_)
       if (st->gone)
@@ -253,9 +255,19 @@ std::vector<Event> EventDetector::freed_by_instance(std::vector<Event> events) {
             return true;
     return false;
   };
+  auto members_left = [&](const std::string& key) {
+    for (const auto& [uuid, st] : gpus_)
+      for (const auto* announced : {&st->orphans, &st->zombies})
+        for (const auto& [id, bytes] : *announced)
+          if (auto it = st->instance_of.find(id); it != st->instance_of.end() && it->second == key)
+            return true;
+    return false;
+  };
   for (auto it = instance_freed_.begin(); it != instance_freed_.end();) {
     auto& [key, sum] = *it;
-    if (sum.event.gpus.empty() || releasing(key)) {
+    const bool left = members_left(key);
+    if (sum.event.gpus.empty() || releasing(key) ||
+        (left && now - sum.first < kInstanceFreedWait)) {
       ++it;
       continue;
     }
@@ -268,7 +280,7 @@ std::vector<Event> EventDetector::freed_by_instance(std::vector<Event> events) {
                                          sum.rest.size(), sum.rest.size() == 1 ? "is" : "are",
                                          fmt::join(sum.rest, "; ")));
     out.push_back(std::move(sum.event));
-    announced_instances_.erase(key);
+    if (!left) announced_instances_.erase(key);  // its members still there keep its name
     it = instance_freed_.erase(it);
   }
   return out;

@@ -175,9 +175,14 @@ std::string group_line(const reclaim::Plan& plan, const TargetGroup& g) {
   const auto& l = *plan.targets[g.targets.front()].lineage;
   std::string verdict(enum_name(l.verdict));
   if (!l.provenance.empty()) verdict += ", " + l.provenance;
-  return fmt::format("{} processes (pid {}) on GPU {}, {}: {}{}", pids.size(), pid_list(pids),
-                     gpu::device_list(gpus), format_bytes(bytes), verdict,
-                     l.reason.empty() ? "" : ": " + terminal_text(l.reason));
+  const std::string why = verdict + (l.reason.empty() ? "" : ": " + terminal_text(l.reason));
+  const auto in = std::find_if(plan.instances.begin(), plan.instances.end(),
+                               [&](const inventory::Instance& i) { return i.key == g.instance; });
+  // Its heading above says the GPUs and the bytes of all of them.
+  if (in != plan.instances.end() && in->members.size() == pids.size())
+    return fmt::format("all {} (pid {}): {}", pids.size(), pid_list(pids), why);
+  return fmt::format("{} processes (pid {}) on GPU {}, {}: {}", pids.size(), pid_list(pids),
+                     gpu::device_list(gpus), format_bytes(bytes), why);
 }
 
 std::string plan_lines(const reclaim::Plan& plan, const Style& style,
@@ -303,8 +308,10 @@ std::string progress_line(const std::vector<reclaim::GpuRelease>& gpus) {
   return out;
 }
 
-std::string free_text(const reclaim::ReclaimReport& r, const Style& style,
-                      const reclaim::Plan* plan) {
+namespace {
+
+std::string free_lines(const reclaim::ReclaimReport& r, const Style& style,
+                       const reclaim::Plan* plan) {
   std::string out;
   if (r.interrupted)
     out += style.yellow("Interrupted: stopped waiting; this is what had been done.\n");
@@ -371,9 +378,11 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style,
             last = std::max(last, *b.exited_at);
           }
         }
-        std::string outcome = a.exited_at ? fmt::format("{} at +{:.3f}..{:.3f}s", outcome_text(a),
-                                                        first, last)
-                                          : outcome_text(a);
+        std::string outcome =
+            !a.exited_at ? outcome_text(a)
+            : fmt::format("{:.3f}", first) == fmt::format("{:.3f}", last)
+                ? fmt::format("{} at +{:.3f}s", outcome_text(a), first)
+                : fmt::format("{} at +{:.3f}..{:.3f}s", outcome_text(a), first, last);
         out += fmt::format("  +{:.3f}s {:<8} {} processes of instance {} (pid {}) via {} -> {}\n",
                            sent, to_string(a.signal), group.size(),
                            terminal_text(instance_of(a)), pid_list(pids),
@@ -453,6 +462,14 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style,
         "\n");
   }
   return out;
+}
+
+}  // namespace
+
+std::string free_text(const reclaim::ReclaimReport& r, const Style& style,
+                      const reclaim::Plan* plan, TableWidth width) {
+  const std::string out = free_lines(r, style, plan);
+  return width.limit() ? wrap_lines(out, *width.limit()) : out;
 }
 
 std::string gpu_problems_text(std::string_view heading,
