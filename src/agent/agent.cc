@@ -177,10 +177,10 @@ class Agent {
     auto next_watchdog = node_.clock().now();
     while (!signals.stop.load()) {
       if (signals.reload.exchange(false)) apply_reload();
-      if (signals.yield_nvml.exchange(false)) yield_nvml(kDefaultNvmlYield, "SIGUSR1");
-      if (signals.resume_nvml.exchange(false) && yielded_until_) resume_nvml("SIGUSR2", "");
+      if (signals.yield_source.exchange(false)) yield_source(kDefaultSourceYield, "SIGUSR1");
+      if (signals.resume_source.exchange(false) && yielded_until_) resume_source("SIGUSR2", "");
       if (yielded_until_ && node_.clock().now() >= *yielded_until_)
-        resume_nvml("the yield's deadline", "");
+        resume_source("the yield's deadline", "");
       // The watchdog is fed from the loop itself: a loop that stops turning (a wait
       // that never ends) is what systemd should restart.
       if (auto every = watchdog_interval(); every && node_.clock().now() >= next_watchdog) {
@@ -244,19 +244,19 @@ class Agent {
   /// Lets go of NVML (the worker's session closed: nvmlShutdown, the worker gone)
   /// for `how_long`, so that a GPU reset or a MIG change finds no client; a second
   /// request moves the deadline. /proc stays watched.
-  void yield_nvml(std::chrono::milliseconds how_long, const std::string& by) {
+  void yield_source(std::chrono::milliseconds how_long, const std::string& by) {
     node_.gpus().disconnect();
     yielded_until_ = node_.clock().now() + how_long;
     const double until = wall_now() + std::chrono::duration<double>(how_long).count();
-    if (hooks_.nvml) hooks_.nvml(NvmlYield{true, by, until, {}});
+    if (hooks_.nvml) hooks_.nvml(SourceYield{true, by, until, {}});
     if (options_.notifier) options_.notifier->status(service_status());
   }
 
   /// Takes NVML up again: a full look at once, announced like any tick (memory a
   /// reset freed shows as freed), after the line that says why.
-  void resume_nvml(const std::string& by, const std::string& note) {
+  void resume_source(const std::string& by, const std::string& note) {
     yielded_until_.reset();
-    if (hooks_.nvml) hooks_.nvml(NvmlYield{false, by, 0, note});
+    if (hooks_.nvml) hooks_.nvml(SourceYield{false, by, 0, note});
     watcher_.refresh(true);
     last_refresh_ = node_.clock().now();
     record_history();
@@ -337,7 +337,7 @@ class Agent {
     if (limits.look_failed) health.degraded.push_back(*limits.look_failed);
     if (yielded_until_)
       health.notes.push_back("NVML let go for a GPU reset: answers are the last look's");
-    else if (inventory::nvml_down(watcher_.inventory()))
+    else if (inventory::source_down(watcher_.inventory()))
       health.degraded.push_back("NVML cannot read any GPU: only the /proc view is live");
     if (limits.unwatched > 0)
       health.notes.push_back(std::to_string(limits.unwatched) +
@@ -399,12 +399,12 @@ class Agent {
   }
 
   std::string serve_control(const Peer& peer, const std::string& request) {
-    if (reaping_ && (request.starts_with(inventory::kYieldNvmlRequest) ||
-                     request.starts_with(inventory::kResumeNvmlRequest)))
+    if (reaping_ && (request.starts_with(inventory::kYieldSourceRequest) ||
+                     request.starts_with(inventory::kResumeSourceRequest)))
       return inventory::encode_wire_error("the agent is reaping orphans: ask again in a moment");
-    if (request.starts_with(inventory::kYieldNvmlRequest) ||
-        request.starts_with(inventory::kResumeNvmlRequest))
-      return serve_nvml_request(peer, request);
+    if (request.starts_with(inventory::kYieldSourceRequest) ||
+        request.starts_with(inventory::kResumeSourceRequest))
+      return serve_source_request(peer, request);
     // What the agent kept, no look taken: the figures status gives any caller, the
     // orphaned bytes to root only (inventory/gpu_history.h).
     if (request == inventory::kHistoryRequest && reaping_)
@@ -613,27 +613,27 @@ class Agent {
   /// "yield-nvml MILLISECONDS" and "resume-nvml [NOTE]", root's only: anyone else
   /// could blind the agent. The answer comes once NVML is let go (the worker's
   /// session closed), so the asker may reset at once.
-  std::string serve_nvml_request(const Peer& peer, const std::string& request) {
+  std::string serve_source_request(const Peer& peer, const std::string& request) {
     if (peer.uid != 0)
       return inventory::encode_wire_error("only root may make the agent let go of NVML");
     const std::string by = "pid " + std::to_string(peer.pid);
-    if (request.starts_with(inventory::kResumeNvmlRequest)) {
-      std::string note = request.substr(inventory::kResumeNvmlRequest.size());
+    if (request.starts_with(inventory::kResumeSourceRequest)) {
+      std::string note = request.substr(inventory::kResumeSourceRequest.size());
       if (!note.empty() && note.front() == ' ') note.erase(0, 1);
-      if (yielded_until_) resume_nvml(by, note);
-      return inventory::encode_nvml_answer(false, 0);
+      if (yielded_until_) resume_source(by, note);
+      return inventory::encode_source_answer(false, 0);
     }
-    std::string rest = request.substr(inventory::kYieldNvmlRequest.size());
-    std::chrono::milliseconds how_long = kDefaultNvmlYield;
+    std::string rest = request.substr(inventory::kYieldSourceRequest.size());
+    std::chrono::milliseconds how_long = kDefaultSourceYield;
     if (!rest.empty()) {
       char* end = nullptr;
       const long long ms = std::strtoll(rest.c_str(), &end, 10);
       if (rest.front() != ' ' || *end != '\0' || ms <= 0)
         return inventory::encode_wire_error("yield-nvml takes a number of milliseconds");
-      how_long = std::min(std::chrono::milliseconds(ms), kMaxNvmlYield);
+      how_long = std::min(std::chrono::milliseconds(ms), kMaxSourceYield);
     }
-    yield_nvml(how_long, by);
-    return inventory::encode_nvml_answer(
+    yield_source(how_long, by);
+    return inventory::encode_source_answer(
         true, wall_now() + std::chrono::duration<double>(how_long).count());
   }
 

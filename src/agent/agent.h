@@ -52,13 +52,13 @@ struct AgentOptions {
 /// How long the agent lets go of NVML when asked without a duration (SIGUSR1):
 /// long enough for a GPU reset or a MIG change, short enough that a forgotten
 /// request does not leave the node unwatched.
-inline constexpr std::chrono::milliseconds kDefaultNvmlYield{120000};
+inline constexpr std::chrono::milliseconds kDefaultSourceYield{120000};
 /// The longest yield a request may ask for.
-inline constexpr std::chrono::milliseconds kMaxNvmlYield{3600000};
+inline constexpr std::chrono::milliseconds kMaxSourceYield{3600000};
 
 /// The agent letting go of NVML (so that a GPU reset finds no client) or taking
 /// it up again.
-struct NvmlYield {
+struct SourceYield {
   bool yielded = false;  // true: let go; false: resumed
   std::string by;        // who asked ("SIGUSR1", "pid 4242 gpureap"), or "the deadline"
   double until = 0;      // yielded: wall clock seconds when it resumes by itself
@@ -78,8 +78,8 @@ using StartedFn = std::function<void(const std::optional<std::string>& listen, s
 struct AgentSignals {
   const std::atomic<bool>& stop;  // SIGTERM, SIGINT
   std::atomic<bool>& reload;      // SIGHUP
-  std::atomic<bool>& yield_nvml;  // SIGUSR1: let go of NVML for kDefaultNvmlYield
-  std::atomic<bool>& resume_nvml; // SIGUSR2: take it up again now
+  std::atomic<bool>& yield_source;  // SIGUSR1: let go of NVML for kDefaultSourceYield
+  std::atomic<bool>& resume_source; // SIGUSR2: take it up again now
 };
 
 /// What the agent says about itself, besides events (the CLI prints it).
@@ -89,7 +89,7 @@ struct AgentHooks {
   std::function<Result<AgentOptions>()> reload_options;
   /// The reload applied: what changed (empty: nothing).
   std::function<void(const std::vector<OptionChange>&)> reloaded;
-  std::function<void(const NvmlYield&)> nvml;
+  std::function<void(const SourceYield&)> nvml;
   /// The loop ended (a stop signal): the agent is about to close everything.
   std::function<void()> stopping;
 };

@@ -124,24 +124,24 @@ void Watcher::take_snapshot() {
   // again is seen at the next tick (W2-04, W2-22).
   auto& gpus = node_.gpus();
   const auto now = node_.clock().now();
-  const bool hung = snapshot_.state == gpu::NvmlState::hung ||
+  const bool hung = snapshot_.state == gpu::SourceState::hung ||
                     std::any_of(snapshot_.gpus.begin(), snapshot_.gpus.end(),
                                 [](const gpu::GpuInfo& g) { return g.hung; });
-  const bool not_started = snapshot_.state == gpu::NvmlState::init_failed ||
-                           snapshot_.state == gpu::NvmlState::library_missing;
+  const bool not_started = snapshot_.state == gpu::SourceState::init_failed ||
+                           snapshot_.state == gpu::SourceState::library_missing;
   if (!hung && !not_started) {
-    nvml_backoff_ = kRetryStart;
-    next_nvml_retry_ = now + kRetryStart;  // the first retry, should this reading fail
+    source_backoff_ = kRetryStart;
+    next_source_retry_ = now + kRetryStart;  // the first retry, should this reading fail
     probe_since_.reset();
-  } else if (!probe_since_ && now >= next_nvml_retry_) {
+  } else if (!probe_since_ && now >= next_source_retry_) {
     if (gpus.retry_after_failure()) {
       gpus.prefetch_snapshot();
       probe_since_ = now;
     }
-    next_nvml_retry_ = now + nvml_backoff_;
-    nvml_backoff_ = std::min(nvml_backoff_ * 2, hung ? kHangRetryMax : kInitRetryMax);
+    next_source_retry_ = now + source_backoff_;
+    source_backoff_ = std::min(source_backoff_ * 2, hung ? kHangRetryMax : kInitRetryMax);
   }
-  auto deadline = options_.nvml_deadline;
+  auto deadline = options_.source_deadline;
   if (probe_since_) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - *probe_since_);
     if (gpus.snapshot_in_flight()) {
@@ -200,7 +200,7 @@ void Watcher::incremental_scan() {
   take_snapshot();
   // Processes NVML lists that we do not know as holders yet (a context created
   // by a process that was already running).
-  const std::set<pid_t> listed = nvml_pids();
+  const std::set<pid_t> listed = source_pids();
   for (pid_t pid : listed)
     if (!holders_.contains(pid)) candidates.insert(pid);
   // Holders NVML does not list (a device node open, a mapping: no memory figure
@@ -238,7 +238,7 @@ void Watcher::rescan(const std::set<pid_t>& pids) {
     if (pr.pid != 0) problems_.push_back(std::move(pr));
 }
 
-std::set<pid_t> Watcher::nvml_pids() const {
+std::set<pid_t> Watcher::source_pids() const {
   std::set<pid_t> pids;
   for (const auto& g : snapshot_.gpus)
     for (const auto& p : g.processes) pids.insert(static_cast<pid_t>(p.pid));
@@ -274,7 +274,7 @@ void Watcher::rebuild() {
 
   inventory::CollectOptions options;
   options.proc_root = node_.proc_root();
-  options.nvml_deadline = options_.nvml_deadline;
+  options.source_deadline = options_.source_deadline;
   options.exclude = own_pids();
   options.clock = &node_.clock();
   options.reread_unexplained = false;
@@ -297,7 +297,7 @@ void Watcher::rewatch() {
   // leader; those of holders with memory (NVML lists them, or a CUDA mapping) first,
   // then the other holders, then their parents and leaders. Past max_pidfds the
   // rest are watched at each tick through their stat lines (W3-04).
-  const std::set<pid_t> listed = nvml_pids();
+  const std::set<pid_t> listed = source_pids();
   std::map<pid_t, std::set<pid_t>> wanted;  // pid -> dependents
   std::vector<pid_t> order;
   auto want = [&](pid_t pid, std::optional<pid_t> dependent) {

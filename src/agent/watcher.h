@@ -37,7 +37,7 @@ inline constexpr std::chrono::milliseconds kDefaultFullScan{30000};
 struct WatchOptions {
   std::chrono::milliseconds tick = kDefaultTick;        // NVML, new pids, holders' state
   std::chrono::milliseconds full_scan = kDefaultFullScan;  // the whole of /proc, as a safety net
-  std::chrono::milliseconds nvml_deadline{2000};
+  std::chrono::milliseconds source_deadline{2000};
   /// The most pidfds the watcher holds (agent/descriptors.h pidfd_budget); past it,
   /// the rest are watched at each tick (their stat lines) instead of at once.
   std::size_t max_pidfds = 1 << 20;
@@ -98,7 +98,7 @@ class Watcher {
   /// note_death for every watched process that has exited and was not handled yet.
   void note_deaths();
   void look_failed(const proc::ScanResult& result);  // out of descriptors: limits_
-  std::set<pid_t> nvml_pids() const;                 // the pids NVML lists, any GPU
+  std::set<pid_t> source_pids() const;                 // the pids NVML lists, any GPU
   void rewatch();
   void take_snapshot();  // NVML, with a retry (backed off) after a hang or a failed start
 
@@ -123,9 +123,9 @@ class Watcher {
   static constexpr std::chrono::milliseconds kRetryStart{1000};
   static constexpr std::chrono::milliseconds kHangRetryMax{2000};
   static constexpr std::chrono::milliseconds kInitRetryMax{30000};
-  util::Clock::time_point next_nvml_retry_{};
+  util::Clock::time_point next_source_retry_{};
   std::optional<util::Clock::time_point> probe_since_;
-  std::chrono::milliseconds nvml_backoff_{kRetryStart};
+  std::chrono::milliseconds source_backoff_{kRetryStart};
   std::uint64_t full_scans_ = 0;
   std::uint64_t incremental_scans_ = 0;
 };

@@ -35,7 +35,7 @@ inventory::CollectOptions first_look(std::optional<std::chrono::steady_clock::ti
   if (!deadline) return look;
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       *deadline - std::chrono::steady_clock::now());
-  look.nvml_deadline = std::clamp(left, std::chrono::milliseconds(100), look.nvml_deadline);
+  look.source_deadline = std::clamp(left, std::chrono::milliseconds(100), look.source_deadline);
   return look;
 }
 
@@ -225,7 +225,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   }
   node.set_interrupt_flag(&g_interrupted);
   inventory::Inventory inv = node.look(first_look(deadline));
-  const bool nvml_usable = gpu::lists_gpus(inv.nvml_state);
+  const bool source_usable = gpu::lists_gpus(inv.source_state);
   // --instance: it must be one of this look's (`status` lists them).
   const inventory::Instance* instance =
       o.instance.empty() ? nullptr : inventory::find_instance(inv.instances, o.instance);
@@ -242,7 +242,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     sel.gpus = instance->gpus;
   } else if (pids_choose) {
     sel.gpus = gpus_used_by(inv, sel.pids);
-    if (sel.gpus.empty() && nvml_usable) {
+    if (sel.gpus.empty() && source_usable) {
       std::string pids;
       for (pid_t p : sel.pids) pids += (pids.empty() ? "" : ",") + std::to_string(p);
       print_err(fmt::format(
@@ -256,17 +256,17 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     if (!chosen) {
       // Without NVML the GPUs gpureap knows are only those /proc shows held: a
       // selector it cannot resolve may well be right, so this is NVML's failure.
-      if (!nvml_usable) {
+      if (!source_usable) {
         print_err(fmt::format("gpureap free: {}; NVML is unusable: {}\n",
                               report::terminal_text(chosen.error().message),
-                              report::terminal_text(inv.nvml_problem)));
+                              report::terminal_text(inv.source_problem)));
         return kExitSystem;
       }
       return free_usage_error("--gpu: " + chosen.error().message);
     }
     sel.gpus = *chosen;
   }
-  if (inv.nvml_state == gpu::NvmlState::partial) {
+  if (inv.source_state == gpu::SourceState::partial) {
     // Only a selected GPU that NVML cannot read matters here; the others are verified.
     for (const auto& v : inv.gpus) {
       if (v.info.problem.empty() || !inventory::is_selected(sel.gpus, v.info.id)) continue;
@@ -275,10 +275,10 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
           "cannot be verified\n",
           report::terminal_text(v.info.problem), v.info.id));
     }
-  } else if (inv.nvml_state != gpu::NvmlState::ok) {
+  } else if (inv.source_state != gpu::SourceState::ok) {
     print_err(fmt::format(
         "gpureap free: warning: {}; holders come from /proc only and release cannot be verified\n",
-        report::terminal_text(inv.nvml_problem)));
+        report::terminal_text(inv.source_problem)));
   }
   for (const auto& w : inv.warnings)
     print_err(fmt::format("gpureap free: warning: {}\n", report::terminal_text(w)));
@@ -346,10 +346,10 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   switch (freed.verdict) {
     case reclaim::FreeVerdict::not_measured:
       plan_only();
-      print_err(!nvml_usable
+      print_err(!source_usable
                     ? fmt::format("gpureap free: no process to signal, and NVML is unusable, so "
                                   "whether the selected GPUs hold memory cannot be measured: {}\n",
-                                  report::terminal_text(inv.nvml_problem))
+                                  report::terminal_text(inv.source_problem))
                     : fmt::format("gpureap free: no process to signal, but NVML cannot read GPU "
                                   "{}, so whether it holds memory cannot be measured (gpureap "
                                   "status --gpu {} shows why)\n",

@@ -113,7 +113,7 @@ Step<Measured> measure_with_nvml(const GlobalOptions& global, int tp, std::uint6
   if (usable.empty()) {
     return std::unexpected(UsageError{
         fmt::format("no GPU could be measured through NVML{}; pass --gpu-memory (or --from-log)",
-                    inv.nvml_problem.empty() ? "" : fmt::format(" ({})", inv.nvml_problem)),
+                    inv.source_problem.empty() ? "" : fmt::format(" ({})", inv.source_problem)),
         kExitSystem});
   }
   std::vector<const inventory::Instance*> in_use;

@@ -76,7 +76,7 @@ int wait_gpus_free(const GlobalOptions& global, const RunOptions& o) {
       say(fmt::format("--wait-free: [ghost_gpu] {}; not starting {}", report::gpus_not_free_text(r),
                       o.command[0]));
       return kExitGhost;
-    case Status::nvml_failed:
+    case Status::source_failed:
       break;
   }
   print_err("gpureap run: --wait-free: " + report::wait_failure_text(r) + "\n");
@@ -173,8 +173,8 @@ int run_run(const GlobalOptions& global, RunOptions o) {
   } catch (const std::exception& e) {
     say("the report could not be rendered (" + std::string(e.what()) + "); the exit status stands");
   }
-  if (o.verbose && !out.nvml_problem.empty() && !out.memory_unverified())
-    say("NVML: " + out.nvml_problem);
+  if (o.verbose && !out.source_problem.empty() && !out.memory_unverified())
+    say("NVML: " + out.source_problem);
   if (o.verbose && !out.launch_failure)
     say(fmt::format("exit status {} ({:.3f} s from the end of the command to here)", code,
                     out.stop_to_return_seconds));

@@ -198,9 +198,9 @@ int free_before_run(const GlobalOptions& global, const FreeBeforeRun& r) {
     }
     auto chosen = inventory::select_gpus(r.gpu.empty() ? gpu::GpuSelector::every_gpu() : r.gpu, inv);
     if (!chosen) {
-      if (!gpu::lists_gpus(inv.nvml_state)) {
+      if (!gpu::lists_gpus(inv.source_state)) {
         replace_say(fmt::format("{}: {}; NVML is unusable: {}", flag, chosen.error().message,
-                        inv.nvml_problem));
+                        inv.source_problem));
         return kExitSystem;
       }
       replace_say("--gpu: " + chosen.error().message);
@@ -243,8 +243,8 @@ int free_before_run(const GlobalOptions& global, const FreeBeforeRun& r) {
     switch (pass.verdict) {
       case reclaim::FreeVerdict::not_measured:
         replace_say(fmt::format("{}: whether the GPUs hold memory cannot be measured (NVML: {}); {}", flag,
-                        first.nvml_problem.empty() ? "a selected GPU cannot be read"
-                                                   : first.nvml_problem,
+                        first.source_problem.empty() ? "a selected GPU cannot be read"
+                                                   : first.source_problem,
                         not_starting));
         return kExitSystem;
       case reclaim::FreeVerdict::nothing_idle:

@@ -101,7 +101,7 @@ inventory::CollectOptions check_look(Clock::time_point deadline) {
   inventory::CollectOptions look;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   const auto share = (left - inventory::kBusyWindow - std::chrono::milliseconds(500)) / 2;
-  look.nvml_deadline = std::clamp(share, std::chrono::milliseconds(100), look.nvml_deadline);
+  look.source_deadline = std::clamp(share, std::chrono::milliseconds(100), look.source_deadline);
   return look;
 }
 

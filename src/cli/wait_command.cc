@@ -55,7 +55,7 @@ int run_wait(const GlobalOptions& global, const supervise::FreeWaitOptions& opti
     case Status::ghost:
       print_err(fmt::format("gpureap wait: [ghost_gpu] {}\n", report::gpus_not_free_text(result)));
       return kExitGhost;
-    case Status::nvml_failed:
+    case Status::source_failed:
     case Status::bad_selection:
       break;
   }

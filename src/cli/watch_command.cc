@@ -394,11 +394,11 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explici
     out.push(json ? report::watch_reloaded_json(now, config, changes)
                   : report::watch_reloaded_line(now, config, changes, style));
   };
-  hooks.nvml = [&](const agent::NvmlYield& y) {
-    const report::NvmlNotice notice{y.yielded, y.by, y.until, y.note};
+  hooks.nvml = [&](const agent::SourceYield& y) {
+    const report::SourceNotice notice{y.yielded, y.by, y.until, y.note};
     const double now = agent::wall_now();
-    out.push(json ? report::watch_nvml_json(now, notice)
-                  : report::watch_nvml_line(now, notice, style));
+    out.push(json ? report::watch_source_json(now, notice)
+                  : report::watch_source_line(now, notice, style));
   };
   hooks.stopping = [&] {
     const int sig = g_stop_signal.load();

@@ -92,8 +92,8 @@ HealthCheck check_node_health(inventory::Node& node, const HealthOptions& option
   }
   auto first = node.look();
   out.warnings.insert(out.warnings.end(), first.warnings.begin(), first.warnings.end());
-  if (!gpu::lists_gpus(first.nvml_state)) {
-    out.error = "NVML is unusable, so the GPUs' memory cannot be measured: " + first.nvml_problem;
+  if (!gpu::lists_gpus(first.source_state)) {
+    out.error = "NVML is unusable, so the GPUs' memory cannot be measured: " + first.source_problem;
     return out;
   }
   auto gpus = inventory::select_gpus(
@@ -105,7 +105,7 @@ HealthCheck check_node_health(inventory::Node& node, const HealthOptions& option
   out.checked = *gpus;
   for (const auto& v : first.gpus)
     if (inventory::is_selected(out.checked, v.info.id) && !v.info.problem.empty())
-      out.held.push_back({v.info.id, 0, {reclaim::LeftoverClass::nvml_failed}, {}});
+      out.held.push_back({v.info.id, 0, {reclaim::LeftoverClass::source_failed}, {}});
   auto before = held_in(first, out.checked, node.proc_root(), out.warnings, true);
   held_first->reset();
   if (before.empty()) return out;

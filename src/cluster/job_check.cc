@@ -24,7 +24,7 @@ inventory::CollectOptions look_within(const reclaim::ReclaimOptions& o, util::Cl
   inventory::CollectOptions look;
   if (!o.deadline) return look;
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*o.deadline - clock.now());
-  look.nvml_deadline = std::clamp(left, std::chrono::milliseconds(100), look.nvml_deadline);
+  look.source_deadline = std::clamp(left, std::chrono::milliseconds(100), look.source_deadline);
   return look;
 }
 
@@ -44,8 +44,8 @@ void add_once(std::vector<T>& to, const T& x) {
 bool resolve(const inventory::Inventory& inv, const SlurmJob& job, JobCheck& out) {
   out.warnings = inv.warnings;
   out.warnings.insert(out.warnings.end(), job.notes.begin(), job.notes.end());
-  if (!gpu::lists_gpus(inv.nvml_state)) {
-    out.error = "NVML is unusable, so the GPUs' memory cannot be measured: " + inv.nvml_problem;
+  if (!gpu::lists_gpus(inv.source_state)) {
+    out.error = "NVML is unusable, so the GPUs' memory cannot be measured: " + inv.source_problem;
     return false;
   }
   if (job.gpu_spec().empty()) return true;
@@ -161,7 +161,7 @@ JobCheck clean_up_after_job(inventory::Node& node, reclaim::AuditedControl& cont
     case reclaim::FreeVerdict::not_measured:
       // Never clean: a GPU whose memory cannot be read is held until measured.
       for (gpu::DeviceId g : freed.unreadable)
-        out.held.push_back(HeldGpu{g, 0, {reclaim::LeftoverClass::nvml_failed}, {}});
+        out.held.push_back(HeldGpu{g, 0, {reclaim::LeftoverClass::source_failed}, {}});
       return out;
     default:
       break;
@@ -244,7 +244,7 @@ JobCheck check_before_job(inventory::Node& node, reclaim::AuditedControl& contro
     if (!v || clean(*v)) continue;
     HeldGpu h{g, v->used() > v->baseline.bytes ? v->used() - v->baseline.bytes : 0, {}, {}};
     if (!v->info.memory)
-      h.classes.push_back(reclaim::LeftoverClass::nvml_failed);
+      h.classes.push_back(reclaim::LeftoverClass::source_failed);
     else
       for (const auto& l : reclaim::classify_leftovers(
                {v,

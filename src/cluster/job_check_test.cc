@@ -185,7 +185,7 @@ TEST_F(JobCheckTest, TheEpilogNeverCallsAGpuItCannotMeasureClean) {
   EXPECT_FALSE(c.ok());
   ASSERT_EQ(c.held.size(), 1u) << c.error;
   EXPECT_EQ(c.held[0].gpu, gpu::dev(1));
-  EXPECT_EQ(c.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::nvml_failed}));
+  EXPECT_EQ(c.held[0].classes, (std::vector<LeftoverClass>{LeftoverClass::source_failed}));
   EXPECT_FALSE(c.freed);
 }
 
@@ -214,7 +214,7 @@ TEST_F(JobCheckTest, WhatCannotBeVerifiedIsAnErrorNotClean) {
   auto c = clean_up_after_job(m_.node(), m_.audited(), job("42", {"minor:9"}), options());
   EXPECT_FALSE(c.ok());
   EXPECT_NE(c.error.find("the job's GPUs (minor:9)"), std::string::npos) << c.error;
-  m_.nvml().set_failure(gpu::NvmlState::init_failed, "driver not loaded");
+  m_.nvml().set_failure(gpu::SourceState::init_failed, "driver not loaded");
   auto n = clean_up_after_job(m_.node(), m_.audited(), job("42", {"minor:0"}), options());
   EXPECT_NE(n.error.find("NVML is unusable"), std::string::npos) << n.error;
 }

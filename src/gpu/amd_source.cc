@@ -132,7 +132,7 @@ GpuSnapshot AmdSource::snapshot(std::chrono::milliseconds) {
   std::string problem;
   gpus_ = find_gpus(&problem);
   if (!problem.empty()) {
-    snap.state = NvmlState::init_failed;
+    snap.state = SourceState::init_failed;
     snap.problem = std::move(problem);
     return snap;
   }
@@ -164,7 +164,7 @@ GpuSnapshot AmdSource::snapshot(std::chrono::milliseconds) {
     partial = partial || !info.problem.empty();
     snap.gpus.push_back(std::move(info));
   }
-  if (partial) snap.state = NvmlState::partial;
+  if (partial) snap.state = SourceState::partial;
   return snap;
 }
 

@@ -92,7 +92,7 @@ TEST(AmdSource, IdentityMemoryAndKfdProcesses) {
   t.kfd_process(4343, 49389, 4 * GiB);
   AmdSource source(t.sys());
   GpuSnapshot snap = source.snapshot(std::chrono::milliseconds(100));
-  ASSERT_EQ(snap.state, NvmlState::ok) << snap.problem;
+  ASSERT_EQ(snap.state, SourceState::ok) << snap.problem;
   ASSERT_EQ(snap.gpus.size(), 2U);
   const GpuInfo& g0 = snap.gpus[0];
   EXPECT_EQ(g0.id, DeviceId{0});
@@ -127,7 +127,7 @@ TEST(AmdSource, AGpuWithoutItsCardIsListedWithAProblem) {
   t.gpu(2, 49389, 0x0c, 1, 129, 192 * GiB, 1 * GiB, /*with_card=*/false);
   AmdSource source(t.sys());
   GpuSnapshot snap = source.snapshot(std::chrono::milliseconds(100));
-  EXPECT_EQ(snap.state, NvmlState::partial);
+  EXPECT_EQ(snap.state, SourceState::partial);
   ASSERT_EQ(snap.gpus.size(), 2U);
   EXPECT_TRUE(snap.gpus[0].memory);
   EXPECT_FALSE(snap.gpus[1].memory);
@@ -137,7 +137,7 @@ TEST(AmdSource, AGpuWithoutItsCardIsListedWithAProblem) {
 TEST(AmdSource, NoTopologyIsNoDriver) {
   AmdSource source("/nonexistent-sysfs");
   GpuSnapshot snap = source.snapshot(std::chrono::milliseconds(100));
-  EXPECT_EQ(snap.state, NvmlState::init_failed);
+  EXPECT_EQ(snap.state, SourceState::init_failed);
   EXPECT_NE(snap.problem.find("lists no node"), std::string::npos);
   EXPECT_FALSE(has_amd_gpus("/nonexistent-sysfs"));
   EXPECT_FALSE(source.memory({DeviceId{0}}, std::chrono::seconds(1)));

@@ -38,17 +38,17 @@ class FakeGpuSource : public GpuSource {
 
   /// Every later call fails: snapshot() reports `state` and `problem` with no
   /// GPUs, memory() fails with `problem`. `state` must not be ok.
-  void set_failure(NvmlState state, std::string problem) {
+  void set_failure(SourceState state, std::string problem) {
     failure_state_ = state;
     failure_problem_ = std::move(problem);
   }
   /// As a watchdog timeout would: state hung, with NvmlSource's wording.
   void set_hung(std::chrono::milliseconds deadline = std::chrono::milliseconds(2000)) {
-    set_failure(NvmlState::hung,
+    set_failure(SourceState::hung,
                 "NVML did not answer within " + std::to_string(deadline.count()) +
                     " ms (the driver may be stuck; see dmesg): showing the /proc view only");
   }
-  void clear_failure() { failure_state_ = NvmlState::ok; }
+  void clear_failure() { failure_state_ = SourceState::ok; }
 
   /// One GPU fails (or hangs, as NvmlSource reports it) while the others answer:
   /// the snapshot keeps its identity with `problem` and no memory or process
@@ -62,7 +62,7 @@ class FakeGpuSource : public GpuSource {
       gpu.processes.clear();
       gpu.processes_known = false;
     }
-    snapshot_.state = NvmlState::partial;
+    snapshot_.state = SourceState::partial;
     if (!snapshot_.problem.empty()) snapshot_.problem += "; ";
     snapshot_.problem += problem;
   }
@@ -70,7 +70,7 @@ class FakeGpuSource : public GpuSource {
   GpuSnapshot snapshot(std::chrono::milliseconds deadline) override {
     ++snapshot_calls;
     last_deadline = deadline;
-    if (failure_state_ != NvmlState::ok) {
+    if (failure_state_ != SourceState::ok) {
       return GpuSnapshot{failure_state_, failure_problem_, snapshot_.driver_version, {}};
     }
     return snapshot_;
@@ -84,7 +84,7 @@ class FakeGpuSource : public GpuSource {
     ++memory_calls;
     last_deadline = deadline;
     memory_requests.push_back(ids);
-    if (failure_state_ != NvmlState::ok) return std::unexpected(Error{failure_problem_});
+    if (failure_state_ != SourceState::ok) return std::unexpected(Error{failure_problem_});
     Result<std::vector<MemoryReading>> step = script_.empty() ? from_snapshot() : script_.front();
     if (script_.size() > 1) script_.pop_front();
     if (!step) return step;
@@ -135,7 +135,7 @@ class FakeGpuSource : public GpuSource {
 
   GpuSnapshot snapshot_;
   std::deque<Result<std::vector<MemoryReading>>> script_;
-  NvmlState failure_state_ = NvmlState::ok;
+  SourceState failure_state_ = SourceState::ok;
   std::string failure_problem_;
 };
 

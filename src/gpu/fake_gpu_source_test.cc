@@ -64,15 +64,15 @@ TEST(FakeGpuSource, HangAndFailureStates) {
   FakeGpuSource fake(two_gpus());
   fake.set_hung(2000ms);
   GpuSnapshot s = fake.snapshot(2s);
-  EXPECT_EQ(s.state, NvmlState::hung);
+  EXPECT_EQ(s.state, SourceState::hung);
   EXPECT_TRUE(s.gpus.empty());
   EXPECT_THAT(s.problem, HasSubstr("within 2000 ms"));
   EXPECT_FALSE(fake.memory(gpu::devs({0}), 1s).has_value());
 
-  fake.set_failure(NvmlState::library_missing, "no driver");
-  EXPECT_EQ(fake.snapshot(1s).state, NvmlState::library_missing);
+  fake.set_failure(SourceState::library_missing, "no driver");
+  EXPECT_EQ(fake.snapshot(1s).state, SourceState::library_missing);
   fake.clear_failure();
-  EXPECT_EQ(fake.snapshot(1s).state, NvmlState::ok);
+  EXPECT_EQ(fake.snapshot(1s).state, SourceState::ok);
   EXPECT_TRUE(fake.memory(gpu::devs({0}), 1s).has_value());
 }
 

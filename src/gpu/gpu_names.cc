@@ -12,14 +12,14 @@ std::string_view enum_name(ProcessKind kind) {
   return {};
 }
 
-std::string_view enum_name(NvmlState state) {
+std::string_view enum_name(SourceState state) {
   switch (state) {
-    case NvmlState::ok: return "ok";
-    case NvmlState::library_missing: return "library_missing";
-    case NvmlState::init_failed: return "init_failed";
-    case NvmlState::query_failed: return "query_failed";
-    case NvmlState::hung: return "hung";
-    case NvmlState::partial: return "partial";
+    case SourceState::ok: return "ok";
+    case SourceState::library_missing: return "library_missing";
+    case SourceState::init_failed: return "init_failed";
+    case SourceState::query_failed: return "query_failed";
+    case SourceState::hung: return "hung";
+    case SourceState::partial: return "partial";
   }
   return {};
 }

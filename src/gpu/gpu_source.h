@@ -21,17 +21,17 @@ namespace gpureap::gpu {
 /// NVML hung" messages. `ok` means every query answered. `partial`: every GPU
 /// is listed, and some of them (each with its GpuInfo::problem) could not be
 /// read or did not answer in time; the others are complete.
-enum class NvmlState { ok, library_missing, init_failed, query_failed, hung, partial };
+enum class SourceState { ok, library_missing, init_failed, query_failed, hung, partial };
 /// "ok", "library_missing", ... (util/enum_names.h): `--json`, the agent's and the worker's wire.
-std::string_view enum_name(NvmlState state);
+std::string_view enum_name(SourceState state);
 
 /// True when the snapshot lists the GPUs (all complete, or some marked).
-inline bool lists_gpus(NvmlState state) {
-  return state == NvmlState::ok || state == NvmlState::partial;
+inline bool lists_gpus(SourceState state) {
+  return state == SourceState::ok || state == SourceState::partial;
 }
 
 struct GpuSnapshot {
-  NvmlState state = NvmlState::ok;
+  SourceState state = SourceState::ok;
   std::string problem;          // human-readable when state != ok
   std::string driver_version;   // empty when unknown
   std::vector<GpuInfo> gpus;

@@ -180,7 +180,7 @@ NvmlLibrary NvmlLibrary::from_symbols(NvmlSymbols symbols) {
   return NvmlLibrary(std::unique_ptr<void, DlClose>(), symbols);
 }
 
-Error NvmlLibrary::nvml_error(const char* call, std::optional<unsigned> gpu,
+Error NvmlLibrary::source_error(const char* call, std::optional<unsigned> gpu,
                               nvmlReturn_t rc) const {
   const char* text = sym_.error_string ? sym_.error_string.fn(rc) : nullptr;
   std::string why = text != nullptr ? std::string(text) : fmt::format("NVML error {}", rc);
@@ -191,7 +191,7 @@ Error NvmlLibrary::nvml_error(const char* call, std::optional<unsigned> gpu,
 Result<void> NvmlLibrary::init() {
   if (initialized_) return {};
   if (nvmlReturn_t rc = sym_.init.fn(); rc != NVML_SUCCESS) {
-    return std::unexpected(nvml_error(sym_.init.name, std::nullopt, rc));
+    return std::unexpected(source_error(sym_.init.name, std::nullopt, rc));
   }
   forget_mig_modes();
   initialized_ = true;
@@ -213,7 +213,7 @@ std::string NvmlLibrary::driver_version() {
 Result<unsigned> NvmlLibrary::device_count() {
   unsigned count = 0;
   if (nvmlReturn_t rc = sym_.device_count.fn(&count); rc != NVML_SUCCESS) {
-    return std::unexpected(nvml_error(sym_.device_count.name, std::nullopt, rc));
+    return std::unexpected(source_error(sym_.device_count.name, std::nullopt, rc));
   }
   return count;
 }
@@ -221,7 +221,7 @@ Result<unsigned> NvmlLibrary::device_count() {
 Result<nvmlDevice_t> NvmlLibrary::device(unsigned index) {
   nvmlDevice_t dev = nullptr;
   if (nvmlReturn_t rc = sym_.handle_by_index.fn(index, &dev); rc != NVML_SUCCESS) {
-    return std::unexpected(nvml_error(sym_.handle_by_index.name, index, rc));
+    return std::unexpected(source_error(sym_.handle_by_index.name, index, rc));
   }
   return dev;
 }
@@ -229,12 +229,12 @@ Result<nvmlDevice_t> NvmlLibrary::device(unsigned index) {
 Result<void> NvmlLibrary::read_identity(nvmlDevice_t dev, GpuInfo& gpu) {
   char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
   if (nvmlReturn_t rc = sym_.uuid.fn(dev, uuid, sizeof uuid); rc != NVML_SUCCESS) {
-    return std::unexpected(nvml_error(sym_.uuid.name, gpu.id.index, rc));
+    return std::unexpected(source_error(sym_.uuid.name, gpu.id.index, rc));
   }
   gpu.uuid = from_buffer(uuid);
   nvmlPciInfo_t pci{};
   if (nvmlReturn_t rc = sym_.pci_info.fn(dev, &pci); rc != NVML_SUCCESS) {
-    return std::unexpected(nvml_error(sym_.pci_info.name, gpu.id.index, rc));
+    return std::unexpected(source_error(sym_.pci_info.name, gpu.id.index, rc));
   }
   gpu.pci_bus_id = from_buffer(pci.busId);
   return {};
@@ -251,7 +251,7 @@ Result<std::optional<GpuMemory>> NvmlLibrary::read_memory(nvmlDevice_t dev, unsi
       return GpuMemory{m.total, m.used, m.reserved};
     }
     if (!means_try_older(rc)) {
-      return std::unexpected(nvml_error(sym_.memory_v2.name, index, rc));
+      return std::unexpected(source_error(sym_.memory_v2.name, index, rc));
     }
     // NOT_SUPPORTED may be one device's answer; a version mismatch is the driver's.
     if (rc != NVML_ERROR_NOT_SUPPORTED) memory_v2_unusable_ = true;
@@ -260,7 +260,7 @@ Result<std::optional<GpuMemory>> NvmlLibrary::read_memory(nvmlDevice_t dev, unsi
   nvmlMemory_t m{};
   nvmlReturn_t rc = sym_.memory_v1.fn(dev, &m);
   if (means_unavailable(rc)) return std::optional<GpuMemory>();
-  if (rc != NVML_SUCCESS) return std::unexpected(nvml_error(sym_.memory_v1.name, index, rc));
+  if (rc != NVML_SUCCESS) return std::unexpected(source_error(sym_.memory_v1.name, index, rc));
   if (m.total == 0) return std::optional<GpuMemory>();
   // v1 "used" includes driver-reserved memory; the reserved part is unknown.
   return GpuMemory{m.total, m.used, std::nullopt};
@@ -304,7 +304,7 @@ Result<std::optional<std::vector<GpuProcess>>> NvmlLibrary::read_detail_list(nvm
     return read_legacy_list(dev, index, kind);
   }
   if (rc == NVML_ERROR_NOT_SUPPORTED) return read_legacy_list(dev, index, kind);
-  return std::unexpected(nvml_error(sym_.process_detail_list.name, index, rc));
+  return std::unexpected(source_error(sym_.process_detail_list.name, index, rc));
 }
 
 Result<std::optional<std::vector<GpuProcess>>> NvmlLibrary::read_legacy_list(nvmlDevice_t dev,
@@ -334,7 +334,7 @@ Result<std::optional<std::vector<GpuProcess>>> NvmlLibrary::read_legacy_list(nvm
     return fail(fmt::format("{}(GPU {}): the process list kept growing", sym.call.name, index));
   }
   if (means_unavailable(rc)) return std::optional<std::vector<GpuProcess>>();
-  return std::unexpected(nvml_error(sym.call.name, index, rc));
+  return std::unexpected(source_error(sym.call.name, index, rc));
 }
 
 Result<std::optional<std::vector<GpuProcess>>> NvmlLibrary::read_processes(nvmlDevice_t dev,
@@ -429,13 +429,13 @@ Result<std::vector<std::pair<nvmlDevice_t, DeviceId>>> NvmlLibrary::mig_handles(
                                                                                 unsigned index) {
   unsigned count = 0;
   if (nvmlReturn_t rc = sym_.max_mig_devices.fn(dev, &count); rc != NVML_SUCCESS)
-    return std::unexpected(nvml_error(sym_.max_mig_devices.name, index, rc));
+    return std::unexpected(source_error(sym_.max_mig_devices.name, index, rc));
   std::vector<std::pair<nvmlDevice_t, DeviceId>> out;
   for (unsigned i = 0; i < count; ++i) {
     nvmlDevice_t mig = nullptr;
     nvmlReturn_t rc = sym_.mig_handle_by_index.fn(dev, i, &mig);
     if (rc == NVML_ERROR_NOT_FOUND || rc == NVML_ERROR_INVALID_ARGUMENT) continue;  // no device there
-    if (rc != NVML_SUCCESS) return std::unexpected(nvml_error(sym_.mig_handle_by_index.name, index, rc));
+    if (rc != NVML_SUCCESS) return std::unexpected(source_error(sym_.mig_handle_by_index.name, index, rc));
     DeviceId id{index, 0u, 0u};
     unsigned gi = 0, ci = 0;
     if (!sym_.gpu_instance_id || sym_.gpu_instance_id.fn(mig, &gi) != NVML_SUCCESS ||
@@ -468,7 +468,7 @@ void NvmlLibrary::read_mig_devices(nvmlDevice_t dev, GpuInfo& gpu, std::vector<E
     if (nvmlReturn_t rc = sym_.uuid.fn(mig, uuid, sizeof uuid); rc == NVML_SUCCESS)
       d.uuid = from_buffer(uuid);
     else
-      errors.push_back(nvml_error(sym_.uuid.name, index, rc));
+      errors.push_back(source_error(sym_.uuid.name, index, rc));
     char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
     if (sym_.name && sym_.name.fn(mig, name, sizeof name) == NVML_SUCCESS) d.name = from_buffer(name);
     std::vector<Error> own;

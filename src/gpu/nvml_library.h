@@ -124,7 +124,7 @@ class NvmlLibrary {
 
   NvmlLibrary(std::unique_ptr<void, DlClose> handle, NvmlSymbols symbols);
 
-  Error nvml_error(const char* call, std::optional<unsigned> gpu, nvmlReturn_t rc) const;
+  Error source_error(const char* call, std::optional<unsigned> gpu, nvmlReturn_t rc) const;
   Result<unsigned> device_count();
   Result<nvmlDevice_t> device(unsigned index);
   Result<std::optional<GpuMemory>> read_memory(nvmlDevice_t dev, unsigned index);

@@ -50,10 +50,10 @@ std::string string_field(const json& message, const char* key) {
 }
 
 // The worker reports only a start-up failure; anything else it could say is a query failure.
-NvmlState state_from_wire(const std::string& state) {
-  auto named = enum_from_name<NvmlState>(state);
-  if (named == NvmlState::library_missing || named == NvmlState::init_failed) return *named;
-  return NvmlState::query_failed;
+SourceState state_from_wire(const std::string& state) {
+  auto named = enum_from_name<SourceState>(state);
+  if (named == SourceState::library_missing || named == SourceState::init_failed) return *named;
+  return SourceState::query_failed;
 }
 
 }  // namespace
@@ -118,7 +118,7 @@ NvmlSource::Failure NvmlSource::worker_failed(const FrameFailure& failure, milli
     if (!worker_->wait_exit(kKillWait)) stuck_.push_back(std::move(*worker_));
     forget_worker();
     const char* what = starting ? "finish initializing" : "answer";
-    remembered_ = Failure{NvmlState::hung,
+    remembered_ = Failure{SourceState::hung,
                           fmt::format("NVML did not {} within {} ms (the driver may be stuck; see "
                                       "dmesg): showing the /proc view only",
                                       what, deadline.count())};
@@ -135,13 +135,13 @@ NvmlSource::Failure NvmlSource::worker_failed(const FrameFailure& failure, milli
     problem = fmt::format("lost the NVML worker (pid {}) {}: {}", pid, when, failure.message);
   }
   bury_worker();
-  return Failure{NvmlState::query_failed, std::move(problem)};
+  return Failure{SourceState::query_failed, std::move(problem)};
 }
 
 std::expected<void, NvmlSource::Failure> NvmlSource::spawn_worker() {
   auto worker = NvmlWorker::spawn(library_path_);
   if (!worker) {
-    return std::unexpected(Failure{NvmlState::query_failed,
+    return std::unexpected(Failure{SourceState::query_failed,
                                    "cannot start the NVML worker: " + worker.error().message});
   }
   worker_ = std::move(*worker);
@@ -229,20 +229,20 @@ GpuSnapshot NvmlSource::snapshot(milliseconds deadline) {
     return snapshot;
   }
   if (std::string error = string_field(*reply, "error"); !error.empty()) {
-    snapshot.state = NvmlState::query_failed;
+    snapshot.state = SourceState::query_failed;
     snapshot.problem = std::move(error);
     return snapshot;
   }
   auto gpus = reply->find("gpus");
   if (gpus == reply->end() || !gpus->is_array()) {
-    snapshot.state = NvmlState::query_failed;
+    snapshot.state = SourceState::query_failed;
     snapshot.problem = "malformed answer from the NVML worker: no GPU list";
     return snapshot;
   }
   for (const json& wire : *gpus) {
     auto gpu = gpu_info_from_wire(wire);
     if (!gpu) {
-      snapshot.state = NvmlState::query_failed;
+      snapshot.state = SourceState::query_failed;
       snapshot.problem = gpu.error().message;
       snapshot.gpus.clear();
       return snapshot;
@@ -257,7 +257,7 @@ GpuSnapshot NvmlSource::snapshot(milliseconds deadline) {
     if (!snapshot.problem.empty()) snapshot.problem += "; ";
     snapshot.problem += gpu.problem;
   }
-  if (!snapshot.problem.empty()) snapshot.state = NvmlState::partial;
+  if (!snapshot.problem.empty()) snapshot.state = SourceState::partial;
   return snapshot;
 }
 
@@ -324,7 +324,7 @@ void NvmlSource::disconnect() {
       forget_worker();
     }
   }
-  if (remembered_ && remembered_->state != NvmlState::hung) remembered_.reset();
+  if (remembered_ && remembered_->state != SourceState::hung) remembered_.reset();
   reap_stuck();
 }
 

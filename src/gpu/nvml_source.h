@@ -65,7 +65,7 @@ class NvmlSource : public GpuSource {
 
  private:
   struct Failure {
-    NvmlState state = NvmlState::query_failed;
+    SourceState state = SourceState::query_failed;
     std::string problem;
   };
   using Clock = std::chrono::steady_clock;

@@ -67,7 +67,7 @@ TEST(NvmlSource, MissingLibraryIsLibraryMissingAndRemembered) {
   auto start = Clock::now();
   GpuSnapshot s = source.snapshot(2s);
   EXPECT_LT(Clock::now() - start, 1s);
-  EXPECT_EQ(s.state, NvmlState::library_missing);
+  EXPECT_EQ(s.state, SourceState::library_missing);
   EXPECT_THAT(s.problem, HasSubstr("/nonexistent/libnvidia-ml.so.1"));
   EXPECT_THAT(s.problem, HasSubstr("no NVIDIA driver seems to be installed"));
   EXPECT_TRUE(s.gpus.empty());
@@ -79,14 +79,14 @@ TEST(NvmlSource, MissingLibraryIsLibraryMissingAndRemembered) {
   EXPECT_FALSE(source.worker_pid().has_value()) << "no new worker for a remembered failure";
 
   source.disconnect();  // forgets it: the next call tries again, and fails alike
-  EXPECT_EQ(source.snapshot(2s).state, NvmlState::library_missing);
+  EXPECT_EQ(source.snapshot(2s).state, SourceState::library_missing);
 }
 
 TEST(NvmlSource, PrefetchThenSnapshotReportsAMissingLibrary) {
   NvmlSource source("/nonexistent/libnvidia-ml.so.1");
   source.prefetch_snapshot();
   GpuSnapshot s = source.snapshot(2s);
-  EXPECT_EQ(s.state, NvmlState::library_missing);
+  EXPECT_EQ(s.state, SourceState::library_missing);
   EXPECT_THAT(s.problem, HasSubstr("/nonexistent/libnvidia-ml.so.1"));
   source.prefetch_snapshot();  // remembered: does nothing
   EXPECT_FALSE(source.worker_pid().has_value());
@@ -95,7 +95,7 @@ TEST(NvmlSource, PrefetchThenSnapshotReportsAMissingLibrary) {
 TEST(NvmlSource, LibraryWithoutNvmlIsLibraryMissing) {
   auto source = make_nvml_source("libc.so.6");
   GpuSnapshot s = source->snapshot(2s);
-  EXPECT_EQ(s.state, NvmlState::library_missing);
+  EXPECT_EQ(s.state, SourceState::library_missing);
   EXPECT_THAT(s.problem, HasSubstr("not a usable NVML library"));
 }
 
@@ -151,7 +151,7 @@ class SimNode : public ::testing::Test {
 TEST_F(SimNode, SnapshotOfAnEightGpuNode) {
   NvmlSource source(GPUREAP_SIM_NVML);
   GpuSnapshot s = source.snapshot(5s);
-  ASSERT_EQ(s.state, NvmlState::ok) << s.problem;
+  ASSERT_EQ(s.state, SourceState::ok) << s.problem;
   EXPECT_FALSE(s.driver_version.empty());
   ASSERT_EQ(s.gpus.size(), 8U);
   std::set<std::string> uuids, buses;
@@ -176,7 +176,7 @@ TEST_F(SimNode, SnapshotOfAnEightGpuNode) {
 
   // Once started, a snapshot is a single round trip: fast.
   auto start = Clock::now();
-  EXPECT_EQ(source.snapshot(5s).state, NvmlState::ok);
+  EXPECT_EQ(source.snapshot(5s).state, SourceState::ok);
   auto took = Clock::now() - start;
   EXPECT_LT(took, 100ms) << std::chrono::duration<double, std::milli>(took).count() << " ms";
 }
@@ -188,7 +188,7 @@ TEST_F(SimNode, PrefetchedSnapshotIsCollectedByTheNextSnapshot) {
   const std::uint32_t holder = hold(2, "1GiB");  // after the prefetch: not in its answer
   ASSERT_NE(holder, 0U);
   GpuSnapshot s = source.snapshot(5s);
-  ASSERT_EQ(s.state, NvmlState::ok) << s.problem;
+  ASSERT_EQ(s.state, SourceState::ok) << s.problem;
   ASSERT_EQ(s.gpus.size(), 8U);
   // Whether the prefetched answer predates the holder depends on timing; the
   // next snapshot is a fresh query and must see it.
@@ -209,7 +209,7 @@ TEST_F(SimNode, MemoryAfterAPrefetchGetsMemoryReadings) {
   source.prefetch_snapshot();
   source.disconnect();  // with an answer in flight
   EXPECT_FALSE(source.worker_pid().has_value());
-  EXPECT_EQ(source.snapshot(5s).state, NvmlState::ok);
+  EXPECT_EQ(source.snapshot(5s).state, SourceState::ok);
 }
 
 TEST_F(SimNode, MemoryReadingsInTheOrderAsked) {
@@ -234,7 +234,7 @@ TEST_F(SimNode, HolderIsListedAndItsMemoryIsReleasedWhenItDies) {
   ASSERT_NE(holder, 0U);
 
   GpuSnapshot s = source.snapshot(5s);
-  ASSERT_EQ(s.state, NvmlState::ok) << s.problem;
+  ASSERT_EQ(s.state, SourceState::ok) << s.problem;
   const std::uint64_t idle = s.gpus[4].memory->used;
   ASSERT_EQ(s.gpus[5].processes.size(), 1U);
   EXPECT_EQ(s.gpus[5].processes[0].pid, holder);
@@ -262,7 +262,7 @@ TEST_F(SimNode, HolderIsListedAndItsMemoryIsReleasedWhenItDies) {
 
 TEST_F(SimNode, HungGpusAreAnsweredWithinTheDeadlineMarkedAndNamed) {
   NvmlSource source(GPUREAP_SIM_NVML);
-  ASSERT_EQ(source.snapshot(5s).state, NvmlState::ok);
+  ASSERT_EQ(source.snapshot(5s).state, SourceState::ok);
   const pid_t worker = *source.worker_pid();
   set_mode("hang_query");
 
@@ -271,7 +271,7 @@ TEST_F(SimNode, HungGpusAreAnsweredWithinTheDeadlineMarkedAndNamed) {
   auto start = Clock::now();
   GpuSnapshot s = source.snapshot(1000ms);
   auto took = Clock::now() - start;
-  EXPECT_EQ(s.state, NvmlState::partial);
+  EXPECT_EQ(s.state, SourceState::partial);
   EXPECT_GE(took, 700ms);
   EXPECT_LT(took, 1000ms);
   ASSERT_EQ(s.gpus.size(), 8U);
@@ -297,7 +297,7 @@ TEST_F(SimNode, OneHungGpuLeavesTheOthersMeasured) {
   NvmlSource source(GPUREAP_SIM_NVML);
   set_mode("hang_query gpu=1");
   GpuSnapshot s = source.snapshot(2000ms);
-  EXPECT_EQ(s.state, NvmlState::partial);
+  EXPECT_EQ(s.state, SourceState::partial);
   ASSERT_EQ(s.gpus.size(), 8U);
   EXPECT_TRUE(s.gpus[1].hung);
   EXPECT_TRUE(s.gpus[1].minor.has_value()) << "so /proc holders of GPU 1 can be placed";
@@ -321,19 +321,19 @@ TEST_F(SimNode, HangInInitIsAHangToo) {
   auto start = Clock::now();
   GpuSnapshot s = source.snapshot(500ms);
   EXPECT_LT(Clock::now() - start, 1000ms);
-  EXPECT_EQ(s.state, NvmlState::hung);
+  EXPECT_EQ(s.state, SourceState::hung);
   EXPECT_THAT(s.problem, HasSubstr("NVML did not finish initializing within 500 ms"));
 }
 
 TEST_F(SimNode, AHangIsRememberedUntilRetryAfterFailureOnceTheHelperHasExited) {
   set_mode("hang_init");
   NvmlSource source(GPUREAP_SIM_NVML);
-  EXPECT_EQ(source.snapshot(500ms).state, NvmlState::hung);
+  EXPECT_EQ(source.snapshot(500ms).state, SourceState::hung);
   set_mode("ok");
-  EXPECT_EQ(source.snapshot(500ms).state, NvmlState::hung) << "refused at once, no new helper";
+  EXPECT_EQ(source.snapshot(500ms).state, SourceState::hung) << "refused at once, no new helper";
   // The hung helper was SIGKILLed (the simulator's hang is killable): the agent may ask again.
   EXPECT_TRUE(source.retry_after_failure());
-  EXPECT_EQ(source.snapshot(5s).state, NvmlState::ok);
+  EXPECT_EQ(source.snapshot(5s).state, SourceState::ok);
 }
 
 TEST_F(SimNode, AGpuStuckInItsHelperIsAskedAgainByANewOneAfterRetryAfterFailure) {
@@ -349,7 +349,7 @@ TEST_F(SimNode, AGpuStuckInItsHelperIsAskedAgainByANewOneAfterRetryAfterFailure)
   const pid_t stuck_helper = *source.worker_pid();
   EXPECT_TRUE(source.retry_after_failure());
   s = source.snapshot(5s);
-  EXPECT_EQ(s.state, NvmlState::ok) << s.problem;
+  EXPECT_EQ(s.state, SourceState::ok) << s.problem;
   EXPECT_TRUE(s.gpus.at(1).memory.has_value());
   EXPECT_NE(source.worker_pid(), stuck_helper);
 }
@@ -358,12 +358,12 @@ TEST_F(SimNode, AGpuStuckInItsHelperIsAskedAgainByANewOneAfterRetryAfterFailure)
 TEST_F(SimNode, AFailedInitIsRememberedUntilRetryAfterFailureW2_22) {
   set_mode("init_fail");
   NvmlSource source(GPUREAP_SIM_NVML);
-  EXPECT_EQ(source.snapshot(5s).state, NvmlState::init_failed);
+  EXPECT_EQ(source.snapshot(5s).state, SourceState::init_failed);
   set_mode("ok");
-  EXPECT_EQ(source.snapshot(5s).state, NvmlState::init_failed) << "remembered: no new helper";
+  EXPECT_EQ(source.snapshot(5s).state, SourceState::init_failed) << "remembered: no new helper";
   EXPECT_TRUE(source.retry_after_failure());
   GpuSnapshot s = source.snapshot(5s);
-  EXPECT_EQ(s.state, NvmlState::ok) << s.problem;
+  EXPECT_EQ(s.state, SourceState::ok) << s.problem;
   EXPECT_EQ(s.gpus.size(), 8U);
 }
 
@@ -390,14 +390,14 @@ TEST_F(SimNode, APrefetchedSnapshotIsInFlightUntilTheHelperAnswersW2_04) {
   const auto limit2 = Clock::now() + 10s;
   while (source.snapshot_in_flight() && Clock::now() < limit2) std::this_thread::sleep_for(20ms);
   s = source.snapshot(5s);
-  EXPECT_EQ(s.state, NvmlState::ok) << s.problem;
+  EXPECT_EQ(s.state, SourceState::ok) << s.problem;
 }
 
 TEST_F(SimNode, FailingQueriesAreQueryFailedWithNvmlsText) {
   NvmlSource source(GPUREAP_SIM_NVML);
   set_mode("query_fail gpu=3");
   GpuSnapshot s = source.snapshot(5s);
-  EXPECT_EQ(s.state, NvmlState::partial);
+  EXPECT_EQ(s.state, SourceState::partial);
   EXPECT_THAT(s.problem, HasSubstr("(GPU 3): "));
   ASSERT_EQ(s.gpus.size(), 8U) << "the other GPUs are still shown";
   EXPECT_TRUE(s.gpus[0].memory.has_value());
@@ -414,50 +414,50 @@ TEST_F(SimNode, FailingQueriesAreQueryFailedWithNvmlsText) {
   EXPECT_TRUE((*m)[1].used.has_value());
 
   set_mode("ok");
-  EXPECT_EQ(source.snapshot(5s).state, NvmlState::ok) << "a failed query is not remembered";
+  EXPECT_EQ(source.snapshot(5s).state, SourceState::ok) << "a failed query is not remembered";
 }
 
 TEST_F(SimNode, InitFailureIsInitFailed) {
   set_mode("init_fail");
   NvmlSource source(GPUREAP_SIM_NVML);
   GpuSnapshot s = source.snapshot(5s);
-  EXPECT_EQ(s.state, NvmlState::init_failed);
+  EXPECT_EQ(s.state, SourceState::init_failed);
   EXPECT_THAT(s.problem, HasSubstr("nvmlInit"));
   EXPECT_THAT(s.problem, HasSubstr("Driver Not Loaded"));
   EXPECT_FALSE(source.worker_pid().has_value());
 
   set_mode("ok");
-  EXPECT_EQ(source.snapshot(5s).state, NvmlState::init_failed) << "remembered until disconnect";
+  EXPECT_EQ(source.snapshot(5s).state, SourceState::init_failed) << "remembered until disconnect";
   source.disconnect();
-  EXPECT_EQ(source.snapshot(5s).state, NvmlState::ok);
+  EXPECT_EQ(source.snapshot(5s).state, SourceState::ok);
 }
 
 TEST_F(SimNode, ACrashedWorkerIsQueryFailedAndReplaced) {
   NvmlSource source(GPUREAP_SIM_NVML);
-  ASSERT_EQ(source.snapshot(5s).state, NvmlState::ok);
+  ASSERT_EQ(source.snapshot(5s).state, SourceState::ok);
   const pid_t worker = *source.worker_pid();
   ASSERT_EQ(kill(worker, SIGKILL), 0);
 
   GpuSnapshot s = source.snapshot(5s);
-  EXPECT_EQ(s.state, NvmlState::query_failed);
+  EXPECT_EQ(s.state, SourceState::query_failed);
   EXPECT_THAT(s.problem, HasSubstr("was killed by signal 9"));
   EXPECT_FALSE(is_unreaped_child(worker));
 
   s = source.snapshot(5s);
-  EXPECT_EQ(s.state, NvmlState::ok) << s.problem;
+  EXPECT_EQ(s.state, SourceState::ok) << s.problem;
   EXPECT_NE(source.worker_pid(), worker);
 }
 
 TEST_F(SimNode, DisconnectEndsTheWorkerAndTheNextCallReconnects) {
   NvmlSource source(GPUREAP_SIM_NVML);
-  ASSERT_EQ(source.snapshot(5s).state, NvmlState::ok);
+  ASSERT_EQ(source.snapshot(5s).state, SourceState::ok);
   const pid_t worker = *source.worker_pid();
   auto start = Clock::now();
   source.disconnect();
   EXPECT_LT(Clock::now() - start, 1s);
   EXPECT_FALSE(source.worker_pid().has_value());
   EXPECT_FALSE(is_unreaped_child(worker)) << "reaped";
-  EXPECT_EQ(source.snapshot(5s).state, NvmlState::ok);
+  EXPECT_EQ(source.snapshot(5s).state, SourceState::ok);
   EXPECT_TRUE(source.worker_pid().has_value());
 }
 
@@ -465,7 +465,7 @@ TEST_F(SimNode, WorkerKeepsOnlyItsSocketOpen) {
   int inherited[2];
   ASSERT_EQ(pipe(inherited), 0);  // open in gpureap when the worker is forked
   NvmlSource source(GPUREAP_SIM_NVML);
-  ASSERT_EQ(source.snapshot(5s).state, NvmlState::ok);
+  ASSERT_EQ(source.snapshot(5s).state, SourceState::ok);
   close(inherited[0]);
   close(inherited[1]);
   const std::string fd_dir = "/proc/" + std::to_string(*source.worker_pid()) + "/fd";

@@ -250,11 +250,11 @@ json answer(NvmlLibrary& library, PerGpuQueries& queries, const json& request) {
   };
   auto library = NvmlLibrary::load(library_path);
   if (!library) {
-    send({{"ready", false}, {"state", enum_name(NvmlState::library_missing)}, {"problem", library.error().message}});
+    send({{"ready", false}, {"state", enum_name(SourceState::library_missing)}, {"problem", library.error().message}});
     _exit(0);
   }
   if (auto init = library->init(); !init) {
-    send({{"ready", false}, {"state", enum_name(NvmlState::init_failed)}, {"problem", init.error().message}});
+    send({{"ready", false}, {"state", enum_name(SourceState::init_failed)}, {"problem", init.error().message}});
     _exit(0);
   }
   send({{"ready", true}, {"driver_version", library->driver_version()}});

@@ -132,21 +132,21 @@ Result<double> ask_agent_to_yield_nvml(const std::string& socket_path,
                                        std::chrono::milliseconds how_long,
                                        std::chrono::milliseconds deadline) {
   auto got = exchange(socket_path,
-                      std::string(kYieldNvmlRequest) + " " + std::to_string(how_long.count()),
+                      std::string(kYieldSourceRequest) + " " + std::to_string(how_long.count()),
                       Clock::now() + deadline);
   if (!got) return std::unexpected(got.error());
-  return decode_nvml_answer(got->answer);
+  return decode_source_answer(got->answer);
 }
 
 Result<void> ask_agent_to_resume_nvml(const std::string& socket_path, const std::string& note,
                                       std::chrono::milliseconds deadline) {
-  std::string line(kResumeNvmlRequest);
+  std::string line(kResumeSourceRequest);
   // One line on the wire: a newline in the note would end the request early.
   for (char c : note) line += (c == '\n' || c == '\r') ? ' ' : c;
-  if (!note.empty()) line.insert(kResumeNvmlRequest.size(), " ");
+  if (!note.empty()) line.insert(kResumeSourceRequest.size(), " ");
   auto got = exchange(socket_path, line, Clock::now() + deadline);
   if (!got) return std::unexpected(got.error());
-  auto answer = decode_nvml_answer(got->answer);
+  auto answer = decode_source_answer(got->answer);
   if (!answer) return std::unexpected(answer.error());
   return {};
 }

@@ -45,7 +45,7 @@ Inventory collect(gpu::GpuSource& gpus, const proc::DeviceSet& devices, Baseline
   gpus.prefetch_snapshot();
   auto scan_future =
       std::async(std::launch::async, [&] { return proc::scan_holders(scan_options); });
-  gpu::GpuSnapshot snapshot = gpus.snapshot(options.nvml_deadline);
+  gpu::GpuSnapshot snapshot = gpus.snapshot(options.source_deadline);
   proc::ScanResult scan = scan_future.get();
   return join_look(gpus, std::move(snapshot), std::move(scan), devices, baselines, options);
 }
@@ -82,7 +82,7 @@ void sample_busy_gpus(gpu::GpuSource& gpus, Inventory& inv, const CollectOptions
     const auto gap = kBusyWindow / (kBusySamples - 1);
     for (unsigned k = 1; k < kBusySamples && !candidates.empty(); ++k) {
       (options.clock ? *options.clock : util::system_clock()).sleep_for(gap);
-      auto readings = gpus.memory(candidates, options.nvml_deadline);
+      auto readings = gpus.memory(candidates, options.source_deadline);
       if (!readings) break;
       std::vector<gpu::DeviceId> still;
       for (const auto& r : *readings) {
@@ -163,7 +163,7 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
         unread.push_back(pid);
     }
   for (auto& h : proc::describe_processes(unread, options.proc_root)) {
-    h.found_by.insert(proc::FoundBy::nvml);  // NVML lists it: a GPU holder (lineage's siblings)
+    h.found_by.insert(proc::FoundBy::source);  // NVML lists it: a GPU holder (lineage's siblings)
     scan.holders.push_back(std::move(h));
   }
   // Orphaned or detached is decided over the whole set (siblings and workers are
@@ -189,7 +189,7 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
   for (int attempt = 0; attempt < 4; ++attempt) {
     (options.clock ? *options.clock : util::system_clock())
         .sleep_for(std::chrono::milliseconds(25));
-    auto reading = gpus.memory(puzzling, options.nvml_deadline);
+    auto reading = gpus.memory(puzzling, options.source_deadline);
     if (!reading) break;
     later = std::move(*reading);
     bool dropped = std::any_of(later.begin(), later.end(), [&](const gpu::MemoryReading& r) {

@@ -21,7 +21,7 @@ namespace gpureap::inventory {
 
 struct CollectOptions {
   std::string proc_root;  // no default: Node::look() sets its own
-  std::chrono::milliseconds nvml_deadline{2000};
+  std::chrono::milliseconds source_deadline{2000};
   std::set<pid_t> exclude;       // in addition to ourselves and our NVML helper
   util::Clock* clock = nullptr;  // waits between re-readings; nullptr: the system clock
   /// Memory no holder explains is read again a few times (at most ~100 ms) to tell

@@ -34,7 +34,7 @@ void expect_one_table(std::size_t count) {
 }
 
 TEST(EnumNames, EveryValueHasOneNameThatReadsBack) {
-  expect_one_table<gpu::NvmlState>(6);
+  expect_one_table<gpu::SourceState>(6);
   expect_one_table<gpu::ProcessKind>(3);
   expect_one_table<proc::NodeKind>(7);
   expect_one_table<proc::FoundBy>(3);
@@ -50,7 +50,7 @@ TEST(EnumNames, EveryValueHasOneNameThatReadsBack) {
 
 TEST(EnumNames, TheWireSpellingsAreUnchanged) {
   // The agent's wire and `--json` (docs/json-schema.md) spell these; an older peer reads them.
-  EXPECT_EQ(enum_name(gpu::NvmlState::library_missing), "library_missing");
+  EXPECT_EQ(enum_name(gpu::SourceState::library_missing), "library_missing");
   EXPECT_EQ(enum_name(proc::NodeKind::uvm_tools), "uvm_tools");
   EXPECT_EQ(enum_name(proc::OrphanEvidence::run_gone), "run_gone");
   EXPECT_EQ(enum_name(proc::Provenance::witnessed), "witnessed");

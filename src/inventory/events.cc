@@ -154,9 +154,9 @@ void track_holders(const GpuView& view, Pred pred,
 
 }  // namespace
 
-bool nvml_down(const Inventory& inv) {
-  if (!gpu::lists_gpus(inv.nvml_state)) return true;
-  if (inv.nvml_state != gpu::NvmlState::partial || inv.gpus.empty()) return false;
+bool source_down(const Inventory& inv) {
+  if (!gpu::lists_gpus(inv.source_state)) return true;
+  if (inv.source_state != gpu::SourceState::partial || inv.gpus.empty()) return false;
   return std::all_of(inv.gpus.begin(), inv.gpus.end(), gpu_failing);
 }
 
@@ -169,26 +169,26 @@ EventDetector& EventDetector::operator=(EventDetector&&) noexcept = default;
 std::vector<Event> EventDetector::observe(const Inventory& inv, double now,
                                           const std::map<pid_t, DeadParent>& dead_parents) {
   std::vector<Event> out;
-  const bool down = nvml_down(inv);
-  if (down && !nvml_down_) {
+  const bool down = source_down(inv);
+  if (down && !source_down_) {
     Event e;
-    e.kind = EventKind::nvml_down;
+    e.kind = EventKind::source_down;
     e.time = now;
-    e.detail = inv.nvml_problem.empty() ? "NVML does not answer" : inv.nvml_problem;
+    e.detail = inv.source_problem.empty() ? "NVML does not answer" : inv.source_problem;
     out.push_back(std::move(e));
     // The node-wide line covers every GPU: each one's own down/up starts afresh.
     for (auto& [key, st] : gpus_) st->down = false;
-  } else if (!down && nvml_down_) {
+  } else if (!down && source_down_) {
     Event e;
-    e.kind = EventKind::nvml_up;
+    e.kind = EventKind::source_up;
     e.time = now;
     e.detail = "NVML answers again: memory figures are live again";
     out.push_back(std::move(e));
   }
-  nvml_down_ = down;
+  source_down_ = down;
   // Without NVML the views are built from device nodes (no uuid, no memory, every
   // opener counted as a user): nothing to compare with what was announced.
-  if (!gpu::lists_gpus(inv.nvml_state)) return out;
+  if (!gpu::lists_gpus(inv.source_state)) return out;
 
   for (const auto& view : inv.gpus) {
     auto& st = gpus_[gpu_key(view)];
@@ -196,13 +196,13 @@ std::vector<Event> EventDetector::observe(const Inventory& inv, double now,
     if (!down) {
       const bool failing = gpu_failing(view);
       if (failing && !st->down) {
-        Event e = gpu_event(EventKind::nvml_down, view, now);
+        Event e = gpu_event(EventKind::source_down, view, now);
         e.detail = view.info.problem.empty()
                        ? fmt::format("GPU {} did not answer in time", view.info.id)
                        : view.info.problem;
         out.push_back(std::move(e));
       } else if (!failing && st->down) {
-        Event e = gpu_event(EventKind::nvml_up, view, now);
+        Event e = gpu_event(EventKind::source_up, view, now);
         e.detail = fmt::format("NVML answers for GPU {} again: its memory figures are live again",
                                view.info.id);
         out.push_back(std::move(e));

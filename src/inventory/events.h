@@ -26,8 +26,8 @@ enum class EventKind {
   zombie_leader,        // a holder's leader exited while its threads still hold the GPU
   unattributed_memory,  // memory no visible process explains (class in `unexplained`)
   memory_freed,         // memory announced above (orphaned/zombie/unattributed) is gone
-  nvml_down,            // NVML stopped answering (or failed); `detail` says how
-  nvml_up,              // NVML answers again
+  source_down,            // NVML stopped answering (or failed); `detail` says how
+  source_up,              // NVML answers again
   reap_planned,         // --reap-dry-run: what the reaping policy would free
   reaped,               // the reaping policy freed holders (`detail`: the outcome)
   reap_failed,          // the reaping policy tried and memory stayed held
@@ -51,7 +51,7 @@ struct EventHolder {
 using DeadParent = proc::DeadParent;
 
 struct Event {
-  EventKind kind = EventKind::nvml_down;
+  EventKind kind = EventKind::source_down;
   double time = 0;              // wall clock, seconds since the epoch
   std::optional<gpu::DeviceId> gpu;  // nullopt for node-wide events, and for an instance's
   /// The GPUs the event is about: {gpu} for a GPU's event; every GPU of an instance
@@ -79,7 +79,7 @@ inline constexpr std::chrono::milliseconds kUnattributedSettle{3000};
 /// NVML as a whole is down: it lists no GPU, or every GPU it lists failed or
 /// hung (no GPU can be read). The node-wide nvml_down/nvml_up events and the
 /// gpureap_nvml_up metric follow this one rule.
-bool nvml_down(const Inventory& inv);
+bool source_down(const Inventory& inv);
 
 /// How long a freed GPU of an instance waits for its other members to go (a kill of
 /// a server's workers ends them within a look or two), before it is said alone.
@@ -140,7 +140,7 @@ class EventDetector {
   std::map<std::string, std::unique_ptr<GpuState>> gpus_;  // by uuid (index when no uuid)
   std::map<std::string, Instance> announced_instances_;     // orphaned, by key
   std::map<std::string, InstanceFreed> instance_freed_;     // by instance key
-  bool nvml_down_ = false;
+  bool source_down_ = false;
 };
 
 }  // namespace gpureap::inventory

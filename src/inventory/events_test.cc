@@ -144,10 +144,10 @@ TEST(EventDetector, FirstObserveAnnouncesWhatIsAlreadyBad) {
   hung.info.memory.reset();
   Inventory inv = node({gpu(0, {user(10, 8 * kGiB, true)}), gpu(1, {zombie(20, 6 * kGiB)}),
                         with_unexplained(gpu(2), Unexplained::driver_held, 30 * kGiB), hung});
-  inv.nvml_state = gpu::NvmlState::partial;
+  inv.source_state = gpu::SourceState::partial;
   auto events = d.observe(inv, 1);
   EXPECT_EQ(kinds(events), (std::vector{EventKind::orphaned_memory, EventKind::zombie_leader,
-                                        EventKind::unattributed_memory, EventKind::nvml_down}));
+                                        EventKind::unattributed_memory, EventKind::source_down}));
   EXPECT_EQ(events[2].unexplained, Unexplained::driver_held);
   EXPECT_EQ(events[2].bytes, 30 * kGiB);
   EXPECT_EQ(events[2].detail, "driver_held evidence");
@@ -343,8 +343,8 @@ TEST(EventDetector, NvmlDownAndUpNodeWide) {
   EventDetector d(0ms);
   d.observe(node({gpu(0, {user(10, 8 * kGiB, true)})}), 1);
   Inventory down;
-  down.nvml_state = gpu::NvmlState::query_failed;
-  down.nvml_problem = "nvmlDeviceGetMemoryInfo_v2(GPU 0): GPU is lost";
+  down.source_state = gpu::SourceState::query_failed;
+  down.source_problem = "nvmlDeviceGetMemoryInfo_v2(GPU 0): GPU is lost";
   // Without NVML the views come from device nodes: no uuid, no memory.
   GpuView from_nodes;
   from_nodes.info.id = gpu::dev(0);
@@ -354,7 +354,7 @@ TEST(EventDetector, NvmlDownAndUpNodeWide) {
   down.gpus = {from_nodes};
   auto events = d.observe(down, 2);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].kind, EventKind::nvml_down);
+  EXPECT_EQ(events[0].kind, EventKind::source_down);
   EXPECT_FALSE(events[0].gpu);
   EXPECT_EQ(events[0].detail, "nvmlDeviceGetMemoryInfo_v2(GPU 0): GPU is lost");
   EXPECT_TRUE(d.observe(down, 3).empty());
@@ -362,7 +362,7 @@ TEST(EventDetector, NvmlDownAndUpNodeWide) {
   down.gpus[0].holders.clear();
   EXPECT_TRUE(d.observe(down, 4).empty());
   events = d.observe(node({gpu(0)}), 5);
-  EXPECT_EQ(kinds(events), (std::vector{EventKind::nvml_up, EventKind::memory_freed}));
+  EXPECT_EQ(kinds(events), (std::vector{EventKind::source_up, EventKind::memory_freed}));
   EXPECT_FALSE(events[0].gpu);
   EXPECT_EQ(events[1].bytes, 8 * kGiB);
   EXPECT_TRUE(d.observe(node({gpu(0)}), 6).empty());
@@ -371,8 +371,8 @@ TEST(EventDetector, NvmlDownAndUpNodeWide) {
 TEST(EventDetector, EveryGpuHungIsOneNodeWideLine) {
   EventDetector d(0ms);
   Inventory inv = node({gpu(0), gpu(1)});
-  inv.nvml_state = gpu::NvmlState::partial;
-  inv.nvml_problem = "GPU 0 did not answer; GPU 1 did not answer";
+  inv.source_state = gpu::SourceState::partial;
+  inv.source_problem = "GPU 0 did not answer; GPU 1 did not answer";
   for (auto& v : inv.gpus) {
     v.info.hung = true;
     v.info.problem = "did not answer";
@@ -380,17 +380,17 @@ TEST(EventDetector, EveryGpuHungIsOneNodeWideLine) {
   }
   auto events = d.observe(inv, 1);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].kind, EventKind::nvml_down);
+  EXPECT_EQ(events[0].kind, EventKind::source_down);
   EXPECT_FALSE(events[0].gpu);
   EXPECT_EQ(events[0].detail, "GPU 0 did not answer; GPU 1 did not answer");
   // GPU 0 answers again, GPU 1 does not.
   inv.gpus[0] = gpu(0);
   events = d.observe(inv, 2);
-  ASSERT_EQ(kinds(events), (std::vector{EventKind::nvml_up, EventKind::nvml_down}));
+  ASSERT_EQ(kinds(events), (std::vector{EventKind::source_up, EventKind::source_down}));
   EXPECT_FALSE(events[0].gpu);
   EXPECT_EQ(events[1].gpu, gpu::dev(1));
   events = d.observe(node({gpu(0), gpu(1)}), 3);
-  ASSERT_EQ(kinds(events), std::vector{EventKind::nvml_up});
+  ASSERT_EQ(kinds(events), std::vector{EventKind::source_up});
   EXPECT_EQ(events[0].gpu, gpu::dev(1));
 }
 
@@ -398,20 +398,20 @@ TEST(EventDetector, AHungGpuNeverProducesMemoryFreed) {
   EventDetector d(0ms);
   d.observe(node({gpu(0), gpu(1, {user(10, 8 * kGiB, true)})}), 1);
   Inventory inv = node({gpu(0), gpu(1)});
-  inv.nvml_state = gpu::NvmlState::partial;
+  inv.source_state = gpu::SourceState::partial;
   inv.gpus[1].info.hung = true;
   inv.gpus[1].info.problem = "GPU 1 did not answer within 1500 ms";
   inv.gpus[1].info.memory.reset();
   inv.gpus[1].info.processes_known = false;
   auto events = d.observe(inv, 2);
   ASSERT_EQ(events.size(), 1u) << "the orphan is gone from the view, but memory is unknown";
-  EXPECT_EQ(events[0].kind, EventKind::nvml_down);
+  EXPECT_EQ(events[0].kind, EventKind::source_down);
   EXPECT_EQ(events[0].gpu, gpu::dev(1));
   EXPECT_EQ(events[0].uuid, "GPU-1");
   EXPECT_TRUE(d.observe(inv, 3).empty());
   // The orphan is still there when GPU 1 answers again: not re-announced, not freed.
   events = d.observe(node({gpu(0), gpu(1, {user(10, 8 * kGiB, true)})}), 4);
-  ASSERT_EQ(kinds(events), std::vector{EventKind::nvml_up});
+  ASSERT_EQ(kinds(events), std::vector{EventKind::source_up});
 }
 
 TEST(EventDetector, AGpuWithoutProcessListsIsStillWatched) {

@@ -75,14 +75,14 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
         "{} is held by processes this PID namespace cannot see (gpureap runs inside a container; "
         "NVML hides other namespaces' processes). Run gpureap on the host.",
         amount);
-  } else if (!view.nvml_unseen.empty()) {
+  } else if (!view.source_unseen.empty()) {
     view.unexplained = Unexplained::outside_namespace;
     view.unexplained_detail = fmt::format(
         "NVML lists pid {} on this GPU, but no such process is visible in /proc: it lives in "
         "another "
         "PID namespace (container, LXC guest) or exited a moment ago. Look on the host, or re-run "
         "in a second.",
-        pid_list(view.nvml_unseen));
+        pid_list(view.source_unseen));
   } else if ((later && *later + step < view.used()) || (earlier && view.used() + step < *earlier)) {
     bool fell_since = earlier && view.used() + step < *earlier;
     view.unexplained = Unexplained::releasing;
@@ -160,7 +160,7 @@ std::string sample_list(const std::vector<unsigned>& samples) {
 bool computes_here(const GpuHolder& h) {
   // Compute needs a context, and NVML lists every process with one: an opener it
   // does not list (a monitoring agent, an inherited descriptor) computes nothing.
-  return h.uses_gpu && h.holder.found_by.contains(proc::FoundBy::nvml);
+  return h.uses_gpu && h.holder.found_by.contains(proc::FoundBy::source);
 }
 
 bool busy_without_live_user(const GpuView& view) {
@@ -196,7 +196,7 @@ void classify_busy(Inventory& inv, const std::map<gpu::DeviceId, std::vector<uns
     }
     if (!sustained) continue;  // a brief spike, or a process that just exited
     view.busy.samples = std::move(window);
-    if (!inv.host_pid_namespace || !view.nvml_unseen.empty()) {
+    if (!inv.host_pid_namespace || !view.source_unseen.empty()) {
       view.busy.kind = Busy::outside_namespace;
       view.busy.detail = fmt::format(
           "SM utilization {} with no process this PID namespace can see: the GPU is used from "
@@ -298,8 +298,8 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
                           const std::vector<gpu::MemoryReading>& later_used,
                           const std::vector<gpu::MemoryReading>& earlier_used) {
   Inventory inv;
-  inv.nvml_state = snapshot.state;
-  inv.nvml_problem = std::move(snapshot.problem);
+  inv.source_state = snapshot.state;
+  inv.source_problem = std::move(snapshot.problem);
   inv.driver_version = std::move(snapshot.driver_version);
   inv.host_pid_namespace = host_pid_namespace;
   inv.as_root = ::geteuid() == 0;
@@ -308,14 +308,14 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
 
   // A GPU that failed or hung is still listed (marked, without memory), so the
   // other GPUs keep NVML's view: one lost GPU does not blind the rest.
-  const bool nvml_ok = gpu::lists_gpus(snapshot.state);
-  auto gpus = nvml_ok ? std::move(snapshot.gpus) : gpus_from_nodes(scan.holders);
+  const bool source_ok = gpu::lists_gpus(snapshot.state);
+  auto gpus = source_ok ? std::move(snapshot.gpus) : gpus_from_nodes(scan.holders);
 
   std::map<pid_t, std::size_t> by_pid;
   for (std::size_t i = 0; i < scan.holders.size(); ++i) by_pid[scan.holders[i].id.pid] = i;
-  std::set<std::uint32_t> nvml_listed;
+  std::set<std::uint32_t> source_listed;
   for (const auto& g : gpus)
-    for (const auto& p : g.processes) nvml_listed.insert(p.pid);
+    for (const auto& p : g.processes) source_listed.insert(p.pid);
   std::vector<bool> placed(scan.holders.size(), false);
 
   for (auto& info : gpus) {
@@ -325,11 +325,11 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
     for (const auto& p : info.processes) {
       auto it = by_pid.find(static_cast<pid_t>(p.pid));
       if (it == by_pid.end()) {
-        view.nvml_unseen.push_back(p);
+        view.source_unseen.push_back(p);
         continue;
       }
       GpuHolder gh{scan.holders[it->second], p.used_bytes, true};
-      gh.holder.found_by.insert(proc::FoundBy::nvml);
+      gh.holder.found_by.insert(proc::FoundBy::source);
       view.holders.push_back(std::move(gh));
       on_this_gpu.insert(it->first);
       placed[it->second] = true;
@@ -345,7 +345,7 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
         const auto& h = scan.holders[i];
         if (!h.gpu_minors.contains(*info.minor) || on_this_gpu.contains(h.id.pid)) continue;
         if (info.id.mig() && !gpu::uses_mig_device(h.mig_access, *info.minor, info.id)) continue;
-        bool uses = !nvml_ok || !nvml_listed.contains(static_cast<std::uint32_t>(h.id.pid));
+        bool uses = !source_ok || !source_listed.contains(static_cast<std::uint32_t>(h.id.pid));
         view.holders.push_back(GpuHolder{h, std::nullopt, uses});
         placed[i] = true;
       }

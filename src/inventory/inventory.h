@@ -81,7 +81,7 @@ struct GpuView {
   gpu::GpuInfo info;
   Baseline baseline;
   std::vector<GpuHolder> holders;            // users first (by bytes, descending), then openers
-  std::vector<gpu::GpuProcess> nvml_unseen;  // NVML pids with no process in this /proc
+  std::vector<gpu::GpuProcess> source_unseen;  // NVML pids with no process in this /proc
   std::uint64_t attributed_bytes = 0;
   std::uint64_t unattributed_bytes = 0;  // used - baseline - attributed, never negative
   Unexplained unexplained = Unexplained::none;
@@ -135,8 +135,8 @@ struct NodeIdentity {
 };
 
 struct Inventory {
-  gpu::NvmlState nvml_state = gpu::NvmlState::ok;
-  std::string nvml_problem;
+  gpu::SourceState source_state = gpu::SourceState::ok;
+  std::string source_problem;
   std::string driver_version;
   bool host_pid_namespace = true;
   bool as_root = false;  // the scan ran with euid 0 (unreadable entries are then sandbox limits)

@@ -75,12 +75,12 @@ bool listed_by_nvml(const gpu::GpuInfo& info, pid_t pid) {
 template <typename Keep>
 std::vector<proc::Holder> scanned_holders(const Inventory& inv, Keep&& keep) {
   std::map<pid_t, proc::Holder> seen;
-  auto add = [&](const proc::Holder& h, bool nvml_lists_it) {
+  auto add = [&](const proc::Holder& h, bool source_lists_it) {
     // Seen already: only NVML listing it here can change the decision.
-    if (seen.contains(h.id.pid) && !nvml_lists_it) return;
+    if (seen.contains(h.id.pid) && !source_lists_it) return;
     proc::Holder bare = h;
-    bare.found_by.erase(proc::FoundBy::nvml);
-    if (auto kept = keep(std::move(bare), nvml_lists_it))
+    bare.found_by.erase(proc::FoundBy::source);
+    if (auto kept = keep(std::move(bare), source_lists_it))
       seen.insert_or_assign(h.id.pid, std::move(*kept));
   };
   for (const auto& view : inv.gpus)
@@ -95,12 +95,12 @@ std::vector<proc::Holder> scanned_holders(const Inventory& inv, Keep&& keep) {
 /// given scan: the inventory a scan that found `scan` would have built.
 Inventory rebuild(const Inventory& inv, proc::ScanResult scan) {
   gpu::GpuSnapshot snapshot;
-  snapshot.state = inv.nvml_state;
-  snapshot.problem = inv.nvml_problem;
+  snapshot.state = inv.source_state;
+  snapshot.problem = inv.source_problem;
   snapshot.driver_version = inv.driver_version;
   // Recorded baselines stay recorded; estimates are estimated again.
   auto baselines = BaselineStore::in_memory();
-  if (gpu::lists_gpus(inv.nvml_state)) {
+  if (gpu::lists_gpus(inv.source_state)) {
     for (const auto& view : inv.gpus) {
       snapshot.gpus.push_back(view.info);
       if (view.baseline.recorded && view.info.memory)
@@ -151,9 +151,9 @@ Inventory redact_for(uid_t uid, const Inventory& inv, OtherUsers others) {
   // where NVML names them, as describe_processes() sees them, and not at all
   // when its /proc hides them (describe_processes() finds no /proc/PID).
   proc::ScanResult scan;
-  scan.holders = scanned_holders(inv, [&](proc::Holder h, bool nvml_lists_it) {
+  scan.holders = scanned_holders(inv, [&](proc::Holder h, bool source_lists_it) {
     if (h.uid == uid) return std::optional(std::move(h));
-    if (nvml_lists_it && others == OtherUsers::visible) return std::optional(as_seen_by_others(h));
+    if (source_lists_it && others == OtherUsers::visible) return std::optional(as_seen_by_others(h));
     return std::optional<proc::Holder>();
   });
   // pid 0 (the whole scan) first, as the scan sorts its problems by pid.

@@ -42,7 +42,7 @@ TEST(BuildInventory, NvmlSaysWhichGpuAProcessUsesEvenWhenItOpensAll) {
   ASSERT_EQ(g0.holders.size(), 2u);
   EXPECT_EQ(g0.holders[0].holder.id.pid, 100);
   EXPECT_TRUE(g0.holders[0].uses_gpu);
-  EXPECT_TRUE(g0.holders[0].holder.found_by.contains(proc::FoundBy::nvml));
+  EXPECT_TRUE(g0.holders[0].holder.found_by.contains(proc::FoundBy::source));
   EXPECT_EQ(g0.holders[1].holder.id.pid, 101);
   EXPECT_FALSE(g0.holders[1].uses_gpu) << "101 only has node 0 open; NVML lists it on GPU 1";
   EXPECT_EQ(g0.attributed_bytes, 20 * kGiB);
@@ -67,7 +67,7 @@ TEST(BuildInventory, NvmlPidMissingFromProcIsOutsideTheNamespace) {
   snap.gpus = {gpu_with(0, 30 * kGiB, {{4242, 29 * kGiB, gpu::ProcessKind::compute}})};
   auto store = BaselineStore::in_memory();
   Inventory inv = build_inventory(snap, {}, store, /*host_ns*/ true);
-  ASSERT_EQ(inv.gpus[0].nvml_unseen.size(), 1u);
+  ASSERT_EQ(inv.gpus[0].source_unseen.size(), 1u);
   EXPECT_EQ(inv.gpus[0].unexplained, Unexplained::outside_namespace);
   EXPECT_NE(inv.gpus[0].unexplained_detail.find("4242"), std::string::npos);
 }
@@ -100,7 +100,7 @@ TEST(BaselineStore, LearnsOnlyPlausibleIdleValues) {
 
 TEST(BuildInventory, WithoutNvmlGpusComeFromTheNodesHeld) {
   gpu::GpuSnapshot snap;
-  snap.state = gpu::NvmlState::library_missing;
+  snap.state = gpu::SourceState::library_missing;
   proc::ScanResult scan;
   scan.holders = {holder(300, {5})};
   auto store = BaselineStore::in_memory();

@@ -160,7 +160,7 @@ json encode_view(const GpuView& v) {
                        {"gpu_bytes", optional_json(gh.gpu_bytes)},
                        {"uses_gpu", gh.uses_gpu}});
   json unseen = json::array();
-  for (const auto& p : v.nvml_unseen) unseen.push_back(gpu::process_to_wire(p));
+  for (const auto& p : v.source_unseen) unseen.push_back(gpu::process_to_wire(p));
   return {{"info", encode_info(v.info)},
           {"baseline", {{"bytes", v.baseline.bytes}, {"recorded", v.baseline.recorded}}},
           {"holders", holders},
@@ -264,7 +264,7 @@ GpuView decode_view(const json& j) {
     v.holders.push_back(GpuHolder{decode_holder(field(gh, "holder")),
                                   optional_integer<std::uint64_t>(gh, "gpu_bytes"),
                                   boolean(gh, "uses_gpu")});
-  for (const auto& p : array(j, "nvml_unseen")) v.nvml_unseen.push_back(gpu::process_from_wire(p));
+  for (const auto& p : array(j, "nvml_unseen")) v.source_unseen.push_back(gpu::process_from_wire(p));
   v.attributed_bytes = integer<std::uint64_t>(j, "attributed_bytes");
   v.unattributed_bytes = integer<std::uint64_t>(j, "unattributed_bytes");
   v.unexplained = enum_of<Unexplained>(j, "unexplained");
@@ -297,8 +297,8 @@ std::string encode_inventory(const Inventory& inv) {
                          {"cmdline", text(d.cmdline)},
                          {"died_at", d.died_at}});
   json doc = {{"wire_version", kWireVersion},
-              {"nvml_state", name_of(inv.nvml_state)},
-              {"nvml_problem", text(inv.nvml_problem)},
+              {"nvml_state", name_of(inv.source_state)},
+              {"nvml_problem", text(inv.source_problem)},
               {"driver_version", text(inv.driver_version)},
               {"host_pid_namespace", inv.host_pid_namespace},
               {"as_root", inv.as_root},
@@ -323,12 +323,12 @@ std::string encode_wire_error(std::string_view message) {
   return json{{"error", text(std::string(message))}}.dump();
 }
 
-std::string encode_nvml_answer(bool yielded, double until) {
+std::string encode_source_answer(bool yielded, double until) {
   return yielded ? json{{"nvml", "yielded"}, {"until", until}}.dump()
                  : json{{"nvml", "resumed"}}.dump();
 }
 
-Result<double> decode_nvml_answer(std::string_view text_in) {
+Result<double> decode_source_answer(std::string_view text_in) {
   json doc = json::parse(text_in.begin(), text_in.end(), nullptr, false);
   if (doc.is_object() && doc.contains("error") && doc["error"].is_string())
     return fail(doc["error"].get<std::string>());
@@ -345,8 +345,8 @@ Result<Inventory> decode_inventory(std::string_view text_in) {
     json doc = json::parse(text_in.begin(), text_in.end());
     if (auto problem = wire_envelope_problem(doc, kWireVersion)) return fail(*problem);
     Inventory inv;
-    inv.nvml_state = enum_of<gpu::NvmlState>(doc, "nvml_state");
-    inv.nvml_problem = string(doc, "nvml_problem");
+    inv.source_state = enum_of<gpu::SourceState>(doc, "nvml_state");
+    inv.source_problem = string(doc, "nvml_problem");
     inv.driver_version = string(doc, "driver_version");
     inv.host_pid_namespace = boolean(doc, "host_pid_namespace");
     inv.as_root = boolean(doc, "as_root");

@@ -20,14 +20,14 @@ inline constexpr std::string_view kInventoryRequest = "inventory";
 /// Root's requests that make the agent let go of NVML (a GPU reset needs no client)
 /// and take it up again: "yield-nvml MILLISECONDS", "resume-nvml [NOTE]" (the note,
 /// e.g. what a reset did, goes into the agent's log line).
-inline constexpr std::string_view kYieldNvmlRequest = "yield-nvml";
-inline constexpr std::string_view kResumeNvmlRequest = "resume-nvml";
+inline constexpr std::string_view kYieldSourceRequest = "yield-nvml";
+inline constexpr std::string_view kResumeSourceRequest = "resume-nvml";
 /// The agent's answer to them: {"nvml":"yielded","until":T} (wall clock seconds) or
 /// {"nvml":"resumed"}.
-std::string encode_nvml_answer(bool yielded, double until);
+std::string encode_source_answer(bool yielded, double until);
 /// The `until` of a yielded answer, 0 for resumed; an encode_wire_error answer, or
 /// anything else, fails with its message.
-Result<double> decode_nvml_answer(std::string_view json);
+Result<double> decode_source_answer(std::string_view json);
 
 std::string encode_inventory(const Inventory& inv);
 /// Fails (with a message) on malformed JSON, a missing field or another wire_version;

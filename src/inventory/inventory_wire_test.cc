@@ -65,8 +65,8 @@ gpu::GpuInfo gpu_info(unsigned index, std::uint64_t used, std::vector<gpu::GpuPr
 // build_inventory), so a field the wire forgets shows up as a difference.
 Inventory rich_inventory() {
   Inventory inv;
-  inv.nvml_state = gpu::NvmlState::partial;
-  inv.nvml_problem = "nvmlDeviceGetMemoryInfo_v2(GPU 2): GPU is lost";
+  inv.source_state = gpu::SourceState::partial;
+  inv.source_problem = "nvmlDeviceGetMemoryInfo_v2(GPU 2): GPU is lost";
   inv.driver_version = "570.86.15";
   inv.host_pid_namespace = false;
   inv.as_root = true;
@@ -77,7 +77,7 @@ Inventory rich_inventory() {
   v0.baseline = {600 * kMiB, true};
   v0.holders = {{rich_holder(100, 0, {0, 1}), 19 * kGiB, true},
                 {rich_holder(300, 1000, {0}), std::nullopt, false}};
-  v0.nvml_unseen = {{4242, 1 * kGiB, gpu::ProcessKind::graphics}};
+  v0.source_unseen = {{4242, 1 * kGiB, gpu::ProcessKind::graphics}};
   v0.attributed_bytes = 19 * kGiB;
   v0.unattributed_bytes = 400 * kMiB;
   v0.unexplained = Unexplained::outside_namespace;
@@ -176,8 +176,8 @@ void expect_same_info(const gpu::GpuInfo& a, const gpu::GpuInfo& b) {
 }
 
 void expect_same(const Inventory& a, const Inventory& b) {
-  EXPECT_EQ(a.nvml_state, b.nvml_state);
-  EXPECT_EQ(a.nvml_problem, b.nvml_problem);
+  EXPECT_EQ(a.source_state, b.source_state);
+  EXPECT_EQ(a.source_problem, b.source_problem);
   EXPECT_EQ(a.driver_version, b.driver_version);
   EXPECT_EQ(a.host_pid_namespace, b.host_pid_namespace);
   EXPECT_EQ(a.as_root, b.as_root);
@@ -193,11 +193,11 @@ void expect_same(const Inventory& a, const Inventory& b) {
       EXPECT_EQ(va.holders[i].gpu_bytes, vb.holders[i].gpu_bytes);
       EXPECT_EQ(va.holders[i].uses_gpu, vb.holders[i].uses_gpu);
     }
-    ASSERT_EQ(va.nvml_unseen.size(), vb.nvml_unseen.size());
-    for (std::size_t i = 0; i < va.nvml_unseen.size(); ++i) {
-      EXPECT_EQ(va.nvml_unseen[i].pid, vb.nvml_unseen[i].pid);
-      EXPECT_EQ(va.nvml_unseen[i].used_bytes, vb.nvml_unseen[i].used_bytes);
-      EXPECT_EQ(va.nvml_unseen[i].kind, vb.nvml_unseen[i].kind);
+    ASSERT_EQ(va.source_unseen.size(), vb.source_unseen.size());
+    for (std::size_t i = 0; i < va.source_unseen.size(); ++i) {
+      EXPECT_EQ(va.source_unseen[i].pid, vb.source_unseen[i].pid);
+      EXPECT_EQ(va.source_unseen[i].used_bytes, vb.source_unseen[i].used_bytes);
+      EXPECT_EQ(va.source_unseen[i].kind, vb.source_unseen[i].kind);
     }
     EXPECT_EQ(va.attributed_bytes, vb.attributed_bytes);
     EXPECT_EQ(va.unattributed_bytes, vb.unattributed_bytes);
@@ -412,7 +412,7 @@ TEST(RedactFor, AUserSeesWhatItsOwnScanWouldShow) {
   const auto& bob = got.gpus[0].holders[0];
   EXPECT_EQ(bob.holder.id.pid, 100);
   EXPECT_EQ(bob.gpu_bytes, 20 * kGiB);
-  EXPECT_EQ(bob.holder.found_by, std::set<proc::FoundBy>{proc::FoundBy::nvml});
+  EXPECT_EQ(bob.holder.found_by, std::set<proc::FoundBy>{proc::FoundBy::source});
   EXPECT_TRUE(bob.holder.nodes.empty());
   EXPECT_TRUE(bob.holder.run_id.empty());
   EXPECT_EQ(bob.holder.cmdline, n.root_scan.holders[0].cmdline) << "cmdline is world-readable";
@@ -462,15 +462,15 @@ TEST(RedactFor, AUserSeesWhatItsOwnScanWouldShow) {
 
 TEST(RedactFor, WithoutNvmlAnotherUsersHoldersAreInvisible) {
   Node n = sample_node();
-  n.snap.state = gpu::NvmlState::hung;
+  n.snap.state = gpu::SourceState::hung;
   n.snap.problem = "NVML did not answer";
   n.snap.gpus.clear();
   auto store = BaselineStore::in_memory();
   Inventory inv = build_inventory(n.snap, n.root_scan, store, /*host_ns*/ true);
   ASSERT_EQ(inv.gpus.size(), 2u);
   Inventory got = redact_for(kAlice, inv, OtherUsers::visible);
-  EXPECT_EQ(got.nvml_state, gpu::NvmlState::hung);
-  EXPECT_EQ(got.nvml_problem, "NVML did not answer");
+  EXPECT_EQ(got.source_state, gpu::SourceState::hung);
+  EXPECT_EQ(got.source_problem, "NVML did not answer");
   ASSERT_EQ(got.gpus.size(), 2u) << "alice's 200 holds nodes 0 and 1";
   for (const auto& v : got.gpus) {
     ASSERT_EQ(v.holders.size(), 1u);
@@ -506,8 +506,8 @@ TEST(WithoutPids, AsAScanThatSkippedThem) {
   Inventory got = without_pids(inv, {100, 300, 66});
   ASSERT_EQ(got.gpus.size(), 2u);
   expect_same(got, expected);
-  ASSERT_EQ(got.gpus[0].nvml_unseen.size(), 1u) << "NVML still lists 100";
-  EXPECT_EQ(got.gpus[0].nvml_unseen[0].pid, 100u);
+  ASSERT_EQ(got.gpus[0].source_unseen.size(), 1u) << "NVML still lists 100";
+  EXPECT_EQ(got.gpus[0].source_unseen[0].pid, 100u);
   EXPECT_TRUE(got.problems.empty());
   expect_same(without_pids(inv, {}), inv);
 }

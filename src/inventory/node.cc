@@ -53,7 +53,7 @@ Inventory Node::look(CollectOptions options) {
   if (config_.agent_socket && !agent_asked_) {
     agent_asked_ = true;
     // The agent's answer describes the agent's node: used only when that is this one.
-    auto answer = ask_agent(*config_.agent_socket, options.nvml_deadline);
+    auto answer = ask_agent(*config_.agent_socket, options.source_deadline);
     if (answer && answer->node == identity()) {
       Inventory inv = without_pids(*answer, options.exclude);
       // What this process's own scan would have warned about (a refused state

@@ -78,7 +78,7 @@ std::vector<Finding> gpu_findings(const GpuView& view) {
 Verdict NodeCheck::verdict() const {
   if (std::any_of(found.begin(), found.end(), [](const auto& f) { return is_problem(f.first); }))
     return Verdict::problem;
-  if (nvml_unusable || !found.empty()) return Verdict::unknown;
+  if (source_unusable || !found.empty()) return Verdict::unknown;
   return Verdict::clean;
 }
 
@@ -86,14 +86,14 @@ NodeCheck check_node(const Inventory& inv) {
   NodeCheck out;
   // NVML unusable as a whole (a driver reload, a hang): the views are built from the
   // device nodes /proc shows (named by minor), without memory. Their orphans are still
-  // evidence (W3-13); "not measured" is said once, as nvml_unusable.
-  const bool nvml_ok = gpu::lists_gpus(inv.nvml_state);
-  if (!nvml_ok) out.nvml_unusable = inv.nvml_state;
-  if (nvml_ok) out.gpus = inv.gpus.size();
+  // evidence (W3-13); "not measured" is said once, as source_unusable.
+  const bool source_ok = gpu::lists_gpus(inv.source_state);
+  if (!source_ok) out.source_unusable = inv.source_state;
+  if (source_ok) out.gpus = inv.gpus.size();
   std::map<Finding, std::vector<gpu::DeviceId>> by_finding;  // in Finding order
   for (const auto& view : inv.gpus)
     for (Finding f : gpu_findings(view))
-      if (nvml_ok || f == Finding::orphaned_memory) by_finding[f].push_back(view.info.id);
+      if (source_ok || f == Finding::orphaned_memory) by_finding[f].push_back(view.info.id);
   for (auto& [finding, gpus] : by_finding) {
     gpu::normalize(gpus);
     out.found.emplace_back(finding, std::move(gpus));

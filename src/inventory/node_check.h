@@ -57,7 +57,7 @@ struct NodeCheck {
   /// NVML listed no GPU (library missing, init failed, hung): nothing is known about
   /// memory; the GPUs /proc alone shows (named by minor) are judged on their holders
   /// only (an orphan is a problem by its process, W3-13).
-  std::optional<gpu::NvmlState> nvml_unusable;
+  std::optional<gpu::SourceState> source_unusable;
   /// Each finding with the GPUs it was found on, ascending; in Finding order, no
   /// finding twice and none without a GPU.
   std::vector<std::pair<Finding, std::vector<gpu::DeviceId>>> found;

@@ -70,7 +70,7 @@ TEST(NodeCheck, WhatCannotBeToldIsUnknownNeverClean) {
 
   Inventory lost = tv::idle_node(2);
   tv::make_unreadable(lost.gpus[0]);
-  lost.nvml_state = gpu::NvmlState::partial;
+  lost.source_state = gpu::SourceState::partial;
   EXPECT_EQ(check_node(lost).verdict(), Verdict::unknown);
   // An orphan /proc shows on the GPU NVML cannot read is a problem all the same.
   tv::add_holder(lost.gpus[0], 200, 0, Lineage::orphaned);
@@ -82,24 +82,24 @@ TEST(NodeCheck, WhatCannotBeToldIsUnknownNeverClean) {
 
 // W3-13: NVML unusable as a whole (a driver reload, a hang). The views are the device
 // nodes /proc shows (named by minor), without memory: what they cannot tell is said once
-// (nvml_unusable), and an orphan there is a problem by its process, as on a GPU NVML alone
+// (source_unusable), and an orphan there is a problem by its process, as on a GPU NVML alone
 // cannot read.
 TEST(NodeCheck, W3_13_UnusableNvmlStillJudgesTheOrphansProcShows) {
   Inventory inv = tv::idle_node(3);
-  inv.nvml_state = gpu::NvmlState::init_failed;
+  inv.source_state = gpu::SourceState::init_failed;
   for (auto& v : inv.gpus) v.info.memory.reset();
   tv::add_holder(inv.gpus[1], 300, 0, Lineage::orphaned);
   tv::add_holder(inv.gpus[2], 301, 0, Lineage::orphaned);
   tv::add_holder(inv.gpus[0], 302, 0, Lineage::live);
   const NodeCheck check = check_node(inv);
   EXPECT_EQ(check.verdict(), Verdict::problem);
-  EXPECT_EQ(check.nvml_unusable, gpu::NvmlState::init_failed);
+  EXPECT_EQ(check.source_unusable, gpu::SourceState::init_failed);
   EXPECT_EQ(check.found, (Found{{Finding::orphaned_memory, gpu::devs({1, 2})}}));
   EXPECT_EQ(check.gpus, 0u) << "N counts the GPUs NVML lists";
 
   // No orphan: nothing can be told, never clean.
   Inventory quiet = tv::idle_node(2);
-  quiet.nvml_state = gpu::NvmlState::hung;
+  quiet.source_state = gpu::SourceState::hung;
   for (auto& v : quiet.gpus) v.info.memory.reset();
   tv::add_holder(quiet.gpus[0], 303, 0, Lineage::detached);
   EXPECT_EQ(check_node(quiet).verdict(), Verdict::unknown);

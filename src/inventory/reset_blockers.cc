@@ -18,7 +18,7 @@ std::string_view enum_name(BlockerClass c) {
       return "compute";
     case BlockerClass::compute_elsewhere:
       return "compute_elsewhere";
-    case BlockerClass::nvml_client:
+    case BlockerClass::source_client:
       return "nvml_client";
     case BlockerClass::driver_client:
       return "driver_client";
@@ -150,7 +150,7 @@ struct Collector {
       add(std::move(b));
       return;
     }
-    Blocker b = process_blocker(BlockerClass::nvml_client, h);
+    Blocker b = process_blocker(BlockerClass::source_client, h);
     b.what = view.info.id.mig()
                  ? fmt::format("has a capability of {} open, no memory on it", where)
                  : fmt::format("has {} open, no memory or context on it", node_name(view.info));
@@ -179,7 +179,7 @@ struct Collector {
                   std::any_of(h.mig_access.begin(), h.mig_access.end(),
                               [&](const proc::MigAccess& a) { return a.gpu_minor == *minor; }));
     if (opens_gpu) {
-      Blocker b = process_blocker(BlockerClass::nvml_client, h);
+      Blocker b = process_blocker(BlockerClass::source_client, h);
       b.what = out.mig_mode
                    ? fmt::format("has GPU {}'s own node open and no MIG device of it", out.gpu)
                    : fmt::format("has /dev/nvidia{} open, no memory or context on it", *minor);
@@ -197,10 +197,10 @@ struct Collector {
 
 void note_unknowns(const Inventory& inv, const std::vector<const GpuView*>& views,
                    GpuBlockers& g) {
-  if (!gpu::lists_gpus(inv.nvml_state)) {
+  if (!gpu::lists_gpus(inv.source_state)) {
     g.unknowns.push_back(fmt::format("NVML is unusable ({}): contexts and persistence mode "
                                      "are unknown",
-                                     gpu::enum_name(inv.nvml_state)));
+                                     gpu::enum_name(inv.source_state)));
   } else {
     for (const GpuView* v : views) {
       if (!v->info.problem.empty())
@@ -241,7 +241,7 @@ GpuBlockers blockers_of(const Inventory& inv, gpu::DeviceId parent,
 
   for (const GpuView* v : views) {
     for (const auto& gh : v->holders) c.holder_of_view(*v, gh);
-    for (const auto& p : v->nvml_unseen) c.unseen_of_view(*v, p);
+    for (const auto& p : v->source_unseen) c.unseen_of_view(*v, p);
   }
   for (const auto& h : inv.other_holders) c.other_holder(h, minor);
 

@@ -26,7 +26,7 @@ enum class BlockerClass {
   compute,            // memory or a context on the GPU or one of its MIG devices
   compute_elsewhere,  // computes on another GPU and has this one's node open (CUDA opens
                       // the node of every GPU it may use)
-  nvml_client,        // the GPU's node (or a MIG capability of it) open, no memory on it:
+  source_client,        // the GPU's node (or a MIG capability of it) open, no memory on it:
                       // a monitoring agent, nvidia-smi, the device plugin, a leaked fd
   driver_client,      // nvidiactl / nvidia-uvm open and no GPU node: may be a client of any GPU
   gpureap_agent,      // the running `gpureap watch`: its NVML session, let go on request

@@ -40,7 +40,7 @@ Inventory mig_node() {
 // A holder NVML lists (a context) on the view, with `bytes`.
 GpuView& add_compute(GpuView& view, pid_t pid, std::uint64_t bytes) {
   add_holder(view, pid, bytes, Lineage::live);
-  view.holders.back().holder.found_by.insert(proc::FoundBy::nvml);
+  view.holders.back().holder.found_by.insert(proc::FoundBy::source);
   view.info.processes.push_back({static_cast<std::uint32_t>(pid), bytes});
   return view;
 }
@@ -110,13 +110,13 @@ TEST(ResetBlockers, EveryClientOfAMigGpuIsTypedWithItsNextStep) {
 
   const Blocker* cap = find(*g, 501);
   ASSERT_NE(cap, nullptr);
-  EXPECT_EQ(cap->cls, BlockerClass::nvml_client);
+  EXPECT_EQ(cap->cls, BlockerClass::source_client);
   EXPECT_EQ(cap->what, "has a capability of MIG device 0/gi2/ci0 open, no memory on it");
   EXPECT_EQ(cap->next_step, "kill 501");
 
   const Blocker* dcgm = find(*g, 502);
   ASSERT_NE(dcgm, nullptr);
-  EXPECT_EQ(dcgm->cls, BlockerClass::nvml_client);
+  EXPECT_EQ(dcgm->cls, BlockerClass::source_client);
   EXPECT_EQ(dcgm->known_as, "DCGM host engine");
   EXPECT_EQ(dcgm->what, "has GPU 0's own node open and no MIG device of it");
   EXPECT_EQ(dcgm->next_step, "systemctl stop nvidia-dcgm.service");
@@ -163,7 +163,7 @@ TEST(ResetBlockers, AWholeGpusClientsAndItsComputeProcessesAreToldApart) {
   ASSERT_EQ(g->blockers.size(), 4u);
   EXPECT_EQ(find(*g, 600)->cls, BlockerClass::compute);
   EXPECT_EQ(find(*g, 600)->next_step, "gpureap free --gpu 0");
-  EXPECT_EQ(find(*g, 601)->cls, BlockerClass::nvml_client);
+  EXPECT_EQ(find(*g, 601)->cls, BlockerClass::source_client);
   EXPECT_EQ(find(*g, 601)->known_as, "DCGM exporter");
   EXPECT_EQ(find(*g, 601)->next_step, "delete its pod (pod uid 1234-abcd)");
   EXPECT_EQ(find(*g, 602)->what, "has /dev/nvidia0 open, no memory or context on it");
@@ -214,13 +214,13 @@ TEST(ResetBlockers, TheAgentIsOneBlockerEvenWhenItsHelperIsSeen) {
   // Without the agent's answer the helper is a client like any other, named.
   auto direct = reset_blockers_of(inv, gpu::dev(0));
   ASSERT_EQ(direct->blockers.size(), 1u);
-  EXPECT_EQ(direct->blockers[0].cls, BlockerClass::nvml_client);
+  EXPECT_EQ(direct->blockers[0].cls, BlockerClass::source_client);
   EXPECT_EQ(direct->blockers[0].known_as, "gpureap");
 }
 
 TEST(ResetBlockers, WhatCannotBeSeenIsSaidAndAnUnseenNvmlPidIsACompute) {
   Inventory inv = testing::idle_node(1);  // persistence mode unknown
-  inv.gpus[0].nvml_unseen.push_back({4211, kGiB, gpu::ProcessKind::compute});
+  inv.gpus[0].source_unseen.push_back({4211, kGiB, gpu::ProcessKind::compute});
   inv.problems.push_back({77, "fd table unreadable (permission denied)"});
   auto g = reset_blockers_of(inv, gpu::dev(0));
   ASSERT_EQ(g->blockers.size(), 1u);
@@ -231,7 +231,7 @@ TEST(ResetBlockers, WhatCannotBeSeenIsSaidAndAnUnseenNvmlPidIsACompute) {
   EXPECT_NE(g->unknowns[0].find("persistence mode is unknown"), std::string::npos);
 
   Inventory down = testing::idle_node(1);
-  down.nvml_state = gpu::NvmlState::hung;
+  down.source_state = gpu::SourceState::hung;
   down.gpus[0].info.processes_known = false;
   add_client(down.gpus[0], 300, "python3");
   auto d = reset_blockers_of(down, gpu::dev(0));

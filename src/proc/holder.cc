@@ -17,7 +17,7 @@ std::string_view enum_name(NodeKind kind) {
 
 std::string_view enum_name(FoundBy found_by) {
   switch (found_by) {
-    case FoundBy::nvml: return "nvml";
+    case FoundBy::source: return "nvml";
     case FoundBy::fd: return "fd";
     case FoundBy::mapping: return "mapping";
   }

@@ -51,7 +51,7 @@ struct DeviceNode {
   friend bool operator==(const DeviceNode& a, const DeviceNode& b) { return a.path == b.path; }
 };
 
-enum class FoundBy { nvml, fd, mapping };
+enum class FoundBy { source, fd, mapping };
 
 /// Why a holder is called orphaned (proc/lineage.h), strongest last.
 enum class OrphanEvidence {

@@ -30,7 +30,7 @@ std::string ago(double seconds) {
 }
 
 bool holds_gpu(const Holder& h) {
-  return !h.gpu_minors.empty() || h.found_by.contains(FoundBy::nvml);
+  return !h.gpu_minors.empty() || h.found_by.contains(FoundBy::source);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ FreeOutcome free_selection(inventory::Node& node, AuditedControl& control,
     if (inventory::is_selected(sel.gpus, v.info.id) &&
         inventory::gpu_state(v) == inventory::GpuState::not_measured)
       out.unreadable.push_back(v.info.id);
-  if (out.plan.targets.empty() && (!gpu::lists_gpus(inv.nvml_state) || !out.unreadable.empty())) {
+  if (out.plan.targets.empty() && (!gpu::lists_gpus(inv.source_state) || !out.unreadable.empty())) {
     out.verdict = FreeVerdict::not_measured;
     return out;
   }

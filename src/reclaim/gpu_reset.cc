@@ -80,7 +80,7 @@ ResetOutcome reset_gpu(const inventory::GpuView& view, const inventory::Inventor
   // go when asked and answers once it has.
   bool yielded = false;
   if (agent_socket) {
-    auto until = inventory::ask_agent_to_yield_nvml(*agent_socket, kResetNvmlYield, kAgentAnswer);
+    auto until = inventory::ask_agent_to_yield_nvml(*agent_socket, kResetSourceYield, kAgentAnswer);
     yielded = until.has_value();
     if (yielded) out.notes.push_back("the running agent (gpureap watch) let go of NVML for the reset");
   }

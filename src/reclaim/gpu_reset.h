@@ -30,7 +30,7 @@ std::string nvidia_smi_path();
 
 /// How long a running agent is asked to let go of NVML for one reset (it takes
 /// NVML up again as soon as the reset is over, or at this deadline).
-inline constexpr std::chrono::milliseconds kResetNvmlYield{180000};
+inline constexpr std::chrono::milliseconds kResetSourceYield{180000};
 
 /// Checks the preconditions for resetting `view`'s GPU (root, its bus id, and no
 /// blocker of its physical GPU by inventory::reset_blockers_of, the rule `status

@@ -86,7 +86,7 @@ Leftover classify_unexplained(const LeftoverInput& in) {
   switch (view.unexplained) {
     case inventory::Unexplained::outside_namespace:
       l.cls = LeftoverClass::outside_namespace;
-      for (const auto& p : view.nvml_unseen) l.pids.push_back(static_cast<pid_t>(p.pid));
+      for (const auto& p : view.source_unseen) l.pids.push_back(static_cast<pid_t>(p.pid));
       l.next_step =
           "run gpureap on the host (e.g. outside `pct exec`/the container), where those processes "
           "are visible";

@@ -24,7 +24,7 @@ enum class LeftoverClass {
   driver_held,        // no holder; flat past the release budget (inventory/release_model.h)
   ghost_gpu,          // no process, yet the GPU stays busy (SM utilization) over the window
   unknown,
-  nvml_failed,  // NVML cannot read the GPU: freed cannot be proven
+  source_failed,  // NVML cannot read the GPU: freed cannot be proven
 };
 
 struct Leftover {

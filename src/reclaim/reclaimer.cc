@@ -64,14 +64,14 @@ std::string stop_hint(const proc::ProcessEntry& parent,
 }
 
 // Without NVML, "freed" cannot be proven: say so rather than guess.
-Leftover nvml_failed(gpu::DeviceId gpu, const inventory::GpuView* view,
-                     const std::string& nvml_error, const inventory::Inventory& latest) {
+Leftover source_failed(gpu::DeviceId gpu, const inventory::GpuView* view,
+                     const std::string& source_error, const inventory::Inventory& latest) {
   std::string why = view && !view->info.problem.empty()
                         ? "NVML cannot read this GPU: " + view->info.problem
                         : "NVML stopped answering while verifying: " +
-                              (nvml_error.empty() ? latest.nvml_problem : nvml_error);
+                              (source_error.empty() ? latest.source_problem : source_error);
   return Leftover{gpu,
-                  LeftoverClass::nvml_failed,
+                  LeftoverClass::source_failed,
                   {},
                   {why},
                   "the signalled processes are listed under actions; check the GPU with "
@@ -110,7 +110,7 @@ class Reclaim {
       report_.rounds.push_back(plan);
       if (!escalate(plan)) break;
       plan = watch_release();
-      if (report_.interrupted || !report_.nvml_error.empty()) break;
+      if (report_.interrupted || !report_.source_error.empty()) break;
     }
     // Nothing to signal, but memory of holders gone before this free is still coming
     // back (they were killed by hand, or exited): it is waited for as a signalled
@@ -151,7 +151,7 @@ class Reclaim {
     if (!options_.deadline) return look;
     auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(*options_.deadline - clock_.now());
-    look.nvml_deadline = std::clamp(left, std::chrono::milliseconds(100), look.nvml_deadline);
+    look.source_deadline = std::clamp(left, std::chrono::milliseconds(100), look.source_deadline);
     return look;
   }
 
@@ -347,9 +347,9 @@ class Reclaim {
     auto released = wait_for_release(node_.gpus(), report_.gpus, slice_end, t0_,
                                      node_.interrupt_flag(), progress_, clock_);
     report_.gpus = std::move(released.gpus);
-    if (!released.nvml_error.empty()) report_.nvml_error = released.nvml_error;
+    if (!released.source_error.empty()) report_.source_error = released.source_error;
     if (released.interrupted) report_.interrupted = true;
-    if (released.interrupted || !released.nvml_error.empty()) return false;
+    if (released.interrupted || !released.source_error.empty()) return false;
     if (released.all_freed) return keep_settling();
     settling_ = false;
     return true;
@@ -532,7 +532,7 @@ class Reclaim {
         all = false;  // the model is still waiting for it (release_model.h)
         continue;
       }
-      if (target_lives || !view->nvml_unseen.empty() ||
+      if (target_lives || !view->source_unseen.empty() ||
           (state != inventory::GpuState::driver_held &&
            now - it->second.second < options_.stalled_after))
         all = false;
@@ -586,7 +586,7 @@ class Reclaim {
       }
       if (!view || !view->info.memory) {
         g.measured = false;
-        report_.leftovers.push_back(nvml_failed(g.gpu, view, report_.nvml_error, latest_));
+        report_.leftovers.push_back(source_failed(g.gpu, view, report_.source_error, latest_));
         continue;
       }
       g.used = view->used();

@@ -85,7 +85,7 @@ struct ReclaimReport {
   std::vector<std::string> notes;  // engine decisions worth knowing (why cgroup.kill was not used)
   double settled_seconds = 0;      // how long GPUs were watched after "freed" (--settle)
   bool interrupted = false;
-  std::string nvml_error;  // NVML failed or hung during verification
+  std::string source_error;  // NVML failed or hung during verification
   double seconds = 0;
   bool all_freed() const;
 };

@@ -343,14 +343,14 @@ TEST(Reclaim, NvmlFailingMidRunIsReportedNotFreed) {
   FakeProc p = holder(3000600);
   p.release_after = 2s;
   m.spawn(p);
-  m.clock.after(500ms, [&] { m.nvml().set_failure(gpu::NvmlState::query_failed, "GPU is lost"); });
+  m.clock.after(500ms, [&] { m.nvml().set_failure(gpu::SourceState::query_failed, "GPU is lost"); });
   ReclaimReport r = m.free({});
-  EXPECT_EQ(r.nvml_error, "GPU is lost");
+  EXPECT_EQ(r.source_error, "GPU is lost");
   EXPECT_FALSE(r.all_freed());
   ASSERT_EQ(r.gpus.size(), 1u);
   EXPECT_FALSE(r.gpus[0].measured);  // `free` exits 3, not 1: unmeasured is not "still held"
   ASSERT_EQ(r.leftovers.size(), 1u);
-  EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::nvml_failed);
+  EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::source_failed);
   EXPECT_EQ(r.leftovers[0].evidence,
             std::vector<std::string>{"NVML stopped answering while verifying: GPU is lost"});
   EXPECT_LT(r.seconds, 1.0);
@@ -667,7 +667,7 @@ TEST(Reclaim, W2_23_AGpuNeverMeasuredIsNeverFreed) {
   EXPECT_FALSE(r.gpus[0].freed);
   EXPECT_FALSE(r.all_freed());
   ASSERT_EQ(r.leftovers.size(), 1u);
-  EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::nvml_failed);
+  EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::source_failed);
   EXPECT_LE(r.seconds, 10.0);
 }
 

@@ -18,8 +18,8 @@ bool record(const std::vector<gpu::MemoryReading>& readings, double now, Release
     if (g == result.gpus.end()) continue;
     if (!r.problem.empty()) {
       g->problem = r.problem;
-      if (!result.nvml_error.empty()) result.nvml_error += "; ";
-      result.nvml_error += r.problem;
+      if (!result.source_error.empty()) result.source_error += "; ";
+      result.source_error += r.problem;
       all_below = false;
       continue;
     }
@@ -103,7 +103,7 @@ ReleaseResult wait_for_release(gpu::GpuSource& source, std::vector<GpuRelease> g
       auto reading = source.memory(polled, std::clamp(left, std::chrono::milliseconds(200),
                                                       std::chrono::milliseconds(2000)));
       if (!reading) {
-        result.nvml_error = reading.error().message;
+        result.source_error = reading.error().message;
         break;
       }
       const bool all_below =

@@ -70,7 +70,7 @@ struct ReleaseResult {
   std::vector<GpuRelease> gpus;
   bool all_freed = false;  // every GPU at or below its threshold in the last reading
   bool interrupted = false;
-  std::string nvml_error;  // set when NVML failed or hung while waiting, or a GPU could not be read
+  std::string source_error;  // set when NVML failed or hung while waiting, or a GPU could not be read
 };
 
 /// Polls until every GPU of `gpus` is at or below its threshold in one and the same

@@ -61,7 +61,7 @@ class TestMachine {
     write(dev() + "/nvidia-uvm", "");
     write(proc() + "/uptime", "5000.00 9000.00\n");
     gpu::GpuSnapshot snapshot;
-    snapshot.state = gpu::NvmlState::ok;
+    snapshot.state = gpu::SourceState::ok;
     snapshot.driver_version = "550.00";
     for (unsigned i = 0; i < gpus; ++i) {
       write(fmt::format("{}/nvidia{}", dev(), i), "");

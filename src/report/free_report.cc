@@ -455,10 +455,10 @@ std::string free_lines(const reclaim::ReclaimReport& r, const Style& style,
         for (const auto& l : said) out += fmt::format("    {}\n", l);
     }
   }
-  if (!r.nvml_error.empty()) {
+  if (!r.source_error.empty()) {
     std::string per_gpu = gpu_problems_text("NVML failed while verifying", r.gpus);
     out += style.yellow(
-        (per_gpu.empty() ? "NVML failed while verifying: " + terminal_text(r.nvml_error) : per_gpu) +
+        (per_gpu.empty() ? "NVML failed while verifying: " + terminal_text(r.source_error) : per_gpu) +
         "\n");
   }
   return out;
@@ -562,8 +562,8 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
           {"notes", r.notes},
           {"settled_seconds", seconds_value(r.settled_seconds)},
           {"interrupted", r.interrupted},
-          {"nvml_error", r.nvml_error.empty() ? nlohmann::ordered_json(nullptr)
-                                              : nlohmann::ordered_json(r.nvml_error)},
+          {"nvml_error", r.source_error.empty() ? nlohmann::ordered_json(nullptr)
+                                              : nlohmann::ordered_json(r.source_error)},
           {"warnings", warnings},
           {"seconds", seconds_value(r.seconds)}};
 }

@@ -327,7 +327,7 @@ TEST(FreeText, EachGpuNvmlLostWhileVerifyingHasItsOwnLine) {
     if (i != 1) g.problem = fmt::format("nvmlDeviceGetMemoryInfo_v2(GPU {}): GPU is lost", i);
     r.gpus.push_back(g);
   }
-  r.nvml_error = r.gpus[0].problem + "; " + r.gpus[2].problem;
+  r.source_error = r.gpus[0].problem + "; " + r.gpus[2].problem;
   std::string out = free_text(r, Style{});
   EXPECT_NE(out.find("NVML failed while verifying GPU 0,2:\n"
                      "  GPU 0: nvmlDeviceGetMemoryInfo_v2(GPU 0): GPU is lost\n"
@@ -341,7 +341,7 @@ TEST(FreeText, EachGpuNvmlLostWhileVerifyingHasItsOwnLine) {
                 "lost\n"),
             std::string::npos);
   r.gpus[0].problem.clear();  // the whole query failed: NVML's own words
-  r.nvml_error = "the NVML helper did not answer within 2 s";
+  r.source_error = "the NVML helper did not answer within 2 s";
   EXPECT_NE(free_text(r, Style{}).find(
                 "NVML failed while verifying: the NVML helper did not answer within 2 s\n"),
             std::string::npos);

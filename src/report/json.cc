@@ -208,7 +208,7 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
     holders.push_back(std::move(j));
   }
   nlohmann::ordered_json unseen = nlohmann::ordered_json::array();
-  for (const auto& p : view.nvml_unseen)
+  for (const auto& p : view.source_unseen)
     unseen.push_back({{"pid", p.pid}, {"gpu_bytes", optional_json(p.used_bytes)}});
   nlohmann::ordered_json unexplained = nullptr;
   if (view.unexplained != inventory::Unexplained::none)
@@ -269,9 +269,9 @@ nlohmann::ordered_json status_json(const inventory::Inventory& inv) {
       {"schema_version", kSchemaVersion},
       {"command", "status"},
       {"nvml",
-       {{"state", enum_name_text(inv.nvml_state)},
-        {"problem", inv.nvml_problem.empty() ? nlohmann::ordered_json(nullptr)
-                                             : nlohmann::ordered_json(inv.nvml_problem)},
+       {{"state", enum_name_text(inv.source_state)},
+        {"problem", inv.source_problem.empty() ? nlohmann::ordered_json(nullptr)
+                                             : nlohmann::ordered_json(inv.source_problem)},
         {"driver_version", inv.driver_version.empty()
                                ? nlohmann::ordered_json(nullptr)
                                : nlohmann::ordered_json(inv.driver_version)}}},

@@ -69,7 +69,7 @@ nlohmann::ordered_json instance_json(const inventory::Instance& in);
 /// One GPU: index, name, uuid, pci_bus_id, minor, memory{total_bytes, used_bytes,
 /// reserved_bytes, baseline_bytes, baseline_recorded}, attributed_bytes,
 /// orphaned_bytes, unattributed_bytes, unattributed{class, detail} (null when none), holders[]
-/// (each with uses_gpu), nvml_unseen_pids[].
+/// (each with uses_gpu), source_unseen_pids[].
 nlohmann::ordered_json gpu_json(const inventory::GpuView& view);
 
 /// The whole `status` document (unstamped: see stamped()): schema_version, nvml{state, problem,

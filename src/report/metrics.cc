@@ -107,7 +107,7 @@ Labels gpu_labels(const inventory::Inventory& inv, const inventory::GpuView& g) 
   // A MIG device joins dcgm-exporter's series as they are labelled there: `gpu` the
   // physical GPU's index, GPU_I_ID its GPU instance, GPU_I_PROFILE its profile; its
   // own uuid is the MIG UUID. A whole GPU has no GPU_I_* label (empty: left out).
-  bool index_known = gpu::lists_gpus(inv.nvml_state);
+  bool index_known = gpu::lists_gpus(inv.source_state);
   const gpu::DeviceId& id = g.info.id;
   return {{"gpu", index_known ? std::to_string(id.index) : std::string()},
           {"uuid", g.info.uuid},
@@ -389,7 +389,7 @@ std::string render_metrics(const MetricsInput& input) {
            "1 when NVML answers for at least one GPU (a GPU failing alone shows in "
            "gpureap_gpu_up); 0 when NVML is missing, failed or hung as a whole, or no GPU can "
            "be read (byte series are then absent, the /proc view remains).");
-  x.sample({}, inventory::nvml_down(inv) ? 0 : 1);
+  x.sample({}, inventory::source_down(inv) ? 0 : 1);
 
   x.family("gpureap_scrape_duration_seconds", "gauge",
            "Seconds gpureap took to refresh the figures shown (NVML and /proc).");

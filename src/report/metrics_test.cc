@@ -78,7 +78,7 @@ inventory::Inventory one_gpu() {
 inventory::Inventory realistic() {
   inventory::Inventory inv;
   inv.driver_version = "550.54.15";
-  inv.nvml_state = gpu::NvmlState::partial;
+  inv.source_state = gpu::SourceState::partial;
   for (unsigned i = 0; i < 8; ++i) {
     auto g = gpu(i, 21 * GiB);
     add_holder(g, holder(static_cast<pid_t>(2000 + i), "python3", true), 20 * GiB);
@@ -287,7 +287,7 @@ TEST(Metrics, LabelValuesAreEscapedAndBounded) {
 
 TEST(Metrics, UnknownMemoryIsNotExportedAsZero) {
   auto inv = one_gpu();
-  inv.nvml_state = gpu::NvmlState::partial;
+  inv.source_state = gpu::SourceState::partial;
   inv.gpus.push_back(gpu(1, 0));
   inv.gpus[1].info.memory.reset();
   inv.gpus[1].info.hung = true;
@@ -311,7 +311,7 @@ TEST(Metrics, UnknownMemoryIsNotExportedAsZero) {
 // W2-19(a): NVML hung on every GPU is NVML down, in the metric as in the events.
 TEST(Metrics, NvmlHungOnEveryGpuIsNvmlDownW2_19) {
   auto inv = one_gpu();
-  inv.nvml_state = gpu::NvmlState::partial;
+  inv.source_state = gpu::SourceState::partial;
   inv.gpus.push_back(gpu(1, 0));
   for (auto& g : inv.gpus) {
     g.info.memory.reset();
@@ -327,7 +327,7 @@ TEST(Metrics, NvmlHungOnEveryGpuIsNvmlDownW2_19) {
 TEST(Metrics, WithoutNvmlGpusAreNamedByMinorOnly) {
   // Views built from device nodes: their index is the minor, not NVML's index.
   inventory::Inventory inv;
-  inv.nvml_state = gpu::NvmlState::library_missing;
+  inv.source_state = gpu::SourceState::library_missing;
   inventory::GpuView g;
   g.info.id = gpu::dev(3);
   g.info.minor = 3;

@@ -70,7 +70,7 @@ std::string_view to_string(reclaim::LeftoverClass c) {
       return "driver_held";
     case LeftoverClass::ghost_gpu:
       return "ghost_gpu";
-    case LeftoverClass::nvml_failed:
+    case LeftoverClass::source_failed:
       return "nvml_failed";
     case LeftoverClass::unknown:
       break;
@@ -101,9 +101,9 @@ const char* to_string(inventory::EventKind k) {
       return "unattributed_memory";
     case EventKind::memory_freed:
       return "memory_freed";
-    case EventKind::nvml_down:
+    case EventKind::source_down:
       return "nvml_down";
-    case EventKind::nvml_up:
+    case EventKind::source_up:
       return "nvml_up";
     case EventKind::reap_planned:
       return "reap_planned";

@@ -137,7 +137,7 @@ nlohmann::ordered_json blockers_json(const std::vector<inventory::GpuBlockers>& 
   return {
       {"schema_version", kSchemaVersion},
       {"command", "status --blockers"},
-      {"nvml", {{"state", std::string(enum_name(inv.nvml_state))}}},
+      {"nvml", {{"state", std::string(enum_name(inv.source_state))}}},
       {"gpus", list},
       {"problems", problems},
       {"source", inv.source},

@@ -18,7 +18,7 @@ inventory::Inventory node_of_two() {
     v.info.pci_bus_id = "00000000:1" + std::to_string(v.info.id.index) + ":00.0";
   }
   tv::add_holder(inv.gpus[0], 4242, 2 * kGiB, tv::Lineage::live);
-  inv.gpus[0].holders.back().holder.found_by.insert(proc::FoundBy::nvml);
+  inv.gpus[0].holders.back().holder.found_by.insert(proc::FoundBy::source);
   inv.gpus[0].holders.back().holder.cmdline = "python3 -m sglang.launch_server\x1b[31m";
   return inv;
 }

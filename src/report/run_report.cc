@@ -62,9 +62,9 @@ std::string run_problems_text(const supervise::RunOutcome& out) {
                             : "gpureap run: " + terminal_text(head) + per_gpu + "\n";
   } else if (out.release && !out.release->all_freed && out.leftovers.empty()) {
     text += run_line("GPU memory the run held is not back at baseline" +
-                     (out.release->nvml_error.empty()
+                     (out.release->source_error.empty()
                           ? std::string()
-                          : " (NVML: " + out.release->nvml_error + ")"));
+                          : " (NVML: " + out.release->source_error + ")"));
   }
   return text;
 }
@@ -127,7 +127,7 @@ nlohmann::ordered_json run_json(const std::vector<std::string>& argv,
           {"memory_verified", !out.memory_unverified()},
           {"memory_released", out.memory_released()},
           {"unverified", out.memory_unverified() ? J(unverified) : J(nullptr)},
-          {"nvml_problem", out.nvml_problem.empty() ? J(nullptr) : J(out.nvml_problem)},
+          {"nvml_problem", out.source_problem.empty() ? J(nullptr) : J(out.source_problem)},
           {"warnings", out.warnings},
           {"seconds", seconds_value(out.seconds)}};
 }

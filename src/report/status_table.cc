@@ -103,7 +103,7 @@ std::string found_by_text(const proc::Holder& h) {
   std::string out;
   for (auto f : h.found_by) {
     if (!out.empty()) out += ",";
-    out += f == proc::FoundBy::nvml ? "nvml" : f == proc::FoundBy::fd ? "fd" : "map";
+    out += f == proc::FoundBy::source ? "nvml" : f == proc::FoundBy::fd ? "fd" : "map";
   }
   return out;
 }
@@ -253,7 +253,7 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
   std::string out;
   if (inv.source == "agent")
     out += style.dim(fmt::format("answered by the gpureap agent (pid {})\n", inv.agent_pid));
-  if (inv.nvml_state == gpu::NvmlState::partial) {
+  if (inv.source_state == gpu::SourceState::partial) {
     // Counted over the GPUs shown: `status --gpu 0` need not mention a lost GPU 1.
     std::size_t failed = 0;
     for (const auto& view : inv.gpus)
@@ -262,8 +262,8 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
       out += style.yellow(fmt::format(
           "! NVML could not read {} GPU{} (marked below); the other GPUs are shown in full.\n\n",
           failed, failed == 1 ? "" : "s"));
-  } else if (inv.nvml_state != gpu::NvmlState::ok) {
-    out += style.yellow(fmt::format("! NVML: {}\n", terminal_text(inv.nvml_problem)));
+  } else if (inv.source_state != gpu::SourceState::ok) {
+    out += style.yellow(fmt::format("! NVML: {}\n", terminal_text(inv.source_problem)));
     out +=
         "  Showing the /proc view only: holders of each /dev/nvidia<minor> node, no memory "
         "figures.\n\n";

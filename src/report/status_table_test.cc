@@ -91,7 +91,7 @@ inventory::Inventory tp_server() {
   worker.holder.engine.role = proc::EngineRole::scheduler;
   worker.holder.engine.ranks.tp = 3;
   worker.holder.container = "k8s-pod:6b9a8f0e-1c2d-4e5f-8a9b-0c1d2e3f4a5b/3f2a1b9c8d7e";
-  worker.holder.found_by = {proc::FoundBy::nvml, proc::FoundBy::fd, proc::FoundBy::mapping};
+  worker.holder.found_by = {proc::FoundBy::source, proc::FoundBy::fd, proc::FoundBy::mapping};
   worker.holder.state = 'S';
   worker.holder.age_seconds = 70;
   auto inv = node_with({worker});

@@ -49,15 +49,15 @@ std::string summary_line(const inventory::NodeCheck& check) {
     case inventory::Verdict::problem: {
       std::string line = "problem: " + items(check, true);
       std::string unknown = items(check, false);
-      if (check.nvml_unusable)  // W3-13: orphans /proc shows, while NVML as a whole is out
-        unknown = fmt::format("NVML unusable ({}){}{}", gpu::enum_name(*check.nvml_unusable),
+      if (check.source_unusable)  // W3-13: orphans /proc shows, while NVML as a whole is out
+        unknown = fmt::format("NVML unusable ({}){}{}", gpu::enum_name(*check.source_unusable),
                               unknown.empty() ? "" : "; ", unknown);
       if (!unknown.empty()) line += "; unknown: " + unknown;
       return line;
     }
     case inventory::Verdict::unknown:
-      if (check.nvml_unusable)
-        return fmt::format("unknown: NVML unusable ({})", gpu::enum_name(*check.nvml_unusable));
+      if (check.source_unusable)
+        return fmt::format("unknown: NVML unusable ({})", gpu::enum_name(*check.source_unusable));
       return "unknown: " + items(check, false);
   }
   return "unknown: ?";

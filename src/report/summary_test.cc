@@ -57,7 +57,7 @@ TEST(Summary, ProblemsComeFirstThenWhatCouldNotBeTold) {
   tv::make_ghost(inv.gpus[1]);
   tv::add_unexplained(inv.gpus[0], 40 * kGiB, Unexplained::driver_held);
   tv::make_unreadable(inv.gpus[4]);
-  inv.nvml_state = gpu::NvmlState::partial;
+  inv.source_state = gpu::SourceState::partial;
   EXPECT_EQ(line_of(inv),
             "problem: orphaned memory on GPU 7; driver-held memory on GPU 0; ghost GPU 1; "
             "unknown: NVML cannot read GPU 4");
@@ -66,7 +66,7 @@ TEST(Summary, ProblemsComeFirstThenWhatCouldNotBeTold) {
 TEST(Summary, EachUnknownHasItsPhrase) {
   inventory::Inventory lost = tv::idle_node(8);
   tv::make_unreadable(lost.gpus[4]);
-  lost.nvml_state = gpu::NvmlState::partial;
+  lost.source_state = gpu::SourceState::partial;
   EXPECT_EQ(line_of(lost), "unknown: NVML cannot read GPU 4");
 
   inventory::Inventory hidden = tv::idle_node(8);
@@ -75,16 +75,16 @@ TEST(Summary, EachUnknownHasItsPhrase) {
   EXPECT_EQ(line_of(hidden),
             "unknown: holders outside this namespace on GPU 0; unattributed memory on GPU 6");
 
-  for (auto state : {gpu::NvmlState::library_missing, gpu::NvmlState::init_failed,
-                     gpu::NvmlState::query_failed, gpu::NvmlState::hung}) {
+  for (auto state : {gpu::SourceState::library_missing, gpu::SourceState::init_failed,
+                     gpu::SourceState::query_failed, gpu::SourceState::hung}) {
     inventory::Inventory down;
-    down.nvml_state = state;
-    down.nvml_problem = "varies: a path, a pid, a duration";
+    down.source_state = state;
+    down.source_problem = "varies: a path, a pid, a duration";
     EXPECT_EQ(line_of(down), "unknown: NVML unusable (" + std::string(gpu::enum_name(state)) + ")");
   }
   // W3-13: the orphans /proc shows while NVML is down are a problem by their processes.
   inventory::Inventory orphans = tv::idle_node(3);
-  orphans.nvml_state = gpu::NvmlState::init_failed;
+  orphans.source_state = gpu::SourceState::init_failed;
   for (auto& v : orphans.gpus) v.info.memory.reset();
   tv::add_holder(orphans.gpus[1], 300, 0, Lineage::orphaned);
   tv::add_holder(orphans.gpus[2], 301, 0, Lineage::orphaned);

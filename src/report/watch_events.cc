@@ -143,14 +143,14 @@ std::string describe(const Event& e, const Style& style) {
     }
     case EventKind::memory_freed:
       return fmt::format("{} {} — {}", format_bytes(e.bytes), style.green("freed"), detail);
-    case EventKind::nvml_down:
+    case EventKind::source_down:
       return fmt::format("{} — {}", style.yellow(e.gpu ? "NVML not answering" : "NVML down"),
                          then(detail, e.gpu ? "its holders are still watched through /proc, "
                                               "without memory figures; the other GPUs as before"
                                             : "holders are still watched through /proc, without "
                                               "memory figures, until NVML answers (check dmesg "
                                               "for Xid errors)"));
-    case EventKind::nvml_up:
+    case EventKind::source_up:
       return fmt::format("{} — {}", style.green("NVML up"), detail);
     case EventKind::reap_planned:
       return fmt::format("would reap {} holding {} (--reap-dry-run) — {}", holder_list(e),
@@ -183,7 +183,7 @@ double wall_now() {
 }
 
 bool has_bytes(const Event& e) {
-  if (e.kind == EventKind::nvml_down || e.kind == EventKind::nvml_up) return false;
+  if (e.kind == EventKind::source_down || e.kind == EventKind::source_up) return false;
   // Holders whose figures are all unknown: the total is unknown, not 0.
   return e.holders.empty() ||
          std::any_of(e.holders.begin(), e.holders.end(),

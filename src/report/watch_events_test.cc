@@ -273,7 +273,7 @@ TEST_F(WatchEvents, MemoryFreed) {
 
 TEST_F(WatchEvents, NvmlDownAndUp) {
   Event down;
-  down.kind = EventKind::nvml_down;
+  down.kind = EventKind::source_down;
   down.time = kTime;
   down.detail = "NVML did not answer within 2000 ms";
   EXPECT_EQ(watch_event_line(down, Style{}),
@@ -286,7 +286,7 @@ TEST_F(WatchEvents, NvmlDownAndUp) {
             R"j("detail":"NVML did not answer within 2000 ms"})j"
             "\n");
   Event up = down;
-  up.kind = EventKind::nvml_up;
+  up.kind = EventKind::source_up;
   up.gpu = gpu::dev(1);
   up.uuid = "GPU-1";
   up.detail = "NVML answers for GPU 1 again: its memory figures are live again";
@@ -353,8 +353,8 @@ TEST(EventKindNames, EveryKindHasAWord) {
                                                    {K::zombie_leader, "zombie_leader"},
                                                    {K::unattributed_memory, "unattributed_memory"},
                                                    {K::memory_freed, "memory_freed"},
-                                                   {K::nvml_down, "nvml_down"},
-                                                   {K::nvml_up, "nvml_up"},
+                                                   {K::source_down, "nvml_down"},
+                                                   {K::source_up, "nvml_up"},
                                                    {K::reap_planned, "reap_planned"},
                                                    {K::reaped, "reaped"},
                                                    {K::reap_failed, "reap_failed"}})

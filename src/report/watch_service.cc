@@ -94,14 +94,14 @@ Level event_level(inventory::EventKind kind) {
     case EventKind::unattributed_memory:
     case EventKind::ghost_gpu:
       return Level::warning;
-    case EventKind::nvml_down:
+    case EventKind::source_down:
     case EventKind::reap_failed:
       return Level::error;
     case EventKind::reap_planned:
     case EventKind::reaped:
       return Level::notice;
     case EventKind::memory_freed:
-    case EventKind::nvml_up:
+    case EventKind::source_up:
     case EventKind::ghost_gpu_gone:
       return Level::info;
   }
@@ -173,7 +173,7 @@ std::string watch_reloaded_json(double time, const std::string& config,
   return json_line(doc);
 }
 
-std::string watch_nvml_line(double time, const NvmlNotice& n, const Style& style) {
+std::string watch_source_line(double time, const SourceNotice& n, const Style& style) {
   if (n.yielded)
     return fmt::format(
         "{} {} (asked by {}): a GPU reset or MIG change can run; /proc is still watched, "
@@ -184,7 +184,7 @@ std::string watch_nvml_line(double time, const NvmlNotice& n, const Style& style
                      terminal_text(n.by), n.note.empty() ? "" : ": " + terminal_text(n.note));
 }
 
-std::string watch_nvml_json(double time, const NvmlNotice& n) {
+std::string watch_source_json(double time, const SourceNotice& n) {
   ordered_json doc = head(n.yielded ? "nvml_yielded" : "nvml_resumed", Level::notice, time);
   doc["by"] = n.by;
   if (n.yielded)
@@ -208,7 +208,7 @@ std::string watch_stopped_json(double time, pid_t pid, const std::string& why) {
 }
 
 std::string watch_service_status(const inventory::Inventory& inv,
-                                 const inventory::Event* last_event, bool nvml_yielded) {
+                                 const inventory::Event* last_event, bool source_yielded) {
   std::set<proc::ProcessId> orphans;
   std::uint64_t bytes = 0;
   for (const auto& view : inv.gpus)
@@ -217,7 +217,7 @@ std::string watch_service_status(const inventory::Inventory& inv,
         orphans.insert(gh.holder.id);
         bytes += gh.gpu_bytes.value_or(0);
       }
-  std::string text = nvml_yielded ? "NVML let go for a GPU reset; " : "";
+  std::string text = source_yielded ? "NVML let go for a GPU reset; " : "";
   text += fmt::format("{} GPU{} watched; ", inv.gpus.size(), inv.gpus.size() == 1 ? "" : "s");
   text += orphans.empty() ? std::string("no orphaned holder")
                           : fmt::format("{} orphaned holder{} ({})", orphans.size(),

@@ -75,16 +75,16 @@ std::string watch_reloaded_json(double time, const std::string& config,
 
 /// NVML let go (`yielded`, until `until`) or taken up again, at whose request, and
 /// what the asker said it did (a reset and its outcome).
-struct NvmlNotice {
+struct SourceNotice {
   bool yielded = false;
   std::string by;
   double until = 0;
   std::string note;
 };
-std::string watch_nvml_line(double time, const NvmlNotice& n, const Style& style);
+std::string watch_source_line(double time, const SourceNotice& n, const Style& style);
 /// {"schema_version":2,"event":"nvml_yielded"|"nvml_resumed","level":"notice",
 /// <time>,"by":…,"until":T (yielded) | "note":… (resumed)}.
-std::string watch_nvml_json(double time, const NvmlNotice& n);
+std::string watch_source_json(double time, const SourceNotice& n);
 
 /// "<RFC 3339> gpureap watch stopped (pid P): WHY".
 std::string watch_stopped_line(double time, pid_t pid, const std::string& why,
@@ -96,7 +96,7 @@ std::string watch_stopped_json(double time, pid_t pid, const std::string& why);
 /// last event: orphaned_memory on GPU 3 at <RFC 3339>" (or "no event yet"); while
 /// NVML is let go, "NVML let go for a GPU reset" first.
 std::string watch_service_status(const inventory::Inventory& inv,
-                                 const inventory::Event* last_event, bool nvml_yielded);
+                                 const inventory::Event* last_event, bool source_yielded);
 
 /// What /healthz says: degraded (503) with its reasons, or ok (200) with notes.
 struct AgentHealth {

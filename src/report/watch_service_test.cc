@@ -92,13 +92,13 @@ TEST_F(AgentLines, ReloadSaysWhatChanged) {
 }
 
 TEST_F(AgentLines, NvmlAndStopped) {
-  EXPECT_EQ(watch_nvml_line(kServiceTime, {false, "pid 7", 0, "reset GPU 0: succeeded"}, Style{}),
+  EXPECT_EQ(watch_source_line(kServiceTime, {false, "pid 7", 0, "reset GPU 0: succeeded"}, Style{}),
             "2024-04-05T19:34:38.250000+00:00 NVML taken up again (pid 7): reset GPU 0: "
             "succeeded\n");
-  EXPECT_NE(watch_nvml_line(kServiceTime, {true, "SIGUSR1", kServiceTime + 120, ""}, Style{})
+  EXPECT_NE(watch_source_line(kServiceTime, {true, "SIGUSR1", kServiceTime + 120, ""}, Style{})
                 .find("NVML let go (asked by SIGUSR1)"),
             std::string::npos);
-  auto j = nlohmann::json::parse(watch_nvml_json(kServiceTime, {true, "SIGUSR1", kServiceTime + 120, ""}));
+  auto j = nlohmann::json::parse(watch_source_json(kServiceTime, {true, "SIGUSR1", kServiceTime + 120, ""}));
   EXPECT_EQ(j["event"], "nvml_yielded");
   EXPECT_EQ(j["until"], kServiceTime + 120);
   EXPECT_EQ(watch_stopped_line(kServiceTime, 4100, "SIGTERM", Style{}),
@@ -109,7 +109,7 @@ TEST_F(AgentLines, NvmlAndStopped) {
 TEST_F(AgentLines, EveryEventHasALevel) {
   using inventory::EventKind;
   EXPECT_EQ(level_name(event_level(EventKind::orphaned_memory)), std::string("warning"));
-  EXPECT_EQ(level_name(event_level(EventKind::nvml_down)), std::string("error"));
+  EXPECT_EQ(level_name(event_level(EventKind::source_down)), std::string("error"));
   EXPECT_EQ(level_name(event_level(EventKind::reaped)), std::string("notice"));
   EXPECT_EQ(level_name(event_level(EventKind::memory_freed)), std::string("info"));
   EXPECT_EQ(syslog_priority(Level::warning), 4);
@@ -120,7 +120,7 @@ TEST_F(AgentLines, StatusForSystemd) {
   inv.gpus.resize(2);
   EXPECT_EQ(watch_service_status(inv, nullptr, false), "2 GPUs watched; no orphaned holder; no event yet");
   inventory::Event e;
-  e.kind = inventory::EventKind::nvml_up;
+  e.kind = inventory::EventKind::source_up;
   e.time = kServiceTime;
   EXPECT_EQ(watch_service_status(inv, &e, true),
             "NVML let go for a GPU reset; 2 GPUs watched; no orphaned holder; last event: nvml_up "

@@ -49,8 +49,8 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
   result.warnings = inv.warnings;
   if (node.device_error())
     result.warnings.insert(result.warnings.begin(), node.device_error()->message);
-  if (!gpu::lists_gpus(inv.nvml_state)) {
-    result.message = inv.nvml_problem.empty() ? "NVML is not usable" : inv.nvml_problem;
+  if (!gpu::lists_gpus(inv.source_state)) {
+    result.message = inv.source_problem.empty() ? "NVML is not usable" : inv.source_problem;
     return result;
   }
 
@@ -105,8 +105,8 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
     light.sample_busy = false;
     for (;;) {
       auto now_inv = node.look(light);
-      if (!gpu::lists_gpus(now_inv.nvml_state))
-        return now_inv.nvml_problem.empty() ? "NVML is not usable" : now_inv.nvml_problem;
+      if (!gpu::lists_gpus(now_inv.source_state))
+        return now_inv.source_problem.empty() ? "NVML is not usable" : now_inv.source_problem;
       bool every = true;
       for (auto& g : result.gpus) {
         const inventory::GpuView* v = nullptr;
@@ -143,19 +143,19 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
     for (auto& g : result.gpus)
       if (result.ghosts.contains(g.gpu)) g.freed_at.reset();
     all_free = release.all_freed && result.ghosts.empty();
-    return release.nvml_error;
+    return release.source_error;
   };
-  std::string nvml_error;
-  if (!all_free && options.timeout.count() > 0) nvml_error = poll_until_deadline();
-  if (!all_free && nvml_error.empty() && Clock::now() < deadline) {
+  std::string source_error;
+  if (!all_free && options.timeout.count() > 0) source_error = poll_until_deadline();
+  if (!all_free && source_error.empty() && Clock::now() < deadline) {
     // The poller stops when its next interval would overshoot the deadline;
     // the last reading belongs at the deadline itself, so that --timeout
     // means what it says.
     std::this_thread::sleep_until(deadline);
-    nvml_error = poll_until_deadline();
+    source_error = poll_until_deadline();
   }
-  if (!nvml_error.empty()) {
-    result.message = nvml_error;
+  if (!source_error.empty()) {
+    result.message = source_error;
     result.seconds = seconds_since(t0);
     return result;
   }

@@ -32,10 +32,10 @@ struct FreeWaitResult {
     free,           // every selected GPU at or below its threshold
     timed_out,      // the deadline passed first
     bad_selection,  // --gpu matched nothing / was malformed (message says why)
-    nvml_failed,    // NVML missing, failing or hung (message says which)
+    source_failed,    // NVML missing, failing or hung (message says which)
     ghost,          // a selected GPU is a ghost (busy with no process): no wait frees it
   };
-  Status status = Status::nvml_failed;
+  Status status = Status::source_failed;
   std::string message;
   /// What the caller should show the user as warnings (inventory::Inventory::warnings).
   std::vector<std::string> warnings;

@@ -12,7 +12,7 @@
 namespace gpureap::supervise {
 namespace {
 
-constexpr std::chrono::milliseconds kNvmlDeadline{2000};
+constexpr std::chrono::milliseconds kSourceDeadline{2000};
 constexpr std::chrono::milliseconds kMaxSampleInterval{5000};
 
 }  // namespace
@@ -31,7 +31,7 @@ bool belongs_to_run(pid_t pid, pid_t reaper, const RunCgroup* cgroup,
 
 RunGpuWatch::RunGpuWatch(inventory::Node& node)
     : node_(node), next_sample_(Clock::now() + interval_) {
-  if (node_.device_error()) nvml_problem_ = node_.device_error()->message;
+  if (node_.device_error()) source_problem_ = node_.device_error()->message;
 }
 
 std::vector<std::string> RunGpuWatch::warnings() const {
@@ -41,24 +41,24 @@ std::vector<std::string> RunGpuWatch::warnings() const {
   return out;
 }
 
-void RunGpuWatch::fail(gpu::NvmlState state, std::string problem) {
-  nvml_failed_ = true;
-  nvml_failure_ = state;
-  nvml_problem_ = std::move(problem);
+void RunGpuWatch::fail(gpu::SourceState state, std::string problem) {
+  source_failed_ = true;
+  source_failure_ = state;
+  source_problem_ = std::move(problem);
   next_sample_ = Clock::time_point::max();
 }
 
 void RunGpuWatch::sample(pid_t reaper, const RunCgroup* cgroup) {
   interval_ = std::min(interval_ * 2, kMaxSampleInterval);
   next_sample_ = Clock::now() + interval_;
-  if (nvml_failed_) {
+  if (source_failed_) {
     next_sample_ = Clock::time_point::max();
     return;
   }
   if (ids_.empty()) {
-    auto snap = node_.gpus().snapshot(kNvmlDeadline);
+    auto snap = node_.gpus().snapshot(kSourceDeadline);
     if (!gpu::lists_gpus(snap.state) || snap.gpus.empty()) {
-      fail(snap.gpus.empty() && gpu::lists_gpus(snap.state) ? gpu::NvmlState::library_missing
+      fail(snap.gpus.empty() && gpu::lists_gpus(snap.state) ? gpu::SourceState::library_missing
                                                               : snap.state,
            snap.problem.empty() ? "NVML lists no GPU" : snap.problem);
       return;
@@ -71,9 +71,9 @@ void RunGpuWatch::sample(pid_t reaper, const RunCgroup* cgroup) {
       return;
     }
   }
-  auto readings = node_.gpus().memory(ids_, kNvmlDeadline);
+  auto readings = node_.gpus().memory(ids_, kSourceDeadline);
   if (!readings) {
-    fail(gpu::NvmlState::query_failed, readings.error().message);
+    fail(gpu::SourceState::query_failed, readings.error().message);
     return;
   }
   for (const auto& r : *readings) {
@@ -90,27 +90,27 @@ void RunGpuWatch::sample(pid_t reaper, const RunCgroup* cgroup) {
 inventory::Inventory RunGpuWatch::inventory(const std::set<pid_t>& exclude) {
   inventory::CollectOptions options;
   options.exclude = exclude;
-  options.nvml_deadline = kNvmlDeadline;
+  options.source_deadline = kSourceDeadline;
   return node_.look(options);
 }
 
 void RunGpuWatch::before_teardown(const std::vector<proc::ProcessId>& members) {
   // No driver: nothing can hold GPU memory, so there is nothing to verify.
-  auto no_driver = [](gpu::NvmlState s) {
-    return s == gpu::NvmlState::library_missing || s == gpu::NvmlState::init_failed;
+  auto no_driver = [](gpu::SourceState s) {
+    return s == gpu::SourceState::library_missing || s == gpu::SourceState::init_failed;
   };
-  if (nvml_failed_ && no_driver(nvml_failure_)) return;
-  if (members.empty() && sampled_.empty() && !nvml_failed_) return;
+  if (source_failed_ && no_driver(source_failure_)) return;
+  if (members.empty() && sampled_.empty() && !source_failed_) return;
   auto inv = inventory({});
-  if (inv.nvml_state == gpu::NvmlState::query_failed) {
+  if (inv.source_state == gpu::SourceState::query_failed) {
     // The worker may have been killed (a signal to the whole cgroup): NvmlSource
     // starts a new one for the next call, so ask once more.
     inv = inventory({});
   }
-  if (!gpu::lists_gpus(inv.nvml_state)) {
-    if (no_driver(inv.nvml_state)) return;
-    fail(inv.nvml_state, inv.nvml_problem);
-    unverified_ = inv.nvml_problem.empty() ? "NVML is not usable" : inv.nvml_problem;
+  if (!gpu::lists_gpus(inv.source_state)) {
+    if (no_driver(inv.source_state)) return;
+    fail(inv.source_state, inv.source_problem);
+    unverified_ = inv.source_problem.empty() ? "NVML is not usable" : inv.source_problem;
     return;
   }
   if (members.empty() && sampled_.empty()) return;

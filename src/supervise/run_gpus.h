@@ -71,7 +71,7 @@ class RunGpuWatch {
   const std::map<proc::ProcessId, MemberGpus>& member_gpus() const { return member_gpus_; }
 
   /// Why NVML (or the device nodes) could not be used; empty when all was well.
-  const std::string& nvml_problem() const { return nvml_problem_; }
+  const std::string& source_problem() const { return source_problem_; }
 
   /// Why the release cannot be verified: NVML failed or hung when the run's
   /// GPUs had to be measured (a GPU it cannot read is in held(), with its problem).
@@ -90,16 +90,16 @@ class RunGpuWatch {
 
  private:
   inventory::Inventory inventory(const std::set<pid_t>& exclude);
-  void fail(gpu::NvmlState state, std::string problem);
+  void fail(gpu::SourceState state, std::string problem);
 
   inventory::Node& node_;
   Clock::time_point next_sample_;
   std::chrono::milliseconds interval_{250};
   std::vector<gpu::DeviceId> ids_;  // every GPU, from the first snapshot
   std::set<gpu::DeviceId> sampled_;    // GPUs a sample saw the run on
-  bool nvml_failed_ = false;
-  gpu::NvmlState nvml_failure_ = gpu::NvmlState::ok;
-  std::string nvml_problem_;
+  bool source_failed_ = false;
+  gpu::SourceState source_failure_ = gpu::SourceState::ok;
+  std::string source_problem_;
   std::string unverified_;
   std::vector<reclaim::GpuRelease> held_;
   std::map<proc::ProcessId, MemberGpus> member_gpus_;

@@ -238,7 +238,7 @@ RunOutcome supervise_run(const RunSettings& settings, inventory::Node& node, con
   }
   if (watch) {
     out.unverified = watch->unverified();
-    out.nvml_problem = watch->nvml_problem();
+    out.source_problem = watch->source_problem();
     out.warnings = watch->warnings();
   }
   // The teardown's verdict, when it signalled anything: the GPUs the run held, measured.

@@ -56,7 +56,7 @@ struct RunOutcome {
   /// when there was something to verify.
   std::optional<reclaim::ReleaseResult> release;
   std::vector<reclaim::Leftover> leftovers;       // GPUs still held after the teardown
-  std::string nvml_problem;                       // NVML could not be used to verify
+  std::string source_problem;                       // NVML could not be used to verify
   std::vector<std::string> warnings;              // device nodes ignored, baselines refused
   double seconds = 0;                             // start to return
   double stop_to_return_seconds = 0;  // from the end of CMD (or the stop signal) to return

@@ -195,8 +195,8 @@ Line title_line(const Frame& f) {
   if (!filter.empty()) b.add("  filter" + filter, Ink::warn);
   if (!s.tagged.empty()) b.add(fmt::format("  {} tagged", s.tagged.size()), Ink::warn);
   if (s.readonly) b.add("  read-only", Ink::dim);
-  if (!gpu::lists_gpus(inv.nvml_state))
-    b.add("  NVML: " + report::terminal_text(inv.nvml_problem), Ink::warn);
+  if (!gpu::lists_gpus(inv.source_state))
+    b.add("  NVML: " + report::terminal_text(inv.source_problem), Ink::warn);
   return b.done();
 }
 
