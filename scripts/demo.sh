@@ -40,7 +40,7 @@ say "gpureap status: who holds each GPU, and why (the last line is what to do)"
 say "gpureap free --orphans --instance $leader --yes   (what status suggests: that server's orphans only)"
 "$bin" free --orphans --instance "$leader" --yes --grace 2s || true
 
-say "Second box, GPU 3: memory the driver kept after its process died (--stuck)"
+say "Second box, GPU 3: memory still used after its process died (--stuck): releasing, or driver-held?"
 stuck=$("$sim" hold --dir "$node" --gpu 3 --bytes 92GiB --stuck --detach)
 kill -9 "$(echo "$stuck" | python3 -c 'import json,sys; print(json.load(sys.stdin)["holders"][0]["pid"])')"
 sleep 0.2

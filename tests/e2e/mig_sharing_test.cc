@@ -138,7 +138,8 @@ TEST(MigComputeInstances, EachHolderIsItsComputeInstancesAndFreeingOneSaysTheMem
   auto both = node.gpureap({"--json", "free", "--gpu", "0/gi1", "--yes"});
   EXPECT_EQ(both.exit_code, 0) << both.out << both.err;
   EXPECT_FALSE(alive(p1));
-  for (const auto& g : both.json()["gpus"]) EXPECT_EQ(g["freed"], true) << both.out;
+  const auto both_doc = both.json();  // a named value: range-for over a temporary's member dangles
+  for (const auto& g : both_doc["gpus"]) EXPECT_EQ(g["freed"], true) << both.out;
 }
 
 // W3-05: `wait` on a compute instance follows free's rule: what the other compute

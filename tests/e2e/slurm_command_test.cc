@@ -408,7 +408,11 @@ TEST(SlurmCommand, W2_12_AZombieLeadersEnvironmentIsReadFromALiveThread) {
   EXPECT_EQ(epilog.exit_code, 0) << epilog.out << epilog.err;
   EXPECT_EQ(epilog.out.find("Nothing to do"), std::string::npos) << epilog.out;
   auto after = node.gpureap({"--no-agent", "--json", "status", "--gpu", "1"});
-  for (const auto& h : after.json()["holders"]) EXPECT_NE(h["pid"], pid) << after.out;
+  // Holders are listed per GPU (the old loop read a top-level "holders", which does not
+  // exist, from a dangling temporary: it could not fail).
+  const auto after_doc = after.json();
+  ASSERT_EQ(after_doc.at("gpus").size(), 1u) << after.out;
+  for (const auto& h : after_doc.at("gpus").at(0).at("holders")) EXPECT_NE(h.at("pid"), pid) << after.out;
 }
 
 // W2-13: while a free holds the lock (an epilog freeing a finished job's worker), the

@@ -360,8 +360,8 @@ class SlurmTest : public ::testing::Test {
     return pids;
   }
   nlohmann::json gpu_status(unsigned gpu) const {
-    auto r = sim_.gpureap({"--json", "status"});
-    for (auto& g : r.json()["gpus"])
+    const auto doc = sim_.gpureap({"--json", "status"}).json();  // named: no dangling range
+    for (const auto& g : doc["gpus"])
       if (g["index"] == gpu) return g;
     return nullptr;
   }
