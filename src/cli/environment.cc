@@ -42,21 +42,29 @@ report::Style stderr_style(const GlobalOptions& global) {
   return {color_allowed(global, 2)};
 }
 
-report::TableWidth stdout_table_width(bool wide) {
-  report::TableWidth width{.columns = std::nullopt, .wide = wide};
+namespace {
+
+// $COLUMNS, else fd's terminal width (80 when it does not say), else nullopt.
+std::optional<std::size_t> columns_of(int fd) {
   if (const char* c = std::getenv("COLUMNS"); c && *c) {
     char* end = nullptr;
     const unsigned long n = std::strtoul(c, &end, 10);
     // A width no table fits in is a mistake, not a request: ignored.
-    if (*end == '\0' && n >= 40 && n <= 100000) {
-      width.columns = n;
-      return width;
-    }
+    if (*end == '\0' && n >= 40 && n <= 100000) return n;
   }
-  if (::isatty(1) != 1) return width;
+  if (::isatty(fd) != 1) return std::nullopt;
   struct winsize ws {};
-  width.columns = ::ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
-  return width;
+  return ::ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+}
+
+}  // namespace
+
+report::TableWidth stdout_table_width(bool wide) {
+  return {.columns = columns_of(1), .wide = wide};
+}
+
+std::optional<std::size_t> stderr_columns() {
+  return columns_of(2);
 }
 
 std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global) {

@@ -29,6 +29,9 @@ report::Style stderr_style(const GlobalOptions& global);
 /// is not a terminal and $COLUMNS is unset (the fixed layout scripts read). `wide`:
 /// --wide, whole command lines.
 report::TableWidth stdout_table_width(bool wide);
+/// The same rule for stderr's lines (fd 2's terminal): $COLUMNS, else TIOCGWINSZ, else
+/// nullopt (not a terminal: lines are not broken).
+std::optional<std::size_t> stderr_columns();
 
 /// The NVML source for this run (--nvml-library / $GPUREAP_NVML_LIBRARY / libnvidia-ml.so.1).
 std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global);

@@ -350,9 +350,8 @@ int show_outcome(const Shown& shown, const reclaim::FreeOutcome& freed,
   const reclaim::ReclaimReport& result = *freed.report;
   std::string rendered;
   try {
-    rendered = global.json
-                   ? report::document_text(report::free_json(plan, result, false, inv.warnings))
-                   : report::free_text(result, shown.style);
+    rendered = global.json ? report::document_text(report::free_json(plan, result, false, inv.warnings))
+                           : report::free_text(result, shown.style, &plan, shown.width);
   } catch (const std::exception& e) {
     print_err("gpureap free: the report could not be rendered (" + report::terminal_text(e.what()) +
               "); a plain record of what was done follows\n");

@@ -42,7 +42,7 @@ struct RunOptions {
 };
 
 void say(const std::string& line) {
-  print_err(report::run_line(line));
+  print_err(report::run_line(line, stderr_columns()));
 }
 
 int run_usage_error(const std::string& message) {

@@ -30,6 +30,7 @@
 #include "report/free_report.h"
 #include "report/replace_report.h"
 #include "report/run_report.h"
+#include "report/table_layout.h"
 #include "report/terminal_text.h"
 #include "supervise/port_check.h"
 #include "util/units.h"
@@ -42,7 +43,7 @@ namespace run_replace {
 using Mode = FreeBeforeRun::Mode;
 
 void replace_say(const std::string& line) {
-  print_err(report::run_line(line));
+  print_err(report::run_line(line, stderr_columns()));
 }
 
 std::string flag_of(const FreeBeforeRun& r) {
@@ -286,8 +287,10 @@ int free_before_run(const GlobalOptions& global, const FreeBeforeRun& r) {
       return kExitUsage;
     }
   } else if (!r.yes && !shown->targets.empty()) {
-    print_err(fmt::format("gpureap run {}: the plan\n{}", flag,
-                          report::replace_plan_text(*shown, first)));
+    const std::string plan = fmt::format("gpureap run {}: the plan\n{}", flag,
+                                         report::replace_plan_text(*shown, first));
+    const auto columns = stderr_columns();
+    print_err(columns ? report::wrap_lines(plan, *columns) : plan);
     if (!ask_on_tty(fmt::format("Free it ({} process(es)) and launch {}?", shown->targets.size(),
                          r.command))) {
       replace_say(fmt::format("not confirmed; nothing was signalled, {}", not_starting));
@@ -348,7 +351,7 @@ int free_before_run(const GlobalOptions& global, const FreeBeforeRun& r) {
     case reclaim::FreeVerdict::still_held:
     case reclaim::FreeVerdict::unmeasured:
     case reclaim::FreeVerdict::interrupted:
-      print_err(report::free_text(*freed.report, stderr_style(global)));
+      print_err(report::free_text(*freed.report, stderr_style(global), &freed.plan));
       replace_say(fmt::format("{}: the GPUs were not verified free; {}", flag, not_starting));
       return freed.verdict == reclaim::FreeVerdict::unmeasured ? kExitSystem : kExitStillHeld;
   }

@@ -40,6 +40,7 @@ struct StatusOptions {
   bool summary = false;  // --summary: one line
   bool check = false;    // --check / --exit-code: one line, and the verdict as exit status
   bool wide = false;     // --wide: whole command lines
+  bool verbose = false;  // -v: every GPU's block, not an instance's GPUs as rows
   bool blockers = false; // --blockers: what blocks a reset or MIG change of each GPU
   std::chrono::milliseconds deadline = inventory::kDefaultCheckDeadline;
   CLI::Option* deadline_opt = nullptr;
@@ -240,7 +241,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
   } else {
     print_out(report::status_table(inv, stdout_style(global),
                                    reclaim::orphans_plan(inv, node.proc_root()),
-                                   stdout_table_width(options.wide)));
+                                   stdout_table_width(options.wide), options.verbose));
   }
   return kExitOk;
 }
@@ -280,6 +281,10 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
   sub->add_flag("-w,--wide", options->wide,
                 "Whole command lines, however wide the rows (the table is otherwise cut to the "
                 "terminal's width, $COLUMNS or TIOCGWINSZ)");
+  sub->add_flag("-v,--verbose", options->verbose,
+                "Every GPU's block (UUID, bus id, device node, baseline) with a row per "
+                "process, also for a server instance that spans GPUs (shown as one row per "
+                "GPU and said once under its instance otherwise)");
   sub->add_flag("--summary", options->summary,
                 "One line for the node: clean, problem (orphaned or driver-held memory, a ghost "
                 "GPU) or unknown, with the GPUs; no pid, time or figure that varies");

@@ -5,6 +5,7 @@
 #include "inventory/events.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <set>
@@ -60,6 +61,7 @@ struct EventDetector::GpuState {
   std::size_t gone_orphans = 0;
   std::size_t gone_zombies = 0;
   std::set<proc::ProcessId> gone_ids;  // counted once when orphaned and a zombie leader
+  std::map<proc::ProcessId, std::string> instance_of;  // announced holders' instance keys
   bool gone_unattributed = false;
   bool down = false;   // a per-GPU source_down was announced
   bool ghost = false;  // a ghost_gpu was announced
@@ -243,7 +245,74 @@ std::vector<Event> EventDetector::observe(const Inventory& inv, double now,
     if (gpu_failing(view) || !view.info.memory) continue;
     observe_gpu(view, *st, now, dead_parents, out);
   }
-  return by_instance(std::move(out), inv);
+  out = by_instance(std::move(out), inv);
+  for (const auto& e : out)
+    if (e.kind == EventKind::orphaned_memory && e.instance)
+      announced_instances_[e.instance->key] = *e.instance;
+  return freed_by_instance(std::move(out), now);
+}
+
+// One memory_freed per instance (issue 37): its GPUs' events of this look and of looks
+// before, said once none of its GPUs has holders of it gone and still releasing (a
+// release settles or is announced unattributed: either ends the wait).
+std::vector<Event> EventDetector::freed_by_instance(std::vector<Event> events, double now) {
+  std::vector<Event> out;
+  for (auto& e : events) {
+    if (e.kind != EventKind::memory_freed || !e.instance) {
+      out.push_back(std::move(e));
+      continue;
+    }
+    auto& sum = instance_freed_[e.instance->key];
+    if (sum.event.gpus.empty()) {
+      sum.first = now;
+      sum.event = std::move(e);
+      continue;
+    }
+    sum.event.time = e.time;
+    sum.event.gpu.reset();
+    sum.event.uuid.clear();
+    sum.event.gpus.insert(sum.event.gpus.end(), e.gpus.begin(), e.gpus.end());
+    gpu::normalize(sum.event.gpus);
+    sum.event.bytes += e.bytes;
+  }
+  // A GPU with members of `key` gone and still releasing; one with members still there.
+  auto releasing = [&](const std::string& key) {
+    for (const auto& [uuid, st] : gpus_)
+      if (st->gone)
+        for (const auto& id : st->gone_ids)
+          if (auto it = st->instance_of.find(id); it != st->instance_of.end() && it->second == key)
+            return true;
+    return false;
+  };
+  auto members_left = [&](const std::string& key) {
+    for (const auto& [uuid, st] : gpus_)
+      for (const auto* announced : {&st->orphans, &st->zombies})
+        for (const auto& [id, bytes] : *announced)
+          if (auto it = st->instance_of.find(id); it != st->instance_of.end() && it->second == key)
+            return true;
+    return false;
+  };
+  for (auto it = instance_freed_.begin(); it != instance_freed_.end();) {
+    auto& [key, sum] = *it;
+    const bool left = members_left(key);
+    if (sum.event.gpus.empty() || releasing(key) ||
+        (left && now - sum.first < kInstanceFreedWait)) {
+      ++it;
+      continue;
+    }
+    if (sum.event.gpus.size() > 1)
+      sum.event.detail = fmt::format(
+          "{} of instance {} {} gone; {}", count_text(sum.holders, sum.label.c_str()), key,
+          sum.holders == 1 ? "is" : "are",
+          sum.rest.empty() ? "its GPUs are back at their baseline"
+                           : fmt::format("{} of its GPUs {} not at their baseline: {}",
+                                         sum.rest.size(), sum.rest.size() == 1 ? "is" : "are",
+                                         fmt::join(sum.rest, "; ")));
+    out.push_back(std::move(sum.event));
+    if (!left) announced_instances_.erase(key);  // its members still there keep its name
+    it = instance_freed_.erase(it);
+  }
+  return out;
 }
 
 void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
@@ -261,6 +330,7 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
     for (const auto* gh : fresh) {
       e.holders.push_back(event_holder(*gh));
       st.orphans.emplace(gh->holder.id, gh->gpu_bytes);
+      st.instance_of[gh->holder.id] = gh->holder.instance;
       if (!e.parent) {
         auto it = dead_parents.find(gh->holder.id.pid);
         if (it != dead_parents.end()) e.parent = it->second;
@@ -299,6 +369,7 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
                 : zh.ppid > 1 ? fmt::format("; not a leak: its parent pid {} is alive", zh.ppid)
                               : std::string("; not a leak by the evidence (not orphaned)");
     st.zombies.emplace(gh->holder.id, gh->gpu_bytes);
+    st.instance_of[gh->holder.id] = gh->holder.instance;
     out.push_back(std::move(e));
   }
 
@@ -394,6 +465,24 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
     else
       e.detail = fmt::format("{}; GPU {} has {} used by live holders", gone, view.info.id,
                              format_bytes(view.attributed_bytes));
+    // The holders that went, all of one announced instance: summed with its other GPUs.
+    std::string key;
+    bool one_instance = !st.gone_unattributed && !st.gone_ids.empty();
+    for (const auto& id : st.gone_ids) {
+      auto it = st.instance_of.find(id);
+      const std::string k = it == st.instance_of.end() ? "" : it->second;
+      if (k.empty() || (!key.empty() && k != key)) one_instance = false;
+      key = k;
+      if (it != st.instance_of.end()) st.instance_of.erase(it);
+    }
+    if (auto in = announced_instances_.find(key); one_instance && in != announced_instances_.end()) {
+      e.instance = in->second;
+      auto& sum = instance_freed_[key];
+      sum.holders += st.gone_ids.size();
+      sum.label = label;
+      if (cls != Unexplained::none || gpu_state(view) != inventory::GpuState::free)
+        sum.rest.push_back(e.detail.substr(e.detail.find("; ") + 2));
+    }
     out.push_back(std::move(e));
     st.gone = false;
     st.gone_bytes = 0;

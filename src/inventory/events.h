@@ -84,6 +84,10 @@ inline constexpr std::chrono::milliseconds kUnattributedSettle{3000};
 /// source's up metric (gpu/source_words.h) follow this one rule.
 bool source_down(const Inventory& inv);
 
+/// How long a freed GPU of an instance waits for its other members to go (a kill of
+/// a server's workers ends them within a look or two), before it is said alone.
+inline constexpr double kInstanceFreedWait = 2.0;
+
 /// Remembers what was announced per GPU and turns each new inventory into the
 /// events of the change. The rules (docs/json-schema.md, "gpureap watch events"):
 ///  - orphaned_memory: the set of orphaned holders using a GPU grew; the event
@@ -93,7 +97,10 @@ bool source_down(const Inventory& inv);
 ///    `unattributed_settle`. `releasing` is never announced (it is every free).
 ///  - memory_freed: everything announced on the GPU (holders gone, unattributed
 ///    class back to none or no larger than announced) is gone and nothing is
-///    pending; `bytes` is what was announced and went away.
+///    pending; `bytes` is what was announced and went away. When the holders that
+///    went were all of one announced instance, its GPUs are one event (gpus, the
+///    instance), said once none of its GPUs is still releasing and no member is
+///    left, or kInstanceFreedWait after its first GPU was freed (issue 37).
 ///  - ghost_gpu / ghost_gpu_gone: the GPU's busy class became ghost (the window
 ///    of kBusyTicks ticks is the inventory's) / stopped being one.
 ///  - source_down / source_up: node-wide when NVML lists no GPU or every GPU failed
@@ -121,8 +128,21 @@ class EventDetector {
   void observe_gpu(const GpuView& view, GpuState& st, double now,
                    const std::map<pid_t, DeadParent>& dead_parents, std::vector<Event>& out);
 
+  /// A GPU's memory_freed of one instance's holders, summed over its GPUs until none
+  /// of them is still releasing.
+  struct InstanceFreed {
+    Event event;
+    std::size_t holders = 0;
+    std::string label;              // "orphaned holder", ...
+    std::vector<std::string> rest;  // what a GPU not back at its baseline still has
+    double first = 0;               // when its first GPU was freed
+  };
+  std::vector<Event> freed_by_instance(std::vector<Event> events, double now);
+
   double settle_seconds_;
   std::map<std::string, std::unique_ptr<GpuState>> gpus_;  // by uuid (index when no uuid)
+  std::map<std::string, Instance> announced_instances_;     // orphaned, by key
+  std::map<std::string, InstanceFreed> instance_freed_;     // by instance key
   bool source_down_ = false;
 };
 

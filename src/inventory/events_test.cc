@@ -189,6 +189,45 @@ TEST(EventDetector, FreedOrphansAreAnnouncedWhenTheMemoryIsBack) {
   EXPECT_TRUE(d.observe(node({gpu(0)}), 3).empty()) << "freed once";
 }
 
+// Issue 37: a server's workers on 3 GPUs, orphaned as one instance, are freed as one
+// event, said once the last of its GPUs is back (a GPU still releasing holds it back).
+TEST(EventDetector, AnInstancesGpusAreFreedInOneEvent) {
+  auto member = [](pid_t pid) {
+    GpuHolder gh = user(pid, 8 * kGiB, true);
+    gh.holder.instance = "4100";
+    return gh;
+  };
+  Instance in;
+  in.key = "4100";
+  in.kind = InstanceKind::process_group;
+  in.pgid = 4100;
+  in.gpus = {gpu::dev(0), gpu::dev(1), gpu::dev(2)};
+  for (pid_t p : {10, 11, 12})
+    in.members.push_back({{p, 5000u + static_cast<unsigned>(p), 0}, proc::EngineRole::none, ""});
+  in.orphaned = 3;
+  Inventory held = node({gpu(0, {member(10)}), gpu(1, {member(11)}), gpu(2, {member(12)})});
+  held.instances = {in};
+  EventDetector d(3000ms);
+  auto announced = d.observe(held, 1);
+  ASSERT_EQ(announced.size(), 1u) << "one orphaned_memory for the instance";
+  ASSERT_TRUE(announced[0].instance);
+  // GPUs 0 and 1 are back; GPU 2 is still releasing: nothing yet.
+  EXPECT_TRUE(d.observe(node({gpu(0), gpu(1),
+                              with_unexplained(gpu(2), Unexplained::releasing, 4 * kGiB)}),
+                        2)
+                  .empty());
+  auto events = d.observe(node({gpu(0), gpu(1), gpu(2)}), 3);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, EventKind::memory_freed);
+  EXPECT_FALSE(events[0].gpu);
+  EXPECT_EQ(events[0].gpus, (std::vector<gpu::DeviceId>{gpu::dev(0), gpu::dev(1), gpu::dev(2)}));
+  EXPECT_EQ(events[0].bytes, 24 * kGiB);
+  ASSERT_TRUE(events[0].instance);
+  EXPECT_EQ(events[0].detail,
+            "3 orphaned holders of instance 4100 are gone; its GPUs are back at their baseline");
+  EXPECT_TRUE(d.observe(node({gpu(0), gpu(1), gpu(2)}), 4).empty()) << "freed once";
+}
+
 TEST(EventDetector, FreedWaitsForAllAnnouncedHolders) {
   EventDetector d(0ms);
   d.observe(node({gpu(0, {user(10, 8 * kGiB, true), user(11, 4 * kGiB, true)})}), 1);

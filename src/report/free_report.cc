@@ -117,6 +117,77 @@ std::string fitted_targets(const reclaim::Plan& plan, const Style& style, TableW
   return out;
 }
 
+// "7970, 7971, 7972, 7973 and 4 more".
+std::string pid_list(const std::vector<pid_t>& pids) {
+  std::string out;
+  for (std::size_t i = 0; i < pids.size() && i < 4; ++i)
+    out += fmt::format("{}{}", i ? ", " : "", pids[i]);
+  if (pids.size() > 4) out += fmt::format(" and {} more", pids.size() - 4);
+  return out;
+}
+
+// The orphaned members of a plan's instance that share one lineage (verdict, evidence,
+// reason), said once (issue 37): the largest such group of two or more GPU holders of
+// each instance worth a line. Every other target (a live or detached member, one whose
+// evidence differs, a launcher, a descendant, a process of no instance) is an
+// exception, listed with its own why.
+struct TargetGroup {
+  std::string instance;
+  std::vector<std::size_t> targets;  // indices into plan.targets
+};
+
+std::vector<TargetGroup> target_groups(const reclaim::Plan& plan) {
+  std::vector<TargetGroup> out;
+  for (const auto& in : plan.instances) {
+    if (!worth_showing(in)) continue;
+    std::vector<std::pair<reclaim::TargetLineage, std::vector<std::size_t>>> by_lineage;
+    for (std::size_t i = 0; i < plan.targets.size(); ++i) {
+      const auto& t = plan.targets[i];
+      // Orphans only: a live or detached member is an exception a person must see.
+      if (t.instance != in.key || !t.lineage || t.gpus.empty() ||
+          t.lineage->verdict != reclaim::LineageVerdict::orphaned)
+        continue;
+      auto it = std::find_if(by_lineage.begin(), by_lineage.end(),
+                             [&](const auto& g) { return g.first == *t.lineage; });
+      if (it == by_lineage.end()) it = by_lineage.insert(by_lineage.end(), {*t.lineage, {}});
+      it->second.push_back(i);
+    }
+    auto best = std::max_element(by_lineage.begin(), by_lineage.end(), [](const auto& a,
+                                                                         const auto& b) {
+      return a.second.size() < b.second.size();
+    });
+    if (best != by_lineage.end() && best->second.size() >= 2)
+      out.push_back({in.key, best->second});
+  }
+  return out;
+}
+
+// "8 processes (pid 7970, ... and 4 more) on GPU 0,...,7, 736 GiB: orphaned, inferred:
+// re-parented to init (pid 1); ..." for one group.
+std::string group_line(const reclaim::Plan& plan, const TargetGroup& g) {
+  std::vector<pid_t> pids;
+  std::vector<gpu::DeviceId> gpus;
+  std::uint64_t bytes = 0;
+  for (auto i : g.targets) {
+    const auto& t = plan.targets[i];
+    pids.push_back(t.id.pid);
+    gpus.insert(gpus.end(), t.gpus.begin(), t.gpus.end());
+    bytes += t.gpu_bytes;
+  }
+  gpu::normalize(gpus);
+  const auto& l = *plan.targets[g.targets.front()].lineage;
+  std::string verdict(enum_name(l.verdict));
+  if (!l.provenance.empty()) verdict += ", " + l.provenance;
+  const std::string why = verdict + (l.reason.empty() ? "" : ": " + terminal_text(l.reason));
+  const auto in = std::find_if(plan.instances.begin(), plan.instances.end(),
+                               [&](const inventory::Instance& i) { return i.key == g.instance; });
+  // Its heading above says the GPUs and the bytes of all of them.
+  if (in != plan.instances.end() && in->members.size() == pids.size())
+    return fmt::format("all {} (pid {}): {}", pids.size(), pid_list(pids), why);
+  return fmt::format("{} processes (pid {}) on GPU {}, {}: {}", pids.size(), pid_list(pids),
+                     gpu::device_list(gpus), format_bytes(bytes), why);
+}
+
 std::string plan_lines(const reclaim::Plan& plan, const Style& style,
                        std::chrono::milliseconds grace, TableWidth width) {
   std::string out;
@@ -131,17 +202,33 @@ std::string plan_lines(const reclaim::Plan& plan, const Style& style,
         bytes ? "holding " + format_bytes(bytes) : std::string("(memory unknown)"),
         grace.count() == 0 ? "SIGKILL at once: --grace 0"
                            : "SIGTERM, then SIGKILL after the grace period"));
-    for (const auto& in : plan.instances)
-      if (worth_showing(in)) out += "  Instance: " + instance_heading(in) + "\n";
-    if (!width.fixed()) {
-      out += fitted_targets(plan, style, width);
+    // Each instance once, its members that share a verdict in one line; the other
+    // targets (exceptions) in the table (--json: every target).
+    const std::vector<TargetGroup> groups = target_groups(plan);
+    reclaim::Plan rest = plan;  // the targets not said by a group's line
+    rest.targets.clear();
+    for (std::size_t i = 0; i < plan.targets.size(); ++i)
+      if (std::none_of(groups.begin(), groups.end(), [&](const TargetGroup& g) {
+            return std::find(g.targets.begin(), g.targets.end(), i) != g.targets.end();
+          }))
+        rest.targets.push_back(plan.targets[i]);
+    for (const auto& in : plan.instances) {
+      if (!worth_showing(in)) continue;
+      out += "  Instance: " + instance_heading(in) + "\n";
+      for (const auto& g : groups)
+        if (g.instance == in.key) out += "    " + group_line(plan, g) + "\n";
+    }
+    if (rest.targets.empty()) {
+      // Every target said by its instance's line.
+    } else if (!width.fixed()) {
+      out += fitted_targets(rest, style, width);
     } else {
       // The GPU column is as wide as its widest text ("0/gi1/ci0", "0,1,2"), 7 at least:
       // a plan of whole GPUs keeps its layout byte for byte.
-      const std::size_t gpu_width = widest_gpus(plan.targets, 7);
+      const std::size_t gpu_width = widest_gpus(rest.targets, 7);
       out += style.dim(fmt::format("  {:<8} {:<10} {:<{}} {:>10}  {:<44} {}\n", "PID", "USER",
                                    "GPU", gpu_width, "GPU MEM", "WHY", "COMMAND"));
-      for (const auto& t : plan.targets) {
+      for (const auto& t : rest.targets) {
         std::string cmd = terminal_text(t.cmdline.empty() ? "[" + t.comm + "]" : t.cmdline, 50);
         // The reason wraps in its column: cut, "orphaned: re-parent" hides the why.
         auto why = terminal_text_lines(t.why, 44);
@@ -224,7 +311,10 @@ std::string progress_line(const std::vector<reclaim::GpuRelease>& gpus) {
   return out;
 }
 
-std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
+namespace {
+
+std::string free_lines(const reclaim::ReclaimReport& r, const Style& style,
+                       const reclaim::Plan* plan) {
   std::string out;
   if (r.interrupted)
     out += style.yellow("Interrupted: stopped waiting; this is what had been done.\n");
@@ -257,7 +347,52 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
   for (const auto& n : r.notes) out += "Note: " + terminal_text(n) + "\n";
   if (!r.actions.empty()) {
     out += style.bold("Actions:\n");
-    for (const auto& a : r.actions) {
+    // The same signal to the members of one instance, sent the same way with the same
+    // outcome, is one line (issue 37); the exceptions keep a line each.
+    auto instance_of = [&](const reclaim::Action& a) -> std::string {
+      if (!plan) return "";
+      for (const auto& t : plan->targets)
+        if (t.id == a.id) return t.instance;
+      return "";
+    };
+    auto same = [&](const reclaim::Action& a, const reclaim::Action& b) {
+      return a.signal == b.signal && a.via == b.via && outcome_text(a) == outcome_text(b) &&
+             a.exited_at.has_value() == b.exited_at.has_value() &&
+             instance_of(a) == instance_of(b);
+    };
+    std::vector<bool> said(r.actions.size(), false);
+    for (std::size_t i = 0; i < r.actions.size(); ++i) {
+      if (said[i]) continue;
+      const auto& a = r.actions[i];
+      std::vector<std::size_t> group = {i};
+      if (const std::string in = instance_of(a); !in.empty())
+        for (std::size_t j = i + 1; j < r.actions.size(); ++j)
+          if (!said[j] && same(a, r.actions[j])) group.push_back(j);
+      if (group.size() >= 2) {
+        std::vector<pid_t> pids;
+        double sent = a.sent_at, first = 0, last = 0;
+        for (auto j : group) {
+          const auto& b = r.actions[j];
+          said[j] = true;
+          pids.push_back(b.id.pid);
+          sent = std::min(sent, b.sent_at);
+          if (b.exited_at) {
+            first = j == group.front() ? *b.exited_at : std::min(first, *b.exited_at);
+            last = std::max(last, *b.exited_at);
+          }
+        }
+        std::string outcome =
+            !a.exited_at ? outcome_text(a)
+            : fmt::format("{:.3f}", first) == fmt::format("{:.3f}", last)
+                ? fmt::format("{} at +{:.3f}s", outcome_text(a), first)
+                : fmt::format("{} at +{:.3f}..{:.3f}s", outcome_text(a), first, last);
+        out += fmt::format("  +{:.3f}s {:<8} {} processes of instance {} (pid {}) via {} -> {}\n",
+                           sent, to_string(a.signal), group.size(),
+                           terminal_text(instance_of(a)), pid_list(pids),
+                           a.via.empty() ? "-" : terminal_text(a.via), terminal_text(outcome));
+        continue;
+      }
+      said[i] = true;
       std::string outcome =
           a.exited_at ? fmt::format("{} at +{:.3f}s", outcome_text(a), *a.exited_at)
                       : outcome_text(a);
@@ -331,6 +466,14 @@ std::string free_text(const reclaim::ReclaimReport& r, const Style& style) {
         "\n");
   }
   return out;
+}
+
+}  // namespace
+
+std::string free_text(const reclaim::ReclaimReport& r, const Style& style,
+                      const reclaim::Plan* plan, TableWidth width) {
+  const std::string out = free_lines(r, style, plan);
+  return width.limit() ? wrap_lines(out, *width.limit()) : out;
 }
 
 std::string gpu_problems_text(std::string_view heading,

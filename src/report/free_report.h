@@ -38,8 +38,11 @@ nlohmann::ordered_json leftover_json(const reclaim::Leftover& l);
 /// free --json and run --json report it.
 nlohmann::ordered_json release_phases_json(const reclaim::GpuRelease& g);
 
-/// The final report.
-std::string free_text(const reclaim::ReclaimReport& report, const Style& style);
+/// The final report. With the `plan` it carried out, the same signal to several
+/// members of one instance, sent alike with the same outcome, is one Actions line.
+/// `width`: a terminal's lines are broken at words (as plan_text's prose).
+std::string free_text(const reclaim::ReclaimReport& report, const Style& style,
+                      const reclaim::Plan* plan = nullptr, TableWidth width = {});
 /// `warnings`: the inventory's (inventory::Inventory::warnings).
 nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::ReclaimReport& report,
                                  bool dry_run, const std::vector<std::string>& warnings = {});

@@ -218,6 +218,82 @@ TEST(PlanText, AtTheTerminalsWidthRowsFitAndTheWhyIsWhole) {
 }
 
 // W2-19(d): nvidia-smi's output, one line each, never "\n" shown literally.
+// Issue 37: a plan of one instance's 4 orphaned workers and one exception (its member
+// with another verdict) says the instance once, the 4 in one line, the exception in a row;
+// the Actions likewise.
+TEST(PlanText, AnInstancesMembersWithOneVerdictAreOneLineAndTheExceptionsRows) {
+  reclaim::Plan plan;
+  inventory::Instance in;
+  in.key = "7969";
+  in.kind = inventory::InstanceKind::process_group;
+  in.pgid = 7969;
+  in.engine = proc::Engine::sglang;
+  in.orphaned = 4;
+  const reclaim::TargetLineage orphaned{reclaim::LineageVerdict::orphaned,
+                                        proc::OrphanEvidence::title, "inferred",
+                                        "re-parented to init (pid 1)"};
+  for (unsigned g = 0; g < 5; ++g) {
+    reclaim::Target t;
+    t.id = {7970 + static_cast<pid_t>(g), 100};
+    t.comm = "sglang::schedul";
+    t.cmdline = "sglang::scheduler_TP" + std::to_string(g);
+    t.user = "root";
+    t.gpus = gpu::devs({g});
+    t.gpu_bytes = 92ull << 30;
+    t.why = "orphaned: re-parented to init (pid 1)";
+    t.instance = "7969";
+    t.lineage = orphaned;
+    if (g == 4) {
+      t.lineage->verdict = reclaim::LineageVerdict::live;
+      t.lineage->reason.clear();
+      t.why = "live: its server pid 7969 is alive";
+    }
+    plan.targets.push_back(t);
+    in.members.push_back({t.id, proc::EngineRole::scheduler, ""});
+    in.gpus.push_back(gpu::dev(g));
+  }
+  plan.instances = {in};
+  for (TableWidth width : {TableWidth{}, TableWidth{.columns = 80}}) {
+    // Read with the prose's line breaks undone.
+    const std::string shown = plan_text(plan, Style{}, reclaim::kDefaultGrace, width);
+    std::string out;
+    for (std::size_t i = 0; i < shown.size(); ++i) {
+      if (shown[i] != '\n') {
+        out += shown[i];
+        continue;
+      }
+      out += ' ';
+      while (i + 1 < shown.size() && shown[i + 1] == ' ') ++i;
+    }
+    EXPECT_NE(out.find("Instance: sglang server, process group 7969"), std::string::npos) << out;
+    EXPECT_NE(out.find("4 processes (pid 7970, 7971, 7972, 7973) on GPU 0,1,2,3, 368 GiB: "
+                       "orphaned, inferred: re-parented to init (pid 1)"),
+              std::string::npos)
+        << out;
+    EXPECT_EQ(out.find("sglang::scheduler_TP0"), std::string::npos) << out;
+    EXPECT_NE(out.find("7974"), std::string::npos) << "the exception: " << out;
+    EXPECT_NE(out.find("live: its server pid 7969 is alive"), std::string::npos) << out;
+  }
+  // The Actions: the 4 alike in one line, the fifth (another outcome) alone.
+  reclaim::ReclaimReport r;
+  for (const auto& t : plan.targets) {
+    reclaim::Action a = action("sglang::schedul");
+    a.id = t.id;
+    a.sent_at = 0.001;
+    a.exited_at = 0.01 + 0.001 * (t.id.pid - 7970);
+    if (t.id.pid == 7974) a.outcome = reclaim::Outcome::still_running_after_grace;
+    r.actions.push_back(a);
+  }
+  const std::string text = free_text(r, Style{}, &plan);
+  EXPECT_NE(text.find("SIGTERM  4 processes of instance 7969 (pid 7970, 7971, 7972, 7973) via "
+                      "pidfd -> exited at +0.010..0.013s"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("pid 7974 (sglang::schedul, start 100)"), std::string::npos) << text;
+  // Without the plan, a line per action as before.
+  EXPECT_NE(free_text(r, Style{}).find("pid 7970 (sglang::schedul"), std::string::npos);
+}
+
 TEST(FreeText, ResetOutputKeepsItsLinesW2_19) {
   reclaim::ReclaimReport r;
   reclaim::ResetOutcome reset;

@@ -183,8 +183,10 @@ std::string instances_section(const std::vector<inventory::Instance>& instances,
     if (auto e = evidence.find(in.key); e != evidence.end())
       for (const auto& why : e->second) out += style.dim("    " + why) + "\n";
     if (all_orphaned)
-      out +=
-          fmt::format("    free it: gpureap free --orphans --instance {}\n", terminal_text(in.key));
+      out += fmt::format(
+          "    free it: gpureap free --orphans --instance {} (to relaunch in one command: "
+          "gpureap run --replace {} -- CMD)\n",
+          terminal_text(in.key), terminal_text(in.key));
   }
   return out.empty() ? out : "\n" + style.bold("Instances:") + "\n" + out;
 }

@@ -33,7 +33,8 @@ std::string in_use_before_launch(const inventory::Instance& in);
 
 /// The "Instances:" section of `status` ("" when none is worth showing): each
 /// heading, and for an instance whose members are all orphaned the command that
-/// frees it (`gpureap free --orphans --instance KEY`).
+/// frees it (`gpureap free --orphans --instance KEY`) and the one that replaces it
+/// (`gpureap run --replace KEY -- CMD`).
 /// `evidence`: per instance key, the lines that say why its members are orphaned or
 /// detached (instance_evidence), printed under its heading.
 using InstanceEvidence = std::map<std::string, std::vector<std::string>>;

@@ -11,6 +11,7 @@
 #include "reclaim/leftovers.h"
 #include "report/free_report.h"
 #include "report/json.h"
+#include "report/table_layout.h"
 #include "report/terminal_text.h"
 #include "util/units.h"
 
@@ -20,6 +21,10 @@ std::string run_line(const std::string& text) {
   // Every line goes through terminal_text: they carry cgroup paths, evidence about
   // processes and messages that quote them.
   return "gpureap run: " + terminal_text(text) + "\n";
+}
+
+std::string run_line(const std::string& text, std::optional<std::size_t> columns) {
+  return columns ? wrap_lines(run_line(text), *columns) : run_line(text);
 }
 
 std::string run_problems_text(const supervise::RunOutcome& out) {

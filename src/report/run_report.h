@@ -3,6 +3,7 @@
 // went wrong at the teardown, and what the run's GPUs still hold, classified.
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@ namespace gpureap::report {
 
 /// One line of run's own output: "gpureap run: <text>\n", with process text escaped.
 std::string run_line(const std::string& text);
+/// The same, broken at words to `columns` (stderr's terminal width) when given.
+std::string run_line(const std::string& text, std::optional<std::size_t> columns);
 
 /// Everything worth knowing after a run ended: warnings, a lost reaper, survivors
 /// of SIGKILL, each GPU still held (with evidence and the next step), memory that

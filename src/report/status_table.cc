@@ -177,9 +177,79 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style, std:
 
 namespace {
 
+// The instance a holder belongs to when that instance spans several GPUs and is worth
+// a line of its own, or nullptr: its members are said once, under "Instances:".
+const inventory::Instance* spanning_instance(const proc::Holder& h,
+                                             const inventory::Inventory& inv) {
+  if (h.instance.empty()) return nullptr;
+  const auto* in = inventory::find_instance(inv.instances, h.instance);
+  return in && worth_showing(*in) && in->gpus.size() > 1 ? in : nullptr;
+}
+
+// A GPU that is a row of the GPU table (issue 37): read cleanly (memory known, nothing
+// unexplained, not busy, no problem), and every process using it a member of an
+// instance that spans GPUs. Idle GPUs join them once one does.
+bool compact_gpu(const inventory::GpuView& view, const inventory::Inventory& inv) {
+  if (!view.info.problem.empty() || !view.info.memory ||
+      view.unexplained != inventory::Unexplained::none ||
+      view.busy.kind != inventory::Busy::none)
+    return false;
+  return std::all_of(view.holders.begin(), view.holders.end(), [&](const auto& gh) {
+    return !gh.uses_gpu || spanning_instance(gh.holder, inv) != nullptr;
+  });
+}
+
+bool any_held_compact(const inventory::Inventory& inv) {
+  return std::any_of(inv.gpus.begin(), inv.gpus.end(), [&](const inventory::GpuView& v) {
+    return compact_gpu(v, inv) &&
+           std::any_of(v.holders.begin(), v.holders.end(),
+                       [](const auto& gh) { return gh.uses_gpu; });
+  });
+}
+
+// The GPU table: one row per holder of a compact GPU (the GPU's cells on its first row
+// only), one row for an idle GPU. Who, by pid, rank and instance; why, under the
+// instance; the GPU's identity and every holder's detail with -v or --json.
+std::string gpu_rows(const std::vector<const inventory::GpuView*>& views, const Style& style,
+                     TableWidth width) {
+  std::vector<TableColumn> columns = {{"GPU"},      {"USED", true}, {"TOTAL", true},
+                                      {"STATE"},    {"INSTANCE"},   {"PID"},
+                                      {"PARENT"},   {"ROLE"}};
+  std::vector<std::vector<TableCell>> rows;
+  for (const auto* view : views) {
+    const auto& m = *view->info.memory;
+    const auto gs = inventory::gpu_state(*view);
+    std::vector<TableCell> gpu = {{gpu::device_text(view->info.id)},
+                                  {format_bytes(m.used)},
+                                  {format_bytes(m.total)},
+                                  {std::string(inventory::enum_name(gs)),
+                                   gs == inventory::GpuState::free ? "32" : ""}};
+    bool first = true;
+    for (const auto& gh : view->holders) {
+      if (!gh.uses_gpu) continue;
+      const auto& h = gh.holder;
+      std::vector<TableCell> row =
+          first ? gpu : std::vector<TableCell>{{""}, {""}, {""}, {""}};
+      row.push_back({h.instance});
+      row.push_back({std::to_string(h.id.pid)});
+      row.push_back({fmt::format("{}{}", h.ppid, lineage_tag(h)),
+                     h.orphaned ? "31" : h.detached ? "33" : ""});
+      row.push_back({role_text(h) == "-" ? h.comm : role_text(h)});
+      rows.push_back(std::move(row));
+      first = false;
+    }
+    if (first) {
+      gpu.insert(gpu.end(), {{"-"}, {""}, {""}, {""}});
+      rows.push_back(std::move(gpu));
+    }
+  }
+  return style.bold("GPUs") + style.dim(" (their instances below; -v: each GPU and process)") +
+         "\n" + render_table(columns, rows, style, "  ", width, 8);
+}
+
 // status_table before the lines of prose are fitted.
 std::string status_lines(const inventory::Inventory& inv, const Style& style,
-                         const reclaim::Plan& free_orphans, TableWidth width) {
+                         const reclaim::Plan& free_orphans, TableWidth width, bool verbose) {
   std::string out;
   if (inv.source == "agent")
     out += style.dim(fmt::format("answered by the gpureap agent (pid {})\n", inv.agent_pid));
@@ -232,7 +302,15 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
   const InstanceEvidence evidence = instance_evidence(inv);
   std::set<std::string> said_once;
   for (const auto& [key, lines] : evidence) said_once.insert(key);
+  // An instance that spans GPUs is said once: its GPUs are rows of one table (-v: blocks).
+  const bool compact = !verbose && any_held_compact(inv);
+  std::vector<const inventory::GpuView*> rows;
+  const std::string before_gpus = std::move(out);
+  out.clear();
   for (const auto& view : inv.gpus) {
+    const bool row = compact && compact_gpu(view, inv);
+    if (row) rows.push_back(&view);
+    const std::size_t block_start = out.size();
     out += gpu_heading(view.info, style) + "\n";
     if (!view.info.problem.empty()) {
       out +=
@@ -293,7 +371,9 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
       out += ghost ? style.red(line) : style.yellow(line);
       out += fmt::format("    {}\n", terminal_text(view.busy.detail));
     }
+    if (row) out.resize(block_start);  // counted above; shown as a row of the table
   }
+  out = before_gpus + (rows.empty() ? "" : gpu_rows(rows, style, width)) + out;
   if (inv.gpus.empty()) out += "No NVIDIA GPU found and no process holds an nvidia device node.\n";
   // A GPU in MIG mode: a process with its node but no capability of a MIG device uses
   // none (an NVML client, a process between two MIG devices); it is no holder of any
@@ -393,8 +473,8 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
 }  // namespace
 
 std::string status_table(const inventory::Inventory& inv, const Style& style,
-                         const reclaim::Plan& free_orphans, TableWidth width) {
-  std::string out = status_lines(inv, style, free_orphans, width);
+                         const reclaim::Plan& free_orphans, TableWidth width, bool verbose) {
+  std::string out = status_lines(inv, style, free_orphans, width, verbose);
   // Rows are cut to fit; the lines of prose are broken at words.
   return width.limit() ? wrap_lines(out, *width.limit()) : out;
 }

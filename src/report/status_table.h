@@ -19,8 +19,14 @@ namespace gpureap::report {
 /// `width`: fixed (a pipe) is the layout scripts read, unchanged; a terminal's
 /// width gets rows cut to fit (report/table_layout.h) and the other lines broken
 /// at words; --wide, whole command lines.
+/// A server instance that spans GPUs is said once (issue 37): the GPUs whose every
+/// holder is a member of such an instance, and the idle GPUs beside them, are one row
+/// per holder of a GPU table (GPU, memory, state, instance, pid, parent, role), and why
+/// the members are orphaned or detached is said under the instance. `verbose` (-v):
+/// every GPU's block with each holder's row, as before (the JSON always has all of it).
 std::string status_table(const inventory::Inventory& inv, const Style& style,
-                         const reclaim::Plan& free_orphans, TableWidth width = {});
+                         const reclaim::Plan& free_orphans, TableWidth width = {},
+                         bool verbose = false);
 
 /// The holder rows under one GPU, laid out for `width` as status_table says. The
 /// orphaned/detached evidence of a holder whose instance is in `said_once` is left to

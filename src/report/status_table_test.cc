@@ -165,5 +165,67 @@ TEST(StatusTable, NotATerminalKeepsTheFixedLayout) {
       << out;
 }
 
+// Issue 37: one instance over 4 GPUs (of 5) is said once: a row per GPU, its evidence
+// under the instance; -v shows every GPU's block as before.
+TEST(StatusTable, AnInstanceThatSpansGpusIsOneRowPerGpuAndItsEvidenceOnce) {
+  inventory::Inventory inv;
+  inventory::Instance in;
+  in.key = "7969";
+  in.kind = inventory::InstanceKind::process_group;
+  in.pgid = 7969;
+  in.engine = proc::Engine::sglang;
+  in.orphaned = 4;
+  for (unsigned g = 0; g < 5; ++g) {
+    inventory::GpuView view;
+    view.info.id = gpu::dev(g);
+    view.info.uuid = "GPU-" + std::to_string(g);
+    view.info.memory = gpu::GpuMemory{96 * kGiB, 2 * kMiB, std::nullopt};
+    if (g < 4) {
+      auto gh = orphan(7970 + static_cast<pid_t>(g), "sglang::schedul", 92 * kGiB);
+      gh.holder.cmdline = "sglang::scheduler_TP" + std::to_string(g);
+      gh.holder.instance = "7969";
+      gh.holder.engine.role = proc::EngineRole::scheduler;
+      view.info.memory->used += 92 * kGiB;
+      view.attributed_bytes = 92 * kGiB;
+      view.holders.push_back(gh);
+      in.members.push_back({gh.holder.id, proc::EngineRole::scheduler, ""});
+      in.gpus.push_back(gpu::dev(g));
+    }
+    inv.gpus.push_back(std::move(view));
+  }
+  in.bytes = 4 * 92 * kGiB;
+  inv.instances = {in};
+  const std::string out = status_table(inv, Style{}, {}, TableWidth{.columns = 80});
+  for (const auto& l : lines_of(out)) EXPECT_LE(l.size(), 80u) << out;
+  // The GPU table: the GPUs with their instance, pid and parent, and the idle GPU 4.
+  EXPECT_NE(out.find("GPU"), std::string::npos) << out;
+  EXPECT_EQ(out.find("GPU-"), std::string::npos) << "UUIDs are -v's: " << out;
+  for (pid_t p = 7970; p < 7974; ++p) {
+    bool row = false;
+    for (const auto& l : lines_of(out))
+      row = row || (l.find(" " + std::to_string(p) + " ") != std::string::npos &&
+                    l.find("7969") != std::string::npos && l.find("1 ORPHAN") != std::string::npos);
+    EXPECT_TRUE(row) << p << "\n" << out;
+  }
+  bool idle = false;
+  for (const auto& l : lines_of(out)) idle = idle || (l.starts_with("  4 ") && l.find("free") != std::string::npos);
+  EXPECT_TRUE(idle) << out;
+  // Why, once, under the instance; what now, at the end.
+  const std::string why = "re-parented to init (pid 1)";
+  ASSERT_NE(out.find(why), std::string::npos) << out;
+  EXPECT_EQ(out.find(why, out.find(why) + 1), std::string::npos) << out;
+  EXPECT_NE(out.find("gpureap free --orphans --instance 7969"), std::string::npos) << out;
+  EXPECT_LT(lines_of(out).size(), 20u) << out;
+  // -v: each GPU's block, each holder's row.
+  const std::string verbose = status_table(inv, Style{}, {}, TableWidth{.columns = 80}, true);
+  for (unsigned g = 0; g < 5; ++g)
+    EXPECT_NE(verbose.find("GPU-" + std::to_string(g)), std::string::npos) << verbose;
+  EXPECT_NE(verbose.find("sglang::scheduler_TP3"), std::string::npos) << verbose;
+  // An instance on one GPU keeps the blocks.
+  inv.instances[0].gpus = {gpu::dev(0)};
+  EXPECT_NE(status_table(inv, Style{}, {}, TableWidth{.columns = 80}).find("GPU-0"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpureap::report

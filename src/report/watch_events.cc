@@ -88,10 +88,16 @@ std::string describe(const Event& e, const Style& style) {
   const std::string gpu = e.gpu ? gpu::device_text(*e.gpu) : "?";
   switch (e.kind) {
     case EventKind::orphaned_memory: {
-      // The parent's death once (W3-12(b)): a witnessed orphan's reason names it already.
+      // The parent's death once (W3-12(b)): a witnessed orphan's reason names it already,
+      // and so does the instance's heading when the parent was its launcher ("launcher
+      // python3 (pid 4100) gone", "children of python3 (pid 4100, seen to die)").
       const bool reason_names_parent =
           e.parent && detail.find(fmt::format("(pid {})", e.parent->pid)) != std::string::npos;
-      std::string why = e.parent && !reason_names_parent
+      const bool heading_names_parent =
+          e.parent && e.instance && e.instance->launcher_pid == e.parent->pid &&
+          (e.instance->kind == inventory::InstanceKind::parent ||
+           !e.instance->launcher_comm.empty());
+      std::string why = e.parent && !reason_names_parent && !heading_names_parent
                             ? parent_text(e) + (detail.empty() ? "" : "; " + detail)
                             : detail;
       std::string next = fmt::format("free {}: gpureap free --orphans --gpu {}",

@@ -125,6 +125,37 @@ TEST_F(WatchEvents, TheDeadParentIsSaidOnceW3_12) {
       << line;
 }
 
+// W3-12(b), the remainder: the instance's heading names its dead launcher, so the line
+// does not add "parent ... died" before the reason.
+TEST_F(WatchEvents, TheDeadLauncherNamedByTheInstanceIsNotSaidAgainW3_12) {
+  Event e = orphans(2);
+  e.parent = inventory::DeadParent{4100, "gpureap-sim", "gpureap-sim hold", kTime - 0.2};
+  inventory::Instance in;
+  in.key = "4100";
+  in.kind = inventory::InstanceKind::parent;
+  in.launcher_pid = 4100;
+  in.launcher_comm = "gpureap-sim";
+  in.members = {{e.holders[0].id, proc::EngineRole::none, ""},
+                {e.holders[1].id, proc::EngineRole::none, ""}};
+  in.orphaned = 2;
+  in.gpus = {gpu::dev(3)};
+  e.instance = in;
+  std::string line = watch_event_line(e, Style{});
+  EXPECT_NE(line.find("children of gpureap-sim (pid 4100, seen to die)"), std::string::npos)
+      << line;
+  EXPECT_EQ(line.find("died"), std::string::npos) << line;
+  // A process group whose launcher is named gone: likewise.
+  e.instance->kind = inventory::InstanceKind::process_group;
+  e.instance->pgid = 4100;
+  line = watch_event_line(e, Style{});
+  EXPECT_NE(line.find("launcher gpureap-sim (pid 4100) gone"), std::string::npos) << line;
+  EXPECT_EQ(line.find("died"), std::string::npos) << line;
+  // A parent that is not the instance's launcher is still named.
+  e.parent->pid = 4099;
+  EXPECT_NE(watch_event_line(e, Style{}).find("parent gpureap-sim (pid 4099) died"),
+            std::string::npos);
+}
+
 // Provenance in a word: an orphan known only by one look is offered to a person.
 TEST_F(WatchEvents, AnInferredOrphanSaysTheReaperLeavesItToAPerson) {
   Event e = orphans(1);

@@ -70,8 +70,11 @@ TEST(Amd, OrphanedTensorParallelWorkersAreNamedWithTheirVramAndFreedVerified) {
   EXPECT_EQ((*kept)["orphaned"], false);
   EXPECT_EQ((*kept)["gpu_bytes"], 20 * GiB);
 
+  // The instance spans GPUs 0-1: a row per GPU with its rank; -v, each worker's title.
   auto text = amd(node, {"status"});
-  EXPECT_NE(text.out.find("VLLM::Worker_TP1"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("worker TP1"), std::string::npos) << text.out;
+  auto verbose = amd(node, {"status", "-v"});
+  EXPECT_NE(verbose.out.find("VLLM::Worker_TP1"), std::string::npos) << verbose.out;
   EXPECT_NE(text.out.find("orphaned"), std::string::npos) << text.out;
 
   // free --orphans: the workers signalled, the release measured in mem_info_vram_used.

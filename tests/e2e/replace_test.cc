@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <iostream>
+#include <map>
 
 #include "harness.h"
 
@@ -149,6 +152,75 @@ TEST(Replace, ASlowReleaseIsWaitedOutNotRefused) {
   EXPECT_TRUE(std::filesystem::exists(marker)) << r.err;
   EXPECT_NE(r.err.find("verified: GPU 0,1,2,3 back at baseline"), std::string::npos) << r.err;
   expect_whole(s.vllm, "not in --replace's instance");
+}
+
+// Issue 37's goal: the seed restart, read at 80 columns, is at most 40 lines. The seed:
+// an SGLang TP-8 server on 8 GPUs (92 GiB each) whose launcher was SIGKILLed, its
+// workers orphaned and still listening on its port. The transcript: `gpureap status`,
+// then `gpureap run --replace KEY --yes -- CMD`. No line is wider than the terminal.
+TEST(Replace, TheSeedRestartReadsInFortyLinesAtEightyColumns) {
+  SimNode node;
+  HoldResult seed = node.hold(
+      {"--gpu", "0", "--children", "8", "--bytes", "92GiB", "--orphan", "--listen", "--title",
+       "sglang::scheduler_TP{k}", "--server-title",
+       "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --tp 8 "
+       "--mem-fraction-static 0.85 --port 30000 --trust-remote-code"});
+  ASSERT_EQ(seed.holders.size(), 8u);
+  const std::map<std::string, std::string> at80 = {{"COLUMNS", "80"}};
+  auto status = node.gpureap({"--no-agent", "status"}, std::chrono::seconds(60), at80);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  // Who, why and what now, each said once (read with the lines' breaks undone).
+  std::string text;
+  for (std::size_t i = 0; i < status.out.size(); ++i) {
+    if (status.out[i] != '\n') {
+      text += status.out[i];
+      continue;
+    }
+    text += ' ';
+    while (i + 1 < status.out.size() && status.out[i + 1] == ' ') ++i;
+  }
+  const std::string key = std::to_string(seed.leader);
+  EXPECT_NE(text.find("gpureap free --orphans --instance " + key), std::string::npos)
+      << status.out;
+  EXPECT_NE(text.find("gpureap run --replace " + key + " -- CMD"), std::string::npos)
+      << status.out;
+  EXPECT_NE(text.find("scheduler TP7"), std::string::npos) << status.out;
+  EXPECT_NE(text.find("still listening on port " + std::to_string(seed.listen_port)),
+            std::string::npos)
+      << status.out;
+  const std::string why = "its title names a worker of a server that is gone";
+  ASSERT_NE(text.find(why), std::string::npos) << status.out;
+  EXPECT_EQ(text.find(why, text.find(why) + 1), std::string::npos) << status.out;
+
+  // -v keeps every GPU's block (its UUID) and every holder's row.
+  auto verbose = node.gpureap({"--no-agent", "status", "-v"}, std::chrono::seconds(60), at80);
+  EXPECT_EQ(verbose.exit_code, 0) << verbose.err;
+  for (unsigned gpu = 0; gpu < 8; ++gpu)
+    EXPECT_NE(verbose.out.find("sglang::scheduler_TP" + std::to_string(gpu)), std::string::npos)
+        << verbose.out;
+  EXPECT_NE(verbose.out.find("GPU-"), std::string::npos) << verbose.out;
+  EXPECT_EQ(status.out.find("GPU-"), std::string::npos) << "the UUIDs are -v's: " << status.out;
+
+  const std::string marker = node.dir() + "/launched";
+  auto run = node.gpureap(
+      {"run", "--replace", key, "--yes", "--", "/bin/touch", marker}, std::chrono::seconds(60),
+      at80);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(std::filesystem::exists(marker));
+
+  const std::string transcript = "$ gpureap status\n" + status.out + "$ gpureap run --replace " +
+                                 key + " --yes -- /bin/touch ...\n" + run.out + run.err;
+  std::size_t lines = 0, widest = 0, start = 0;
+  for (std::size_t nl; (nl = transcript.find('\n', start)) != std::string::npos; start = nl + 1) {
+    ++lines;
+    // Code points (no colour: not a terminal, and NO_COLOR is not needed for a pipe).
+    const auto line = transcript.substr(start, nl - start);
+    widest = std::max(widest, static_cast<std::size_t>(std::count_if(
+                                  line.begin(), line.end(), [](char c) { return (c & 0xC0) != 0x80; })));
+  }
+  EXPECT_LE(lines, 40u) << transcript;
+  EXPECT_LE(widest, 80u) << transcript;
+  std::cerr << "the seed restart at 80 columns: " << lines << " lines, widest " << widest << "\n";
 }
 
 }  // namespace replace_test
