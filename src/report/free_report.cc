@@ -387,7 +387,7 @@ std::string free_lines(const reclaim::ReclaimReport& r, const Style& style,
                 ? fmt::format("{} at +{:.3f}s", outcome_text(a), first)
                 : fmt::format("{} at +{:.3f}..{:.3f}s", outcome_text(a), first, last);
         out += fmt::format("  +{:.3f}s {:<8} {} processes of instance {} (pid {}) via {} -> {}\n",
-                           sent, to_string(a.signal), group.size(),
+                           sent, reclaim::signal_word(a.signal), group.size(),
                            terminal_text(instance_of(a)), pid_list(pids),
                            a.via.empty() ? "-" : terminal_text(a.via), terminal_text(outcome));
         continue;
