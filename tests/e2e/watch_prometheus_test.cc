@@ -112,6 +112,7 @@ TEST(PrometheusHarness, ScrapesRenderMetricsServedByHttpServer) {
                             {"uuid", "GPU-3"},
                             {"pci_bus_id", "00000000:13:00.0"},
                             {"minor", "3"},
+                            {"vendor", "nvidia"},
                             {"instance", target},
                             {"job", "gpureap"}}));
 
