@@ -5,6 +5,8 @@
 // are newer than anything gpureap itself uses:
 // - arc4random@GLIBC_2.36, from libstdc++.a(random.o) (std::random_device, pulled in
 //   by the string instantiations; gpureap never makes a random_device);
+// - arc4random_buf@GLIBC_2.36, from libcrypt.a (libxcrypt's salt generator, which the
+//   agent's bcrypt check through crypt_r links in but never calls: a check needs no salt);
 // - _dl_find_object@GLIBC_2.35, from libgcc_eh.a(unwind-dw2-fde-dip.o): the unwinder
 //   asks it which loaded object holds a return address, to find its .eh_frame_hdr.
 // A definition here is found before libc.so's, so the binary asks the loader for
@@ -33,6 +35,17 @@ __attribute__((visibility("hidden"))) uint32_t arc4random() noexcept {
     got += static_cast<size_t>(n);
   }
   return value;
+}
+
+__attribute__((visibility("hidden"))) void arc4random_buf(void* buffer, size_t size) noexcept {
+  auto* p = static_cast<unsigned char*>(buffer);
+  size_t got = 0;
+  while (got < size) {
+    ssize_t n = getrandom(p + got, size - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) std::abort();  // as glibc's: no entropy is not an error to return
+    got += static_cast<size_t>(n);
+  }
 }
 
 __attribute__((visibility("hidden"))) int _dl_find_object(void* address,

@@ -203,6 +203,10 @@ asking a running \fBgpureap watch\fR over its socket (as \fB\-\-no\-agent\fR doe
 The \fBscontrol\fR that \fBgpureap slurm\fR runs when \fB\-\-scontrol\fR is not given
 (default: \fI/usr/bin/scontrol\fR; Slurm's hooks have no \fBPATH\fR).
 .TP
+.B GPUREAP_GNUTLS_LIBRARY
+The GnuTLS library that \fBwatch \-\-web\-config\fR loads when the file asks for TLS
+(default: \fIlibgnutls.so.30\fR, found by the dynamic loader; Debian's \fBlibgnutls30\fR).
+.TP
 .B SLURM_JOB_ID\fR, \fBSLURM_JOB_GPUS\fR, \fBCUDA_VISIBLE_DEVICES\fR, \fBSLURMD_NODENAME
 Read by \fBgpureap slurm prolog\fR and \fBepilog\fR (the job, its GPUs as device minors or
 UUIDs) and by \fBhealth\fR (the node), as slurmd sets them.
