@@ -36,8 +36,8 @@ class GpureapFormatter : public CLI::Formatter {
 
   std::string make_footer(const CLI::App* app) const override {
     if (app->get_parent() != nullptr) return CLI::Formatter::make_footer(app);
-    return "Details: gpureap help COMMAND; man gpureap. Exit status: 0 ok, 1 held,\n"
-           "  2 usage, 3 system, 4 nothing to do, 5 wait timed out; run: its command's.\n";
+    return "Details: gpureap help COMMAND; man gpureap. Exit status: 0 ok, 1 held, 2 usage,\n"
+           "  3 system, 4 nothing to do, 5 wait timed out, 6 ghost GPU; run: its command's.\n";
   }
 };
 

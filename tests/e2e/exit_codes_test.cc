@@ -133,6 +133,7 @@ TEST(ExitCodes, EachSubcommandsHelpListsOnlyItsOwnStatuses) {
   SimNode node({"--gpus", "1"});
   auto top = node.gpureap({"--help"});
   EXPECT_NE(top.out.find("5 wait timed out"), std::string::npos) << top.out;  // in brief
+  EXPECT_NE(top.out.find("6 ghost GPU"), std::string::npos) << top.out;  // every status
   auto status = node.gpureap({"status", "--help"});
   EXPECT_NE(status.out.find("Exit status:"), std::string::npos) << status.out;
   EXPECT_EQ(status.out.find("wait:"), std::string::npos) << status.out;
