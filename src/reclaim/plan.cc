@@ -651,7 +651,10 @@ bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selec
     t.gpu_bytes = s->gpu_bytes;
     plan.skipped.erase(s);
   }
-  plan.targets.push_back(std::move(t));
+  // First in the round: a supervisor signalled after its worker can fork the next worker
+  // in between (a bash retry loop reaps the child and forks again before its own SIGTERM
+  // arrives), and that worker outlives the round (Safety.RetryLoopIsStoppedOnly...).
+  plan.targets.insert(plan.targets.begin(), std::move(t));
   return true;
 }
 
