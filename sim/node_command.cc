@@ -292,16 +292,25 @@ int run_mode(const fs::path& dir, const std::vector<std::string>& words,
   return kExitOk;
 }
 
+namespace {
+
+// The node's configuration, when `gpu` is one of its GPUs (the commands that change a GPU).
+Result<NodeConfig> load_node_with_gpu(const SimPaths& paths, unsigned gpu) {
+  auto node = load_node_config(paths.node_json());
+  if (!node) return fail(fmt::format("no simulated node in {}", paths.root.string()));
+  if (gpu >= node->gpus.size())
+    return fail(
+        fmt::format("--gpu {} does not exist: the node has {} GPUs", gpu, node->gpus.size()));
+  return node;
+}
+
+}  // namespace
+
 int run_persistence(const fs::path& dir, unsigned gpu, const std::string& on_off) {
   SimPaths paths{dir};
-  auto node = load_node_config(paths.node_json());
+  auto node = load_node_with_gpu(paths, gpu);
   if (!node) {
-    print_error(fmt::format("no simulated node in {}", dir.string()));
-    return kExitUsage;
-  }
-  if (gpu >= node->gpus.size()) {
-    print_error(
-        fmt::format("--gpu {} does not exist: the node has {} GPUs", gpu, node->gpus.size()));
+    print_error(node.error().message);
     return kExitUsage;
   }
   node->gpus[gpu].persistence = on_off == "on";
@@ -330,14 +339,9 @@ Result<std::optional<unsigned>> sensor_value(const std::string& text, unsigned s
 int run_sensors(const fs::path& dir, unsigned gpu, const std::string& temperature,
                 const std::string& power) {
   SimPaths paths{dir};
-  auto node = load_node_config(paths.node_json());
+  auto node = load_node_with_gpu(paths, gpu);
   if (!node) {
-    print_error(fmt::format("no simulated node in {}", dir.string()));
-    return kExitUsage;
-  }
-  if (gpu >= node->gpus.size()) {
-    print_error(
-        fmt::format("--gpu {} does not exist: the node has {} GPUs", gpu, node->gpus.size()));
+    print_error(node.error().message);
     return kExitUsage;
   }
   GpuConfig& g = node->gpus[gpu];
