@@ -168,12 +168,12 @@ TEST(Amd, TheEpilogTakesTheJobsGpuFromRocrVisibleDevices) {
   const std::string uuid = status.json()["gpus"][1]["uuid"].get<std::string>();
   ASSERT_EQ(status.json()["gpus"][1]["vendor"], "amd") << uuid;
   auto job = node.hold({"--gpu", "1", "--bytes", "8GiB", "--daemon"}, false,
-                       {{"SLURM_JOB_ID", "44"}});
+                       {{"SLURM_JOB_ID", own_job_id(44)}});
   ASSERT_EQ(job.holders.size(), 1u);
   auto env = sysfs;
   env.insert({{"GPUREAP_SCONTROL", scontrol},
               {"SLURMD_NODENAME", "gpu01"},
-              {"SLURM_JOB_ID", "44"},
+              {"SLURM_JOB_ID", own_job_id(44)},
               {"ROCR_VISIBLE_DEVICES", uuid}});
   auto r = node.gpureap({"--json", "slurm", "epilog", "--deadline", "20s"},
                         std::chrono::seconds(60), env);
@@ -224,9 +224,9 @@ TEST(Amd, TheSlurmEpilogFreesAJobsEscapedWorkerOnItsGpu) {
                              "ThreadsPerCore=1'\nexit 0\n";
   ::chmod(scontrol.c_str(), 0755);
   auto job = node.hold({"--gpu", "1", "--bytes", "8GiB", "--daemon"}, false,
-                       {{"SLURM_JOB_ID", "42"}});
+                       {{"SLURM_JOB_ID", own_job_id(42)}});
   auto other = node.hold({"--gpu", "0", "--bytes", "8GiB", "--daemon"}, false,
-                         {{"SLURM_JOB_ID", "43"}});
+                         {{"SLURM_JOB_ID", own_job_id(43)}});
   ASSERT_EQ(job.holders.size(), 1u);
   ASSERT_EQ(other.holders.size(), 1u);
   auto r = node.gpureap({"--json", "slurm", "epilog", "--deadline", "20s"},
@@ -234,7 +234,7 @@ TEST(Amd, TheSlurmEpilogFreesAJobsEscapedWorkerOnItsGpu) {
                         {{"GPUREAP_SYSFS_ROOT", node.dir() + "/sys"},
                          {"GPUREAP_SCONTROL", scontrol},
                          {"SLURMD_NODENAME", "gpu01"},
-                         {"SLURM_JOB_ID", "42"},
+                         {"SLURM_JOB_ID", own_job_id(42)},
                          {"SLURM_JOB_GPUS", "129"}});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto j = r.json();

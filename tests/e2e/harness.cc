@@ -414,6 +414,10 @@ bool SimNode::eventually(const std::function<bool()>& pred, std::chrono::millise
   return pred();
 }
 
+std::string own_job_id(unsigned n) {
+  return std::to_string(::getpid()) + (n < 10 ? "00" : n < 100 ? "0" : "") + std::to_string(n);
+}
+
 std::uint64_t start_time_of(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string s((std::istreambuf_iterator<char>(in)), {});

@@ -97,6 +97,10 @@ const nlohmann::json* gpu_of(const nlohmann::json& status, const std::string& id
 bool alive(pid_t pid);
 /// State letter from /proc/PID/stat, '\0' when gone.
 char state_of(pid_t pid);
+/// A Slurm job id of this test process's own, from `n`: the process id then `n` in three
+/// digits. `ctest -j` runs tests at once, and an epilog takes every process on the machine
+/// whose SLURM_JOB_ID is its job's, so two tests using job 42 would free each other's holders.
+std::string own_job_id(unsigned n);
 /// Start time (stat field 22) of a live process, 0 when gone.
 std::uint64_t start_time_of(pid_t pid);
 /// fork + execve of `argv` (argv[0] a path) with this process's environment (less

@@ -23,6 +23,12 @@ namespace gpureap::e2e {
 // in batches (unity build), and each file keeps its own helpers' names.
 namespace slurm_command_test {
 
+// Job ids of this test process's own (harness.h own_job_id): an epilog frees every process
+// on the machine with its SLURM_JOB_ID, and other tests run at once under `ctest -j`.
+const std::string kJob42 = own_job_id(42), kJob43 = own_job_id(43), kJob44 = own_job_id(44),
+                  kJob90042 = own_job_id(142), kJob90043 = own_job_id(143),
+                  kJob90060 = own_job_id(160);
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -131,9 +137,9 @@ TEST(SlurmCommand, AnEpilogWithNothingLeftAsksNothingOfSlurm) {
   SimNode node;
   FakeSlurm slurm(node);
   auto r = node.gpureap({"--release-budget", "100ms", "slurm", "epilog"}, std::chrono::seconds(60),
-                        slurm.env({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_GPUS", "0"}}));
+                        slurm.env({{"SLURM_JOB_ID", kJob42}, {"SLURM_JOB_GPUS", "0"}}));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("Nothing to do: no leftover of job 42"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Nothing to do: no leftover of job " + kJob42), std::string::npos) << r.out;
   EXPECT_EQ(slurm.calls(), "");
 }
 
@@ -144,9 +150,9 @@ TEST(SlurmCommand, AnEpilogDoesNotDrainDuringARelease) {
   SimNode node;
   FakeSlurm slurm(node);
   node.hold({"--gpu", "2", "--bytes", "60GiB", "--release-delay", "6s", "--daemon"}, false,
-            {{"SLURM_JOB_ID", "42"}});
+            {{"SLURM_JOB_ID", kJob42}});
   auto r = node.gpureap({"slurm", "epilog"}, std::chrono::seconds(90),
-                        slurm.env({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_GPUS", "2"}}));
+                        slurm.env({{"SLURM_JOB_ID", kJob42}, {"SLURM_JOB_GPUS", "2"}}));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(slurm.calls().find("state=drain"), std::string::npos) << slurm.calls();
   EXPECT_EQ(r.out.find("driver_held"), std::string::npos) << r.out;
@@ -156,9 +162,9 @@ TEST(SlurmCommand, WhenHeldDecidesDrainAndExitStatus) {
   SimNode node;
   FakeSlurm slurm(node);
   node.hold({"--gpu", "2", "--bytes", "12GiB", "--stuck", "--daemon"}, false,
-            {{"SLURM_JOB_ID", "42"}});
-  auto env = slurm.env({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_GPUS", "2"}});
-  const std::string reason = "gpureap: GPU 2 driver_held 12.0 GiB (after job 42)";
+            {{"SLURM_JOB_ID", kJob42}});
+  auto env = slurm.env({{"SLURM_JOB_ID", kJob42}, {"SLURM_JOB_GPUS", "2"}});
+  const std::string reason = "gpureap: GPU 2 driver_held 12.0 GiB (after job " + kJob42 + ")";
   const std::string drain = "update|nodename=gpu01|state=drain|reason=" + reason + "\n";
   // Later runs find no holder, only the memory: their baseline is an estimate (README,
   // "Baselines"), so the figure may differ; the GPU and the class do not.
@@ -193,7 +199,7 @@ TEST(SlurmCommand, WhenHeldDecidesDrainAndExitStatus) {
     ASSERT_GE(records.size(), 2u);
     EXPECT_EQ(records.front()["record"], "signal");
     EXPECT_EQ(records.front()["actor"], "slurm-epilog");
-    EXPECT_EQ(records.front()["caller"]["job_id"], "42");
+    EXPECT_EQ(records.front()["caller"]["job_id"], kJob42);
     EXPECT_EQ(records.front()["gpus"][0]["index"], 2);
     EXPECT_EQ(records.back()["record"], "verdict");
     EXPECT_EQ(records.back()["verdict"], "still_held");
@@ -231,12 +237,12 @@ TEST(SlurmCommand, AnEpilogOnAMigDeviceFreesThatMigDeviceOnly) {
     if (g["index"] == "0/gi1/ci0") uuid = g["uuid"];
   ASSERT_TRUE(uuid.starts_with("MIG-")) << status.out;
   auto job = node.hold({"--gpu", "0", "--mig", "1", "--bytes", "6GiB", "--daemon"}, false,
-                       {{"SLURM_JOB_ID", "42"}});
+                       {{"SLURM_JOB_ID", kJob42}});
   auto neighbour = node.hold({"--gpu", "0", "--mig", "2", "--bytes", "4GiB", "--children", "1", "--same-gpu",
                               "--orphan", "--comm", "VLLM::Worker_TP0"});
   auto r = node.gpureap({"--json", "--release-budget", "100ms", "slurm", "epilog", "--deadline", "20s"},
                         std::chrono::seconds(60),
-                        slurm.env({{"SLURM_JOB_ID", "42"},
+                        slurm.env({{"SLURM_JOB_ID", kJob42},
                                    {"SLURM_JOB_GPUS", "0"},
                                    {"CUDA_VISIBLE_DEVICES", uuid}}));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -258,16 +264,16 @@ TEST(SlurmCommand, SlurmsVariablesAreCheckedAsInput) {
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("SLURM_JOB_ID is not set"), std::string::npos) << none.err;
   auto bad = node.gpureap({"--release-budget", "100ms", "slurm", "epilog"}, std::chrono::seconds(60),
-                          slurm.env({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_GPUS", "gpu0"}}));
+                          slurm.env({{"SLURM_JOB_ID", kJob42}, {"SLURM_JOB_GPUS", "gpu0"}}));
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("SLURM_JOB_GPUS 'gpu0'"), std::string::npos) << bad.err;
   // A GPU the node does not have: nothing can be verified; drained, and said why.
   auto missing =
       node.gpureap({"--release-budget", "100ms", "slurm", "epilog", "--when-held", "drain-fail"}, std::chrono::seconds(60),
-                   slurm.env({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_GPUS", "12"}}));
+                   slurm.env({{"SLURM_JOB_ID", kJob42}, {"SLURM_JOB_GPUS", "12"}}));
   EXPECT_EQ(missing.exit_code, 3) << missing.out << missing.err;
-  EXPECT_NE(slurm.calls().find("reason=gpureap: GPUs not verified (after job 42): the job's GPUs "
-                               "(minor:12)"),
+  EXPECT_NE(slurm.calls().find("reason=gpureap: GPUs not verified (after job " + kJob42 +
+                               "): the job's GPUs (minor:12)"),
             std::string::npos)
       << slurm.calls();
 }
@@ -279,13 +285,13 @@ TEST(SlurmCommand, APrologOnADirtyGpuDrainsAndFailsUnlessOrphansMayBeFreed) {
   // inference (one look), which the prolog reports and never frees (docs/orphans.md).
   auto orphans = node.hold(
       {"--gpu", "1", "--bytes", "8GiB", "--children", "1", "--orphan", "--comm", "VLLM::Worker_TP0"});
-  auto env = slurm.env({{"SLURM_JOB_ID", "43"}, {"SLURM_JOB_GPUS", "1"}});
+  auto env = slurm.env({{"SLURM_JOB_ID", kJob43}, {"SLURM_JOB_GPUS", "1"}});
   auto dirty = node.gpureap({"slurm", "prolog"}, std::chrono::seconds(60), env);
   EXPECT_EQ(dirty.exit_code, 1) << dirty.out << dirty.err;
   EXPECT_NE(slurm.calls().find("reason=gpureap: GPU 1 live_holder 8.00 GiB pid "),
             std::string::npos)
       << slurm.calls();
-  EXPECT_NE(slurm.calls().find("(before job 43)"), std::string::npos) << slurm.calls();
+  EXPECT_NE(slurm.calls().find("(before job " + kJob43 + ")"), std::string::npos) << slurm.calls();
   EXPECT_TRUE(alive(orphans.holders[0].first));
   const std::string audit_file = node.env().at("GPUREAP_STATE_DIR") + "/audit.jsonl";
   EXPECT_FALSE(std::filesystem::exists(audit_file)) << "the first prolog signalled nothing";
@@ -304,7 +310,7 @@ TEST(SlurmCommand, APrologOnADirtyGpuDrainsAndFailsUnlessOrphansMayBeFreed) {
     auto it = hs.find(witnessed.holders[0].first);
     return it != hs.end() && it->second["provenance"] == "witnessed";
   })) << agent.transcript() << node.gpureap({"--no-agent", "status", "--gpu", "2"}).out;
-  auto env2 = slurm.env({{"SLURM_JOB_ID", "44"}, {"SLURM_JOB_GPUS", "2"}});
+  auto env2 = slurm.env({{"SLURM_JOB_ID", kJob44}, {"SLURM_JOB_GPUS", "2"}});
   auto freed = node.gpureap({"slurm", "prolog", "--free-orphans"}, std::chrono::seconds(60), env2);
   EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
   EXPECT_FALSE(alive(witnessed.holders[0].first));
@@ -315,7 +321,7 @@ TEST(SlurmCommand, APrologOnADirtyGpuDrainsAndFailsUnlessOrphansMayBeFreed) {
   ASSERT_TRUE(std::getline(audit, line));
   auto record = nlohmann::json::parse(line);
   EXPECT_EQ(record["actor"], "slurm-prolog");
-  EXPECT_EQ(record["caller"]["job_id"], "44");
+  EXPECT_EQ(record["caller"]["job_id"], kJob44);
   EXPECT_EQ(record["target"]["pid"], witnessed.holders[0].first);
 }
 
@@ -361,9 +367,9 @@ TEST(SlurmCommand, W2_11_ARunningJobsCgroupKeepsItsWorkerOutOfOtherJobsLeftovers
   SimNode node;
   FakeSlurm slurm(node);
   std::optional<RunningJob> running;
-  running.emplace(node, "90043");
+  running.emplace(node, kJob90043);
   auto worker = node.hold({"--gpu", "0", "--bytes", "4GiB", "--children", "1", "--orphan",
-                           "--cgroup", cgroups.step("90043")});
+                           "--cgroup", cgroups.step(kJob90043)});
   const pid_t pid = worker.holders.at(0).first;
   auto health = node.gpureap({"--json", "--release-budget", "100ms", "slurm", "health", "--persist", "100ms"},
                              std::chrono::seconds(60), slurm.env());
@@ -371,14 +377,14 @@ TEST(SlurmCommand, W2_11_ARunningJobsCgroupKeepsItsWorkerOutOfOtherJobsLeftovers
   expect_document_head(health.out, "slurm health");
   EXPECT_TRUE(health.json()["healthy"]) << health.out;
   auto epilog = node.gpureap({"--json", "--release-budget", "100ms", "slurm", "epilog"}, std::chrono::seconds(60),
-                             slurm.env({{"SLURM_JOB_ID", "90042"}, {"SLURM_JOB_GPUS", "0"}}));
+                             slurm.env({{"SLURM_JOB_ID", kJob90042}, {"SLURM_JOB_GPUS", "0"}}));
   EXPECT_EQ(epilog.exit_code, 0) << epilog.out << epilog.err;
   EXPECT_TRUE(alive(pid)) << epilog.out;
   EXPECT_EQ(slurm.calls().find("state=drain"), std::string::npos) << slurm.calls();
   // Once job 90043 has ended, its own epilog frees it.
   running.reset();
   auto own = node.gpureap({"--release-budget", "100ms", "slurm", "epilog"}, std::chrono::seconds(60),
-                          slurm.env({{"SLURM_JOB_ID", "90043"}, {"SLURM_JOB_GPUS", "0"}}));
+                          slurm.env({{"SLURM_JOB_ID", kJob90043}, {"SLURM_JOB_GPUS", "0"}}));
   EXPECT_EQ(own.exit_code, 0) << own.out << own.err;
   EXPECT_FALSE(alive(pid)) << own.out;
 }
@@ -390,11 +396,11 @@ TEST(SlurmCommand, W2_12_AZombieLeadersEnvironmentIsReadFromALiveThread) {
   SimNode node;
   FakeSlurm slurm(node);
   auto zombie = node.hold({"--gpu", "1", "--bytes", "6GiB", "--zombie-leader"}, false,
-                          {{"SLURM_JOB_ID", "90042"}});
+                          {{"SLURM_JOB_ID", kJob90042}});
   const pid_t pid = zombie.holders.at(0).first;
   ASSERT_TRUE(SimNode::eventually([&] { return state_of(pid) == 'Z'; }));
   for (const auto& selector : std::vector<std::vector<std::string>>{
-           {"--env", "SLURM_JOB_ID=90042"}, {"--match", "gpureap-sim hold"}}) {
+           {"--env", "SLURM_JOB_ID=" + kJob90042}, {"--match", "gpureap-sim hold"}}) {
     std::vector<std::string> args = {"--no-agent", "--json", "free", "--gpu", "1", "--dry-run"};
     args.insert(args.end(), selector.begin(), selector.end());
     auto plan = node.gpureap(args);
@@ -404,7 +410,7 @@ TEST(SlurmCommand, W2_12_AZombieLeadersEnvironmentIsReadFromALiveThread) {
     EXPECT_EQ(j["plan"]["targets"][0]["pid"], pid);
   }
   auto epilog = node.gpureap({"--release-budget", "100ms", "slurm", "epilog"}, std::chrono::seconds(60),
-                             slurm.env({{"SLURM_JOB_ID", "90042"}, {"SLURM_JOB_GPUS", "0"}}));
+                             slurm.env({{"SLURM_JOB_ID", kJob90042}, {"SLURM_JOB_GPUS", "0"}}));
   EXPECT_EQ(epilog.exit_code, 0) << epilog.out << epilog.err;
   EXPECT_EQ(epilog.out.find("Nothing to do"), std::string::npos) << epilog.out;
   auto after = node.gpureap({"--no-agent", "--json", "status", "--gpu", "1"});
@@ -421,7 +427,7 @@ TEST(SlurmCommand, W2_12_AZombieLeadersEnvironmentIsReadFromALiveThread) {
 TEST(SlurmCommand, W2_13_HealthWaitsForAFreeInProgressOrSkips) {
   SimNode node;
   FakeSlurm slurm(node);
-  auto leftover = node.hold({"--gpu", "2", "--bytes", "3GiB"}, false, {{"SLURM_JOB_ID", "90060"}});
+  auto leftover = node.hold({"--gpu", "2", "--bytes", "3GiB"}, false, {{"SLURM_JOB_ID", kJob90060}});
   const pid_t pid = leftover.holders.at(0).first;
   // The epilog's lock, held here: the same file, the same flock.
   const std::string lock_path = node.env().at("GPUREAP_STATE_DIR") + "/free.lock";
