@@ -3,6 +3,8 @@
 
   agent_bench.py sim [--out F] [--procs 1000,10000] [--seconds 60]   CPU machine, simulated node
   agent_bench.py gpu [--out F]                                      the GPU machine (H200)
+  agent_bench.py cpu --baseline OLD [--procs 10000] [--seconds 300] [--rounds 2]
+                                                    CPU machine: two builds' agents, alternating
 
 status: the whole `gpureap status` process answered by the agent, against a
 direct scan (GPUREAP_NO_AGENT=1) and against nvidia-smi, alternating in one run,
@@ -11,6 +13,10 @@ event: time from the SIGKILL of a server to the agent's orphaned_memory line.
 cpu (sim only): the agent's CPU (its own and its NVML worker's) at the default
 settings with N idle processes on the node, against the same agent doing a full
 /proc rescan at every tick (--full-scan-interval = --tick), same run.
+cpu: the agent's CPU at its defaults with N idle processes, --gpureap against
+--baseline (an earlier build), alternating in one run (rounds x both), each over
+--seconds after start-up: long, since the new agent's full scan may run only every
+few minutes (the window's full scans are counted, from the per-second CPU).
 Medians and ratios on stdout; JSON to --out.
 """
 import argparse
@@ -33,24 +39,27 @@ def timed(argv, env):
     return time.perf_counter() - t, r
 
 
-def cpu_of_tree(pid):
-    """utime+stime of `pid` and its children (an NVML worker), in seconds."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    pids = [pid]
+def cpu_of(pid):
+    """utime+stime of one process, in seconds (0 when gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
+def children_of(pid):
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
-            pids += [int(x) for x in f.read().split()]
+            return [int(x) for x in f.read().split()]
     except OSError:
-        pass
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except OSError:
-            pass
-    return total / tick
+        return []
+
+
+def cpu_of_tree(pid):
+    """utime+stime of `pid` and its children (an NVML worker), in seconds."""
+    return cpu_of(pid) + sum(cpu_of(c) for c in children_of(pid))
 
 
 class EventReader:
@@ -181,6 +190,73 @@ def cpu_run(gpureap, env, seconds, *args):
     return (c1 - c0) / (t1 - t0)
 
 
+def cpu_window(gpureap, env, seconds):
+    """One agent at its defaults: its own CPU and its children's (the NVML worker)
+    over `seconds` after start-up, and the seconds in which it took more than 0.1 s
+    (its full scans, at 10,000 processes)."""
+    agent = Agent(gpureap, env)
+    time.sleep(2)  # past the start-up full scan
+    pid = agent.p.pid
+    own0 = cpu_of(pid)
+    kids0 = {c: cpu_of(c) for c in children_of(pid)}
+    t0 = time.time()
+    last, bursts = own0, 0
+    while time.time() - t0 < seconds:
+        time.sleep(1)
+        now = cpu_of(pid)
+        if now - last > 0.1:
+            bursts += 1
+        last = now
+    own1 = cpu_of(pid)
+    kids1 = {c: cpu_of(c) for c in children_of(pid)}
+    t1 = time.time()
+    agent.stop()
+    kids = sum(v - kids0.get(c, 0.0) for c, v in kids1.items())
+    return {"agent_core_percent": round((own1 - own0) / (t1 - t0) * 100, 3),
+            "nvml_worker_core_percent": round(kids / (t1 - t0) * 100, 3),
+            "total_core_percent": round((own1 - own0 + kids) / (t1 - t0) * 100, 3),
+            "seconds_over_0_1s_cpu": bursts, "seconds": round(t1 - t0, 1)}
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[:3]
+
+
+def main_cpu(a):
+    """--gpureap against --baseline, alternating, same run, same idle processes."""
+    results = {"machine": "cpu, simulated node", "nproc": os.cpu_count(),
+               "new": a.gpureap, "baseline": a.baseline, "rows": []}
+    with tempfile.TemporaryDirectory(prefix="gpureap-agent-bench-") as tmp:
+        sim, env = sim_node(tmp)
+        try:
+            for n in [int(x) for x in a.procs.split(",") if x]:
+                idle = spawn_idle(n)
+                runs = {"baseline": [], "new": []}
+                try:
+                    for r in range(a.rounds):
+                        for name, binary in (("baseline", a.baseline), ("new", a.gpureap)):
+                            load0 = loadavg()
+                            w = cpu_window(binary, env, a.seconds)
+                            w["round"], w["loadavg_before"], w["loadavg_after"] = r, load0, loadavg()
+                            runs[name].append(w)
+                            print("cpu", n, name, w, flush=True)
+                finally:
+                    for p in idle:
+                        p.kill()
+                    for p in idle:
+                        p.wait()
+                row = {"processes": n, "runs": runs}
+                for name in runs:
+                    row[name + "_total_core_percent_median"] = round(statistics.median(
+                        w["total_core_percent"] for w in runs[name]), 3)
+                results["rows"].append(row)
+                print("cpu", n, {k: v for k, v in row.items() if k != "runs"}, flush=True)
+        finally:
+            subprocess.run([sim, "cleanup"], env=env, capture_output=True)
+    return results
+
+
 def main_sim(a):
     gpureap = a.gpureap
     results = {"machine": "cpu, simulated node", "nproc": os.cpu_count()}
@@ -258,7 +334,9 @@ def main_gpu(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["sim", "gpu"])
+    ap.add_argument("mode", choices=["sim", "gpu", "cpu"])
+    ap.add_argument("--baseline", help="cpu: the earlier build's gpureap to compare with")
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--gpureap", default=os.environ.get("GPUREAP_BIN", os.path.join(ROOT, "build-release", "gpureap")))
     ap.add_argument("--out")
     ap.add_argument("--reps", type=int, default=30)
@@ -266,7 +344,11 @@ def main():
     ap.add_argument("--procs", default="1000,10000")
     ap.add_argument("--seconds", type=float, default=60)
     a = ap.parse_args()
-    results = main_sim(a) if a.mode == "sim" else main_gpu(a)
+    if a.mode == "cpu" and not a.baseline:
+        ap.error("cpu needs --baseline")
+    if a.mode == "cpu" and a.seconds == 60:
+        a.seconds = 300
+    results = {"sim": main_sim, "gpu": main_gpu, "cpu": main_cpu}[a.mode](a)
     print(json.dumps(results, indent=2))
     if a.out:
         with open(a.out, "w") as f:

@@ -30,7 +30,11 @@ const std::array<Row, 10> kRows{{
     {"web-config", [](const AgentOptions& o) { return text(o.web.path); }, nullptr},
     {"textfile", [](const AgentOptions& o) { return text(o.textfile_dir); }, nullptr},
     {"socket-group", [](const AgentOptions& o) { return text(o.socket_group); }, nullptr},
-    {"full-scan-interval", [](const AgentOptions& o) { return text(o.watch.full_scan); }, nullptr},
+    {"full-scan-interval",
+     [](const AgentOptions& o) {
+       return o.watch.full_scan_auto ? std::string("auto") : text(o.watch.full_scan);
+     },
+     nullptr},
     {"tick", [](const AgentOptions& o) { return text(o.watch.tick); },
      [](AgentOptions& to, const AgentOptions& from) { to.watch.tick = from.watch.tick; }},
     {"per-holder-metrics", [](const AgentOptions& o) { return text(o.per_holder); },

@@ -1,6 +1,7 @@
 #include "agent/watcher.h"
 
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,6 +44,13 @@ double read_uptime(const std::string& proc_root) {
   return ec == std::errc() ? seconds : 0;
 }
 
+/// The CPU time of this process, all its threads (a full scan's workers too).
+std::chrono::nanoseconds process_cpu() {
+  timespec ts{};
+  if (::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return std::chrono::nanoseconds{0};
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
 }  // namespace
 
 /// A pidfd on a process whose death matters: a holder (it is gone: drop it), or
@@ -65,6 +73,19 @@ std::set<pid_t> Watcher::own_pids() const {
 }
 
 void Watcher::refresh(bool full) {
+  if (!events_tried_) {
+    // Before the first listing of /proc: a process started after it is an event.
+    events_tried_ = true;
+    if (!options_.proc_events) {
+      events_unavailable_ = "not asked for";
+    } else if (!proc::proc_events_apply(node_.proc_root())) {
+      events_unavailable_ = "not root in the initial namespaces, or another /proc";
+    } else if (auto events = proc::ProcEvents::open(); events) {
+      events_ = std::move(*events);
+    } else {
+      events_unavailable_ = events.error().message;
+    }
+  }
   note_deaths();
   auto now = node_.clock().now();
   const bool failed_before = limits_.look_failed.has_value();
@@ -73,21 +94,41 @@ void Watcher::refresh(bool full) {
   // next tick: what it could not read is known again as soon as it can be.
   if (full || full_scans_ == 0 || now >= next_full_ || failed_before) {
     full_scan();
-    next_full_ = now + options_.full_scan;
+    next_full_ = now + full_scan_interval();
   } else {
     incremental_scan();
   }
   rewatch();
 }
 
+std::chrono::milliseconds Watcher::full_scan_interval() const {
+  if (!options_.full_scan_auto) return options_.full_scan;
+  // As often as asked, unless that would take more than kFullScanShare of a core.
+  const auto stretched = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(last_full_cpu_) / kFullScanShare);
+  return std::clamp(stretched, options_.full_scan, std::max(options_.full_scan, kFullScanMax));
+}
+
 void Watcher::full_scan() {
   ++full_scans_;
+  const auto cpu_before = process_cpu();
   node_.gpus().prefetch_snapshot();
+  // Every process listed now is known: the next tick scans only newer ones. Listed
+  // before the scan, so that one started during it is new at the next tick.
+  std::vector<pid_t> listed;
+  bool listed_ok = false;
+  {
+    UniqueFd proc_fd(proc::open_dir_at(AT_FDCWD, node_.proc_root().c_str()));
+    proc::ReadBuffer scratch;
+    listed_ok = proc_fd.valid() && proc::list_pids(proc_fd.get(), scratch, listed) == 0;
+    std::sort(listed.begin(), listed.end());
+  }
   proc::ScanOptions scan;
   scan.proc_root = node_.proc_root();
   scan.devices = &node_.devices();
   scan.exclude = own_pids();
   proc::ScanResult result = proc::scan_holders(scan);
+  last_full_cpu_ = process_cpu() - cpu_before;
   take_snapshot();
 
   if (result.out_of_descriptors) {
@@ -101,15 +142,8 @@ void Watcher::full_scan() {
   for (auto& h : result.holders) holders_.emplace(h.id.pid, std::move(h));
   problems_ = std::move(result.problems);
   processes_scanned_ = result.processes_scanned;
-
-  // Every process seen now is known: the next tick scans only newer ones.
   seen_pids_.clear();
-  UniqueFd proc_fd(proc::open_dir_at(AT_FDCWD, node_.proc_root().c_str()));
-  proc::ReadBuffer scratch;
-  std::vector<pid_t> pids;
-  if (proc_fd.valid() && proc::list_pids(proc_fd.get(), scratch, pids) == 0)
-    seen_pids_ = std::move(pids);
-  std::sort(seen_pids_.begin(), seen_pids_.end());
+  if (listed_ok) seen_pids_ = std::move(listed);
   rebuild();
 }
 
@@ -173,15 +207,8 @@ void Watcher::incremental_scan() {
   UniqueFd proc_fd(proc::open_dir_at(AT_FDCWD, node_.proc_root().c_str()));
   if (!proc_fd.valid()) return full_scan();  // reports the failure as a scan problem
   proc::ReadBuffer buf;
-  std::vector<pid_t> pids;
-  if (proc::list_pids(proc_fd.get(), buf, pids) != 0) return full_scan();
-
-  // New since the last tick: a merge of two sorted lists (10,000 processes: no tree).
-  std::sort(pids.begin(), pids.end());
   std::set<pid_t> candidates;
-  std::set_difference(pids.begin(), pids.end(), seen_pids_.begin(), seen_pids_.end(),
-                      std::inserter(candidates, candidates.end()));
-  seen_pids_ = std::move(pids);
+  if (!new_pids(proc_fd.get(), candidates)) return full_scan();
 
   // Known holders: gone ones are dropped; a changed state letter, parent or group
   // (a zombie leader, an orphan) means a fresh look at that one process.
@@ -217,6 +244,53 @@ void Watcher::incremental_scan() {
   for (pid_t own : own_pids()) candidates.erase(own);
   if (!candidates.empty()) rescan(candidates);
   rebuild();
+}
+
+bool Watcher::new_pids(int proc_fd, std::set<pid_t>& candidates) {
+  if (!events_) return listed_new_pids(proc_fd, candidates);
+  auto batch = events_->drain();
+  if (!batch) {
+    // The connector failed: listing from now on (seen_pids_ is as of the last tick).
+    events_unavailable_ = batch.error().message;
+    events_.reset();
+    return listed_new_pids(proc_fd, candidates);
+  }
+  // The kernel dropped events (a burst past the socket's buffer): the listing tells
+  // which processes are new; the events keep coming.
+  if (batch->lost) return listed_new_pids(proc_fd, candidates);
+  // Each process's last event says whether it is there now: started (or exec'd: its
+  // fd table is another program's) means a scan; one that started and exited
+  // within the tick needs none, and a pid reused within it is seen by its new fork.
+  std::map<pid_t, bool> alive;
+  for (const proc::ProcEvent& e : batch->events)
+    alive[e.pid] = e.kind != proc::ProcEvent::Kind::exited;
+  if (alive.empty()) return true;
+  std::vector<pid_t> born, gone;
+  for (const auto& [pid, is_alive] : alive) (is_alive ? born : gone).push_back(pid);
+  candidates.insert(born.begin(), born.end());
+  // seen_pids_ (the process count, and the listing to compare with after a loss)
+  // = (seen ∪ born) \ gone, by merges of sorted lists.
+  std::vector<pid_t> merged, next;
+  merged.reserve(seen_pids_.size() + born.size());
+  std::set_union(seen_pids_.begin(), seen_pids_.end(), born.begin(), born.end(),
+                 std::back_inserter(merged));
+  next.reserve(merged.size());
+  std::set_difference(merged.begin(), merged.end(), gone.begin(), gone.end(),
+                      std::back_inserter(next));
+  seen_pids_ = std::move(next);
+  return true;
+}
+
+bool Watcher::listed_new_pids(int proc_fd, std::set<pid_t>& candidates) {
+  proc::ReadBuffer buf;
+  std::vector<pid_t> pids;
+  if (proc::list_pids(proc_fd, buf, pids) != 0) return false;
+  // New since the last tick: a merge of two sorted lists (10,000 processes: no tree).
+  std::sort(pids.begin(), pids.end());
+  std::set_difference(pids.begin(), pids.end(), seen_pids_.begin(), seen_pids_.end(),
+                      std::inserter(candidates, candidates.end()));
+  seen_pids_ = std::move(pids);
+  return true;
 }
 
 void Watcher::rescan(const std::set<pid_t>& pids) {

@@ -1,12 +1,15 @@
 #pragma once
 // The agent's incremental inventory. It never re-scans all of /proc at a tick:
-//  - NVML's process lists (cheap, the worker keeps NVML open) and the pids that
-//    appeared in /proc since the last tick name the candidates; only those are
-//    scanned (proc::ScanOptions::only_pids);
+//  - NVML's process lists (cheap, the worker keeps NVML open) and the processes
+//    that started (or exec'd) since the last tick name the candidates; only those
+//    are scanned (proc::ScanOptions::only_pids). As root the kernel's process events
+//    say which (proc/proc_events.h: no listing of /proc at all); else the pids that
+//    appeared in a listing of /proc;
 //  - known holders' stat lines are re-read each tick (zombie leaders, orphaning);
 //  - a pidfd on each holder, its parent and its process-group leader fires the
 //    moment one of them dies, so orphaning is seen at once (watch_fds());
-//  - a full scan runs at a slow interval as a safety net.
+//  - a full scan runs at a slow interval as a safety net; by default (full_scan_auto)
+//    stretched past it so that it costs at most kFullScanShare of a core.
 // The inventory it keeps is the one node.look() would return.
 
 #include <sys/types.h>
@@ -23,6 +26,7 @@
 #include "inventory/inventory.h"
 #include "inventory/node.h"
 #include "proc/holder_scan.h"
+#include "proc/proc_events.h"
 #include "proc/process_handle.h"
 
 namespace gpureap::agent {
@@ -33,10 +37,22 @@ double wall_now();
 /// The agent's defaults (`gpureap watch --tick`, `--full-scan-interval`), written once.
 inline constexpr std::chrono::milliseconds kDefaultTick{1000};
 inline constexpr std::chrono::milliseconds kDefaultFullScan{30000};
+/// With WatchOptions::full_scan_auto: the share of one core the full scans may take
+/// (the next one waits its last one's CPU time / kFullScanShare, at least full_scan),
+/// and the longest the safety net waits. 10,000 processes: a full scan takes about
+/// 0.5 s of CPU, so it runs about every 100 s instead of 30 (issue 38).
+inline constexpr double kFullScanShare = 0.005;
+inline constexpr std::chrono::milliseconds kFullScanMax{600000};
 
 struct WatchOptions {
   std::chrono::milliseconds tick = kDefaultTick;        // NVML, new pids, holders' state
   std::chrono::milliseconds full_scan = kDefaultFullScan;  // the whole of /proc, as a safety net
+  /// The full scan's interval is full_scan or longer, so that it costs at most
+  /// kFullScanShare of a core (`--full-scan-interval auto`, the default).
+  bool full_scan_auto = false;
+  /// Find new processes through the kernel's process events when this process may
+  /// (root, the initial namespaces, proc_root is /proc); else by listing proc_root.
+  bool proc_events = true;
   std::chrono::milliseconds source_deadline{2000};
   /// The most pidfds the watcher holds (agent/descriptors.h pidfd_budget); past it,
   /// the rest are watched at each tick (their stat lines) instead of at once.
@@ -50,6 +66,12 @@ struct WatchLimits {
   std::optional<std::string> look_failed;
   std::size_t watched = 0;    // processes with a pidfd
   std::size_t unwatched = 0;  // processes that matter, past max_pidfds: watched by tick
+};
+
+/// How the tick finds new processes.
+enum class NewProcesses {
+  listing,  // a listing of proc_root, against the last one
+  events,   // the kernel's process events (proc connector)
 };
 
 class Watcher {
@@ -83,14 +105,24 @@ class Watcher {
 
   std::uint64_t full_scans() const { return full_scans_; }
   std::uint64_t incremental_scans() const { return incremental_scans_; }
+  /// How new processes are found now, and why not through events when not.
+  NewProcesses new_processes() const { return events_ ? NewProcesses::events : NewProcesses::listing; }
+  const std::string& events_unavailable() const { return events_unavailable_; }
+  /// When the next full scan is due (its interval after the last one, stretched).
+  util::Clock::time_point next_full_scan() const { return next_full_; }
   /// Pids the agent itself runs (its NVML worker): excluded from every scan.
   std::set<pid_t> own_pids() const;
 
  private:
   struct Watched;  // a pidfd and what depends on it
   void full_scan();
+  std::chrono::milliseconds full_scan_interval() const;  // after the last full scan
   void incremental_scan();
   void rescan(const std::set<pid_t>& pids);  // these pids only, fds and maps
+  /// New processes since the last tick: from the events, or a listing of /proc
+  /// against the last one; false when neither could tell (a full scan is due).
+  bool new_pids(int proc_fd, std::set<pid_t>& candidates);
+  bool listed_new_pids(int proc_fd, std::set<pid_t>& candidates);
   void rebuild();  // the inventory from holders_ and the last NVML snapshot
   /// Records the death of the watched process behind `fd` (dead_parents_) and stops
   /// watching it; returns its dependents.
@@ -113,7 +145,11 @@ class Watcher {
   std::map<pid_t, proc::Holder> holders_;  // by pid
   std::vector<proc::ScanProblem> problems_;
   std::size_t processes_scanned_ = 0;
-  std::vector<pid_t> seen_pids_;  // /proc at the last tick, sorted
+  std::vector<pid_t> seen_pids_;  // the processes as of the last tick, sorted
+  std::optional<proc::ProcEvents> events_;  // when new processes are found by events
+  std::string events_unavailable_;          // why not, when not
+  bool events_tried_ = false;
+  std::chrono::nanoseconds last_full_cpu_{0};  // the last full scan's CPU time
   std::map<int, std::shared_ptr<Watched>> watched_;  // by fd
   std::map<pid_t, inventory::DeadParent> dead_parents_;
   WatchLimits limits_;

@@ -131,6 +131,45 @@ TEST(Watcher, TheFullScanRunsAtItsInterval) {
   EXPECT_EQ(w.full_scans(), 3u);
 }
 
+// The default (`--full-scan-interval auto`): the interval is stretched by the last
+// full scan's CPU time (x 1 / kFullScanShare), never shortened, never past
+// kFullScanMax; a duration given is taken as given.
+TEST(Watcher, AnAutoFullScanIntervalIsStretchedByTheScansCost) {
+  TestMachine m;
+  for (int i = 0; i < 50; ++i) m.spawn(proc(6000 + i));
+  WatchOptions given;
+  given.full_scan = std::chrono::milliseconds(1);
+  Watcher exact(m.node(), given);
+  exact.refresh();
+  EXPECT_EQ(exact.next_full_scan() - m.clock.now(), std::chrono::milliseconds(1));
+
+  WatchOptions automatic = given;
+  automatic.full_scan_auto = true;
+  Watcher stretched(m.node(), automatic);
+  stretched.refresh();
+  // A fixture scan of 50 processes takes well over 5 us of CPU: over 1 ms once stretched.
+  const auto wait = stretched.next_full_scan() - m.clock.now();
+  EXPECT_GT(wait, std::chrono::milliseconds(1));
+  EXPECT_LE(wait, kFullScanMax);
+  m.clock.sleep_for(std::chrono::milliseconds(1));
+  stretched.refresh();
+  EXPECT_EQ(stretched.full_scans(), 1u);  // not due at the given interval any more
+
+  automatic.full_scan = std::chrono::hours(1);  // never shortened below the interval
+  Watcher slow(m.node(), automatic);
+  slow.refresh();
+  EXPECT_EQ(slow.next_full_scan() - m.clock.now(), std::chrono::hours(1));
+}
+
+// A fixture /proc is not this process's procfs: new processes are found by listing it.
+TEST(Watcher, AnotherProcRootIsListedNotWatchedByEvents) {
+  TestMachine m;
+  Watcher w(m.node(), slow_full_scan());
+  w.refresh();
+  EXPECT_EQ(w.new_processes(), NewProcesses::listing);
+  EXPECT_FALSE(w.events_unavailable().empty());
+}
+
 TEST(Watcher, MemoryFallingBetweenTicksIsReleasingNotDriverHeld) {
   TestMachine m;
   FakeProc p = proc(4001, 0, 40 * kGiB);

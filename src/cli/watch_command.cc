@@ -52,7 +52,7 @@ struct WatchFlags {
   bool no_listen = false;
   std::string textfile;
   std::string tick = duration_flag(agent::kDefaultTick);
-  std::string full_scan = duration_flag(agent::kDefaultFullScan);
+  std::string full_scan = "auto";
   bool per_holder = false;
   std::string socket_group;
   std::string reap_after;
@@ -103,9 +103,11 @@ void add_file_options(CLI::App& app, WatchFlags& f) {
                  "textfile collector; atomic rename)")
       ->type_name("DIR");
   app.add_option("--full-scan-interval", f.full_scan,
-                 "How often all of /proc is scanned, as a safety net")
-      ->type_name("DURATION")
-      ->default_val(duration_flag(agent::kDefaultFullScan));
+                 "How often all of /proc is scanned, as a safety net; auto: every " +
+                     duration_flag(agent::kDefaultFullScan) +
+                     ", or less often where a scan would take more than 0.5% of a core")
+      ->type_name("DURATION|auto")
+      ->default_val("auto");
   app.add_option("--socket-group", f.socket_group,
                  "Let this group's members ask the agent (socket mode 0660); they see what their "
                  "own scan would show them, never more. Default: root only (0600)")
@@ -173,9 +175,14 @@ Result<agent::AgentOptions> to_agent_options(const WatchFlags& f, const std::str
   auto tick = positive_duration("--tick", f.tick);
   if (!tick) return std::unexpected(tick.error());
   o.watch.tick = *tick;
-  auto full = positive_duration("--full-scan-interval", f.full_scan);
-  if (!full) return std::unexpected(full.error());
-  o.watch.full_scan = *full;
+  if (f.full_scan == "auto") {
+    o.watch.full_scan = agent::kDefaultFullScan;
+    o.watch.full_scan_auto = true;
+  } else {
+    auto full = positive_duration("--full-scan-interval", f.full_scan);
+    if (!full) return std::unexpected(full.error());
+    o.watch.full_scan = *full;
+  }
   if (!f.no_listen) o.listen = f.listen;
   if (!f.textfile.empty()) o.textfile_dir = f.textfile;
   o.per_holder = f.per_holder;

@@ -1,0 +1,79 @@
+#pragma once
+// The kernel's process events (the netlink proc connector, linux/cn_proc.h): which
+// processes started (fork, exec) and exited since the last drain, without listing
+// /proc. The agent's tick uses it, when it can, to find new processes at 10,000
+// processes for the cost of the events instead of a listing (issue 38).
+//
+// Only root in the initial pid namespace gets events (CAP_NET_ADMIN; the kernel
+// sends nothing to a listener in another pid namespace, silently): open() checks
+// both and waits for the kernel's acknowledgement, so a ProcEvents that opened
+// does receive. Thread events are dropped by a socket filter (and by the parser,
+// should the filter not attach): a process starts at its fork and ends at its
+// leader's exit.
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "util/fd.h"
+#include "util/result.h"
+
+namespace gpureap::proc {
+
+/// What one drain saw, in the kernel's order.
+struct ProcEvent {
+  enum class Kind { started, exec, exited };
+  Kind kind;
+  pid_t pid;  // the process (thread-group id), in the initial pid namespace
+};
+
+struct ProcEventBatch {
+  std::vector<ProcEvent> events;
+  /// Events were lost (the socket's buffer overran, ENOBUFS, or NLMSG_OVERRUN): the
+  /// caller must look at /proc itself to know what it missed.
+  bool lost = false;
+};
+
+/// Parses one netlink datagram of the proc connector into `out`: process starts
+/// (a fork whose child is a thread-group leader), execs and exits (a leader's).
+/// Thread events, other event kinds, acknowledgements and messages of other
+/// connectors are skipped; a truncated message ends the datagram. Never fails.
+void parse_proc_events(std::span<const std::byte> datagram, ProcEventBatch& out);
+
+/// The acknowledgement of a subscription in `datagram` (PROC_EVENT_NONE): -1 when
+/// there is none, else its error (0: subscribed).
+int parse_proc_ack(std::span<const std::byte> datagram);
+
+/// Whether proc_root is the procfs of this process's pid namespace and that
+/// namespace is the initial one: the pids the connector reports are then the
+/// pids proc_root lists.
+bool proc_events_apply(const std::string& proc_root);
+
+class ProcEvents {
+ public:
+  /// Subscribes (root only). Fails, with why, when the kernel refuses or does not
+  /// acknowledge; the caller then lists /proc instead.
+  static Result<ProcEvents> open();
+
+  ProcEvents(ProcEvents&&) noexcept = default;
+  ProcEvents& operator=(ProcEvents&&) noexcept = default;
+  ~ProcEvents();
+
+  /// Everything queued since the last drain, without blocking. A receive error
+  /// other than an overrun is returned (the caller stops using the connector).
+  Result<ProcEventBatch> drain();
+
+  int fd() const { return fd_.get(); }
+  /// Whether the kernel drops thread events (the socket filter attached).
+  bool filtered() const { return filtered_; }
+
+ private:
+  ProcEvents(UniqueFd fd, bool filtered) : fd_(std::move(fd)), filtered_(filtered) {}
+  UniqueFd fd_;
+  bool filtered_ = false;
+};
+
+}  // namespace gpureap::proc
