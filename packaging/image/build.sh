@@ -57,7 +57,7 @@ place() {
 }
 # Every library `ldd` resolves for FILE (none for a static binary), and the loader.
 closure() {
-  ldd "$1" 2>/dev/null | sed -nE 's/^\s*(\S+ => )?(\/\S+) \(0x[0-9a-f]+\)$/\2/p'
+  { ldd "$1" 2>/dev/null || true; } | sed -nE 's/^\s*(\S+ => )?(\/\S+) \(0x[0-9a-f]+\)$/\2/p'
 }
 
 mkdir -p "$stage/usr/bin"
@@ -69,9 +69,9 @@ if [ -n "$gnutls" ]; then
 else
   echo "$0: warning: no libgnutls.so.30 here (Debian: libgnutls30): the image's agent refuses TLS" >&2
 fi
-for lib in $(sort -u <<<"$libs"); do
-  place "$lib"
-done
+while read -r lib; do
+  if [ -n "$lib" ]; then place "$lib"; fi
+done < <(sort -u <<<"$libs")
 # The top-level links of a usrmerged system (/lib64/ld-linux-x86-64.so.2 is the binary's
 # interpreter), as this machine has them.
 for d in lib lib64 bin; do
