@@ -108,7 +108,9 @@ def probe():
     runtimes = [None] + [r for r in ("runc", "crun") if shutil.which(r)]
     errors = []
     for runtime in runtimes:
-        base = ["podman"] + STORE + ["--cgroup-manager", "cgroupfs"]
+        # libpod's own state (exit codes, events) in the test's directory too.
+        base = ["podman"] + STORE + ["--tmpdir", os.path.join(tmp, "libpod"),
+                                     "--cgroup-manager", "cgroupfs"]
         if runtime:
             base += ["--runtime", runtime]
         p = run(base + ["run", "--rm", "--network", "none", "--pid", "host", "--read-only"] +
