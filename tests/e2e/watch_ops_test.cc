@@ -215,6 +215,7 @@ TEST(WatchOps, AReloadSaysWhatChangedOrThatTheOldOptionsStayW2_05) {
   EXPECT_EQ(changes["keep"]["before"], "keepme");
   EXPECT_EQ(changes["keep"]["after"], "jupyter");
   // The full scan's timer is set at start: a reload changes it at the next one.
+  EXPECT_EQ(changes["full-scan-interval"]["before"], "auto");  // the default
   EXPECT_EQ(changes["full-scan-interval"]["after"], "1m");
   EXPECT_EQ(changes["full-scan-interval"]["applies"], "next start");
 
