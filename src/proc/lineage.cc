@@ -275,9 +275,13 @@ bool dead_parent_verdict(Holder& h, const DeadParent& dp, std::string& adopted, 
     h.orphaned_since = dp.died_at;
     return true;
   }
-  // Seen to die, but not known as a server: what follows is one look's reading.
-  adopted =
-      fmt::format("{}; its parent {} (pid {}) was seen to die {}", adopted, dp.comm, dp.pid, when);
+  // Seen to die, but not known as a server: what follows is one look's reading, and the
+  // line says why the death is not the evidence (an orphan event read "seen to die" and
+  // then "inferred" without it).
+  adopted = fmt::format(
+      "{}; its parent {} (pid {}) was seen to die {}, {}", adopted, dp.comm, dp.pid, when,
+      meant_to_outlive ? "but this process ignores SIGHUP"
+                       : "but it was not known as a server (no engine command, GPU or gpureap run)");
   return false;
 }
 
