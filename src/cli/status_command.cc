@@ -20,6 +20,7 @@
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
 #include "cli/help_format.h"
+#include "cli/register_command.h"
 #include "cli/flags.h"
 #include "inventory/node_check.h"
 #include "inventory/reset_blockers.h"
@@ -249,9 +250,8 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
 }  // namespace
 
 void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
-  auto options = std::make_shared<StatusOptions>();
-  auto* sub = app.add_subcommand(
-      "status",
+  auto [sub, options] = register_command<StatusOptions>(
+      app, "status",
       "Show who holds each GPU's memory and why (the default command).\n"
       "For every GPU: memory used/total against its idle baseline, every process holding it\n"
       "(found through NVML, open device files and memory mappings, so orphans and processes NVML\n"
@@ -273,36 +273,34 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
       "  gpureap --json status          JSON (schema: docs/json-schema.md)\n"
       "  gpureap status --check         one line; exit 0 clean, 1 problem, 3 unknown\n"
       "  gpureap status --blockers --gpu 0   what blocks resetting or re-partitioning GPU 0\n"
-      "  clush -b -w node[1-3] gpureap status --summary   a fleet, identical lines folded");
-  add_gpu_selector(*sub, "--gpu", options->gpu,
+      "  clush -b -w node[1-3] gpureap status --summary   a fleet, identical lines folded",
+      global, run, run_status);
+  add_gpu_selector(sub, "--gpu", options.gpu,
                    "GPUs to show: all, indices (0,3), a range (0-3), UUID or UUID prefix, PCI bus "
                    "id, minor:N; a MIG device: 0/gi1/ci0, 0:1, MIG-<uuid>")
       ->default_str("all");
-  sub->add_flag("-w,--wide", options->wide,
+  sub.add_flag("-w,--wide", options.wide,
                 "Whole command lines, however wide the rows (the table is otherwise cut to the "
                 "terminal's width, $COLUMNS or TIOCGWINSZ)");
-  sub->add_flag("-v,--verbose", options->verbose,
+  sub.add_flag("-v,--verbose", options.verbose,
                 "Every GPU's block (UUID, bus id, device node, baseline) with a row per "
                 "process, also for a server instance that spans GPUs (shown as one row per "
                 "GPU and said once under its instance otherwise)");
-  sub->add_flag("--summary", options->summary,
+  sub.add_flag("--summary", options.summary,
                 "One line for the node: clean, problem (orphaned or driver-held memory, a ghost "
                 "GPU) or unknown, with the GPUs; no pid, time or figure that varies");
-  sub->add_flag("--check,--exit-code", options->check,
+  sub.add_flag("--check,--exit-code", options.check,
                 "Print the --summary line and exit 0 clean, 1 problem, 3 unknown (a "
                 "node-problem-detector or NHC check)");
-  sub->add_flag("--blockers", options->blockers,
+  sub.add_flag("--blockers", options.blockers,
                 "What blocks a GPU reset or MIG reconfiguration of each GPU (a MIG device "
                 "selects its GPU), with the next step for each; exit 0 none, 1 some, 3 cannot "
                 "tell (NVML)");
-  options->deadline_opt =
-      add_duration(*sub, "--deadline", options->deadline,
+  options.deadline_opt =
+      add_duration(sub, "--deadline", options.deadline,
                    "--summary/--check: answer within this long; past it the line is 'unknown: "
                    "no answer within ...' (exit 3). Set it below the caller's own timeout");
-  sub->footer(exit_status_help(kStatusExits));
-  sub->callback([&run, &global, options] {
-    run = [&global, options] { return run_status(global, *options); };
-  });
+  sub.footer(exit_status_help(kStatusExits));
 }
 
 }  // namespace gpureap::cli
