@@ -112,7 +112,8 @@ Step<FlagValues> read_flags(const PlanArgs& o, LaunchPlan& r) {
   FlagValues v;
   PlanInput& in = r.input;
   if (auto ok = read_engine(o, r); !ok) return std::unexpected(ok.error());
-  r.engine_flag = in.engine == Engine::sglang ? "--mem-fraction-static" : "--gpu-memory-utilization";
+  r.engine_flag =
+      in.engine == Engine::sglang ? "--mem-fraction-static" : "--gpu-memory-utilization";
   if (auto ok = read_host_cache(o, r); !ok) return std::unexpected(ok.error());
   if (!o.gpu_memory.empty()) {
     auto size = parse_size_flag("--gpu-memory", o.gpu_memory);
@@ -154,8 +155,7 @@ Step<ResolvedModel> read_model(const PlanArgs& o, bool model_from_launch) {
       model = std::move(preset);
     }
   if (!model) return usage(model.error().message);
-  if (auto ok = resolve_weights(*model, model_arg, o.weights, /*required=*/o.from_log.empty());
-      !ok)
+  if (auto ok = resolve_weights(*model, model_arg, o.weights, /*required=*/o.from_log.empty()); !ok)
     return usage(ok.error().message);
   return std::move(model).value();
 }
@@ -287,8 +287,9 @@ std::expected<LaunchPlan, PlanError> resolve_plan(
   const PlanArgs& o = *merged;
   LaunchPlan r;
   if (o.model.empty())
-    return usage("--model is required: a preset, a config.json, or a launch command after -- "
-                 "that names its model (--model-path, vllm serve MODEL)");
+    return usage(
+        "--model is required: a preset, a config.json, or a launch command after -- "
+        "that names its model (--model-path, vllm serve MODEL)");
   PlanInput& in = r.input;
 
   // 1. Flags.

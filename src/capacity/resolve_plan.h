@@ -33,8 +33,8 @@ struct PlanArgs {
   std::string kv_dtype;
   std::string hicache_size;
   std::string hicache_ratio;
-  std::string hicache_host_memory_mode;  // from a launch command only
-  bool hierarchical_cache = false;       // --enable-hierarchical-cache
+  std::string hicache_host_memory_mode;   // from a launch command only
+  bool hierarchical_cache = false;        // --enable-hierarchical-cache
   std::vector<std::string> host_offload;  // a vLLM launch's host-offload flags, as typed
   std::string host_memory;
   std::string context_len;
@@ -103,7 +103,7 @@ struct PlanError {
 
 /// The plan `args` describe; `read_machine` is called at most once, only when the GPU
 /// must be measured here.
-std::expected<LaunchPlan, PlanError> resolve_plan(PlanArgs args,
-                                                  const std::function<MachineReading()>& read_machine);
+std::expected<LaunchPlan, PlanError> resolve_plan(
+    PlanArgs args, const std::function<MachineReading()>& read_machine);
 
 }  // namespace gpureap::capacity

@@ -136,8 +136,8 @@ TEST(ResolvePlan, TheLaunchCommandFillsWhatTheFlagsLeaveAndItsModelMayBeAPreset)
   PlanArgs a;
   a.gpu_memory = "97887MiB";
   a.mem_fraction = "0.85";  // gpureap's own flag wins over the command's 0.88
-  a.launch = {"python", "-m", "sglang.launch_server", "--model-path", "moonshotai/Kimi-K2.5",
-              "--tp-size", "8", "--mem-fraction-static", "0.88"};
+  a.launch = {"python",    "-m", "sglang.launch_server",  "--model-path", "moonshotai/Kimi-K2.5",
+              "--tp-size", "8",  "--mem-fraction-static", "0.88"};
   auto plan = resolve_plan(a, never_read);
   ASSERT_TRUE(plan) << plan.error().message;
   EXPECT_EQ(plan->input.tp, 8);
@@ -158,7 +158,8 @@ TEST(ResolvePlan, UsageErrorsNameWhatToChange) {
   vllm_log.from_log = "sglang.log";
   plan = resolve_plan(vllm_log, never_read);
   ASSERT_FALSE(plan);
-  EXPECT_EQ(plan.error().message, "--from-log reads SGLang logs; it cannot calibrate --engine vllm");
+  EXPECT_EQ(plan.error().message,
+            "--from-log reads SGLang logs; it cannot calibrate --engine vllm");
 
   PlanArgs no_fraction = kimi_on_card();
   no_fraction.mem_fraction.clear();

@@ -122,12 +122,12 @@ void add_log_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
                    "Only signals to processes on these GPUs: indices (0,3), a range (0-3), a UUID "
                    "or prefix");
   sub.add_option("--since", o.since,
-                  "Only records from this time on: a duration back from now (30m, 2h) or a time "
-                  "(2025-06-01, 2025-06-01 14:00, RFC 3339)")
+                 "Only records from this time on: a duration back from now (30m, 2h) or a time "
+                 "(2025-06-01, 2025-06-01 14:00, RFC 3339)")
       ->type_name("WHEN");
   sub.add_flag("-w,--wide", o.wide,
-                "Whole command lines, however wide the rows (on a terminal the table is "
-                "otherwise cut to its width, $COLUMNS or TIOCGWINSZ; not on one it is whole)");
+               "Whole command lines, however wide the rows (on a terminal the table is "
+               "otherwise cut to its width, $COLUMNS or TIOCGWINSZ; not on one it is whole)");
   sub.footer(exit_status_help(kLogExits));
 }
 

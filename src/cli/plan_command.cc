@@ -42,7 +42,8 @@ cap::MachineReading read_machine(const GlobalOptions& global) {
   const inventory::Inventory inv = node.look();
   cap::MachineReading machine;
   machine.problem = inv.source_problem;
-  for (const auto& in : inv.instances) machine.instance_notes.push_back(report::in_use_before_launch(in));
+  for (const auto& in : inv.instances)
+    machine.instance_notes.push_back(report::in_use_before_launch(in));
   for (const auto& v : inv.gpus) {
     const gpu::GpuInfo& g = v.info;
     if (!g.memory || g.memory->total == 0) continue;
@@ -121,7 +122,8 @@ constexpr const char* kPlanDescription =
 }  // namespace
 
 void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
-  auto [sub, o] = register_command<PlanOptions>(app, "plan", kPlanDescription, global, run, run_plan);
+  auto [sub, o] =
+      register_command<PlanOptions>(app, "plan", kPlanDescription, global, run, run_plan);
   o.sub = &sub;
   cap::PlanArgs& a = o.args;
   sub.footer(

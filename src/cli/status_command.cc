@@ -280,22 +280,22 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
                    "id, minor:N; a MIG device: 0/gi1/ci0, 0:1, MIG-<uuid>")
       ->default_str("all");
   sub.add_flag("-w,--wide", options.wide,
-                "Whole command lines, however wide the rows (the table is otherwise cut to the "
-                "terminal's width, $COLUMNS or TIOCGWINSZ)");
+               "Whole command lines, however wide the rows (the table is otherwise cut to the "
+               "terminal's width, $COLUMNS or TIOCGWINSZ)");
   sub.add_flag("-v,--verbose", options.verbose,
-                "Every GPU's block (UUID, bus id, device node, baseline) with a row per "
-                "process, also for a server instance that spans GPUs (shown as one row per "
-                "GPU and said once under its instance otherwise)");
+               "Every GPU's block (UUID, bus id, device node, baseline) with a row per "
+               "process, also for a server instance that spans GPUs (shown as one row per "
+               "GPU and said once under its instance otherwise)");
   sub.add_flag("--summary", options.summary,
-                "One line for the node: clean, problem (orphaned or driver-held memory, a ghost "
-                "GPU) or unknown, with the GPUs; no pid, time or figure that varies");
+               "One line for the node: clean, problem (orphaned or driver-held memory, a ghost "
+               "GPU) or unknown, with the GPUs; no pid, time or figure that varies");
   sub.add_flag("--check,--exit-code", options.check,
-                "Print the --summary line and exit 0 clean, 1 problem, 3 unknown (a "
-                "node-problem-detector or NHC check)");
+               "Print the --summary line and exit 0 clean, 1 problem, 3 unknown (a "
+               "node-problem-detector or NHC check)");
   sub.add_flag("--blockers", options.blockers,
-                "What blocks a GPU reset or MIG reconfiguration of each GPU (a MIG device "
-                "selects its GPU), with the next step for each; exit 0 none, 1 some, 3 cannot "
-                "tell (NVML)");
+               "What blocks a GPU reset or MIG reconfiguration of each GPU (a MIG device "
+               "selects its GPU), with the next step for each; exit 0 none, 1 some, 3 cannot "
+               "tell (NVML)");
   options.deadline_opt =
       add_duration(sub, "--deadline", options.deadline,
                    "--summary/--check: answer within this long; past it the line is 'unknown: "

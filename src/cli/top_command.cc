@@ -62,8 +62,8 @@ int run_top(const GlobalOptions& global, const top::SessionOptions& o) {
         "--json: top is interactive; `gpureap status --json` prints the same inventory for "
         "scripts");
   if (o.interval < kMinInterval)
-    return top_usage_error(fmt::format("--interval {}ms: at least {}ms", o.interval.count(),
-                                       kMinInterval.count()));
+    return top_usage_error(
+        fmt::format("--interval {}ms: at least {}ms", o.interval.count(), kMinInterval.count()));
   if (::isatty(0) != 1 || ::isatty(1) != 1)
     return top_usage_error(
         "needs a terminal on stdin and stdout; `gpureap status` prints the same view once, "
@@ -72,7 +72,8 @@ int run_top(const GlobalOptions& global, const top::SessionOptions& o) {
   // 2. The node (the agent answers each look when one watches this node).
   inventory::Node node = open_node(global);
   if (node.device_error()) {
-    print_err(fmt::format("gpureap top: {}\n", report::terminal_text(node.device_error()->message)));
+    print_err(
+        fmt::format("gpureap top: {}\n", report::terminal_text(node.device_error()->message)));
     return kExitSystem;
   }
 

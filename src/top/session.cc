@@ -38,8 +38,7 @@ std::string clock_now() {
 }
 
 double wall_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // The title, ink and (for verdicts without a report) lines of a verdict's box.
@@ -49,8 +48,9 @@ void title_verdict(Box& result, const reclaim::FreeOutcome& out) {
       break;
     case reclaim::FreeVerdict::not_measured:
       result.title = "not measured";
-      result.lines = {"NVML cannot read the selected GPUs, so whether they hold memory cannot be "
-                      "measured; nothing was signalled"};
+      result.lines = {
+          "NVML cannot read the selected GPUs, so whether they hold memory cannot be "
+          "measured; nothing was signalled"};
       result.ink = Ink::warn;
       break;
     case reclaim::FreeVerdict::nothing_idle:
@@ -288,8 +288,7 @@ void TopSession::find() {
   }
   state_.text = text;
   say(text.empty() ? "no text filter"
-                   : "showing holders that contain \"" + text +
-                         "\" (/ and Enter on nothing: all)");
+                   : "showing holders that contain \"" + text + "\" (/ and Enter on nothing: all)");
 }
 
 // free's go-ahead in a box (the processes said yes to go to `confirmed`, acted on under
@@ -299,10 +298,10 @@ reclaim::FreeSteps TopSession::free_steps(std::chrono::milliseconds grace,
   reclaim::FreeSteps steps;
   steps.go_ahead = [this, grace, &confirmed](const reclaim::Plan& plan) {
     auto lines = split_lines(report::plan_text(plan, report::Style{}, grace));
-    const Key key = show_box({fmt::format("free {} process(es)?", plan.targets.size()),
-                              std::move(lines),
-                              "y free them (SIGTERM, then SIGKILL after the grace)   n/Esc cancel"},
-                             true);
+    const Key key =
+        show_box({fmt::format("free {} process(es)?", plan.targets.size()), std::move(lines),
+                  "y free them (SIGTERM, then SIGKILL after the grace)   n/Esc cancel"},
+                 true);
     if (key.code == KeyCode::character && (key.c == 'y' || key.c == 'Y'))
       for (const auto& t : plan.targets) confirmed.push_back(t.id);
     return false;  // acted on below, under the lock
