@@ -10,11 +10,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 
 #include "cli/command.h"
 #include "cli/environment.h"
@@ -30,6 +26,7 @@
 #include "report/status_table.h"
 #include "report/summary.h"
 #include "report/terminal_text.h"
+#include "util/answer_within.h"
 
 namespace gpureap::cli {
 namespace {
@@ -45,55 +42,6 @@ struct StatusOptions {
   bool blockers = false; // --blockers: what blocks a reset or MIG change of each GPU
   std::chrono::milliseconds deadline = inventory::kDefaultCheckDeadline;
   CLI::Option* deadline_opt = nullptr;
-};
-
-// A check's one line, printed once: by the command when it has it in time, else by a
-// watchdog thread at the deadline, which then ends the process with exit 3. A thread,
-// not SIGALRM: a /proc read that blocks in the kernel (a process stuck in the driver
-// with its mmap lock held makes /proc/PID/cmdline wait) sleeps killably, so no signal
-// handler runs until it returns, while _exit's kill of the other threads ends it.
-class AnswerWithin {
- public:
-  AnswerWithin(Clock::time_point deadline, std::string late_line)
-      : late_line_(std::move(late_line) + "\n"), watchdog_([this, deadline] { watch(deadline); }) {}
-  ~AnswerWithin() { stop(); }
-  AnswerWithin(const AnswerWithin&) = delete;
-  AnswerWithin& operator=(const AnswerWithin&) = delete;
-
-  /// Prints `line` and a newline, unless the watchdog has printed its own: then this
-  /// waits for the watchdog to end the process.
-  void answer(const std::string& line) {
-    if (claimed_.exchange(true)) {
-      for (;;) ::pause();
-    }
-    print_out(line + "\n");
-    stop();
-  }
-
- private:
-  void watch(Clock::time_point deadline) {
-    std::unique_lock lock(mutex_);
-    if (stopped_cv_.wait_until(lock, deadline, [this] { return stopped_; })) return;
-    if (claimed_.exchange(true)) return;  // the command is printing its answer
-    lock.unlock();
-    print_out(late_line_);
-    ::_exit(kExitSystem);
-  }
-  void stop() {
-    {
-      std::lock_guard lock(mutex_);
-      stopped_ = true;
-    }
-    stopped_cv_.notify_one();
-    if (watchdog_.joinable()) watchdog_.join();
-  }
-
-  std::string late_line_;
-  std::atomic<bool> claimed_{false};
-  std::mutex mutex_;
-  std::condition_variable stopped_cv_;
-  bool stopped_ = false;
-  std::thread watchdog_;  // last: started once the members above exist
 };
 
 // The look of a check: the agent's answer, else NVML's, each bounded so that both and
@@ -130,7 +78,8 @@ int run_check(const GlobalOptions& global, const StatusOptions& options) {
     return kExitUsage;
   }
   AnswerWithin answer(started + options.deadline,
-                      report::summary_unanswered(duration_flag(options.deadline)));
+                      report::summary_unanswered(duration_flag(options.deadline)), print_out,
+                      kExitSystem);
 
   // 1. The node; the first look asks the agent when one runs (its fresh answer).
   inventory::Node node = open_node(global);
