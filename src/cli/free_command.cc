@@ -15,6 +15,7 @@
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
 #include "cli/help_format.h"
+#include "cli/register_command.h"
 #include "cli/flags.h"
 #include "gpu/gpu_select.h"
 #include "reclaim/free_flow.h"
@@ -25,6 +26,7 @@
 #include "report/json.h"
 #include "report/terminal_text.h"
 #include "util/pattern.h"
+#include "util/signal_flags.h"
 #include "util/units.h"
 
 namespace gpureap::cli {
@@ -63,10 +65,7 @@ struct FreeOptions {
   std::optional<std::chrono::milliseconds> deadline;  // --deadline: bounds everything free does
 };
 
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) {
-  g_interrupted.store(true);
-}
+std::atomic<bool> g_interrupted{false};  // SIGINT, SIGTERM once signals are sent
 
 Result<uid_t> parse_user(const std::string& text) {
   struct passwd pw {};
@@ -99,27 +98,11 @@ int free_usage_error(const std::string& message) {
   return kExitUsage;
 }
 
-// Restores SIGINT's and SIGTERM's handlers when `free` returns: `run --free-first`
+// Catches SIGINT and SIGTERM into g_interrupted until `free` returns: `run --free-first`
 // goes on to launch a command, and a Ctrl-C then must not be swallowed by our flag.
-class InterruptHandlers {
- public:
-  InterruptHandlers() {
-    struct sigaction sa {};
-    sa.sa_handler = on_interrupt;
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~InterruptHandlers() {
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  InterruptHandlers(const InterruptHandlers&) = delete;
-  InterruptHandlers& operator=(const InterruptHandlers&) = delete;
-
- private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-};
+void catch_interrupts(std::optional<SignalFlags>& handlers) {
+  handlers.emplace().raise_on(SIGINT, g_interrupted).raise_on(SIGTERM, g_interrupted);
+}
 
 // The engine's options from the command line: the timings, and the selection's filters
 // (--pid, --user, --env, --match, ...). An error is the usage error's sentence.
@@ -256,7 +239,7 @@ struct Shown {
 struct Asked {
   bool not_confirmed = false;
   std::optional<std::vector<proc::ProcessId>> confirmed;  // asks: what the person said yes to
-  std::optional<InterruptHandlers> handlers;
+  std::optional<SignalFlags> handlers;
 };
 
 // free's go-ahead and progress: the plan shown, --dry-run stops, a person confirms (the
@@ -284,7 +267,7 @@ reclaim::FreeSteps free_steps(const Shown& shown, const inventory::Inventory& in
       for (const auto& t : plan.targets) asked.confirmed->push_back(t.id);
       return false;
     }
-    asked.handlers.emplace();
+    catch_interrupts(asked.handlers);
     return true;
   };
   steps.progress = [live](const std::vector<reclaim::GpuRelease>& g) {
@@ -450,7 +433,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     request.lock_until = std::chrono::steady_clock::now() + o.wait_lock;
     request.steps = steps;
     request.steps.go_ahead = [&](const reclaim::Plan&) {
-      asked.handlers.emplace();
+      catch_interrupts(asked.handlers);
       return true;
     };
     reclaim::FreeSession session = reclaim::free_session(freer, std::move(request));
@@ -469,9 +452,8 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
 }  // namespace
 
 void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
-  auto o = std::make_shared<FreeOptions>();
-  auto* sub = app.add_subcommand(
-      "free",
+  auto [free_sub, free_options] = register_command<FreeOptions>(
+      app, "free",
       "Free GPU memory held by stray processes, and prove it is free.\n"
       "Plans the holders of the selected GPUs (plus their descendants), shows the plan, then:\n"
       "SIGTERM -> wait on pidfds up to --grace -> SIGKILL -> poll NVML until used memory is back "
@@ -500,7 +482,10 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "  gpureap free --all --orphans --yes    free every GPU from orphaned holders\n"
       "  gpureap free --gpu all --match sglang --yes\n"
       "  gpureap free --gpu 3 --reset --yes    also reset GPU 3 if only the driver holds its "
-      "memory");
+      "memory",
+      global, run, [](const GlobalOptions& g, const FreeOptions& o) { return run_free(g, o); });
+  CLI::App* sub = &free_sub;
+  FreeOptions* o = &free_options;
   auto* gpu = add_gpu_selector(
       *sub, "--gpu", o->gpu,
       "GPUs: all, indices (0,3), a range (0-3), UUID (prefix), PCI bus id, minor:N; "
@@ -564,7 +549,6 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
                 "Reset a GPU whose memory only the driver holds (checks preconditions; runs "
                 "nvidia-smi --gpu-reset)");
   sub->footer(exit_status_help(kFreeExits));
-  sub->callback([&run, &global, o] { run = [&global, o] { return run_free(global, *o); }; });
 }
 
 }  // namespace gpureap::cli

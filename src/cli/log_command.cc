@@ -11,6 +11,7 @@
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
 #include "cli/help_format.h"
+#include "cli/register_command.h"
 #include "cli/flags.h"
 #include "inventory/baseline_store.h"
 #include "report/audit_format.h"
@@ -98,9 +99,8 @@ int run_log(const GlobalOptions& global, const LogOptions& o) {
 }  // namespace
 
 void add_log_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
-  auto o = std::make_shared<LogOptions>();
-  auto* sub = app.add_subcommand(
-      "log",
+  auto [sub, o] = register_command<LogOptions>(
+      app, "log",
       "Show the audit trail of every signal gpureap sent. Each record: when; which\n"
       "command (free, the agent's reaper, a Slurm hook, run's teardown) and who ran it;\n"
       "the process signalled, its user, GPUs and memory; the signal, how it was\n"
@@ -113,22 +113,22 @@ void add_log_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
       "  gpureap log --gpu 3 --since 2h  signals on GPU 3 in the last 2 hours\n"
       "  gpureap log --since 2025-06-01  from that day's midnight (local)\n"
       "  gpureap --json log --pid 4242   the records as stored (JSON lines)\n"
-      "  journalctl -t gpureap GPUREAP_TARGET_PID=4242    (the journal)");
-  sub->add_option("--pid", o->pid, "Only signals to this process id (and their free's verdict)")
+      "  journalctl -t gpureap GPUREAP_TARGET_PID=4242    (the journal)",
+      global, run, run_log);
+  sub.add_option("--pid", o.pid, "Only signals to this process id (and their free's verdict)")
       ->type_name("PID")
       ->check(CLI::Range(1, 4194304).description(""));  // the name says it: PID
-  add_gpu_selector(*sub, "--gpu", o->gpu,
+  add_gpu_selector(sub, "--gpu", o.gpu,
                    "Only signals to processes on these GPUs: indices (0,3), a range (0-3), a UUID "
                    "or prefix");
-  sub->add_option("--since", o->since,
-                  "Only records from this time on: a duration back from now (30m, 2h) or a time "
-                  "(2025-06-01, 2025-06-01 14:00, RFC 3339)")
+  sub.add_option("--since", o.since,
+                 "Only records from this time on: a duration back from now (30m, 2h) or a time "
+                 "(2025-06-01, 2025-06-01 14:00, RFC 3339)")
       ->type_name("WHEN");
-  sub->add_flag("-w,--wide", o->wide,
-                "Whole command lines, however wide the rows (on a terminal the table is "
-                "otherwise cut to its width, $COLUMNS or TIOCGWINSZ; not on one it is whole)");
-  sub->footer(exit_status_help(kLogExits));
-  sub->callback([&run, &global, o] { run = [&global, o] { return run_log(global, *o); }; });
+  sub.add_flag("-w,--wide", o.wide,
+               "Whole command lines, however wide the rows (on a terminal the table is "
+               "otherwise cut to its width, $COLUMNS or TIOCGWINSZ; not on one it is whole)");
+  sub.footer(exit_status_help(kLogExits));
 }
 
 }  // namespace gpureap::cli

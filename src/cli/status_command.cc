@@ -10,16 +10,13 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
 #include "cli/help_format.h"
+#include "cli/register_command.h"
 #include "cli/flags.h"
 #include "inventory/node_check.h"
 #include "inventory/reset_blockers.h"
@@ -29,6 +26,7 @@
 #include "report/status_table.h"
 #include "report/summary.h"
 #include "report/terminal_text.h"
+#include "util/answer_within.h"
 
 namespace gpureap::cli {
 namespace {
@@ -44,55 +42,6 @@ struct StatusOptions {
   bool blockers = false; // --blockers: what blocks a reset or MIG change of each GPU
   std::chrono::milliseconds deadline = inventory::kDefaultCheckDeadline;
   CLI::Option* deadline_opt = nullptr;
-};
-
-// A check's one line, printed once: by the command when it has it in time, else by a
-// watchdog thread at the deadline, which then ends the process with exit 3. A thread,
-// not SIGALRM: a /proc read that blocks in the kernel (a process stuck in the driver
-// with its mmap lock held makes /proc/PID/cmdline wait) sleeps killably, so no signal
-// handler runs until it returns, while _exit's kill of the other threads ends it.
-class AnswerWithin {
- public:
-  AnswerWithin(Clock::time_point deadline, std::string late_line)
-      : late_line_(std::move(late_line) + "\n"), watchdog_([this, deadline] { watch(deadline); }) {}
-  ~AnswerWithin() { stop(); }
-  AnswerWithin(const AnswerWithin&) = delete;
-  AnswerWithin& operator=(const AnswerWithin&) = delete;
-
-  /// Prints `line` and a newline, unless the watchdog has printed its own: then this
-  /// waits for the watchdog to end the process.
-  void answer(const std::string& line) {
-    if (claimed_.exchange(true)) {
-      for (;;) ::pause();
-    }
-    print_out(line + "\n");
-    stop();
-  }
-
- private:
-  void watch(Clock::time_point deadline) {
-    std::unique_lock lock(mutex_);
-    if (stopped_cv_.wait_until(lock, deadline, [this] { return stopped_; })) return;
-    if (claimed_.exchange(true)) return;  // the command is printing its answer
-    lock.unlock();
-    print_out(late_line_);
-    ::_exit(kExitSystem);
-  }
-  void stop() {
-    {
-      std::lock_guard lock(mutex_);
-      stopped_ = true;
-    }
-    stopped_cv_.notify_one();
-    if (watchdog_.joinable()) watchdog_.join();
-  }
-
-  std::string late_line_;
-  std::atomic<bool> claimed_{false};
-  std::mutex mutex_;
-  std::condition_variable stopped_cv_;
-  bool stopped_ = false;
-  std::thread watchdog_;  // last: started once the members above exist
 };
 
 // The look of a check: the agent's answer, else NVML's, each bounded so that both and
@@ -129,7 +78,8 @@ int run_check(const GlobalOptions& global, const StatusOptions& options) {
     return kExitUsage;
   }
   AnswerWithin answer(started + options.deadline,
-                      report::summary_unanswered(duration_flag(options.deadline)));
+                      report::summary_unanswered(duration_flag(options.deadline)), print_out,
+                      kExitSystem);
 
   // 1. The node; the first look asks the agent when one runs (its fresh answer).
   inventory::Node node = open_node(global);
@@ -249,9 +199,8 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
 }  // namespace
 
 void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
-  auto options = std::make_shared<StatusOptions>();
-  auto* sub = app.add_subcommand(
-      "status",
+  auto [sub, options] = register_command<StatusOptions>(
+      app, "status",
       "Show who holds each GPU's memory and why (the default command).\n"
       "For every GPU: memory used/total against its idle baseline, every process holding it\n"
       "(found through NVML, open device files and memory mappings, so orphans and processes NVML\n"
@@ -273,36 +222,34 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
       "  gpureap --json status          JSON (schema: docs/json-schema.md)\n"
       "  gpureap status --check         one line; exit 0 clean, 1 problem, 3 unknown\n"
       "  gpureap status --blockers --gpu 0   what blocks resetting or re-partitioning GPU 0\n"
-      "  clush -b -w node[1-3] gpureap status --summary   a fleet, identical lines folded");
-  add_gpu_selector(*sub, "--gpu", options->gpu,
+      "  clush -b -w node[1-3] gpureap status --summary   a fleet, identical lines folded",
+      global, run, run_status);
+  add_gpu_selector(sub, "--gpu", options.gpu,
                    "GPUs to show: all, indices (0,3), a range (0-3), UUID or UUID prefix, PCI bus "
                    "id, minor:N; a MIG device: 0/gi1/ci0, 0:1, MIG-<uuid>")
       ->default_str("all");
-  sub->add_flag("-w,--wide", options->wide,
-                "Whole command lines, however wide the rows (the table is otherwise cut to the "
-                "terminal's width, $COLUMNS or TIOCGWINSZ)");
-  sub->add_flag("-v,--verbose", options->verbose,
-                "Every GPU's block (UUID, bus id, device node, baseline) with a row per "
-                "process, also for a server instance that spans GPUs (shown as one row per "
-                "GPU and said once under its instance otherwise)");
-  sub->add_flag("--summary", options->summary,
-                "One line for the node: clean, problem (orphaned or driver-held memory, a ghost "
-                "GPU) or unknown, with the GPUs; no pid, time or figure that varies");
-  sub->add_flag("--check,--exit-code", options->check,
-                "Print the --summary line and exit 0 clean, 1 problem, 3 unknown (a "
-                "node-problem-detector or NHC check)");
-  sub->add_flag("--blockers", options->blockers,
-                "What blocks a GPU reset or MIG reconfiguration of each GPU (a MIG device "
-                "selects its GPU), with the next step for each; exit 0 none, 1 some, 3 cannot "
-                "tell (NVML)");
-  options->deadline_opt =
-      add_duration(*sub, "--deadline", options->deadline,
+  sub.add_flag("-w,--wide", options.wide,
+               "Whole command lines, however wide the rows (the table is otherwise cut to the "
+               "terminal's width, $COLUMNS or TIOCGWINSZ)");
+  sub.add_flag("-v,--verbose", options.verbose,
+               "Every GPU's block (UUID, bus id, device node, baseline) with a row per "
+               "process, also for a server instance that spans GPUs (shown as one row per "
+               "GPU and said once under its instance otherwise)");
+  sub.add_flag("--summary", options.summary,
+               "One line for the node: clean, problem (orphaned or driver-held memory, a ghost "
+               "GPU) or unknown, with the GPUs; no pid, time or figure that varies");
+  sub.add_flag("--check,--exit-code", options.check,
+               "Print the --summary line and exit 0 clean, 1 problem, 3 unknown (a "
+               "node-problem-detector or NHC check)");
+  sub.add_flag("--blockers", options.blockers,
+               "What blocks a GPU reset or MIG reconfiguration of each GPU (a MIG device "
+               "selects its GPU), with the next step for each; exit 0 none, 1 some, 3 cannot "
+               "tell (NVML)");
+  options.deadline_opt =
+      add_duration(sub, "--deadline", options.deadline,
                    "--summary/--check: answer within this long; past it the line is 'unknown: "
                    "no answer within ...' (exit 3). Set it below the caller's own timeout");
-  sub->footer(exit_status_help(kStatusExits));
-  sub->callback([&run, &global, options] {
-    run = [&global, options] { return run_status(global, *options); };
-  });
+  sub.footer(exit_status_help(kStatusExits));
 }
 
 }  // namespace gpureap::cli

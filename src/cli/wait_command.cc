@@ -10,6 +10,7 @@
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
 #include "cli/help_format.h"
+#include "cli/register_command.h"
 #include "cli/flags.h"
 #include "report/json.h"
 #include "report/wait_report.h"
@@ -66,9 +67,8 @@ int run_wait(const GlobalOptions& global, const supervise::FreeWaitOptions& opti
 }  // namespace
 
 void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run) {
-  auto options = std::make_shared<supervise::FreeWaitOptions>();
-  auto* sub = app.add_subcommand(
-      "wait",
+  auto [sub, options] = register_command<supervise::FreeWaitOptions>(
+      app, "wait",
       "Block until the selected GPUs are free again. Free: used memory at most --below above\n"
       "each GPU's idle baseline. For scripts that relaunch a server: continue the moment the "
       "memory is really\n"
@@ -77,20 +77,18 @@ void add_wait_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "Examples:\n"
       "  gpureap wait                          all GPUs, default threshold, 60 s at most\n"
       "  gpureap wait --gpu 0,3 --timeout 2m   two GPUs, two minutes\n"
-      "  gpureap free --gpu 3 --yes; gpureap wait --gpu 3 && ./launch_server.sh");
-  add_gpu_selector(*sub, "--gpu", options->gpus,
+      "  gpureap free --gpu 3 --yes; gpureap wait --gpu 3 && ./launch_server.sh",
+      global, run, run_wait);
+  add_gpu_selector(sub, "--gpu", options.gpus,
                    "GPUs to wait for: all, indices (0,3), a range (0-3), UUID or prefix, PCI bus "
                    "id, minor:N; a MIG device: 0/gi1/ci0, 0:1, MIG-<uuid>")
       ->default_str("all");
   add_optional_size(
-      *sub, "--below", options->below,
+      sub, "--below", options.below,
       "Free means used <= baseline + SIZE (default: max(64 MiB, 0.5% of the GPU's memory))");
-  add_duration(*sub, "--timeout", options->timeout,
+  add_duration(sub, "--timeout", options.timeout,
                "Give up after DURATION (e.g. 90s, 5m; 0 checks once)");
-  sub->footer(exit_status_help(kWaitExits));
-  sub->callback([&run, &global, options] {
-    run = [&global, options] { return run_wait(global, *options); };
-  });
+  sub.footer(exit_status_help(kWaitExits));
 }
 
 }  // namespace gpureap::cli

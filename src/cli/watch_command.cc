@@ -33,6 +33,7 @@
 #include "report/watch_service.h"
 #include "util/pattern.h"
 #include "util/queued_writer.h"
+#include "util/signal_flags.h"
 #include "util/signal_name.h"
 #include "util/text.h"
 #include "util/units.h"
@@ -355,20 +356,6 @@ std::atomic<bool> g_reload{false};
 std::atomic<bool> g_yield{false};
 std::atomic<bool> g_resume{false};
 
-void on_stop(int sig) {
-  g_stop_signal.store(sig);
-  g_stop.store(true);
-}
-void on_hup(int) { g_reload.store(true); }
-void on_usr1(int) { g_yield.store(true); }
-void on_usr2(int) { g_resume.store(true); }
-
-void handle(int sig, void (*handler)(int)) {
-  struct sigaction action {};
-  action.sa_handler = handler;
-  ::sigaction(sig, &action, nullptr);
-}
-
 // Event lines waiting for stdout; past this many the next ones are dropped.
 constexpr std::size_t kEventQueueLines = 1024;
 
@@ -400,11 +387,9 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explici
     return kExitSystem;
   }
 
-  handle(SIGTERM, on_stop);
-  handle(SIGINT, on_stop);
-  handle(SIGHUP, on_hup);
-  handle(SIGUSR1, on_usr1);
-  handle(SIGUSR2, on_usr2);
+  SignalFlags caught;
+  caught.raise_on(SIGTERM, g_stop, &g_stop_signal).raise_on(SIGINT, g_stop, &g_stop_signal);
+  caught.raise_on(SIGHUP, g_reload).raise_on(SIGUSR1, g_yield).raise_on(SIGUSR2, g_resume);
   ::signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the agent
   node.set_interrupt_flag(&g_stop);
 

@@ -36,7 +36,7 @@ std::string cell_formula(const cap::PlanInput& in) {
                      in.kv.v_head_dim, in.kv.layers, b);
 }
 
-std::string heading(const PlanReport& r) {
+std::string heading(const capacity::LaunchPlan& r) {
   const cap::PlanInput& in = r.input;
   std::string s = fmt::format("{}, TP {}, {}, KV {}", in.model_name, in.tp,
                               in.engine == cap::Engine::sglang ? "SGLang" : "vLLM",
@@ -63,7 +63,7 @@ std::string render_warnings(const std::vector<cap::Warning>& warnings, const Sty
   return out;
 }
 
-std::string render_machine(const PlanReport& r) {
+std::string render_machine(const capacity::LaunchPlan& r) {
   const cap::PlanInput& in = r.input;
   std::string out = "Per GPU\n";
   out += row("free before load (M0)", format_bytes(in.gpu.free_before_load), r.m0_origin);
@@ -72,7 +72,7 @@ std::string render_machine(const PlanReport& r) {
   return out;
 }
 
-std::string render_point(const PlanReport& r, const cap::PlanPoint& p, const Style& style) {
+std::string render_point(const capacity::LaunchPlan& r, const cap::PlanPoint& p, const Style& style) {
   const cap::PlanInput& in = r.input;
   const bool sglang = in.engine == cap::Engine::sglang;
   std::string out;
@@ -129,7 +129,7 @@ std::string render_point(const PlanReport& r, const cap::PlanPoint& p, const Sty
   return out;
 }
 
-std::string render_sweep(const PlanReport& r, const Style& style) {
+std::string render_sweep(const capacity::LaunchPlan& r, const Style& style) {
   const cap::PlanInput& in = r.input;
   const bool hicache = !r.points.empty() && r.points[0].host_cache.has_value();
   std::string out = fmt::format("\n  {:>8}  {:>10}  {:>10}  {:>10}  {:>8}", "fraction", "KV budget",
@@ -216,7 +216,7 @@ std::string decimal_gb(std::uint64_t bytes) {
   return fmt::format("{:.1f} GB", static_cast<double>(bytes) / 1e9);
 }
 
-std::string plan_report_text(const PlanReport& r, const Style& style) {
+std::string plan_report_text(const capacity::LaunchPlan& r, const Style& style) {
   std::string out = style.bold(heading(r));
   if (r.calibration) {
     const cap::Calibration& c = *r.calibration;
@@ -240,7 +240,7 @@ std::string plan_report_text(const PlanReport& r, const Style& style) {
   return out;
 }
 
-json plan_report_json(const PlanReport& r) {
+json plan_report_json(const capacity::LaunchPlan& r) {
   const cap::PlanInput& in = r.input;
   json model{{"name", in.model_name},
              {"attention", in.kv.attention == cap::Attention::mla ? "mla" : "gqa"},

@@ -13,8 +13,8 @@ namespace cap = gpureap::capacity;
 
 // What `gpureap plan --model Kimi-K2.5 --gpu-memory 97887MiB --tp 8` builds
 // (cli/plan_command.cc), before any fraction is planned.
-PlanReport kimi() {
-  PlanReport r;
+capacity::LaunchPlan kimi() {
+  capacity::LaunchPlan r;
   cap::PlanInput& in = r.input;
   auto model = cap::resolve_model("Kimi-K2.5");
   EXPECT_TRUE(model.has_value());
@@ -35,7 +35,7 @@ PlanReport kimi() {
 }
 
 // --mem-fraction `fractions`: one point, or a sweep.
-PlanReport planned(PlanReport r, std::string_view fractions) {
+capacity::LaunchPlan planned(capacity::LaunchPlan r, std::string_view fractions) {
   const auto parsed = cap::parse_mem_fraction(fractions);
   EXPECT_TRUE(parsed.has_value());
   r.sweep = parsed->size() > 1;
@@ -71,7 +71,7 @@ warning [context_exceeds_pool] the pool holds 160472 tokens, less than one reque
 
 TEST(PlanReportText, SweepWithHostCache) {
   // ... --avg-prompt 1000 --avg-output 4100 --hicache-ratio 2 --host-memory 408GB
-  PlanReport r = kimi();
+  capacity::LaunchPlan r = kimi();
   r.input.avg_prompt = 1000;
   r.input.avg_output = 4100;
   r.input.host_cache.ratio = 2;

@@ -9,31 +9,27 @@
 
 #include "top/keys.h"
 #include "top/screen_model.h"
+#include "top/terminal.h"
 #include "util/result.h"
 
 namespace gpureap::top {
 
-class CursesView {
+class CursesView final : public Terminal {
  public:
   /// Takes over the terminal on stdin/stdout (newterm: an unknown $TERM is an error,
   /// not an exit inside the library). `color`: colours when the terminal has them;
   /// else, and on a monochrome terminal, attributes only (bold, dim, reverse).
   static Result<std::unique_ptr<CursesView>> open(bool color);
   /// Gives the terminal back (endwin).
-  ~CursesView();
+  ~CursesView() override;
   CursesView(const CursesView&) = delete;
   CursesView& operator=(const CursesView&) = delete;
 
-  std::size_t width() const;
-  std::size_t height() const;
-  /// True when the locale's character set is UTF-8 (the sparkline's blocks).
-  bool unicode() const { return unicode_; }
-
-  /// Draws `screen` in place of what is shown.
-  void draw(const Screen& screen);
-  /// The next key, or KeyCode::none when `timeout` passes first (or a signal came).
-  /// A resized terminal is KeyCode::resize; the next width()/height() are the new ones.
-  Key read_key(std::chrono::milliseconds timeout);
+  std::size_t width() const override;
+  std::size_t height() const override;
+  bool unicode() const override { return unicode_; }
+  void draw(const Screen& screen) override;
+  Key read_key(std::chrono::milliseconds timeout) override;
 
  private:
   CursesView() = default;
