@@ -88,10 +88,15 @@ int main(int argc, char** argv) {
                        "written by a simulated amdgpu driver process; prints GPUREAP_SYSFS_ROOT)")
       ->check(CLI::IsMember({"nvidia", "amd"}))
       ->capture_default_str();
+  node_cmd->add_option("--amd-gpus", node.amd_gpus,
+                       "a mixed node: this many AMD GPUs after the --gpus NVIDIA ones (indices "
+                       "--gpus and up; NVML's stand-in lists the NVIDIA GPUs, the simulated "
+                       "amdgpu driver the AMD ones; prints every variable of both)");
   node_cmd->add_flag("--force", node.force,
                      "recreate an existing node (refused while holders live)");
   node_cmd->footer(
-      "\nPrints export lines for GPUREAP_NVML_LIBRARY, GPUREAP_SIM_DIR, GPUREAP_DEV_DIR.");
+      "\nPrints export lines for GPUREAP_NVML_LIBRARY, GPUREAP_SIM_DIR, GPUREAP_DEV_DIR "
+      "(and GPUREAP_SYSFS_ROOT with AMD GPUs; --vendor amd: no GPUREAP_NVML_LIBRARY).");
 
   ContainerOptions container;
   auto* container_cmd = app.add_subcommand(
