@@ -285,7 +285,10 @@ int run_node(const NodeOptions& o) {
   const std::uint64_t reserved = std::min(g0.reserved, g0.baseline);
   fmt::print(stderr, "gpureap-sim: node {}: {} x {}, {} each, idle {} used ({} reserved by the "
                      "driver)\n",
-             paths.root.string(), node->gpus.size(), g0.name, format_bytes(g0.total),
+             paths.root.string(),
+             std::count_if(node->gpus.begin(), node->gpus.end(),
+                           [](const GpuConfig& g) { return !is_amd(g); }),
+             g0.name, format_bytes(g0.total),
              format_bytes(g0.baseline - reserved), format_bytes(reserved));
   // stdout carries only shell lines, so `eval "$(gpureap-sim node ...)"` works.
   fmt::print("export GPUREAP_NVML_LIBRARY={}\n", sim_library_path().string());

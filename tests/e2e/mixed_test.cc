@@ -77,6 +77,13 @@ TEST(Mixed, StatusListsBothVendorsNvidiasFirstWithStableIndices) {
   ASSERT_EQ(by_uuid.exit_code, 0) << by_uuid.err;
   EXPECT_EQ(by_uuid.json()["gpus"][0]["index"], 2) << by_uuid.out;
 
+  // A device node names its own vendor's GPU.
+  auto by_node = node.gpureap({"status", "--json", "--gpu", "/dev/dri/renderD129,/dev/nvidia0"});
+  ASSERT_EQ(by_node.exit_code, 0) << by_node.err;
+  ASSERT_EQ(by_node.json()["gpus"].size(), 2u) << by_node.out;
+  EXPECT_EQ(by_node.json()["gpus"][0]["index"], 0) << by_node.out;
+  EXPECT_EQ(by_node.json()["gpus"][1]["index"], 3) << by_node.out;
+
   // The text heading names each GPU's own node.
   auto text = node.gpureap({"status", "-v"});
   EXPECT_NE(text.out.find("/dev/dri/renderD129"), std::string::npos) << text.out;
