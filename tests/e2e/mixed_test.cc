@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <sstream>
 
 #include "harness.h"
@@ -98,8 +99,9 @@ TEST(Mixed, AFreeOnEachVendorIsVerifiedAndALiveHolderKept) {
   auto amd_orphans = node.hold({"--gpu", "2", "--children", "2", "--bytes", "80GiB", "--orphan",
                                 "--title", "VLLM::Worker_TP{k}", "--release-delay", "300ms"});
   ASSERT_EQ(amd_orphans.holders.size(), 2u);
-  EXPECT_EQ(amd_orphans.holders[0].second, 2u);
-  EXPECT_EQ(amd_orphans.holders[1].second, 3u);
+  std::set<unsigned> amd_gpus;  // the workers report in any order
+  for (const auto& [pid, gpu] : amd_orphans.holders) amd_gpus.insert(gpu);
+  EXPECT_EQ(amd_gpus, (std::set<unsigned>{2, 3}));
   auto nv_orphan = node.hold({"--gpu", "0", "--children", "1", "--bytes", "30GiB", "--orphan",
                               "--title", "VLLM::Worker_TP{k}"});
   ASSERT_EQ(nv_orphan.holders.size(), 1u);
@@ -149,6 +151,32 @@ TEST(Mixed, AFreeOnEachVendorIsVerifiedAndALiveHolderKept) {
   for (unsigned i : {0u, 2u, 3u}) EXPECT_TRUE(after["gpus"][i]["holders"].empty()) << i;
   EXPECT_EQ(after["gpus"][1]["holders"].size(), 1u);
   EXPECT_EQ(node.gpureap({"wait", "--gpu", "0,2,3", "--timeout", "5s"}).exit_code, 0);
+}
+
+// The agent's loop (NVML's prefetched snapshot, amdgpu's read at once) on a mixed node: it
+// announces the orphaned workers on the AMD GPUs (and only their GPUs: not the NVIDIA GPU
+// a live holder keeps).
+TEST(Mixed, TheAgentAnnouncesAnOrphanOnTheAmdGpusNotTheNvidiaLiveHolder) {
+  SimNode node({"--gpus", "2", "--amd-gpus", "2", "--memory", "192GiB"});
+  auto live = node.hold({"--gpu", "0", "--bytes", "20GiB"}, /*foreground=*/true);
+  ASSERT_EQ(live.holders.size(), 1u);
+  WatchChild agent = WatchChild::gpureap(node, {"--json", "watch", "--no-listen", "--tick", "200ms"});
+  auto started = agent.next_line(std::chrono::seconds(20));
+  ASSERT_TRUE(started) << agent.transcript();
+  auto first = nlohmann::json::parse(started->text, nullptr, false);
+  ASSERT_TRUE(first.is_object()) << started->text;
+  EXPECT_EQ(first.value("gpu_count", 0), 4) << started->text;
+  auto held = node.hold({"--gpu", "2", "--children", "2", "--bytes", "80GiB", "--orphan",
+                         "--title", "VLLM::Worker_TP{k}"});
+  ASSERT_EQ(held.holders.size(), 2u);
+  auto e = agent.wait_for_json(
+      [](const nlohmann::json& j) { return j.value("event", "") == "orphaned_memory"; },
+      std::chrono::seconds(20));
+  ASSERT_TRUE(e) << agent.transcript();
+  EXPECT_EQ((*e)["gpus"], nlohmann::json::array({2, 3})) << e->dump();
+  EXPECT_EQ((*e)["bytes"], 160 * GiB) << e->dump();
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+  EXPECT_TRUE(alive(live.holders[0].first));
 }
 
 TEST(Mixed, TheMetricsSayEachGpusVendor) {
