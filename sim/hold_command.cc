@@ -22,23 +22,8 @@
 namespace gpureap::sim {
 namespace {
 
-Result<HoldPlan> make_plan(const HoldOptions& o) {
-  HoldPlan plan;
-  plan.options = o;
-  std::error_code ec;
-  plan.paths.root = fs::absolute(o.dir, ec);
-  auto node = load_node_config(plan.paths.node_json());
-  if (!node)
-    return fail(fmt::format("no simulated node in {} (create one with `gpureap-sim node --dir {}`)",
-                            o.dir.string(), o.dir.string()));
-  plan.node = std::move(*node);
-  // An AMD node's simulated driver (sim/amd_driver.h) shows the allocations.
-  if (has_amd(plan.node))
-    if (auto ok = ensure_amd_driver(plan.paths); !ok) return std::unexpected(ok.error());
-  const unsigned count = static_cast<unsigned>(plan.node.gpus.size());
-  if (o.gpu >= count)
-    return fail(fmt::format("--gpu {} does not exist: the node has GPUs 0..{}", o.gpu, count - 1));
-
+// The server's shape: children, respawning, orphaning, namespaces, cgroups.
+Result<void> check_tree_flags(const HoldOptions& o, HoldPlan& plan) {
   const char* needs_children = o.same_gpu       ? "--same-gpu"
                                : o.parent_holds ? "--parent-holds"
                                : o.orphan       ? "--orphan"
@@ -69,40 +54,53 @@ Result<HoldPlan> make_plan(const HoldOptions& o) {
   if (!o.cgroup.empty() && (o.cgroup.front() == '/' || o.cgroup.find("..") != std::string::npos))
     return fail(
         fmt::format("--cgroup '{}' must be a relative name below the cgroup2 mount", o.cgroup));
+  return {};
+}
 
+// What the GPU shows besides memory: utilization, a ghost, a compute instance.
+Result<void> check_gpu_flags(const HoldOptions& o) {
   if (o.util && *o.util > 100) return fail("--util is a percent: 0 to 100");
   if (o.ci != 0 && !o.mig) return fail("--ci needs --mig (a compute instance of a GPU instance)");
   if (o.ghost_reads > 0 && !o.ghost) return fail("--ghost-reads needs --ghost");
   if (o.ghost && (o.stuck || !o.release_delay.empty() || o.client_only))
     return fail("--ghost leaves no memory behind: it cannot be combined with --stuck, "
                 "--release-delay or --client-only");
+  return {};
+}
+
+// --bytes per holder, fitting the GPU (or MIG device); none for a client.
+Result<void> read_bytes(const HoldOptions& o, HoldPlan& plan) {
   if (o.client_only) {
     if (!o.bytes.empty()) return fail("--client-only registers 0 bytes; drop --bytes");
     if (o.stuck || !o.release_delay.empty())
       return fail("--client-only holds no memory, so --stuck/--release-delay do not apply");
-  } else {
-    if (o.bytes.empty())
-      return fail("--bytes is required (a size with a unit, e.g. --bytes 20GiB)");
-    auto bytes = parse_size(o.bytes, true);
-    if (!bytes) return fail(fmt::format("--bytes: {}", bytes.error().message));
-    plan.bytes = *bytes;
-    const auto& g = plan.node.gpus[o.gpu];
-    if (o.mig) {
-      auto m = std::find_if(g.mig.begin(), g.mig.end(),
-                            [&](const GpuConfig::Mig& x) { return x.gi == *o.mig && x.ci == o.ci; });
-      if (m == g.mig.end())
-        return fail(fmt::format("--mig {} --ci {}: GPU {} has no such MIG device{}", *o.mig, o.ci,
-                                o.gpu,
-                                g.mig.empty() ? " (it is not in MIG mode: node --mig)" : ""));
-      if (o.children > 0 && !o.same_gpu)
-        return fail("--mig puts every holder on one MIG device: add --same-gpu with --children");
-      if (plan.bytes > m->total)
-        return fail(fmt::format("--bytes {} does not fit the MIG device ({})", o.bytes,
-                                format_bytes(m->total)));
-    } else if (plan.bytes > g.total - g.baseline)
-      return fail(fmt::format("--bytes {} does not fit: GPU {} has {} free when idle", o.bytes,
-                              o.gpu, format_bytes(g.total - g.baseline)));
+    return {};
   }
+  if (o.bytes.empty()) return fail("--bytes is required (a size with a unit, e.g. --bytes 20GiB)");
+  auto bytes = parse_size(o.bytes, true);
+  if (!bytes) return fail(fmt::format("--bytes: {}", bytes.error().message));
+  plan.bytes = *bytes;
+  const auto& g = plan.node.gpus[o.gpu];
+  if (o.mig) {
+    auto m = std::find_if(g.mig.begin(), g.mig.end(),
+                          [&](const GpuConfig::Mig& x) { return x.gi == *o.mig && x.ci == o.ci; });
+    if (m == g.mig.end())
+      return fail(fmt::format("--mig {} --ci {}: GPU {} has no such MIG device{}", *o.mig, o.ci,
+                              o.gpu, g.mig.empty() ? " (it is not in MIG mode: node --mig)" : ""));
+    if (o.children > 0 && !o.same_gpu)
+      return fail("--mig puts every holder on one MIG device: add --same-gpu with --children");
+    if (plan.bytes > m->total)
+      return fail(fmt::format("--bytes {} does not fit the MIG device ({})", o.bytes,
+                              format_bytes(m->total)));
+  } else if (plan.bytes > g.total - g.baseline) {
+    return fail(fmt::format("--bytes {} does not fit: GPU {} has {} free when idle", o.bytes, o.gpu,
+                            format_bytes(g.total - g.baseline)));
+  }
+  return {};
+}
+
+// How long the memory takes to go after death: --release-delay, plus pinned host memory.
+Result<void> read_release(const HoldOptions& o, HoldPlan& plan) {
   if (!o.release_delay.empty()) {
     auto d = parse_duration(o.release_delay);
     if (!d) return fail(fmt::format("--release-delay: {}", d.error().message));
@@ -120,7 +118,11 @@ Result<HoldPlan> make_plan(const HoldOptions& o) {
     plan.release_delay += std::chrono::nanoseconds(static_cast<std::int64_t>(
         static_cast<double>(*size) / static_cast<double>(1ull << 30) * 70e6));
   }
+  return {};
+}
 
+// Worker k on GPU gpu+k (or every worker on --gpu), and who holds.
+Result<void> place_workers(const HoldOptions& o, unsigned count, HoldPlan& plan) {
   for (unsigned k = 0; k < o.children; ++k) {
     unsigned gpu = o.same_gpu ? o.gpu : o.gpu + k;
     if (gpu >= count)
@@ -132,6 +134,30 @@ Result<HoldPlan> make_plan(const HoldOptions& o) {
   }
   plan.server_holds = o.children == 0 || o.parent_holds;
   plan.expected_holders = o.children + (plan.server_holds ? 1 : 0);
+  return {};
+}
+
+Result<HoldPlan> make_plan(const HoldOptions& o) {
+  HoldPlan plan;
+  plan.options = o;
+  std::error_code ec;
+  plan.paths.root = fs::absolute(o.dir, ec);
+  auto node = load_node_config(plan.paths.node_json());
+  if (!node)
+    return fail(fmt::format("no simulated node in {} (create one with `gpureap-sim node --dir {}`)",
+                            o.dir.string(), o.dir.string()));
+  plan.node = std::move(*node);
+  // An AMD node's simulated driver (sim/amd_driver.h) shows the allocations.
+  if (has_amd(plan.node))
+    if (auto ok = ensure_amd_driver(plan.paths); !ok) return std::unexpected(ok.error());
+  const unsigned count = static_cast<unsigned>(plan.node.gpus.size());
+  if (o.gpu >= count)
+    return fail(fmt::format("--gpu {} does not exist: the node has GPUs 0..{}", o.gpu, count - 1));
+  if (auto ok = check_tree_flags(o, plan); !ok) return std::unexpected(ok.error());
+  if (auto ok = check_gpu_flags(o); !ok) return std::unexpected(ok.error());
+  if (auto ok = read_bytes(o, plan); !ok) return std::unexpected(ok.error());
+  if (auto ok = read_release(o, plan); !ok) return std::unexpected(ok.error());
+  if (auto ok = place_workers(o, count, plan); !ok) return std::unexpected(ok.error());
   return plan;
 }
 

@@ -157,6 +157,98 @@ int finish_amd_node(const SimPaths& paths, const NodeConfig& node) {
   return kExitOk;
 }
 
+// An existing node is recreated only with --force, and never under live holders:
+// the exit status of a refusal, nullopt to go on.
+std::optional<int> refuse_existing(const SimPaths& paths, bool force) {
+  std::error_code ec;
+  if (!fs::exists(paths.node_json(), ec)) return std::nullopt;
+  if (!force) {
+    print_error(fmt::format("{} already holds a simulated node (add --force to recreate it)",
+                            paths.root.string()));
+    return kExitUsage;
+  }
+  if (auto live = live_registered(paths); !live.empty()) {
+    print_error(
+        fmt::format("{} process(es) registered on {} are still alive (first: {}); run "
+                    "`gpureap-sim cleanup --dir {}` first",
+                    live.size(), paths.root.string(), live.front(), paths.root.string()));
+    return kExitFailure;
+  }
+  return std::nullopt;
+}
+
+// --force: remove only what a node consists of, never anything else in D; then the
+// directories of a fresh one.
+Result<void> fresh_node_dirs(const SimPaths& paths) {
+  std::error_code ec;
+  stop_amd_driver(paths);
+  for (const fs::path& p :
+       {paths.dev(), paths.bin(), paths.allocs(), paths.procs(), amd_sysfs_root(paths)})
+    fs::remove_all(p, ec);
+  for (const fs::path& p : {paths.mode(), paths.smi_log(), paths.cgroups(), paths.node_json()})
+    fs::remove(p, ec);
+
+  fs::create_directories(paths.dev(), ec);
+  fs::create_directories(paths.bin(), ec);
+  for (const auto& dir : {paths.allocs(), paths.procs()})
+    if (auto ok = make_shared_dir(dir); !ok) return ok;
+  return {};
+}
+
+// The NVIDIA device nodes (regular files): nvidiactl, nvidia-uvm, each GPU's, each MIG
+// device's capabilities (nodes, or files without devfs) with mig-minors, and the
+// marker that lets gpureap accept them.
+Result<void> make_nvidia_device_files(const SimPaths& paths, const NodeConfig& node) {
+  std::error_code ec;
+  std::vector<fs::path> nodes = {paths.dev() / "nvidiactl", paths.dev() / "nvidia-uvm"};
+  for (const auto& g : node.gpus)
+    if (!is_amd(g)) nodes.push_back(paths.gpu_node(g.minor));
+  bool mig = false;
+  for (const auto& g : node.gpus)
+    for (std::size_t i = 0; i < g.mig.size(); ++i) {
+      const auto& m = g.mig[i];
+      // The compute instances of one GPU instance share its capability: one node.
+      const bool first_of_gi = i == 0 || g.mig[i - 1].gi != m.gi;
+      if (node.cap_devfs) {
+        if (first_of_gi) nodes.push_back(paths.cap_node(m.gi_cap));
+        nodes.push_back(paths.cap_node(m.ci_cap));
+      } else {
+        if (first_of_gi) nodes.push_back(paths.capability_file(g.minor, m.gi, std::nullopt));
+        nodes.push_back(paths.capability_file(g.minor, m.gi, m.ci));
+        fs::create_directories(nodes.back().parent_path(), ec);
+      }
+      mig = true;
+    }
+  if (mig) {
+    fs::create_directories(paths.caps(), ec);
+    if (auto ok = write_file_atomic(paths.mig_minors(), mig_minors_text(node)); !ok) return ok;
+  }
+  for (const auto& p : nodes)
+    if (auto ok = make_device_file(p); !ok) return ok;
+  // A mixed node's AMD GPUs: the sysfs tree and DRM nodes (its driver starts in run_node).
+  if (has_amd(node))
+    if (auto ok = write_amd_tree(paths, node); !ok) return ok;
+  // The marker that lets gpureap accept these regular files as device nodes
+  // (a real /dev has only character devices; src/proc/device_nodes.h).
+  return write_file_atomic(paths.dev() / proc::kSimNodeMarkerName, proc::kSimNodeMarkerContent);
+}
+
+// D/bin/nvidia-smi (this program), its call log, the driver's mode, node.json.
+Result<void> finish_nvidia_node(const SimPaths& paths, const NodeConfig& node) {
+  std::error_code ec;
+  fs::create_symlink(self_exe(), paths.bin() / "nvidia-smi", ec);
+  if (ec)
+    return fail(
+        fmt::format("cannot create {}: {}", (paths.bin() / "nvidia-smi").string(), ec.message()));
+  // Any user's nvidia-smi call is logged, so a test can tell it was (not) called.
+  if (int log = ::open(paths.smi_log().c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666); log >= 0) {
+    ::fchmod(log, 0666);
+    ::close(log);
+  }
+  if (auto ok = write_file_atomic(paths.mode(), "ok\n"); !ok) return ok;
+  return save_node_config(paths.node_json(), node);
+}
+
 }  // namespace
 
 void print_error(const std::string& message) {
@@ -178,99 +270,17 @@ int run_node(const NodeOptions& o) {
   }
   std::error_code ec;
   SimPaths paths{fs::absolute(o.dir, ec)};
-  if (fs::exists(paths.node_json(), ec)) {
-    if (!o.force) {
-      print_error(fmt::format("{} already holds a simulated node (add --force to recreate it)",
-                              paths.root.string()));
-      return kExitUsage;
-    }
-    if (auto live = live_registered(paths); !live.empty()) {
-      print_error(
-          fmt::format("{} process(es) registered on {} are still alive (first: {}); run "
-                      "`gpureap-sim cleanup --dir {}` first",
-                      live.size(), paths.root.string(), live.front(), paths.root.string()));
-      return kExitFailure;
-    }
-  }
-  // --force: remove only what a node consists of, never anything else in D.
-  stop_amd_driver(paths);
-  for (const fs::path& p :
-       {paths.dev(), paths.bin(), paths.allocs(), paths.procs(), amd_sysfs_root(paths)})
-    fs::remove_all(p, ec);
-  for (const fs::path& p : {paths.mode(), paths.smi_log(), paths.cgroups(), paths.node_json()})
-    fs::remove(p, ec);
-
-  fs::create_directories(paths.dev(), ec);
-  fs::create_directories(paths.bin(), ec);
-  for (const auto& dir : {paths.allocs(), paths.procs()}) {
-    if (auto ok = make_shared_dir(dir); !ok) {
-      print_error(ok.error().message);
-      return kExitFailure;
-    }
+  if (auto refused = refuse_existing(paths, o.force)) return *refused;
+  if (auto ok = fresh_node_dirs(paths); !ok) {
+    print_error(ok.error().message);
+    return kExitFailure;
   }
   if (node->vendor == "amd") return finish_amd_node(paths, *node);
-  std::vector<fs::path> nodes = {paths.dev() / "nvidiactl", paths.dev() / "nvidia-uvm"};
-  for (const auto& g : node->gpus)
-    if (!is_amd(g)) nodes.push_back(paths.gpu_node(g.minor));
-  bool mig = false;
-  for (const auto& g : node->gpus)
-    for (std::size_t i = 0; i < g.mig.size(); ++i) {
-      const auto& m = g.mig[i];
-      // The compute instances of one GPU instance share its capability: one node.
-      const bool first_of_gi = i == 0 || g.mig[i - 1].gi != m.gi;
-      if (node->cap_devfs) {
-        if (first_of_gi) nodes.push_back(paths.cap_node(m.gi_cap));
-        nodes.push_back(paths.cap_node(m.ci_cap));
-      } else {
-        if (first_of_gi) nodes.push_back(paths.capability_file(g.minor, m.gi, std::nullopt));
-        nodes.push_back(paths.capability_file(g.minor, m.gi, m.ci));
-        fs::create_directories(nodes.back().parent_path(), ec);
-      }
-      mig = true;
-    }
-  if (mig) {
-    fs::create_directories(paths.caps(), ec);
-    if (auto ok = write_file_atomic(paths.mig_minors(), mig_minors_text(*node)); !ok) {
-      print_error(ok.error().message);
-      return kExitFailure;
-    }
-  }
-  for (const auto& p : nodes) {
-    if (auto ok = make_device_file(p); !ok) {
-      print_error(ok.error().message);
-      return kExitFailure;
-    }
-  }
-  // A mixed node's AMD GPUs: the sysfs tree and DRM nodes (its driver starts below).
-  if (has_amd(*node))
-    if (auto ok = write_amd_tree(paths, *node); !ok) {
-      print_error(ok.error().message);
-      return kExitFailure;
-    }
-  // The marker that lets gpureap accept these regular files as device nodes
-  // (a real /dev has only character devices; src/proc/device_nodes.h).
-  if (auto ok = write_file_atomic(paths.dev() / proc::kSimNodeMarkerName,
-                                  proc::kSimNodeMarkerContent);
-      !ok) {
+  if (auto ok = make_nvidia_device_files(paths, *node); !ok) {
     print_error(ok.error().message);
     return kExitFailure;
   }
-  fs::create_symlink(self_exe(), paths.bin() / "nvidia-smi", ec);
-  if (ec) {
-    print_error(
-        fmt::format("cannot create {}: {}", (paths.bin() / "nvidia-smi").string(), ec.message()));
-    return kExitFailure;
-  }
-  // Any user's nvidia-smi call is logged, so a test can tell it was (not) called.
-  if (int log = ::open(paths.smi_log().c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666); log >= 0) {
-    ::fchmod(log, 0666);
-    ::close(log);
-  }
-  if (auto ok = write_file_atomic(paths.mode(), "ok\n"); !ok) {
-    print_error(ok.error().message);
-    return kExitFailure;
-  }
-  if (auto ok = save_node_config(paths.node_json(), *node); !ok) {
+  if (auto ok = finish_nvidia_node(paths, *node); !ok) {
     print_error(ok.error().message);
     return kExitFailure;
   }
@@ -288,8 +298,8 @@ int run_node(const NodeOptions& o) {
              paths.root.string(),
              std::count_if(node->gpus.begin(), node->gpus.end(),
                            [](const GpuConfig& g) { return !is_amd(g); }),
-             g0.name, format_bytes(g0.total),
-             format_bytes(g0.baseline - reserved), format_bytes(reserved));
+             g0.name, format_bytes(g0.total), format_bytes(g0.baseline - reserved),
+             format_bytes(reserved));
   // stdout carries only shell lines, so `eval "$(gpureap-sim node ...)"` works.
   fmt::print("export GPUREAP_NVML_LIBRARY={}\n", sim_library_path().string());
   fmt::print("export GPUREAP_SIM_DIR={}\n", paths.root.string());

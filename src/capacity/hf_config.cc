@@ -96,6 +96,103 @@ bool has_layer_type(const json& cfg, std::string_view type) {
   return false;
 }
 
+// The context length: the first of kContextKeys set.
+Result<std::int64_t> context_length(const json& cfg, const std::string& where) {
+  for (const char* key : kContextKeys) {
+    auto value = int_field(cfg, key, where, kMaxContextLen);
+    if (!value) return std::unexpected(value.error());
+    if (*value && **value > 0) return **value;
+  }
+  return fail(fmt::format(
+      "{}: missing max_position_embeddings (the context length; pass --context-len)", where));
+}
+
+// The optional sizes feed the weight estimate's products: bounded like the rest.
+Result<void> check_optional_sizes(const json& cfg, const std::string& where) {
+  for (const char* key :
+       {"vocab_size", "intermediate_size", "n_routed_experts", "num_experts", "num_local_experts",
+        "n_shared_experts", "moe_intermediate_size", "first_k_dense_replace", "q_lora_rank",
+        "qk_nope_head_dim", "v_head_dim"}) {
+    auto it = cfg.find(key);
+    if (it == cfg.end() || !it->is_number_integer()) continue;  // optional_int ignores these
+    if (auto ok = int_field(cfg, key, where); !ok) return std::unexpected(ok.error());
+  }
+  return {};
+}
+
+// The sizes the weight estimate reads (the attention's are read with the KV geometry).
+void read_shape(const json& cfg, std::int64_t layers, std::int64_t heads, std::int64_t hidden,
+                ArchShape& shape) {
+  shape.hidden = hidden;
+  shape.layers = layers;
+  shape.heads = heads;
+  shape.vocab = optional_int(cfg, "vocab_size", 0);
+  shape.tied_embeddings = optional_bool(cfg, "tie_word_embeddings");
+  shape.intermediate = optional_int(cfg, "intermediate_size", 0);
+  shape.routed_experts =
+      optional_int(cfg, "n_routed_experts",
+                   optional_int(cfg, "num_experts", optional_int(cfg, "num_local_experts", 0)));
+  shape.shared_experts = optional_int(cfg, "n_shared_experts", 0);
+  shape.moe_intermediate = optional_int(cfg, "moe_intermediate_size", 0);
+  shape.dense_layers = optional_int(cfg, "first_k_dense_replace", 0);
+}
+
+// The attention's KV geometry: MLA when kv_lora_rank is set, else GQA (MHA when
+// num_key_value_heads is absent).
+Result<void> read_attention(const json& cfg, const std::string& where, std::int64_t heads,
+                            std::int64_t hidden, KvGeometry& kv, ArchShape& shape) {
+  auto kv_lora = int_field(cfg, "kv_lora_rank", where);
+  if (!kv_lora) return std::unexpected(kv_lora.error());
+  if (*kv_lora && **kv_lora > 0) {
+    auto rope = required_int(cfg, "qk_rope_head_dim", where);
+    if (!rope) return std::unexpected(rope.error());
+    kv.attention = Attention::mla;
+    kv.kv_lora_rank = static_cast<int>(**kv_lora);
+    kv.qk_rope_head_dim = static_cast<int>(*rope);
+    shape.kv_lora_rank = **kv_lora;
+    shape.qk_rope_head_dim = *rope;
+    shape.q_lora_rank = optional_int(cfg, "q_lora_rank", 0);
+    shape.qk_nope_head_dim = optional_int(cfg, "qk_nope_head_dim", 0);
+    shape.v_head_dim = optional_int(cfg, "v_head_dim", 0);
+    return {};
+  }
+  auto kv_heads = int_field(cfg, "num_key_value_heads", where);
+  if (!kv_heads) return std::unexpected(kv_heads.error());
+  auto head_dim = int_field(cfg, "head_dim", where);
+  if (!head_dim) return std::unexpected(head_dim.error());
+  kv.attention = Attention::gqa;
+  // Absent num_key_value_heads means plain multi-head attention.
+  kv.kv_heads = static_cast<int>(*kv_heads && **kv_heads > 0 ? **kv_heads : heads);
+  kv.head_dim = static_cast<int>(*head_dim && **head_dim > 0 ? **head_dim : hidden / heads);
+  kv.v_head_dim = static_cast<int>(optional_int(cfg, "v_head_dim", kv.head_dim));
+  if (kv.head_dim <= 0)
+    return fail(
+        fmt::format("{}: missing head_dim (hidden_size / num_attention_heads is 0)", where));
+  shape.kv_heads = kv.kv_heads;
+  shape.head_dim = kv.head_dim;
+  return {};
+}
+
+// FP8 weights, and the layers counted as full attention (an upper bound).
+void read_quantization_and_notes(const json& doc, const json& cfg, HfModel& model) {
+  // quantization_config sits at the top level even when text_config is nested.
+  const json* quant = nullptr;
+  if (auto it = doc.find("quantization_config"); it != doc.end() && it->is_object())
+    quant = &*it;
+  else if (auto jt = cfg.find("quantization_config"); jt != cfg.end() && jt->is_object())
+    quant = &*jt;
+  if (quant && optional_string(*quant, "quant_method") == "fp8") model.bytes.linear = 1.0;
+
+  if (optional_bool(cfg, "use_sliding_window") || has_layer_type(cfg, "sliding_attention"))
+    model.notes.push_back(
+        "sliding-window layers are counted as full attention (bytes per token "
+        "is an upper bound)");
+  if (has_layer_type(cfg, "linear_attention"))
+    model.notes.push_back(
+        "linear-attention layers are counted as full attention (bytes per "
+        "token is an upper bound)");
+}
+
 }  // namespace
 
 Result<HfModel> parse_hf_config(std::string_view text, std::string_view source) {
@@ -117,95 +214,18 @@ Result<HfModel> parse_hf_config(std::string_view text, std::string_view source) 
   if (!heads) return std::unexpected(heads.error());
   auto hidden = required_int(cfg, "hidden_size", where);
   if (!hidden) return std::unexpected(hidden.error());
+  auto context = context_length(cfg, where);
+  if (!context) return std::unexpected(context.error());
+  if (auto ok = check_optional_sizes(cfg, where); !ok) return std::unexpected(ok.error());
 
-  std::int64_t context = 0;
-  for (const char* key : kContextKeys) {
-    auto value = int_field(cfg, key, where, kMaxContextLen);
-    if (!value) return std::unexpected(value.error());
-    if (*value && **value > 0) {
-      context = **value;
-      break;
-    }
-  }
-  if (context == 0)
-    return fail(fmt::format(
-        "{}: missing max_position_embeddings (the context length; pass --context-len)", where));
-
-  // The optional sizes feed the weight estimate's products: bounded like the rest.
-  for (const char* key :
-       {"vocab_size", "intermediate_size", "n_routed_experts", "num_experts", "num_local_experts",
-        "n_shared_experts", "moe_intermediate_size", "first_k_dense_replace", "q_lora_rank",
-        "qk_nope_head_dim", "v_head_dim"}) {
-    auto it = cfg.find(key);
-    if (it == cfg.end() || !it->is_number_integer()) continue;  // optional_int ignores these
-    if (auto ok = int_field(cfg, key, where); !ok) return std::unexpected(ok.error());
-  }
-
-  ArchShape& shape = model.shape;
-  shape.hidden = *hidden;
-  shape.layers = *layers;
-  shape.heads = *heads;
-  shape.vocab = optional_int(cfg, "vocab_size", 0);
-  shape.tied_embeddings = optional_bool(cfg, "tie_word_embeddings");
-  shape.intermediate = optional_int(cfg, "intermediate_size", 0);
-  shape.routed_experts =
-      optional_int(cfg, "n_routed_experts",
-                   optional_int(cfg, "num_experts", optional_int(cfg, "num_local_experts", 0)));
-  shape.shared_experts = optional_int(cfg, "n_shared_experts", 0);
-  shape.moe_intermediate = optional_int(cfg, "moe_intermediate_size", 0);
-  shape.dense_layers = optional_int(cfg, "first_k_dense_replace", 0);
-
+  read_shape(cfg, *layers, *heads, *hidden, model.shape);
   KvGeometry& kv = model.spec.kv;
   kv.layers = static_cast<int>(*layers);
   kv.attention_heads = static_cast<int>(*heads);
-
-  auto kv_lora = int_field(cfg, "kv_lora_rank", where);
-  if (!kv_lora) return std::unexpected(kv_lora.error());
-  if (*kv_lora && **kv_lora > 0) {
-    auto rope = required_int(cfg, "qk_rope_head_dim", where);
-    if (!rope) return std::unexpected(rope.error());
-    kv.attention = Attention::mla;
-    kv.kv_lora_rank = static_cast<int>(**kv_lora);
-    kv.qk_rope_head_dim = static_cast<int>(*rope);
-    shape.kv_lora_rank = **kv_lora;
-    shape.qk_rope_head_dim = *rope;
-    shape.q_lora_rank = optional_int(cfg, "q_lora_rank", 0);
-    shape.qk_nope_head_dim = optional_int(cfg, "qk_nope_head_dim", 0);
-    shape.v_head_dim = optional_int(cfg, "v_head_dim", 0);
-  } else {
-    auto kv_heads = int_field(cfg, "num_key_value_heads", where);
-    if (!kv_heads) return std::unexpected(kv_heads.error());
-    auto head_dim = int_field(cfg, "head_dim", where);
-    if (!head_dim) return std::unexpected(head_dim.error());
-    kv.attention = Attention::gqa;
-    // Absent num_key_value_heads means plain multi-head attention.
-    kv.kv_heads = static_cast<int>(*kv_heads && **kv_heads > 0 ? **kv_heads : *heads);
-    kv.head_dim = static_cast<int>(*head_dim && **head_dim > 0 ? **head_dim : *hidden / *heads);
-    kv.v_head_dim = static_cast<int>(optional_int(cfg, "v_head_dim", kv.head_dim));
-    if (kv.head_dim <= 0)
-      return fail(
-          fmt::format("{}: missing head_dim (hidden_size / num_attention_heads is 0)", where));
-    shape.kv_heads = kv.kv_heads;
-    shape.head_dim = kv.head_dim;
-  }
-  model.spec.context_len = context;
-
-  // quantization_config sits at the top level even when text_config is nested.
-  const json* quant = nullptr;
-  if (auto it = doc->find("quantization_config"); it != doc->end() && it->is_object())
-    quant = &*it;
-  else if (auto jt = cfg.find("quantization_config"); jt != cfg.end() && jt->is_object())
-    quant = &*jt;
-  if (quant && optional_string(*quant, "quant_method") == "fp8") model.bytes.linear = 1.0;
-
-  if (optional_bool(cfg, "use_sliding_window") || has_layer_type(cfg, "sliding_attention"))
-    model.notes.push_back(
-        "sliding-window layers are counted as full attention (bytes per token "
-        "is an upper bound)");
-  if (has_layer_type(cfg, "linear_attention"))
-    model.notes.push_back(
-        "linear-attention layers are counted as full attention (bytes per "
-        "token is an upper bound)");
+  if (auto ok = read_attention(cfg, where, *heads, *hidden, kv, model.shape); !ok)
+    return std::unexpected(ok.error());
+  model.spec.context_len = *context;
+  read_quantization_and_notes(*doc, cfg, model);
   return model;
 }
 

@@ -222,6 +222,104 @@ Result<SglangStartup> read_sglang_log(const std::string& path, std::string_view 
   return log;
 }
 
+namespace {
+
+// The free memory before the weights loaded (M0), lowest rank, from whichever lines
+// the log has; a note says which.
+Result<std::uint64_t> recover_free_before_load(const SglangStartup& log, std::uint64_t after_load,
+                                               std::uint64_t pool, Calibration& c,
+                                               std::string_view source) {
+  const auto& ranks = log.ranks;
+  if (auto m0 = min_over<std::uint64_t>(ranks, [](auto& r) { return r.free_before_load; })) {
+    c.notes.push_back("'Load weight begin' avail mem, lowest rank");
+    return *m0;
+  }
+  if (auto sum = min_over<std::uint64_t>(ranks, [](auto& r) -> std::optional<std::uint64_t> {
+        if (r.free_after_load && r.weight_load_usage)
+          return *r.free_after_load + *r.weight_load_usage;
+        return std::nullopt;
+      })) {
+    c.notes.push_back("'Load weight end' avail mem + mem usage, lowest rank");
+    return *sum;
+  }
+  if (log.mem_fraction && *log.mem_fraction < 1.0 && after_load > pool) {
+    c.notes.push_back("(free after load - KV pool) / (1 - mem_fraction_static)");
+    return static_cast<std::uint64_t>(static_cast<double>(after_load - pool) /
+                                      (1.0 - *log.mem_fraction));
+  }
+  return fail(
+      fmt::format("{}: cannot recover the free memory before loading (no 'Load weight "
+                  "begin' line, no 'mem usage', no mem_fraction_static)",
+                  source));
+}
+
+// The fraction (stated, else implied by the pool), and the KV tokens it predicts,
+// warned about when they do not match the log's pool.
+void fraction_and_prediction(const SglangStartup& log, std::uint64_t after_load, std::uint64_t pool,
+                             std::uint64_t cell, Calibration& c, std::string_view source) {
+  // The fraction: stated in server_args, else implied by the pool SGLang sized:
+  // pool = free_after_load - (1 - f) * M0.
+  const double m0d = static_cast<double>(c.free_before_load);
+  const double implied = 1.0 - (static_cast<double>(after_load) - static_cast<double>(pool)) / m0d;
+  c.mem_fraction = log.mem_fraction.value_or(implied);
+  if (!log.mem_fraction)
+    c.notes.push_back(fmt::format("fraction {:.3f} implied by the pool", implied));
+
+  const double budget = c.mem_fraction * m0d - static_cast<double>(c.weights_per_rank);
+  // budget is below M0 (< 2^63) since the fraction is at most 1; the implied
+  // one is not bounded, so guard the conversion (found by fuzz/sglang_log_fuzz.cc).
+  c.predicted_kv_tokens =
+      budget > 0 ? static_cast<std::uint64_t>(std::min(budget, 0x1p63)) / cell : 0;
+  const double logged_cell = static_cast<double>(pool) / static_cast<double>(c.kv_tokens);
+  if (std::abs(logged_cell / static_cast<double>(cell) - 1.0) > 0.03 ||
+      std::abs(static_cast<double>(c.predicted_kv_tokens) / static_cast<double>(c.kv_tokens) -
+               1.0) > 0.03) {
+    c.warnings.push_back(
+        {"calibration_mismatch",
+         fmt::format("{}: the log's pool ({} tokens, {:.0f} bytes each) does not match this model "
+                     "({} bytes per token; {} tokens predicted from the log's memory lines): is "
+                     "--model the model that wrote the log?",
+                     source, c.kv_tokens, logged_cell, cell, c.predicted_kv_tokens)});
+  }
+}
+
+// Runtime reserve: what left the free memory between the pool and "ready",
+// less the req_to_token table, which the planner recomputes per fraction.
+// Per rank, then the largest: the rank with the least left decides.
+void measure_runtime_reserve(const SglangStartup& log, std::uint64_t tokens, std::uint64_t cell,
+                             std::int64_t context_len, Calibration& c) {
+  const auto& ranks = log.ranks;
+  std::optional<std::uint64_t> outside;
+  std::optional<std::uint64_t> ready_seen;
+  for (const auto& r : ranks) {
+    auto ready = r.free_when_ready ? r.free_when_ready : r.free_after_graphs;
+    if (!ready || !r.free_after_load) continue;
+    const std::uint64_t rank_pool = r.kv_bytes.value_or(r.kv_tokens.value_or(tokens) * cell);
+    if (*r.free_after_load <= rank_pool + *ready) continue;
+    const std::uint64_t rank_outside = *r.free_after_load - rank_pool - *ready;
+    if (!outside || rank_outside > *outside) {
+      outside = rank_outside;
+      ready_seen = ready;
+    }
+  }
+  c.context_len = min_over<std::int64_t>(ranks, [](auto& r) { return r.context_len; });
+  if (!outside) {
+    c.notes.push_back("no 'available_gpu_mem' or graph-capture line: runtime reserve assumed");
+    return;
+  }
+  const std::int64_t ctx = c.context_len.value_or(context_len);
+  auto rows = min_over<std::uint64_t>(ranks, [](auto& r) { return r.max_running_requests; });
+  const std::uint64_t table =
+      sglang_req_to_token_bytes(rows.value_or(sglang_max_running_requests(c.kv_tokens, ctx)), ctx);
+  c.runtime_reserve = *outside > table ? *outside - table : 0;
+  c.notes.push_back(fmt::format(
+      "runtime reserve {} = free after load - KV pool - free when "
+      "ready ({}) - req_to_token ({})",
+      format_bytes(*c.runtime_reserve), format_bytes(*ready_seen), format_bytes(table)));
+}
+
+}  // namespace
+
 Result<Calibration> calibrate(const SglangStartup& log, const KvGeometry& kv,
                               std::int64_t context_len, std::string_view source) {
   Calibration c;
@@ -244,26 +342,8 @@ Result<Calibration> calibrate(const SglangStartup& log, const KvGeometry& kv,
   c.kv_tokens = *tokens;
   const std::uint64_t pool = pool_bytes.value_or(*tokens * cell);
 
-  auto m0 = min_over<std::uint64_t>(ranks, [](auto& r) { return r.free_before_load; });
-  if (m0) {
-    c.notes.push_back("'Load weight begin' avail mem, lowest rank");
-  } else if (auto sum = min_over<std::uint64_t>(ranks, [](auto& r) -> std::optional<std::uint64_t> {
-               if (r.free_after_load && r.weight_load_usage)
-                 return *r.free_after_load + *r.weight_load_usage;
-               return std::nullopt;
-             })) {
-    m0 = sum;
-    c.notes.push_back("'Load weight end' avail mem + mem usage, lowest rank");
-  } else if (log.mem_fraction && *log.mem_fraction < 1.0 && *after_load > pool) {
-    m0 = static_cast<std::uint64_t>(static_cast<double>(*after_load - pool) /
-                                    (1.0 - *log.mem_fraction));
-    c.notes.push_back("(free after load - KV pool) / (1 - mem_fraction_static)");
-  } else {
-    return fail(
-        fmt::format("{}: cannot recover the free memory before loading (no 'Load weight "
-                    "begin' line, no 'mem usage', no mem_fraction_static)",
-                    source));
-  }
+  auto m0 = recover_free_before_load(log, *after_load, pool, c, source);
+  if (!m0) return std::unexpected(m0.error());
   c.free_before_load = *m0;
   if (*after_load >= c.free_before_load)
     return fail(
@@ -271,62 +351,8 @@ Result<Calibration> calibrate(const SglangStartup& log, const KvGeometry& kv,
                     "before ({})",
                     source, format_bytes(*after_load), format_bytes(c.free_before_load)));
   c.weights_per_rank = c.free_before_load - *after_load;
-
-  // The fraction: stated in server_args, else implied by the pool SGLang sized:
-  // pool = free_after_load - (1 - f) * M0.
-  const double m0d = static_cast<double>(c.free_before_load);
-  const double implied = 1.0 - (static_cast<double>(*after_load) - static_cast<double>(pool)) / m0d;
-  c.mem_fraction = log.mem_fraction.value_or(implied);
-  if (!log.mem_fraction)
-    c.notes.push_back(fmt::format("fraction {:.3f} implied by the pool", implied));
-
-  const double budget = c.mem_fraction * m0d - static_cast<double>(c.weights_per_rank);
-  // budget is below M0 (< 2^63) since the fraction is at most 1; the implied
-  // one is not bounded, so guard the conversion (found by fuzz/sglang_log_fuzz.cc).
-  c.predicted_kv_tokens =
-      budget > 0 ? static_cast<std::uint64_t>(std::min(budget, 0x1p63)) / cell : 0;
-  const double logged_cell = static_cast<double>(pool) / static_cast<double>(c.kv_tokens);
-  if (std::abs(logged_cell / static_cast<double>(cell) - 1.0) > 0.03 ||
-      std::abs(static_cast<double>(c.predicted_kv_tokens) / static_cast<double>(c.kv_tokens) -
-               1.0) > 0.03) {
-    c.warnings.push_back(
-        {"calibration_mismatch",
-         fmt::format("{}: the log's pool ({} tokens, {:.0f} bytes each) does not match this model "
-                     "({} bytes per token; {} tokens predicted from the log's memory lines): is "
-                     "--model the model that wrote the log?",
-                     source, c.kv_tokens, logged_cell, cell, c.predicted_kv_tokens)});
-  }
-
-  // Runtime reserve: what left the free memory between the pool and "ready",
-  // less the req_to_token table, which the planner recomputes per fraction.
-  // Per rank, then the largest: the rank with the least left decides.
-  std::optional<std::uint64_t> outside;
-  std::optional<std::uint64_t> ready_seen;
-  for (const auto& r : ranks) {
-    auto ready = r.free_when_ready ? r.free_when_ready : r.free_after_graphs;
-    if (!ready || !r.free_after_load) continue;
-    const std::uint64_t rank_pool = r.kv_bytes.value_or(r.kv_tokens.value_or(*tokens) * cell);
-    if (*r.free_after_load <= rank_pool + *ready) continue;
-    const std::uint64_t rank_outside = *r.free_after_load - rank_pool - *ready;
-    if (!outside || rank_outside > *outside) {
-      outside = rank_outside;
-      ready_seen = ready;
-    }
-  }
-  c.context_len = min_over<std::int64_t>(ranks, [](auto& r) { return r.context_len; });
-  if (outside) {
-    const std::int64_t ctx = c.context_len.value_or(context_len);
-    auto rows = min_over<std::uint64_t>(ranks, [](auto& r) { return r.max_running_requests; });
-    const std::uint64_t table = sglang_req_to_token_bytes(
-        rows.value_or(sglang_max_running_requests(c.kv_tokens, ctx)), ctx);
-    c.runtime_reserve = *outside > table ? *outside - table : 0;
-    c.notes.push_back(fmt::format(
-        "runtime reserve {} = free after load - KV pool - free when "
-        "ready ({}) - req_to_token ({})",
-        format_bytes(*c.runtime_reserve), format_bytes(*ready_seen), format_bytes(table)));
-  } else {
-    c.notes.push_back("no 'available_gpu_mem' or graph-capture line: runtime reserve assumed");
-  }
+  fraction_and_prediction(log, *after_load, pool, cell, c, source);
+  measure_runtime_reserve(log, *tokens, cell, context_len, c);
   return c;
 }
 

@@ -65,6 +65,15 @@ struct EventDetector::GpuState {
   bool gone_unattributed = false;
   bool down = false;   // a per-GPU source_down was announced
   bool ghost = false;  // a ghost_gpu was announced
+
+  // What went away is accounted for (freed, or now announced as unexplained).
+  void forget_gone() {
+    gone = false;
+    gone_bytes = 0;
+    gone_orphans = gone_zombies = 0;
+    gone_ids.clear();
+    gone_unattributed = false;
+  }
 };
 
 namespace {
@@ -318,35 +327,45 @@ std::vector<Event> EventDetector::freed_by_instance(std::vector<Event> events, d
 void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
                                 const std::map<pid_t, DeadParent>& dead_parents,
                                 std::vector<Event>& out) {
-  const std::uint64_t tolerance = freed_tolerance(view.info.memory->total);
+  observe_orphans(view, st, now, dead_parents, out);
+  observe_zombies(view, st, now, out);
+  observe_unexplained(view, st, now, out);
+  observe_ghost(view, st, now, out);
+  observe_freed(view, st, now, out);
+}
 
-  // 1. Orphaned holders.
+// 1. Orphaned holders.
+void EventDetector::observe_orphans(const GpuView& view, GpuState& st, double now,
+                                    const std::map<pid_t, DeadParent>& dead_parents,
+                                    std::vector<Event>& out) {
   std::vector<const GpuHolder*> fresh;
   track_holders(
       view, [](const proc::Holder& h) { return h.orphaned; }, st.orphans, st.gone_orphans, fresh,
       st.gone, st.gone_bytes, st.gone_ids);
-  if (!fresh.empty()) {
-    Event e = gpu_event(EventKind::orphaned_memory, view, now);
-    for (const auto* gh : fresh) {
-      e.holders.push_back(event_holder(*gh));
-      st.orphans.emplace(gh->holder.id, gh->gpu_bytes);
-      st.instance_of[gh->holder.id] = gh->holder.instance;
-      if (!e.parent) {
-        auto it = dead_parents.find(gh->holder.id.pid);
-        if (it != dead_parents.end()) e.parent = it->second;
-      }
+  if (fresh.empty()) return;
+  Event e = gpu_event(EventKind::orphaned_memory, view, now);
+  for (const auto* gh : fresh) {
+    e.holders.push_back(event_holder(*gh));
+    st.orphans.emplace(gh->holder.id, gh->gpu_bytes);
+    st.instance_of[gh->holder.id] = gh->holder.instance;
+    if (!e.parent) {
+      auto it = dead_parents.find(gh->holder.id.pid);
+      if (it != dead_parents.end()) e.parent = it->second;
     }
-    e.bytes = known_bytes(e.holders);
-    e.detail = fresh.front()->holder.orphan_reason.empty() ? "parent gone"
-                                                           : fresh.front()->holder.orphan_reason;
-    if (st.orphans.size() > fresh.size())  // others were announced before
-      e.detail +=
-          fmt::format("; {} on this GPU in all", count_text(st.orphans.size(), "orphaned holder"));
-    out.push_back(std::move(e));
   }
+  e.bytes = known_bytes(e.holders);
+  e.detail = fresh.front()->holder.orphan_reason.empty() ? "parent gone"
+                                                         : fresh.front()->holder.orphan_reason;
+  if (st.orphans.size() > fresh.size())  // others were announced before
+    e.detail +=
+        fmt::format("; {} on this GPU in all", count_text(st.orphans.size(), "orphaned holder"));
+  out.push_back(std::move(e));
+}
 
-  // 2. Zombie leaders.
-  fresh.clear();
+// 2. Zombie leaders.
+void EventDetector::observe_zombies(const GpuView& view, GpuState& st, double now,
+                                    std::vector<Event>& out) {
+  std::vector<const GpuHolder*> fresh;
   track_holders(
       view, [](const proc::Holder& h) { return h.zombie_leader; }, st.zombies, st.gone_zombies,
       fresh, st.gone, st.gone_bytes, st.gone_ids);
@@ -372,10 +391,14 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
     st.instance_of[gh->holder.id] = gh->holder.instance;
     out.push_back(std::move(e));
   }
+}
 
-  // 3. Memory no process explains. `releasing` and falling memory are a release
-  //    in progress: they restart the settle time and announce nothing; so is `no_holder`
-  //    (not yet told: within a release budget the model says releasing or driver_held).
+// 3. Memory no process explains. `releasing` and falling memory are a release
+//    in progress: they restart the settle time and announce nothing; so is `no_holder`
+//    (not yet told: within a release budget the model says releasing or driver_held).
+void EventDetector::observe_unexplained(const GpuView& view, GpuState& st, double now,
+                                        std::vector<Event>& out) const {
+  const std::uint64_t tolerance = freed_tolerance(view.info.memory->total);
   const Unexplained cls = view.unexplained;
   const std::uint64_t bytes = view.unattributed_bytes;
   const bool falling = bytes + tolerance < st.last_unattributed;
@@ -412,84 +435,84 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
       st.pending_class = Unexplained::none;
       // Memory of holders that went away and is now unexplained was not freed:
       // it is this announcement's, and a later memory_freed counts it from here.
-      st.gone = false;
-      st.gone_bytes = 0;
-      st.gone_orphans = st.gone_zombies = 0;
-      st.gone_ids.clear();
-      st.gone_unattributed = false;
+      st.forget_gone();
     }
   }
+}
 
-  // 3b. A ghost GPU: busy with no process for the inventory's window.
+// 3b. A ghost GPU: busy with no process for the inventory's window.
+void EventDetector::observe_ghost(const GpuView& view, GpuState& st, double now,
+                                  std::vector<Event>& out) {
   const bool ghost = gpu_state(view) == inventory::GpuState::ghost;
-  if (ghost != st.ghost) {
-    Event e = gpu_event(ghost ? EventKind::ghost_gpu : EventKind::ghost_gpu_gone, view, now);
-    e.bytes = view.used();
-    e.detail =
-        ghost ? view.busy.detail
-        : view.info.utilization_gpu
-            ? fmt::format(
-                  "GPU {} is no longer busy without a process (SM utilization "
-                  "{}%{})",
-                  view.info.id, *view.info.utilization_gpu,
-                  view.busy.kind == Busy::none ? "" : std::string(", ").append(enum_name(view.busy.kind)))
-            : fmt::format("GPU {} no longer reports its utilization", view.info.id);
-    out.push_back(std::move(e));
-    st.ghost = ghost;
-  }
+  if (ghost == st.ghost) return;
+  Event e = gpu_event(ghost ? EventKind::ghost_gpu : EventKind::ghost_gpu_gone, view, now);
+  e.bytes = view.used();
+  e.detail =
+      ghost ? view.busy.detail
+      : view.info.utilization_gpu
+          ? fmt::format(
+                "GPU {} is no longer busy without a process (SM utilization "
+                "{}%{})",
+                view.info.id, *view.info.utilization_gpu,
+                view.busy.kind == Busy::none ? ""
+                                             : std::string(", ").append(enum_name(view.busy.kind)))
+          : fmt::format("GPU {} no longer reports its utilization", view.info.id);
+  out.push_back(std::move(e));
+  st.ghost = ghost;
+}
 
-  // 4. Freed: what was announced went away, and nothing is pending (a release in
-  //    progress or unexplained memory still settling keeps it waiting).
+// 4. Freed: what was announced went away, and nothing is pending (a release in
+//    progress or unexplained memory still settling keeps it waiting).
+void EventDetector::observe_freed(const GpuView& view, GpuState& st, double now,
+                                  std::vector<Event>& out) {
+  const std::uint64_t tolerance = freed_tolerance(view.info.memory->total);
+  const Unexplained cls = view.unexplained;
+  const std::uint64_t bytes = view.unattributed_bytes;
   const bool settled = cls == Unexplained::none || (cls == st.announced_class &&
                                                     bytes <= st.announced_unattributed + tolerance);
-  if (st.gone && settled && st.orphans.empty() && st.zombies.empty()) {
-    Event e = gpu_event(EventKind::memory_freed, view, now);
-    e.bytes = st.gone_bytes;
-    // Holders counted once each, even one both orphaned and a zombie leader.
-    std::vector<std::string> what;
-    const char* label = !st.gone_zombies   ? "orphaned holder"
-                        : !st.gone_orphans ? "zombie leader"
-                                           : "orphaned or zombie-leader holder";
-    if (!st.gone_ids.empty()) what.push_back(count_text(st.gone_ids.size(), label));
-    if (st.gone_unattributed) what.push_back("the unattributed memory");
-    std::string gone;
-    for (std::size_t i = 0; i < what.size(); ++i) gone += (i == 0 ? "" : " and ") + what[i];
-    const bool one = what.size() == 1 && (st.gone_unattributed || st.gone_ids.size() == 1);
-    gone += one ? " is gone" : " are gone";
-    if (cls != Unexplained::none)
-      e.detail =
-          fmt::format("{}; {} still unattributed ({})", gone, format_bytes(bytes), enum_name(cls));
-    else if (gpu_state(view) == inventory::GpuState::free)
-      e.detail = fmt::format("{}; GPU {} is back at its baseline ({} used)", gone, view.info.id,
-                             format_bytes(view.used()));
-    else
-      e.detail = fmt::format("{}; GPU {} has {} used by live holders", gone, view.info.id,
-                             format_bytes(view.attributed_bytes));
-    // The holders that went, all of one announced instance: summed with its other GPUs.
-    std::string key;
-    bool one_instance = !st.gone_unattributed && !st.gone_ids.empty();
-    for (const auto& id : st.gone_ids) {
-      auto it = st.instance_of.find(id);
-      const std::string k = it == st.instance_of.end() ? "" : it->second;
-      if (k.empty() || (!key.empty() && k != key)) one_instance = false;
-      key = k;
-      if (it != st.instance_of.end()) st.instance_of.erase(it);
-    }
-    if (auto in = announced_instances_.find(key); one_instance && in != announced_instances_.end()) {
-      e.instance = in->second;
-      auto& sum = instance_freed_[key];
-      sum.holders += st.gone_ids.size();
-      sum.label = label;
-      if (cls != Unexplained::none || gpu_state(view) != inventory::GpuState::free)
-        sum.rest.push_back(e.detail.substr(e.detail.find("; ") + 2));
-    }
-    out.push_back(std::move(e));
-    st.gone = false;
-    st.gone_bytes = 0;
-    st.gone_orphans = st.gone_zombies = 0;
-    st.gone_ids.clear();
-    st.gone_unattributed = false;
+  if (!st.gone || !settled || !st.orphans.empty() || !st.zombies.empty()) return;
+  Event e = gpu_event(EventKind::memory_freed, view, now);
+  e.bytes = st.gone_bytes;
+  // Holders counted once each, even one both orphaned and a zombie leader.
+  std::vector<std::string> what;
+  const char* label = !st.gone_zombies   ? "orphaned holder"
+                      : !st.gone_orphans ? "zombie leader"
+                                         : "orphaned or zombie-leader holder";
+  if (!st.gone_ids.empty()) what.push_back(count_text(st.gone_ids.size(), label));
+  if (st.gone_unattributed) what.push_back("the unattributed memory");
+  std::string gone;
+  for (std::size_t i = 0; i < what.size(); ++i) gone += (i == 0 ? "" : " and ") + what[i];
+  const bool one = what.size() == 1 && (st.gone_unattributed || st.gone_ids.size() == 1);
+  gone += one ? " is gone" : " are gone";
+  if (cls != Unexplained::none)
+    e.detail =
+        fmt::format("{}; {} still unattributed ({})", gone, format_bytes(bytes), enum_name(cls));
+  else if (gpu_state(view) == inventory::GpuState::free)
+    e.detail = fmt::format("{}; GPU {} is back at its baseline ({} used)", gone, view.info.id,
+                           format_bytes(view.used()));
+  else
+    e.detail = fmt::format("{}; GPU {} has {} used by live holders", gone, view.info.id,
+                           format_bytes(view.attributed_bytes));
+  // The holders that went, all of one announced instance: summed with its other GPUs.
+  std::string key;
+  bool one_instance = !st.gone_unattributed && !st.gone_ids.empty();
+  for (const auto& id : st.gone_ids) {
+    auto it = st.instance_of.find(id);
+    const std::string k = it == st.instance_of.end() ? "" : it->second;
+    if (k.empty() || (!key.empty() && k != key)) one_instance = false;
+    key = k;
+    if (it != st.instance_of.end()) st.instance_of.erase(it);
   }
+  if (auto in = announced_instances_.find(key); one_instance && in != announced_instances_.end()) {
+    e.instance = in->second;
+    auto& sum = instance_freed_[key];
+    sum.holders += st.gone_ids.size();
+    sum.label = label;
+    if (cls != Unexplained::none || gpu_state(view) != inventory::GpuState::free)
+      sum.rest.push_back(e.detail.substr(e.detail.find("; ") + 2));
+  }
+  out.push_back(std::move(e));
+  st.forget_gone();
 }
 
 }  // namespace gpureap::inventory

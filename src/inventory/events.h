@@ -127,6 +127,16 @@ class EventDetector {
   struct GpuState;  // defined in events.cc
   void observe_gpu(const GpuView& view, GpuState& st, double now,
                    const std::map<pid_t, DeadParent>& dead_parents, std::vector<Event>& out);
+  // observe_gpu's steps, in its order.
+  static void observe_orphans(const GpuView& view, GpuState& st, double now,
+                              const std::map<pid_t, DeadParent>& dead_parents,
+                              std::vector<Event>& out);
+  static void observe_zombies(const GpuView& view, GpuState& st, double now,
+                              std::vector<Event>& out);
+  void observe_unexplained(const GpuView& view, GpuState& st, double now,
+                           std::vector<Event>& out) const;
+  static void observe_ghost(const GpuView& view, GpuState& st, double now, std::vector<Event>& out);
+  void observe_freed(const GpuView& view, GpuState& st, double now, std::vector<Event>& out);
 
   /// A GPU's memory_freed of one instance's holders, summed over its GPUs until none
   /// of them is still releasing.

@@ -99,6 +99,11 @@ class ProcessScanner {
   Outcome scan_live_threads(int dirfd, pid_t pid, Hits& hits);
   void describe(int dirfd, pid_t pid, std::optional<StatInfo> stat, const Hits& hits,
                 bool zombie_leader);
+  // describe's steps.
+  bool read_status_and_command(int dirfd, const StatInfo& stat, Holder& h);
+  bool group_leader_exists(pid_t pid, const Holder& h);
+  void read_reparenting(pid_t pid, Holder& h);
+  void read_run_membership(int dirfd, pid_t pid, Holder& h);
   void problem(pid_t pid, std::string what) { problems.push_back({pid, std::move(what)}); }
   /// outcome_of, noting a descriptor limit reached (ScanResult::out_of_descriptors).
   Outcome outcome(int err) {
@@ -353,27 +358,10 @@ void ProcessScanner::describe_only(pid_t pid) {
   describe(dir.get(), pid, std::nullopt, Hits{}, false);
 }
 
-// Fills a Holder for a process that holds a node. Every read goes through the
-// process's own /proc directory fd: if the process exits, the reads fail rather
-// than describe a newcomer that reused the pid.
-void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat, const Hits& hits,
-                              bool zombie_leader) {
-  if (!stat) {
-    if (read_file_at(dirfd, "stat", file_) != 0) return;  // exited
-    auto parsed = parse_stat(file_.view());
-    if (!parsed) return problem(pid, parsed.error().message);
-    stat = std::move(*parsed);
-  }
-  Holder h;
-  h.id = ProcessId{pid, stat->start_time};
-  h.state = stat->state;
-  h.zombie_leader = zombie_leader;
-  h.ppid = stat->ppid;
-  h.pgid = stat->pgid;
-  h.sid = stat->sid;
-  h.comm = stat->comm;
-
-  if (read_file_at(dirfd, "status", file_) != 0) return;
+// The owner, signal dispositions, cgroup, command line, age and threads; false when
+// the process exited meanwhile.
+bool ProcessScanner::read_status_and_command(int dirfd, const StatInfo& stat, Holder& h) {
+  if (read_file_at(dirfd, "status", file_) != 0) return false;
   StatusInfo status = parse_status(file_.view());
   if (status.real_uid) {
     h.uid = *status.real_uid;
@@ -398,20 +386,28 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
   if (h.cmdline.empty()) h.cmdline = "[" + h.comm + "]";
   if (ctx_.uptime_s > 0)
     h.age_seconds =
-        std::max(0.0, ctx_.uptime_s - static_cast<double>(stat->start_time) / ctx_.clk_tck);
+        std::max(0.0, ctx_.uptime_s - static_cast<double>(stat.start_time) / ctx_.clk_tck);
   h.threads = read_thread_states_at(dirfd);
+  return true;
+}
 
+// Whether the leader of the process group of `h` (not `h` itself) is still there.
+bool ProcessScanner::group_leader_exists(pid_t pid, const Holder& h) {
+  if (h.pgid <= 0 || h.pgid == pid) return true;
+  // A dead leader its parent has not reaped yet (a zombie: init in a container may
+  // be slow) is gone all the same; only a zombie with live threads still runs.
   char name[32];
-  bool leader_exists = true;
-  if (h.pgid > 0 && h.pgid != pid) {
-    // A dead leader its parent has not reaped yet (a zombie: init in a container may
-    // be slow) is gone all the same; only a zombie with live threads still runs.
-    std::string path = fmt::format("{}/stat", format_pid(h.pgid, name));
-    leader_exists = false;
-    if (read_file_at(ctx_.proc_fd, path.c_str(), file_) == 0)
-      if (auto leader = parse_stat(file_.view()))
-        leader_exists = leader->state != 'Z' || leader->num_threads > 1;
-  }
+  std::string path = fmt::format("{}/stat", format_pid(h.pgid, name));
+  if (read_file_at(ctx_.proc_fd, path.c_str(), file_) == 0)
+    if (auto leader = parse_stat(file_.view()))
+      return leader->state != 'Z' || leader->num_threads > 1;
+  return false;
+}
+
+// Whether `h` was re-parented (proc/lineage.h, reparent_reason), read from its group
+// leader and its parent.
+void ProcessScanner::read_reparenting(pid_t pid, Holder& h) {
+  const bool leader_exists = group_leader_exists(pid, h);
   std::optional<pid_t> parent_pgid, parent_sid;
   std::string parent_comm;
   bool parent_is_subreaper = false;
@@ -443,13 +439,15 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
   h.reparent_reason = reparent_reason(pid, h.ppid, h.pgid, h.sid, leader_exists, parent_pgid,
                                       parent_sid, parent_comm, parent_is_subreaper);
   h.reparented = !h.reparent_reason.empty();
+}
 
-  // A process of a `gpureap run`. Alive: the run's gpureap-reaper (its child
-  // subreaper, PR_SET_PDEATHSIG'd to its gpureap) is an ancestor, so the run tears it
-  // down; read from the process tree, valid across PID namespaces, and not claimed by
-  // an environment variable. Gone: it names a run and no live run is above it; the
-  // run's own cgroup makes that owned evidence, GPUREAP_RUN_ID in its environment
-  // (inherited by every descendant, writable by anyone) only a hint (proc/lineage.h).
+// A process of a `gpureap run`. Alive: the run's gpureap-reaper (its child
+// subreaper, PR_SET_PDEATHSIG'd to its gpureap) is an ancestor, so the run tears it
+// down; read from the process tree, valid across PID namespaces, and not claimed by
+// an environment variable. Gone: it names a run and no live run is above it; the
+// run's own cgroup makes that owned evidence, GPUREAP_RUN_ID in its environment
+// (inherited by every descendant, writable by anyone) only a hint (proc/lineage.h).
+void ProcessScanner::read_run_membership(int dirfd, pid_t pid, Holder& h) {
   if (h.container.starts_with("gpureap-run:")) {
     h.run_id = h.container.substr(12);
     h.run_in_cgroup = true;
@@ -459,6 +457,30 @@ void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat
   h.run_alive = has_run_reaper_ancestor(h.ppid);
   h.run_gone = !h.run_id.empty() && !h.run_alive;
   if (h.run_gone && !h.run_in_cgroup) h.run_left_to_init = run_command_left_to_init(pid, h.run_id);
+}
+
+// Fills a Holder for a process that holds a node. Every read goes through the
+// process's own /proc directory fd: if the process exits, the reads fail rather
+// than describe a newcomer that reused the pid.
+void ProcessScanner::describe(int dirfd, pid_t pid, std::optional<StatInfo> stat, const Hits& hits,
+                              bool zombie_leader) {
+  if (!stat) {
+    if (read_file_at(dirfd, "stat", file_) != 0) return;  // exited
+    auto parsed = parse_stat(file_.view());
+    if (!parsed) return problem(pid, parsed.error().message);
+    stat = std::move(*parsed);
+  }
+  Holder h;
+  h.id = ProcessId{pid, stat->start_time};
+  h.state = stat->state;
+  h.zombie_leader = zombie_leader;
+  h.ppid = stat->ppid;
+  h.pgid = stat->pgid;
+  h.sid = stat->sid;
+  h.comm = stat->comm;
+  if (!read_status_and_command(dirfd, *stat, h)) return;
+  read_reparenting(pid, h);
+  read_run_membership(dirfd, pid, h);
 
   // Pin the identity exactly where the kernel allows it (pidfs inode). The
   // pidfd is opened while our /proc/PID directory fd still reads: the process

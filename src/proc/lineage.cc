@@ -132,181 +132,232 @@ bool is_server_identity(const DeadParent& dp) {
   return dp.held_gpu || dp.run_supervisor || is_server_command(dp.comm, dp.cmdline);
 }
 
-void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadParent>& dead_parents,
-                      double now, const std::vector<Holder>& witnessed) {
-  // Who holds a GPU, by parent and by process group, among the holders.
+namespace {
+
+// Who holds a GPU, by parent and by process group, and what the agent saw die: what
+// one holder's verdict is read against.
+struct LineageContext {
+  const std::map<pid_t, DeadParent>& dead_parents;
+  const std::vector<Holder>& witnessed;
+  double now;
   std::map<pid_t, std::vector<pid_t>> gpu_children;      // ppid -> GPU-holding children
   std::map<pid_t, std::vector<pid_t>> reparented_group;  // pgid -> re-parented GPU holders
-  for (const auto& h : holders) {
-    if (!holds_gpu(h)) continue;
-    gpu_children[h.ppid].push_back(h.id.pid);
-  }
+
   // What the agent saw die, for this very process (pid and start time: an entry
   // recorded for a pid since reused names nobody).
-  auto witnessed_for = [&](const Holder& h) -> const DeadParent* {
+  const DeadParent* witnessed_for(const Holder& h) const {
     auto it = dead_parents.find(h.id.pid);
     if (it == dead_parents.end()) return nullptr;
     if (it->second.holder_start != 0 && it->second.holder_start != h.id.start_time) return nullptr;
     return &it->second;
-  };
+  }
   // A parent the agent saw die makes its child re-parented, whoever adopted it.
-  auto is_reparented = [&](const Holder& h) {
+  bool is_reparented(const Holder& h) const {
     if (h.reparented) return true;
     const DeadParent* dp = witnessed_for(h);
     return dp && dp->was_parent && h.ppid != dp->pid;
-  };
-  for (const auto& h : holders)
-    if (holds_gpu(h) && is_reparented(h) && h.pgid > 0 && !h.run_alive &&
-        !gpu_children.contains(h.id.pid))
-      reparented_group[h.pgid].push_back(h.id.pid);
-
-  for (auto& h : holders) {
-    h.orphaned = false;
-    h.orphan_evidence = OrphanEvidence::none;
-    h.provenance = Provenance::none;
-    h.dead_parent = 0;
-    h.orphan_reason.clear();
-    h.orphaned_since.reset();
-    h.detached = false;
-    h.detached_reason.clear();
-    auto orphan = [&](OrphanEvidence evidence, Provenance provenance, std::string why) {
-      h.orphaned = true;
-      h.orphan_evidence = evidence;
-      h.provenance = provenance;
-      h.orphan_reason = std::move(why);
-    };
-    auto detach = [&](std::string why) {
-      h.detached = true;
-      h.detached_reason = std::move(why);
-    };
-    const bool titled = is_worker_title(h.comm, h.cmdline);
-    // Detached on purpose: `nohup` leaves SIGHUP ignored; a worker's title says it
-    // is a server's worker all the same (a nohup'd server's workers inherit it).
-    const bool meant_to_outlive = h.ignores_sighup && !titled;
-
-    // Owned: in a `gpureap run`'s own cgroup with no live run above it. The run is
-    // over; nobody will tear it down.
-    if (h.run_gone && h.run_in_cgroup) {
-      orphan(OrphanEvidence::run_gone, Provenance::owned,
-             fmt::format("its gpureap run {} is gone (the process is still in the run's cgroup)",
-                         h.run_id));
-      continue;
-    }
-    // A run named only by its environment whose command init adopted: the whole run was
-    // left behind when its gpureap died (subreaper mode), its workers under their live
-    // server included. A hint, not proof: inferred.
-    if (h.run_gone && !h.run_in_cgroup && h.run_left_to_init > 0) {
-      orphan(OrphanEvidence::run_gone, Provenance::inferred,
-             fmt::format("its gpureap run {} is gone: the run's command (pid {}) was left to init",
-                         h.run_id, h.run_left_to_init));
-      continue;
-    }
-    const DeadParent* dp = witnessed_for(h);
-    if (!is_reparented(h)) continue;  // its parent lives: live, whatever else it says
-    if (dp && dp->was_parent) h.dead_parent = dp->pid;
-    // The agent saw this very process orphaned (earlier in this command), and it is
-    // still where that left it.
-    if (auto w = std::find_if(witnessed.begin(), witnessed.end(),
-                              [&](const Holder& e) {
-                                return e.id == h.id && e.ppid == h.ppid && e.orphaned &&
-                                       e.provenance == Provenance::witnessed;
-                              });
-        w != witnessed.end()) {
-      orphan(OrphanEvidence::witnessed, Provenance::witnessed, w->orphan_reason);
-      h.orphaned_since = w->orphaned_since;
-      continue;
-    }
-    std::string adopted = h.reparented ? h.reparent_reason
-                                       : fmt::format("adopted by pid {}", h.ppid);
-
-    // A live run's reaper adopted it: the run tears it down (W2-10).
-    if (h.run_alive) {
-      detach(fmt::format("{}; a member of a live gpureap run, which cleans it up", adopted));
-      continue;
-    }
-    // A server with live workers (`nohup server &`, its shell gone): not a leak.
-    if (auto it = gpu_children.find(h.id.pid); it != gpu_children.end() && !it->second.empty()) {
-      std::string pids;
-      for (std::size_t i = 0; i < it->second.size() && i < 3; ++i)
-        pids += fmt::format("{}{}", i ? ", " : "", it->second[i]);
-      if (it->second.size() > 3) pids += fmt::format(" and {} more", it->second.size() - 3);
-      detach(fmt::format("{}, but it leads {} live GPU worker{} (pid {}): a detached server",
-                         adopted, it->second.size(), it->second.size() == 1 ? "" : "s", pids));
-      continue;
-    }
-    // What the agent saw die. Witnessed only when the dead parent was the workers'
-    // *server* (an engine launcher, a process that held the GPU itself, a run's
-    // supervisor) and this process shows no sign of being detached on purpose. A
-    // shell or script that exits after starting background jobs is a launcher
-    // finishing (W3-02, W3-07): its jobs are detached, whatever they hold.
-    if (dp && dp->was_parent) {
-      std::string when = ago(now - dp->died_at);
-      if (is_shell_or_script(dp->comm, dp->cmdline)) {
-        detach(fmt::format("{}; its parent {} (pid {}), a shell or script, exited {}: a launcher "
-                           "that finished, its jobs started to outlive it",
-                           adopted, dp->comm, dp->pid, when));
-        continue;
-      }
-      if (is_server_identity(*dp) && !meant_to_outlive) {
-        std::string what = dp->held_gpu         ? "which held a GPU"
-                           : dp->run_supervisor ? "a gpureap run's supervisor"
-                                                : "a server";
-        orphan(OrphanEvidence::witnessed, Provenance::witnessed,
-               fmt::format("its parent {} (pid {}), {}, was seen to die {}; {}", dp->comm,
-                           dp->pid, what, when, adopted));
-        h.orphaned_since = dp->died_at;
-        continue;
-      }
-      // Seen to die, but not known as a server: what follows is one look's reading.
-      adopted = fmt::format("{}; its parent {} (pid {}) was seen to die {}", adopted, dp->comm,
-                            dp->pid, when);
-    }
-    if (meant_to_outlive) {
-      detach(fmt::format("{}; it ignores SIGHUP (nohup): started to outlive its launcher", adopted));
-      continue;
-    }
-    // One-look evidence, inferred: reported and offered to a person, never acted on
-    // unattended.
-    if (!h.run_id.empty()) {
-      orphan(OrphanEvidence::run_gone, Provenance::inferred,
-             fmt::format("{}; its environment names gpureap run {}, and no live run is above it",
-                         adopted, h.run_id));
-      continue;
-    }
-    if (titled) {
-      orphan(OrphanEvidence::title, Provenance::inferred,
-             fmt::format("{}; its title names a worker of a server that is gone", adopted));
-      continue;
-    }
-    // Two or more of one process group re-parented at once, none leading live
-    // workers: the workers of a server that died (it led the group, or ran in a
-    // launcher script's, which may still live).
-    if (auto it = reparented_group.find(h.pgid);
-        it != reparented_group.end() && it->second.size() >= 2) {
-      orphan(
-          OrphanEvidence::siblings, Provenance::inferred,
-          fmt::format("{}; {} more of its process group {} hold{} GPUs, re-parented too: the "
-                      "workers of a server that is gone, by one look",
-                      adopted, it->second.size() - 1, h.pgid, it->second.size() == 2 ? "s" : ""));
-      continue;
-    }
-    // Its group's leader died: a server that led the group (and maybe its session)
-    // killed, or a shell, launcher or daemon's intermediate that exited; one look
-    // cannot tell which. Said so, and left to a person.
-    if (h.group_leader_gone) {
-      orphan(OrphanEvidence::group, Provenance::inferred,
-             fmt::format("{}; its process group leader {} is gone; launcher unknown: one look "
-                         "cannot tell a killed server from a shell that exited",
-                         adopted, h.pgid));
-      continue;
-    }
-    // It leads its own group (`nohup srv &` from a terminal, the shell gone since).
-    detach(
-        fmt::format("{}; it leads its own process group and no dead server, worker "
-                    "title or orphaned sibling says it is a leak: started to outlive its "
-                    "shell; free it by --pid {}",
-                    adopted, h.id.pid));
   }
+};
+
+LineageContext lineage_context(const std::vector<Holder>& holders,
+                               const std::map<pid_t, DeadParent>& dead_parents, double now,
+                               const std::vector<Holder>& witnessed) {
+  LineageContext ctx{dead_parents, witnessed, now, {}, {}};
+  for (const auto& h : holders) {
+    if (!holds_gpu(h)) continue;
+    ctx.gpu_children[h.ppid].push_back(h.id.pid);
+  }
+  for (const auto& h : holders)
+    if (holds_gpu(h) && ctx.is_reparented(h) && h.pgid > 0 && !h.run_alive &&
+        !ctx.gpu_children.contains(h.id.pid))
+      ctx.reparented_group[h.pgid].push_back(h.id.pid);
+  return ctx;
+}
+
+void clear_verdict(Holder& h) {
+  h.orphaned = false;
+  h.orphan_evidence = OrphanEvidence::none;
+  h.provenance = Provenance::none;
+  h.dead_parent = 0;
+  h.orphan_reason.clear();
+  h.orphaned_since.reset();
+  h.detached = false;
+  h.detached_reason.clear();
+}
+
+void orphan(Holder& h, OrphanEvidence evidence, Provenance provenance, std::string why) {
+  h.orphaned = true;
+  h.orphan_evidence = evidence;
+  h.provenance = provenance;
+  h.orphan_reason = std::move(why);
+}
+
+void detach(Holder& h, std::string why) {
+  h.detached = true;
+  h.detached_reason = std::move(why);
+}
+
+// Its gpureap run is gone: true when that decided the verdict.
+bool run_gone_verdict(Holder& h) {
+  // Owned: in a `gpureap run`'s own cgroup with no live run above it. The run is
+  // over; nobody will tear it down.
+  if (h.run_gone && h.run_in_cgroup) {
+    orphan(h, OrphanEvidence::run_gone, Provenance::owned,
+           fmt::format("its gpureap run {} is gone (the process is still in the run's cgroup)",
+                       h.run_id));
+    return true;
+  }
+  // A run named only by its environment whose command init adopted: the whole run was
+  // left behind when its gpureap died (subreaper mode), its workers under their live
+  // server included. A hint, not proof: inferred.
+  if (h.run_gone && !h.run_in_cgroup && h.run_left_to_init > 0) {
+    orphan(h, OrphanEvidence::run_gone, Provenance::inferred,
+           fmt::format("its gpureap run {} is gone: the run's command (pid {}) was left to init",
+                       h.run_id, h.run_left_to_init));
+    return true;
+  }
+  return false;
+}
+
+// The agent saw this very process orphaned (earlier in this command), and it is
+// still where that left it: true when so.
+bool seen_orphaned_before(Holder& h, const std::vector<Holder>& witnessed) {
+  auto w = std::find_if(witnessed.begin(), witnessed.end(), [&](const Holder& e) {
+    return e.id == h.id && e.ppid == h.ppid && e.orphaned && e.provenance == Provenance::witnessed;
+  });
+  if (w == witnessed.end()) return false;
+  orphan(h, OrphanEvidence::witnessed, Provenance::witnessed, w->orphan_reason);
+  h.orphaned_since = w->orphaned_since;
+  return true;
+}
+
+// Adopted, but cleaned up or leading live workers: true when that decided (detached).
+bool still_looked_after(Holder& h, const std::string& adopted, const LineageContext& ctx) {
+  // A live run's reaper adopted it: the run tears it down (W2-10).
+  if (h.run_alive) {
+    detach(h, fmt::format("{}; a member of a live gpureap run, which cleans it up", adopted));
+    return true;
+  }
+  // A server with live workers (`nohup server &`, its shell gone): not a leak.
+  auto it = ctx.gpu_children.find(h.id.pid);
+  if (it == ctx.gpu_children.end() || it->second.empty()) return false;
+  std::string pids;
+  for (std::size_t i = 0; i < it->second.size() && i < 3; ++i)
+    pids += fmt::format("{}{}", i ? ", " : "", it->second[i]);
+  if (it->second.size() > 3) pids += fmt::format(" and {} more", it->second.size() - 3);
+  detach(h, fmt::format("{}, but it leads {} live GPU worker{} (pid {}): a detached server",
+                        adopted, it->second.size(), it->second.size() == 1 ? "" : "s", pids));
+  return true;
+}
+
+// What the agent saw die. Witnessed only when the dead parent was the workers'
+// *server* (an engine launcher, a process that held the GPU itself, a run's
+// supervisor) and this process shows no sign of being detached on purpose. A
+// shell or script that exits after starting background jobs is a launcher
+// finishing (W3-02, W3-07): its jobs are detached, whatever they hold. True when
+// that decided; otherwise `adopted` gains the death, for the one-look verdicts.
+bool dead_parent_verdict(Holder& h, const DeadParent& dp, std::string& adopted, double now,
+                         bool meant_to_outlive) {
+  std::string when = ago(now - dp.died_at);
+  if (is_shell_or_script(dp.comm, dp.cmdline)) {
+    detach(h, fmt::format("{}; its parent {} (pid {}), a shell or script, exited {}: a launcher "
+                          "that finished, its jobs started to outlive it",
+                          adopted, dp.comm, dp.pid, when));
+    return true;
+  }
+  if (is_server_identity(dp) && !meant_to_outlive) {
+    std::string what = dp.held_gpu         ? "which held a GPU"
+                       : dp.run_supervisor ? "a gpureap run's supervisor"
+                                           : "a server";
+    orphan(h, OrphanEvidence::witnessed, Provenance::witnessed,
+           fmt::format("its parent {} (pid {}), {}, was seen to die {}; {}", dp.comm, dp.pid, what,
+                       when, adopted));
+    h.orphaned_since = dp.died_at;
+    return true;
+  }
+  // Seen to die, but not known as a server: what follows is one look's reading, and the
+  // line says why the death is not the evidence (an orphan event read "seen to die" and
+  // then "inferred" without it).
+  adopted = fmt::format(
+      "{}; its parent {} (pid {}) was seen to die {}, {}", adopted, dp.comm, dp.pid, when,
+      meant_to_outlive ? "but this process ignores SIGHUP"
+                       : "but it was not known as a server (no engine command, GPU or gpureap run)");
+  return false;
+}
+
+// One-look evidence, inferred: reported and offered to a person, never acted on
+// unattended. Otherwise detached, started to outlive its shell.
+void one_look_verdict(Holder& h, const std::string& adopted, bool titled,
+                      const LineageContext& ctx) {
+  if (!h.run_id.empty()) {
+    orphan(h, OrphanEvidence::run_gone, Provenance::inferred,
+           fmt::format("{}; its environment names gpureap run {}, and no live run is above it",
+                       adopted, h.run_id));
+    return;
+  }
+  if (titled) {
+    orphan(h, OrphanEvidence::title, Provenance::inferred,
+           fmt::format("{}; its title names a worker of a server that is gone", adopted));
+    return;
+  }
+  // Two or more of one process group re-parented at once, none leading live
+  // workers: the workers of a server that died (it led the group, or ran in a
+  // launcher script's, which may still live).
+  if (auto it = ctx.reparented_group.find(h.pgid);
+      it != ctx.reparented_group.end() && it->second.size() >= 2) {
+    orphan(h, OrphanEvidence::siblings, Provenance::inferred,
+           fmt::format("{}; {} more of its process group {} hold{} GPUs, re-parented too: the "
+                       "workers of a server that is gone, by one look",
+                       adopted, it->second.size() - 1, h.pgid, it->second.size() == 2 ? "s" : ""));
+    return;
+  }
+  // Its group's leader died: a server that led the group (and maybe its session)
+  // killed, or a shell, launcher or daemon's intermediate that exited; one look
+  // cannot tell which. Said so, and left to a person.
+  if (h.group_leader_gone) {
+    orphan(h, OrphanEvidence::group, Provenance::inferred,
+           fmt::format("{}; its process group leader {} is gone; launcher unknown: one look "
+                       "cannot tell a killed server from a shell that exited",
+                       adopted, h.pgid));
+    return;
+  }
+  // It leads its own group (`nohup srv &` from a terminal, the shell gone since).
+  detach(h, fmt::format("{}; it leads its own process group and no dead server, worker "
+                        "title or orphaned sibling says it is a leak: started to outlive its "
+                        "shell; free it by --pid {}",
+                        adopted, h.id.pid));
+}
+
+// One holder's verdict, the strongest evidence first.
+void classify_one(Holder& h, const LineageContext& ctx) {
+  clear_verdict(h);
+  const bool titled = is_worker_title(h.comm, h.cmdline);
+  // Detached on purpose: `nohup` leaves SIGHUP ignored; a worker's title says it
+  // is a server's worker all the same (a nohup'd server's workers inherit it).
+  const bool meant_to_outlive = h.ignores_sighup && !titled;
+  if (run_gone_verdict(h)) return;
+  const DeadParent* dp = ctx.witnessed_for(h);
+  if (!ctx.is_reparented(h)) return;  // its parent lives: live, whatever else it says
+  if (dp && dp->was_parent) h.dead_parent = dp->pid;
+  if (seen_orphaned_before(h, ctx.witnessed)) return;
+  std::string adopted = h.reparented ? h.reparent_reason : fmt::format("adopted by pid {}", h.ppid);
+  if (still_looked_after(h, adopted, ctx)) return;
+  if (dp && dp->was_parent && dead_parent_verdict(h, *dp, adopted, ctx.now, meant_to_outlive))
+    return;
+  if (meant_to_outlive) {
+    detach(h,
+           fmt::format("{}; it ignores SIGHUP (nohup): started to outlive its launcher", adopted));
+    return;
+  }
+  one_look_verdict(h, adopted, titled, ctx);
+}
+
+}  // namespace
+
+void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadParent>& dead_parents,
+                      double now, const std::vector<Holder>& witnessed) {
+  const LineageContext ctx = lineage_context(holders, dead_parents, now, witnessed);
+  for (auto& h : holders) classify_one(h, ctx);
 }
 
 }  // namespace gpureap::proc

@@ -170,7 +170,10 @@ TEST(Lineage, WitnessedDeadParentDecides) {
   // that it was these workers' server is one look's reading (W3-02).
   EXPECT_TRUE(by_pid(hs, 403).orphaned);
   EXPECT_EQ(by_pid(hs, 403).provenance, Provenance::inferred);
-  EXPECT_NE(by_pid(hs, 403).orphan_reason.find("was seen to die"), std::string::npos);
+  EXPECT_NE(by_pid(hs, 403).orphan_reason.find(
+                "was seen to die 1 s ago, but it was not known as a server"),
+            std::string::npos)
+      << by_pid(hs, 403).orphan_reason;
   // A wrapper that held no GPU: no evidence either way beyond its group.
   EXPECT_EQ(by_pid(hs, 404).orphan_evidence, OrphanEvidence::group);
   EXPECT_EQ(by_pid(hs, 404).provenance, Provenance::inferred);

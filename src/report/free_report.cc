@@ -313,152 +313,176 @@ std::string progress_line(const std::vector<reclaim::GpuRelease>& gpus) {
 
 namespace {
 
+// A parent that restarts (or could restart) what was killed, and how to stop it.
+std::string respawner_line(const reclaim::Respawner& resp, double settled_seconds) {
+  if (!resp.unit.empty())
+    return fmt::format(
+        "{} restarts its worker when it exits (Restart={}; pid {} ({}) was its "
+        "main process); {}. To stop it: {}\n",
+        terminal_text(resp.unit), terminal_text(resp.restart), resp.id.pid,
+        terminal_text(resp.comm),
+        resp.respawns == 0
+            ? fmt::format("watched {:.1f} s after the release: no restart yet", settled_seconds)
+            : fmt::format("restarted GPU holders {}x", resp.respawns),
+        terminal_text(resp.stop_hint));
+  if (resp.respawns == 0)
+    return fmt::format(
+        "pid {} ({}), the parent of a killed holder, is still alive and could "
+        "restart it (watched {:.1f} s after the release: no restart). To stop "
+        "it: {}\n",
+        resp.id.pid, terminal_text(resp.comm), settled_seconds, terminal_text(resp.stop_hint));
+  if (resp.included)
+    return fmt::format(
+        "pid {} ({}) kept respawning GPU holders ({}x); it was included and "
+        "signalled.\n",
+        resp.id.pid, terminal_text(resp.comm), resp.respawns);
+  return fmt::format(
+      "pid {} ({}) respawns GPU holders ({}x) and was left alone (not in the "
+      "plan). To stop it: {}\n",
+      resp.id.pid, terminal_text(resp.comm), resp.respawns, terminal_text(resp.stop_hint));
+}
+
+// One line for the same signal to `group.size()` members of one instance.
+std::string instance_action_line(const std::vector<reclaim::Action>& actions,
+                                 const std::vector<std::size_t>& group,
+                                 const std::string& instance) {
+  const auto& a = actions[group.front()];
+  std::vector<pid_t> pids;
+  double sent = a.sent_at, first = 0, last = 0;
+  for (auto j : group) {
+    const auto& b = actions[j];
+    pids.push_back(b.id.pid);
+    sent = std::min(sent, b.sent_at);
+    if (b.exited_at) {
+      first = j == group.front() ? *b.exited_at : std::min(first, *b.exited_at);
+      last = std::max(last, *b.exited_at);
+    }
+  }
+  std::string outcome = !a.exited_at ? outcome_text(a)
+                        : fmt::format("{:.3f}", first) == fmt::format("{:.3f}", last)
+                            ? fmt::format("{} at +{:.3f}s", outcome_text(a), first)
+                            : fmt::format("{} at +{:.3f}..{:.3f}s", outcome_text(a), first, last);
+  return fmt::format("  +{:.3f}s {:<8} {} processes of instance {} (pid {}) via {} -> {}\n", sent,
+                     reclaim::signal_word(a.signal), group.size(), terminal_text(instance),
+                     pid_list(pids), a.via.empty() ? "-" : terminal_text(a.via),
+                     terminal_text(outcome));
+}
+
+std::string action_line(const reclaim::Action& a) {
+  std::string outcome =
+      a.exited_at ? fmt::format("{} at +{:.3f}s", outcome_text(a), *a.exited_at) : outcome_text(a);
+  return fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {} -> {}\n", a.sent_at,
+                     reclaim::signal_word(a.signal), a.id.pid, terminal_text(a.comm),
+                     a.id.start_time, a.via.empty() ? "-" : terminal_text(a.via),
+                     terminal_text(outcome));
+}
+
+// The signals sent. The same signal to the members of one instance, sent the same way
+// with the same outcome, is one line (issue 37); the exceptions keep a line each.
+std::string action_lines(const std::vector<reclaim::Action>& actions, const reclaim::Plan* plan) {
+  auto instance_of = [&](const reclaim::Action& a) -> std::string {
+    if (!plan) return "";
+    for (const auto& t : plan->targets)
+      if (t.id == a.id) return t.instance;
+    return "";
+  };
+  auto same = [&](const reclaim::Action& a, const reclaim::Action& b) {
+    return a.signal == b.signal && a.via == b.via && outcome_text(a) == outcome_text(b) &&
+           a.exited_at.has_value() == b.exited_at.has_value() && instance_of(a) == instance_of(b);
+  };
+  std::string out;
+  std::vector<bool> said(actions.size(), false);
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    if (said[i]) continue;
+    const auto& a = actions[i];
+    std::vector<std::size_t> group = {i};
+    const std::string in = instance_of(a);
+    if (!in.empty())
+      for (std::size_t j = i + 1; j < actions.size(); ++j)
+        if (!said[j] && same(a, actions[j])) group.push_back(j);
+    for (auto j : group) said[j] = true;
+    out += group.size() >= 2 ? instance_action_line(actions, group, in) : action_line(a);
+  }
+  return out;
+}
+
+// A ghost whose memory is back at the baseline holds no memory: it computes for no one.
+bool ghost_only(const reclaim::GpuRelease& g, const std::vector<reclaim::Leftover>& leftovers) {
+  return !g.freed && g.measured && g.after() <= g.threshold &&
+         std::any_of(leftovers.begin(), leftovers.end(),
+                     [&](const reclaim::Leftover& l) { return l.gpu == g.gpu; }) &&
+         std::all_of(leftovers.begin(), leftovers.end(), [&](const reclaim::Leftover& l) {
+           return l.gpu != g.gpu || l.cls == reclaim::LeftoverClass::ghost_gpu;
+         });
+}
+
+// One GPU's result: before -> after and the verdict, then what is left on it.
+std::string gpu_result_lines(const reclaim::GpuRelease& g,
+                             const std::vector<reclaim::Leftover>& leftovers, const Style& style) {
+  std::string out;
+  std::string verdict =
+      g.freed ? style.green(g.freed_at ? fmt::format("freed in {}", seconds_text(*g.freed_at))
+                                       : std::string("free"))
+      : ghost_only(g, leftovers) ? style.red("GHOST (memory at baseline, busy with no process)")
+                                 : style.red("STILL HELD");
+  if (!g.measured) {
+    out += fmt::format("  GPU {}  memory unknown  {}\n", g.gpu,
+                       style.red(fmt::format("NOT VERIFIED ({} cannot read this GPU)",
+                                             gpu::driver_interface(gpu::vendor_of(g.uuid)))));
+  } else {
+    std::string left_alone = g.left_alone_bytes ? fmt::format(", {} kept by holders left alone",
+                                                              format_bytes(g.left_alone_bytes))
+                                                : "";
+    out += fmt::format("  GPU {}  {} -> {}  (baseline {}{})  {}\n", g.gpu, format_bytes(g.before),
+                       format_bytes(g.after()), format_bytes(g.baseline), left_alone, verdict);
+    out += slow_phase_line(g);
+  }
+  for (const auto& l : leftovers) {
+    if (l.gpu != g.gpu) continue;
+    out += style.red(fmt::format("    [{}]", enum_name(l.cls)));
+    out += l.pids.empty() ? "\n" : fmt::format(" pid {}\n", fmt::join(l.pids, ","));
+    for (const auto& e : l.evidence) out += fmt::format("      {}\n", terminal_text(e));
+    out += fmt::format("      next: {}\n", terminal_text(l.next_step));
+  }
+  return out;
+}
+
+// A GPU reset: what blocked it, and what the reset command said.
+std::string reset_lines(const reclaim::ResetOutcome& reset, const Style& style) {
+  std::string out = style.bold(fmt::format("Reset of GPU {}:\n", reset.gpu));
+  for (const auto& b : reset.blockers) out += fmt::format("  blocked: {}\n", terminal_text(b));
+  for (const auto& n : reset.notes) out += fmt::format("  note: {}\n", terminal_text(n));
+  if (!reset.attempted) return out;
+  // nvidia-smi's own lines, each on a line of its own (W2-19: not one line
+  // with "\n" shown).
+  std::vector<std::string> said;
+  for_each_line(reset.output, [&](std::string_view l) {
+    if (!trim(l).empty()) said.push_back(terminal_text(trim(l)));
+  });
+  out += fmt::format("  ran: {}\n  exit {}{}", terminal_text(reset.command), reset.exit_code,
+                     said.size() == 1 ? ": " + said.front() + "\n"
+                     : said.empty()   ? "\n"
+                                      : ":\n");
+  if (said.size() > 1)
+    for (const auto& l : said) out += fmt::format("    {}\n", l);
+  return out;
+}
+
+// free_text before the lines of prose are fitted: respawners and notes, the signals
+// sent, each GPU's result, resets, and a driver that failed while verifying.
 std::string free_lines(const reclaim::ReclaimReport& r, const Style& style,
                        const reclaim::Plan* plan) {
   std::string out;
   if (r.interrupted)
     out += style.yellow("Interrupted: stopped waiting; this is what had been done.\n");
   for (const auto& resp : r.respawners)
-    out += style.yellow(
-        !resp.unit.empty()
-            ? fmt::format("{} restarts its worker when it exits (Restart={}; pid {} ({}) was its "
-                          "main process); {}. To stop it: {}\n",
-                          terminal_text(resp.unit), terminal_text(resp.restart), resp.id.pid,
-                          terminal_text(resp.comm),
-                          resp.respawns == 0
-                              ? fmt::format("watched {:.1f} s after the release: no restart yet",
-                                            r.settled_seconds)
-                              : fmt::format("restarted GPU holders {}x", resp.respawns),
-                          terminal_text(resp.stop_hint))
-        : resp.respawns == 0
-            ? fmt::format("pid {} ({}), the parent of a killed holder, is still alive and could "
-                          "restart it (watched {:.1f} s after the release: no restart). To stop "
-                          "it: {}\n",
-                          resp.id.pid, terminal_text(resp.comm), r.settled_seconds,
-                          terminal_text(resp.stop_hint))
-        : resp.included
-            ? fmt::format("pid {} ({}) kept respawning GPU holders ({}x); it was included and "
-                          "signalled.\n",
-                          resp.id.pid, terminal_text(resp.comm), resp.respawns)
-            : fmt::format("pid {} ({}) respawns GPU holders ({}x) and was left alone (not in the "
-                          "plan). To stop it: {}\n",
-                          resp.id.pid, terminal_text(resp.comm), resp.respawns,
-                          terminal_text(resp.stop_hint)));
+    out += style.yellow(respawner_line(resp, r.settled_seconds));
   for (const auto& n : r.notes) out += "Note: " + terminal_text(n) + "\n";
-  if (!r.actions.empty()) {
-    out += style.bold("Actions:\n");
-    // The same signal to the members of one instance, sent the same way with the same
-    // outcome, is one line (issue 37); the exceptions keep a line each.
-    auto instance_of = [&](const reclaim::Action& a) -> std::string {
-      if (!plan) return "";
-      for (const auto& t : plan->targets)
-        if (t.id == a.id) return t.instance;
-      return "";
-    };
-    auto same = [&](const reclaim::Action& a, const reclaim::Action& b) {
-      return a.signal == b.signal && a.via == b.via && outcome_text(a) == outcome_text(b) &&
-             a.exited_at.has_value() == b.exited_at.has_value() &&
-             instance_of(a) == instance_of(b);
-    };
-    std::vector<bool> said(r.actions.size(), false);
-    for (std::size_t i = 0; i < r.actions.size(); ++i) {
-      if (said[i]) continue;
-      const auto& a = r.actions[i];
-      std::vector<std::size_t> group = {i};
-      if (const std::string in = instance_of(a); !in.empty())
-        for (std::size_t j = i + 1; j < r.actions.size(); ++j)
-          if (!said[j] && same(a, r.actions[j])) group.push_back(j);
-      if (group.size() >= 2) {
-        std::vector<pid_t> pids;
-        double sent = a.sent_at, first = 0, last = 0;
-        for (auto j : group) {
-          const auto& b = r.actions[j];
-          said[j] = true;
-          pids.push_back(b.id.pid);
-          sent = std::min(sent, b.sent_at);
-          if (b.exited_at) {
-            first = j == group.front() ? *b.exited_at : std::min(first, *b.exited_at);
-            last = std::max(last, *b.exited_at);
-          }
-        }
-        std::string outcome =
-            !a.exited_at ? outcome_text(a)
-            : fmt::format("{:.3f}", first) == fmt::format("{:.3f}", last)
-                ? fmt::format("{} at +{:.3f}s", outcome_text(a), first)
-                : fmt::format("{} at +{:.3f}..{:.3f}s", outcome_text(a), first, last);
-        out += fmt::format("  +{:.3f}s {:<8} {} processes of instance {} (pid {}) via {} -> {}\n",
-                           sent, reclaim::signal_word(a.signal), group.size(),
-                           terminal_text(instance_of(a)), pid_list(pids),
-                           a.via.empty() ? "-" : terminal_text(a.via), terminal_text(outcome));
-        continue;
-      }
-      said[i] = true;
-      std::string outcome =
-          a.exited_at ? fmt::format("{} at +{:.3f}s", outcome_text(a), *a.exited_at)
-                      : outcome_text(a);
-      out +=
-          fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {} -> {}\n", a.sent_at, reclaim::signal_word(a.signal),
-                      a.id.pid, terminal_text(a.comm), a.id.start_time,
-                      a.via.empty() ? "-" : terminal_text(a.via), terminal_text(outcome));
-    }
-  }
+  if (!r.actions.empty()) out += style.bold("Actions:\n") + action_lines(r.actions, plan);
   out += style.bold(fmt::format("Result after {} ({} round{}):\n", seconds_text(r.seconds),
                                 r.rounds.size(), r.rounds.size() == 1 ? "" : "s"));
-  for (const auto& g : r.gpus) {
-    // A ghost whose memory is back at the baseline holds no memory: it computes for no one.
-    const bool ghost_only =
-        !g.freed && g.measured && g.after() <= g.threshold &&
-        std::any_of(r.leftovers.begin(), r.leftovers.end(),
-                    [&](const reclaim::Leftover& l) { return l.gpu == g.gpu; }) &&
-        std::all_of(r.leftovers.begin(), r.leftovers.end(), [&](const reclaim::Leftover& l) {
-          return l.gpu != g.gpu || l.cls == reclaim::LeftoverClass::ghost_gpu;
-        });
-    std::string verdict =
-        g.freed      ? style.green(g.freed_at ? fmt::format("freed in {}", seconds_text(*g.freed_at))
-                                              : std::string("free"))
-        : ghost_only ? style.red("GHOST (memory at baseline, busy with no process)")
-                     : style.red("STILL HELD");
-    if (!g.measured) {
-      out += fmt::format("  GPU {}  memory unknown  {}\n", g.gpu,
-                         style.red(fmt::format("NOT VERIFIED ({} cannot read this GPU)",
-                                               gpu::driver_interface(gpu::vendor_of(g.uuid)))));
-    } else {
-      std::string left_alone =
-          g.left_alone_bytes ? fmt::format(", {} kept by holders left alone",
-                                           format_bytes(g.left_alone_bytes))
-                             : "";
-      out += fmt::format("  GPU {}  {} -> {}  (baseline {}{})  {}\n", g.gpu,
-                         format_bytes(g.before), format_bytes(g.after()), format_bytes(g.baseline),
-                         left_alone, verdict);
-      out += slow_phase_line(g);
-    }
-    for (const auto& l : r.leftovers) {
-      if (l.gpu != g.gpu) continue;
-      out += style.red(fmt::format("    [{}]", enum_name(l.cls)));
-      out += l.pids.empty() ? "\n" : fmt::format(" pid {}\n", fmt::join(l.pids, ","));
-      for (const auto& e : l.evidence) out += fmt::format("      {}\n", terminal_text(e));
-      out += fmt::format("      next: {}\n", terminal_text(l.next_step));
-    }
-  }
-  for (const auto& reset : r.resets) {
-    out += style.bold(fmt::format("Reset of GPU {}:\n", reset.gpu));
-    for (const auto& b : reset.blockers) out += fmt::format("  blocked: {}\n", terminal_text(b));
-    for (const auto& n : reset.notes) out += fmt::format("  note: {}\n", terminal_text(n));
-    if (reset.attempted) {
-      // nvidia-smi's own lines, each on a line of its own (W2-19: not one line
-      // with "\n" shown).
-      std::vector<std::string> said;
-      for_each_line(reset.output, [&](std::string_view l) {
-        if (!trim(l).empty()) said.push_back(terminal_text(trim(l)));
-      });
-      out += fmt::format("  ran: {}\n  exit {}{}", terminal_text(reset.command), reset.exit_code,
-                         said.size() == 1 ? ": " + said.front() + "\n"
-                         : said.empty()   ? "\n"
-                                          : ":\n");
-      if (said.size() > 1)
-        for (const auto& l : said) out += fmt::format("    {}\n", l);
-    }
-  }
+  for (const auto& g : r.gpus) out += gpu_result_lines(g, r.leftovers, style);
+  for (const auto& reset : r.resets) out += reset_lines(reset, style);
   if (!r.source_error.empty()) {
     std::string per_gpu = gpu_problems_text("NVML failed while verifying", r.gpus);
     out += style.yellow(

@@ -142,13 +142,9 @@ std::string_view holder_kind(const proc::Holder& h) {
   return "live";
 }
 
-void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder) {
+// What each GPU is, and whether it answered.
+void render_gpu_identity(Exposition& x, const inventory::Inventory& inv) {
   const auto& gpus = inv.gpus;
-  auto each_with_memory = [&](auto&& fn) {
-    for (const auto& g : gpus)
-      if (g.info.memory) fn(g, *g.info.memory);
-  };
-
   x.family("gpureap_gpu_info", "gauge",
            "Always 1: the GPU's model name and the NVIDIA driver version, as labels.");
   for (const auto& g : gpus) {
@@ -162,6 +158,14 @@ void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder
            "1 when every NVML query of this GPU answered; 0 when one failed or hung (its byte "
            "series are then absent).");
   for (const auto& g : gpus) x.sample(gpu_labels(inv, g), gpu_up(g) ? 1 : 0);
+}
+
+// The GPUs' memory: total, used, baseline, and whose it is.
+void render_gpu_memory(Exposition& x, const inventory::Inventory& inv) {
+  auto each_with_memory = [&](auto&& fn) {
+    for (const auto& g : inv.gpus)
+      if (g.info.memory) fn(g, *g.info.memory);
+  };
 
   x.family("gpureap_gpu_memory_total_bytes", "gauge",
            "Memory of the GPU in bytes (NVML). Absent while NVML gives no memory reading.");
@@ -215,7 +219,11 @@ void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder
       x.sample(with(gpu_labels(inv, g), "class", std::string(enum_name(c))),
                g.unexplained == c ? g.unattributed_bytes : 0);
   });
+}
 
+// What the GPUs are doing: utilization, ghost, state, holders by kind.
+void render_gpu_activity(Exposition& x, const inventory::Inventory& inv) {
+  const auto& gpus = inv.gpus;
   x.family("gpureap_gpu_utilization_ratio", "gauge",
            "SM utilization of the GPU, 0-1 (NVML utilization rates, the driver's last sample "
            "period). Absent while NVML cannot say.");
@@ -251,8 +259,11 @@ void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder
     for (const auto& [kind, n] : counts)
       x.sample(with(gpu_labels(inv, g), "kind", std::string(kind)), n);
   }
+}
 
-  if (!per_holder) return;
+// One series per holder and GPU (opt-in: --per-holder-metrics).
+void render_holder_memory(Exposition& x, const inventory::Inventory& inv) {
+  const auto& gpus = inv.gpus;
   x.family("gpureap_holder_memory_bytes", "gauge",
            "Bytes NVML attributes to one holder on one GPU (opt-in: --per-holder-metrics; the "
            "largest 64 holders of each GPU, holders without an NVML figure left out).");
@@ -278,6 +289,13 @@ void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder
       x.sample(labels, *h.gpu_bytes);
     }
   }
+}
+
+void render_gpus(Exposition& x, const inventory::Inventory& inv, bool per_holder) {
+  render_gpu_identity(x, inv);
+  render_gpu_memory(x, inv);
+  render_gpu_activity(x, inv);
+  if (per_holder) render_holder_memory(x, inv);
 }
 
 void render_agent(Exposition& x, const AgentCounters& c) {

@@ -247,9 +247,9 @@ std::string gpu_rows(const std::vector<const inventory::GpuView*>& views, const 
          "\n" + render_table(columns, rows, style, "  ", width, 8);
 }
 
-// status_table before the lines of prose are fitted.
-std::string status_lines(const inventory::Inventory& inv, const Style& style,
-                         const reclaim::Plan& free_orphans, TableWidth width, bool verbose) {
+// Where the answer came from, and what it cannot see: the agent, a driver that
+// failed for some GPUs or all, a PID namespace.
+std::string source_notes(const inventory::Inventory& inv, const Style& style) {
   std::string out;
   if (inv.source == "agent")
     out += style.dim(fmt::format("answered by the gpureap agent (pid {})\n", inv.agent_pid));
@@ -279,102 +279,121 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
     out += style.yellow(
         "! gpureap runs inside a PID namespace (container): processes of other namespaces are "
         "invisible here and NVML hides them too. Run it on the host for the full picture.\n\n");
+  return out;
+}
 
-  // The orphans `free --orphans` would signal, itself or (others') with sudo.
-  bool needs_root = false;
-  auto freeable = [&](const proc::Holder& h) {
-    if (!h.orphaned) return false;
-    if (free_orphans.contains(h.id)) return true;
-    bool others = std::any_of(free_orphans.skipped.begin(), free_orphans.skipped.end(),
-                              [&](const reclaim::Skipped& s) {
-                                return s.id == h.id && s.kind == reclaim::SkipKind::not_permitted;
-                              });
-    needs_root = needs_root || others;
-    return others;
-  };
-  std::size_t orphans = 0;
+// What the GPU blocks count for the closing "what now" lines.
+struct Tally {
+  std::size_t orphans = 0;  // the orphans `free --orphans` would signal
   std::uint64_t orphan_bytes = 0;
   std::size_t orphans_unknown = 0;  // orphans whose memory NVML does not report
+  bool needs_root = false;          // some are others' (free needs sudo)
   std::set<gpu::DeviceId> orphan_gpus, stuck_gpus, detached_gpus;
   std::set<std::string> orphan_instances;  // the instances of the orphans free would signal
   std::size_t detached = 0;                // re-parented, not a leak by the evidence
-  // The evidence of an instance's members is said once, under the instance (issue 37).
-  const InstanceEvidence evidence = instance_evidence(inv);
-  std::set<std::string> said_once;
-  for (const auto& [key, lines] : evidence) said_once.insert(key);
-  // An instance that spans GPUs is said once: its GPUs are rows of one table (-v: blocks).
-  const bool compact = !verbose && any_held_compact(inv);
-  std::vector<const inventory::GpuView*> rows;
-  const std::string before_gpus = std::move(out);
-  out.clear();
-  for (const auto& view : inv.gpus) {
-    const bool row = compact && compact_gpu(view, inv);
-    if (row) rows.push_back(&view);
-    const std::size_t block_start = out.size();
-    out += gpu_heading(view.info, style) + "\n";
-    if (!view.info.problem.empty()) {
-      out +=
-          style.red(fmt::format("  ! {}: {}\n", view.info.hung ? "NOT ANSWERING" : "QUERY FAILED",
-                                terminal_text(view.info.problem)));
-    }
-    std::size_t users = 0;
-    for (const auto& gh : view.holders)
-      if (gh.uses_gpu) {
-        ++users;
-        if (gh.holder.detached) {
-          ++detached;
-          detached_gpus.insert(view.info.id);
-        }
-        if (freeable(gh.holder)) {
-          ++orphans;
-          orphan_bytes += gh.gpu_bytes.value_or(0);
-          if (!gh.gpu_bytes) ++orphans_unknown;
-          orphan_gpus.insert(view.info.id);
-          orphan_instances.insert(gh.holder.instance);
-        }
+};
+
+// An orphan `free --orphans` would signal, itself or (others') with sudo.
+bool freeable(const proc::Holder& h, const reclaim::Plan& free_orphans, Tally& tally) {
+  if (!h.orphaned) return false;
+  if (free_orphans.contains(h.id)) return true;
+  bool others = std::any_of(free_orphans.skipped.begin(), free_orphans.skipped.end(),
+                            [&](const reclaim::Skipped& s) {
+                              return s.id == h.id && s.kind == reclaim::SkipKind::not_permitted;
+                            });
+  tally.needs_root = tally.needs_root || others;
+  return others;
+}
+
+// Counts the GPU's users into the tally; returns how many use it.
+std::size_t count_users(const inventory::GpuView& view, const reclaim::Plan& free_orphans,
+                        Tally& tally) {
+  std::size_t users = 0;
+  for (const auto& gh : view.holders)
+    if (gh.uses_gpu) {
+      ++users;
+      if (gh.holder.detached) {
+        ++tally.detached;
+        tally.detached_gpus.insert(view.info.id);
       }
-    if (view.info.memory) {
-      const auto& m = *view.info.memory;
-      // The one GPU state (inventory::gpu_state), in its own word as `top` and the JSON
-      // say it; then who holds the GPU.
-      const auto gs = inventory::gpu_state(view);
-      const std::string word(inventory::enum_name(gs));
-      std::string state = gs == inventory::GpuState::free   ? style.green(word)
-                          : gs == inventory::GpuState::held ? word
-                                                            : style.red(word);
-      if (users > 0)
-        state += fmt::format(", {} holder{} ({})", users, users == 1 ? "" : "s",
-                             format_bytes(view.attributed_bytes));
-      else if (gs != inventory::GpuState::free)
-        state += ", no holder";
-      out += fmt::format("  used {} of {}  baseline {}{}  {}\n", format_bytes(m.used),
-                         format_bytes(m.total), format_bytes(view.baseline.bytes),
-                         view.baseline.recorded ? "" : " (est.)", state);
-    } else {
-      out +=
-          fmt::format("  memory unknown  {} process(es) have the node open\n", view.holders.size());
+      if (freeable(gh.holder, free_orphans, tally)) {
+        ++tally.orphans;
+        tally.orphan_bytes += gh.gpu_bytes.value_or(0);
+        if (!gh.gpu_bytes) ++tally.orphans_unknown;
+        tally.orphan_gpus.insert(view.info.id);
+        tally.orphan_instances.insert(gh.holder.instance);
+      }
     }
-    out += holder_rows(view, style, "    ", width, said_once);
-    if (view.unexplained != inventory::Unexplained::none) {
-      out += style.red(fmt::format("  ! {} not explained by any visible process [{}]\n",
-                                   format_bytes(view.unattributed_bytes),
-                                   enum_name(view.unexplained)));
-      out += fmt::format("    {}\n", terminal_text(view.unexplained_detail));
-      if (view.unexplained == inventory::Unexplained::driver_held) stuck_gpus.insert(view.info.id);
-    }
-    if (view.busy.kind != inventory::Busy::none) {
-      const bool ghost = view.busy.kind == inventory::Busy::ghost;
-      std::string line =
-          fmt::format("  ! busy with no {}process [{}]\n",
-                      view.busy.kind == inventory::Busy::orphan_computing ? "live " : "",
-                      enum_name(view.busy.kind));
-      out += ghost ? style.red(line) : style.yellow(line);
-      out += fmt::format("    {}\n", terminal_text(view.busy.detail));
-    }
-    if (row) out.resize(block_start);  // counted above; shown as a row of the table
+  return users;
+}
+
+// "used 70 GiB of 80 GiB  baseline 500 MiB  held, 2 holders (69 GiB)", or that the
+// memory is unknown.
+std::string memory_line(const inventory::GpuView& view, std::size_t users, const Style& style) {
+  if (!view.info.memory)
+    return fmt::format("  memory unknown  {} process(es) have the node open\n",
+                       view.holders.size());
+  const auto& m = *view.info.memory;
+  // The one GPU state (inventory::gpu_state), in its own word as `top` and the JSON
+  // say it; then who holds the GPU.
+  const auto gs = inventory::gpu_state(view);
+  const std::string word(inventory::enum_name(gs));
+  std::string state = gs == inventory::GpuState::free   ? style.green(word)
+                      : gs == inventory::GpuState::held ? word
+                                                        : style.red(word);
+  if (users > 0)
+    state += fmt::format(", {} holder{} ({})", users, users == 1 ? "" : "s",
+                         format_bytes(view.attributed_bytes));
+  else if (gs != inventory::GpuState::free)
+    state += ", no holder";
+  return fmt::format("  used {} of {}  baseline {}{}  {}\n", format_bytes(m.used),
+                     format_bytes(m.total), format_bytes(view.baseline.bytes),
+                     view.baseline.recorded ? "" : " (est.)", state);
+}
+
+// Memory no visible process explains, and a GPU busy with no process.
+std::string gpu_alarms(const inventory::GpuView& view, const Style& style, Tally& tally) {
+  std::string out;
+  if (view.unexplained != inventory::Unexplained::none) {
+    out +=
+        style.red(fmt::format("  ! {} not explained by any visible process [{}]\n",
+                              format_bytes(view.unattributed_bytes), enum_name(view.unexplained)));
+    out += fmt::format("    {}\n", terminal_text(view.unexplained_detail));
+    if (view.unexplained == inventory::Unexplained::driver_held)
+      tally.stuck_gpus.insert(view.info.id);
   }
-  out = before_gpus + (rows.empty() ? "" : gpu_rows(rows, style, width)) + out;
-  if (inv.gpus.empty()) out += "No NVIDIA GPU found and no process holds an nvidia device node.\n";
+  if (view.busy.kind != inventory::Busy::none) {
+    const bool ghost = view.busy.kind == inventory::Busy::ghost;
+    std::string line =
+        fmt::format("  ! busy with no {}process [{}]\n",
+                    view.busy.kind == inventory::Busy::orphan_computing ? "live " : "",
+                    enum_name(view.busy.kind));
+    out += ghost ? style.red(line) : style.yellow(line);
+    out += fmt::format("    {}\n", terminal_text(view.busy.detail));
+  }
+  return out;
+}
+
+// One GPU's block: its heading, a failed query, memory and state, holders, alarms.
+std::string gpu_block(const inventory::GpuView& view, const Style& style,
+                      const reclaim::Plan& free_orphans, TableWidth width,
+                      const std::set<std::string>& said_once, Tally& tally) {
+  std::string out = gpu_heading(view.info, style) + "\n";
+  if (!view.info.problem.empty()) {
+    out += style.red(fmt::format("  ! {}: {}\n", view.info.hung ? "NOT ANSWERING" : "QUERY FAILED",
+                                 terminal_text(view.info.problem)));
+  }
+  const std::size_t users = count_users(view, free_orphans, tally);
+  out += memory_line(view, users, style);
+  out += holder_rows(view, style, "    ", width, said_once);
+  out += gpu_alarms(view, style, tally);
+  return out;
+}
+
+// Processes with a GPU's node but no GPU's memory: a MIG parent's own node (blocks a
+// reconfiguration or reset), or only nvidiactl/nvidia-uvm.
+std::string other_holder_lines(const inventory::Inventory& inv, const Style& style) {
+  std::string out;
   // A GPU in MIG mode: a process with its node but no capability of a MIG device uses
   // none (an NVML client, a process between two MIG devices); it is no holder of any
   // MIG device, but it does block a MIG reconfiguration or a reset of that GPU.
@@ -405,6 +424,12 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
       out += fmt::format(" {} ({})", shared_only[i]->id.pid, terminal_text(shared_only[i]->comm));
     out += "\n";
   }
+  return out;
+}
+
+// What the look may have missed: processes it could not inspect, and its warnings.
+std::string inspection_notes(const inventory::Inventory& inv, const Style& style) {
+  std::string out;
   if (!inv.problems.empty()) {
     out += style.yellow(fmt::format(
         "\n! {} process(es) could not be inspected (pid {}: {}); holders among them may be "
@@ -414,59 +439,95 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
             ? "This is denied even to root here (a sandbox or security module restricts /proc)."
             : "Run as root to see every holder."));
   }
-
   if (!inv.warnings.empty()) {
     out += "\n";
     for (const auto& w : inv.warnings) out += style.yellow("! " + terminal_text(w)) + "\n";
   }
+  return out;
+}
 
-  out += instances_section(inv.instances, style, evidence);
-  if (!inv.shm_leftovers.empty()) {
-    std::uint64_t bytes = 0;
-    for (const auto& l : inv.shm_leftovers) bytes += l.bytes;
-    out += style.yellow(fmt::format(
-               "\n! {} shared-memory segment{} ({}) whose creator is gone, e.g. {} (pid {}): host "
-               "memory a killed server left; remove with rm once no server of yours uses them",
-               inv.shm_leftovers.size(), inv.shm_leftovers.size() == 1 ? "" : "s",
-               format_bytes(bytes), terminal_text(inv.shm_leftovers.front().path),
-               inv.shm_leftovers.front().creator)) +
-           "\n";
-  }
+// Shared-memory segments a killed server left.
+std::string shm_note(const inventory::Inventory& inv, const Style& style) {
+  if (inv.shm_leftovers.empty()) return "";
+  std::uint64_t bytes = 0;
+  for (const auto& l : inv.shm_leftovers) bytes += l.bytes;
+  return style.yellow(fmt::format(
+             "\n! {} shared-memory segment{} ({}) whose creator is gone, e.g. {} (pid {}): host "
+             "memory a killed server left; remove with rm once no server of yours uses them",
+             inv.shm_leftovers.size(), inv.shm_leftovers.size() == 1 ? "" : "s",
+             format_bytes(bytes), terminal_text(inv.shm_leftovers.front().path),
+             inv.shm_leftovers.front().creator)) +
+         "\n";
+}
 
-  // What now.
+// What now: the orphans and the command that frees them, the detached, stuck GPUs.
+std::string what_now(const Tally& t, const inventory::Inventory& inv, const Style& style) {
+  std::string out;
   auto gpu_list = [](const std::set<gpu::DeviceId>& s) {
     return gpu::device_list(std::vector<gpu::DeviceId>(s.begin(), s.end()));
   };
-  if (orphans > 0) {
+  if (t.orphans > 0) {
     // "holds 0 B" for memory NVML does not report would read as "holds nothing".
-    std::string held = orphans_unknown == orphans ? "memory unknown"
-                       : orphans_unknown > 0      ? "at least " + format_bytes(orphan_bytes)
-                                                  : format_bytes(orphan_bytes);
+    std::string held = t.orphans_unknown == t.orphans ? "memory unknown"
+                       : t.orphans_unknown > 0        ? "at least " + format_bytes(t.orphan_bytes)
+                                                      : format_bytes(t.orphan_bytes);
     out += "\n" + style.bold(fmt::format("{} orphaned process{} (parent gone) hold{} {} on GPU {}.",
-                                         orphans, orphans == 1 ? "" : "es", orphans == 1 ? "s" : "",
-                                         held, gpu_list(orphan_gpus)));
+                                         t.orphans, t.orphans == 1 ? "" : "es",
+                                         t.orphans == 1 ? "s" : "", held, gpu_list(t.orphan_gpus)));
     // All of one server, orphaned as a whole: free that server by name.
     const inventory::Instance* one =
-        orphan_instances.size() == 1
-            ? inventory::find_instance(inv.instances, *orphan_instances.begin())
+        t.orphan_instances.size() == 1
+            ? inventory::find_instance(inv.instances, *t.orphan_instances.begin())
             : nullptr;
     if (one && worth_showing(*one) && one->orphaned == one->members.size())
       out += fmt::format(" Free them: {}gpureap free --orphans --instance {}\n",
-                         needs_root ? "sudo " : "", terminal_text(one->key));
+                         t.needs_root ? "sudo " : "", terminal_text(one->key));
     else
-      out +=
-          fmt::format(" Free {}: {}gpureap free --orphans --gpu {}\n", orphans == 1 ? "it" : "them",
-                      needs_root ? "sudo " : "", gpu_list(orphan_gpus));
+      out += fmt::format(" Free {}: {}gpureap free --orphans --gpu {}\n",
+                         t.orphans == 1 ? "it" : "them", t.needs_root ? "sudo " : "",
+                         gpu_list(t.orphan_gpus));
   }
-  if (detached > 0)
+  if (t.detached > 0)
     out += fmt::format(
         "{} detached process{} on GPU {}: re-parented, but not a leak by the evidence (the "
         "\"detached\" line above says why); --orphans leaves {} alone.\n",
-        detached, detached == 1 ? "" : "es", gpu_list(detached_gpus),
-        detached == 1 ? "it" : "them");
-  if (!stuck_gpus.empty())
+        t.detached, t.detached == 1 ? "" : "es", gpu_list(t.detached_gpus),
+        t.detached == 1 ? "it" : "them");
+  if (!t.stuck_gpus.empty())
     out += style.bold(fmt::format("GPU {}: memory held by the driver with no process; see above.\n",
-                                  gpu_list(stuck_gpus)));
+                                  gpu_list(t.stuck_gpus)));
+  return out;
+}
+
+// status_table before the lines of prose are fitted: where the answer came from, the
+// GPUs (a table of the compact ones, a block each for the rest), other holders, what
+// the look may have missed, the instances, and what now.
+std::string status_lines(const inventory::Inventory& inv, const Style& style,
+                         const reclaim::Plan& free_orphans, TableWidth width, bool verbose) {
+  // The evidence of an instance's members is said once, under the instance (issue 37).
+  const InstanceEvidence evidence = instance_evidence(inv);
+  std::set<std::string> said_once;
+  for (const auto& [key, lines] : evidence) said_once.insert(key);
+  // An instance that spans GPUs is said once: its GPUs are rows of one table (-v: blocks).
+  const bool compact = !verbose && any_held_compact(inv);
+  Tally tally;
+  std::vector<const inventory::GpuView*> rows;
+  std::string blocks;
+  for (const auto& view : inv.gpus) {
+    std::string block = gpu_block(view, style, free_orphans, width, said_once, tally);
+    if (compact && compact_gpu(view, inv))
+      rows.push_back(&view);  // counted above; shown as a row of the table
+    else
+      blocks += block;
+  }
+  std::string out =
+      source_notes(inv, style) + (rows.empty() ? "" : gpu_rows(rows, style, width)) + blocks;
+  if (inv.gpus.empty()) out += "No NVIDIA GPU found and no process holds an nvidia device node.\n";
+  out += other_holder_lines(inv, style);
+  out += inspection_notes(inv, style);
+  out += instances_section(inv.instances, style, evidence);
+  out += shm_note(inv, style);
+  out += what_now(tally, inv, style);
   return out;
 }
 

@@ -21,15 +21,13 @@ void move_to(ViewState& state, const std::vector<Row>& rows, long long index) {
   state.cursor = rows[static_cast<std::size_t>(index)].id;
 }
 
-}  // namespace
-
-KeyResult handle_key(ViewState& state, const std::vector<Row>& rows, const Key& key,
-                     std::size_t page, const std::vector<gpu::DeviceId>& gpus) {
-  const auto at = static_cast<long long>(cursor_index(state, rows));
-  const auto step = static_cast<long long>(std::max<std::size_t>(page, 1));
-  switch (key.code) {
+// Moving, scrolling and folding: the keys that are no character.
+KeyResult handle_named_key(ViewState& state, const std::vector<Row>& rows, KeyCode code,
+                           long long at, long long step) {
+  switch (code) {
     case KeyCode::none:
     case KeyCode::resize:
+    case KeyCode::character:
       return {};
     case KeyCode::up:
       move_to(state, rows, at - 1);
@@ -68,10 +66,59 @@ KeyResult handle_key(ViewState& state, const std::vector<Row>& rows, const Key& 
       if (!state.collapsed.erase(r.instance)) state.collapsed.insert(r.instance);
       return {};
     }
-    case KeyCode::character:
-      break;
   }
-  switch (key.c) {
+  return {};
+}
+
+// s and . the next sort key, , the one before (nvitop's , and . choose it too).
+KeyResult cycle_sort(ViewState& state, char c) {
+  const auto all = enum_values<SortKey>();
+  auto it = std::find(all.begin(), all.end(), state.sort);
+  if (c == ',')
+    state.sort = it == all.begin() ? all.back() : *(it - 1);
+  else
+    state.sort = (it + 1 == all.end()) ? all.front() : *(it + 1);
+  return {Action::none, fmt::format("sorted by {}{}", enum_name(state.sort),
+                                    state.reverse ? ", reversed (r)" : "")};
+}
+
+// g: one GPU's holders, the next GPU each time, then every GPU's again.
+KeyResult cycle_gpu(ViewState& state, const std::vector<gpu::DeviceId>& gpus) {
+  if (gpus.empty()) return {};
+  if (!state.gpu) {
+    state.gpu = gpus.front();
+  } else {
+    auto it = std::find(gpus.begin(), gpus.end(), *state.gpu);
+    if (it == gpus.end() || it + 1 == gpus.end())
+      state.gpu.reset();
+    else
+      state.gpu = *(it + 1);
+  }
+  return {Action::none, state.gpu
+                            ? "showing GPU " + gpu::device_text(*state.gpu) + "'s holders (g: next)"
+                            : "showing every GPU's holders"};
+}
+
+// space: tags the row's processes (untags them when all are tagged), then moves down.
+KeyResult toggle_tag(ViewState& state, const std::vector<Row>& rows, long long at) {
+  if (state.readonly) return {Action::none, "read-only (--readonly): tagging and freeing are off"};
+  if (rows.empty()) return {};
+  const auto ids = row_processes(rows, static_cast<std::size_t>(at));
+  const bool all = std::all_of(
+      ids.begin(), ids.end(), [&](const proc::ProcessId& id) { return state.tagged.contains(id); });
+  for (const auto& id : ids) {
+    if (all)
+      state.tagged.erase(id);
+    else
+      state.tagged.insert(id);
+  }
+  move_to(state, rows, at + 1);
+  return {};
+}
+
+KeyResult handle_character(ViewState& state, const std::vector<Row>& rows, char c, long long at,
+                           const std::vector<gpu::DeviceId>& gpus) {
+  switch (c) {
     case 'q':
     case 'Q':
       return {Action::quit, ""};
@@ -83,16 +130,8 @@ KeyResult handle_key(ViewState& state, const std::vector<Row>& rows, const Key& 
       return {Action::none, "k moves up (j down); to kill, tag with space and press F"};
     case 's':
     case '.':
-    case ',': {  // nvitop's , and . choose the sort key too
-      const auto all = enum_values<SortKey>();
-      auto it = std::find(all.begin(), all.end(), state.sort);
-      if (key.c == ',')
-        state.sort = it == all.begin() ? all.back() : *(it - 1);
-      else
-        state.sort = (it + 1 == all.end()) ? all.front() : *(it + 1);
-      return {Action::none, fmt::format("sorted by {}{}", enum_name(state.sort),
-                                        state.reverse ? ", reversed (r)" : "")};
-    }
+    case ',':
+      return cycle_sort(state, c);
     case 'r':
       state.reverse = !state.reverse;
       return {Action::none, fmt::format("sorted by {}{}", enum_name(state.sort),
@@ -113,21 +152,8 @@ KeyResult handle_key(ViewState& state, const std::vector<Row>& rows, const Key& 
       state.orphans_only = !state.orphans_only;
       return {Action::none, state.orphans_only ? "showing orphaned holders only (o: all)"
                                                : "showing every holder"};
-    case 'g': {
-      if (gpus.empty()) return {};
-      if (!state.gpu) {
-        state.gpu = gpus.front();
-      } else {
-        auto it = std::find(gpus.begin(), gpus.end(), *state.gpu);
-        if (it == gpus.end() || it + 1 == gpus.end())
-          state.gpu.reset();
-        else
-          state.gpu = *(it + 1);
-      }
-      return {Action::none, state.gpu ? "showing GPU " + gpu::device_text(*state.gpu) +
-                                            "'s holders (g: next)"
-                                      : "showing every GPU's holders"};
-    }
+    case 'g':
+      return cycle_gpu(state, gpus);
     case '/':
       return {Action::find, ""};
     case 'c':
@@ -140,21 +166,8 @@ KeyResult handle_key(ViewState& state, const std::vector<Row>& rows, const Key& 
     case '?':
     case 'h':
       return {Action::help, ""};
-    case ' ': {
-      if (state.readonly) return {Action::none, "read-only (--readonly): tagging and freeing are off"};
-      if (rows.empty()) return {};
-      const auto ids = row_processes(rows, static_cast<std::size_t>(at));
-      const bool all = std::all_of(ids.begin(), ids.end(),
-                                   [&](const proc::ProcessId& id) { return state.tagged.contains(id); });
-      for (const auto& id : ids) {
-        if (all)
-          state.tagged.erase(id);
-        else
-          state.tagged.insert(id);
-      }
-      move_to(state, rows, at + 1);
-      return {};
-    }
+    case ' ':
+      return toggle_tag(state, rows, at);
     case 'u':
       state.tagged.clear();
       return {Action::none, "nothing tagged"};
@@ -166,6 +179,16 @@ KeyResult handle_key(ViewState& state, const std::vector<Row>& rows, const Key& 
     default:
       return {};
   }
+}
+
+}  // namespace
+
+KeyResult handle_key(ViewState& state, const std::vector<Row>& rows, const Key& key,
+                     std::size_t page, const std::vector<gpu::DeviceId>& gpus) {
+  const auto at = static_cast<long long>(cursor_index(state, rows));
+  const auto step = static_cast<long long>(std::max<std::size_t>(page, 1));
+  if (key.code == KeyCode::character) return handle_character(state, rows, key.c, at, gpus);
+  return handle_named_key(state, rows, key.code, at, step);
 }
 
 std::vector<std::string> key_help(bool readonly) {

@@ -94,28 +94,8 @@ std::vector<std::pair<const Held*, std::vector<bool>>> as_tree(const std::vector
   return out;
 }
 
-}  // namespace
-
-std::string_view enum_name(SortKey key) {
-  switch (key) {
-    case SortKey::gpu:
-      return "gpu";
-    case SortKey::memory:
-      return "memory";
-    case SortKey::age:
-      return "age";
-    case SortKey::pid:
-      return "pid";
-  }
-  return {};
-}
-
-std::string row_id(const proc::ProcessId& id) {
-  return fmt::format("p:{}:{}", id.pid, id.start_time);
-}
-
-std::vector<Row> build_rows(const inventory::Inventory& inv, const ViewState& state) {
-  // Every holder that uses a GPU, once, with all the GPUs it uses.
+// Every holder that uses a GPU, once, with all the GPUs it uses.
+std::map<proc::ProcessId, Held> held_once(const inventory::Inventory& inv) {
   std::map<proc::ProcessId, Held> held;
   for (const auto& v : inv.gpus)
     for (const auto& gh : v.holders) {
@@ -128,7 +108,12 @@ std::vector<Row> build_rows(const inventory::Inventory& inv, const ViewState& st
       else
         h.bytes_known = false;
     }
+  return held;
+}
 
+// The holders that pass the view's filters, by instance (those worth a heading), the
+// rest a group each; members sorted.
+std::vector<Group> grouped(const inventory::Inventory& inv, const ViewState& state) {
   std::vector<Group> groups;
   std::map<std::string, std::size_t> group_of;  // instance key -> groups index
   for (std::size_t i = 0; i < inv.instances.size(); ++i) {
@@ -137,7 +122,7 @@ std::vector<Row> build_rows(const inventory::Inventory& inv, const ViewState& st
     group_of[in.key] = groups.size();
     groups.push_back({&in, {}, i});
   }
-  for (auto& [id, h] : held) {
+  for (auto& [id, h] : held_once(inv)) {
     if (!passes(h, state)) continue;
     auto it = group_of.find(h.holder->instance);
     if (it != group_of.end()) {
@@ -153,9 +138,14 @@ std::vector<Row> build_rows(const inventory::Inventory& inv, const ViewState& st
   for (auto& g : groups)
     std::sort(g.members.begin(), g.members.end(),
               [&](const Held& a, const Held& b) { return holder_before(a, b, state.sort); });
+  return groups;
+}
 
-  // Groups by the same key as their first member (members are sorted already); the
-  // default keeps the instances' own order (first GPU, then key).
+// Groups by the same key as their first member (members are sorted already); the
+// default keeps the instances' own order (first GPU, then key). Reversed: the groups,
+// and each group's members, in the other order (a member's children stay under it:
+// as_tree keeps the tree).
+void sort_groups(std::vector<Group>& groups, const ViewState& state) {
   auto total = [](const Group& g) {
     std::uint64_t sum = 0;
     for (const auto& m : g.members) sum += m.bytes;
@@ -177,28 +167,53 @@ std::vector<Row> build_rows(const inventory::Inventory& inv, const ViewState& st
     }
     return holder_before(a.members.front(), b.members.front(), state.sort);
   });
-
-  // Reversed: the groups, and each group's members, in the other order (a member's
-  // children stay under it: as_tree keeps the tree).
   if (state.reverse) {
     std::reverse(groups.begin(), groups.end());
     for (auto& g : groups) std::reverse(g.members.begin(), g.members.end());
   }
+}
 
+Row instance_heading(const Group& g, const ViewState& state) {
+  bool all_tagged = true;
+  for (const auto& m : g.members) all_tagged = all_tagged && state.tagged.contains(m.holder->id);
+  Row heading;
+  heading.kind = Row::Kind::instance;
+  heading.id = "i:" + g.in->key;
+  heading.instance = g.in->key;
+  heading.in = g.in;
+  for (const auto& m : g.members) heading.members.push_back(m.holder->id);
+  heading.collapsed = state.collapsed.contains(g.in->key);
+  heading.tagged = all_tagged;
+  return heading;
+}
+
+}  // namespace
+
+std::string_view enum_name(SortKey key) {
+  switch (key) {
+    case SortKey::gpu:
+      return "gpu";
+    case SortKey::memory:
+      return "memory";
+    case SortKey::age:
+      return "age";
+    case SortKey::pid:
+      return "pid";
+  }
+  return {};
+}
+
+std::string row_id(const proc::ProcessId& id) {
+  return fmt::format("p:{}:{}", id.pid, id.start_time);
+}
+
+std::vector<Row> build_rows(const inventory::Inventory& inv, const ViewState& state) {
+  std::vector<Group> groups = grouped(inv, state);
+  sort_groups(groups, state);
   std::vector<Row> rows;
   for (const auto& g : groups) {
-    bool all_tagged = true;
-    for (const auto& m : g.members) all_tagged = all_tagged && state.tagged.contains(m.holder->id);
     if (g.in) {
-      Row heading;
-      heading.kind = Row::Kind::instance;
-      heading.id = "i:" + g.in->key;
-      heading.instance = g.in->key;
-      heading.in = g.in;
-      for (const auto& m : g.members) heading.members.push_back(m.holder->id);
-      heading.collapsed = state.collapsed.contains(g.in->key);
-      heading.tagged = all_tagged;
-      rows.push_back(std::move(heading));
+      rows.push_back(instance_heading(g, state));
       if (rows.back().collapsed) continue;
     }
     for (const auto& [member, tree_last] : as_tree(g.members)) {
