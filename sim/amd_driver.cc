@@ -77,6 +77,7 @@ Result<void> write_kfd_process(const SimPaths& paths, const NodeConfig& node, pi
     return ok;
   // ROCm opens every GPU it sees: KFD has a vram_<id> for each, 0 where it allocated nothing.
   for (const GpuConfig& g : node.gpus) {
+    if (!is_amd(g)) continue;  // a mixed node's NVIDIA GPU: not KFD's
     auto it = bytes.find(g.index);
     const std::uint64_t b = it == bytes.end() ? 0 : it->second;
     if (auto ok = write_file_atomic(tmp / fmt::format("vram_{}", amd_gpu_ids(g).gpu_id),
@@ -104,6 +105,7 @@ bool sync_once(const SimPaths& paths, const NodeConfig& node, AllocationTable& t
     if (e.state == AllocState::held || e.state == AllocState::releasing)
       want[e.alloc.pid][e.alloc.gpu] += e.alloc.bytes;
   for (const GpuConfig& g : node.gpus) {
+    if (!is_amd(g)) continue;
     const std::uint64_t used = g.baseline + summarize(entries, g.index).counted_bytes;
     if (auto it = used_shown.find(g.index); it != used_shown.end() && it->second == used) continue;
     if (write_file_atomic(pci_dir(paths, amd_gpu_ids(g)) / "mem_info_vram_used",
@@ -142,11 +144,13 @@ void on_term(int) { g_stop = true; }
 
 AmdGpuIds amd_gpu_ids(const GpuConfig& gpu) {
   AmdGpuIds ids;
-  ids.gpu_id = 49389 + 1117 * gpu.index;  // KFD's ids are hashes: any distinct non-zero value
-  ids.render_minor = 128 + gpu.index;
-  ids.card = gpu.index;
+  // Numbered among the node's AMD GPUs (a mixed node's come after its NVIDIA ones).
+  const unsigned k = gpu.vendor_index;
+  ids.gpu_id = 49389 + 1117 * k;  // KFD's ids are hashes: any distinct non-zero value
+  ids.render_minor = 128 + k;
+  ids.card = k;
   ids.pci = fmt::format("0000:{:02x}:00.0", gpu.pci_bus);
-  ids.unique_id = 0x437aa7577fc75e00ULL + gpu.index;
+  ids.unique_id = 0x437aa7577fc75e00ULL + k;
   return ids;
 }
 
@@ -175,8 +179,9 @@ Result<void> write_amd_tree(const SimPaths& paths, const NodeConfig& node) {
                                    std::pair{"properties", "cpu_cores_count 96\nsimd_count 0\n"}})
     if (auto ok = write_file_atomic(cpu / file, text); !ok) return ok;
   for (const GpuConfig& g : node.gpus) {
+    if (!is_amd(g)) continue;
     const AmdGpuIds ids = amd_gpu_ids(g);
-    const fs::path topo = kfd_dir(paths) / fmt::format("topology/nodes/{}", g.index + 1);
+    const fs::path topo = kfd_dir(paths) / fmt::format("topology/nodes/{}", ids.card + 1);
     if (auto ok = make_dirs(topo); !ok) return ok;
     if (auto ok = write_file_atomic(topo / "gpu_id", fmt::format("{}\n", ids.gpu_id)); !ok)
       return ok;
@@ -297,7 +302,7 @@ void stop_amd_driver(const SimPaths& paths) {
 int run_amd_driver(const fs::path& dir) {
   SimPaths paths{dir};
   auto node = load_node_config(paths.node_json());
-  if (!node || node->vendor != "amd") {
+  if (!node || !has_amd(*node)) {
     print_error(fmt::format("no simulated AMD node in {}", dir.string()));
     return kExitUsage;
   }

@@ -31,6 +31,7 @@ struct NodeOptions {
   std::vector<std::string> mig;  // "GPU:N[xC]": GPU in MIG mode, N GPU instances (C CIs each)
   bool no_cap_devfs = false;     // MIG capabilities as files, not device nodes
   std::string vendor = "nvidia";  // or "amd" (sim/amd_driver.h)
+  unsigned amd_gpus = 0;          // a mixed node: `gpus` NVIDIA GPUs, then these AMD ones
   bool force = false;
 };
 int run_node(const NodeOptions& options);

@@ -148,7 +148,7 @@ Result<HoldPlan> make_plan(const HoldOptions& o) {
                             o.dir.string(), o.dir.string()));
   plan.node = std::move(*node);
   // An AMD node's simulated driver (sim/amd_driver.h) shows the allocations.
-  if (plan.node.vendor == "amd")
+  if (has_amd(plan.node))
     if (auto ok = ensure_amd_driver(plan.paths); !ok) return std::unexpected(ok.error());
   const unsigned count = static_cast<unsigned>(plan.node.gpus.size());
   if (o.gpu >= count)

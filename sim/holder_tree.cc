@@ -68,7 +68,7 @@ void hold_gpu(const HoldPlan& plan, unsigned gpu) {
   if (o.non_dumpable) ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   set_signals(plan);
   const GpuConfig& g = plan.node.gpus[gpu];
-  const bool amd = plan.node.vendor == "amd";
+  const bool amd = is_amd(g);  // a mixed node's GPU: its own vendor's nodes
   // ROCm opens /dev/kfd and the GPU's render node and maps it (sim/amd_driver.h).
   const std::vector<fs::path> nodes =
       amd ? amd_holder_nodes(plan.paths, g)

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <set>
 
@@ -101,11 +102,32 @@ Result<NodeConfig> node_from_options(const NodeOptions& o) {
   if (o.no_cap_devfs && o.mig.empty()) return fail("--no-cap-devfs needs --mig");
   node.cap_devfs = !o.no_cap_devfs;
   if (o.vendor == "amd") {
-    if (!o.mig.empty() || !o.minors.empty())
-      return fail("--vendor amd takes neither --mig nor --minors (render minors are 128 + index)");
+    if (!o.mig.empty() || !o.minors.empty() || o.amd_gpus > 0)
+      return fail(
+          "--vendor amd takes neither --mig, --minors (render minors are 128 + index) nor "
+          "--amd-gpus (--gpus counts its GPUs)");
     node.vendor = "amd";
-    if (o.name == NodeOptions{}.name)
-      for (auto& g : node.gpus) g.name = "AMD Instinct MI300X";
+    for (auto& g : node.gpus) g.vendor = "amd";
+  } else if (o.amd_gpus > 0) {
+    if (o.amd_gpus > 64) return fail("--amd-gpus must be between 0 and 64");
+    if (!o.minors.empty()) return fail("--amd-gpus takes no --minors (NVIDIA's are 0..N-1)");
+    // A mixed node: the AMD GPUs after the NVIDIA ones, as gpureap numbers them.
+    const NodeConfig amd = make_node_config(o.gpus + o.amd_gpus, *total, *baseline, reserved, {},
+                                            o.name, o.persistence == "on");
+    for (unsigned i = o.gpus; i < o.gpus + o.amd_gpus; ++i) {
+      node.gpus.push_back(amd.gpus[i]);
+      node.gpus.back().vendor = "amd";
+    }
+    node.vendor = "mixed";
+  }
+  number_vendor_gpus(node);
+  for (auto& g : node.gpus) {
+    if (!is_amd(g)) continue;
+    // What gpureap reads of it: ROCm's UUID of KFD's unique_id, the render node's minor.
+    const AmdGpuIds ids = amd_gpu_ids(g);
+    g.uuid = fmt::format("GPU-{:016x}", ids.unique_id);
+    g.minor = ids.render_minor;
+    if (o.name == NodeOptions{}.name) g.name = "AMD Instinct MI300X";
   }
   return node;
 }
@@ -179,7 +201,8 @@ Result<void> fresh_node_dirs(const SimPaths& paths) {
 Result<void> make_nvidia_device_files(const SimPaths& paths, const NodeConfig& node) {
   std::error_code ec;
   std::vector<fs::path> nodes = {paths.dev() / "nvidiactl", paths.dev() / "nvidia-uvm"};
-  for (const auto& g : node.gpus) nodes.push_back(paths.gpu_node(g.minor));
+  for (const auto& g : node.gpus)
+    if (!is_amd(g)) nodes.push_back(paths.gpu_node(g.minor));
   bool mig = false;
   for (const auto& g : node.gpus)
     for (std::size_t i = 0; i < g.mig.size(); ++i) {
@@ -202,6 +225,9 @@ Result<void> make_nvidia_device_files(const SimPaths& paths, const NodeConfig& n
   }
   for (const auto& p : nodes)
     if (auto ok = make_device_file(p); !ok) return ok;
+  // A mixed node's AMD GPUs: the sysfs tree and DRM nodes (its driver starts in run_node).
+  if (has_amd(node))
+    if (auto ok = write_amd_tree(paths, node); !ok) return ok;
   // The marker that lets gpureap accept these regular files as device nodes
   // (a real /dev has only character devices; src/proc/device_nodes.h).
   return write_file_atomic(paths.dev() / proc::kSimNodeMarkerName, proc::kSimNodeMarkerContent);
@@ -258,18 +284,32 @@ int run_node(const NodeOptions& o) {
     print_error(ok.error().message);
     return kExitFailure;
   }
+  if (has_amd(*node))
+    if (auto ok = start_amd_driver(paths); !ok) {
+      print_error(ok.error().message);
+      return kExitFailure;
+    }
   const auto& g0 = node->gpus.front();
   // Idle memory as gpureap and nvidia-smi read it (NVML's v2 query: the driver's
   // reservation apart), not the v1 figure that counts the reservation as used.
   const std::uint64_t reserved = std::min(g0.reserved, g0.baseline);
   fmt::print(stderr, "gpureap-sim: node {}: {} x {}, {} each, idle {} used ({} reserved by the "
                      "driver)\n",
-             paths.root.string(), node->gpus.size(), g0.name, format_bytes(g0.total),
-             format_bytes(g0.baseline - reserved), format_bytes(reserved));
+             paths.root.string(),
+             std::count_if(node->gpus.begin(), node->gpus.end(),
+                           [](const GpuConfig& g) { return !is_amd(g); }),
+             g0.name, format_bytes(g0.total), format_bytes(g0.baseline - reserved),
+             format_bytes(reserved));
   // stdout carries only shell lines, so `eval "$(gpureap-sim node ...)"` works.
   fmt::print("export GPUREAP_NVML_LIBRARY={}\n", sim_library_path().string());
   fmt::print("export GPUREAP_SIM_DIR={}\n", paths.root.string());
   fmt::print("export GPUREAP_DEV_DIR={}\n", paths.dev().string());
+  if (has_amd(*node)) {
+    const auto amd = std::find_if(node->gpus.begin(), node->gpus.end(), is_amd);
+    fmt::print(stderr, "gpureap-sim: and {} x {} (GPUs {} and up: AMD's, after NVIDIA's)\n",
+               node->gpus.end() - amd, amd->name, amd->index);
+    fmt::print("export GPUREAP_SYSFS_ROOT={}\n", amd_sysfs_root(paths).string());
+  }
   return kExitOk;
 }
 
@@ -379,7 +419,7 @@ int run_sensors(const fs::path& dir, unsigned gpu, const std::string& temperatur
     return kExitFailure;
   }
   // An AMD node's sensors are hwmon files the driver (the kernel) writes.
-  if (node->vendor == "amd")
+  if (is_amd(g))
     if (auto ok = write_amd_sensors(paths, g); !ok) {
       print_error(ok.error().message);
       return kExitFailure;

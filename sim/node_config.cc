@@ -143,6 +143,20 @@ std::string mig_minors_text(const NodeConfig& node) {
   return out;
 }
 
+bool has_amd(const NodeConfig& node) {
+  return std::any_of(node.gpus.begin(), node.gpus.end(), [](const GpuConfig& g) { return is_amd(g); });
+}
+
+bool has_nvidia(const NodeConfig& node) {
+  return std::any_of(node.gpus.begin(), node.gpus.end(),
+                     [](const GpuConfig& g) { return !is_amd(g); });
+}
+
+void number_vendor_gpus(NodeConfig& node) {
+  unsigned nvidia = 0, amd = 0;
+  for (GpuConfig& g : node.gpus) g.vendor_index = is_amd(g) ? amd++ : nvidia++;
+}
+
 Result<NodeConfig> load_node_config(const fs::path& node_json) {
   auto text = read_file(node_json);
   if (!text)
@@ -157,6 +171,8 @@ Result<NodeConfig> load_node_config(const fs::path& node_json) {
     for (const auto& g : j.at("gpus")) {
       GpuConfig c;
       c.index = g.at("index").get<unsigned>();
+      // Absent (a node written before mixed nodes): the node's vendor.
+      c.vendor = g.value("vendor", node.vendor == "amd" ? std::string("amd") : std::string("nvidia"));
       c.name = g.at("name").get<std::string>();
       c.uuid = g.at("uuid").get<std::string>();
       c.bus_id = g.at("bus_id").get<std::string>();
@@ -181,6 +197,7 @@ Result<NodeConfig> load_node_config(const fs::path& node_json) {
                          m.at("ci_cap").get<unsigned>()});
       node.gpus.push_back(std::move(c));
     }
+    number_vendor_gpus(node);
     return node;
   } catch (const nlohmann::json::exception& e) {
     return fail(fmt::format("{}: {}", node_json.string(), e.what()));
@@ -195,6 +212,7 @@ Result<void> save_node_config(const fs::path& node_json, const NodeConfig& confi
   j["gpus"] = nlohmann::json::array();
   for (const auto& g : config.gpus) {
     j["gpus"].push_back({{"index", g.index},
+                         {"vendor", g.vendor},
                          {"name", g.name},
                          {"uuid", g.uuid},
                          {"bus_id", g.bus_id},

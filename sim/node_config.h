@@ -56,7 +56,12 @@ struct SimPaths {
 std::optional<fs::path> sim_dir_from_env();
 
 struct GpuConfig {
-  unsigned index = 0;
+  unsigned index = 0;  // gpureap's index: NVIDIA's GPUs first, then AMD's (a mixed node)
+  /// "nvidia" (NVML's stand-in answers for it) or "amd" (the simulated amdgpu driver's
+  /// sysfs tree shows it). A mixed node (`node --gpus N --amd-gpus M`) has both.
+  std::string vendor = "nvidia";
+  /// Its place among its vendor's GPUs (set on load): NVML's index, or KFD's GPU ordinal.
+  unsigned vendor_index = 0;
   std::string name;
   std::string uuid;    // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
   std::string bus_id;  // "00000000:18:00.0"
@@ -91,11 +96,19 @@ struct NodeConfig {
   /// The driver's nv_cap_enable_devfs: MIG capabilities are device nodes
   /// (D/dev/nvidia-caps/nvidia-cap<N>), or without it files (D/dev/nvidia-capabilities/).
   bool cap_devfs = true;
-  /// "nvidia", or "amd" (`node --vendor amd`: a KFD sysfs tree and DRM nodes instead of
-  /// NVML's answers; sim/amd_driver.h).
+  /// "nvidia", "amd" (`node --vendor amd`: a KFD sysfs tree and DRM nodes instead of
+  /// NVML's answers; sim/amd_driver.h), or "mixed" (`node --gpus N --amd-gpus M`: N
+  /// NVIDIA GPUs, then M AMD GPUs). Each GPU says its own (GpuConfig::vendor).
   std::string vendor = "nvidia";
   std::vector<GpuConfig> gpus;
 };
+
+inline bool is_amd(const GpuConfig& gpu) { return gpu.vendor == "amd"; }
+/// Whether the node has an AMD GPU (its simulated amdgpu driver runs) / an NVIDIA GPU.
+bool has_amd(const NodeConfig& node);
+bool has_nvidia(const NodeConfig& node);
+/// Sets each GPU's vendor_index (its place among its vendor's GPUs, in index order).
+void number_vendor_gpus(NodeConfig& node);
 
 /// Builds the GPUs of a new node: deterministic UUIDs, distinct PCI bus ids.
 /// `minors` empty means minor == index.

@@ -144,6 +144,7 @@ std::string lower(std::string s) {
 std::optional<unsigned> find_gpu(const NodeConfig& node, const std::string& id) {
   std::string want = lower(id);
   for (const auto& g : node.gpus) {
+    if (is_amd(g)) continue;  // a mixed node's AMD GPU: not nvidia-smi's
     std::string bus = lower(g.bus_id);  // 00000000:18:00.0
     if (want == std::to_string(g.index) || want == lower(g.uuid) || want == bus ||
         want == bus.substr(4) || want == bus.substr(9))
@@ -210,7 +211,8 @@ struct Smi {
   Result<std::vector<unsigned>> selected(const std::vector<std::string>& ids) const {
     std::vector<unsigned> out;
     if (ids.empty())
-      for (const auto& g : node.gpus) out.push_back(g.index);
+      for (const auto& g : node.gpus)
+        if (!is_amd(g)) out.push_back(g.index);
     for (const auto& id : ids) {
       auto gpu = find_gpu(node, id);
       if (!gpu) return fail(fmt::format("No devices were found matching '{}'", id));

@@ -120,6 +120,7 @@ void find_visible(Library& l) {
   l.visible_gpus.clear();
   for (const auto& g : l.node.gpus) {
     l.visible_mig[g.index].clear();
+    if (is_amd(g)) continue;  // a mixed node's AMD GPU: amdgpu's, not NVML's
     if (view && !exists(caller.gpu_node(g.minor))) continue;
     l.visible_gpus.push_back(g.index);
     for (std::size_t k = 0; k < g.mig.size(); ++k) {

@@ -93,10 +93,16 @@ void add_node_command(CLI::App& app, SimArgs& a) {
                    "written by a simulated amdgpu driver process; prints GPUREAP_SYSFS_ROOT)")
       ->check(CLI::IsMember({"nvidia", "amd"}))
       ->capture_default_str();
+  a.node_cmd->add_option(
+      "--amd-gpus", a.node.amd_gpus,
+      "a mixed node: this many AMD GPUs after the --gpus NVIDIA ones (indices --gpus and up; "
+      "NVML's stand-in lists the NVIDIA GPUs, the simulated amdgpu driver the AMD ones; prints "
+      "every variable of both)");
   a.node_cmd->add_flag("--force", a.node.force,
                        "recreate an existing node (refused while holders live)");
   a.node_cmd->footer(
-      "\nPrints export lines for GPUREAP_NVML_LIBRARY, GPUREAP_SIM_DIR, GPUREAP_DEV_DIR.");
+      "\nPrints export lines for GPUREAP_NVML_LIBRARY, GPUREAP_SIM_DIR, GPUREAP_DEV_DIR "
+      "(and GPUREAP_SYSFS_ROOT with AMD GPUs; --vendor amd: no GPUREAP_NVML_LIBRARY).");
 }
 
 void add_container_command(CLI::App& app, SimArgs& a) {

@@ -11,6 +11,7 @@
 #include "audit/recorder.h"
 #include "cli/command.h"
 #include "gpu/amd_source.h"
+#include "gpu/mixed_source.h"
 #include "gpu/nvml_source.h"
 #include "inventory/agent_client.h"
 #include "inventory/baseline_store.h"
@@ -68,15 +69,20 @@ std::optional<std::size_t> stderr_columns() {
 }
 
 std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global) {
-  // AMD (docs/amd.md): $GPUREAP_SYSFS_ROOT names a sysfs tree (a simulated AMD node's
-  // prints it), or /sys's KFD topology lists a GPU on a node without nvidiactl. One
-  // vendor per node: a node with both is read through NVML only.
-  if (const char* root = std::getenv("GPUREAP_SYSFS_ROOT"); root && *root)
-    return gpu::make_amd_source(root);
+  // The vendors (docs/amd.md, "How gpureap chooses the vendor"): NVIDIA's when the device
+  // directory has nvidiactl, AMD's when KFD's topology ($GPUREAP_SYSFS_ROOT's, a
+  // simulated node's, else /sys's) lists a GPU; both (gpu/mixed_source.h) when both.
+  const char* sysfs = std::getenv("GPUREAP_SYSFS_ROOT");
+  const std::string root = sysfs && *sysfs ? sysfs : "/sys";
   struct stat st {};
-  if (::stat("/dev/nvidiactl", &st) != 0 && gpu::has_amd_gpus("/sys"))
-    return gpu::make_amd_source("/sys");
-  return gpu::make_nvml_source(gpu::resolve_nvml_library(global.nvml_library));
+  const bool nvidia = ::stat((resolve_dev_dir(global) + "/nvidiactl").c_str(), &st) == 0;
+  auto nvml = [&] { return gpu::make_nvml_source(gpu::resolve_nvml_library(global.nvml_library)); };
+  if (gpu::has_amd_gpus(root))
+    return nvidia ? gpu::make_mixed_source(nvml(), gpu::make_amd_source(root))
+                  : gpu::make_amd_source(root);
+  // A named sysfs tree is AMD's even while it lists no GPU (its driver then says why).
+  if (sysfs && *sysfs && !nvidia) return gpu::make_amd_source(root);
+  return nvml();
 }
 
 std::optional<std::string> agent_socket(const GlobalOptions& global,

@@ -176,9 +176,10 @@ A simulated node's directory (made by \fBgpureap\-sim node\fR): its \fIdev\fR is
 device directory when neither \fB\-\-dev\-dir\fR nor \fBGPUREAP_DEV_DIR\fR is set.
 .TP
 .B GPUREAP_SYSFS_ROOT
-Read AMD GPUs (KFD and amdgpu sysfs) under this directory instead of NVIDIA's through
-NVML: a simulated AMD node's \fIsys\fR (\fBgpureap\-sim node \-\-vendor amd\fR prints it).
-Unset, AMD GPUs are read from \fI/sys\fR on a node without \fI/dev/nvidiactl\fR.
+Read AMD GPUs (KFD and amdgpu sysfs) under this directory: a simulated node's \fIsys\fR
+(\fBgpureap\-sim node \-\-vendor amd\fR prints it). Unset, \fI/sys\fR. AMD GPUs are read
+when its KFD topology lists one; with \fInvidiactl\fR in the device directory too, NVIDIA's
+through NVML as well (a mixed node: NVIDIA's GPUs first, AMD's after them).
 .TP
 .B GPUREAP_STATE_DIR
 The state directory (an absolute path; see FILES).

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gpu/mig.h"
+#include "gpu/vendor.h"
 #include "util/text.h"
 
 namespace gpureap::gpu {
@@ -86,7 +87,7 @@ std::string describe(const GpuInfo& gpu, bool full_uuid) {
   std::vector<std::string> parts;
   if (!gpu.uuid.empty()) parts.push_back(full_uuid ? gpu.uuid : gpu.uuid.substr(0, 12));
   if (!gpu.pci_bus_id.empty()) parts.push_back(gpu.pci_bus_id);
-  if (gpu.minor) parts.push_back(fmt::format("/dev/nvidia{}", *gpu.minor));
+  if (gpu.minor) parts.push_back(device_node_path(gpu));
   if (parts.empty()) return device_text(gpu.id);
   return fmt::format("{} ({})", gpu.id, fmt::join(parts, ", "));
 }
@@ -219,16 +220,26 @@ Result<SelectorItem> parse_item(std::string_view item) {
     out.first = *minor;
     return out;
   }
+  // A device node names its vendor's GPU (gpu::device_node_path): NVIDIA's
+  // /dev/nvidia<minor>, an AMD GPU's render node /dev/dri/renderD<minor>; minor:N either.
+  constexpr std::string_view render_prefix = "/dev/dri/renderD";
   std::string_view minor_text;
   if (istarts_with(item, "minor:")) {
     minor_text = item.substr(6);
   } else if (item.starts_with("/dev/nvidia")) {
     minor_text = item.substr(11);
+    out.vendor = Vendor::nvidia;
+  } else if (item.starts_with(render_prefix)) {
+    minor_text = item.substr(render_prefix.size());
+    out.vendor = Vendor::amd;
   }
-  if (istarts_with(item, "minor:") || item.starts_with("/dev/nvidia")) {
+  if (istarts_with(item, "minor:") || item.starts_with("/dev/nvidia") ||
+      item.starts_with(render_prefix)) {
     auto minor = all_digits(minor_text) ? parse_number(minor_text) : std::nullopt;
     if (!minor) {
-      return item_error(item, "expected a device minor number, as in minor:5 or /dev/nvidia5");
+      return item_error(item,
+                        "expected a device minor number, as in minor:5, /dev/nvidia5 or "
+                        "/dev/dri/renderD128");
     }
     out.kind = Kind::minor;
     out.first = *minor;
@@ -321,7 +332,8 @@ Result<std::vector<DeviceId>> resolve_item(const SelectorItem& item,
     }
     case Kind::minor:
       for (const GpuInfo& gpu : gpus)
-        if (gpu.minor == item.first) out.push_back(gpu.id);
+        if (gpu.minor == item.first && (!item.vendor || vendor_of(gpu.uuid) == *item.vendor))
+          out.push_back(gpu.id);
       if (!out.empty()) return out;
       return no_match(item.text, fmt::format("minor number {}", item.first), gpus);
     case Kind::mig:

@@ -12,6 +12,7 @@
 
 #include "gpu/device_id.h"
 #include "gpu/gpu_info.h"
+#include "gpu/vendor.h"
 #include "proc/mig_caps.h"
 #include "util/result.h"
 
@@ -27,6 +28,9 @@ struct SelectorItem {
   unsigned pci_domain = 0, pci_bus = 0, pci_device = 0, pci_function = 0;
   std::optional<unsigned> gi, ci;  // mig: GPU `first`'s GPU instance (and compute instance)
   std::string parent_uuid;         // mig, CUDA 11.0's MIG-GPU-<uuid>/<gi>/<ci>: the GPU's UUID
+  /// minor: the vendor its device node names (/dev/nvidia<N>: NVIDIA's GPU,
+  /// /dev/dri/renderD<N>: an AMD GPU's); minor:N names either.
+  std::optional<Vendor> vendor;
 
   /// The one matcher, which `--gpu` (GpuSelector::resolve) and `gpureap log --gpu` both
   /// ask: does this item name the device `id` whose UUID is `uuid`, a MIG device of the
@@ -44,7 +48,8 @@ struct SelectorItem {
 ///                                       4 characters after "GPU-" (any case)
 ///   00000000:18:00.0, 0000:18:00.0,     a PCI bus id with an 8- or 4-digit
 ///   18:00.0                             domain or none (domain 0), any case
-///   minor:5, /dev/nvidia5               a device minor number
+///   minor:5, /dev/nvidia5,              a device minor number: an NVIDIA GPU's node,
+///   /dev/dri/renderD128                 or an AMD GPU's render node
 ///   0/gi1/ci0, 0/gi1, 0:1               MIG devices of GPU 0: GPU instance 1 (and
 ///                                       compute instance 0); 0:1 is nvidia-smi's
 ///                                       GPU:GPU-instance form

@@ -116,6 +116,32 @@ TEST(SelectGpus, MinorNumberNotIndex) {
   EXPECT_THAT(ok("/dev/nvidia2"), ElementsAre(0));
 }
 
+// Issue 39: an AMD GPU's render node names it, and each node names only its vendor's GPU
+// (a mixed node's NVIDIA minor could equal an AMD render minor; minor:N names both).
+TEST(SelectGpus, ARenderNodeNamesTheAmdGpuANvidiaNodeNvidias) {
+  const std::vector<GpuInfo> mixed = {
+      gpu(0, "GPU-72828f1d-0000-1111-2222-333333333333", "00000000:18:00.0", 128),
+      gpu(1, "GPU-437aa7577fc75e00", "0000:0c:00.0", 128),
+      gpu(2, "GPU-437aa7577fc75e01", "0000:0d:00.0", 129)};
+  auto pick = [&](std::string_view spec) {
+    std::vector<unsigned> out;
+    auto r = select_gpus(spec, mixed);
+    EXPECT_TRUE(r.has_value()) << spec << ": " << (r ? "" : r.error().message);
+    for (DeviceId id : r.value_or(std::vector<DeviceId>{})) out.push_back(id.index);
+    return out;
+  };
+  EXPECT_THAT(pick("/dev/dri/renderD129"), ElementsAre(2));
+  EXPECT_THAT(pick("/dev/dri/renderD128"), ElementsAre(1));
+  EXPECT_THAT(pick("/dev/nvidia128"), ElementsAre(0));
+  EXPECT_THAT(pick("minor:128"), ElementsAre(0, 1));
+  std::string e = error("/dev/dri/renderD130", mixed);
+  EXPECT_THAT(e, HasSubstr("no GPU has minor number 130"));
+  EXPECT_THAT(e, HasSubstr("/dev/dri/renderD129"));  // the valid GPUs, each by its own node
+  EXPECT_THAT(error("/dev/nvidia129", mixed), HasSubstr("no GPU has minor number 129"));
+  EXPECT_THAT(error("/dev/dri/renderDx"), HasSubstr("expected a device minor number"));
+  EXPECT_THAT(error("/dev/dri/renderD"), HasSubstr("expected a device minor number"));
+}
+
 TEST(SelectGpus, UnknownMinor) {
   std::string e = error("/dev/nvidia7");
   EXPECT_THAT(e, HasSubstr("no GPU has minor number 7"));

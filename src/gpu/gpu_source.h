@@ -1,7 +1,8 @@
 #pragma once
-// The seam between gpureap and the GPU driver. One real implementation
-// (NvmlSource: NVML loaded with dlopen, queried in a watchdog child) and one
-// fake for unit tests. The simulated driver in sim/ is exercised through the
+// The seam between gpureap and the GPU driver. Real implementations: NvmlSource
+// (NVML loaded with dlopen, queried in a watchdog child), AmdSource (amdgpu's and
+// KFD's sysfs) and MixedSource (a node with both: NVIDIA's GPUs first, AMD's after);
+// and one fake for unit tests. The simulated driver in sim/ is exercised through the
 // real implementation, so end-to-end tests use the same code path as a GPU host.
 
 #include <sys/types.h>

@@ -294,11 +294,15 @@ SimNode::~SimNode() {
 }
 
 std::map<std::string, std::string> SimNode::env() const {
-  return {{"GPUREAP_NVML_LIBRARY", nvml_library_},
-          {"GPUREAP_SIM_DIR", dir_},
-          {"GPUREAP_DEV_DIR", dir_ + "/dev"},
-          {"GPUREAP_STATE_DIR", state_dir_},
-          {"GPUREAP_NVIDIA_SMI", dir_ + "/bin/nvidia-smi"}};
+  std::map<std::string, std::string> e = {{"GPUREAP_NVML_LIBRARY", nvml_library_},
+                                          {"GPUREAP_SIM_DIR", dir_},
+                                          {"GPUREAP_DEV_DIR", dir_ + "/dev"},
+                                          {"GPUREAP_STATE_DIR", state_dir_},
+                                          {"GPUREAP_NVIDIA_SMI", dir_ + "/bin/nvidia-smi"}};
+  // A node with AMD GPUs (--vendor amd, --amd-gpus): its sysfs tree, as `node` prints it.
+  std::error_code ec;
+  if (std::filesystem::exists(dir_ + "/sys/class/kfd", ec)) e["GPUREAP_SYSFS_ROOT"] = dir_ + "/sys";
+  return e;
 }
 
 CommandResult SimNode::gpureap(const std::vector<std::string>& args,

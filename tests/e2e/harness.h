@@ -53,7 +53,8 @@ class SimNode {
   SimNode& operator=(const SimNode&) = delete;
 
   const std::string& dir() const { return dir_; }
-  /// The environment gpureap and the sim need (plus a private state dir).
+  /// The environment gpureap and the sim need (plus a private state dir; with AMD GPUs,
+  /// GPUREAP_SYSFS_ROOT).
   std::map<std::string, std::string> env() const;
 
   /// Runs gpureap with `args`; stdin is /dev/null; bounded by `timeout`.

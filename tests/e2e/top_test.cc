@@ -187,6 +187,33 @@ TEST(Top, ShowsOrphansMarkedUnderTheirInstanceAt80x24And200x50) {
   }
 }
 
+// Issue 39: top on an AMD node (amdgpu's sysfs through GPUREAP_SYSFS_ROOT, which SimNode's
+// environment carries): the orphaned workers under their instance, each GPU by its name.
+TEST(Top, ShowsAnAmdNodesOrphansUnderTheirInstance) {
+  if (find_tmux().empty()) GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh)";
+  SimNode node({"--vendor", "amd", "--gpus", "2", "--memory", "192GiB"});
+  HoldResult crashed = node.hold({"--gpu", "0", "--children", "2", "--bytes", "80GiB", "--orphan",
+                                  "--title", "VLLM::Worker_TP{k}", "--server-title",
+                                  "vllm serve org/Model --tensor-parallel-size 2"});
+  ASSERT_EQ(crashed.holders.size(), 2u);
+  TopInTmux top(node, {}, 200, 50);
+  ASSERT_EQ(top.started().exit_code, 0) << top.started().err;
+  const std::string heading = "process group " + std::to_string(crashed.leader);
+  ASSERT_TRUE(top.wait_for({heading, "ORPHAN", "GPU 1"})) << top.last();
+  const std::string s = top.screen();
+  for (const auto& [pid, gpu] : crashed.holders) {
+    const std::string row = line_with(s, " " + std::to_string(pid) + " ");
+    EXPECT_NE(row.find("ORPHAN"), std::string::npos) << row << "\n" << s;
+    EXPECT_GT(s.find(row), s.find(heading)) << s;
+  }
+  EXPECT_NE(line_with(s, "GPU 0").find("OOO"), std::string::npos) << s;  // 80 of 192 GiB orphaned
+  top.keys({"q"});
+  EXPECT_TRUE(SimNode::eventually([&] { return !top.exit_status().empty(); },
+                                  std::chrono::seconds(30)))
+      << top.pane_state();
+  EXPECT_EQ(top.exit_status(), "0") << top.pane_state();
+}
+
 TEST(Top, TaggedOrphansAreFreedThroughThePlanAndVerifiedLiveServerUntouched) {
   if (find_tmux().empty()) GTEST_SKIP() << "tmux is not installed (scripts/install-deps.sh)";
   CaseStudy c;
