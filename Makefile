@@ -21,7 +21,7 @@ configure = @test -f $(1)/CMakeCache.txt || cmake -S . -B $(1) $(GENERATOR) $(2)
 MODULES = util gpu proc capacity inventory reclaim cluster report supervise agent top cli sim
 
 .PHONY: all deps build release demo test unit e2e stress gpu-test bench fuzz clean \
-        install deb portable package-deps package-test $(addprefix test-,$(MODULES))
+        install deb portable image package-deps package-test $(addprefix test-,$(MODULES))
 
 all: build
 
@@ -115,6 +115,11 @@ portable: deps
 	@objcopy --strip-debug $(RELEASE_BUILD)/gpureap-portable $(PORTABLE_BUILD)/gpureap
 	@cp -L $(RELEASE_BUILD)/sim/gpureap-sim $(RELEASE_BUILD)/sim/libnvidia-ml.so.1 $(PORTABLE_BUILD)/sim/
 	@echo $(CURDIR)/$(PORTABLE_BUILD)/gpureap
+
+# The agent's container image, localhost/gpureap:<version>, from the portable binary:
+# buildah from scratch, nothing pulled; run as root (docs/kubernetes.md, "The image").
+image: portable
+	@./packaging/image/build.sh $(PORTABLE_BUILD)/gpureap
 
 # The packaging checks (tests/package): man pages (groff warnings fail), completion in a
 # real bash, the .deb (contents, lintian, installed into a scratch root and run), `make

@@ -19,12 +19,28 @@
 # makes a self-signed certificate and scrapes over TLS (tests/e2e/watch_web_config_test.cc).
 # `clustershell` (no service): its `clush -b` folds the one-line `status --summary` of
 # simulated nodes in tests/contrib/check_fleet_checks.sh (docs/fleet-checks.md).
+# `buildah`, `podman` and `runc`: `make image` builds the agent's image from scratch with
+# buildah (nothing pulled), and tests/contrib/image_test.py runs it with podman as the
+# DaemonSet does (docs/kubernetes.md). runc besides Debian's default crun, which refuses
+# hybrid cgroup hierarchies (a cgroup2 mount with a controller beside cgroup v1's). podman
+# brings units (podman.socket, podman.service, podman-restart.service and the
+# podman-auto-update timer) that are installed without starting and disabled like the
+# services above.
 set -euo pipefail
 packages=(g++ cmake make pkg-config ninja-build ccache mold libcli11-dev nlohmann-json3-dev libfmt-dev libre2-dev
           libmicrohttpd-dev libyaml-dev libcrypt-dev libsystemd-dev libncurses-dev libgtest-dev libgmock-dev util-linux psmisc procps python3
-          python3-yaml prometheus slurmd slurmctld slurm-client clustershell tmux curl openssl "$@")
-# The services those packages bring (Debian package and unit names), and the daemons they run.
-services=(prometheus munge slurmd slurmctld)
+          python3-yaml prometheus slurmd slurmctld slurm-client clustershell tmux curl openssl buildah podman
+          runc "$@")
+# The services those packages bring (Debian package names), and the daemons they run.
+services=(prometheus munge slurmd slurmctld podman)
+# The systemd units a package enables at boot: its own name's service, or these.
+units_of() {
+  case "$1" in
+    podman) echo podman.socket podman.service podman-restart.service podman-auto-update.timer \
+                 podman-auto-update.service ;;
+    *) echo "$1.service" ;;
+  esac
+}
 daemons=(prometheus munged slurmd slurmctld)
 # munge is no package of ours but arrives with slurmd: note whether this run brings it.
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
@@ -78,7 +94,12 @@ trap - EXIT
 for s in "${new_services[@]}"; do
   installed "$s" || continue
   if command -v deb-systemd-helper >/dev/null; then
-    "${sudo_cmd[@]}" deb-systemd-helper disable "$s.service" >/dev/null 2>&1 || true
+    # deb-systemd-helper does nothing ("was not called from dpkg") unless dpkg's
+    # maintainer-script environment names the package.
+    for unit in $(units_of "$s"); do
+      "${sudo_cmd[@]}" env DPKG_MAINTSCRIPT_PACKAGE="$s" deb-systemd-helper disable "$unit" \
+        >/dev/null 2>&1 || true
+    done
   fi
   if [ -x "/etc/init.d/$s" ] && command -v update-rc.d >/dev/null; then
     "${sudo_cmd[@]}" update-rc.d "$s" disable >/dev/null 2>&1 || true

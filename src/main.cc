@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
            global.release_budget = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
          },
          "How long freed memory may stay flat before it is driver-held "
-         "(default: 2 s + 0.12 s per GiB pinned, at least 30 s)")
+         "(default: 2 s + 0.12 s per GiB pinned, at least 30 s; docs/release.md)")
       ->type_name("DURATION")
       ->group("");
   bool version = false;

@@ -12,7 +12,8 @@
 #   bash bench/gpu/wave4.sh --sim BUILD  here: the same steps on simulated nodes, BUILD's
 #                                        gpureap and sim/gpureap-sim (no build)
 # Writes to $OUT (default ./device-out): wave4.log (this output), summary.json, and
-# wave4-h200.tar.gz (wave4-sim.tar.gz) holding bench/results/wave4-h200/ (-sim/): untar it
+# wave4-h100.tar.gz or wave4-h200.tar.gz by the card (wave4-sim.tar.gz) holding
+# bench/results/wave4-<card>/ (-sim/): untar it
 # at the repository root. The archive is rewritten after every step, so a run stopped at
 # the device's limit still brings back the steps it finished. The device tool brings back
 # at most 8 files no more than 2 folders down, hence the archive.
@@ -22,7 +23,11 @@ cd "$root" || exit 1
 sim_build=
 if [ "${1:-}" = --sim ]; then sim_build=${2:-build}; fi
 case $sim_build in /* | "") ;; *) sim_build=$root/$sim_build ;; esac
-name=wave4-h200; [ -n "$sim_build" ] && name=wave4-sim
+# Named by the card: the device tool lends an H100 or an H200.
+case $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) in
+  *H100*) name=wave4-h100 ;; *H200*) name=wave4-h200 ;; *) name=wave4-gpu ;;
+esac
+[ -n "$sim_build" ] && name=wave4-sim
 out=${OUT:-device-out}
 mkdir -p "$out"
 stage=$(mktemp -d /tmp/gpureap-wave4-XXXXXX)

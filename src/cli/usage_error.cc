@@ -64,15 +64,29 @@ std::string reason_in_words(const std::string& reason) {
 }
 
 // "  --gpu GPU: what it takes; `gpureap status --help` has the rest".
-std::string hint_for(const CLI::Option* o, const std::string& command) {
+std::string hint_for(const CLI::Option* o, const std::string& command,
+                     const std::string& where) {
   if (o == nullptr) return fmt::format("  `{} --help` lists the options\n", command);
-  std::string name = o->get_name();
+  std::string name = o->get_name();  // CLI11 gives a hidden option no name here
+  if (name.empty() && !o->get_lnames().empty()) name = "--" + o->get_lnames().front();
   std::string type = o->get_type_name();
   type = type.substr(0, type.find(':'));
   if (o->get_type_size() != 0 && !type.empty() && !o->get_positional()) name += " " + type;
   std::string what = o->get_description();
   while (!what.empty() && (what.back() == '.' || what.back() == ' ')) what.pop_back();
-  return fmt::format("  {}: {}; `{} --help` has the rest\n", name, what, command);
+  if (where.empty()) return fmt::format("  {}: {}\n", name, what);
+  return fmt::format("  {}: {}; {}\n", name, what, where);
+}
+
+// Where an option is taught: the command's --help for its own options, the top-level
+// --help for a global one given to a command (free's does not list it); a global option
+// hidden from that one-screen help (`--release-budget`) names its page in its description.
+std::string help_of(const CLI::Option* o, const CLI::App& sub, const CLI::App& root,
+                    const std::string& command) {
+  if (o != nullptr && o->get_group().empty()) return "";
+  if (o == nullptr || sub.get_option_no_throw(o->get_name()) == o)
+    return "`" + command + " --help` has the rest";
+  return "`" + command_name(root, root) + " --help` has the rest";
 }
 
 }  // namespace
@@ -90,12 +104,14 @@ std::string usage_error_text(const CLI::ParseError& error, const CLI::App& root)
   if (std::regex_match(message, m, excludes))
     return fmt::format("{}: {} and {} cannot be combined; give one of them\n", command,
                        m[1].str(), m[2].str()) +
-           hint_for(option_named(sub, root, m[2].str()), command);
+           hint_for(option_named(sub, root, m[2].str()), command,
+                    help_of(option_named(sub, root, m[2].str()), sub, root, command));
 
   static const std::regex required(R"(^(\S+) is required$)");
   if (std::regex_match(message, m, required))
     return fmt::format("{}: {} is required\n", command, m[1].str()) +
-           hint_for(option_named(sub, root, m[1].str()), command);
+           hint_for(option_named(sub, root, m[1].str()), command,
+                    help_of(option_named(sub, root, m[1].str()), sub, root, command));
 
   // "--name: reason" (a validator's, a conversion's, a count's).
   const auto colon = message.find(": ");
@@ -103,10 +119,10 @@ std::string usage_error_text(const CLI::ParseError& error, const CLI::App& root)
   const CLI::Option* option = option_named(sub, root, name);
   if (option == nullptr)
     return fmt::format("{}: {}\n", command, report::terminal_text(message)) +
-           hint_for(nullptr, command);
+           hint_for(nullptr, command, "");
   return fmt::format("{}: {}: {}\n", command, name,
                      report::terminal_text(reason_in_words(message.substr(colon + 2)))) +
-         hint_for(option, command);
+         hint_for(option, command, help_of(option, sub, root, command));
 }
 
 }  // namespace gpureap::cli

@@ -148,6 +148,38 @@ def alive(pid):
     return s[s.rindex(")") + 2] not in "ZX"
 
 
+def descendants(pid):
+    """Every live descendant of pid (by /proc's parent links), deepest last."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def fitting_gib(n, gib, index=0):
+    """gib, or less so that n holders of it fit in 85 % of the card (the scenarios were
+    sized on a 141 GiB H200; an 80 GiB H100 cannot hold 4 x 20 GiB)."""
+    if shutil.which("nvidia-smi") is None:
+        return gib  # the simulated node: no card to fit
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits",
+                          "-i", str(index)], capture_output=True, text=True).stdout.strip()
+    if not out.isdigit():
+        return gib  # the simulated node: no card to fit
+    return max(1, min(gib, int(int(out) / 1024 * 0.85 / n)))
+
+
 class Scenario:
     """Tracks every process it starts; cleanup() kills them all."""
 
@@ -169,7 +201,18 @@ class Scenario:
         workers are orphaned; returns that line."""
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         self.popen.append(p)
-        info = json.loads(p.stdout.readline())
+        line = p.stdout.readline()
+        try:
+            info = json.loads(line)
+        except ValueError:
+            # A worker failed (out of memory on a smaller card): the server never printed
+            # its line, so nothing is tracked yet. Kill what it started (our descendants,
+            # by pid), or they keep their memory past the run (they did on an H100).
+            for pid in descendants(p.pid):
+                kill_verified(pid)
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+            raise RuntimeError(f"the server gave no ready line: {line!r}")
         for pid in [info["server"]] + info["workers"]:
             self.track(pid)
         os.kill(p.pid, signal.SIGKILL)  # our own child, not yet reaped
@@ -178,6 +221,7 @@ class Scenario:
 
     def orphaned_workers(self, n=4, gib=20, same_gpu=True):
         """Server spawns n workers holding gib GiB each; server is SIGKILLed."""
+        gib = fitting_gib(n, gib)
         return self._orphaned_server([sys.executable, "-c", SERVER, str(n), str(gib),
                                       "same" if same_gpu else "spread", WORKER])["workers"]
 
@@ -191,6 +235,7 @@ class Scenario:
     def sglang_orphans(self, n=4, gib=20, flags=("--torch",)):
         """n workers titled as SGLang's schedulers (set at run time, as setproctitle does),
         gib GiB each on GPU 0, their server SIGKILLed: returns (server pid, worker pids)."""
+        gib = fitting_gib(n, gib)
         info = self._orphaned_server([sys.executable, "-c", SGLANG_SERVER, str(n), HOLDER, *flags,
                                       "--device-gib", str(gib)])
         return info["server"], info["workers"]
