@@ -2,19 +2,27 @@
 // -> every event rendered by report/watch_events, one line each, as it happens.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <grp.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <set>
 #include <string_view>
 
 #include "agent/agent.h"
+#include "agent/gnutls_load.h"
 #include "agent/http_server.h"
-#include "agent/watch_options.h"
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
@@ -23,20 +31,60 @@
 #include "report/terminal_text.h"
 #include "report/watch_events.h"
 #include "report/watch_service.h"
+#include "util/pattern.h"
 #include "util/queued_writer.h"
 #include "util/signal_name.h"
+#include "util/text.h"
 #include "util/units.h"
 
 namespace gpureap::cli {
 namespace {
 
-using agent::kOptionKeys;
-using agent::OptionKey;
-using agent::WatchFlags;
-
 /// Where `gpureap watch` reads its options when --config is not given (read when
 /// it exists; absent is fine). docs/watch.md, "Options file and SIGHUP".
 constexpr const char* kDefaultConfig = "/etc/gpureap/watch.conf";
+
+/// The options as given (strings: checked by to_agent_options, so that an options
+/// file, read at start and re-read on SIGHUP, goes through the same checks as the
+/// command line).
+struct WatchFlags {
+  std::string listen = agent::kDefaultListen;
+  bool no_listen = false;
+  std::string textfile;
+  std::string tick = duration_flag(agent::kDefaultTick);
+  std::string full_scan = duration_flag(agent::kDefaultFullScan);
+  bool per_holder = false;
+  std::string socket_group;
+  std::string reap_after;
+  std::string keep;
+  std::string web_config;
+  bool reap_dry_run = false;
+  std::string config;
+  /// Keys the options file sets that the command line overrides (said in the start line).
+  std::vector<std::string> overridden;
+};
+
+/// Every option of `watch` but --config is a key of the options file, by its long
+/// name without the dashes: one table for the command line, the file and "the
+/// command line wins".
+struct OptionKey {
+  const char* key;
+  std::string WatchFlags::*text = nullptr;  // a value option
+  bool WatchFlags::*flag = nullptr;         // a flag (the file says true or false)
+};
+constexpr std::array<OptionKey, 11> kOptionKeys{{
+    {"listen", &WatchFlags::listen, nullptr},
+    {"web-config", &WatchFlags::web_config, nullptr},
+    {"no-listen", nullptr, &WatchFlags::no_listen},
+    {"textfile", &WatchFlags::textfile, nullptr},
+    {"full-scan-interval", &WatchFlags::full_scan, nullptr},
+    {"socket-group", &WatchFlags::socket_group, nullptr},
+    {"tick", &WatchFlags::tick, nullptr},
+    {"per-holder-metrics", nullptr, &WatchFlags::per_holder},
+    {"reap-orphans-after", &WatchFlags::reap_after, nullptr},
+    {"keep", &WatchFlags::keep, nullptr},
+    {"reap-dry-run", nullptr, &WatchFlags::reap_dry_run},
+}};
 
 /// The options of kOptionKeys, on the command line and in the options file alike.
 void add_file_options(CLI::App& app, WatchFlags& f) {
@@ -81,15 +129,181 @@ void add_file_options(CLI::App& app, WatchFlags& f) {
                "Announce what --reap-orphans-after would free, and free nothing");
 }
 
+Result<std::chrono::milliseconds> positive_duration(const std::string& flag,
+                                                    const std::string& text) {
+  auto d = parse_duration(text);
+  if (!d) return fail(fmt::format("{}: {}", flag, d.error().message));
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+  if (ms.count() <= 0) return fail(fmt::format("{}: must be more than 0 (got {})", flag, text));
+  return ms;
+}
+
+Result<void> check_file_owner(const std::string& option, const std::string& path,
+                              const std::string& steers);
+
+/// --web-config: the file trusted as the options file is (it says who may read the
+/// metrics), parsed, its certificate and key read, and GnuTLS loaded when it asks
+/// for TLS, so that a machine without GnuTLS (or the file's mistakes) stops the
+/// start with exit 2 instead of serving plain HTTP.
+Result<agent::WebConfig> read_web_config_option(const WatchFlags& f) {
+  const std::string& path = f.web_config;
+  if (f.no_listen) return fail("--web-config: nothing is served with --no-listen");
+  if (::access(path.c_str(), F_OK) != 0)
+    return fail(fmt::format("--web-config {}: {}", path, std::strerror(errno)));
+  if (auto trusted = check_file_owner("--web-config", path, "decides who may read the metrics");
+      !trusted)
+    return std::unexpected(trusted.error());
+  auto web = agent::read_web_config(path);
+  if (!web) return web;
+  if (web->tls()) {
+    const char* library = std::getenv("GPUREAP_GNUTLS_LIBRARY");
+    auto loaded = agent::load_gnutls(library && *library ? library : agent::kGnutlsLibrary);
+    if (!loaded)
+      return fail(fmt::format(
+          "--web-config {}: tls_server_config needs GnuTLS ({}), which could not be loaded: {}. "
+          "Install libgnutls30, or leave tls_server_config out and put a TLS proxy in front",
+          path, agent::kGnutlsLibrary, loaded.error().message));
+  }
+  return web;
+}
+
+Result<agent::AgentOptions> to_agent_options(const WatchFlags& f, const std::string& state_dir) {
+  agent::AgentOptions o;
+  o.state_dir = state_dir;
+  auto tick = positive_duration("--tick", f.tick);
+  if (!tick) return std::unexpected(tick.error());
+  o.watch.tick = *tick;
+  auto full = positive_duration("--full-scan-interval", f.full_scan);
+  if (!full) return std::unexpected(full.error());
+  o.watch.full_scan = *full;
+  if (!f.no_listen) o.listen = f.listen;
+  if (!f.textfile.empty()) o.textfile_dir = f.textfile;
+  o.per_holder = f.per_holder;
+  if (!f.socket_group.empty()) {
+    if (const group* g = ::getgrnam(f.socket_group.c_str())) {
+      o.socket_group = g->gr_gid;
+    } else if (auto gid = parse_count(f.socket_group, "--socket-group", 0, 0xfffffffe); gid) {
+      o.socket_group = static_cast<gid_t>(*gid);
+    } else {
+      return fail(fmt::format("--socket-group: no group named {}", f.socket_group));
+    }
+  }
+  if (!f.reap_after.empty()) {
+    auto after = positive_duration("--reap-orphans-after", f.reap_after);
+    if (!after) return std::unexpected(after.error());
+    o.reap_orphans_after = *after;
+  }
+  if (!f.keep.empty()) {
+    auto pattern = Pattern::compile(f.keep);
+    if (!pattern) return fail("--keep: " + pattern.error().message);
+    o.keep_regex = f.keep;
+  }
+  if (!f.web_config.empty()) {
+    auto web = read_web_config_option(f);
+    if (!web) return std::unexpected(web.error());
+    o.web = std::move(*web);
+  }
+  o.reap_dry_run = f.reap_dry_run;
+  if (o.reap_dry_run && !o.reap_orphans_after)
+    return fail("--reap-dry-run: needs --reap-orphans-after (what would be reaped, and when)");
+  o.version = version_string();
+  return o;
+}
+
+/// Every line of an options file is blank, a comment or `key = value` with a key
+/// of kOptionKeys: CLI11's reader drops what it does not know, and a dropped
+/// `keep` (misspelt, or under an INI `[section]`) would get the holder it
+/// protects reaped (W2-05). The error names the line and the key. A file that
+/// cannot be read is left to CLI11, which says why.
+Result<std::set<std::string>> check_options_file(const std::string& path) {
+  std::set<std::string> keys_set;
+  std::ifstream in(path);
+  if (!in) return keys_set;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::string_view text = trim(line);
+    if (text.empty() || text.front() == '#' || text.front() == ';') continue;
+    auto where = [&] { return fmt::format("--config {}, line {}", path, number); };
+    if (text.front() == '[')
+      return fail(
+          fmt::format("{}: sections are not read ({}): put the keys at the top of the "
+                      "file, without a section",
+                      where(), report::terminal_text(text)));
+    const auto eq = text.find('=');
+    if (eq == std::string_view::npos)
+      return fail(fmt::format("{}: expected `key = value`, got '{}'", where(),
+                              report::terminal_text(text)));
+    std::string_view key = trim(text.substr(0, eq));
+    if (key.size() >= 2 && key.front() == '"' && key.back() == '"')
+      key = key.substr(1, key.size() - 2);
+    if (std::none_of(kOptionKeys.begin(), kOptionKeys.end(),
+                     [&](const OptionKey& k) { return key == k.key; })) {
+      std::vector<std::string_view> keys;
+      for (const auto& k : kOptionKeys) keys.push_back(k.key);
+      return fail(fmt::format("{}: unknown key '{}' (the file takes {})", where(),
+                              report::terminal_text(key), fmt::join(keys, ", ")));
+    }
+    // After a quoted value, only a `#` comment: CLI11 reads `"x" ; note` as several
+    // values ("At Most 1 required but received 4", W3-12d).
+    std::string_view value = trim(text.substr(eq + 1));
+    if (!value.empty() && (value.front() == '"' || value.front() == '\'')) {
+      const auto close = value.find(value.front(), 1);
+      std::string_view rest =
+          close == std::string_view::npos ? std::string_view{} : trim(value.substr(close + 1));
+      if (!rest.empty() && rest.front() != '#')
+        return fail(fmt::format("{}: '{}' after the value of '{}': a comment after a value starts "
+                                "with # (; starts a comment only at the start of a line)",
+                                where(), report::terminal_text(rest), report::terminal_text(key)));
+    }
+    keys_set.insert(std::string(key));
+  }
+  return keys_set;
+}
+
+/// The options file steers a root agent (whether it reaps, how soon, what --keep
+/// protects, where it listens, who may ask it): refused unless the file and every
+/// directory on its path are owned by root or the agent's own user and writable by
+/// nobody else (W3-09). A directory with the sticky bit (/tmp) keeps others from
+/// replacing what its owner put there. A path that does not resolve is left to the
+/// reader, which says why.
+Result<void> check_file_owner(const std::string& option, const std::string& path,
+                              const std::string& steers) {
+  std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
+  if (!real) return {};
+  const uid_t me = ::geteuid();
+  std::string at = real.get();
+  for (bool is_file = true;; is_file = false) {
+    struct stat st {};
+    if (::stat(at.c_str(), &st) != 0) return {};
+    const std::string what = is_file ? "the file" : "its directory " + at;
+    auto refuse = [&](const std::string& why) {
+      return fail(fmt::format(
+          "{} {}: {} {}: whoever can write it {}; refusing it. It must be owned by root{} and "
+          "writable by no one else",
+          option, path, what, why, steers, me == 0 ? "" : fmt::format(" or uid {}", me)));
+    };
+    if (st.st_uid != 0 && st.st_uid != me)
+      return refuse(fmt::format("is owned by uid {}", st.st_uid));
+    const bool sticky_dir = !is_file && (st.st_mode & S_ISVTX) != 0;
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !sticky_dir)
+      return refuse(fmt::format("is writable by {} (mode {:04o})",
+                                (st.st_mode & S_IWOTH) ? "everyone" : "its group",
+                                st.st_mode & 07777));
+    if (at == "/") return {};
+    const auto slash = at.rfind('/');
+    at = slash == 0 ? "/" : at.substr(0, slash);
+  }
+}
+
 /// The options file (TOML/INI, `key = value`, CLI11's reader): its keys override
 /// the defaults, the command line overrides both.
 Result<WatchFlags> read_options_file(const std::string& path, const WatchFlags& given,
                                      const std::set<std::string>& on_command_line) {
-  if (auto trusted = agent::check_file_owner("--config", path,
+  if (auto trusted = check_file_owner("--config", path,
                                       "steers the agent (reaping, --keep, the listener)");
       !trusted)
     return std::unexpected(trusted.error());
-  auto in_file = agent::check_options_file(path);
+  auto in_file = check_options_file(path);
   if (!in_file) return std::unexpected(in_file.error());
   CLI::App app("gpureap watch options file");
   WatchFlags file = given;
@@ -151,104 +365,6 @@ void handle(int sig, void (*handler)(int)) {
 // Event lines waiting for stdout; past this many the next ones are dropped.
 constexpr std::size_t kEventQueueLines = 1024;
 
-// The options in force and where they came from: the command line's, merged with the
-// options file's (re-read on SIGHUP).
-struct WatchConfig {
-  const WatchFlags& given;
-  bool explicit_config;
-  const std::set<std::string>& on_command_line;
-  std::string state;
-  std::string config;  // the options file in force ("" none)
-
-  Result<WatchFlags> flags() {
-    config = config_path(given, explicit_config);
-    return with_options_file(config, given, on_command_line);
-  }
-  Result<agent::AgentOptions> options(const Result<WatchFlags>& merged) const {
-    if (!merged) return std::unexpected(merged.error());
-    return agent::to_agent_options(*merged, state, version_string());
-  }
-};
-
-// Where the agent's lines go: a queue to stdout, as JSON lines or text.
-struct EventOut {
-  QueuedWriter& queue;
-  bool json;
-  report::Style style;
-};
-
-void install_signal_handlers(inventory::Node& node) {
-  handle(SIGTERM, on_stop);
-  handle(SIGINT, on_stop);
-  handle(SIGHUP, on_hup);
-  handle(SIGUSR1, on_usr1);
-  handle(SIGUSR2, on_usr2);
-  ::signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the agent
-  node.set_interrupt_flag(&g_stop);
-}
-
-// The agent's hooks, each said as an event line: a reload refused or applied, NVML let
-// go or taken up, the stop, the start (with `start`'s policy).
-agent::AgentHooks watch_hooks(const EventOut& e, WatchConfig& c, report::WatchStart& start) {
-  agent::AgentHooks hooks;
-  hooks.reload_options = [&e, &c]() -> Result<agent::AgentOptions> {
-    // The file is looked for again: /etc/gpureap/watch.conf may have been written
-    // since the start.
-    auto fresh = c.options(c.flags());
-    if (!fresh) {
-      print_err(fmt::format("gpureap watch: SIGHUP: {}; keeping the options in force\n",
-                            report::terminal_text(fresh.error().message)));
-      // And an event in the agent's log, where the reloads it applied are said.
-      const double now = agent::wall_now();
-      e.queue.push(e.json ? report::watch_reload_refused_json(now, c.config, fresh.error().message)
-                          : report::watch_reload_refused_line(now, c.config,
-                                                              fresh.error().message, e.style));
-    }
-    return fresh;
-  };
-  hooks.reloaded = [&e, &c](const std::vector<agent::OptionChange>& changes) {
-    const double now = agent::wall_now();
-    e.queue.push(e.json ? report::watch_reloaded_json(now, c.config, changes)
-                        : report::watch_reloaded_line(now, c.config, changes, e.style));
-  };
-  hooks.nvml = [&e](const agent::SourceYield& y) {
-    const report::SourceNotice notice{y.yielded, y.by, y.until, y.note};
-    const double now = agent::wall_now();
-    e.queue.push(e.json ? report::watch_source_json(now, notice)
-                        : report::watch_source_line(now, notice, e.style));
-  };
-  hooks.stopping = [&e] {
-    const int sig = g_stop_signal.load();
-    const std::string why = sig == SIGINT || sig == SIGTERM ? signal_name(sig) : "stopped";
-    const double now = agent::wall_now();
-    e.queue.push(e.json ? report::watch_stopped_json(now, ::getpid(), why)
-                        : report::watch_stopped_line(now, ::getpid(), why, e.style));
-  };
-  hooks.started = [&e, &start](const std::optional<std::string>& listen, std::size_t gpus) {
-    start.listen = listen;
-    start.gpus = gpus;
-    const double now = agent::wall_now();
-    e.queue.push(e.json ? report::watch_started_json(start, now)
-                        : report::watch_started_line(start, now, e.style));
-  };
-  return hooks;
-}
-
-// The start line's policy: what the agent was started with.
-report::WatchStart start_of(const agent::AgentOptions& o, const WatchConfig& c,
-                            const WatchFlags& flags) {
-  report::WatchStart start;
-  start.pid = ::getpid();
-  start.socket = inventory::agent_socket_path(c.state);
-  start.textfile = o.textfile_dir;
-  start.reap_orphans_after = o.reap_orphans_after;
-  start.reap_dry_run = o.reap_dry_run;
-  start.keep = o.keep_regex;
-  start.config = c.config;
-  start.overridden = flags.overridden;
-  return start;
-}
-
 int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explicit_config,
               const std::set<std::string>& on_command_line) {
   auto state = inventory::state_dir();
@@ -257,9 +373,13 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explici
                           report::terminal_text(state.error().message)));
     return kExitSystem;
   }
-  WatchConfig config{given, explicit_config, on_command_line, *state, ""};
-  auto flags = config.flags();
-  auto options = config.options(flags);
+  std::string config = config_path(given, explicit_config);
+  auto flags = with_options_file(config, given, on_command_line);
+  if (!flags) {
+    print_err(fmt::format("gpureap watch: {}\n", report::terminal_text(flags.error().message)));
+    return kExitUsage;
+  }
+  auto options = to_agent_options(*flags, *state);
   if (!options) {
     print_err(fmt::format("gpureap watch: {}\n", report::terminal_text(options.error().message)));
     return kExitUsage;
@@ -272,7 +392,14 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explici
                           report::terminal_text(node.device_error()->message)));
     return kExitSystem;
   }
-  install_signal_handlers(node);
+
+  handle(SIGTERM, on_stop);
+  handle(SIGINT, on_stop);
+  handle(SIGHUP, on_hup);
+  handle(SIGUSR1, on_usr1);
+  handle(SIGUSR2, on_usr2);
+  ::signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the agent
+  node.set_interrupt_flag(&g_stop);
 
   options->problems = [](const std::string& problem) {
     print_err(fmt::format("gpureap watch: {}\n", report::terminal_text(problem)));
@@ -292,15 +419,66 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explici
   QueuedWriter out(STDOUT_FILENO, kEventQueueLines, [json, style](std::uint64_t dropped) {
     return json ? report::watch_dropped_json(dropped) : report::watch_dropped_line(dropped, style);
   });
-  const EventOut events{out, json, style};
-  agent::EventSink sink = [&events](const inventory::Event& event) {
-    return events.queue.push(events.json ? report::watch_event_json(event)
-                                         : report::watch_event_line(event, events.style));
+  agent::EventSink sink = [&out, json, style](const inventory::Event& event) {
+    return out.push(json ? report::watch_event_json(event)
+                         : report::watch_event_line(event, style));
   };
-  report::WatchStart start = start_of(*options, config, *flags);
+
+  agent::AgentHooks hooks;
+  hooks.reload_options = [&]() -> Result<agent::AgentOptions> {
+    // The file is looked for again: /etc/gpureap/watch.conf may have been written
+    // since the start.
+    config = config_path(given, explicit_config);
+    auto merged = with_options_file(config, given, on_command_line);
+    auto fresh = merged ? to_agent_options(*merged, *state)
+                        : Result<agent::AgentOptions>(std::unexpected(merged.error()));
+    if (!fresh) {
+      print_err(fmt::format("gpureap watch: SIGHUP: {}; keeping the options in force\n",
+                            report::terminal_text(fresh.error().message)));
+      // And an event in the agent's log, where the reloads it applied are said.
+      const double now = agent::wall_now();
+      out.push(json ? report::watch_reload_refused_json(now, config, fresh.error().message)
+                    : report::watch_reload_refused_line(now, config, fresh.error().message,
+                                                        style));
+    }
+    return fresh;
+  };
+  hooks.reloaded = [&](const std::vector<agent::OptionChange>& changes) {
+    const double now = agent::wall_now();
+    out.push(json ? report::watch_reloaded_json(now, config, changes)
+                  : report::watch_reloaded_line(now, config, changes, style));
+  };
+  hooks.nvml = [&](const agent::SourceYield& y) {
+    const report::SourceNotice notice{y.yielded, y.by, y.until, y.note};
+    const double now = agent::wall_now();
+    out.push(json ? report::watch_source_json(now, notice)
+                  : report::watch_source_line(now, notice, style));
+  };
+  hooks.stopping = [&] {
+    const int sig = g_stop_signal.load();
+    const std::string why = sig == SIGINT || sig == SIGTERM ? signal_name(sig) : "stopped";
+    const double now = agent::wall_now();
+    out.push(json ? report::watch_stopped_json(now, ::getpid(), why)
+                  : report::watch_stopped_line(now, ::getpid(), why, style));
+  };
+  report::WatchStart start;
+  start.pid = ::getpid();
+  start.socket = inventory::agent_socket_path(*state);
+  start.textfile = options->textfile_dir;
+  start.reap_orphans_after = options->reap_orphans_after;
+  start.reap_dry_run = options->reap_dry_run;
+  start.keep = options->keep_regex;
+  start.config = config;
+  start.overridden = flags->overridden;
+  hooks.started = [&](const std::optional<std::string>& listen, std::size_t gpus) {
+    start.listen = listen;
+    start.gpus = gpus;
+    const double now = agent::wall_now();
+    out.push(json ? report::watch_started_json(start, now)
+                  : report::watch_started_line(start, now, style));
+  };
   const agent::AgentSignals signals{g_stop, g_reload, g_yield, g_resume};
-  auto ran = agent::run_agent(node, std::move(*options), sink, signals,
-                              watch_hooks(events, config, start));
+  auto ran = agent::run_agent(node, std::move(*options), sink, signals, hooks);
   if (!ran) {
     print_err(fmt::format("gpureap watch: {}\n", report::terminal_text(ran.error().message)));
     return kExitSystem;
