@@ -386,9 +386,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
               report_on_stderr ? cli::print_err : cli::print_out,
               report_on_stderr ? stderr_style(global) : stdout_style(global),
               report_on_stderr ? report::TableWidth{} : stdout_table_width(o.wide),
-              nothing_to_do,
-              false,
-              {}};
+              nothing_to_do, false, {}};
   Asked asked;
   const bool live = !global.json && ::isatty(2);
   const reclaim::FreeSteps steps = free_steps(shown, options.escalation.grace, live, asked);
