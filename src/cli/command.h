@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "gpu/gpu_select.h"
+#include "supervise/replace.h"
 
 // CLI11 is the heaviest header we use (~3 s of compile time per unit): only the
 // files that register options (the commands, main) include <CLI/CLI.hpp>.
@@ -76,11 +77,7 @@ std::string version_text(const GlobalOptions& global, std::string_view linkage);
 /// and --timeout (as given on the command line).
 /// What `gpureap run` frees before it launches CMD (cli/run_replace.cc).
 struct FreeBeforeRun {
-  enum class Mode {
-    free_first,       // --free-first: the holders of --gpu
-    replace,          // --replace KEY: that server instance, whole
-    replace_orphans,  // --replace-orphans: the orphaned instances on --gpu (default: all)
-  };
+  using Mode = supervise::ReplaceMode;  // free_first, replace, replace_orphans
   Mode mode = Mode::free_first;
   std::string instance;  // --replace KEY
   gpu::GpuSelector gpu;  // --gpu (empty: every GPU)

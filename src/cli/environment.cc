@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 #include <utility>
@@ -164,6 +165,17 @@ bool add_commands(CLI::App& app, const GlobalOptions& global, CommandFn& run,
 std::string duration_flag(std::chrono::milliseconds d) {
   return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s"
                                : std::to_string(d.count()) + "ms";
+}
+
+bool ask_on_tty(const std::string& question) {
+  FILE* tty = std::fopen("/dev/tty", "r+");
+  if (!tty) return false;
+  std::fprintf(tty, "%s [y/N] ", question.c_str());
+  std::fflush(tty);
+  char answer[16] = {};
+  const bool yes = std::fgets(answer, sizeof answer, tty) && (answer[0] == 'y' || answer[0] == 'Y');
+  std::fclose(tty);
+  return yes;
 }
 
 void print_out(std::string_view text) {

@@ -71,6 +71,10 @@ std::shared_ptr<reclaim::AuditSink> open_audit(
 std::string duration_flag(std::chrono::milliseconds d);
 
 /// Writes `text` to stdout / stderr in full (handles short writes, ignores EPIPE).
+/// Asks `question` on the terminal (/dev/tty) with " [y/N] "; anything but y/yes (or no
+/// terminal) declines.
+bool ask_on_tty(const std::string& question);
+
 void print_out(std::string_view text);
 void print_err(std::string_view text);
 

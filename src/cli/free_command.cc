@@ -1,6 +1,7 @@
 // `gpureap free`: reclaim that ends in freed memory or an explained reason.
-// Steps: parse -> lock -> discover -> plan -> confirm -> act (signal, watch memory,
-// re-scan, repeat) -> verify -> report.
+// Steps: parse -> the one free session (reclaim/free_session.h: lock -> discover -> the
+// GPUs chosen -> plan -> confirm -> act: signal, watch memory, re-scan, repeat ->
+// verify; a confirmed plan is acted on in a second session, under the lock) -> report.
 
 #include <fmt/format.h>
 #include <pwd.h>
@@ -19,7 +20,6 @@
 #include "cli/flags.h"
 #include "gpu/gpu_select.h"
 #include "reclaim/free_flow.h"
-#include "reclaim/free_lock.h"
 #include "reclaim/free_session.h"
 #include "reclaim/reclaimer.h"
 #include "report/free_report.h"
@@ -31,14 +31,6 @@
 
 namespace gpureap::cli {
 namespace {
-
-// The first look: NVML's deadline cut to what --deadline leaves, and the process table
-// read from the scan's own listing of /proc (the plan's, CallerContext::of).
-inventory::CollectOptions first_look(std::optional<std::chrono::steady_clock::time_point> deadline) {
-  inventory::CollectOptions look;
-  look.process_table = true;
-  return look.within(deadline, std::chrono::steady_clock::now());
-}
 
 struct FreeOptions {
   gpu::GpuSelector gpu;  // --gpu (empty: not given)
@@ -79,18 +71,6 @@ Result<uid_t> parse_user(const std::string& text) {
     return static_cast<uid_t>(*uid);
   }
   return fail(fmt::format("unknown user '{}'", text));
-}
-
-// Asks on the terminal; anything but y/yes declines.
-bool confirm(const std::string& question) {
-  FILE* tty = std::fopen("/dev/tty", "r+");
-  if (!tty) return false;
-  std::fprintf(tty, "%s [y/N] ", question.c_str());
-  std::fflush(tty);
-  char answer[16] = {};
-  bool yes = std::fgets(answer, sizeof answer, tty) && (answer[0] == 'y' || answer[0] == 'Y');
-  std::fclose(tty);
-  return yes;
 }
 
 int free_usage_error(const std::string& message) {
@@ -232,7 +212,8 @@ struct Shown {
   report::Style style;
   report::TableWidth width;
   int nothing_to_do;
-  bool source_usable;  // the first look's
+  bool source_usable = false;         // the first look's
+  std::vector<std::string> warnings;  // the first look's
 };
 
 // What the person said, and the handlers for Ctrl-C once signals are sent.
@@ -244,21 +225,21 @@ struct Asked {
 
 // free's go-ahead and progress: the plan shown, --dry-run stops, a person confirms (the
 // confirmed set is acted on under the lock, free_session), Ctrl-C from the first signal.
-reclaim::FreeSteps free_steps(const Shown& shown, const inventory::Inventory& inv,
-                              std::chrono::milliseconds grace, bool live, Asked& asked) {
+reclaim::FreeSteps free_steps(const Shown& shown, std::chrono::milliseconds grace, bool live,
+                              Asked& asked) {
   reclaim::FreeSteps steps;
-  steps.go_ahead = [&shown, &inv, grace, &asked](const reclaim::Plan& plan) {
+  steps.go_ahead = [&shown, grace, &asked](const reclaim::Plan& plan) {
     const FreeOptions& o = shown.o;
     const bool json = shown.global.json;
     if (!json) shown.print_out(report::plan_text(plan, shown.style, grace, shown.width));
     if (o.dry_run) {
       shown.print_out(json ? report::document_text(report::free_json(
-                                 plan, reclaim::ReclaimReport{}, true, inv.warnings))
+                                 plan, reclaim::ReclaimReport{}, true, shown.warnings))
                            : std::string("Dry run: nothing was signalled.\n"));
       return false;
     }
     if (!o.yes && !plan.targets.empty() &&
-        !confirm(fmt::format("Signal {} process(es)?", plan.targets.size()))) {
+        !ask_on_tty(fmt::format("Signal {} process(es)?", plan.targets.size()))) {
       asked.not_confirmed = true;
       return false;
     }
@@ -371,25 +352,11 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
         "act, "
         "or --dry-run to see the plan");
 
-  // 2. One free at a time.
   auto state = inventory::state_dir();
   if (!state) {
     print_err(fmt::format("gpureap free: {}\n", report::terminal_text(state.error().message)));
     return kExitSystem;
   }
-  // A plan that waits for a person's y/N is made without the lock: an epilog or the
-  // reaper never waits for someone's answer (W3-08). On yes the lock is taken, a fresh
-  // look made, and only the confirmed processes (pid and start time) acted on.
-  const bool asks = !o.yes && !o.dry_run;
-  std::optional<reclaim::FreeLock> lock;
-  if (!o.dry_run && !asks) {
-    auto l = reclaim::FreeLock::acquire(
-        *state, deadline ? std::min(started + o.wait_lock, *deadline) : started + o.wait_lock);
-    if (!l) return say_lock_failed(l.error().message);
-    lock.emplace(std::move(*l));
-  }
-
-  // 3. Discover.
   inventory::Node node = open_node(global, *state);
   if (node.device_error()) {
     print_err(fmt::format("gpureap free: {}\n",
@@ -397,56 +364,73 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     return kExitSystem;
   }
   node.set_interrupt_flag(&g_interrupted);
-  inventory::Inventory inv = node.look(first_look(deadline));
-  if (auto status = choose_gpus(o, inv, options.selection, nothing_to_do)) return *status;
-  warn_unverifiable(inv, options.selection.gpus);
-
-  // 4. Plan, judge, confirm, act: the one free flow (reclaim/free_flow.h). The plan is
-  // shown before the confirmation; Ctrl-C stops the waits and still reports.
-  const Shown shown{global,
-                    o,
-                    report_on_stderr ? cli::print_err : cli::print_out,
-                    report_on_stderr ? stderr_style(global) : stdout_style(global),
-                    report_on_stderr ? report::TableWidth{} : stdout_table_width(o.wide),
-                    nothing_to_do,
-                    gpu::lists_gpus(inv.source_state)};
-  auto caller = reclaim::CallerContext::of(inv, node.proc_root());
+  Shown shown{global,
+              o,
+              report_on_stderr ? cli::print_err : cli::print_out,
+              report_on_stderr ? stderr_style(global) : stdout_style(global),
+              report_on_stderr ? report::TableWidth{} : stdout_table_width(o.wide),
+              nothing_to_do, false, {}};
   Asked asked;
   const bool live = !global.json && ::isatty(2);
-  reclaim::FreeSteps steps = free_steps(shown, inv, options.escalation.grace, live, asked);
+  const reclaim::FreeSteps steps = free_steps(shown, options.escalation.grace, live, asked);
   // Every signal is recorded (docs/audit.md): the audit file and the journal.
   auto audit = open_audit("free", *state);
   reclaim::AuditTrail trail(*audit, reclaim::AuditActor::free,
                             reclaim::AuditCaller::current(node.proc_root()));
   reclaim::SystemProcessControl system_control(node.proc_root());
   reclaim::AuditedControl control(system_control, trail, node.proc_root());
-  reclaim::FreeOutcome freed = reclaim::free_selection(node, control, inv, caller, options, steps);
-  if (asked.confirmed) {
-    // The one free session (reclaim/free_session.h), under the lock: a fresh look (direct:
-    // the agent was asked for the first), and only the confirmed processes, each still the
-    // same process (its start time) and still selected; none is added.
-    reclaim::Freer freer{node, control};
-    reclaim::FreeRequest request;
-    request.options = options;
-    request.options.selection.ids = *asked.confirmed;
+  reclaim::Freer freer{node, control};
+
+  // 2. The one free session (reclaim/free_session.h): one free at a time (--yes takes the
+  // lock); a look; the GPUs chosen from it; plan, judge, show, confirm, act. A plan that
+  // waits for a person's y/N is made without the lock: an epilog or the reaper never
+  // waits for someone's answer (W3-08); --dry-run takes none either.
+  std::optional<int> not_chosen;
+  reclaim::FreeRequest request;
+  request.options = options;
+  if (!o.dry_run && o.yes) {
     request.lock_dir = *state;
-    request.lock_until = std::chrono::steady_clock::now() + o.wait_lock;
-    request.steps = steps;
-    request.steps.go_ahead = [&](const reclaim::Plan&) {
+    request.lock_until = started + o.wait_lock;
+  }
+  request.choose = [&](const inventory::Inventory& inv, reclaim::Selection& sel) {
+    shown.source_usable = gpu::lists_gpus(inv.source_state);
+    shown.warnings = inv.warnings;
+    if (auto status = choose_gpus(o, inv, sel, nothing_to_do)) {
+      not_chosen = *status;
+      return false;
+    }
+    warn_unverifiable(inv, sel.gpus);
+    options.selection.gpus = sel.gpus;
+    return true;
+  };
+  request.steps = steps;
+  reclaim::FreeSession session = reclaim::free_session(freer, std::move(request));
+  if (session.end == reclaim::SessionEnd::lock_failed) return say_lock_failed(session.problem);
+  if (not_chosen) return *not_chosen;
+  if (asked.confirmed) {
+    // 3. Confirmed: under the lock, a fresh look (direct: the agent was asked for the
+    // first), and only the confirmed processes, each still the same process (its start
+    // time) and still selected; none is added.
+    reclaim::FreeRequest confirmed;
+    confirmed.options = options;
+    confirmed.options.selection.ids = *asked.confirmed;
+    confirmed.lock_dir = *state;
+    confirmed.lock_until = std::chrono::steady_clock::now() + o.wait_lock;
+    confirmed.steps = steps;
+    confirmed.steps.go_ahead = [&](const reclaim::Plan&) {
       catch_interrupts(asked.handlers);
       return true;
     };
-    reclaim::FreeSession session = reclaim::free_session(freer, std::move(request));
+    session = reclaim::free_session(freer, std::move(confirmed));
     if (session.end == reclaim::SessionEnd::lock_failed) return say_lock_failed(session.problem);
-    inv = std::move(session.look);
-    freed = std::move(session.outcome);
   }
-  if (freed.report) {
+  if (session.outcome.report) {
     if (live) print_err("\r\033[K");
     (void)node.save_baselines();
   }
   // 5. Report.
-  return show_outcome(shown, freed, inv, asked.not_confirmed, options.escalation.grace);
+  return show_outcome(shown, session.outcome, session.look, asked.not_confirmed,
+                      options.escalation.grace);
 }
 
 }  // namespace

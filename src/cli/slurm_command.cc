@@ -1,7 +1,7 @@
 // `gpureap slurm prolog|epilog|health`: the GPU side of Slurm's hooks.
-// Steps: parse (flags, then Slurm's variables) -> lock (waiting, within the deadline)
-// -> check and free (cluster/: the job's leftovers, or the node's health) -> drain or
-// resume through scontrol -> report. Slurm starts these with no PATH and none of
+// Steps: parse (flags, then Slurm's variables) -> the policy of cluster/job_hook.h: the
+// check under the free lock (waiting, within the deadline; cluster/job_check: the job's
+// leftovers, or the node's health) -> drain or resume through scontrol -> report. Slurm starts these with no PATH and none of
 // slurmd's environment, so every program is named by an absolute path and the
 // GPUREAP_* variables come from the site's wrapper (contrib/slurm/gpureap-slurm).
 
@@ -18,8 +18,8 @@
 #include "cli/flags.h"
 #include "cluster/health.h"
 #include "cluster/job_check.h"
+#include "cluster/job_hook.h"
 #include "cluster/scontrol.h"
-#include "reclaim/free_lock.h"
 #include "report/json.h"
 #include "report/slurm_report.h"
 #include "report/terminal_text.h"
@@ -80,118 +80,92 @@ std::string node_name(const SlurmOptions& o) {
   return name.substr(0, name.find('.'));
 }
 
-// What the node gets when the GPUs are not clean: the site's --when-held.
-struct WhenHeld {
-  bool drain = true;
-  bool fail = false;
-};
+int exit_status(cluster::HookEnd end) {
+  switch (end) {
+    case cluster::HookEnd::ok:
+      return kExitOk;
+    case cluster::HookEnd::still_held:
+      return kExitStillHeld;
+    case cluster::HookEnd::system:
+      break;
+  }
+  return kExitSystem;
+}
 
-// The job hooks: the check (prolog or epilog), then the node's fate and the exit status.
+// The job check (epilog or prolog) on the node, through an audited control.
+cluster::JobCheck check_job(const GlobalOptions& global, const SlurmOptions& o,
+                            const std::string& state_dir, const cluster::SlurmJob& job,
+                            const reclaim::ReclaimOptions& options) {
+  cluster::JobCheck check;
+  inventory::Node node = open_node(global, state_dir);
+  if (node.device_error()) {
+    check.error = node.device_error()->message;
+    return check;
+  }
+  auto audit = open_audit("slurm " + o.mode, state_dir);
+  reclaim::AuditCaller caller = reclaim::AuditCaller::current(node.proc_root());
+  caller.job_id = job.id;
+  reclaim::AuditTrail trail(*audit,
+                            o.mode == "epilog" ? reclaim::AuditActor::slurm_epilog
+                                               : reclaim::AuditActor::slurm_prolog,
+                            std::move(caller));
+  reclaim::SystemProcessControl system_control(node.proc_root());
+  reclaim::AuditedControl control(system_control, trail, node.proc_root());
+  check = o.mode == "epilog" ? cluster::clean_up_after_job(node, control, job, options)
+                             : cluster::check_before_job(node, control, job, options, o.free_orphans);
+  (void)node.save_baselines();
+  return check;
+}
+
+// The job hooks: parse, the check under the free lock (cluster/job_hook.h), the node's
+// fate as the site chose (--when-held), the report and the exit status.
 int run_job_hook(const GlobalOptions& global, const SlurmOptions& o, Clock::time_point started) {
-  // 1. Parse: flags, then Slurm's variables.
-  std::string when =
-      o.when_held.empty() ? (o.mode == "prolog" ? "drain-fail" : "drain") : o.when_held;
-  WhenHeld held_policy{when != "fail", when != "drain"};
+  const cluster::WhenHeld policy = cluster::when_held(o.mode, o.when_held);
   auto job = cluster::read_slurm_job(cluster::process_environment());
   if (!job) return usage_error(o, job.error().message);
-  const auto total = o.deadline;
-  // The drain comes last and needs its own time: the check ends that much earlier.
-  const auto end = started + total;
-  const auto check_end = end - std::min(kScontrolTimeout, total / 4);
+  const auto times = cluster::hook_times(started, o.deadline, kScontrolTimeout);
   reclaim::ReclaimOptions options;
   options.escalation.grace = o.grace;
   options.settle = o.settle;
-  options.timeout = total;
-  options.deadline = check_end;
-  const std::string node_name_ = node_name(o);
-  cluster::Scontrol scontrol(scontrol_path(o), kScontrolTimeout);
+  options.timeout = o.deadline;
+  options.deadline = times.check_end;
 
-  // 2. One free at a time: concurrent epilogs and prologs wait for each other (and for
-  // any `gpureap free`), within the deadline.
   cluster::JobCheck check;
-  // A unique_ptr, not an optional: g++ 13 (the GPU machine's) warns that an optional's
-  // moved-in descriptor "may be used uninitialized" here, and -Werror makes it fatal.
-  std::unique_ptr<reclaim::FreeLock> lock;
-  auto state = inventory::state_dir();
-  if (!state) {
+  if (auto state = inventory::state_dir(); !state)
     check.error = state.error().message;
-  } else {
-    // The prolog too, freeing or not: a check made while an epilog frees would read its
-    // release as held memory (W2-13).
-    auto l = reclaim::FreeLock::acquire(*state, check_end);
-    if (l)
-      lock = std::make_unique<reclaim::FreeLock>(std::move(*l));
-    else
-      check.error = l.error().message;
-  }
+  else
+    check = cluster::check_under_free_lock(*state, times.check_end, [&] {
+      return check_job(global, o, *state, *job, options);
+    });
 
-  // 3. Check, and free what the job left (epilog) or orphans (prolog --free-orphans).
-  if (check.error.empty()) {
-    inventory::Node node = open_node(global, *state);
-    if (node.device_error()) {
-      check.error = node.device_error()->message;
-    } else {
-      auto audit = open_audit("slurm " + o.mode, *state);
-      reclaim::AuditCaller caller = reclaim::AuditCaller::current(node.proc_root());
-      caller.job_id = job->id;
-      reclaim::AuditTrail trail(*audit,
-                                o.mode == "epilog" ? reclaim::AuditActor::slurm_epilog
-                                                   : reclaim::AuditActor::slurm_prolog,
-                                std::move(caller));
-      reclaim::SystemProcessControl system_control(node.proc_root());
-      reclaim::AuditedControl control(system_control, trail, node.proc_root());
-      check = o.mode == "epilog"
-                  ? cluster::clean_up_after_job(node, control, *job, options)
-                  : cluster::check_before_job(node, control, *job, options, o.free_orphans);
-      (void)node.save_baselines();
-    }
-  }
-  lock.reset();
-
-  // 4. The node: drain it when the GPUs are not clean (as the site chose).
-  NodeOutcome outcome{node_name_, NodeStep::none, "", ""};
-  if (!check.ok()) {
-    outcome.reason = report::drain_reason(
-        check.held, check.error,
-        fmt::format("{} job {}", o.mode == "epilog" ? "after" : "before", job->id));
-    outcome.step = NodeStep::not_drained;
-    if (held_policy.drain) {
-      if (auto r = scontrol.drain(node_name_, outcome.reason, end); r)
-        outcome.step = NodeStep::drained;
-      else
-        outcome.error = r.error().message;
-    }
-  }
-
-  // 5. Report; Slurm keeps it only where the wrapper writes it.
+  const std::string reason = report::drain_reason(
+      check.held, check.error, fmt::format("{} job {}", o.mode == "epilog" ? "after" : "before", job->id));
+  const NodeOutcome outcome =
+      cluster::settle_job_node(check, policy, node_name(o), reason,
+                               cluster::Scontrol(scontrol_path(o), kScontrolTimeout), times.end);
+  // Slurm keeps the report only where the wrapper writes it.
   if (global.json)
     print_out(report::document_text(report::slurm_job_json(o.mode, *job, check, outcome)));
   else
     print_out(report::slurm_job_text(o.mode, *job, check, outcome, stdout_style(global)));
-  if (check.ok()) return kExitOk;
-  // Not clean: a drained node with --when-held drain is handled (exit 0); otherwise the
-  // non-zero status makes slurmd drain it ("Epilog error"/"Prolog error") if we did not.
-  if (outcome.step == NodeStep::drained && !held_policy.fail) return kExitOk;
-  return check.error.empty() ? kExitStillHeld : kExitSystem;
+  return exit_status(cluster::job_hook_end(check, outcome, policy));
 }
 
 // HealthCheckProgram: drain on held memory that persists; resume a node gpureap drained
 // once it is healthy; never touch a node drained for another reason.
 int run_health(const GlobalOptions& global, const SlurmOptions& o, Clock::time_point started) {
-  const auto total = o.deadline;
-  const auto end = started + total;
+  const auto times = cluster::hook_times(started, o.deadline, kScontrolTimeout);
   cluster::HealthOptions options;
   options.persist = o.persist;
   options.gpus = o.gpu;
   const std::string name = node_name(o);
-  cluster::Scontrol scontrol(scontrol_path(o), kScontrolTimeout);
 
   // The epilog's free lock, so that memory a free is releasing is not drained for
   // (W2-13): waited for as long as the deadline leaves after both looks and scontrol.
   auto state_dir = inventory::state_dir();
   if (state_dir) {
     options.lock_dir = *state_dir;
-    options.lock_until = end - std::min(kScontrolTimeout, total / 4) - options.persist;
+    options.lock_until = times.check_end - options.persist;
   }
   inventory::Node node = open_node(global);
   cluster::HealthCheck check;
@@ -206,58 +180,19 @@ int run_health(const GlobalOptions& global, const SlurmOptions& o, Clock::time_p
   // A selector this node cannot satisfy is the site's typo, not the node's fault: a drain
   // for it would never be resumed (W2-15).
   if (!check.usage_error.empty()) return usage_error(o, check.usage_error);
-  if (!check.skipped.empty()) {
-    // No verdict: neither a drain nor a resume; the next interval looks again.
-    NodeOutcome skipped{name, NodeStep::none, "", ""};
-    if (global.json)
-      print_out(report::document_text(report::slurm_health_json(check, std::nullopt, skipped)));
-    else
-      print_out(report::slurm_health_text(check, std::nullopt, skipped, stdout_style(global)));
-    return kExitOk;
-  }
-
-  NodeOutcome outcome{name, NodeStep::none, "", ""};
+  // Skipped: no verdict, neither a drain nor a resume; the next interval looks again.
   std::optional<cluster::NodeState> state;
-  if (auto s = scontrol.show_node(name, end); s)
-    state = *s;
-  else
-    outcome.error = s.error().message;
-  if (state) {
-    switch (cluster::decide_health_action(check.healthy(), *state)) {
-      case cluster::HealthAction::none:
-        break;
-      case cluster::HealthAction::drain:
-        outcome.reason = report::drain_reason(check.held, check.error, "");
-        outcome.step = NodeStep::not_drained;
-        if (auto r = scontrol.drain(name, outcome.reason, end); r)
-          outcome.step = NodeStep::drained;
-        else
-          outcome.error = r.error().message;
-        break;
-      case cluster::HealthAction::keep:
-        outcome.step = NodeStep::kept_drained;
-        outcome.reason = state->reason;
-        break;
-      case cluster::HealthAction::resume:
-        outcome.reason = state->reason;
-        if (auto r = scontrol.resume(name, end); r)
-          outcome.step = NodeStep::resumed;
-        else
-          outcome.error = r.error().message;
-        break;
-      case cluster::HealthAction::leave_alone:
-        outcome.step = NodeStep::left_alone;
-        outcome.reason = state->reason;
-        break;
-    }
-  }
+  NodeOutcome outcome{name, NodeStep::none, "", ""};
+  if (check.skipped.empty())
+    outcome = cluster::settle_health_node(check, name, report::drain_reason(check.held, check.error, ""),
+                                          cluster::Scontrol(scontrol_path(o), kScontrolTimeout),
+                                          times.end, state);
   if (global.json)
     print_out(report::document_text(report::slurm_health_json(check, state, outcome)));
   else
     print_out(report::slurm_health_text(check, state, outcome, stdout_style(global)));
-  if (!outcome.error.empty()) return kExitSystem;
-  if (!check.error.empty()) return kExitSystem;
-  return check.healthy() ? kExitOk : kExitStillHeld;
+  if (!check.skipped.empty()) return kExitOk;
+  return exit_status(cluster::health_end(check, outcome));
 }
 
 }  // namespace

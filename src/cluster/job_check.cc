@@ -126,13 +126,14 @@ JobCheck clean_up_after_job(inventory::Node& node, reclaim::AuditedControl& cont
   Selection sel = job_selection(job.id, out.job_gpus, running_jobs(caller.table, node.proc_root()));
 
   // The GPUs to verify: the job's, and any other its own processes use (without
-  // ConstrainDevices a job can reach every GPU of the node).
+  // ConstrainDevices a job can reach every GPU of the node): the GPUs the plan's
+  // verdicts would give its own processes on every GPU (reclaim::target_gpus), so that
+  // the one plan is the free session's.
   Selection own = sel;
   own.any_of.resize(2);  // by environment, by cgroup
   for (const auto& v : inv.gpus) own.gpus.push_back(v.info.id);
   out.checked = out.job_gpus;
-  for (const auto& t : reclaim::make_plan(inv, own, caller).targets)
-    for (gpu::DeviceId g : t.gpus) add_once(out.checked, g);
+  for (gpu::DeviceId g : reclaim::target_gpus(inv, own, caller)) add_once(out.checked, g);
   std::sort(out.checked.begin(), out.checked.end());
   sel.gpus = out.checked;
 

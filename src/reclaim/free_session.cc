@@ -40,6 +40,10 @@ FreeSession free_session(Freer& freer, FreeRequest request) {
       return out;
     }
   }
+  if (request.choose && !request.choose(out.look, options.selection)) {
+    out.end = SessionEnd::not_chosen;
+    return out;
+  }
   const CallerContext caller = CallerContext::of(out.look, node.proc_root());
   out.outcome = free_selection(node, freer.control, out.look, caller, options, request.steps);
   return out;

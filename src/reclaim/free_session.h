@@ -5,7 +5,8 @@
 //   the free lock (optional, waited for until a time, never past the deadline)
 //     -> a fresh look within the deadline, reading the process table from its own
 //        listing of /proc (or the look the caller took under the lock)
-//     -> the GPUs from the selected processes (Filters::ids) when asked
+//     -> the GPUs from the selected processes (Filters::ids) when asked, or the
+//        caller's choice from the look (free's --gpu, --pid, --instance)
 //     -> the caller context from that look (CallerContext::of: no second listing)
 //     -> free_selection through the Freer's control (the audit trail)
 //     -> a typed end: done (with the FreeOutcome), lock_failed, or no_gpus.
@@ -16,6 +17,7 @@
 // event) stays its own; the words come from report/.
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -47,6 +49,10 @@ struct FreeRequest {
   inventory::CollectOptions look;
   /// A look the caller took already (under the lock): used instead of a new one.
   std::optional<inventory::Inventory> taken;
+  /// With the session's look, before the plan: the caller chooses the selected GPUs
+  /// from it (free's --gpu, --pid, --instance) into the selection. False ends the
+  /// session (SessionEnd::not_chosen) with nothing planned.
+  std::function<bool(const inventory::Inventory&, Selection&)> choose;
   FreeSteps steps;
 };
 
@@ -54,6 +60,7 @@ enum class SessionEnd {
   done,         // free_selection ran: FreeSession::outcome says how it went
   lock_failed,  // the free lock was not had (FreeSession::problem says why)
   no_gpus,      // gpus_from_ids: none of the selected processes uses a GPU any more
+  not_chosen,   // the caller's choose said no (it said why)
 };
 
 struct FreeSession {

@@ -96,5 +96,36 @@ TEST(FreeSession, TheLookCarriesTheProcessTableThePlanUses) {
   EXPECT_EQ(s.outcome.verdict, FreeVerdict::stopped);
 }
 
+// The caller chooses the GPUs from the session's own look (free's --gpu, --pid): its
+// choice is what is planned; a refusal ends the session before any plan.
+TEST(FreeSession, TheCallerChoosesTheGpusFromTheLook) {
+  TestMachine m;
+  m.spawn(session_holder(3200501, 0));
+  auto id = m.spawn(session_holder(3200502, 1));
+  Freer freer{m.node(), m.audited()};
+  FreeRequest request;
+  std::size_t seen = 0;
+  request.choose = [&](const inventory::Inventory& look, Selection& sel) {
+    seen = look.gpus.size();
+    sel.gpus = gpu::devs({1});
+    return true;
+  };
+  request.steps.go_ahead = [](const Plan&) { return false; };
+  FreeSession s = free_session(freer, std::move(request));
+  ASSERT_EQ(s.end, SessionEnd::done);
+  EXPECT_EQ(seen, s.look.gpus.size());
+  ASSERT_EQ(s.outcome.plan.targets.size(), 1u);
+  EXPECT_EQ(s.outcome.plan.targets.front().id, id);
+
+  FreeRequest refused;
+  bool planned = false;
+  refused.choose = [](const inventory::Inventory&, Selection&) { return false; };
+  refused.steps.go_ahead = [&](const Plan&) { return planned = true; };
+  s = free_session(freer, std::move(refused));
+  EXPECT_EQ(s.end, SessionEnd::not_chosen);
+  EXPECT_FALSE(planned);
+  EXPECT_TRUE(m.control.signals_of(id).empty());
+}
+
 }  // namespace
 }  // namespace gpureap::reclaim

@@ -477,6 +477,41 @@ void add_ended_runs(Plan& plan, const std::map<std::string, pid_t>& ended_runs, 
   }
 }
 
+// Step 1 of make_plan: every GPU holder, merged across GPUs, with the selected GPUs it uses.
+Holders holders_of(const inventory::Inventory& inv, const Selection& sel) {
+  Holders held;
+  for (const auto& view : inv.gpus) {
+    const bool selected =
+        std::find(sel.gpus.begin(), sel.gpus.end(), view.info.id) != sel.gpus.end();
+    for (const auto& gh : view.holders) {
+      if (!gh.uses_gpu) continue;
+      auto& c = held[gh.holder.id];
+      c.holder = &gh.holder;
+      c.gpus.push_back(view.info.id);
+      c.bytes += gh.gpu_bytes.value_or(0);
+      c.bytes_known = c.bytes_known || gh.gpu_bytes.has_value();
+      if (!selected) continue;
+      c.selected.push_back(view.info.id);
+      c.selected_bytes += gh.gpu_bytes.value_or(0);
+    }
+  }
+  return held;
+}
+
+// Step 2's verdict on a candidate: why it is left alone (protected, another user's, the
+// filters), or nullopt for a target.
+std::optional<Mismatch> left_alone_by(const Candidate& c, const Selection& sel,
+                                      const CallerContext& ctx) {
+  const auto& h = *c.holder;
+  if (auto why = protection_reason(h.id.pid, h.comm, false, ctx, sel.names(h.id.pid)))
+    return Mismatch{SkipKind::protected_process, *why};
+  if (ctx.euid != 0 && h.uid != ctx.euid)
+    return Mismatch{SkipKind::not_permitted,
+                    fmt::format("owned by {}: only root may signal it (sudo gpureap free ...)",
+                                h.user)};
+  return selection_mismatch(h, c.selected, sel, ctx.proc_root);
+}
+
 }  // namespace
 
 NothingToDo nothing_to_do(const inventory::Inventory& inv, const Selection& sel,
@@ -517,22 +552,7 @@ std::string live_server_text(const inventory::Inventory& inv, const proc::Holder
 Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const CallerContext& ctx) {
   // 1. Every GPU holder, merged across GPUs; the candidates are those that use a
   //    selected GPU.
-  Holders held;
-  for (const auto& view : inv.gpus) {
-    const bool selected =
-        std::find(sel.gpus.begin(), sel.gpus.end(), view.info.id) != sel.gpus.end();
-    for (const auto& gh : view.holders) {
-      if (!gh.uses_gpu) continue;
-      auto& c = held[gh.holder.id];
-      c.holder = &gh.holder;
-      c.gpus.push_back(view.info.id);
-      c.bytes += gh.gpu_bytes.value_or(0);
-      c.bytes_known = c.bytes_known || gh.gpu_bytes.has_value();
-      if (!selected) continue;
-      c.selected.push_back(view.info.id);
-      c.selected_bytes += gh.gpu_bytes.value_or(0);
-    }
-  }
+  const Holders held = holders_of(inv, sel);
 
   // 2. Protection, permission, filters.
   Plan plan;
@@ -540,17 +560,8 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
   for (const auto& [id, c] : held) {
     if (c.selected.empty()) continue;
     const auto& h = *c.holder;
-    bool named = sel.names(h.id.pid);
-    auto skip = [&](SkipKind kind, std::string reason) {
-      plan.skipped.push_back(Skipped{h.id, h.comm, c.gpus, c.bytes, kind, std::move(reason)});
-    };
-    if (auto why = protection_reason(h.id.pid, h.comm, false, ctx, named)) {
-      skip(SkipKind::protected_process, *why);
-    } else if (ctx.euid != 0 && h.uid != ctx.euid) {
-      skip(SkipKind::not_permitted,
-           fmt::format("owned by {}: only root may signal it (sudo gpureap free ...)", h.user));
-    } else if (auto mismatch = selection_mismatch(h, c.selected, sel, ctx.proc_root)) {
-      skip(mismatch->kind, std::move(mismatch->reason));
+    if (auto left = left_alone_by(c, sel, ctx)) {
+      plan.skipped.push_back(Skipped{h.id, h.comm, c.gpus, c.bytes, left->kind, std::move(left->reason)});
     } else {
       // Signalling it frees all it holds: what it holds outside the selection is said.
       std::string why = holds_text(c.selected_bytes, c.bytes_known, c.selected);
@@ -656,6 +667,22 @@ bool include_respawner(Plan& plan, const proc::ProcessEntry& parent, const Selec
   // arrives), and that worker outlives the round (Safety.RetryLoopIsStoppedOnly...).
   plan.targets.insert(plan.targets.begin(), std::move(t));
   return true;
+}
+
+}  // namespace gpureap::reclaim
+
+namespace gpureap::reclaim {
+
+std::vector<gpu::DeviceId> target_gpus(const inventory::Inventory& inv, const Selection& sel,
+                                       const CallerContext& ctx) {
+  std::vector<gpu::DeviceId> out;
+  for (const auto& [id, c] : holders_of(inv, sel)) {
+    if (c.selected.empty() || left_alone_by(c, sel, ctx)) continue;
+    for (gpu::DeviceId g : c.gpus)
+      if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace gpureap::reclaim

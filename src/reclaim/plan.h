@@ -151,6 +151,13 @@ std::optional<std::string> protection_reason(pid_t pid, const std::string& comm,
 Plan make_plan(const inventory::Inventory& inv, const Selection& selection,
                const CallerContext& ctx);
 
+/// The GPUs that make_plan's GPU-holding targets use (every GPU each uses, selected or
+/// not), ascending: its verdicts (protection, permission, the filters) without the
+/// plan (no descendants, reasons or instances). The Slurm epilog's GPUs to verify, the
+/// job's own processes' (cluster/job_check.cc), before its one plan is made.
+std::vector<gpu::DeviceId> target_gpus(const inventory::Inventory& inv, const Selection& selection,
+                                       const CallerContext& ctx);
+
 /// Adds every process of ctx.table that matches one of `any_of` by what describes a
 /// process (its environment, cgroup, user, command line; orphans_only and on_gpus do not
 /// apply), whether it holds a GPU or not: the rest of a finished Slurm job (an escaped

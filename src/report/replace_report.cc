@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "proc/lineage.h"
 #include "report/instance_text.h"
 #include "report/terminal_text.h"
 #include "util/units.h"
@@ -19,6 +20,13 @@ std::string server_word(const inventory::Instance& in) {
 
 std::string plural(std::size_t n, const char* one, const char* many) {
   return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+const proc::Holder* holder_of(const inventory::Inventory& inv, const proc::ProcessId& id) {
+  for (const auto& v : inv.gpus)
+    for (const auto& gh : v.holders)
+      if (gh.holder.id == id) return &gh.holder;
+  return nullptr;
 }
 
 }  // namespace
@@ -94,5 +102,40 @@ std::string replace_plan_text(const reclaim::Plan& plan, const inventory::Invent
                        terminal_text(s.reason));
   return out;
 }
+
+std::string needs_confirmation(const reclaim::Plan& plan, const inventory::Inventory& inv,
+                               supervise::ReplaceMode mode) {
+  for (const auto& v : inv.gpus)
+    for (const auto& gh : v.holders) {
+      if (!gh.uses_gpu) continue;
+      const proc::Holder& h = gh.holder;
+      if (plan.contains(h.id) && !proc::unattended_may_act(h))
+        return fmt::format("pid {} ({}) is {}", h.id.pid, terminal_text(h.comm, 20),
+                           h.orphaned ? "orphaned only by inference: " + h.orphan_reason
+                                      : "not orphaned (its server may be alive)");
+    }
+  // A launcher that lives while every GPU member is orphaned with strong evidence is
+  // the server of a run whose gpureap is gone (owned): part of the leak, not live.
+  for (const auto& in : plan.instances)
+    if (in.launcher_alive && in.orphaned < in.members.size())
+      return fmt::format("instance {} is live: its launcher pid {} runs", terminal_text(in.key),
+                         in.launcher_pid);
+  for (const auto& s : plan.skipped) {
+    if (s.kind != reclaim::SkipKind::not_matched || s.gpu_bytes == 0) continue;
+    const proc::Holder* h = holder_of(inv, s.id);
+    if (mode == supervise::ReplaceMode::replace_orphans && !(h && h->orphaned)) continue;  // not asked to free it
+    if (h && h->orphaned)
+      return fmt::format("pid {} ({}) holds {} and is orphaned only by inference: {}", s.id.pid,
+                         terminal_text(s.comm, 20), format_bytes(s.gpu_bytes),
+                         terminal_text(h->orphan_reason));
+    return fmt::format("pid {} ({}) holds {} and is not orphaned{}", s.id.pid,
+                       terminal_text(s.comm, 20), format_bytes(s.gpu_bytes),
+                       h && !h->instance.empty()
+                           ? fmt::format(" (instance {})", terminal_text(h->instance))
+                           : std::string());
+  }
+  return "";
+}
+
 
 }  // namespace gpureap::report

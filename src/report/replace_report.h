@@ -10,6 +10,7 @@
 
 #include "reclaim/free_flow.h"
 #include "supervise/port_check.h"
+#include "supervise/replace.h"
 
 namespace gpureap::report {
 
@@ -30,5 +31,12 @@ std::string open_port_text(const supervise::OpenPort& port);
 /// evidence of its orphaning, what else the plan stops), then the processes that are
 /// no instance's. Ends with a newline.
 std::string replace_plan_text(const reclaim::Plan& plan, const inventory::Inventory& inv);
+
+/// Why a plan may not go ahead without a person's confirmation, or "" when it may: every
+/// GPU holder it signals is orphaned with owned or witnessed evidence, no live launcher
+/// is in it, and nothing on the selected GPUs that it was asked to free is left alone for
+/// lack of evidence (--free-first: any holder; --replace-orphans: an orphan by inference).
+std::string needs_confirmation(const reclaim::Plan& plan, const inventory::Inventory& inv,
+                               supervise::ReplaceMode mode);
 
 }  // namespace gpureap::report

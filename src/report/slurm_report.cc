@@ -96,24 +96,6 @@ std::string warning_lines(const std::vector<std::string>& warnings) {
 
 }  // namespace
 
-std::string_view enum_name(NodeStep s) {
-  switch (s) {
-    case NodeStep::none:
-      return "none";
-    case NodeStep::drained:
-      return "drained";
-    case NodeStep::not_drained:
-      return "not_drained";
-    case NodeStep::resumed:
-      return "resumed";
-    case NodeStep::kept_drained:
-      return "kept_drained";
-    case NodeStep::left_alone:
-      return "left_alone";
-  }
-  return {};
-}
-
 std::string drain_reason(const std::vector<cluster::HeldGpu>& held, std::string_view error,
                          std::string_view context) {
   std::string suffix = context.empty() ? "" : fmt::format(" ({})", context);

@@ -11,30 +11,15 @@
 
 #include "cluster/health.h"
 #include "cluster/job_check.h"
+#include "cluster/job_hook.h"
 #include "cluster/scontrol.h"
 #include "report/style.h"
 
 namespace gpureap::report {
 
-/// What a `gpureap slurm` command did about its node.
-enum class NodeStep {
-  none,          // nothing was needed
-  drained,       // drained with a gpureap reason
-  not_drained,   // held, but draining was not asked for (--when-held fail) or failed (error)
-  resumed,       // drained by gpureap earlier, healthy now: resumed
-  kept_drained,  // drained by gpureap earlier, still held: left so
-  left_alone,    // drained or down for another reason: never touched
-};
-
-struct NodeOutcome {
-  std::string node;
-  NodeStep step = NodeStep::none;
-  std::string reason;  // the reason set (drained, not_drained: the one it would have set) or found
-  std::string error;   // scontrol failed: its words
-};
-
-/// Its name (util/enum_names.h): "drained", "kept_drained", ...
-std::string_view enum_name(NodeStep s);
+/// What a `gpureap slurm` command did about its node: cluster/job_hook.h's.
+using cluster::NodeOutcome;
+using cluster::NodeStep;
 
 /// The drain reason: "gpureap: GPU 1 driver_held 12.0 GiB (after job 42)"; several GPUs
 /// joined by "; ", classes of one GPU by "+", pids named ("pids 123,456"). With `error`
