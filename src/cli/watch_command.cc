@@ -1,6 +1,7 @@
 // `gpureap watch`: the resident node agent. Parse -> node -> agent loop (src/agent)
 // -> every event rendered by report/watch_events, one line each, as it happens.
 
+#include <expected>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <grp.h>
@@ -359,25 +360,62 @@ std::atomic<bool> g_resume{false};
 // Event lines waiting for stdout; past this many the next ones are dropped.
 constexpr std::size_t kEventQueueLines = 1024;
 
-int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explicit_config,
-              const std::set<std::string>& on_command_line) {
+// What the agent starts with: its state directory, the options file found, the flags
+// with that file under the command line, and the agent's options from them.
+struct StartingOptions {
+  std::string state;
+  std::string config;
+  WatchFlags flags;
+  agent::AgentOptions options;
+};
+
+// The options in force at the start, or the exit status (said on stderr) when they
+// cannot be had: 3 without a state directory, 2 for a bad file or flag.
+std::expected<StartingOptions, int> starting_options(const WatchFlags& given, bool explicit_config,
+                                                     const std::set<std::string>& on_command_line) {
   auto state = inventory::state_dir();
   if (!state) {
     print_err(fmt::format("gpureap watch: {} (the agent keeps its lock and socket there)\n",
                           report::terminal_text(state.error().message)));
-    return kExitSystem;
+    return std::unexpected(kExitSystem);
   }
   std::string config = config_path(given, explicit_config);
   auto flags = with_options_file(config, given, on_command_line);
   if (!flags) {
     print_err(fmt::format("gpureap watch: {}\n", report::terminal_text(flags.error().message)));
-    return kExitUsage;
+    return std::unexpected(kExitUsage);
   }
   auto options = to_agent_options(*flags, *state);
   if (!options) {
     print_err(fmt::format("gpureap watch: {}\n", report::terminal_text(options.error().message)));
-    return kExitUsage;
+    return std::unexpected(kExitUsage);
   }
+  return StartingOptions{std::move(*state), std::move(config), std::move(*flags),
+                         std::move(*options)};
+}
+
+// The start line's facts that the options give (the listen address and GPU count come
+// when the agent has started).
+report::WatchStart watch_start(const StartingOptions& s) {
+  report::WatchStart start;
+  start.pid = ::getpid();
+  start.socket = inventory::agent_socket_path(s.state);
+  start.textfile = s.options.textfile_dir;
+  start.reap_orphans_after = s.options.reap_orphans_after;
+  start.reap_dry_run = s.options.reap_dry_run;
+  start.keep = s.options.keep_regex;
+  start.config = s.config;
+  start.overridden = s.flags.overridden;
+  return start;
+}
+
+int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explicit_config,
+              const std::set<std::string>& on_command_line) {
+  auto starting = starting_options(given, explicit_config, on_command_line);
+  if (!starting) return starting.error();
+  const std::string* state = &starting->state;
+  std::string& config = starting->config;
+  agent::AgentOptions* options = &starting->options;
 
   // The agent's looks are its own: asking the agent socket would ask itself.
   inventory::Node node = open_node(global, *state, FirstLook::scan);
@@ -453,15 +491,7 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explici
     out.push(json ? report::watch_stopped_json(now, ::getpid(), why)
                   : report::watch_stopped_line(now, ::getpid(), why, style));
   };
-  report::WatchStart start;
-  start.pid = ::getpid();
-  start.socket = inventory::agent_socket_path(*state);
-  start.textfile = options->textfile_dir;
-  start.reap_orphans_after = options->reap_orphans_after;
-  start.reap_dry_run = options->reap_dry_run;
-  start.keep = options->keep_regex;
-  start.config = config;
-  start.overridden = flags->overridden;
+  report::WatchStart start = watch_start(*starting);
   hooks.started = [&](const std::optional<std::string>& listen, std::size_t gpus) {
     start.listen = listen;
     start.gpus = gpus;
