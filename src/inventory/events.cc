@@ -65,6 +65,8 @@ struct EventDetector::GpuState {
   bool gone_unattributed = false;
   bool down = false;   // a per-GPU source_down was announced
   bool ghost = false;  // a ghost_gpu was announced
+  // Orphans found before the driver listed their memory, since when (kUnmeasuredWait).
+  std::map<proc::ProcessId, double> unmeasured_since;
 
   // What went away is accounted for (freed, or now announced as unexplained).
   void forget_gone() {
@@ -334,6 +336,27 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
   observe_freed(view, st, now, out);
 }
 
+// A holder found by its device node before the driver's list has it (the kernel's process
+// event or /proc came first, or the driver is answering again after a hang) is announced
+// once the driver gives its bytes, or after kUnmeasuredWait if it never does (a process
+// the driver does not list): "orphaned" with no size would be the only line said of it.
+// Where the driver gives no memory or cannot list processes (the /proc view), nothing waits.
+void EventDetector::wait_for_measure(const GpuView& view, GpuState& st, double now,
+                                     std::vector<const GpuHolder*>& fresh) {
+  std::map<proc::ProcessId, double> waiting;
+  if (view.info.memory && view.info.processes_known) {
+    std::erase_if(fresh, [&](const GpuHolder* gh) {
+      if (gh->gpu_bytes) return false;
+      auto it = st.unmeasured_since.find(gh->holder.id);
+      const double since = it == st.unmeasured_since.end() ? now : it->second;
+      if (now - since >= kUnmeasuredWait) return false;
+      waiting.emplace(gh->holder.id, since);
+      return true;
+    });
+  }
+  st.unmeasured_since = std::move(waiting);
+}
+
 // 1. Orphaned holders.
 void EventDetector::observe_orphans(const GpuView& view, GpuState& st, double now,
                                     const std::map<pid_t, DeadParent>& dead_parents,
@@ -342,6 +365,7 @@ void EventDetector::observe_orphans(const GpuView& view, GpuState& st, double no
   track_holders(
       view, [](const proc::Holder& h) { return h.orphaned; }, st.orphans, st.gone_orphans, fresh,
       st.gone, st.gone_bytes, st.gone_ids);
+  wait_for_measure(view, st, now, fresh);
   if (fresh.empty()) return;
   Event e = gpu_event(EventKind::orphaned_memory, view, now);
   for (const auto* gh : fresh) {

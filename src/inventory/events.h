@@ -112,6 +112,9 @@ inline constexpr double kInstanceFreedWait = 2.0;
 /// A state is announced once; one that goes away and comes back, again.
 class EventDetector {
  public:
+  /// How long an orphan whose bytes the driver has not listed yet waits for them before
+  /// it is announced without (seconds).
+  static constexpr double kUnmeasuredWait = 2.0;
   explicit EventDetector(std::chrono::milliseconds unattributed_settle = kUnattributedSettle);
   ~EventDetector();
   EventDetector(EventDetector&&) noexcept;
@@ -127,6 +130,8 @@ class EventDetector {
   struct GpuState;  // defined in events.cc
   void observe_gpu(const GpuView& view, GpuState& st, double now,
                    const std::map<pid_t, DeadParent>& dead_parents, std::vector<Event>& out);
+  static void wait_for_measure(const GpuView& view, GpuState& st, double now,
+                               std::vector<const GpuHolder*>& fresh);
   // observe_gpu's steps, in its order.
   static void observe_orphans(const GpuView& view, GpuState& st, double now,
                               const std::map<pid_t, DeadParent>& dead_parents,
