@@ -146,6 +146,7 @@ class Watcher {
   std::vector<proc::ScanProblem> problems_;
   std::size_t processes_scanned_ = 0;
   std::vector<pid_t> seen_pids_;  // the processes as of the last tick, sorted
+  std::set<pid_t> young_;         // new at the last tick: looked at once more
   std::optional<proc::ProcEvents> events_;  // when new processes are found by events
   std::string events_unavailable_;          // why not, when not
   bool events_tried_ = false;
