@@ -185,4 +185,26 @@ void print_err(std::string_view text) {
   write_all(2, text);
 }
 
+
+std::shared_ptr<reclaim::AuditedControl> open_audited_control(
+    std::string_view command, reclaim::AuditActor actor, reclaim::AuditCaller caller,
+    const std::string& proc_root, std::optional<std::string> state_dir,
+    std::function<void(const std::string&)> warn) {
+  struct Owned {
+    Owned(std::shared_ptr<reclaim::AuditSink> sink, reclaim::AuditActor actor,
+          reclaim::AuditCaller caller, const std::string& proc_root)
+        : audit(std::move(sink)),
+          trail(*audit, actor, std::move(caller)),
+          system(proc_root),
+          control(system, trail, proc_root) {}
+    std::shared_ptr<reclaim::AuditSink> audit;
+    reclaim::AuditTrail trail;
+    reclaim::SystemProcessControl system;
+    reclaim::AuditedControl control;
+  };
+  auto owned = std::make_shared<Owned>(open_audit(command, std::move(state_dir), std::move(warn)),
+                                       actor, std::move(caller), proc_root);
+  return {owned, &owned->control};
+}
+
 }  // namespace gpureap::cli

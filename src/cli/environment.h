@@ -66,6 +66,14 @@ std::shared_ptr<reclaim::AuditSink> open_audit(
     std::string_view command, std::optional<std::string> state_dir = std::nullopt,
     std::function<void(const std::string&)> warn = {});
 
+/// The process control of a command that signals: the system's, each signal recorded
+/// in the audit trail of `command` (open_audit) under `actor` and `caller`. One object
+/// owns the sink, the trail and both controls (the trail and controls refer to each other).
+std::shared_ptr<reclaim::AuditedControl> open_audited_control(
+    std::string_view command, reclaim::AuditActor actor, reclaim::AuditCaller caller,
+    const std::string& proc_root, std::optional<std::string> state_dir = std::nullopt,
+    std::function<void(const std::string&)> warn = {});
+
 /// A default duration as a flag value `parse_duration` reads back: "5s", "250ms".
 /// Help shows the library's named defaults through it, never a copy.
 std::string duration_flag(std::chrono::milliseconds d);

@@ -374,12 +374,10 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   const bool live = !global.json && ::isatty(2);
   const reclaim::FreeSteps steps = free_steps(shown, options.escalation.grace, live, asked);
   // Every signal is recorded (docs/audit.md): the audit file and the journal.
-  auto audit = open_audit("free", *state);
-  reclaim::AuditTrail trail(*audit, reclaim::AuditActor::free,
-                            reclaim::AuditCaller::current(node.proc_root()));
-  reclaim::SystemProcessControl system_control(node.proc_root());
-  reclaim::AuditedControl control(system_control, trail, node.proc_root());
-  reclaim::Freer freer{node, control};
+  auto control = open_audited_control("free", reclaim::AuditActor::free,
+                                      reclaim::AuditCaller::current(node.proc_root()),
+                                      node.proc_root(), *state);
+  reclaim::Freer freer{node, *control};
 
   // 2. The one free session (reclaim/free_session.h): one free at a time (--yes takes the
   // lock); a look; the GPUs chosen from it; plan, judge, show, confirm, act. A plan that

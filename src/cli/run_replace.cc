@@ -231,12 +231,10 @@ int free_before_run(const GlobalOptions& global, const FreeBeforeRun& r) {
     return kExitSystem;
   }
   node.set_interrupt_flag(&g_replace_interrupted);
-  auto audit = open_audit("run", *state);
-  reclaim::AuditTrail trail(*audit, reclaim::AuditActor::free,
-                            reclaim::AuditCaller::current(node.proc_root()));
-  reclaim::SystemProcessControl system_control(node.proc_root());
-  reclaim::AuditedControl control(system_control, trail, node.proc_root());
-  reclaim::Freer freer{node, control};
+  auto control = open_audited_control("run", reclaim::AuditActor::free,
+                                      reclaim::AuditCaller::current(node.proc_root()),
+                                      node.proc_root(), *state);
+  reclaim::Freer freer{node, *control};
 
   // 1. The plan, without the lock: shown, checked, confirmed.
   const reclaim::FreeSession first = supervise::preview_replace(freer, rep);

@@ -102,15 +102,13 @@ cluster::JobCheck check_job(const GlobalOptions& global, const SlurmOptions& o,
     check.error = node.device_error()->message;
     return check;
   }
-  auto audit = open_audit("slurm " + o.mode, state_dir);
   reclaim::AuditCaller caller = reclaim::AuditCaller::current(node.proc_root());
   caller.job_id = job.id;
-  reclaim::AuditTrail trail(*audit,
-                            o.mode == "epilog" ? reclaim::AuditActor::slurm_epilog
-                                               : reclaim::AuditActor::slurm_prolog,
-                            std::move(caller));
-  reclaim::SystemProcessControl system_control(node.proc_root());
-  reclaim::AuditedControl control(system_control, trail, node.proc_root());
+  auto audited = open_audited_control(
+      "slurm " + o.mode,
+      o.mode == "epilog" ? reclaim::AuditActor::slurm_epilog : reclaim::AuditActor::slurm_prolog,
+      std::move(caller), node.proc_root(), state_dir);
+  reclaim::AuditedControl& control = *audited;
   check = o.mode == "epilog" ? cluster::clean_up_after_job(node, control, job, options)
                              : cluster::check_before_job(node, control, job, options, o.free_orphans);
   (void)node.save_baselines();

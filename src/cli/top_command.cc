@@ -37,24 +37,6 @@ int top_usage_error(const std::string& message) {
 }
 
 // The F key's control: the system's, through an audit trail opened for this free.
-std::shared_ptr<reclaim::AuditedControl> open_top_control(
-    const std::string& proc_root, const std::string& state_dir,
-    std::function<void(const std::string&)> warn) {
-  struct Owned {
-    Owned(std::shared_ptr<reclaim::AuditSink> sink, const std::string& proc_root)
-        : audit(std::move(sink)),
-          trail(*audit, reclaim::AuditActor::top, reclaim::AuditCaller::current(proc_root)),
-          system(proc_root),
-          control(system, trail, proc_root) {}
-    std::shared_ptr<reclaim::AuditSink> audit;
-    reclaim::AuditTrail trail;
-    reclaim::SystemProcessControl system;
-    reclaim::AuditedControl control;
-  };
-  auto owned = std::make_shared<Owned>(open_audit("top", state_dir, std::move(warn)), proc_root);
-  return {owned, &owned->control};
-}
-
 int run_top(const GlobalOptions& global, const top::SessionOptions& o) {
   // 1. Parse: top is a screen, not a stream.
   if (global.json)
@@ -91,7 +73,9 @@ int run_top(const GlobalOptions& global, const top::SessionOptions& o) {
   top::TopSession session(
       {node, **view, g_top_stop, g_top_interrupted, [] { return inventory::state_dir(); },
        [proc_root](const std::string& state_dir, std::function<void(const std::string&)> warn) {
-         return open_top_control(proc_root, state_dir, std::move(warn));
+         return open_audited_control("top", reclaim::AuditActor::top,
+                                     reclaim::AuditCaller::current(proc_root), proc_root,
+                                     state_dir, std::move(warn));
        }},
       o);
   return session.run();
