@@ -61,6 +61,7 @@ struct Watcher::Watched {
   std::string comm;
   std::string cmdline;
   std::set<pid_t> dependents;  // holders whose parent or group leader this is
+  std::set<pid_t> children;    // those of them whose parent it was when last watched
   bool is_holder = false;
 };
 
@@ -97,6 +98,16 @@ void Watcher::refresh(bool full) {
     next_full_ = now + full_scan_interval();
   } else {
     incremental_scan();
+  }
+  // A death during the look (its pidfd fired after note_deaths above) is recorded now,
+  // before rewatch would find the process a zombie and drop it unrecorded: the witness
+  // was lost so in CI (GrafanaDashboard, a leader SIGKILLed while the agent scanned). Its
+  // dependents are read again so that this tick's verdicts already have the witness.
+  std::set<pid_t> affected = note_deaths();
+  for (pid_t own : own_pids()) affected.erase(own);
+  if (!affected.empty()) {
+    rescan(affected);
+    rebuild();
   }
   rewatch();
 }
@@ -378,6 +389,9 @@ void Watcher::rewatch() {
   // leader; those of holders with memory (NVML lists them, or a CUDA mapping) first,
   // then the other holders, then their parents and leaders. Past max_pidfds the
   // rest are watched at each tick through their stat lines (W3-04).
+  // One that died since the last note is recorded first, never re-watched as a zombie
+  // and so forgotten (the dependents' next look has the witness).
+  note_deaths();
   const std::set<pid_t> listed = source_pids();
   std::map<pid_t, std::set<pid_t>> wanted;  // pid -> dependents
   std::vector<pid_t> order;
@@ -445,6 +459,10 @@ void Watcher::rewatch() {
       w->cmdline = proc::read_cmdline(pid, node_.proc_root());
     }
     w->dependents = std::move(wanted[pid]);
+    w->children.clear();
+    for (pid_t dep : w->dependents)
+      if (auto h = holders_.find(dep); h != holders_.end() && h->second.ppid == pid)
+        w->children.insert(dep);
     w->is_holder = holders_.contains(pid);
     next[w->handle.fd()] = w;
   }
@@ -474,14 +492,16 @@ void Watcher::on_ready(int fd) {
   rewatch();
 }
 
-void Watcher::note_deaths() {
+std::set<pid_t> Watcher::note_deaths() {
   // A death whose pidfd fired while the loop did something else (a tick, a question):
   // recorded before a scan reads the dependents' new parents, which would drop the dead
   // process from the watched set and lose what the agent saw (the witness).
   std::vector<int> fds;
   for (const auto& [fd, w] : watched_)
     if (w->handle.has_exited()) fds.push_back(fd);
-  for (int fd : fds) note_death(fd);
+  std::set<pid_t> affected;
+  for (int fd : fds) affected.merge(note_death(fd));
+  return affected;
 }
 
 std::set<pid_t> Watcher::note_death(int fd) {
@@ -493,13 +513,15 @@ std::set<pid_t> Watcher::note_death(int fd) {
   double now = wall_now();
   if (w->is_holder) holders_.erase(w->pid);
   // What died, for the orphan rule (proc/lineage.h): was it the dependent's parent
-  // (or only its group leader), did it hold a GPU, how many GPU workers had it.
-  std::size_t gpu_children = 0;
+  // (or only its group leader), did it hold a GPU, how many GPU workers had it. Its
+  // children as of the last watch count too: a look since may have read them adopted.
+  std::set<pid_t> children = w->children;
   for (const auto& [pid, h] : holders_)
-    if (h.ppid == w->pid) ++gpu_children;
+    if (h.ppid == w->pid) children.insert(pid);
+  const std::size_t gpu_children = children.size();
   for (pid_t dep : w->dependents) {
     auto h = holders_.find(dep);
-    bool was_parent = h != holders_.end() && h->second.ppid == w->pid;
+    bool was_parent = children.contains(dep);
     auto known = dead_parents_.find(dep);
     if (known != dead_parents_.end() && known->second.was_parent && !was_parent) continue;
     inventory::DeadParent dead{w->pid,     w->comm,      w->cmdline,  now,

@@ -127,8 +127,9 @@ class Watcher {
   /// Records the death of the watched process behind `fd` (dead_parents_) and stops
   /// watching it; returns its dependents.
   std::set<pid_t> note_death(int fd);
-  /// note_death for every watched process that has exited and was not handled yet.
-  void note_deaths();
+  /// note_death for every watched process that has exited and was not handled yet;
+  /// returns their dependents.
+  std::set<pid_t> note_deaths();
   void look_failed(const proc::ScanResult& result);  // out of descriptors: limits_
   std::set<pid_t> source_pids() const;                 // the pids NVML lists, any GPU
   void rewatch();
