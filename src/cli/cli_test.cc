@@ -107,16 +107,6 @@ TEST(TypedFlags, DurationsAndSelectorsReachTheCommand) {
   EXPECT_NE(help.find("GPU"), std::string::npos) << help;
 }
 
-TEST(Suggest, TheClosestNameWithinATypo) {
-  const std::vector<std::string> names = {"--timeout", "--orphans", "--gpu", "--grace"};
-  EXPECT_EQ(closest("--timout", names), "--timeout");
-  EXPECT_EQ(closest("--orphan", names), "--orphans");
-  EXPECT_EQ(closest("--gup", names), "--gpu");
-  EXPECT_EQ(closest("--zzzzzzzz", names), "");
-  EXPECT_EQ(closest("stauts", {"status", "free"}), "status");
-  EXPECT_EQ(closest("x", {"status"}), "");
-}
-
 TEST(Suggest, UnexpectedWordsOptionsFirstAndAValueIsNoStrayArgument) {
   Tree t;
   const CLI::App& free = *t.app.get_subcommand("free");

@@ -5,6 +5,8 @@
 #include <array>
 #include <cstddef>
 
+#include "report/help_text.h"
+
 namespace gpureap::cli {
 
 inline constexpr int kExitOk = 0;  // done: status shown / every selected GPU freed / GPUs free
@@ -19,15 +21,12 @@ inline constexpr int kExitGhost = 6;  // wait: a selected GPU is a ghost (busy w
                                       // no wait frees it, so it fails at once
 
 // The exit statuses each command documents: one entry a status, its meaning one
-// unbroken sentence. help_format's exit_status_help() lays them out for --help (wrapped
+// unbroken sentence. report/help_text's exit_status_help() lays them out for --help (wrapped
 // once, at the help's width, each continuation under its meaning) and the man pages
 // read the same entries as tagged paragraphs (man fills them to the reader's width).
 // `gpureap --help` says them in brief; gpureap(1) has kExitStatuses whole. They restate
 // README's "Exit status" table; keep the two in step.
-struct ExitStatusLine {
-  const char* code;     // "0", "128+N", "run"
-  const char* meaning;  // one sentence, never broken by hand
-};
+using report::ExitStatusLine;
 template <std::size_t N>
 using ExitStatuses = std::array<ExitStatusLine, N>;
 

@@ -1,34 +1,24 @@
 #pragma once
 // gpureap's --help: a top level that fits a screen (each command on one line, the
 // first sentence of its description; the details under `gpureap help COMMAND`), and
-// every help text wrapped at word boundaries to 80 columns, a continuation lined up
-// with the column of descriptions. Also `gpureap help [COMMAND]` and `gpureap version`.
+// every help text wrapped by report/help_text (80 columns, a continuation lined up
+// with the column of descriptions). Also `gpureap help [COMMAND]` and `gpureap version`.
 
-#include <cstddef>
-#include <span>
 #include <string>
 #include <string_view>
 
 #include "cli/command.h"
 #include "cli/exit_codes.h"
+#include "report/help_text.h"
 
 namespace gpureap::cli {
 
-/// The width help is wrapped to: a screen's, whatever the terminal.
-inline constexpr std::size_t kHelpColumns = 80;
+using report::exit_status_help;
+using report::kHelpColumns;
+using report::wrap_help;
 
 /// Sets gpureap's help layout on `app`; call before adding subcommands (they inherit it).
 void use_gpureap_help(CLI::App& app);
-
-/// `help` (CLI11's text) wrapped at spaces to `columns`: a line's continuation starts
-/// at its description column (after its first gap of two spaces or more) when there
-/// is one, else two columns in. Pure.
-std::string wrap_help(std::string_view help, std::size_t columns = kHelpColumns);
-
-/// "Exit status:" and one line a status, "  CODE  meaning", the codes padded to one
-/// column: a help footer that wrap_help() wraps once (each continuation under its
-/// meaning) and the man page turns into tagged paragraphs. Pure.
-std::string exit_status_help(std::span<const ExitStatusLine> statuses);
 
 /// The help of `command` ("" for the top level, "free", "slurm"), wrapped; nullopt-like
 /// empty string when `app` has no such command.

@@ -1,5 +1,5 @@
 #pragma once
-// "Did you mean": the closest name to a mistyped command or option, and the message in
+// "Did you mean" (util/closest): the closest name to a mistyped command or option, and the message in
 // gpureap's voice for what CLI11 refused (it reports extras raw and in reverse order).
 
 #include <string>
@@ -11,10 +11,6 @@ class App;
 }  // namespace CLI
 
 namespace gpureap::cli {
-
-/// The candidate closest to `word` by edit distance, when close enough to be a typo (at
-/// most 1 edit for short words, a third of the word's length for longer ones); "" otherwise.
-std::string closest(std::string_view word, const std::vector<std::string>& candidates);
 
 /// Every option name `sub` (and the global options of `root`) accepts: "--timeout", "-y".
 std::vector<std::string> option_names(const CLI::App& sub, const CLI::App& root);

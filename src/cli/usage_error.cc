@@ -6,8 +6,8 @@
 #include <regex>
 #include <vector>
 
-#include "cli/suggest.h"
 #include "report/terminal_text.h"
+#include "util/closest.h"
 
 namespace gpureap::cli {
 namespace {

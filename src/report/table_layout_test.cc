@@ -9,7 +9,7 @@
 namespace gpureap::report {
 namespace {
 
-std::vector<std::string> lines_of(const std::string& text) {
+std::vector<std::string> table_lines(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) out.push_back(line);
@@ -27,7 +27,7 @@ const std::vector<std::vector<TableCell>> kRows = {
 TEST(RenderTable, TheCommandTakesTheRoomLeftAndNoLineIsLonger) {
   for (std::size_t width : {60u, 80u, 160u}) {
     std::string out = render_table(kColumns, kRows, Style{}, "  ", {.columns = width});
-    auto lines = lines_of(out);
+    auto lines = table_lines(out);
     ASSERT_EQ(lines.size(), 2u) << out;
     for (const auto& l : lines) EXPECT_LE(l.size(), width) << out;
     // Cut to exactly the room left (or whole, when it fits).
@@ -60,7 +60,7 @@ TEST(RenderTable, ColourDoesNotMoveTheColumnsOrCountAsWidth) {
   std::vector<std::vector<TableCell>> rows = {{{"1 ORPHAN", "31"}, {std::string(100, 'x')}},
                                               {{"77"}, {"short"}}};
   std::string out = render_table(columns, rows, Style{.color = true}, "", {.columns = 50});
-  for (const auto& l : lines_of(out)) EXPECT_LE(visible_width(l), 50u) << out;
+  for (const auto& l : table_lines(out)) EXPECT_LE(visible_width(l), 50u) << out;
   EXPECT_NE(out.find("\033[31m1 ORPHAN\033[0m x"), std::string::npos) << out;
   EXPECT_NE(out.find("\n77       short\n"), std::string::npos) << out;
 }
@@ -91,7 +91,7 @@ TEST(WrapLines, AWordLongerThanTheLineIsBrokenWhereItMust) {
 TEST(WrapLines, AColourOpenAtABreakIsClosedAndReopened) {
   std::string out = wrap_lines("\033[31mred words here\033[0m", 9);
   EXPECT_EQ(out, "\033[31mred words\033[0m\n  \033[31mhere\033[0m") << out;
-  for (const auto& l : lines_of(out)) EXPECT_LE(visible_width(l), 9u);
+  for (const auto& l : table_lines(out)) EXPECT_LE(visible_width(l), 9u);
 }
 
 TEST(WrapLines, CountsCodePointsNotBytes) {

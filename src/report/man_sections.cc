@@ -1,6 +1,6 @@
-#include "cli/man_sections.h"
+#include "report/man_sections.h"
 
-namespace gpureap::cli {
+namespace gpureap::report {
 namespace {
 
 // What `gpureap status` prints, as src/report/status_table.cc prints it. A word changed
@@ -111,4 +111,4 @@ std::vector<std::pair<std::string, std::string>> extra_man_sections(std::string_
   return {};
 }
 
-}  // namespace gpureap::cli
+}  // namespace gpureap::report
