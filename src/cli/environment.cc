@@ -1,7 +1,6 @@
 #include "cli/environment.h"
 
 #include <sys/ioctl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,7 +10,6 @@
 
 #include "audit/recorder.h"
 #include "cli/command.h"
-#include "gpu/amd_source.h"
 #include "gpu/mixed_source.h"
 #include "gpu/nvml_source.h"
 #include "inventory/agent_client.h"
@@ -70,47 +68,7 @@ std::optional<std::size_t> stderr_columns() {
 }
 
 std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global) {
-  // The vendors (docs/amd.md, "How gpureap chooses the vendor"): NVIDIA's when the device
-  // directory has nvidiactl, AMD's when KFD's topology ($GPUREAP_SYSFS_ROOT's, a
-  // simulated node's, else /sys's) lists a GPU; both (gpu/mixed_source.h) when both.
-  const char* sysfs = std::getenv("GPUREAP_SYSFS_ROOT");
-  const std::string root = sysfs && *sysfs ? sysfs : "/sys";
-  struct stat st {};
-  const bool nvidia = ::stat((resolve_dev_dir(global) + "/nvidiactl").c_str(), &st) == 0;
-  auto nvml = [&] { return gpu::make_nvml_source(gpu::resolve_nvml_library(global.nvml_library)); };
-  if (gpu::has_amd_gpus(root))
-    return nvidia ? gpu::make_mixed_source(nvml(), gpu::make_amd_source(root))
-                  : gpu::make_amd_source(root);
-  // A named sysfs tree is AMD's even while it lists no GPU (its driver then says why).
-  if (sysfs && *sysfs && !nvidia) return gpu::make_amd_source(root);
-  return nvml();
-}
-
-std::optional<std::string> agent_socket(const GlobalOptions& global,
-                                        const std::optional<std::string>& state_dir) {
-  if (global.no_agent) return std::nullopt;
-  if (const char* off = std::getenv("GPUREAP_NO_AGENT");
-      off && *off && std::string_view(off) != "0")
-    return std::nullopt;
-  // Whether the agent watches the node this command names (its device directory, NVML
-  // library, proc root and simulator directory) is decided on its answer, from the
-  // resolved values (inventory::Node::look), not from which flag or variable set them.
-  std::optional<std::string> own = state_dir;
-  if (!own)
-    if (auto dir = inventory::state_dir()) own = *dir;
-  if (::geteuid() == 0) {
-    if (!own) return std::nullopt;
-    return inventory::agent_socket_path(*own);
-  }
-  // Agents run as root (only root reads every process's fds): a user's own
-  // state directory holds a socket only when the user runs an agent.
-  if (own) {
-    std::string path = inventory::agent_socket_path(*own);
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) == 0) return path;
-  }
-  const char* dir = std::getenv("GPUREAP_STATE_DIR");
-  return inventory::agent_socket_path(dir && *dir == '/' ? dir : "/run/gpureap");
+  return gpu::make_node_source(resolve_dev_dir(global), global.nvml_library);
 }
 
 std::shared_ptr<reclaim::AuditSink> open_audit(std::string_view command,
@@ -140,7 +98,8 @@ inventory::Node open_node(const GlobalOptions& global, std::optional<std::string
   config.dev_dir = resolve_dev_dir(global);
   config.nvml_library = gpu::resolve_nvml_library(global.nvml_library);
   if (const char* sim = std::getenv("GPUREAP_SIM_DIR"); sim && *sim) config.sim_dir = sim;
-  if (first_look == FirstLook::agent_or_scan) config.agent_socket = agent_socket(global, state_dir);
+  if (first_look == FirstLook::agent_or_scan)
+    config.agent_socket = inventory::agent_socket_for(global.no_agent, state_dir);
   config.state_dir = std::move(state_dir);
   config.release_budget = global.release_budget;
   return inventory::Node(std::move(config), open_gpu_source(global));

@@ -33,18 +33,9 @@ report::TableWidth stdout_table_width(bool wide);
 /// nullopt (not a terminal: lines are not broken).
 std::optional<std::size_t> stderr_columns();
 
-/// The NVML source for this run (--nvml-library / $GPUREAP_NVML_LIBRARY / libnvidia-ml.so.1).
+/// The node's GPU source for this run (gpu::make_node_source: the vendors of the device
+/// directory; NVML from --nvml-library / $GPUREAP_NVML_LIBRARY / libnvidia-ml.so.1).
 std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global);
-
-/// The socket of the `gpureap watch` to ask for the first look, or nullopt:
-/// none with --no-agent or GPUREAP_NO_AGENT=1. Its answer is used only when the
-/// agent watches the node this command resolved (inventory::Node::look compares
-/// the device directory, NVML library, proc root and $GPUREAP_SIM_DIR). Else
-/// `<state dir>/agent.sock` of the caller's state directory (`state_dir`, or
-/// inventory::state_dir()); for a caller that is not root, when no socket is
-/// there, root's agent's: $GPUREAP_STATE_DIR, else /run/gpureap.
-std::optional<std::string> agent_socket(const GlobalOptions& global,
-                                        const std::optional<std::string>& state_dir);
 
 /// Whether the first look may come from a running agent (status, free, wait),
 /// or must be this process's own (run verifies its own command's release).
@@ -52,7 +43,7 @@ enum class FirstLook { agent_or_scan, scan };
 
 /// The node context of one command: devices from resolve_dev_dir, the NVML source,
 /// baselines from `state_dir` (nullopt: the default state directory, refused ones a
-/// warning), the agent's socket (agent_socket) unless `first_look` is scan.
+/// warning), the agent's socket (inventory::agent_socket_for) unless `first_look` is scan.
 inventory::Node open_node(const GlobalOptions& global,
                           std::optional<std::string> state_dir = std::nullopt,
                           FirstLook first_look = FirstLook::agent_or_scan);

@@ -4,7 +4,6 @@
 // verify; a confirmed plan is acted on in a second session, under the lock) -> report.
 
 #include <fmt/format.h>
-#include <pwd.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -19,6 +18,7 @@
 #include "cli/register_command.h"
 #include "cli/flags.h"
 #include "gpu/gpu_select.h"
+#include "proc/process_table.h"
 #include "reclaim/free_flow.h"
 #include "reclaim/free_session.h"
 #include "reclaim/reclaimer.h"
@@ -58,20 +58,6 @@ struct FreeOptions {
 };
 
 std::atomic<bool> g_interrupted{false};  // SIGINT, SIGTERM once signals are sent
-
-Result<uid_t> parse_user(const std::string& text) {
-  struct passwd pw {};
-  struct passwd* out = nullptr;
-  char buf[1024];
-  if (::getpwnam_r(text.c_str(), &pw, buf, sizeof buf, &out) == 0 && out) return out->pw_uid;
-  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
-    // (uid_t)-1 is "no uid" to the kernel, so 4294967294 is the largest.
-    auto uid = parse_count(text, "uid", 0, 4294967294U);
-    if (!uid) return std::unexpected(uid.error());
-    return static_cast<uid_t>(*uid);
-  }
-  return fail(fmt::format("unknown user '{}'", text));
-}
 
 int free_usage_error(const std::string& message) {
   print_err(fmt::format("gpureap free: {}\n", report::terminal_text(message)));
@@ -115,7 +101,7 @@ Result<reclaim::ReclaimOptions> reclaim_options(
   if (o.user_opt && o.user_opt->count() > 0 && o.user.empty())
     return fail("--user '': expected a user name or uid");
   if (!o.user.empty()) {
-    auto uid = parse_user(o.user);
+    auto uid = proc::user_uid(o.user);
     if (!uid) return fail("--user: " + uid.error().message);
     sel.user = *uid;
   }
@@ -176,27 +162,6 @@ std::optional<int> choose_gpus(const FreeOptions& o, const inventory::Inventory&
     sel.gpus = *chosen;
   }
   return std::nullopt;
-}
-
-// Warnings of the first look that bear on this free: a selected GPU NVML cannot read
-// (its release cannot be verified), NVML unusable, the look's own warnings.
-void warn_unverifiable(const inventory::Inventory& inv, const std::vector<gpu::DeviceId>& gpus) {
-  if (inv.source_state == gpu::SourceState::partial) {
-    // Only a selected GPU that NVML cannot read matters here; the others are verified.
-    for (const auto& v : inv.gpus) {
-      if (v.info.problem.empty() || !inventory::is_selected(gpus, v.info.id)) continue;
-      print_err(fmt::format(
-          "gpureap free: warning: {}; GPU {}'s holders come from /proc only and its release "
-          "cannot be verified\n",
-          report::terminal_text(v.info.problem), v.info.id));
-    }
-  } else if (inv.source_state != gpu::SourceState::ok) {
-    print_err(fmt::format(
-        "gpureap free: warning: {}; holders come from /proc only and release cannot be verified\n",
-        report::terminal_text(inv.source_problem)));
-  }
-  for (const auto& w : inv.warnings)
-    print_err(fmt::format("gpureap free: warning: {}\n", report::terminal_text(w)));
 }
 
 int say_lock_failed(const std::string& why) {
@@ -397,7 +362,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
       not_chosen = *status;
       return false;
     }
-    warn_unverifiable(inv, sel.gpus);
+    for (const auto& line : report::free_warnings(inv, sel.gpus)) print_err(line);
     options.selection.gpus = sel.gpus;
     return true;
   };

@@ -1,6 +1,6 @@
 // `gpureap --version`: what this binary is (version, commit, build) and, when NVML
-// answers, which driver it talks to. The version and commit come from a header that
-// packaging/version.cmake writes at build time.
+// answers, which driver it talks to (report/version_text). The version and commit come
+// from a header that packaging/version.cmake writes at build time.
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "gpureap_version.h"
-#include "report/terminal_text.h"
+#include "report/version_text.h"
 
 #ifndef GPUREAP_BUILD_TYPE
 #define GPUREAP_BUILD_TYPE "unknown"
@@ -29,16 +29,8 @@ std::string version_text(const GlobalOptions& global, std::string_view linkage) 
   // The driver as NVML reports it, through the same source every command uses (a
   // watchdog child, so a hung driver costs the deadline, not a hang).
   gpu::GpuSnapshot snap = open_gpu_source(global)->snapshot(std::chrono::milliseconds(2000));
-  std::string driver;
-  if (!snap.driver_version.empty())
-    driver = snap.driver_version + " (NVML)";
-  else if (gpu::lists_gpus(snap.state))
-    driver = "unknown (not reported)";
-  else
-    driver = fmt::format("unknown ({})", snap.problem.empty() ? std::string("NVML unusable")
-                                                           : report::terminal_text(snap.problem));
-  return fmt::format("gpureap {}\nbuild: {}, {}\ndriver: {}\n", version_string(),
-                     GPUREAP_BUILD_TYPE, linkage, driver);
+  return report::version_text(version_string(), fmt::format("{}, {}", GPUREAP_BUILD_TYPE, linkage),
+                              snap);
 }
 
 }  // namespace gpureap::cli

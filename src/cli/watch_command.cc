@@ -3,20 +3,16 @@
 
 #include <expected>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <grp.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <set>
 #include <string_view>
@@ -24,6 +20,7 @@
 #include "agent/agent.h"
 #include "agent/gnutls_load.h"
 #include "agent/http_server.h"
+#include "agent/options_file.h"
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
@@ -36,7 +33,6 @@
 #include "util/queued_writer.h"
 #include "util/signal_flags.h"
 #include "util/signal_name.h"
-#include "util/text.h"
 #include "util/units.h"
 
 namespace gpureap::cli {
@@ -88,6 +84,12 @@ constexpr std::array<OptionKey, 11> kOptionKeys{{
     {"reap-dry-run", nullptr, &WatchFlags::reap_dry_run},
 }};
 
+std::vector<std::string_view> option_key_names() {
+  std::vector<std::string_view> keys;
+  for (const auto& k : kOptionKeys) keys.push_back(k.key);
+  return keys;
+}
+
 /// The options of kOptionKeys, on the command line and in the options file alike.
 void add_file_options(CLI::App& app, WatchFlags& f) {
   app.add_option("--listen", f.listen,
@@ -133,18 +135,6 @@ void add_file_options(CLI::App& app, WatchFlags& f) {
                "Announce what --reap-orphans-after would free, and free nothing");
 }
 
-Result<std::chrono::milliseconds> positive_duration(const std::string& flag,
-                                                    const std::string& text) {
-  auto d = parse_duration(text);
-  if (!d) return fail(fmt::format("{}: {}", flag, d.error().message));
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
-  if (ms.count() <= 0) return fail(fmt::format("{}: must be more than 0 (got {})", flag, text));
-  return ms;
-}
-
-Result<void> check_file_owner(const std::string& option, const std::string& path,
-                              const std::string& steers);
-
 /// --web-config: the file trusted as the options file is (it says who may read the
 /// metrics), parsed, its certificate and key read, and GnuTLS loaded when it asks
 /// for TLS, so that a machine without GnuTLS (or the file's mistakes) stops the
@@ -154,7 +144,7 @@ Result<agent::WebConfig> read_web_config_option(const WatchFlags& f) {
   if (f.no_listen) return fail("--web-config: nothing is served with --no-listen");
   if (::access(path.c_str(), F_OK) != 0)
     return fail(fmt::format("--web-config {}: {}", path, std::strerror(errno)));
-  if (auto trusted = check_file_owner("--web-config", path, "decides who may read the metrics");
+  if (auto trusted = agent::check_file_owner("--web-config", path, "decides who may read the metrics");
       !trusted)
     return std::unexpected(trusted.error());
   auto web = agent::read_web_config(path);
@@ -174,14 +164,14 @@ Result<agent::WebConfig> read_web_config_option(const WatchFlags& f) {
 Result<agent::AgentOptions> to_agent_options(const WatchFlags& f, const std::string& state_dir) {
   agent::AgentOptions o;
   o.state_dir = state_dir;
-  auto tick = positive_duration("--tick", f.tick);
+  auto tick = parse_positive_duration(f.tick, "--tick");
   if (!tick) return std::unexpected(tick.error());
   o.watch.tick = *tick;
   if (f.full_scan == "auto") {
     o.watch.full_scan = agent::kDefaultFullScan;
     o.watch.full_scan_auto = true;
   } else {
-    auto full = positive_duration("--full-scan-interval", f.full_scan);
+    auto full = parse_positive_duration(f.full_scan, "--full-scan-interval");
     if (!full) return std::unexpected(full.error());
     o.watch.full_scan = *full;
   }
@@ -198,7 +188,7 @@ Result<agent::AgentOptions> to_agent_options(const WatchFlags& f, const std::str
     }
   }
   if (!f.reap_after.empty()) {
-    auto after = positive_duration("--reap-orphans-after", f.reap_after);
+    auto after = parse_positive_duration(f.reap_after, "--reap-orphans-after");
     if (!after) return std::unexpected(after.error());
     o.reap_orphans_after = *after;
   }
@@ -219,100 +209,15 @@ Result<agent::AgentOptions> to_agent_options(const WatchFlags& f, const std::str
   return o;
 }
 
-/// Every line of an options file is blank, a comment or `key = value` with a key
-/// of kOptionKeys: CLI11's reader drops what it does not know, and a dropped
-/// `keep` (misspelt, or under an INI `[section]`) would get the holder it
-/// protects reaped (W2-05). The error names the line and the key. A file that
-/// cannot be read is left to CLI11, which says why.
-Result<std::set<std::string>> check_options_file(const std::string& path) {
-  std::set<std::string> keys_set;
-  std::ifstream in(path);
-  if (!in) return keys_set;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    std::string_view text = trim(line);
-    if (text.empty() || text.front() == '#' || text.front() == ';') continue;
-    auto where = [&] { return fmt::format("--config {}, line {}", path, number); };
-    if (text.front() == '[')
-      return fail(
-          fmt::format("{}: sections are not read ({}): put the keys at the top of the "
-                      "file, without a section",
-                      where(), report::terminal_text(text)));
-    const auto eq = text.find('=');
-    if (eq == std::string_view::npos)
-      return fail(fmt::format("{}: expected `key = value`, got '{}'", where(),
-                              report::terminal_text(text)));
-    std::string_view key = trim(text.substr(0, eq));
-    if (key.size() >= 2 && key.front() == '"' && key.back() == '"')
-      key = key.substr(1, key.size() - 2);
-    if (std::none_of(kOptionKeys.begin(), kOptionKeys.end(),
-                     [&](const OptionKey& k) { return key == k.key; })) {
-      std::vector<std::string_view> keys;
-      for (const auto& k : kOptionKeys) keys.push_back(k.key);
-      return fail(fmt::format("{}: unknown key '{}' (the file takes {})", where(),
-                              report::terminal_text(key), fmt::join(keys, ", ")));
-    }
-    // After a quoted value, only a `#` comment: CLI11 reads `"x" ; note` as several
-    // values ("At Most 1 required but received 4", W3-12d).
-    std::string_view value = trim(text.substr(eq + 1));
-    if (!value.empty() && (value.front() == '"' || value.front() == '\'')) {
-      const auto close = value.find(value.front(), 1);
-      std::string_view rest =
-          close == std::string_view::npos ? std::string_view{} : trim(value.substr(close + 1));
-      if (!rest.empty() && rest.front() != '#')
-        return fail(fmt::format("{}: '{}' after the value of '{}': a comment after a value starts "
-                                "with # (; starts a comment only at the start of a line)",
-                                where(), report::terminal_text(rest), report::terminal_text(key)));
-    }
-    keys_set.insert(std::string(key));
-  }
-  return keys_set;
-}
-
-/// The options file steers a root agent (whether it reaps, how soon, what --keep
-/// protects, where it listens, who may ask it): refused unless the file and every
-/// directory on its path are owned by root or the agent's own user and writable by
-/// nobody else (W3-09). A directory with the sticky bit (/tmp) keeps others from
-/// replacing what its owner put there. A path that does not resolve is left to the
-/// reader, which says why.
-Result<void> check_file_owner(const std::string& option, const std::string& path,
-                              const std::string& steers) {
-  std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
-  if (!real) return {};
-  const uid_t me = ::geteuid();
-  std::string at = real.get();
-  for (bool is_file = true;; is_file = false) {
-    struct stat st {};
-    if (::stat(at.c_str(), &st) != 0) return {};
-    const std::string what = is_file ? "the file" : "its directory " + at;
-    auto refuse = [&](const std::string& why) {
-      return fail(fmt::format(
-          "{} {}: {} {}: whoever can write it {}; refusing it. It must be owned by root{} and "
-          "writable by no one else",
-          option, path, what, why, steers, me == 0 ? "" : fmt::format(" or uid {}", me)));
-    };
-    if (st.st_uid != 0 && st.st_uid != me)
-      return refuse(fmt::format("is owned by uid {}", st.st_uid));
-    const bool sticky_dir = !is_file && (st.st_mode & S_ISVTX) != 0;
-    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !sticky_dir)
-      return refuse(fmt::format("is writable by {} (mode {:04o})",
-                                (st.st_mode & S_IWOTH) ? "everyone" : "its group",
-                                st.st_mode & 07777));
-    if (at == "/") return {};
-    const auto slash = at.rfind('/');
-    at = slash == 0 ? "/" : at.substr(0, slash);
-  }
-}
-
 /// The options file (TOML/INI, `key = value`, CLI11's reader): its keys override
 /// the defaults, the command line overrides both.
 Result<WatchFlags> read_options_file(const std::string& path, const WatchFlags& given,
                                      const std::set<std::string>& on_command_line) {
-  if (auto trusted = check_file_owner("--config", path,
+  if (auto trusted = agent::check_file_owner("--config", path,
                                       "steers the agent (reaping, --keep, the listener)");
       !trusted)
     return std::unexpected(trusted.error());
-  auto in_file = check_options_file(path);
+  auto in_file = agent::check_options_file(path, option_key_names());
   if (!in_file) return std::unexpected(in_file.error());
   CLI::App app("gpureap watch options file");
   WatchFlags file = given;

@@ -1,8 +1,14 @@
 #include "gpu/mixed_source.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <utility>
+
+#include "gpu/amd_source.h"
+#include "gpu/nvml_source.h"
 
 namespace gpureap::gpu {
 namespace {
@@ -151,6 +157,20 @@ proc::DeviceSet MixedSource::device_nodes(const std::string& dev_dir) const {
 std::unique_ptr<GpuSource> make_mixed_source(std::unique_ptr<GpuSource> nvidia,
                                              std::unique_ptr<GpuSource> amd) {
   return std::make_unique<MixedSource>(std::move(nvidia), std::move(amd));
+}
+
+std::unique_ptr<GpuSource> make_node_source(const std::string& dev_dir,
+                                            std::string_view nvml_library) {
+  const char* sysfs = std::getenv("GPUREAP_SYSFS_ROOT");
+  const std::string root = sysfs && *sysfs ? sysfs : "/sys";
+  struct stat st {};
+  const bool nvidia = ::stat((dev_dir + "/nvidiactl").c_str(), &st) == 0;
+  auto nvml = [&] { return make_nvml_source(resolve_nvml_library(nvml_library)); };
+  if (has_amd_gpus(root))
+    return nvidia ? make_mixed_source(nvml(), make_amd_source(root)) : make_amd_source(root);
+  // A named sysfs tree is AMD's even while it lists no GPU (its driver then says why).
+  if (sysfs && *sysfs && !nvidia) return make_amd_source(root);
+  return nvml();
 }
 
 }  // namespace gpureap::gpu

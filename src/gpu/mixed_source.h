@@ -20,6 +20,8 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpu/gpu_source.h"
@@ -52,5 +54,13 @@ class MixedSource final : public GpuSource {
 
 std::unique_ptr<GpuSource> make_mixed_source(std::unique_ptr<GpuSource> nvidia,
                                              std::unique_ptr<GpuSource> amd);
+
+/// The node's GPU source, its vendors chosen (docs/amd.md, "How gpureap chooses the
+/// vendor"): NVIDIA's (NVML from `nvml_library`, a flag resolve_nvml_library reads) when
+/// `dev_dir` has nvidiactl, AMD's when KFD's topology ($GPUREAP_SYSFS_ROOT's, else /sys's)
+/// lists a GPU, the mixed source when both. Neither: NVML (which then says why), except
+/// that a named sysfs root on a node without nvidiactl is AMD's even while it lists no GPU.
+std::unique_ptr<GpuSource> make_node_source(const std::string& dev_dir,
+                                            std::string_view nvml_library);
 
 }  // namespace gpureap::gpu

@@ -2,12 +2,15 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
+#include "inventory/baseline_store.h"
 #include "inventory/history_wire.h"
 #include "inventory/inventory_wire.h"
 #include "util/fd.h"
@@ -116,6 +119,33 @@ Result<Exchange> exchange(const std::string& socket_path, std::string_view reque
 
 std::string agent_socket_path(const std::string& state_dir) {
   return state_dir + "/agent.sock";
+}
+
+std::optional<std::string> agent_socket_for(bool no_agent,
+                                            const std::optional<std::string>& caller_dir) {
+  if (no_agent) return std::nullopt;
+  if (const char* off = std::getenv("GPUREAP_NO_AGENT");
+      off && *off && std::string_view(off) != "0")
+    return std::nullopt;
+  // Whether the agent watches the node this command names (its device directory, NVML
+  // library, proc root and simulator directory) is decided on its answer, from the
+  // resolved values (inventory::Node::look), not from which flag or variable set them.
+  std::optional<std::string> own = caller_dir;
+  if (!own)
+    if (auto dir = state_dir()) own = *dir;
+  if (::geteuid() == 0) {
+    if (!own) return std::nullopt;
+    return agent_socket_path(*own);
+  }
+  // Agents run as root (only root reads every process's fds): a user's own
+  // state directory holds a socket only when the user runs an agent.
+  if (own) {
+    std::string path = agent_socket_path(*own);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) return path;
+  }
+  const char* dir = std::getenv("GPUREAP_STATE_DIR");
+  return agent_socket_path(dir && *dir == '/' ? dir : "/run/gpureap");
 }
 
 Result<Inventory> ask_agent(const std::string& socket_path, std::chrono::milliseconds deadline) {

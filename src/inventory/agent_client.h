@@ -4,6 +4,7 @@
 // before: every failure is a reason, never fatal.
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "inventory/gpu_history.h"
@@ -14,6 +15,15 @@ namespace gpureap::inventory {
 
 /// The agent's socket in a state directory.
 std::string agent_socket_path(const std::string& state_dir);
+
+/// The socket of the `gpureap watch` to ask for the first look, or nullopt: none with
+/// `no_agent` (--no-agent) or GPUREAP_NO_AGENT=1. Its answer is used only when the agent
+/// watches the node this command resolved (Node::look compares the device directory, NVML
+/// library, proc root and $GPUREAP_SIM_DIR). Else `<state dir>/agent.sock` of the caller's
+/// state directory (`caller_dir`, or state_dir()); for a caller that is not root, when no
+/// socket is there, root's agent's: $GPUREAP_STATE_DIR, else /run/gpureap.
+std::optional<std::string> agent_socket_for(bool no_agent,
+                                            const std::optional<std::string>& caller_dir);
 
 /// Connects to `socket_path`, asks for a fresh inventory (the agent re-reads NVML
 /// and new processes before answering) and decodes it; Inventory::source is then

@@ -12,6 +12,7 @@
 
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
+#include "util/units.h"
 
 namespace gpureap::proc {
 namespace {
@@ -141,6 +142,20 @@ std::string user_name(uid_t uid) {
   if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr)
     return found->pw_name;
   return std::to_string(uid);
+}
+
+Result<uid_t> user_uid(const std::string& text) {
+  struct passwd pw {};
+  struct passwd* out = nullptr;
+  char buf[1024];
+  if (::getpwnam_r(text.c_str(), &pw, buf, sizeof buf, &out) == 0 && out) return out->pw_uid;
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
+    // (uid_t)-1 is "no uid" to the kernel, so 4294967294 is the largest.
+    auto uid = parse_count(text, "uid", 0, 4294967294U);
+    if (!uid) return std::unexpected(uid.error());
+    return static_cast<uid_t>(*uid);
+  }
+  return fail(fmt::format("unknown user '{}'", text));
 }
 
 }  // namespace gpureap::proc

@@ -30,6 +30,10 @@ struct ProcessEntry {
 /// The login name of `uid`, or the number when it has none (no caching).
 std::string user_name(uid_t uid);
 
+/// The uid of a login name, or of a number (`--user 1000`): "unknown user 'NAME'" for a
+/// name that is none, parse_count's error for a number out of range.
+Result<uid_t> user_uid(const std::string& text);
+
 /// Every process under `proc_root`, sorted by pid. Processes that exit while
 /// being read are left out. Fails only when `proc_root` itself cannot be read.
 Result<std::vector<ProcessEntry>> read_process_table(std::string_view proc_root);

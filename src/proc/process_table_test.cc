@@ -171,5 +171,16 @@ TEST(Evidence, ThreadStatesOfAMultiThreadedProcess) {
   EXPECT_TRUE(read_thread_states(2147483000, "/proc").empty());
 }
 
+TEST(UserUid, ANameOrANumberElseTheErrorSaysWhich) {
+  ASSERT_TRUE(user_uid("root"));
+  EXPECT_EQ(*user_uid("root"), 0u);
+  EXPECT_EQ(*user_uid("0"), 0u);
+  EXPECT_EQ(*user_uid("4294967294"), 4294967294u);
+  ASSERT_FALSE(user_uid("4294967295"));  // (uid_t)-1: "no uid" to the kernel
+  ASSERT_FALSE(user_uid("no-such-user-gpureap"));
+  EXPECT_EQ(user_uid("no-such-user-gpureap").error().message, "unknown user 'no-such-user-gpureap'");
+  EXPECT_FALSE(user_uid(""));
+}
+
 }  // namespace
 }  // namespace gpureap::proc

@@ -8,6 +8,7 @@
 #include "gpu/source_words.h"
 #include "gpu/gpu_select.h"
 #include "gpu/vendor.h"
+#include "inventory/node.h"
 #include "inventory/release_model.h"
 #include "report/device_json.h"
 #include "report/instance_text.h"
@@ -609,6 +610,28 @@ std::string free_record(const reclaim::ReclaimReport& r) {
                        : std::string("memory unknown: NOT VERIFIED")) +
            "\n";
   if (r.interrupted) out += "  interrupted\n";
+  return out;
+}
+
+std::vector<std::string> free_warnings(const inventory::Inventory& inv,
+                                       const std::vector<gpu::DeviceId>& gpus) {
+  std::vector<std::string> out;
+  if (inv.source_state == gpu::SourceState::partial) {
+    // Only a selected GPU that NVML cannot read matters here; the others are verified.
+    for (const auto& v : inv.gpus) {
+      if (v.info.problem.empty() || !inventory::is_selected(gpus, v.info.id)) continue;
+      out.push_back(fmt::format(
+          "gpureap free: warning: {}; GPU {}'s holders come from /proc only and its release "
+          "cannot be verified\n",
+          terminal_text(v.info.problem), v.info.id));
+    }
+  } else if (inv.source_state != gpu::SourceState::ok) {
+    out.push_back(fmt::format(
+        "gpureap free: warning: {}; holders come from /proc only and release cannot be verified\n",
+        terminal_text(inv.source_problem)));
+  }
+  for (const auto& w : inv.warnings)
+    out.push_back(fmt::format("gpureap free: warning: {}\n", terminal_text(w)));
   return out;
 }
 

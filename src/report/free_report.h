@@ -4,7 +4,9 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "inventory/node.h"
 #include "reclaim/reclaimer.h"
 #include "report/style.h"
 #include "report/table_layout.h"
@@ -46,6 +48,12 @@ std::string free_text(const reclaim::ReclaimReport& report, const Style& style,
 /// `warnings`: the inventory's (inventory::Inventory::warnings).
 nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::ReclaimReport& report,
                                  bool dry_run, const std::vector<std::string>& warnings = {});
+
+/// The first look's warnings that bear on a free of `gpus`, each a line "gpureap free:
+/// warning: ...\n": a selected GPU NVML cannot read (its release cannot be verified), NVML
+/// unusable, the look's own warnings. Escaped.
+std::vector<std::string> free_warnings(const inventory::Inventory& inv,
+                                       const std::vector<gpu::DeviceId>& gpus);
 
 /// The last resort when free_text/free_json fail after processes were signalled:
 /// one plain line per action and per GPU, pids and outcomes only (no process

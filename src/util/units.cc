@@ -125,6 +125,15 @@ Result<std::chrono::nanoseconds> parse_duration(std::string_view text) {
   return std::chrono::nanoseconds(static_cast<std::int64_t>(std::llround(ns)));
 }
 
+Result<std::chrono::milliseconds> parse_positive_duration(std::string_view text,
+                                                          std::string_view what) {
+  auto d = parse_duration(text);
+  if (!d) return fail(fmt::format("{}: {}", what, d.error().message));
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+  if (ms.count() <= 0) return fail(fmt::format("{}: must be more than 0 (got {})", what, text));
+  return ms;
+}
+
 std::string format_bytes(std::uint64_t bytes) {
   static constexpr std::array<const char*, 5> names{"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);

@@ -38,6 +38,11 @@ Result<double> parse_real(std::string_view text, std::string_view what, double m
 /// A bare number means seconds.
 Result<std::chrono::nanoseconds> parse_duration(std::string_view text);
 
+/// A duration more than 0 (parse_duration's), in milliseconds; the error starts with
+/// `what` (an option's name): "--tick: must be more than 0 (got 0s)".
+Result<std::chrono::milliseconds> parse_positive_duration(std::string_view text,
+                                                          std::string_view what);
+
 /// "92.1 GiB", "512 MiB", "0 B": binary units, three significant digits.
 std::string format_bytes(std::uint64_t bytes);
 /// format_bytes with a minus sign below zero: "-1.50 GiB" (a shortfall).

@@ -103,6 +103,19 @@ TEST(ParseDuration, BadInput) {
   }
 }
 
+TEST(ParsePositiveDuration, MillisecondsMoreThanZeroElseTheOptionSaysWhy) {
+  using namespace std::chrono_literals;
+  EXPECT_EQ(parse_positive_duration("1.5s", "--tick").value(), 1500ms);
+  auto zero = parse_positive_duration("0s", "--tick");
+  ASSERT_FALSE(zero);
+  EXPECT_EQ(zero.error().message, "--tick: must be more than 0 (got 0s)");
+  auto sub_ms = parse_positive_duration("500us", "--tick");  // 0 whole milliseconds
+  ASSERT_FALSE(sub_ms);
+  auto bad = parse_positive_duration("soon", "--keep-after");
+  ASSERT_FALSE(bad);
+  EXPECT_TRUE(bad.error().message.starts_with("--keep-after: invalid duration")) << bad.error().message;
+}
+
 TEST(Format, BytesAndDurations) {
   EXPECT_EQ(format_bytes(0), "0 B");
   EXPECT_EQ(format_bytes(512ULL << 20), "512 MiB");
