@@ -2,6 +2,7 @@
 // forwarding, orphans adopted by the reaper, and CMD moved into a cgroup.
 
 #include "supervise/launcher.h"
+#include "proc/proc_files.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -38,8 +39,7 @@ int wait_done(LaunchedRun& run, std::chrono::seconds limit = std::chrono::second
 }
 
 std::string stat_field(pid_t pid, int field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(in)), {});
+  std::string s = proc::read_small_file("/proc/" + std::to_string(pid) + "/stat");  // "" once gone
   auto close = s.rfind(')');
   if (close == std::string::npos) return {};
   std::istringstream fields(s.substr(close + 2));

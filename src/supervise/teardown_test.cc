@@ -2,6 +2,7 @@
 // cgroup), SIGTERM honoured, SIGKILL after the grace period, CMD's status known.
 
 #include "supervise/teardown.h"
+#include "proc/proc_files.h"
 
 #include <gtest/gtest.h>
 
@@ -49,8 +50,7 @@ bool contains(const std::vector<proc::ProcessId>& ids, pid_t pid) {
 }
 
 bool gone(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(in)), {});
+  std::string s = proc::read_small_file("/proc/" + std::to_string(pid) + "/stat");  // "" once gone
   auto close = s.rfind(')');
   return close == std::string::npos || s[close + 2] == 'Z';
 }

@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include "proc/proc_files.h"
 #include "util/host_name.h"
 #include "util/time_text.h"
 
@@ -423,8 +424,8 @@ std::string own_job_id(unsigned n) {
 }
 
 std::uint64_t start_time_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(in)), {});
+  // Not an ifstream: a read of a process that exited under it throws (ESRCH).
+  std::string s = proc::read_small_file("/proc/" + std::to_string(pid) + "/stat");
   auto close = s.rfind(')');
   if (close == std::string::npos) return 0;
   std::istringstream fields(s.substr(close + 2));
@@ -435,8 +436,8 @@ std::uint64_t start_time_of(pid_t pid) {
 }
 
 char state_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(in)), {});
+  // Not an ifstream: a read of a process that exited under it throws (ESRCH).
+  std::string s = proc::read_small_file("/proc/" + std::to_string(pid) + "/stat");
   auto close = s.rfind(')');
   if (close == std::string::npos || close + 2 >= s.size()) return '\0';
   return s[close + 2];
