@@ -12,6 +12,9 @@ PREFIX        ?= /usr/local
 FUZZ_SECONDS  ?= 60
 FUZZ_CXX      ?= clang++-16
 JOBS          ?= $(shell nproc)
+# `make unit` runs twice as many unit tests as cores at once: most of their time is
+# waiting (a hung driver's deadline, a child's exit), not CPU (docs/benchmarks.md, "Build").
+UNIT_JOBS     ?= $(shell echo $$(( $(JOBS) * 2 )))
 CMAKE_FLAGS   ?=
 # Ninja when installed (scripts/install-deps.sh installs it); a directory keeps the
 # generator it was first configured with.
@@ -57,7 +60,7 @@ test: build
 unit: deps
 	$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Debug)
 	@cmake --build $(BUILD) -j $(JOBS) --target unit_tests
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+	@cd $(BUILD) && ctest --output-on-failure -j $(UNIT_JOBS) -L unit
 
 # One module's tests: builds only that module's test binary (and what it links).
 $(addprefix test-,$(MODULES)): test-%: deps

@@ -5,22 +5,26 @@
 # (`make unit` spent most of its test time starting processes). A suite runs its
 # tests in one process (`--gtest_filter=Suite.*`); a failure still names the test
 # in gtest's output. Suites are listed after each link, as gtest_discover_tests does.
+# A suite named in SPLIT runs one test a process: its tests mostly wait (a hung
+# driver's deadline, a release delay), and one after another they would be the
+# longest test of `make unit`.
 #
-#   gpureap_add_gtest_suites(target LABELS label... TIMEOUT seconds)
+#   gpureap_add_gtest_suites(target LABELS label... TIMEOUT seconds [SPLIT suite...])
 
 set(GPUREAP_GTEST_SUITES_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/gtest_suites_add.cmake")
 
 function(gpureap_add_gtest_suites target)
-  cmake_parse_arguments(arg "" "TIMEOUT" "LABELS" ${ARGN})
+  cmake_parse_arguments(arg "" "TIMEOUT" "LABELS;SPLIT" ${ARGN})
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT 120)
   endif()
   set(listed "${CMAKE_CURRENT_BINARY_DIR}/${target}_suites.cmake")
   set(include "${CMAKE_CURRENT_BINARY_DIR}/${target}_suites_include.cmake")
   string(REPLACE ";" "\\;" labels "${arg_LABELS}")
+  string(REPLACE ";" "," split "${arg_SPLIT}")
   add_custom_command(TARGET ${target} POST_BUILD
     COMMAND "${CMAKE_COMMAND}" "-Dbinary=$<TARGET_FILE:${target}>" "-Doutput=${listed}"
-            "-Dlabels=${labels}" "-Dtimeout=${arg_TIMEOUT}"
+            "-Dlabels=${labels}" "-Dtimeout=${arg_TIMEOUT}" "-Dsplit=${split}"
             "-Dworkdir=${CMAKE_CURRENT_BINARY_DIR}" -P "${GPUREAP_GTEST_SUITES_SCRIPT}"
     BYPRODUCTS "${listed}"
     VERBATIM)
