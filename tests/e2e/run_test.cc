@@ -66,8 +66,19 @@ class Background {
   }
   ~Background() {
     if (pid_ > 0 && !reaped_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
+      // A test that stopped early (a failed assertion, an exception) still ends what
+      // its run started: SIGTERM is gpureap run's teardown of CMD and its tree; SIGKILL
+      // alone would leave CMD running (as a killed run does by design).
+      ::kill(pid_, SIGTERM);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+      while (::waitpid(pid_, nullptr, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+          ::kill(pid_, SIGKILL);
+          ::waitpid(pid_, nullptr, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
     }
     if (out_ >= 0) ::close(out_);
     if (err_ >= 0) ::close(err_);
