@@ -15,6 +15,10 @@ JOBS          ?= $(shell nproc)
 # `make unit` runs twice as many unit tests as cores at once: most of their time is
 # waiting (a hung driver's deadline, a child's exit), not CPU (docs/benchmarks.md, "Build").
 UNIT_JOBS     ?= $(shell echo $$(( $(JOBS) * 2 )))
+# `make test` and `make e2e` run three tests a core at once: an end-to-end test spends
+# about two thirds of its time waiting (a release delay, a settle window, an agent's tick),
+# so at -j2 two cores stood idle most of the run (docs/benchmarks.md, "Build").
+TEST_JOBS     ?= $(shell echo $$(( $(JOBS) * 3 )))
 CMAKE_FLAGS   ?=
 # Ninja when installed (scripts/install-deps.sh installs it); a directory keeps the
 # generator it was first configured with.
@@ -53,7 +57,7 @@ demo: deps
 # runs too), then the GPU tests (they skip where there is no GPU). CI (.ci/run) also builds
 # the release binary once, so a release-only error cannot land.
 test: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300 -LE '^stress$$'
+	@cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) --timeout 300 -LE '^stress$$'
 	@GPUREAP_BIN=$(BUILD)/gpureap python3 -m unittest discover -s tests/gpu -p 'test_*.py' -v
 
 # Unit tests only: builds only the unit-test binaries (not the binary's main or e2e).
@@ -69,7 +73,7 @@ $(addprefix test-,$(MODULES)): test-%: deps
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L '^unit-$*$$'
 
 e2e: build
-	@cd $(BUILD) && ctest --output-on-failure -L e2e -j $(JOBS)
+	@cd $(BUILD) && ctest --output-on-failure -L e2e -j $(TEST_JOBS)
 
 # Stress tests (many trials each; not part of `make test`).
 stress: build

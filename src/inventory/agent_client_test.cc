@@ -25,7 +25,7 @@ namespace gpureap::inventory {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 UniqueFd listening_socket(const std::string& path, bool listen = true) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -180,10 +180,10 @@ TEST(AskAgent, ASilentAgentCostsTheDeadline) {
   TestTempDir dir;
   const std::string path = agent_socket_path(dir.dir());
   FakeAgent agent(path, "", /*silent=*/true);
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   auto got = ask_agent(path, 300ms);
   ASSERT_FALSE(got);
-  EXPECT_GE(Clock::now() - t0, 300ms);
+  EXPECT_GE(SteadyClock::now() - t0, 300ms);
   EXPECT_NE(got.error().message.find("in time"), std::string::npos) << got.error().message;
 }
 

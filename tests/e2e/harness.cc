@@ -411,10 +411,16 @@ HoldResult SimNode::hold(const std::vector<std::string>& args, bool foreground,
 }
 
 bool SimNode::eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  // A predicate that runs a command (`gpureap status` scans /proc) is asked at most half
+  // the time: the pause after an answer is as long as the answer took (10-100 ms), so
+  // tests polling side by side under `ctest -j` leave the CPU to what they wait for.
+  using namespace std::chrono_literals;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
+    const auto asked = std::chrono::steady_clock::now();
     if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const auto took = std::chrono::steady_clock::now() - asked;
+    std::this_thread::sleep_for(std::clamp<std::chrono::steady_clock::duration>(took, 10ms, 100ms));
   }
   return pred();
 }
