@@ -15,7 +15,7 @@ namespace {
 
 constexpr std::size_t kMaxReason = 250;
 
-std::string pid_list(const std::vector<pid_t>& pids) {
+std::string comma_pids(const std::vector<pid_t>& pids) {
   std::string s;
   for (pid_t p : pids) s += fmt::format("{}{}", s.empty() ? "" : ",", p);
   return s;
@@ -32,7 +32,7 @@ std::string held_text(const cluster::HeldGpu& h) {
   std::string s =
       fmt::format("GPU {} {} {}", h.gpu, classes_text(h.classes), format_bytes(h.bytes));
   if (!h.pids.empty())
-    s += fmt::format(" pid{} {}", h.pids.size() > 1 ? "s" : "", pid_list(h.pids));
+    s += fmt::format(" pid{} {}", h.pids.size() > 1 ? "s" : "", comma_pids(h.pids));
   return s;
 }
 
