@@ -4,12 +4,17 @@
 // value is a usage error (exit 2) that names the option, before anything is scanned
 // or signalled, and the default shown in --help is the default used.
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gpu/gpu_select.h"
+#include "proc/environ.h"
+#include "util/pattern.h"
 
 namespace CLI {
 class App;
@@ -35,6 +40,27 @@ CLI::Option* add_optional_size(CLI::App& app, const std::string& name,
 /// --NAME GPU: a selector (gpu/gpu_select.h), parsed here and resolved by the node.
 CLI::Option* add_gpu_selector(CLI::App& app, const std::string& name, gpu::GpuSelector& into,
                               const std::string& description);
+
+/// --NAME PID[,PID...], repeatable: process ids, each from 1 to the kernel's
+/// PID_MAX_LIMIT (4194304).
+CLI::Option* add_pid_list(CLI::App& app, const std::string& name, std::vector<pid_t>& into,
+                          const std::string& description);
+
+/// --NAME PID: one process id as above, nullopt when not given.
+CLI::Option* add_optional_pid(CLI::App& app, const std::string& name, std::optional<pid_t>& into,
+                              const std::string& description);
+
+/// --NAME USER: a user name or uid, resolved when the command line is parsed.
+CLI::Option* add_user(CLI::App& app, const std::string& name, std::optional<uid_t>& into,
+                      const std::string& description);
+
+/// --NAME NAME=VALUE, repeatable, one entry per flag (a value may hold spaces or commas).
+CLI::Option* add_env_entries(CLI::App& app, const std::string& name,
+                             std::vector<proc::EnvEntry>& into, const std::string& description);
+
+/// --NAME REGEX: RE2 syntax (util/pattern.h), compiled when the command line is parsed.
+CLI::Option* add_pattern(CLI::App& app, const std::string& name, std::optional<Pattern>& into,
+                         const std::string& description);
 
 /// The message CLI11 reports for a value `name` cannot take: "--NAME: why".
 std::string flag_error(const std::string& name, const std::string& why);

@@ -35,12 +35,10 @@ namespace {
 struct FreeOptions {
   gpu::GpuSelector gpu;  // --gpu (empty: not given)
   bool all = false;
-  std::vector<std::string> pids;
-  CLI::Option* pid_opt = nullptr;  // null when there is no command line (free_for_run)
-  std::string user;
-  CLI::Option* user_opt = nullptr;
+  std::vector<pid_t> pids;      // --pid (cli/flags.h: each checked when parsed)
+  std::optional<uid_t> user;    // --user, resolved when parsed
   std::string cgroup;
-  std::string match;
+  std::optional<Pattern> match;  // --match, compiled when parsed
   bool orphans = false;
   std::string instance;  // --instance KEY (inventory/instances.h)
   std::chrono::milliseconds grace = reclaim::kDefaultGrace;
@@ -50,7 +48,7 @@ struct FreeOptions {
   bool dry_run = false;
   bool reset = false;
   bool stop_respawners = false;
-  std::vector<std::string> env;  // --env NAME=VALUE, repeatable: every one must hold
+  std::vector<proc::EnvEntry> env;  // --env NAME=VALUE, repeatable: every one must hold
   bool ok_if_nothing = false;    // --ok-if-nothing: exit 0 instead of 4
   bool wide = false;             // --wide: the plan's whole command lines
   std::chrono::milliseconds wait_lock{0};  // --wait-lock: how long to wait for another free
@@ -71,8 +69,8 @@ void catch_interrupts(std::optional<SignalFlags>& handlers) {
 }
 
 // The engine's options from the command line: the timings, and the selection's filters
-// (--pid, --user, --env, --match, ...). An error is the usage error's sentence.
-Result<reclaim::ReclaimOptions> reclaim_options(
+// (--pid, --user, --env, --match, ...: each already checked when the line was parsed).
+reclaim::ReclaimOptions reclaim_options(
     const FreeOptions& o, std::optional<std::chrono::steady_clock::time_point> deadline) {
   reclaim::ReclaimOptions options;
   options.escalation.grace = o.grace;
@@ -82,35 +80,13 @@ Result<reclaim::ReclaimOptions> reclaim_options(
   options.reset = o.reset;
   options.stop_respawners = o.stop_respawners;
   auto& sel = options.selection;
-  if (o.pid_opt && o.pid_opt->count() > 0 && o.pids.empty())
-    return fail("--pid '': expected a process id (or a comma list)");
-  for (const auto& text : o.pids) {
-    // 4194304 is the kernel's PID_MAX_LIMIT: no pid is larger.
-    auto pid = parse_count(text, "--pid", 1, 4194304);
-    if (!pid) return fail(pid.error().message);
-    sel.pids.push_back(static_cast<pid_t>(*pid));
-  }
+  sel.pids = o.pids;
   sel.cgroup = o.cgroup;
   sel.instance = o.instance;
-  for (const auto& text : o.env) {
-    auto entry = proc::parse_env_entry(text);
-    if (!entry) return fail("--env " + entry.error().message);
-    sel.env.push_back(std::move(*entry));
-  }
+  sel.env = o.env;
   sel.orphans_only = o.orphans;
-  if (o.user_opt && o.user_opt->count() > 0 && o.user.empty())
-    return fail("--user '': expected a user name or uid");
-  if (!o.user.empty()) {
-    auto uid = proc::user_uid(o.user);
-    if (!uid) return fail("--user: " + uid.error().message);
-    sel.user = *uid;
-  }
-  if (!o.match.empty()) {
-    auto pattern = Pattern::compile(o.match);
-    if (!pattern)
-      return fail("--match: cannot use this regular expression: " + pattern.error().message);
-    sel.match = std::move(*pattern);
-  }
+  sel.user = o.user;
+  sel.match = o.match;
   return options;
 }
 
@@ -308,9 +284,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
         "or --instance");
   std::optional<std::chrono::steady_clock::time_point> deadline;
   if (o.deadline) deadline = started + *o.deadline;
-  auto parsed = reclaim_options(o, deadline);
-  if (!parsed) return free_usage_error(parsed.error().message);
-  reclaim::ReclaimOptions options = std::move(*parsed);
+  reclaim::ReclaimOptions options = reclaim_options(o, deadline);
   if (!o.yes && !o.dry_run && !::isatty(0))
     return free_usage_error(
         "refusing to signal processes without confirmation: no terminal to ask on. Pass --yes to "
@@ -439,23 +413,16 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "a MIG device: 0/gi1/ci0, 0:1, MIG-<uuid>");
   // Both would leave one of them unsaid: refused, naming both (exit 2).
   sub->add_flag("--all", o->all, "All GPUs (same as --gpu all)")->excludes(gpu);
-  o->pid_opt =
-      sub->add_option(
-             "--pid", o->pids,
-             "Only these holders (comma list); may name infrastructure. Without --gpu: the "
-             "GPUs they use")
-          ->delimiter(',')
-          ->type_name("PID");
-  o->user_opt = sub->add_option("--user", o->user, "Only holders owned by this user (name or uid)")
-                    ->type_name("USER");
+  add_pid_list(*sub, "--pid", o->pids,
+               "Only these holders (comma list); may name infrastructure. Without --gpu: the "
+               "GPUs they use");
+  add_user(*sub, "--user", o->user, "Only holders owned by this user (name or uid)");
   sub->add_option("--cgroup", o->cgroup,
                   "Only holders whose cgroup path or container contains this text")
       ->type_name("PATH");
-  sub->add_option(
-         "--match", o->match,
-         "Only holders whose command line matches this regular expression, searched anywhere "
-         "(RE2 syntax: POSIX extended plus \\d \\s \\w; no backreferences)")
-      ->type_name("REGEX");
+  add_pattern(*sub, "--match", o->match,
+              "Only holders whose command line matches this regular expression, searched "
+              "anywhere (RE2 syntax: POSIX extended plus \\d \\s \\w; no backreferences)");
   sub->add_flag("--orphans", o->orphans,
                 "Only orphaned holders: a dead server's workers, by the evidence (docs/orphans.md); "
                 "a detached server (nohup) is left alone");
@@ -463,13 +430,11 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
                   "Only the holders of this server instance: its process group id or `gpureap "
                   "run` id, as `gpureap status` lists them. Without --gpu: the GPUs it uses")
       ->type_name("INSTANCE");
-  sub->add_option("--env", o->env,
+  add_env_entries(*sub, "--env", o->env,
                   "Only holders whose environment (/proc/PID/environ) holds exactly NAME=VALUE, "
                   "e.g. SLURM_JOB_ID=42 or GPUREAP_RUN_ID=...; repeatable (all must hold). "
                   "Without root, another user's or a non-dumpable process's cannot be read: "
-                  "left alone and reported")
-      ->allow_extra_args(false)
-      ->type_name("NAME=VALUE");  // one NAME=VALUE per --env: a value may hold spaces or commas
+                  "left alone and reported");
   add_duration(*sub, "--grace", o->grace, "Time between SIGTERM and SIGKILL");
   add_duration(*sub, "--settle", o->settle,
                "After the release, while a killed holder's parent lives (it may restart "

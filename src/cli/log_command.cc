@@ -115,9 +115,7 @@ void add_log_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
       "  gpureap --json log --pid 4242   the records as stored (JSON lines)\n"
       "  journalctl -t gpureap GPUREAP_TARGET_PID=4242    (the journal)",
       global, run, run_log);
-  sub.add_option("--pid", o.pid, "Only signals to this process id (and their free's verdict)")
-      ->type_name("PID")
-      ->check(CLI::Range(1, 4194304).description(""));  // the name says it: PID
+  add_optional_pid(sub, "--pid", o.pid, "Only signals to this process id (and their free's verdict)");
   add_gpu_selector(sub, "--gpu", o.gpu,
                    "Only signals to processes on these GPUs: indices (0,3), a range (0-3), a UUID "
                    "or prefix");

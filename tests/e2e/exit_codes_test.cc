@@ -111,6 +111,16 @@ TEST(ExitCodes, W4_07_UsageErrorsNameTheOptionAndGiveAHint) {
       {{"free", "--gpu", "0", "--grace", "-1s"}, "gpureap free: --grace: "},
       {{"free", "--gpu"}, "gpureap free: --gpu: needs a value"},
       {{"log", "--pid", "abc"}, "gpureap log: --pid: 'abc' is not a number from 1 to 4194304"},
+      // free's selection filters are typed options too (issue 36): the same two lines, and
+      // a pid that is not one is said as `log` says it.
+      {{"free", "--gpu", "0", "--pid", "abc"},
+       "gpureap free: --pid: 'abc' is not a number from 1 to 4194304"},
+      {{"free", "--gpu", "0", "--pid", "1,x2"}, "gpureap free: --pid: 'x2' is not a number from 1"},
+      {{"free", "--gpu", "0", "--env", "FOO"}, "gpureap free: --env: 'FOO': expected NAME=VALUE"},
+      {{"free", "--gpu", "0", "--user", "no-such-user-w4"},
+       "gpureap free: --user: unknown user 'no-such-user-w4'"},
+      {{"free", "--gpu", "0", "--match", "("},
+       "gpureap free: --match: cannot use this regular expression: "},
       {{"slurm"}, "gpureap slurm: mode is required"},
       {{"slurm", "prolgo"}, "gpureap slurm: mode: 'prolgo' is not prolog, epilog or health (did you mean prolog?)"},
       {{"free", "--all", "--gpu", "1", "--dry-run"},

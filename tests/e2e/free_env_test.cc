@@ -68,7 +68,7 @@ TEST(FreeEnv, NoMatchIsNothingToDoAndOkIfNothingMakesItSuccess) {
   // A malformed entry is a usage error naming the option.
   auto bad = node.gpureap(free_args({"--gpu", "1", "--env", "SLURM_JOB_ID"}));
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("--env 'SLURM_JOB_ID': expected NAME=VALUE"), std::string::npos)
+  EXPECT_NE(bad.err.find("--env: 'SLURM_JOB_ID': expected NAME=VALUE"), std::string::npos)
       << bad.err;
 }
 
