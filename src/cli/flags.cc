@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <functional>
+
 #include "cli/environment.h"
 #include "proc/process_table.h"
 #include "util/units.h"
@@ -18,10 +20,39 @@ std::string long_name(const std::string& names) {
   return first;
 }
 
+// The parsed value, or the usage error "--NAME: why" (exit 2, with the hint line).
+template <class T>
+T value_or_throw(const std::string& name, Result<T> parsed) {
+  if (!parsed) throw CLI::ValidationError(long_name(name), parsed.error().message);
+  return std::move(*parsed);
+}
+
+using Take = std::function<void(const std::string&)>;
+
+// An option of one value per flag; `take` parses the text into its destination.
+CLI::Option* one_value(CLI::App& app, const std::string& name, const std::string& description,
+                       const std::string& type, Take take) {
+  return app.add_option_function<std::string>(name, std::move(take), description)
+      ->type_name(type);
+}
+
+// An option that may be repeated; every value goes through `take`.
+CLI::Option* each_value(CLI::App& app, const std::string& name, const std::string& description,
+                        const std::string& type, Take take) {
+  return app
+      .add_option_function<std::vector<std::string>>(
+          name,
+          [take = std::move(take)](const std::vector<std::string>& texts) {
+            if (texts.empty()) take("");  // `--pid ''`: the empty value is refused, not skipped
+            for (const auto& text : texts) take(text);
+          },
+          description)
+      ->type_name(type);
+}
+
 std::chrono::milliseconds duration_or_throw(const std::string& name, const std::string& text) {
-  auto d = parse_duration(text);
-  if (!d) throw CLI::ValidationError(long_name(name), d.error().message);
-  return std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+      value_or_throw(name, parse_duration(text)));
 }
 
 // The kernel's PID_MAX_LIMIT: no pid is larger.
@@ -42,122 +73,72 @@ std::string flag_error(const std::string& name, const std::string& why) {
 
 CLI::Option* add_duration(CLI::App& app, const std::string& name,
                           std::chrono::milliseconds& into, const std::string& description) {
-  return app
-      .add_option_function<std::string>(
-          name, [&into, name](const std::string& text) { into = duration_or_throw(name, text); },
-          description)
-      ->type_name("DURATION")
+  return one_value(app, name, description, "DURATION",
+                   [&into, name](const std::string& t) { into = duration_or_throw(name, t); })
       ->default_str(duration_flag(into));
 }
 
 CLI::Option* add_optional_duration(CLI::App& app, const std::string& name,
                                    std::optional<std::chrono::milliseconds>& into,
                                    const std::string& description) {
-  return app
-      .add_option_function<std::string>(
-          name, [&into, name](const std::string& text) { into = duration_or_throw(name, text); },
-          description)
-      ->type_name("DURATION");
+  return one_value(app, name, description, "DURATION",
+                   [&into, name](const std::string& t) { into = duration_or_throw(name, t); });
 }
 
 CLI::Option* add_optional_size(CLI::App& app, const std::string& name,
                                std::optional<std::uint64_t>& into, const std::string& description) {
-  return app
-      .add_option_function<std::string>(
-          name,
-          [&into, name](const std::string& text) {
-            auto size = parse_size(text);
-            if (!size) throw CLI::ValidationError(long_name(name), size.error().message);
-            into = *size;
-          },
-          description)
-      ->type_name("SIZE");
+  return one_value(app, name, description, "SIZE", [&into, name](const std::string& t) {
+    into = value_or_throw(name, parse_size(t));
+  });
 }
 
 CLI::Option* add_gpu_selector(CLI::App& app, const std::string& name, gpu::GpuSelector& into,
                               const std::string& description) {
-  return app
-      .add_option_function<std::string>(
-          name,
-          [&into, name](const std::string& text) {
-            auto selector = gpu::GpuSelector::parse(text);
-            if (!selector) throw CLI::ValidationError(long_name(name), selector.error().message);
-            into = std::move(*selector);
-          },
-          description)
-      ->type_name("GPU");
+  return one_value(app, name, description, "GPU", [&into, name](const std::string& t) {
+    into = value_or_throw(name, gpu::GpuSelector::parse(t));
+  });
 }
 
 CLI::Option* add_pid_list(CLI::App& app, const std::string& name, std::vector<pid_t>& into,
                           const std::string& description) {
-  return app
-      .add_option_function<std::vector<std::string>>(
-          name,
-          [&into, name](const std::vector<std::string>& texts) {
-            if (texts.empty()) pid_or_throw(name, "");  // --pid '' (throws)
-            for (const auto& text : texts) into.push_back(pid_or_throw(name, text));
-          },
-          description)
-      ->delimiter(',')
-      ->type_name("PID");
+  return each_value(app, name, description, "PID",
+                    [&into, name](const std::string& t) { into.push_back(pid_or_throw(name, t)); })
+      ->delimiter(',');
 }
 
 CLI::Option* add_optional_pid(CLI::App& app, const std::string& name, std::optional<pid_t>& into,
                               const std::string& description) {
-  return app
-      .add_option_function<std::string>(
-          name, [&into, name](const std::string& text) { into = pid_or_throw(name, text); },
-          description)
-      ->type_name("PID");
+  return one_value(app, name, description, "PID",
+                   [&into, name](const std::string& t) { into = pid_or_throw(name, t); });
 }
 
 CLI::Option* add_user(CLI::App& app, const std::string& name, std::optional<uid_t>& into,
                       const std::string& description) {
-  return app
-      .add_option_function<std::string>(
-          name,
-          [&into, name](const std::string& text) {
-            if (text.empty())
-              throw CLI::ValidationError(long_name(name), "'' is not a user name or uid");
-            auto uid = proc::user_uid(text);
-            if (!uid) throw CLI::ValidationError(long_name(name), uid.error().message);
-            into = *uid;
-          },
-          description)
-      ->type_name("USER");
+  return one_value(app, name, description, "USER", [&into, name](const std::string& t) {
+    if (t.empty()) throw CLI::ValidationError(long_name(name), "'' is not a user name or uid");
+    into = value_or_throw(name, proc::user_uid(t));
+  });
 }
 
+// One NAME=VALUE per --env: a value may hold spaces or commas.
 CLI::Option* add_env_entries(CLI::App& app, const std::string& name,
                              std::vector<proc::EnvEntry>& into, const std::string& description) {
-  return app
-      .add_option_function<std::vector<std::string>>(
-          name,
-          [&into, name](const std::vector<std::string>& texts) {
-            for (const auto& text : texts) {
-              auto entry = proc::parse_env_entry(text);
-              if (!entry) throw CLI::ValidationError(long_name(name), entry.error().message);
-              into.push_back(std::move(*entry));
-            }
-          },
-          description)
-      ->allow_extra_args(false)
-      ->type_name("NAME=VALUE");
+  return each_value(app, name, description, "NAME=VALUE",
+                    [&into, name](const std::string& t) {
+                      into.push_back(value_or_throw(name, proc::parse_env_entry(t)));
+                    })
+      ->allow_extra_args(false);
 }
 
 CLI::Option* add_pattern(CLI::App& app, const std::string& name, std::optional<Pattern>& into,
                          const std::string& description) {
-  return app
-      .add_option_function<std::string>(
-          name,
-          [&into, name](const std::string& text) {
-            auto pattern = Pattern::compile(text);
-            if (!pattern)
-              throw CLI::ValidationError(
-                  long_name(name), "cannot use this regular expression: " + pattern.error().message);
-            into = std::move(*pattern);
-          },
-          description)
-      ->type_name("REGEX");
+  return one_value(app, name, description, "REGEX", [&into, name](const std::string& t) {
+    auto pattern = Pattern::compile(t);
+    if (!pattern)
+      throw CLI::ValidationError(long_name(name),
+                                 "cannot use this regular expression: " + pattern.error().message);
+    into = std::move(*pattern);
+  });
 }
 
 }  // namespace gpureap::cli

@@ -3,7 +3,6 @@
 
 #include <expected>
 #include <fmt/format.h>
-#include <grp.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,7 +17,7 @@
 #include <string_view>
 
 #include "agent/agent.h"
-#include "agent/gnutls_load.h"
+#include "agent/option_texts.h"
 #include "agent/http_server.h"
 #include "agent/options_file.h"
 #include "cli/command.h"
@@ -42,21 +41,10 @@ namespace {
 /// it exists; absent is fine). docs/watch.md, "Options file and SIGHUP".
 constexpr const char* kDefaultConfig = "/etc/gpureap/watch.conf";
 
-/// The options as given (strings: checked by to_agent_options, so that an options
-/// file, read at start and re-read on SIGHUP, goes through the same checks as the
-/// command line).
-struct WatchFlags {
-  std::string listen = agent::kDefaultListen;
-  bool no_listen = false;
-  std::string textfile;
-  std::string tick = duration_flag(agent::kDefaultTick);
-  std::string full_scan = "auto";
-  bool per_holder = false;
-  std::string socket_group;
-  std::string reap_after;
-  std::string keep;
-  std::string web_config;
-  bool reap_dry_run = false;
+/// The options as given (agent::OptionTexts, checked by agent::resolve_options, so that
+/// an options file, read at start and re-read on SIGHUP, goes through the same checks as
+/// the command line), and what only the command line has.
+struct WatchFlags : agent::OptionTexts {
   std::string config;
   /// Keys the options file sets that the command line overrides (said in the start line).
   std::vector<std::string> overridden;
@@ -135,80 +123,6 @@ void add_file_options(CLI::App& app, WatchFlags& f) {
                "Announce what --reap-orphans-after would free, and free nothing");
 }
 
-/// --web-config: the file trusted as the options file is (it says who may read the
-/// metrics), parsed, its certificate and key read, and GnuTLS loaded when it asks
-/// for TLS, so that a machine without GnuTLS (or the file's mistakes) stops the
-/// start with exit 2 instead of serving plain HTTP.
-Result<agent::WebConfig> read_web_config_option(const WatchFlags& f) {
-  const std::string& path = f.web_config;
-  if (f.no_listen) return fail("--web-config: nothing is served with --no-listen");
-  if (::access(path.c_str(), F_OK) != 0)
-    return fail(fmt::format("--web-config {}: {}", path, std::strerror(errno)));
-  if (auto trusted = agent::check_file_owner("--web-config", path, "decides who may read the metrics");
-      !trusted)
-    return std::unexpected(trusted.error());
-  auto web = agent::read_web_config(path);
-  if (!web) return web;
-  if (web->tls()) {
-    const char* library = std::getenv("GPUREAP_GNUTLS_LIBRARY");
-    auto loaded = agent::load_gnutls(library && *library ? library : agent::kGnutlsLibrary);
-    if (!loaded)
-      return fail(fmt::format(
-          "--web-config {}: tls_server_config needs GnuTLS ({}), which could not be loaded: {}. "
-          "Install libgnutls30, or leave tls_server_config out and put a TLS proxy in front",
-          path, agent::kGnutlsLibrary, loaded.error().message));
-  }
-  return web;
-}
-
-Result<agent::AgentOptions> to_agent_options(const WatchFlags& f, const std::string& state_dir) {
-  agent::AgentOptions o;
-  o.state_dir = state_dir;
-  auto tick = parse_positive_duration(f.tick, "--tick");
-  if (!tick) return std::unexpected(tick.error());
-  o.watch.tick = *tick;
-  if (f.full_scan == "auto") {
-    o.watch.full_scan = agent::kDefaultFullScan;
-    o.watch.full_scan_auto = true;
-  } else {
-    auto full = parse_positive_duration(f.full_scan, "--full-scan-interval");
-    if (!full) return std::unexpected(full.error());
-    o.watch.full_scan = *full;
-  }
-  if (!f.no_listen) o.listen = f.listen;
-  if (!f.textfile.empty()) o.textfile_dir = f.textfile;
-  o.per_holder = f.per_holder;
-  if (!f.socket_group.empty()) {
-    if (const group* g = ::getgrnam(f.socket_group.c_str())) {
-      o.socket_group = g->gr_gid;
-    } else if (auto gid = parse_count(f.socket_group, "--socket-group", 0, 0xfffffffe); gid) {
-      o.socket_group = static_cast<gid_t>(*gid);
-    } else {
-      return fail(fmt::format("--socket-group: no group named {}", f.socket_group));
-    }
-  }
-  if (!f.reap_after.empty()) {
-    auto after = parse_positive_duration(f.reap_after, "--reap-orphans-after");
-    if (!after) return std::unexpected(after.error());
-    o.reap_orphans_after = *after;
-  }
-  if (!f.keep.empty()) {
-    auto pattern = Pattern::compile(f.keep);
-    if (!pattern) return fail("--keep: " + pattern.error().message);
-    o.keep_regex = f.keep;
-  }
-  if (!f.web_config.empty()) {
-    auto web = read_web_config_option(f);
-    if (!web) return std::unexpected(web.error());
-    o.web = std::move(*web);
-  }
-  o.reap_dry_run = f.reap_dry_run;
-  if (o.reap_dry_run && !o.reap_orphans_after)
-    return fail("--reap-dry-run: needs --reap-orphans-after (what would be reaped, and when)");
-  o.version = version_string();
-  return o;
-}
-
 /// The options file (TOML/INI, `key = value`, CLI11's reader): its keys override
 /// the defaults, the command line overrides both.
 Result<WatchFlags> read_options_file(const std::string& path, const WatchFlags& given,
@@ -265,6 +179,13 @@ std::atomic<bool> g_resume{false};
 // Event lines waiting for stdout; past this many the next ones are dropped.
 constexpr std::size_t kEventQueueLines = 1024;
 
+// The agent's options from the flags (agent::resolve_options), with this binary's version.
+Result<agent::AgentOptions> agent_options(const WatchFlags& flags, const std::string& state) {
+  auto options = agent::resolve_options(flags, state);
+  if (options) options->version = version_string();
+  return options;
+}
+
 // What the agent starts with: its state directory, the options file found, the flags
 // with that file under the command line, and the agent's options from them.
 struct StartingOptions {
@@ -290,7 +211,7 @@ std::expected<StartingOptions, int> starting_options(const WatchFlags& given, bo
     print_err(fmt::format("gpureap watch: {}\n", report::terminal_text(flags.error().message)));
     return std::unexpected(kExitUsage);
   }
-  auto options = to_agent_options(*flags, *state);
+  auto options = agent_options(*flags, *state);
   if (!options) {
     print_err(fmt::format("gpureap watch: {}\n", report::terminal_text(options.error().message)));
     return std::unexpected(kExitUsage);
@@ -365,7 +286,7 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explici
     // since the start.
     config = config_path(given, explicit_config);
     auto merged = with_options_file(config, given, on_command_line);
-    auto fresh = merged ? to_agent_options(*merged, *state)
+    auto fresh = merged ? agent_options(*merged, *state)
                         : Result<agent::AgentOptions>(std::unexpected(merged.error()));
     if (!fresh) {
       print_err(fmt::format("gpureap watch: SIGHUP: {}; keeping the options in force\n",
