@@ -35,12 +35,9 @@ namespace {
 struct FreeOptions {
   gpu::GpuSelector gpu;  // --gpu (empty: not given)
   bool all = false;
-  std::vector<pid_t> pids;      // --pid (cli/flags.h: each checked when parsed)
-  std::optional<uid_t> user;    // --user, resolved when parsed
-  std::string cgroup;
-  std::optional<Pattern> match;  // --match, compiled when parsed
-  bool orphans = false;
-  std::string instance;  // --instance KEY (inventory/instances.h)
+  // --pid, --user, --cgroup, --match, --orphans, --instance, --env: read straight into
+  // the selection's own filters (cli/flags.h checks each value when it is parsed).
+  reclaim::Filters filters;
   std::chrono::milliseconds grace = reclaim::kDefaultGrace;
   std::chrono::milliseconds timeout = reclaim::kDefaultTimeout;
   std::chrono::milliseconds settle = reclaim::kDefaultSettle;
@@ -48,7 +45,6 @@ struct FreeOptions {
   bool dry_run = false;
   bool reset = false;
   bool stop_respawners = false;
-  std::vector<proc::EnvEntry> env;  // --env NAME=VALUE, repeatable: every one must hold
   bool ok_if_nothing = false;    // --ok-if-nothing: exit 0 instead of 4
   bool wide = false;             // --wide: the plan's whole command lines
   std::chrono::milliseconds wait_lock{0};  // --wait-lock: how long to wait for another free
@@ -79,14 +75,7 @@ reclaim::ReclaimOptions reclaim_options(
   options.deadline = deadline;
   options.reset = o.reset;
   options.stop_respawners = o.stop_respawners;
-  auto& sel = options.selection;
-  sel.pids = o.pids;
-  sel.cgroup = o.cgroup;
-  sel.instance = o.instance;
-  sel.env = o.env;
-  sel.orphans_only = o.orphans;
-  sel.user = o.user;
-  sel.match = o.match;
+  static_cast<reclaim::Filters&>(options.selection) = o.filters;
   return options;
 }
 
@@ -96,13 +85,14 @@ std::optional<int> choose_gpus(const FreeOptions& o, const inventory::Inventory&
                                reclaim::Selection& sel, int nothing_to_do) {
   const bool source_usable = gpu::lists_gpus(inv.source_state);
   // --instance: it must be one of this look's (`status` lists them).
+  const std::string& key = o.filters.instance;
   const inventory::Instance* instance =
-      o.instance.empty() ? nullptr : inventory::find_instance(inv.instances, o.instance);
-  if (!o.instance.empty() && !instance) {
+      key.empty() ? nullptr : inventory::find_instance(inv.instances, key);
+  if (!key.empty() && !instance) {
     print_err(fmt::format(
         "gpureap free: --instance {}: no such instance holds a GPU here; nothing to do (`gpureap "
         "status` lists the instances)\n",
-        report::terminal_text(o.instance)));
+        report::terminal_text(key)));
     return nothing_to_do;
   }
   // --pid or --instance alone: the GPUs those processes use.
@@ -278,7 +268,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
   const auto started = std::chrono::steady_clock::now();
   const int nothing_to_do = o.ok_if_nothing ? kExitOk : kExitNothingToDo;
   // 1. Parse and check the inputs before touching anything.
-  if (o.gpu.empty() && !o.all && o.pids.empty() && o.instance.empty())
+  if (o.gpu.empty() && !o.all && o.filters.pids.empty() && o.filters.instance.empty())
     return free_usage_error(
         "choose the GPUs: --gpu SEL (e.g. --gpu 3, --gpu all), --all, or name holders with --pid "
         "or --instance");
@@ -413,24 +403,24 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
       "a MIG device: 0/gi1/ci0, 0:1, MIG-<uuid>");
   // Both would leave one of them unsaid: refused, naming both (exit 2).
   sub->add_flag("--all", o->all, "All GPUs (same as --gpu all)")->excludes(gpu);
-  add_pid_list(*sub, "--pid", o->pids,
+  add_pid_list(*sub, "--pid", o->filters.pids,
                "Only these holders (comma list); may name infrastructure. Without --gpu: the "
                "GPUs they use");
-  add_user(*sub, "--user", o->user, "Only holders owned by this user (name or uid)");
-  sub->add_option("--cgroup", o->cgroup,
+  add_user(*sub, "--user", o->filters.user, "Only holders owned by this user (name or uid)");
+  sub->add_option("--cgroup", o->filters.cgroup,
                   "Only holders whose cgroup path or container contains this text")
       ->type_name("PATH");
-  add_pattern(*sub, "--match", o->match,
+  add_pattern(*sub, "--match", o->filters.match,
               "Only holders whose command line matches this regular expression, searched "
               "anywhere (RE2 syntax: POSIX extended plus \\d \\s \\w; no backreferences)");
-  sub->add_flag("--orphans", o->orphans,
+  sub->add_flag("--orphans", o->filters.orphans_only,
                 "Only orphaned holders: a dead server's workers, by the evidence (docs/orphans.md); "
                 "a detached server (nohup) is left alone");
-  sub->add_option("--instance", o->instance,
+  sub->add_option("--instance", o->filters.instance,
                   "Only the holders of this server instance: its process group id or `gpureap "
                   "run` id, as `gpureap status` lists them. Without --gpu: the GPUs it uses")
       ->type_name("INSTANCE");
-  add_env_entries(*sub, "--env", o->env,
+  add_env_entries(*sub, "--env", o->filters.env,
                   "Only holders whose environment (/proc/PID/environ) holds exactly NAME=VALUE, "
                   "e.g. SLURM_JOB_ID=42 or GPUREAP_RUN_ID=...; repeatable (all must hold). "
                   "Without root, another user's or a non-dumpable process's cannot be read: "
