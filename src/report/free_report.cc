@@ -13,6 +13,7 @@
 #include "report/device_json.h"
 #include "report/instance_text.h"
 #include "report/json.h"
+#include "report/json_values.h"
 #include "report/names.h"
 #include "reclaim/leftovers.h"
 #include "report/status_table.h"
@@ -270,9 +271,6 @@ nlohmann::ordered_json plan_json(const reclaim::Plan& plan) {
     // The lineage verdict as fields (reclaim/target_lineage.h), not only in `why`: null
     // for a target that holds no GPU (a descendant, a respawner).
     const auto& l = t.lineage;
-    auto or_null = [](std::string_view s) {
-      return s.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(std::string(s));
-    };
     targets.push_back(
         {{"pid", t.id.pid},
          {"start_time", t.id.start_time},
@@ -282,12 +280,12 @@ nlohmann::ordered_json plan_json(const reclaim::Plan& plan) {
          {"gpus", t.gpus},
          {"gpu_bytes", t.gpu_bytes},
          {"why", t.why},
-         {"verdict", l ? or_null(enum_name(l->verdict)) : nlohmann::ordered_json(nullptr)},
+         {"verdict", l ? text_or_null(enum_name(l->verdict)) : nlohmann::ordered_json(nullptr)},
          {"evidence", l && l->evidence != proc::OrphanEvidence::none
-                          ? or_null(enum_name(l->evidence))
+                          ? text_or_null(enum_name(l->evidence))
                           : nlohmann::ordered_json(nullptr)},
-         {"provenance", l ? or_null(l->provenance) : nlohmann::ordered_json(nullptr)},
-         {"instance", or_null(t.instance)}});
+         {"provenance", l ? text_or_null(l->provenance) : nlohmann::ordered_json(nullptr)},
+         {"instance", text_or_null(t.instance)}});
   }
   for (const auto& s : plan.skipped)
     skipped.push_back({{"pid", s.id.pid},

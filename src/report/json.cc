@@ -7,6 +7,7 @@
 #include "gpu/vendor.h"
 #include "proc/lineage.h"
 #include "report/device_json.h"
+#include "report/json_values.h"
 #include "util/host_name.h"
 #include "util/time_text.h"
 
@@ -74,10 +75,6 @@ nlohmann::ordered_json seconds_json(const std::optional<double>& seconds) {
 }
 
 namespace {
-
-nlohmann::ordered_json text_or_null(const std::string& s) {
-  return s.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s);
-}
 
 // The ranks a title names, only those it names: {"dp": 1, "tp": 3}.
 nlohmann::ordered_json ranks_json(const proc::Ranks& r) {

@@ -1,6 +1,7 @@
 #include "report/plan_report.h"
 
 #include "report/json.h"
+#include "report/json_values.h"
 
 #include <fmt/format.h>
 
@@ -178,11 +179,6 @@ json warnings_json(const std::vector<cap::Warning>& warnings) {
   return out;
 }
 
-template <typename T>
-json or_null(const std::optional<T>& v) {
-  return v ? json(*v) : json(nullptr);
-}
-
 json point_json(const cap::PlanPoint& p) {
   json j{
       {"mem_fraction", p.mem_fraction},
@@ -192,8 +188,8 @@ json point_json(const cap::PlanPoint& p) {
       {"req_to_token_bytes", p.req_to_token_bytes},
       {"runtime_reserve_bytes", p.runtime_reserve_bytes},
       {"headroom_bytes", p.headroom_bytes},
-      {"max_running_requests", or_null(p.max_running_requests)},
-      {"running_requests", or_null(p.running_requests)},
+      {"max_running_requests", or_null<json>(p.max_running_requests)},
+      {"running_requests", or_null<json>(p.running_requests)},
       {"full_context_requests", p.full_context_requests},
       {"host_cache_tokens", nullptr},
       {"host_ram_per_rank_bytes", nullptr},
@@ -262,7 +258,7 @@ json plan_report_json(const capacity::LaunchPlan& r) {
       {"model", model},
       {"tp", in.tp},
       {"kv_dtype", std::string(cap::kv_dtype_name(in.dtype))},
-      {"gpu_memory_bytes", or_null(r.card_total)},
+      {"gpu_memory_bytes", or_null<json>(r.card_total)},
       {"free_before_load_bytes", in.gpu.free_before_load},
       {"free_before_load_source", r.m0_origin},
       {"weights_bytes", in.gpu.weights_per_rank},
@@ -272,7 +268,7 @@ json plan_report_json(const capacity::LaunchPlan& r) {
       {"bytes_per_token", cap::bytes_per_token(in)},
       {"avg_prompt_tokens", in.avg_prompt},
       {"avg_output_tokens", in.avg_output},
-      {"host_memory_bytes", or_null(in.host_memory)},
+      {"host_memory_bytes", or_null<json>(in.host_memory)},
       {"calibration", nullptr},
       {"notes", r.notes},
   };
@@ -284,7 +280,7 @@ json plan_report_json(const capacity::LaunchPlan& r) {
                         {"predicted_kv_tokens", c.predicted_kv_tokens},
                         {"free_before_load_bytes", c.free_before_load},
                         {"weights_bytes", c.weights_per_rank},
-                        {"runtime_reserve_bytes", or_null(c.runtime_reserve)},
+                        {"runtime_reserve_bytes", or_null<json>(c.runtime_reserve)},
                         {"notes", c.notes}};
   }
   if (r.sweep) {

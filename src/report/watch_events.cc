@@ -12,6 +12,7 @@
 #include "report/device_json.h"
 #include "report/instance_text.h"
 #include "report/json.h"
+#include "report/json_values.h"
 #include "inventory/events.h"
 #include "report/terminal_text.h"
 #include "report/watch_service.h"
@@ -171,11 +172,6 @@ std::string describe(const Event& e, const Style& style) {
       return fmt::format("{} — {}", style.green("ghost GPU gone"), detail);
   }
   return detail;
-}
-
-template <typename T>
-nlohmann::ordered_json or_null(const std::optional<T>& v) {
-  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
 }
 
 double wall_now() {

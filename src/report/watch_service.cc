@@ -7,6 +7,7 @@
 
 #include "gpu/source_words.h"
 #include "report/json.h"
+#include "report/json_values.h"
 #include "inventory/events.h"
 #include "report/terminal_text.h"
 #include "util/time_text.h"
@@ -16,10 +17,6 @@ namespace gpureap::report {
 namespace {
 
 using nlohmann::ordered_json;
-
-ordered_json text_or_null(const std::string& s) {
-  return s.empty() ? ordered_json(nullptr) : ordered_json(s);
-}
 
 ordered_json head(const char* event, Level level, double time) {
   return event_head(event, level_name(level), time);

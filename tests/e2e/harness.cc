@@ -29,7 +29,6 @@
 extern char** environ;
 
 namespace gpureap::e2e {
-namespace {
 
 std::string make_temp_dir(const char* prefix) {
   std::string tmpl = std::string(std::filesystem::temp_directory_path()) + "/" + prefix + "XXXXXX";
@@ -37,6 +36,8 @@ std::string make_temp_dir(const char* prefix) {
   if (!d) throw std::runtime_error("mkdtemp failed");
   return d;
 }
+
+namespace {
 
 std::vector<std::string> merged_env(const std::map<std::string, std::string>& env) {
   std::map<std::string, std::string> all;

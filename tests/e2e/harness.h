@@ -96,6 +96,8 @@ class SimNode {
 const nlohmann::json* gpu_of(const nlohmann::json& status, const std::string& id);
 /// True when a process with this pid exists and is not a zombie.
 bool alive(pid_t pid);
+/// A new directory under the temporary directory, named `prefix` and six random characters.
+std::string make_temp_dir(const char* prefix);
 /// State letter from /proc/PID/stat, '\0' when gone.
 char state_of(pid_t pid);
 /// A Slurm job id of this test process's own, from `n`: the process id then `n` in three
