@@ -23,12 +23,11 @@
 #include "report/terminal_text.h"
 #include "util/units.h"
 
-// What the binary carries of the C++ runtime, for --version: gpureap and
-// gpureap-portable link libstdc++ and libgcc in (CMakeLists.txt says why); only the
-// fuzz build (ASan) loads the shared libstdc++.
-#ifndef GPUREAP_LINKAGE
-#define GPUREAP_LINKAGE "shared libstdc++"
-#endif
+// What the binary carries of the C++ runtime, for --version: each executable links its
+// own text (packaging/linkage.cc).
+namespace gpureap {
+extern const char kLinkage[];
+}  // namespace gpureap
 
 namespace {
 
@@ -102,7 +101,7 @@ int main(int argc, char** argv) {
     add_completion_command(app, global, run);
     add_man_page_command(app, run);
     // Hidden ways in: `gpureap help [COMMAND]`, `gpureap version`.
-    add_help_commands(app, global, run, GPUREAP_LINKAGE);
+    add_help_commands(app, global, run, gpureap::kLinkage);
   }
   app.require_subcommand(0, 1);
 
@@ -131,7 +130,7 @@ int main(int argc, char** argv) {
   // 4. Run; an exception stops the command and is reported once, here.
   try {
     if (version) {
-      print_out(version_text(global, GPUREAP_LINKAGE));
+      print_out(version_text(global, gpureap::kLinkage));
       return kExitOk;
     }
     if (!run) {
