@@ -80,11 +80,14 @@ class Gpu:
         exits, last, tick = {}, None, t0
         while True:
             now = time.monotonic() - t0
+            used, listed = self.used(), self.listed() & set(pids)
+            # The pidfds after NVML: an exit that this reading already reflects (memory
+            # back, the pid unlisted) is counted in this poll, not the next one; read
+            # before NVML, a holder dying between the two was seen released first.
             for pid, fd in list(fds.items()):
                 if select.select([fd], [], [], 0)[0]:
                     exits[pid] = now
                     os.close(fds.pop(pid))
-            used, listed = self.used(), self.listed() & set(pids)
             if r["unlisted_s"] is None and not listed:
                 r["unlisted_s"] = now
             if r["baseline_s"] is None and used <= baseline + self.tolerance:
