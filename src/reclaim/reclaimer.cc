@@ -405,16 +405,21 @@ class Reclaim {
           children_of_killed_respawner_.emplace(p.id, k.id);
   }
 
-  // True when some killed target's parent is still alive, not init and not one of
+  // Whether a killed holder's parent is one that could restart it: not init (an orphan's
+  // parent by adoption; any daemon on the node is adopted by it too) and not one of
   // gpureap's own ancestors (the shell waiting for gpureap restarts nothing meanwhile).
+  // The one rule for the settle window, a replacement on its way and the verdict's note.
+  bool could_restart(const proc::ProcessId& parent) const {
+    return parent.pid > 1 && !caller_.ancestors.contains(parent.pid);
+  }
+
+  // True when some killed target's parent that could restart it is still alive.
   bool parent_may_respawn() const {
     if (!restarting_units_.empty()) return true;
     for (const auto& [child, respawner] : children_of_killed_respawner_)
       if (alive(child)) return true;
-    for (const auto& [killed, parent] : parent_of_killed_) {
-      if (parent.pid <= 1 || caller_.ancestors.contains(parent.pid)) continue;
-      if (alive(parent)) return true;
-    }
+    for (const auto& [killed, parent] : parent_of_killed_)
+      if (could_restart(parent) && alive(parent)) return true;
     return false;
   }
 
@@ -446,7 +451,7 @@ class Reclaim {
     for (const auto& p : caller_.table) {
       if (existed_before_kill_.contains(p.id)) continue;
       for (const auto& [parent, comms] : killed_comms_) {
-        if (p.ppid != parent.pid || !comms.contains(p.comm)) continue;
+        if (!could_restart(parent) || p.ppid != parent.pid || !comms.contains(p.comm)) continue;
         std::string note = fmt::format(
             "pid {} ({}) was started by pid {} after its holder was killed: watching until it "
             "takes the GPU or exits (bounded by --timeout)",
@@ -646,8 +651,7 @@ class Reclaim {
   void note_live_parents() {
     const CallerContext& now_ctx = caller_;
     for (const auto& [killed, parent] : parent_of_killed_) {
-      if (parent.pid <= 1 || signalled_.contains(parent) || now_ctx.ancestors.contains(parent.pid))
-        continue;
+      if (!could_restart(parent) || signalled_.contains(parent)) continue;
       if (std::any_of(report_.respawners.begin(), report_.respawners.end(),
                       [&](const Respawner& r) { return r.id == parent; }))
         continue;
