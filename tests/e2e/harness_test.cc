@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "harness.h"
@@ -27,20 +28,21 @@ TEST(HarnessDeathTest, AnAbortingTestLeavesNoSimulatedHolderBehind) {
         SimNode node({"--gpus", "1"});
         auto held = node.hold({"--gpu", "0", "--bytes", "1GiB"});
         const pid_t pid = held.holders.empty() ? 0 : held.holders.front().first;
-        const std::string line =
-            std::to_string(pid) + " " + std::to_string(start_time_of(pid)) + "\n";
+        const std::string line = std::to_string(pid) + " " +
+                                 std::to_string(start_time_of(pid)) + " " + node.dir() + "\n";
         (void)!::write(fds[1], line.data(), line.size());
         std::abort();
       },
       "");
   ::close(fds[1]);
-  char buf[64] = {};
+  char buf[512] = {};
   const ssize_t n = ::read(fds[0], buf, sizeof buf - 1);
   ::close(fds[0]);
   ASSERT_GT(n, 0) << "the aborting test started no holder";
   long pid = 0;
   unsigned long long start = 0;
-  ASSERT_EQ(std::sscanf(buf, "%ld %llu", &pid, &start), 2);
+  char dir[400] = {};
+  ASSERT_EQ(std::sscanf(buf, "%ld %llu %399s", &pid, &start, dir), 3);
   ASSERT_GT(pid, 0);
   ASSERT_GT(start, 0u);
   const bool gone = SimNode::eventually(
@@ -48,6 +50,14 @@ TEST(HarnessDeathTest, AnAbortingTestLeavesNoSimulatedHolderBehind) {
   if (!gone && start_time_of(static_cast<pid_t>(pid)) == start)
     ::kill(static_cast<pid_t>(pid), SIGKILL);  // the holder this test started, same start time
   EXPECT_TRUE(gone) << "the aborted test's holder " << pid << " outlived it";
+  // The crash handler stops the node's holders; its directory is this test's to remove
+  // (it was left in /tmp at every run before).
+  const std::string node_dir = dir;
+  if (gone && std::filesystem::path(node_dir).filename().string().starts_with("gpureap-e2e-")) {
+    std::error_code ec;
+    std::filesystem::remove_all(node_dir, ec);
+    EXPECT_FALSE(ec) << node_dir << ": " << ec.message();
+  }
 }
 
 }  // namespace
