@@ -17,7 +17,7 @@ JOBS          ?= $(shell nproc)
 UNIT_JOBS     ?= $(shell echo $$(( $(JOBS) * 2 )))
 # `make test` and `make e2e` run four tests a core at once: an end-to-end test spends
 # most of its time waiting (a release delay, a settle window, an agent's tick), so at -j2
-# two cores stood idle most of the run; at three a core a sixth still did, at six a core
+# two cores stood idle most of the run; at three a core a sixth still did, at seven a core
 # an agent answered `status` later than its 2 s bound (docs/benchmarks.md, "Build").
 TEST_JOBS     ?= $(shell echo $$(( $(JOBS) * 4 )))
 CMAKE_FLAGS   ?=
