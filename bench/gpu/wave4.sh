@@ -31,6 +31,8 @@ esac
 out=${OUT:-device-out}
 mkdir -p "$out"
 stage=$(mktemp -d /tmp/gpureap-wave4-XXXXXX)
+# What it measured is saved into $out after every step (save); the stage itself goes.
+trap 'rm -rf "$stage"' EXIT
 res=$stage/bench/results/$name
 mkdir -p "$res"
 exec > >(tee -a "$out/wave4.log") 2>&1
