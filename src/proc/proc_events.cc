@@ -70,10 +70,10 @@ std::array<sock_filter, 16> thread_filter() {
   constexpr std::uint32_t kWhat = kEventOffset + offsetof(proc_event, what);
   return {{
       /* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kWhat),
-      /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(proc_event::PROC_EVENT_FORK), 4, 0),   // -> 6
-      /* 2 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(proc_event::PROC_EVENT_EXEC), 12, 0),  // -> 15
-      /* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(proc_event::PROC_EVENT_EXIT), 6, 0),   // -> 10
-      /* 4 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(proc_event::PROC_EVENT_NONE), 10, 0),  // -> 15
+      /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(cn_event::fork), 4, 0),   // -> 6
+      /* 2 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(cn_event::exec), 12, 0),  // -> 15
+      /* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(cn_event::exit), 6, 0),   // -> 10
+      /* 4 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(cn_event::none), 10, 0),  // -> 15
       /* 5 */ BPF_STMT(BPF_RET | BPF_K, 0),
       // fork: child_pid == child_tgid
       /* 6 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kForkChildTgid),
@@ -112,15 +112,15 @@ void parse_proc_events(std::span<const std::byte> datagram, ProcEventBatch& out)
   for_each_message(datagram, out.lost, [&](const cn_msg&, std::span<const std::byte> payload) {
     if (payload.size() < sizeof(proc_event)) return;
     const auto ev = load<proc_event>(payload.data());
-    switch (ev.what) {
-      case proc_event::PROC_EVENT_FORK:
+    switch (static_cast<std::uint32_t>(ev.what)) {
+      case cn_event::fork:
         if (ev.event_data.fork.child_pid == ev.event_data.fork.child_tgid)
           out.events.push_back({ProcEvent::Kind::started, ev.event_data.fork.child_tgid});
         break;
-      case proc_event::PROC_EVENT_EXEC:
+      case cn_event::exec:
         out.events.push_back({ProcEvent::Kind::exec, ev.event_data.exec.process_tgid});
         break;
-      case proc_event::PROC_EVENT_EXIT:
+      case cn_event::exit:
         if (ev.event_data.exit.process_pid == ev.event_data.exit.process_tgid)
           out.events.push_back({ProcEvent::Kind::exited, ev.event_data.exit.process_tgid});
         break;
@@ -136,7 +136,7 @@ int parse_proc_ack(std::span<const std::byte> datagram) {
   for_each_message(datagram, overrun, [&](const cn_msg&, std::span<const std::byte> payload) {
     if (payload.size() < offsetof(proc_event, event_data) + sizeof(__u32)) return;
     const auto what = load<__u32>(payload.data() + offsetof(proc_event, what));
-    if (what == proc_event::PROC_EVENT_NONE)
+    if (what == cn_event::none)
       ack = static_cast<int>(load<__u32>(payload.data() + offsetof(proc_event, event_data)));
   });
   return ack;

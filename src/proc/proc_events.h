@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,6 +23,18 @@
 #include "util/result.h"
 
 namespace gpureap::proc {
+
+/// The kernel's event codes (proc_event::what; include/uapi/linux/cn_proc.h, an ABI).
+/// Spelled here: Linux 6.6 moved them from proc_event's nested enum to the top-level
+/// enum proc_cn_event, so no one spelling of the header's names compiles against both
+/// (Debian 12's linux-libc-dev 6.1; Ubuntu 24.04's 6.8, the GPU machine's).
+namespace cn_event {
+inline constexpr std::uint32_t none = 0x00000000;  // an acknowledgement
+inline constexpr std::uint32_t fork = 0x00000001;
+inline constexpr std::uint32_t exec = 0x00000002;
+inline constexpr std::uint32_t uid = 0x00000004;
+inline constexpr std::uint32_t exit = 0x80000000;
+}  // namespace cn_event
 
 /// What one drain saw, in the kernel's order.
 struct ProcEvent {

@@ -40,7 +40,7 @@ std::vector<std::byte> message(const proc_event& ev, __u32 idx = CN_IDX_PROC,
 
 proc_event fork_event(pid_t parent, pid_t child_pid, pid_t child_tgid) {
   proc_event ev{};
-  ev.what = proc_event::PROC_EVENT_FORK;
+  ev.what = static_cast<decltype(proc_event::what)>(cn_event::fork);
   ev.event_data.fork.parent_pid = parent;
   ev.event_data.fork.parent_tgid = parent;
   ev.event_data.fork.child_pid = child_pid;
@@ -50,7 +50,7 @@ proc_event fork_event(pid_t parent, pid_t child_pid, pid_t child_tgid) {
 
 proc_event exec_event(pid_t pid, pid_t tgid) {
   proc_event ev{};
-  ev.what = proc_event::PROC_EVENT_EXEC;
+  ev.what = static_cast<decltype(proc_event::what)>(cn_event::exec);
   ev.event_data.exec.process_pid = pid;
   ev.event_data.exec.process_tgid = tgid;
   return ev;
@@ -58,7 +58,7 @@ proc_event exec_event(pid_t pid, pid_t tgid) {
 
 proc_event exit_event(pid_t pid, pid_t tgid) {
   proc_event ev{};
-  ev.what = proc_event::PROC_EVENT_EXIT;
+  ev.what = static_cast<decltype(proc_event::what)>(cn_event::exit);
   ev.event_data.exit.process_pid = pid;
   ev.event_data.exit.process_tgid = tgid;
   return ev;
@@ -96,11 +96,11 @@ TEST(ProcEvents, OnlyALeadersExitEndsAProcess) {
 
 TEST(ProcEvents, OtherKindsAndOtherConnectorsAreSkipped) {
   proc_event uid{};
-  uid.what = proc_event::PROC_EVENT_UID;
+  uid.what = static_cast<decltype(proc_event::what)>(cn_event::uid);
   EXPECT_TRUE(parse(message(uid)).events.empty());
   EXPECT_TRUE(parse(message(fork_event(1, 500, 500), CN_IDX_PROC + 1)).events.empty());
   proc_event ack{};
-  ack.what = proc_event::PROC_EVENT_NONE;
+  ack.what = static_cast<decltype(proc_event::what)>(cn_event::none);
   EXPECT_TRUE(parse(message(ack)).events.empty());
 }
 
@@ -145,7 +145,7 @@ TEST(ProcEvents, AnOverrunMessageMeansLost) {
 
 TEST(ProcEvents, TheAcknowledgementCarriesItsError) {
   proc_event ack{};
-  ack.what = proc_event::PROC_EVENT_NONE;
+  ack.what = static_cast<decltype(proc_event::what)>(cn_event::none);
   EXPECT_EQ(parse_proc_ack(message(ack)), 0);
   ack.event_data.ack.err = EPERM;
   EXPECT_EQ(parse_proc_ack(message(ack)), EPERM);
