@@ -71,6 +71,7 @@ struct HoldOptions {
   bool respawn = false;
   std::optional<unsigned> respawn_limit;
   std::string respawn_delay;  // a respawned worker opens the GPU this long after it starts
+  std::string stagger;        // worker k opens the GPU k times this long after it starts
   bool zombie_leader = false;
   bool stuck = false;
   std::string release_delay;

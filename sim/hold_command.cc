@@ -38,6 +38,12 @@ Result<void> check_tree_flags(const HoldOptions& o, HoldPlan& plan) {
     if (!d) return fail(fmt::format("--respawn-delay: {}", d.error().message));
     plan.respawn_delay = *d;
   }
+  if (!o.stagger.empty()) {
+    if (o.children == 0) return fail("--stagger needs --children N");
+    auto d = parse_duration(o.stagger);
+    if (!d) return fail(fmt::format("--stagger: {}", d.error().message));
+    plan.stagger = *d;
+  }
   if (o.orphan && o.respawn)
     return fail("--orphan and --respawn contradict each other: an orphaned server cannot respawn");
   if (o.orphan && o.pidns)

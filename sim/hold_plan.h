@@ -27,6 +27,7 @@ struct HoldPlan {
   std::chrono::nanoseconds release_delay{0};
   std::uint64_t pinned_host = 0;  // --pinned-host: each holder mlock()s a little of it
   std::chrono::nanoseconds respawn_delay{0};  // a respawned worker holds after this (an import)
+  std::chrono::nanoseconds stagger{0};        // worker k holds k times this after it starts
   std::vector<unsigned> worker_gpus;  // GPU of worker k
   bool server_holds = true;
   std::size_t expected_holders = 1;

@@ -182,6 +182,9 @@ void add_hold_command(CLI::App& app, SimArgs& a) {
   a.hold_cmd->add_option("--respawn-delay", a.hold.respawn_delay,
                          "a respawned worker takes the GPU this long after it starts (3s: like "
                          "importing torch and creating a CUDA context)");
+  a.hold_cmd->add_option("--stagger", a.hold.stagger,
+                         "worker k takes the GPU k times this long after it starts (1s: workers "
+                         "that create their CUDA contexts one after another)");
   a.hold_cmd->add_flag("--zombie-leader", a.hold.zombie_leader,
                        "the holder's main thread exits; a second thread keeps the memory");
   a.hold_cmd->add_flag("--stuck", a.hold.stuck, "memory stays after death (needs a GPU reset)");

@@ -212,7 +212,7 @@ void Watcher::take_snapshot() {
   snapshot_ = gpus.snapshot(deadline);
 }
 
-void Watcher::incremental_scan() {
+void Watcher::incremental_scan(const std::set<pid_t>& also) {
   ++incremental_scans_;
   node_.gpus().prefetch_snapshot();
   UniqueFd proc_fd(proc::open_dir_at(AT_FDCWD, node_.proc_root().c_str()));
@@ -227,6 +227,7 @@ void Watcher::incremental_scan() {
   std::set<pid_t> young = candidates;
   candidates.insert(young_.begin(), young_.end());
   young_ = std::move(young);
+  candidates.insert(also.begin(), also.end());
 
   // Known holders: gone ones are dropped; a changed state letter, parent or group
   // (a zombie leader, an orphan) means a fresh look at that one process.
@@ -483,12 +484,17 @@ void Watcher::on_ready(int fd) {
   if (!it->second->handle.has_exited()) return;  // a spurious wake-up
   std::set<pid_t> affected = note_death(fd);
   // Dependents were re-parented before the pidfd fired (exit_notify): their fresh
-  // stat already says who adopted them.
+  // stat already says who adopted them. The rest of the look finds a sibling the last
+  // tick did not know as a holder (it took the GPU since): the server died the moment
+  // its last worker held, and the announcement named only the first (in CI, under load).
   for (pid_t own : own_pids()) affected.erase(own);
-  if (!affected.empty()) rescan(affected);
-  // Forget parents of processes that are no holders any more.
+  if (affected.empty())
+    rebuild();
+  else
+    incremental_scan(affected);
+  // Forget parents of processes that are no holders any more (the inventory reads
+  // only holders' entries: nothing to rebuild).
   std::erase_if(dead_parents_, [&](const auto& entry) { return !holders_.contains(entry.first); });
-  rebuild();
   rewatch();
 }
 

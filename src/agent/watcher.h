@@ -88,9 +88,12 @@ class Watcher {
   /// Descriptors to poll (pidfds of holders, parents and group leaders): when one
   /// is readable call on_ready() with it.
   std::vector<int> watch_fds() const;
-  /// A watched process died: records when (for dead_parents()), re-reads the
-  /// holders that depended on it, and rebuilds the inventory from the last NVML
-  /// figures (no NVML round trip: an event is out within milliseconds).
+  /// A watched process died: records when (for dead_parents()). A holder's death
+  /// rebuilds the inventory from the last NVML figures (no round trip). A holder's
+  /// parent or group leader's death is a tick's look at once (one NVML round trip):
+  /// its dependents are re-read, and a sibling that took the GPU since the last
+  /// tick (a worker whose CUDA context came later) is found now, so that the
+  /// announcement names every orphan of the server, not those the last tick knew.
   void on_ready(int fd);
 
   /// Holder pid -> the parent or group leader whose death the agent saw.
@@ -117,7 +120,7 @@ class Watcher {
   struct Watched;  // a pidfd and what depends on it
   void full_scan();
   std::chrono::milliseconds full_scan_interval() const;  // after the last full scan
-  void incremental_scan();
+  void incremental_scan(const std::set<pid_t>& also = {});  // `also`: looked at again too
   void rescan(const std::set<pid_t>& pids);  // these pids only, fds and maps
   /// New processes since the last tick: from the events, or a listing of /proc
   /// against the last one; false when neither could tell (a full scan is due).

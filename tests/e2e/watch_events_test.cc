@@ -231,6 +231,24 @@ TEST_F(WatchEvents, AServersOrphanedWorkersAreOneEventNamingTheInstance) {
   EXPECT_EQ(count("orphaned_memory"), 1u) << "one server, one event\n" << agent_->transcript();
 }
 
+// The server dies the moment its last worker takes the GPU, which the agent's ticks
+// (200 ms) have not seen yet: the first worker holds for a second before the second
+// does. The announcement at the death names both, not only the one the last tick knew
+// (it did so under load in CI: a tick between the two workers' first reads).
+TEST_F(WatchEvents, AWorkerThatTookTheGpuSinceTheLastTickIsInTheAnnouncement) {
+  start();
+  auto held = node_.hold({"--gpu", "0", "--children", "2", "--bytes", "8GiB", "--orphan",
+                          "--stagger", "1s", "--title", "sglang::scheduler_TP{k}"});
+  ASSERT_EQ(held.holders.size(), 2u);
+  json e = wait_for("orphaned_memory", 0u);
+  EXPECT_EQ(e["gpus"], json::array({0, 1})) << e.dump();
+  ASSERT_EQ(e["holders"].size(), 2u) << e.dump();
+  for (const auto& [pid, gpu] : held.holders) expect_holder_among(e, pid, 8 * kGiB);
+  EXPECT_EQ(e["bytes"], 16 * kGiB);
+  stop_and_check_lines();
+  EXPECT_EQ(count("orphaned_memory"), 1u) << "one server, one event\n" << agent_->transcript();
+}
+
 TEST_F(WatchEvents, AServerKilledUnderTheAgentIsNamedAsTheParent) {
   start();
   // In the foreground, without --orphan: the hold process is the server, our
