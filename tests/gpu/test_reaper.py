@@ -2,6 +2,8 @@
 (and only those), and a worker that ignores SIGTERM is freed by `free` after its grace
 (issue 22: the case study, the TERM-ignorer and the reaper scene on the H200)."""
 import json
+import os
+import select
 import signal
 import subprocess
 import sys
@@ -14,8 +16,17 @@ WORKER_IGNORING_TERM = "import signal; signal.signal(signal.SIGTERM, signal.SIG_
 
 
 def orphan_workers(scenario, n, gib, worker):
-    p = subprocess.Popen([sys.executable, "-c", SERVER, str(n), str(gib), "same", worker],
-                         stdout=subprocess.PIPE, text=True)
+    # The case study's server as the agent knows one: its command line names SGLang's
+    # launcher (argv[0], as a process title would). The death of a parent that names no
+    # engine, held no GPU and is no gpureap run is only an inference, which the reaper
+    # never acts on (wave 4's evidence issue; this test waited for a reap forever since).
+    # With argv[0] a title, Python cannot find itself or its venv: both are given.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(x for x in sys.path if x),
+               GPUREAP_TEST_PYTHON=sys.executable)
+    server = SERVER.replace("sys.executable", 'os.environ["GPUREAP_TEST_PYTHON"]')
+    p = subprocess.Popen(["python3 -m sglang.launch_server", "-c", server, str(n), str(gib), "same",
+                          worker], executable=sys.executable, env=env, stdout=subprocess.PIPE,
+                         text=True)
     scenario.popen.append(p)
     info = json.loads(p.stdout.readline())
     for pid in [info["server"]] + info["workers"]:
@@ -52,23 +63,32 @@ class ReaperOnGpu(unittest.TestCase):
     def test_the_reaper_frees_the_orphaned_workers_it_announced(self):
         agent = subprocess.Popen([GPUREAP, "--json", "watch", "--no-listen", "--tick", "200ms",
                                   "--reap-orphans-after", "1s"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             time.sleep(1)
             workers = orphan_workers(self.s, 2, 4, WORKER)
+            # Each read is bounded: an agent that never reaps fails the test in 60 s
+            # with its lines, not a run that hangs until the suite's timeout.
             deadline = time.time() + 60
-            reaped = None
+            reaped, lines, buf = None, [], b""
+            fd = agent.stdout.fileno()
             while time.time() < deadline and reaped is None:
-                line = agent.stdout.readline()
-                if not line:
+                if not select.select([fd], [], [], max(0.0, deadline - time.time()))[0]:
                     break
-                event = json.loads(line)
-                if event.get("event") in ("reaped", "reap_failed"):
-                    reaped = event
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    lines.append(line.decode())
+                    event = json.loads(line)
+                    if event.get("event") in ("reaped", "reap_failed"):
+                        reaped = event
         finally:
             agent.terminate()
             out, err = agent.communicate(timeout=30)
-        self.assertIsNotNone(reaped, out + err)
+        self.assertIsNotNone(reaped, "\n".join(lines) + out.decode() + err.decode())
         self.assertEqual(reaped["event"], "reaped", reaped)
         self.assertEqual(sorted(h["pid"] for h in reaped["holders"]), sorted(workers))
         for w in workers:
