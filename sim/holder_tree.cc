@@ -197,13 +197,6 @@ pid_t spawn_worker(HoldPlan& plan, unsigned k, bool announce);
   event_loop(plan, std::move(state), holds);
 }
 
-void sleep_ns(std::chrono::nanoseconds d) {
-  auto ns = d.count();
-  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-  while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
 [[noreturn]] void worker_main(HoldPlan& plan, unsigned k, bool announce) {
   int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (null >= 0) ::dup2(null, 1);
@@ -214,7 +207,7 @@ void sleep_ns(std::chrono::nanoseconds d) {
     sim::set_process_title(title);
   }
   register_self(plan, "worker", announce);
-  if (announce && plan.stagger.count() > 0) sleep_ns(plan.stagger * k);
+  if (announce && plan.stagger.count() > 0) std::this_thread::sleep_for(plan.stagger * k);
   hold_gpu(plan, plan.worker_gpus[k]);
   ::close(plan.report_fd);
   live_on(plan, LoopState{}, true);
@@ -231,7 +224,7 @@ pid_t spawn_worker(HoldPlan& plan, unsigned k, bool announce) {
       plan.report_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
       // The replacement exists at once but takes the GPU only later, as a Python
       // worker does after importing torch and creating its CUDA context.
-      if (plan.respawn_delay.count() > 0) sleep_ns(plan.respawn_delay);
+      if (plan.respawn_delay.count() > 0) std::this_thread::sleep_for(plan.respawn_delay);
     }
     worker_main(plan, k, announce);
   }
