@@ -103,13 +103,21 @@ void Watcher::refresh(bool full) {
   // before rewatch would find the process a zombie and drop it unrecorded: the witness
   // was lost so in CI (GrafanaDashboard, a leader SIGKILLed while the agent scanned). Its
   // dependents are read again so that this tick's verdicts already have the witness.
-  std::set<pid_t> affected = note_deaths();
-  for (pid_t own : own_pids()) affected.erase(own);
-  if (!affected.empty()) {
-    rescan(affected);
-    rebuild();
-  }
+  // The look's NVML list is as old as the look: a worker that took its GPU since, the
+  // moment before the server died, is found only by a fresh one (CI: the announcement
+  // named 1 of 2 workers when the server died during a tick's look).
+  if (std::set<pid_t> affected = note_deaths(); !affected.empty()) look_after_deaths(affected);
   rewatch();
+}
+
+void Watcher::look_after_deaths(std::set<pid_t> affected) {
+  for (pid_t own : own_pids()) affected.erase(own);
+  // Dependents were re-parented before the pidfd fired (exit_notify): their fresh stat
+  // already says who adopted them.
+  if (affected.empty())
+    rebuild();
+  else
+    incremental_scan(Look::death, affected);
 }
 
 std::chrono::milliseconds Watcher::full_scan_interval() const {
@@ -212,7 +220,7 @@ void Watcher::take_snapshot() {
   snapshot_ = gpus.snapshot(deadline);
 }
 
-void Watcher::incremental_scan(const std::set<pid_t>& also) {
+void Watcher::incremental_scan(Look look, const std::set<pid_t>& also) {
   ++incremental_scans_;
   node_.gpus().prefetch_snapshot();
   UniqueFd proc_fd(proc::open_dir_at(AT_FDCWD, node_.proc_root().c_str()));
@@ -224,9 +232,13 @@ void Watcher::incremental_scan(const std::set<pid_t>& also) {
   // and the open of its device node (a shell's `exec 3</dev/nvidia1` a few ms after its
   // start, longer on a loaded machine), its first look finds nothing, and no later event
   // or listing names it again before the full scan (W3-14 failed so in CI).
+  // A death's look between two ticks (or after a tick's) keeps them for the next tick.
   std::set<pid_t> young = candidates;
   candidates.insert(young_.begin(), young_.end());
-  young_ = std::move(young);
+  if (look == Look::death)
+    young_.merge(young);
+  else
+    young_ = std::move(young);
   candidates.insert(also.begin(), also.end());
 
   // Known holders: gone ones are dropped; a changed state letter, parent or group
@@ -482,16 +494,10 @@ void Watcher::on_ready(int fd) {
   auto it = watched_.find(fd);
   if (it == watched_.end()) return;
   if (!it->second->handle.has_exited()) return;  // a spurious wake-up
-  std::set<pid_t> affected = note_death(fd);
-  // Dependents were re-parented before the pidfd fired (exit_notify): their fresh
-  // stat already says who adopted them. The rest of the look finds a sibling the last
-  // tick did not know as a holder (it took the GPU since): the server died the moment
-  // its last worker held, and the announcement named only the first (in CI, under load).
-  for (pid_t own : own_pids()) affected.erase(own);
-  if (affected.empty())
-    rebuild();
-  else
-    incremental_scan(affected);
+  // The look finds a sibling the last tick did not know as a holder (it took the GPU
+  // since): the server died the moment its last worker held, and the announcement named
+  // only the first (in CI, under load).
+  look_after_deaths(note_death(fd));
   // Forget parents of processes that are no holders any more (the inventory reads
   // only holders' entries: nothing to rebuild).
   std::erase_if(dead_parents_, [&](const auto& entry) { return !holders_.contains(entry.first); });

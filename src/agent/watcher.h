@@ -120,7 +120,16 @@ class Watcher {
   struct Watched;  // a pidfd and what depends on it
   void full_scan();
   std::chrono::milliseconds full_scan_interval() const;  // after the last full scan
-  void incremental_scan(const std::set<pid_t>& also = {});  // `also`: looked at again too
+  /// A tick's look (new processes, changed holders, NVML's list); a death's look also
+  /// reads `also` (the dead process's dependents) and keeps the tick's young processes
+  /// for the next tick.
+  enum class Look { tick, death };
+  void incremental_scan(Look look = Look::tick, const std::set<pid_t>& also = {});
+  /// After deaths were noted (a pidfd fired, during a look or between ticks): the
+  /// dependents and the rest of the machine are looked at afresh, NVML's list included,
+  /// so that what the dead process's workers took since the last look is in the verdicts
+  /// and the announcement (one place for both paths).
+  void look_after_deaths(std::set<pid_t> affected);
   void rescan(const std::set<pid_t>& pids);  // these pids only, fds and maps
   /// New processes since the last tick: from the events, or a listing of /proc
   /// against the last one; false when neither could tell (a full scan is due).
@@ -150,7 +159,7 @@ class Watcher {
   std::vector<proc::ScanProblem> problems_;
   std::size_t processes_scanned_ = 0;
   std::vector<pid_t> seen_pids_;  // the processes as of the last tick, sorted
-  std::set<pid_t> young_;         // new at the last tick: looked at once more
+  std::set<pid_t> young_;         // new at the last tick: looked at again at the next
   std::optional<proc::ProcEvents> events_;  // when new processes are found by events
   std::string events_unavailable_;          // why not, when not
   bool events_tried_ = false;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,8 +74,14 @@ class FakeGpuSource : public GpuSource {
     if (failure_state_ != SourceState::ok) {
       return GpuSnapshot{failure_state_, failure_problem_, snapshot_.driver_version, {}};
     }
-    return snapshot_;
+    GpuSnapshot answer = snapshot_;
+    if (auto then = std::exchange(after_next_snapshot, nullptr)) then();
+    return answer;
   }
+
+  /// Runs once, after the next snapshot() has taken its answer: the machine changes
+  /// while the caller's look still holds the older answer (a death during a look).
+  std::function<void()> after_next_snapshot;
 
   /// Consumes one script step; the last step repeats once reached. With no
   /// script, readings come from the snapshot (used memory and process pids).
