@@ -34,6 +34,15 @@ std::string pinned_text(const ReleaseFacts& f) {
                      format_bytes(*f.pinned_bytes));
 }
 
+// Whole seconds as the rule's budgets are; a budget under a second (--release-budget
+// 1ms) in milliseconds, not "0 s".
+std::string budget_text(double seconds) {
+  if (seconds < 1.0)
+    return format_duration(std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double>(seconds)));
+  return fmt::format("{:.0f} s", seconds);
+}
+
 std::string detail_of(const GpuView& view, const ReleaseFacts& f, const ReleaseJudgement& j) {
   const std::string amount = format_bytes(view.unattributed_bytes);
   const std::string gpu = gpu::device_text(view.info.id);
@@ -44,21 +53,21 @@ std::string detail_of(const GpuView& view, const ReleaseFacts& f, const ReleaseJ
         return view.unexplained_detail;  // the look's own two readings say how it falls
       return fmt::format(
           "{} above the idle baseline with no process holding it, {}: the driver is still "
-          "releasing it{} (release budget {:.0f} s). `gpureap wait --gpu {}` returns when it is "
+          "releasing it{} (release budget {}). `gpureap wait --gpu {}` returns when it is "
           "done.",
           amount,
           j.falling ? std::string("falling")
           : f.last_exit
               ? fmt::format("{:.1f} s after its last holder exited", j.elapsed_s)
               : fmt::format("watched for {:.1f} s", j.elapsed_s),
-          pinned_text(f), j.budget_s, gpu);
+          pinned_text(f), budget_text(j.budget_s), gpu);
     case ReleaseVerdict::driver_held:
       return fmt::format(
-          "{} above the idle baseline, flat past the release budget of {:.0f} s {}{}, with "
+          "{} above the idle baseline, flat past the release budget of {} {}{}, with "
           "no process holding the GPU anywhere: the driver still holds it (a killed process's "
           "context was not torn down). Only a GPU reset (`gpureap free --reset --gpu {}`) or a "
           "reboot frees it.",
-          amount, j.budget_s,
+          amount, budget_text(j.budget_s),
           f.last_exit ? "since its last holder exited" : "of watching it", pinned_text(f), gpu);
     case ReleaseVerdict::no_holder:
       break;

@@ -125,6 +125,26 @@ TEST(ReleaseTracker, AKilledHoldersFlatMemoryIsReleasingThenDriverHeldAfterItsBu
   EXPECT_EQ(tracker.facts("GPU-0")->last_exit, std::nullopt);
 }
 
+// --release-budget 1ms (the tests' budget) is said so, not "release budget 0 s".
+TEST(ReleaseTracker, ABudgetUnderASecondIsSaidInMilliseconds) {
+  util::FakeClock clock;
+  ReleaseTracker tracker(ReleaseBudget{250ms});
+  Inventory before = look_with_holder(0);
+  tracker.observe(before, clock.now());
+  Inventory after = look_without_holder(40 * kGiB);
+  tracker.observe(after, clock.now());
+  EXPECT_EQ(gpu_state(after.gpus[0]), GpuState::releasing);
+  EXPECT_NE(after.gpus[0].unexplained_detail.find("(release budget 250 ms)"), std::string::npos)
+      << after.gpus[0].unexplained_detail;
+  clock.advance(300ms);
+  Inventory past = look_without_holder(40 * kGiB);
+  tracker.observe(past, clock.now());
+  EXPECT_EQ(gpu_state(past.gpus[0]), GpuState::driver_held);
+  EXPECT_NE(past.gpus[0].unexplained_detail.find("release budget of 250 ms since"),
+            std::string::npos)
+      << past.gpus[0].unexplained_detail;
+}
+
 TEST(ReleaseTracker, MemoryThatFallsStaysReleasingAndAFreshLookSaysNoHolder) {
   util::FakeClock clock;
   ReleaseTracker tracker(ReleaseBudget{3s});

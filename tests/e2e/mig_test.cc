@@ -352,7 +352,7 @@ TEST(Mig, FreeResetOfAMigDeviceIsBlockedByAClientOfItsGpu) {
 
   auto r = node.gpureap(
       {"--json", "--no-agent", "--release-budget", "100ms", "free", "--gpu", "0/gi1/ci0", "--reset",
-       "--yes", "--timeout", "1s"});
+       "--yes", "--timeout", "5s"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   const json doc = r.json();
   ASSERT_EQ(doc["resets"].size(), 1u) << doc.dump(1);

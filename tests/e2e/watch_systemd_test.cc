@@ -125,7 +125,7 @@ TEST(WatchSystemd, FreeResetSucceedsWhileTheAgentRunsAndTheAgentReportsIt) {
 
   // free --reset asks the agent to let go, resets, and hands NVML back.
   auto freed = node.gpureap(
-      {"free", "--json", "--yes", "--gpu", "1", "--reset", "--timeout", "1s", "--release-budget", "100ms"});
+      {"free", "--json", "--yes", "--gpu", "1", "--reset", "--timeout", "5s", "--release-budget", "100ms"});
   EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
   auto j = freed.json();
   ASSERT_EQ(j["resets"].size(), 1u) << j.dump(1);
