@@ -300,7 +300,7 @@ TEST(Free, StuckMemoryIsClassifiedDriverHeldWithinTheTimeout) {
   SimNode node;
   auto held = node.hold({"--gpu", "3", "--bytes", "20GiB", "--stuck"});
   // Driver-held once flat past the release budget (docs/release.md), here 1 s.
-  auto r = node.gpureap(free_args({"--gpu", "3", "--timeout", "2s", "--release-budget", "1s"}));
+  auto r = node.gpureap(free_args({"--gpu", "3", "--timeout", "5s", "--release-budget", "1s"}));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_LT(r.seconds, 10.0);
   auto j = r.json();

@@ -202,7 +202,7 @@ TEST(Golden, JsonOfEveryCommandOnTheCaseStudyIsUnchanged) {
 
   // Driver-held once flat past the release budget (docs/release.md): 1 s here.
   auto driver_held = node.gpureap(
-      {"--json", "--release-budget", "1s", "free", "--gpu", "3", "--yes", "--timeout", "2s"});
+      {"--json", "--release-budget", "1s", "free", "--gpu", "3", "--yes", "--timeout", "5s"});
   EXPECT_EQ(driver_held.exit_code, 1) << driver_held.err;
   expect_golden("free-driver-held.json", mask(driver_held.out));
 
