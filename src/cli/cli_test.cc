@@ -14,6 +14,7 @@
 #include "cli/cli_outline.h"
 #include "cli/command.h"
 #include "cli/environment.h"
+#include "cli/flags.h"
 #include "cli/global_order.h"
 #include "cli/help_format.h"
 #include "cli/suggest.h"
@@ -105,6 +106,20 @@ TEST(TypedFlags, DurationsAndSelectorsReachTheCommand) {
   const std::string help = t.app.get_subcommand("free")->help();
   EXPECT_NE(help.find("DURATION"), std::string::npos) << help;
   EXPECT_NE(help.find("GPU"), std::string::npos) << help;
+}
+
+TEST(TypedFlags, APidListTakesCommasAndRepeatsAndRefusesAnEmptyPart) {
+  std::vector<pid_t> pids;
+  CLI::App app;
+  add_pid_list(app, "--pid", pids, "Only these holders");
+  app.parse("--pid 1,2 --pid 3", false);
+  EXPECT_EQ(pids, (std::vector<pid_t>{1, 2, 3}));
+  for (const char* bad : {"1,,2", ",1", "1,", ","}) {
+    pids.clear();
+    CLI::App again;
+    add_pid_list(again, "--pid", pids, "Only these holders");
+    EXPECT_THROW(again.parse(std::string("--pid ") + bad, false), CLI::ValidationError) << bad;
+  }
 }
 
 TEST(Suggest, UnexpectedWordsOptionsFirstAndAValueIsNoStrayArgument) {
@@ -344,6 +359,10 @@ TEST(UsageErrors, W4_07_OneLineNamingTheOptionAndValueThenAHint) {
       {{"log", "--pid", "abc"}, "gpureap log: --pid: 'abc' is not a number from 1 to 4194304",
        "  --pid PID: Only signals to this process id"},
       {{"free", "--pid", "0"}, "gpureap free: --pid: '0' is not a number from 1 to 4194304",
+       "  --pid PID: Only these holders"},
+      {{"free", "--pid", "1,,2"}, "gpureap free: --pid: '1,,2' has an empty pid between commas",
+       "  --pid PID: Only these holders"},
+      {{"free", "--pid", "1,"}, "gpureap free: --pid: '1,' has an empty pid between commas",
        "  --pid PID: Only these holders"},
       {{"free", "--env", "A"}, "gpureap free: --env: 'A': expected NAME=VALUE",
        "  --env NAME=VALUE: Only holders whose environment"},

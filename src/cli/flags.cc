@@ -101,9 +101,18 @@ CLI::Option* add_gpu_selector(CLI::App& app, const std::string& name, gpu::GpuSe
 
 CLI::Option* add_pid_list(CLI::App& app, const std::string& name, std::vector<pid_t>& into,
                           const std::string& description) {
-  return each_value(app, name, description, "PID",
-                    [&into, name](const std::string& t) { into.push_back(pid_or_throw(name, t)); })
-      ->delimiter(',');
+  // Split here, not by CLI11's delimiter, which drops the empty part of "1,,2".
+  return each_value(app, name, description, "PID", [&into, name](const std::string& t) {
+    for (std::size_t from = 0;;) {
+      const std::size_t comma = t.find(',', from);
+      const std::string part = t.substr(from, comma == std::string::npos ? comma : comma - from);
+      if (part.empty() && t.find(',') != std::string::npos)
+        throw CLI::ValidationError(long_name(name), "'" + t + "' has an empty pid between commas");
+      into.push_back(pid_or_throw(name, part));
+      if (comma == std::string::npos) break;
+      from = comma + 1;
+    }
+  });
 }
 
 CLI::Option* add_optional_pid(CLI::App& app, const std::string& name, std::optional<pid_t>& into,
