@@ -215,7 +215,15 @@ TEST(FreeDeadline, EverythingFitsInTheDeadline) {
   bool killed = false;
   for (const auto& a : j["actions"]) killed = killed || a["signal"] == "SIGKILL";
   EXPECT_TRUE(killed) << j["actions"].dump(1);
-  EXPECT_LE(j["seconds"].get<double>(), 1.5) << j.dump(1);
+  // The grace was cut to fit: SIGKILL before the last reading's reserve (0.5 s).
+  for (const auto& a : j["actions"]) {
+    if (a["signal"] == "SIGKILL") {
+      EXPECT_LT(a["sent_at_seconds"].get<double>(), 1.0) << a.dump();
+    }
+  }
+  // Done by the deadline on a quiet machine (~1.3 s); under ctest -j12 on 2 cores the last
+  // two looks ran ~0.25 s past it. Without --deadline it would take 3 s or more (above).
+  EXPECT_LE(j["seconds"].get<double>(), 2.5) << j.dump(1);
   ASSERT_NE(leftover(j, 5), nullptr) << j.dump(1);
   // A deadline that is not a duration is a usage error naming the option.
   auto bad = node.gpureap(free_args({"--gpu", "5", "--deadline", "soon"}));
