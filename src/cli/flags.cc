@@ -107,7 +107,7 @@ CLI::Option* add_pid_list(CLI::App& app, const std::string& name, std::vector<pi
       const std::size_t comma = t.find(',', from);
       const std::string part = t.substr(from, comma == std::string::npos ? comma : comma - from);
       if (part.empty() && t.find(',') != std::string::npos)
-        throw CLI::ValidationError(long_name(name), "'" + t + "' has an empty pid between commas");
+        throw CLI::ValidationError(long_name(name), "'" + t + "' has an empty pid in its list");
       into.push_back(pid_or_throw(name, part));
       if (comma == std::string::npos) break;
       from = comma + 1;
