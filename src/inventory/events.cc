@@ -65,8 +65,10 @@ struct EventDetector::GpuState {
   bool gone_unattributed = false;
   bool down = false;   // a per-GPU source_down was announced
   bool ghost = false;  // a ghost_gpu was announced
-  // Orphans found before the driver listed their memory, since when (kUnmeasuredWait).
-  std::map<proc::ProcessId, double> unmeasured_since;
+  // Orphans and zombie leaders found before the driver listed their memory, since when
+  // (kUnmeasuredWait).
+  std::map<proc::ProcessId, double> unmeasured_orphans;
+  std::map<proc::ProcessId, double> unmeasured_zombies;
 
   // What went away is accounted for (freed, or now announced as unexplained).
   void forget_gone() {
@@ -341,20 +343,21 @@ void EventDetector::observe_gpu(const GpuView& view, GpuState& st, double now,
 // once the driver gives its bytes, or after kUnmeasuredWait if it never does (a process
 // the driver does not list): "orphaned" with no size would be the only line said of it.
 // Where the driver gives no memory or cannot list processes (the /proc view), nothing waits.
-void EventDetector::wait_for_measure(const GpuView& view, GpuState& st, double now,
-                                     std::vector<const GpuHolder*>& fresh) {
+void EventDetector::wait_for_measure(const GpuView& view,
+                                     std::map<proc::ProcessId, double>& unmeasured_since,
+                                     double now, std::vector<const GpuHolder*>& fresh) {
   std::map<proc::ProcessId, double> waiting;
   if (view.info.memory && view.info.processes_known) {
     std::erase_if(fresh, [&](const GpuHolder* gh) {
       if (gh->gpu_bytes) return false;
-      auto it = st.unmeasured_since.find(gh->holder.id);
-      const double since = it == st.unmeasured_since.end() ? now : it->second;
+      auto it = unmeasured_since.find(gh->holder.id);
+      const double since = it == unmeasured_since.end() ? now : it->second;
       if (now - since >= kUnmeasuredWait) return false;
       waiting.emplace(gh->holder.id, since);
       return true;
     });
   }
-  st.unmeasured_since = std::move(waiting);
+  unmeasured_since = std::move(waiting);
 }
 
 // 1. Orphaned holders.
@@ -365,7 +368,7 @@ void EventDetector::observe_orphans(const GpuView& view, GpuState& st, double no
   track_holders(
       view, [](const proc::Holder& h) { return h.orphaned; }, st.orphans, st.gone_orphans, fresh,
       st.gone, st.gone_bytes, st.gone_ids);
-  wait_for_measure(view, st, now, fresh);
+  wait_for_measure(view, st.unmeasured_orphans, now, fresh);
   if (fresh.empty()) return;
   Event e = gpu_event(EventKind::orphaned_memory, view, now);
   for (const auto* gh : fresh) {
@@ -393,6 +396,9 @@ void EventDetector::observe_zombies(const GpuView& view, GpuState& st, double no
   track_holders(
       view, [](const proc::Holder& h) { return h.zombie_leader; }, st.zombies, st.gone_zombies,
       fresh, st.gone, st.gone_bytes, st.gone_ids);
+  // CI (ctest -j12): the look's NVML list was older than the leader's exit, and the event
+  // said the zombie held nothing.
+  wait_for_measure(view, st.unmeasured_zombies, now, fresh);
   for (const auto* gh : fresh) {
     Event e = gpu_event(EventKind::zombie_leader, view, now);
     e.holders.push_back(event_holder(*gh));

@@ -130,8 +130,10 @@ class EventDetector {
   struct GpuState;  // defined in events.cc
   void observe_gpu(const GpuView& view, GpuState& st, double now,
                    const std::map<pid_t, DeadParent>& dead_parents, std::vector<Event>& out);
-  static void wait_for_measure(const GpuView& view, GpuState& st, double now,
-                               std::vector<const GpuHolder*>& fresh);
+  /// Holds back the fresh holders the driver has not measured yet (up to kUnmeasuredWait,
+  /// counted in `since`): the orphaned_memory and zombie_leader events alike.
+  static void wait_for_measure(const GpuView& view, std::map<proc::ProcessId, double>& since,
+                               double now, std::vector<const GpuHolder*>& fresh);
   // observe_gpu's steps, in its order.
   static void observe_orphans(const GpuView& view, GpuState& st, double now,
                               const std::map<pid_t, DeadParent>& dead_parents,
