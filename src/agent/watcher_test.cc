@@ -6,12 +6,12 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
 
 #include "gpu/test_devices.h"
+#include "proc/test_children.h"
 #include "reclaim/test_machine.h"
 
 namespace gpureap::agent {
@@ -191,43 +191,19 @@ TEST(Watcher, MemoryFallingBetweenTicksIsReleasingNotDriverHeld) {
   EXPECT_EQ(w.inventory().gpus.at(0).unexplained, inventory::Unexplained::driver_held);
 }
 
-// A real process, this test's child, for a pidfd to watch (the fixture /proc describes
-// it): it sleeps until killed.
-struct Sleeper {
-  Sleeper() {
-    pid = ::fork();
-    if (pid == 0)
-      for (;;) ::pause();
-  }
-  ~Sleeper() {
-    if (pid <= 0) return;
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-  /// Dies now; not reaped (a zombie until the destructor): its pid stays ours.
-  void die() const {
-    ::kill(pid, SIGKILL);
-    siginfo_t info{};
-    ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT);
-  }
-  pid_t pid = -1;
-};
-
 // The server dies during a tick's look, after the look's NVML list was taken and the
 // moment its second worker took a GPU: the look after the death reads NVML's list
 // afresh, so that worker is a holder (and in the announcement) at once. CI: the tick
 // re-read only the first worker, and the announcement named 1 of 2 (80 of 160 GiB).
 TEST(Watcher, AServerDyingDuringALookHasItsWorkersLookedAtAfresh) {
   TestMachine m;
-  Sleeper server_process, worker0_process, worker1_process;
-  ASSERT_GT(server_process.pid, 0);
-  ASSERT_GT(worker0_process.pid, 0);
-  ASSERT_GT(worker1_process.pid, 0);
-  const pid_t s = server_process.pid;
+  // Real processes, this test's children, for real pidfds; the fixture /proc describes them.
+  proc::testing::Children children;
+  const pid_t s = proc::testing::spawn_parked(children);
   FakeProc server = proc(s);
   server.comm = "sglang";
-  FakeProc worker0 = proc(worker0_process.pid, 0, 20 * kGiB, s);
-  FakeProc worker1 = proc(worker1_process.pid, std::nullopt, 0, s);  // no GPU yet
+  FakeProc worker0 = proc(proc::testing::spawn_parked(children), 0, 20 * kGiB, s);
+  FakeProc worker1 = proc(proc::testing::spawn_parked(children), std::nullopt, 0, s);  // no GPU yet
   for (FakeProc* p : {&worker0, &worker1}) p->comm = "sglang::schedul";
   m.spawn(server);
   m.spawn(worker0);
@@ -242,7 +218,8 @@ TEST(Watcher, AServerDyingDuringALookHasItsWorkersLookedAtAfresh) {
     worker1.gpu = 1;
     worker1.bytes = 20 * kGiB;
     m.spawn(worker1);
-    server_process.die();
+    ::kill(s, SIGKILL);  // our child: dead, not reaped (a zombie until `children` ends)
+    children.wait_zombie(s);
     m.end_process(server);
     m.set_parent(worker0, 1, s, s);
     m.set_parent(worker1, 1, s, s);

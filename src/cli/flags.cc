@@ -103,10 +103,11 @@ CLI::Option* add_pid_list(CLI::App& app, const std::string& name, std::vector<pi
                           const std::string& description) {
   // Split here, not by CLI11's delimiter, which drops the empty part of "1,,2".
   return each_value(app, name, description, "PID", [&into, name](const std::string& t) {
+    const bool list = t.find(',') != std::string::npos;
     for (std::size_t from = 0;;) {
       const std::size_t comma = t.find(',', from);
       const std::string part = t.substr(from, comma == std::string::npos ? comma : comma - from);
-      if (part.empty() && t.find(',') != std::string::npos)
+      if (part.empty() && list)
         throw CLI::ValidationError(long_name(name), "'" + t + "' has an empty pid in its list");
       into.push_back(pid_or_throw(name, part));
       if (comma == std::string::npos) break;

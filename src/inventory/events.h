@@ -131,8 +131,9 @@ class EventDetector {
   void observe_gpu(const GpuView& view, GpuState& st, double now,
                    const std::map<pid_t, DeadParent>& dead_parents, std::vector<Event>& out);
   /// Holds back the fresh holders the driver has not measured yet (up to kUnmeasuredWait,
-  /// counted in `since`): the orphaned_memory and zombie_leader events alike.
-  static void wait_for_measure(const GpuView& view, std::map<proc::ProcessId, double>& since,
+  /// counted in `unmeasured_since`): the orphaned_memory and zombie_leader events alike.
+  static void wait_for_measure(const GpuView& view,
+                               std::map<proc::ProcessId, double>& unmeasured_since,
                                double now, std::vector<const GpuHolder*>& fresh);
   // observe_gpu's steps, in its order.
   static void observe_orphans(const GpuView& view, GpuState& st, double now,
