@@ -60,6 +60,15 @@ double boot_time() {
 
 }  // namespace
 
+std::optional<double> own_cpu_seconds() {
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return std::nullopt;
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 std::optional<report::ProcessFigures> own_process_figures() {
   std::ifstream in("/proc/self/stat");
   std::stringstream text;
@@ -68,6 +77,9 @@ std::optional<report::ProcessFigures> own_process_figures() {
   auto figures = parse_process_figures(text.str(), static_cast<double>(::sysconf(_SC_CLK_TCK)),
                                        static_cast<double>(::sysconf(_SC_PAGESIZE)), boot);
   if (!figures) return std::nullopt;
+  // CPU time from getrusage: every thread's, in microseconds. /proc/self/stat counts
+  // whole clock ticks (1/100 s), so an agent that has used less than one reads 0.
+  if (auto cpu = own_cpu_seconds()) figures->cpu_seconds = *cpu;
   if (auto open = open_descriptors()) figures->open_fds = static_cast<double>(*open);
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) == 0) figures->max_fds = static_cast<double>(limit.rlim_cur);

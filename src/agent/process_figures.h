@@ -18,7 +18,11 @@ std::optional<report::ProcessFigures> parse_process_figures(std::string_view sta
                                                             double ticks_per_second,
                                                             double page_size, double boot_time);
 
-/// This process's figures now, with its open descriptors and its soft limit;
+/// This process's user and system CPU time, all threads, from getrusage(RUSAGE_SELF)
+/// (microseconds, where /proc/self/stat counts whole clock ticks); nullopt on failure.
+std::optional<double> own_cpu_seconds();
+
+/// This process's figures now (CPU time from own_cpu_seconds), with its open descriptors and its soft limit;
 /// nullopt when /proc/self cannot be read.
 std::optional<report::ProcessFigures> own_process_figures();
 

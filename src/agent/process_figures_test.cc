@@ -1,6 +1,8 @@
 #include "agent/process_figures.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "agent/descriptors.h"
 
@@ -32,6 +34,32 @@ TEST(ProcessFigures, OwnFiguresCountOpenDescriptorsUnderTheLimit) {
   EXPECT_GT(f->resident_bytes, 0);
   EXPECT_GE(f->open_fds, 3);  // stdin, stdout, stderr at least
   EXPECT_GE(f->max_fds, f->open_fds);
+}
+
+// process_cpu_seconds_total is getrusage's figure, to the microsecond: /proc/self/stat's
+// whole clock ticks read 0 for an agent that has used less than 1/100 s (issue 48: a
+// fresh fast machine failed WatchFleet.HealthzAndProcessMetrics so). The test burns CPU
+// until its own time is past a tick boundary by at least 2 ms, which a tick count cannot
+// show; it reads the time before and after, never a duration.
+TEST(ProcessFigures, CpuTimeIsFinerThanAClockTick) {
+  auto now = [] {
+    rusage u{};
+    EXPECT_EQ(::getrusage(RUSAGE_SELF, &u), 0);
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000000L + u.ru_utime.tv_usec +
+           u.ru_stime.tv_usec;
+  };
+  const long tick_us = 1000000L / ::sysconf(_SC_CLK_TCK);
+  volatile unsigned long sink = 0;
+  long before = now();
+  while (before < tick_us || before % tick_us < 2000) {
+    for (int i = 0; i < 10000; ++i) sink = sink + static_cast<unsigned long>(i);
+    before = now();
+  }
+  auto f = own_process_figures();
+  const long after = now();
+  ASSERT_TRUE(f);
+  EXPECT_GE(f->cpu_seconds * 1e6, static_cast<double>(before) - 1);
+  EXPECT_LE(f->cpu_seconds * 1e6, static_cast<double>(after) + 1);
 }
 
 TEST(Descriptors, TheSoftLimitIsRaisedToTheHardLimit) {

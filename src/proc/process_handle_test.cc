@@ -208,7 +208,8 @@ TEST(ProcessHandle, WaitExitEndsAtTheDeadlineWhileTheChildRuns) {
   EXPECT_FALSE(h.wait_exit(start + 200ms));
   auto took = steady_clock::now() - start;
   EXPECT_GE(took, 200ms);
-  EXPECT_LT(took, 3s);
+  // No upper bound: a wait that ignored its deadline would wait for a parked child
+  // forever and fail at ctest's timeout; a bound in ms would fail on a loaded machine.
 }
 
 TEST(ProcessHandle, AnEmptyHandleSignalsNothing) {
@@ -231,10 +232,11 @@ TEST(WaitForExit, ReturnsWhenTheChildExits) {
   ProcessHandle h = open_or_die(pid);
   auto start = steady_clock::now();
   std::vector<ProcessHandle*> all{&h};
-  auto alive = wait_for_exit(all, start + 10s);
+  auto alive = wait_for_exit(all, start + 240s);
   auto took = steady_clock::now() - start;
   EXPECT_TRUE(alive.empty());
-  EXPECT_LT(took, 3s);  // event-driven: far sooner than the deadline
+  // Event-driven: far sooner than the deadline (half of it: no load makes 100 ms so long).
+  EXPECT_LT(took, 120s);
 }
 
 TEST(WaitForExit, RespectsTheDeadline) {
@@ -252,8 +254,7 @@ TEST(WaitForExit, RespectsTheDeadline) {
   auto alive = wait_for_exit(all, start + 300ms);
   auto took = steady_clock::now() - start;
   EXPECT_EQ(alive, std::vector<std::size_t>{1});
-  EXPECT_GE(took, 300ms);
-  EXPECT_LT(took, 2s);
+  EXPECT_GE(took, 300ms);  // the parked child never exits: only the deadline ends it
 }
 
 }  // namespace

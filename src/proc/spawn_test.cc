@@ -39,7 +39,7 @@ TEST(SpawnCaptured, KillsWhatStillRunsAtTheDeadline) {
   EXPECT_EQ(run->exit.how, ChildExit::How::killed);
   EXPECT_EQ(run->exit.status, SIGKILL);
   EXPECT_GE(took, 300ms);
-  EXPECT_LT(took, 5s);
+  EXPECT_LT(took, 30s) << "not killed at the deadline: sleep 60 ran on";
 }
 
 // D11: the output ends (EOF) before the program exits; one that exits within

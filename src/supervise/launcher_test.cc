@@ -70,8 +70,8 @@ TEST(Launcher, TakePendingReturnsOnceTheExitAndAllReapedAreIn) {
   EXPECT_TRUE(run->all_reaped());
   // Nothing more will come: a later call returns at once, without waiting.
   auto start = Clock::now();
-  run->take_pending(start + std::chrono::seconds(10));
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+  run->take_pending(start + std::chrono::seconds(240));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(120)) << "it waited for its deadline";
 }
 
 TEST(Launcher, KilledBySignalIs128PlusN) {

@@ -67,7 +67,9 @@ expect leaky 1 "NHC: gpureap: problem: orphaned memory on GPU 2,3" -t 3 -g 1-3
 expect broken 1 "NHC: gpureap: unknown: NVML unusable (init_failed)"
 expect broken 0 "" -u
 expect hung 1 "NHC: gpureap: unknown: NVML unusable (hung)" -t 2
-[ "$elapsed" -le 2 ] || fail "-t 2 took ${elapsed}s"
+# The hang never ends: the line above came from the deadline. Bounded well under NHC's
+# 30 s (a bound of 2 s was one a loaded machine could break; issue 48).
+[ "$elapsed" -le 20 ] || fail "-t 2 took ${elapsed}s"
 expect clean 1 "NHC: check_gpureap_clean:  2 returned by \"$gpureap status --check --deadline 5s --gpu 9\"." -g 9
 expect clean 1 "NHC: check_gpureap_clean:  -t 60 exceeds NHC timeout 30" -t 60
 expect clean 1 "NHC: check_gpureap_clean:  -t takes whole seconds, not \"2s\"" -t 2s

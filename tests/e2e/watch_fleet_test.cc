@@ -411,7 +411,12 @@ TEST(WatchFleet, HealthzAndProcessMetrics) {
                            "process_open_fds", "process_max_fds"}) {
     auto v = sample(m.body, name);
     ASSERT_TRUE(v) << name;
-    EXPECT_GT(*v, 0) << name;
+    // A counter may be 0 on a fast machine (issue 48): the agent may not have used a
+    // microsecond of CPU worth reporting yet. Every other figure is a present size.
+    if (std::string_view(name) == "process_cpu_seconds_total")
+      EXPECT_GE(*v, 0) << name;
+    else
+      EXPECT_GT(*v, 0) << name;
   }
   auto [rc, said] = promtool_check_metrics(m.body);
   EXPECT_EQ(rc, 0) << said;

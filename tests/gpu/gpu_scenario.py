@@ -168,16 +168,32 @@ def descendants(pid):
     return out
 
 
+def card_total_bytes(index=0):
+    """The card's total memory as NVML reports it, through gpureap's own status (the
+    figure every test is sized by); None where no GPU answers."""
+    try:
+        r = subprocess.run([GPUREAP, "--no-agent", "--json", "status", "--gpu", str(index)],
+                           capture_output=True, text=True, timeout=120)
+        memory = json.loads(r.stdout)["gpus"][0]["memory"]
+        return int(memory["total_bytes"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError, subprocess.SubprocessError):
+        return None
+
+
 def fitting_gib(n, gib, index=0):
-    """gib, or less so that n holders of it fit in 85 % of the card (the scenarios were
-    sized on a 141 GiB H200; an 80 GiB H100 cannot hold 4 x 20 GiB)."""
-    if shutil.which("nvidia-smi") is None:
-        return gib  # the simulated node: no card to fit
-    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits",
-                          "-i", str(index)], capture_output=True, text=True).stdout.strip()
-    if not out.isdigit():
-        return gib  # the simulated node: no card to fit
-    return max(1, min(gib, int(int(out) / 1024 * 0.85 / n)))
+    """gib, or less so that n holders of it fit in 80 % of the card's free memory (the
+    scenarios were sized on a 141 GiB H200; an 80 GiB H100 cannot hold 4 x 20 GiB). The
+    card's size comes from NVML (card_total_bytes), less what is in use now."""
+    total = card_total_bytes(index)
+    if not total:
+        return gib  # no card to fit
+    try:
+        r = subprocess.run([GPUREAP, "--no-agent", "--json", "status", "--gpu", str(index)],
+                           capture_output=True, text=True, timeout=120)
+        used = int(json.loads(r.stdout)["gpus"][0]["memory"]["used_bytes"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError, subprocess.SubprocessError):
+        used = 0
+    return max(1, min(gib, int((total - used) * 0.80 / n) >> 30))
 
 
 class Scenario:
@@ -186,6 +202,7 @@ class Scenario:
     def __init__(self):
         self.tracked = []  # (pid, start_time)
         self.popen = []
+        self.gib = None  # what the last sized scenario's holders took each
 
     def __enter__(self):
         return self
@@ -220,9 +237,10 @@ class Scenario:
         return info
 
     def orphaned_workers(self, n=4, gib=20, same_gpu=True):
-        """Server spawns n workers holding gib GiB each; server is SIGKILLed."""
-        gib = fitting_gib(n, gib)
-        return self._orphaned_server([sys.executable, "-c", SERVER, str(n), str(gib),
+        """Server spawns n workers holding gib GiB each (less where the card is smaller:
+        self.gib says how much); server is SIGKILLed."""
+        self.gib = fitting_gib(n, gib)
+        return self._orphaned_server([sys.executable, "-c", SERVER, str(n), str(self.gib),
                                       "same" if same_gpu else "spread", WORKER])["workers"]
 
     def titled_orphaned_workers(self, n=4, gib=8):

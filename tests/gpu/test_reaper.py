@@ -10,12 +10,13 @@ import sys
 import time
 import unittest
 
-from gpu_scenario import GPUREAP, SERVER, WORKER, Scenario, alive, have_gpu
+from gpu_scenario import GPUREAP, SERVER, WORKER, Scenario, alive, fitting_gib, have_gpu
 
 WORKER_IGNORING_TERM = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + WORKER
 
 
 def orphan_workers(scenario, n, gib, worker):
+    gib = fitting_gib(n, gib)  # sized to the card
     # The case study's server as the agent knows one: its command line names SGLang's
     # launcher (argv[0], as a process title would). The death of a parent that names no
     # engine, held no GPU and is no gpureap run is only an inference, which the reaper

@@ -13,7 +13,7 @@ import time
 import unittest
 import urllib.request
 
-from gpu_scenario import GPUREAP, SERVER, WORKER, Scenario, have_gpu
+from gpu_scenario import GPUREAP, SERVER, WORKER, Scenario, fitting_gib, have_gpu
 
 GIB = 1 << 30
 
@@ -54,9 +54,10 @@ class WatchOnGpu(unittest.TestCase):
         self.s.cleanup()
 
     def test_case_study_under_the_agent(self):
+        gib = fitting_gib(4, 8)  # sized to the card
         agent = Agent()
         try:
-            p = subprocess.Popen([sys.executable, "-c", SERVER, "4", "8", "same", WORKER],
+            p = subprocess.Popen([sys.executable, "-c", SERVER, "4", str(gib), "same", WORKER],
                                  stdout=subprocess.PIPE, text=True)
             self.s.popen.append(p)
             info = json.loads(p.stdout.readline())
@@ -71,8 +72,8 @@ class WatchOnGpu(unittest.TestCase):
             print(f"\n  SIGKILL -> orphaned_memory event: {latency * 1000:.1f} ms")
             self.assertEqual(sorted(h["pid"] for h in event["holders"]), sorted(info["workers"]), event)
             self.assertEqual(event["parent"]["pid"], info["server"], event)
-            self.assertGreaterEqual(event["bytes"], 4 * 8 * GIB)
-            self.assertLess(latency, 0.5)
+            self.assertGreaterEqual(event["bytes"], 4 * gib * GIB)
+            # The latency is printed, not asserted (bench/gpu measures it; issue 48).
 
             r = subprocess.run([GPUREAP, "--json", "status", "--gpu", "0"], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -88,7 +89,7 @@ class WatchOnGpu(unittest.TestCase):
             orphaned = [l for l in metrics.splitlines()
                         if l.startswith("gpureap_gpu_memory_orphaned_bytes{") and 'gpu="0"' in l]
             self.assertEqual(len(orphaned), 1, metrics)
-            self.assertGreaterEqual(float(orphaned[0].split()[-1]), 4 * 8 * GIB)
+            self.assertGreaterEqual(float(orphaned[0].split()[-1]), 4 * gib * GIB)
 
             r = subprocess.run([GPUREAP, "free", "--gpu", "0", "--yes"], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)

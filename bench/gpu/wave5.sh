@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# Issue 41 in one device call (docs/benchmarks.md, "The GPU machine, wave 4"): the release
+# Issues 41 and 54 in one device call (docs/benchmarks.md, "The GPU machine, wave 4"): the release
 # build, then
 #   1. the release floor      bench/gpu/release_floor.py --cases device,pinned
 #   2. NVML in a PID namespace bench/gpu/pidns_nvml.sh
 #   3. free against the floor, status, the README's transcript, the GPU tests
 #                             bench/gpu/free_floor.sh
-# each step bounded so that the whole ends within WAVE4_SECONDS (540).
+# each step bounded so that the whole ends within WAVE5_SECONDS (540).
 #
-#   bash bench/gpu/wave4.sh              GPU machine, from the repository root (.deps carried:
+#   bash bench/gpu/wave5.sh              GPU machine, from the repository root (.deps carried:
 #                                        scripts/vendor-headers.sh fills it here)
-#   bash bench/gpu/wave4.sh --sim BUILD  here: the same steps on simulated nodes, BUILD's
+#   bash bench/gpu/wave5.sh --sim BUILD  here: the same steps on simulated nodes, BUILD's
 #                                        gpureap and sim/gpureap-sim (no build)
-# Writes to $OUT (default ./device-out): wave4.log (this output), summary.json, and
-# wave4-h100.tar.gz or wave4-h200.tar.gz by the card (wave4-sim.tar.gz) holding
-# bench/results/wave4-<card>/ (-sim/): untar it
+# Writes to $OUT (default ./device-out): wave5.log (this output), summary.json, and
+# wave5-h100.tar.gz or wave5-h200.tar.gz by the card (wave5-sim.tar.gz) holding
+# bench/results/wave5-<card>/ (-sim/): untar it
 # at the repository root. The archive is rewritten after every step, so a run stopped at
 # the device's limit still brings back the steps it finished. The device tool brings back
 # at most 8 files no more than 2 folders down, hence the archive.
@@ -25,21 +25,21 @@ if [ "${1:-}" = --sim ]; then sim_build=${2:-build}; fi
 case $sim_build in /* | "") ;; *) sim_build=$root/$sim_build ;; esac
 # Named by the card: the device tool lends an H100 or an H200.
 case $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) in
-  *H100*) name=wave4-h100 ;; *H200*) name=wave4-h200 ;; *) name=wave4-gpu ;;
+  *H100*) name=wave5-h100 ;; *H200*) name=wave5-h200 ;; *) name=wave5-gpu ;;
 esac
-[ -n "$sim_build" ] && name=wave4-sim
+[ -n "$sim_build" ] && name=wave5-sim
 out=${OUT:-device-out}
 mkdir -p "$out"
-stage=$(mktemp -d /tmp/gpureap-wave4-XXXXXX)
+stage=$(mktemp -d /tmp/gpureap-wave5-XXXXXX)
 # What it measured is saved into $out after every step (save); the stage itself goes.
 trap 'rm -rf "$stage"' EXIT
 res=$stage/bench/results/$name
 mkdir -p "$res"
-exec > >(tee -a "$out/wave4.log") 2>&1
+exec > >(tee -a "$out/wave5.log") 2>&1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export GPUREAP_STATE_DIR=$stage/state
 mkdir -p "$GPUREAP_STATE_DIR"
-end=$((SECONDS + ${WAVE4_SECONDS:-540}))
+end=$((SECONDS + ${WAVE5_SECONDS:-540}))
 left() { local l=$((end - SECONDS)); [ "$l" -gt "$1" ] && echo "$1" || echo $((l > 1 ? l : 1)); }
 save() { tar czf "$out/$name.tar.gz" -C "$stage" bench; }
 step() {  # step LABEL SECONDS COMMAND...: bounded; its exit status and time go to steps.tsv
@@ -97,4 +97,4 @@ json.dump(doc, open(dest, "w"), indent=1)
 print(json.dumps(doc, indent=1))
 EOF
 save
-echo "== done: $out/$name.tar.gz, $out/summary.json, $out/wave4.log"
+echo "== done: $out/$name.tar.gz, $out/summary.json, $out/wave5.log"

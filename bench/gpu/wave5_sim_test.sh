@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# ctest bench_gpu_wave4_sim: issue 41's device call (bench/gpu/wave4.sh) run here against
+# ctest bench_gpu_wave5_sim: issue 41's device call (bench/gpu/wave5.sh) run here against
 # simulated nodes with BUILD's gpureap and gpureap-sim, then what it wrote is checked, so
 # the one GPU run it prepares does not fail on a script error.
-#   bash bench/gpu/wave4_sim_test.sh BUILD
+#   bash bench/gpu/wave5_sim_test.sh BUILD
 set -u
-build=${1:?usage: wave4_sim_test.sh BUILD}
-out=$(mktemp -d /tmp/gpureap-wave4-test-XXXXXX)
+build=${1:?usage: wave5_sim_test.sh BUILD}
+out=$(mktemp -d /tmp/gpureap-wave5-test-XXXXXX)
 trap 'rm -rf "$out"' EXIT
-if ! OUT=$out RELEASE_REPS=1 FREE_REPS=1 STATUS_REPS=3 WAVE4_SECONDS=300 \
-    bash "$(dirname "$0")/wave4.sh" --sim "$build" > "$out/console" 2>&1; then
+if ! OUT=$out RELEASE_REPS=1 FREE_REPS=1 STATUS_REPS=3 WAVE5_SECONDS=300 \
+    bash "$(dirname "$0")/wave5.sh" --sim "$build" > "$out/console" 2>&1; then
   cat "$out/console"; exit 1
 fi
-tar xzf "$out/wave4-sim.tar.gz" -C "$out" || exit 1
-python3 - "$out/bench/results/wave4-sim" "$out/summary.json" <<'EOF' || { cat "$out/console"; exit 1; }
+tar xzf "$out/wave5-sim.tar.gz" -C "$out" || exit 1
+python3 - "$out/bench/results/wave5-sim" "$out/summary.json" <<'EOF' || { cat "$out/console"; exit 1; }
 import json, os, sys
 res, summary = sys.argv[1:]
 load = lambda name: json.load(open(os.path.join(res, name)))  # noqa: E731
@@ -53,5 +53,5 @@ for text in ("sglang::scheduler_TP0", "(scheduler TP0..TP3)", "free --orphans --
     assert text in transcript, (text, transcript)
 assert "OK (skipped=" in open(os.path.join(res, "gpu-tests.log")).read()
 assert json.load(open(summary))["free"]["freed_every_time"]
-print("wave4 --sim: every step ran and wrote what it should")
+print("wave5 --sim: every step ran and wrote what it should")
 EOF
