@@ -67,6 +67,11 @@ std::optional<std::size_t> stderr_columns() {
   return columns_of(2);
 }
 
+std::shared_ptr<report::ProgressView> progress_view() {
+  return std::make_shared<report::ProgressView>(::isatty(2) == 1,
+                                                stderr_columns().value_or(80));
+}
+
 std::unique_ptr<gpu::GpuSource> open_gpu_source(const GlobalOptions& global) {
   return gpu::make_node_source(resolve_dev_dir(global), global.nvml_library);
 }

@@ -12,6 +12,7 @@
 #include "gpu/gpu_source.h"
 #include "inventory/node.h"
 #include "reclaim/audit.h"
+#include "report/progress_view.h"
 #include "report/style.h"
 #include "report/table_layout.h"
 
@@ -32,6 +33,10 @@ report::TableWidth stdout_table_width(bool wide);
 /// The same rule for stderr's lines (fd 2's terminal): $COLUMNS, else TIOCGWINSZ, else
 /// nullopt (not a terminal: lines are not broken).
 std::optional<std::size_t> stderr_columns();
+
+/// The live view of a release on stderr: rows redrawn in place on a terminal (its
+/// width), one line per phase change through a pipe.
+std::shared_ptr<report::ProgressView> progress_view();
 
 /// The node's GPU source for this run (gpu::make_node_source: the vendors of the device
 /// directory; NVML from --nvml-library / $GPUREAP_NVML_LIBRARY / libnvidia-ml.so.1).

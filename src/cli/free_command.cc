@@ -156,8 +156,8 @@ struct Asked {
 
 // free's go-ahead and progress: the plan shown, --dry-run stops, a person confirms (the
 // confirmed set is acted on under the lock, free_session), Ctrl-C from the first signal.
-reclaim::FreeSteps free_steps(const Shown& shown, std::chrono::milliseconds grace, bool live,
-                              Asked& asked) {
+reclaim::FreeSteps free_steps(const Shown& shown, std::chrono::milliseconds grace,
+                              const std::shared_ptr<report::ProgressView>& view, Asked& asked) {
   reclaim::FreeSteps steps;
   steps.go_ahead = [&shown, grace, &asked](const reclaim::Plan& plan) {
     const FreeOptions& o = shown.o;
@@ -182,8 +182,8 @@ reclaim::FreeSteps free_steps(const Shown& shown, std::chrono::milliseconds grac
     catch_interrupts(asked.handlers);
     return true;
   };
-  steps.progress = [live](const std::vector<reclaim::GpuRelease>& g) {
-    if (live) print_err("\r\033[K" + report::progress_line(g));
+  steps.progress = [view](const std::vector<reclaim::GpuRelease>& g) {
+    if (view) print_err(view->update(g));
   };
   return steps;
 }
@@ -300,8 +300,9 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
               report_on_stderr ? report::TableWidth{} : stdout_table_width(o.wide),
               nothing_to_do, false, {}};
   Asked asked;
-  const bool live = !global.json && ::isatty(2);
-  const reclaim::FreeSteps steps = free_steps(shown, options.escalation.grace, live, asked);
+  // The release as it goes, on stderr (not with --json: its document is the output).
+  const auto view = global.json ? nullptr : progress_view();
+  const reclaim::FreeSteps steps = free_steps(shown, options.escalation.grace, view, asked);
   // Every signal is recorded (docs/audit.md): the audit file and the journal.
   auto control = open_audited_control("free", reclaim::AuditActor::free,
                                       reclaim::AuditCaller::current(node.proc_root()),
@@ -352,7 +353,7 @@ int run_free(const GlobalOptions& global, const FreeOptions& o, bool report_on_s
     if (session.end == reclaim::SessionEnd::lock_failed) return say_lock_failed(session.problem);
   }
   if (session.outcome.report) {
-    if (live) print_err("\r\033[K");
+    if (view) print_err(view->finish());
     (void)node.save_baselines();
   }
   // 5. Report.

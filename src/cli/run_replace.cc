@@ -252,13 +252,14 @@ int free_before_run(const GlobalOptions& global, const FreeBeforeRun& r) {
 
   // 2. Under the lock, on a fresh look: the confirmed plan or less, reclaimed and verified.
   std::optional<InterruptScope> interrupts;
-  const bool live = ::isatty(2) != 0;
+  // In place on a terminal only: through a pipe the three lines below say it all.
+  const auto view = ::isatty(2) == 1 ? progress_view() : nullptr;
   std::string changed;
   const reclaim::FreeSession done = supervise::replace_confirmed(
       freer, rep, shown, *state, std::chrono::steady_clock::now() + r.timeout,
       [&] { interrupts.emplace(); },
-      [live](const std::vector<reclaim::GpuRelease>& g) {
-        if (live) print_err("\r\033[K" + report::progress_line(g));
+      [view](const std::vector<reclaim::GpuRelease>& g) {
+        if (view) print_err(view->update(g));
       },
       changed);
   if (done.end == reclaim::SessionEnd::lock_failed) {
@@ -267,7 +268,7 @@ int free_before_run(const GlobalOptions& global, const FreeBeforeRun& r) {
   }
   if (done.end == reclaim::SessionEnd::not_chosen) return say_not_selected(say, done.look);
   const reclaim::FreeOutcome& freed = done.outcome;
-  if (live && freed.report) print_err("\r\033[K");
+  if (view && freed.report) print_err(view->finish());
   if (auto code = say_freed(global, say, freed, changed)) return *code;
   (void)node.save_baselines();
 

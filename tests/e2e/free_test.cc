@@ -136,6 +136,25 @@ TEST(Free, OneGpuIsFreedAndTheOthersKeepTheirHolders) {
     EXPECT_EQ(status["gpus"][g]["holders"].size(), g == 3 ? 0u : 1u) << "GPU " << g;
 }
 
+// Issue 53: a release as it goes, through a pipe: one line per change of phase on
+// stderr (stopping, releasing, freed), never a line per reading; on a terminal the same
+// is one row per GPU redrawn in place (report ProgressView's tests).
+TEST(Free, APipeSeesEachGpuReleasingThenFreedOnceEach) {
+  SimNode node;
+  node.hold({"--gpu", "2", "--bytes", "30GiB", "--release-delay", "1500ms"});
+  auto r = node.gpureap({"free", "--yes", "--gpu", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = r.err.find(what); at != std::string::npos; at = r.err.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("GPU 2: releasing: its holders are gone"), 1u) << r.err;
+  EXPECT_EQ(count("GPU 2: freed: 30.0 GiB -> "), 1u) << r.err;
+  EXPECT_LT(r.err.find("GPU 2: releasing"), r.err.find("GPU 2: freed")) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << "no redraw through a pipe";
+}
+
 TEST(Free, OneGpuStillHeldAfterTheFirstRoundIsWaitedFor) {
   // Case study 1's GPU 3: seven GPUs free at once, one releases late.
   SimNode node;
