@@ -18,6 +18,10 @@ namespace CLI {
 class App;
 }  // namespace CLI
 
+namespace gpureap::report {
+struct ReplaceRecord;  // report/replace_report.h
+}
+
 namespace gpureap::cli {
 
 /// Options every subcommand understands (set on the top-level app).
@@ -88,11 +92,14 @@ struct FreeBeforeRun {
 };
 /// Frees what `request` names through the one free flow, each instance whole: asks on
 /// the terminal unless --yes; with no terminal and no --yes acts only on what
-/// proc::unattended_may_act allows, else refuses (exit 2) before any signal. Verifies
-/// the release and that the old instance's ports are closed, and prints the "freed"
-/// and "verified" lines on stderr. Returns kExitOk when CMD may be launched, else the
-/// exit status (free's: 1 still held, 2 refused or not confirmed, 3 not measured, 4 no
-/// such instance).
-int free_before_run(const GlobalOptions& global, const FreeBeforeRun& request);
+/// proc::unattended_may_act allows (--replace-orphans leaves the rest alone and says
+/// so; --replace and --free-first refuse, exit 75, before any signal). Verifies the
+/// release and that the old instance's ports are closed, and says the "freed",
+/// "verified" and "left alone" lines on stderr, or with `record` (--json) keeps them
+/// there instead. Returns kExitOk when CMD may be launched, else the exit status
+/// (free's: 1 still held, 2 not confirmed or a bad selection, 3 not measured, 4 no such
+/// instance; 75 refused for now).
+int free_before_run(const GlobalOptions& global, const FreeBeforeRun& request,
+                    report::ReplaceRecord* record = nullptr);
 
 }  // namespace gpureap::cli

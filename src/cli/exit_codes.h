@@ -19,6 +19,11 @@ inline constexpr int kExitNothingToDo = 4;  // free: no holder matched the selec
 inline constexpr int kExitTimeout = 5;      // wait: the GPUs were not free before --timeout
 inline constexpr int kExitGhost = 6;  // wait: a selected GPU is a ghost (busy with no process):
                                       // no wait frees it, so it fails at once
+// run --replace/--replace-orphans/--free-first: refused for now, nothing signalled: what
+// holds CMD's GPUs cannot be freed without a person, or changed since the plan. sysexits'
+// EX_TEMPFAIL ("try again later"), so that a unit's Restart= retries it while
+// RestartPreventExitStatus=2 keeps naming only the final usage error (W4-03).
+inline constexpr int kExitTryLater = 75;
 
 // The exit statuses each command documents: one entry a status, its meaning one
 // unbroken sentence. report/help_text's exit_status_help() lays them out for --help (wrapped
@@ -30,7 +35,7 @@ using report::ExitStatusLine;
 template <std::size_t N>
 using ExitStatuses = std::array<ExitStatusLine, N>;
 
-inline constexpr ExitStatuses<8> kExitStatuses = {{
+inline constexpr ExitStatuses<9> kExitStatuses = {{
     {"0", "success (free: every selected GPU verified back at its baseline; wait: GPUs free)"},
     {"1",
      "free: GPU memory still held after reclaim (each leftover is classified, also memory of "
@@ -43,6 +48,10 @@ inline constexpr ExitStatuses<8> kExitStatuses = {{
     {"4", "free: nothing to do (no holder on the selected GPUs, memory at baseline)"},
     {"5", "wait: timed out before the GPUs were free"},
     {"6", "wait, run --wait-free: a selected GPU is a ghost (busy with no process); said at once"},
+    {"75",
+     "run --replace, --replace-orphans, --free-first: refused for now, try again later (what "
+     "holds the GPUs may not be freed without a person, or changed since the plan); nothing "
+     "was signalled or started"},
     {"run",
      "the command's own status; 128+N if it was killed by signal N; 127 not found; 126 not "
      "executable; 1 if the command exited 0 but GPU memory stayed held after teardown; 3 if it "
@@ -94,14 +103,18 @@ inline constexpr ExitStatuses<5> kWaitExits = {{
     {"6", "a selected GPU is a ghost (busy with no process): said at once"},
 }};
 
-inline constexpr ExitStatuses<8> kRunExits = {{
+inline constexpr ExitStatuses<9> kRunExits = {{
     {"N", "the command's own exit status"},
     {"128+N", "the command was killed by signal N"},
     {"127", "the command was not found"},
     {"126", "the command is not executable"},
     {"1", "the command exited 0, but GPU memory stayed held after teardown"},
     {"3", "the command exited 0, but the release could not be measured (NVML failed or hung)"},
-    {"2", "usage error; nothing was started"},
+    {"2", "usage error, or a plan not confirmed at the prompt; nothing was started"},
+    {"75",
+     "--replace, --replace-orphans, --free-first: refused for now, try again later (no "
+     "terminal and no --yes for what holds the GPUs, an instance it would free in part, or "
+     "the GPUs changed since the plan); nothing was signalled or started"},
     {"1-6",
      "--free-first: free's status (1, 2, 3), --wait-free: 5 timed out, 6 a ghost GPU, 3 NVML unusable; "
      "nothing was started"},

@@ -117,7 +117,9 @@ int run_run(const GlobalOptions& global, RunOptions o) {
     return run_usage_error("--yes confirms what --replace, --replace-orphans or --free-first frees: "
                            "give one of them");
 
-  // 2. The GPUs first: freed (each instance whole, confirmed), and/or waited for.
+  // 2. The GPUs first: freed (each instance whole, confirmed), and/or waited for. With
+  // --json what the free said and did goes into run's one document.
+  report::ReplaceRecord replaced;
   if (modes == 1) {
     FreeBeforeRun request;
     request.mode = o.free_first        ? FreeBeforeRun::Mode::free_first
@@ -129,7 +131,12 @@ int run_run(const GlobalOptions& global, RunOptions o) {
     request.timeout = o.timeout;
     request.yes = o.yes;
     request.command = o.command[0];
-    if (int code = free_before_run(global, request); code != kExitOk) return code;
+    if (int code = free_before_run(global, request, global.json ? &replaced : nullptr);
+        code != kExitOk) {
+      if (global.json)
+        print_err(report::document_text(report::run_not_started_json(o.command, replaced, code)));
+      return code;
+    }
   }
   if (o.wait_free || o.free_first) {
     if (int code = wait_gpus_free(global, o); code != kExitOk) return code;
@@ -142,7 +149,7 @@ int run_run(const GlobalOptions& global, RunOptions o) {
   settings.use_cgroup = !o.no_cgroup;
   settings.grace = o.grace;
   settings.release_timeout = o.timeout;
-  if (modes == 1)
+  if (modes == 1 && !global.json)  // --json: the document has the pid and run id
     settings.on_launch = [&o](const std::string& run_id, pid_t pid) {
       say(report::launched_line(o.command[0], pid, run_id));
     };
@@ -160,7 +167,7 @@ int run_run(const GlobalOptions& global, RunOptions o) {
   int code = run_exit_code(out);
   try {
     if (global.json) {
-      print_err(report::document_text(report::run_json(o.command, out, code)));
+      print_err(report::document_text(report::run_json(o.command, out, code, modes == 1 ? &replaced : nullptr)));
     } else {
       if (out.launch_failure) {
         const auto& f = *out.launch_failure;
@@ -206,17 +213,18 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
       "launches CMD: three lines, freed / verified / launched. It shows the plan and asks\n"
       "unless --yes; with no terminal and no --yes it acts only on orphans with strong\n"
       "evidence (gpureap's own run, or a death the agent saw) and refuses the rest\n"
-      "(exit 2, nothing signalled). --replace-orphans does the same for every orphaned\n"
-      "instance on --gpu (default: all GPUs). --free-first frees everything on --gpu by\n"
-      "the same rules: a live server is never signalled without a confirmation, and is\n"
-      "freed whole or not at all.\n\n"
+      "(exit 75, try again later; nothing signalled). --replace-orphans does the same\n"
+      "for every orphaned instance on --gpu (default: all GPUs), but leaves what it may\n"
+      "not free alone (said: `left alone: ...`) and launches. --free-first frees\n"
+      "everything on --gpu by the same rules: a live server is never signalled without\n"
+      "a confirmation, and is freed whole or not at all.\n\n"
       "Exit status: CMD's own; 128+N if it was killed by signal N; 127 if CMD was not\n"
       "found, 126 if it could not be executed; 1 if CMD exited 0 but GPU memory stayed\n"
       "held (explained on stderr; a failing CMD keeps its own status); 3 if CMD exited 0\n"
       "but the release could not be measured (NVML failed or hung). Before CMD starts\n"
       "(CMD is then not started): --replace/--replace-orphans/--free-first exit as free\n"
-      "does, 1 memory or a port still held, 2 refused or not confirmed, 3 not measured,\n"
-      "4 no such instance; --wait-free 5 when the GPUs were not free in time.\n\n"
+      "does, 1 memory or a port still held, 2 not confirmed, 3 not measured, 4 no such\n"
+      "instance, 75 refused for now; --wait-free 5 when the GPUs were not free in time.\n\n"
       "Examples:\n"
       "  gpureap run -- python3 -m sglang.launch_server --model-path M --tp 8\n"
       "  gpureap run --replace 7969 -- python3 -m sglang.launch_server \\\n"

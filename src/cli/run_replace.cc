@@ -34,9 +34,17 @@ namespace run_replace {
 
 using Mode = supervise::ReplaceMode;
 
-void replace_say(const std::string& line) {
-  print_err(report::run_line(line, stderr_columns()));
-}
+// What it says goes to stderr, line by line; with --json it is kept for the document
+// instead (run's one document: no text line before it).
+struct Voice {
+  report::ReplaceRecord* record = nullptr;  // --json: kept here
+  void operator()(const std::string& line) const {
+    if (record)
+      record->said.push_back(line);
+    else
+      print_err(report::run_line(line, stderr_columns()));
+  }
+};
 
 std::string flag_of(const FreeBeforeRun& r) {
   switch (r.mode) {
@@ -94,27 +102,44 @@ struct Say {
   std::string flag;
   std::string not_starting;
   const supervise::Replacement& rep;
+  Voice line;
   std::string gpus() const { return gpu::device_list(rep.options.selection.gpus); }
+  // A refusal: a person's "no" or a bad selection is final (2); without a person, what
+  // holds the GPUs may change, so the unit's Restart= tries again (75, W4-03).
+  int refused() const { return rep.unattended ? kExitTryLater : kExitUsage; }
 };
 
 // select_replaced found nothing to select: said, with its exit status.
 int say_not_selected(const Say& say, const inventory::Inventory& inv) {
   switch (say.rep.problem) {
     case supervise::SelectProblem::no_such_instance:
-      replace_say(fmt::format(
+      say.line(fmt::format(
           "{}: no such instance holds a GPU here (`gpureap status` lists them); {}", say.flag,
           say.not_starting));
       return kExitNothingToDo;
     case supervise::SelectProblem::source_unusable:
-      replace_say(fmt::format("{}: {}; NVML is unusable: {}", say.flag, say.rep.problem_detail,
+      say.line(fmt::format("{}: {}; NVML is unusable: {}", say.flag, say.rep.problem_detail,
                               inv.source_problem));
       return kExitSystem;
     case supervise::SelectProblem::bad_gpu:
     case supervise::SelectProblem::none:
       break;
   }
-  replace_say("--gpu: " + say.rep.problem_detail);
+  say.line("--gpu: " + say.rep.problem_detail);
   return kExitUsage;
+}
+
+// What the plan leaves alone that keeps memory, one line an instance (or process), with
+// why: a --replace-orphans that launches says what it did not free (W4-03), and never
+// counts those GPUs as verified (W5 #2).
+void say_left_alone(const Say& say, const reclaim::Plan& plan, const inventory::Inventory& look) {
+  constexpr std::size_t kShown = 8;
+  const auto alone = report::left_alone(plan, look);
+  for (std::size_t i = 0; i < alone.size() && i < kShown; ++i)
+    say.line(report::left_alone_line(alone[i], look));
+  if (alone.size() > kShown)
+    say.line(fmt::format("left alone: {} more (`gpureap status` lists them)", alone.size() - kShown));
+  if (say.line.record) say.line.record->left_alone = alone;
 }
 
 // Step 1's judgements: an exit status when it ends here, else the plan to confirm.
@@ -122,25 +147,25 @@ std::variant<int, reclaim::Plan> judged(const Say& say, const reclaim::FreeSessi
   const auto& pass = first.outcome;
   switch (pass.verdict) {
     case reclaim::FreeVerdict::not_measured:
-      replace_say(fmt::format("{}: whether the GPUs hold memory cannot be measured (NVML: {}); {}",
+      say.line(fmt::format("{}: whether the GPUs hold memory cannot be measured (NVML: {}); {}",
                               say.flag,
                               first.look.source_problem.empty() ? "a selected GPU cannot be read"
                                                                 : first.look.source_problem,
                               say.not_starting));
       return kExitSystem;
     case reclaim::FreeVerdict::nothing_idle:
-      replace_say(fmt::format("{}: nothing to free: GPU {} at baseline", say.flag, say.gpus()));
+      say.line(fmt::format("{}: nothing to free: GPU {} at baseline", say.flag, say.gpus()));
       return kExitOk;
     case reclaim::FreeVerdict::nothing_matched:
       // Unattended: holders the selection left alone keep the GPUs: not free.
       if (say.rep.unattended) return pass.plan;
       if (say.rep.mode == Mode::replace) {
-        replace_say(fmt::format("{}: nothing of it may be signalled:\n{}{}", say.flag,
+        say.line(fmt::format("{}: nothing of it may be signalled:\n{}{}", say.flag,
                                 report::replace_plan_text(pass.plan, first.look), say.not_starting));
         return kExitStillHeld;
       }
-      replace_say(fmt::format("{}: nothing to free on GPU {} (the rest is not orphaned)", say.flag,
-                              say.gpus()));
+      say.line(fmt::format("{}: nothing to free on GPU {}", say.flag, say.gpus()));
+      say_left_alone(say, pass.plan, first.look);
       return kExitOk;
     case reclaim::FreeVerdict::stopped:
       return pass.plan;
@@ -155,20 +180,20 @@ std::optional<int> confirmed(const Say& say, const FreeBeforeRun& r, const recla
                              const inventory::Inventory& look) {
   if (auto partial = reclaim::partial_instances(plan); !partial.empty()) {
     for (const auto& p : partial)
-      replace_say(fmt::format("{}: instance {} would be freed in part: {}", say.flag,
+      say.line(fmt::format("{}: instance {} would be freed in part: {}", say.flag,
                               report::terminal_text(p.key), report::terminal_text(p.why)));
-    replace_say(fmt::format("an instance is freed whole or not at all: select all its GPUs, or "
+    say.line(fmt::format("an instance is freed whole or not at all: select all its GPUs, or "
                             "`gpureap run --replace KEY`; nothing was signalled, {}",
                             say.not_starting));
-    return kExitUsage;
+    return say.refused();
   }
   if (say.rep.unattended) {
     if (auto why = report::needs_confirmation(plan, look, r.mode); !why.empty()) {
-      replace_say(fmt::format("{}: {}. No terminal to ask on: pass --yes to free it (the plan: "
+      say.line(fmt::format("{}: {}. No terminal to ask on: pass --yes to free it (the plan: "
                               "`gpureap free --dry-run`), or free it first; nothing was "
                               "signalled, {}",
                               say.flag, why, say.not_starting));
-      return kExitUsage;
+      return kExitTryLater;
     }
   } else if (!r.yes && !plan.targets.empty()) {
     const std::string text = fmt::format("gpureap run {}: the plan\n{}", say.flag,
@@ -177,7 +202,7 @@ std::optional<int> confirmed(const Say& say, const FreeBeforeRun& r, const recla
     print_err(columns ? report::wrap_lines(text, *columns) : text);
     if (!ask_on_tty(fmt::format("Free it ({} process(es)) and launch {}?", plan.targets.size(),
                                 r.command))) {
-      replace_say(fmt::format("not confirmed; nothing was signalled, {}", say.not_starting));
+      say.line(fmt::format("not confirmed; nothing was signalled, {}", say.not_starting));
       return kExitUsage;
     }
   }
@@ -190,16 +215,16 @@ std::optional<int> say_freed(const GlobalOptions& global, const Say& say,
   switch (freed.verdict) {
     case reclaim::FreeVerdict::nothing_idle:
     case reclaim::FreeVerdict::nothing_matched:
-      replace_say(fmt::format("{}: nothing left to free (it ended meanwhile)", say.flag));
+      say.line(fmt::format("{}: nothing left to free (it ended meanwhile)", say.flag));
       return kExitOk;
     case reclaim::FreeVerdict::not_measured:
-      replace_say(fmt::format("{}: whether the GPUs hold memory cannot be measured; {}", say.flag,
+      say.line(fmt::format("{}: whether the GPUs hold memory cannot be measured; {}", say.flag,
                               say.not_starting));
       return kExitSystem;
     case reclaim::FreeVerdict::stopped:
-      replace_say(fmt::format("{}: {} since the plan was made; nothing was signalled, {}",
+      say.line(fmt::format("{}: {} since the plan was made; nothing was signalled, {}",
                               say.flag, changed, say.not_starting));
-      return kExitUsage;
+      return kExitTryLater;  // the node changed: a later look may go ahead
     case reclaim::FreeVerdict::freed:
       return std::nullopt;
     case reclaim::FreeVerdict::still_held:
@@ -207,8 +232,13 @@ std::optional<int> say_freed(const GlobalOptions& global, const Say& say,
     case reclaim::FreeVerdict::interrupted:
       break;
   }
-  print_err(report::free_text(*freed.report, stderr_style(global), &freed.plan));
-  replace_say(
+  if (say.line.record) {
+    say.line.record->plan = freed.plan;
+    say.line.record->report = *freed.report;
+  } else {
+    print_err(report::free_text(*freed.report, stderr_style(global), &freed.plan));
+  }
+  say.line(
       fmt::format("{}: the GPUs were not verified free; {}", say.flag, say.not_starting));
   return freed.verdict == reclaim::FreeVerdict::unmeasured ? kExitSystem : kExitStillHeld;
 }
@@ -217,17 +247,19 @@ std::optional<int> say_freed(const GlobalOptions& global, const Say& say,
 
 using namespace run_replace;
 
-int free_before_run(const GlobalOptions& global, const FreeBeforeRun& r) {
+int free_before_run(const GlobalOptions& global, const FreeBeforeRun& r,
+                    report::ReplaceRecord* record) {
   supervise::Replacement rep = replacement_of(r);
-  const Say say{flag_of(r), fmt::format("not starting {}", r.command), rep};
+  const Say say{flag_of(r), fmt::format("not starting {}", r.command), rep, Voice{record}};
+  if (record) record->flag = say.flag;
   auto state = inventory::state_dir();
   if (!state) {
-    replace_say(fmt::format("{}: {}", say.flag, state.error().message));
+    say.line(fmt::format("{}: {}", say.flag, state.error().message));
     return kExitSystem;
   }
   inventory::Node node = open_node(global, *state, FirstLook::scan);
   if (node.device_error()) {
-    replace_say(fmt::format("{}: {}", say.flag, node.device_error()->message));
+    say.line(fmt::format("{}: {}", say.flag, node.device_error()->message));
     return kExitSystem;
   }
   node.set_interrupt_flag(&g_replace_interrupted);
@@ -238,22 +270,23 @@ int free_before_run(const GlobalOptions& global, const FreeBeforeRun& r) {
 
   // 1. The plan, without the lock: shown, checked, confirmed.
   const reclaim::FreeSession first = supervise::preview_replace(freer, rep);
-  for (const auto& w : first.look.warnings) replace_say("warning: " + w);
+  for (const auto& w : first.look.warnings) say.line("warning: " + w);
   if (first.end == reclaim::SessionEnd::not_chosen) return say_not_selected(say, first.look);
   auto plan = judged(say, first);
   if (const int* code = std::get_if<int>(&plan)) return *code;
   const reclaim::Plan& shown = std::get<reclaim::Plan>(plan);
   if (auto code = confirmed(say, r, shown, first.look)) return *code;
   if (shown.targets.empty()) {
-    replace_say(fmt::format("{}: nothing to free on GPU {} (what holds them is not orphaned)",
-                            say.flag, say.gpus()));
+    say.line(fmt::format("{}: nothing to free on GPU {}", say.flag, say.gpus()));
+    say_left_alone(say, shown, first.look);
     return kExitOk;
   }
 
   // 2. Under the lock, on a fresh look: the confirmed plan or less, reclaimed and verified.
   std::optional<InterruptScope> interrupts;
-  // In place on a terminal only: through a pipe the three lines below say it all.
-  const auto view = ::isatty(2) == 1 ? progress_view() : nullptr;
+  // In place on a terminal only (through a pipe the lines below say it all; --json: no
+  // text before its document).
+  const auto view = ::isatty(2) == 1 && !record ? progress_view() : nullptr;
   std::string changed;
   const reclaim::FreeSession done = supervise::replace_confirmed(
       freer, rep, shown, *state, std::chrono::steady_clock::now() + r.timeout,
@@ -263,7 +296,7 @@ int free_before_run(const GlobalOptions& global, const FreeBeforeRun& r) {
       },
       changed);
   if (done.end == reclaim::SessionEnd::lock_failed) {
-    replace_say(fmt::format("{}: {}; {}", say.flag, done.problem, say.not_starting));
+    say.line(fmt::format("{}: {}; {}", say.flag, done.problem, say.not_starting));
     return kExitSystem;
   }
   if (done.end == reclaim::SessionEnd::not_chosen) return say_not_selected(say, done.look);
@@ -275,13 +308,19 @@ int free_before_run(const GlobalOptions& global, const FreeBeforeRun& r) {
   // 3. The old instance's ports: closed, or the new server would meet EADDRINUSE.
   const std::vector<unsigned> ports = supervise::old_ports(freed.plan);
   if (auto open = supervise::ports_still_listening(ports, node.proc_root()); !open.empty()) {
-    for (const auto& p : open) replace_say(report::open_port_text(p));
-    replace_say(fmt::format("{}: the GPUs are free, but a port of the old instance is open; {}",
+    for (const auto& p : open) say.line(report::open_port_text(p));
+    say.line(fmt::format("{}: the GPUs are free, but a port of the old instance is open; {}",
                             say.flag, say.not_starting));
     return kExitStillHeld;
   }
-  replace_say(report::freed_line(freed.plan, *freed.report));
-  replace_say(report::verified_line(*freed.report, ports));
+  say.line(report::freed_line(freed.plan, *freed.report));
+  say.line(report::verified_line(freed.plan, *freed.report, ports));
+  say_left_alone(say, freed.plan, done.look);
+  if (record) {
+    record->plan = freed.plan;
+    record->report = *freed.report;
+    record->ports = ports;
+  }
   return kExitOk;
 }
 

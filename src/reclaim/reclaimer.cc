@@ -180,6 +180,26 @@ class Reclaim {
       // A selected GPU that NVML cannot read is reported as such, never as freed.
       report_.gpus.push_back(measure(*view, plan.targets.empty()));
     }
+    if (initial.source != "scan" && !plan.targets.empty()) read_before_signals();
+  }
+
+  // The "before" of each GPU is read before the first signal (W2-23). An agent's answer
+  // may carry a figure older than the holders it lists (NVML was read before their
+  // allocation, or while it was recovering): one direct reading now replaces it. When
+  // that reading fails, the look's figure stays: it is still from before any signal.
+  void read_before_signals() {
+    std::vector<gpu::DeviceId> ids;
+    for (const auto& g : report_.gpus)
+      if (g.measured) ids.push_back(g.gpu);
+    if (ids.empty()) return;
+    auto reading = node_.gpus().memory(ids, std::chrono::milliseconds(2000));
+    if (!reading) return;
+    for (const auto& r : *reading)
+      for (auto& g : report_.gpus)
+        if (g.gpu == r.id && r.used && r.problem.empty()) {
+          g.before = *r.used;
+          g.used = r.used;
+        }
   }
 
   // What "freed" means for the GPU of `view`.
@@ -218,6 +238,7 @@ class Reclaim {
       const auto* view = find_view(latest_, g.gpu);
       if (!view || !view->info.memory) continue;
       g = measure(*view, false);
+      g.before_read = false;  // a reading after the signals is no "before" (W2-23)
       note_once(fmt::format(
           "GPU {} could not be read before the signals; first read at +{:.3f} s ({} used)", g.gpu,
           since_t0(), format_bytes(view->used())));

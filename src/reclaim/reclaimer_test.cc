@@ -656,6 +656,27 @@ TEST(Reclaim, W2_23_AGpuUnreadableAtTheFirstLookIsMeasuredAndWaitedFor) {
   EXPECT_TRUE(r.all_freed());
 }
 
+// W2-23 (wave 4): the agent's answer listed the holder, but its figure for the GPU was
+// read before the allocation (NVML recovering): "before" is read directly before the
+// first signal, never taken from that stale figure nor from a reading after the signal.
+TEST(Reclaim, W2_23_TheBeforeFigureIsReadBeforeTheSignalNotFromAStaleAnswer) {
+  TestMachine m;
+  FakeProc p = holder(3000925);
+  p.release_after = 1500ms;
+  m.spawn(p);
+  ReclaimOptions o;
+  o.selection.gpus = gpu::devs({0});
+  inventory::Inventory inv = m.node().look();
+  inv.source = "agent";
+  inv.gpus[0].info.memory->used = inv.gpus[0].baseline.bytes;  // its figure predates the holder
+  m.plan = make_plan(inv, o.selection, CallerContext::current(m.node().proc_root()));
+  ReclaimReport r = reclaim(m.node(), m.control, inv, m.plan, o, {});
+  ASSERT_EQ(r.gpus.size(), 1u);
+  EXPECT_TRUE(r.gpus[0].before_read);
+  EXPECT_EQ(r.gpus[0].before, 20 * kGiB);
+  EXPECT_TRUE(r.gpus[0].freed);
+}
+
 // W2-23: a GPU never measured is never freed, and the wait for it is bounded.
 TEST(Reclaim, W2_23_AGpuNeverMeasuredIsNeverFreed) {
   TestMachine m;

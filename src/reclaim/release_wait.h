@@ -32,6 +32,7 @@ struct GpuRelease {
   std::uint64_t threshold =
       0;  // used <= threshold counts as freed (baseline + tolerance + left alone)
   std::uint64_t before = 0;           // before any signal
+  bool before_read = true;  // false: no reading before the signals (`before` is not one)
   std::optional<std::uint64_t> used;  // the latest reading
   std::optional<double> freed_at;     // seconds since t0 when first seen freed
   bool freed = false;                 // the verdict

@@ -432,7 +432,9 @@ std::string gpu_result_lines(const reclaim::GpuRelease& g,
     std::string left_alone = g.left_alone_bytes ? fmt::format(", {} kept by holders left alone",
                                                               format_bytes(g.left_alone_bytes))
                                                 : "";
-    out += fmt::format("  GPU {}  {} -> {}  (baseline {}{})  {}\n", g.gpu, format_bytes(g.before),
+    // No reading before the signals: no "before" figure, rather than a later one (W2-23).
+    out += fmt::format("  GPU {}  {} -> {}  (baseline {}{})  {}\n", g.gpu,
+                       g.before_read ? format_bytes(g.before) : std::string("?"),
                        format_bytes(g.after()), format_bytes(g.baseline), left_alone, verdict);
     out += slow_phase_line(g);
   }
@@ -547,7 +549,7 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
     gpus.push_back({{"index", g.gpu},
                     {"uuid", g.uuid},
                     {"measured", g.measured},
-                    {"memory_before_bytes", g.measured ? nlohmann::ordered_json(g.before) : nullptr},
+                    {"memory_before_bytes", g.measured && g.before_read ? nlohmann::ordered_json(g.before) : nullptr},
                     {"memory_after_bytes", g.measured ? nlohmann::ordered_json(g.after()) : nullptr},
                     {"baseline_bytes", g.measured ? nlohmann::ordered_json(g.baseline) : nullptr},
                     {"threshold_bytes", g.measured ? nlohmann::ordered_json(g.threshold) : nullptr},
@@ -603,7 +605,7 @@ std::string free_record(const reclaim::ReclaimReport& r) {
            std::to_string(a.id.start_time) +  " -> " + terminal_text(outcome_text(a)) + "\n";
   for (const auto& g : r.gpus)
     out += "  GPU " + gpu::device_text(g.gpu) + " " +
-           (g.measured ? std::to_string(g.before) + " -> " + std::to_string(g.after()) + " bytes: " +
+           (g.measured ? (g.before_read ? std::to_string(g.before) : "?") + " -> " + std::to_string(g.after()) + " bytes: " +
                              (g.freed ? "freed" : "STILL HELD")
                        : std::string("memory unknown: NOT VERIFIED")) +
            "\n";

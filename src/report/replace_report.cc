@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
+#include "inventory/instances.h"
 #include "proc/lineage.h"
+#include "report/free_report.h"
 #include "report/instance_text.h"
 #include "report/terminal_text.h"
 #include "util/units.h"
@@ -46,16 +49,68 @@ std::string freed_line(const reclaim::Plan& plan, const reclaim::ReclaimReport& 
   return fmt::format("freed {} in {:.2f} s", out, report.seconds);
 }
 
-std::string verified_line(const reclaim::ReclaimReport& report, const std::vector<unsigned>& ports) {
+std::vector<gpu::DeviceId> freed_gpus(const reclaim::Plan& plan,
+                                      const reclaim::ReclaimReport& report) {
   std::vector<gpu::DeviceId> ids;
-  for (const auto& g : report.gpus) ids.push_back(g.gpu);
-  std::string out = fmt::format("verified: GPU {} back at baseline", gpu::device_list(ids));
+  for (const auto& g : report.gpus)
+    if (g.freed && std::any_of(plan.targets.begin(), plan.targets.end(), [&](const auto& t) {
+          return std::find(t.gpus.begin(), t.gpus.end(), g.gpu) != t.gpus.end();
+        }))
+      ids.push_back(g.gpu);
+  return ids;
+}
+
+std::string verified_line(const reclaim::Plan& plan, const reclaim::ReclaimReport& report,
+                          const std::vector<unsigned>& ports) {
+  // Only the GPUs it freed: one whose holders it left alone is not "back at baseline"
+  // because the free's threshold counts their bytes (W5 #2: a live server on GPUs 4-7).
+  std::string out =
+      fmt::format("verified: GPU {} back at baseline", gpu::device_list(freed_gpus(plan, report)));
   if (!ports.empty()) {
     std::string list;
     for (unsigned p : ports) list += (list.empty() ? "" : ",") + std::to_string(p);
     out += fmt::format("; port {} closed", list);
   }
   return out;
+}
+
+std::vector<LeftAlone> left_alone(const reclaim::Plan& plan, const inventory::Inventory& inv) {
+  std::vector<LeftAlone> out;
+  for (const auto& s : plan.skipped) {
+    if (s.gpu_bytes == 0) continue;  // a client, a monitor: it keeps no memory from CMD
+    const proc::Holder* h = holder_of(inv, s.id);
+    const std::string key = h ? h->instance : std::string();
+    auto same = std::find_if(out.begin(), out.end(), [&](const LeftAlone& a) {
+      return !key.empty() && a.instance == key;
+    });
+    if (same == out.end()) {
+      LeftAlone a;
+      a.instance = key;
+      a.reason = s.reason;
+      a.user = h ? h->user : std::string();
+      out.push_back(std::move(a));
+      same = std::prev(out.end());
+    }
+    same->pids.push_back(s.id.pid);
+    if (same->comm.empty()) same->comm = s.comm;
+    same->bytes += s.gpu_bytes;
+    for (gpu::DeviceId g : s.gpus)
+      if (std::find(same->gpus.begin(), same->gpus.end(), g) == same->gpus.end())
+        same->gpus.push_back(g);
+  }
+  for (auto& a : out) std::sort(a.gpus.begin(), a.gpus.end());
+  return out;
+}
+
+std::string left_alone_line(const LeftAlone& a, const inventory::Inventory& inv) {
+  const auto* in = a.instance.empty() ? nullptr : inventory::find_instance(inv.instances, a.instance);
+  const std::string who =
+      in ? fmt::format("{} {} ({})", server_word(*in), terminal_text(a.instance),
+                       plural(a.pids.size(), "process", "processes"))
+         : fmt::format("pid {} ({})", a.pids.front(), terminal_text(a.comm, 20));
+  return fmt::format("left alone: {} of {}, {} on GPU {}: {}", who,
+                     a.user.empty() ? "?" : terminal_text(a.user, 20), format_bytes(a.bytes),
+                     gpu::device_list(a.gpus), terminal_text(a.reason));
 }
 
 std::string launched_line(const std::string& command, pid_t pid, const std::string& run_id) {
@@ -103,6 +158,25 @@ std::string replace_plan_text(const reclaim::Plan& plan, const inventory::Invent
   return out;
 }
 
+nlohmann::ordered_json replace_json(const ReplaceRecord& r) {
+  using J = nlohmann::ordered_json;
+  J left = J::array();
+  for (const auto& a : r.left_alone)
+    left.push_back({{"instance", a.instance.empty() ? J(nullptr) : J(a.instance)},
+                    {"pids", a.pids},
+                    {"user", a.user},
+                    {"gpus", a.gpus},
+                    {"bytes", a.bytes},
+                    {"reason", a.reason}});
+  const bool freed = r.plan && r.report;
+  return {{"flag", r.flag},
+          {"freed", freed ? free_json(*r.plan, *r.report, false) : J(nullptr)},
+          {"verified_gpus", freed ? J(freed_gpus(*r.plan, *r.report)) : J::array()},
+          {"ports_closed", r.ports},
+          {"left_alone", left},
+          {"messages", r.said}};
+}
+
 std::string needs_confirmation(const reclaim::Plan& plan, const inventory::Inventory& inv,
                                supervise::ReplaceMode mode) {
   for (const auto& v : inv.gpus)
@@ -123,7 +197,10 @@ std::string needs_confirmation(const reclaim::Plan& plan, const inventory::Inven
   for (const auto& s : plan.skipped) {
     if (s.kind != reclaim::SkipKind::not_matched || s.gpu_bytes == 0) continue;
     const proc::Holder* h = holder_of(inv, s.id);
-    if (mode == supervise::ReplaceMode::replace_orphans && !(h && h->orphaned)) continue;  // not asked to free it
+    // --replace-orphans frees what it may and treats the rest as a live holder is treated
+    // (W4-03): another user's orphan known by inference only, on any GPU, is said as
+    // left alone (left_alone_line), never a refusal that keeps CMD from starting.
+    if (mode == supervise::ReplaceMode::replace_orphans) continue;
     if (h && h->orphaned)
       return fmt::format("pid {} ({}) holds {} and is orphaned only by inference: {}", s.id.pid,
                          terminal_text(s.comm, 20), format_bytes(s.gpu_bytes),

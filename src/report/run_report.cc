@@ -70,8 +70,19 @@ std::string run_problems_text(const supervise::RunOutcome& out) {
   return text;
 }
 
+nlohmann::ordered_json run_not_started_json(const std::vector<std::string>& argv,
+                                            const ReplaceRecord& replace, int exit_code) {
+  return {{"schema_version", kSchemaVersion},
+          {"command", "run"},
+          {"exit_code", exit_code},
+          {"started", false},
+          {"cmd", {{"argv", argv}, {"pid", nullptr}}},
+          {"replace", replace_json(replace)}};
+}
+
 nlohmann::ordered_json run_json(const std::vector<std::string>& argv,
-                                const supervise::RunOutcome& out, int exit_code) {
+                                const supervise::RunOutcome& out, int exit_code,
+                                const ReplaceRecord* replace) {
   using J = nlohmann::ordered_json;
   auto opt = [](const auto& v) { return v ? J(*v) : J(nullptr); };
   J command = {{"argv", argv}, {"pid", out.cmd_pid ? J(out.cmd_pid) : J(nullptr)}};
@@ -115,11 +126,13 @@ nlohmann::ordered_json run_json(const std::vector<std::string>& argv,
   return {{"schema_version", kSchemaVersion},
           {"command", "run"},
           {"exit_code", exit_code},
+          {"started", true},
           {"run_id", out.run_id},
           {"containment", out.mode == supervise::Containment::cgroup ? "cgroup" : "subreaper"},
           {"cgroup", out.cgroup_path.empty() ? J(nullptr) : J(out.cgroup_path)},
           {"no_cgroup_reason", out.no_cgroup_reason.empty() ? J(nullptr) : J(out.no_cgroup_reason)},
           {"cmd", command},
+          {"replace", replace ? replace_json(*replace) : J(nullptr)},
           {"stop_signal", opt(out.stop_signal)},
           {"reaper_lost", out.reaper_lost},
           {"teardown", teardown},

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "report/replace_report.h"
 #include "supervise/run_session.h"
 
 namespace gpureap::report {
@@ -23,7 +24,15 @@ std::string run_problems_text(const supervise::RunOutcome& out);
 
 /// `gpureap --json run`'s document (docs/json-schema.md), for stderr: stdout is the
 /// command's. `exit_code` is gpureap's own exit status.
+/// `replace`: what --replace/--replace-orphans/--free-first did first (its "replace"
+/// object, replace_json), or nullptr (null).
 nlohmann::ordered_json run_json(const std::vector<std::string>& argv,
-                                const supervise::RunOutcome& out, int exit_code);
+                                const supervise::RunOutcome& out, int exit_code,
+                                const ReplaceRecord* replace = nullptr);
+
+/// The document of a run whose CMD was not started because what had to be freed first
+/// was not (`started` false, the "replace" object says why in its messages).
+nlohmann::ordered_json run_not_started_json(const std::vector<std::string>& argv,
+                                            const ReplaceRecord& replace, int exit_code);
 
 }  // namespace gpureap::report

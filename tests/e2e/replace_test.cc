@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "harness.h"
 
@@ -87,7 +88,9 @@ TEST(Replace, WithoutATerminalOrYesAnInferredOrphanIsRefusedAndNothingSignalled)
   const std::string marker = node.dir() + "/launched";
   auto r = node.gpureap(
       {"run", "--replace", std::to_string(s.sglang.leader), "--", "/bin/touch", marker});
-  EXPECT_EQ(r.exit_code, 2) << r.err;
+  // 75 (EX_TEMPFAIL): refused for now, not the usage error a unit's
+  // RestartPreventExitStatus=2 treats as final (W4-03).
+  EXPECT_EQ(r.exit_code, 75) << r.err;
   EXPECT_FALSE(std::filesystem::exists(marker));
   EXPECT_NE(r.err.find("No terminal to ask on: pass --yes"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("nothing was signalled"), std::string::npos) << r.err;
@@ -111,7 +114,7 @@ TEST(Replace, FreeFirstWithoutATerminalOrYesLeavesTheLiveServerWhole) {
   Scene s = seed_scene(node);
   const std::string marker = node.dir() + "/launched";
   auto r = node.gpureap({"run", "--gpu", "all", "--free-first", "--", "/bin/touch", marker});
-  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.exit_code, 75) << r.err;
   EXPECT_FALSE(std::filesystem::exists(marker));
   EXPECT_NE(r.err.find("nothing was signalled"), std::string::npos) << r.err;
   expect_whole(s.vllm, "--free-first may not signal a live server unconfirmed");
@@ -137,6 +140,46 @@ TEST(Replace, FreeFirstConfirmedStopsALiveServerWholeOrNotAtAll) {
   EXPECT_TRUE(SimNode::eventually([&] { return !alive(s.vllm.leader); }))
       << "the launcher of the workers it stopped: " << whole.err;
   for (const auto& [pid, gpu] : s.sglang.holders) EXPECT_TRUE(alive(pid)) << pid;
+}
+
+// Issue 53 #6: `--json run --replace` leaves one JSON document on stderr, nothing before
+// it, and the document records what was freed; a refusal is one document too.
+TEST(Replace, JsonRunLeavesOneDocumentThatRecordsWhatWasFreed) {
+  SimNode node;
+  Scene s = seed_scene(node);
+  const std::string key = std::to_string(s.sglang.leader);
+  const std::string marker = node.dir() + "/launched";
+  auto refused = node.gpureap({"--json", "run", "--replace", key, "--", "/bin/touch", marker});
+  EXPECT_EQ(refused.exit_code, 75) << refused.err;
+  nlohmann::json no;
+  ASSERT_NO_THROW(no = nlohmann::json::parse(refused.err)) << refused.err;
+  EXPECT_EQ(no.at("started"), false) << refused.err;
+  EXPECT_EQ(no.at("exit_code"), 75) << refused.err;
+  EXPECT_TRUE(no.at("replace").at("freed").is_null()) << refused.err;
+  EXPECT_NE(no.at("replace").at("messages").dump().find("No terminal to ask on"),
+            std::string::npos)
+      << refused.err;
+
+  auto r = node.gpureap({"--json", "run", "--replace", key, "--yes", "--", "/bin/touch", marker});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(marker)) << r.err;
+  nlohmann::json doc;
+  ASSERT_NO_THROW(doc = nlohmann::json::parse(r.err)) << "one document, nothing else: " << r.err;
+  EXPECT_EQ(doc.at("started"), true);
+  EXPECT_FALSE(doc.at("cmd").at("pid").is_null()) << r.err;
+  const auto& replaced = doc.at("replace");
+  EXPECT_EQ(replaced.at("flag"), "--replace " + key);
+  EXPECT_EQ(replaced.at("verified_gpus"), nlohmann::json::array({0, 1, 2, 3})) << r.err;
+  EXPECT_EQ(replaced.at("ports_closed"), nlohmann::json::array({s.sglang.listen_port})) << r.err;
+  const auto& freed = replaced.at("freed");
+  ASSERT_TRUE(freed.is_object()) << r.err;
+  std::set<int> signalled;
+  for (const auto& a : freed.at("actions")) signalled.insert(a.at("pid").get<int>());
+  for (const auto& [pid, gpu] : s.sglang.holders)
+    EXPECT_TRUE(signalled.contains(pid)) << "worker " << pid << " on GPU " << gpu << ": " << r.err;
+  for (const auto& g : freed.at("gpus")) EXPECT_EQ(g.at("freed"), true) << g.dump();
+  expect_gone(s.sglang);
+  expect_whole(s.vllm, "not in --replace's instance");
 }
 
 // A 6 s release is waited out through the release model (issue 35), not refused as

@@ -574,6 +574,53 @@ TEST(Run, ReplaceOrphansUnattendedFreesAKilledRunThenStarts) {
   run_command({GPUREAP_BIN, "run", "--", "true"}, {}, 10s);  // sweeps the emptied cgroup
 }
 
+// W4-03 and issue 53 #2: the unit's `run --replace-orphans` (no terminal, no --yes) frees
+// what a killed `gpureap run` left on GPUs 0-1 (owned), leaves a live vLLM server on GPUs
+// 4-5 and an orphan known only by its title on GPU 6 alone, as it leaves any live holder
+// (never a refusal: nothing final keeps the unit down), says so, and verifies only the
+// GPUs it freed. The lines are the ones the user reads, asserted whole.
+TEST(Run, ReplaceOrphansUnattendedFreesWhatItMayAndSaysWhatItLeftAlone) {
+  SimNode node;
+  auto killed = start_and_kill_gpureap(node, /*use_cgroup=*/true);
+  ASSERT_EQ(killed.ready.holders.size(), 2u);
+  auto live = node.hold({"--gpu", "4", "--children", "2", "--bytes", "8GiB", "--title",
+                         "VLLM::Worker_TP{k}", "--server-title",
+                         "vllm serve Qwen/Qwen3-8B --tensor-parallel-size 2"});
+  auto inferred = node.hold({"--gpu", "6", "--children", "1", "--bytes", "1GiB", "--orphan",
+                             "--title", "VLLM::Worker_TP0"});
+  ASSERT_EQ(live.holders.size(), 2u);
+  ASSERT_EQ(inferred.holders.size(), 1u);
+  const std::string marker = node.dir() + "/started";
+  auto r = node.gpureap({"run", "--replace-orphans", "--", "/bin/touch", marker});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(marker)) << r.err;
+  expect_all_gone(killed.ready.pids);
+  for (const auto& [pid, gpu] : live.holders) EXPECT_TRUE(alive(pid)) << "live worker " << pid;
+  EXPECT_TRUE(alive(inferred.holders.at(0).first)) << "an inferred orphan is a person's to free";
+
+  std::vector<std::string> lines;
+  std::istringstream in(r.err);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 5u) << r.err;
+  EXPECT_EQ(lines[0].rfind("gpureap run: freed ", 0), 0u) << r.err;
+  EXPECT_NE(lines[0].find(" on GPU 0,1)"), std::string::npos) << r.err;
+  EXPECT_EQ(lines[1], "gpureap run: verified: GPU 0,1 back at baseline") << r.err;
+  EXPECT_EQ(lines[2], "gpureap run: left alone: vllm server " + std::to_string(live.leader) +
+                          " (2 processes) of root, 16.0 GiB on GPU 4,5: not orphaned (its "
+                          "parent is alive); --orphans given")
+      << r.err;
+  EXPECT_EQ(lines[3].rfind("gpureap run: left alone: vllm server " +
+                               std::to_string(inferred.leader) +
+                               " (1 process) of root, 1.00 GiB on GPU 6: orphaned by inferred "
+                               "evidence (",
+                           0),
+            0u)
+      << r.err;
+  EXPECT_EQ(lines[4].rfind("gpureap run: launched /bin/touch as pid ", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.find("GPU 0,1,2,3,4,5,6,7"), std::string::npos) << "verified what it left alone";
+  run_command({GPUREAP_BIN, "run", "--", "true"}, {}, 10s);  // sweeps the emptied cgroup
+}
+
 // ---- the GPUs first ----
 
 TEST(Run, WaitFreeTimesOutWithoutStartingTheCommand) {
