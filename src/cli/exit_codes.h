@@ -83,7 +83,7 @@ inline constexpr ExitStatuses<5> kFreeExits = {{
     {"2", "usage error (bad flag, selector, number or duration; or no confirmation)"},
     {"3",
      "system error: NVML unusable, or a selected GPU it cannot read, so the release cannot be "
-     "measured; another free holds the lock (past --wait-lock); I/O"},
+     "measured; an input/output error; another free holds the lock (past --wait-lock)"},
     {"4",
      "nothing to do (no holder on the selected GPUs, memory at baseline); 0 instead with "
      "--ok-if-nothing"},

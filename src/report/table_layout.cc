@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "report/terminal_text.h"
 
@@ -29,18 +30,36 @@ std::string pad(std::string text, std::size_t width, bool right) {
 // One line of `text` (no newline) broken to `columns`.
 // Where a line's continuation starts: its description column (the text after its
 // first gap of two spaces or more) for Hang::description, else two past its indent.
-std::size_t hang_column(std::string_view line, std::size_t indent, Hang hang) {
+// `indent_end`: the byte where the line's first visible non-space is.
+std::size_t hang_column(std::string_view line, std::size_t indent, std::size_t indent_end,
+                        Hang hang) {
   if (hang == Hang::description && indent == 0) return 0;  // prose
   if (hang == Hang::description)
-    if (auto gap = line.find("  ", indent); gap != std::string_view::npos)
+    if (auto gap = line.find("  ", indent_end); gap != std::string_view::npos)
       if (auto text = line.find_first_not_of(' ', gap); text != std::string_view::npos)
         return visible_width(line.substr(0, text));
   return indent + 2;
 }
 
+// The spaces a line starts with as a terminal shows them (a colour may open before them:
+// "\033[31m  sglang server", issue 53 #7), and the byte after them.
+std::pair<std::size_t, std::size_t> leading_spaces(std::string_view line) {
+  std::size_t spaces = 0, i = 0;
+  while (i < line.size()) {
+    if (const std::size_t esc = sgr_length(line.substr(i))) {
+      i += esc;
+      continue;
+    }
+    if (line[i] != ' ') break;
+    ++spaces;
+    ++i;
+  }
+  return {spaces, i};
+}
+
 void wrap_line(std::string_view line, std::size_t columns, Hang hang, std::string& out) {
-  const std::size_t indent = std::min(line.find_first_not_of(' '), line.size());
-  const std::size_t hang_at = hang_column(line, indent, hang);
+  const auto [indent, indent_end] = leading_spaces(line);
+  const std::size_t hang_at = hang_column(line, indent, indent_end, hang);
   std::string prefix;  // what each continuation line starts with
   std::string active;  // the colour open at this point ("" after a reset)
   bool first = true;

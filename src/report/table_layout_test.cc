@@ -99,5 +99,21 @@ TEST(WrapLines, CountsCodePointsNotBytes) {
   EXPECT_EQ(wrap_lines("ééé ééé", 7), "ééé ééé");
 }
 
+// Issue 53 #7: a colour opened before a line's indent ("\033[31m  sglang server ...", as
+// status's Instances block and free's plan write an orphaned instance) hangs its
+// continuation two past the indent the terminal shows, as without colour.
+TEST(WrapLines, AColourBeforeTheIndentDoesNotMoveTheHang) {
+  const std::string plain = wrap_lines("  sglang server, process group 434, launcher gone", 30);
+  const std::string coloured =
+      wrap_lines("\033[31m  sglang server, process group 434, launcher gone\033[0m", 30);
+  auto strip = [](std::string s) {
+    for (auto at = s.find('\033'); at != std::string::npos; at = s.find('\033'))
+      s.erase(at, s.find('m', at) - at + 1);
+    return s;
+  };
+  EXPECT_EQ(strip(coloured), plain);
+  EXPECT_EQ(plain, "  sglang server, process group\n    434, launcher gone");
+}
+
 }  // namespace
 }  // namespace gpureap::report
