@@ -200,8 +200,7 @@ std::optional<int> confirmed(const Say& say, const FreeBeforeRun& r, const recla
                                          report::replace_plan_text(plan, look));
     const auto columns = stderr_columns();
     print_err(columns ? report::wrap_lines(text, *columns) : text);
-    if (!ask_on_tty(fmt::format("Free it ({} process(es)) and launch {}?", plan.targets.size(),
-                                r.command))) {
+    if (!ask_on_tty(report::replace_question(plan, r.command))) {
       say.line(fmt::format("not confirmed; nothing was signalled, {}", say.not_starting));
       return kExitUsage;
     }

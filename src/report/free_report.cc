@@ -25,6 +25,12 @@
 namespace gpureap::report {
 namespace {
 
+std::vector<proc::ProcessId> signalled_ids(const reclaim::Plan& plan) {
+  std::vector<proc::ProcessId> ids;
+  for (const auto& t : plan.targets) ids.push_back(t.id);
+  return ids;
+}
+
 std::string gpus_text(const std::vector<gpu::DeviceId>& gpus) {
   return gpus.empty() ? "-" : gpu::device_list(gpus);
 }
@@ -219,6 +225,8 @@ std::string plan_lines(const reclaim::Plan& plan, const Style& style,
       out += "  Instance: " + instance_heading(in) + "\n";
       for (const auto& g : groups)
         if (g.instance == in.key) out += "    " + group_line(plan, g) + "\n";
+      if (auto cut = cut_instance_note(in, signalled_ids(plan)); !cut.empty())
+        out += style.red("    " + cut) + "\n";
     }
     if (rest.targets.empty()) {
       // Every target said by its instance's line.

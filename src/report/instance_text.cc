@@ -131,6 +131,47 @@ std::string instance_heading(const inventory::Instance& in) {
   return out;
 }
 
+namespace {
+
+bool live(const inventory::Instance& in) {
+  return in.launcher_alive && in.orphaned == 0 && in.detached == 0;
+}
+
+}  // namespace
+
+std::string live_instance_note(const inventory::Instance& in) {
+  if (!live(in)) return {};
+  return fmt::format("LIVE: serving{} (launcher pid {} alive); stopping it stops the server",
+                     in.port ? fmt::format(" on port {}", *in.port) : std::string(),
+                     in.launcher_pid);
+}
+
+std::string cut_instance_note(const inventory::Instance& in,
+                              const std::vector<proc::ProcessId>& signalled) {
+  if (!live(in)) return {};
+  auto is_signalled = [&](const proc::ProcessId& id) {
+    return std::find(signalled.begin(), signalled.end(), id) != signalled.end();
+  };
+  std::vector<std::string> staying;
+  for (const auto& m : in.members)
+    if (!is_signalled(m.id)) {
+      std::string who = m.role == proc::EngineRole::none ? std::string("process")
+                                                          : std::string(proc::enum_name(m.role));
+      if (!m.ranks.empty()) who += " " + m.ranks;
+      staying.push_back(fmt::format("{} (pid {})", terminal_text(who), m.id.pid));
+    }
+  const bool launcher_stays =
+      in.launcher_pid > 0 &&
+      std::none_of(signalled.begin(), signalled.end(),
+                   [&](const proc::ProcessId& id) { return id.pid == in.launcher_pid; });
+  if (staying.empty()) return {};  // every GPU holder goes: the instance is stopped
+  std::string who;
+  for (std::size_t i = 0; i < staying.size() && i < 4; ++i) who += (i ? ", " : "") + staying[i];
+  if (staying.size() > 4) who += fmt::format(" and {} more", staying.size() - 4);
+  if (launcher_stays) who += fmt::format(" and its launcher (pid {})", in.launcher_pid);
+  return fmt::format("cuts instance {} in part: {} keep running", terminal_text(in.key), who);
+}
+
 bool worth_showing(const inventory::Instance& in) {
   return in.members.size() > 1 || recognised(in.engine);
 }

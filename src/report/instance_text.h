@@ -21,6 +21,17 @@ std::string instance_heading(const inventory::Instance& in);
 /// The ranks of its members, compactly: "TP0..TP7", "DP0 TP0, DP0 TP1, ...", "" when none.
 std::string member_ranks(const inventory::Instance& in);
 
+/// A live instance (its launcher alive, none of its members orphaned or detached): what
+/// stopping it means, "LIVE: serving on port 8001 (launcher pid 18396 alive); stopping it
+/// stops the server" (issue 53 #4). "" for any other instance. Escaped; no newline.
+std::string live_instance_note(const inventory::Instance& in);
+
+/// A live instance that a plan signals only in part (`free --gpu 6` of a TP-2 server):
+/// "cuts instance 18396 in part: worker TP1 (pid 18398) and its launcher (pid 18396) keep
+/// running" (at most 4 named). "" when the plan takes it whole, or it is not live.
+std::string cut_instance_note(const inventory::Instance& in,
+                              const std::vector<proc::ProcessId>& signalled);
+
 /// True when the instance is worth a line of its own: several processes, or a
 /// recognised engine (a lone generic process is just its holder row).
 bool worth_showing(const inventory::Instance& in);

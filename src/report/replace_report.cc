@@ -125,6 +125,40 @@ std::string open_port_text(const supervise::OpenPort& port) {
                      terminal_text(port.comm, 20));
 }
 
+std::string replace_question(const reclaim::Plan& plan, std::string_view command) {
+  const std::size_t n = plan.targets.size();
+  const std::string processes = fmt::format("{} process{}", n, n == 1 ? "" : "es");
+  std::size_t live = 0, orphaned = 0;
+  for (const auto& in : plan.instances) {
+    if (!live_instance_note(in).empty())
+      ++live;
+    else
+      ++orphaned;
+  }
+  const std::string cmd = terminal_text(command, 40);
+  if (plan.instances.size() == 1) {
+    const auto& in = plan.instances.front();
+    const bool is_live = live == 1;
+    return fmt::format("{} {} server {} ({}{}) and launch {}?", is_live ? "Stop" : "Free",
+                       proc::enum_name(in.engine) == std::string_view("none")
+                           ? std::string("the")
+                           : std::string(proc::enum_name(in.engine)),
+                       terminal_text(in.key), is_live ? "" : "orphaned, ", processes, cmd);
+  }
+  if (live > 0)
+    return fmt::format("Stop {} live server{}{} ({}), then launch {}?", live,
+                       live == 1 ? "" : "s",
+                       orphaned ? fmt::format(" and free {} orphaned one{}", orphaned,
+                                              orphaned == 1 ? "" : "s")
+                                : std::string(),
+                       processes, cmd);
+  return fmt::format("Free {} ({}) and launch {}?",
+                     orphaned ? fmt::format("{} orphaned instance{}", orphaned,
+                                            orphaned == 1 ? "" : "s")
+                              : std::string("them"),
+                     processes, cmd);
+}
+
 std::string replace_plan_text(const reclaim::Plan& plan, const inventory::Inventory& inv) {
   std::string out;
   for (const auto& in : plan.instances) {
@@ -134,8 +168,10 @@ std::string replace_plan_text(const reclaim::Plan& plan, const inventory::Invent
     for (const auto& v : inv.gpus)
       for (const auto& gh : v.holders)
         if (gh.holder.instance == in.key && gh.holder.orphaned)
-          reasons.insert(gh.holder.orphan_reason);
-    for (const auto& r : reasons) out += "    orphaned: " + terminal_text(r) + "\n";
+          reasons.insert(fmt::format("{}: {}", proc::enum_name(gh.holder.provenance),
+                                     terminal_text(gh.holder.orphan_reason)));
+    for (const auto& r : reasons) out += "    orphaned, " + r + "\n";
+    if (auto note = live_instance_note(in); !note.empty()) out += "    " + note + "\n";
     std::size_t others = 0;
     for (const auto& t : plan.targets) {
       if (t.instance != in.key) continue;

@@ -53,6 +53,12 @@ std::string launched_line(const std::string& command, pid_t pid, const std::stri
 /// "port 30000 is still listened on by pid 4242 (python3)".
 std::string open_port_text(const supervise::OpenPort& port);
 
+/// The question before a confirmed replace: "Stop vllm server 18396 (3 processes) and
+/// launch CMD?" for a live instance, "Free sglang server 434 (orphaned, 9 processes) and
+/// launch CMD?" for an orphaned one; several instances are counted ("Stop 1 live server
+/// and free 1 orphaned one (7 processes), then launch CMD?"). Escaped.
+std::string replace_question(const reclaim::Plan& plan, std::string_view command);
+
 /// The plan as `run --replace` asks about it: each instance once (its heading, the
 /// evidence of its orphaning, what else the plan stops), then the processes that are
 /// no instance's. Ends with a newline.
