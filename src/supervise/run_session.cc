@@ -9,6 +9,9 @@
 
 #include "reclaim/audited_control.h"
 #include "supervise/run_cgroup.h"
+#include "inventory/run_records.h"
+#include "inventory/state_file.h"
+#include "proc/process_handle.h"
 #include "proc/run_id.h"
 #include "util/clock.h"
 #include "util/signal_name.h"
@@ -144,7 +147,28 @@ class RunSession {
     }
     say(fmt::format("started {} as pid {} (reaper pid {})", settings_.argv[0], out_.cmd_pid,
                     run_->reaper_pid()));
+    record();
     if (settings_.on_launch) settings_.on_launch(out_.run_id, out_.cmd_pid);
+  }
+
+  // The run's identity in the state directory: what tells its processes apart as a live
+  // run's (the reaper by pid and start time) and names its rest once it ended; a name or
+  // GPUREAP_RUN_ID, which anyone sets, never does (inventory/run_records.h).
+  void record() {
+    const std::string& dir = node_.baselines().dir();
+    if (dir.empty()) return;
+    auto id = [&](pid_t pid) {
+      auto read = proc::read_process_id(pid, node_.proc_root());
+      return read ? *read : proc::ProcessId{};
+    };
+    inventory::RunRecord r{out_.run_id, inventory::boot_id(), id(::getpid()),
+                           id(run_->reaper_pid()), id(out_.cmd_pid)};
+    if (auto saved = inventory::save_run_record(dir, r); saved) {
+      recorded_ = true;
+    } else {
+      say("the run's record could not be written (" + saved.error().message +
+          "): its processes are not known as a live run's");
+    }
   }
 
   // 3. Supervise until CMD ends or we are told to stop; meanwhile note which
@@ -287,6 +311,7 @@ class RunSession {
   //    one stays: it names the leftovers).
   void finish() {
     run_->finish();
+    if (recorded_) inventory::remove_run_record(node_.baselines().dir(), out_.run_id);
     if (RunCgroup* cg = cgroup()) {
       if (!cg->populated()) {
         (void)cg->remove();
@@ -302,6 +327,7 @@ class RunSession {
   const RunLog& log_;
   const Clock::time_point t0_ = Clock::now();
   RunOutcome out_;
+  bool recorded_ = false;
   // Destroyed in reverse: the watch, the run, the signals it forwards, the cgroup.
   std::optional<RunCgroup> cgroup_;
   std::optional<ForwardedSignals> signals_;
