@@ -9,6 +9,7 @@
 
 #include "gpu/gpu_select.h"
 #include "inventory/node.h"
+#include "inventory/run_records.h"
 #include "proc/engine_role.h"
 #include "proc/lineage.h"
 #include "proc/proc_files.h"
@@ -275,6 +276,7 @@ CallerContext CallerContext::from_table(const std::string& proc_root,
   ctx.euid = ::geteuid();
   ctx.table = std::move(table);
   for (const auto& d : proc::descendants(ctx.table, ctx.self)) ctx.helpers.insert(d.pid);
+  ctx.state_dir = inventory::state_dir().value_or("");
   return ctx;
 }
 
@@ -464,14 +466,25 @@ void add_descendants(Plan& plan, const Holders& held, const Selection& sel,
 // and never signalled for it (W4-02): it may be another server's live launcher.
 void add_ended_runs(Plan& plan, const std::map<std::string, EndedRun>& ended_runs,
                     const Holders& held, const Selection& sel, const CallerContext& ctx) {
+  const auto records = ended_runs.empty() ? std::vector<inventory::RunRecord>{}
+                                          : inventory::load_run_records(ctx.state_dir);
   for (const auto& [run_id, run] : ended_runs) {
+    // The command the run recorded (pid and start time), its gpureap gone: it and its
+    // descendants are the run's, by the run's own word.
+    std::set<pid_t> recorded;
+    for (const auto& r : records)
+      if (r.run_id == run_id && !inventory::process_alive(r.gpureap, ctx.proc_root) &&
+          inventory::process_alive(r.command, ctx.proc_root)) {
+        recorded.insert(r.command.pid);
+        for (const auto& d : proc::descendants(ctx.table, r.command.pid)) recorded.insert(d.pid);
+      }
     for (const auto& e : ctx.table) {
       if (plan.contains(e.id) || plan.left_alone(e.id) || e.kernel_thread) continue;
       const bool in_cgroup =
           run.in_cgroup &&
           proc::container_hint(proc::pick_cgroup_path(proc::parse_cgroup(proc::read_small_file(
               fmt::format("{}/{}/cgroup", ctx.proc_root, e.id.pid))))) == "gpureap-run:" + run_id;
-      if (!in_cgroup) {
+      if (!in_cgroup && !recorded.contains(e.id.pid)) {
         if (e.sid != run.sid || held.contains(e.id) ||
             proc::run_id_from_environ(read_environ(e.id.pid, ctx.proc_root)).value_or("") != run_id)
           continue;
@@ -486,7 +499,10 @@ void add_ended_runs(Plan& plan, const std::map<std::string, EndedRun>& ended_run
       if (protection_reason(e.id.pid, e.comm, false, ctx, false)) continue;
       if (ctx.euid != 0 && e.uid != ctx.euid) continue;
       const std::string why =
-          fmt::format("in the cgroup of gpureap run {}, whose gpureap is gone", run_id);
+          in_cgroup ? fmt::format("in the cgroup of gpureap run {}, whose gpureap is gone", run_id)
+                    : fmt::format("the command of gpureap run {} (as the run recorded it) or its "
+                                  "descendant; its gpureap is gone",
+                                  run_id);
       if (auto c = held.find(e.id); c != held.end()) {
         leave_unselected_holder(plan, c->second, sel, ctx, why);
         continue;
