@@ -148,7 +148,7 @@ class Agent {
       http_.emplace(std::move(*http));
     }
     // What an earlier agent saw die, for the processes still the same (W3-07).
-    watcher_.remember_dead_parents(inventory::load_witnesses(options_.state_dir));
+    watcher_.remember_dead_parents(inventory::load_witnesses(options_.state_dir, node_.proc_root()));
     watcher_.refresh(true);  // announced by loop(), after the "started" line
     record_history();
     if (options_.textfile_dir) {

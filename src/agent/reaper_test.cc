@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
+
+#include "inventory/run_records.h"
+#include "inventory/state_file.h"
 #include "reclaim/test_machine.h"
 
 namespace gpureap::agent {
@@ -61,6 +65,8 @@ FakeProc worker(pid_t pid, std::string title) {
 proc::DeadParent server_died(pid_t pid, std::uint64_t holder_start = 0) {
   proc::DeadParent d{pid, "python3", "python3 -m sglang.launch_server --tp 2", 1.0, true, false, 2};
   d.holder_start = holder_start;
+  d.manner = proc::ExitManner::signaled;  // as the kernel reported it
+  d.exit_value = SIGKILL;
   return d;
 }
 
@@ -127,20 +133,38 @@ TEST(Reaper, AGoneRunsServerInTheRunsCgroupIsReaped) {
 }
 
 TEST(Reaper, ALiveRunsServerIsNeverReaped) {
-  // The run's gpureap-reaper is its parent and lives: the run owns it, whatever its
-  // cgroup or environment says.
+  // The run's reaper is its parent and lives, by the identity the run recorded in the
+  // state directory: the run owns it, whatever its cgroup or environment says.
   TestMachine m;
   FakeProc reaper;
   reaper.pid = 4600;
   reaper.comm = "gpureap-reaper";
-  m.spawn(reaper);
+  auto rid = m.spawn(reaper);
   FakeProc s = worker(4601, "python3 serve.py");
   s.ppid = 4600;
   s.cgroup = "/system.slice/gpureap-run-serve-4599";
   auto id = m.spawn(s);
+  ASSERT_TRUE(inventory::save_run_record(m.node().baselines().dir(),
+                                         {"serve-4599", inventory::boot_id(), rid, rid, id}));
   auto r = reap_one(m, id);
   EXPECT_FALSE(r.orphaned);
   EXPECT_FALSE(r.signalled);
+}
+
+TEST(Reaper, W4_06_AProcessNamedGpureapReaperIsNoLiveRun) {
+  // The same shape with no record: a name anyone can take (PR_SET_NAME) makes no run.
+  TestMachine m;
+  FakeProc reaper;
+  reaper.pid = 4650;
+  reaper.comm = "gpureap-reaper";
+  m.spawn(reaper);
+  FakeProc s = worker(4651, "python3 serve.py");
+  s.ppid = 4650;
+  s.cgroup = "/system.slice/gpureap-run-serve-4649";
+  auto id = m.spawn(s);
+  auto r = reap_one(m, id);
+  EXPECT_TRUE(r.orphaned);
+  EXPECT_EQ(r.provenance, proc::Provenance::owned);
 }
 
 TEST(Reaper, KeepProtectsAWitnessedOrphan) {

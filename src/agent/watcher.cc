@@ -1,6 +1,7 @@
 #include "agent/watcher.h"
 
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <iterator>
 
 #include "inventory/collect.h"
+#include "inventory/run_records.h"
 #include "proc/holder_scan.h"
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
@@ -60,6 +62,8 @@ struct Watcher::Watched {
   pid_t pid = 0;
   std::string comm;
   std::string cmdline;
+  std::uint64_t start_time = 0;
+  pid_t pgid = 0, sid = 0;     // as when it was first watched
   std::set<pid_t> dependents;  // holders whose parent or group leader this is
   std::set<pid_t> children;    // those of them whose parent it was when last watched
   bool is_holder = false;
@@ -146,6 +150,7 @@ void Watcher::full_scan() {
   scan.proc_root = node_.proc_root();
   scan.devices = &node_.devices();
   scan.exclude = own_pids();
+  scan.run_supervisors = inventory::run_supervisors(node_.baselines().dir(), node_.proc_root(), true);
   proc::ScanResult result = proc::scan_holders(scan);
   last_full_cpu_ = process_cpu() - cpu_before;
   take_snapshot();
@@ -163,6 +168,9 @@ void Watcher::full_scan() {
   processes_scanned_ = result.processes_scanned;
   seen_pids_.clear();
   if (listed_ok) seen_pids_ = std::move(listed);
+  // What was seen die for a process that holds nothing now (gone, or let go) names
+  // nobody: dropped at every full look, so the state directory's record stays current.
+  std::erase_if(dead_parents_, [&](const auto& entry) { return !holders_.contains(entry.first); });
   rebuild();
 }
 
@@ -279,13 +287,10 @@ void Watcher::incremental_scan(Look look, const std::set<pid_t>& also) {
 
 bool Watcher::new_pids(int proc_fd, std::set<pid_t>& candidates) {
   if (!events_) return listed_new_pids(proc_fd, candidates);
-  auto batch = events_->drain();
-  if (!batch) {
-    // The connector failed: listing from now on (seen_pids_ is as of the last tick).
-    events_unavailable_ = batch.error().message;
-    events_.reset();
-    return listed_new_pids(proc_fd, candidates);
-  }
+  pump_events();
+  if (!events_) return listed_new_pids(proc_fd, candidates);
+  std::optional<proc::ProcEventBatch> batch(std::move(pending_events_));
+  pending_events_ = {};
   // The kernel dropped events (a burst past the socket's buffer): the listing tells
   // which processes are new; the events keep coming.
   if (batch->lost) return listed_new_pids(proc_fd, candidates);
@@ -324,11 +329,46 @@ bool Watcher::listed_new_pids(int proc_fd, std::set<pid_t>& candidates) {
   return true;
 }
 
+void Watcher::pump_events() {
+  if (!events_) return;
+  auto batch = events_->drain();
+  if (!batch) {
+    // The connector failed: listing from now on (seen_pids_ is as of the last tick).
+    events_unavailable_ = batch.error().message;
+    events_.reset();
+    pending_events_ = {};
+    return;
+  }
+  pending_events_.lost = pending_events_.lost || batch->lost;
+  pending_events_.events.insert(pending_events_.events.end(), batch->events.begin(),
+                                batch->events.end());
+}
+
+void Watcher::read_exit(const Watched& w, inventory::DeadParent& dead) {
+  // The kernel's exit event (sent before the pidfd fires, so it is queued by now), else
+  // the pidfd's exit information or the zombie's stat line; else unknown.
+  pump_events();
+  for (auto e = pending_events_.events.rbegin(); e != pending_events_.events.rend(); ++e)
+    if (e->kind == proc::ProcEvent::Kind::exited && e->pid == w.pid) {
+      dead.manner = WIFSIGNALED(e->wait_status) ? proc::ExitManner::signaled
+                                                : proc::ExitManner::exited;
+      dead.exit_value =
+          WIFSIGNALED(e->wait_status) ? WTERMSIG(e->wait_status) : WEXITSTATUS(e->wait_status);
+      return;
+    }
+  if (auto how = w.handle.exit_manner(node_.proc_root())) {
+    dead.manner = how->how == proc::ChildExit::How::killed ? proc::ExitManner::signaled
+                                                          : proc::ExitManner::exited;
+    dead.exit_value = how->status;
+  }
+}
+
 void Watcher::rescan(const std::set<pid_t>& pids) {
   proc::ScanOptions scan;
   scan.proc_root = node_.proc_root();
   scan.devices = &node_.devices();
   scan.exclude = own_pids();
+  scan.run_supervisors = inventory::run_supervisors(node_.baselines().dir(), node_.proc_root(), true);
   scan.only_pids = std::vector<pid_t>(pids.begin(), pids.end());
   proc::ScanResult result = proc::scan_holders(scan);
   if (result.out_of_descriptors) {
@@ -468,6 +508,9 @@ void Watcher::rewatch() {
       w = std::make_shared<Watched>();
       w->handle = std::move(*handle);
       w->pid = pid;
+      w->start_time = stat->start_time;
+      w->pgid = stat->pgid;
+      w->sid = stat->sid;
       w->comm = stat->comm;
       w->cmdline = proc::read_cmdline(pid, node_.proc_root());
     }
@@ -531,6 +574,15 @@ std::set<pid_t> Watcher::note_death(int fd) {
   for (const auto& [pid, h] : holders_)
     if (h.ppid == w->pid) children.insert(pid);
   const std::size_t gpu_children = children.size();
+  // A run's supervisor by the identity its run recorded (inventory/run_records.h), never
+  // by a name anyone can give a process (W4-06).
+  const bool run_supervisor = std::ranges::any_of(
+      inventory::run_supervisors(node_.baselines().dir(), node_.proc_root(), false),
+      [&](const proc::ProcessId& id) { return id.pid == w->pid && id.start_time == w->start_time; });
+  inventory::DeadParent how;
+  read_exit(*w, how);
+  UniqueFd proc_fd(proc::open_dir_at(AT_FDCWD, node_.proc_root().c_str()));
+  proc::ReadBuffer buf;
   for (pid_t dep : w->dependents) {
     auto h = holders_.find(dep);
     bool was_parent = children.contains(dep);
@@ -538,8 +590,17 @@ std::set<pid_t> Watcher::note_death(int fd) {
     if (known != dead_parents_.end() && known->second.was_parent && !was_parent) continue;
     inventory::DeadParent dead{w->pid,     w->comm,      w->cmdline,  now,
                                was_parent, w->is_holder, gpu_children};
-    dead.run_supervisor = w->comm == "gpureap-reaper" || w->comm == "gpureap";
+    dead.run_supervisor = run_supervisor;
+    dead.manner = how.manner;
+    dead.exit_value = how.exit_value;
+    dead.pgid = w->pgid;
+    dead.sid = w->sid;
     if (h != holders_.end()) dead.holder_start = h->second.id.start_time;
+    // Who the kernel gave it to (exit_notify re-parented it before the pidfd fired).
+    if (proc_fd.valid())
+      if (auto now_stat = read_stat(proc_fd.get(), dep, buf);
+          now_stat && (h == holders_.end() || now_stat->start_time == h->second.id.start_time))
+        dead.adopter = now_stat->ppid;
     dead_parents_[dep] = std::move(dead);
   }
   return w->dependents;

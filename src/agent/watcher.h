@@ -145,6 +145,11 @@ class Watcher {
   void look_failed(const proc::ScanResult& result);  // out of descriptors: limits_
   std::set<pid_t> source_pids() const;                 // the pids NVML lists, any GPU
   void rewatch();
+  /// Moves what the proc connector queued into pending_events_ (the next tick's new
+  /// processes, and the exits' manners a death is recorded with).
+  void pump_events();
+  /// How the process behind `w` ended (DeadParent::manner, exit_value), as the kernel says.
+  void read_exit(const Watched& w, inventory::DeadParent& dead);
   void take_snapshot();  // NVML, with a retry (backed off) after a hang or a failed start
 
   inventory::Node& node_;
@@ -161,6 +166,7 @@ class Watcher {
   std::vector<pid_t> seen_pids_;  // the processes as of the last tick, sorted
   std::set<pid_t> young_;         // new at the last tick: looked at again at the next
   std::optional<proc::ProcEvents> events_;  // when new processes are found by events
+  proc::ProcEventBatch pending_events_;     // drained, not yet read by a tick
   std::string events_unavailable_;          // why not, when not
   bool events_tried_ = false;
   std::chrono::nanoseconds last_full_cpu_{0};  // the last full scan's CPU time

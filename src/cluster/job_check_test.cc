@@ -42,10 +42,12 @@ class JobCheckTest : public ::testing::Test {
   /// agent keeps it): `id`'s server, vLLM's launcher, which an unattended path may act on.
   void witness_server_death(const proc::ProcessId& id, pid_t server) {
     const std::string dir = m_.node().baselines().dir();
-    auto records = inventory::load_witnesses(dir);
+    auto records = inventory::load_witnesses(dir, m_.proc());
     proc::DeadParent d{server, "python3", "python3 -m vllm.entrypoints.openai.api_server", 1.0,
                        true,   false,     1};
     d.holder_start = id.start_time;
+    d.manner = proc::ExitManner::signaled;  // the kernel said: killed by SIGKILL
+    d.exit_value = 9;
     records[id.pid] = d;
     ASSERT_TRUE(inventory::save_witnesses(dir, records));
   }

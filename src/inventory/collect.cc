@@ -39,6 +39,7 @@ Inventory collect(gpu::GpuSource& gpus, const proc::DeviceSet& devices, Baseline
   scan_options.exclude = options.exclude;
   scan_options.exclude.insert(::getpid());
   scan_options.with_table = options.process_table;
+  scan_options.run_supervisors = options.run_supervisors;
 
   // The scan reads /proc while NVML answers in its helper process. The helper is
   // forked (without exec) by prefetch, before the scan thread exists: forking a

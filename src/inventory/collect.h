@@ -51,6 +51,8 @@ struct CollectOptions {
   /// The agent's witnesses: holder pid -> the parent (or group leader) it saw die.
   /// The orphan rule (proc/lineage.h) weighs them above what one scan can read.
   std::map<pid_t, proc::DeadParent> dead_parents;
+  /// The live runs' supervisors (inventory/run_records.h): proc::ScanOptions::run_supervisors.
+  std::vector<proc::ProcessId> run_supervisors;
   /// Holders the agent's answer (this command's first look) called orphaned by what it
   /// saw die: a direct look keeps that verdict for the same, still adopted, process.
   std::vector<proc::Holder> witnessed;

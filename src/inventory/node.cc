@@ -10,6 +10,7 @@
 #include "inventory/agent_client.h"
 #include "inventory/collect.h"
 #include "inventory/inventory_wire.h"
+#include "inventory/run_records.h"
 #include "inventory/witness_store.h"
 
 namespace gpureap::inventory {
@@ -77,7 +78,9 @@ Inventory Node::look(CollectOptions options) {
   if (!options.releases) options.releases = &releases_;
   // What a running (or earlier) agent saw die, kept in the state directory: a direct
   // look reaches the agent's verdict on those processes, not a one-look guess (W3-07).
-  if (options.dead_parents.empty()) options.dead_parents = load_witnesses(baselines_.dir());
+  if (options.dead_parents.empty()) options.dead_parents = load_witnesses(baselines_.dir(), config_.proc_root);
+  if (options.run_supervisors.empty())
+    options.run_supervisors = run_supervisors(baselines_.dir(), config_.proc_root, true);
   Inventory inv = collect_inventory(*gpus_, devices_, baselines_, options);
   inv.node = identity();
   return inv;

@@ -7,6 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "inventory/run_records.h"
+#include "inventory/state_file.h"
+#include "util/enum_names.h"
+
 namespace gpureap::inventory {
 
 namespace {
@@ -26,50 +30,33 @@ Result<void> save_witnesses(const std::string& dir, const std::map<pid_t, proc::
                        {"was_parent", d.was_parent},
                        {"held_gpu", d.held_gpu},
                        {"gpu_children", d.gpu_children},
-                       {"run_supervisor", d.run_supervisor}});
+                       {"run_supervisor", d.run_supervisor},
+                       {"manner", enum_name(d.manner)},
+                       {"exit_value", d.exit_value},
+                       {"pgid", d.pgid},
+                       {"sid", d.sid},
+                       {"adopter", d.adopter}});
   }
   // Text from processes may be any bytes: replaced, never a throw.
   const std::string text =
-      nlohmann::json{{"witnessed", records}}.dump(-1, ' ', false,
-                                                   nlohmann::json::error_handler_t::replace) +
+      nlohmann::json{{"boot_id", boot_id()}, {"witnessed", records}}.dump(
+          -1, ' ', false, nlohmann::json::error_handler_t::replace) +
       "\n";
-  const std::string path = dir + "/" + kWitnessFile;
-  const std::string tmp = fmt::format("{}.{}.tmp", path, ::getpid());
-  ::unlink(tmp.c_str());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return std::unexpected(Error::from_errno("cannot create " + tmp));
-  std::size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  const bool ok = done == text.size() && ::close(fd) == 0;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    auto err = Error::from_errno("cannot write " + path);
-    ::unlink(tmp.c_str());
-    return std::unexpected(err);
-  }
-  return {};
+  return write_state_file(dir + "/" + kWitnessFile, text);
 }
 
-std::map<pid_t, proc::DeadParent> load_witnesses(const std::string& dir) {
+std::map<pid_t, proc::DeadParent> load_witnesses(const std::string& dir,
+                                                 const std::string& proc_root) {
   std::map<pid_t, proc::DeadParent> out;
   if (dir.empty()) return out;
-  const std::string path = dir + "/" + kWitnessFile;
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return out;
-  struct stat st {};
-  std::string text;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= kMaxWitnessFile) {
-    text.resize(static_cast<std::size_t>(st.st_size));
-    ssize_t n = ::read(fd, text.data(), text.size());
-    text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
-  }
-  ::close(fd);
-  auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto text = read_state_file(dir + "/" + kWitnessFile, kMaxWitnessFile);
+  if (!text) return out;
+  auto doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object() || !doc.contains("witnessed") || !doc["witnessed"].is_array()) return out;
+  // Another boot's records (or a file that does not say which boot) name processes of
+  // that boot: pids and start ticks repeat after a reboot (W4-05).
+  const std::string boot = boot_id();
+  if (boot.empty() || !doc.contains("boot_id") || doc["boot_id"] != boot) return out;
   for (const auto& r : doc["witnessed"]) {
     try {
       proc::DeadParent d;
@@ -83,7 +70,16 @@ std::map<pid_t, proc::DeadParent> load_witnesses(const std::string& dir) {
       d.held_gpu = r.at("held_gpu").get<bool>();
       d.gpu_children = r.at("gpu_children").get<std::size_t>();
       d.run_supervisor = r.at("run_supervisor").get<bool>();
-      if (holder > 0 && d.holder_start != 0) out[holder] = std::move(d);
+      d.manner = enum_from_name<proc::ExitManner>(r.at("manner").get<std::string>())
+                     .value_or(proc::ExitManner::unknown);
+      d.exit_value = r.at("exit_value").get<int>();
+      d.pgid = r.at("pgid").get<pid_t>();
+      d.sid = r.at("sid").get<pid_t>();
+      d.adopter = r.at("adopter").get<pid_t>();
+      // A record whose process is gone names nobody: pruned here, as at every full look.
+      if (holder > 0 && d.holder_start != 0 &&
+          process_alive({holder, d.holder_start, 0}, proc_root))
+        out[holder] = std::move(d);
     } catch (const nlohmann::json::exception&) {
       continue;  // a malformed record is no record
     }

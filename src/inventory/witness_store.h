@@ -20,12 +20,16 @@ namespace gpureap::inventory {
 inline constexpr const char* kWitnessFile = "witnessed.json";
 
 /// Writes `dead_parents` (holder pid -> what the agent saw die) to `<dir>/witnessed.json`
-/// atomically (a temp file renamed over the old one). Entries without the holder's
-/// start time are left out: they could name a later process.
+/// atomically (a temp file renamed over the old one), with this boot's id. Entries
+/// without the holder's start time are left out: they could name a later process.
 Result<void> save_witnesses(const std::string& dir, const std::map<pid_t, proc::DeadParent>& dead);
 
 /// Reads `<dir>/witnessed.json`; a missing, unreadable or malformed file (or entry) is
-/// no record (a direct look then decides from what it sees, as before).
-std::map<pid_t, proc::DeadParent> load_witnesses(const std::string& dir);
+/// no record (a direct look then decides from what it sees, as before). So is a file of
+/// another boot (or one that names none: inventory::boot_id()), one another user owns
+/// or could write (inventory/state_file.h), and a record whose holder (pid and start
+/// time) no longer runs under `proc_root` (W4-05).
+std::map<pid_t, proc::DeadParent> load_witnesses(const std::string& dir,
+                                                 const std::string& proc_root = "/proc");
 
 }  // namespace gpureap::inventory

@@ -314,17 +314,22 @@ pid_t ProcessScanner::run_command_left_to_init(pid_t pid, const std::string& run
   return top_parent == 1 ? top : 0;
 }
 
-// True when a live gpureap-reaper is among `ppid` and its ancestors (at most 64 steps:
-// a loop in a racing process tree ends there). The reaper names itself with
-// PR_SET_NAME and dies with its gpureap (PR_SET_PDEATHSIG), so a live one is a live
-// run; a process renamed so is at worst a live parent that adopts its own children.
+// True when a live run's supervisor (its gpureap or reaper, by the pid and start time the
+// run recorded: ScanOptions::run_supervisors) is among `ppid` and its ancestors (at most
+// 64 steps: a loop in a racing process tree ends there). A process's name says nothing:
+// anyone may call a process gpureap-reaper (W4-06).
 bool ProcessScanner::has_run_reaper_ancestor(pid_t ppid) {
+  const auto& live = ctx_.options.run_supervisors;
+  if (live.empty()) return false;
   for (int step = 0; ppid > 1 && step < 64; ++step) {
     std::string path = fmt::format("{}/stat", ppid);
     if (read_file_at(ctx_.proc_fd, path.c_str(), file_) != 0) return false;
     auto st = parse_stat(file_.view());
     if (!st) return false;
-    if (st->comm == "gpureap-reaper" && st->state != 'Z') return true;
+    if (st->state != 'Z' && std::ranges::any_of(live, [&](const ProcessId& id) {
+          return id.pid == ppid && id.start_time == st->start_time;
+        }))
+      return true;
     if (st->ppid == ppid) return false;
     ppid = st->ppid;
   }

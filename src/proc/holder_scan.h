@@ -30,6 +30,10 @@ struct ScanOptions {
   /// proc_root, into ScanResult::table: free's looks, whose plans need the table too.
   /// Ignored with only_pids.
   bool with_table = false;
+  /// The identities (pid and start time) of the live `gpureap run`s' supervisors, as
+  /// the runs recorded them (inventory/run_records.h): a holder below one is a member of
+  /// a live run (Holder::run_alive). Never a process's name (W4-06).
+  std::vector<ProcessId> run_supervisors;
 };
 
 struct ScanResult {

@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <csignal>
 #include <map>
 #include <set>
+
+#include "util/signal_name.h"
 
 namespace gpureap::proc {
 
@@ -127,6 +130,33 @@ bool is_shell_or_script(std::string_view comm, std::string_view cmdline) {
   return is_session_tool(argv0);
 }
 
+std::string_view enum_name(ExitManner manner) {
+  switch (manner) {
+    case ExitManner::unknown: return "unknown";
+    case ExitManner::exited: return "exited";
+    case ExitManner::signaled: return "signaled";
+  }
+  return {};
+}
+
+bool crashed(const DeadParent& dp) {
+  return dp.manner == ExitManner::signaled ||
+         (dp.manner == ExitManner::exited && dp.exit_value != 0);
+}
+
+std::string ending_text(const DeadParent& dp) {
+  switch (dp.manner) {
+    case ExitManner::signaled:
+      return fmt::format("was killed by {}", signal_name(dp.exit_value));
+    case ExitManner::exited:
+      return dp.exit_value == 0 ? "exited normally (code 0)"
+                                : fmt::format("exited with code {}", dp.exit_value);
+    case ExitManner::unknown:
+      break;
+  }
+  return "ended (how, the kernel did not say)";
+}
+
 bool is_server_identity(const DeadParent& dp) {
   if (is_shell_or_script(dp.comm, dp.cmdline)) return false;
   return dp.held_gpu || dp.run_supervisor || is_server_command(dp.comm, dp.cmdline);
@@ -144,12 +174,18 @@ struct LineageContext {
   std::map<pid_t, std::vector<pid_t>> reparented_group;  // pgid -> re-parented GPU holders
 
   // What the agent saw die, for this very process (pid and start time: an entry
-  // recorded for a pid since reused names nobody).
+  // recorded for a pid since reused names nobody), while the process is still where the
+  // death left it: with the adopter the kernel gave it to (a record never re-parents a
+  // process whose present parent is another, W4-05); with no adopter recorded, only
+  // under init or an adopter one look recognises.
   const DeadParent* witnessed_for(const Holder& h) const {
     auto it = dead_parents.find(h.id.pid);
     if (it == dead_parents.end()) return nullptr;
-    if (it->second.holder_start != 0 && it->second.holder_start != h.id.start_time) return nullptr;
-    return &it->second;
+    const DeadParent& dp = it->second;
+    if (dp.holder_start != 0 && dp.holder_start != h.id.start_time) return nullptr;
+    if (dp.was_parent && (dp.adopter != 0 ? h.ppid != dp.adopter : h.ppid != 1 && !h.reparented))
+      return nullptr;
+    return &dp;
   }
   // A parent the agent saw die makes its child re-parented, whoever adopted it.
   bool is_reparented(const Holder& h) const {
@@ -197,8 +233,8 @@ void detach(Holder& h, std::string why) {
   h.detached_reason = std::move(why);
 }
 
-// Its gpureap run is gone: true when that decided the verdict.
-bool run_gone_verdict(Holder& h) {
+// Its gpureap run is gone, by the run's cgroup (owned): true when that decided.
+bool run_owned_verdict(Holder& h) {
   // Owned: in a `gpureap run`'s own cgroup with no live run above it. The run is
   // over; nobody will tear it down.
   if (h.run_gone && h.run_in_cgroup) {
@@ -207,9 +243,14 @@ bool run_gone_verdict(Holder& h) {
                        h.run_id));
     return true;
   }
-  // A run named only by its environment whose command init adopted: the whole run was
-  // left behind when its gpureap died (subreaper mode), its workers under their live
-  // server included. A hint, not proof: inferred.
+  return false;
+}
+
+// A run named only by its environment whose command init adopted: the whole run was
+// left behind when its gpureap died (subreaper mode), its workers under their live
+// server included. A label, not proof: inferred, and below the agent's witness of a
+// crash (W3-10). True when that decided.
+bool run_hint_verdict(Holder& h) {
   if (h.run_gone && !h.run_in_cgroup && h.run_left_to_init > 0) {
     orphan(h, OrphanEvidence::run_gone, Provenance::inferred,
            fmt::format("its gpureap run {} is gone: the run's command (pid {}) was left to init",
@@ -250,38 +291,58 @@ bool still_looked_after(Holder& h, const std::string& adopted, const LineageCont
   return true;
 }
 
-// What the agent saw die. Witnessed only when the dead parent was the workers'
-// *server* (an engine launcher, a process that held the GPU itself, a run's
-// supervisor) and this process shows no sign of being detached on purpose. A
-// shell or script that exits after starting background jobs is a launcher
-// finishing (W3-02, W3-07): its jobs are detached, whatever they hold. True when
-// that decided; otherwise `adopted` gains the death, for the one-look verdicts.
+// What the agent saw die, and how it ended (the kernel's word: DeadParent::manner).
+// Witnessed only for a crash: the workers' *server* (an engine launcher, a process that
+// held the GPU itself, a run's supervisor) killed by a signal or exited non-zero while
+// this process, which stayed in its session and did not ignore SIGHUP, held a GPU; or
+// a launcher script killed by a signal while this job ran in its process group (it
+// `wait`ed on it). An exit with code 0 is a launcher finishing (W4-01), an unknown
+// manner is no witness, and a shell's or script's jobs outlive its normal end by
+// design (W3-02, W3-07). True when that decided; otherwise `adopted` gains the death,
+// for the one-look verdicts.
 bool dead_parent_verdict(Holder& h, const DeadParent& dp, std::string& adopted, double now,
                          bool meant_to_outlive) {
-  std::string when = ago(now - dp.died_at);
+  const std::string when = ago(now - dp.died_at);
+  const std::string ended = ending_text(dp);
   if (is_shell_or_script(dp.comm, dp.cmdline)) {
-    detach(h, fmt::format("{}; its parent {} (pid {}), a shell or script, exited {}: a launcher "
-                          "that finished, its jobs started to outlive it",
-                          adopted, dp.comm, dp.pid, when));
+    if (!meant_to_outlive && dp.manner == ExitManner::signaled && dp.exit_value != SIGHUP &&
+        dp.pgid > 0 && h.pgid == dp.pgid) {
+      orphan(h, OrphanEvidence::witnessed, Provenance::witnessed,
+             fmt::format("its parent {} (pid {}), a launcher script, {} {} while this job ran in "
+                         "its process group; {}",
+                         dp.comm, dp.pid, ended, when, adopted));
+      h.orphaned_since = dp.died_at;
+      return true;
+    }
+    detach(h, fmt::format("{}; its parent {} (pid {}), a shell or script, {} {}: a launcher "
+                          "whose jobs were started to outlive it",
+                          adopted, dp.comm, dp.pid, ended, when));
     return true;
   }
-  if (is_server_identity(dp) && !meant_to_outlive) {
+  if (is_server_identity(dp) && !meant_to_outlive && crashed(dp)) {
     std::string what = dp.held_gpu         ? "which held a GPU"
                        : dp.run_supervisor ? "a gpureap run's supervisor"
                                            : "a server";
     orphan(h, OrphanEvidence::witnessed, Provenance::witnessed,
-           fmt::format("its parent {} (pid {}), {}, was seen to die {}; {}", dp.comm, dp.pid, what,
-                       when, adopted));
+           fmt::format("its parent {} (pid {}), {}, was seen to die {} ({}); {}", dp.comm, dp.pid,
+                       what, when,
+                       dp.manner == ExitManner::signaled
+                           ? fmt::format("killed by {}", signal_name(dp.exit_value))
+                           : fmt::format("exit code {}", dp.exit_value),
+                       adopted));
     h.orphaned_since = dp.died_at;
     return true;
   }
-  // Seen to die, but not known as a server: what follows is one look's reading, and the
-  // line says why the death is not the evidence (an orphan event read "seen to die" and
-  // then "inferred" without it).
-  adopted = fmt::format(
-      "{}; its parent {} (pid {}) was seen to die {}, {}", adopted, dp.comm, dp.pid, when,
-      meant_to_outlive ? "but this process ignores SIGHUP"
-                       : "but it was not known as a server (no engine command, GPU or gpureap run)");
+  // Seen to die, but no witness of a crash: what follows is one look's reading, and the
+  // line says why the death is not the evidence.
+  // (Meant to outlive it: the caller's detached line says why.)
+  std::string but = meant_to_outlive ? "but this process was started to outlive it"
+                    : !is_server_identity(dp)
+                        ? "but it was not known as a server (no engine command, GPU or gpureap run)"
+                    : dp.manner == ExitManner::exited ? "a launcher that finished, not a crash"
+                                                      : "so no crash is witnessed";
+  adopted = fmt::format("{}; its parent {} (pid {}) was seen to die {}: it {}, {}", adopted, dp.comm,
+                        dp.pid, when, ended, but);
   return false;
 }
 
@@ -332,21 +393,27 @@ void one_look_verdict(Holder& h, const std::string& adopted, bool titled,
 void classify_one(Holder& h, const LineageContext& ctx) {
   clear_verdict(h);
   const bool titled = is_worker_title(h.comm, h.cmdline);
-  // Detached on purpose: `nohup` leaves SIGHUP ignored; a worker's title says it
-  // is a server's worker all the same (a nohup'd server's workers inherit it).
-  const bool meant_to_outlive = h.ignores_sighup && !titled;
-  if (run_gone_verdict(h)) return;
+  // Detached on purpose: `nohup` leaves SIGHUP ignored, `setsid` (Popen's
+  // start_new_session) makes it lead a session of its own (W4-01); a worker's title says
+  // it is a server's worker all the same (a nohup'd server's workers inherit it).
+  const bool meant_to_outlive = (h.ignores_sighup || (h.sid > 0 && h.sid == h.id.pid)) && !titled;
+  if (run_owned_verdict(h)) return;
   const DeadParent* dp = ctx.witnessed_for(h);
-  if (!ctx.is_reparented(h)) return;  // its parent lives: live, whatever else it says
+  if (!ctx.is_reparented(h)) {  // its parent lives: live, unless its run's command was left
+    run_hint_verdict(h);
+    return;
+  }
   if (dp && dp->was_parent) h.dead_parent = dp->pid;
   if (seen_orphaned_before(h, ctx.witnessed)) return;
   std::string adopted = h.reparented ? h.reparent_reason : fmt::format("adopted by pid {}", h.ppid);
   if (still_looked_after(h, adopted, ctx)) return;
   if (dp && dp->was_parent && dead_parent_verdict(h, *dp, adopted, ctx.now, meant_to_outlive))
     return;
+  if (run_hint_verdict(h)) return;
   if (meant_to_outlive) {
-    detach(h,
-           fmt::format("{}; it ignores SIGHUP (nohup): started to outlive its launcher", adopted));
+    detach(h, fmt::format("{}; {}: started to outlive its launcher", adopted,
+                          h.ignores_sighup ? "it ignores SIGHUP (nohup)"
+                                           : "it leads its own session (setsid)"));
     return;
   }
   one_look_verdict(h, adopted, titled, ctx);

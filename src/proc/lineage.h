@@ -31,6 +31,13 @@
 
 namespace gpureap::proc {
 
+/// How a process ended, as the kernel reported it to the agent (the proc connector's
+/// exit event, the pidfd's exit information, a zombie's stat line: ProcessHandle::
+/// exit_manner); unknown when none of them said. Unknown is no witness of a crash.
+enum class ExitManner { unknown, exited, signaled };
+/// "unknown", "exited", "signaled" (util/enum_names.h).
+std::string_view enum_name(ExitManner manner);
+
 /// A process whose death the agent saw (its pidfd fired): a holder's parent or
 /// process-group leader, as last seen alive.
 struct DeadParent {
@@ -45,8 +52,24 @@ struct DeadParent {
   /// The start time of the holder this entry is about (the map's key is its pid); 0
   /// when unknown. An entry never applies to a later process that reused the pid.
   std::uint64_t holder_start = 0;
+  ExitManner manner = ExitManner::unknown;
+  int exit_value = 0;  // exited: its exit code; signaled: the signal's number
+  pid_t pgid = 0;      // its process group and session when last seen alive (0: unknown)
+  pid_t sid = 0;
+  /// The holder's parent just after the death: who the kernel gave it to (0: unknown).
+  /// The entry applies while the holder is still there: a record never re-parents a
+  /// process whose present parent is another (W4-05).
+  pid_t adopter = 0;
   friend bool operator==(const DeadParent&, const DeadParent&) = default;
 };
+
+/// True when `dp` crashed: killed by a signal, or exited non-zero. An exit with code 0
+/// is a launcher (or server) finishing; an unknown manner is neither.
+bool crashed(const DeadParent& dp);
+
+/// "was killed by SIGKILL", "exited with code 1", "exited normally (code 0)", "ended
+/// (how, the kernel did not say)".
+std::string ending_text(const DeadParent& dp);
 
 /// Why `pid` counts as re-parented, or "" when it does not (pure; holder_scan
 /// reads the inputs): ppid 1 without leading its own session; or a parent in

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 namespace gpureap::proc {
 namespace {
 
@@ -20,6 +22,15 @@ Holder holder(pid_t pid, pid_t ppid, pid_t pgid, pid_t sid, std::string comm = "
   h.reparented = !h.reparent_reason.empty();
   h.group_leader_gone = pgid != pid;
   return h;
+}
+
+/// What the agent saw die, as the kernel reported it: killed by SIGKILL.
+std::map<pid_t, DeadParent> killed(std::map<pid_t, DeadParent> dead) {
+  for (auto& [pid, d] : dead) {
+    d.manner = ExitManner::signaled;
+    d.exit_value = SIGKILL;
+  }
+  return dead;
 }
 
 const Holder& by_pid(const std::vector<Holder>& hs, pid_t pid) {
@@ -149,12 +160,12 @@ TEST(Lineage, WitnessedDeadParentDecides) {
   // The agent saw each one's parent die.
   std::vector<Holder> hs{holder(401, 1, 401, 20), holder(402, 1, 402, 20), holder(403, 1, 400, 20),
                          holder(404, 1, 399, 20)};
-  std::map<pid_t, DeadParent> dead{
+  std::map<pid_t, DeadParent> dead = killed({
       {401, {500, "python3", "python3 srv.py", 95, true, true, 1}},         // held a GPU
       {402, {501, "bash", "bash", 99, true, false, 1}},                     // a shell
       {403, {400, "gpureap-sim", "gpureap-sim hold", 99, true, false, 1}},  // led the group
       {404, {502, "python3", "python3 wrap.py", 99, true, false, 1}},       // no evidence
-  };
+  });
   classify_lineage(hs, dead, 100);
   EXPECT_TRUE(by_pid(hs, 401).orphaned);
   EXPECT_EQ(by_pid(hs, 401).orphan_evidence, OrphanEvidence::witnessed);
@@ -171,7 +182,7 @@ TEST(Lineage, WitnessedDeadParentDecides) {
   EXPECT_TRUE(by_pid(hs, 403).orphaned);
   EXPECT_EQ(by_pid(hs, 403).provenance, Provenance::inferred);
   EXPECT_NE(by_pid(hs, 403).orphan_reason.find(
-                "was seen to die 1 s ago, but it was not known as a server"),
+                "was seen to die 1 s ago: it was killed by SIGKILL, but it was not known as a server"),
             std::string::npos)
       << by_pid(hs, 403).orphan_reason;
   // A wrapper that held no GPU: no evidence either way beyond its group.
@@ -182,10 +193,10 @@ TEST(Lineage, WitnessedDeadParentDecides) {
 TEST(Lineage, AWitnessedOrphanIsOrphanedSinceItsParentDied) {
   std::vector<Holder> hs{holder(401, 1, 401, 20), holder(403, 1, 400, 20), holder(405, 1, 405, 20)};
   hs[2].comm = hs[2].cmdline = "VLLM::Worker_TP0";  // orphaned by its title alone
-  std::map<pid_t, DeadParent> dead{
+  std::map<pid_t, DeadParent> dead = killed({
       {401, {500, "python3", "python3 srv.py", 95.25, true, true, 1}},
       {403, {400, "python3", "python3 -m sglang.launch_server", 97.5, true, false, 1}},
-  };
+  });
   classify_lineage(hs, dead, 100);
   ASSERT_TRUE(by_pid(hs, 401).orphaned);
   EXPECT_EQ(by_pid(hs, 401).orphaned_since, 95.25);
@@ -263,6 +274,14 @@ struct Shape {
 DeadParent died(pid_t pid, std::string comm, std::string cmdline, bool held_gpu = false,
                 std::size_t gpu_children = 1) {
   DeadParent d{pid, std::move(comm), std::move(cmdline), 90, true, held_gpu, gpu_children};
+  d.manner = ExitManner::signaled;  // the kernel said: killed by SIGKILL
+  d.exit_value = SIGKILL;
+  return d;
+}
+
+DeadParent ended(DeadParent d, ExitManner manner, int value) {
+  d.manner = manner;
+  d.exit_value = value;
   return d;
 }
 
@@ -397,6 +416,94 @@ std::vector<Shape> shapes() {
   out.push_back({"DESIGN detached server with live workers",
                  {holder(321, 1, 320, 20), holder(322, 321, 320, 20)},
                  {}, 321, false, true, Provenance::none, false});
+  // W4-01: a GPU-using starter (exit 0) of a server started with start_new_session: the
+  // server leads its own session: detached on purpose, whatever the starter held.
+  out.push_back({"W4-01 setsid server of a GPU starter that exited 0",
+                 {holder(501, 1, 501, 501)},
+                 {{501, ended(died(500, "python3", "python3 starter.py", true), ExitManner::exited, 0)}},
+                 501, false, true, Provenance::none, false});
+  // Its starter killed: still a process started to outlive it (a person may free it).
+  out.push_back({"W4-01 setsid server of a GPU starter that was killed",
+                 {holder(503, 1, 503, 503)},
+                 {{503, died(502, "python3", "python3 starter.py", true)}},
+                 503, false, true, Provenance::none, false});
+  // A server that exited 0 while its titled workers stayed in its group: a server that
+  // finished, not a crash; the titles say orphaned, one look's reading.
+  out.push_back({"W4-01 server exited 0, workers in its group",
+                 {titled(holder(505, 1, 504, 20), "sglang::scheduler_TP0")},
+                 {{505, ended(died(504, "python3", "python3 -m sglang.launch_server"),
+                              ExitManner::exited, 0)}},
+                 505, true, false, Provenance::inferred, false});
+  // A server that exited non-zero (an exception) while its workers held: a crash.
+  out.push_back({"W4-01 server exited 1, workers in its group",
+                 {titled(holder(507, 1, 506, 20), "sglang::scheduler_TP0")},
+                 {{507, ended(died(506, "python3", "python3 -m sglang.launch_server"),
+                              ExitManner::exited, 1)}},
+                 507, true, false, Provenance::witnessed, true});
+  // The kernel did not say how it ended: no witness of a crash.
+  out.push_back({"W4-01 server seen to die, manner unknown",
+                 {titled(holder(509, 1, 508, 20), "sglang::scheduler_TP0")},
+                 {{509, ended(died(508, "python3", "python3 -m sglang.launch_server"),
+                              ExitManner::unknown, 0)}},
+                 509, true, false, Provenance::inferred, false});
+  // A launcher script SIGKILLed while it `wait`ed on its GPU workers (its group).
+  {
+    DeadParent d = died(510, "launch.sh", "/bin/bash ./launch.sh", false, 2);
+    d.pgid = 510;
+    out.push_back({"launcher script killed while waiting on its group's workers",
+                   {holder(511, 1, 510, 20), holder(512, 1, 510, 20)},
+                   {{511, d}, {512, d}}, 511, true, false, Provenance::witnessed, true});
+    // The same script exiting 0 after `nohup ... &`: detached.
+    out.push_back({"launcher script exited 0 after nohup",
+                   {nohup(holder(513, 1, 510, 20))},
+                   {{513, ended(d, ExitManner::exited, 0)}}, 513, false, true, Provenance::none,
+                   false});
+    // Killed, but the job ran in a group of its own (an interactive shell's job): its
+    // jobs were started to outlive it (disown).
+    out.push_back({"shell killed, its job in a group of its own",
+                   {holder(515, 1, 515, 20)},
+                   {{515, d}}, 515, false, true, Provenance::none, false});
+    // Killed by SIGHUP (a terminal hung up): a job that survived was meant to.
+    out.push_back({"script killed by SIGHUP",
+                   {holder(517, 1, 510, 20)},
+                   {{517, ended(d, ExitManner::signaled, SIGHUP)}}, 517, false, true,
+                   Provenance::none, false});
+  }
+  // W4-05: a record (another boot's, or stale) for a process whose present parent lives
+  // and is not the adopter the record names: it never re-parents it.
+  {
+    Holder h = holder(521, 5989, 521, 5989);
+    h.reparent_reason.clear();
+    h.reparented = false;
+    DeadParent d = died(3121, "python3", "python3 -m sglang.launch_server --tp 2");
+    out.push_back({"W4-05 stale record, live parent, no adopter", {h}, {{521, d}}, 521, false,
+                   false, Provenance::none, false});
+    d.adopter = 1;
+    out.push_back({"W4-05 stale record, live parent, another adopter", {h}, {{521, d}}, 521,
+                   false, false, Provenance::none, false});
+  }
+  // W4-06: a crashed server's workers adopted by a process that calls itself
+  // gpureap-reaper (no run recorded it: run_alive false): the witness decides.
+  {
+    DeadParent d = died(530, "python3", "python3 -m sglang.launch_server --tp 2");
+    d.adopter = 529;
+    Holder h = titled(holder(531, 529, 530, 20), "sglang::scheduler_TP0");
+    h.reparent_reason = "process group leader 530 is gone; adopted by gpureap-reaper (pid 529)";
+    h.reparented = true;
+    out.push_back({"W4-06 adopted by a process named gpureap-reaper", {h}, {{531, d}}, 531, true,
+                   false, Provenance::witnessed, true});
+  }
+  // W3-10: the same crash, the workers' environment naming a made-up run whose
+  // "command" was left to init: the label ranks below the witness.
+  {
+    Holder h = titled(holder(541, 1, 540, 20), "sglang::scheduler_TP0");
+    h.run_id = "x-4000";
+    h.run_gone = true;
+    h.run_left_to_init = 541;
+    out.push_back({"W3-10 made-up run id under a witnessed crash", {h},
+                   {{541, died(540, "python3", "python3 -m sglang.launch_server")}}, 541, true,
+                   false, Provenance::witnessed, true});
+  }
   // A zombie leader whose parent lives: a mark, not a leak.
   {
     Holder h = holder(331, 330, 331, 330);

@@ -122,7 +122,8 @@ void parse_proc_events(std::span<const std::byte> datagram, ProcEventBatch& out)
         break;
       case cn_event::exit:
         if (ev.event_data.exit.process_pid == ev.event_data.exit.process_tgid)
-          out.events.push_back({ProcEvent::Kind::exited, ev.event_data.exit.process_tgid});
+          out.events.push_back({ProcEvent::Kind::exited, ev.event_data.exit.process_tgid,
+                                static_cast<int>(ev.event_data.exit.exit_code)});
         break;
       default:
         break;

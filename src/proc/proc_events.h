@@ -41,6 +41,9 @@ struct ProcEvent {
   enum class Kind { started, exec, exited };
   Kind kind;
   pid_t pid;  // the process (thread-group id), in the initial pid namespace
+  /// exited: how, in waitpid(2)'s form (the kernel's exit_code: the exit status << 8,
+  /// or the signal that ended it); 0 for the other kinds.
+  int wait_status = 0;
 };
 
 struct ProcEventBatch {

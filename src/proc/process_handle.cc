@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/ioctl.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -271,6 +272,71 @@ std::vector<std::size_t> wait_for_exit(std::span<ProcessHandle* const> handles,
   for (std::size_t i = 0; i < handles.size(); ++i)
     if (!exited[i]) alive.push_back(i);
   return alive;
+}
+
+}  // namespace gpureap::proc
+
+namespace gpureap::proc {
+
+namespace {
+
+// PIDFD_GET_INFO (linux/pidfd.h, Linux 6.13; exit information 6.15), spelled here: the
+// build's kernel headers may predate it. The ABI is versioned by size: the first 64
+// bytes hold the exit code at offset 60.
+struct PidfdInfo {
+  std::uint64_t mask;
+  std::uint64_t cgroupid;
+  std::uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+  std::int32_t exit_code;
+};
+static_assert(sizeof(PidfdInfo) == 64);
+constexpr std::uint64_t kPidfdInfoExit = 1U << 3;
+constexpr unsigned long kPidfdGetInfo = _IOWR(0xFF, 11, PidfdInfo);
+
+ChildExit from_wait_status(int status) {
+  if (WIFSIGNALED(status)) return {ChildExit::How::killed, WTERMSIG(status)};
+  return {ChildExit::How::exited, WEXITSTATUS(status)};
+}
+
+}  // namespace
+
+std::optional<ChildExit> ProcessHandle::exit_manner(std::string_view proc_root) const {
+  if (!fd_.valid() || !has_exited()) return std::nullopt;
+  PidfdInfo info{};
+  info.mask = kPidfdInfoExit;
+  if (::ioctl(fd_.get(), kPidfdGetInfo, &info) == 0 && (info.mask & kPidfdInfoExit))
+    return from_wait_status(info.exit_code);
+  // Not reaped yet (a zombie), or an older kernel: the zombie's own stat line, if it is
+  // still this process (its start time) and still a zombie.
+  const std::string text = read_small_file(fmt::format("{}/{}/stat", proc_root, id_.pid));
+  auto stat = parse_stat(text);
+  if (!stat || stat->state != 'Z' || (id_.start_time != 0 && stat->start_time != id_.start_time))
+    return std::nullopt;
+  // Field 52; shown as 0 to a reader not allowed to read the process's memory, so a 0
+  // says nothing unless we may (root, or the same user: the stat file is ours then).
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::string_view rest = std::string_view(text).substr(close + 2);
+  int field = 3, code = 0;
+  bool found = false;
+  for (std::size_t at = 0; at < rest.size();) {
+    const std::size_t end = std::min(rest.find(' ', at), rest.size());
+    if (field == 52) {
+      std::string word(rest.substr(at, end - at));
+      code = std::atoi(word.c_str());
+      found = true;
+      break;
+    }
+    ++field;
+    at = end + 1;
+  }
+  if (!found) return std::nullopt;
+  struct stat st {};
+  const bool may_read = ::geteuid() == 0 ||
+                        (::stat(fmt::format("{}/{}", proc_root, id_.pid).c_str(), &st) == 0 &&
+                         st.st_uid == ::geteuid());
+  if (code == 0 && !may_read) return std::nullopt;
+  return from_wait_status(code);
 }
 
 }  // namespace gpureap::proc

@@ -109,6 +109,13 @@ class ProcessHandle {
   /// (a child stuck in D state cannot be reaped).
   std::optional<ChildExit> try_reap();
 
+  /// How the process (any process, not only a child) ended, as the kernel says: the
+  /// pidfd's exit information (PIDFD_GET_INFO with PIDFD_INFO_EXIT, Linux >= 6.15, once
+  /// it was reaped), else a zombie's stat line (exit_code, field 52, readable where we
+  /// may read its memory; `proc_root`). nullopt while it runs or when neither says:
+  /// the manner is unknown, never "exited 0".
+  std::optional<ChildExit> exit_manner(std::string_view proc_root) const;
+
   int fd() const { return fd_.get(); }
   ProcessId id() const { return id_; }
 

@@ -9,6 +9,7 @@
 
 #include "gpu/gpu_select.h"
 #include "inventory/node.h"
+#include "inventory/run_records.h"
 #include "proc/engine_role.h"
 #include "proc/lineage.h"
 #include "proc/proc_files.h"
@@ -275,6 +276,7 @@ CallerContext CallerContext::from_table(const std::string& proc_root,
   ctx.euid = ::geteuid();
   ctx.table = std::move(table);
   for (const auto& d : proc::descendants(ctx.table, ctx.self)) ctx.helpers.insert(d.pid);
+  ctx.state_dir = inventory::state_dir().value_or("");
   return ctx;
 }
 
@@ -394,6 +396,13 @@ std::map<pid_t, const proc::ProcessEntry*> holders_kept_by(const Plan& plan, con
   return out;
 }
 
+// A run of an orphan target whose gpureap is gone: the session it ran in, and whether
+// its own cgroup names it (proof) or only GPUREAP_RUN_ID (a label).
+struct EndedRun {
+  pid_t sid = 0;
+  bool in_cgroup = false;
+};
+
 // Step 3 of make_plan: descendants of the targets that hold no GPU (a worker's helpers
 // die with it). A descendant that holds a GPU is a target only when the selection chose
 // it by itself; one left alone keeps its own descendants too, and so does the
@@ -450,18 +459,50 @@ void add_descendants(Plan& plan, const Holders& held, const Selection& sel,
   plan.targets.insert(plan.targets.end(), extra.begin(), extra.end());
 }
 
-// Step 4 of make_plan: the rest of a run whose gpureap is gone (its server, which may
-// hold no GPU but would restart workers): same session and the same GPUREAP_RUN_ID.
-void add_ended_runs(Plan& plan, const std::map<std::string, pid_t>& ended_runs, const Holders& held,
-                    const Selection& sel, const CallerContext& ctx) {
-  for (const auto& [run_id, sid] : ended_runs) {
+// Step 4 of make_plan: the rest of a run whose gpureap is gone, by proof only: the
+// processes still in the run's own cgroup (`gpureap-run-<id>`, which only the run or
+// root creates). A process that merely shares the run's GPUREAP_RUN_ID (inherited by
+// everything a job starts, and anyone may set it) and the session is named, as live,
+// and never signalled for it (W4-02): it may be another server's live launcher.
+void add_ended_runs(Plan& plan, const std::map<std::string, EndedRun>& ended_runs,
+                    const Holders& held, const Selection& sel, const CallerContext& ctx) {
+  const auto records = ended_runs.empty() ? std::vector<inventory::RunRecord>{}
+                                          : inventory::load_run_records(ctx.state_dir);
+  for (const auto& [run_id, run] : ended_runs) {
+    // The command the run recorded (pid and start time), its gpureap gone: it and its
+    // descendants are the run's, by the run's own word.
+    std::set<pid_t> recorded;
+    for (const auto& r : records)
+      if (r.run_id == run_id && !inventory::process_alive(r.gpureap, ctx.proc_root) &&
+          inventory::process_alive(r.command, ctx.proc_root)) {
+        recorded.insert(r.command.pid);
+        for (const auto& d : proc::descendants(ctx.table, r.command.pid)) recorded.insert(d.pid);
+      }
     for (const auto& e : ctx.table) {
-      if (e.sid != sid || plan.contains(e.id) || plan.left_alone(e.id) || e.kernel_thread) continue;
+      if (plan.contains(e.id) || plan.left_alone(e.id) || e.kernel_thread) continue;
+      const bool in_cgroup =
+          run.in_cgroup &&
+          proc::container_hint(proc::pick_cgroup_path(proc::parse_cgroup(proc::read_small_file(
+              fmt::format("{}/{}/cgroup", ctx.proc_root, e.id.pid))))) == "gpureap-run:" + run_id;
+      if (!in_cgroup && !recorded.contains(e.id.pid)) {
+        if (e.sid != run.sid || held.contains(e.id) ||
+            proc::run_id_from_environ(read_environ(e.id.pid, ctx.proc_root)).value_or("") != run_id)
+          continue;
+        plan.skipped.push_back(Skipped{
+            e.id, e.comm, {}, 0, SkipKind::not_matched,
+            fmt::format("live: it shares GPUREAP_RUN_ID={} and the session with an orphan, which "
+                        "proves nothing (anyone's job may carry it); not signalled: free it by "
+                        "itself with gpureap free --pid {}",
+                        run_id, e.id.pid)});
+        continue;
+      }
       if (protection_reason(e.id.pid, e.comm, false, ctx, false)) continue;
       if (ctx.euid != 0 && e.uid != ctx.euid) continue;
-      if (proc::run_id_from_environ(read_environ(e.id.pid, ctx.proc_root)).value_or("") != run_id)
-        continue;
-      const std::string why = fmt::format("part of gpureap run {}, whose gpureap is gone", run_id);
+      const std::string why =
+          in_cgroup ? fmt::format("in the cgroup of gpureap run {}, whose gpureap is gone", run_id)
+                    : fmt::format("the command of gpureap run {} (as the run recorded it) or its "
+                                  "descendant; its gpureap is gone",
+                                  run_id);
       if (auto c = held.find(e.id); c != held.end()) {
         leave_unselected_holder(plan, c->second, sel, ctx, why);
         continue;
@@ -556,7 +597,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
 
   // 2. Protection, permission, filters.
   Plan plan;
-  std::map<std::string, pid_t> ended_runs;  // run id -> session of its CMD
+  std::map<std::string, EndedRun> ended_runs;
   for (const auto& [id, c] : held) {
     if (c.selected.empty()) continue;
     const auto& h = *c.holder;
@@ -576,8 +617,10 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       plan.targets.back().instance = h.instance;
       plan.targets.back().pinned_host_bytes = h.pinned_host_bytes;
       plan.targets.back().lineage = lineage_of(h);
-      if (h.run_gone)
-        ended_runs.emplace(h.run_id, h.sid);
+      if (h.run_gone) {
+        EndedRun& run = ended_runs.try_emplace(h.run_id, EndedRun{h.sid, false}).first->second;
+        run.in_cgroup = run.in_cgroup || h.run_in_cgroup;
+      }
     }
   }
 

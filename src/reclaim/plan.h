@@ -75,6 +75,7 @@ struct CallerContext {
   uid_t euid = 0;
   std::vector<proc::ProcessEntry> table;  // all processes, for descendants
   std::string proc_root;  // where the table was read; plans read more here (current() sets it)
+  std::string state_dir;  // inventory::state_dir(), "" when refused: the runs' records
 
   /// Reads the caller's context from `proc_root` (inventory::Node::proc_root()).
   static CallerContext current(const std::string& proc_root);

@@ -6,9 +6,16 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
+#include <sstream>
 
 #include "reclaim/audited_control.h"
 #include "supervise/run_cgroup.h"
+#include "inventory/run_records.h"
+#include "inventory/state_file.h"
+#include "proc/process_handle.h"
+#include "proc/proc_files.h"
+#include "proc/proc_parse.h"
 #include "proc/run_id.h"
 #include "util/clock.h"
 #include "util/signal_name.h"
@@ -46,6 +53,39 @@ std::vector<std::string> command_environment(const std::string& run_id) {
 
 // One `gpureap run`, in the order of its steps: contain, launch, supervise, tear down,
 // verify, finish. Each step reads and fills the outcome.
+// The identity of `pid` (a pid of this PID namespace) as `proc_root` shows it. Where
+// that is another namespace's /proc (`unshare -p` without a /proc of its own, as a
+// container may be), getpid() and fork() give this namespace's pids: the process is
+// found among the children of `parent` (proc_root's pid; 0: this process, /proc/self)
+// by its NSpid. An empty identity when it cannot be found.
+proc::ProcessId proc_identity(pid_t pid, pid_t parent, const std::string& proc_root) {
+  char link[32] = {};
+  const ssize_t n = ::readlink((proc_root + "/self").c_str(), link, sizeof link - 1);
+  const pid_t self = n > 0 ? proc::parse_pid(std::string_view(link, static_cast<std::size_t>(n))) : 0;
+  if (self == ::getpid()) {
+    auto read = proc::read_process_id(pid, proc_root);
+    return read ? *read : proc::ProcessId{};
+  }
+  if (parent == 0) {
+    auto read = proc::read_process_id(self, proc_root);
+    return read ? *read : proc::ProcessId{};
+  }
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(
+           fmt::format("{}/{}/task", proc_root, parent), ec)) {
+    std::istringstream children(proc::read_small_file(task.path().string() + "/children"));
+    for (pid_t child = 0; children >> child;) {
+      auto status =
+          proc::parse_status(proc::read_small_file(fmt::format("{}/{}/status", proc_root, child)));
+      if (!status.nspid.empty() && status.nspid.back() == pid) {
+        auto read = proc::read_process_id(child, proc_root);
+        return read ? *read : proc::ProcessId{};
+      }
+    }
+  }
+  return {};
+}
+
 class RunSession {
  public:
   RunSession(const RunSettings& settings, inventory::Node& node, const RunLog& log)
@@ -144,7 +184,27 @@ class RunSession {
     }
     say(fmt::format("started {} as pid {} (reaper pid {})", settings_.argv[0], out_.cmd_pid,
                     run_->reaper_pid()));
+    record();
     if (settings_.on_launch) settings_.on_launch(out_.run_id, out_.cmd_pid);
+  }
+
+  // The run's identity in the state directory: what tells its processes apart as a live
+  // run's (the reaper by pid and start time) and names its rest once it ended; a name or
+  // GPUREAP_RUN_ID, which anyone sets, never does (inventory/run_records.h).
+  void record() {
+    const std::string& dir = node_.baselines().dir();
+    if (dir.empty()) return;
+    const std::string& root = node_.proc_root();
+    const proc::ProcessId self = proc_identity(::getpid(), 0, root);
+    const proc::ProcessId reaper = proc_identity(run_->reaper_pid(), self.pid, root);
+    inventory::RunRecord r{out_.run_id, inventory::boot_id(), self, reaper,
+                           proc_identity(out_.cmd_pid, reaper.pid, root)};
+    if (auto saved = inventory::save_run_record(dir, r); saved) {
+      recorded_ = true;
+    } else {
+      say("the run's record could not be written (" + saved.error().message +
+          "): its processes are not known as a live run's");
+    }
   }
 
   // 3. Supervise until CMD ends or we are told to stop; meanwhile note which
@@ -287,6 +347,7 @@ class RunSession {
   //    one stays: it names the leftovers).
   void finish() {
     run_->finish();
+    if (recorded_) inventory::remove_run_record(node_.baselines().dir(), out_.run_id);
     if (RunCgroup* cg = cgroup()) {
       if (!cg->populated()) {
         (void)cg->remove();
@@ -302,6 +363,7 @@ class RunSession {
   const RunLog& log_;
   const Clock::time_point t0_ = Clock::now();
   RunOutcome out_;
+  bool recorded_ = false;
   // Destroyed in reverse: the watch, the run, the signals it forwards, the cgroup.
   std::optional<RunCgroup> cgroup_;
   std::optional<ForwardedSignals> signals_;

@@ -323,15 +323,24 @@ CommandResult SimNode::sim(const std::vector<std::string>& args) const {
   return run_command(argv, env(), std::chrono::seconds(30));
 }
 
-HoldResult SimNode::crash_watched(std::vector<std::string> args) {
+HoldResult SimNode::crash_watched(std::vector<std::string> args,
+                                  const std::map<std::string, std::string>& extra_env) {
   // The server's title replaces the argv its workers inherit: a --label stays in it, so
   // that --keep and --match still see it.
   std::string title = "python3 -m vllm.entrypoints.openai.api_server";
   for (std::size_t i = 0; i + 1 < args.size(); ++i)
     if (args[i] == "--label") title += " " + args[i + 1];
   args.insert(args.end(), {"--server-title", title});
-  HoldResult held = hold(args);
-  EXPECT_TRUE(eventually(
+  HoldResult held = hold(args, false, extra_env);
+  std::vector<pid_t> workers;
+  for (const auto& h : held.holders) workers.push_back(h.first);
+  EXPECT_TRUE(agent_sees(workers)) << "the agent never answered with the workers";
+  EXPECT_EQ(::kill(held.leader, SIGKILL), 0);
+  return held;
+}
+
+bool SimNode::agent_sees(const std::vector<pid_t>& pids) const {
+  return eventually(
       [&] {
         auto s = gpureap({"--json", "status"});
         if (s.exit_code != 0) return false;
@@ -344,13 +353,9 @@ HoldResult SimNode::crash_watched(std::vector<std::string> args) {
           for (const auto& h : g["holders"])
             for (const auto& how : h["found_by"])
               if (how == "fd") seen.insert(h["pid"].get<pid_t>());
-        return std::all_of(held.holders.begin(), held.holders.end(),
-                           [&](const auto& h) { return seen.contains(h.first); });
+        return std::all_of(pids.begin(), pids.end(), [&](pid_t p) { return seen.contains(p); });
       },
-      std::chrono::seconds(20)))
-      << "the agent never answered with the workers";
-  EXPECT_EQ(::kill(held.leader, SIGKILL), 0);
-  return held;
+      std::chrono::seconds(20));
 }
 
 HoldResult SimNode::hold(const std::vector<std::string>& args, bool foreground,

@@ -76,7 +76,11 @@ class SimNode {
   /// server's), waits until the agent answers with every worker, then SIGKILLs the
   /// server (ours, by pid). Its workers are orphaned by witnessed evidence, which the
   /// reaper may act on; an orphan no agent saw made is inferred, which it never does.
-  HoldResult crash_watched(std::vector<std::string> args);
+  HoldResult crash_watched(std::vector<std::string> args,
+                           const std::map<std::string, std::string>& extra_env = {});
+  /// Polls (bounded) until the running agent answers with each of `pids` found by its
+  /// open device node (its own scan, which watches its parent); false at the deadline.
+  bool agent_sees(const std::vector<pid_t>& pids) const;
 
   /// Polls (bounded) until `pred` holds; returns false at the deadline.
   static bool eventually(const std::function<bool()>& pred,
