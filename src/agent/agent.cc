@@ -339,7 +339,7 @@ class Agent {
     if (yielded_until_)
       health.notes.push_back("NVML let go for a GPU reset: answers are the last look's");
     else if (inventory::source_down(watcher_.inventory()))
-      health.degraded.push_back("NVML cannot read any GPU: only the /proc view is live");
+      health.degraded.push_back(inventory::source_down_text(watcher_.inventory()));
     if (limits.unwatched > 0)
       health.notes.push_back(std::to_string(limits.unwatched) +
                              " processes watched at each tick, not by pidfd (the agent's "

@@ -414,7 +414,8 @@ std::string render_metrics(const MetricsInput& input) {
   x.family(gpu::source_words::kUpMetric, "gauge",
            "1 when NVML answers for at least one GPU (a GPU failing alone shows in "
            "gpureap_gpu_up); 0 when NVML is missing, failed or hung as a whole, or no GPU can "
-           "be read (byte series are then absent, the /proc view remains).");
+           "be read (byte series are then absent, the /proc view remains); on a mixed "
+           "NVIDIA+AMD node, 0 when either vendor's side can read none of its GPUs.");
   x.sample({}, inventory::source_down(inv) ? 0 : 1);
 
   x.family("gpureap_scrape_duration_seconds", "gauge",
