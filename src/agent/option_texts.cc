@@ -25,6 +25,10 @@ Result<WebConfig> read_web_config_option(const OptionTexts& f) {
   auto web = read_web_config(path);
   if (!web) return web;
   if (web->tls()) {
+    if (auto key = check_private_file(fmt::format("--web-config {}: key_file", path),
+                                      web->key_file, "can pose as this agent");
+        !key)
+      return std::unexpected(key.error());
     const char* library = std::getenv("GPUREAP_GNUTLS_LIBRARY");
     auto loaded = load_gnutls(library && *library ? library : kGnutlsLibrary);
     if (!loaded)

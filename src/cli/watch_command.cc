@@ -227,6 +227,8 @@ report::WatchStart watch_start(const StartingOptions& s) {
   start.pid = ::getpid();
   start.socket = inventory::agent_socket_path(s.state);
   start.textfile = s.options.textfile_dir;
+  start.tls = s.options.web.tls();
+  start.users = s.options.web.users.size();
   start.reap_orphans_after = s.options.reap_orphans_after;
   start.reap_dry_run = s.options.reap_dry_run;
   start.keep = s.options.keep_regex;

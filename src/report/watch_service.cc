@@ -119,12 +119,20 @@ static std::string overrides_text(const WatchStart& s) {
   return "; the command line overrides " + keys + " in " + terminal_text(s.config);
 }
 
+// "metrics on https://A/metrics (basic auth: 2 users)", or "no metrics listener".
+static std::string listener_text(const WatchStart& s) {
+  if (!s.listen) return "no metrics listener";
+  std::string text = fmt::format("metrics on {}://{}/metrics", s.tls ? "https" : "http",
+                                 terminal_text(*s.listen));
+  if (s.users > 0)
+    text += fmt::format(" (basic auth: {} user{})", s.users, s.users == 1 ? "" : "s");
+  return text;
+}
+
 std::string watch_started_line(const WatchStart& s, double time, const Style& style) {
   return fmt::format(
       "{} {} (pid {}): {}, status socket {}, watching {} GPU{}; {}; {}; {}\n",
-      style.dim(stamp(time)), style.bold("gpureap watch started"), s.pid,
-      s.listen ? "metrics on http://" + terminal_text(*s.listen) + "/metrics"
-               : std::string("no metrics listener"),
+      style.dim(stamp(time)), style.bold("gpureap watch started"), s.pid, listener_text(s),
       terminal_text(s.socket), s.gpus, s.gpus == 1 ? "" : "s", reaping_text(s),
       s.textfile ? "textfile " + terminal_text(*s.textfile) : std::string("no textfile"),
       s.config.empty() ? std::string("no options file")
@@ -135,6 +143,8 @@ std::string watch_started_json(const WatchStart& s, double time) {
   ordered_json doc = head("started", Level::info, time);
   doc["pid"] = s.pid;
   doc["listen"] = s.listen ? ordered_json(*s.listen) : ordered_json(nullptr);
+  doc["tls"] = s.tls;
+  doc["basic_auth_users"] = s.users;
   doc["socket"] = s.socket;
   doc["gpu_count"] = s.gpus;  // a count: "gpus" is a list of GPUs wherever it appears
   doc["textfile"] = s.textfile ? ordered_json(*s.textfile) : ordered_json(nullptr);

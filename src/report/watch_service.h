@@ -33,6 +33,8 @@ Level event_level(inventory::EventKind kind);
 struct WatchStart {
   pid_t pid = 0;
   std::optional<std::string> listen;  // "ADDR:PORT" really bound; nullopt: no HTTP
+  bool tls = false;                   // --web-config serves HTTPS
+  std::size_t users = 0;              // --web-config's basic auth users; 0: none asked
   std::string socket;
   std::size_t gpus = 0;
   std::optional<std::string> textfile;
@@ -44,7 +46,8 @@ struct WatchStart {
   std::vector<std::string> overridden;
 };
 
-/// "<RFC 3339> gpureap watch started (pid P): metrics on http://A/metrics, status
+/// "<RFC 3339> gpureap watch started (pid P): metrics on http[s]://A/metrics (basic
+/// auth: N users, when asked), status
 /// socket S, watching N GPUs; reaping orphans after 15m except 'REGEX' | reaping
 /// off; textfile DIR | no textfile; options from FILE | no options file", then
 /// "; the command line overrides listen in FILE" when it does.
@@ -52,7 +55,8 @@ std::string watch_started_line(const WatchStart& start, double time, const Style
 /// Every event line's <time> is "time" (RFC 3339), "time_unix" and "hostname"
 /// (report::event_head).
 /// {"schema_version":2,"event":"started","level":"info",<time>,"pid":P,"listen",
-/// "socket","gpu_count","textfile","reap_orphans_after" (seconds or null),"reap_dry_run",
+/// "tls","basic_auth_users","socket","gpu_count","textfile","reap_orphans_after" (seconds
+/// or null),"reap_dry_run",
 /// "keep","config"} on one line.
 std::string watch_started_json(const WatchStart& start, double time);
 
