@@ -15,6 +15,7 @@
 
 #include "agent/caller_view.h"
 #include "agent/descriptors.h"
+#include "agent/gate.h"
 #include "agent/process_figures.h"
 #include "agent/control_socket.h"
 #include "agent/http_server.h"
@@ -150,6 +151,11 @@ class Agent {
     // What an earlier agent saw die, for the processes still the same (W3-07).
     watcher_.remember_dead_parents(inventory::load_witnesses(options_.state_dir));
     watcher_.refresh(true);  // announced by loop(), after the "started" line
+    if (!options_.gate.empty()) {
+      auto actions = make_node_actions(options_.gate, options_.gate_dry_run);
+      if (!actions) return std::unexpected(actions.error());
+      gate_ = std::make_unique<Gate>(std::move(*actions), hooks_.gate);
+    }
     record_history();
     if (options_.textfile_dir) {
       // A directory that cannot be written at start is a mistake to say now, not
@@ -287,6 +293,7 @@ class Agent {
       counters_.release_seconds["exit_to_unlisted"].observe(r.exit_to_unlisted);
       counters_.release_seconds["unlisted_to_baseline"].observe(r.unlisted_to_baseline);
     }
+    if (gate_) gate_->after_look(inv);
     track_orphans(inv);
     save_witnesses();
     if (options_.textfile_dir) update_textfile();
@@ -666,6 +673,7 @@ class Agent {
   std::optional<reclaim::FreeLock> lock_;
   std::optional<ControlServer> control_;
   std::optional<HttpServer> http_;
+  std::unique_ptr<Gate> gate_;  // --gate: closes the node on a leak, on its own thread
   std::optional<Pattern> keep_;
   std::map<pid_t, inventory::DeadParent> saved_witnesses_;  // as last written (save_witnesses)
   bool witness_save_failed_ = false;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "agent/gate.h"
 #include "agent/gnutls_load.h"
 #include "agent/options_file.h"
 #include "util/pattern.h"
@@ -81,6 +82,12 @@ Result<AgentOptions> resolve_options(const OptionTexts& f, const std::string& st
     if (!web) return std::unexpected(web.error());
     o.web = std::move(*web);
   }
+  if (auto actions = make_node_actions(f.gate, f.gate_dry_run); !actions)
+    return std::unexpected(actions.error());
+  o.gate = f.gate;
+  o.gate_dry_run = f.gate_dry_run;
+  if (o.gate_dry_run && o.gate.empty())
+    return fail("--gate-dry-run: needs --gate (what would be closed, and when)");
   o.reap_dry_run = f.reap_dry_run;
   if (o.reap_dry_run && !o.reap_orphans_after)
     return fail("--reap-dry-run: needs --reap-orphans-after (what would be reaped, and when)");

@@ -218,6 +218,56 @@ std::string watch_source_json(double time, const SourceNotice& n) {
   return json_line(doc);
 }
 
+std::string_view enum_name(GateStep step) {
+  switch (step) {
+    case GateStep::closed: return "closed";
+    case GateStep::opened: return "opened";
+    case GateStep::kept_closed: return "kept_closed";
+    case GateStep::left_alone: return "left_alone";
+    case GateStep::would_close: return "would_close";
+    case GateStep::would_open: return "would_open";
+    case GateStep::failed: return "failed";
+  }
+  return {};
+}
+
+static std::string_view gate_step_words(GateStep step) {
+  switch (step) {
+    case GateStep::closed: return "closed";
+    case GateStep::opened: return "opened again";
+    case GateStep::kept_closed: return "already closed by gpureap, kept so";
+    case GateStep::left_alone: return "left alone (closed by someone else)";
+    case GateStep::would_close: return "would close (--gate-dry-run)";
+    case GateStep::would_open: return "would open again (--gate-dry-run)";
+    case GateStep::failed: return "could not act";
+  }
+  return {};
+}
+
+std::string watch_gate_line(double time, const GateNotice& n, const Style& style) {
+  const std::string words(gate_step_words(n.step));
+  const std::string what = n.step == GateStep::failed   ? style.red(words)
+                           : n.step == GateStep::opened ? style.green(words)
+                                                        : style.yellow(words);
+  return fmt::format("{} gate {}: {} {} ({:.3f} s after the verdict){}\n", style.dim(stamp(time)),
+                     terminal_text(n.mode), terminal_text(n.target), what, n.seconds,
+                     n.detail.empty() ? "" : ": " + terminal_text(n.detail));
+}
+
+std::string watch_gate_json(double time, const GateNotice& n) {
+  ordered_json doc = head("gate",
+                          n.step == GateStep::failed    ? Level::error
+                          : n.step == GateStep::closed ? Level::warning
+                                                        : Level::notice,
+                          time);
+  doc["mode"] = n.mode;
+  doc["step"] = enum_name(n.step);
+  doc["target"] = n.target;
+  doc["detail"] = n.detail;
+  doc["seconds"] = n.seconds;
+  return json_line(doc);
+}
+
 std::string watch_stopped_line(double time, pid_t pid, const std::string& why,
                                const Style& style) {
   return fmt::format("{} {} (pid {}): {}\n", style.dim(stamp(time)),

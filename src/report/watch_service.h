@@ -87,6 +87,25 @@ std::string watch_reload_refused_line(double time, const std::string& config,
 std::string watch_reload_refused_json(double time, const std::string& config,
                                       const std::string& why);
 
+/// What `--gate` did (agent/gate.h): closed the node to new work (a Slurm drain),
+/// opened it again, left it (closed already, or by someone else), what it would have
+/// done (--gate-dry-run), or why it could not.
+enum class GateStep { closed, opened, kept_closed, left_alone, would_close, would_open, failed };
+/// Its name (util/enum_names.h): the JSON line's "step".
+std::string_view enum_name(GateStep step);
+struct GateNotice {
+  std::string mode;    // "slurm"
+  GateStep step = GateStep::closed;
+  std::string target;  // "node gpu01"
+  std::string detail;  // the reason set or found, or the error
+  double seconds = 0;  // from the look's verdict to the step done
+};
+/// "<RFC 3339> gate slurm: drained node gpu01 (0.012 s after the verdict): gpureap: GPU 0 …".
+std::string watch_gate_line(double time, const GateNotice& n, const Style& style);
+/// {"schema_version":2,"event":"gate","level":…,<time>,"mode":…,"step":…,"target":…,
+/// "detail":…,"seconds":S}.
+std::string watch_gate_json(double time, const GateNotice& n);
+
 /// NVML let go (`yielded`, until `until`) or taken up again, at whose request, and
 /// what the asker said it did (a reset and its outcome).
 struct SourceNotice {
