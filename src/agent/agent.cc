@@ -155,6 +155,7 @@ class Agent {
       auto actions = make_node_actions(options_.gate, options_.gate_dry_run);
       if (!actions) return std::unexpected(actions.error());
       gate_ = std::make_unique<Gate>(std::move(*actions), hooks_.gate);
+      for (const auto& mode : options_.gate) counters_.gate_seconds[mode];
     }
     record_history();
     if (options_.textfile_dir) {
@@ -293,7 +294,10 @@ class Agent {
       counters_.release_seconds["exit_to_unlisted"].observe(r.exit_to_unlisted);
       counters_.release_seconds["unlisted_to_baseline"].observe(r.unlisted_to_baseline);
     }
-    if (gate_) gate_->after_look(inv);
+    if (gate_) {
+      gate_->after_look(inv);
+      for (const auto& [mode, s] : gate_->take_done()) counters_.gate_seconds[mode].observe(s);
+    }
     track_orphans(inv);
     save_witnesses();
     if (options_.textfile_dir) update_textfile();

@@ -1,6 +1,7 @@
 #include "agent/gate.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "agent/slurm_gate.h"
 #include "inventory/node_check.h"
@@ -75,6 +76,11 @@ void Gate::wait_idle() {
   idle_.wait(lock, [&] { return stopping_ || (!pending_ && !busy_); });
 }
 
+std::vector<std::pair<std::string, double>> Gate::take_done() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(done_, {});
+}
+
 void Gate::run() {
   std::vector<Clock::time_point> not_before(actions_.size());
   std::vector<bool> failing(actions_.size(), false);
@@ -125,6 +131,10 @@ void Gate::run() {
       }
       failing[i] = false;
       closed_[i] = want_closed;
+      if (done->step == report::GateStep::closed || done->step == report::GateStep::opened) {
+        std::lock_guard done_lock(mutex_);
+        done_.emplace_back(std::string(a.mode()), seconds);
+      }
       if (!done->quiet && notice_)
         notice_({std::string(a.mode()), done->step, done->target, done->detail, seconds});
     }

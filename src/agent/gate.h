@@ -79,6 +79,9 @@ class Gate {
   void after_look(const inventory::Inventory& inv);
   /// For tests: waits until every verdict given has been acted on (or a retry is due).
   void wait_idle();
+  /// The steps done since the last call (closed or opened: not a dry run's, not a
+  /// failure), as (mode, seconds from the verdict): gpureap_gate_seconds.
+  std::vector<std::pair<std::string, double>> take_done();
 
  private:
   void run();
@@ -90,6 +93,7 @@ class Gate {
   std::mutex mutex_;
   std::condition_variable wake_, idle_;
   std::optional<GateVerdict> pending_;
+  std::vector<std::pair<std::string, double>> done_;
   Clock::time_point verdict_at_;
   bool busy_ = false, stopping_ = false;
   std::thread thread_;

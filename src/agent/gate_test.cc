@@ -140,6 +140,8 @@ TEST(Gate, ClosesOnceKeepsClosedDuringTheReleaseAndOpensOnAVerifiedLook) {
   gate.wait_idle();
   gate.after_look(node({gpu(0)}));
   gate.wait_idle();
+  EXPECT_EQ(gate.take_done().size(), 2u);  // gpureap_gate_seconds: the close and the open
+  EXPECT_TRUE(gate.take_done().empty());
   std::lock_guard lock(calls.mutex);
   ASSERT_EQ(calls.calls.size(), 2u);
   EXPECT_EQ(calls.calls[1], "open");

@@ -325,6 +325,20 @@ void render_agent(Exposition& x, const AgentCounters& c) {
     x.sample({{"phase", phase}}, std::to_string(h.count), "_count");
   }
 
+  if (!c.gate_seconds.empty()) {
+    x.family("gpureap_gate_seconds", "histogram",
+             "Seconds from the look's verdict to the node closed or opened again by --gate "
+             "(a Slurm drain or resume done), by mode.");
+    for (const auto& [mode, h] : c.gate_seconds) {
+      for (std::size_t i = 0; i < Histogram::kBounds.size(); ++i)
+        x.sample({{"mode", mode}, {"le", number(Histogram::kBounds[i])}},
+                 std::to_string(h.buckets[i]), "_bucket");
+      x.sample({{"mode", mode}, {"le", "+Inf"}}, std::to_string(h.count), "_bucket");
+      x.sample({{"mode", mode}}, number(h.sum), "_sum");
+      x.sample({{"mode", mode}}, std::to_string(h.count), "_count");
+    }
+  }
+
   x.family("gpureap_frees_total", "counter",
            "Frees the agent performed, by result: freed (memory back at baseline), held "
            "(memory stayed held), nothing (nothing to free).");
