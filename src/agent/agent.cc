@@ -15,6 +15,7 @@
 
 #include "agent/caller_view.h"
 #include "agent/descriptors.h"
+#include "agent/gate.h"
 #include "agent/process_figures.h"
 #include "agent/control_socket.h"
 #include "agent/http_server.h"
@@ -150,6 +151,12 @@ class Agent {
     // What an earlier agent saw die, for the processes still the same (W3-07).
     watcher_.remember_dead_parents(inventory::load_witnesses(options_.state_dir, node_.proc_root()));
     watcher_.refresh(true);  // announced by loop(), after the "started" line
+    if (!options_.gate.empty()) {
+      auto actions = make_node_actions(options_.gate, options_.gate_dry_run);
+      if (!actions) return std::unexpected(actions.error());
+      gate_ = std::make_unique<Gate>(std::move(*actions), hooks_.gate);
+      for (const auto& mode : options_.gate) counters_.gate_seconds[mode];
+    }
     record_history();
     if (options_.textfile_dir) {
       // A directory that cannot be written at start is a mistake to say now, not
@@ -287,6 +294,10 @@ class Agent {
       counters_.release_seconds["exit_to_unlisted"].observe(r.exit_to_unlisted);
       counters_.release_seconds["unlisted_to_baseline"].observe(r.unlisted_to_baseline);
     }
+    if (gate_) {
+      gate_->after_look(inv);
+      for (const auto& [mode, s] : gate_->take_done()) counters_.gate_seconds[mode].observe(s);
+    }
     track_orphans(inv);
     save_witnesses();
     if (options_.textfile_dir) update_textfile();
@@ -339,7 +350,7 @@ class Agent {
     if (yielded_until_)
       health.notes.push_back("NVML let go for a GPU reset: answers are the last look's");
     else if (inventory::source_down(watcher_.inventory()))
-      health.degraded.push_back("NVML cannot read any GPU: only the /proc view is live");
+      health.degraded.push_back(inventory::source_down_text(watcher_.inventory()));
     if (limits.unwatched > 0)
       health.notes.push_back(std::to_string(limits.unwatched) +
                              " processes watched at each tick, not by pidfd (the agent's "
@@ -666,6 +677,7 @@ class Agent {
   std::optional<reclaim::FreeLock> lock_;
   std::optional<ControlServer> control_;
   std::optional<HttpServer> http_;
+  std::unique_ptr<Gate> gate_;  // --gate: closes the node on a leak, on its own thread
   std::optional<Pattern> keep_;
   std::map<pid_t, inventory::DeadParent> saved_witnesses_;  // as last written (save_witnesses)
   bool witness_save_failed_ = false;

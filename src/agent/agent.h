@@ -21,6 +21,7 @@
 #include "inventory/node.h"
 #include "reclaim/audit.h"
 #include "report/metrics.h"
+#include "report/watch_service.h"
 #include "util/result.h"
 
 namespace gpureap::agent {
@@ -41,6 +42,8 @@ struct AgentOptions {
   std::optional<std::chrono::milliseconds> reap_orphans_after;  // nullopt: never reap
   std::string keep_regex;                   // holders whose command line matches are never reaped
   bool reap_dry_run = false;
+  std::vector<std::string> gate;  // --gate modes (agent/gate.h); none: the node is never closed
+  bool gate_dry_run = false;
   std::string version;   // for gpureap_build_info
   ProblemSink problems;  // nullptr: not said
   /// Where the reaper's signals and verdicts are recorded (actor watch-reaper). Required:
@@ -92,6 +95,8 @@ struct AgentHooks {
   /// The reload applied: what changed (empty: nothing).
   std::function<void(const std::vector<OptionChange>&)> reloaded;
   std::function<void(const SourceYield&)> nvml;
+  /// What --gate did (called from the gate's own thread).
+  std::function<void(const report::GateNotice&)> gate;
   /// The loop ended (a stop signal): the agent is about to close everything.
   std::function<void()> stopping;
 };

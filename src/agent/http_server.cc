@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "agent/basic_auth.h"
+#include "agent/credential_checks.h"
 #include "agent/gnutls_load.h"
 #include "util/fd.h"
 #include "util/signal_mask.h"
@@ -228,6 +229,7 @@ MHD_Result send(MHD_Connection* connection, const HttpResponse& r, bool not_allo
 struct HttpServer::Impl {
   HttpHandler handler;
   std::unique_ptr<BasicAuth> auth;  // nullptr: no authentication
+  std::unique_ptr<CredentialChecks> checks;  // with auth: bcrypt off our thread (W4-09)
   std::string cert_pem, key_pem;  // kept while the daemon runs
   MHD_Daemon* daemon = nullptr;
   std::uint16_t port = 0;
@@ -243,6 +245,8 @@ struct HttpServer::Impl {
     bool answering = false;  // the handler runs: the loop may take long (a reap)
     bool ended = false;
     std::optional<Clock::time_point> resume_at;  // suspended: over its client's rate
+    // The request's credentials: checking (suspended meanwhile), then the verdict.
+    enum class Credentials { unchecked, checking, let_in, refused } credentials{};
   };
   // A client's requests in the current second.
   struct Budget {
@@ -258,6 +262,7 @@ struct HttpServer::Impl {
   std::thread sweeper;
 
   ~Impl() {
+    checks.reset();  // its workers call back into this: gone before anything else
     {
       std::lock_guard lock(mutex);
       stopping = true;
@@ -317,6 +322,8 @@ struct HttpServer::Impl {
     std::lock_guard lock(mutex);
     auto it = open.find(connection);
     if (it == open.end()) return true;
+    // Back from a credentials check: this request was charged before it.
+    if (it->second.credentials != Open::Credentials::unchecked) return true;
     auto now = Clock::now();
     Budget& b = budgets[it->second.client];
     if (now - b.second >= 1s) b = {now, 0};
@@ -368,22 +375,70 @@ struct HttpServer::Impl {
     changed.notify_all();
   }
 
-  // A request answered: the next one on a kept-alive connection has its own deadline.
+  // A request answered: the next one on a kept-alive connection has its own deadline,
+  // and its own credentials.
   static void on_completed(void* cls, MHD_Connection* connection, void**,
                            MHD_RequestTerminationCode) {
-    static_cast<Impl*>(cls)->answering(connection, false);
+    auto* self = static_cast<Impl*>(cls);
+    {
+      std::lock_guard lock(self->mutex);
+      if (auto it = self->open.find(connection); it != self->open.end())
+        it->second.credentials = Open::Credentials::unchecked;
+    }
+    self->answering(connection, false);
   }
 
-  bool authenticated(MHD_Connection* connection) {
+  // The request's credentials: let in or refused at once when that needs no bcrypt,
+  // else `checking`: the connection is suspended and a worker resumes it with the
+  // verdict (the suspension comes first, so the resume cannot be lost).
+  Open::Credentials credentials(MHD_Connection* connection) {
+    std::string client;
+    {
+      std::lock_guard lock(mutex);
+      auto it = open.find(connection);
+      if (it != open.end() && it->second.credentials != Open::Credentials::unchecked)
+        return it->second.credentials;
+      if (it != open.end()) client = it->second.client;
+    }
     char* password = nullptr;
     char* user = MHD_basic_auth_get_username_password(connection, &password);
-    const bool ok = user && password && auth->check(user, password);
+    std::string pass = password ? password : "";
     if (password) {
       std::memset(password, 0, std::strlen(password));
       MHD_free(password);
     }
+    std::string name = user ? user : "";
     if (user) MHD_free(user);
-    return ok;
+    auto quick = checks->quick(client, user ? name.c_str() : nullptr, pass);
+    auto verdict = quick == CredentialChecks::Quick::let_in    ? Open::Credentials::let_in
+                   : quick == CredentialChecks::Quick::refused ? Open::Credentials::refused
+                                                               : Open::Credentials::checking;
+    if (verdict == Open::Credentials::checking) {
+      std::lock_guard lock(mutex);
+      auto it = open.find(connection);
+      if (it == open.end()) {
+        verdict = auth->check(name, pass) ? Open::Credentials::let_in : Open::Credentials::refused;
+      } else {
+        it->second.credentials = verdict;
+        it->second.answering = true;  // waiting, not trickling: no deadline meanwhile
+        changed.notify_all();
+      }
+    }
+    if (verdict == Open::Credentials::checking) {
+      MHD_suspend_connection(connection);
+      checks->submit(client, std::move(name), std::move(pass), [this, connection](bool ok) {
+        {
+          std::lock_guard lock(mutex);
+          auto it = open.find(connection);
+          if (it == open.end()) return;
+          it->second.credentials = ok ? Open::Credentials::let_in : Open::Credentials::refused;
+        }
+        // Suspended, so never closed by libmicrohttpd meanwhile: the pointer is good.
+        MHD_resume_connection(connection);
+      });
+    }
+    std::fill(pass.begin(), pass.end(), '\0');
+    return verdict;
   }
 
   // 401 with `WWW-Authenticate: Basic realm="gpureap"`: no credentials, an unknown
@@ -410,7 +465,14 @@ struct HttpServer::Impl {
       MHD_suspend_connection(connection);
       return MHD_YES;
     }
-    if (self->auth && !self->authenticated(connection)) return unauthorized(connection);
+    if (self->auth) {
+      switch (self->credentials(connection)) {
+        case Open::Credentials::checking: return MHD_YES;  // resumed with the verdict
+        case Open::Credentials::refused: return unauthorized(connection);
+        case Open::Credentials::unchecked:
+        case Open::Credentials::let_in: break;
+      }
+    }
     self->answering(connection, true);
     HttpResponse response;
     try {
@@ -424,7 +486,7 @@ struct HttpServer::Impl {
 };
 
 Result<HttpServer> HttpServer::start(std::string_view listen, HttpHandler handler,
-                                     const WebConfig& web) {
+                                     const WebConfig& web, PasswordCheck matches) {
   // TLS asked and GnuTLS missing is an error, never plain HTTP in its place.
   if (web.tls()) {
     if (auto loaded = load_gnutls(kGnutlsLibrary); !loaded)
@@ -441,7 +503,10 @@ Result<HttpServer> HttpServer::start(std::string_view listen, HttpHandler handle
   ::getsockname(fd->get(), reinterpret_cast<sockaddr*>(&bound), &len);
   auto impl = std::make_unique<Impl>();
   impl->handler = std::move(handler);
-  if (web.auth()) impl->auth = std::make_unique<BasicAuth>(web.users);
+  if (web.auth()) {
+    impl->auth = std::make_unique<BasicAuth>(web.users, std::move(matches));
+    impl->checks = std::make_unique<CredentialChecks>(*impl->auth);
+  }
   impl->cert_pem = web.cert_pem;
   impl->key_pem = web.key_pem;
   impl->port = ntohs(address->ipv6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port

@@ -2,8 +2,8 @@
 // The agent's HTTP endpoint (`/metrics`, a landing page at `/`), served by
 // libmicrohttpd (Debian's libmicrohttpd-dev): no HTTP parsing of our own; with a
 // web configuration (--web-config) over TLS (GnuTLS, loaded on demand) and behind
-// basic authentication. The handler runs on the library's thread; it must be
-// thread-safe.
+// basic authentication (each password checked on a worker thread, never on the
+// library's, W4-09). The handler runs on the library's thread; it must be thread-safe.
 
 #include <cstdint>
 #include <functional>
@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "agent/basic_auth.h"
 #include "agent/web_config.h"
 #include "util/result.h"
 
@@ -35,8 +36,11 @@ class HttpServer {
   /// `web.tls()` it serves HTTPS only (GnuTLS must load: agent/gnutls_load.h; it
   /// never falls back to plain HTTP); with `web.auth()` every request needs one of
   /// its users' passwords, else 401 with `WWW-Authenticate: Basic`.
+  /// The passwords are checked off the serving thread (agent/credential_checks.h), by
+  /// `matches` (a test's stand-in; bcrypt otherwise).
   static Result<HttpServer> start(std::string_view listen, HttpHandler handler,
-                                  const WebConfig& web = {});
+                                  const WebConfig& web = {},
+                                  PasswordCheck matches = bcrypt_matches);
   HttpServer(HttpServer&&) noexcept;
   HttpServer& operator=(HttpServer&&) noexcept;
   ~HttpServer();  // stops serving, waits for requests in flight

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -22,6 +23,8 @@
 
 namespace gpureap::agent {
 namespace {
+
+using namespace std::chrono_literals;
 
 struct Reply {
   int status = 0;
@@ -228,6 +231,82 @@ TEST(HttpServer, ServesOnIpv6Loopback) {
   EXPECT_EQ(r.body, "up 1\n");
   // Bound to ::1 only: the IPv4 loopback has nothing on that port.
   EXPECT_FALSE(connect_to(server->port()).valid());
+}
+
+// W4-09: wrong passwords wait for their (slow) check on worker threads; a scrape
+// with the password let in before is answered while every worker is held in one. The
+// stand-in for bcrypt holds wrong passwords until the test releases them, so the
+// order is the test's, never the machine's speed. On the old code the check ran on
+// libmicrohttpd's one thread and the scrape got no answer until the release.
+TEST(HttpServer, W4_09_AScrapeIsAnsweredWhileWrongPasswordsAreChecked) {
+  std::mutex m;
+  std::condition_variable cv;
+  unsigned calls = 0;
+  bool held = false;
+  PasswordCheck slow = [&](const std::string& hash, std::string_view password) {
+    std::unique_lock lock(m);
+    ++calls;
+    cv.notify_all();
+    cv.wait(lock, [&] { return !held || password == hash; });
+    return password == hash;
+  };
+  WebConfig web;
+  web.users = {{"prometheus", "right"}};
+  struct Release {  // on any exit, before the server stops: never a test that hangs
+    std::mutex& m;
+    std::condition_variable& cv;
+    bool& held;
+    ~Release() {
+      std::lock_guard lock(m);
+      held = false;
+      cv.notify_all();
+    }
+  };
+  auto server = HttpServer::start("127.0.0.1:0", metrics_handler, web, slow);
+  Release release{m, cv, held};
+  ASSERT_TRUE(server) << server.error().message;
+  const std::string right = "Authorization: Basic cHJvbWV0aGV1czpyaWdodA==\r\n";
+  const std::string wrong = "Authorization: Basic cHJvbWV0aGV1czp3cm9uZw==\r\n";
+  auto request = [&](const std::string& path, const std::string& auth) {
+    return "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n" + auth + "\r\n";
+  };
+  EXPECT_EQ(talk(server->port(), request("/metrics", "")).status, 401);
+  EXPECT_EQ(talk(server->port(), request("/metrics", right)).status, 200);  // checked once
+  {
+    std::lock_guard lock(m);
+    held = true;
+  }
+  std::vector<UniqueFd> bad;
+  for (int i = 0; i < 4; ++i) {
+    bad.push_back(connect_to(server->port()));
+    const std::string r = request("/metrics", wrong);
+    ASSERT_EQ(::send(bad.back().get(), r.data(), r.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(r.size()));
+  }
+  {
+    std::unique_lock lock(m);  // both workers inside a check (a bound, not a measure)
+    ASSERT_TRUE(cv.wait_for(lock, 60s, [&] { return calls >= 3; }));
+  }
+  auto scrape = talk(server->port(), request("/metrics", right));
+  EXPECT_EQ(scrape.status, 200) << scrape.head;
+  EXPECT_EQ(scrape.body, "up 1\n");
+  EXPECT_EQ(talk(server->port(), request("/healthz", right)).status, 404);  // answered
+  {
+    std::lock_guard lock(m);
+    EXPECT_TRUE(held) << "answered while the wrong passwords were still being checked";
+    held = false;
+  }
+  cv.notify_all();
+  for (auto& fd : bad) {
+    std::string reply(64, '\0');
+    pollfd p{fd.get(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 60000), 1);
+    ASSERT_GT(::recv(fd.get(), reply.data(), reply.size(), 0), 0);
+    EXPECT_TRUE(reply.starts_with("HTTP/1.0 401") || reply.starts_with("HTTP/1.1 401")) << reply;
+  }
+  // The two checks queued behind the client's failure were refused without one.
+  std::lock_guard lock(m);
+  EXPECT_EQ(calls, 3u);
 }
 
 TEST(HttpServer, AStalledClientDoesNotHoldUpOthers) {

@@ -14,6 +14,11 @@ std::string text(const std::optional<std::chrono::milliseconds>& d) { return d ?
 std::string text(const std::optional<std::string>& v) { return v.value_or(""); }
 std::string text(const std::string& v) { return v; }
 std::string text(bool v) { return v ? "true" : "false"; }
+std::string text(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& item : v) out += (out.empty() ? "" : ",") + item;
+  return out;
+}
 std::string text(const std::optional<gid_t>& g) { return g ? std::to_string(*g) : ""; }
 
 // One row per key: its value as text, and how a reload applies it (nullptr: it
@@ -25,7 +30,7 @@ struct Row {
 };
 
 // The options file's order (docs/watch.md): what is set at start, then the reloadable.
-const std::array<Row, 10> kRows{{
+const std::array<Row, 12> kRows{{
     {"listen", [](const AgentOptions& o) { return text(o.listen); }, nullptr},
     {"web-config", [](const AgentOptions& o) { return text(o.web.path); }, nullptr},
     {"textfile", [](const AgentOptions& o) { return text(o.textfile_dir); }, nullptr},
@@ -35,6 +40,8 @@ const std::array<Row, 10> kRows{{
        return o.watch.full_scan_auto ? std::string("auto") : text(o.watch.full_scan);
      },
      nullptr},
+    {"gate", [](const AgentOptions& o) { return text(o.gate); }, nullptr},
+    {"gate-dry-run", [](const AgentOptions& o) { return text(o.gate_dry_run); }, nullptr},
     {"tick", [](const AgentOptions& o) { return text(o.watch.tick); },
      [](AgentOptions& to, const AgentOptions& from) { to.watch.tick = from.watch.tick; }},
     {"per-holder-metrics", [](const AgentOptions& o) { return text(o.per_holder); },

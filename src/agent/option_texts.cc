@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "agent/gate.h"
 #include "agent/gnutls_load.h"
 #include "agent/options_file.h"
 #include "util/pattern.h"
@@ -25,6 +26,10 @@ Result<WebConfig> read_web_config_option(const OptionTexts& f) {
   auto web = read_web_config(path);
   if (!web) return web;
   if (web->tls()) {
+    if (auto key = check_private_file(fmt::format("--web-config {}: key_file", path),
+                                      web->key_file, "can pose as this agent");
+        !key)
+      return std::unexpected(key.error());
     const char* library = std::getenv("GPUREAP_GNUTLS_LIBRARY");
     auto loaded = load_gnutls(library && *library ? library : kGnutlsLibrary);
     if (!loaded)
@@ -77,6 +82,12 @@ Result<AgentOptions> resolve_options(const OptionTexts& f, const std::string& st
     if (!web) return std::unexpected(web.error());
     o.web = std::move(*web);
   }
+  if (auto actions = make_node_actions(f.gate, f.gate_dry_run); !actions)
+    return std::unexpected(actions.error());
+  o.gate = f.gate;
+  o.gate_dry_run = f.gate_dry_run;
+  if (o.gate_dry_run && o.gate.empty())
+    return fail("--gate-dry-run: needs --gate (what would be closed, and when)");
   o.reap_dry_run = f.reap_dry_run;
   if (o.reap_dry_run && !o.reap_orphans_after)
     return fail("--reap-dry-run: needs --reap-orphans-after (what would be reaped, and when)");

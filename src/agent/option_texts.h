@@ -5,6 +5,7 @@
 // command line refuses is refused in the file too. docs/watch.md.
 
 #include <string>
+#include <vector>
 
 #include "agent/agent.h"
 #include "agent/http_server.h"
@@ -28,6 +29,8 @@ struct OptionTexts {
   std::string keep;          // RE2
   std::string web_config;    // a file
   bool reap_dry_run = false;
+  std::vector<std::string> gate;  // --gate, repeatable
+  bool gate_dry_run = false;
 };
 
 /// The agent's options (state directory `state_dir`; `version` left empty for the

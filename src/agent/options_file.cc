@@ -86,4 +86,17 @@ Result<void> check_file_owner(const std::string& option, const std::string& path
   }
 }
 
+Result<void> check_private_file(const std::string& option, const std::string& path,
+                                const std::string& steers) {
+  if (auto owner = check_file_owner(option, path, steers); !owner) return owner;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};  // left to the reader
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+    return fail(fmt::format("{} {}: the file is readable by {} (mode {:04o}): whoever can read "
+                            "it {}; refusing it. Make it readable by its owner alone (chmod 0600)",
+                            option, path, (st.st_mode & S_IRWXO) ? "everyone" : "its group",
+                            st.st_mode & 07777, steers));
+  return {};
+}
+
 }  // namespace gpureap::agent

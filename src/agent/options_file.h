@@ -30,4 +30,9 @@ Result<std::set<std::string>> check_options_file(const std::string& path,
 Result<void> check_file_owner(const std::string& option, const std::string& path,
                               const std::string& steers);
 
+/// check_file_owner, and the file readable by its owner alone (no group or other bit):
+/// a private key, whose reader can pose as the agent (W4-10).
+Result<void> check_private_file(const std::string& option, const std::string& path,
+                                const std::string& steers);
+
 }  // namespace gpureap::agent

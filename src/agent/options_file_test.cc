@@ -84,5 +84,26 @@ TEST(FileOwner, AFileOthersCanWriteIsRefusedNamingTheOptionAndWhy) {
   EXPECT_TRUE(check_file_owner("--config", dir.path("absent"), "x"));  // left to the reader
 }
 
+// W4-10: a private key readable (or writable) by others is refused as the web
+// configuration itself is.
+TEST(FileOwner, APrivateKeyOthersCanReadIsRefused) {
+  TestTempDir dir;
+  ASSERT_EQ(::chmod(dir.dir().c_str(), 0700), 0);
+  const std::string key = written(dir, "-----BEGIN PRIVATE KEY-----\n");
+  ASSERT_EQ(::chmod(key.c_str(), 0600), 0);
+  const std::string option = "--web-config /etc/w.yml: key_file";
+  EXPECT_TRUE(check_private_file(option, key, "can pose as this agent"));
+  for (auto [mode, says] : {std::pair{0644, "readable by everyone (mode 0644)"},
+                            std::pair{0640, "readable by its group (mode 0640)"},
+                            std::pair{0666, "writable by everyone (mode 0666)"}}) {
+    ASSERT_EQ(::chmod(key.c_str(), static_cast<mode_t>(mode)), 0);
+    auto refused = check_private_file(option, key, "can pose as this agent");
+    ASSERT_FALSE(refused) << mode;
+    EXPECT_NE(refused.error().message.find(option + " " + key + ": the file is " + says),
+              std::string::npos)
+        << refused.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace gpureap::agent

@@ -85,6 +85,12 @@ constexpr std::array kUnsupportedTls{"cert",          "key",         "client_aut
                                       "cipher_suites", "curve_preferences", "min_version",
                                       "max_version",   "prefer_server_cipher_suites"};
 
+// W4-10: an emptied file, or the last user removed, must not serve everyone silently.
+constexpr const char* kProtectsNothing =
+    "protects nothing: it names neither a certificate (tls_server_config) nor a user "
+    "(basic_auth_users), so /metrics would be served to anyone over plain HTTP; name a user "
+    "or a certificate, or leave --web-config out";
+
 std::string resolve(const std::string& path, const std::string& file) {
   std::filesystem::path p(file);
   if (p.is_absolute()) return file;
@@ -136,7 +142,8 @@ Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& pat
   }
   d.loaded = true;
   const yaml_node_t* root = yaml_document_get_root_node(&d.doc);
-  if (!root || is_null(root)) return out;  // an empty file: plain HTTP, no authentication
+  // An empty file (or comments only) asks for nothing: refused below.
+  if (!root || is_null(root)) return bad(kProtectsNothing);
   Reader r(&d.doc, path);
 
   bool tls_given = false;
@@ -184,6 +191,7 @@ Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& pat
   if (!top) return std::unexpected(top.error());
   if (tls_given && (out.cert_file.empty() || out.key_file.empty()))
     return bad("tls_server_config needs both cert_file and key_file");
+  if (!out.tls() && !out.auth()) return bad(kProtectsNothing);
   return out;
 }
 

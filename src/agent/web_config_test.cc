@@ -22,17 +22,6 @@ TEST(WebConfig, ReadsTlsFilesAndUsers) {
   EXPECT_EQ(c->users.at("prometheus"), kHash);
 }
 
-TEST(WebConfig, AnEmptyFileAsksForNothing) {
-  auto c = parse_web_config("# nothing yet\n", "w.yml");
-  ASSERT_TRUE(c) << c.error().message;
-  EXPECT_FALSE(c->tls());
-  EXPECT_FALSE(c->auth());
-  auto nulls = parse_web_config("tls_server_config:\nbasic_auth_users: ~\n", "w.yml");
-  ASSERT_TRUE(nulls) << nulls.error().message;
-  EXPECT_FALSE(nulls->tls());
-  EXPECT_FALSE(nulls->auth());
-}
-
 TEST(WebConfig, BasicAuthAlone) {
   auto c = parse_web_config("basic_auth_users: {alice: '" + kHash + "'}\n", "w.yml");
   ASSERT_TRUE(c) << c.error().message;
@@ -66,6 +55,14 @@ TEST(WebConfig, RefusesWhatItDoesNotServe) {
                  "cert_file must be a text value");
   expect_refused("tls_server_config:\n cert_file: a\n  key_file: b\n", "not valid YAML (line ");
   expect_refused("- a\n- b\n", "the file must be a mapping");
+}
+
+// W4-10: a file that protects nothing is refused, never served as plain HTTP to anyone.
+TEST(WebConfig, RefusesAFileThatProtectsNothing) {
+  for (const char* yaml : {"", "# nothing yet\n", "basic_auth_users: {}\n", "basic_auth_users:\n",
+                           "tls_server_config:\nbasic_auth_users: ~\n"})
+    expect_refused(yaml, "protects nothing: it names neither a certificate (tls_server_config) "
+                         "nor a user (basic_auth_users)");
 }
 
 TEST(WebConfig, KnowsABcryptHash) {

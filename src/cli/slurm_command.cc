@@ -23,7 +23,6 @@
 #include "report/json.h"
 #include "report/slurm_report.h"
 #include "report/terminal_text.h"
-#include "util/host_name.h"
 #include "util/units.h"
 
 namespace gpureap::cli {
@@ -58,26 +57,16 @@ int usage_error(const SlurmOptions& o, const std::string& message) {
   return kExitUsage;
 }
 
-std::string from_env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
 // --scontrol, else $GPUREAP_SCONTROL, else Debian's path. Relative paths would depend
 // on a PATH Slurm does not set.
 std::string scontrol_path(const SlurmOptions& o) {
-  if (!o.scontrol.empty()) return o.scontrol;
-  if (auto env = from_env("GPUREAP_SCONTROL"); !env.empty()) return env;
-  return std::string(cluster::kDefaultScontrol);
+  return o.scontrol.empty() ? cluster::scontrol_from_environment() : o.scontrol;
 }
 
 // --node, else $SLURMD_NODENAME (set for the prolog, epilog and health check), else
 // the host name up to its first dot (Slurm's default NodeName).
 std::string node_name(const SlurmOptions& o) {
-  if (!o.node.empty()) return o.node;
-  if (auto env = from_env("SLURMD_NODENAME"); !env.empty()) return env;
-  std::string name = host_name();
-  return name.substr(0, name.find('.'));
+  return o.node.empty() ? cluster::node_name_from_environment() : o.node;
 }
 
 int exit_status(cluster::HookEnd end) {

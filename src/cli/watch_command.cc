@@ -57,8 +57,9 @@ struct OptionKey {
   const char* key;
   std::string WatchFlags::*text = nullptr;  // a value option
   bool WatchFlags::*flag = nullptr;         // a flag (the file says true or false)
+  std::vector<std::string> WatchFlags::*list = nullptr;  // repeatable (the file: a list)
 };
-constexpr std::array<OptionKey, 11> kOptionKeys{{
+constexpr std::array<OptionKey, 13> kOptionKeys{{
     {"listen", &WatchFlags::listen, nullptr},
     {"web-config", &WatchFlags::web_config, nullptr},
     {"no-listen", nullptr, &WatchFlags::no_listen},
@@ -70,6 +71,8 @@ constexpr std::array<OptionKey, 11> kOptionKeys{{
     {"reap-orphans-after", &WatchFlags::reap_after, nullptr},
     {"keep", &WatchFlags::keep, nullptr},
     {"reap-dry-run", nullptr, &WatchFlags::reap_dry_run},
+    {"gate", nullptr, nullptr, &WatchFlags::gate},
+    {"gate-dry-run", nullptr, &WatchFlags::gate_dry_run},
 }};
 
 std::vector<std::string_view> option_key_names() {
@@ -121,6 +124,14 @@ void add_file_options(CLI::App& app, WatchFlags& f) {
       ->type_name("REGEX");
   app.add_flag("--reap-dry-run", f.reap_dry_run,
                "Announce what --reap-orphans-after would free, and free nothing");
+  app.add_option("--gate", f.gate,
+                 "Close this node to new work while a GPU has an owned or witnessed orphan's "
+                 "memory, driver-held memory or is a ghost, and open it again once a look "
+                 "verifies it back at baseline. slurm: drain with a reason starting "
+                 "'gpureap:', resume only such a drain. Repeatable")
+      ->type_name("MODE");
+  app.add_flag("--gate-dry-run", f.gate_dry_run,
+               "Say what --gate would close and open, and change nothing");
 }
 
 /// The options file (TOML/INI, `key = value`, CLI11's reader): its keys override
@@ -152,6 +163,7 @@ Result<WatchFlags> read_options_file(const std::string& path, const WatchFlags& 
     }
     if (k.text) merged.*(k.text) = file.*(k.text);
     if (k.flag) merged.*(k.flag) = file.*(k.flag);
+    if (k.list) merged.*(k.list) = file.*(k.list);
   }
   return merged;
 }
@@ -227,6 +239,8 @@ report::WatchStart watch_start(const StartingOptions& s) {
   start.pid = ::getpid();
   start.socket = inventory::agent_socket_path(s.state);
   start.textfile = s.options.textfile_dir;
+  start.tls = s.options.web.tls();
+  start.users = s.options.web.users.size();
   start.reap_orphans_after = s.options.reap_orphans_after;
   start.reap_dry_run = s.options.reap_dry_run;
   start.keep = s.options.keep_regex;
@@ -309,6 +323,10 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explici
     const double now = agent::wall_now();
     out.push(json ? report::watch_source_json(now, notice)
                   : report::watch_source_line(now, notice, style));
+  };
+  hooks.gate = [&](const report::GateNotice& n) {
+    const double now = agent::wall_now();
+    out.push(json ? report::watch_gate_json(now, n) : report::watch_gate_line(now, n, style));
   };
   hooks.stopping = [&] {
     const int sig = g_stop_signal.load();

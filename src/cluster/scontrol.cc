@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "proc/spawn.h"
+#include "util/host_name.h"
 #include "util/text.h"
 
 namespace gpureap::cluster {
@@ -92,6 +94,18 @@ Result<void> Scontrol::resume(const std::string& node,
   auto out = run(resume_argv(path_, node), deadline);
   if (!out) return std::unexpected(out.error());
   return {};
+}
+
+std::string scontrol_from_environment() {
+  const char* env = std::getenv("GPUREAP_SCONTROL");
+  return env && *env ? env : std::string(kDefaultScontrol);
+}
+
+std::string node_name_from_environment() {
+  const char* env = std::getenv("SLURMD_NODENAME");
+  if (env && *env) return env;
+  std::string name = host_name();
+  return name.substr(0, name.find('.'));
 }
 
 }  // namespace gpureap::cluster

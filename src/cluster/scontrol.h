@@ -34,6 +34,12 @@ struct NodeState {
   bool drained_by_gpureap() const { return drained() && reason.starts_with(kReasonPrefix); }
 };
 
+/// $GPUREAP_SCONTROL, else kDefaultScontrol (a --scontrol option comes first).
+std::string scontrol_from_environment();
+/// $SLURMD_NODENAME (set for the prolog, epilog and health check), else the host name up
+/// to its first dot (Slurm's default NodeName) (a --node option comes first).
+std::string node_name_from_environment();
+
 /// Parses `scontrol -o show node NAME` (one line, "Key=Value" fields; the reason,
 /// which may hold spaces, comes last as "Reason=text [user@time]").
 Result<NodeState> parse_node_state(std::string_view text);

@@ -11,7 +11,9 @@
 #include <set>
 
 #include "gpu/source_words.h"
+#include "gpu/vendor.h"
 #include "inventory/baseline_store.h"
+#include "util/enum_names.h"
 #include "util/units.h"
 
 namespace gpureap::inventory {
@@ -196,10 +198,53 @@ void track_holders(const GpuView& view, Pred pred,
 
 }  // namespace
 
+std::vector<gpu::Vendor> sides_down(const Inventory& inv) {
+  std::vector<gpu::Vendor> down;
+  if (inv.source_state != gpu::SourceState::partial) return down;
+  for (gpu::Vendor side : enum_values<gpu::Vendor>()) {
+    bool listed = false, read = false;
+    for (const auto& view : inv.gpus) {
+      if (gpu::vendor_of(view.info.uuid) != side) continue;
+      listed = true;
+      read = read || !gpu_failing(view);
+    }
+    if (listed && !read) down.push_back(side);
+  }
+  return down;
+}
+
 bool source_down(const Inventory& inv) {
-  if (!gpu::lists_gpus(inv.source_state)) return true;
-  if (inv.source_state != gpu::SourceState::partial || inv.gpus.empty()) return false;
-  return std::all_of(inv.gpus.begin(), inv.gpus.end(), gpu_failing);
+  return !gpu::lists_gpus(inv.source_state) || !sides_down(inv).empty();
+}
+
+namespace {
+
+// "NVML cannot read any of its GPUs (GPU 0, 1)" for each side down on a node whose other
+// side still reads; "" when no side reads (the whole source is down).
+std::string sides_down_words(const Inventory& inv, const std::vector<gpu::Vendor>& down) {
+  bool other_reads = false;
+  for (const auto& view : inv.gpus)
+    other_reads = other_reads || std::ranges::find(down, gpu::vendor_of(view.info.uuid)) == down.end();
+  if (!gpu::lists_gpus(inv.source_state) || !other_reads) return {};
+  std::vector<std::string> sides;
+  for (gpu::Vendor side : down) {
+    std::vector<unsigned> ids;
+    for (const auto& view : inv.gpus)
+      if (gpu::vendor_of(view.info.uuid) == side) ids.push_back(view.info.id.index);
+    sides.push_back(fmt::format("{} cannot read any of its GPUs (GPU {})",
+                                gpu::driver_interface(side), fmt::join(ids, ", ")));
+  }
+  return fmt::format("{}", fmt::join(sides, "; "));
+}
+
+}  // namespace
+
+std::string source_down_text(const Inventory& inv) {
+  const auto down = sides_down(inv);
+  if (auto words = sides_down_words(inv, down); !words.empty())
+    return words + ": only the other GPUs and the /proc view are live";
+  return fmt::format("{} cannot read any GPU: only the /proc view is live",
+                     down.size() == 1 ? gpu::driver_interface(down[0]) : "NVML");
 }
 
 EventDetector::EventDetector(std::chrono::milliseconds unattributed_settle)
@@ -211,15 +256,24 @@ EventDetector& EventDetector::operator=(EventDetector&&) noexcept = default;
 std::vector<Event> EventDetector::observe(const Inventory& inv, double now,
                                           const std::map<pid_t, DeadParent>& dead_parents) {
   std::vector<Event> out;
-  const bool down = source_down(inv);
+  const auto sides = sides_down(inv);
+  const bool whole = !gpu::lists_gpus(inv.source_state);
+  const bool down = whole || !sides.empty();
+  // A GPU of a side that reads none of its GPUs: said by the node-wide line.
+  auto side_down = [&](std::string_view uuid) {
+    return whole || std::ranges::find(sides, gpu::vendor_of(uuid)) != sides.end();
+  };
   if (down && !source_down_) {
     Event e;
     e.kind = EventKind::source_down;
     e.time = now;
     e.detail = inv.source_problem.empty() ? "NVML does not answer" : inv.source_problem;
+    if (auto words = sides_down_words(inv, sides); !words.empty()) e.detail = words + ": " + e.detail;
     out.push_back(std::move(e));
-    // The node-wide line covers every GPU: each one's own down/up starts afresh.
-    for (auto& [key, st] : gpus_) st->down = false;
+    // The node-wide line covers every GPU of the sides down: each one's own down/up
+    // starts afresh.
+    for (auto& [key, st] : gpus_)
+      if (side_down(key)) st->down = false;
   } else if (!down && source_down_) {
     Event e;
     e.kind = EventKind::source_up;
@@ -235,7 +289,7 @@ std::vector<Event> EventDetector::observe(const Inventory& inv, double now,
   for (const auto& view : inv.gpus) {
     auto& st = gpus_[gpu_key(view)];
     if (!st) st = std::make_unique<GpuState>();
-    if (!down) {
+    if (!side_down(view.info.uuid)) {
       const bool failing = gpu_failing(view);
       if (failing && !st->down) {
         Event e = gpu_event(EventKind::source_down, view, now);

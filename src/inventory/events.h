@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/vendor.h"
 #include "inventory/inventory.h"
 #include "proc/holder.h"
 #include "proc/lineage.h"
@@ -79,10 +80,20 @@ struct Event {
 /// announcing at once would cry "driver_held" at every free.
 inline constexpr std::chrono::milliseconds kUnattributedSettle{3000};
 
-/// NVML as a whole is down: it lists no GPU, or every GPU it lists failed or
-/// hung (no GPU can be read). The node-wide source_down/source_up events and the
-/// source's up metric (gpu/source_words.h) follow this one rule.
+/// The vendors whose side of the node reads none of its GPUs (each listed GPU of
+/// that vendor failed or hung), each side judged alone: on a mixed NVIDIA+AMD node
+/// NVML reading none of its GPUs is NVML down, whatever amdgpu's sysfs reads (W4-07).
+std::vector<gpu::Vendor> sides_down(const Inventory& inv);
+
+/// The source is down: it lists no GPU, or a vendor's side cannot read any of its
+/// GPUs (sides_down). The node-wide source_down/source_up events, the source's up
+/// metric (gpu/source_words.h) and the agent's /healthz follow this one rule.
 bool source_down(const Inventory& inv);
+
+/// Why the source is down, for /healthz's reasons: "NVML cannot read any GPU: ..."
+/// or, on a mixed node, the side named with its GPUs ("NVML cannot read any of its
+/// GPUs (GPU 0, 1): only the other GPUs and the /proc view are live").
+std::string source_down_text(const Inventory& inv);
 
 /// How long a freed GPU of an instance waits for its other members to go (a kill of
 /// a server's workers ends them within a look or two), before it is said alone.
@@ -103,8 +114,9 @@ inline constexpr double kInstanceFreedWait = 2.0;
 ///    left, or kInstanceFreedWait after its first GPU was freed (issue 37).
 ///  - ghost_gpu / ghost_gpu_gone: the GPU's busy class became ghost (the window
 ///    of kBusyTicks ticks is the inventory's) / stopped being one.
-///  - source_down / source_up: node-wide when NVML lists no GPU or every GPU failed
-///    (one line, not one per GPU); per GPU (gpu set) otherwise.
+///  - source_down / source_up: node-wide when NVML lists no GPU or a vendor's side
+///    reads none of its GPUs (one line, not one per GPU, the side named on a mixed
+///    node); per GPU (gpu set) otherwise.
 /// While a GPU's memory is unknown (NVML down or that GPU hung or failing) its
 /// memory state is frozen: nothing is announced or freed for it until NVML
 /// answers again; then what changed meanwhile is announced.

@@ -2,6 +2,7 @@
 #include "util/units.h"
 #include "gpu/test_devices.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace gpureap::inventory {
@@ -446,6 +447,55 @@ TEST(EventDetector, EveryGpuHungIsOneNodeWideLine) {
   events = d.observe(node({gpu(0), gpu(1)}), 3);
   ASSERT_EQ(kinds(events), std::vector{EventKind::source_up});
   EXPECT_EQ(events[0].gpu, gpu::dev(1));
+}
+
+// W4-07: a mixed node (GPU 0-1 NVIDIA, 2-3 AMD) whose NVML reads none of its GPUs is
+// down, though amdgpu's sysfs reads its own: each vendor's side is judged alone.
+TEST(EventDetector, AMixedNodeWhoseNvmlReadsNoneOfItsGpusIsDown) {
+  auto amd = [](unsigned index) {
+    GpuView v = gpu(index);
+    v.info.uuid = fmt::format("GPU-{:016x}", 0xabcdef00u + index);
+    return v;
+  };
+  Inventory inv = node({gpu(0), gpu(1), amd(2), amd(3)});
+  inv.source_state = gpu::SourceState::partial;
+  ASSERT_EQ(gpu::vendor_of(inv.gpus[2].info.uuid), gpu::Vendor::amd);
+  EXPECT_FALSE(source_down(inv));
+  for (unsigned i : {0u, 1u}) {
+    inv.gpus[i].info.problem = fmt::format("nvmlDeviceGetMemoryInfo_v2(GPU {}): GPU is lost", i);
+    inv.gpus[i].info.memory.reset();
+  }
+  inv.source_problem = "nvmlDeviceGetMemoryInfo_v2(GPU 0): GPU is lost";
+  EXPECT_EQ(sides_down(inv), std::vector{gpu::Vendor::nvidia});
+  EXPECT_TRUE(source_down(inv));
+  EXPECT_EQ(source_down_text(inv),
+            "NVML cannot read any of its GPUs (GPU 0, 1): only the other GPUs and the /proc "
+            "view are live");
+  EventDetector d(0ms);
+  auto events = d.observe(inv, 1);
+  ASSERT_EQ(kinds(events), std::vector{EventKind::source_down});
+  EXPECT_FALSE(events[0].gpu) << "one node-wide line, not one per NVIDIA GPU";
+  EXPECT_EQ(events[0].detail, "NVML cannot read any of its GPUs (GPU 0, 1): "
+                              "nvmlDeviceGetMemoryInfo_v2(GPU 0): GPU is lost");
+  // One NVIDIA GPU read again: NVML is up; the other is a GPU failing alone.
+  inv.gpus[0] = gpu(0);
+  EXPECT_FALSE(source_down(inv));
+  events = d.observe(inv, 2);
+  ASSERT_EQ(kinds(events), (std::vector{EventKind::source_up, EventKind::source_down}));
+  EXPECT_EQ(events[1].gpu, gpu::dev(1));
+  // The AMD side alike: amdgpu's sysfs reading none of its GPUs, NVML reading its own.
+  Inventory amd_down = node({gpu(0), gpu(1), amd(2), amd(3)});
+  amd_down.source_state = gpu::SourceState::partial;
+  for (unsigned i : {2u, 3u}) amd_down.gpus[i].info.hung = true;
+  EXPECT_EQ(sides_down(amd_down), std::vector{gpu::Vendor::amd});
+  EXPECT_EQ(source_down_text(amd_down),
+            "amdgpu's sysfs cannot read any of its GPUs (GPU 2, 3): only the other GPUs and "
+            "the /proc view are live");
+  // A pure NVIDIA node keeps its words.
+  Inventory pure = node({gpu(0)});
+  pure.source_state = gpu::SourceState::partial;
+  pure.gpus[0].info.hung = true;
+  EXPECT_EQ(source_down_text(pure), "NVML cannot read any GPU: only the /proc view is live");
 }
 
 TEST(EventDetector, AHungGpuNeverProducesMemoryFreed) {

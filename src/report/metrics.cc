@@ -325,6 +325,20 @@ void render_agent(Exposition& x, const AgentCounters& c) {
     x.sample({{"phase", phase}}, std::to_string(h.count), "_count");
   }
 
+  if (!c.gate_seconds.empty()) {
+    x.family("gpureap_gate_seconds", "histogram",
+             "Seconds from the look's verdict to the node closed or opened again by --gate "
+             "(a Slurm drain or resume done), by mode.");
+    for (const auto& [mode, h] : c.gate_seconds) {
+      for (std::size_t i = 0; i < Histogram::kBounds.size(); ++i)
+        x.sample({{"mode", mode}, {"le", number(Histogram::kBounds[i])}},
+                 std::to_string(h.buckets[i]), "_bucket");
+      x.sample({{"mode", mode}, {"le", "+Inf"}}, std::to_string(h.count), "_bucket");
+      x.sample({{"mode", mode}}, number(h.sum), "_sum");
+      x.sample({{"mode", mode}}, std::to_string(h.count), "_count");
+    }
+  }
+
   x.family("gpureap_frees_total", "counter",
            "Frees the agent performed, by result: freed (memory back at baseline), held "
            "(memory stayed held), nothing (nothing to free).");
@@ -414,7 +428,8 @@ std::string render_metrics(const MetricsInput& input) {
   x.family(gpu::source_words::kUpMetric, "gauge",
            "1 when NVML answers for at least one GPU (a GPU failing alone shows in "
            "gpureap_gpu_up); 0 when NVML is missing, failed or hung as a whole, or no GPU can "
-           "be read (byte series are then absent, the /proc view remains).");
+           "be read (byte series are then absent, the /proc view remains); on a mixed "
+           "NVIDIA+AMD node, 0 when either vendor's side can read none of its GPUs.");
   x.sample({}, inventory::source_down(inv) ? 0 : 1);
 
   x.family("gpureap_scrape_duration_seconds", "gauge",

@@ -102,6 +102,7 @@ AgentCounters counters() {
   AgentCounters c;
   c.free_duration.observe(0.3);
   c.free_duration.observe(4);
+  c.gate_seconds["slurm"].observe(0.008);
   c.frees["freed"] = 2;
   c.last_free_timestamp = 1754000000.5;
   c.events[inventory::EventKind::orphaned_memory] = 3;

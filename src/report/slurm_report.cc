@@ -96,22 +96,38 @@ std::string warning_lines(const std::vector<std::string>& warnings) {
 
 }  // namespace
 
-std::string drain_reason(const std::vector<cluster::HeldGpu>& held, std::string_view error,
-                         std::string_view context) {
-  std::string suffix = context.empty() ? "" : fmt::format(" ({})", context);
-  std::string text;
-  if (!error.empty()) {
-    text = fmt::format("{} GPUs not verified{}: {}", cluster::kReasonPrefix, suffix, error);
-  } else {
-    std::string gpus;
-    for (const auto& h : held) gpus += (gpus.empty() ? "" : "; ") + held_text(h);
-    text = fmt::format("{} {}{}", cluster::kReasonPrefix, gpus, suffix);
-  }
-  // scontrol passes the reason on as is, and sinfo prints it raw: no control bytes.
+namespace {
+
+// scontrol passes the reason on as is, and sinfo prints it raw: no control bytes.
+std::string slurm_reason_text(std::string text) {
   for (char& c : text)
     if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
   if (text.size() > kMaxReason) text = text.substr(0, kMaxReason - 3) + "...";
   return text;
+}
+
+}  // namespace
+
+std::string drain_reason(const std::vector<cluster::HeldGpu>& held, std::string_view error,
+                         std::string_view context) {
+  std::string suffix = context.empty() ? "" : fmt::format(" ({})", context);
+  if (!error.empty())
+    return slurm_reason_text(
+        fmt::format("{} GPUs not verified{}: {}", cluster::kReasonPrefix, suffix, error));
+  std::string gpus;
+  for (const auto& h : held) gpus += (gpus.empty() ? "" : "; ") + held_text(h);
+  return slurm_reason_text(fmt::format("{} {}{}", cluster::kReasonPrefix, gpus, suffix));
+}
+
+std::string gate_reason(const std::vector<GateFinding>& findings) {
+  std::string gpus;
+  for (const auto& f : findings) {
+    gpus += fmt::format("{}GPU {} {} {}", gpus.empty() ? "" : "; ", f.gpu, f.what,
+                        format_bytes(f.bytes));
+    if (!f.pids.empty())
+      gpus += fmt::format(" pid{} {}", f.pids.size() > 1 ? "s" : "", comma_pids(f.pids));
+  }
+  return slurm_reason_text(fmt::format("{} {} (gpureap watch)", cluster::kReasonPrefix, gpus));
 }
 
 std::string slurm_job_text(std::string_view mode, const cluster::SlurmJob& job,

@@ -28,6 +28,18 @@ using cluster::NodeStep;
 std::string drain_reason(const std::vector<cluster::HeldGpu>& held, std::string_view error,
                          std::string_view context);
 
+/// What `gpureap watch --gate` closes a node for, on one GPU: "orphaned" (owned or
+/// witnessed), "driver_held" or "ghost", with its bytes and the holders' pids.
+struct GateFinding {
+  gpu::DeviceId gpu;
+  std::string_view what;
+  std::uint64_t bytes = 0;
+  std::vector<pid_t> pids;
+};
+/// The gate's drain reason, as drain_reason writes one: "gpureap: GPU 0 orphaned 8.00 GiB
+/// pid 4242; GPU 1 driver_held 6.00 GiB (gpureap watch)".
+std::string gate_reason(const std::vector<GateFinding>& findings);
+
 /// `mode` is "prolog" or "epilog".
 std::string slurm_job_text(std::string_view mode, const cluster::SlurmJob& job,
                            const cluster::JobCheck& check, const NodeOutcome& node,

@@ -119,12 +119,20 @@ static std::string overrides_text(const WatchStart& s) {
   return "; the command line overrides " + keys + " in " + terminal_text(s.config);
 }
 
+// "metrics on https://A/metrics (basic auth: 2 users)", or "no metrics listener".
+static std::string listener_text(const WatchStart& s) {
+  if (!s.listen) return "no metrics listener";
+  std::string text = fmt::format("metrics on {}://{}/metrics", s.tls ? "https" : "http",
+                                 terminal_text(*s.listen));
+  if (s.users > 0)
+    text += fmt::format(" (basic auth: {} user{})", s.users, s.users == 1 ? "" : "s");
+  return text;
+}
+
 std::string watch_started_line(const WatchStart& s, double time, const Style& style) {
   return fmt::format(
       "{} {} (pid {}): {}, status socket {}, watching {} GPU{}; {}; {}; {}\n",
-      style.dim(stamp(time)), style.bold("gpureap watch started"), s.pid,
-      s.listen ? "metrics on http://" + terminal_text(*s.listen) + "/metrics"
-               : std::string("no metrics listener"),
+      style.dim(stamp(time)), style.bold("gpureap watch started"), s.pid, listener_text(s),
       terminal_text(s.socket), s.gpus, s.gpus == 1 ? "" : "s", reaping_text(s),
       s.textfile ? "textfile " + terminal_text(*s.textfile) : std::string("no textfile"),
       s.config.empty() ? std::string("no options file")
@@ -135,6 +143,8 @@ std::string watch_started_json(const WatchStart& s, double time) {
   ordered_json doc = head("started", Level::info, time);
   doc["pid"] = s.pid;
   doc["listen"] = s.listen ? ordered_json(*s.listen) : ordered_json(nullptr);
+  doc["tls"] = s.tls;
+  doc["basic_auth_users"] = s.users;
   doc["socket"] = s.socket;
   doc["gpu_count"] = s.gpus;  // a count: "gpus" is a list of GPUs wherever it appears
   doc["textfile"] = s.textfile ? ordered_json(*s.textfile) : ordered_json(nullptr);
@@ -205,6 +215,56 @@ std::string watch_source_json(double time, const SourceNotice& n) {
     doc["until"] = n.until;
   else
     doc["note"] = text_or_null(n.note);
+  return json_line(doc);
+}
+
+std::string_view enum_name(GateStep step) {
+  switch (step) {
+    case GateStep::closed: return "closed";
+    case GateStep::opened: return "opened";
+    case GateStep::kept_closed: return "kept_closed";
+    case GateStep::left_alone: return "left_alone";
+    case GateStep::would_close: return "would_close";
+    case GateStep::would_open: return "would_open";
+    case GateStep::failed: return "failed";
+  }
+  return {};
+}
+
+static std::string_view gate_step_words(GateStep step) {
+  switch (step) {
+    case GateStep::closed: return "closed";
+    case GateStep::opened: return "opened again";
+    case GateStep::kept_closed: return "already closed by gpureap, kept so";
+    case GateStep::left_alone: return "left alone (closed by someone else)";
+    case GateStep::would_close: return "would close (--gate-dry-run)";
+    case GateStep::would_open: return "would open again (--gate-dry-run)";
+    case GateStep::failed: return "could not act";
+  }
+  return {};
+}
+
+std::string watch_gate_line(double time, const GateNotice& n, const Style& style) {
+  const std::string words(gate_step_words(n.step));
+  const std::string what = n.step == GateStep::failed   ? style.red(words)
+                           : n.step == GateStep::opened ? style.green(words)
+                                                        : style.yellow(words);
+  return fmt::format("{} gate {}: {} {} ({:.3f} s after the verdict){}\n", style.dim(stamp(time)),
+                     terminal_text(n.mode), terminal_text(n.target), what, n.seconds,
+                     n.detail.empty() ? "" : ": " + terminal_text(n.detail));
+}
+
+std::string watch_gate_json(double time, const GateNotice& n) {
+  ordered_json doc = head("gate",
+                          n.step == GateStep::failed    ? Level::error
+                          : n.step == GateStep::closed ? Level::warning
+                                                        : Level::notice,
+                          time);
+  doc["mode"] = n.mode;
+  doc["step"] = enum_name(n.step);
+  doc["target"] = n.target;
+  doc["detail"] = n.detail;
+  doc["seconds"] = n.seconds;
   return json_line(doc);
 }
 

@@ -33,6 +33,8 @@ Level event_level(inventory::EventKind kind);
 struct WatchStart {
   pid_t pid = 0;
   std::optional<std::string> listen;  // "ADDR:PORT" really bound; nullopt: no HTTP
+  bool tls = false;                   // --web-config serves HTTPS
+  std::size_t users = 0;              // --web-config's basic auth users; 0: none asked
   std::string socket;
   std::size_t gpus = 0;
   std::optional<std::string> textfile;
@@ -44,7 +46,8 @@ struct WatchStart {
   std::vector<std::string> overridden;
 };
 
-/// "<RFC 3339> gpureap watch started (pid P): metrics on http://A/metrics, status
+/// "<RFC 3339> gpureap watch started (pid P): metrics on http[s]://A/metrics (basic
+/// auth: N users, when asked), status
 /// socket S, watching N GPUs; reaping orphans after 15m except 'REGEX' | reaping
 /// off; textfile DIR | no textfile; options from FILE | no options file", then
 /// "; the command line overrides listen in FILE" when it does.
@@ -52,7 +55,8 @@ std::string watch_started_line(const WatchStart& start, double time, const Style
 /// Every event line's <time> is "time" (RFC 3339), "time_unix" and "hostname"
 /// (report::event_head).
 /// {"schema_version":2,"event":"started","level":"info",<time>,"pid":P,"listen",
-/// "socket","gpu_count","textfile","reap_orphans_after" (seconds or null),"reap_dry_run",
+/// "tls","basic_auth_users","socket","gpu_count","textfile","reap_orphans_after" (seconds
+/// or null),"reap_dry_run",
 /// "keep","config"} on one line.
 std::string watch_started_json(const WatchStart& start, double time);
 
@@ -82,6 +86,25 @@ std::string watch_reload_refused_line(double time, const std::string& config,
 /// "reason":WHY}.
 std::string watch_reload_refused_json(double time, const std::string& config,
                                       const std::string& why);
+
+/// What `--gate` did (agent/gate.h): closed the node to new work (a Slurm drain),
+/// opened it again, left it (closed already, or by someone else), what it would have
+/// done (--gate-dry-run), or why it could not.
+enum class GateStep { closed, opened, kept_closed, left_alone, would_close, would_open, failed };
+/// Its name (util/enum_names.h): the JSON line's "step".
+std::string_view enum_name(GateStep step);
+struct GateNotice {
+  std::string mode;    // "slurm"
+  GateStep step = GateStep::closed;
+  std::string target;  // "node gpu01"
+  std::string detail;  // the reason set or found, or the error
+  double seconds = 0;  // from the look's verdict to the step done
+};
+/// "<RFC 3339> gate slurm: drained node gpu01 (0.012 s after the verdict): gpureap: GPU 0 …".
+std::string watch_gate_line(double time, const GateNotice& n, const Style& style);
+/// {"schema_version":2,"event":"gate","level":…,<time>,"mode":…,"step":…,"target":…,
+/// "detail":…,"seconds":S}.
+std::string watch_gate_json(double time, const GateNotice& n);
 
 /// NVML let go (`yielded`, until `until`) or taken up again, at whose request, and
 /// what the asker said it did (a reset and its outcome).

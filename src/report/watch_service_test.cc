@@ -49,10 +49,25 @@ TEST_F(AgentLines, StartedStatesThePolicy) {
             "/etc/gpureap/watch.conf\n");
   EXPECT_EQ(watch_started_json(s, kServiceTime),
             R"j({"schema_version":2,"event":"started","level":"info","time":"2024-04-05T19:34:38.250000+00:00","time_unix":1712345678.25,"hostname":)j" + host_json() + R"j(,)j"
-            R"j("pid":4100,"listen":null,"socket":"/run/gpureap/agent.sock","gpu_count":1,)j"
+            R"j("pid":4100,"listen":null,"tls":false,"basic_auth_users":0,)j"
+            R"j("socket":"/run/gpureap/agent.sock","gpu_count":1,)j"
             R"j("textfile":"/var/lib/node","reap_orphans_after":900.0,"reap_dry_run":false,)j"
             R"j("keep":"jupyter","config":"/etc/gpureap/watch.conf","overridden":[]})j"
             "\n");
+  // W4-10: HTTPS said as such, and the users asked for.
+  s.listen = "10.0.0.5:9847";
+  s.tls = true;
+  s.users = 2;
+  EXPECT_NE(watch_started_line(s, kServiceTime, Style{})
+                .find("metrics on https://10.0.0.5:9847/metrics (basic auth: 2 users), status"),
+            std::string::npos);
+  EXPECT_NE(watch_started_json(s, kServiceTime).find(R"("tls":true,"basic_auth_users":2,)"),
+            std::string::npos);
+  s.tls = false;
+  s.users = 1;
+  EXPECT_NE(watch_started_line(s, kServiceTime, Style{})
+                .find("metrics on http://10.0.0.5:9847/metrics (basic auth: 1 user), status"),
+            std::string::npos);
   // A key of the file the command line overrides is named, never silent.
   s.overridden = {"listen"};
   EXPECT_NE(watch_started_line(s, kServiceTime, Style{})

@@ -30,6 +30,7 @@
 #include <sstream>
 
 #include "harness.h"
+#include "watch_child.h"
 
 namespace gpureap::e2e {
 // A named namespace, not an anonymous one: the debug build compiles the e2e files
@@ -481,6 +482,58 @@ TEST_F(SlurmTest, TwoJobsEndingAtOnceOnDifferentGpusBothEpilogsSucceed) {
       << slurm_->state().state << " " << slurm_->state().reason;
   RecordProperty("epilog_seconds", std::to_string(slurm_->epilog_seconds(first)) + "," +
                                        std::to_string(slurm_->epilog_seconds(second)));
+}
+
+// (e) `gpureap watch --gate slurm` on the real slurmctld: a GPU server that crashes (its
+// death seen by the agent) drains the node with a reason naming GPU, class and bytes;
+// `free --orphans` resumes it; a drain an administrator set is neither overwritten nor
+// lifted. The seconds from the verdict to the drain are recorded.
+TEST_F(SlurmTest, TheAgentsGateDrainsOnAWitnessedCrashAndResumesOnlyItsOwnDrain) {
+  auto env = slurm_->env();
+  env["SLURMD_NODENAME"] = "localhost";
+  env["GPUREAP_SCONTROL"] = kScontrol;
+  WatchChild agent({GPUREAP_BIN, "--json", "watch", "--no-listen", "--tick", "200ms", "--gate",
+                    "slurm"},
+                   env);
+  ASSERT_TRUE(agent.wait_for_json([](const auto& j) { return j.value("event", "") == "started"; },
+                                  30s))
+      << agent.transcript();
+  auto gate_step = [&](const std::string& step) {
+    return agent.wait_for_json(
+        [&](const auto& j) { return j.value("event", "") == "gate" && j.value("step", "") == step; },
+        30s);
+  };
+  // A server holding GPU 0 with a worker crashes; the agent saw both (SimNode's helper).
+  auto crash = [&] { sim_.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "8GiB"}); };
+  crash();
+  auto closed = gate_step("closed");
+  ASSERT_TRUE(closed) << agent.transcript();
+  auto drained = slurm_->state();
+  EXPECT_NE(drained.state.find("DRAIN"), std::string::npos) << drained.state;
+  EXPECT_TRUE(drained.reason.starts_with("gpureap: GPU 0 orphaned 8.00 GiB pid "))
+      << drained.reason;
+  RecordProperty("gate_seconds", std::to_string((*closed)["seconds"].get<double>()));
+
+  auto freed = sim_.gpureap({"free", "--orphans", "--gpu", "all", "--yes"});
+  EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
+  ASSERT_TRUE(gate_step("opened")) << agent.transcript();
+  EXPECT_TRUE(SimNode::eventually([&] { return slurm_->state().state == "IDLE"; }, 20s))
+      << slurm_->state().state << " " << slurm_->state().reason;
+
+  // An administrator's drain: the next crash leaves it as it is, and so does the resume.
+  auto admin = slurm_->run(
+      {kScontrol, "update", "nodename=localhost", "state=drain", "reason=disk replacement"});
+  ASSERT_EQ(admin.exit_code, 0) << admin.err;
+  crash();
+  ASSERT_TRUE(gate_step("left_alone")) << agent.transcript();
+  EXPECT_EQ(slurm_->state().reason, "disk replacement");
+  freed = sim_.gpureap({"free", "--orphans", "--gpu", "all", "--yes"});
+  EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
+  ASSERT_TRUE(gate_step("left_alone")) << agent.transcript();
+  auto after = slurm_->state();
+  EXPECT_NE(after.state.find("DRAIN"), std::string::npos) << after.state;
+  EXPECT_EQ(after.reason, "disk replacement");
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
 }
 
 }  // namespace

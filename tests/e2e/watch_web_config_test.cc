@@ -131,6 +131,10 @@ TEST(WebConfig, TlsAndBasicAuthWithCurl) {
   EXPECT_NE(untrusted.exit_code, 0);
   auto plain = http_get(agent.port, "/metrics", 5s);
   EXPECT_NE(plain.status, 200) << plain.body;
+  // W4-10: the start line says HTTPS and that a password is asked.
+  EXPECT_NE(agent.child->transcript().find(R"("tls":true,"basic_auth_users":1,)"),
+            std::string::npos)
+      << agent.child->transcript();
   EXPECT_EQ(agent.child->terminate(), 0) << agent.child->transcript();
 }
 
@@ -261,6 +265,35 @@ TEST(WebConfig, MistakesStopTheStartNamingTheOption) {
   auto writable = start(open_file);
   EXPECT_EQ(writable.exit_code, 2) << writable.err;
   EXPECT_NE(writable.err.find("is writable by everyone"), std::string::npos) << writable.err;
+
+  // W4-10: a file that protects nothing (the last user removed) is refused, not served
+  // to anyone over plain HTTP.
+  auto emptied = start(web.write("basic_auth_users: {}\n"));
+  EXPECT_EQ(emptied.exit_code, 2) << emptied.err;
+  EXPECT_NE(emptied.err.find("--web-config " + web.dir + "/web.yml: protects nothing"),
+            std::string::npos)
+      << emptied.err;
+  EXPECT_EQ(emptied.out.find("started"), std::string::npos) << emptied.out;
+}
+
+// W4-10: the private key is the agent's identity: readable by others, it is refused.
+TEST(WebConfig, AKeyOthersCanReadIsRefused) {
+  if (!curl_exists()) GTEST_SKIP() << "openssl is needed (scripts/install-deps.sh)";
+  WebDir web;
+  ASSERT_TRUE(web.make_certificate());
+  const std::string key = web.dir + "/server.key";
+  ASSERT_EQ(::chmod(key.c_str(), 0644), 0);
+  SimNode node;
+  auto r = node.gpureap({"watch", "--listen", "127.0.0.1:0", "--web-config",
+                         web.write("tls_server_config:\n  cert_file: server.crt\n"
+                                   "  key_file: server.key\n")},
+                        30s);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--web-config " + web.dir + "/web.yml: key_file " + key +
+                       ": the file is readable by everyone (mode 0644)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("started"), std::string::npos) << r.out;
 }
 
 }  // namespace watch_web_config_test
