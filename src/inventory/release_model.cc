@@ -43,6 +43,16 @@ std::string budget_text(double seconds) {
   return fmt::format("{:.0f} s", seconds);
 }
 
+// The clients with the node open (client_list), which hold none of the memory but must
+// close the node before a reset.
+std::string clients_text(const GpuView& view) {
+  const std::string clients = client_list(view);
+  if (clients.empty()) return clients;
+  return fmt::format(" Clients with the device open and no memory (monitoring agents, most "
+                     "likely), which must close it before a reset: {}.",
+                     clients);
+}
+
 std::string detail_of(const GpuView& view, const ReleaseFacts& f, const ReleaseJudgement& j) {
   const std::string amount = format_bytes(view.unattributed_bytes);
   const std::string gpu = gpu::device_text(view.info.id);
@@ -68,7 +78,8 @@ std::string detail_of(const GpuView& view, const ReleaseFacts& f, const ReleaseJ
           "context was not torn down). Only a GPU reset (`gpureap free --reset --gpu {}`) or a "
           "reboot frees it.",
           amount, budget_text(j.budget_s),
-          f.last_exit ? "since its last holder exited" : "of watching it", pinned_text(f), gpu);
+          f.last_exit ? "since its last holder exited" : "of watching it", pinned_text(f), gpu) +
+          clients_text(view);
     case ReleaseVerdict::no_holder:
       break;
   }
@@ -121,9 +132,12 @@ void ReleaseTracker::observe(Inventory& inv, util::Clock::time_point now, bool j
   for (GpuView& view : inv.gpus) {
     if (!view.info.memory) continue;  // not measured: nothing learnt, users kept
     Gpu& g = gpus_[key_of(view)];
+    // Holders the driver lists here (computes_here): only their exits start a release.
+    // A client with the node open and no entry (persistenced, DCGM, nvidia-smi, a
+    // monitor) holds no memory: its comings and goings restart nothing (W4-04).
     std::map<int, std::uint64_t> users;
     for (const auto& gh : view.holders)
-      if (gh.uses_gpu) users[gh.holder.id.pid] = gh.holder.pinned_host_bytes;
+      if (computes_here(gh)) users[gh.holder.id.pid] = gh.holder.pinned_host_bytes;
     std::uint64_t gone_pinned = 0;
     bool gone = false;
     for (const auto& [pid, pinned] : g.users)

@@ -80,6 +80,7 @@ Inventory look_with_holder(std::uint64_t pinned) {
   Inventory inv = tv::idle_node(1);
   tv::add_holder(inv.gpus[0], 4242, 40 * kGiB, tv::Lineage::orphaned);
   inv.gpus[0].holders[0].holder.pinned_host_bytes = pinned;
+  inv.gpus[0].holders[0].holder.found_by.insert(proc::FoundBy::source);  // NVML lists it
   return inv;
 }
 
@@ -184,6 +185,38 @@ TEST(ReleaseTracker, RecordOnlyLeavesTheVerdictOfAnotherLooker) {
   Inventory direct = look_without_holder(40 * kGiB);
   tracker.observe(direct, clock.now());
   EXPECT_EQ(gpu_state(direct.gpus[0]), GpuState::driver_held);
+}
+
+// W4-04: a client with the node open and no NVML entry (DCGM's nv-hostengine, kept open for
+// good; nvidia-smi, now and then) neither holds the memory nor restarts the release: the
+// budget counts from the exit of the holder NVML listed, and the verdict names the clients
+// a reset needs gone.
+TEST(ReleaseTracker, ClientsWithTheNodeOpenNeitherHideNorRestartARelease) {
+  util::FakeClock clock;
+  ReleaseTracker tracker(ReleaseBudget{4s});
+  Inventory before = look_with_holder(0);
+  tv::add_client(before.gpus[0], 77, "nv-hostengine");
+  tracker.observe(before, clock.now());
+
+  auto look = [&](bool smi) {
+    Inventory inv = look_without_holder(40 * kGiB);
+    tv::add_client(inv.gpus[0], 77, "nv-hostengine");
+    if (smi) tv::add_client(inv.gpus[0], 91, "nvidia-smi");
+    tracker.observe(inv, clock.now());
+    return inv;
+  };
+  clock.advance(1s);
+  EXPECT_EQ(gpu_state(look(true).gpus[0]), GpuState::releasing) << "1 s after the exit";
+  clock.advance(2s);
+  EXPECT_EQ(gpu_state(look(false).gpus[0]), GpuState::releasing) << "nvidia-smi exited";
+  clock.advance(2s);
+  Inventory past = look(false);
+  EXPECT_EQ(gpu_state(past.gpus[0]), GpuState::driver_held)
+      << "5 s after the holder's exit; nvidia-smi's exit 2 s ago restarts nothing";
+  EXPECT_NE(past.gpus[0].unexplained_detail.find("since its last holder exited"),
+            std::string::npos);
+  EXPECT_NE(past.gpus[0].unexplained_detail.find("pid 77 (nv-hostengine)"), std::string::npos)
+      << past.gpus[0].unexplained_detail;
 }
 
 }  // namespace
