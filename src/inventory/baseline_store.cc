@@ -188,8 +188,29 @@ Result<void> BaselineStore::save() {
   if (!dirty_ || dir_.empty()) return {};
   nlohmann::json doc = nlohmann::json::object();
   for (const auto& [uuid, bytes] : bytes_) doc[uuid] = {{"used_bytes", bytes}};
-  const std::string text = doc.dump(2) + "\n";
-  const std::string path = dir_ + "/" + kBaselineFile;
+  auto written = write_state_file(dir_ + "/" + kBaselineFile, doc.dump(2) + "\n");
+  if (written) dirty_ = false;
+  return written;
+}
+
+std::optional<std::string> read_state_file(const std::string& path, std::size_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  struct stat st {};
+  const bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                  static_cast<std::size_t>(st.st_size) <= max_bytes;
+  if (ok) {
+    text.resize(static_cast<std::size_t>(st.st_size));
+    ssize_t n = ::read(fd, text.data(), text.size());
+    text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  }
+  ::close(fd);
+  if (!ok) return std::nullopt;
+  return text;
+}
+
+Result<void> write_state_file(const std::string& path, const std::string& text) {
   const std::string tmp = fmt::format("{}.{}.tmp", path, ::getpid());
   auto failed = [&](const std::string& what) -> Result<void> {
     auto err = Error::from_errno(what);
@@ -223,7 +244,6 @@ Result<void> BaselineStore::save() {
   }
   if (::close(fd) != 0) return failed("cannot write " + tmp);
   if (::rename(tmp.c_str(), path.c_str()) != 0) return failed("cannot replace " + path);
-  dirty_ = false;
   return {};
 }
 

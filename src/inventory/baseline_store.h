@@ -40,6 +40,15 @@ std::uint64_t baseline_cap(std::uint64_t total_bytes);
 /// max(64 MiB, 0.5% of total).
 std::uint64_t freed_tolerance(std::uint64_t total_bytes);
 
+/// Writes `text` to `path` atomically: a temp file beside it written with write(2),
+/// fsync'ed and closed (each checked, mode 0600, never through a symlink), then renamed
+/// over the old one; on any failure the temp file is removed and the old file stays.
+Result<void> write_state_file(const std::string& path, const std::string& text);
+
+/// The text of the regular file `path` (opened without following a symlink), nullopt when
+/// it is missing, unreadable, not a regular file or larger than `max_bytes`.
+std::optional<std::string> read_state_file(const std::string& path, std::size_t max_bytes);
+
 struct Baseline {
   std::uint64_t bytes = 0;
   bool recorded = false;  // false: estimated (never seen idle here)

@@ -69,7 +69,7 @@ std::string detail_of(const GpuView& view, const ReleaseFacts& f, const ReleaseJ
           j.falling ? std::string("falling")
           : f.last_exit
               ? fmt::format("{:.1f} s after its last holder exited", j.elapsed_s)
-              : fmt::format("watched for {:.1f} s", j.elapsed_s),
+              : fmt::format("first seen so {:.1f} s ago", j.elapsed_s),
           pinned_text(f), budget_text(j.budget_s), gpu);
     case ReleaseVerdict::driver_held:
       return fmt::format(
@@ -78,7 +78,8 @@ std::string detail_of(const GpuView& view, const ReleaseFacts& f, const ReleaseJ
           "context was not torn down). Only a GPU reset (`gpureap free --reset --gpu {}`) or a "
           "reboot frees it.",
           amount, budget_text(j.budget_s),
-          f.last_exit ? "since its last holder exited" : "of watching it", pinned_text(f), gpu) +
+          f.last_exit ? "since its last holder exited" : "since it was first seen so",
+          pinned_text(f), gpu) +
           clients_text(view);
     case ReleaseVerdict::no_holder:
       break;
@@ -99,7 +100,7 @@ milliseconds ReleaseBudget::for_pinned(std::optional<std::uint64_t> pinned_bytes
   const double gib = static_cast<double>(*pinned_bytes) / static_cast<double>(1ull << 30);
   const auto rule =
       kBudgetBase + milliseconds(static_cast<long long>(std::ceil(gib * kBudgetSecondsPerGiB * 1000)));
-  return std::max(rule, kBudgetFloor);
+  return std::clamp(rule, kBudgetFloor, kBudgetCeiling);
 }
 
 ReleaseJudgement judge_release(const ReleaseFacts& f, util::Clock::time_point now,
@@ -119,10 +120,14 @@ ReleaseJudgement judge_release(const ReleaseFacts& f, util::Clock::time_point no
   // The exit was not seen: it was no later than the first look of the stretch, so memory
   // watched flat for a budget is driver-held; before that, nothing can be told.
   j.elapsed_s = f.watched_since ? seconds(now - *f.watched_since) : 0;
+  // A sighting an earlier process recorded bounds the exit as the agent's ticks do:
+  // releasing until a budget has passed since it.
   if (j.falling)
     j.verdict = ReleaseVerdict::releasing;
   else if (f.watched_since && now - *f.watched_since >= b)
     j.verdict = ReleaseVerdict::driver_held;
+  else if (f.sighted_earlier)
+    j.verdict = ReleaseVerdict::releasing;
   else
     j.verdict = ReleaseVerdict::no_holder;
   return j;
@@ -159,6 +164,7 @@ void ReleaseTracker::observe(Inventory& inv, util::Clock::time_point now, bool j
     if (!no_process_class(view.unexplained)) {
       // Nothing unexplained (or held by what this look cannot see): any release is over.
       if (view.unexplained == Unexplained::none) {
+        if (judge && sightings_) sightings_->erase(view.info.uuid);
         if (g.facts.last_exit && g.unlisted_at)
           completed_.push_back({seconds(*g.unlisted_at - *g.facts.last_exit),
                                 seconds(now - *g.unlisted_at)});
@@ -169,7 +175,8 @@ void ReleaseTracker::observe(Inventory& inv, util::Clock::time_point now, bool j
       }
       continue;
     }
-    if (!g.facts.watched_since) {
+    const bool fresh = !g.facts.watched_since;
+    if (fresh) {
       g.facts.watched_since = now;
       g.lowest = view.used();
       // Another looker (the agent) watched it flat past a budget: its watch counts, so
@@ -183,12 +190,30 @@ void ReleaseTracker::observe(Inventory& inv, util::Clock::time_point now, bool j
     // The look's own readings (a second short one, or the agent's previous tick) fell.
     if (view.unexplained == Unexplained::releasing) g.facts.last_fall = now;
     if (!judge) continue;
+    if (sightings_) remember_sighting(view, g, now, fresh);
     const ReleaseJudgement j = judge_release(g.facts, now, budget_);
     view.unexplained_detail = detail_of(view, g.facts, j);
     view.unexplained = j.verdict == ReleaseVerdict::releasing     ? Unexplained::releasing
                        : j.verdict == ReleaseVerdict::driver_held ? Unexplained::driver_held
                                                                   : Unexplained::no_holder;
   }
+  if (sightings_) (void)sightings_->save();  // a read-only state directory only costs the records
+}
+
+void ReleaseTracker::remember_sighting(const GpuView& view, Gpu& g, util::Clock::time_point now,
+                                       bool fresh) {
+  const std::string& uuid = view.info.uuid;
+  const Sighting* earlier = sightings_->get(uuid);
+  const std::uint64_t bytes = view.unattributed_bytes;
+  // Memory that grew past the record is not the memory it saw: a new stretch.
+  const bool same = earlier && bytes <= earlier->bytes + freed_tolerance(view.info.memory->total);
+  if (fresh && same && earlier->first_seen < now) {
+    g.facts.watched_since = earlier->first_seen;
+    g.facts.sighted_earlier = true;
+  }
+  Sighting s{bytes, *g.facts.watched_since};
+  if (same) s.bytes = std::min(bytes, earlier->bytes);
+  sightings_->put(uuid, s);
 }
 
 const ReleaseFacts* ReleaseTracker::facts(const std::string& key) const {
