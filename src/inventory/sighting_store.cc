@@ -1,5 +1,6 @@
 #include "inventory/sighting_store.h"
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "inventory/baseline_store.h"
@@ -17,10 +18,12 @@ std::int64_t to_ms(util::Clock::time_point t) {
 }  // namespace
 
 std::string read_boot_id(const std::string& proc_root) {
-  auto text = read_state_file(proc_root + "/sys/kernel/random/boot_id", 4096);
-  if (!text) return "";
-  while (!text->empty() && (text->back() == '\n' || text->back() == ' ')) text->pop_back();
-  return *text;
+  // A /proc file has no size (st_size 0): read as a stream, one line.
+  std::ifstream f(proc_root + "/sys/kernel/random/boot_id");
+  std::string id;
+  if (!f || !std::getline(f, id) || id.size() > 64) return "";
+  while (!id.empty() && id.back() == ' ') id.pop_back();
+  return id;
 }
 
 SightingStore SightingStore::load(std::string dir, std::string boot_id) {
