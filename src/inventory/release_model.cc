@@ -78,7 +78,7 @@ std::string detail_of(const GpuView& view, const ReleaseFacts& f, const ReleaseJ
           "context was not torn down). Only a GPU reset (`gpureap free --reset --gpu {}`) or a "
           "reboot frees it.",
           amount, budget_text(j.budget_s),
-          f.last_exit ? "since its last holder exited" : "since it was first seen so",
+          f.last_exit ? "since its last holder exited" : "of watching it",
           pinned_text(f), gpu) +
           clients_text(view);
     case ReleaseVerdict::no_holder:
