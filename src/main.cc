@@ -69,19 +69,9 @@ int main(int argc, char** argv) {
       ->type_name("DIR");
   app.add_flag("--no-color", global.no_color, "No colour (also when NO_COLOR is set or not a TTY)");
   app.add_flag("--no-agent", global.no_agent, "Do not ask the agent (or GPUREAP_NO_AGENT=1)");
-  // Hidden from the one-screen help (a calibration knob; docs/release.md).
-  app.add_option_function<std::string>(
-         "--release-budget",
-         [&global](const std::string& text) {
-           auto d = gpureap::parse_duration(text);
-           if (!d) throw CLI::ValidationError("--release-budget", d.error().message);
-           if (d->count() <= 0) throw CLI::ValidationError("--release-budget", "must be more than 0");
-           global.release_budget = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
-         },
-         "How long freed memory may stay flat before it is driver-held "
-         "(default: 2 s + 0.12 s per GiB pinned, at least 30 s; docs/release.md)")
-      ->type_name("DURATION")
-      ->group("");
+  // Hidden from the one-screen help (a calibration knob; docs/release.md); the commands
+  // that judge a release list it (free, status, wait: add_release_budget below).
+  add_release_budget(app, global.release_budget)->group("");
   bool version = false;
   app.add_flag("--version", version, "Print the version, build and NVML driver version");
 
@@ -103,6 +93,10 @@ int main(int argc, char** argv) {
     // Hidden ways in: `gpureap help [COMMAND]`, `gpureap version`.
     add_help_commands(app, global, run, gpureap::kLinkage);
   }
+  for (CLI::App* sub : app.get_subcommands([](const CLI::App* s) {
+         return s->get_name() == "free" || s->get_name() == "status" || s->get_name() == "wait";
+       }))
+    add_release_budget(*sub, global.release_budget);
   app.require_subcommand(0, 1);
 
   // 3. Parse; usage errors exit 2, said in gpureap's voice (cli/usage_error.h, cli/suggest.h).

@@ -33,6 +33,11 @@ CLI::Option* add_optional_duration(CLI::App& app, const std::string& name,
                                    std::optional<std::chrono::milliseconds>& into,
                                    const std::string& description);
 
+/// --release-budget DURATION (more than 0) into `into`: the release model's budget
+/// (inventory/release_model.h). Global: main adds it to the top level (hidden) and to the
+/// commands that judge a release, where --help and their man pages list it.
+CLI::Option* add_release_budget(CLI::App& app, std::optional<std::chrono::milliseconds>& into);
+
 /// --NAME SIZE ("512MiB", "2GiB"; util/units.h parse_size), nullopt when not given.
 CLI::Option* add_optional_size(CLI::App& app, const std::string& name,
                                std::optional<std::uint64_t>& into, const std::string& description);

@@ -40,6 +40,7 @@ struct FreeOptions {
   reclaim::Filters filters;
   std::chrono::milliseconds grace = reclaim::kDefaultGrace;
   std::chrono::milliseconds timeout = reclaim::kDefaultTimeout;
+  CLI::Option* timeout_opt = nullptr;  // given: memory is waited for until then
   std::chrono::milliseconds settle = reclaim::kDefaultSettle;
   bool yes = false;
   bool dry_run = false;
@@ -71,6 +72,7 @@ reclaim::ReclaimOptions reclaim_options(
   reclaim::ReclaimOptions options;
   options.escalation.grace = o.grace;
   options.timeout = o.timeout;
+  options.wait_out_timeout = o.timeout_opt && o.timeout_opt->count() > 0;
   options.settle = o.settle;
   options.deadline = deadline;
   options.reset = o.reset;
@@ -430,7 +432,10 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
   add_duration(*sub, "--settle", o->settle,
                "After the release, while a killed holder's parent lives (it may restart "
                "it), keep watching this long before the verdict; 0 to skip");
-  add_duration(*sub, "--timeout", o->timeout, "Give up verifying release after this long");
+  o->timeout_opt = add_duration(
+      *sub, "--timeout", o->timeout,
+      "Give up verifying release after this long. Given, memory no process holds is waited "
+      "for until then, even past --release-budget");
   sub->add_flag("-y,--yes", o->yes, "Do not ask for confirmation");
   sub->add_flag("--ok-if-nothing", o->ok_if_nothing,
                 "Exit 0 instead of 4 when there is nothing to do (scripts, systemd ExecStartPre=)");

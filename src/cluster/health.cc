@@ -67,6 +67,20 @@ std::map<gpu::DeviceId, HeldGpu> held_in(const inventory::Inventory& inv,
   return out;
 }
 
+// The selected GPUs whose memory no process holds and the release model does not call
+// driver-held yet: still coming back (HealthCheck::releasing).
+std::vector<gpu::DeviceId> releasing_in(const inventory::Inventory& inv,
+                                        const std::vector<gpu::DeviceId>& gpus) {
+  std::vector<gpu::DeviceId> out;
+  for (const auto& v : inv.gpus) {
+    const auto state = inventory::gpu_state(v);
+    if (inventory::is_selected(gpus, v.info.id) &&
+        (state == inventory::GpuState::releasing || state == inventory::GpuState::no_holder))
+      out.push_back(v.info.id);
+  }
+  return out;
+}
+
 // The free lock for one look (W2-13): an epilog, a prolog or a `gpureap free` that is
 // freeing holds it, and the memory it is releasing is no leak. Waited for until
 // options.lock_until; an error when still held then. Null when no lock is asked for, or
@@ -108,7 +122,10 @@ HealthCheck check_node_health(inventory::Node& node, const HealthOptions& option
       out.held.push_back({v.info.id, 0, {reclaim::LeftoverClass::source_failed}, {}});
   auto before = held_in(first, out.checked, node.proc_root(), out.warnings, true);
   held_first->reset();
-  if (before.empty()) return out;
+  if (before.empty()) {
+    out.releasing = releasing_in(first, out.checked);
+    return out;
+  }
   node.clock().sleep_for(options.persist);
   std::vector<std::string> ignored;  // said once, by the first look
   auto held_second = lock_for_look(options, ignored);
@@ -120,15 +137,16 @@ HealthCheck check_node_health(inventory::Node& node, const HealthOptions& option
   auto second = node.look();
   for (auto& [id, h] : held_in(second, out.checked, node.proc_root(), ignored, false))
     if (before.contains(id)) out.held.push_back(std::move(h));
+  out.releasing = releasing_in(second, out.checked);
   std::sort(out.held.begin(), out.held.end(),
             [](const HeldGpu& a, const HeldGpu& b) { return a.gpu < b.gpu; });
   return out;
 }
 
-HealthAction decide_health_action(bool healthy, const NodeState& node) {
+HealthAction decide_health_action(bool healthy, const NodeState& node, bool memory_back) {
   if (node.drained()) {
     if (!node.drained_by_gpureap()) return HealthAction::leave_alone;
-    return healthy ? HealthAction::resume : HealthAction::keep;
+    return healthy && memory_back ? HealthAction::resume : HealthAction::keep;
   }
   // DOWN or FAIL is someone else's verdict (slurmctld's, an administrator's).
   for (std::string_view word : {"DOWN", "FAIL"})

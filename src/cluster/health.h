@@ -38,6 +38,10 @@ struct HealthOptions {
 struct HealthCheck {
   std::vector<gpu::DeviceId> checked;
   std::vector<HeldGpu> held;          // held in both looks; the second look's figures
+  /// GPUs whose memory the last look found above baseline with no holder, not driver-held
+  /// (releasing, or not known yet): no leak, so never drained for, but a node gpureap
+  /// drained stays drained until it is back (issue 50).
+  std::vector<gpu::DeviceId> releasing;
   std::vector<std::string> warnings;  // the inventory's, holders whose environment could not be
                                       // read, a free lock that could not be used
   std::string error;        // NVML unusable: nothing could be checked
@@ -65,7 +69,9 @@ enum class HealthAction {
   leave_alone,  // drained or down for another reason: never touched
 };
 
-/// The NHC rule, as a pure function of the verdict and the node's state.
-HealthAction decide_health_action(bool healthy, const NodeState& node);
+/// The NHC rule, as a pure function of the verdict and the node's state. `memory_back`
+/// false (HealthCheck::releasing): a node gpureap drained is kept, not resumed, while its
+/// memory is still coming back.
+HealthAction decide_health_action(bool healthy, const NodeState& node, bool memory_back = true);
 
 }  // namespace gpureap::cluster

@@ -37,6 +37,18 @@ TEST(HealthAction, DrainOnlyFreeNodesResumeOnlyOurOwn) {
   EXPECT_EQ(decide_health_action(false, down), HealthAction::leave_alone);
 }
 
+// Issue 50: an epilog drained the node with its memory still releasing; the health check
+// resumes it only once the memory is back, and never drains an undrained node for a release.
+TEST(HealthAction, ANodeDrainedForAReleaseIsResumedOnlyOnceTheMemoryIsBack) {
+  NodeState idle{"IDLE", ""};
+  NodeState ours{"IDLE+DRAIN", "gpureap: GPU 0 10.0 GiB still releasing (after job 42)"};
+  NodeState admins{"IDLE+DRAIN", "disk replacement"};
+  EXPECT_EQ(decide_health_action(true, ours, /*memory_back=*/false), HealthAction::keep);
+  EXPECT_EQ(decide_health_action(true, ours, /*memory_back=*/true), HealthAction::resume);
+  EXPECT_EQ(decide_health_action(true, idle, /*memory_back=*/false), HealthAction::none);
+  EXPECT_EQ(decide_health_action(true, admins, /*memory_back=*/true), HealthAction::leave_alone);
+}
+
 class Health : public ::testing::Test {
  protected:
   // Memory no process holds is driver-held once watched flat past the release budget

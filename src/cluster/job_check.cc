@@ -176,16 +176,9 @@ JobCheck clean_up_after_job(inventory::Node& node, reclaim::AuditedControl& cont
   out.freed = std::move(freed.report);
   out.held = held_after(*out.freed);
   // Memory still coming back at the deadline (within its release budget: releasing) is
-  // no leak yet: the node is drained only for driver-held memory or holders (issue 35).
-  std::erase_if(out.held, [&](const HeldGpu& h) {
-    if (h.classes != std::vector<reclaim::LeftoverClass>{reclaim::LeftoverClass::still_releasing})
-      return false;
-    out.warnings.push_back(fmt::format(
-        "GPU {}: {} still being released at the deadline (within its release budget): not a "
-        "leak yet, the node is not drained for it",
-        gpu::device_text(h.gpu), format_bytes(h.bytes)));
-    return true;
-  });
+  // no leak yet, but the node is not clean: it stays held (the epilog drains with a
+  // "still releasing" reason), and the health check resumes it once the memory is back
+  // at baseline (issue 50: an epilog never returns a dirty node).
   return out;
 }
 

@@ -83,7 +83,7 @@ NodeOutcome settle_health_node(const HealthCheck& check, const std::string& node
   else
     outcome.error = s.error().message;
   if (!state) return outcome;
-  switch (decide_health_action(check.healthy(), *state)) {
+  switch (decide_health_action(check.healthy(), *state, check.releasing.empty())) {
     case HealthAction::none:
       break;
     case HealthAction::drain:

@@ -1,5 +1,7 @@
 #include "inventory/baseline_store.h"
 
+#include "inventory/state_file.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -188,43 +190,9 @@ Result<void> BaselineStore::save() {
   if (!dirty_ || dir_.empty()) return {};
   nlohmann::json doc = nlohmann::json::object();
   for (const auto& [uuid, bytes] : bytes_) doc[uuid] = {{"used_bytes", bytes}};
-  const std::string text = doc.dump(2) + "\n";
-  const std::string path = dir_ + "/" + kBaselineFile;
-  const std::string tmp = fmt::format("{}.{}.tmp", path, ::getpid());
-  auto failed = [&](const std::string& what) -> Result<void> {
-    auto err = Error::from_errno(what);
-    ::unlink(tmp.c_str());
-    return std::unexpected(err);
-  };
-
-  // A leftover of a crashed run with our pid; O_EXCL below then creates afresh.
-  ::unlink(tmp.c_str());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return std::unexpected(Error::from_errno("cannot create " + tmp));
-  // Every step checked: on a full filesystem the error may come from write,
-  // fsync or close, and renaming a short file over the good one loses them all.
-  for (std::size_t done = 0; done < text.size();) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = EIO;
-      int err = errno;
-      ::close(fd);
-      errno = err;
-      return failed("cannot write " + tmp);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    int err = errno;
-    ::close(fd);
-    errno = err;
-    return failed("cannot write " + tmp);
-  }
-  if (::close(fd) != 0) return failed("cannot write " + tmp);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return failed("cannot replace " + path);
-  dirty_ = false;
-  return {};
+  auto written = write_state_file(dir_ + "/" + kBaselineFile, doc.dump(2) + "\n");
+  if (written) dirty_ = false;
+  return written;
 }
 
 }  // namespace gpureap::inventory

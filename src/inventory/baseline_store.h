@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include "inventory/state_file.h"  // write_state_file, read_state_file
 #include "util/result.h"
 
 namespace gpureap::inventory {

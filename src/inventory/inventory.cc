@@ -69,9 +69,6 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
   const auto amount = format_bytes(view.unattributed_bytes);
   // The vendor's words: NVML, or amdgpu's sysfs (KFD's process list) on AMD.
   const std::string_view driver = gpu::driver_interface(gpu::vendor_of(view.info.uuid));
-  bool openers_without_figure =
-      std::any_of(view.holders.begin(), view.holders.end(),
-                  [](const GpuHolder& h) { return h.uses_gpu && !h.gpu_bytes; });
   if (!host_ns) {
     view.unexplained = Unexplained::outside_namespace;
     view.unexplained_detail = fmt::format(
@@ -94,19 +91,16 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
         "exited. `gpureap wait` returns when it is done.",
         format_bytes(fell_since ? *earlier : view.used()),
         format_bytes(fell_since ? view.used() : *later));
-  } else if (!view.info.processes_known || openers_without_figure) {
+  } else if (!view.info.processes_known) {
     view.unexplained = Unexplained::unknown;
     view.unexplained_detail =
-        openers_without_figure
-            ? fmt::format(
-                  "{} not listed by {}; processes that have the device open without an "
-                  "entry there (inherited device files) most likely hold it.",
-                  amount, driver)
-            : fmt::format("{} not attributed: {} gave no process list for this GPU.", amount,
-                          driver);
+        fmt::format("{} not attributed: {} gave no process list for this GPU.", amount, driver);
   } else {
-    // No process holds it anywhere. Whether the driver is still releasing it or holds it
-    // for good takes time to tell: the release model (release_model.h) decides.
+    // No process the driver lists holds it anywhere. A process with the node open that the
+    // driver does not list (nvidia-persistenced, DCGM's nv-hostengine, nvidia-smi, a
+    // monitor) is a client: the driver lists every process with a context, and memory is a
+    // context's (W4-04). Whether the driver is still releasing it or holds it for good
+    // takes time to tell: the release model (release_model.h) decides.
     view.unexplained = Unexplained::no_holder;
     view.unexplained_detail = fmt::format(
         "{} above the idle baseline with no process holding it: it may still be releasing "
@@ -167,6 +161,15 @@ bool computes_here(const GpuHolder& h) {
   return h.uses_gpu && h.holder.found_by.contains(proc::FoundBy::source);
 }
 
+std::string client_list(const GpuView& view) {
+  std::string clients;
+  for (const GpuHolder& h : view.holders)
+    if (!computes_here(h))
+      clients += fmt::format("{}pid {} ({})", clients.empty() ? "" : ", ", h.holder.id.pid,
+                             h.holder.comm);
+  return clients;
+}
+
 bool busy_without_live_user(const GpuView& view) {
   if (!view.info.utilization_gpu || !busy_reading(*view.info.utilization_gpu)) return false;
   if (!view.info.processes_known) return false;  // no process list: nothing to reason with
@@ -210,10 +213,7 @@ void classify_busy(Inventory& inv, const std::map<gpu::DeviceId, std::vector<uns
     }
     view.busy.kind = Busy::ghost;
     // Openers NVML does not list compute nothing, but a reset needs them gone.
-    std::string clients;
-    for (const GpuHolder& h : view.holders)
-      clients += fmt::format("{}pid {} ({})", clients.empty() ? "" : ", ", h.holder.id.pid,
-                             h.holder.comm);
+    std::string clients = client_list(view);
     if (!clients.empty())
       clients = fmt::format(" Clients with the device open (monitoring agents, most likely), "
                             "which must close it before a reset: {}.",

@@ -175,6 +175,11 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
 /// True when NVML lists the holder on this GPU: it has a context and may compute.
 bool computes_here(const GpuHolder& h);
 
+/// The processes with the GPU's node open that the driver does not list on it (clients:
+/// monitoring agents, nvidia-persistenced, NVML users, workers of other GPUs), "pid N
+/// (comm), ..."; "" when none. They hold no memory here, but a reset needs them gone.
+std::string client_list(const GpuView& view);
+
 /// True when the view reads busy (SM utilization >= kBusyThreshold) while no
 /// process, or only orphans, compute on it (openers NVML does not list, such as
 /// monitoring agents, compute nothing): a ghost candidate worth sampling again.

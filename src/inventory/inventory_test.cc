@@ -50,16 +50,22 @@ TEST(BuildInventory, TheSourceSaysWhichGpuAProcessUsesEvenWhenItOpensAll) {
   EXPECT_EQ(g0.unexplained, Unexplained::none);
 }
 
-TEST(BuildInventory, UnlistedOpenerOfTheNodeCountsAsUser) {
+// W4-04: a process with the node open that NVML lists nowhere (nvidia-persistenced, DCGM's
+// nv-hostengine, nvidia-smi, a monitor) is a client: memory no listed process holds is the
+// release model's to judge (no_holder, then releasing or driver_held), not "unknown",
+// which nothing ever judged, whoever keeps the node open.
+TEST(BuildInventory, AnUnlistedOpenerIsAClientNotTheHolderOfUnexplainedMemory) {
   gpu::GpuSnapshot snap;
   snap.gpus = {gpu_with(0, 8 * kGiB, {})};
   proc::ScanResult scan;
-  scan.holders = {holder(200, {0})};  // e.g. a child that inherited the fd
+  scan.holders = {holder(200, {0})};  // e.g. nv-hostengine
   auto store = BaselineStore::in_memory();
   Inventory inv = build_inventory(snap, scan, store, /*host_ns*/ true);
   ASSERT_EQ(inv.gpus[0].holders.size(), 1u);
   EXPECT_TRUE(inv.gpus[0].holders[0].uses_gpu);
-  EXPECT_EQ(inv.gpus[0].unexplained, Unexplained::unknown);
+  EXPECT_FALSE(computes_here(inv.gpus[0].holders[0]));
+  EXPECT_EQ(inv.gpus[0].unexplained, Unexplained::no_holder);
+  EXPECT_EQ(client_list(inv.gpus[0]), "pid 200 ()");
 }
 
 TEST(BuildInventory, SourcePidMissingFromProcIsOutsideTheNamespace) {

@@ -368,8 +368,8 @@ TEST(RedactFor, AUserSeesWhatItsOwnScanWouldShow) {
   Inventory inv = build_inventory(n.snap, n.root_scan, store, /*host_ns*/ true);
   inv.warnings = {"a warning"};
   inv.source = "scan";
-  ASSERT_EQ(inv.gpus[1].unexplained, Unexplained::unknown)
-      << "root sees bob's fd-only holder on GPU 1";
+  ASSERT_EQ(inv.gpus[1].unexplained, Unexplained::no_holder)
+      << "root sees bob's fd-only opener on GPU 1: a client, NVML lists no holder (W4-04)";
 
   // Alice's direct scan: her own processes whole; bob's fds unreadable, so his
   // 100 only as describe_processes() gives it (NVML names it), and neither his
@@ -456,7 +456,7 @@ TEST(RedactFor, AUserSeesWhatItsOwnScanWouldShow) {
   EXPECT_EQ(as_bob.gpus[1].holders[0].holder.id.pid, 300);
   EXPECT_TRUE(as_bob.gpus[1].holders[0].uses_gpu);
   EXPECT_EQ(as_bob.gpus[1].holders[1].holder.id.pid, 100) << "his own 100 has node 1 open";
-  EXPECT_EQ(as_bob.gpus[1].unexplained, Unexplained::unknown);
+  EXPECT_EQ(as_bob.gpus[1].unexplained, Unexplained::no_holder);
   EXPECT_EQ(as_bob.gpus[0].holders[0].holder.run_id, "r-1");
   ASSERT_EQ(as_bob.other_holders.size(), 1u);
   EXPECT_EQ(as_bob.other_holders[0].id.pid, 400);

@@ -11,6 +11,7 @@
 #include "inventory/collect.h"
 #include "inventory/inventory_wire.h"
 #include "inventory/run_records.h"
+#include "inventory/state_file.h"
 #include "inventory/witness_store.h"
 
 namespace gpureap::inventory {
@@ -45,6 +46,8 @@ void Node::load() {
     device_error_ = Error::from_errno("cannot read device directory " + config_.dev_dir, ENOENT);
   baselines_ =
       config_.state_dir ? BaselineStore::load(*config_.state_dir) : BaselineStore::load_default();
+  // First sightings of memory no process holds, beside the baselines (issue 50).
+  releases_.keep_sightings(SightingStore::load(baselines_.dir(), boot_id(config_.proc_root)));
 }
 
 Inventory Node::look(CollectOptions options) {

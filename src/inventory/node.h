@@ -92,7 +92,7 @@ class Node {
   /// What this node's looks saw of each GPU's releases (release_model.h): look() records
   /// every look into it and judges its own looks by it; the agent's watcher joins its
   /// looks with it too.
-  ReleaseTracker& releases() { return releases_; }
+  ReleaseTracker& releases() { return load(), releases_; }
   const std::string& proc_root() const { return config_.proc_root; }
   const std::string& dev_dir() const { return config_.dev_dir; }
   util::Clock& clock() { return *clock_; }

@@ -43,6 +43,16 @@ std::string budget_text(double seconds) {
   return fmt::format("{:.0f} s", seconds);
 }
 
+// The clients with the node open (client_list), which hold none of the memory but must
+// close the node before a reset.
+std::string clients_text(const GpuView& view) {
+  const std::string clients = client_list(view);
+  if (clients.empty()) return clients;
+  return fmt::format(" Clients with the device open and no memory (monitoring agents, most "
+                     "likely), which must close it before a reset: {}.",
+                     clients);
+}
+
 std::string detail_of(const GpuView& view, const ReleaseFacts& f, const ReleaseJudgement& j) {
   const std::string amount = format_bytes(view.unattributed_bytes);
   const std::string gpu = gpu::device_text(view.info.id);
@@ -59,7 +69,7 @@ std::string detail_of(const GpuView& view, const ReleaseFacts& f, const ReleaseJ
           j.falling ? std::string("falling")
           : f.last_exit
               ? fmt::format("{:.1f} s after its last holder exited", j.elapsed_s)
-              : fmt::format("watched for {:.1f} s", j.elapsed_s),
+              : fmt::format("first seen so {:.1f} s ago", j.elapsed_s),
           pinned_text(f), budget_text(j.budget_s), gpu);
     case ReleaseVerdict::driver_held:
       return fmt::format(
@@ -68,7 +78,9 @@ std::string detail_of(const GpuView& view, const ReleaseFacts& f, const ReleaseJ
           "context was not torn down). Only a GPU reset (`gpureap free --reset --gpu {}`) or a "
           "reboot frees it.",
           amount, budget_text(j.budget_s),
-          f.last_exit ? "since its last holder exited" : "of watching it", pinned_text(f), gpu);
+          f.last_exit ? "since its last holder exited" : "of watching it",
+          pinned_text(f), gpu) +
+          clients_text(view);
     case ReleaseVerdict::no_holder:
       break;
   }
@@ -88,7 +100,7 @@ milliseconds ReleaseBudget::for_pinned(std::optional<std::uint64_t> pinned_bytes
   const double gib = static_cast<double>(*pinned_bytes) / static_cast<double>(1ull << 30);
   const auto rule =
       kBudgetBase + milliseconds(static_cast<long long>(std::ceil(gib * kBudgetSecondsPerGiB * 1000)));
-  return std::max(rule, kBudgetFloor);
+  return std::clamp(rule, kBudgetFloor, kBudgetCeiling);
 }
 
 ReleaseJudgement judge_release(const ReleaseFacts& f, util::Clock::time_point now,
@@ -108,10 +120,14 @@ ReleaseJudgement judge_release(const ReleaseFacts& f, util::Clock::time_point no
   // The exit was not seen: it was no later than the first look of the stretch, so memory
   // watched flat for a budget is driver-held; before that, nothing can be told.
   j.elapsed_s = f.watched_since ? seconds(now - *f.watched_since) : 0;
+  // A sighting an earlier process recorded bounds the exit as the agent's ticks do:
+  // releasing until a budget has passed since it.
   if (j.falling)
     j.verdict = ReleaseVerdict::releasing;
   else if (f.watched_since && now - *f.watched_since >= b)
     j.verdict = ReleaseVerdict::driver_held;
+  else if (f.sighted_earlier)
+    j.verdict = ReleaseVerdict::releasing;
   else
     j.verdict = ReleaseVerdict::no_holder;
   return j;
@@ -121,9 +137,12 @@ void ReleaseTracker::observe(Inventory& inv, util::Clock::time_point now, bool j
   for (GpuView& view : inv.gpus) {
     if (!view.info.memory) continue;  // not measured: nothing learnt, users kept
     Gpu& g = gpus_[key_of(view)];
+    // Holders the driver lists here (computes_here): only their exits start a release.
+    // A client with the node open and no entry (persistenced, DCGM, nvidia-smi, a
+    // monitor) holds no memory: its comings and goings restart nothing (W4-04).
     std::map<int, std::uint64_t> users;
     for (const auto& gh : view.holders)
-      if (gh.uses_gpu) users[gh.holder.id.pid] = gh.holder.pinned_host_bytes;
+      if (computes_here(gh)) users[gh.holder.id.pid] = gh.holder.pinned_host_bytes;
     std::uint64_t gone_pinned = 0;
     bool gone = false;
     for (const auto& [pid, pinned] : g.users)
@@ -145,6 +164,7 @@ void ReleaseTracker::observe(Inventory& inv, util::Clock::time_point now, bool j
     if (!no_process_class(view.unexplained)) {
       // Nothing unexplained (or held by what this look cannot see): any release is over.
       if (view.unexplained == Unexplained::none) {
+        if (judge && sightings_) sightings_->erase(view.info.uuid);
         if (g.facts.last_exit && g.unlisted_at)
           completed_.push_back({seconds(*g.unlisted_at - *g.facts.last_exit),
                                 seconds(now - *g.unlisted_at)});
@@ -155,7 +175,8 @@ void ReleaseTracker::observe(Inventory& inv, util::Clock::time_point now, bool j
       }
       continue;
     }
-    if (!g.facts.watched_since) {
+    const bool fresh = !g.facts.watched_since;
+    if (fresh) {
       g.facts.watched_since = now;
       g.lowest = view.used();
       // Another looker (the agent) watched it flat past a budget: its watch counts, so
@@ -169,12 +190,30 @@ void ReleaseTracker::observe(Inventory& inv, util::Clock::time_point now, bool j
     // The look's own readings (a second short one, or the agent's previous tick) fell.
     if (view.unexplained == Unexplained::releasing) g.facts.last_fall = now;
     if (!judge) continue;
+    if (sightings_) remember_sighting(view, g, now, fresh);
     const ReleaseJudgement j = judge_release(g.facts, now, budget_);
     view.unexplained_detail = detail_of(view, g.facts, j);
     view.unexplained = j.verdict == ReleaseVerdict::releasing     ? Unexplained::releasing
                        : j.verdict == ReleaseVerdict::driver_held ? Unexplained::driver_held
                                                                   : Unexplained::no_holder;
   }
+  if (sightings_) (void)sightings_->save();  // a read-only state directory only costs the records
+}
+
+void ReleaseTracker::remember_sighting(const GpuView& view, Gpu& g, util::Clock::time_point now,
+                                       bool fresh) {
+  const std::string& uuid = view.info.uuid;
+  const Sighting* earlier = sightings_->get(uuid);
+  const std::uint64_t bytes = view.unattributed_bytes;
+  // Memory that grew past the record is not the memory it saw: a new stretch.
+  const bool same = earlier && bytes <= earlier->bytes + freed_tolerance(view.info.memory->total);
+  if (fresh && same && earlier->first_seen < now) {
+    g.facts.watched_since = earlier->first_seen;
+    g.facts.sighted_earlier = true;
+  }
+  Sighting s{bytes, *g.facts.watched_since};
+  if (same) s.bytes = std::min(bytes, earlier->bytes);
+  sightings_->put(uuid, s);
 }
 
 const ReleaseFacts* ReleaseTracker::facts(const std::string& key) const {

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "inventory/sighting_store.h"
 #include "util/clock.h"
 
 namespace gpureap::inventory {
@@ -32,12 +33,16 @@ namespace gpureap::inventory {
 struct Inventory;
 
 /// How long memory of a gone holder may stay above the baseline without falling before it
-/// is driver-held: kBudgetBase + kBudgetPerGiB per GiB of the gone holders' pinned and
-/// locked host memory (VmPin + VmLck), never less than kBudgetFloor. `fixed` (the global
-/// option --release-budget) replaces the rule.
+/// is driver-held: kBudgetBase + kBudgetPerGiB per GiB of the host memory the gone holders
+/// NVML listed had resident and pinned (proc::Holder::pinned_host_bytes), never less than
+/// kBudgetFloor nor more than kBudgetCeiling: no process stretches it (W4-08: a locked
+/// 16 TiB reservation made it 1,968 s). `fixed` (the option --release-budget, the
+/// operator's) replaces the rule.
 inline constexpr std::chrono::milliseconds kBudgetBase{2000};
 inline constexpr double kBudgetSecondsPerGiB = 0.12;  // 243 GB in 25.9 s, with a margin
 inline constexpr std::chrono::milliseconds kBudgetFloor{30000};
+/// 4x the slowest release measured (243 GB unpinned in 25.9 s, sglang#32829); 1 TiB pinned.
+inline constexpr std::chrono::milliseconds kBudgetCeiling{120000};
 /// Memory that reached a new low (by a quarter of the freed tolerance) this recently is
 /// falling: a release in progress, whatever the budget says.
 inline constexpr std::chrono::milliseconds kFallingWindow{2000};
@@ -58,14 +63,18 @@ struct ReleaseFacts {
   std::optional<util::Clock::time_point> watched_since;
   /// The last look that read a new low.
   std::optional<util::Clock::time_point> last_fall;
-  /// VmPin + VmLck of the holders seen exiting (nullopt when no exit was seen).
+  /// The stretch was first seen by an earlier process (its record in the state directory,
+  /// sighting_store.h): watched_since is that sighting, and the exit was no later.
+  bool sighted_earlier = false;
+  /// Resident pinned host memory of the NVML-listed holders seen exiting (nullopt when no
+  /// exit was seen).
   std::optional<std::uint64_t> pinned_bytes;
 };
 
 enum class ReleaseVerdict {
-  releasing,    // falling, or within the budget since the exit
+  releasing,    // falling, or within the budget since the exit (or an earlier sighting)
   driver_held,  // flat past the budget
-  no_holder,    // exit not seen, not watched for a budget: cannot tell yet
+  no_holder,    // exit not seen, first seen by this process: cannot tell yet
 };
 
 struct ReleaseJudgement {
@@ -85,6 +94,10 @@ class ReleaseTracker {
  public:
   explicit ReleaseTracker(ReleaseBudget budget = {}) : budget_(budget) {}
   void set_budget(ReleaseBudget budget) { budget_ = budget; }
+  /// Keeps the first sightings of memory no process holds in `store` (its state directory),
+  /// and starts each stretch from a sighting an earlier process recorded there: saved by
+  /// each observe that changes one.
+  void keep_sightings(SightingStore store) { sightings_ = std::move(store); }
   const ReleaseBudget& budget() const { return budget_; }
 
   /// Records `inv` (a look taken at `now`) and sets the Unexplained class and detail of
@@ -115,7 +128,12 @@ class ReleaseTracker {
     ReleaseFacts facts;
     std::uint64_t lowest = 0;  // the lowest reading of this stretch
   };
+  // The record of `view`'s stretch in the state directory: read when the stretch starts
+  // (watched_since from it when its memory has not grown since), kept, dropped with it.
+  void remember_sighting(const GpuView& view, Gpu& g, util::Clock::time_point now, bool fresh);
+
   ReleaseBudget budget_;
+  std::optional<SightingStore> sightings_;
   std::map<std::string, Gpu> gpus_;
   std::vector<Completed> completed_;
 };

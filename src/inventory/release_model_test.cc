@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "inventory/test_views.h"
+#include "util/test_temp_dir.h"
 
 namespace gpureap::inventory {
 namespace {
@@ -25,6 +26,16 @@ TEST(ReleaseBudget, GrowsWithPinnedHostMemoryAboveItsFloorAndTheOptionReplacesIt
   ReleaseBudget fixed{1500ms};
   EXPECT_EQ(fixed.for_pinned(500ull << 30), 1500ms);
 }
+
+// W4-08: no figure stretches the rule past its ceiling (a 16 TiB locked reservation made it
+// 1,968 s; a whole address space, 4.4 h).
+TEST(ReleaseBudget, TheRuleHasACeiling) {
+  ReleaseBudget rule;
+  EXPECT_EQ(rule.for_pinned(16ull << 40), kBudgetCeiling);
+  EXPECT_EQ(rule.for_pinned(128ull << 40), kBudgetCeiling);
+  EXPECT_EQ(kBudgetCeiling, 120000ms);
+}
+
 
 TEST(JudgeRelease, AnExitSeenIsReleasingWithinTheBudgetAndDriverHeldAfterIt) {
   util::FakeClock clock;
@@ -80,6 +91,7 @@ Inventory look_with_holder(std::uint64_t pinned) {
   Inventory inv = tv::idle_node(1);
   tv::add_holder(inv.gpus[0], 4242, 40 * kGiB, tv::Lineage::orphaned);
   inv.gpus[0].holders[0].holder.pinned_host_bytes = pinned;
+  inv.gpus[0].holders[0].holder.found_by.insert(proc::FoundBy::source);  // NVML lists it
   return inv;
 }
 
@@ -184,6 +196,100 @@ TEST(ReleaseTracker, RecordOnlyLeavesTheVerdictOfAnotherLooker) {
   Inventory direct = look_without_holder(40 * kGiB);
   tracker.observe(direct, clock.now());
   EXPECT_EQ(gpu_state(direct.gpus[0]), GpuState::driver_held);
+}
+
+// W4-04: a client with the node open and no NVML entry (DCGM's nv-hostengine, kept open for
+// good; nvidia-smi, now and then) neither holds the memory nor restarts the release: the
+// budget counts from the exit of the holder NVML listed, and the verdict names the clients
+// a reset needs gone.
+TEST(ReleaseTracker, ClientsWithTheNodeOpenNeitherHideNorRestartARelease) {
+  util::FakeClock clock;
+  ReleaseTracker tracker(ReleaseBudget{4s});
+  Inventory before = look_with_holder(0);
+  tv::add_client(before.gpus[0], 77, "nv-hostengine");
+  tracker.observe(before, clock.now());
+
+  auto look = [&](bool smi) {
+    Inventory inv = look_without_holder(40 * kGiB);
+    tv::add_client(inv.gpus[0], 77, "nv-hostengine");
+    if (smi) tv::add_client(inv.gpus[0], 91, "nvidia-smi");
+    tracker.observe(inv, clock.now());
+    return inv;
+  };
+  clock.advance(1s);
+  EXPECT_EQ(gpu_state(look(true).gpus[0]), GpuState::releasing) << "1 s after the exit";
+  clock.advance(2s);
+  EXPECT_EQ(gpu_state(look(false).gpus[0]), GpuState::releasing) << "nvidia-smi exited";
+  clock.advance(2s);
+  Inventory past = look(false);
+  EXPECT_EQ(gpu_state(past.gpus[0]), GpuState::driver_held)
+      << "5 s after the holder's exit; nvidia-smi's exit 2 s ago restarts nothing";
+  EXPECT_NE(past.gpus[0].unexplained_detail.find("since its last holder exited"),
+            std::string::npos);
+  EXPECT_NE(past.gpus[0].unexplained_detail.find("pid 77 (nv-hostengine)"), std::string::npos)
+      << past.gpus[0].unexplained_detail;
+}
+
+// Issue 50: the first sighting outlives the process that saw it. Each tracker stands for a
+// one-shot command (`status --check`, the Slurm health check) run later on the same boot,
+// reading the state directory the earlier one wrote; the clock is the fake's.
+TEST(ReleaseTracker, AFirstSightingOutlivesTheProcessThatSawIt) {
+  TestTempDir dir("gpureap-sighting-test");
+  util::FakeClock clock;
+  auto one_shot = [&](std::uint64_t left, const std::string& boot = "boot-a") {
+    ReleaseTracker tracker(ReleaseBudget{3s});
+    tracker.keep_sightings(SightingStore::load(dir.dir(), boot));
+    Inventory inv = left ? look_without_holder(left) : tv::idle_node(1);
+    tracker.observe(inv, clock.now());
+    return inv.gpus[0];
+  };
+  EXPECT_EQ(gpu_state(one_shot(40 * kGiB)), GpuState::no_holder) << "the first look";
+  clock.advance(2s);
+  GpuView second = one_shot(40 * kGiB);
+  EXPECT_EQ(gpu_state(second), GpuState::releasing) << second.unexplained_detail;
+  EXPECT_NE(second.unexplained_detail.find("first seen so 2.0 s ago"), std::string::npos)
+      << second.unexplained_detail;
+  clock.advance(3s);
+  GpuView third = one_shot(40 * kGiB);
+  EXPECT_EQ(gpu_state(third), GpuState::driver_held) << "5 s flat, past the 3 s budget";
+  EXPECT_NE(third.unexplained_detail.find("GPU reset"), std::string::npos);
+  EXPECT_EQ(gpu_state(one_shot(40 * kGiB, "boot-b")), GpuState::no_holder)
+      << "another boot's record is none";
+
+  // Memory that grew past the record is other memory: a stretch of its own.
+  ReleaseTracker grown(ReleaseBudget{3s});
+  grown.keep_sightings(SightingStore::load(dir.dir(), "boot-b"));
+  clock.advance(10s);
+  Inventory more = look_without_holder(60 * kGiB);
+  grown.observe(more, clock.now());
+  EXPECT_EQ(gpu_state(more.gpus[0]), GpuState::no_holder);
+
+  // Back at the baseline: the record goes, and memory stuck later starts afresh.
+  EXPECT_EQ(gpu_state(one_shot(0, "boot-b")), GpuState::free);
+  clock.advance(10s);
+  EXPECT_EQ(gpu_state(one_shot(40 * kGiB, "boot-b")), GpuState::no_holder)
+      << "the memory that came back is never counted";
+}
+
+// W4-08: only the holders NVML listed on the GPU count: a process that only had the node
+// open (any CUDA or NVML client) and exits adds neither an exit nor its pinned memory.
+TEST(ReleaseTracker, AClientsPinnedMemoryDoesNotStretchTheBudget) {
+  util::FakeClock clock;
+  ReleaseTracker tracker;  // the rule: 30 s here
+  Inventory before = look_with_holder(0);
+  tv::add_client(before.gpus[0], 88, "python3");
+  before.gpus[0].holders.back().holder.pinned_host_bytes = 16ull << 40;
+  tracker.observe(before, clock.now());
+  clock.advance(1s);
+  Inventory after = look_without_holder(40 * kGiB);  // the holder and the client gone
+  tracker.observe(after, clock.now());
+  EXPECT_EQ(gpu_state(after.gpus[0]), GpuState::releasing);
+  ASSERT_NE(tracker.facts("GPU-0"), nullptr);
+  EXPECT_EQ(tracker.facts("GPU-0")->pinned_bytes, 0u);
+  clock.advance(kBudgetFloor);
+  Inventory past = look_without_holder(40 * kGiB);
+  tracker.observe(past, clock.now());
+  EXPECT_EQ(gpu_state(past.gpus[0]), GpuState::driver_held) << past.gpus[0].unexplained_detail;
 }
 
 }  // namespace

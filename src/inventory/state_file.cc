@@ -5,28 +5,44 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proc/proc_files.h"
+#include <fstream>
 
 namespace gpureap::inventory {
 
 Result<void> write_state_file(const std::string& path, const std::string& text) {
   const std::string tmp = fmt::format("{}.{}.tmp", path, ::getpid());
+  auto failed = [&](const std::string& what) -> Result<void> {
+    auto err = Error::from_errno(what);
+    ::unlink(tmp.c_str());
+    return std::unexpected(err);
+  };
+
+  // A leftover of a crashed run with our pid; O_EXCL below then creates afresh.
   ::unlink(tmp.c_str());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return std::unexpected(Error::from_errno("cannot create " + tmp));
-  std::size_t done = 0;
-  while (done < text.size()) {
+  // Every step checked: on a full filesystem the error may come from write,
+  // fsync or close, and renaming a short file over the good one loses them all.
+  for (std::size_t done = 0; done < text.size();) {
     ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      int err = errno;
+      ::close(fd);
+      errno = err;
+      return failed("cannot write " + tmp);
+    }
     done += static_cast<std::size_t>(n);
   }
-  const bool ok = done == text.size() && ::close(fd) == 0;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    auto err = Error::from_errno("cannot write " + path);
-    ::unlink(tmp.c_str());
-    return std::unexpected(err);
+  if (::fsync(fd) != 0) {
+    int err = errno;
+    ::close(fd);
+    errno = err;
+    return failed("cannot write " + tmp);
   }
+  if (::close(fd) != 0) return failed("cannot write " + tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return failed("cannot replace " + path);
   return {};
 }
 
@@ -45,9 +61,12 @@ std::optional<std::string> read_state_file(const std::string& path, std::size_t 
   return text;
 }
 
-std::string boot_id() {
-  std::string id = proc::read_small_file("/proc/sys/kernel/random/boot_id");
-  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+std::string boot_id(const std::string& proc_root) {
+  // A /proc file has no size (st_size 0): read as a stream, one line.
+  std::ifstream f(proc_root + "/sys/kernel/random/boot_id");
+  std::string id;
+  if (!f || !std::getline(f, id) || id.size() > 64) return "";
+  while (!id.empty() && (id.back() == ' ' || id.back() == '\r')) id.pop_back();
   return id;
 }
 

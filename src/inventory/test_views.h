@@ -59,6 +59,20 @@ inline GpuView& add_holder(GpuView& view, pid_t pid, std::uint64_t bytes, Lineag
   return view;
 }
 
+/// Adds a client `pid`: it has the GPU's node open and NVML lists it nowhere (a
+/// monitoring agent, nvidia-persistenced, nvidia-smi), so it holds no memory here.
+inline GpuView& add_client(GpuView& view, pid_t pid, std::string comm) {
+  GpuHolder gh;
+  gh.holder.id = {pid, 1000};
+  gh.holder.comm = std::move(comm);
+  gh.holder.user = "root";
+  gh.holder.ppid = 1;
+  gh.holder.found_by.insert(proc::FoundBy::fd);
+  gh.uses_gpu = true;  // build_inventory: NVML lists it on no other GPU
+  view.holders.push_back(std::move(gh));
+  return view;
+}
+
 /// Adds `bytes` above the baseline that no visible process explains, classified `why`.
 inline GpuView& add_unexplained(GpuView& view, std::uint64_t bytes, Unexplained why) {
   view.info.memory->used += bytes;

@@ -149,9 +149,9 @@ struct Holder {
   /// inherited fds share one), as the node's FdinfoReader read them.
   std::vector<DrmClient> drm_clients;
   std::string wchan;              // filled on request (leftover evidence)
-  /// Host memory it has pinned or locked (VmPin + VmLck of /proc/PID/status, bytes): the
-  /// driver unpins it after the process is gone, the slow phase of a release
-  /// (inventory/release_model.h).
+  /// Host memory it has pinned or locked and resident (VmPin, and VmLck capped by VmRSS, of
+  /// /proc/PID/status, bytes: StatusInfo::resident_pinned_bytes): the driver unpins it after
+  /// the process is gone, the slow phase of a release (inventory/release_model.h).
   std::uint64_t pinned_host_bytes = 0;
   EngineIdentity engine;          // what its command line says it is (proc/engine_role.h)
   std::string instance;           // the key of its instance (inventory/instances.h), if any

@@ -374,7 +374,7 @@ bool ProcessScanner::read_status_and_command(int dirfd, const StatInfo& stat, Ho
     h.uid = st.st_uid;
   }
   h.nspid = std::move(status.nspid);
-  h.pinned_host_bytes = status.vm_pin + status.vm_lck;
+  h.pinned_host_bytes = status.resident_pinned_bytes();
   h.ignores_sighup = status.ignores_sighup();
 
   if (read_file_at(dirfd, "cgroup", file_) == 0) {

@@ -122,10 +122,10 @@ StatusInfo parse_status(std::string_view text) {
       info.sig_pnd = to_number<std::uint64_t>(trim(value), 16).value_or(0);
     } else if (key == "ShdPnd") {
       info.shd_pnd = to_number<std::uint64_t>(trim(value), 16).value_or(0);
-    } else if (key == "VmPin" || key == "VmLck") {
+    } else if (key == "VmPin" || key == "VmLck" || key == "VmRSS") {
       // "VmPin:\t  243000000 kB": the kernel always writes kB.
       const std::uint64_t kb = to_number<std::uint64_t>(next_token(value)).value_or(0);
-      (key == "VmPin" ? info.vm_pin : info.vm_lck) = kb * 1024;
+      (key == "VmPin" ? info.vm_pin : key == "VmLck" ? info.vm_lck : info.vm_rss) = kb * 1024;
     } else if (key == "SigIgn") {
       info.sig_ign = to_number<std::uint64_t>(trim(value), 16).value_or(0);
     }

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -57,8 +58,13 @@ struct StatusInfo {
   std::uint64_t sig_pnd = 0;           // SigPnd: thread-directed pending signals (bitmask)
   std::uint64_t shd_pnd = 0;           // ShdPnd: process-directed pending signals (bitmask)
   std::uint64_t vm_pin = 0;            // VmPin: pinned memory (pin_user_pages: cudaHostRegister)
-  std::uint64_t vm_lck = 0;            // VmLck: mlock()ed memory; both in bytes (kB in the file)
+  std::uint64_t vm_lck = 0;            // VmLck: mlock()ed address space; bytes (kB in the file)
+  std::uint64_t vm_rss = 0;            // VmRSS: resident memory, bytes
   std::uint64_t sig_ign = 0;           // SigIgn: ignored signals (bitmask; bit N-1 is signal N)
+  /// Host memory really pinned: VmPin, and VmLck no larger than VmRSS. VmLck counts locked
+  /// address space, resident or not: under mlockall(MCL_FUTURE) a PROT_NONE reservation
+  /// of terabytes is "locked" with nothing behind it (W4-08).
+  std::uint64_t resident_pinned_bytes() const { return vm_pin + std::min(vm_lck, vm_rss); }
   /// True when SIGHUP is ignored, as `nohup` leaves it (and every child inherits it).
   bool ignores_sighup() const { return (sig_ign & 1ull) != 0; }
   /// True when SIGKILL is pending (bit 8 of the mask, signal 9).

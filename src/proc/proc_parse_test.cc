@@ -101,8 +101,19 @@ TEST(ParseStatus, PinnedAndLockedHostMemory) {
       "Name:\tsglang::schedul\nVmLck:\t     64 kB\nVmPin:\t243000000 kB\nVmRSS:\t 9000 kB\n");
   EXPECT_EQ(s.vm_pin, 243000000ull * 1024);
   EXPECT_EQ(s.vm_lck, 64ull * 1024);
+  EXPECT_EQ(s.vm_rss, 9000ull * 1024);
+  EXPECT_EQ(s.resident_pinned_bytes(), (243000000ull + 64) * 1024);
   StatusInfo none = parse_status("Name:\tx\n");
-  EXPECT_EQ(none.vm_pin + none.vm_lck, 0u);
+  EXPECT_EQ(none.resident_pinned_bytes(), 0u);
+}
+
+// W4-08: VmLck counts locked address space: a 16 TiB PROT_NONE reservation under
+// mlockall(MCL_FUTURE) reads so with 13 MiB resident. Only what is resident is pinned.
+TEST(ParseStatus, LockedAddressSpaceCountsOnlyWhatIsResident) {
+  StatusInfo s = parse_status(
+      "Name:\tpython3\nVmLck:\t17179869184 kB\nVmPin:\t       0 kB\nVmRSS:\t   13880 kB\n");
+  EXPECT_EQ(s.vm_lck, 17179869184ull * 1024);
+  EXPECT_EQ(s.resident_pinned_bytes(), 13880ull * 1024);
 }
 
 TEST(ParseStatus, MissingLinesKeepDefaults) {

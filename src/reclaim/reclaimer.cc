@@ -563,6 +563,7 @@ class Reclaim {
         continue;
       }
       if (target_lives || !view->source_unseen.empty() ||
+          (state == inventory::GpuState::driver_held && options_.wait_out_timeout) ||
           (state != inventory::GpuState::driver_held &&
            now - it->second.second < options_.stalled_after))
         all = false;

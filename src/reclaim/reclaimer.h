@@ -32,6 +32,10 @@ struct ReclaimOptions {
   Selection selection;
   EscalationOptions escalation;
   std::chrono::milliseconds timeout = kDefaultTimeout;
+  // --timeout given: memory no process holds is waited for until the timeout, even once the
+  // release model calls it driver-held (a free told to wait 90 s waits 90 s for a release
+  // slower than the release budget); otherwise the verdict comes with the model's.
+  bool wait_out_timeout = false;
   int max_rounds = kDefaultMaxRounds;
   bool stop_respawners = false;  // --stop-respawners: also signal a parent seen respawning
                                  // killed holders (never a protected one unless named by --pid)

@@ -29,6 +29,9 @@ std::string classes_text(const std::vector<reclaim::LeftoverClass>& classes) {
 
 // One GPU as the reason and the text show it: "GPU 1 driver_held 12.0 GiB pids 7,8".
 std::string held_text(const cluster::HeldGpu& h) {
+  // Memory still coming back, alone: "GPU 0 10.0 GiB still releasing".
+  if (h.classes == std::vector<reclaim::LeftoverClass>{reclaim::LeftoverClass::still_releasing})
+    return fmt::format("GPU {} {} still releasing", h.gpu, format_bytes(h.bytes));
   std::string s =
       fmt::format("GPU {} {} {}", h.gpu, classes_text(h.classes), format_bytes(h.bytes));
   if (!h.pids.empty())

@@ -53,6 +53,8 @@ class SimNode {
   SimNode& operator=(const SimNode&) = delete;
 
   const std::string& dir() const { return dir_; }
+  /// Its GPUREAP_STATE_DIR (baselines, the free lock, unheld.json).
+  const std::string& state_dir() const { return state_dir_; }
   /// The environment gpureap and the sim need (plus a private state dir; with AMD GPUs,
   /// GPUREAP_SYSFS_ROOT).
   std::map<std::string, std::string> env() const;
