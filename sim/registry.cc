@@ -43,6 +43,7 @@ std::optional<Allocation> parse_allocation(const std::string& text) {
     a.release_delay = std::chrono::nanoseconds(j.value("release_delay_ns", std::int64_t{0}));
     a.comm = j.value("comm", "");
     a.pid_ns = j.value("pid_ns", std::uint64_t{0});
+    a.referenced = j.value("referenced", false);
     if (j.contains("gi") && !j.at("gi").is_null()) a.gi = j.at("gi").get<unsigned>();
     a.ci = j.value("ci", 0U);
     return a;
@@ -92,7 +93,7 @@ std::uint64_t own_pid_namespace() {
   return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
 }
 
-Result<void> lock_allocation(const SimPaths& paths, const Allocation& a) {
+Result<int> lock_allocation(const SimPaths& paths, const Allocation& a) {
   fs::path path = paths.allocs() / (a.name() + ".lock");
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return std::unexpected(Error::from_errno("cannot create " + path.string()));
@@ -103,7 +104,7 @@ Result<void> lock_allocation(const SimPaths& paths, const Allocation& a) {
     ::close(fd);
     return std::unexpected(Error::from_errno("cannot lock " + path.string()));
   }
-  return {};  // fd stays open: the lock lives as long as this process's files
+  return fd;  // stays open: the lock lives as long as this process's files
 }
 
 namespace {
@@ -182,6 +183,7 @@ Result<void> register_allocation(const SimPaths& paths, const Allocation& a) {
                       {"release_delay_ns", a.release_delay.count()},
                       {"comm", a.comm},
                       {"pid_ns", a.pid_ns},
+                      {"referenced", a.referenced},
                       {"gi", a.gi ? nlohmann::json(*a.gi) : nlohmann::json(nullptr)},
                       {"ci", a.ci}};
   return write_file_atomic(paths.allocs() / (a.name() + ".json"), j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
@@ -282,7 +284,11 @@ std::vector<AllocationTable::Entry> AllocationTable::evaluate(std::optional<unsi
     if (!c.dead) {
       const bool shown = holds_resources(c.alloc.pid, c.alloc.start_time);
       visible = c.alloc.pid_ns == 0 || c.alloc.pid_ns == ours || shown;
-      if (!(visible ? shown : lock_held(paths_, name))) c.dead = true;
+      bool holds = visible ? shown : lock_held(paths_, name);
+      // A referenced allocation outlives its holder while its lock's open file
+      // description lives (an inheritor's descriptor, an importer's mapping).
+      if (!holds && c.alloc.referenced) holds = lock_held(paths_, name);
+      if (!holds) c.dead = true;
     }
     Entry e{c.alloc, AllocState::held, std::nullopt};
     e.visible = visible;
