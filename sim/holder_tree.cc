@@ -64,7 +64,11 @@ struct HeldFiles {
   std::vector<int> device_fds;
   void* map = nullptr;
   int lock_fd = -1;
+  std::string allocation;  // its name (Allocation::name)
 };
+
+// An importer's own CUDA context, as NVML listed it on an H100 (518 MiB).
+constexpr std::uint64_t kImporterContext = 512ULL << 20;
 
 // The device nodes a CUDA process opens (nvidiactl, nvidia-uvm, the GPU's node, and a
 // mapping of that), or ROCm's on an AMD GPU; never closed.
@@ -145,6 +149,7 @@ HeldFiles hold_gpu(const HoldPlan& plan, unsigned gpu) {
   auto lock = lock_allocation(plan.paths, a);
   if (!lock) die(plan, lock.error().message);
   held.lock_fd = *lock;
+  held.allocation = a.name();
   if (auto ok = register_allocation(plan.paths, a); !ok) die(plan, ok.error().message);
   // As amdgpu shows an allocation in KFD's sysfs once it is made: ready only then.
   if (amd)
@@ -179,6 +184,18 @@ void spawn_keeper(HoldPlan& plan, unsigned gpu, const HeldFiles& held) {
     void* import = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, held.lock_fd, 0);
     if (import == MAP_FAILED) die(plan, Error::from_errno("cannot map the allocation").message);
     ::close(held.lock_fd);  // the mapping alone keeps the reference
+    // Its own context, listed by NVML; the imported bytes join it once the exporter dies.
+    Allocation own;
+    own.pid = host_pid();
+    own.start_time = self_start_time();
+    own.gpu = gpu;
+    own.bytes = kImporterContext;
+    auto st = read_proc_stat(own.pid);
+    own.comm = st ? st->comm : "";
+    own.pid_ns = own_pid_namespace();
+    own.imports = held.allocation;
+    if (auto ok = lock_allocation(plan.paths, own); !ok) die(plan, ok.error().message);
+    if (auto ok = register_allocation(plan.paths, own); !ok) die(plan, ok.error().message);
   }
   register_self(plan, plan.options.ipc_importer ? "importer" : "inheritor", true);
   report(plan, fmt::format("K {}", host_pid()));
