@@ -490,7 +490,8 @@ Holders holders_of(const inventory::Inventory& inv, const Selection& sel) {
     const bool selected =
         std::find(sel.gpus.begin(), sel.gpus.end(), view.info.id) != sel.gpus.end();
     for (const auto& gh : view.holders) {
-      if (!gh.uses_gpu) continue;
+      // A client (a monitor: the node open, no memory) is a holder only when --pid names it.
+      if (!gh.uses_gpu && !(gh.client && sel.names(gh.holder.id.pid))) continue;
       auto& c = held[gh.holder.id];
       c.holder = &gh.holder;
       c.gpus.push_back(view.info.id);
