@@ -67,6 +67,24 @@ TEST(Keepers, AnInheritorHoldsItsDeadOwnersMemoryAndFreeOrphansFreesIt) {
   EXPECT_EQ((*gpu_of(after, "0"))["state"], "free") << after.dump(1);
 }
 
+// The owner a zombie, as on the H100 (its parent, here this test, has not reaped it): NVML
+// lists the zombie; the keeper is credited, the zombie shown holding nothing.
+TEST(Keepers, AZombieOwnersMemoryIsItsInheritorsToo) {
+  SimNode node({"--gpus", "1", "--memory", "80GiB"});
+  auto held = node.hold({"--gpu", "0", "--bytes", "8GiB", "--inheritor"}, /*foreground*/ true);
+  ASSERT_NE(held.keeper, 0);
+  ASSERT_TRUE(SimNode::eventually([&] { return state_of(held.leader) == 'Z'; }));
+  const json doc = node.gpureap({"status", "--json", "--no-agent"}).json();
+  const json* keeper = holder_of(doc, "0", held.keeper);
+  ASSERT_NE(keeper, nullptr) << doc.dump(1);
+  EXPECT_EQ((*keeper)["gpu_bytes"], 8 * kGiB);
+  EXPECT_NE((*keeper)["keeper"]["reason"].get<std::string>().find("a zombie"), std::string::npos);
+  EXPECT_EQ(holder_of(doc, "0", held.leader), nullptr) << doc.dump(1);
+  auto freed = node.gpureap({"free", "--orphans", "--gpu", "0", "--yes"});
+  EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
+  EXPECT_FALSE(alive(held.keeper));
+}
+
 // An importer of a dead exporter's memory is listed by NVML with the bytes it keeps (as
 // on an H100): status credits it, and the exporter is gone from every list. Nothing a
 // look can read says "imported" (docs/orphans.md), and a process of its own session is no
