@@ -311,9 +311,10 @@ struct Tally {
   std::size_t detached = 0;                // re-parented, not a leak by the evidence
 };
 
-// An orphan `free --orphans` would signal, itself or (others') with sudo.
+// An orphan `free --orphans` would signal, itself or (others') with sudo; a keeper of a
+// dead owner's memory is one (its owner, whose device files it inherited, is gone).
 bool freeable(const proc::Holder& h, const reclaim::Plan& free_orphans, Tally& tally) {
-  if (!h.orphaned) return false;
+  if (!h.orphaned && h.keeper == proc::KeeperClass::none) return false;
   if (free_orphans.contains(h.id)) return true;
   bool others = std::any_of(free_orphans.skipped.begin(), free_orphans.skipped.end(),
                             [&](const reclaim::Skipped& s) {
