@@ -83,6 +83,12 @@ struct HoldOptions {
   std::string server_title;  // the server's (as its command line reads: a launcher's)
   bool listen = false;       // the server listens on a loopback TCP port its workers inherit
   bool client_only = false;
+  /// A keeper of the holder's memory outlives it: the holder forks a child after its
+  /// allocation (it inherits the device files), then dies (SIGKILL).
+  bool inheritor = false;
+  /// ... or a process of its own session maps the holder's allocation (a CUDA IPC import),
+  /// then the holder dies.
+  bool ipc_importer = false;
   std::optional<unsigned> util;  // SM percent while the holder lives (default 0; 100 with --ghost)
   bool ghost = false;
   unsigned ghost_reads = 0;

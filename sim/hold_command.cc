@@ -68,6 +68,15 @@ Result<void> check_gpu_flags(const HoldOptions& o) {
   if (o.util && *o.util > 100) return fail("--util is a percent: 0 to 100");
   if (o.ci != 0 && !o.mig) return fail("--ci needs --mig (a compute instance of a GPU instance)");
   if (o.ghost_reads > 0 && !o.ghost) return fail("--ghost-reads needs --ghost");
+  if (o.inheritor && o.ipc_importer)
+    return fail("--inheritor and --ipc-importer are two shapes: give one");
+  if ((o.inheritor || o.ipc_importer) &&
+      (o.children > 0 || o.client_only || o.ghost || o.stuck || o.pidns || o.zombie_leader ||
+       o.daemon || o.mig))
+    return fail(fmt::format(
+        "{} keeps one holder's memory: not with --children, --client-only, --ghost, --stuck, "
+        "--pidns, --zombie-leader, --daemon or --mig",
+        o.inheritor ? "--inheritor" : "--ipc-importer"));
   if (o.ghost && (o.stuck || !o.release_delay.empty() || o.client_only))
     return fail("--ghost leaves no memory behind: it cannot be combined with --stuck, "
                 "--release-delay or --client-only");
@@ -256,8 +265,11 @@ bool collect_and_print(HoldPlan& plan, pid_t leader, bool kill_leader_first) {
   nlohmann::json holders = nlohmann::json::array();
   std::string buffer, error;
   unsigned listen_port = 0;
+  pid_t keeper = 0;  // --inheritor / --ipc-importer: the process that keeps the memory
+  const bool wants_keeper = plan.options.inheritor || plan.options.ipc_importer;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (holders.size() < plan.expected_holders && error.empty()) {
+  while ((holders.size() < plan.expected_holders || (wants_keeper && keeper == 0)) &&
+         error.empty()) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     pollfd p{plan.read_fd, POLLIN, 0};
@@ -287,6 +299,8 @@ bool collect_and_print(HoldPlan& plan, pid_t leader, bool kill_leader_first) {
         started.push_back(s);
       } else if (kind == 'L') {
         in >> leader;
+      } else if (kind == 'K') {
+        in >> keeper;
       } else if (kind == 'T') {
         in >> listen_port;
       } else if (kind == 'H') {
@@ -322,6 +336,7 @@ bool collect_and_print(HoldPlan& plan, pid_t leader, bool kill_leader_first) {
   for (const auto& s : started) pids.push_back(s.pid);
   nlohmann::json ready = {{"leader", leader}, {"holders", holders}, {"pids", pids}};
   if (listen_port != 0) ready["listen_port"] = listen_port;
+  if (keeper != 0) ready["keeper"] = keeper;
   std::string line = ready.dump() + "\n";
   (void)!::write(1, line.data(), line.size());
   ::close(plan.read_fd);
@@ -388,7 +403,8 @@ int run_hold(const HoldOptions& options) {
   }
   ::close(plan->report_fd);
   plan->report_fd = -1;
-  bool ok = collect_and_print(*plan, 0, options.orphan);
+  bool ok = collect_and_print(*plan, 0,
+                              options.orphan || options.inheritor || options.ipc_importer);
   if (options.daemon) ::waitpid(child, nullptr, 0);  // the daemon's launcher
   return ok ? kExitOk : kExitFailure;
 }

@@ -58,10 +58,44 @@ void set_signals(const HoldPlan& plan) {
   }
 }
 
-// Opens the device nodes the way a CUDA process does (nvidiactl, nvidia-uvm, the
-// GPU's node, and a mapping of it), then registers the allocation. The fds are
-// never closed: they are what an fd scan finds, inherited by forked children.
-void hold_gpu(const HoldPlan& plan, unsigned gpu) {
+// What a holder opened: the device nodes' descriptors, its mapping of the GPU's node
+// and its allocation's lock (registry.h), for a keeper that must drop or keep them.
+struct HeldFiles {
+  std::vector<int> device_fds;
+  void* map = nullptr;
+  int lock_fd = -1;
+  std::string allocation;  // its name (Allocation::name)
+};
+
+// An importer's own CUDA context, as NVML listed it on an H100 (518 MiB).
+constexpr std::uint64_t kImporterContext = 512ULL << 20;
+
+// The device nodes a CUDA process opens (nvidiactl, nvidia-uvm, the GPU's node, and a
+// mapping of that), or ROCm's on an AMD GPU; never closed.
+HeldFiles open_device_nodes(const HoldPlan& plan, unsigned gpu) {
+  const GpuConfig& g = plan.node.gpus[gpu];
+  // ROCm opens /dev/kfd and the GPU's render node and maps it (sim/amd_driver.h).
+  const std::vector<fs::path> nodes =
+      is_amd(g) ? amd_holder_nodes(plan.paths, g)
+                : std::vector<fs::path>{plan.paths.dev() / "nvidiactl",
+                                        plan.paths.dev() / "nvidia-uvm",
+                                        plan.paths.gpu_node(g.minor)};
+  HeldFiles held;
+  for (const fs::path& node : nodes) {
+    int fd = ::open(node.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) die(plan, Error::from_errno("cannot open " + node.string()).message);
+    held.device_fds.push_back(fd);
+    if (node == nodes.back()) {
+      held.map = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (held.map == MAP_FAILED) die(plan, Error::from_errno("cannot mmap " + node.string()).message);
+    }
+  }
+  return held;
+}
+
+// Opens the device nodes the way a CUDA process does, then registers the allocation.
+// The fds are never closed: they are what an fd scan finds, inherited by forked children.
+HeldFiles hold_gpu(const HoldPlan& plan, unsigned gpu) {
   const auto& o = plan.options;
   if (!o.comm.empty()) ::prctl(PR_SET_NAME, o.comm.substr(0, 15).c_str(), 0, 0, 0);
   // As a setuid program or a hardened daemon is: its /proc/PID files become root's.
@@ -69,19 +103,7 @@ void hold_gpu(const HoldPlan& plan, unsigned gpu) {
   set_signals(plan);
   const GpuConfig& g = plan.node.gpus[gpu];
   const bool amd = is_amd(g);  // a mixed node's GPU: its own vendor's nodes
-  // ROCm opens /dev/kfd and the GPU's render node and maps it (sim/amd_driver.h).
-  const std::vector<fs::path> nodes =
-      amd ? amd_holder_nodes(plan.paths, g)
-          : std::vector<fs::path>{plan.paths.dev() / "nvidiactl", plan.paths.dev() / "nvidia-uvm",
-                                  plan.paths.gpu_node(g.minor)};
-  for (const fs::path& node : nodes) {
-    int fd = ::open(node.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0) die(plan, Error::from_errno("cannot open " + node.string()).message);
-    if (node == nodes.back()) {
-      void* map = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      if (map == MAP_FAILED) die(plan, Error::from_errno("cannot mmap " + node.string()).message);
-    }
-  }
+  HeldFiles held = open_device_nodes(plan, gpu);
   // On a MIG device: its GPU instance's and compute instance's capabilities, as CUDA
   // opens them (never closed either).
   // Without nv_cap_enable_devfs (node --no-cap-devfs) they are the capability files.
@@ -123,12 +145,62 @@ void hold_gpu(const HoldPlan& plan, unsigned gpu) {
   a.pid_ns = own_pid_namespace();
   a.gi = o.mig;
   a.ci = o.ci;
-  if (auto ok = lock_allocation(plan.paths, a); !ok) die(plan, ok.error().message);
+  a.referenced = o.inheritor || o.ipc_importer;
+  auto lock = lock_allocation(plan.paths, a);
+  if (!lock) die(plan, lock.error().message);
+  held.lock_fd = *lock;
+  held.allocation = a.name();
   if (auto ok = register_allocation(plan.paths, a); !ok) die(plan, ok.error().message);
   // As amdgpu shows an allocation in KFD's sysfs once it is made: ready only then.
   if (amd)
     if (auto ok = await_amd_allocation(plan.paths, g, a.pid); !ok) die(plan, ok.error().message);
   report(plan, fmt::format("H {} {} {}", a.pid, gpu, a.bytes));
+  return held;
+}
+
+[[noreturn]] void sleep_forever() {
+  for (;;) ::pause();
+}
+
+// --inheritor / --ipc-importer: the process that keeps the holder's memory after the
+// holder dies. An inheritor is a child forked after the allocation, as a data-loader
+// worker forked after CUDA init is: it keeps every descriptor and mapping it inherited.
+// An importer is a server of its own (its own session), as a KV-cache server importing
+// a client's memory over CUDA IPC is: it drops what it inherited, opens the device nodes
+// itself (its own context), and maps the holder's allocation (the lock file of
+// registry.h, whose open file description the mapping keeps), which is what the
+// simulated driver counts as a reference to that memory.
+void spawn_keeper(HoldPlan& plan, unsigned gpu, const HeldFiles& held) {
+  pid_t pid = ::fork();
+  if (pid < 0) die(plan, Error::from_errno("fork").message);
+  if (pid > 0) return;
+  if (plan.read_fd >= 0) ::close(plan.read_fd);
+  plan.read_fd = -1;
+  if (plan.options.ipc_importer) {
+    ::setsid();
+    for (int fd : held.device_fds) ::close(fd);
+    ::munmap(held.map, 4096);
+    open_device_nodes(plan, gpu);
+    void* import = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, held.lock_fd, 0);
+    if (import == MAP_FAILED) die(plan, Error::from_errno("cannot map the allocation").message);
+    ::close(held.lock_fd);  // the mapping alone keeps the reference
+    // Its own context, listed by NVML; the imported bytes join it once the exporter dies.
+    Allocation own;
+    own.pid = host_pid();
+    own.start_time = self_start_time();
+    own.gpu = gpu;
+    own.bytes = kImporterContext;
+    auto st = read_proc_stat(own.pid);
+    own.comm = st ? st->comm : "";
+    own.pid_ns = own_pid_namespace();
+    own.imports = held.allocation;
+    if (auto ok = lock_allocation(plan.paths, own); !ok) die(plan, ok.error().message);
+    if (auto ok = register_allocation(plan.paths, own); !ok) die(plan, ok.error().message);
+  }
+  register_self(plan, plan.options.ipc_importer ? "importer" : "inheritor", true);
+  report(plan, fmt::format("K {}", host_pid()));
+  ::close(plan.report_fd);
+  sleep_forever();
 }
 
 struct LoopState {
@@ -257,10 +329,16 @@ pid_t spawn_worker(HoldPlan& plan, unsigned k, bool announce) {
     if (w < 0) die(plan, Error::from_errno("fork").message);
     state.workers[w] = k;
   }
-  if (plan.server_holds) hold_gpu(plan, plan.options.gpu);
+  if (plan.server_holds) {
+    HeldFiles held = hold_gpu(plan, plan.options.gpu);
+    if (plan.options.inheritor || plan.options.ipc_importer)
+      spawn_keeper(plan, plan.options.gpu, held);
+  }
   if (printer) {
     if (!collect_and_print(plan, host_pid(), false)) ::_exit(kExitFailure);
-    if (plan.options.orphan) ::kill(::getpid(), SIGKILL);  // as if SIGKILLed
+    // As if SIGKILLed: an orphan's server, a keeper's holder.
+    if (plan.options.orphan || plan.options.inheritor || plan.options.ipc_importer)
+      ::kill(::getpid(), SIGKILL);
   }
   ::close(plan.report_fd);
   plan.report_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);

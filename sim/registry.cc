@@ -43,6 +43,8 @@ std::optional<Allocation> parse_allocation(const std::string& text) {
     a.release_delay = std::chrono::nanoseconds(j.value("release_delay_ns", std::int64_t{0}));
     a.comm = j.value("comm", "");
     a.pid_ns = j.value("pid_ns", std::uint64_t{0});
+    a.referenced = j.value("referenced", false);
+    a.imports = j.value("imports", "");
     if (j.contains("gi") && !j.at("gi").is_null()) a.gi = j.at("gi").get<unsigned>();
     a.ci = j.value("ci", 0U);
     return a;
@@ -92,7 +94,7 @@ std::uint64_t own_pid_namespace() {
   return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
 }
 
-Result<void> lock_allocation(const SimPaths& paths, const Allocation& a) {
+Result<int> lock_allocation(const SimPaths& paths, const Allocation& a) {
   fs::path path = paths.allocs() / (a.name() + ".lock");
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return std::unexpected(Error::from_errno("cannot create " + path.string()));
@@ -103,7 +105,7 @@ Result<void> lock_allocation(const SimPaths& paths, const Allocation& a) {
     ::close(fd);
     return std::unexpected(Error::from_errno("cannot lock " + path.string()));
   }
-  return {};  // fd stays open: the lock lives as long as this process's files
+  return fd;  // stays open: the lock lives as long as this process's files
 }
 
 namespace {
@@ -182,6 +184,8 @@ Result<void> register_allocation(const SimPaths& paths, const Allocation& a) {
                       {"release_delay_ns", a.release_delay.count()},
                       {"comm", a.comm},
                       {"pid_ns", a.pid_ns},
+                      {"referenced", a.referenced},
+                      {"imports", a.imports},
                       {"gi", a.gi ? nlohmann::json(*a.gi) : nlohmann::json(nullptr)},
                       {"ci", a.ci}};
   return write_file_atomic(paths.allocs() / (a.name() + ".json"), j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
@@ -278,14 +282,19 @@ std::vector<AllocationTable::Entry> AllocationTable::evaluate(std::optional<unsi
     // cannot look up a host holder in its /proc, and the holder's lock says whether
     // it still holds.
     static const std::uint64_t ours = own_pid_namespace();
-    bool visible = true;
+    bool visible = true, kept = false;
     if (!c.dead) {
       const bool shown = holds_resources(c.alloc.pid, c.alloc.start_time);
       visible = c.alloc.pid_ns == 0 || c.alloc.pid_ns == ours || shown;
-      if (!(visible ? shown : lock_held(paths_, name))) c.dead = true;
+      bool holds = visible ? shown : lock_held(paths_, name);
+      // A referenced allocation outlives its holder while its lock's open file
+      // description lives (an inheritor's descriptor, an importer's mapping).
+      if (!holds && c.alloc.referenced) holds = kept = lock_held(paths_, name);
+      if (!holds) c.dead = true;
     }
     Entry e{c.alloc, AllocState::held, std::nullopt};
     e.visible = visible;
+    e.kept = kept;
     if (!c.dead) {
       e.state = AllocState::held;
     } else if (c.alloc.stuck) {
@@ -328,12 +337,18 @@ GpuUsage summarize(const std::vector<AllocationTable::Entry>& entries, unsigned 
     if (e.state == AllocState::held) u.utilization = std::max(u.utilization, e.alloc.util);
     if (e.state != AllocState::held || e.alloc.client || !e.visible) continue;
     if (ci && e.alloc.ci != *ci) continue;  // another compute instance's process
+    // A dead exporter's memory that a live importer keeps is the importer's.
+    pid_t pid = e.alloc.pid;
+    if (e.kept)
+      for (const auto& other : entries)
+        if (!other.kept && other.state == AllocState::held && other.alloc.imports == e.alloc.name())
+          pid = other.alloc.pid;
     auto it = std::find_if(u.processes.begin(), u.processes.end(),
-                           [&](const auto& p) { return p.pid == e.alloc.pid; });
+                           [&](const auto& p) { return p.pid == pid; });
     if (it != u.processes.end())
       it->bytes += e.alloc.bytes;
     else
-      u.processes.push_back({e.alloc.pid, e.alloc.bytes});
+      u.processes.push_back({pid, e.alloc.bytes});
   }
   return u;
 }

@@ -213,6 +213,14 @@ void add_hold_command(CLI::App& app, SimArgs& a) {
                        "listen_port); its workers inherit the socket, as a server's workers do");
   a.hold_cmd->add_flag("--client-only", a.hold.client_only,
                        "open the device nodes, hold 0 bytes (a monitoring client)");
+  a.hold_cmd->add_flag("--inheritor", a.hold.inheritor,
+                       "the holder forks a child after its allocation (the child inherits its "
+                       "device files) and dies (SIGKILL): the memory stays, listed under the dead "
+                       "pid, until the child exits");
+  a.hold_cmd->add_flag("--ipc-importer", a.hold.ipc_importer,
+                       "a process of its own session maps the holder's allocation (a CUDA IPC "
+                       "import) and the holder dies (SIGKILL): the memory stays, listed under the "
+                       "dead pid, until the importer exits");
   a.hold_cmd->add_option("--util", a.hold.util,
                          "SM utilization percent the GPU shows while the holder lives (default 0; "
                          "100 with --ghost)");

@@ -234,7 +234,9 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
   sub.add_flag("-v,--verbose", options.verbose,
                "Every GPU's block (UUID, bus id, device node, baseline) with a row per "
                "process, also for a server instance that spans GPUs (shown as one row per "
-               "GPU and said once under its instance otherwise)");
+               "GPU and said once under its instance otherwise), and the clients: processes "
+               "with a GPU's device open and no memory (monitors), which free never signals "
+               "unless --pid names them");
   sub.add_flag("--summary", options.summary,
                "One line for the node: clean, problem (orphaned or driver-held memory, a ghost "
                "GPU) or unknown, with the GPUs; no pid, time or figure that varies");

@@ -437,6 +437,9 @@ void EventDetector::observe_orphans(const GpuView& view, GpuState& st, double no
   e.bytes = known_bytes(e.holders);
   e.detail = fresh.front()->holder.orphan_reason.empty() ? "parent gone"
                                                          : fresh.front()->holder.orphan_reason;
+  // An orphan that keeps a dead owner's memory says whose (docs/orphans.md, "Keepers").
+  if (fresh.front()->holder.keeper != proc::KeeperClass::none)
+    e.detail += "; it " + fresh.front()->holder.keeper_reason;
   if (st.orphans.size() > fresh.size())  // others were announced before
     e.detail +=
         fmt::format("; {} on this GPU in all", count_text(st.orphans.size(), "orphaned holder"));

@@ -99,6 +99,20 @@ TEST(EventDetector, OrphansAreAnnouncedOnceWithTheirParentAndBytes) {
   EXPECT_TRUE(d.observe(orphaned, 4).empty());
 }
 
+// An orphaned keeper's event says whose memory it keeps (issue 52).
+TEST(EventDetector, AnOrphanedKeepersEventSaysWhoseMemoryItKeeps) {
+  EventDetector d(0ms);
+  GpuHolder keeper = user(20, 8 * kGiB, true);
+  keeper.holder.keeper = proc::KeeperClass::inheritor;
+  keeper.holder.keeper_reason = "keeps 8.00 GiB of dead pid 19, whose device files it inherited";
+  auto events = d.observe(node({gpu(0, {keeper})}), 1);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_NE(events[0].detail.find("; it keeps 8.00 GiB of dead pid 19, whose device files it "
+                                  "inherited"),
+            std::string::npos)
+      << events[0].detail;
+}
+
 TEST(EventDetector, OrphansWithoutAKnownParentHaveNone) {
   EventDetector d(0ms);
   auto events = d.observe(node({gpu(2, {user(10, 8 * kGiB, true)})}), 1, {{99, {}}});

@@ -109,6 +109,98 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
   }
 }
 
+// Users first (by bytes, descending), then openers.
+void order_holders(GpuView& view) {
+  std::stable_sort(view.holders.begin(), view.holders.end(),
+                   [](const GpuHolder& a, const GpuHolder& b) {
+                     if (a.uses_gpu != b.uses_gpu) return a.uses_gpu;
+                     return a.gpu_bytes.value_or(0) > b.gpu_bytes.value_or(0);
+                   });
+}
+
+// A process NVML lists on this GPU that is dead: a pure zombie (no live thread), which
+// holds nothing itself.
+bool dead_owner(const GpuHolder& gh) {
+  const proc::Holder& h = gh.holder;
+  return h.found_by.contains(proc::FoundBy::source) && h.state == 'Z' && !h.zombie_leader;
+}
+
+// Forked from dead `owner` (started at `owner_start` when known): its process group or
+// session is the owner's (a pid stays unused while a group or session of that number lives,
+// so the number is the owner's), or the agent saw the owner die as its parent.
+bool forked_from(const proc::Holder& h, pid_t owner, std::optional<std::uint64_t> owner_start) {
+  if (owner_start && h.id.start_time < *owner_start) return false;
+  return h.pgid == owner || h.sid == owner || h.dead_parent == owner;
+}
+
+// Keepers (docs/orphans.md): memory NVML names a dead owner for (a zombie, or a pid this
+// /proc does not show, in the host PID namespace) is kept by the live processes that
+// inherited the owner's device files: openers NVML lists nowhere, forked from the owner.
+// They become its holders, the first credited with its bytes (the others with none, so
+// that nothing is counted twice), and the dead owner is no longer shown holding it.
+void attribute_keepers(GpuView& view, bool host_ns) {
+  struct Owner {
+    pid_t pid;
+    std::optional<std::uint64_t> start;
+    std::optional<std::uint64_t> bytes;
+    std::string what;  // "dead pid 1667 (python3, a zombie)"
+  };
+  std::vector<Owner> owners;
+  for (const GpuHolder& gh : view.holders)
+    if (dead_owner(gh))
+      owners.push_back({gh.holder.id.pid, gh.holder.id.start_time, gh.gpu_bytes,
+                        fmt::format("dead pid {} ({}, a zombie)", gh.holder.id.pid,
+                                    gh.holder.comm)});
+  if (host_ns)
+    for (const gpu::GpuProcess& p : view.source_unseen)
+      owners.push_back({static_cast<pid_t>(p.pid), std::nullopt, p.used_bytes,
+                        fmt::format("dead pid {}", p.pid)});
+  for (const Owner& owner : owners) {
+    std::vector<GpuHolder*> keepers;
+    for (GpuHolder& gh : view.holders) {
+      const proc::Holder& h = gh.holder;
+      const bool live = h.state != 'Z' || h.zombie_leader;
+      if (gh.uses_gpu && live && !h.found_by.contains(proc::FoundBy::source) &&
+          h.keeper == proc::KeeperClass::none && forked_from(h, owner.pid, owner.start))
+        keepers.push_back(&gh);
+    }
+    if (keepers.empty()) continue;
+    const std::string amount = owner.bytes ? format_bytes(*owner.bytes) : "the memory";
+    const std::string others =
+        keepers.size() > 1 ? fmt::format(" with {} other processes", keepers.size() - 1) : "";
+    for (std::size_t i = 0; i < keepers.size(); ++i) {
+      proc::Holder& h = keepers[i]->holder;
+      h.keeper = proc::KeeperClass::inheritor;
+      h.kept_owner = owner.pid;
+      h.keeper_reason = fmt::format("keeps {} of {}{}, whose device files it inherited", amount,
+                                    owner.what, others);
+      // One figure per memory: the first keeper's; the others keep the same bytes.
+      keepers[i]->gpu_bytes = i == 0 ? owner.bytes : std::optional<std::uint64_t>(0);
+    }
+    std::erase_if(view.holders, [&](const GpuHolder& gh) {
+      return dead_owner(gh) && gh.holder.id.pid == owner.pid;
+    });
+    std::erase_if(view.source_unseen,
+                  [&](const gpu::GpuProcess& p) { return static_cast<pid_t>(p.pid) == owner.pid; });
+  }
+}
+
+// Clients (a monitor: nvitop, DCGM, persistenced): openers NVML lists on no GPU that keep
+// nothing, on a GPU whose memory NVML's list explains and that has no dead owner left
+// whose keeper may be one of them. Not users: no whole-GPU free signals them.
+void mark_clients(GpuView& view, bool source_ok) {
+  if (!source_ok || !view.info.processes_known || !view.source_unseen.empty() ||
+      view.unattributed_bytes > freed_tolerance(view.info.memory->total) ||
+      std::any_of(view.holders.begin(), view.holders.end(), dead_owner))
+    return;
+  for (GpuHolder& gh : view.holders)
+    if (gh.uses_gpu && !gh.gpu_bytes && gh.holder.keeper == proc::KeeperClass::none &&
+        !gh.holder.found_by.contains(proc::FoundBy::source)) {
+      gh.uses_gpu = false;
+      gh.client = true;
+    }
+}
+
 }  // namespace
 
 std::string_view enum_name(Unexplained u) {
@@ -356,24 +448,23 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
         placed[i] = true;
       }
     }
-    std::stable_sort(view.holders.begin(), view.holders.end(),
-                     [](const GpuHolder& a, const GpuHolder& b) {
-                       if (a.uses_gpu != b.uses_gpu) return a.uses_gpu;
-                       return a.gpu_bytes.value_or(0) > b.gpu_bytes.value_or(0);
-                     });
+    if (source_ok) attribute_keepers(view, inv.host_pid_namespace);
+    order_holders(view);
     for (const auto& gh : view.holders)
       if (gh.uses_gpu) view.attributed_bytes += gh.gpu_bytes.value_or(0);
 
     view.info = std::move(info);
     if (view.info.memory) {
       const auto& mem = *view.info.memory;
+      view.baseline = baselines.get(view.info.uuid, mem.total, mem.used, view.attributed_bytes);
+      std::uint64_t explained = view.baseline.bytes + view.attributed_bytes;
+      view.unattributed_bytes = mem.used > explained ? mem.used - explained : 0;
+      mark_clients(view, source_ok);
+      order_holders(view);
       bool idle = view.info.processes_known && view.info.processes.empty() &&
                   std::none_of(view.holders.begin(), view.holders.end(),
                                [](const GpuHolder& h) { return h.uses_gpu; });
-      view.baseline = baselines.get(view.info.uuid, mem.total, mem.used, view.attributed_bytes);
       if (idle) baselines.observe_idle(view.info.uuid, mem.total, mem.used);
-      std::uint64_t explained = view.baseline.bytes + view.attributed_bytes;
-      view.unattributed_bytes = mem.used > explained ? mem.used - explained : 0;
       if (view.unattributed_bytes > freed_tolerance(mem.total)) {
         std::optional<std::uint64_t> later;
         for (const auto& r : later_used)

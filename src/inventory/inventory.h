@@ -25,7 +25,12 @@ namespace gpureap::inventory {
 struct GpuHolder {
   proc::Holder holder;                     // found_by includes nvml when NVML lists it here
   std::optional<std::uint64_t> gpu_bytes;  // NVML's figure on this GPU; nullopt when unknown
-  bool uses_gpu = true;  // false: only has the node open (NVML lists it on another GPU)
+  bool uses_gpu = true;  // false: only has the node open (NVML lists it on another GPU, or none)
+  /// A client: it has the node open and holds no memory anywhere (a monitor: nvitop, DCGM,
+  /// persistenced): NVML lists it on no GPU, it keeps no dead owner's memory, and NVML's
+  /// list explains this GPU's memory. Never a target of a whole-GPU free (only --pid
+  /// names it); status lists it with -v. uses_gpu is false.
+  bool client = false;
 };
 
 /// Why some used memory has no visible holder.

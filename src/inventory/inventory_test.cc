@@ -94,6 +94,119 @@ TEST(BuildInventory, MemoryWithNoHolderIsNoHolderUnlessFalling) {
   EXPECT_EQ(falling.gpus[0].unexplained, Unexplained::releasing);
 }
 
+// Keepers (issue 52, as seen on an H100): NVML lists a dead owner (a zombie here) with
+// its bytes while a child that inherited its device files keeps them. The child is the
+// holder, credited with the bytes; the zombie no longer shows as holding them.
+TEST(BuildInventory, AnInheritorOfADeadOwnersDeviceFilesKeepsItsBytes) {
+  gpu::GpuSnapshot snap;
+  snap.gpus = {gpu_with(0, 8 * kGiB + 512 * kMiB, {{1667, 8 * kGiB, gpu::ProcessKind::compute}})};
+  proc::ScanResult scan;
+  proc::Holder owner = holder(1667, {});
+  owner.found_by = {proc::FoundBy::source};  // NVML lists it; a zombie has no fds
+  owner.state = 'Z';
+  owner.comm = "python3";
+  proc::Holder child = holder(1692, {0});
+  child.pgid = 1667;  // still in the dead owner's process group
+  child.state = 'S';
+  proc::Holder stranger = holder(1700, {0});  // another opener, of another group: a monitor
+  stranger.pgid = 1700;
+  stranger.state = 'S';
+  scan.holders = {owner, child, stranger};
+  auto store = BaselineStore::in_memory();
+  Inventory inv = build_inventory(snap, scan, store, /*host_ns*/ true);
+  const auto& v = inv.gpus[0];
+  ASSERT_EQ(v.holders.size(), 2u);
+  EXPECT_EQ(v.holders[0].holder.id.pid, 1692);
+  EXPECT_TRUE(v.holders[0].uses_gpu);
+  EXPECT_EQ(v.holders[0].gpu_bytes, 8 * kGiB);
+  EXPECT_EQ(v.holders[0].holder.keeper, proc::KeeperClass::inheritor);
+  EXPECT_EQ(v.holders[0].holder.kept_owner, 1667);
+  EXPECT_EQ(v.holders[0].holder.keeper_reason,
+            "keeps 8.00 GiB of dead pid 1667 (python3, a zombie), whose device files it inherited");
+  EXPECT_EQ(v.holders[1].holder.id.pid, 1700);
+  EXPECT_TRUE(v.holders[1].client) << "the memory is the keeper's: the other opener is a client";
+  EXPECT_FALSE(v.holders[1].uses_gpu);
+  EXPECT_EQ(v.attributed_bytes, 8 * kGiB);
+  EXPECT_EQ(v.unexplained, Unexplained::none);
+  EXPECT_EQ(gpu_state(v), GpuState::held);
+}
+
+// The owner gone from /proc (its parent reaped it): NVML still lists its pid. The keeper
+// leads no group of its own but sits in the owner's session; two keepers share the bytes
+// once (the first credited), and the pid is no longer "outside the namespace".
+TEST(BuildInventory, KeepersOfAnOwnerGoneFromProcShareItsBytesOnce) {
+  gpu::GpuSnapshot snap;
+  snap.gpus = {gpu_with(0, 6 * kGiB + 512 * kMiB, {{900, 6 * kGiB, gpu::ProcessKind::compute}})};
+  proc::ScanResult scan;
+  proc::Holder a = holder(905, {0}), b = holder(906, {0});
+  for (proc::Holder* h : {&a, &b}) {
+    h->state = 'S';
+    h->pgid = h->id.pid;
+    h->sid = 900;
+  }
+  scan.holders = {a, b};
+  auto store = BaselineStore::in_memory();
+  Inventory inv = build_inventory(snap, scan, store, /*host_ns*/ true);
+  const auto& v = inv.gpus[0];
+  EXPECT_TRUE(v.source_unseen.empty());
+  ASSERT_EQ(v.holders.size(), 2u);
+  EXPECT_EQ(v.holders[0].gpu_bytes, 6 * kGiB);
+  EXPECT_EQ(v.holders[1].gpu_bytes, 0u);
+  for (const auto& gh : v.holders) {
+    EXPECT_EQ(gh.holder.keeper, proc::KeeperClass::inheritor);
+    EXPECT_NE(gh.holder.keeper_reason.find("of dead pid 900 with 1 other processes"),
+              std::string::npos)
+        << gh.holder.keeper_reason;
+  }
+  EXPECT_EQ(v.attributed_bytes, 6 * kGiB);
+  EXPECT_EQ(v.unexplained, Unexplained::none);
+  // Outside the host PID namespace a pid /proc lacks proves no death: no keeper.
+  Inventory contained = build_inventory(snap, scan, store, /*host_ns*/ false);
+  EXPECT_EQ(contained.gpus[0].source_unseen.size(), 1u);
+  EXPECT_EQ(contained.gpus[0].holders[0].holder.keeper, proc::KeeperClass::none);
+}
+
+// An opener tied to the dead owner by nothing (another group and session, started before
+// it) keeps nothing by evidence: it stays a possible holder of memory unknown, never a client.
+TEST(BuildInventory, AnOpenerUnrelatedToTheDeadOwnerIsNeitherKeeperNorClient) {
+  gpu::GpuSnapshot snap;
+  snap.gpus = {gpu_with(0, 8 * kGiB, {{1667, 8 * kGiB, gpu::ProcessKind::compute}})};
+  proc::ScanResult scan;
+  proc::Holder owner = holder(1667, {});
+  owner.found_by = {proc::FoundBy::source};
+  owner.state = 'Z';
+  proc::Holder other = holder(1500, {0});
+  other.pgid = other.sid = 1500;
+  other.state = 'S';
+  scan.holders = {owner, other};
+  auto store = BaselineStore::in_memory();
+  Inventory inv = build_inventory(snap, scan, store, /*host_ns*/ true);
+  const auto& v = inv.gpus[0];
+  ASSERT_EQ(v.holders.size(), 2u);
+  for (const auto& gh : v.holders) {
+    EXPECT_EQ(gh.holder.keeper, proc::KeeperClass::none);
+    EXPECT_FALSE(gh.client);
+    EXPECT_TRUE(gh.uses_gpu);
+  }
+}
+
+// A monitor (nvitop, DCGM) has the node open and no memory: with NVML's list explaining
+// the GPU's memory it is a client, not a user.
+TEST(BuildInventory, AnUnlistedOpenerOfAnExplainedGpuIsAClient) {
+  gpu::GpuSnapshot snap;
+  snap.gpus = {gpu_with(0, 3 * kGiB + 512 * kMiB, {{100, 3 * kGiB, gpu::ProcessKind::compute}})};
+  proc::ScanResult scan;
+  scan.holders = {holder(100, {0}), holder(300, {0})};
+  auto store = BaselineStore::in_memory();
+  Inventory inv = build_inventory(snap, scan, store, /*host_ns*/ true);
+  const auto& v = inv.gpus[0];
+  ASSERT_EQ(v.holders.size(), 2u);
+  EXPECT_TRUE(v.holders[0].uses_gpu);
+  EXPECT_EQ(v.holders[1].holder.id.pid, 300);
+  EXPECT_TRUE(v.holders[1].client);
+  EXPECT_FALSE(v.holders[1].uses_gpu);
+}
+
 TEST(BaselineStore, LearnsOnlyPlausibleIdleValues) {
   auto store = BaselineStore::in_memory();
   store.observe_idle("GPU-a", 96 * kGiB, 92 * kGiB);  // stuck memory is never "idle"

@@ -136,6 +136,9 @@ json encode_holder(const proc::Holder& h) {
           {"run_left_to_init", h.run_left_to_init},
           {"orphan_reason", text(h.orphan_reason)},
           {"orphaned_since", optional_json(h.orphaned_since)},
+          {"keeper", name_of(h.keeper)},
+          {"kept_owner", h.kept_owner},
+          {"keeper_reason", text(h.keeper_reason)},
           {"detached", h.detached},
           {"detached_reason", text(h.detached_reason)},
           {"cgroup", text(h.cgroup)},
@@ -159,7 +162,8 @@ json encode_view(const GpuView& v) {
   for (const auto& gh : v.holders)
     holders.push_back({{"holder", encode_holder(gh.holder)},
                        {"gpu_bytes", optional_json(gh.gpu_bytes)},
-                       {"uses_gpu", gh.uses_gpu}});
+                       {"uses_gpu", gh.uses_gpu},
+                       {"client", gh.client}});
   json unseen = json::array();
   for (const auto& p : v.source_unseen) unseen.push_back(gpu::process_to_wire(p));
   return {{"info", encode_info(v.info)},
@@ -218,6 +222,12 @@ proc::Holder decode_holder(const json& j) {
   h.orphan_reason = string(j, "orphan_reason");
   h.detached = boolean(j, "detached");
   h.detached_reason = string(j, "detached_reason");
+  // Newer than the wire's first version (issue 52): an older agent's answer has none.
+  if (j.contains("keeper")) {
+    h.keeper = enum_of<proc::KeeperClass>(j, "keeper");
+    h.kept_owner = integer<pid_t>(j, "kept_owner");
+    h.keeper_reason = string(j, "keeper_reason");
+  }
   h.cgroup = string(j, "cgroup");
   h.container = string(j, "container");
   h.run_id = string(j, "run_id");
@@ -264,7 +274,8 @@ GpuView decode_view(const json& j) {
   for (const auto& gh : array(j, "holders"))
     v.holders.push_back(GpuHolder{decode_holder(field(gh, "holder")),
                                   optional_integer<std::uint64_t>(gh, "gpu_bytes"),
-                                  boolean(gh, "uses_gpu")});
+                                  boolean(gh, "uses_gpu"),
+                                  gh.contains("client") && boolean(gh, "client")});
   for (const auto& p : array(j, gpu::source_words::kUnseen)) v.source_unseen.push_back(gpu::process_from_wire(p));
   v.attributed_bytes = integer<std::uint64_t>(j, "attributed_bytes");
   v.unattributed_bytes = integer<std::uint64_t>(j, "unattributed_bytes");

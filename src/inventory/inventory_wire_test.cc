@@ -76,7 +76,10 @@ Inventory rich_inventory() {
       {{100, 19 * kGiB, gpu::ProcessKind::compute}, {101, std::nullopt, gpu::ProcessKind::mps}});
   v0.baseline = {600 * kMiB, true};
   v0.holders = {{rich_holder(100, 0, {0, 1}), 19 * kGiB, true},
-                {rich_holder(300, 1000, {0}), std::nullopt, false}};
+                {rich_holder(300, 1000, {0}), std::nullopt, false, /*client*/ true}};
+  v0.holders[0].holder.keeper = proc::KeeperClass::inheritor;
+  v0.holders[0].holder.kept_owner = 99;
+  v0.holders[0].holder.keeper_reason = "keeps 19.0 GiB of dead pid 99, whose device files it inherited";
   v0.source_unseen = {{4242, 1 * kGiB, gpu::ProcessKind::graphics}};
   v0.attributed_bytes = 19 * kGiB;
   v0.unattributed_bytes = 400 * kMiB;
@@ -131,6 +134,9 @@ void expect_same_holder(const proc::Holder& a, const proc::Holder& b) {
   EXPECT_EQ(a.orphan_reason, b.orphan_reason);
   EXPECT_EQ(a.detached, b.detached);
   EXPECT_EQ(a.detached_reason, b.detached_reason);
+  EXPECT_EQ(a.keeper, b.keeper);
+  EXPECT_EQ(a.kept_owner, b.kept_owner);
+  EXPECT_EQ(a.keeper_reason, b.keeper_reason);
   EXPECT_EQ(a.cgroup, b.cgroup);
   EXPECT_EQ(a.container, b.container);
   EXPECT_EQ(a.run_id, b.run_id);
@@ -193,6 +199,7 @@ void expect_same(const Inventory& a, const Inventory& b) {
       expect_same_holder(va.holders[i].holder, vb.holders[i].holder);
       EXPECT_EQ(va.holders[i].gpu_bytes, vb.holders[i].gpu_bytes);
       EXPECT_EQ(va.holders[i].uses_gpu, vb.holders[i].uses_gpu);
+      EXPECT_EQ(va.holders[i].client, vb.holders[i].client);
     }
     ASSERT_EQ(va.source_unseen.size(), vb.source_unseen.size());
     for (std::size_t i = 0; i < va.source_unseen.size(); ++i) {

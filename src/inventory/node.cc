@@ -118,7 +118,7 @@ std::vector<gpu::DeviceId> gpus_used_by(const Inventory& inv,
   std::vector<gpu::DeviceId> out;
   for (const auto& v : inv.gpus)
     for (const auto& gh : v.holders)
-      if (gh.uses_gpu && chosen(gh.holder)) {
+      if ((gh.uses_gpu || gh.client) && chosen(gh.holder)) {
         out.push_back(v.info.id);
         break;
       }

@@ -126,8 +126,9 @@ Result<std::vector<gpu::DeviceId>> select_gpus(const gpu::GpuSelector& selector,
 /// True when `id` is among `chosen`.
 bool is_selected(const std::vector<gpu::DeviceId>& chosen, gpu::DeviceId id);
 
-/// The GPUs on which a holder that `chosen` picks uses the GPU (not one that only has its
-/// node open), ascending: the GPUs of `free --pid`, of top's tagged set, of a reap.
+/// The GPUs on which a holder that `chosen` picks uses the GPU, or is a client of it (a
+/// monitor, which only a pick by pid reaches), not one whose memory is on another GPU,
+/// ascending: the GPUs of `free --pid`, of top's tagged set, of a reap.
 std::vector<gpu::DeviceId> gpus_used_by(const Inventory& inv,
                                         const std::function<bool(const proc::Holder&)>& chosen);
 std::vector<gpu::DeviceId> gpus_used_by(const Inventory& inv,

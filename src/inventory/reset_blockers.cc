@@ -120,7 +120,8 @@ struct Collector {
     const std::string where =
         view.info.id.mig() ? fmt::format("MIG device {}", view.info.id)
                            : fmt::format("GPU {}", view.info.id);
-    if (!gh.uses_gpu) {
+    // A client (GpuHolder::client) computes nowhere: it is a client of this GPU below.
+    if (!gh.uses_gpu && !gh.client) {
       Blocker b = process_blocker(BlockerClass::compute_elsewhere, h);
       b.devices = computes_on(h.id.pid);
       b.what = fmt::format("computes on GPU {} and has {}'s node open (CUDA opens the node of "

@@ -46,4 +46,12 @@ std::string_view enum_name(Provenance provenance) {
   return {};
 }
 
+std::string_view enum_name(KeeperClass keeper) {
+  switch (keeper) {
+    case KeeperClass::none: return "none";
+    case KeeperClass::inheritor: return "inheritor";
+  }
+  return {};
+}
+
 }  // namespace gpureap::proc

@@ -75,12 +75,22 @@ enum class Provenance {
   owned,      // gpureap holds it: the process sits in a `gpureap run`'s own cgroup
 };
 
-/// The names of NodeKind, FoundBy, OrphanEvidence and Provenance (util/enum_names.h): "uvm_tools",
+/// How a process keeps GPU memory whose owner, as NVML names it, is dead (exited, a
+/// zombie, or listed with no process): docs/orphans.md, "Keepers". The keeper is that
+/// memory's holder, credited with its bytes.
+enum class KeeperClass {
+  none,
+  inheritor,  // it holds the dead owner's device files: forked from it (its process group or
+              // session is the owner's, or the agent saw the owner fork it), NVML lists it nowhere
+};
+
+/// The names of NodeKind, FoundBy, OrphanEvidence, Provenance and KeeperClass (util/enum_names.h): "uvm_tools",
 /// "mapping", "run_gone", ... as the agent's wire and `--json` spell them.
 std::string_view enum_name(NodeKind kind);
 std::string_view enum_name(FoundBy found_by);
 std::string_view enum_name(OrphanEvidence evidence);
 std::string_view enum_name(Provenance provenance);
+std::string_view enum_name(KeeperClass keeper);
 
 struct ThreadState {
   pid_t tid = 0;
@@ -127,6 +137,14 @@ struct Holder {
   /// When it became an orphan, seconds since the epoch: when the parent (or group leader)
   /// the agent saw die died (OrphanEvidence::witnessed); unknown otherwise.
   std::optional<double> orphaned_since;
+  /// Set by the inventory's join (inventory::build_inventory), which knows NVML's owners:
+  /// it keeps the memory of dead `kept_owner` (keeper_reason: "keeps 8.51 GiB of dead pid
+  /// 1667, whose device files it inherited"). `free --orphans` selects a keeper as it does
+  /// an orphan; what acts unattended still needs the keeper's own owned or witnessed orphan
+  /// verdict (unattended_may_act).
+  KeeperClass keeper = KeeperClass::none;
+  pid_t kept_owner = 0;
+  std::string keeper_reason;
   bool detached = false;        // re-parented, but not a leak (or no evidence that it is)
   std::string detached_reason;  // e.g. "re-parented to init (pid 1); it leads 2 live GPU workers"
   std::string cgroup;           // v2 path, or the most telling v1 path

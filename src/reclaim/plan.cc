@@ -172,13 +172,19 @@ std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector
     if (has_component(h.cgroup, c)) return no(fmt::format("its cgroup is under {}", c));
   if (f.match && !f.match->search(environ.cmdline()))
     return no("command line does not match --match");
-  if (f.orphans_only && !h.orphaned)
+  // A keeper of a dead owner's memory is that memory's holder: --orphans takes it as
+  // it takes an orphan (docs/orphans.md, "Keepers").
+  if (f.orphans_only && !h.orphaned && h.keeper == proc::KeeperClass::none)
     return no(h.detached
                   ? fmt::format("detached, not orphaned ({}); --orphans given", h.detached_reason)
                   : std::string("not orphaned (its parent is alive); --orphans given"));
   if (f.orphans_only && f.unattended && !proc::unattended_may_act(h))
-    return no(fmt::format("orphaned by {} evidence ({}); only a person's free acts on that",
-                          enum_name(h.provenance), h.orphan_reason));
+    return no(h.orphaned
+                  ? fmt::format("orphaned by {} evidence ({}); only a person's free acts on that",
+                                enum_name(h.provenance), h.orphan_reason)
+                  : fmt::format("it {}, and no owned or witnessed evidence says it is "
+                                "orphaned; only a person's free acts on that",
+                                h.keeper_reason));
   if (!f.on_gpus.empty() && std::none_of(gpus.begin(), gpus.end(), [&](gpu::DeviceId g) {
         return std::find(f.on_gpus.begin(), f.on_gpus.end(), g) != f.on_gpus.end();
       }))
@@ -525,7 +531,8 @@ Holders holders_of(const inventory::Inventory& inv, const Selection& sel) {
     const bool selected =
         std::find(sel.gpus.begin(), sel.gpus.end(), view.info.id) != sel.gpus.end();
     for (const auto& gh : view.holders) {
-      if (!gh.uses_gpu) continue;
+      // A client (a monitor: the node open, no memory) is a holder only when --pid names it.
+      if (!gh.uses_gpu && !(gh.client && sel.names(gh.holder.id.pid))) continue;
       auto& c = held[gh.holder.id];
       c.holder = &gh.holder;
       c.gpus.push_back(view.info.id);
@@ -609,6 +616,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       if (auto others = c.unselected(); !others.empty())
         why += fmt::format("; it also {}, not selected: signalling it frees that too",
                            holds_text(c.bytes - c.selected_bytes, c.bytes_known, others));
+      if (h.keeper != proc::KeeperClass::none) why += "; it " + h.keeper_reason;
       if (h.orphaned)
         why += fmt::format("; orphaned ({}): {}", enum_name(h.provenance), h.orphan_reason);
       if (auto live = live_server_text(inv, h); !live.empty()) why += "; " + live;
@@ -670,7 +678,9 @@ Plan orphans_plan(const inventory::Inventory& inv, const std::string& proc_root)
   bool any = false;
   for (const auto& view : inv.gpus) {
     sel.gpus.push_back(view.info.id);
-    for (const auto& gh : view.holders) any = any || (gh.uses_gpu && gh.holder.orphaned);
+    for (const auto& gh : view.holders)
+      any = any || (gh.uses_gpu && (gh.holder.orphaned ||
+                                    gh.holder.keeper != proc::KeeperClass::none));
   }
   if (!any) return {};
   return make_plan(inv, sel, CallerContext::current(proc_root));

@@ -75,6 +75,50 @@ TEST(MakePlan, MemoryTheSourceDoesNotReportIsUnknownNotZero) {
       << known.targets[0].why;
 }
 
+// A keeper of a dead owner's memory is that memory's holder: --orphans takes it even
+// when its own lineage is no orphan's; what acts unattended still needs owned or
+// witnessed evidence. A client (a monitor) is never a whole-GPU free's target, only
+// --pid's.
+TEST(MakePlan, OrphansTakeAKeeperAndOnlyPidTakesAClient) {
+  auto keeper = user(100, "python3", 0, /*orphaned*/ false);
+  keeper.gpu_bytes = 8 * kGiB;
+  keeper.holder.keeper = proc::KeeperClass::inheritor;
+  keeper.holder.kept_owner = 90;
+  keeper.holder.keeper_reason = "keeps 8.00 GiB of dead pid 90, whose device files it inherited";
+  auto monitor = user(200, "nvitop", 0, /*orphaned*/ false);
+  monitor.gpu_bytes = std::nullopt;
+  monitor.uses_gpu = false;
+  monitor.client = true;
+  const auto inv = one_gpu({keeper, monitor});
+  Selection sel;
+  sel.gpus = gpu::devs({0});
+  sel.orphans_only = true;
+  Plan plan = make_plan(inv, sel, root_caller());
+  ASSERT_FALSE(plan.targets.empty());
+  EXPECT_EQ(plan.targets[0].id.pid, 100);
+  EXPECT_EQ(plan.targets[0].gpu_bytes, 8 * kGiB);
+  EXPECT_NE(plan.targets[0].why.find("it keeps 8.00 GiB of dead pid 90"), std::string::npos)
+      << plan.targets[0].why;
+  EXPECT_FALSE(plan.contains(monitor.holder.id));
+  EXPECT_EQ(plan.left_alone(monitor.holder.id), nullptr) << "a client is not a holder at all";
+
+  sel.unattended = true;
+  Plan reaper = make_plan(inv, sel, root_caller());
+  EXPECT_FALSE(reaper.contains(keeper.holder.id));
+  ASSERT_NE(reaper.left_alone(keeper.holder.id), nullptr);
+  EXPECT_NE(reaper.left_alone(keeper.holder.id)->reason.find("no owned or witnessed evidence"),
+            std::string::npos);
+
+  Selection whole;
+  whole.gpus = gpu::devs({0});
+  Plan all = make_plan(inv, whole, root_caller());
+  EXPECT_TRUE(all.contains(keeper.holder.id));
+  EXPECT_FALSE(all.contains(monitor.holder.id));
+  whole.pids = {200};
+  Plan named = make_plan(inv, whole, root_caller());
+  EXPECT_TRUE(named.contains(monitor.holder.id)) << "--pid names a client";
+}
+
 TEST(MakePlan, NeverInitSelfAncestorsOrInfrastructure) {
   Selection sel;
   sel.gpus = gpu::devs({0});

@@ -437,9 +437,14 @@ std::string gpu_result_lines(const reclaim::GpuRelease& g,
                        style.red(fmt::format("NOT VERIFIED ({} cannot read this GPU)",
                                              gpu::driver_interface(gpu::vendor_of(g.uuid)))));
   } else {
-    std::string left_alone = g.left_alone_bytes ? fmt::format(", {} kept by holders left alone",
-                                                              format_bytes(g.left_alone_bytes))
-                                                : "";
+    // What the holders left alone keep is said only of memory still above the baseline:
+    // memory that came back was not kept by anyone (a dead owner's, say).
+    const std::uint64_t above = g.after() > g.baseline ? g.after() - g.baseline : 0;
+    const std::uint64_t kept = std::min(g.left_alone_bytes, above);
+    std::string left_alone =
+        kept > inventory::freed_tolerance(g.total)
+            ? fmt::format(", {} kept by holders left alone", format_bytes(kept))
+            : "";
     // No reading before the signals: no "before" figure, rather than a later one (W2-23).
     out += fmt::format("  GPU {}  {} -> {}  (baseline {}{})  {}\n", g.gpu,
                        g.before_read ? format_bytes(g.before) : std::string("?"),

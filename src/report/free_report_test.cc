@@ -57,6 +57,27 @@ TEST(FreeText, ProcessTextIsEscapedInEveryLine) {
   EXPECT_NE(out.find("cmd: a\\nb"), std::string::npos) << out;
 }
 
+// Issue 52 (seen on an H100): memory a holder left alone was said to be "kept by holders
+// left alone" although it had come back. Only memory still above the baseline is.
+TEST(FreeText, MemoryThatCameBackIsNotKeptByHoldersLeftAlone) {
+  constexpr std::uint64_t kMiB = 1ULL << 20, kGiB = 1ULL << 30;
+  reclaim::ReclaimReport r;
+  reclaim::GpuRelease g;
+  g.uuid = "GPU-x";
+  g.total = 80 * kGiB;
+  g.baseline = 8 * kMiB;
+  g.before = 8 * kGiB;
+  g.used = 8 * kMiB;
+  g.left_alone_bytes = 8 * kGiB;
+  g.freed = true;
+  r.gpus.push_back(g);
+  EXPECT_EQ(free_text(r, Style{}).find("kept by holders left alone"), std::string::npos)
+      << free_text(r, Style{});
+  r.gpus[0].used = 3 * kGiB + 8 * kMiB;  // a holder left alone keeps 3 GiB of it
+  EXPECT_NE(free_text(r, Style{}).find("3.00 GiB kept by holders left alone"), std::string::npos)
+      << free_text(r, Style{});
+}
+
 TEST(FreeText, ASystemdUnitThatRestartsTheWorkerIsNamedWithItsStopCommand) {
   reclaim::ReclaimReport r;
   r.settled_seconds = 5;

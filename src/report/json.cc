@@ -165,6 +165,11 @@ nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uin
        h.orphaned ? nlohmann::ordered_json(std::string(proc::enum_name(h.provenance)))
                   : nlohmann::ordered_json(nullptr)},
       {"orphaned_since", h.orphaned ? seconds_json(h.orphaned_since) : nullptr},
+      {"keeper", h.keeper == proc::KeeperClass::none
+                     ? nlohmann::ordered_json(nullptr)
+                     : nlohmann::ordered_json{{"class", std::string(proc::enum_name(h.keeper))},
+                                              {"owner_pid", h.kept_owner},
+                                              {"reason", h.keeper_reason}}},
       {"detached", h.detached},
       {"detached_reason", h.detached_reason.empty() ? nlohmann::ordered_json(nullptr)
                                                     : nlohmann::ordered_json(h.detached_reason)},
@@ -203,6 +208,7 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
   for (const auto& gh : view.holders) {
     auto j = holder_json(gh.holder, gh.gpu_bytes);
     j["uses_gpu"] = gh.uses_gpu;
+    j["client"] = gh.client;
     holders.push_back(std::move(j));
   }
   nlohmann::ordered_json unseen = nlohmann::ordered_json::array();

@@ -113,10 +113,12 @@ std::string short_command(const proc::Holder& h, std::size_t width) {
 }
 
 std::string holder_rows(const inventory::GpuView& view, const Style& style, std::string_view indent,
-                        TableWidth width, const std::set<std::string>& said_once) {
+                        TableWidth width, const std::set<std::string>& said_once,
+                        bool show_clients) {
   std::string out;
-  std::vector<const inventory::GpuHolder*> users, openers;
-  for (const auto& gh : view.holders) (gh.uses_gpu ? users : openers).push_back(&gh);
+  std::vector<const inventory::GpuHolder*> users, openers, clients;
+  for (const auto& gh : view.holders)
+    (gh.uses_gpu ? users : gh.client ? clients : openers).push_back(&gh);
   if (!users.empty() && !width.fixed()) {
     out += fitted_rows(users, style, indent, width);
   } else if (!users.empty()) {
@@ -143,6 +145,11 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style, std:
     std::vector<std::pair<std::string, std::vector<pid_t>>> reasons;
     for (const auto* gh : users) {
       const auto& h = gh->holder;
+      // A keeper: whose memory it keeps and how (docs/orphans.md, "Keepers").
+      if (h.keeper != proc::KeeperClass::none)
+        reasons.push_back({fmt::format("keeper, {}: {}", proc::enum_name(h.keeper),
+                                       h.keeper_reason),
+                           {h.id.pid}});
       if (!h.orphaned && !h.detached) continue;
       if (said_once.contains(h.instance)) continue;
       // The verdict and, for an orphan, how it is known in a word: owned, witnessed
@@ -171,6 +178,17 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style, std:
       pids += fmt::format("{}{}", i ? ", " : "", openers[i]->holder.id.pid);
     if (openers.size() > 10) pids += fmt::format(" and {} more", openers.size() - 10);
     out += style.dim(fmt::format("{}also open here, memory on another GPU: {}\n", indent, pids));
+  }
+  if (show_clients && !clients.empty()) {
+    std::string who;
+    for (std::size_t i = 0; i < clients.size() && i < 10; ++i)
+      who += fmt::format("{}{} ({})", i ? ", " : "", clients[i]->holder.id.pid,
+                         terminal_text(clients[i]->holder.comm));
+    if (clients.size() > 10) who += fmt::format(" and {} more", clients.size() - 10);
+    out += style.dim(fmt::format(
+        "{}clients (the device open, no memory: monitors; never signalled unless named by "
+        "--pid): {}\n",
+        indent, who));
   }
   return out;
 }
@@ -293,9 +311,10 @@ struct Tally {
   std::size_t detached = 0;                // re-parented, not a leak by the evidence
 };
 
-// An orphan `free --orphans` would signal, itself or (others') with sudo.
+// An orphan `free --orphans` would signal, itself or (others') with sudo; a keeper of a
+// dead owner's memory is one (its owner, whose device files it inherited, is gone).
 bool freeable(const proc::Holder& h, const reclaim::Plan& free_orphans, Tally& tally) {
-  if (!h.orphaned) return false;
+  if (!h.orphaned && h.keeper == proc::KeeperClass::none) return false;
   if (free_orphans.contains(h.id)) return true;
   bool others = std::any_of(free_orphans.skipped.begin(), free_orphans.skipped.end(),
                             [&](const reclaim::Skipped& s) {
@@ -377,7 +396,7 @@ std::string gpu_alarms(const inventory::GpuView& view, const Style& style, Tally
 // One GPU's block: its heading, a failed query, memory and state, holders, alarms.
 std::string gpu_block(const inventory::GpuView& view, const Style& style,
                       const reclaim::Plan& free_orphans, TableWidth width,
-                      const std::set<std::string>& said_once, Tally& tally) {
+                      const std::set<std::string>& said_once, Tally& tally, bool verbose) {
   std::string out = gpu_heading(view.info, style) + "\n";
   if (!view.info.problem.empty()) {
     out += style.red(fmt::format("  ! {}: {}\n", view.info.hung ? "NOT ANSWERING" : "QUERY FAILED",
@@ -385,7 +404,7 @@ std::string gpu_block(const inventory::GpuView& view, const Style& style,
   }
   const std::size_t users = count_users(view, free_orphans, tally);
   out += memory_line(view, users, style);
-  out += holder_rows(view, style, "    ", width, said_once);
+  out += holder_rows(view, style, "    ", width, said_once, verbose);
   out += gpu_alarms(view, style, tally);
   return out;
 }
@@ -514,7 +533,7 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
   std::vector<const inventory::GpuView*> rows;
   std::string blocks;
   for (const auto& view : inv.gpus) {
-    std::string block = gpu_block(view, style, free_orphans, width, said_once, tally);
+    std::string block = gpu_block(view, style, free_orphans, width, said_once, tally, verbose);
     if (compact && compact_gpu(view, inv))
       rows.push_back(&view);  // counted above; shown as a row of the table
     else

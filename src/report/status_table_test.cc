@@ -69,6 +69,38 @@ TEST(StatusTable, OneFreeableOrphanIsSingularAndCountsAlone) {
       << out;
 }
 
+// A keeper of a dead owner's memory (issue 52): its row carries the bytes, the line under it
+// says whose memory and how it keeps it, and the closing advice offers free --orphans even
+// when no lineage rule calls the keeper itself orphaned. Clients show only with -v.
+TEST(StatusTable, AKeeperSaysWhoseMemoryItKeepsAndClientsShowWithVerbose) {
+  auto keeper = orphan(600, "python3", 8 * kGiB);
+  keeper.holder.orphaned = false;
+  keeper.holder.orphan_reason.clear();
+  keeper.holder.ppid = 77;
+  keeper.holder.keeper = proc::KeeperClass::inheritor;
+  keeper.holder.kept_owner = 599;
+  keeper.holder.keeper_reason = "keeps 8.00 GiB of dead pid 599, whose device files it inherited";
+  inventory::GpuHolder monitor;
+  monitor.holder.id = {700, 1000};
+  monitor.holder.comm = "nvitop";
+  monitor.uses_gpu = false;
+  monitor.client = true;
+  reclaim::Plan plan;
+  plan.targets.push_back(target(keeper));
+  const auto inv = node_with({keeper, monitor});
+  std::string out = status_table(inv, Style{}, plan, {}, /*verbose*/ true);
+  EXPECT_NE(out.find("keeper, inheritor (pid 600): keeps 8.00 GiB of dead pid 599, whose device "
+                     "files it inherited"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("holds 8.00 GiB on GPU 0. Free it: gpureap free --orphans --gpu 0"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("clients (the device open, no memory"), std::string::npos) << out;
+  EXPECT_NE(out.find("700 (nvitop)"), std::string::npos) << out;
+  EXPECT_EQ(status_table(inv, Style{}, plan).find("700"), std::string::npos);
+}
+
 TEST(StatusTable, OtherUsersOrphansAreFreedWithSudo) {
   auto mine = orphan(504, "python3", 20 * kGiB), theirs = orphan(505, "python3", 10 * kGiB);
   reclaim::Plan plan;

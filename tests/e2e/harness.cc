@@ -402,6 +402,7 @@ HoldResult SimNode::hold(const std::vector<std::string>& args, bool foreground,
   }
   result.leader = j["leader"].get<pid_t>();
   result.listen_port = j.value("listen_port", 0u);
+  result.keeper = j.value("keeper", 0);
   for (auto& p : j["pids"]) {
     result.pids.push_back(p.get<pid_t>());
     tracked_.emplace_back(result.pids.back(), start_time_of(result.pids.back()));

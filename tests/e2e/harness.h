@@ -41,6 +41,7 @@ struct HoldResult {
   std::vector<pid_t> pids;                          // every process started
   std::vector<std::pair<pid_t, unsigned>> holders;  // (pid, gpu)
   unsigned listen_port = 0;  // --listen: the loopback port the server (and workers) listen on
+  pid_t keeper = 0;          // --inheritor / --ipc-importer: the process that keeps the memory
 };
 
 class SimNode {

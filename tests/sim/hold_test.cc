@@ -9,6 +9,8 @@
 #include <set>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "sim/proc_stat.h"
 #include "sim_test_support.h"
 
@@ -84,6 +86,48 @@ TEST(SimHold, ZombieLeaderWithALiveThreadStillHolds) {
   EXPECT_EQ((*procs)[0].first, static_cast<unsigned>(pid));
   ASSERT_EQ(node.sim({"cleanup", "--dir", node.dir()}).exit_code, 0);
   EXPECT_EQ(nvml.used(1), kBaseline);
+}
+
+// The driver keeps memory while anything references its owner's device files: a child
+// forked after the allocation (an inheritor) or a process that mapped it (an importer).
+// NVML keeps listing the dead owner with the bytes (seen on an H100, driver 580), until
+// the keeper exits.
+TEST(SimHold, AKeeperKeepsADeadHoldersMemoryListedUnderTheDeadPid) {
+  SimNode node;
+  Nvml nvml;
+  auto inh = node.hold({"--gpu", "0", "--bytes", "8GiB", "--inheritor", "--detach"});
+  auto imp = node.hold({"--gpu", "1", "--bytes", "4GiB", "--ipc-importer", "--detach"});
+  for (const auto* h : {&inh, &imp}) {
+    ASSERT_EQ(h->holders.size(), 1U);
+    ASSERT_NE(h->keeper, 0);
+    EXPECT_FALSE(alive(h->holders[0].pid));  // the owner is dead and reaped
+    EXPECT_TRUE(alive(h->keeper));
+  }
+  // The inheritor stays in the dead owner's process group with its descriptors; the
+  // importer leads a session of its own and maps the allocation.
+  EXPECT_EQ(gpureap::sim::read_proc_stat(inh.keeper)->pgrp, inh.holders[0].pid);
+  EXPECT_EQ(gpureap::sim::read_proc_stat(imp.keeper)->session, imp.keeper);
+  EXPECT_NE(read_text("/proc/" + std::to_string(imp.keeper) + "/maps")
+                .find(fmt::format("g1-{}-", imp.holders[0].pid)),
+            std::string::npos);
+  // The inheritor's owner stays listed, dead; the importer is listed with its own context
+  // and, once the exporter is dead, the imported bytes (as on an H100, driver 580).
+  EXPECT_EQ(nvml.used(0), kBaseline + inh.holders[0].bytes);
+  auto procs = nvml.processes(0);
+  ASSERT_EQ(procs->size(), 1U);
+  EXPECT_EQ((*procs)[0], std::make_pair(static_cast<unsigned>(inh.holders[0].pid), 8 * kGiB));
+  EXPECT_EQ(nvml.used(1), kBaseline + 4 * kGiB + 512 * kMiB);
+  procs = nvml.processes(1);
+  ASSERT_EQ(procs->size(), 1U);
+  EXPECT_EQ((*procs)[0], std::make_pair(static_cast<unsigned>(imp.keeper), 4 * kGiB + 512 * kMiB));
+  // The keeper's exit releases it.
+  for (pid_t k : {inh.keeper, imp.keeper}) {
+    ASSERT_EQ(::kill(k, SIGKILL), 0);
+    ASSERT_TRUE(eventually([&] { return !alive(k); }));
+  }
+  EXPECT_EQ(nvml.used(0), kBaseline);
+  EXPECT_EQ(nvml.used(1), kBaseline);
+  EXPECT_EQ(nvml.processes(0)->size(), 0U);
 }
 
 TEST(SimHold, RespawnReplacesAKilledWorkerOnTheSameGpu) {
@@ -227,6 +271,8 @@ TEST(SimHold, RejectsContradictionsWithAClearError) {
       {{"--gpu", "0", "--bytes", "1GiB", "--orphan"}, "needs --children"},
       {{"--gpu", "0", "--bytes", "1GiB", "--stuck", "--release-delay", "1s"}, "contradict"},
       {{"--gpu", "0", "--bytes", "200GiB"}, "does not fit"},
+      {{"--gpu", "0", "--bytes", "1GiB", "--inheritor", "--ipc-importer"}, "give one"},
+      {{"--gpu", "0", "--children", "2", "--bytes", "1GiB", "--inheritor"}, "keeps one holder"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> args = {"hold", "--dir", node.dir()};

@@ -181,6 +181,7 @@ HoldResult SimNode::hold(const std::vector<std::string>& args) {
     return result;
   }
   result.leader = j["leader"].get<pid_t>();
+  result.keeper = j.value("keeper", 0);
   for (const auto& p : j["pids"]) result.pids.push_back(p.get<pid_t>());
   for (const auto& h : j["holders"])
     result.holders.push_back(

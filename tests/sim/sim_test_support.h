@@ -47,6 +47,7 @@ struct HoldResult {
   pid_t leader = 0;
   std::vector<pid_t> pids;
   std::vector<Holder> holders;
+  pid_t keeper = 0;  // --inheritor / --ipc-importer: the process that keeps the memory
 };
 
 /// A node in a fresh temp dir, with $GPUREAP_SIM_DIR pointing at it.
