@@ -17,7 +17,7 @@ served on the loopback, enforcing what kube-apiserver does for these calls:
 What a test injects is read from DIR/inject.json at each PATCH (then removed):
 {"conflict": N} answers the next N PATCHes 409 (as an apiserver whose storage update
 lost a race); {"race": N} makes another writer change the node just before each of the
-next N PATCHes (a label and the resourceVersion), so a `test` of the old version fails.
+next N PATCHes not answered 409 (a label and the resourceVersion), so a `test` of the old version fails.
 
 The node is read from DIR/node.json at start and written there after every change;
 every request is appended to DIR/requests.jsonl (method, path, content type, status,
@@ -179,15 +179,16 @@ class Node:
     def patch(self, content_type, body, status_only):
         with self.lock:
             self.injected()
-            if self.races:
-                self.races -= 1
-                self.obj["metadata"].setdefault("labels", {})["stand-in/other-writer"] = str(time.time())
-                self.bump()
             if self.conflicts:
                 self.conflicts -= 1
                 raise PatchFailed(409, "Conflict", "Operation cannot be fulfilled on nodes "
                                   f"\"{self.name}\": the object has been modified; please apply "
                                   "your changes to the latest version and try again")
+            if self.races:
+                self.races -= 1
+                self.obj["metadata"].setdefault("labels", {})["stand-in/other-writer"] = str(time.time())
+                self.bump()
+                self.save()
             if content_type == JSON_PATCH:
                 patched = json_patch(self.obj, body)
             elif content_type in (MERGE_PATCH, STRATEGIC):
