@@ -17,6 +17,8 @@
 # `libyaml-dev` and `libcrypt-dev`: the agent's --web-config (YAML; bcrypt through crypt_r),
 # linked from their static archives; `curl` and `openssl` (no service): its end-to-end test
 # makes a self-signed certificate and scrapes over TLS (tests/e2e/watch_web_config_test.cc).
+# `libcurl4-openssl-dev`: curl.h for `watch --gate kubernetes-*`, which dlopens libcurl.so.4
+# (agent/http_client.h); nothing links it.
 # `clustershell` (no service): its `clush -b` folds the one-line `status --summary` of
 # simulated nodes in tests/contrib/check_fleet_checks.sh (docs/fleet-checks.md).
 # `buildah`, `podman` and `runc`: `make image` builds the agent's image from scratch with
@@ -28,7 +30,7 @@
 # services above.
 set -euo pipefail
 packages=(g++ cmake make pkg-config ninja-build ccache mold libcli11-dev nlohmann-json3-dev libfmt-dev libre2-dev
-          libmicrohttpd-dev libyaml-dev libcrypt-dev libsystemd-dev libncurses-dev libgtest-dev libgmock-dev util-linux psmisc procps python3
+          libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcrypt-dev libsystemd-dev libncurses-dev libgtest-dev libgmock-dev util-linux psmisc procps python3
           python3-yaml prometheus slurmd slurmctld slurm-client clustershell tmux curl openssl buildah podman
           runc "$@")
 # The services those packages bring (Debian package names), and the daemons they run.

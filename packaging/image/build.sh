@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The agent's container image, built offline with buildah from nothing (`buildah from
 # scratch`: no base image, nothing pulled): the portable binary (`make portable`), the
-# glibc files `ldd` says it loads, and GnuTLS with what it loads (dlopen'ed only for
-# `watch --web-config` with TLS), committed to a local tag (docs/kubernetes.md, "The image").
+# glibc files `ldd` says it loads, GnuTLS with what it loads (dlopen'ed only for
+# `watch --web-config` with TLS) and libcurl with what it loads (dlopen'ed only for
+# `watch --gate kubernetes-*`), committed to a local tag (docs/kubernetes.md, "The image").
 #
 #   packaging/image/build.sh [BINARY [TAG]]
 #
@@ -68,6 +69,13 @@ if [ -n "$gnutls" ]; then
   libs+=$'\n'"$gnutls"$'\n'$(closure "$gnutls")
 else
   echo "$0: warning: no libgnutls.so.30 here (Debian: libgnutls30): the image's agent refuses TLS" >&2
+fi
+# libcurl with what it loads (dlopen'ed only for `watch --gate kubernetes-*`).
+curl=$( (/sbin/ldconfig -p 2>/dev/null || true) | sed -nE 's/^\s*libcurl(-gnutls)?\.so\.4 \(libc6,x86-64\) => (\S+)$/\2/p' | head -n 1)
+if [ -n "$curl" ]; then
+  libs+=$'\n'"$curl"$'\n'$(closure "$curl")
+else
+  echo "$0: warning: no libcurl.so.4 here (Debian: libcurl4): the image's agent refuses --gate kubernetes-*" >&2
 fi
 while read -r lib; do
   if [ -n "$lib" ]; then place "$lib"; fi

@@ -155,7 +155,10 @@ class Agent {
       auto actions = make_node_actions(options_.gate, options_.gate_dry_run);
       if (!actions) return std::unexpected(actions.error());
       gate_ = std::make_unique<Gate>(std::move(*actions), hooks_.gate);
-      for (const auto& mode : options_.gate) counters_.gate_seconds[mode];
+      for (const auto& mode : options_.gate) {
+        counters_.gate_seconds[mode];
+        counters_.gate_errors[mode];
+      }
     }
     record_history();
     if (options_.textfile_dir) {
@@ -297,6 +300,7 @@ class Agent {
     if (gate_) {
       gate_->after_look(inv);
       for (const auto& [mode, s] : gate_->take_done()) counters_.gate_seconds[mode].observe(s);
+      for (const auto& [mode, n] : gate_->take_errors()) counters_.gate_errors[mode] += n;
     }
     track_orphans(inv);
     save_witnesses();

@@ -1,8 +1,10 @@
 #include "agent/gate.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
+#include "agent/kube_gate.h"
 #include "agent/slurm_gate.h"
 #include "inventory/node_check.h"
 #include "proc/lineage.h"
@@ -81,6 +83,11 @@ std::vector<std::pair<std::string, double>> Gate::take_done() {
   return std::exchange(done_, {});
 }
 
+std::map<std::string, std::uint64_t> Gate::take_errors() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(errors_, {});
+}
+
 void Gate::run() {
   std::vector<Clock::time_point> not_before(actions_.size());
   std::vector<bool> failing(actions_.size(), false);
@@ -123,6 +130,10 @@ void Gate::run() {
       if (!done) {
         not_before[i] = Clock::now() + retry_;
         retry = true;
+        {
+          std::lock_guard errors_lock(mutex_);
+          ++errors_[std::string(a.mode())];
+        }
         if (!failing[i] && notice_)
           notice_({std::string(a.mode()), report::GateStep::failed, "", done.error().message,
                    seconds});
@@ -131,7 +142,8 @@ void Gate::run() {
       }
       failing[i] = false;
       closed_[i] = want_closed;
-      if (done->step == report::GateStep::closed || done->step == report::GateStep::opened) {
+      if (!done->quiet &&
+          (done->step == report::GateStep::closed || done->step == report::GateStep::opened)) {
         std::lock_guard done_lock(mutex_);
         done_.emplace_back(std::string(a.mode()), seconds);
       }
@@ -156,6 +168,16 @@ Result<std::vector<std::unique_ptr<NodeAction>>> make_node_actions(
       out.push_back(make_slurm_gate(cluster::Scontrol(cluster::scontrol_from_environment(),
                                                       kSlurmGateTimeout),
                                     cluster::node_name_from_environment(), dry_run));
+      continue;
+    }
+    if (mode == "kubernetes-condition" || mode == "kubernetes-taint") {
+      auto endpoint = kube_endpoint_from_environment(::getenv);
+      if (!endpoint) return std::unexpected(endpoint.error());
+      auto transport = make_curl_transport(endpoint->ca_file, kKubeGateTimeout);
+      if (!transport) return fail("--gate " + mode + ": " + transport.error().message);
+      KubeApi api(std::move(*endpoint), std::move(*transport));
+      out.push_back(mode == "kubernetes-taint" ? make_taint_gate(std::move(api), dry_run)
+                                               : make_condition_gate(std::move(api), dry_run));
       continue;
     }
     return fail("--gate: unknown mode '" + mode + "' (known: " + std::string(kGateModes) + ")");

@@ -3,7 +3,8 @@
 // agent sees a leak by evidence on a GPU (an owned or witnessed orphan's memory,
 // driver-held memory, a ghost GPU), and opens it again once a look verifies every GPU
 // back at baseline (or explained by live holders). What closing means is a NodeAction's
-// (agent/slurm_gate.h: a Slurm drain); this file holds the policy, its thread and the
+// (agent/slurm_gate.h: a Slurm drain; agent/kube_gate.h: a Kubernetes node condition or
+// taint); this file holds the policy, its thread and the
 // interface, so a new mode is one more NodeAction.
 //
 // Hysteresis: a look that can neither close nor open (memory still releasing, a GPU not
@@ -14,7 +15,9 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -82,6 +85,8 @@ class Gate {
   /// The steps done since the last call (closed or opened: not a dry run's, not a
   /// failure), as (mode, seconds from the verdict): gpureap_gate_seconds.
   std::vector<std::pair<std::string, double>> take_done();
+  /// The actions that failed since the last call, by mode: gpureap_gate_errors_total.
+  std::map<std::string, std::uint64_t> take_errors();
 
  private:
   void run();
@@ -94,16 +99,19 @@ class Gate {
   std::condition_variable wake_, idle_;
   std::optional<GateVerdict> pending_;
   std::vector<std::pair<std::string, double>> done_;
+  std::map<std::string, std::uint64_t> errors_;
   Clock::time_point verdict_at_;
   bool busy_ = false, stopping_ = false;
   std::thread thread_;
 };
 
-/// The actions of `modes` ("slurm"), or the first unknown mode named (exit 2).
+/// The actions of `modes` ("slurm", "kubernetes-condition", "kubernetes-taint"), or why
+/// one cannot be made (an unknown mode; for Kubernetes, agent/kube_api.h's environment,
+/// libcurl missing): exit 2.
 Result<std::vector<std::unique_ptr<NodeAction>>> make_node_actions(
     const std::vector<std::string>& modes, bool dry_run);
 
 /// The modes --gate knows, for its help and its refusal.
-inline constexpr std::string_view kGateModes = "slurm";
+inline constexpr std::string_view kGateModes = "slurm, kubernetes-condition, kubernetes-taint";
 
 }  // namespace gpureap::agent

@@ -180,9 +180,11 @@ TEST(Gate, AFailureIsSaidOnceAndNeverEndsTheAgent) {
 }
 
 TEST(Gate, UnknownModesAreRefusedByName) {
-  auto bad = make_node_actions({"slurm", "kubernetes-taint"}, false);
+  auto bad = make_node_actions({"slurm", "kubernetes-device-taint"}, false);
   ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error().message, "--gate: unknown mode 'kubernetes-taint' (known: slurm)");
+  EXPECT_EQ(bad.error().message,
+            "--gate: unknown mode 'kubernetes-device-taint' (known: slurm, kubernetes-condition, "
+            "kubernetes-taint)");
   auto slurm = make_node_actions({"slurm", "slurm"}, true);
   ASSERT_TRUE(slurm);
   EXPECT_EQ(slurm->size(), 1u);

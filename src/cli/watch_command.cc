@@ -128,7 +128,11 @@ void add_file_options(CLI::App& app, WatchFlags& f) {
                  "Close this node to new work while a GPU has an owned or witnessed orphan's "
                  "memory, driver-held memory or is a ghost, and open it again once a look "
                  "verifies it back at baseline. slurm: drain with a reason starting "
-                 "'gpureap:', resume only such a drain. Repeatable")
+                 "'gpureap:', resume only such a drain. kubernetes-condition: the node condition "
+                 "GpuMemoryLeak (nodes/status). kubernetes-taint: the taint "
+                 "gpureap.io/gpu-memory-leak:NoSchedule, removed only when gpureap added it. "
+                 "Kubernetes: NODE_NAME and the pod's service account (docs/kubernetes.md). "
+                 "Repeatable")
       ->type_name("MODE");
   app.add_flag("--gate-dry-run", f.gate_dry_run,
                "Say what --gate would close and open, and change nothing");

@@ -339,6 +339,13 @@ void render_agent(Exposition& x, const AgentCounters& c) {
     }
   }
 
+  if (!c.gate_errors.empty()) {
+    x.family("gpureap_gate_errors_total", "counter",
+             "Actions of --gate that failed (scontrol or the Kubernetes API did not do it; "
+             "tried again 5 s later), by mode.");
+    for (const auto& [mode, n] : c.gate_errors) x.sample({{"mode", mode}}, std::to_string(n));
+  }
+
   x.family("gpureap_frees_total", "counter",
            "Frees the agent performed, by result: freed (memory back at baseline), held "
            "(memory stayed held), nothing (nothing to free).");

@@ -41,6 +41,7 @@ struct AgentCounters {
   Histogram free_duration;                        // frees the agent performed (reaping)
   std::map<std::string, Histogram> release_seconds;  // releases observed, by phase
   std::map<std::string, Histogram> gate_seconds;  // --gate: verdict to node closed/opened, by mode
+  std::map<std::string, std::uint64_t> gate_errors;  // --gate: actions that failed, by mode
   std::map<std::string, std::uint64_t> frees;     // result ("freed", "held", "nothing") -> count
   std::optional<double> last_free_timestamp;      // wall clock seconds
   std::map<inventory::EventKind, std::uint64_t> events;  // event kind -> count

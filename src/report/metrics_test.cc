@@ -103,6 +103,8 @@ AgentCounters counters() {
   c.free_duration.observe(0.3);
   c.free_duration.observe(4);
   c.gate_seconds["slurm"].observe(0.008);
+  c.gate_errors["slurm"] = 0;
+  c.gate_errors["kubernetes-taint"] = 2;
   c.frees["freed"] = 2;
   c.last_free_timestamp = 1754000000.5;
   c.events[inventory::EventKind::orphaned_memory] = 3;
@@ -396,6 +398,8 @@ TEST(Metrics, AgentCountersEveryKindAndResultAlwaysPresent) {
            R"(gpureap_events_total{kind="reap_failed"} 0)",
            R"(gpureap_scans_total{kind="full"} 2)",
            R"(gpureap_scans_total{kind="incremental"} 57)",
+           R"(gpureap_gate_errors_total{mode="kubernetes-taint"} 2)",
+           R"(gpureap_gate_errors_total{mode="slurm"} 0)",
        })
     EXPECT_TRUE(has_line(text, line)) << line << "\nnot in:\n" << text;
   EXPECT_EQ(lines_starting(text, "gpureap_events_total{").size(), 11u);
