@@ -186,11 +186,13 @@ void attribute_keepers(GpuView& view, bool host_ns) {
 }
 
 // Clients (a monitor: nvitop, DCGM, persistenced): openers NVML lists on no GPU that keep
-// nothing, on a GPU whose memory NVML's list explains and that has no dead owner left
-// whose keeper may be one of them. Not users: no whole-GPU free signals them.
+// nothing, on a GPU whose process list NVML gave and that has no dead owner left whose
+// keeper may be one of them. The driver lists every process with a context and memory is
+// a context's, so a client holds none of the GPU's memory, explained or not (W4-04: the
+// release model judges memory no listed process holds, whoever keeps the node open).
+// Not users: no whole-GPU free or reaper signals them; --pid names one.
 void mark_clients(GpuView& view, bool source_ok) {
   if (!source_ok || !view.info.processes_known || !view.source_unseen.empty() ||
-      view.unattributed_bytes > freed_tolerance(view.info.memory->total) ||
       std::any_of(view.holders.begin(), view.holders.end(), dead_owner))
     return;
   for (GpuHolder& gh : view.holders)

@@ -62,7 +62,9 @@ TEST(BuildInventory, AnUnlistedOpenerIsAClientNotTheHolderOfUnexplainedMemory) {
   auto store = BaselineStore::in_memory();
   Inventory inv = build_inventory(snap, scan, store, /*host_ns*/ true);
   ASSERT_EQ(inv.gpus[0].holders.size(), 1u);
-  EXPECT_TRUE(inv.gpus[0].holders[0].uses_gpu);
+  // One verdict for it (issue 52's clients): not a user, so no whole-GPU free signals it.
+  EXPECT_FALSE(inv.gpus[0].holders[0].uses_gpu);
+  EXPECT_TRUE(inv.gpus[0].holders[0].client);
   EXPECT_FALSE(computes_here(inv.gpus[0].holders[0]));
   EXPECT_EQ(inv.gpus[0].unexplained, Unexplained::no_holder);
   EXPECT_EQ(client_list(inv.gpus[0]), "pid 200 ()");

@@ -461,7 +461,8 @@ TEST(RedactFor, AUserSeesWhatItsOwnScanWouldShow) {
   Inventory as_bob = redact_for(kBob, inv, OtherUsers::visible);
   ASSERT_EQ(as_bob.gpus[1].holders.size(), 2u);
   EXPECT_EQ(as_bob.gpus[1].holders[0].holder.id.pid, 300);
-  EXPECT_TRUE(as_bob.gpus[1].holders[0].uses_gpu);
+  EXPECT_FALSE(as_bob.gpus[1].holders[0].uses_gpu) << "an fd-only opener NVML lists nowhere: a client";
+  EXPECT_TRUE(as_bob.gpus[1].holders[0].client);
   EXPECT_EQ(as_bob.gpus[1].holders[1].holder.id.pid, 100) << "his own 100 has node 1 open";
   EXPECT_EQ(as_bob.gpus[1].unexplained, Unexplained::no_holder);
   EXPECT_EQ(as_bob.gpus[0].holders[0].holder.run_id, "r-1");

@@ -113,6 +113,21 @@ TEST(Keepers, AnImporterIsCreditedWithTheMemoryItKeepsAndFreedByPid) {
 // ux-wave5-review #10: a whole-GPU free planned SIGTERM for the user's own nvitop (a 0-byte
 // process with the node open). It is a client: not planned, not signalled, listed by
 // status only with -v; --pid still names it.
+// The same client on a GPU whose memory nobody listed holds (a stuck release): still a
+// client, one verdict with the release model's (W4-04), so a whole-GPU free leaves the
+// monitor alone and calls the memory driver-held, not the monitor's.
+TEST(Keepers, AClientBesideStuckMemorySurvivesAWholeGpuFree) {
+  SimNode node({"--gpus", "2", "--memory", "80GiB"});
+  auto monitor = node.hold({"--gpu", "1", "--client-only", "--comm", "nv-hostengine"});
+  node.hold({"--gpu", "1", "--bytes", "4GiB", "--stuck"});
+  const pid_t client = monitor.leader;
+  auto freed = node.gpureap(
+      {"--json", "free", "--gpu", "1", "--yes", "--timeout", "5s", "--release-budget", "1s"});
+  EXPECT_EQ(freed.exit_code, 1) << freed.out << freed.err;
+  EXPECT_TRUE(alive(client)) << freed.out;
+  EXPECT_NE(freed.out.find("driver_held"), std::string::npos) << freed.out;
+}
+
 TEST(Keepers, AClientSurvivesAWholeGpuFree) {
   SimNode node({"--gpus", "2", "--memory", "80GiB"});
   auto monitor = node.hold({"--gpu", "1", "--client-only", "--comm", "nvitop"});
