@@ -85,11 +85,13 @@ std::string detail_of(const GpuView& view, const ReleaseFacts& f, const ReleaseJ
       break;
   }
   return fmt::format(
-      "{} above the idle baseline with no process holding it; when its last holder exited is "
+      "{} above the idle baseline with no process holding it{}; when its last holder exited is "
       "not known, so it may still be releasing (pinned host memory takes tens of seconds to "
       "come back): `gpureap wait --gpu {}` tells. Only memory that stays flat past the release "
       "budget ({:.0f} s) is driver-held.",
-      amount, gpu, j.budget_s);
+      amount,
+      f.sighted_earlier ? fmt::format(", first seen {:.1f} s ago", j.elapsed_s) : std::string(),
+      gpu, j.budget_s);
 }
 
 }  // namespace
@@ -120,14 +122,14 @@ ReleaseJudgement judge_release(const ReleaseFacts& f, util::Clock::time_point no
   // The exit was not seen: it was no later than the first look of the stretch, so memory
   // watched flat for a budget is driver-held; before that, nothing can be told.
   j.elapsed_s = f.watched_since ? seconds(now - *f.watched_since) : 0;
-  // A sighting an earlier process recorded bounds the exit as the agent's ticks do:
-  // releasing until a budget has passed since it.
+  // A sighting an earlier process recorded bounds the exit as the agent's ticks do: the
+  // same verdicts as the agent's own flat stretch (one release clock): no holder until a
+  // budget has passed since it, driver-held after. Not "releasing": no exit and no fall
+  // was seen, and `status --check` calls a release in progress clean.
   if (j.falling)
     j.verdict = ReleaseVerdict::releasing;
   else if (f.watched_since && now - *f.watched_since >= b)
     j.verdict = ReleaseVerdict::driver_held;
-  else if (f.sighted_earlier)
-    j.verdict = ReleaseVerdict::releasing;
   else
     j.verdict = ReleaseVerdict::no_holder;
   return j;
