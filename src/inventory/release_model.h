@@ -31,6 +31,7 @@
 namespace gpureap::inventory {
 
 struct Inventory;
+struct GpuView;
 
 /// How long memory of a gone holder may stay above the baseline without falling before it
 /// is driver-held: kBudgetBase + kBudgetPerGiB per GiB of the host memory the gone holders

@@ -1,0 +1,181 @@
+"""Keepers on a real GPU (issues 52 and 54; skipped without a GPU and torch).
+
+Two shapes keep a dead process's memory (docs/orphans.md, "Keepers"):
+- an inheritor: a torch process forks after CUDA init (a data-loader worker does), then is
+  SIGKILLed; the child keeps the device files and the memory. gpureap credits the child with
+  the dead owner's bytes (class inheritor) and `free --orphans` frees it.
+- a CUDA IPC importer (torch.multiprocessing, spawn): the importer maps the exporter's tensor;
+  the exporter is SIGKILLed; NVML lists the importer with the bytes; `free --pid` frees it.
+Each records what NVML, /proc/PID/maps and the device files show into the test's output
+(tests/gpu's log, bench/results/wave5-<card>/gpu-tests.log).
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+from gpu_scenario import GPUREAP, Scenario, alive, fitting_gib, have_gpu
+
+GIB = 1 << 30
+
+PARENT = r"""
+import os, sys, time, torch
+gib = int(sys.argv[1])
+x = torch.empty(gib << 30, dtype=torch.uint8, device="cuda")
+torch.cuda.synchronize()
+child = os.fork()
+if child == 0:
+    while True:  # the data-loader worker: never touches CUDA, keeps every descriptor
+        time.sleep(3600)
+print(f'{{"owner": {os.getpid()}, "keeper": {child}}}', flush=True)
+while True:
+    time.sleep(3600)
+"""
+
+EXPORTER = r"""
+import sys, time, torch, torch.multiprocessing as mp
+
+def importer(q, ready):
+    t = q.get()           # the exporter's tensor, mapped through CUDA IPC
+    t.add_(0)
+    torch.cuda.synchronize()
+    ready.put(1)
+    while True:
+        time.sleep(3600)
+
+if __name__ == "__main__":
+    gib = int(sys.argv[1])
+    ctx = mp.get_context("spawn")
+    q, ready = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=importer, args=(q, ready))
+    p.start()
+    x = torch.ones(gib << 30, dtype=torch.uint8, device="cuda")
+    q.put(x)
+    ready.get()
+    print(f'{{"exporter": {__import__("os").getpid()}, "importer": {p.pid}}}', flush=True)
+    while True:
+        time.sleep(3600)
+"""
+
+
+def nvml_view():
+    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                          "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def proc_view(pid):
+    """The device files pid has open and the lines of its maps that name /dev/nvidia*."""
+    try:
+        fds = sorted({os.readlink(f"/proc/{pid}/fd/{f}") for f in os.listdir(f"/proc/{pid}/fd")
+                      if "nvidia" in os.readlink(f"/proc/{pid}/fd/{f}")})
+        with open(f"/proc/{pid}/maps") as m:
+            maps = sum(1 for line in m if "/dev/nvidia" in line)
+        return {"device_files": fds, "nvidia_maps": maps}
+    except OSError as e:
+        return {"error": str(e)}
+
+
+def status(*args):
+    r = subprocess.run([GPUREAP, "--no-agent", "--json", "status", "--gpu", "0", *args],
+                       capture_output=True, text=True, timeout=120)
+    return json.loads(r.stdout)
+
+
+def used_bytes():
+    return int(status()["gpus"][0]["memory"]["used_bytes"])
+
+
+def holder(doc, pid):
+    for h in doc["gpus"][0]["holders"]:
+        if h["pid"] == pid:
+            return h
+    return None
+
+
+def wait_until(pred, seconds=60):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return pred()
+
+
+@unittest.skipUnless(have_gpu(), "no NVIDIA GPU with torch here")
+class KeepersOnGpu(unittest.TestCase):
+    def setUp(self):
+        self.s = Scenario()
+        self.baseline = used_bytes()
+
+    def tearDown(self):
+        self.s.cleanup()
+
+    def test_a_child_forked_after_cuda_init_keeps_its_killed_parents_memory(self):
+        gib = fitting_gib(1, 8)
+        # Its own process group, as a shell starts a job (a training script run from a
+        # terminal): the keeper is known by the group the dead owner led.
+        p = subprocess.Popen([sys.executable, "-c", PARENT, str(gib)], stdout=subprocess.PIPE,
+                             text=True, preexec_fn=os.setpgrp)
+        self.s.popen.append(p)
+        info = json.loads(p.stdout.readline())
+        owner, keeper = info["owner"], info["keeper"]
+        self.s.track(keeper)
+        before = {"nvml": nvml_view(), "owner": proc_view(owner), "keeper": proc_view(keeper)}
+        os.kill(owner, signal.SIGKILL)  # our own child: a zombie until we reap it, as on the H100
+        self.assertTrue(wait_until(lambda: not alive(owner)))
+        after = {"nvml": nvml_view(), "keeper": proc_view(keeper)}
+        print(f"\n  inheritor ({gib} GiB): before the kill {json.dumps(before)}\n"
+              f"  after the kill (owner a zombie) {json.dumps(after)}", file=sys.stderr)
+        doc = status()
+        k = holder(doc, keeper)
+        self.assertIsNotNone(k, json.dumps(doc["gpus"][0]["holders"]))
+        self.assertEqual((k.get("keeper") or {}).get("class"), "inheritor", k)
+        self.assertGreaterEqual(k["gpu_bytes"], gib * GIB, k)
+        self.assertIsNone(holder(doc, owner), "the dead owner holds nothing")
+        text = subprocess.run([GPUREAP, "--no-agent", "status", "--gpu", "0"], capture_output=True,
+                              text=True).stdout
+        self.assertIn("whose device files it inherited", text)
+        r = subprocess.run([GPUREAP, "free", "--orphans", "--gpu", "0", "--yes"],
+                           capture_output=True, text=True, timeout=120)
+        print(f"  free --orphans: rc {r.returncode}\n{r.stdout}{r.stderr}", file=sys.stderr)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertFalse(alive(keeper))
+        self.assertNotIn("kept by holders left alone", r.stdout)
+        self.assertLessEqual(used_bytes(), self.baseline + (512 << 20))
+        p.wait()
+
+    def test_an_ipc_importer_keeps_a_killed_exporters_memory(self):
+        gib = fitting_gib(1, 8)
+        p = subprocess.Popen([sys.executable, "-c", EXPORTER, str(gib)], stdout=subprocess.PIPE,
+                             text=True, start_new_session=True)
+        self.s.popen.append(p)
+        line = p.stdout.readline()
+        info = json.loads(line)
+        exporter, importer = info["exporter"], info["importer"]
+        self.s.track(importer)
+        both = {"nvml": nvml_view(), "importer": proc_view(importer)}
+        os.kill(exporter, signal.SIGKILL)
+        self.assertTrue(wait_until(lambda: not alive(exporter)))
+        time.sleep(1)  # NVML's list after the exporter's teardown (2-3 s on the H100)
+        after = {"nvml": nvml_view(), "importer": proc_view(importer)}
+        print(f"\n  importer ({gib} GiB): both alive {json.dumps(both)}\n"
+              f"  exporter killed {json.dumps(after)}", file=sys.stderr)
+        doc = status()
+        h = holder(doc, importer)
+        self.assertIsNotNone(h, json.dumps(doc["gpus"][0]["holders"]))
+        self.assertTrue(wait_until(lambda: (holder(status(), importer) or {}).get("gpu_bytes", 0)
+                                   >= gib * GIB, 30), "NVML credits the importer with the bytes")
+        r = subprocess.run([GPUREAP, "free", "--pid", str(importer), "--yes"],
+                           capture_output=True, text=True, timeout=120)
+        print(f"  free --pid {importer}: rc {r.returncode}\n{r.stdout}{r.stderr}", file=sys.stderr)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertFalse(alive(importer))
+        self.assertLessEqual(used_bytes(), self.baseline + (512 << 20))
+
+
+if __name__ == "__main__":
+    unittest.main()
