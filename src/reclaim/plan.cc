@@ -177,8 +177,8 @@ std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector
                   ? fmt::format("detached, not orphaned ({}); --orphans given", h.detached_reason)
                   : std::string("not orphaned (its parent is alive); --orphans given"));
   if (f.orphans_only && f.unattended && !proc::unattended_may_act(h))
-    return no(fmt::format("orphaned by {} evidence ({}); only a person's free acts on that",
-                          enum_name(h.provenance), h.orphan_reason));
+    return no(fmt::format("{}: {}; only a person's free acts on that",
+                          proc::orphan_verdict(h.provenance), h.orphan_reason));
   if (!f.on_gpus.empty() && std::none_of(gpus.begin(), gpus.end(), [&](gpu::DeviceId g) {
         return std::find(f.on_gpus.begin(), f.on_gpus.end(), g) != f.on_gpus.end();
       }))
@@ -610,7 +610,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
         why += fmt::format("; it also {}, not selected: signalling it frees that too",
                            holds_text(c.bytes - c.selected_bytes, c.bytes_known, others));
       if (h.orphaned)
-        why += fmt::format("; orphaned ({}): {}", enum_name(h.provenance), h.orphan_reason);
+        why += fmt::format("; {}: {}", proc::orphan_verdict(h.provenance), h.orphan_reason);
       if (auto live = live_server_text(inv, h); !live.empty()) why += "; " + live;
       if (h.zombie_leader) why += "; zombie leader with live threads";
       plan.targets.push_back(Target{h.id, h.comm, h.cmdline, h.user, c.gpus, c.bytes, why});

@@ -176,9 +176,41 @@ bool worth_showing(const inventory::Instance& in) {
   return in.members.size() > 1 || recognised(in.engine);
 }
 
+std::string verdict_line(std::string_view verdict, std::vector<pid_t> pids,
+                         std::string_view reason) {
+  std::sort(pids.begin(), pids.end());
+  std::string who;
+  for (std::size_t i = 0; i < pids.size() && i < 4; ++i)
+    who += fmt::format("{}{}", i ? ", " : "", pids[i]);
+  if (pids.size() > 4) who += fmt::format(" and {} more", pids.size() - 4);
+  return fmt::format("{}, pid {}: {}", verdict, who, terminal_text(reason));
+}
+
+std::vector<std::string> verdict_lines(const std::vector<const proc::Holder*>& holders) {
+  // Reason -> pids, in the order first seen (the 8 workers of one dead server share one).
+  std::vector<std::pair<std::pair<std::string, std::string>, std::vector<pid_t>>> reasons;
+  std::set<proc::Provenance> provenances;
+  for (const auto* h : holders) {
+    if (!h->orphaned && !h->detached) continue;
+    if (h->orphaned) provenances.insert(h->provenance);
+    std::pair<std::string, std::string> why{proc::verdict_words(*h),
+                                            h->orphaned ? h->orphan_reason : h->detached_reason};
+    auto it = std::find_if(reasons.begin(), reasons.end(),
+                           [&](const auto& r) { return r.first == why; });
+    if (it == reasons.end()) it = reasons.insert(reasons.end(), {why, {}});
+    if (std::find(it->second.begin(), it->second.end(), h->id.pid) == it->second.end())
+      it->second.push_back(h->id.pid);
+  }
+  std::vector<std::string> out;
+  for (const auto& [why, pids] : reasons) out.push_back(verdict_line(why.first, pids, why.second));
+  // What each provenance permits, once (issue 53 #5: "inferred" read as guessing).
+  for (auto p : provenances)
+    if (auto allows = proc::provenance_allows(p); !allows.empty()) out.emplace_back(allows);
+  return out;
+}
+
 InstanceEvidence instance_evidence(const inventory::Inventory& inv) {
-  // Reason -> pids, per instance, in the order first seen.
-  std::map<std::string, std::vector<std::pair<std::string, std::vector<pid_t>>>> by_key;
+  std::map<std::string, std::vector<const proc::Holder*>> by_key;
   std::set<std::pair<std::string, pid_t>> seen;  // a holder of several GPUs counts once
   for (const auto& v : inv.gpus)
     for (const auto& gh : v.holders) {
@@ -186,30 +218,10 @@ InstanceEvidence instance_evidence(const inventory::Inventory& inv) {
       if (!gh.uses_gpu || (!h.orphaned && !h.detached) || h.instance.empty()) continue;
       const auto* in = inventory::find_instance(inv.instances, h.instance);
       if (!in || !worth_showing(*in) || !seen.insert({h.instance, h.id.pid}).second) continue;
-      // The verdict, and for an orphan how it is known in a word (as the per-holder
-      // lines say it): owned, witnessed or inferred.
-      const std::string why =
-          h.orphaned ? fmt::format("orphaned, {}\x1f{}", proc::enum_name(h.provenance),
-                                   h.orphan_reason)
-                     : fmt::format("detached\x1f{}", h.detached_reason);
-      auto& reasons = by_key[h.instance];
-      auto it = std::find_if(reasons.begin(), reasons.end(),
-                             [&](const auto& r) { return r.first == why; });
-      if (it == reasons.end()) it = reasons.insert(reasons.end(), {why, {}});
-      it->second.push_back(h.id.pid);
+      by_key[h.instance].push_back(&h);
     }
   InstanceEvidence out;
-  for (auto& [key, reasons] : by_key)
-    for (auto& [why, pids] : reasons) {
-      std::sort(pids.begin(), pids.end());
-      std::string who;
-      for (std::size_t i = 0; i < pids.size() && i < 4; ++i)
-        who += fmt::format("{}{}", i ? ", " : "", pids[i]);
-      if (pids.size() > 4) who += fmt::format(" and {} more", pids.size() - 4);
-      const auto sep = why.find('\x1f');
-      out[key].push_back(fmt::format("{} (pid {}): {}", why.substr(0, sep), who,
-                                     terminal_text(why.substr(sep + 1))));
-    }
+  for (auto& [key, holders] : by_key) out[key] = verdict_lines(holders);
   return out;
 }
 

@@ -43,6 +43,42 @@ TEST(InstanceText, APlanThatCutsALiveInstanceNamesWhatKeepsRunning) {
   EXPECT_EQ(cut_instance_note(orphaned, {{18397, 1}}), "") << "not live";
 }
 
+proc::Holder orphan(pid_t pid, proc::Provenance p, std::string reason) {
+  proc::Holder h;
+  h.id = {pid, 1};
+  h.orphaned = true;
+  h.provenance = p;
+  h.orphan_reason = std::move(reason);
+  return h;
+}
+
+// Issue 53 #5: one spelling of a verdict and its evidence word in every view, and what
+// each provenance permits said where people look.
+TEST(InstanceText, AVerdictIsOneSpellingWithWhatItsProvenancePermits) {
+  std::vector<proc::Holder> hs;
+  for (pid_t p = 442; p >= 435; --p)
+    hs.push_back(orphan(p, proc::Provenance::inferred, "re-parented to init (pid 1)"));
+  hs.push_back(orphan(500, proc::Provenance::owned, "its gpureap run r-1 is gone"));
+  proc::Holder d;
+  d.id = {600, 1};
+  d.detached = true;
+  d.detached_reason = "it leads its own session (setsid)";
+  hs.push_back(d);
+  std::vector<const proc::Holder*> ptrs;
+  for (const auto& h : hs) ptrs.push_back(&h);
+  ptrs.push_back(&hs[0]);  // a holder of two GPUs is named once
+  const auto lines = verdict_lines(ptrs);
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[0],
+            "orphaned (inferred), pid 435, 436, 437, 438 and 4 more: re-parented to init (pid 1)");
+  EXPECT_EQ(lines[1], "orphaned (owned), pid 500: its gpureap run r-1 is gone");
+  EXPECT_EQ(lines[2], "detached, pid 600: it leads its own session (setsid)");
+  EXPECT_EQ(lines[3], "inferred (one look): a person may free it; nothing unattended will");
+  EXPECT_EQ(lines[4], "owned (its gpureap run's cgroup): a person or the reaper may free it");
+  EXPECT_EQ(proc::orphan_verdict(proc::Provenance::witnessed), "orphaned (witnessed)");
+  EXPECT_EQ(proc::orphan_verdict(""), "orphaned") << "a record from before provenance";
+}
+
 TEST(InstanceText, TheReplaceQuestionSaysStopForALiveServerAndFreeForAnOrphan) {
   reclaim::Plan plan;
   plan.instances = {live_tp2()};

@@ -138,32 +138,13 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style, std:
     }
   }
   if (!users.empty()) {
-    // Why each is called orphaned or detached: the evidence, one line per reason
-    // (the 8 workers of one dead server share theirs).
-    std::vector<std::pair<std::string, std::vector<pid_t>>> reasons;
-    for (const auto* gh : users) {
-      const auto& h = gh->holder;
-      if (!h.orphaned && !h.detached) continue;
-      if (said_once.contains(h.instance)) continue;
-      // The verdict and, for an orphan, how it is known in a word: owned, witnessed
-      // (unattended paths act on these) or inferred (offered to a person only).
-      std::string why = h.orphaned ? fmt::format("orphaned, {}: {}", enum_name(h.provenance),
-                                                 h.orphan_reason)
-                                   : fmt::format("detached: {}", h.detached_reason);
-      auto it = std::find_if(reasons.begin(), reasons.end(),
-                             [&](const auto& r) { return r.first == why; });
-      if (it == reasons.end()) it = reasons.insert(reasons.end(), {why, {}});
-      it->second.push_back(h.id.pid);
-    }
-    for (const auto& [why, pids] : reasons) {
-      std::string who;
-      for (std::size_t i = 0; i < pids.size() && i < 4; ++i)
-        who += fmt::format("{}{}", i ? ", " : "", pids[i]);
-      if (pids.size() > 4) who += fmt::format(" and {} more", pids.size() - 4);
-      auto colon = why.find(": ");
-      out += style.dim(fmt::format("{}  {} (pid {}){}\n", indent, why.substr(0, colon), who,
-                                   terminal_text(why.substr(colon))));
-    }
+    // Why each is called orphaned or detached, in the words every view uses, and what
+    // each orphan provenance permits; an instance's members say it once, under it.
+    std::vector<const proc::Holder*> explained;
+    for (const auto* gh : users)
+      if (!said_once.contains(gh->holder.instance)) explained.push_back(&gh->holder);
+    for (const auto& line : verdict_lines(explained))
+      out += style.dim(fmt::format("{}  {}\n", indent, line));
   }
   if (!openers.empty()) {
     std::string pids;

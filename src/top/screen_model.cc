@@ -511,8 +511,8 @@ Box detail_box(const Frame& f, std::size_t at, std::size_t width) {
     field("age", short_age(age_of(f, h)));
     field("parent", fmt::format("pid {}", h.ppid));
     if (h.orphaned)
-      field("verdict", "orphaned (" + std::string(proc::enum_name(h.orphan_evidence)) +
-                           "): " + report::terminal_text(h.orphan_reason));
+      field("verdict", proc::orphan_verdict(h.provenance) + ": " +
+                           report::terminal_text(h.orphan_reason));
     else if (h.detached)
       field("verdict", "detached: " + report::terminal_text(h.detached_reason));
     else

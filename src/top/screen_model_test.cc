@@ -381,6 +381,9 @@ TEST(TopScreen, W4_12_TheDetailBoxShowsTheWholeProcess) {
       "--mem-fraction-static 0.85 --port 30000 --trust-remote-code --enable-hierarchical-cache";
   s.inv.instances[0].model = "moonshotai/Kimi-K2.5";
   s.inv.instances[0].port = 30000;
+  for (auto& v : s.inv.gpus)
+    for (auto& gh : v.holders)
+      if (gh.holder.orphaned) gh.holder.provenance = proc::Provenance::inferred;
   s.draw(80, 24);
   std::size_t at = 0;
   for (std::size_t i = 0; i < s.rows.size(); ++i)
@@ -399,7 +402,8 @@ TEST(TopScreen, W4_12_TheDetailBoxShowsTheWholeProcess) {
         << l;
     all += l + "\n";
   }
-  EXPECT_NE(all.find("verdict    orphaned ("), std::string::npos) << all;
+  // Issue 53 #5: the provenance, as every view says it (not the evidence code "title").
+  EXPECT_NE(all.find("verdict    orphaned (inferred): "), std::string::npos) << all;
   EXPECT_NE(all.find("container  docker:3f2a1b"), std::string::npos) << all;
   EXPECT_NE(all.find("moonshotai/Kimi-K2.5"), std::string::npos) << all;
   EXPECT_NE(all.find("port 30000"), std::string::npos) << all;
