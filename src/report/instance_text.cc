@@ -20,7 +20,8 @@ std::string what_it_is(const inventory::Instance& in) {
                                              : std::string("processes");
   switch (in.kind) {
     case inventory::InstanceKind::run:
-      return fmt::format("{}, gpureap run {}", engine, terminal_text(in.run_id));
+      return fmt::format("{}, gpureap run {}{}", engine, terminal_text(in.run_id),
+                         in.run_gone ? " (its gpureap run is gone)" : "");
     case inventory::InstanceKind::process_group:
       return fmt::format("{}, process group {}", engine, in.pgid);
     case inventory::InstanceKind::parent:
@@ -52,13 +53,25 @@ std::string rank_range(const std::vector<std::string>& labels) {
 
 }  // namespace
 
+std::string launcher_name(const inventory::Instance& in) {
+  constexpr std::size_t kWidth = 40;
+  if (in.launcher_cmdline.empty()) return terminal_text(in.launcher_comm, 20);
+  std::string_view cmd = in.launcher_cmdline;
+  // The model and port follow on the line: the program and its words before the first
+  // option say which server it is ("python3 -m sglang.launch_server").
+  if (in.model || in.port)
+    if (auto opt = cmd.find(" --"); opt != std::string_view::npos) cmd = cmd.substr(0, opt);
+  return terminal_text(cmd, kWidth);
+}
+
 std::string in_use_before_launch(const inventory::Instance& in) {
   const bool orphaned = in.orphaned > 0 && in.orphaned == in.members.size();
   const std::string key = terminal_text(in.key);
   const std::string what =
       recognised(in.engine) ? std::string(proc::enum_name(in.engine)) + " server" : "instance";
   const std::string head =
-      fmt::format("GPU {} hold {} of {} {} ({})", gpu::device_list(in.gpus),
+      fmt::format("GPU {} {} {} of {} {} ({})", gpu::device_list(in.gpus),
+                  in.gpus.size() == 1 ? "holds" : "hold",
                   in.bytes_known ? format_bytes(in.bytes) : "memory", what, key,
                   orphaned ? "orphaned" : in.launcher_alive ? "live" : "not orphaned");
   if (orphaned)
@@ -90,12 +103,11 @@ std::string instance_heading(const inventory::Instance& in) {
   if (in.launcher_pid <= 0 && in.orphaned > 0 && in.orphaned == in.members.size())
     out += ", launcher gone";
   else if (in.launcher_pid > 0)
-    out += in.launcher_alive ? fmt::format(", launcher {} (pid {})",
-                                           terminal_text(in.launcher_comm, 20), in.launcher_pid)
+    out += in.launcher_alive ? fmt::format(", launcher {} (pid {})", launcher_name(in),
+                                           in.launcher_pid)
            : in.launcher_comm.empty()
                ? ", launcher gone"
-               : fmt::format(", launcher {} (pid {}) gone", terminal_text(in.launcher_comm, 20),
-                             in.launcher_pid);
+               : fmt::format(", launcher {} (pid {}) gone", launcher_name(in), in.launcher_pid);
   if (in.model) out += ", model " + terminal_text(*in.model, 60);
   if (in.port) out += fmt::format(", port {}", *in.port);
   if (!in.ports.empty()) {

@@ -18,6 +18,11 @@ namespace gpureap::report {
 /// launcher when its command line names them.
 std::string instance_heading(const inventory::Instance& in);
 
+/// Its launcher by its command line (the program and its words before the first `--` option
+/// when the model or port is known, as the heading says those), cut to 40 columns; its
+/// comm when the command line is unknown. Escaped.
+std::string launcher_name(const inventory::Instance& in);
+
 /// The ranks of its members, compactly: "TP0..TP7", "DP0 TP0, DP0 TP1, ...", "" when none.
 std::string member_ranks(const inventory::Instance& in);
 

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu/test_devices.h"
 #include "report/replace_report.h"
+#include "util/units.h"
 
 namespace gpureap::report {
 namespace {
@@ -77,6 +79,41 @@ TEST(InstanceText, AVerdictIsOneSpellingWithWhatItsProvenancePermits) {
   EXPECT_EQ(lines[4], "owned (its gpureap run's cgroup): a person or the reaper may free it");
   EXPECT_EQ(proc::orphan_verdict(proc::Provenance::witnessed), "orphaned (witnessed)");
   EXPECT_EQ(proc::orphan_verdict(""), "orphaned") << "a record from before provenance";
+}
+
+// Issue 53 #8: the launcher by its command line, not its 15-character comm; a killed run
+// said while its server lives; #12: "GPU 5 holds".
+TEST(InstanceText, TheHeadingNamesTheLauncherByItsCommandLineAndAGoneRun) {
+  inventory::Instance in;
+  in.key = "serve-595";
+  in.kind = inventory::InstanceKind::run;
+  in.run_id = "serve-595";
+  in.run_gone = true;
+  in.engine = proc::Engine::sglang;
+  in.launcher_pid = 600;
+  in.launcher_alive = true;
+  in.launcher_comm = "python3 -m sgla";
+  in.launcher_cmdline =
+      "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --port 30000";
+  in.model = "moonshotai/Kimi-K2.5";
+  in.port = 30000;
+  in.gpus = {gpu::dev(5)};
+  in.members = {{{601, 1}, proc::EngineRole::scheduler, "TP0"}};
+  in.bytes = 30 * kGiB;
+  EXPECT_EQ(instance_heading(in),
+            "sglang server, gpureap run serve-595 (its gpureap run is gone), launcher python3 -m "
+            "sglang.launch_server (pid 600), model moonshotai/Kimi-K2.5, port 30000: 1 process "
+            "(scheduler TP0) on GPU 5, 30.0 GiB");
+  EXPECT_EQ(in_use_before_launch(in).rfind("GPU 5 holds 30.0 GiB of sglang server serve-595", 0),
+            0u)
+      << in_use_before_launch(in);
+  // Without a model or port to follow, the command line itself, cut to fit.
+  in.model.reset();
+  in.port.reset();
+  in.launcher_cmdline = "/opt/venv/bin/python3 /srv/app/serve_my_model_with_a_long_name.py --x 1";
+  EXPECT_EQ(launcher_name(in), "/opt/venv/bin/python3 /srv/app/serve_...");
+  in.launcher_cmdline.clear();
+  EXPECT_EQ(launcher_name(in), "python3 -m sgla");
 }
 
 TEST(InstanceText, TheReplaceQuestionSaysStopForALiveServerAndFreeForAnOrphan) {
