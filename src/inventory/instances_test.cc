@@ -11,6 +11,7 @@
 
 #include "gpu/test_devices.h"
 #include "inventory/inventory.h"
+#include "inventory/node.h"
 
 namespace gpureap::inventory {
 namespace {
@@ -183,6 +184,21 @@ TEST_F(Instances, OrphansAndLiveHoldersOfOneGroupAreTwoInstances) {
   EXPECT_EQ(live->members.size(), 1u);
   EXPECT_TRUE(live->launcher_alive);
   EXPECT_EQ(live->launcher_comm, "timeout");
+}
+
+// Issue 53 #9: `status --gpu 3` lists GPU 3's servers (each with all its GPUs), not the
+// vLLM instance on GPU 6,7.
+TEST_F(Instances, KeepingAGpuKeepsOnlyTheInstancesThatUseIt) {
+  auto inv = node_with({{}, {}, {}, {holder(30, 30, "python3 a.py", 1)}, {}, {},
+                        {holder(61, 60, "VLLM::Worker_TP0", 5)},
+                        {holder(62, 60, "VLLM::Worker_TP1", 5), holder(31, 30, "python3 a.py", 1)}});
+  inv.instances = find_instances(inv, proc_.string());
+  ASSERT_EQ(inv.instances.size(), 2u);
+  keep_gpus(inv, {gpu::dev(3)});
+  ASSERT_EQ(inv.gpus.size(), 1u);
+  ASSERT_EQ(inv.instances.size(), 1u);
+  EXPECT_EQ(inv.instances[0].key, "30");
+  EXPECT_EQ(inv.instances[0].gpus, gpu::devs({3, 7})) << "every GPU it uses";
 }
 
 TEST(InstanceKindNames, EveryValueHasOne) {

@@ -191,26 +191,36 @@ bool any_held_compact(const inventory::Inventory& inv) {
 // The GPU table: one row per holder of a compact GPU (the GPU's cells on its first row
 // only), one row for an idle GPU. Who, by pid, rank and instance; why, under the
 // instance; the GPU's identity and every holder's detail with -v or --json.
+// A node with GPUs of two vendors (NVIDIA and AMD): the table names each GPU's.
+bool mixed_vendors(const std::vector<const inventory::GpuView*>& views) {
+  return std::any_of(views.begin(), views.end(), [&](const inventory::GpuView* v) {
+    return gpu::vendor_of(v->info.uuid) != gpu::vendor_of(views.front()->info.uuid);
+  });
+}
+
 std::string gpu_rows(const std::vector<const inventory::GpuView*>& views, const Style& style,
                      TableWidth width) {
-  std::vector<TableColumn> columns = {{"GPU"},      {"USED", true}, {"TOTAL", true},
-                                      {"STATE"},    {"INSTANCE"},   {"PID"},
-                                      {"PARENT"},   {"ROLE"}};
+  const bool vendor = mixed_vendors(views);
+  std::vector<TableColumn> columns = {{"GPU"}};
+  if (vendor) columns.push_back({"VENDOR"});
+  columns.insert(columns.end(), {{"USED", true}, {"TOTAL", true}, {"STATE"}, {"INSTANCE"},
+                                 {"PID"}, {"PARENT"}, {"ROLE"}});
   std::vector<std::vector<TableCell>> rows;
   for (const auto* view : views) {
-    const auto& m = *view->info.memory;
     const auto gs = inventory::gpu_state(*view);
-    std::vector<TableCell> gpu = {{gpu::device_text(view->info.id)},
-                                  {format_bytes(m.used)},
-                                  {format_bytes(m.total)},
-                                  {std::string(inventory::enum_name(gs)),
-                                   gs == inventory::GpuState::free ? "32" : ""}};
+    const auto& m = view->info.memory;
+    std::vector<TableCell> gpu = {{gpu::device_text(view->info.id)}};
+    if (vendor) gpu.push_back({std::string(gpu::enum_name(gpu::vendor_of(view->info.uuid)))});
+    gpu.insert(gpu.end(), {{m ? format_bytes(m->used) : "?"},
+                           {m ? format_bytes(m->total) : "?"},
+                           {std::string(inventory::enum_name(gs)),
+                            gs == inventory::GpuState::free ? "32" : ""}});
+    const std::vector<TableCell> blank(gpu.size(), TableCell{""});
     bool first = true;
     for (const auto& gh : view->holders) {
       if (!gh.uses_gpu) continue;
       const auto& h = gh.holder;
-      std::vector<TableCell> row =
-          first ? gpu : std::vector<TableCell>{{""}, {""}, {""}, {""}};
+      std::vector<TableCell> row = first ? gpu : blank;
       row.push_back({h.instance});
       row.push_back({std::to_string(h.id.pid)});
       row.push_back({fmt::format("{}{}", h.ppid, lineage_tag(h)),
@@ -490,19 +500,24 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
   std::set<std::string> said_once;
   for (const auto& [key, lines] : evidence) said_once.insert(key);
   // An instance that spans GPUs is said once: its GPUs are rows of one table (-v: blocks).
+  // Once the table is shown every GPU is a row of it, in index order (issue 53 #9: a GPU
+  // with a block of its own dropped out of the table); a GPU whose holders or marks need
+  // more than a row keeps its block below the table.
   const bool compact = !verbose && any_held_compact(inv);
   Tally tally;
   std::vector<const inventory::GpuView*> rows;
   std::string blocks;
   for (const auto& view : inv.gpus) {
     std::string block = gpu_block(view, style, free_orphans, width, said_once, tally);
-    if (compact && compact_gpu(view, inv))
-      rows.push_back(&view);  // counted above; shown as a row of the table
-    else
-      blocks += block;
+    if (compact) rows.push_back(&view);  // counted above; a row of the table
+    if (!compact || !compact_gpu(view, inv)) blocks += block;
   }
+  std::sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
+    return a->info.id < b->info.id;
+  });
   std::string out =
-      source_notes(inv, style) + (rows.empty() ? "" : gpu_rows(rows, style, width)) + blocks;
+      source_notes(inv, style) +
+      (rows.empty() ? "" : gpu_rows(rows, style, width) + (blocks.empty() ? "" : "\n")) + blocks;
   if (inv.gpus.empty()) out += "No NVIDIA GPU found and no process holds an nvidia device node.\n";
   out += other_holder_lines(inv, style);
   out += inspection_notes(inv, style);
