@@ -494,7 +494,8 @@ std::string what_now(const Tally& t, const inventory::Inventory& inv, const Styl
 // GPUs (a table of the compact ones, a block each for the rest), other holders, what
 // the look may have missed, the instances, and what now.
 std::string status_lines(const inventory::Inventory& inv, const Style& style,
-                         const reclaim::Plan& free_orphans, TableWidth width, bool verbose) {
+                         const reclaim::Plan& free_orphans, TableWidth width, bool verbose,
+                         bool compact_only) {
   // The evidence of an instance's members is said once, under the instance (issue 37).
   const InstanceEvidence evidence = instance_evidence(inv);
   std::set<std::string> said_once;
@@ -503,14 +504,14 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
   // Once the table is shown every GPU is a row of it, in index order (issue 53 #9: a GPU
   // with a block of its own dropped out of the table); a GPU whose holders or marks need
   // more than a row keeps its block below the table.
-  const bool compact = !verbose && any_held_compact(inv);
+  const bool compact = compact_only || (!verbose && any_held_compact(inv));
   Tally tally;
   std::vector<const inventory::GpuView*> rows;
   std::string blocks;
   for (const auto& view : inv.gpus) {
     std::string block = gpu_block(view, style, free_orphans, width, said_once, tally);
     if (compact) rows.push_back(&view);  // counted above; a row of the table
-    if (!compact || !compact_gpu(view, inv)) blocks += block;
+    if (!compact || (!compact_only && !compact_gpu(view, inv))) blocks += block;
   }
   std::sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
     return a->info.id < b->info.id;
@@ -530,8 +531,9 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
 }  // namespace
 
 std::string status_table(const inventory::Inventory& inv, const Style& style,
-                         const reclaim::Plan& free_orphans, TableWidth width, bool verbose) {
-  std::string out = status_lines(inv, style, free_orphans, width, verbose);
+                         const reclaim::Plan& free_orphans, TableWidth width, bool verbose,
+                         bool compact) {
+  std::string out = status_lines(inv, style, free_orphans, width, verbose, compact);
   // Rows are cut to fit; the lines of prose are broken at words.
   return width.limit() ? wrap_lines(out, *width.limit()) : out;
 }
