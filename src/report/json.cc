@@ -289,7 +289,9 @@ nlohmann::ordered_json status_json(const inventory::Inventory& inv) {
                                              : nlohmann::ordered_json(inv.source_problem)},
         {"driver_version", inv.driver_version.empty()
                                ? nlohmann::ordered_json(nullptr)
-                               : nlohmann::ordered_json(inv.driver_version)}}},
+                               : nlohmann::ordered_json(inv.driver_version)},
+        {"cuda_version", inv.cuda_version.empty() ? nlohmann::ordered_json(nullptr)
+                                                  : nlohmann::ordered_json(inv.cuda_version)}}},
       {"host_pid_namespace", inv.host_pid_namespace},
       {"gpus", gpus},
       {"instances", instances},

@@ -77,5 +77,17 @@ TEST(StatusCompact, AnIdleEightGpuNodeIsAHeaderAndARowPerGpu) {
   EXPECT_LE(lines.size(), 11u) << out;
 }
 
+// The driver and CUDA version head status's text (the peers' header), when NVML told them.
+TEST(StatusHeader, TheFirstLineNamesTheDriverAndCuda) {
+  inventory::Inventory inv = tv::idle_node(1);
+  inv.driver_version = "580.65.06";
+  inv.cuda_version = "13.0";
+  EXPECT_TRUE(status_table(inv, Style{}, {}).starts_with("driver 580.65.06, CUDA 13.0\n"));
+  inv.cuda_version.clear();
+  EXPECT_EQ(driver_words(inv), "driver 580.65.06");
+  inv.driver_version.clear();
+  EXPECT_EQ(status_table(inv, Style{}, {}).find("driver"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpureap::report

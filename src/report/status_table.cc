@@ -242,6 +242,7 @@ std::string gpu_rows(const std::vector<const inventory::GpuView*>& views, const 
 // failed for some GPUs or all, a PID namespace.
 std::string source_notes(const inventory::Inventory& inv, const Style& style) {
   std::string out;
+  if (auto driver = driver_words(inv); !driver.empty()) out += style.dim(driver + "\n");
   if (inv.source == "agent")
     out += style.dim(fmt::format("answered by the gpureap agent (pid {})\n", inv.agent_pid));
   if (inv.source == "agent")
@@ -529,6 +530,14 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
 }
 
 }  // namespace
+
+std::string driver_words(const inventory::Inventory& inv) {
+  std::string out;
+  if (!inv.driver_version.empty()) out = "driver " + terminal_text(inv.driver_version, 32);
+  if (!inv.cuda_version.empty())
+    out += (out.empty() ? "" : ", ") + std::string("CUDA ") + terminal_text(inv.cuda_version, 16);
+  return out;
+}
 
 std::string status_table(const inventory::Inventory& inv, const Style& style,
                          const reclaim::Plan& free_orphans, TableWidth width, bool verbose,

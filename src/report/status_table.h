@@ -30,6 +30,10 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
                          const reclaim::Plan& free_orphans, TableWidth width = {},
                          bool verbose = false, bool compact = false);
 
+/// The driver in a header's words: "driver 580.65.06, CUDA 13.0" (what nvidia-smi's and
+/// nvitop's headers show); "" when NVML told neither. status's first line, top's title.
+std::string driver_words(const inventory::Inventory& inv);
+
 /// The holder rows under one GPU, laid out for `width` as status_table says. The
 /// orphaned/detached evidence of a holder whose instance is in `said_once` is left to
 /// that instance's lines (said once per instance, not once per GPU).

@@ -45,6 +45,21 @@ void expect_fits(const Screen& s, std::size_t width, std::size_t height) {
   for (const auto& l : s.lines) EXPECT_EQ(columns(l.text()), width) << "'" << l.text() << "'";
 }
 
+// The driver and CUDA version in the title (nvitop's header), last: a narrow terminal
+// drops them before the sort, filters and marks.
+TEST(TopScreen, TheTitleNamesTheDriverAndCudaLast) {
+  Shown s;
+  s.inv.driver_version = "580.65.06";
+  s.inv.cuda_version = "13.0";
+  s.draw(160, 24);
+  EXPECT_NE(s.line(0).find("sort gpu"), std::string::npos) << s.line(0);
+  EXPECT_GT(s.line(0).find("driver 580.65.06, CUDA 13.0"), s.line(0).find("sort gpu"))
+      << s.line(0);
+  s.state.readonly = true;
+  s.draw(80, 24);
+  EXPECT_NE(s.line(0).find("read-only"), std::string::npos) << s.line(0);
+}
+
 TEST(TopScreen, At80x24OrphansAreMarkedUnderTheirInstance) {
   Shown s;
   s.draw(80, 24);
