@@ -207,11 +207,6 @@ std::string watch_event_brief(const Event& e) {
 
 namespace {
 
-nlohmann::ordered_json provenance_value(const inventory::EventHolder& h) {
-  if (!h.orphaned || h.provenance == proc::Provenance::none) return nullptr;
-  return std::string(proc::enum_name(h.provenance));
-}
-
 // The event's provenance: the weakest of its orphaned holders' (inferred < witnessed <
 // owned), so "alert on witnessed orphans" is a field, not a parse of `detail` (issue 53
 // #12); null when none of them is orphaned.
@@ -235,9 +230,7 @@ std::string watch_event_json(const Event& e) {
                        {"user", h.user},
                        {"gpu_bytes", or_null(h.gpu_bytes)},
                        {"container", h.container.empty() ? nlohmann::ordered_json(nullptr)
-                                                         : nlohmann::ordered_json(h.container)},
-                       {"orphaned", h.orphaned},
-                       {"provenance", provenance_value(h)}});
+                                                         : nlohmann::ordered_json(h.container)}});
   nlohmann::ordered_json doc = event_head(enum_name(e.kind), level_name(event_level(e.kind)), e.time);
   const nlohmann::ordered_json fields = {
       {"gpu", or_null(e.gpu)},

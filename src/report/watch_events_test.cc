@@ -62,14 +62,14 @@ TEST_F(WatchEvents, OrphanedMemoryNamesHoldersParentAndTheFree) {
       watch_event_json(e),
       R"j({"schema_version":2,"event":"orphaned_memory","level":"warning","time":"2024-04-05T19:34:38.250000+00:00","time_unix":1712345678.25,"hostname":)j" + event_host_json() + R"j(,"gpu":3,"gpus":[3],)j"
       R"j("uuid":"GPU-3","bytes":85899345920,"holders":[)j"
-      R"j({"pid":4242,"start_time":13242,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null,"orphaned":false,"provenance":null},)j"
-      R"j({"pid":4243,"start_time":13243,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null,"orphaned":false,"provenance":null},)j"
-      R"j({"pid":4244,"start_time":13244,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null,"orphaned":false,"provenance":null},)j"
-      R"j({"pid":4245,"start_time":13245,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null,"orphaned":false,"provenance":null},)j"
-      R"j({"pid":4246,"start_time":13246,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null,"orphaned":false,"provenance":null},)j"
-      R"j({"pid":4247,"start_time":13247,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null,"orphaned":false,"provenance":null},)j"
-      R"j({"pid":4248,"start_time":13248,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null,"orphaned":false,"provenance":null},)j"
-      R"j({"pid":4249,"start_time":13249,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null,"orphaned":false,"provenance":null}],)j"
+      R"j({"pid":4242,"start_time":13242,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
+      R"j({"pid":4243,"start_time":13243,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
+      R"j({"pid":4244,"start_time":13244,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
+      R"j({"pid":4245,"start_time":13245,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
+      R"j({"pid":4246,"start_time":13246,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
+      R"j({"pid":4247,"start_time":13247,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
+      R"j({"pid":4248,"start_time":13248,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
+      R"j({"pid":4249,"start_time":13249,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null}],)j"
       R"j("parent":{"pid":4100,"comm":"sglang.launch","cmdline":"python3 -m sglang.launch_server",)j"
       R"j("died_at":1712345678.05},"instance":null,"class":null,"provenance":null,"detail":"re-parented to init (pid 1)"})j"
       "\n");
@@ -170,25 +170,21 @@ TEST_F(WatchEvents, AnInferredOrphanSaysTheReaperLeavesItToAPerson) {
   EXPECT_EQ(watch_event_line(e, Style{}).find("inferred"), std::string::npos);
 }
 
-// Issue 53 #12: "alert on witnessed orphans" reads a field, not `detail`: each holder's
-// verdict and provenance, and the event's (the weakest of its orphans').
-TEST_F(WatchEvents, TheJsonCarriesEachHoldersProvenanceAndTheWeakest) {
+// Issue 53 #12: "alert on witnessed orphans" reads a field, not `detail`: the event's
+// provenance, the weakest of its orphaned holders' (one line per event stays small: a
+// 16-worker crash is one line that must fit a pipe).
+TEST_F(WatchEvents, TheJsonCarriesTheWeakestProvenanceOfItsOrphans) {
   Event e = orphans(2);
   for (auto& h : e.holders) h.orphaned = true;
   e.holders[0].provenance = proc::Provenance::witnessed;
   e.holders[1].provenance = proc::Provenance::owned;
   auto doc = nlohmann::json::parse(watch_event_json(e));
   EXPECT_EQ(doc["provenance"], "witnessed") << doc.dump();
-  EXPECT_EQ(doc["holders"][0]["orphaned"], true);
-  EXPECT_EQ(doc["holders"][0]["provenance"], "witnessed");
-  EXPECT_EQ(doc["holders"][1]["provenance"], "owned");
   e.holders[1].provenance = proc::Provenance::inferred;
   EXPECT_EQ(nlohmann::json::parse(watch_event_json(e))["provenance"], "inferred");
   Event z = orphans(1);  // not orphaned: no provenance to carry
   doc = nlohmann::json::parse(watch_event_json(z));
   EXPECT_TRUE(doc["provenance"].is_null()) << doc.dump();
-  EXPECT_TRUE(doc["holders"][0]["provenance"].is_null());
-  EXPECT_EQ(doc["holders"][0]["orphaned"], false);
 }
 
 // W2-19(b): no advice to free what free protects (it would plan nothing).
