@@ -166,6 +166,7 @@ Result<NodeConfig> load_node_config(const fs::path& node_json) {
   try {
     NodeConfig node;
     node.driver_version = j.value("driver_version", node.driver_version);
+    node.cuda_version = j.value("cuda_version", node.cuda_version);
     node.cap_devfs = j.value("cap_devfs", true);
     node.vendor = j.value("vendor", std::string("nvidia"));
     for (const auto& g : j.at("gpus")) {
@@ -207,6 +208,7 @@ Result<NodeConfig> load_node_config(const fs::path& node_json) {
 Result<void> save_node_config(const fs::path& node_json, const NodeConfig& config) {
   nlohmann::json j;
   j["driver_version"] = config.driver_version;
+  j["cuda_version"] = config.cuda_version;
   j["cap_devfs"] = config.cap_devfs;
   j["vendor"] = config.vendor;
   j["gpus"] = nlohmann::json::array();

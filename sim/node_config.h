@@ -93,6 +93,7 @@ struct GpuConfig {
 
 struct NodeConfig {
   std::string driver_version = "580.65.06";
+  int cuda_version = 13000;  // nvmlSystemGetCudaDriverVersion: 13.0, as driver 580 supports
   /// The driver's nv_cap_enable_devfs: MIG capabilities are device nodes
   /// (D/dev/nvidia-caps/nvidia-cap<N>), or without it files (D/dev/nvidia-capabilities/).
   bool cap_devfs = true;

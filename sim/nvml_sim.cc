@@ -386,6 +386,23 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned leng
   });
 }
 
+// 12080 for "12.8": the CUDA version the simulated driver supports (node.json's
+// cuda_version), as nvidia-smi's header shows it.
+NVML_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* version) {
+  return guarded([&]() -> nvmlReturn_t {
+    Library& l = lib();
+    std::lock_guard lock(l.mu);
+    if (l.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+    if (!version) return NVML_ERROR_INVALID_ARGUMENT;
+    *version = l.node.cuda_version;
+    return NVML_SUCCESS;
+  });
+}
+
+NVML_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* version) {
+  return nvmlSystemGetCudaDriverVersion_v2(version);
+}
+
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned* count) {
   return device_count(count);
 }

@@ -23,6 +23,7 @@
 #include "reclaim/plan.h"
 #include "report/json.h"
 #include "report/reset_blockers_report.h"
+#include "report/status_csv.h"
 #include "report/status_table.h"
 #include "report/summary.h"
 #include "report/terminal_text.h"
@@ -40,6 +41,8 @@ struct StatusOptions {
   bool wide = false;     // --wide: whole command lines
   bool verbose = false;  // -v: every GPU's block, not an instance's GPUs as rows
   bool blockers = false; // --blockers: what blocks a reset or MIG change of each GPU
+  bool compact = false;  // --compact: the GPU table alone, a row per GPU (gpustat-sized)
+  std::string format = "text";  // --format text | csv | csv-holders
   std::chrono::milliseconds deadline = inventory::kDefaultCheckDeadline;
   CLI::Option* deadline_opt = nullptr;
 };
@@ -158,6 +161,15 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
     print_err("gpureap status: --deadline bounds --summary and --check only\n");
     return kExitUsage;
   }
+  if (options.format != "text" &&
+      (global.json || options.summary || options.check || options.blockers)) {
+    print_err("gpureap status: --format: not with --json, --summary, --check or --blockers\n");
+    return kExitUsage;
+  }
+  if (options.compact && options.verbose) {
+    print_err("gpureap status: --compact: not with -v (one row per GPU, or every GPU's block)\n");
+    return kExitUsage;
+  }
   if (options.blockers) return run_blockers(global, options);
 
   // 1. The node: the nvidia device nodes (by device identity), NVML, baselines.
@@ -186,12 +198,17 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
   }
 
   // 4. Report.
-  if (global.json) {
+  if (options.format == "csv" || options.format == "csv-holders") {
+    const auto doc = report::status_json(inv);
+    print_out(options.format == "csv" ? report::status_gpus_csv(doc)
+                                      : report::status_holders_csv(doc));
+  } else if (global.json) {
     print_out(report::document_text(report::status_json(inv)));
   } else {
     print_out(report::status_table(inv, stdout_style(global),
                                    reclaim::orphans_plan(inv, node.proc_root()),
-                                   stdout_table_width(options.wide), options.verbose));
+                                   stdout_table_width(options.wide), options.verbose,
+                                   options.compact));
   }
   return kExitOk;
 }
@@ -220,6 +237,8 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
       "  gpureap status --gpu 0,3       GPUs by index\n"
       "  gpureap status --gpu GPU-7282  by UUID prefix (also PCI bus id, or minor:N)\n"
       "  gpureap --json status          JSON (schema: docs/json-schema.md)\n"
+      "  gpureap status --compact       a row per GPU, nothing else per GPU\n"
+      "  gpureap status --format csv    a row per GPU, --json's columns (csv-holders: holders)\n"
       "  gpureap status --check         one line; exit 0 clean, 1 problem, 3 unknown\n"
       "  gpureap status --blockers --gpu 0   what blocks resetting or re-partitioning GPU 0\n"
       "  clush -b -w node[1-3] gpureap status --summary   a fleet, identical lines folded",
@@ -237,6 +256,15 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
                "GPU and said once under its instance otherwise), and the clients: processes "
                "with a GPU's device open and no memory (monitors), which free never signals "
                "unless --pid names them");
+  sub.add_flag("--compact", options.compact,
+               "The GPU table alone: one row per GPU in index order (its holders' pids and "
+               "roles), the instances and what now, without the per-GPU blocks");
+  sub.add_option("--format", options.format,
+                 "text (the default), csv (a row per GPU: --json's GPU keys), csv-holders (a "
+                 "row per holder and GPU: --json's holder keys)")
+      ->type_name("FORMAT")
+      ->check(CLI::IsMember({"text", "csv", "csv-holders"}))
+      ->default_str("text");
   sub.add_flag("--summary", options.summary,
                "One line for the node: clean, problem (orphaned or driver-held memory, a ghost "
                "GPU) or unknown, with the GPUs; no pid, time or figure that varies");

@@ -72,7 +72,8 @@ class FakeGpuSource : public GpuSource {
     ++snapshot_calls;
     last_deadline = deadline;
     if (failure_state_ != SourceState::ok) {
-      return GpuSnapshot{failure_state_, failure_problem_, snapshot_.driver_version, {}};
+      return GpuSnapshot{failure_state_, failure_problem_, snapshot_.driver_version,
+                         snapshot_.cuda_version, {}};
     }
     GpuSnapshot answer = snapshot_;
     if (auto then = std::exchange(after_next_snapshot, nullptr)) then();

@@ -35,6 +35,7 @@ struct GpuSnapshot {
   SourceState state = SourceState::ok;
   std::string problem;          // human-readable when state != ok
   std::string driver_version;   // empty when unknown
+  std::string cuda_version;     // "12.4", the CUDA version the driver supports; "" if unknown
   std::vector<GpuInfo> gpus;
 };
 

@@ -70,10 +70,12 @@ GpuSnapshot MixedSource::snapshot(std::chrono::milliseconds deadline) {
     out.problem = nv.problem +
                   " (the AMD GPUs are numbered after NVIDIA's, so they are not listed either)";
     out.driver_version = nv.driver_version;
+    out.cuda_version = nv.cuda_version;
     return out;
   }
   GpuSnapshot out;
   out.driver_version = nv.driver_version;
+  out.cuda_version = nv.cuda_version;
   out.gpus = side_gpus(nv, nvidia_known_);
   if (lists_gpus(nv.state)) offset_ = physical_count(nv.gpus);
   const unsigned offset = offset_.value_or(physical_count(nvidia_known_));

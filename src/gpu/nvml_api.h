@@ -107,6 +107,7 @@ using nvmlInit_fn = nvmlReturn_t (*)();                                  // nvml
 using nvmlShutdown_fn = nvmlReturn_t (*)();                              // nvmlShutdown
 using nvmlErrorString_fn = const char* (*)(nvmlReturn_t);                // nvmlErrorString
 using nvmlSystemGetDriverVersion_fn = nvmlReturn_t (*)(char*, unsigned);  // nvmlSystemGetDriverVersion
+using nvmlSystemGetCudaDriverVersion_fn = nvmlReturn_t (*)(int*);  // _v2, plain: 12040 is 12.4
 using nvmlDeviceGetCount_fn = nvmlReturn_t (*)(unsigned*);               // _v2, plain
 using nvmlDeviceGetHandleByIndex_fn = nvmlReturn_t (*)(unsigned, nvmlDevice_t*);  // _v2, plain
 using nvmlDeviceGetString_fn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned);  // GetUUID, GetName

@@ -153,6 +153,8 @@ Result<NvmlLibrary> NvmlLibrary::load(const std::string& path) {
   s.temperature = resolve<nvmlDeviceGetTemperature_fn>(h, {"nvmlDeviceGetTemperature"});
   s.power_usage = resolve<nvmlDeviceGetUint_fn>(h, {"nvmlDeviceGetPowerUsage"});
   s.driver_version = resolve<nvmlSystemGetDriverVersion_fn>(h, {"nvmlSystemGetDriverVersion"});
+  s.cuda_driver_version = resolve<nvmlSystemGetCudaDriverVersion_fn>(
+      h, {"nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"});
   s.mig_mode = resolve<nvmlDeviceGetMigMode_fn>(h, {"nvmlDeviceGetMigMode"});
   s.max_mig_devices = resolve<nvmlDeviceGetUint_fn>(h, {"nvmlDeviceGetMaxMigDeviceCount"});
   s.mig_handle_by_index = resolve<nvmlDeviceGetMigDeviceHandleByIndex_fn>(
@@ -210,6 +212,14 @@ std::string NvmlLibrary::driver_version() {
   char buffer[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
   if (sym_.driver_version.fn(buffer, sizeof buffer) != NVML_SUCCESS) return {};
   return from_buffer(buffer);
+}
+
+std::string NvmlLibrary::cuda_version() {
+  int version = 0;
+  if (!sym_.cuda_driver_version || sym_.cuda_driver_version.fn(&version) != NVML_SUCCESS ||
+      version <= 0)
+    return {};
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
 }
 
 Result<unsigned> NvmlLibrary::device_count() {

@@ -60,6 +60,7 @@ struct NvmlSymbols {
   NvmlSymbol<nvmlDeviceGetTemperature_fn> temperature;  // optional, as power
   NvmlSymbol<nvmlDeviceGetUint_fn> power_usage;
   NvmlSymbol<nvmlSystemGetDriverVersion_fn> driver_version;
+  NvmlSymbol<nvmlSystemGetCudaDriverVersion_fn> cuda_driver_version;  // optional
   // MIG, all optional: a driver without them has no MIG GPUs to report.
   NvmlSymbol<nvmlDeviceGetMigMode_fn> mig_mode;
   NvmlSymbol<nvmlDeviceGetUint_fn> max_mig_devices;
@@ -116,6 +117,10 @@ class NvmlLibrary {
 
   /// "580.65.06", or empty when NVML cannot tell.
   std::string driver_version();
+
+  /// The CUDA version the driver supports, "12.4" (as nvidia-smi's header says it), or
+  /// empty when NVML cannot tell.
+  std::string cuda_version();
 
   const NvmlSymbols& symbols() const { return sym_; }
 

@@ -167,6 +167,7 @@ std::expected<void, NvmlSource::Failure> NvmlSource::await_ready(Clock::time_poi
     return std::unexpected(*remembered_);
   }
   driver_version_ = string_field(*ready, "driver_version");
+  cuda_version_ = string_field(*ready, "cuda_version");
   worker_ready_ = true;
   return {};
 }
@@ -223,6 +224,7 @@ GpuSnapshot NvmlSource::snapshot(milliseconds deadline) {
   GpuSnapshot snapshot;
   auto reply = round_trip({{"op", "snapshot"}}, deadline);
   snapshot.driver_version = driver_version_;
+  snapshot.cuda_version = cuda_version_;
   if (!reply) {
     snapshot.state = reply.error().state;
     snapshot.problem = reply.error().problem;

@@ -87,6 +87,7 @@ class NvmlSource : public GpuSource {
   std::optional<Clock::time_point> prefetched_;  // a snapshot request is in flight
   std::optional<Failure> remembered_;
   std::string driver_version_;
+  std::string cuda_version_;
   std::vector<NvmlWorker> stuck_;  // killed, not yet reaped (stuck in the driver)
 };
 

@@ -257,7 +257,9 @@ json answer(NvmlLibrary& library, PerGpuQueries& queries, const json& request) {
     send({{"ready", false}, {"state", enum_name(SourceState::init_failed)}, {"problem", init.error().message}});
     _exit(0);
   }
-  send({{"ready", true}, {"driver_version", library->driver_version()}});
+  send({{"ready", true},
+        {"driver_version", library->driver_version()},
+        {"cuda_version", library->cuda_version()}});
   PerGpuQueries queries(*library);
   for (;;) {
     auto request = read_frame(fd, std::nullopt);

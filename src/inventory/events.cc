@@ -469,7 +469,7 @@ void EventDetector::observe_zombies(const GpuView& view, GpuState& st, double no
     // Whether it is a leak is the lineage verdict's to say, as in status and --check:
     // a zombie leader is a mark, not a verdict (docs/orphans.md, "Zombie leaders").
     const auto& zh = gh->holder;
-    e.detail += zh.orphaned   ? fmt::format("; orphaned ({}): {}", enum_name(zh.provenance),
+    e.detail += zh.orphaned   ? fmt::format("; {}: {}", proc::orphan_verdict(zh.provenance),
                                             zh.orphan_reason)
                 : zh.detached ? "; detached, not a leak: " + zh.detached_reason
                 : zh.ppid > 1 ? fmt::format("; not a leak: its parent pid {} is alive", zh.ppid)

@@ -50,20 +50,25 @@ void read_launcher(Instance& in, const std::string& proc_root) {
   if (in.launcher_pid <= 0 || in.kind == InstanceKind::parent) return;
   const std::string dir = fmt::format("{}/{}", proc_root, in.launcher_pid);
   auto stat = proc::parse_stat(proc::read_small_file(dir + "/stat"));
-  if (!stat || stat->state == 'Z' || stat->state == 'X') return;
+  if (!stat || stat->state == 'Z' || stat->state == 'X') {
+    if (in.kind == InstanceKind::run) in.launcher_pid = 0;  // only a candidate
+    return;
+  }
   // A group leader that left its group (setpgid) is not this instance's launcher.
   if (in.kind == InstanceKind::process_group && stat->pgid != in.pgid) return;
-  proc::EngineIdentity launcher =
-      proc::recognise_engine_cmdline(proc::read_small_file(dir + "/cmdline"), stat->comm);
+  const std::string cmdline = proc::read_small_file(dir + "/cmdline");
+  proc::EngineIdentity launcher = proc::recognise_engine_cmdline(cmdline, stat->comm);
   // Orphaned workers lost their launcher: a live leader of their group that is no engine
-  // launcher (`timeout`, a job script) only made the group.
-  if (in.orphaned == in.members.size() && in.orphaned > 0 &&
+  // launcher (`timeout`, a job script) only made the group. A run's members' parent is
+  // its launcher only when it is an engine's (not the run's gpureap-reaper, a shell).
+  if ((in.kind == InstanceKind::run || (in.orphaned == in.members.size() && in.orphaned > 0)) &&
       launcher.role != proc::EngineRole::launcher) {
     in.launcher_pid = 0;
     return;
   }
   in.launcher_alive = true;
   in.launcher_comm = stat->comm;
+  in.launcher_cmdline = proc::format_cmdline(cmdline);
   if (launcher.engine != proc::Engine::none && launcher.engine != proc::Engine::python)
     in.engine = launcher.engine;
   if (launcher.model) in.model = launcher.model;
@@ -149,8 +154,11 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
         in.container = h.container;
         in.launcher_pid = kind == InstanceKind::process_group ? h.pgid
                           : kind == InstanceKind::parent      ? h.dead_parent
+                          : kind == InstanceKind::run && h.ppid > 1 ? h.ppid  // a candidate
                                                               : 0;
+        in.run_gone = kind == InstanceKind::run && h.run_gone;
       }
+      if (!h.run_gone) in.run_gone = false;
       if (!gpu::contains(in.gpus, view.info.id)) in.gpus.push_back(view.info.id);
       if (gh.gpu_bytes)
         in.bytes += *gh.gpu_bytes;
@@ -212,6 +220,7 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
 void remember_dead_launcher(Instance& in, const proc::DeadParent& launcher) {
   proc::EngineIdentity who = proc::recognise_engine_cmdline(launcher.cmdline, launcher.comm);
   in.launcher_comm = launcher.comm;
+  in.launcher_cmdline = proc::format_cmdline(launcher.cmdline);
   if (launcher.died_at > 0) in.launcher_died_at = launcher.died_at;
   if (who.engine != proc::Engine::none && who.engine != proc::Engine::python)
     in.engine = who.engine;

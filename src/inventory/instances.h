@@ -10,7 +10,9 @@
 //    EngineCore stays in the worker's group; SGLang starts its own session);
 //  - else the process alone (pgid unknown: outside this PID namespace).
 // Its launcher is the group leader (pid == pgid), when alive: its command line names
-// the engine, the model and the port (proc/engine_role.h).
+// the engine, the model and the port (proc/engine_role.h). A run's launcher is its
+// members' parent when that is an engine launcher (`gpureap run -- python -m
+// sglang.launch_server ...`: the run's command).
 
 #include <sys/types.h>
 
@@ -52,6 +54,12 @@ struct Instance {
   pid_t launcher_pid = 0;
   bool launcher_alive = false;
   std::string launcher_comm;
+  /// Its command line, arguments joined by spaces (proc::format_cmdline), when known: the
+  /// 15-character comm cuts `python3 -m sglang.launch_server` to `python3 -m sgla`.
+  std::string launcher_cmdline;
+  /// Of a `gpureap run`: every member names the run and no live run's supervisor is above
+  /// it (proc::Holder::run_gone): its gpureap was killed, whether or not its server lives.
+  bool run_gone = false;
   /// When the agent saw the launcher die (wall clock, seconds since the epoch).
   std::optional<double> launcher_died_at;
   std::optional<std::string> model;  // from the launcher's command line

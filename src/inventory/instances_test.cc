@@ -11,6 +11,7 @@
 
 #include "gpu/test_devices.h"
 #include "inventory/inventory.h"
+#include "inventory/node.h"
 
 namespace gpureap::inventory {
 namespace {
@@ -120,6 +121,43 @@ TEST_F(Instances, ARunGroupsAcrossProcessGroupsAndContainersNeverMerge) {
   EXPECT_EQ(find_instance(found, "nope"), nullptr);
 }
 
+// Issue 53 #8: a server started by `gpureap run` keeps its launcher, model and port (its
+// members' parent, the run's command), named by its whole command line; a run whose
+// gpureap is gone says so while its server lives; a parent that is no engine launcher
+// (the run's gpureap-reaper) is no launcher.
+TEST_F(Instances, ARunsLauncherIsItsMembersEngineParentAndAGoneRunIsSaid) {
+  using namespace std::string_literals;
+  leader(600, "python3 -m sgla",
+         "python3\0-m\0sglang.launch_server\0--model-path\0moonshotai/Kimi-K2.5\0--port\0"
+         "30000\0"s);
+  leader(700, "gpureap-reaper", "gpureap-reaper\0"s);
+  auto a = holder(601, 601, "sglang::scheduler_TP0", 90);
+  auto b = holder(602, 601, "sglang::scheduler_TP1", 90);
+  auto c = holder(701, 701, "python3 train.py", 10);
+  for (auto* h : {&a, &b}) {
+    h->holder.run_id = "serve-595";
+    h->holder.ppid = 600;
+    h->holder.run_gone = true;
+  }
+  c.holder.run_id = "train-9";
+  c.holder.ppid = 700;
+  auto inv = node_with({{a}, {b}, {c}});
+  auto found = find_instances(inv, proc_.string());
+  const Instance* run = find_instance(found, "serve-595");
+  ASSERT_NE(run, nullptr);
+  EXPECT_TRUE(run->launcher_alive);
+  EXPECT_EQ(run->launcher_pid, 600);
+  EXPECT_EQ(run->launcher_cmdline,
+            "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --port 30000");
+  EXPECT_EQ(run->model, "moonshotai/Kimi-K2.5");
+  EXPECT_EQ(run->port, 30000u);
+  EXPECT_TRUE(run->run_gone);
+  const Instance* train = find_instance(found, "train-9");
+  ASSERT_NE(train, nullptr);
+  EXPECT_EQ(train->launcher_pid, 0) << "the reaper is no launcher";
+  EXPECT_FALSE(train->run_gone);
+}
+
 // A wrapper (`timeout`, a job script) made the group; the server it ran was SIGKILLed and
 // its workers orphaned, while the wrapper's other child still holds a GPU: the orphans
 // are the crashed server, the live holder another instance, and the live wrapper is no
@@ -146,6 +184,21 @@ TEST_F(Instances, OrphansAndLiveHoldersOfOneGroupAreTwoInstances) {
   EXPECT_EQ(live->members.size(), 1u);
   EXPECT_TRUE(live->launcher_alive);
   EXPECT_EQ(live->launcher_comm, "timeout");
+}
+
+// Issue 53 #9: `status --gpu 3` lists GPU 3's servers (each with all its GPUs), not the
+// vLLM instance on GPU 6,7.
+TEST_F(Instances, KeepingAGpuKeepsOnlyTheInstancesThatUseIt) {
+  auto inv = node_with({{}, {}, {}, {holder(30, 30, "python3 a.py", 1)}, {}, {},
+                        {holder(61, 60, "VLLM::Worker_TP0", 5)},
+                        {holder(62, 60, "VLLM::Worker_TP1", 5), holder(31, 30, "python3 a.py", 1)}});
+  inv.instances = find_instances(inv, proc_.string());
+  ASSERT_EQ(inv.instances.size(), 2u);
+  keep_gpus(inv, {gpu::dev(3)});
+  ASSERT_EQ(inv.gpus.size(), 1u);
+  ASSERT_EQ(inv.instances.size(), 1u);
+  EXPECT_EQ(inv.instances[0].key, "30");
+  EXPECT_EQ(inv.instances[0].gpus, gpu::devs({3, 7})) << "every GPU it uses";
 }
 
 TEST(InstanceKindNames, EveryValueHasOne) {

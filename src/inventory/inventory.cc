@@ -401,6 +401,7 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
   inv.source_state = snapshot.state;
   inv.source_problem = std::move(snapshot.problem);
   inv.driver_version = std::move(snapshot.driver_version);
+  inv.cuda_version = std::move(snapshot.cuda_version);
   inv.host_pid_namespace = host_pid_namespace;
   inv.as_root = ::geteuid() == 0;
   inv.problems = std::move(scan.problems);

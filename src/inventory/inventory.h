@@ -131,6 +131,7 @@ struct Inventory {
   gpu::SourceState source_state = gpu::SourceState::ok;
   std::string source_problem;
   std::string driver_version;
+  std::string cuda_version;  // "12.4": the CUDA version the driver supports; "" if unknown
   bool host_pid_namespace = true;
   bool as_root = false;  // the scan ran with euid 0 (unreadable entries are then sandbox limits)
   std::vector<GpuView> gpus;

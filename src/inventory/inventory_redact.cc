@@ -98,6 +98,7 @@ Inventory rebuild(const Inventory& inv, proc::ScanResult scan) {
   snapshot.state = inv.source_state;
   snapshot.problem = inv.source_problem;
   snapshot.driver_version = inv.driver_version;
+  snapshot.cuda_version = inv.cuda_version;
   // Recorded baselines stay recorded; estimates are estimated again.
   auto baselines = BaselineStore::in_memory();
   if (gpu::lists_gpus(inv.source_state)) {

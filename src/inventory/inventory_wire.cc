@@ -314,6 +314,7 @@ std::string encode_inventory(const Inventory& inv) {
               {gpu::source_words::kState, name_of(inv.source_state)},
               {gpu::source_words::kProblem, text(inv.source_problem)},
               {"driver_version", text(inv.driver_version)},
+              {"cuda_version", text(inv.cuda_version)},
               {"host_pid_namespace", inv.host_pid_namespace},
               {"as_root", inv.as_root},
               {"gpus", gpus},
@@ -363,6 +364,8 @@ Result<Inventory> decode_inventory(std::string_view text_in) {
     inv.source_state = enum_of<gpu::SourceState>(doc, gpu::source_words::kState);
     inv.source_problem = string(doc, gpu::source_words::kProblem);
     inv.driver_version = string(doc, "driver_version");
+    // An older agent's answer has none.
+    if (doc.contains("cuda_version")) inv.cuda_version = string(doc, "cuda_version");
     inv.host_pid_namespace = boolean(doc, "host_pid_namespace");
     inv.as_root = boolean(doc, "as_root");
     for (const auto& v : array(doc, "gpus")) inv.gpus.push_back(decode_view(v));

@@ -151,6 +151,12 @@ bool is_selected(const std::vector<gpu::DeviceId>& chosen, gpu::DeviceId id) {
 
 void keep_gpus(Inventory& inv, const std::vector<gpu::DeviceId>& chosen) {
   std::erase_if(inv.gpus, [&](const GpuView& v) { return !is_selected(chosen, v.info.id); });
+  // `status --gpu 3` lists GPU 3's servers, each with every GPU it uses; not another
+  // GPU's (issue 53 #9).
+  std::erase_if(inv.instances, [&](const Instance& in) {
+    return std::none_of(in.gpus.begin(), in.gpus.end(),
+                        [&](gpu::DeviceId g) { return is_selected(chosen, g); });
+  });
 }
 
 }  // namespace gpureap::inventory

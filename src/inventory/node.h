@@ -134,7 +134,7 @@ std::vector<gpu::DeviceId> gpus_used_by(const Inventory& inv,
 std::vector<gpu::DeviceId> gpus_used_by(const Inventory& inv,
                                         const std::vector<proc::ProcessId>& ids);
 
-/// Keeps only the GPUs in `chosen` in an inventory.
+/// Keeps only the GPUs in `chosen` in an inventory, and the instances that use one of them.
 void keep_gpus(Inventory& inv, const std::vector<gpu::DeviceId>& chosen);
 
 }  // namespace gpureap::inventory

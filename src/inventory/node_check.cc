@@ -94,9 +94,12 @@ NodeCheck check_node(const Inventory& inv) {
   if (!source_ok) out.source_unusable = inv.source_state;
   if (source_ok) out.gpus = inv.gpus.size();
   std::map<Finding, std::vector<gpu::DeviceId>> by_finding;  // in Finding order
-  for (const auto& view : inv.gpus)
+  for (const auto& view : inv.gpus) {
     for (Finding f : gpu_findings(view))
       if (source_ok || f == Finding::orphaned_memory) by_finding[f].push_back(view.info.id);
+    if (source_ok && gpu_state(view) == GpuState::releasing) out.releasing.push_back(view.info.id);
+  }
+  gpu::normalize(out.releasing);
   for (auto& [finding, gpus] : by_finding) {
     gpu::normalize(gpus);
     out.found.emplace_back(finding, std::move(gpus));

@@ -61,6 +61,10 @@ struct NodeCheck {
   /// Each finding with the GPUs it was found on, ascending; in Finding order, no
   /// finding twice and none without a GPU.
   std::vector<std::pair<Finding, std::vector<gpu::DeviceId>>> found;
+  /// The GPUs whose memory is still releasing (GpuState::releasing): no finding, since a
+  /// release in progress is not a leak, but a clean node is not said to be idle while
+  /// one is (issue 53 #12: `clean: 8 GPUs` with 92 GiB still releasing on GPU 3).
+  std::vector<gpu::DeviceId> releasing;
   /// problem when a finding is a problem; else unknown when NVML is unusable or
   /// something could not be told; else clean.
   Verdict verdict() const;

@@ -54,4 +54,29 @@ std::string_view enum_name(KeeperClass keeper) {
   return {};
 }
 
+std::string orphan_verdict(std::string_view provenance) {
+  if (provenance.empty() || provenance == "none") return "orphaned";
+  return "orphaned (" + std::string(provenance) + ")";
+}
+
+std::string orphan_verdict(Provenance provenance) { return orphan_verdict(enum_name(provenance)); }
+
+std::string_view provenance_allows(Provenance provenance) {
+  switch (provenance) {
+    case Provenance::none: return "";
+    case Provenance::inferred:
+      return "inferred (one look): a person may free it; nothing unattended will";
+    case Provenance::witnessed:
+      return "witnessed (seen to die): a person or the reaper may free it";
+    case Provenance::owned:
+      return "owned (its gpureap run's cgroup): a person or the reaper may free it";
+  }
+  return "";
+}
+
+std::string verdict_words(const Holder& h) {
+  if (h.orphaned) return orphan_verdict(h.provenance);
+  return h.detached ? "detached" : "";
+}
+
 }  // namespace gpureap::proc

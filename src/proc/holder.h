@@ -92,6 +92,17 @@ std::string_view enum_name(OrphanEvidence evidence);
 std::string_view enum_name(Provenance provenance);
 std::string_view enum_name(KeeperClass keeper);
 
+/// The verdict in words, spelled once for every view (status, its Instances block, free's
+/// and run --replace's plans, top, events, the log): "orphaned (inferred)", "orphaned
+/// (witnessed)", "orphaned (owned)"; "orphaned" without a provenance. The words are
+/// defined in gpureap(1) EVIDENCE and docs/orphans.md.
+std::string orphan_verdict(Provenance provenance);
+/// The same from a provenance's name ("inferred", as JSON and audit records keep it).
+std::string orphan_verdict(std::string_view provenance);
+/// What a provenance permits, in one line: "inferred (one look): a person may free it;
+/// nothing unattended will". "" for none.
+std::string_view provenance_allows(Provenance provenance);
+
 struct ThreadState {
   pid_t tid = 0;
   char state = '?';
@@ -174,6 +185,9 @@ struct Holder {
   EngineIdentity engine;          // what its command line says it is (proc/engine_role.h)
   std::string instance;           // the key of its instance (inventory/instances.h), if any
 };
+
+/// A holder's verdict in words (orphan_verdict), "detached" or "" when neither.
+std::string verdict_words(const Holder& h);
 
 /// Something the scan could not read; reported instead of guessed.
 struct ScanProblem {

@@ -385,7 +385,7 @@ void one_look_verdict(Holder& h, const std::string& adopted, bool titled,
   // It leads its own group (`nohup srv &` from a terminal, the shell gone since).
   detach(h, fmt::format("{}; it leads its own process group and no dead server, worker "
                         "title or orphaned sibling says it is a leak: started to outlive its "
-                        "shell; free it by --pid {}",
+                        "shell; free it by name: gpureap free --pid {}",
                         adopted, h.id.pid));
 }
 

@@ -180,8 +180,8 @@ std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector
                   : std::string("not orphaned (its parent is alive); --orphans given"));
   if (f.orphans_only && f.unattended && !proc::unattended_may_act(h))
     return no(h.orphaned
-                  ? fmt::format("orphaned by {} evidence ({}); only a person's free acts on that",
-                                enum_name(h.provenance), h.orphan_reason)
+                  ? fmt::format("{}: {}; only a person's free acts on that",
+                                proc::orphan_verdict(h.provenance), h.orphan_reason)
                   : fmt::format("it {}, and no owned or witnessed evidence says it is "
                                 "orphaned; only a person's free acts on that",
                                 h.keeper_reason));
@@ -618,7 +618,7 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
                            holds_text(c.bytes - c.selected_bytes, c.bytes_known, others));
       if (h.keeper != proc::KeeperClass::none) why += "; it " + h.keeper_reason;
       if (h.orphaned)
-        why += fmt::format("; orphaned ({}): {}", enum_name(h.provenance), h.orphan_reason);
+        why += fmt::format("; {}: {}", proc::orphan_verdict(h.provenance), h.orphan_reason);
       if (auto live = live_server_text(inv, h); !live.empty()) why += "; " + live;
       if (h.zombie_leader) why += "; zombie leader with live threads";
       plan.targets.push_back(Target{h.id, h.comm, h.cmdline, h.user, c.gpus, c.bytes, why});

@@ -14,6 +14,11 @@ std::string_view enum_name(LineageVerdict verdict) {
   return {};
 }
 
+std::string verdict_words(const TargetLineage& l) {
+  if (l.verdict == LineageVerdict::orphaned) return proc::orphan_verdict(l.provenance);
+  return std::string(enum_name(l.verdict));
+}
+
 TargetLineage lineage_of(const proc::Holder& h) {
   TargetLineage out;
   if (h.orphaned) {

@@ -31,6 +31,10 @@ struct TargetLineage {
   friend bool operator==(const TargetLineage&, const TargetLineage&) = default;
 };
 
+/// The verdict in the words every view prints (proc::orphan_verdict): "orphaned
+/// (inferred)", "detached", "live".
+std::string verdict_words(const TargetLineage& l);
+
 /// `h`'s lineage verdict as the scan classified it.
 TargetLineage lineage_of(const proc::Holder& h);
 

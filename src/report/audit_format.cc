@@ -126,10 +126,9 @@ std::string result_text(const SignalRecord& s) {
 // target that holds no GPU or a record written before verdicts were kept.
 std::string lineage_text(const std::optional<reclaim::TargetLineage>& l) {
   if (!l) return "-";
+  if (!l->provenance.empty()) return terminal_text(reclaim::verdict_words(*l));
   std::string text(enum_name(l->verdict));
-  if (!l->provenance.empty())
-    text += " (" + terminal_text(l->provenance) + ")";
-  else if (l->evidence != proc::OrphanEvidence::none)
+  if (l->evidence != proc::OrphanEvidence::none)
     text += fmt::format(" ({})", enum_name(l->evidence));
   return text;
 }

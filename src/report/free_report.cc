@@ -170,7 +170,7 @@ std::vector<TargetGroup> target_groups(const reclaim::Plan& plan) {
   return out;
 }
 
-// "8 processes (pid 7970, ... and 4 more) on GPU 0,...,7, 736 GiB: orphaned, inferred:
+// "8 processes (pid 7970, ... and 4 more) on GPU 0,...,7, 736 GiB: orphaned (inferred):
 // re-parented to init (pid 1); ..." for one group.
 std::string group_line(const reclaim::Plan& plan, const TargetGroup& g) {
   std::vector<pid_t> pids;
@@ -184,8 +184,7 @@ std::string group_line(const reclaim::Plan& plan, const TargetGroup& g) {
   }
   gpu::normalize(gpus);
   const auto& l = *plan.targets[g.targets.front()].lineage;
-  std::string verdict(enum_name(l.verdict));
-  if (!l.provenance.empty()) verdict += ", " + l.provenance;
+  const std::string verdict = terminal_text(reclaim::verdict_words(l));
   const std::string why = verdict + (l.reason.empty() ? "" : ": " + terminal_text(l.reason));
   const auto in = std::find_if(plan.instances.begin(), plan.instances.end(),
                                [&](const inventory::Instance& i) { return i.key == g.instance; });

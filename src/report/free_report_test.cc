@@ -288,7 +288,7 @@ TEST(PlanText, AnInstancesMembersWithOneVerdictAreOneLineAndTheExceptionsRows) {
     }
     EXPECT_NE(out.find("Instance: sglang server, process group 7969"), std::string::npos) << out;
     EXPECT_NE(out.find("4 processes (pid 7970, 7971, 7972, 7973) on GPU 0,1,2,3, 368 GiB: "
-                       "orphaned, inferred: re-parented to init (pid 1)"),
+                       "orphaned (inferred): re-parented to init (pid 1)"),
               std::string::npos)
         << out;
     EXPECT_EQ(out.find("sglang::scheduler_TP0"), std::string::npos) << out;

@@ -20,7 +20,8 @@ std::string what_it_is(const inventory::Instance& in) {
                                              : std::string("processes");
   switch (in.kind) {
     case inventory::InstanceKind::run:
-      return fmt::format("{}, gpureap run {}", engine, terminal_text(in.run_id));
+      return fmt::format("{}, gpureap run {}{}", engine, terminal_text(in.run_id),
+                         in.run_gone ? " (its gpureap run is gone)" : "");
     case inventory::InstanceKind::process_group:
       return fmt::format("{}, process group {}", engine, in.pgid);
     case inventory::InstanceKind::parent:
@@ -52,13 +53,25 @@ std::string rank_range(const std::vector<std::string>& labels) {
 
 }  // namespace
 
+std::string launcher_name(const inventory::Instance& in) {
+  constexpr std::size_t kWidth = 40;
+  if (in.launcher_cmdline.empty()) return terminal_text(in.launcher_comm, 20);
+  std::string_view cmd = in.launcher_cmdline;
+  // The model and port follow on the line: the program and its words before the first
+  // option say which server it is ("python3 -m sglang.launch_server").
+  if (in.model || in.port)
+    if (auto opt = cmd.find(" --"); opt != std::string_view::npos) cmd = cmd.substr(0, opt);
+  return terminal_text(cmd, kWidth);
+}
+
 std::string in_use_before_launch(const inventory::Instance& in) {
   const bool orphaned = in.orphaned > 0 && in.orphaned == in.members.size();
   const std::string key = terminal_text(in.key);
   const std::string what =
       recognised(in.engine) ? std::string(proc::enum_name(in.engine)) + " server" : "instance";
   const std::string head =
-      fmt::format("GPU {} hold {} of {} {} ({})", gpu::device_list(in.gpus),
+      fmt::format("GPU {} {} {} of {} {} ({})", gpu::device_list(in.gpus),
+                  in.gpus.size() == 1 ? "holds" : "hold",
                   in.bytes_known ? format_bytes(in.bytes) : "memory", what, key,
                   orphaned ? "orphaned" : in.launcher_alive ? "live" : "not orphaned");
   if (orphaned)
@@ -90,12 +103,11 @@ std::string instance_heading(const inventory::Instance& in) {
   if (in.launcher_pid <= 0 && in.orphaned > 0 && in.orphaned == in.members.size())
     out += ", launcher gone";
   else if (in.launcher_pid > 0)
-    out += in.launcher_alive ? fmt::format(", launcher {} (pid {})",
-                                           terminal_text(in.launcher_comm, 20), in.launcher_pid)
+    out += in.launcher_alive ? fmt::format(", launcher {} (pid {})", launcher_name(in),
+                                           in.launcher_pid)
            : in.launcher_comm.empty()
                ? ", launcher gone"
-               : fmt::format(", launcher {} (pid {}) gone", terminal_text(in.launcher_comm, 20),
-                             in.launcher_pid);
+               : fmt::format(", launcher {} (pid {}) gone", launcher_name(in), in.launcher_pid);
   if (in.model) out += ", model " + terminal_text(*in.model, 60);
   if (in.port) out += fmt::format(", port {}", *in.port);
   if (!in.ports.empty()) {
@@ -176,9 +188,41 @@ bool worth_showing(const inventory::Instance& in) {
   return in.members.size() > 1 || recognised(in.engine);
 }
 
+std::string verdict_line(std::string_view verdict, std::vector<pid_t> pids,
+                         std::string_view reason) {
+  std::sort(pids.begin(), pids.end());
+  std::string who;
+  for (std::size_t i = 0; i < pids.size() && i < 4; ++i)
+    who += fmt::format("{}{}", i ? ", " : "", pids[i]);
+  if (pids.size() > 4) who += fmt::format(" and {} more", pids.size() - 4);
+  return fmt::format("{}, pid {}: {}", verdict, who, terminal_text(reason));
+}
+
+std::vector<std::string> verdict_lines(const std::vector<const proc::Holder*>& holders) {
+  // Reason -> pids, in the order first seen (the 8 workers of one dead server share one).
+  std::vector<std::pair<std::pair<std::string, std::string>, std::vector<pid_t>>> reasons;
+  std::set<proc::Provenance> provenances;
+  for (const auto* h : holders) {
+    if (!h->orphaned && !h->detached) continue;
+    if (h->orphaned) provenances.insert(h->provenance);
+    std::pair<std::string, std::string> why{proc::verdict_words(*h),
+                                            h->orphaned ? h->orphan_reason : h->detached_reason};
+    auto it = std::find_if(reasons.begin(), reasons.end(),
+                           [&](const auto& r) { return r.first == why; });
+    if (it == reasons.end()) it = reasons.insert(reasons.end(), {why, {}});
+    if (std::find(it->second.begin(), it->second.end(), h->id.pid) == it->second.end())
+      it->second.push_back(h->id.pid);
+  }
+  std::vector<std::string> out;
+  for (const auto& [why, pids] : reasons) out.push_back(verdict_line(why.first, pids, why.second));
+  // What each provenance permits, once (issue 53 #5: "inferred" read as guessing).
+  for (auto p : provenances)
+    if (auto allows = proc::provenance_allows(p); !allows.empty()) out.emplace_back(allows);
+  return out;
+}
+
 InstanceEvidence instance_evidence(const inventory::Inventory& inv) {
-  // Reason -> pids, per instance, in the order first seen.
-  std::map<std::string, std::vector<std::pair<std::string, std::vector<pid_t>>>> by_key;
+  std::map<std::string, std::vector<const proc::Holder*>> by_key;
   std::set<std::pair<std::string, pid_t>> seen;  // a holder of several GPUs counts once
   for (const auto& v : inv.gpus)
     for (const auto& gh : v.holders) {
@@ -186,30 +230,10 @@ InstanceEvidence instance_evidence(const inventory::Inventory& inv) {
       if (!gh.uses_gpu || (!h.orphaned && !h.detached) || h.instance.empty()) continue;
       const auto* in = inventory::find_instance(inv.instances, h.instance);
       if (!in || !worth_showing(*in) || !seen.insert({h.instance, h.id.pid}).second) continue;
-      // The verdict, and for an orphan how it is known in a word (as the per-holder
-      // lines say it): owned, witnessed or inferred.
-      const std::string why =
-          h.orphaned ? fmt::format("orphaned, {}\x1f{}", proc::enum_name(h.provenance),
-                                   h.orphan_reason)
-                     : fmt::format("detached\x1f{}", h.detached_reason);
-      auto& reasons = by_key[h.instance];
-      auto it = std::find_if(reasons.begin(), reasons.end(),
-                             [&](const auto& r) { return r.first == why; });
-      if (it == reasons.end()) it = reasons.insert(reasons.end(), {why, {}});
-      it->second.push_back(h.id.pid);
+      by_key[h.instance].push_back(&h);
     }
   InstanceEvidence out;
-  for (auto& [key, reasons] : by_key)
-    for (auto& [why, pids] : reasons) {
-      std::sort(pids.begin(), pids.end());
-      std::string who;
-      for (std::size_t i = 0; i < pids.size() && i < 4; ++i)
-        who += fmt::format("{}{}", i ? ", " : "", pids[i]);
-      if (pids.size() > 4) who += fmt::format(" and {} more", pids.size() - 4);
-      const auto sep = why.find('\x1f');
-      out[key].push_back(fmt::format("{} (pid {}): {}", why.substr(0, sep), who,
-                                     terminal_text(why.substr(sep + 1))));
-    }
+  for (auto& [key, holders] : by_key) out[key] = verdict_lines(holders);
   return out;
 }
 

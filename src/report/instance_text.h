@@ -18,6 +18,11 @@ namespace gpureap::report {
 /// launcher when its command line names them.
 std::string instance_heading(const inventory::Instance& in);
 
+/// Its launcher by its command line (the program and its words before the first `--` option
+/// when the model or port is known, as the heading says those), cut to 40 columns; its
+/// comm when the command line is unknown. Escaped.
+std::string launcher_name(const inventory::Instance& in);
+
 /// The ranks of its members, compactly: "TP0..TP7", "DP0 TP0, DP0 TP1, ...", "" when none.
 std::string member_ranks(const inventory::Instance& in);
 
@@ -52,9 +57,19 @@ using InstanceEvidence = std::map<std::string, std::vector<std::string>>;
 std::string instances_section(const std::vector<inventory::Instance>& instances,
                               const Style& style, const InstanceEvidence& evidence = {});
 
-/// Why the members of each instance worth a line are orphaned or detached, one line per
-/// distinct reason with its pids ("orphaned (pid 7411, 7412, 7413, 7414 and 4 more):
-/// re-parented to init (pid 1); ..."), escaped; instances with none are absent.
+/// Why the members of each instance worth a line are orphaned or detached (verdict_lines),
+/// escaped; instances with none are absent.
 InstanceEvidence instance_evidence(const inventory::Inventory& inv);
+
+/// One verdict and the pids it covers, the one form every view prints (issue 53 #5):
+/// "orphaned (inferred), pid 7411, 7412, 7413, 7414 and 4 more: re-parented to init
+/// (pid 1); ..." (pids sorted, at most 4 named; escaped; no newline).
+std::string verdict_line(std::string_view verdict, std::vector<pid_t> pids,
+                         std::string_view reason);
+
+/// The verdict lines of `holders` (orphaned or detached; one per distinct verdict and
+/// reason), then one line per orphan provenance among them saying what it permits
+/// (proc::provenance_allows: "inferred: ...: a person may free it; nothing unattended will").
+std::vector<std::string> verdict_lines(const std::vector<const proc::Holder*>& holders);
 
 }  // namespace gpureap::report

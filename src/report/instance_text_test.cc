@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu/test_devices.h"
 #include "report/replace_report.h"
+#include "util/units.h"
 
 namespace gpureap::report {
 namespace {
@@ -41,6 +43,77 @@ TEST(InstanceText, APlanThatCutsALiveInstanceNamesWhatKeepsRunning) {
   auto orphaned = in;
   orphaned.orphaned = 2;
   EXPECT_EQ(cut_instance_note(orphaned, {{18397, 1}}), "") << "not live";
+}
+
+proc::Holder orphan(pid_t pid, proc::Provenance p, std::string reason) {
+  proc::Holder h;
+  h.id = {pid, 1};
+  h.orphaned = true;
+  h.provenance = p;
+  h.orphan_reason = std::move(reason);
+  return h;
+}
+
+// Issue 53 #5: one spelling of a verdict and its evidence word in every view, and what
+// each provenance permits said where people look.
+TEST(InstanceText, AVerdictIsOneSpellingWithWhatItsProvenancePermits) {
+  std::vector<proc::Holder> hs;
+  for (pid_t p = 442; p >= 435; --p)
+    hs.push_back(orphan(p, proc::Provenance::inferred, "re-parented to init (pid 1)"));
+  hs.push_back(orphan(500, proc::Provenance::owned, "its gpureap run r-1 is gone"));
+  proc::Holder d;
+  d.id = {600, 1};
+  d.detached = true;
+  d.detached_reason = "it leads its own session (setsid)";
+  hs.push_back(d);
+  std::vector<const proc::Holder*> ptrs;
+  for (const auto& h : hs) ptrs.push_back(&h);
+  ptrs.push_back(&hs[0]);  // a holder of two GPUs is named once
+  const auto lines = verdict_lines(ptrs);
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[0],
+            "orphaned (inferred), pid 435, 436, 437, 438 and 4 more: re-parented to init (pid 1)");
+  EXPECT_EQ(lines[1], "orphaned (owned), pid 500: its gpureap run r-1 is gone");
+  EXPECT_EQ(lines[2], "detached, pid 600: it leads its own session (setsid)");
+  EXPECT_EQ(lines[3], "inferred (one look): a person may free it; nothing unattended will");
+  EXPECT_EQ(lines[4], "owned (its gpureap run's cgroup): a person or the reaper may free it");
+  EXPECT_EQ(proc::orphan_verdict(proc::Provenance::witnessed), "orphaned (witnessed)");
+  EXPECT_EQ(proc::orphan_verdict(""), "orphaned") << "a record from before provenance";
+}
+
+// Issue 53 #8: the launcher by its command line, not its 15-character comm; a killed run
+// said while its server lives; #12: "GPU 5 holds".
+TEST(InstanceText, TheHeadingNamesTheLauncherByItsCommandLineAndAGoneRun) {
+  inventory::Instance in;
+  in.key = "serve-595";
+  in.kind = inventory::InstanceKind::run;
+  in.run_id = "serve-595";
+  in.run_gone = true;
+  in.engine = proc::Engine::sglang;
+  in.launcher_pid = 600;
+  in.launcher_alive = true;
+  in.launcher_comm = "python3 -m sgla";
+  in.launcher_cmdline =
+      "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --port 30000";
+  in.model = "moonshotai/Kimi-K2.5";
+  in.port = 30000;
+  in.gpus = {gpu::dev(5)};
+  in.members = {{{601, 1}, proc::EngineRole::scheduler, "TP0"}};
+  in.bytes = 30 * kGiB;
+  EXPECT_EQ(instance_heading(in),
+            "sglang server, gpureap run serve-595 (its gpureap run is gone), launcher python3 -m "
+            "sglang.launch_server (pid 600), model moonshotai/Kimi-K2.5, port 30000: 1 process "
+            "(scheduler TP0) on GPU 5, 30.0 GiB");
+  EXPECT_EQ(in_use_before_launch(in).rfind("GPU 5 holds 30.0 GiB of sglang server serve-595", 0),
+            0u)
+      << in_use_before_launch(in);
+  // Without a model or port to follow, the command line itself, cut to fit.
+  in.model.reset();
+  in.port.reset();
+  in.launcher_cmdline = "/opt/venv/bin/python3 /srv/app/serve_my_model_with_a_long_name.py --x 1";
+  EXPECT_EQ(launcher_name(in), "/opt/venv/bin/python3 /srv/app/serve_...");
+  in.launcher_cmdline.clear();
+  EXPECT_EQ(launcher_name(in), "python3 -m sgla");
 }
 
 TEST(InstanceText, TheReplaceQuestionSaysStopForALiveServerAndFreeForAnOrphan) {

@@ -114,6 +114,7 @@ nlohmann::ordered_json instance_json(const inventory::Instance& in) {
       {"kind", enum_name_text(in.kind)},
       {"pgid", in.pgid},
       {"run_id", text_or_null(in.run_id)},
+      {"run_gone", in.run_gone},
       {"container", text_or_null(in.container)},
       {"engine", in.engine == proc::Engine::none
                      ? nlohmann::ordered_json(nullptr)
@@ -122,6 +123,7 @@ nlohmann::ordered_json instance_json(const inventory::Instance& in) {
                        ? nlohmann::ordered_json{{"pid", in.launcher_pid},
                                                 {"alive", in.launcher_alive},
                                                 {"comm", text_or_null(in.launcher_comm)},
+                                                {"cmdline", text_or_null(in.launcher_cmdline)},
                                                 {"died_at", seconds_json(in.launcher_died_at)}}
                        : nlohmann::ordered_json(nullptr)},
       {"model", optional_json(in.model)},
@@ -132,6 +134,8 @@ nlohmann::ordered_json instance_json(const inventory::Instance& in) {
        in.bytes_known ? nlohmann::ordered_json(in.bytes) : nlohmann::ordered_json(nullptr)},
       {"orphaned", in.orphaned},
       {"detached", in.detached},
+      {"orphaned_members", in.orphaned},
+      {"all_orphaned", in.orphaned > 0 && in.orphaned == in.members.size()},
       {"members", members},
   };
 }
@@ -291,7 +295,9 @@ nlohmann::ordered_json status_json(const inventory::Inventory& inv) {
                                              : nlohmann::ordered_json(inv.source_problem)},
         {"driver_version", inv.driver_version.empty()
                                ? nlohmann::ordered_json(nullptr)
-                               : nlohmann::ordered_json(inv.driver_version)}}},
+                               : nlohmann::ordered_json(inv.driver_version)},
+        {"cuda_version", inv.cuda_version.empty() ? nlohmann::ordered_json(nullptr)
+                                                  : nlohmann::ordered_json(inv.cuda_version)}}},
       {"host_pid_namespace", inv.host_pid_namespace},
       {"gpus", gpus},
       {"instances", instances},

@@ -366,7 +366,8 @@ ManPage main_page(const CommandOutline& top, const std::vector<CommandOutline>& 
               roff_options(top.options) +
                   ".TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nHelp, with examples; "
                   "\\fBgpureap \\fIcommand\\fB \\-\\-help\\fR for a command.\n") +
-      section("EXIT STATUS", exit_status_of(s)) + common_sections() +
+      section("EXIT STATUS", exit_status_of(s)) +
+      section("VERDICTS AND EVIDENCE", evidence_man_section()) + common_sections() +
       section("EXAMPLES", examples) +
       see_also(commands, "gpureap");
   return {"gpureap.1", text};

@@ -93,5 +93,23 @@ TEST(ManPages, StatusHasItsFieldsSection) {
   EXPECT_EQ(page(pages, "gpureap.1").text.find(".SH FIELDS\n"), std::string::npos);
 }
 
+// Issue 53 #5: the words every view prints are defined where a user looks: gpureap(1) and
+// gpureap-status(1), each word a tagged paragraph with what it permits.
+TEST(ManPages, TheVerdictWordsAreDefinedInGpureapAndStatus) {
+  CommandOutline status;
+  status.name = "status";
+  status.description = "Show who holds the GPUs.";
+  const auto pages = man_pages(man_top(), {status}, {"d", "v"});
+  for (const char* file : {"gpureap.1", "gpureap-status.1"}) {
+    const std::string& text = page(pages, file).text;
+    EXPECT_NE(text.find(".SH VERDICTS AND EVIDENCE\n"), std::string::npos) << file;
+    for (const char* word : {"orphaned", "detached", "live", "owned", "witnessed", "inferred",
+                             "releasing", "no_holder", "driver_held", "outside_namespace"})
+      EXPECT_NE(text.find(std::string(".TP\n.B ") + word + "\n"), std::string::npos)
+          << file << ": " << word;
+    EXPECT_NE(text.find("nothing unattended will"), std::string::npos) << file;
+  }
+}
+
 }  // namespace
 }  // namespace gpureap::report

@@ -8,6 +8,18 @@ namespace {
 constexpr const char* kStatusFields = R"(Each GPU is a heading line, a memory line, a table of the processes that
 hold it, and the marks below them. The same facts, by name, are in
 \fBgpureap \-\-json status\fR (\fI/usr/share/doc/gpureap/json\-schema.md\fR).
+.SS The GPU table
+When a server spans GPUs, or with \fB\-\-compact\fR, the GPUs come first as one row each, in
+index order: \fBGPU USED TOTAL STATE\fR, then per holder \fBINSTANCE\fR (the key of its
+server instance, below), \fBPID\fR, \fBPARENT\fR (with \fBORPHAN\fR or \fBDETACHED\fR) and
+\fBROLE\fR; \fBVENDOR\fR on a node with GPUs of two vendors.
+.SS Instances
+One line per server instance (the processes of one server: a process group, the children
+of a dead launcher, a \fBgpureap run\fR): its engine, its launcher by its command line
+(alive or gone), the model and port that command line names, its members and ranks, its
+GPUs and memory, and \fBORPHANED\fR, \fBDETACHED\fR or \fBLIVE\fR. Under it, the verdict of
+its members (VERDICTS AND EVIDENCE), what their provenance permits, and the command that
+frees or replaces it.
 .SS The GPU
 .TP
 .B GPU 3  NVIDIA H200  00000000:3A:00.0  /dev/nvidia3  GPU\-7282...
@@ -21,7 +33,7 @@ Used and total memory (NVML). The baseline is what the idle GPU uses (the driver
 share): recorded when gpureap saw the GPU idle; \fB(est.)\fR when it never did and the
 figure is an estimate. Then the GPU's state, the word \fBtop\fR and \fB\-\-json\fR's
 \fBstate\fR use: \fBfree\fR (at the baseline, no process uses it), \fBheld\fR,
-\fBreleasing\fR, \fBdriver_held\fR, \fBghost\fR (busy with no process, below),
+\fBreleasing\fR, \fBno_holder\fR, \fBdriver_held\fR, \fBghost\fR (busy with no process, below),
 \fBoutside_namespace\fR, \fBunknown\fR or \fBnot_measured\fR; then the holders and the
 memory NVML gives them.
 .SS The holders
@@ -83,6 +95,7 @@ this one, but hold none of its memory).
 .B ! 12.0 GiB not explained by any visible process [\fIclass\fB]
 Used memory above the baseline that no process explains. \fBreleasing\fR: a process just
 exited and the driver is still giving the memory back (wait a moment);
+\fBno_holder\fR: nobody saw the exit, so it cannot be told yet (look again; never a reset);
 \fBdriver_held\fR: the memory stays although its process is gone (a reset or a reboot
 frees it); \fBoutside_namespace\fR: held by processes gpureap cannot see (it runs in a
 container); \fBunknown\fR: none of these can be told. The next line says why and what to do.
@@ -104,11 +117,75 @@ The summary at the end counts the orphans and the memory they hold, and prints t
 command that frees them.
 )";
 
+// The verdict words every view prints (proc::orphan_verdict, proc::provenance_allows) and
+// the memory classes, defined once: gpureap(1) and gpureap-status(1) carry this section
+// (issue 53 #5: no man page defined inferred, witnessed, owned or no_holder).
+constexpr const char* kEvidence = R"(Every view (\fBstatus\fR, its Instances block, the plans of \fBfree\fR and
+\fBrun \-\-replace\fR, \fBtop\fR, the agent's events, \fBlog\fR) says a re-parented
+holder's verdict in the same words, \fBorphaned (\fR\fIprovenance\fB)\fR or \fBdetached\fR,
+followed by its pids and the reason (\fI/usr/share/doc/gpureap/orphans.md\fR).
+.SS The verdicts
+.TP
+.B orphaned
+A leak by the evidence: the process that started it is gone and it was part of that
+parent's GPU work. \fBfree \-\-orphans\fR selects it; what may free it without a
+person depends on its provenance.
+.TP
+.B detached
+Re-parented, but nothing says it is a leak (a \fBnohup\fR'd server with live workers, a
+process started to outlive its shell). Never selected by \fB\-\-orphans\fR nor by
+anything unattended; free it by naming it (\fB\-\-pid\fR, \fB\-\-gpu\fR).
+.TP
+.B live
+Its parent or its server is alive.
+.SS The provenance: how an orphan verdict is known (JSON \fBprovenance\fR)
+.TP
+.B owned
+gpureap holds the proof: the process is in the cgroup of a \fBgpureap run\fR
+(\fBgpureap\-run\-\fR\fIid\fR, which only the run or root creates) whose gpureap is gone.
+"Owned" is said of the evidence, not of the process: \fBorphaned (owned)\fR reads "orphaned,
+and gpureap owns the proof". A person or the reaper may free it.
+.TP
+.B witnessed
+The agent (\fBgpureap watch\fR) saw the workers' server alive and saw it crash (killed
+by a signal, or a non\-zero exit, as the kernel reported). A person or the reaper may
+free it.
+.TP
+.B inferred
+One look's reading: a worker's title, re\-parented siblings, a process group leader
+gone, a run named only by its environment. Nobody saw the launcher die, so a person may
+free it (\fBfree \-\-orphans\fR shows the evidence and asks); nothing unattended will:
+not the reaper, not the Slurm hooks, not \fBrun \-\-replace\fR without a terminal.
+.SS Memory no process holds (JSON \fBunexplained.class\fR)
+.TP
+.B releasing
+A holder exited and the driver is still giving its memory back: it falls, or less than
+the release budget has passed. Wait (\fBgpureap wait \-\-gpu\fR \fIN\fR).
+.TP
+.B no_holder
+No process holds it and it cannot yet be told whether it is releasing or held by the
+driver: the exit was not seen and the GPU was not watched for a release budget (a
+one\-shot \fBstatus\fR without the agent). Look again, or \fBgpureap wait\fR; never a
+reason to reset.
+.TP
+.B driver_held
+No process holds it and it stayed flat past the release budget: only a GPU reset or a
+reboot frees it.
+.TP
+.B outside_namespace
+Held by processes this PID namespace does not show (gpureap runs in a container).
+.TP
+.B unknown
+The driver gave no process list to reason with.
+)";
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> extra_man_sections(std::string_view command) {
-  if (command == "status") return {{"FIELDS", kStatusFields}};
+  if (command == "status") return {{"FIELDS", kStatusFields}, {"VERDICTS AND EVIDENCE", kEvidence}};
   return {};
 }
+
+std::string evidence_man_section() { return kEvidence; }
 
 }  // namespace gpureap::report

@@ -14,4 +14,9 @@ namespace gpureap::report {
 /// command that has none.
 std::vector<std::pair<std::string, std::string>> extra_man_sections(std::string_view command);
 
+/// The body of VERDICTS AND EVIDENCE (troff), in gpureap(1) and gpureap-status(1): orphaned,
+/// detached, live; owned, witnessed, inferred and what each permits; releasing, no_holder,
+/// driver_held, outside_namespace, unknown.
+std::string evidence_man_section();
+
 }  // namespace gpureap::report

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "inventory/instances.h"
+#include "report/device_json.h"
 #include "proc/lineage.h"
 #include "report/free_report.h"
 #include "report/instance_text.h"
@@ -163,14 +164,13 @@ std::string replace_plan_text(const reclaim::Plan& plan, const inventory::Invent
   std::string out;
   for (const auto& in : plan.instances) {
     out += "  " + instance_heading(in) + "\n";
-    // The evidence, once per instance: the distinct orphan reasons of its members.
-    std::set<std::string> reasons;
+    // The evidence, once per instance, in status's words: the distinct orphan reasons of
+    // its members and what their provenance permits.
+    std::vector<const proc::Holder*> orphans;
     for (const auto& v : inv.gpus)
       for (const auto& gh : v.holders)
-        if (gh.holder.instance == in.key && gh.holder.orphaned)
-          reasons.insert(fmt::format("{}: {}", proc::enum_name(gh.holder.provenance),
-                                     terminal_text(gh.holder.orphan_reason)));
-    for (const auto& r : reasons) out += "    orphaned, " + r + "\n";
+        if (gh.holder.instance == in.key && gh.holder.orphaned) orphans.push_back(&gh.holder);
+    for (const auto& line : verdict_lines(orphans)) out += "    " + line + "\n";
     if (auto note = live_instance_note(in); !note.empty()) out += "    " + note + "\n";
     std::size_t others = 0;
     for (const auto& t : plan.targets) {

@@ -140,37 +140,20 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style, std:
     }
   }
   if (!users.empty()) {
-    // Why each is called orphaned or detached: the evidence, one line per reason
-    // (the 8 workers of one dead server share theirs).
-    std::vector<std::pair<std::string, std::vector<pid_t>>> reasons;
+    // Why each is called orphaned or detached, in the words every view uses, and what
+    // each orphan provenance permits; an instance's members say it once, under it. A
+    // keeper says whose memory it keeps and how (docs/orphans.md, "Keepers").
+    std::vector<const proc::Holder*> explained;
     for (const auto* gh : users) {
       const auto& h = gh->holder;
-      // A keeper: whose memory it keeps and how (docs/orphans.md, "Keepers").
       if (h.keeper != proc::KeeperClass::none)
-        reasons.push_back({fmt::format("keeper, {}: {}", proc::enum_name(h.keeper),
-                                       h.keeper_reason),
-                           {h.id.pid}});
-      if (!h.orphaned && !h.detached) continue;
-      if (said_once.contains(h.instance)) continue;
-      // The verdict and, for an orphan, how it is known in a word: owned, witnessed
-      // (unattended paths act on these) or inferred (offered to a person only).
-      std::string why = h.orphaned ? fmt::format("orphaned, {}: {}", enum_name(h.provenance),
-                                                 h.orphan_reason)
-                                   : fmt::format("detached: {}", h.detached_reason);
-      auto it = std::find_if(reasons.begin(), reasons.end(),
-                             [&](const auto& r) { return r.first == why; });
-      if (it == reasons.end()) it = reasons.insert(reasons.end(), {why, {}});
-      it->second.push_back(h.id.pid);
+        out += style.dim(fmt::format("{}  keeper, {} (pid {}): {}\n", indent,
+                                     proc::enum_name(h.keeper), h.id.pid,
+                                     terminal_text(h.keeper_reason)));
+      if (!said_once.contains(h.instance)) explained.push_back(&h);
     }
-    for (const auto& [why, pids] : reasons) {
-      std::string who;
-      for (std::size_t i = 0; i < pids.size() && i < 4; ++i)
-        who += fmt::format("{}{}", i ? ", " : "", pids[i]);
-      if (pids.size() > 4) who += fmt::format(" and {} more", pids.size() - 4);
-      auto colon = why.find(": ");
-      out += style.dim(fmt::format("{}  {} (pid {}){}\n", indent, why.substr(0, colon), who,
-                                   terminal_text(why.substr(colon))));
-    }
+    for (const auto& line : verdict_lines(explained))
+      out += style.dim(fmt::format("{}  {}\n", indent, line));
   }
   if (!openers.empty()) {
     std::string pids;
@@ -228,26 +211,36 @@ bool any_held_compact(const inventory::Inventory& inv) {
 // The GPU table: one row per holder of a compact GPU (the GPU's cells on its first row
 // only), one row for an idle GPU. Who, by pid, rank and instance; why, under the
 // instance; the GPU's identity and every holder's detail with -v or --json.
+// A node with GPUs of two vendors (NVIDIA and AMD): the table names each GPU's.
+bool mixed_vendors(const std::vector<const inventory::GpuView*>& views) {
+  return std::any_of(views.begin(), views.end(), [&](const inventory::GpuView* v) {
+    return gpu::vendor_of(v->info.uuid) != gpu::vendor_of(views.front()->info.uuid);
+  });
+}
+
 std::string gpu_rows(const std::vector<const inventory::GpuView*>& views, const Style& style,
                      TableWidth width) {
-  std::vector<TableColumn> columns = {{"GPU"},      {"USED", true}, {"TOTAL", true},
-                                      {"STATE"},    {"INSTANCE"},   {"PID"},
-                                      {"PARENT"},   {"ROLE"}};
+  const bool vendor = mixed_vendors(views);
+  std::vector<TableColumn> columns = {{"GPU"}};
+  if (vendor) columns.push_back({"VENDOR"});
+  columns.insert(columns.end(), {{"USED", true}, {"TOTAL", true}, {"STATE"}, {"INSTANCE"},
+                                 {"PID"}, {"PARENT"}, {"ROLE"}});
   std::vector<std::vector<TableCell>> rows;
   for (const auto* view : views) {
-    const auto& m = *view->info.memory;
     const auto gs = inventory::gpu_state(*view);
-    std::vector<TableCell> gpu = {{gpu::device_text(view->info.id)},
-                                  {format_bytes(m.used)},
-                                  {format_bytes(m.total)},
-                                  {std::string(inventory::enum_name(gs)),
-                                   gs == inventory::GpuState::free ? "32" : ""}};
+    const auto& m = view->info.memory;
+    std::vector<TableCell> gpu = {{gpu::device_text(view->info.id)}};
+    if (vendor) gpu.push_back({std::string(gpu::enum_name(gpu::vendor_of(view->info.uuid)))});
+    gpu.insert(gpu.end(), {{m ? format_bytes(m->used) : "?"},
+                           {m ? format_bytes(m->total) : "?"},
+                           {std::string(inventory::enum_name(gs)),
+                            gs == inventory::GpuState::free ? "32" : ""}});
+    const std::vector<TableCell> blank(gpu.size(), TableCell{""});
     bool first = true;
     for (const auto& gh : view->holders) {
       if (!gh.uses_gpu) continue;
       const auto& h = gh.holder;
-      std::vector<TableCell> row =
-          first ? gpu : std::vector<TableCell>{{""}, {""}, {""}, {""}};
+      std::vector<TableCell> row = first ? gpu : blank;
       row.push_back({h.instance});
       row.push_back({std::to_string(h.id.pid)});
       row.push_back({fmt::format("{}{}", h.ppid, lineage_tag(h)),
@@ -269,6 +262,7 @@ std::string gpu_rows(const std::vector<const inventory::GpuView*>& views, const 
 // failed for some GPUs or all, a PID namespace.
 std::string source_notes(const inventory::Inventory& inv, const Style& style) {
   std::string out;
+  if (auto driver = driver_words(inv); !driver.empty()) out += style.dim(driver + "\n");
   if (inv.source == "agent")
     out += style.dim(fmt::format("answered by the gpureap agent (pid {})\n", inv.agent_pid));
   if (inv.source == "agent")
@@ -522,25 +516,31 @@ std::string what_now(const Tally& t, const inventory::Inventory& inv, const Styl
 // GPUs (a table of the compact ones, a block each for the rest), other holders, what
 // the look may have missed, the instances, and what now.
 std::string status_lines(const inventory::Inventory& inv, const Style& style,
-                         const reclaim::Plan& free_orphans, TableWidth width, bool verbose) {
+                         const reclaim::Plan& free_orphans, TableWidth width, bool verbose,
+                         bool compact_only) {
   // The evidence of an instance's members is said once, under the instance (issue 37).
   const InstanceEvidence evidence = instance_evidence(inv);
   std::set<std::string> said_once;
   for (const auto& [key, lines] : evidence) said_once.insert(key);
   // An instance that spans GPUs is said once: its GPUs are rows of one table (-v: blocks).
-  const bool compact = !verbose && any_held_compact(inv);
+  // Once the table is shown every GPU is a row of it, in index order (issue 53 #9: a GPU
+  // with a block of its own dropped out of the table); a GPU whose holders or marks need
+  // more than a row keeps its block below the table.
+  const bool compact = compact_only || (!verbose && any_held_compact(inv));
   Tally tally;
   std::vector<const inventory::GpuView*> rows;
   std::string blocks;
   for (const auto& view : inv.gpus) {
     std::string block = gpu_block(view, style, free_orphans, width, said_once, tally, verbose);
-    if (compact && compact_gpu(view, inv))
-      rows.push_back(&view);  // counted above; shown as a row of the table
-    else
-      blocks += block;
+    if (compact) rows.push_back(&view);  // counted above; a row of the table
+    if (!compact || (!compact_only && !compact_gpu(view, inv))) blocks += block;
   }
+  std::sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
+    return a->info.id < b->info.id;
+  });
   std::string out =
-      source_notes(inv, style) + (rows.empty() ? "" : gpu_rows(rows, style, width)) + blocks;
+      source_notes(inv, style) +
+      (rows.empty() ? "" : gpu_rows(rows, style, width) + (blocks.empty() ? "" : "\n")) + blocks;
   if (inv.gpus.empty()) out += "No NVIDIA GPU found and no process holds an nvidia device node.\n";
   out += other_holder_lines(inv, style);
   out += inspection_notes(inv, style);
@@ -552,9 +552,18 @@ std::string status_lines(const inventory::Inventory& inv, const Style& style,
 
 }  // namespace
 
+std::string driver_words(const inventory::Inventory& inv) {
+  std::string out;
+  if (!inv.driver_version.empty()) out = "driver " + terminal_text(inv.driver_version, 32);
+  if (!inv.cuda_version.empty())
+    out += (out.empty() ? "" : ", ") + std::string("CUDA ") + terminal_text(inv.cuda_version, 16);
+  return out;
+}
+
 std::string status_table(const inventory::Inventory& inv, const Style& style,
-                         const reclaim::Plan& free_orphans, TableWidth width, bool verbose) {
-  std::string out = status_lines(inv, style, free_orphans, width, verbose);
+                         const reclaim::Plan& free_orphans, TableWidth width, bool verbose,
+                         bool compact) {
+  std::string out = status_lines(inv, style, free_orphans, width, verbose, compact);
   // Rows are cut to fit; the lines of prose are broken at words.
   return width.limit() ? wrap_lines(out, *width.limit()) : out;
 }

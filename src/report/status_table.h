@@ -24,9 +24,15 @@ namespace gpureap::report {
 /// per holder of a GPU table (GPU, memory, state, instance, pid, parent, role), and why
 /// the members are orphaned or detached is said under the instance. `verbose` (-v):
 /// every GPU's block with each holder's row, as before (the JSON always has all of it).
+/// Once the table is shown every GPU is a row of it, in index order. `compact`
+/// (--compact): the table in every scene, a row per GPU (or per holder) and no block.
 std::string status_table(const inventory::Inventory& inv, const Style& style,
                          const reclaim::Plan& free_orphans, TableWidth width = {},
-                         bool verbose = false);
+                         bool verbose = false, bool compact = false);
+
+/// The driver in a header's words: "driver 580.65.06, CUDA 13.0" (what nvidia-smi's and
+/// nvitop's headers show); "" when NVML told neither. status's first line, top's title.
+std::string driver_words(const inventory::Inventory& inv);
 
 /// The holder rows under one GPU, laid out for `width` as status_table says. The
 /// orphaned/detached evidence of a holder whose instance is in `said_once` is left to

@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
 namespace gpureap::report {
 namespace {
 
@@ -257,6 +261,93 @@ TEST(StatusTable, AnInstanceThatSpansGpusIsOneRowPerGpuAndItsEvidenceOnce) {
   inv.instances[0].gpus = {gpu::dev(0)};
   EXPECT_NE(status_table(inv, Style{}, {}, TableWidth{.columns = 80}).find("GPU-0"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpureap::report
+
+namespace gpureap::report {
+namespace {
+
+void expect_status_golden(const std::string& name, const std::string& text) {
+  const std::string file = std::string(GPUREAP_FIXTURES) + "/status/" + name;
+  if (const char* update = std::getenv("GPUREAP_UPDATE_GOLDEN"); update && *update == '1') {
+    std::ofstream(file, std::ios::trunc) << text;
+    return;
+  }
+  std::ifstream in(file);
+  ASSERT_TRUE(in.good()) << file << " (GPUREAP_UPDATE_GOLDEN=1 writes it)";
+  std::stringstream want;
+  want << in.rdbuf();
+  EXPECT_EQ(text, want.str()) << name;
+}
+
+// Issue 53 #9, the review's mixed node at 80 columns: NVIDIA 0-3, MI300X 4-7; a vLLM
+// TP-2 orphaned on GPU 6,7 (the table's reason to be) and a lone live job on GPU 5 (a
+// block of its own). Every GPU is a row, in index order (GPU 5 was dropped from the
+// table and printed after it), with a VENDOR column; GPU 5's block follows the table.
+TEST(StatusTable, EveryGpuIsARowInIndexOrderWithItsVendorOnAMixedNode) {
+  inventory::Inventory inv;
+  inventory::Instance in;
+  in.key = "18396";
+  in.kind = inventory::InstanceKind::process_group;
+  in.pgid = 18396;
+  in.engine = proc::Engine::vllm;
+  in.orphaned = 2;
+  for (unsigned g = 0; g < 8; ++g) {
+    inventory::GpuView view;
+    view.info.id = gpu::dev(g);
+    view.info.name = g < 4 ? "NVIDIA H200" : "AMD Instinct MI300X";
+    // NVML's UUIDs; amdgpu's unique_id spelled as gpureap spells it.
+    view.info.uuid = g < 4 ? "GPU-7282a2b4-0000-0000-0000-00000000000" + std::to_string(g)
+                           : "GPU-00000000000000a" + std::to_string(g);
+    view.info.memory = gpu::GpuMemory{192 * kGiB, 512 * kMiB, std::nullopt};
+    if (g >= 6) {
+      auto gh = orphan(18391 + static_cast<pid_t>(g), "VLLM::Worker_TP", 30 * kGiB);
+      gh.holder.cmdline = "VLLM::Worker_TP" + std::to_string(g - 6);
+      gh.holder.instance = "18396";
+      gh.holder.provenance = proc::Provenance::inferred;
+      gh.holder.engine.role = proc::EngineRole::worker;
+      view.info.memory->used += 30 * kGiB;
+      view.attributed_bytes = 30 * kGiB;
+      view.holders.push_back(gh);
+      in.members.push_back({gh.holder.id, proc::EngineRole::worker,
+                            "TP" + std::to_string(g - 6)});
+      in.gpus.push_back(gpu::dev(g));
+    }
+    if (g == 5) {
+      inventory::GpuHolder job;
+      job.holder.id = {18873, 1000};
+      job.holder.comm = "python3";
+      job.holder.cmdline = "python3 train.py --epochs 3";
+      job.holder.user = "alice";
+      job.holder.ppid = 18800;
+      job.holder.instance = "18873";
+      job.gpu_bytes = 30 * kGiB;
+      view.info.memory->used += 30 * kGiB;
+      view.attributed_bytes = 30 * kGiB;
+      view.holders.push_back(job);
+      inventory::Instance alone;
+      alone.key = "18873";
+      alone.members = {{job.holder.id, proc::EngineRole::none, ""}};
+      alone.gpus = {gpu::dev(5)};
+      inv.instances.push_back(alone);
+    }
+    inv.gpus.push_back(std::move(view));
+  }
+  in.bytes = 60 * kGiB;
+  inv.instances.insert(inv.instances.begin(), in);
+  const std::string out = status_table(inv, Style{}, {}, TableWidth{.columns = 80});
+  expect_status_golden("mixed-node-80.txt", out);
+  // What the golden shows, said: GPU 0..7 in order, each once as a row.
+  std::size_t at = 0;
+  for (unsigned g = 0; g < 8; ++g) {
+    const auto row = out.find("\n  " + std::to_string(g) + " ", at);
+    ASSERT_NE(row, std::string::npos) << g << "\n" << out;
+    at = row + 1;
+  }
+  EXPECT_NE(out.find("VENDOR"), std::string::npos) << out;
+  EXPECT_GT(out.find("GPU 5  AMD Instinct MI300X"), out.find("\n  7 ")) << "block after the table";
 }
 
 }  // namespace

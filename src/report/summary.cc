@@ -45,6 +45,11 @@ std::string items(const inventory::NodeCheck& check, bool problems) {
 std::string summary_line(const inventory::NodeCheck& check) {
   switch (check.verdict()) {
     case inventory::Verdict::clean:
+      // A release in progress is no leak (exit 0), but not an idle GPU either.
+      if (!check.releasing.empty())
+        return fmt::format("clean: {} GPU{}, no leak; memory still releasing on GPU {}",
+                           check.gpus, check.gpus == 1 ? "" : "s",
+                           gpu::device_list(check.releasing));
       return fmt::format("clean: {} GPU{}, no leak", check.gpus, check.gpus == 1 ? "" : "s");
     case inventory::Verdict::problem: {
       std::string line = "problem: " + items(check, true);

@@ -36,6 +36,16 @@ TEST(Summary, EveryHealthyNodeOfAKindPrintsTheSameBytes) {
   EXPECT_EQ(line_of(inventory::Inventory{}), "clean: 0 GPUs, no leak");
 }
 
+// Issue 53 #12: a release in progress is no leak (still clean, exit 0), but the line does
+// not read as an idle node while GPU 3 still has 92 GiB releasing.
+TEST(Summary, CleanSaysWhatIsStillReleasing) {
+  inventory::Inventory inv = tv::idle_node(8);
+  tv::add_unexplained(inv.gpus[3], 40 * kGiB, Unexplained::releasing);
+  const auto check = inventory::check_node(inv);
+  EXPECT_EQ(check.verdict(), inventory::Verdict::clean);
+  EXPECT_EQ(summary_line(check), "clean: 8 GPUs, no leak; memory still releasing on GPU 3");
+}
+
 TEST(Summary, EachProblemClassHasItsPhrase) {
   inventory::Inventory orphans = tv::idle_node(8);
   tv::add_holder(orphans.gpus[5], 105, 20 * kGiB, Lineage::orphaned);

@@ -113,7 +113,7 @@ std::string describe(const Event& e, const Style& style) {
           !e.holders.empty() && std::all_of(e.holders.begin(), e.holders.end(), [](const auto& h) {
             return h.provenance == proc::Provenance::inferred;
           });
-      if (inferred) next += " (inferred from one look: the reaper leaves it to a person)";
+      if (inferred) next += " (" + std::string(proc::provenance_allows(proc::Provenance::inferred)) + ")";
       // A server's crash is one line that names the server, its ranks and its GPUs.
       const std::string who = e.instance ? instance_heading(*e.instance) : holder_list(e);
       return fmt::format("{} {}: {} — {}; {}", held_bytes(e), style.red("orphaned"), who, why,
@@ -205,6 +205,22 @@ std::string watch_event_brief(const Event& e) {
   return fmt::format("{:02}:{:02}:{:02} {}", local.tm_hour, local.tm_min, local.tm_sec, line);
 }
 
+namespace {
+
+// The event's provenance: the weakest of its orphaned holders' (inferred < witnessed <
+// owned), so "alert on witnessed orphans" is a field, not a parse of `detail` (issue 53
+// #12); null when none of them is orphaned.
+nlohmann::ordered_json event_provenance(const inventory::Event& e) {
+  std::optional<proc::Provenance> weakest;
+  for (const auto& h : e.holders)
+    if (h.orphaned && h.provenance != proc::Provenance::none)
+      weakest = weakest ? std::min(*weakest, h.provenance) : h.provenance;
+  if (!weakest) return nullptr;
+  return std::string(proc::enum_name(*weakest));
+}
+
+}  // namespace
+
 std::string watch_event_json(const Event& e) {
   nlohmann::ordered_json holders = nlohmann::ordered_json::array();
   for (const auto& h : e.holders)
@@ -233,6 +249,7 @@ std::string watch_event_json(const Event& e) {
   doc["class"] = e.kind == EventKind::unattributed_memory
                      ? nlohmann::ordered_json(enum_name(e.unexplained))
                      : nlohmann::ordered_json(nullptr);
+  doc["provenance"] = event_provenance(e);
   doc["detail"] = e.detail;
   return json_line(doc);
 }

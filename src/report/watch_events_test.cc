@@ -71,7 +71,7 @@ TEST_F(WatchEvents, OrphanedMemoryNamesHoldersParentAndTheFree) {
       R"j({"pid":4248,"start_time":13248,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null},)j"
       R"j({"pid":4249,"start_time":13249,"comm":"python3","user":"alice","gpu_bytes":10737418240,"container":null}],)j"
       R"j("parent":{"pid":4100,"comm":"sglang.launch","cmdline":"python3 -m sglang.launch_server",)j"
-      R"j("died_at":1712345678.05},"instance":null,"class":null,"detail":"re-parented to init (pid 1)"})j"
+      R"j("died_at":1712345678.05},"instance":null,"class":null,"provenance":null,"detail":"re-parented to init (pid 1)"})j"
       "\n");
 }
 
@@ -162,12 +162,29 @@ TEST_F(WatchEvents, AnInferredOrphanSaysTheReaperLeavesItToAPerson) {
   e.holders[0].orphaned = true;
   e.holders[0].provenance = proc::Provenance::inferred;
   EXPECT_NE(watch_event_line(e, Style{}).find(
-                "free it: gpureap free --orphans --gpu 3 (inferred from one look: the reaper "
-                "leaves it to a person)"),
+                "free it: gpureap free --orphans --gpu 3 (inferred (one look): a person may "
+                "free it; nothing unattended will)"),
             std::string::npos)
       << watch_event_line(e, Style{});
   e.holders[0].provenance = proc::Provenance::witnessed;
   EXPECT_EQ(watch_event_line(e, Style{}).find("inferred"), std::string::npos);
+}
+
+// Issue 53 #12: "alert on witnessed orphans" reads a field, not `detail`: the event's
+// provenance, the weakest of its orphaned holders' (one line per event stays small: a
+// 16-worker crash is one line that must fit a pipe).
+TEST_F(WatchEvents, TheJsonCarriesTheWeakestProvenanceOfItsOrphans) {
+  Event e = orphans(2);
+  for (auto& h : e.holders) h.orphaned = true;
+  e.holders[0].provenance = proc::Provenance::witnessed;
+  e.holders[1].provenance = proc::Provenance::owned;
+  auto doc = nlohmann::json::parse(watch_event_json(e));
+  EXPECT_EQ(doc["provenance"], "witnessed") << doc.dump();
+  e.holders[1].provenance = proc::Provenance::inferred;
+  EXPECT_EQ(nlohmann::json::parse(watch_event_json(e))["provenance"], "inferred");
+  Event z = orphans(1);  // not orphaned: no provenance to carry
+  doc = nlohmann::json::parse(watch_event_json(z));
+  EXPECT_TRUE(doc["provenance"].is_null()) << doc.dump();
 }
 
 // W2-19(b): no advice to free what free protects (it would plan nothing).
@@ -244,7 +261,7 @@ TEST_F(WatchEvents, UnattributedMemoryHasItsClass) {
             "it.\n");
   EXPECT_EQ(watch_event_json(e),
             R"j({"schema_version":2,"event":"unattributed_memory","level":"warning","time":"2024-04-05T19:34:38.250000+00:00","time_unix":1712345678.25,"hostname":)j" + event_host_json() + R"j(,"gpu":2,"gpus":[2],)j"
-            R"j("uuid":"GPU-2","bytes":8589934592,"holders":[],"instance":null,"class":"driver_held","detail":)j"
+            R"j("uuid":"GPU-2","bytes":8589934592,"holders":[],"instance":null,"class":"driver_held","provenance":null,"detail":)j"
             R"j("8.00 GiB above the idle baseline with no process holding the GPU anywhere: the )j"
             R"j(driver still holds it. Only a GPU reset (`gpureap free --reset --gpu 2`) or a )j"
             R"j(reboot frees it."})j"
@@ -282,7 +299,7 @@ TEST_F(WatchEvents, NvmlDownAndUp) {
             "errors)\n");
   EXPECT_EQ(watch_event_json(down),
             R"j({"schema_version":2,"event":"nvml_down","level":"error","time":"2024-04-05T19:34:38.250000+00:00","time_unix":1712345678.25,"hostname":)j" + event_host_json() + R"j(,"gpu":null,"gpus":[],)j"
-            R"j("uuid":null,"bytes":null,"holders":[],"instance":null,"class":null,)j"
+            R"j("uuid":null,"bytes":null,"holders":[],"instance":null,"class":null,"provenance":null,)j"
             R"j("detail":"NVML did not answer within 2000 ms"})j"
             "\n");
   Event up = down;

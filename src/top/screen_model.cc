@@ -7,6 +7,7 @@
 
 #include "inventory/instances.h"
 #include "report/instance_text.h"
+#include "report/status_table.h"
 #include "report/table_layout.h"
 #include "report/terminal_text.h"
 #include "util/units.h"
@@ -212,6 +213,8 @@ Line title_line(const Frame& f, std::size_t hscroll) {
   if (hscroll > 0) b.add(fmt::format("  <- {} columns", hscroll), Ink::warn);
   if (!gpu::lists_gpus(inv.source_state))
     b.add("  NVML: " + report::terminal_text(inv.source_problem), Ink::warn);
+  // Last: what a narrow terminal drops first (filters and marks above matter more).
+  if (auto driver = report::driver_words(inv); !driver.empty()) b.add("  " + driver, Ink::dim);
   return b.done();
 }
 
@@ -511,8 +514,8 @@ Box detail_box(const Frame& f, std::size_t at, std::size_t width) {
     field("age", short_age(age_of(f, h)));
     field("parent", fmt::format("pid {}", h.ppid));
     if (h.orphaned)
-      field("verdict", "orphaned (" + std::string(proc::enum_name(h.orphan_evidence)) +
-                           "): " + report::terminal_text(h.orphan_reason));
+      field("verdict", proc::orphan_verdict(h.provenance) + ": " +
+                           report::terminal_text(h.orphan_reason));
     else if (h.detached)
       field("verdict", "detached: " + report::terminal_text(h.detached_reason));
     else

@@ -45,6 +45,21 @@ void expect_fits(const Screen& s, std::size_t width, std::size_t height) {
   for (const auto& l : s.lines) EXPECT_EQ(columns(l.text()), width) << "'" << l.text() << "'";
 }
 
+// The driver and CUDA version in the title (nvitop's header), last: a narrow terminal
+// drops them before the sort, filters and marks.
+TEST(TopScreen, TheTitleNamesTheDriverAndCudaLast) {
+  Shown s;
+  s.inv.driver_version = "580.65.06";
+  s.inv.cuda_version = "13.0";
+  s.draw(160, 24);
+  EXPECT_NE(s.line(0).find("sort gpu"), std::string::npos) << s.line(0);
+  EXPECT_GT(s.line(0).find("driver 580.65.06, CUDA 13.0"), s.line(0).find("sort gpu"))
+      << s.line(0);
+  s.state.readonly = true;
+  s.draw(80, 24);
+  EXPECT_NE(s.line(0).find("read-only"), std::string::npos) << s.line(0);
+}
+
 TEST(TopScreen, At80x24OrphansAreMarkedUnderTheirInstance) {
   Shown s;
   s.draw(80, 24);
@@ -381,6 +396,9 @@ TEST(TopScreen, W4_12_TheDetailBoxShowsTheWholeProcess) {
       "--mem-fraction-static 0.85 --port 30000 --trust-remote-code --enable-hierarchical-cache";
   s.inv.instances[0].model = "moonshotai/Kimi-K2.5";
   s.inv.instances[0].port = 30000;
+  for (auto& v : s.inv.gpus)
+    for (auto& gh : v.holders)
+      if (gh.holder.orphaned) gh.holder.provenance = proc::Provenance::inferred;
   s.draw(80, 24);
   std::size_t at = 0;
   for (std::size_t i = 0; i < s.rows.size(); ++i)
@@ -399,7 +417,8 @@ TEST(TopScreen, W4_12_TheDetailBoxShowsTheWholeProcess) {
         << l;
     all += l + "\n";
   }
-  EXPECT_NE(all.find("verdict    orphaned ("), std::string::npos) << all;
+  // Issue 53 #5: the provenance, as every view says it (not the evidence code "title").
+  EXPECT_NE(all.find("verdict    orphaned (inferred): "), std::string::npos) << all;
   EXPECT_NE(all.find("container  docker:3f2a1b"), std::string::npos) << all;
   EXPECT_NE(all.find("moonshotai/Kimi-K2.5"), std::string::npos) << all;
   EXPECT_NE(all.find("port 30000"), std::string::npos) << all;

@@ -106,7 +106,9 @@ TEST(Lineage, CaseStudyWorkersOfAKilledServerStayOrphaned) {
   }
   auto text = node.gpureap({"--no-agent", "status"});
   EXPECT_NE(text.out.find("8 orphaned processes"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("orphaned, inferred (pid "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("orphaned (inferred), pid "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("a person may free it; nothing unattended will"), std::string::npos)
+      << text.out;
   EXPECT_NE(text.out.find("the workers of a server that is gone"), std::string::npos) << text.out;
 }
 

@@ -611,8 +611,7 @@ TEST(Run, ReplaceOrphansUnattendedFreesWhatItMayAndSaysWhatItLeftAlone) {
       << r.err;
   EXPECT_EQ(lines[3].rfind("gpureap run: left alone: vllm server " +
                                std::to_string(inferred.leader) +
-                               " (1 process) of root, 1.00 GiB on GPU 6: orphaned by inferred "
-                               "evidence (",
+                               " (1 process) of root, 1.00 GiB on GPU 6: orphaned (inferred): ",
                            0),
             0u)
       << r.err;

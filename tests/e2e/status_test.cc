@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "harness.h"
 #include "util/units.h"
 
@@ -39,6 +41,27 @@ TEST(Status, IdleNodeShowsEveryGpuAtBaseline) {
     EXPECT_TRUE(g["uuid"].get<std::string>().starts_with("GPU-"));
     EXPECT_FALSE(g["pci_bus_id"].is_null());
   }
+}
+
+// The driver and CUDA version in status's header, as nvidia-smi's and nvitop's (issue 53,
+// the peers' reasons): from NVML (the simulated driver answers
+// nvmlSystemGetCudaDriverVersion as 13000), in the text's first line and the JSON; and a
+// CSV of --json's GPU rows.
+TEST(Status, TheHeaderNamesTheDriverAndCudaVersionAndCsvHasTheJsonColumns) {
+  SimNode node;
+  auto j = node.gpureap({"status", "--json"}).json();
+  EXPECT_EQ(j["nvml"]["driver_version"], "580.65.06") << j["nvml"].dump();
+  EXPECT_EQ(j["nvml"]["cuda_version"], "13.0") << j["nvml"].dump();
+  auto text = node.gpureap({"status"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(text.out.starts_with("driver 580.65.06, CUDA 13.0\n")) << text.out;
+  auto csv = node.gpureap({"status", "--format", "csv"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_TRUE(csv.out.starts_with("index,name,vendor,uuid,pci_bus_id,state,")) << csv.out;
+  EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 9) << "a header and 8 GPUs";
+  auto bad = node.gpureap({"--json", "status", "--format", "csv"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--format"), std::string::npos) << bad.err;
 }
 
 TEST(Status, CaseStudyOrphanedTensorParallelWorkers) {
