@@ -93,12 +93,13 @@ void Gate::run() {
   std::vector<bool> failing(actions_.size(), false);
   std::optional<GateVerdict> current;
   Clock::time_point current_at;
-  std::optional<Clock::time_point> retry_at;
+  // No retry due: max (an optional here tripped g++ 12's -Wmaybe-uninitialized at -O2).
+  Clock::time_point retry_at = Clock::time_point::max();
   std::unique_lock lock(mutex_);
   for (;;) {
     auto woken = [&] { return stopping_ || pending_.has_value(); };
-    if (retry_at)
-      wake_.wait_until(lock, *retry_at, woken);
+    if (retry_at != Clock::time_point::max())
+      wake_.wait_until(lock, retry_at, woken);
     else
       wake_.wait(lock, woken);
     if (stopping_) return;
@@ -107,7 +108,7 @@ void Gate::run() {
       pending_.reset();
       current_at = verdict_at_;
     }
-    retry_at.reset();
+    retry_at = Clock::time_point::max();
     if (!current || current->want == GateVerdict::Want::hold) {
       idle_.notify_all();
       continue;

@@ -197,7 +197,8 @@ void mark_clients(GpuView& view, bool source_ok) {
     return;
   for (GpuHolder& gh : view.holders)
     if (gh.uses_gpu && !gh.gpu_bytes && gh.holder.keeper == proc::KeeperClass::none &&
-        !gh.holder.found_by.contains(proc::FoundBy::source)) {
+        !gh.holder.found_by.contains(proc::FoundBy::source) &&
+        gh.holder.age_seconds >= kClientMinAgeSeconds) {
       gh.uses_gpu = false;
       gh.client = true;
     }

@@ -56,6 +56,12 @@ std::string_view enum_name(Unexplained u);
 inline constexpr unsigned kBusyThreshold = 50;  // percent
 inline constexpr unsigned kBusySamples = 5;
 inline constexpr std::chrono::milliseconds kBusyWindow{1000};
+/// How old an opener NVML lists nowhere must be before it is called a client: NVML's list
+/// and the /proc scan of one look are read side by side, and the agent answers with a
+/// list up to a tick old, so a process that allocated since may be missing from it. A
+/// younger opener stays a possible holder (wave-2 script 23: a fresh holder judged a
+/// client against the agent's older list made `free --gpu 2` "nothing to do").
+inline constexpr double kClientMinAgeSeconds = 5.0;
 inline constexpr unsigned kBusyTicks = 3;
 
 enum class Busy {

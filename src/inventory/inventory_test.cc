@@ -25,6 +25,7 @@ proc::Holder holder(pid_t pid, std::set<unsigned> minors) {
   h.id = {pid, 1000u + static_cast<unsigned>(pid)};
   h.gpu_minors = std::move(minors);
   h.found_by = {proc::FoundBy::fd};
+  h.age_seconds = 600;  // started long before the look (a client must be: kClientMinAgeSeconds)
   return h;
 }
 
@@ -68,6 +69,23 @@ TEST(BuildInventory, AnUnlistedOpenerIsAClientNotTheHolderOfUnexplainedMemory) {
   EXPECT_FALSE(computes_here(inv.gpus[0].holders[0]));
   EXPECT_EQ(inv.gpus[0].unexplained, Unexplained::no_holder);
   EXPECT_EQ(client_list(inv.gpus[0]), "pid 200 ()");
+}
+
+// An opener younger than NVML's list may have allocated since it was read: not a client
+// yet, a possible holder as before (wave-2 script 23 through the agent: a fresh holder,
+// judged a client against the agent's older list, made `free --gpu 2` "nothing to do").
+TEST(BuildInventory, AnOpenerYoungerThanTheListIsNoClientYet) {
+  gpu::GpuSnapshot snap;
+  snap.gpus = {gpu_with(0, 3 * kGiB + 512 * kMiB, {{100, 3 * kGiB, gpu::ProcessKind::compute}})};
+  proc::ScanResult scan;
+  proc::Holder fresh = holder(300, {0});
+  fresh.age_seconds = 0.2;
+  scan.holders = {holder(100, {0}), fresh};
+  auto store = BaselineStore::in_memory();
+  Inventory inv = build_inventory(snap, scan, store, /*host_ns*/ true);
+  ASSERT_EQ(inv.gpus[0].holders.size(), 2u);
+  EXPECT_FALSE(inv.gpus[0].holders[1].client);
+  EXPECT_TRUE(inv.gpus[0].holders[1].uses_gpu);
 }
 
 TEST(BuildInventory, SourcePidMissingFromProcIsOutsideTheNamespace) {

@@ -448,6 +448,16 @@ std::uint64_t start_time_of(pid_t pid) {
   return 0;
 }
 
+void wait_until_older_than(pid_t pid, double seconds) {
+  const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  const double started = static_cast<double>(start_time_of(pid)) / hz;
+  while (alive(pid)) {
+    const std::string up = proc::read_small_file("/proc/uptime");
+    if (std::strtod(up.c_str(), nullptr) - started >= seconds) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 char state_of(pid_t pid) {
   // Not an ifstream: a read of a process that exited under it throws (ESRCH).
   std::string s = proc::read_small_file("/proc/" + std::to_string(pid) + "/stat");

@@ -113,6 +113,9 @@ char state_of(pid_t pid);
 std::string own_job_id(unsigned n);
 /// Start time (stat field 22) of a live process, 0 when gone.
 std::uint64_t start_time_of(pid_t pid);
+/// Waits until `pid` has run `seconds` (its start time against /proc/uptime): a monitor
+/// is called a client only once older than NVML's list can be (kClientMinAgeSeconds).
+void wait_until_older_than(pid_t pid, double seconds);
 /// fork + execve of `argv` (argv[0] a path) with this process's environment (less
 /// NO_COLOR and COLUMNS) plus `env`; stdin /dev/null, stdout and stderr to the given descriptors.
 /// `die_with_parent`: the child gets SIGKILL if the test process dies. -1 if fork failed.

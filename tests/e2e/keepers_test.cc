@@ -121,6 +121,7 @@ TEST(Keepers, AClientBesideStuckMemorySurvivesAWholeGpuFree) {
   auto monitor = node.hold({"--gpu", "1", "--client-only", "--comm", "nv-hostengine"});
   node.hold({"--gpu", "1", "--bytes", "4GiB", "--stuck"});
   const pid_t client = monitor.leader;
+  wait_until_older_than(client, 5.0);  // older than any NVML list (kClientMinAgeSeconds)
   auto freed = node.gpureap(
       {"--json", "free", "--gpu", "1", "--yes", "--timeout", "5s", "--release-budget", "1s"});
   EXPECT_EQ(freed.exit_code, 1) << freed.out << freed.err;
@@ -134,6 +135,7 @@ TEST(Keepers, AClientSurvivesAWholeGpuFree) {
   auto worker = node.hold({"--gpu", "1", "--bytes", "2GiB"});
   const pid_t client = monitor.leader;
   ASSERT_TRUE(alive(client));
+  wait_until_older_than(client, 5.0);  // older than any NVML list (kClientMinAgeSeconds)
 
   auto plan = node.gpureap({"free", "--gpu", "1", "--dry-run"});
   EXPECT_EQ(plan.out.find(std::to_string(client)), std::string::npos) << plan.out;
