@@ -9,6 +9,7 @@
 #
 #   bash bench/gpu/wave5.sh              GPU machine, from the repository root (.deps carried:
 #                                        scripts/vendor-headers.sh fills it here)
+#   WAVE5_STEPS="build free_floor" bash bench/gpu/wave5.sh   only those steps
 #   bash bench/gpu/wave5.sh --sim BUILD  here: the same steps on simulated nodes, BUILD's
 #                                        gpureap and sim/gpureap-sim (no build)
 # Writes to $OUT (default ./device-out): wave5.log (this output), summary.json, and
@@ -44,6 +45,8 @@ left() { local l=$((end - SECONDS)); [ "$l" -gt "$1" ] && echo "$1" || echo $((l
 save() { tar czf "$out/$name.tar.gz" -C "$stage" bench; }
 step() {  # step LABEL SECONDS COMMAND...: bounded; its exit status and time go to steps.tsv
   local label=$1 limit t rc; limit=$(left "$2"); shift 2
+  # WAVE5_STEPS="build free_floor" runs only those (default: every step).
+  case " ${WAVE5_STEPS:-$label} " in *" $label "*) ;; *) echo "== $label: skipped (WAVE5_STEPS)"; return 0 ;; esac
   echo "== $label (at most $limit s)"
   t=$SECONDS
   SECONDS_LEFT=$limit timeout "$limit" "$@"

@@ -19,19 +19,7 @@ namespace evidence_test {
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-const std::string kPyhold = std::string(GPUREAP_SOURCE_DIR) + "/tests/e2e/pyhold.py";
 
-/// The pid written to `file`, waited for (bounded); 0 when it never came.
-pid_t pid_in(const std::string& file) {
-  pid_t pid = 0;
-  SimNode::eventually(
-      [&] {
-        std::ifstream in(file);
-        return static_cast<bool>(in >> pid) && pid > 0;
-      },
-      20s);
-  return pid;
-}
 
 json holder_of(const SimNode& node, pid_t pid, bool direct) {
   std::vector<std::string> args = {"--json", "status"};

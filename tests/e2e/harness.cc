@@ -448,6 +448,19 @@ std::uint64_t start_time_of(pid_t pid) {
   return 0;
 }
 
+const std::string kPyhold = std::string(GPUREAP_SOURCE_DIR) + "/tests/e2e/pyhold.py";
+
+pid_t pid_in(const std::string& file) {
+  pid_t pid = 0;
+  SimNode::eventually(
+      [&] {
+        std::ifstream in(file);
+        return static_cast<bool>(in >> pid) && pid > 0;
+      },
+      std::chrono::seconds(20));
+  return pid;
+}
+
 void wait_until_older_than(pid_t pid, double seconds) {
   const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
   const double started = static_cast<double>(start_time_of(pid)) / hz;

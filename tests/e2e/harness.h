@@ -113,6 +113,10 @@ char state_of(pid_t pid);
 std::string own_job_id(unsigned n);
 /// Start time (stat field 22) of a live process, 0 when gone.
 std::uint64_t start_time_of(pid_t pid);
+/// tests/e2e/pyhold.py, the Python holder that stays in its caller's group and session.
+extern const std::string kPyhold;
+/// The pid a holder wrote to `file`, waited for (bounded, 20 s); 0 when it never came.
+pid_t pid_in(const std::string& file);
 /// Waits until `pid` has run `seconds` (its start time against /proc/uptime): a monitor
 /// is called a client only once older than NVML's list can be (kClientMinAgeSeconds).
 void wait_until_older_than(pid_t pid, double seconds);

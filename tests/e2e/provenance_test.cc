@@ -22,19 +22,7 @@ namespace provenance_test {
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-const std::string kPyhold = std::string(GPUREAP_SOURCE_DIR) + "/tests/e2e/pyhold.py";
 
-/// The pid a pyhold.py wrote to `file`, waited for (bounded); 0 when it never came.
-pid_t pid_in(const std::string& file) {
-  pid_t pid = 0;
-  SimNode::eventually(
-      [&] {
-        std::ifstream in(file);
-        return static_cast<bool>(in >> pid) && pid > 0;
-      },
-      20s);
-  return pid;
-}
 
 /// Runs `script` under bash with the node's environment and waits (bounded) for it to
 /// end by itself; its exit status, or -1 when it had to be stopped.
