@@ -196,6 +196,15 @@ The \fBscontrol\fR that \fBgpureap slurm\fR runs when \fB\-\-scontrol\fR is not 
 The GnuTLS library that \fBwatch \-\-web\-config\fR loads when the file asks for TLS
 (default: \fIlibgnutls.so.30\fR, found by the dynamic loader; Debian's \fBlibgnutls30\fR).
 .TP
+.B NODE_NAME\fR, \fBKUBERNETES_SERVICE_HOST\fR, \fBKUBERNETES_SERVICE_PORT
+Read by \fBwatch \-\-gate kubernetes\-condition\fR and \fBkubernetes\-taint\fR: the node
+to close (the downward API's \fIspec.nodeName\fR) and the API server, as a pod has them.
+.TP
+.B GPUREAP_KUBE_API\fR, \fBGPUREAP_KUBE_TOKEN_FILE\fR, \fBGPUREAP_KUBE_CA_FILE
+Another API server for the Kubernetes gates (\fIhttps://\fR, or \fIhttp://\fR to the
+loopback only), its bearer token file (default: the service account's \fItoken\fR, read
+again at every request) and CA file (default: the service account's \fIca.crt\fR).
+.TP
 .B SLURM_JOB_ID\fR, \fBSLURM_JOB_GPUS\fR, \fBCUDA_VISIBLE_DEVICES\fR, \fBSLURMD_NODENAME
 Read by \fBgpureap slurm prolog\fR and \fBepilog\fR (the job, its GPUs as device minors or
 UUIDs) and by \fBhealth\fR (the node), as slurmd sets them.
