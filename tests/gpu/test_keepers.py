@@ -11,9 +11,11 @@ Each records what NVML, /proc/PID/maps and the device files show into the test's
 """
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -150,9 +152,15 @@ class KeepersOnGpu(unittest.TestCase):
 
     def test_an_ipc_importer_keeps_a_killed_exporters_memory(self):
         gib = fitting_gib(1, 8)
-        p = subprocess.Popen([sys.executable, "-c", EXPORTER, str(gib)], stdout=subprocess.PIPE,
+        # A file, not -c: spawn's children import their parent's main module by its path.
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+            f.write(EXPORTER)
+        self.addCleanup(os.unlink, f.name)
+        p = subprocess.Popen([sys.executable, f.name, str(gib)], stdout=subprocess.PIPE,
                              text=True, start_new_session=True)
         self.s.popen.append(p)
+        ready, _, _ = select.select([p.stdout], [], [], 180)
+        self.assertTrue(ready, "the exporter and importer gave no ready line in 180 s")
         line = p.stdout.readline()
         info = json.loads(line)
         exporter, importer = info["exporter"], info["importer"]
