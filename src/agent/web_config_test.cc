@@ -58,7 +58,7 @@ TEST(WebConfig, RefusesWhatItDoesNotServe) {
 }
 
 // W4-10: a file that protects nothing is refused, never served as plain HTTP to anyone.
-TEST(WebConfig, RefusesAFileThatProtectsNothing) {
+TEST(WebConfig, W4_10_RefusesAFileThatProtectsNothing) {
   for (const char* yaml : {"", "# nothing yet\n", "basic_auth_users: {}\n", "basic_auth_users:\n",
                            "tls_server_config:\nbasic_auth_users: ~\n"})
     expect_refused(yaml, "protects nothing: it names neither a certificate (tls_server_config) "

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "util/test_golden.h"
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -275,16 +277,7 @@ std::string exit_block(const std::string& help) {
 }
 
 void expect_golden(const std::string& name, const std::string& text) {
-  const std::string file = std::string(GPUREAP_FIXTURES) + "/help/" + name;
-  if (const char* update = std::getenv("GPUREAP_UPDATE_GOLDEN"); update && *update == '1') {
-    std::ofstream(file, std::ios::trunc) << text;
-    return;
-  }
-  std::ifstream in(file);
-  ASSERT_TRUE(in.good()) << file << " (GPUREAP_UPDATE_GOLDEN=1 writes it)";
-  std::stringstream want;
-  want << in.rdbuf();
-  EXPECT_EQ(text, want.str()) << name;
+  expect_golden_file(std::string(GPUREAP_FIXTURES) + "/help/" + name, text);
 }
 
 TEST(ExitStatusHelp, W4_06_EveryBlockIsWrappedOnceAt80And200Columns) {

@@ -465,7 +465,7 @@ TEST(EventDetector, EveryGpuHungIsOneNodeWideLine) {
 
 // W4-07: a mixed node (GPU 0-1 NVIDIA, 2-3 AMD) whose NVML reads none of its GPUs is
 // down, though amdgpu's sysfs reads its own: each vendor's side is judged alone.
-TEST(EventDetector, AMixedNodeWhoseNvmlReadsNoneOfItsGpusIsDown) {
+TEST(EventDetector, W4_07_AMixedNodeWhoseNvmlReadsNoneOfItsGpusIsDown) {
   auto amd = [](unsigned index) {
     GpuView v = gpu(index);
     v.info.uuid = fmt::format("GPU-{:016x}", 0xabcdef00u + index);

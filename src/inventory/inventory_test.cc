@@ -55,7 +55,7 @@ TEST(BuildInventory, TheSourceSaysWhichGpuAProcessUsesEvenWhenItOpensAll) {
 // nv-hostengine, nvidia-smi, a monitor) is a client: memory no listed process holds is the
 // release model's to judge (no_holder, then releasing or driver_held), not "unknown",
 // which nothing ever judged, whoever keeps the node open.
-TEST(BuildInventory, AnUnlistedOpenerIsAClientNotTheHolderOfUnexplainedMemory) {
+TEST(BuildInventory, W4_04_AnUnlistedOpenerIsAClientNotTheHolderOfUnexplainedMemory) {
   gpu::GpuSnapshot snap;
   snap.gpus = {gpu_with(0, 8 * kGiB, {})};
   proc::ScanResult scan;

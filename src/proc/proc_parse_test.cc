@@ -109,7 +109,7 @@ TEST(ParseStatus, PinnedAndLockedHostMemory) {
 
 // W4-08: VmLck counts locked address space: a 16 TiB PROT_NONE reservation under
 // mlockall(MCL_FUTURE) reads so with 13 MiB resident. Only what is resident is pinned.
-TEST(ParseStatus, LockedAddressSpaceCountsOnlyWhatIsResident) {
+TEST(ParseStatus, W4_08_LockedAddressSpaceCountsOnlyWhatIsResident) {
   StatusInfo s = parse_status(
       "Name:\tpython3\nVmLck:\t17179869184 kB\nVmPin:\t       0 kB\nVmRSS:\t   13880 kB\n");
   EXPECT_EQ(s.vm_lck, 17179869184ull * 1024);

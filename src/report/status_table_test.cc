@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "util/test_golden.h"
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -270,16 +272,7 @@ namespace gpureap::report {
 namespace {
 
 void expect_status_golden(const std::string& name, const std::string& text) {
-  const std::string file = std::string(GPUREAP_FIXTURES) + "/status/" + name;
-  if (const char* update = std::getenv("GPUREAP_UPDATE_GOLDEN"); update && *update == '1') {
-    std::ofstream(file, std::ios::trunc) << text;
-    return;
-  }
-  std::ifstream in(file);
-  ASSERT_TRUE(in.good()) << file << " (GPUREAP_UPDATE_GOLDEN=1 writes it)";
-  std::stringstream want;
-  want << in.rdbuf();
-  EXPECT_EQ(text, want.str()) << name;
+  expect_golden_file(std::string(GPUREAP_FIXTURES) + "/status/" + name, text);
 }
 
 // Issue 53 #9, the review's mixed node at 80 columns: NVIDIA 0-3, MI300X 4-7; a vLLM

@@ -579,7 +579,7 @@ TEST(Run, ReplaceOrphansUnattendedFreesAKilledRunThenStarts) {
 // 4-5 and an orphan known only by its title on GPU 6 alone, as it leaves any live holder
 // (never a refusal: nothing final keeps the unit down), says so, and verifies only the
 // GPUs it freed. The lines are the ones the user reads, asserted whole.
-TEST(Run, ReplaceOrphansUnattendedFreesWhatItMayAndSaysWhatItLeftAlone) {
+TEST(Run, W4_03_ReplaceOrphansUnattendedFreesWhatItMayAndSaysWhatItLeftAlone) {
   SimNode node;
   auto killed = start_and_kill_gpureap(node, /*use_cgroup=*/true);
   ASSERT_EQ(killed.ready.holders.size(), 2u);
