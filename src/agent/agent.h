@@ -1,8 +1,10 @@
 #pragma once
 // `gpureap watch`: the resident node agent. One loop thread owns the Watcher and
-// everything it knows; the HTTP server's thread and the control socket's clients
-// ask the loop for what they need (a fresh look, the metrics text), so there is
-// no shared mutable state beyond the request queue.
+// everything it knows, and hands each look to small owners (agent/exporter.h,
+// agent/answers.h, agent/witness_keeper.h, agent/reaper.h, agent/gate.h). The HTTP
+// server's thread and the control socket's clients ask the loop for what they need (a
+// fresh look, the metrics text) through the request queue; the reaper and the gate act
+// on threads of their own, from copies of a look, and never hold the loop up.
 
 #include <sys/types.h>
 
@@ -14,52 +16,15 @@
 #include <string>
 
 #include "agent/option_changes.h"
+#include "agent/options.h"
 #include "agent/service_notify.h"
-#include "agent/web_config.h"
 #include "agent/watcher.h"
 #include "inventory/events.h"
 #include "inventory/node.h"
-#include "reclaim/audit.h"
-#include "report/metrics.h"
 #include "report/watch_service.h"
 #include "util/result.h"
 
 namespace gpureap::agent {
-
-/// Where the agent's own operating problems go, one sentence each, said once per
-/// change of state (the textfile cannot be written; it can again): the CLI
-/// prints them on stderr (library code never prints).
-using ProblemSink = std::function<void(const std::string&)>;
-
-struct AgentOptions {
-  WatchOptions watch;
-  std::optional<std::string> listen;        // ADDR:PORT for /metrics; nullopt: no HTTP
-  WebConfig web;                            // --web-config: TLS and basic auth (none: plain HTTP)
-  std::optional<std::string> textfile_dir;  // node_exporter textfile collector directory
-  bool per_holder = false;                  // per-holder metric series
-  std::string state_dir;                    // the lock and the control socket live here
-  std::optional<gid_t> socket_group;        // 0660 + this group; nullopt: 0600 (root)
-  std::optional<std::chrono::milliseconds> reap_orphans_after;  // nullopt: never reap
-  std::string keep_regex;                   // holders whose command line matches are never reaped
-  bool reap_dry_run = false;
-  std::vector<std::string> gate;  // --gate modes (agent/gate.h); none: the node is never closed
-  bool gate_dry_run = false;
-  std::string version;   // for gpureap_build_info
-  ProblemSink problems;  // nullptr: not said
-  /// Where the reaper's signals and verdicts are recorded (actor watch-reaper). Required:
-  /// run_agent fails without one.
-  std::shared_ptr<reclaim::AuditSink> audit;
-  /// systemd's notify socket (Type=notify): ready, status, reload, stop, watchdog.
-  /// nullptr: not under such a unit.
-  std::shared_ptr<ServiceNotifier> notifier;
-};
-
-/// How long the agent lets go of NVML when asked without a duration (SIGUSR1):
-/// long enough for a GPU reset or a MIG change, short enough that a forgotten
-/// request does not leave the node unwatched.
-inline constexpr std::chrono::milliseconds kDefaultSourceYield{120000};
-/// The longest yield a request may ask for.
-inline constexpr std::chrono::milliseconds kMaxSourceYield{3600000};
 
 /// The agent letting go of NVML (so that a GPU reset finds no client) or taking
 /// it up again.
@@ -69,11 +34,6 @@ struct SourceYield {
   double until = 0;      // yielded: wall clock seconds when it resumes by itself
   std::string note;      // resumed: what the asker said it did ("reset GPU 0: succeeded")
 };
-
-/// Where events go (the CLI renders and prints them: library code never prints).
-/// Must not wait for the output (a stalled reader would stop the agent); false
-/// when the event was dropped instead, counted in gpureap_events_dropped_total.
-using EventSink = std::function<bool(const inventory::Event&)>;
 
 /// Called once the agent listens: the HTTP address really bound (port 0 picks
 /// one; nullopt without --listen) and the number of GPUs it watches.

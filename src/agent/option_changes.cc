@@ -3,7 +3,7 @@
 #include <array>
 #include <optional>
 
-#include "agent/agent.h"
+#include "agent/options.h"
 #include "util/units.h"
 
 namespace gpureap::agent {

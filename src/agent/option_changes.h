@@ -13,7 +13,7 @@
 
 namespace gpureap::agent {
 
-struct AgentOptions;
+struct AgentOptions;  // agent/options.h
 
 /// One change: its key, the values before and after, whether it applies now.
 using OptionChange = report::OptionChange;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent.h"
+#include "agent/options.h"
 #include "agent/http_server.h"
 #include "agent/web_config.h"
 #include "util/result.h"

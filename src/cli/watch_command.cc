@@ -280,6 +280,13 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explici
   };
   // The reaper's signals are recorded (docs/audit.md), as free's are.
   options->audit = open_audit("watch", *state);
+  // Each reap runs on the reaper's thread with a node of its own (its own NVML client),
+  // stopped by the same signal as the agent.
+  options->reap_node = [&global, dir = *state] {
+    auto reap_node = std::make_unique<inventory::Node>(open_node(global, dir, FirstLook::scan));
+    reap_node->set_interrupt_flag(&g_stop);
+    return reap_node;
+  };
   // Under a Type=notify unit: READY=1, STATUS=, RELOADING=1, STOPPING=1, WATCHDOG=1.
   std::string notify_problem;
   options->notifier = agent::ServiceNotifier::from_environment(&notify_problem);

@@ -335,6 +335,8 @@ HoldResult SimNode::crash_watched(std::vector<std::string> args,
   std::vector<pid_t> workers;
   for (const auto& h : held.holders) workers.push_back(h.first);
   EXPECT_TRUE(agent_sees(workers)) << "the agent never answered with the workers";
+  held.killed_at = std::chrono::duration<double>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
   EXPECT_EQ(::kill(held.leader, SIGKILL), 0);
   return held;
 }

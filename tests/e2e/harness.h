@@ -42,6 +42,7 @@ struct HoldResult {
   std::vector<std::pair<pid_t, unsigned>> holders;  // (pid, gpu)
   unsigned listen_port = 0;  // --listen: the loopback port the server (and workers) listen on
   pid_t keeper = 0;          // --inheritor / --ipc-importer: the process that keeps the memory
+  double killed_at = 0;      // crash_watched: wall clock seconds just before the SIGKILL
 };
 
 class SimNode {

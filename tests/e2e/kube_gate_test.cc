@@ -15,6 +15,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "bench_record.h"
 #include "harness.h"
 #include "watch_child.h"
 
@@ -249,6 +250,54 @@ TEST_F(KubeGate, WithoutNodeNameTheGateIsRefusedAtStart) {
   auto r = run_command({GPUREAP_BIN, "watch", "--no-listen", "--gate", "kubernetes-taint"}, env, 30s);
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("NODE_NAME is not set"), std::string::npos) << r.err;
+}
+
+// Not a test: the gate's latency bench (bench/gate_latency.sh, docs/benchmarks.md), left
+// out of ctest. N witnessed crashes against the stand-in with `watch --gate MODE`
+// ($GPUREAP_BENCH_GATE, default kubernetes-condition) and its default tick: from just
+// before the SIGKILL until the stand-in received the PATCH (its own clock, the same
+// machine's). `free --orphans` opens the node between rounds. It records; it asserts
+// only that each round happened.
+class GateBenchKube : public KubeGate {};
+
+TEST_F(GateBenchKube, CrashToPatchReceived) {
+  const char* gate = std::getenv("GPUREAP_BENCH_GATE");
+  const std::string mode = gate ? gate : "kubernetes-condition";
+  StandIn api(dir(), kNode);
+  WatchChild a({GPUREAP_BIN, "--json", "watch", "--no-listen", "--gate", mode},
+               api.agent_env(sim_));
+  ASSERT_TRUE(a.wait_for_json([](const json& j) { return j.value("event", "") == "started"; }, 30s))
+      << a.transcript();
+  // The first PATCH the stand-in received after `since`.
+  auto patch_after = [&](double since) -> std::optional<double> {
+    for (const auto& r : api.requests())
+      if (r["method"] == "PATCH" && r["received"].get<double>() >= since)
+        return r["received"].get<double>();
+    return std::nullopt;
+  };
+  std::vector<double> crash_to_patch, verdict_to_patched;
+  const int n = bench_crashes();
+  for (int i = 0; i < n; ++i) {
+    HoldResult held = sim_.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "8GiB"});
+    auto closed = gate_step(a, "closed");
+    ASSERT_TRUE(closed) << "round " << i << "\n" << a.transcript();
+    verdict_to_patched.push_back((*closed)["seconds"].get<double>());
+    auto patched = patch_after(held.killed_at);
+    ASSERT_TRUE(patched) << "round " << i << ": the gate closed with no PATCH received";
+    crash_to_patch.push_back(*patched - held.killed_at);
+    free_orphans();
+    ASSERT_TRUE(gate_step(a, "opened")) << a.transcript();
+  }
+  EXPECT_EQ(a.terminate(), 0) << a.transcript();
+  write_bench_result({{"bench", "gate_kubernetes"},
+                      {"what", "SIGKILL of a watched GPU server's launcher -> PATCH received by "
+                               "the stand-in API server (tests/e2e/kube_stand_in.py)"},
+                      {"gate", mode},
+                      {"tick", "1s (the default)"},
+                      {"crashes", n},
+                      {"unit", "seconds"},
+                      {"crash_to_patch_received", latency_summary(crash_to_patch)},
+                      {"verdict_to_patched", latency_summary(verdict_to_patched)}});
 }
 
 }  // namespace kube_gate_test

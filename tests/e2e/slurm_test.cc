@@ -29,6 +29,7 @@
 #include <regex>
 #include <sstream>
 
+#include "bench_record.h"
 #include "harness.h"
 #include "watch_child.h"
 
@@ -46,6 +47,7 @@ constexpr const char* kScontrol = "/usr/bin/scontrol";
 constexpr const char* kSbatch = "/usr/bin/sbatch";
 constexpr const char* kScancel = "/usr/bin/scancel";
 constexpr const char* kSqueue = "/usr/bin/squeue";
+constexpr const char* kSinfo = "/usr/bin/sinfo";
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -534,6 +536,71 @@ TEST_F(SlurmTest, TheAgentsGateDrainsOnAWitnessedCrashAndResumesOnlyItsOwnDrain)
   EXPECT_NE(after.state.find("DRAIN"), std::string::npos) << after.state;
   EXPECT_EQ(after.reason, "disk replacement");
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
+
+// Not a test: the gate's latency bench (bench/gate_latency.sh, docs/benchmarks.md), left
+// out of ctest. N witnessed crashes (the SIGKILL of a simulated GPU server's launcher whose
+// worker the agent watched) on the real slurmctld + slurmd, `watch --gate slurm` with its
+// default tick: from just before the SIGKILL until `sinfo` first shows the node draining,
+// sinfo asked back to back. Each round is opened again by `free --orphans` and waits
+// for the node idle before the next crash. It records; it asserts only that each round
+// happened.
+class GateBenchSlurm : public SlurmTest {};
+
+TEST_F(GateBenchSlurm, CrashToDrainSeenBySinfo) {
+  auto env = slurm_->env();
+  env["SLURMD_NODENAME"] = "localhost";
+  env["GPUREAP_SCONTROL"] = kScontrol;
+  WatchChild agent({GPUREAP_BIN, "--json", "watch", "--no-listen", "--gate", "slurm"}, env);
+  ASSERT_TRUE(agent.wait_for_json([](const auto& j) { return j.value("event", "") == "started"; },
+                                  30s))
+      << agent.transcript();
+  auto gate_step = [&](const std::string& step) {
+    return agent.wait_for_json(
+        [&](const auto& j) { return j.value("event", "") == "gate" && j.value("step", "") == step; },
+        30s);
+  };
+  // sinfo's state of the node, and how long asking took.
+  std::vector<double> sinfo_calls;
+  auto sinfo_state = [&] {
+    const double start = bench_wall_now();
+    auto r = slurm_->run({kSinfo, "-h", "-n", "localhost", "-o", "%T"});
+    sinfo_calls.push_back(bench_wall_now() - start);
+    return r.out;
+  };
+  auto first_seen = [&](bool drained, double deadline) -> std::optional<double> {
+    while (bench_wall_now() < deadline) {
+      const bool draining = sinfo_state().find("drain") != std::string::npos;
+      if (draining == drained) return bench_wall_now();
+    }
+    return std::nullopt;
+  };
+  std::vector<double> crash_to_sinfo, verdict_to_drain;
+  const int n = bench_crashes();
+  for (int i = 0; i < n; ++i) {
+    HoldResult held = sim_.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "8GiB"});
+    auto seen = first_seen(true, held.killed_at + 30);
+    ASSERT_TRUE(seen) << "round " << i << ": never drained\n" << agent.transcript();
+    crash_to_sinfo.push_back(*seen - held.killed_at);
+    auto closed = gate_step("closed");
+    ASSERT_TRUE(closed) << agent.transcript();
+    verdict_to_drain.push_back((*closed)["seconds"].get<double>());
+    auto freed = sim_.gpureap({"free", "--orphans", "--gpu", "all", "--yes"});
+    ASSERT_EQ(freed.exit_code, 0) << freed.out << freed.err;
+    ASSERT_TRUE(gate_step("opened")) << agent.transcript();
+    ASSERT_TRUE(first_seen(false, bench_wall_now() + 30)) << "round " << i << ": never resumed";
+  }
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+  write_bench_result({{"bench", "gate_slurm"},
+                      {"what", "SIGKILL of a watched GPU server's launcher -> node DRAIN in sinfo"},
+                      {"gate", "slurm"},
+                      {"tick", "1s (the default)"},
+                      {"crashes", n},
+                      {"unit", "seconds"},
+                      {"crash_to_drain_seen_by_sinfo", latency_summary(crash_to_sinfo)},
+                      {"verdict_to_drain_applied", latency_summary(verdict_to_drain)},
+                      {"sinfo_call", latency_summary(sinfo_calls)}});
 }
 
 }  // namespace
