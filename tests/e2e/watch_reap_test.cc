@@ -91,6 +91,41 @@ TEST(WatchReap, OrphansPastTheirTimeAreFreedAndTheKeptOnesAreNot) {
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
 }
 
+// A reap waits (here for memory that stays after its holder's death: the release model's
+// budget, 30 s at least) on the reaper's own thread: meanwhile the loop still reads
+// deaths and announces them. Before, the loop was inside the reap, and an orphan on
+// another GPU was announced only once the reap had ended (and `status` answered from the
+// look before the reap, without it).
+TEST(WatchReap, AReapThatWaitsDoesNotDelayAnotherGpusOrphan) {
+  SimNode node;
+  WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms"});
+  auto first = node.crash_watched(
+      {"--gpu", "3", "--children", "1", "--bytes", "4GiB", "--stuck", "--comm", kWorkerTitle});
+  // The reap has signalled its holder: it now waits for memory that never comes back.
+  ASSERT_TRUE(SimNode::eventually([&] { return !alive(first.holders[0].first); }, 30s))
+      << agent.transcript();
+  auto second = node.crash_watched(
+      {"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--comm", kWorkerTitle});
+  const pid_t worker = second.holders[0].first;
+  auto announced = agent.wait_for_json(
+      [&](const json& j) {
+        if (j.value("event", "") != "orphaned_memory") return false;
+        auto pids = holder_pids(j);
+        return std::find(pids.begin(), pids.end(), worker) != pids.end();
+      },
+      20s);
+  ASSERT_TRUE(announced) << agent.transcript();
+  // Announced while the first reap still waited: no reap had ended before it.
+  for (const auto& l : agent.lines()) {
+    auto j = json::parse(l.text, nullptr, false);
+    if (j.is_discarded()) continue;
+    const std::string kind = j.value("event", "");
+    if (kind == "orphaned_memory" && j == *announced) break;
+    EXPECT_TRUE(kind != "reaped" && kind != "reap_failed") << agent.transcript();
+  }
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+}
+
 std::set<pid_t> reaped_pids(const WatchChild& agent) {
   std::set<pid_t> pids;
   for (const auto& l : agent.lines()) {
