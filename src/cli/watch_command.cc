@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "agent/agent.h"
+#include "agent/option_table.h"
 #include "agent/option_texts.h"
 #include "agent/http_server.h"
 #include "agent/options_file.h"
@@ -50,92 +51,21 @@ struct WatchFlags : agent::OptionTexts {
   std::vector<std::string> overridden;
 };
 
-/// Every option of `watch` but --config is a key of the options file, by its long
-/// name without the dashes: one table for the command line, the file and "the
-/// command line wins".
-struct OptionKey {
-  const char* key;
-  std::string WatchFlags::*text = nullptr;  // a value option
-  bool WatchFlags::*flag = nullptr;         // a flag (the file says true or false)
-  std::vector<std::string> WatchFlags::*list = nullptr;  // repeatable (the file: a list)
-};
-constexpr std::array<OptionKey, 13> kOptionKeys{{
-    {"listen", &WatchFlags::listen, nullptr},
-    {"web-config", &WatchFlags::web_config, nullptr},
-    {"no-listen", nullptr, &WatchFlags::no_listen},
-    {"textfile", &WatchFlags::textfile, nullptr},
-    {"full-scan-interval", &WatchFlags::full_scan, nullptr},
-    {"socket-group", &WatchFlags::socket_group, nullptr},
-    {"tick", &WatchFlags::tick, nullptr},
-    {"per-holder-metrics", nullptr, &WatchFlags::per_holder},
-    {"reap-orphans-after", &WatchFlags::reap_after, nullptr},
-    {"keep", &WatchFlags::keep, nullptr},
-    {"reap-dry-run", nullptr, &WatchFlags::reap_dry_run},
-    {"gate", nullptr, nullptr, &WatchFlags::gate},
-    {"gate-dry-run", nullptr, &WatchFlags::gate_dry_run},
-}};
-
-std::vector<std::string_view> option_key_names() {
-  std::vector<std::string_view> keys;
-  for (const auto& k : kOptionKeys) keys.push_back(k.key);
-  return keys;
-}
-
-/// The options of kOptionKeys, on the command line and in the options file alike.
+/// Every option of `watch` but --config, from the one table (agent/option_table.h), on
+/// the command line and in the options file alike: its key is the long name without the
+/// dashes, and the command line wins.
 void add_file_options(CLI::App& app, WatchFlags& f) {
-  app.add_option("--listen", f.listen,
-                 "Serve /metrics on ADDR:PORT (loopback by default; port 0 picks a free port)")
-      ->type_name("ADDR:PORT")
-      ->default_val(agent::kDefaultListen);
-  app.add_flag("--no-listen", f.no_listen, "Serve no HTTP at all");
-  app.add_option("--web-config", f.web_config,
-                 "TLS and basic authentication for remote scrapes: a YAML file in the Prometheus "
-                 "exporter-toolkit's format (tls_server_config: cert_file, key_file; "
-                 "basic_auth_users: name -> bcrypt hash). Read at start")
-      ->type_name("FILE");
-  app.add_option("--textfile", f.textfile,
-                 "Also write the metrics to DIR/gpureap.prom at every change (node_exporter's "
-                 "textfile collector; atomic rename)")
-      ->type_name("DIR");
-  app.add_option("--full-scan-interval", f.full_scan,
-                 "How often all of /proc is scanned, as a safety net; auto: every " +
-                     duration_flag(agent::kDefaultFullScan) +
-                     ", or less often where a scan would take more than 0.5% of a core")
-      ->type_name("DURATION|auto")
-      ->default_val("auto");
-  app.add_option("--socket-group", f.socket_group,
-                 "Let this group's members ask the agent (socket mode 0660); they see what their "
-                 "own scan would show them, never more. Default: root only (0600)")
-      ->type_name("GROUP");
-  app.add_option("--tick", f.tick,
-                 "How often NVML and new processes are read (a parent's death is seen at once, "
-                 "whatever the tick)")
-      ->type_name("DURATION")
-      ->default_val(duration_flag(agent::kDefaultTick));
-  app.add_flag("--per-holder-metrics", f.per_holder,
-               "Also export one series per holder (pid, command, user): opt-in, since pids churn "
-               "and name users");
-  app.add_option("--reap-orphans-after", f.reap_after,
-                 "Free holders that have been orphaned for longer than this (e.g. 10m), through "
-                 "free's engine and protections; off by default")
-      ->type_name("DURATION");
-  app.add_option("--keep", f.keep,
-                 "Never reap a holder whose command line matches this regular expression (RE2)")
-      ->type_name("REGEX");
-  app.add_flag("--reap-dry-run", f.reap_dry_run,
-               "Announce what --reap-orphans-after would free, and free nothing");
-  app.add_option("--gate", f.gate,
-                 "Close this node to new work while a GPU has an owned or witnessed orphan's "
-                 "memory, driver-held memory or is a ghost, and open it again once a look "
-                 "verifies it back at baseline. slurm: drain with a reason starting "
-                 "'gpureap:', resume only such a drain. kubernetes-condition: the node condition "
-                 "GpuMemoryLeak (nodes/status). kubernetes-taint: the taint "
-                 "gpureap.io/gpu-memory-leak:NoSchedule, removed only when gpureap added it. "
-                 "Kubernetes: NODE_NAME and the pod's service account (docs/kubernetes.md). "
-                 "Repeatable")
-      ->type_name("MODE");
-  app.add_flag("--gate-dry-run", f.gate_dry_run,
-               "Say what --gate would close and open, and change nothing");
+  for (const auto& row : agent::watch_option_table()) {
+    const std::string name = "--" + row.key;
+    if (row.flag) {
+      app.add_flag(name, f.*(row.flag), row.help);
+      continue;
+    }
+    CLI::Option* option = row.list ? app.add_option(name, f.*(row.list), row.help)
+                                   : app.add_option(name, f.*(row.text), row.help);
+    option->type_name(row.type_name);
+    if (!row.default_text.empty()) option->default_val(row.default_text);
+  }
 }
 
 /// The options file (TOML/INI, `key = value`, CLI11's reader): its keys override
@@ -146,7 +76,9 @@ Result<WatchFlags> read_options_file(const std::string& path, const WatchFlags& 
                                       "steers the agent (reaping, --keep, the listener)");
       !trusted)
     return std::unexpected(trusted.error());
-  auto in_file = agent::check_options_file(path, option_key_names());
+  const std::vector<std::string> keys = agent::watch_option_keys();
+  auto in_file =
+      agent::check_options_file(path, std::vector<std::string_view>(keys.begin(), keys.end()));
   if (!in_file) return std::unexpected(in_file.error());
   CLI::App app("gpureap watch options file");
   WatchFlags file = given;
@@ -160,14 +92,14 @@ Result<WatchFlags> read_options_file(const std::string& path, const WatchFlags& 
   }
   WatchFlags merged = given;
   merged.overridden.clear();
-  for (const auto& k : kOptionKeys) {
-    if (on_command_line.contains(k.key)) {
-      if (in_file->contains(k.key)) merged.overridden.push_back(k.key);
+  for (const auto& row : agent::watch_option_table()) {
+    if (on_command_line.contains(row.key)) {
+      if (in_file->contains(row.key)) merged.overridden.push_back(row.key);
       continue;
     }
-    if (k.text) merged.*(k.text) = file.*(k.text);
-    if (k.flag) merged.*(k.flag) = file.*(k.flag);
-    if (k.list) merged.*(k.list) = file.*(k.list);
+    if (row.text) merged.*(row.text) = file.*(row.text);
+    if (row.flag) merged.*(row.flag) = file.*(row.flag);
+    if (row.list) merged.*(row.list) = file.*(row.list);
   }
   return merged;
 }
@@ -395,8 +327,8 @@ void add_watch_command(CLI::App& app, const GlobalOptions& global, CommandFn& ru
   sub->footer(exit_status_help(kWatchExits));
   sub->callback([&run, &global, flags, sub] {
     std::set<std::string> given;
-    for (const auto& k : kOptionKeys)
-      if (sub->count(std::string("--") + k.key) > 0) given.insert(k.key);
+    for (const auto& row : agent::watch_option_table())
+      if (sub->count("--" + row.key) > 0) given.insert(row.key);
     const bool explicit_config = sub->count("--config") > 0;
     run = [&global, flags, given, explicit_config] {
       return run_watch(global, *flags, explicit_config, given);

@@ -40,11 +40,7 @@ std::string change_text(const OptionChange& c) {
     if (c.key == "listen") return v.empty() ? "off" : terminal_text(v);
     return v.empty() ? "none" : terminal_text(v);
   };
-  std::string label = c.key == "reap-orphans-after"   ? "reaping orphans"
-                      : c.key == "keep"               ? "never reaping holders matching"
-                      : c.key == "per-holder-metrics" ? "per-holder metrics"
-                      : c.key == "reap-dry-run"       ? "reap dry run"
-                                                      : c.key;
+  const std::string& label = c.words.empty() ? c.key : c.words;
   std::string text = fmt::format("{} {} (was {})", label, value(c.after), value(c.before));
   // A reload that drops --keep (W3-12c): "never reaping holders matching none" read as
   // if nothing were reaped.

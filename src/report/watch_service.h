@@ -66,6 +66,7 @@ struct OptionChange {
   std::string before;  // the value as the key takes it ("15m"); "" when off or unset
   std::string after;
   bool applies_now = false;  // false: at the next start
+  std::string words;         // what the line calls it ("reaping orphans"); "": the key
 };
 
 /// "<RFC 3339> gpureap watch reloaded FILE: reaping orphans after 15m (was off);

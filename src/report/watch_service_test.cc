@@ -88,9 +88,9 @@ TEST_F(AgentLines, HealthIsOkOrDegradedWithReasons) {
 }
 
 TEST_F(AgentLines, ReloadSaysWhatChanged) {
-  std::vector<OptionChange> changes{{"reap-orphans-after", "", "15m", true},
-                                    {"keep", "a", "", true},
-                                    {"listen", "127.0.0.1:9847", "0.0.0.0:9847", false}};
+  std::vector<OptionChange> changes{{"reap-orphans-after", "", "15m", true, "reaping orphans"},
+                                    {"keep", "a", "", true, "never reaping holders matching"},
+                                    {"listen", "127.0.0.1:9847", "0.0.0.0:9847", false, ""}};
   EXPECT_EQ(watch_reloaded_line(kServiceTime, "/etc/w.conf", changes, Style{}),
             "2024-04-05T19:34:38.250000+00:00 gpureap watch reloaded /etc/w.conf: reaping "
             "orphans after 15m (was off); no holder kept from reaping by --keep (was 'a'); listen "

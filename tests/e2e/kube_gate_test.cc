@@ -255,8 +255,8 @@ TEST_F(KubeGate, WithoutNodeNameTheGateIsRefusedAtStart) {
 // Not a test: the gate's latency bench (bench/gate_latency.sh, docs/benchmarks.md), left
 // out of ctest. N witnessed crashes against the stand-in with `watch --gate MODE`
 // ($GPUREAP_BENCH_GATE, default kubernetes-condition) and its default tick: from just
-// before the SIGKILL until the stand-in received the PATCH (its own clock, the same
-// machine's). `free --orphans` opens the node between rounds. It records; it asserts
+// before the SIGKILL until the stand-in had received the whole PATCH, its body included
+// (its own clock, the same machine's). `free --orphans` opens the node between rounds. It records; it asserts
 // only that each round happened.
 class GateBenchKube : public KubeGate {};
 
@@ -272,7 +272,7 @@ TEST_F(GateBenchKube, CrashToPatchReceived) {
   auto patch_after = [&](double since) -> std::optional<double> {
     for (const auto& r : api.requests())
       if (r["method"] == "PATCH" && r["received"].get<double>() >= since)
-        return r["received"].get<double>();
+        return r["complete"].get<double>();
     return std::nullopt;
   };
   std::vector<double> crash_to_patch, verdict_to_patched;

@@ -465,8 +465,9 @@ TEST(WatchFleet, StatusJsonSaysTheAgentIsDegraded) {
 }
 
 // A reap waits (a TERM-ignoring orphan: the grace, then SIGKILL): scrapes and status
-// questions meanwhile are answered at once from the look before it, which says a
-// reap is under way. Before, they waited for the reap's end (4.5 s measured).
+// questions meanwhile are answered by the loop, which keeps looking while the reap runs
+// on the reaper's own thread (gpureap_reap_in_progress 1 says one is under way). Before
+// wave 5 they waited for the reap's end (4.5 s measured), then were answered from a copy.
 TEST(WatchFleet, ScrapesAndStatusAreAnsweredWhileAReapWaits) {
   SimNode node;
   std::uint16_t port = 0;
