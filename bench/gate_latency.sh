@@ -32,8 +32,10 @@ run() {  # FILTER OUTFILE [ENV...]
 run 'GateBenchSlurm.*' "$OUT/slurm.json"
 summary "$OUT/slurm.json" crash_to_drain_seen_by_sinfo
 summary "$OUT/slurm.json" verdict_to_drain_applied
+summary "$OUT/slurm.json" crash_to_orphan_announced
 for mode in kubernetes-condition kubernetes-taint; do
   run 'GateBenchKube.*' "$OUT/$mode.json" GPUREAP_BENCH_GATE=$mode
   summary "$OUT/$mode.json" crash_to_patch_received
   summary "$OUT/$mode.json" verdict_to_patched
+  summary "$OUT/$mode.json" crash_to_orphan_announced
 done

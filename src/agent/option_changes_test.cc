@@ -22,6 +22,7 @@ TEST(OptionChanges, SaysWhatChangedAndWhatApplies) {
   EXPECT_EQ(changes[1].before, "");
   EXPECT_EQ(changes[1].after, "15m");
   EXPECT_TRUE(changes[1].applies_now);
+  EXPECT_EQ(changes[1].words, "reaping orphans") << "the option table's words";
 
   apply_reloadable(before, after);
   EXPECT_EQ(before.reap_orphans_after, std::chrono::minutes(15)) << "applied now";

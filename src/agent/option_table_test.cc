@@ -1,6 +1,6 @@
 // The one table of watch options: each row names one option once and says where its text
-// goes; the defaults --help shows are the defaults the options start from; a reload line
-// takes its words and its "applies now" from the same row.
+// goes; the defaults --help shows are the defaults the options start from (a reload line
+// takes its words and its "applies now" from the same row: option_changes_test).
 
 #include "agent/option_table.h"
 
@@ -8,7 +8,6 @@
 
 #include <set>
 
-#include "agent/option_changes.h"
 
 namespace gpureap::agent {
 namespace {
@@ -30,24 +29,6 @@ TEST(OptionTable, TheDefaultsHelpShowsAreTheTextsDefaults) {
     if (!row.text || row.default_text.empty()) continue;
     EXPECT_EQ(texts.*(row.text), row.default_text) << row.key;
   }
-}
-
-TEST(OptionTable, AReloadLineTakesItsWordsAndWhenItAppliesFromTheRow) {
-  AgentOptions before, after;
-  after.reap_orphans_after = std::chrono::minutes(15);
-  after.listen = "0.0.0.0:9847";
-  auto changes = option_changes(before, after);
-  ASSERT_EQ(changes.size(), 2u);
-  // What is set at start comes first.
-  EXPECT_EQ(changes[0].key, "listen");
-  EXPECT_FALSE(changes[0].applies_now);
-  EXPECT_EQ(changes[1].key, "reap-orphans-after");
-  EXPECT_EQ(changes[1].after, "15m");
-  EXPECT_EQ(changes[1].words, "reaping orphans");
-  EXPECT_TRUE(changes[1].applies_now);
-  apply_reloadable(before, after);
-  EXPECT_EQ(before.reap_orphans_after, after.reap_orphans_after);
-  EXPECT_FALSE(before.listen.has_value()) << "bound at start: waits for the next one";
 }
 
 }  // namespace

@@ -9,10 +9,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "watch_child.h"
 
 namespace gpureap::e2e {
 
@@ -40,6 +43,17 @@ inline nlohmann::json latency_summary(std::vector<double> samples) {
 inline int bench_crashes() {
   const char* n = std::getenv("GPUREAP_BENCH_CRASHES");
   return n ? std::max(1, std::atoi(n)) : 20;
+}
+
+/// When the agent announced the crash (its first orphaned_memory event stamped at or after
+/// `since`, by its own clock), among the lines read so far: the detection part of a round.
+inline std::optional<double> announced_after(const WatchChild& agent, double since) {
+  for (const auto& line : agent.lines()) {
+    auto j = nlohmann::json::parse(line.text, nullptr, false);
+    if (j.is_discarded() || j.value("event", "") != "orphaned_memory") continue;
+    if (const double t = j.value("time_unix", 0.0); t >= since) return t;
+  }
+  return std::nullopt;
 }
 
 /// Writes `result` to $GPUREAP_BENCH_OUT when set.

@@ -275,13 +275,15 @@ TEST_F(GateBenchKube, CrashToPatchReceived) {
         return r["complete"].get<double>();
     return std::nullopt;
   };
-  std::vector<double> crash_to_patch, verdict_to_patched;
+  std::vector<double> crash_to_patch, verdict_to_patched, crash_to_announced;
   const int n = bench_crashes();
   for (int i = 0; i < n; ++i) {
     HoldResult held = sim_.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "8GiB"});
     auto closed = gate_step(a, "closed");
     ASSERT_TRUE(closed) << "round " << i << "\n" << a.transcript();
     verdict_to_patched.push_back((*closed)["seconds"].get<double>());
+    if (auto said = announced_after(a, held.killed_at))
+      crash_to_announced.push_back(*said - held.killed_at);
     auto patched = patch_after(held.killed_at);
     ASSERT_TRUE(patched) << "round " << i << ": the gate closed with no PATCH received";
     crash_to_patch.push_back(*patched - held.killed_at);
@@ -297,7 +299,8 @@ TEST_F(GateBenchKube, CrashToPatchReceived) {
                       {"crashes", n},
                       {"unit", "seconds"},
                       {"crash_to_patch_received", latency_summary(crash_to_patch)},
-                      {"verdict_to_patched", latency_summary(verdict_to_patched)}});
+                      {"verdict_to_patched", latency_summary(verdict_to_patched)},
+                      {"crash_to_orphan_announced", latency_summary(crash_to_announced)}});
 }
 
 }  // namespace kube_gate_test

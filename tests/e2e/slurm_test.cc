@@ -26,6 +26,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -347,6 +348,27 @@ class SlurmTest : public ::testing::Test {
       std::cerr << "gpureap-slurm.log:\n" << slurm_->log();
   }
 
+  // `gpureap watch --gate slurm` on this cluster (and `extra`), once it said it started.
+  WatchChild gated_agent(const std::vector<std::string>& extra = {}) const {
+    auto env = slurm_->env();
+    env["SLURMD_NODENAME"] = "localhost";
+    env["GPUREAP_SCONTROL"] = kScontrol;
+    std::vector<std::string> argv = {GPUREAP_BIN, "--json", "watch", "--no-listen", "--gate",
+                                     "slurm"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    WatchChild agent(argv, env);
+    EXPECT_TRUE(agent.wait_for_json(
+        [](const auto& j) { return j.value("event", "") == "started"; }, 30s))
+        << agent.transcript();
+    return agent;
+  }
+  // The agent's next gate event of `step` ("closed", "opened", "left_alone").
+  static std::optional<nlohmann::json> next_gate_step(WatchChild& agent, const std::string& step) {
+    return agent.wait_for_json(
+        [&](const auto& j) { return j.value("event", "") == "gate" && j.value("step", "") == step; },
+        30s);
+  }
+
   // The hold command a job runs, on the simulated GPU whose minor is its SLURM_JOB_GPUS.
   std::string hold(const std::string& args, const std::string& out) const {
     return fmt_str("%s hold --dir %s --gpu $((1 - SLURM_JOB_GPUS)) %s > %s", GPUREAP_SIM_BIN,
@@ -491,20 +513,8 @@ TEST_F(SlurmTest, TwoJobsEndingAtOnceOnDifferentGpusBothEpilogsSucceed) {
 // `free --orphans` resumes it; a drain an administrator set is neither overwritten nor
 // lifted. The seconds from the verdict to the drain are recorded.
 TEST_F(SlurmTest, TheAgentsGateDrainsOnAWitnessedCrashAndResumesOnlyItsOwnDrain) {
-  auto env = slurm_->env();
-  env["SLURMD_NODENAME"] = "localhost";
-  env["GPUREAP_SCONTROL"] = kScontrol;
-  WatchChild agent({GPUREAP_BIN, "--json", "watch", "--no-listen", "--tick", "200ms", "--gate",
-                    "slurm"},
-                   env);
-  ASSERT_TRUE(agent.wait_for_json([](const auto& j) { return j.value("event", "") == "started"; },
-                                  30s))
-      << agent.transcript();
-  auto gate_step = [&](const std::string& step) {
-    return agent.wait_for_json(
-        [&](const auto& j) { return j.value("event", "") == "gate" && j.value("step", "") == step; },
-        30s);
-  };
+  WatchChild agent = gated_agent({"--tick", "200ms"});
+  auto gate_step = [&](const std::string& step) { return next_gate_step(agent, step); };
   // A server holding GPU 0 with a worker crashes; the agent saw both (SimNode's helper).
   auto crash = [&] { sim_.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "8GiB"}); };
   crash();
@@ -549,18 +559,8 @@ TEST_F(SlurmTest, TheAgentsGateDrainsOnAWitnessedCrashAndResumesOnlyItsOwnDrain)
 class GateBenchSlurm : public SlurmTest {};
 
 TEST_F(GateBenchSlurm, CrashToDrainSeenBySinfo) {
-  auto env = slurm_->env();
-  env["SLURMD_NODENAME"] = "localhost";
-  env["GPUREAP_SCONTROL"] = kScontrol;
-  WatchChild agent({GPUREAP_BIN, "--json", "watch", "--no-listen", "--gate", "slurm"}, env);
-  ASSERT_TRUE(agent.wait_for_json([](const auto& j) { return j.value("event", "") == "started"; },
-                                  30s))
-      << agent.transcript();
-  auto gate_step = [&](const std::string& step) {
-    return agent.wait_for_json(
-        [&](const auto& j) { return j.value("event", "") == "gate" && j.value("step", "") == step; },
-        30s);
-  };
+  WatchChild agent = gated_agent();
+  auto gate_step = [&](const std::string& step) { return next_gate_step(agent, step); };
   // sinfo's state of the node, and how long asking took.
   std::vector<double> sinfo_calls;
   auto sinfo_state = [&] {
@@ -576,7 +576,7 @@ TEST_F(GateBenchSlurm, CrashToDrainSeenBySinfo) {
     }
     return std::nullopt;
   };
-  std::vector<double> crash_to_sinfo, verdict_to_drain;
+  std::vector<double> crash_to_sinfo, verdict_to_drain, crash_to_announced;
   const int n = bench_crashes();
   for (int i = 0; i < n; ++i) {
     HoldResult held = sim_.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "8GiB"});
@@ -586,6 +586,8 @@ TEST_F(GateBenchSlurm, CrashToDrainSeenBySinfo) {
     auto closed = gate_step("closed");
     ASSERT_TRUE(closed) << agent.transcript();
     verdict_to_drain.push_back((*closed)["seconds"].get<double>());
+    if (auto said = announced_after(agent, held.killed_at))
+      crash_to_announced.push_back(*said - held.killed_at);
     auto freed = sim_.gpureap({"free", "--orphans", "--gpu", "all", "--yes"});
     ASSERT_EQ(freed.exit_code, 0) << freed.out << freed.err;
     ASSERT_TRUE(gate_step("opened")) << agent.transcript();
@@ -600,6 +602,7 @@ TEST_F(GateBenchSlurm, CrashToDrainSeenBySinfo) {
                       {"unit", "seconds"},
                       {"crash_to_drain_seen_by_sinfo", latency_summary(crash_to_sinfo)},
                       {"verdict_to_drain_applied", latency_summary(verdict_to_drain)},
+                      {"crash_to_orphan_announced", latency_summary(crash_to_announced)},
                       {"sinfo_call", latency_summary(sinfo_calls)}});
 }
 
