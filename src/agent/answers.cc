@@ -8,6 +8,7 @@
 #include "inventory/agent_client.h"
 #include "inventory/history_wire.h"
 #include "inventory/inventory_wire.h"
+#include "report/metrics.h"
 
 namespace gpureap::agent {
 
