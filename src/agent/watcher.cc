@@ -422,8 +422,7 @@ void Watcher::rebuild() {
   options.source_deadline = options_.source_deadline;
   options.exclude = own_pids();
   options.clock = &node_.clock();
-  options.reread_unexplained = false;
-  options.earlier = std::move(previous_used_);
+  options.reread_unexplained = false;  // the release model sees every tick: it tells a fall
   options.sample_busy = false;  // the ticks are the samples
   options.busy_history = busy_history_;
   options.dead_parents = dead_parents_;
@@ -431,10 +430,6 @@ void Watcher::rebuild() {
   gpu::GpuSnapshot snapshot = snapshot_;
   inv_ = inventory::join_look(node_.gpus(), std::move(snapshot), std::move(scan), node_.devices(),
                               node_.baselines(), options);
-  // This reading is the next one's "earlier": a drop between ticks is a release.
-  previous_used_.clear();
-  for (const auto& g : snapshot_.gpus)
-    if (g.memory) previous_used_.push_back({g.id, g.memory->used, {}, {}, false, std::nullopt});
 }
 
 void Watcher::rewatch() {

@@ -156,7 +156,6 @@ class Watcher {
   WatchOptions options_;
   inventory::Inventory inv_;
   gpu::GpuSnapshot snapshot_;
-  std::vector<gpu::MemoryReading> previous_used_;  // the last tick's figures
   // SM utilization of earlier snapshots (index -> percent, oldest first, at most
   // kBusyTicks - 1): the window in which a busy GPU with no process is a ghost.
   std::map<gpu::DeviceId, std::vector<unsigned>> busy_history_;

@@ -237,7 +237,7 @@ JobCheck check_before_job(inventory::Node& node, reclaim::AuditedControl& contro
     auto until = options.deadline ? *options.deadline - reclaim::kClassifyReserve
                                   : clock.now() + options.stalled_after;
     reclaim::wait_for_release(node.gpus(), gpus, until, clock.now(), node.interrupt_flag(), {},
-                              clock);
+                              clock, &node.releases());
     inv = node.look(look_within(options, clock));
   }
 

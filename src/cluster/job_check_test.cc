@@ -11,6 +11,7 @@
 
 #include "inventory/witness_store.h"
 #include "reclaim/test_machine.h"
+#include "reclaim/test_release_scene.h"
 #include "gpu/test_devices.h"
 
 namespace gpureap::cluster {
@@ -297,6 +298,28 @@ TEST_F(JobCheckTest, W2_11_ARunningJobsCgroupClaimsItsProcesses) {
   auto before = check_before_job(m_.node(), m_.audited(), job("43", {"minor:0"}), options(), true);
   EXPECT_TRUE(m_.control.signals_of(cleared_id).empty());
   EXPECT_FALSE(before.ok());  // its memory is there all the same: job 43 cannot have GPU 0
+}
+
+// One release clock (issue 50, item 5; supervise/release_clock_test.cc has the other
+// callers): the epilog waits for a job's memory exactly while the release model says it
+// falls. 10 GiB of a job's holder NVML gives no process list for; 1 s after, 50 MiB of it
+// comes back (under the model's step: no fall) or 200 MiB (a fall). Before, free's engine
+// under the epilog took any 1 MiB for a fall and waited 3 s after it.
+TEST(JobCheckReleaseClock, TheEpilogWaitsExactlyWhileTheModelSaysFalling) {
+  constexpr std::chrono::milliseconds drop{1000};
+  for (std::uint64_t step : {reclaim::testing::kSmallStep, reclaim::testing::kLargeStep}) {
+    TestMachine m(1);
+    reclaim::testing::stage_unlisted_holder(m, 5000901, step, drop);
+    std::ofstream(fmt::format("{}/5000901/environ", m.proc()), std::ios::binary)
+        << std::string("SLURM_JOB_ID=42\0", 16);
+    reclaim::ReclaimOptions o;
+    o.deadline = m.clock.now() + 40s;
+    const auto start = m.clock.now();
+    auto c = clean_up_after_job(m.node(), m.audited(), {"42", {"minor:0"}, {}}, o);
+    ASSERT_EQ(c.held.size(), 1u) << step;
+    const bool waited_for_the_fall = m.clock.now() - start >= drop + inventory::kFallingWindow;
+    EXPECT_EQ(waited_for_the_fall, reclaim::testing::model_says_falling(step, drop)) << step;
+  }
 }
 
 TEST(JobSelection, TheOrphanAlternativeOnlyWithTheJobsGpus) {

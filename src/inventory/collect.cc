@@ -184,7 +184,7 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
       options.witnessed);
 
   const bool host_ns = in_host_pid_namespace(options.proc_root);
-  Inventory inv = build_inventory(snapshot, scan, baselines, host_ns, {}, options.earlier);
+  Inventory inv = build_inventory(snapshot, scan, baselines, host_ns);
   inv.warnings = devices.warnings();
   inv.warnings.insert(inv.warnings.end(), baselines.warnings().begin(), baselines.warnings().end());
   if (!options.reread_unexplained) return inv;
@@ -193,8 +193,9 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
     if (view.unexplained != Unexplained::none) puzzling.push_back(view.info.id);
   if (puzzling.empty() || !gpu::lists_gpus(snapshot.state)) return inv;
 
-  // Memory nobody explains: a few more readings (at most ~100 ms) tell a release
-  // in progress apart from memory the driver keeps; stop at the first drop.
+  // Memory nobody explains: a few more readings (at most ~100 ms) for the release model,
+  // which tells a release in progress from memory the driver keeps; stop at the first
+  // reading it calls a fall (its one step, fell()).
   std::vector<gpu::MemoryReading> later;
   for (int attempt = 0; attempt < 4; ++attempt) {
     (options.clock ? *options.clock : util::system_clock())
@@ -204,7 +205,8 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
     later = std::move(*reading);
     bool dropped = std::any_of(later.begin(), later.end(), [&](const gpu::MemoryReading& r) {
       for (const auto& view : inv.gpus)
-        if (view.info.id == r.id && r.used && *r.used + (64ULL << 20) < view.used())
+        if (view.info.id == r.id && r.used && view.info.memory &&
+            fell(view.used(), *r.used, view.info.memory->total))
           return true;
       return false;
     });
@@ -212,8 +214,7 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
   }
   if (later.empty()) return inv;
   std::vector<std::string> warnings = std::move(inv.warnings);
-  inv = build_inventory(std::move(snapshot), std::move(scan), baselines, host_ns, later,
-                        options.earlier);
+  inv = build_inventory(std::move(snapshot), std::move(scan), baselines, host_ns, later);
   inv.warnings = std::move(warnings);
   return inv;
 }

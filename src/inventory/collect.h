@@ -26,11 +26,10 @@ struct CollectOptions {
   std::chrono::milliseconds source_deadline{2000};
   std::set<pid_t> exclude;       // in addition to ourselves and our NVML helper
   util::Clock* clock = nullptr;  // waits between re-readings; nullptr: the system clock
-  /// Memory no holder explains is read again a few times (at most ~100 ms) to tell
-  /// a release in progress from driver-held memory. The agent, which reads every
-  /// tick, turns this off and passes its previous reading as `earlier` instead.
+  /// Memory no holder explains is read again a few times (at most ~100 ms), readings
+  /// for the release model (`releases`), which tells a release in progress from
+  /// driver-held memory. The agent, whose tracker sees every tick, turns this off.
   bool reread_unexplained = true;
-  std::vector<gpu::MemoryReading> earlier;
   /// Ghost GPUs: when a GPU reads busy with no process using it, sample its
   /// utilization again until kBusySamples readings span kBusyWindow (costs nothing
   /// when no GPU is such). The agent turns this off and passes the samples of its

@@ -55,7 +55,6 @@ struct EventDetector::GpuState {
   std::uint64_t announced_unattributed = 0;
   Unexplained pending_class = Unexplained::none;
   double pending_since = 0;
-  std::uint64_t last_unattributed = 0;
   // Announced memory that went away (holders gone, class cleared) and is not yet
   // confirmed freed: memory_freed reports it once nothing is pending.
   bool gone = false;
@@ -483,13 +482,14 @@ void EventDetector::observe_zombies(const GpuView& view, GpuState& st, double no
 // 3. Memory no process explains. `releasing` and falling memory are a release
 //    in progress: they restart the settle time and announce nothing; so is `no_holder`
 //    (not yet told: within a release budget the model says releasing or driver_held).
+//    Falling is the release model's word (GpuView::falling, release_model.h), never a
+//    comparison of this detector's own.
 void EventDetector::observe_unexplained(const GpuView& view, GpuState& st, double now,
                                         std::vector<Event>& out) const {
   const std::uint64_t tolerance = freed_tolerance(view.info.memory->total);
   const Unexplained cls = view.unexplained;
   const std::uint64_t bytes = view.unattributed_bytes;
-  const bool falling = bytes + tolerance < st.last_unattributed;
-  st.last_unattributed = bytes;
+  const bool falling = view.falling;
   if (cls == Unexplained::none) {
     st.pending_class = Unexplained::none;
     if (st.announced_class != Unexplained::none) {

@@ -1,4 +1,6 @@
 #include "inventory/events.h"
+#include "inventory/release_model.h"
+#include "util/clock.h"
 #include "util/units.h"
 #include "gpu/test_devices.h"
 
@@ -359,16 +361,24 @@ TEST(EventDetector, StuckMemoryIsAnnouncedAfterTheSettleTime) {
             "the unattributed memory is gone; GPU 0 is back at its baseline (512 MiB used)");
 }
 
+// Falling is the release model's word (one release clock, issue 50): the agent's looks go
+// through its tracker, and the detector reads GpuView::falling.
 TEST(EventDetector, FallingMemoryRestartsTheSettleTime) {
   EventDetector d(3000ms);
-  EXPECT_TRUE(
-      d.observe(node({with_unexplained(gpu(0), Unexplained::driver_held, 40 * kGiB)}), 1).empty());
-  EXPECT_TRUE(
-      d.observe(node({with_unexplained(gpu(0), Unexplained::driver_held, 20 * kGiB)}), 3).empty());
-  EXPECT_TRUE(
-      d.observe(node({with_unexplained(gpu(0), Unexplained::driver_held, 20 * kGiB)}), 5).empty())
-      << "flat for 2 s since it last fell";
-  auto events = d.observe(node({with_unexplained(gpu(0), Unexplained::driver_held, 20 * kGiB)}), 6);
+  util::FakeClock clock;
+  ReleaseTracker model;
+  auto tick = [&](std::uint64_t bytes, double at) {
+    clock.sleep_until(util::Clock::time_point{} + std::chrono::hours(1) +
+                      std::chrono::duration_cast<util::Clock::duration>(
+                          std::chrono::duration<double>(at)));
+    Inventory inv = node({with_unexplained(gpu(0), Unexplained::driver_held, bytes)});
+    model.observe(inv, clock.now(), /*judge=*/false);  // the agent's verdict, its readings
+    return d.observe(inv, at);
+  };
+  EXPECT_TRUE(tick(40 * kGiB, 1).empty());
+  EXPECT_TRUE(tick(20 * kGiB, 3).empty());
+  EXPECT_TRUE(tick(20 * kGiB, 5).empty()) << "flat for 2 s since it last fell";
+  auto events = tick(20 * kGiB, 6);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].bytes, 20 * kGiB);
 }

@@ -63,9 +63,7 @@ std::vector<gpu::GpuInfo> gpus_from_nodes(const std::vector<proc::Holder>& holde
   return gpus;
 }
 
-void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::uint64_t>& later,
-                          const std::optional<std::uint64_t>& earlier) {
-  const std::uint64_t step = freed_tolerance(view.info.memory->total) / 4;
+void classify_unexplained(GpuView& view, bool host_ns) {
   const auto amount = format_bytes(view.unattributed_bytes);
   // The vendor's words: NVML, or amdgpu's sysfs (KFD's process list) on AMD.
   const std::string_view driver = gpu::driver_interface(gpu::vendor_of(view.info.uuid));
@@ -83,14 +81,6 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
         "PID namespace (container, LXC guest) or exited a moment ago. Look on the host, or re-run "
         "in a second.",
         driver, pid_list(view.source_unseen));
-  } else if ((later && *later + step < view.used()) || (earlier && view.used() + step < *earlier)) {
-    bool fell_since = earlier && view.used() + step < *earlier;
-    view.unexplained = Unexplained::releasing;
-    view.unexplained_detail = fmt::format(
-        "used memory is falling ({} -> {}): the driver is still releasing it after its holder "
-        "exited. `gpureap wait` returns when it is done.",
-        format_bytes(fell_since ? *earlier : view.used()),
-        format_bytes(fell_since ? view.used() : *later));
   } else if (!view.info.processes_known) {
     view.unexplained = Unexplained::unknown;
     view.unexplained_detail =
@@ -99,8 +89,9 @@ void classify_unexplained(GpuView& view, bool host_ns, const std::optional<std::
     // No process the driver lists holds it anywhere. A process with the node open that the
     // driver does not list (nvidia-persistenced, DCGM's nv-hostengine, nvidia-smi, a
     // monitor) is a client: the driver lists every process with a context, and memory is a
-    // context's (W4-04). Whether the driver is still releasing it or holds it for good
-    // takes time to tell: the release model (release_model.h) decides.
+    // context's (W4-04). Whether the driver is still releasing it (falling, or within the
+    // budget) or holds it for good takes time to tell: the release model (release_model.h)
+    // alone decides, from this look's readings and its looker's earlier ones.
     view.unexplained = Unexplained::no_holder;
     view.unexplained_detail = fmt::format(
         "{} above the idle baseline with no process holding it: it may still be releasing "
@@ -396,8 +387,7 @@ bool in_host_pid_namespace(const std::string& proc_root) {
 
 Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
                           BaselineStore& baselines, bool host_pid_namespace,
-                          const std::vector<gpu::MemoryReading>& later_used,
-                          const std::vector<gpu::MemoryReading>& earlier_used) {
+                          const std::vector<gpu::MemoryReading>& later_used) {
   Inventory inv;
   inv.source_state = snapshot.state;
   inv.source_problem = std::move(snapshot.problem);
@@ -470,13 +460,9 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
                                [](const GpuHolder& h) { return h.uses_gpu; });
       if (idle) baselines.observe_idle(view.info.uuid, mem.total, mem.used);
       if (view.unattributed_bytes > freed_tolerance(mem.total)) {
-        std::optional<std::uint64_t> later;
         for (const auto& r : later_used)
-          if (r.id == view.info.id) later = r.used;
-        std::optional<std::uint64_t> earlier;
-        for (const auto& r : earlier_used)
-          if (r.id == view.info.id) earlier = r.used;
-        classify_unexplained(view, inv.host_pid_namespace, later, earlier);
+          if (r.id == view.info.id) view.reread_used = r.used;
+        classify_unexplained(view, inv.host_pid_namespace);
       }
     }
     inv.gpus.push_back(std::move(view));

@@ -90,6 +90,13 @@ struct GpuView {
   Unexplained unexplained = Unexplained::none;
   std::string unexplained_detail;  // evidence and next step, one sentence each
   BusyWithoutProcess busy;  // kind none unless the GPU is busy with no process using it
+  /// The look's own re-reading of used memory (taken up to ~100 ms after `info.memory`,
+  /// when memory was unexplained), a reading for the release model; not on the wire.
+  std::optional<std::uint64_t> reread_used;
+  /// The release model's answer (release_model.h, ReleaseTracker::observe): this GPU's
+  /// memory fell by a step within the falling window, over every reading its looker saw.
+  /// The one "falling" of every command, the engine and the agent; not on the wire.
+  bool falling = false;
 
   /// True when used memory is within the freed tolerance of the baseline.
   bool at_baseline() const;
@@ -174,15 +181,15 @@ struct Inventory {
 };
 
 /// Builds the per-GPU view. `later_used` (index -> used bytes read after the
-/// scan) lets a drop in memory be recognised as "still being released"; so does
-/// `earlier_used` (index -> used read before: the agent's previous tick).
+/// scan) is kept as each view's `reread_used`, a reading for the release model, which
+/// alone decides whether memory falls (release_model.h): memory no process holds is
+/// `no_holder` here, never `releasing`.
 /// Records idle baselines into `baselines` (the caller saves the store).
 /// `host_pid_namespace`: in_host_pid_namespace() of the node's proc root (memory no
 /// visible process explains is then outside this namespace when false).
 Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
                           BaselineStore& baselines, bool host_pid_namespace,
-                          const std::vector<gpu::MemoryReading>& later_used = {},
-                          const std::vector<gpu::MemoryReading>& earlier_used = {});
+                          const std::vector<gpu::MemoryReading>& later_used = {});
 
 /// True when NVML lists the holder on this GPU: it has a context and may compute.
 bool computes_here(const GpuHolder& h);

@@ -98,9 +98,10 @@ TEST(BuildInventory, SourcePidMissingFromProcIsOutsideTheNamespace) {
   EXPECT_NE(inv.gpus[0].unexplained_detail.find("4242"), std::string::npos);
 }
 
-// One look cannot tell a slow release from driver-held memory: no_holder, unless it fell
-// between two readings (releasing); the release model (release_model.h) decides over time.
-TEST(BuildInventory, MemoryWithNoHolderIsNoHolderUnlessFalling) {
+// One look cannot tell a slow release from driver-held memory: no_holder, and its second
+// reading only a reading for the release model (release_model.h), which alone calls it
+// falling (one release clock, issue 50).
+TEST(BuildInventory, MemoryWithNoHolderIsNoHolderAndItsSecondReadingIsTheModels) {
   gpu::GpuSnapshot snap;
   snap.gpus = {gpu_with(3, 92 * kGiB, {})};
   auto store = BaselineStore::in_memory();
@@ -111,7 +112,9 @@ TEST(BuildInventory, MemoryWithNoHolderIsNoHolderUnlessFalling) {
 
   std::vector<gpu::MemoryReading> later = {{gpu::dev(3), 40 * kGiB, {}, {}, false, std::nullopt}};
   Inventory falling = build_inventory(snap, {}, store, /*host_ns*/ true, later);
-  EXPECT_EQ(falling.gpus[0].unexplained, Unexplained::releasing);
+  EXPECT_EQ(falling.gpus[0].unexplained, Unexplained::no_holder);
+  EXPECT_EQ(falling.gpus[0].reread_used, 40 * kGiB);
+  EXPECT_FALSE(falling.gpus[0].falling) << "not judged yet";
 }
 
 // Keepers (issue 52, as seen on an H100): NVML lists a dead owner (a zombie here) with

@@ -1,4 +1,5 @@
 #include "inventory/inventory_wire.h"
+#include "inventory/release_model.h"
 #include "util/units.h"
 #include "gpu/test_devices.h"
 
@@ -496,6 +497,7 @@ TEST(RedactFor, ReleasingStaysReleasing) {
   snap.gpus = {gpu_info(0, 60 * kGiB, {})};
   auto store = BaselineStore::in_memory();
   Inventory inv = build_inventory(snap, {}, store, /*host_ns*/ true, {{gpu::dev(0), 20 * kGiB, {}, {}, false, std::nullopt}});
+  ReleaseTracker().observe(inv, util::system_clock().now());  // the model: it fell
   ASSERT_EQ(inv.gpus[0].unexplained, Unexplained::releasing);
   Inventory got = redact_for(kAlice, inv, OtherUsers::visible);
   EXPECT_EQ(got.gpus[0].unexplained, Unexplained::releasing);

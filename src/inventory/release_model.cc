@@ -17,10 +17,6 @@ using std::chrono::milliseconds;
 
 double seconds(util::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-std::string key_of(const GpuView& view) {
-  return view.info.uuid.empty() ? gpu::device_text(view.info.id) : view.info.uuid;
-}
-
 // The classes a look gives memory that no process holds anywhere this look can see.
 bool no_process_class(Unexplained u) {
   return u == Unexplained::releasing || u == Unexplained::driver_held ||
@@ -53,20 +49,21 @@ std::string clients_text(const GpuView& view) {
                      clients);
 }
 
-std::string detail_of(const GpuView& view, const ReleaseFacts& f, const ReleaseJudgement& j) {
+// `fall`: the last fall's two readings (used memory), when it is falling.
+std::string detail_of(const GpuView& view, const ReleaseFacts& f, const ReleaseJudgement& j,
+                      std::optional<std::pair<std::uint64_t, std::uint64_t>> fall) {
   const std::string amount = format_bytes(view.unattributed_bytes);
   const std::string gpu = gpu::device_text(view.info.id);
   switch (j.verdict) {
     case ReleaseVerdict::releasing:
-      if (j.falling && !view.unexplained_detail.empty() &&
-          view.unexplained == Unexplained::releasing)
-        return view.unexplained_detail;  // the look's own two readings say how it falls
       return fmt::format(
           "{} above the idle baseline with no process holding it, {}: the driver is still "
           "releasing it{} (release budget {}). `gpureap wait --gpu {}` returns when it is "
           "done.",
           amount,
-          j.falling ? std::string("falling")
+          fall        ? fmt::format("falling ({} -> {} used)", format_bytes(fall->first),
+                                         format_bytes(fall->second))
+          : j.falling ? std::string("falling")
           : f.last_exit
               ? fmt::format("{:.1f} s after its last holder exited", j.elapsed_s)
               : fmt::format("first seen so {:.1f} s ago", j.elapsed_s),
@@ -96,6 +93,51 @@ std::string detail_of(const GpuView& view, const ReleaseFacts& f, const ReleaseJ
 
 }  // namespace
 
+std::string release_key(const std::string& uuid, gpu::DeviceId id) {
+  return uuid.empty() ? gpu::device_text(id) : uuid;
+}
+
+std::string release_key(const GpuView& view) { return release_key(view.info.uuid, view.info.id); }
+
+std::uint64_t fall_step(std::uint64_t total) { return freed_tolerance(total) / 4; }
+
+bool falling_at(std::optional<util::Clock::time_point> last_fall, util::Clock::time_point now) {
+  return last_fall && now - *last_fall < kFallingWindow;
+}
+
+void ReleaseTracker::Readings::add(std::uint64_t used, std::uint64_t total,
+                                   util::Clock::time_point now) {
+  if (!moved) {
+    moved = now;
+    lowest = used;
+  } else if (fell(lowest, used, total)) {
+    fell_from = lowest;
+    fell_to = used;
+    lowest = used;
+    last_fall = moved = now;
+  } else if (used > lowest + fall_step(total)) {
+    lowest = used;  // memory rose (a new allocation): not falling; a fall is measured from here
+    last_fall.reset();
+    moved = now;
+  }
+}
+
+void ReleaseTracker::read(const std::string& key, std::uint64_t used, std::uint64_t total,
+                          util::Clock::time_point now) {
+  gpus_[key].readings.add(used, total, now);
+}
+
+bool ReleaseTracker::falling(const std::string& key, util::Clock::time_point now) const {
+  auto it = gpus_.find(key);
+  return it != gpus_.end() && falling_at(it->second.readings.last_fall, now);
+}
+
+bool ReleaseTracker::settled(const std::string& key, util::Clock::time_point now) const {
+  auto it = gpus_.find(key);
+  if (it == gpus_.end() || !it->second.readings.moved) return false;
+  return now - *it->second.readings.moved >= kFallingWindow;
+}
+
 milliseconds ReleaseBudget::for_pinned(std::optional<std::uint64_t> pinned_bytes) const {
   if (fixed) return *fixed;
   if (!pinned_bytes) return kBudgetFloor;
@@ -108,7 +150,7 @@ milliseconds ReleaseBudget::for_pinned(std::optional<std::uint64_t> pinned_bytes
 ReleaseJudgement judge_release(const ReleaseFacts& f, util::Clock::time_point now,
                                const ReleaseBudget& budget) {
   ReleaseJudgement j;
-  j.falling = f.last_fall && now - *f.last_fall < kFallingWindow;
+  j.falling = falling_at(f.last_fall, now);
   const auto b = budget.for_pinned(f.last_exit ? f.pinned_bytes : std::nullopt);
   j.budget_s = seconds(b);
   if (f.last_exit) {
@@ -138,7 +180,14 @@ ReleaseJudgement judge_release(const ReleaseFacts& f, util::Clock::time_point no
 void ReleaseTracker::observe(Inventory& inv, util::Clock::time_point now, bool judge) {
   for (GpuView& view : inv.gpus) {
     if (!view.info.memory) continue;  // not measured: nothing learnt, users kept
-    Gpu& g = gpus_[key_of(view)];
+    Gpu& g = gpus_[release_key(view)];
+    // The one fall rule, over this look's readings after the earlier ones. Another
+    // looker's verdict that its memory is releasing (the agent's answer) counts as a fall.
+    const std::uint64_t total = view.info.memory->total;
+    g.readings.add(view.used(), total, now);
+    if (view.reread_used) g.readings.add(*view.reread_used, total, now);
+    if (!judge && view.unexplained == Unexplained::releasing) g.readings.last_fall = now;
+    view.falling = falling_at(g.readings.last_fall, now);
     // Holders the driver lists here (computes_here): only their exits start a release.
     // A client with the node open and no entry (persistenced, DCGM, nvidia-smi, a
     // monitor) holds no memory: its comings and goings restart nothing (W4-04).
@@ -163,7 +212,9 @@ void ReleaseTracker::observe(Inventory& inv, util::Clock::time_point now, bool j
         std::none_of(view.info.processes.begin(), view.info.processes.end(),
                      [&](const gpu::GpuProcess& p) { return g.gone.contains(static_cast<int>(p.pid)); }))
       g.unlisted_at = now;
-    if (!no_process_class(view.unexplained)) {
+    // Memory NVML gives no process list for is judged while it falls: a release.
+    const bool judged_unknown = judge && view.unexplained == Unexplained::unknown && view.falling;
+    if (!no_process_class(view.unexplained) && !judged_unknown) {
       // Nothing unexplained (or held by what this look cannot see): any release is over.
       if (view.unexplained == Unexplained::none) {
         if (judge && sightings_) sightings_->erase(view.info.uuid);
@@ -173,28 +224,25 @@ void ReleaseTracker::observe(Inventory& inv, util::Clock::time_point now, bool j
         g.facts = {};
         g.gone.clear();
         g.unlisted_at.reset();
-        g.lowest = 0;
       }
       continue;
     }
     const bool fresh = !g.facts.watched_since;
     if (fresh) {
       g.facts.watched_since = now;
-      g.lowest = view.used();
       // Another looker (the agent) watched it flat past a budget: its watch counts, so
       // the looks that follow this one do not start the budget over.
       if (!judge && view.unexplained == Unexplained::driver_held)
         g.facts.watched_since = now - budget_.for_pinned(std::nullopt);
-    } else if (view.used() + freed_tolerance(view.info.memory->total) / 4 < g.lowest) {
-      g.lowest = view.used();
-      g.facts.last_fall = now;
     }
-    // The look's own readings (a second short one, or the agent's previous tick) fell.
-    if (view.unexplained == Unexplained::releasing) g.facts.last_fall = now;
+    g.facts.last_fall = g.readings.last_fall;
     if (!judge) continue;
     if (sightings_) remember_sighting(view, g, now, fresh);
     const ReleaseJudgement j = judge_release(g.facts, now, budget_);
-    view.unexplained_detail = detail_of(view, g.facts, j);
+    std::optional<std::pair<std::uint64_t, std::uint64_t>> fall;
+    if (j.falling && g.readings.fell_from > 0)  // 0: the fall was another looker's word
+      fall = std::pair{g.readings.fell_from, g.readings.fell_to};
+    view.unexplained_detail = detail_of(view, g.facts, j, fall);
     view.unexplained = j.verdict == ReleaseVerdict::releasing     ? Unexplained::releasing
                        : j.verdict == ReleaseVerdict::driver_held ? Unexplained::driver_held
                                                                   : Unexplained::no_holder;

@@ -15,6 +15,14 @@
 // One rule (judge_release) on an injected clock; ReleaseTracker keeps, per GPU, what a
 // sequence of looks saw (the agent's ticks, free's and run's re-scans) and sets each view's
 // Unexplained class from it, so gpu_state and every consumer read the one verdict.
+//
+// One release clock (issue 50): "falling" is decided here alone, with one step (fell(),
+// fall_step) and one window (kFallingWindow), over every reading the looker saw on its
+// node's clock: a look's own re-reading, its earlier looks (the agent's ticks, free's
+// re-scans) and the readings it is handed (read(): the release waits' polls). The one-shot
+// look, free's engine (its stall rule), run, wait, the Slurm hooks and the agent's events
+// read the answer (GpuView::falling, ReleaseTracker::falling/settled) instead of comparing
+// readings of their own.
 
 #include <chrono>
 #include <cstdint>
@@ -25,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/device_id.h"
 #include "inventory/sighting_store.h"
 #include "util/clock.h"
 
@@ -44,9 +53,19 @@ inline constexpr double kBudgetSecondsPerGiB = 0.12;  // 243 GB in 25.9 s, with 
 inline constexpr std::chrono::milliseconds kBudgetFloor{30000};
 /// 4x the slowest release measured (243 GB unpinned in 25.9 s, sglang#32829); 1 TiB pinned.
 inline constexpr std::chrono::milliseconds kBudgetCeiling{120000};
-/// Memory that reached a new low (by a quarter of the freed tolerance) this recently is
-/// falling: a release in progress, whatever the budget says.
+/// Memory that reached a new low (by fall_step) this recently is falling: a release in
+/// progress, whatever the budget says. Memory watched this long without one has settled.
 inline constexpr std::chrono::milliseconds kFallingWindow{2000};
+
+/// The one step of a fall: a quarter of the freed tolerance of a GPU of `total` bytes (at
+/// least 16 MiB; 102 MiB on 80 GiB, 123 MiB on 96 GiB). Smaller moves are noise.
+std::uint64_t fall_step(std::uint64_t total);
+/// Whether a reading `to` after a reading `from` is a fall (lower by more than fall_step).
+inline bool fell(std::uint64_t from, std::uint64_t to, std::uint64_t total) {
+  return to + fall_step(total) < from;
+}
+/// Whether the last fall at `last_fall` still makes memory falling at `now`.
+bool falling_at(std::optional<util::Clock::time_point> last_fall, util::Clock::time_point now);
 
 struct ReleaseBudget {
   std::optional<std::chrono::milliseconds> fixed;  // --release-budget
@@ -80,7 +99,7 @@ enum class ReleaseVerdict {
 
 struct ReleaseJudgement {
   ReleaseVerdict verdict = ReleaseVerdict::no_holder;
-  bool falling = false;
+  bool falling = false;  // falling_at(facts.last_fall, now)
   double elapsed_s = 0;  // since the exit (or since watched, when the exit was not seen)
   double budget_s = 0;
 };
@@ -88,6 +107,10 @@ struct ReleaseJudgement {
 /// The one rule (see the file comment).
 ReleaseJudgement judge_release(const ReleaseFacts& facts, util::Clock::time_point now,
                                const ReleaseBudget& budget);
+
+/// The key a tracker knows a GPU by: its UUID, else its device text.
+std::string release_key(const std::string& uuid, gpu::DeviceId id);
+std::string release_key(const GpuView& view);
 
 /// What a sequence of looks saw of each GPU's holders and memory. Not thread-safe: one per
 /// looker (the Node of a command, the agent's).
@@ -111,6 +134,17 @@ class ReleaseTracker {
   /// release phases and tests.
   const ReleaseFacts* facts(const std::string& key) const;
 
+  /// A reading of one GPU's used memory taken outside a look (the release waits' polls),
+  /// at `now`: the model sees it as it sees a look's.
+  void read(const std::string& key, std::uint64_t used, std::uint64_t total,
+            util::Clock::time_point now);
+  /// The one answer to "is this GPU's memory falling?" at `now` (kFallingWindow since a
+  /// fall), over every reading this tracker saw of it.
+  bool falling(const std::string& key, util::Clock::time_point now) const;
+  /// Watched for kFallingWindow without a fall: waiting longer would see none (the
+  /// engine's stall rule). False for a GPU never read.
+  bool settled(const std::string& key, util::Clock::time_point now) const;
+
   /// A release seen to its end (memory back at the baseline after a holder exited), in
   /// seconds: from the exit until NVML listed none of the gone holders, and from then until
   /// the baseline. For the agent's gpureap_release_seconds{phase}.
@@ -122,12 +156,20 @@ class ReleaseTracker {
   std::vector<Completed> take_completed() { return std::exchange(completed_, {}); }
 
  private:
+  // The fall rule's memory of one GPU's readings, whatever its class.
+  struct Readings {
+    std::optional<util::Clock::time_point> moved;  // the first reading, or the last fall or rise
+    std::optional<util::Clock::time_point> last_fall;  // the last reading that fell
+    std::uint64_t lowest = 0;  // the reference: lowest since the last rise past a step
+    std::uint64_t fell_from = 0, fell_to = 0;  // the last fall's two readings
+    void add(std::uint64_t used, std::uint64_t total, util::Clock::time_point now);
+  };
   struct Gpu {
     std::map<int, std::uint64_t> users;  // pid -> pinned host bytes, as last seen
     std::set<int> gone;                  // the pids seen exiting in this release
     std::optional<util::Clock::time_point> unlisted_at;  // NVML listed none of `gone`
     ReleaseFacts facts;
-    std::uint64_t lowest = 0;  // the lowest reading of this stretch
+    Readings readings;
   };
   // The record of `view`'s stretch in the state directory: read when the stretch starts
   // (watched_since from it when its memory has not grown since), kept, dropped with it.

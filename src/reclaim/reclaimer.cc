@@ -9,6 +9,7 @@
 #include "gpu/gpu_select.h"
 #include "gpu/mig.h"
 #include "gpu/vendor.h"
+#include "inventory/release_model.h"
 #include "proc/cgroup_fs.h"
 #include "proc/engine_role.h"
 #include "proc/proc_files.h"
@@ -370,7 +371,7 @@ class Reclaim {
   bool watch_slice() {
     auto slice_end = std::min(deadline_, clock_.now() + options_.rescan_every);
     auto released = wait_for_release(node_.gpus(), report_.gpus, slice_end, t0_,
-                                     node_.interrupt_flag(), progress_, clock_);
+                                     node_.interrupt_flag(), progress_, clock_, &node_.releases());
     report_.gpus = std::move(released.gpus);
     if (!released.source_error.empty()) report_.source_error = released.source_error;
     if (released.interrupted) report_.interrupted = true;
@@ -536,8 +537,9 @@ class Reclaim {
   // (no signalled process still uses it, NVML lists no pid we cannot see) and that will
   // not come back by waiting: memory no process holds only once the release model calls
   // it driver-held (flat past the release budget since its holders exited: a slow release
-  // is waited through, within --timeout); memory others hold once its reading has not
-  // fallen for stalled_after (D16). Waiting longer would only delay the classification.
+  // is waited through, within --timeout); memory others hold once the release model calls
+  // it settled (watched a falling window without a fall: its one step and window, the
+  // node's clock; D16). Waiting longer would only delay the classification.
   bool all_stalled() {
     const auto now = clock_.now();
     bool all = true, any_pending = false;
@@ -551,8 +553,6 @@ class Reclaim {
       }
       const auto* view = find_view(latest_, g.gpu);
       if (!view || !view->info.memory) return false;
-      auto [it, fresh] = lowest_.try_emplace(g.gpu, view->used(), now);
-      if (!fresh && view->used() + (1u << 20) < it->second.first) it->second = {view->used(), now};
       bool target_lives = std::any_of(view->holders.begin(), view->holders.end(),
                                       [&](const inventory::GpuHolder& gh) {
                                         return gh.uses_gpu && signalled_.contains(gh.holder.id);
@@ -565,7 +565,7 @@ class Reclaim {
       if (target_lives || !view->source_unseen.empty() ||
           (state == inventory::GpuState::driver_held && options_.wait_out_timeout) ||
           (state != inventory::GpuState::driver_held &&
-           now - it->second.second < options_.stalled_after))
+           !node_.releases().settled(inventory::release_key(*view), now)))
         all = false;
     }
     return any_pending && all;
@@ -717,8 +717,6 @@ class Reclaim {
   std::map<proc::ProcessId, proc::ProcessId> parent_of_killed_;  // target -> its parent
   std::map<proc::ProcessId, int> respawns_;                      // parent -> new holders seen
   std::vector<proc::ProcessId> survivors_;
-  // Per GPU: the lowest reading so far and when it was taken, for the stall rule (D16).
-  std::map<gpu::DeviceId, std::pair<std::uint64_t, TimePoint>> lowest_;
   // First "freed" with a live parent; `settling_` says whether it is set (a plain pair
   // rather than std::optional: g++ 12 -O2 warns maybe-uninitialized on the optional).
   TimePoint settle_from_{};

@@ -46,9 +46,10 @@ struct ReclaimOptions {
   // again), keep watching the GPUs and re-scanning for this long before the verdict.
   // Orphans (the case study) have no such parent and cost no time.
   std::chrono::milliseconds settle = kDefaultSettle;
-  // Memory that no live target holds and that has not fallen for this long is classified
-  // at once instead of waiting out --timeout (D16). The simulator's and the H200's
-  // releases take 0.2-2 s and fall as they go; driver-held memory never falls.
+  // A GPU NVML could not read yet is waited for this long before it is classified, and the
+  // prolog waits at most this long for memory still coming back without a deadline. When
+  // memory that no live target holds has stopped falling is the release model's answer
+  // (inventory/release_model.h, ReleaseTracker::settled; D16), not this.
   std::chrono::milliseconds stalled_after{3000};
   // `free --deadline`, the Slurm epilog's bound: a time (on node.clock()) by which the
   // whole reclaim is over. Every wait ends by it (the grace and the wait after SIGKILL

@@ -79,7 +79,7 @@ ReleaseResult wait_for_release(gpu::GpuSource& source, std::vector<GpuRelease> g
                                util::Clock::time_point deadline, util::Clock::time_point t0,
                                const std::atomic<bool>* interrupted,
                                const std::function<void(const std::vector<GpuRelease>&)>& progress,
-                               util::Clock& clock) {
+                               util::Clock& clock, inventory::ReleaseTracker* releases) {
   ReleaseResult result;
   result.gpus = std::move(gpus);
   // Every measured GPU is read every time, freed or not: the verdict needs all of them
@@ -108,6 +108,11 @@ ReleaseResult wait_for_release(gpu::GpuSource& source, std::vector<GpuRelease> g
       }
       const bool all_below =
           record(*reading, std::chrono::duration<double>(clock.now() - t0).count(), result);
+      if (releases)
+        for (const auto& r : *reading)
+          for (const auto& g : result.gpus)
+            if (g.gpu == r.id && r.used && r.problem.empty())
+              releases->read(inventory::release_key(g.uuid, g.gpu), *r.used, g.total, clock.now());
       if (progress) progress(result.gpus);
       // A GPU that could not be read is polled no more (never freed); the others are.
       std::erase_if(polled, [&](gpu::DeviceId idx) {

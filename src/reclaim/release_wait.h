@@ -13,6 +13,7 @@
 
 #include "gpu/gpu_source.h"
 #include "inventory/inventory.h"
+#include "inventory/release_model.h"
 #include "util/clock.h"
 
 namespace gpureap::reclaim {
@@ -81,11 +82,14 @@ struct ReleaseResult {
 /// measured GPU is read every time. A GPU that is not `measured`, or that cannot be read,
 /// is never freed (so all_freed stays false) and is not polled; the others are polled on
 /// until the deadline. `progress` (may be empty) sees every reading. Time is read, and
-/// waited, on `clock`.
+/// waited, on `clock` (the node's). `releases` (the node's release model, may be null) is
+/// handed every reading, so that whether memory falls is its answer over every reading
+/// (inventory/release_model.h, one release clock).
 ReleaseResult wait_for_release(gpu::GpuSource& source, std::vector<GpuRelease> gpus,
                                util::Clock::time_point deadline, util::Clock::time_point t0,
                                const std::atomic<bool>* interrupted,
                                const std::function<void(const std::vector<GpuRelease>&)>& progress,
-                               util::Clock& clock = util::system_clock());
+                               util::Clock& clock = util::system_clock(),
+                               inventory::ReleaseTracker* releases = nullptr);
 
 }  // namespace gpureap::reclaim

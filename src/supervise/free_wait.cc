@@ -1,7 +1,6 @@
 #include "supervise/free_wait.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "gpu/mig.h"
 #include "inventory/collect.h"
@@ -10,10 +9,14 @@
 
 namespace gpureap::supervise {
 
-using Clock = std::chrono::steady_clock;
-using util::seconds_since;
-
 namespace {
+
+using TimePoint = util::Clock::time_point;
+
+// Seconds from `t0` until now on the node's clock.
+double clock_seconds(util::Clock& clock, TimePoint t0) {
+  return std::chrono::duration<double>(clock.now() - t0).count();
+}
 
 // A compute instance of the same GPU instance as `view` (gpu/mig.h, shares_memory)
 // that is not selected itself.
@@ -47,7 +50,7 @@ bool shares_with_unselected(const inventory::Inventory& inv, const inventory::Gp
 //    whether it is a ghost; a selected GPU NVML cannot read is said in result.message.
 //    Returns whether a selected compute instance shares memory with an unselected one.
 bool set_thresholds(const inventory::Inventory& inv, const std::vector<gpu::DeviceId>& chosen,
-                    std::optional<std::uint64_t> below, Clock::time_point t0,
+                    std::optional<std::uint64_t> below, util::Clock& clock, TimePoint t0,
                     FreeWaitResult& result) {
   bool siblings = false;
   for (const auto& v : inv.gpus) {
@@ -59,7 +62,7 @@ bool set_thresholds(const inventory::Inventory& inv, const std::vector<gpu::Devi
     if (v.info.memory) {
       g.used = v.used();
       if (*g.used <= g.threshold && !result.ghosts.contains(g.gpu))
-        g.freed_at = seconds_since(t0);
+        g.freed_at = clock_seconds(clock, t0);
     } else {
       // A selected GPU that NVML cannot read can never be seen free: say so now
       // (the GPUs that were not selected do not matter).
@@ -77,7 +80,7 @@ struct FreePoller {
   inventory::Node& node;
   const std::vector<gpu::DeviceId>& chosen;
   bool siblings;
-  Clock::time_point t0, deadline;
+  TimePoint t0, deadline;
   FreeWaitResult& result;
   bool all_free = false;
 
@@ -99,7 +102,7 @@ struct FreePoller {
       g.left_alone_bytes = left;
       g.used = v->used();
       if (*g.used <= g.threshold && !result.ghosts.contains(g.gpu)) {
-        if (!g.freed_at) g.freed_at = seconds_since(t0);
+        if (!g.freed_at) g.freed_at = clock_seconds(node.clock(), t0);
       } else {
         g.freed_at.reset();
         every = false;
@@ -125,8 +128,8 @@ struct FreePoller {
         return {};
       }
       if (!problem.empty()) return problem;
-      if (Clock::now() + interval > deadline) return {};
-      std::this_thread::sleep_for(interval);
+      if (node.clock().now() + interval > deadline) return {};
+      node.clock().sleep_for(interval);
       interval = std::min(interval + std::chrono::milliseconds(10), std::chrono::milliseconds(100));
     }
   }
@@ -134,7 +137,9 @@ struct FreePoller {
   // Otherwise memory alone. Returns the driver's error, empty when none.
   std::string poll_until_deadline() {
     if (siblings) return poll_looks();
-    auto release = reclaim::wait_for_release(node.gpus(), result.gpus, deadline, t0, nullptr, {});
+    auto release = reclaim::wait_for_release(node.gpus(), result.gpus, deadline, t0,
+                                             nullptr, {}, node.clock(),
+                                             &node.releases());
     result.gpus = std::move(release.gpus);
     for (auto& g : result.gpus)
       if (result.ghosts.contains(g.gpu)) g.freed_at.reset();
@@ -151,11 +156,11 @@ struct FreePoller {
                            [](const reclaim::GpuRelease& g) { return g.freed_at.has_value(); });
     std::string source_error;
     if (!all_free && timeout.count() > 0) source_error = poll_until_deadline();
-    if (!all_free && source_error.empty() && Clock::now() < deadline) {
+    if (!all_free && source_error.empty() && node.clock().now() < deadline) {
       // The poller stops when its next interval would overshoot the deadline;
       // the last reading belongs at the deadline itself, so that --timeout
       // means what it says.
-      std::this_thread::sleep_until(deadline);
+      node.clock().sleep_until(deadline);
       source_error = poll_until_deadline();
     }
     return source_error;
@@ -166,7 +171,8 @@ struct FreePoller {
 
 FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& options) {
   FreeWaitResult result;
-  const auto t0 = Clock::now();
+  util::Clock& clock = node.clock();  // the node's: every wait of gpureap on one clock
+  const auto t0 = clock.now();
   const auto deadline = t0 + options.timeout;
 
   // 1. One inventory: the GPUs, their baselines, and who holds them now.
@@ -187,20 +193,20 @@ FreeWaitResult wait_until_free(inventory::Node& node, const FreeWaitOptions& opt
     result.message = chosen.error().message;
     return result;
   }
-  const bool siblings = set_thresholds(inv, *chosen, options.below, t0, result);
+  const bool siblings = set_thresholds(inv, *chosen, options.below, clock, t0, result);
   if (!result.message.empty()) return result;
   // A ghost is busy with no process: only a reset or a reboot ends it, so waiting out the
   // timeout would only delay the answer (issue 35).
   if (!result.ghosts.empty()) {
     result.status = FreeWaitResult::Status::ghost;
-    result.seconds = seconds_since(t0);
+    result.seconds = clock_seconds(clock, t0);
     return result;
   }
 
   // 3. Poll.
   FreePoller poller{node, *chosen, siblings, t0, deadline, result, false};
   const std::string source_error = poller.poll(options.timeout);
-  result.seconds = seconds_since(t0);
+  result.seconds = clock_seconds(clock, t0);
   if (!source_error.empty()) {
     result.message = source_error;
     return result;
