@@ -213,6 +213,10 @@ class Agent {
       if (auto due = control_->next_deadline()) timeout = std::min(timeout, poll_timeout_ms(*due));
       if (watchdog_interval()) timeout = std::min(timeout, poll_timeout_ms(next_watchdog));
       if (yielded_until_) timeout = std::min(timeout, poll_timeout_ms(*yielded_until_));
+      // An orphan announced between ticks (a death's look) is reaped when it falls due.
+      std::optional<util::Clock::time_point> reap_at;
+      if (options_.reap_orphans_after) (void)due_orphans(watcher_.inventory(), &reap_at);
+      if (reap_at) timeout = std::min(timeout, poll_timeout_ms(*reap_at));
       int n = ::poll(fds.data(), fds.size(), timeout);
       if (signals.stop.load()) break;
       // Every client side by side, none waited for (W2-17); also drops the late ones.
@@ -234,6 +238,8 @@ class Agent {
         publish();
         reap_due_orphans();
         next_tick = node_.clock().now() + options_.watch.tick;
+      } else if (reap_at && node_.clock().now() >= *reap_at && !yielded_until_) {
+        reap_due_orphans();
       }
     }
     if (options_.notifier) options_.notifier->stopping();
@@ -486,16 +492,20 @@ class Agent {
 
   /// The holders of `inv` whose reap is due: reapable, orphaned for longer than
   /// --reap-orphans-after by the agent's clock, not tried yet.
-  std::set<proc::ProcessId> due_orphans(const inventory::Inventory& inv) const {
+  /// The orphans due now; `next`, when given, gets when the next one falls due.
+  std::set<proc::ProcessId> due_orphans(const inventory::Inventory& inv,
+                                        std::optional<util::Clock::time_point>* next = nullptr) const {
     std::set<proc::ProcessId> due;
     const auto now = node_.clock().now();
     for (const auto& view : inv.gpus)
       for (const auto& gh : view.holders) {
         auto it = orphan_since_.find(gh.holder.id);
-        if (!gh.uses_gpu || it == orphan_since_.end() ||
-            now - it->second < *options_.reap_orphans_after)
-          continue;
+        if (!gh.uses_gpu || it == orphan_since_.end()) continue;
         if (reaped_.contains(gh.holder.id) || !reapable(gh.holder)) continue;
+        if (const auto at = it->second + *options_.reap_orphans_after; now < at) {
+          if (next && (!*next || at < **next)) *next = at;
+          continue;
+        }
         due.insert(gh.holder.id);
       }
     return due;
