@@ -112,7 +112,15 @@ void Watcher::refresh(bool full) {
   // moment before the server died, is found only by a fresh one (CI: the announcement
   // named 1 of 2 workers when the server died during a tick's look).
   if (std::set<pid_t> affected = note_deaths(); !affected.empty()) look_after_deaths(affected);
+  look_at_crashes();
   rewatch();
+}
+
+void Watcher::look_at_crashes() {
+  // A drain during a look (its rebuild, an exit's manner) may have queued some: each look
+  // drains again, so a few rounds at most (a crash per round is a burst of crashes).
+  for (int round = 0; round < 3 && !lineage_looks_.empty(); ++round)
+    look_after_deaths(std::exchange(lineage_looks_, {}));
 }
 
 void Watcher::look_after_deaths(std::set<pid_t> affected) {
@@ -352,6 +360,13 @@ void Watcher::pump_events() {
   pending_events_.lost = pending_events_.lost || batch->lost;
   pending_events_.events.insert(pending_events_.events.end(), batch->events.begin(),
                                 batch->events.end());
+  // Drained at once now, kept for the tick: past kMaxPendingEvents (a long --tick on a
+  // busy node) they are dropped as the kernel drops an overrun, and the tick lists /proc.
+  if (pending_events_.events.size() > kMaxPendingEvents) {
+    pending_events_.events.clear();
+    pending_events_.events.shrink_to_fit();
+    pending_events_.lost = true;
+  }
 }
 
 void Watcher::read_exit(const Watched& w, inventory::DeadParent& dead) {
@@ -574,7 +589,7 @@ void Watcher::on_ready(int fd) {
     // living children is a look at them, between ticks.
     pump_events();
     if (lineage_looks_.empty()) return;
-    look_after_deaths(std::exchange(lineage_looks_, {}));
+    look_at_crashes();
     rewatch();
     return;
   }
@@ -585,6 +600,7 @@ void Watcher::on_ready(int fd) {
   // since): the server died the moment its last worker held, and the announcement named
   // only the first (in CI, under load).
   look_after_deaths(note_death(fd));
+  look_at_crashes();
   // Forget parents of processes that are no holders any more (the inventory reads
   // only holders' entries: nothing to rebuild).
   std::erase_if(dead_parents_, [&](const auto& entry) { return !holders_.contains(entry.first); });

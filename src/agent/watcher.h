@@ -159,6 +159,9 @@ class Watcher {
   /// A holder whose parent the events show dead (and the pidfd path did not see die):
   /// that death joins dead_parents_, for the one orphan rule to judge.
   void witness_from_lineage();
+  /// Looks at the living children of crashes the drains queued (lineage_looks_).
+  void look_at_crashes();
+  static constexpr std::size_t kMaxPendingEvents = 1 << 16;
   /// How the process behind `w` ended (DeadParent::manner, exit_value), as the kernel says.
   void read_exit(const Watched& w, inventory::DeadParent& dead);
   void take_snapshot();  // NVML, with a retry (backed off) after a hang or a failed start
