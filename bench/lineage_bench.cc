@@ -5,7 +5,8 @@
 // the agent's /proc reader, as the agent does. Then every launcher is SIGKILLed (the
 // shape the table exists for: dead parents kept for their living workers), and at last
 // every worker is killed (the table must empty). Prints one JSON object: entries, the
-// table's own count of bytes and the allocator's (mallinfo2), per process, and the CPU
+// table's own count of bytes and the allocator's (mallinfo2), per entry (a process the
+// table keeps: these, and whatever else the machine forked meanwhile), and the CPU
 // time of the drains. Kills only the processes it started, by pid.
 
 #include <malloc.h>
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +41,15 @@ double cpu_seconds() {
 
 std::size_t heap_in_use() { return mallinfo2().uordblks; }
 
+std::string comm_of(pid_t pid) {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/comm").c_str(), "r");
+  if (!f) return {};
+  char buf[64] = {};
+  const bool ok = std::fgets(buf, sizeof buf, f) != nullptr;
+  std::fclose(f);
+  return ok ? std::string(buf) : std::string();
+}
+
 struct Feeder {
   ProcEvents& events;
   EventLineage& table;
@@ -49,6 +60,7 @@ struct Feeder {
   template <typename Done>
   void until(Done done) {
     auto quiet_since = std::chrono::steady_clock::now();
+    const auto give_up = quiet_since + std::chrono::seconds(60);  // a node never quiet
     for (;;) {
       const double c0 = cpu_seconds();
       auto batch = events.drain();
@@ -62,7 +74,8 @@ struct Feeder {
       cpu += cpu_seconds() - c0;
       if (!batch->events.empty()) quiet_since = std::chrono::steady_clock::now();
       if (done()) return;
-      if (std::chrono::steady_clock::now() - quiet_since > std::chrono::seconds(5)) return;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - quiet_since > std::chrono::seconds(5) || now > give_up) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
@@ -120,10 +133,16 @@ int main(int argc, char** argv) {
   const std::size_t dead_entries = table.size(), dead_parents = table.dead();
   const std::size_t dead_bytes = table.bytes(), dead_heap = heap_in_use() - heap0;
 
-  // The workers, by pid: the table's own children of each dead launcher.
+  // The workers, by pid: living processes whose dead parent is one of this bench's
+  // launchers and that still carry this bench's name (a fork keeps it). Nothing else is
+  // signalled: the table also holds the rest of the machine's forks.
+  const std::string own_comm = comm_of(::getpid());
+  const std::set<pid_t> ours(launcher_pids.begin(), launcher_pids.end());
   std::vector<pid_t> workers;
   for (pid_t pid = 2; pid < 4194304 && static_cast<int>(workers.size()) < launchers * per; ++pid)
-    if (table.dead_parent_of(pid)) workers.push_back(pid);
+    if (auto d = table.dead_parent_of(pid);
+        d && ours.contains(d->dead.pid) && !own_comm.empty() && comm_of(pid) == own_comm)
+      workers.push_back(pid);
   for (pid_t w : workers) ::kill(w, SIGKILL);
   feed.until([&] { return table.size() == 0; });
 
@@ -136,10 +155,10 @@ int main(int argc, char** argv) {
       " \"all_gone\": {\"entries\": %zu, \"workers_killed\": %zu},\n"
       " \"drain_cpu_seconds\": {\"starting\": %.4f, \"total\": %.4f, \"per_event_us\": %.2f}}\n",
       started, launchers, feed.lost ? "true" : "false", feed.drained, live_entries, live_bytes,
-      live_heap, static_cast<double>(live_bytes) / static_cast<double>(started),
-      static_cast<double>(live_heap) / static_cast<double>(started), dead_entries, dead_parents,
-      dead_bytes, dead_heap, static_cast<double>(dead_bytes) / static_cast<double>(started),
-      static_cast<double>(dead_heap) / static_cast<double>(started), table.size(), workers.size(),
+      live_heap, static_cast<double>(live_bytes) / static_cast<double>(live_entries),
+      static_cast<double>(live_heap) / static_cast<double>(live_entries), dead_entries, dead_parents,
+      dead_bytes, dead_heap, static_cast<double>(dead_bytes) / static_cast<double>(dead_entries),
+      static_cast<double>(dead_heap) / static_cast<double>(dead_entries), table.size(), workers.size(),
       live_cpu, feed.cpu, feed.drained ? feed.cpu * 1e6 / static_cast<double>(feed.drained) : 0.0);
   return table.size() == 0 && !feed.lost ? 0 : 1;
 }
