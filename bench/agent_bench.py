@@ -190,12 +190,13 @@ def cpu_run(gpureap, env, seconds, *args):
     return (c1 - c0) / (t1 - t0)
 
 
-def cpu_window(gpureap, env, seconds):
-    """One agent at its defaults: its own CPU and its children's (the NVML worker)
-    over `seconds` after start-up, and the seconds in which it took more than 0.1 s
-    (its full scans, at 10,000 processes)."""
-    agent = Agent(gpureap, env)
-    time.sleep(2)  # past the start-up full scan
+def cpu_window(gpureap, env, seconds, agent=None):
+    """One agent at its defaults (or `agent`, running): its own CPU and its children's
+    (the NVML worker) over `seconds` after start-up, and the seconds in which it took
+    more than 0.1 s (its full scans, at 10,000 processes)."""
+    if agent is None:
+        agent = Agent(gpureap, env)
+        time.sleep(2)  # past the start-up full scan
     pid = agent.p.pid
     own0 = cpu_of(pid)
     kids0 = {c: cpu_of(c) for c in children_of(pid)}
@@ -218,6 +219,44 @@ def cpu_window(gpureap, env, seconds):
             "seconds_over_0_1s_cpu": bursts, "seconds": round(t1 - t0, 1)}
 
 
+def rss_kib(pid):
+    """VmRSS of one process, KiB (0 when gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def cpu_window_spawned(gpureap, env, seconds, n):
+    """--spawn-after: the agent starts first, then the n idle processes start (each a
+    fork and an exec the proc connector reports, each kept in the agent's lineage
+    table): the agent's CPU while they start, its resident memory before and after,
+    then the usual window with them all running."""
+    agent = Agent(gpureap, env)
+    time.sleep(2)  # past the start-up full scan
+    pid = agent.p.pid
+    rss0, c0, t0 = rss_kib(pid), cpu_of(pid), time.time()
+    idle = spawn_idle(n)
+    time.sleep(2)  # the last events drained
+    c1, t1 = cpu_of(pid), time.time()
+    rss1 = rss_kib(pid)
+    try:
+        w = cpu_window(gpureap, env, seconds, agent)
+    finally:
+        for p in idle:
+            p.kill()
+        for p in idle:
+            p.wait()
+    w.update({"spawn_agent_cpu_seconds": round(c1 - c0, 3), "spawn_seconds": round(t1 - t0, 1),
+              "rss_kib_before_spawn": rss0, "rss_kib_after_spawn": rss1,
+              "rss_bytes_per_process": round((rss1 - rss0) * 1024 / n, 1)})
+    return w
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return f.read().split()[:3]
@@ -226,18 +265,19 @@ def loadavg():
 def main_cpu(a):
     """--gpureap against --baseline, alternating, same run, same idle processes."""
     results = {"machine": "cpu, simulated node", "nproc": os.cpu_count(),
-               "new": a.gpureap, "baseline": a.baseline, "rows": []}
+               "new": a.gpureap, "baseline": a.baseline, "spawn_after": a.spawn_after, "rows": []}
     with tempfile.TemporaryDirectory(prefix="gpureap-agent-bench-") as tmp:
         sim, env = sim_node(tmp)
         try:
             for n in [int(x) for x in a.procs.split(",") if x]:
-                idle = spawn_idle(n)
+                idle = [] if a.spawn_after else spawn_idle(n)
                 runs = {"baseline": [], "new": []}
                 try:
                     for r in range(a.rounds):
                         for name, binary in (("baseline", a.baseline), ("new", a.gpureap)):
                             load0 = loadavg()
-                            w = cpu_window(binary, env, a.seconds)
+                            w = (cpu_window_spawned(binary, env, a.seconds, n) if a.spawn_after
+                                 else cpu_window(binary, env, a.seconds))
                             w["round"], w["loadavg_before"], w["loadavg_after"] = r, load0, loadavg()
                             runs[name].append(w)
                             print("cpu", n, name, w, flush=True)
@@ -343,6 +383,8 @@ def main():
     ap.add_argument("--event-reps", type=int, default=5)
     ap.add_argument("--procs", default="1000,10000")
     ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--spawn-after", action="store_true",
+                    help="cpu: start the processes after each agent (its lineage table holds them)")
     a = ap.parse_args()
     if a.mode == "cpu" and not a.baseline:
         ap.error("cpu needs --baseline")

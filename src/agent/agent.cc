@@ -23,6 +23,12 @@
 namespace gpureap::agent {
 
 namespace {
+/// poll(2)'s timeout until `at`, wall clock seconds (the reaper's orphan clock).
+int wall_timeout_ms(double at) {
+  using namespace std::chrono;
+  return poll_timeout_ms(steady_clock::now() +
+                         duration_cast<steady_clock::duration>(duration<double>(at - wall_now())));
+}
 
 /// The reaper's policy from the options; fails when --keep does not compile.
 Result<ReapPolicy> reap_policy(const AgentOptions& options) {
@@ -108,6 +114,10 @@ class Agent final : public AnswerSource {
       if (auto due = answers_.next_deadline()) timeout = std::min(timeout, poll_timeout_ms(*due));
       if (watchdog_interval()) timeout = std::min(timeout, poll_timeout_ms(next_watchdog));
       if (yielded_until_) timeout = std::min(timeout, poll_timeout_ms(*yielded_until_));
+      // An orphan announced between ticks (a death the kernel's events showed) is reaped
+      // when it falls due, not at the next tick.
+      const std::optional<double> reap_at = reaper_.next_due(watcher_.inventory());
+      if (reap_at) timeout = std::min(timeout, wall_timeout_ms(*reap_at));
       int n = ::poll(fds.data(), fds.size(), timeout);
       if (signals.stop.load()) break;
       answers_.serve(n > 0 && fds[first_answer].revents);
@@ -124,6 +134,8 @@ class Agent final : public AnswerSource {
       if (node_.clock().now() >= next_tick && !yielded_until_) {
         look_now();
         next_tick = node_.clock().now() + options_.watch.tick;
+      } else if (reap_at && wall_now() >= *reap_at && !yielded_until_) {
+        reaper_.after_look(watcher_.inventory(), wall_now(), watcher_.dead_parents());
       }
     }
     if (options_.notifier) options_.notifier->stopping();

@@ -288,6 +288,20 @@ std::set<proc::ProcessId> Reaper::due(const inventory::Inventory& inv, double no
   return out;
 }
 
+std::optional<double> Reaper::next_due(const inventory::Inventory& inv) const {
+  std::optional<double> next;
+  if (!policy_.after) return next;
+  const double after = std::chrono::duration<double>(*policy_.after).count();
+  for (const auto& view : inv.gpus)
+    for (const auto& gh : view.holders) {
+      if (!gh.uses_gpu || tried_.contains(gh.holder.id)) continue;
+      const auto since = orphaned_since(gh.holder);
+      if (!since || !reapable(gh.holder, policy_.keep.get())) continue;
+      if (!next || *since + after < *next) next = *since + after;
+    }
+  return next;
+}
+
 int Reaper::ready_fd() const { return worker_->fd(); }
 
 bool Reaper::busy() const { return worker_->busy(); }

@@ -116,6 +116,9 @@ class Reaper {
   /// The holders of `inv` whose reap is due at `now`: reapable, orphaned for longer
   /// than the policy's `after`, not tried yet (a reap is tried once per process).
   std::set<proc::ProcessId> due(const inventory::Inventory& inv, double now) const;
+  /// When the next holder of `inv` falls due (wall clock seconds): the earliest orphan
+  /// not due yet, so the loop wakes for it between ticks. nullopt: none waiting.
+  std::optional<double> next_due(const inventory::Inventory& inv) const;
 
   /// Readable when a reap has finished: the loop polls it, then calls take_done().
   int ready_fd() const;

@@ -69,7 +69,8 @@ struct Watcher::Watched {
   bool is_holder = false;
 };
 
-Watcher::Watcher(inventory::Node& node, WatchOptions options) : node_(node), options_(options) {}
+Watcher::Watcher(inventory::Node& node, WatchOptions options)
+    : node_(node), options_(options), lineage_(proc::proc_identity_reader(node.proc_root())) {}
 
 std::set<pid_t> Watcher::own_pids() const {
   std::set<pid_t> own{::getpid()};
@@ -111,7 +112,15 @@ void Watcher::refresh(bool full) {
   // moment before the server died, is found only by a fresh one (CI: the announcement
   // named 1 of 2 workers when the server died during a tick's look).
   if (std::set<pid_t> affected = note_deaths(); !affected.empty()) look_after_deaths(affected);
+  look_at_crashes();
   rewatch();
+}
+
+void Watcher::look_at_crashes() {
+  // A drain during a look (its rebuild, an exit's manner) may have queued some: each look
+  // drains again, so a few rounds at most (a crash per round is a burst of crashes).
+  for (int round = 0; round < 3 && !lineage_looks_.empty(); ++round)
+    look_after_deaths(std::exchange(lineage_looks_, {}));
 }
 
 void Watcher::look_after_deaths(std::set<pid_t> affected) {
@@ -243,6 +252,9 @@ void Watcher::incremental_scan(Look look, const std::set<pid_t>& also) {
   // A death's look between two ticks (or after a tick's) keeps them for the next tick.
   std::set<pid_t> young = candidates;
   candidates.insert(young_.begin(), young_.end());
+  // The living children of a process the events show crashed (proc/event_lineage.h).
+  candidates.merge(lineage_looks_);
+  lineage_looks_.clear();
   if (look == Look::death)
     young_.merge(young);
   else
@@ -339,9 +351,22 @@ void Watcher::pump_events() {
     pending_events_ = {};
     return;
   }
+  // CLOCK_MONOTONIC (the events' clock) to the wall clock, to date an exit.
+  timespec mono{};
+  ::clock_gettime(CLOCK_MONOTONIC, &mono);
+  const double wall_offset =
+      wall_now() - (static_cast<double>(mono.tv_sec) + static_cast<double>(mono.tv_nsec) / 1e9);
+  lineage_looks_.merge(lineage_.apply(*batch, wall_offset));
   pending_events_.lost = pending_events_.lost || batch->lost;
   pending_events_.events.insert(pending_events_.events.end(), batch->events.begin(),
                                 batch->events.end());
+  // Drained at once now, kept for the tick: past kMaxPendingEvents (a long --tick on a
+  // busy node) they are dropped as the kernel drops an overrun, and the tick lists /proc.
+  if (pending_events_.events.size() > kMaxPendingEvents) {
+    pending_events_.events.clear();
+    pending_events_.events.shrink_to_fit();
+    pending_events_.lost = true;
+  }
 }
 
 void Watcher::read_exit(const Watched& w, inventory::DeadParent& dead) {
@@ -417,6 +442,7 @@ void Watcher::rebuild() {
   if (limits_.look_failed) scan.problems.insert(scan.problems.begin(), {0, *limits_.look_failed});
   scan.processes_scanned = full_scans_ > 0 ? seen_pids_.size() : processes_scanned_;
 
+  witness_from_lineage();
   inventory::CollectOptions options;
   options.proc_root = node_.proc_root();
   options.source_deadline = options_.source_deadline;
@@ -521,14 +547,47 @@ void Watcher::rewatch() {
   limits_.watched = watched_.size();
 }
 
+void Watcher::witness_from_lineage() {
+  if (!events_) return;
+  pump_events();  // the table as of now: a pid reused since the last drain is seen
+  std::optional<std::vector<proc::ProcessId>> supervisors;  // read once, when needed
+  for (const auto& [pid, h] : holders_) {
+    if (dead_parents_.contains(pid)) continue;  // the pidfd's record is the first seen
+    auto death = lineage_.dead_parent_of(pid);
+    if (!death || h.ppid == death->dead.pid) continue;
+    inventory::DeadParent dead = std::move(death->dead);
+    dead.holder_start = h.id.start_time;
+    dead.adopter = h.ppid;  // where the death left it (W4-05)
+    for (const auto& [other, oh] : holders_)
+      if (auto d = lineage_.dead_parent_of(other); d && d->dead.pid == dead.pid) ++dead.gpu_children;
+    if (!supervisors)
+      supervisors = inventory::run_supervisors(node_.baselines().dir(), node_.proc_root(), false);
+    dead.run_supervisor = death->start_time != 0 &&
+                          std::ranges::any_of(*supervisors, [&](const proc::ProcessId& id) {
+                            return id.pid == dead.pid && id.start_time == death->start_time;
+                          });
+    dead_parents_.emplace(pid, std::move(dead));
+  }
+}
+
 std::vector<int> Watcher::watch_fds() const {
   std::vector<int> fds;
-  fds.reserve(watched_.size());
+  fds.reserve(watched_.size() + 1);
   for (const auto& [fd, w] : watched_) fds.push_back(fd);
+  if (events_) fds.push_back(events_->fd());
   return fds;
 }
 
 void Watcher::on_ready(int fd) {
+  if (events_ && fd == events_->fd()) {
+    // Drained now, while a parent that just forked can still be read; a crash with
+    // living children is a look at them, between ticks.
+    pump_events();
+    if (lineage_looks_.empty()) return;
+    look_at_crashes();
+    rewatch();
+    return;
+  }
   auto it = watched_.find(fd);
   if (it == watched_.end()) return;
   if (!it->second->handle.has_exited()) return;  // a spurious wake-up
@@ -536,6 +595,7 @@ void Watcher::on_ready(int fd) {
   // since): the server died the moment its last worker held, and the announcement named
   // only the first (in CI, under load).
   look_after_deaths(note_death(fd));
+  look_at_crashes();
   // Forget parents of processes that are no holders any more (the inventory reads
   // only holders' entries: nothing to rebuild).
   std::erase_if(dead_parents_, [&](const auto& entry) { return !holders_.contains(entry.first); });

@@ -25,6 +25,7 @@
 #include "inventory/events.h"
 #include "inventory/inventory.h"
 #include "inventory/node.h"
+#include "proc/event_lineage.h"
 #include "proc/holder_scan.h"
 #include "proc/proc_events.h"
 #include "proc/process_handle.h"
@@ -85,8 +86,9 @@ class Watcher {
   /// re-read; a full scan when it is due or `full` is set.
   void refresh(bool full = false);
 
-  /// Descriptors to poll (pidfds of holders, parents and group leaders): when one
-  /// is readable call on_ready() with it.
+  /// Descriptors to poll (pidfds of holders, parents and group leaders, and the proc
+  /// connector's socket when the agent reads it): when one is readable call on_ready()
+  /// with it.
   std::vector<int> watch_fds() const;
   /// A watched process died: records when (for dead_parents()). A holder's death
   /// rebuilds the inventory from the last NVML figures (no round trip). A holder's
@@ -94,6 +96,9 @@ class Watcher {
   /// its dependents are re-read, and a sibling that took the GPU since the last
   /// tick (a worker whose CUDA context came later) is found now, so that the
   /// announcement names every orphan of the server, not those the last tick knew.
+  /// The connector's socket (its events drained into the lineage table at once, while
+  /// a forking parent can still be read) is a look at the living children of a process
+  /// the events show crashed (proc/event_lineage.h), with no tick in between.
   void on_ready(int fd);
 
   /// Holder pid -> the parent or group leader whose death the agent saw.
@@ -105,6 +110,8 @@ class Watcher {
   }
 
   const WatchLimits& limits() const { return limits_; }
+  /// Who forked whom and who exited how, from the kernel's events (empty without them).
+  const proc::EventLineage& lineage() const { return lineage_; }
 
   std::uint64_t full_scans() const { return full_scans_; }
   std::uint64_t incremental_scans() const { return incremental_scans_; }
@@ -146,8 +153,15 @@ class Watcher {
   std::set<pid_t> source_pids() const;                 // the pids NVML lists, any GPU
   void rewatch();
   /// Moves what the proc connector queued into pending_events_ (the next tick's new
-  /// processes, and the exits' manners a death is recorded with).
+  /// processes, and the exits' manners a death is recorded with) and into lineage_;
+  /// the living children of a process that crashed join lineage_looks_.
   void pump_events();
+  /// A holder whose parent the events show dead (and the pidfd path did not see die):
+  /// that death joins dead_parents_, for the one orphan rule to judge.
+  void witness_from_lineage();
+  /// Looks at the living children of crashes the drains queued (lineage_looks_).
+  void look_at_crashes();
+  static constexpr std::size_t kMaxPendingEvents = 1 << 16;
   /// How the process behind `w` ended (DeadParent::manner, exit_value), as the kernel says.
   void read_exit(const Watched& w, inventory::DeadParent& dead);
   void take_snapshot();  // NVML, with a retry (backed off) after a hang or a failed start
@@ -167,6 +181,8 @@ class Watcher {
   std::optional<proc::ProcEvents> events_;  // when new processes are found by events
   proc::ProcEventBatch pending_events_;     // drained, not yet read by a tick
   std::string events_unavailable_;          // why not, when not
+  proc::EventLineage lineage_;              // fed by pump_events
+  std::set<pid_t> lineage_looks_;           // children of a crash, looked at next
   bool events_tried_ = false;
   std::chrono::nanoseconds last_full_cpu_{0};  // the last full scan's CPU time
   std::map<int, std::shared_ptr<Watched>> watched_;  // by fd

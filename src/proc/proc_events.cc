@@ -115,15 +115,18 @@ void parse_proc_events(std::span<const std::byte> datagram, ProcEventBatch& out)
     switch (static_cast<std::uint32_t>(ev.what)) {
       case cn_event::fork:
         if (ev.event_data.fork.child_pid == ev.event_data.fork.child_tgid)
-          out.events.push_back({ProcEvent::Kind::started, ev.event_data.fork.child_tgid});
+          out.events.push_back({ProcEvent::Kind::started, ev.event_data.fork.child_tgid, 0,
+                                ev.event_data.fork.parent_tgid, ev.timestamp_ns});
         break;
       case cn_event::exec:
-        out.events.push_back({ProcEvent::Kind::exec, ev.event_data.exec.process_tgid});
+        out.events.push_back(
+            {ProcEvent::Kind::exec, ev.event_data.exec.process_tgid, 0, 0, ev.timestamp_ns});
         break;
       case cn_event::exit:
         if (ev.event_data.exit.process_pid == ev.event_data.exit.process_tgid)
           out.events.push_back({ProcEvent::Kind::exited, ev.event_data.exit.process_tgid,
-                                static_cast<int>(ev.event_data.exit.exit_code)});
+                                static_cast<int>(ev.event_data.exit.exit_code), 0,
+                                ev.timestamp_ns});
         break;
       default:
         break;

@@ -44,6 +44,10 @@ struct ProcEvent {
   /// exited: how, in waitpid(2)'s form (the kernel's exit_code: the exit status << 8,
   /// or the signal that ended it); 0 for the other kinds.
   int wait_status = 0;
+  /// started: the process that forked it (its thread-group id); 0 for the other kinds.
+  pid_t parent = 0;
+  /// When the kernel sent it: CLOCK_MONOTONIC nanoseconds (proc_event::timestamp_ns).
+  std::uint64_t at_ns = 0;
 };
 
 struct ProcEventBatch {

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -81,6 +82,25 @@ TEST(ProcEvents, AForkedProcessStartsAForkedThreadDoesNot) {
   EXPECT_TRUE(has(b, ProcEvent::Kind::started, 200));
   EXPECT_TRUE(parse(message(fork_event(100, 201, 100))).events.empty());
   EXPECT_FALSE(b.lost);
+}
+
+// The lineage table (proc/event_lineage.h) needs who forked the process and when.
+TEST(ProcEvents, AForkCarriesItsParentAndEveryEventItsTime) {
+  proc_event ev = fork_event(100, 200, 200);
+  ev.event_data.fork.parent_pid = 105;  // a thread of 100 forked it
+  ev.timestamp_ns = 123456789;
+  auto b = parse(message(ev));
+  ASSERT_EQ(b.events.size(), 1u);
+  EXPECT_EQ(b.events[0].parent, 100);
+  EXPECT_EQ(b.events[0].at_ns, 123456789u);
+  proc_event end = exit_event(200, 200);
+  end.timestamp_ns = 987654321;
+  end.event_data.exit.exit_code = SIGKILL;
+  auto e = parse(message(end));
+  ASSERT_EQ(e.events.size(), 1u);
+  EXPECT_EQ(e.events[0].at_ns, 987654321u);
+  EXPECT_EQ(e.events[0].wait_status, SIGKILL);
+  EXPECT_EQ(e.events[0].parent, 0);
 }
 
 TEST(ProcEvents, ExecNamesTheProcessEvenFromAThread) {

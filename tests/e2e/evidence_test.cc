@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "harness.h"
+#include "proc/proc_events.h"
 #include "watch_child.h"
 
 namespace gpureap::e2e {
@@ -86,6 +87,50 @@ TEST(Evidence, ALauncherScriptKilledWhileWaitingOnItsWorkersIsAWitnessedCrash) {
   EXPECT_TRUE(SimNode::eventually([&] { return !alive(guard.pids[0]) && !alive(guard.pids[1]); }));
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
   shell.terminate();
+}
+
+// The 50 ms shape (issue 49): a launcher's workers take their GPUs and the launcher is
+// SIGKILLed before the agent's next tick, so no look ever saw the workers hold a GPU nor
+// watched the launcher as a holder's parent. The kernel's events saw the forks and the
+// kill: the agent looks at the killed launcher's children at once, announces them as
+// witnessed orphans and reaps them, with no tick in between (its tick is an hour).
+// Ordering is forced, not timed: no tick falls between the allocation and the kill, and
+// the launcher lies a zombie (this test reaps it at the end), so the agent reads its
+// names whenever it drains the events. Needs the proc connector (root, initial namespaces).
+TEST(Evidence, ALauncherKilledBetweenTicksRightAfterItsWorkersAllocatedIsWitnessedByTheEvents) {
+  if (::geteuid() != 0 || !proc::proc_events_apply("/proc") || !proc::ProcEvents::open())
+    GTEST_SKIP() << "the kernel's process events need root in the initial namespaces";
+  SimNode node({"--gpus", "4", "--memory", "80GiB"});
+  WatchChild agent = WatchChild::gpureap(
+      node, {"--json", "watch", "--no-listen", "--tick", "1h", "--reap-orphans-after", "300ms"});
+  auto started = agent.next_line(30s);
+  ASSERT_TRUE(started && started->text.find("\"started\"") != std::string::npos)
+      << agent.transcript();
+  const std::string script = node.dir() + "/launch.sh";
+  std::ofstream(script) << "python3 '" << kPyhold << "' 0 4 '" << node.dir() << "/w1.pid' &\n"
+                        << "python3 '" << kPyhold << "' 1 4 '" << node.dir() << "/w2.pid' &\n"
+                        << "wait\n";
+  // bash leading a process group of its own; its workers stay in it.
+  WatchChild launcher({"/usr/bin/python3", "-c",
+                       "import os, sys; os.setpgid(0, 0); os.execv('/bin/bash', ['bash', sys.argv[1]])",
+                       script},
+                      node.env());
+  KillAtExit guard{{pid_in(node.dir() + "/w1.pid"), pid_in(node.dir() + "/w2.pid")}};
+  ASSERT_GT(guard.pids[0], 0) << launcher.transcript();
+  ASSERT_GT(guard.pids[1], 0) << launcher.transcript();
+  // Both workers hold their GPUs (each wrote its pid after its allocation); no look of
+  // the agent's since its start has seen them.
+  ASSERT_EQ(::kill(launcher.pid(), SIGKILL), 0);
+  auto announced = agent.wait_for_json(
+      [](const json& j) { return j.value("event", "") == "orphaned_memory"; }, 20s);
+  ASSERT_TRUE(announced) << agent.transcript();
+  EXPECT_EQ((*announced)["provenance"], "witnessed") << announced->dump();
+  EXPECT_EQ((*announced)["parent"]["pid"], launcher.pid()) << announced->dump();
+  auto reaped = agent.wait_for_json(
+      [](const json& j) { return j.value("event", "") == "reaped"; }, 20s);
+  EXPECT_TRUE(reaped) << agent.transcript();
+  EXPECT_TRUE(SimNode::eventually([&] { return !alive(guard.pids[0]) && !alive(guard.pids[1]); }));
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
 }
 
 // W4-02: a job whose processes inherited GPUREAP_RUN_ID runs two servers; X crashed (its
