@@ -468,7 +468,7 @@ class Agent {
     auto now = node_.clock().now();
     for (const auto& view : inv.gpus)
       for (const auto& gh : view.holders) {
-        if (!gh.holder.orphaned) continue;
+        if (!proc::stray(gh.holder)) continue;  // an orphan, or a keeper of a dead owner's memory
         auto it = orphan_since_.find(gh.holder.id);
         next[gh.holder.id] = it != orphan_since_.end() ? it->second : now;
       }

@@ -420,7 +420,7 @@ void EventDetector::observe_orphans(const GpuView& view, GpuState& st, double no
                                     std::vector<Event>& out) {
   std::vector<const GpuHolder*> fresh;
   track_holders(
-      view, [](const proc::Holder& h) { return h.orphaned; }, st.orphans, st.gone_orphans, fresh,
+      view, [](const proc::Holder& h) { return proc::stray(h); }, st.orphans, st.gone_orphans, fresh,
       st.gone, st.gone_bytes, st.gone_ids);
   wait_for_measure(view, st.unmeasured_orphans, now, fresh);
   if (fresh.empty()) return;
@@ -435,11 +435,12 @@ void EventDetector::observe_orphans(const GpuView& view, GpuState& st, double no
     }
   }
   e.bytes = known_bytes(e.holders);
-  e.detail = fresh.front()->holder.orphan_reason.empty() ? "parent gone"
-                                                         : fresh.front()->holder.orphan_reason;
-  // An orphan that keeps a dead owner's memory says whose (docs/orphans.md, "Keepers").
-  if (fresh.front()->holder.keeper != proc::KeeperClass::none)
-    e.detail += "; it " + fresh.front()->holder.keeper_reason;
+  const proc::Holder& first = fresh.front()->holder;
+  if (first.orphaned) e.detail = first.orphan_reason.empty() ? "parent gone" : first.orphan_reason;
+  // A keeper of a dead owner's memory says whose, and how (docs/orphans.md, "Keepers").
+  if (first.keeper != proc::KeeperClass::none)
+    e.detail += fmt::format("{}{}: it {}", e.detail.empty() ? "" : "; ", proc::enum_name(first.keeper),
+                            first.keeper_reason);
   if (st.orphans.size() > fresh.size())  // others were announced before
     e.detail +=
         fmt::format("; {} on this GPU in all", count_text(st.orphans.size(), "orphaned holder"));
