@@ -32,10 +32,10 @@ struct TargetLineage {
   /// ("inheritor", "importer"; "" when it keeps nothing), how the keeping is known
   /// ("witnessed", "inferred"), the dead owner and the reason ("keeps 8.00 GiB of dead pid
   /// 1700 (python3), whose memory it imported (CUDA IPC)").
-  std::string keeper;
-  std::string keeper_provenance;
+  std::string keeper{};
+  std::string keeper_provenance{};
   pid_t kept_owner = 0;
-  std::string keeper_reason;
+  std::string keeper_reason{};
   friend bool operator==(const TargetLineage&, const TargetLineage&) = default;
 };
 
