@@ -49,6 +49,8 @@ std::string_view enum_name(EventKind k) {
 struct EventDetector::GpuState {
   // Announced holders still present, with their last known bytes on this GPU.
   std::map<proc::ProcessId, std::optional<std::uint64_t>> orphans;
+  // Of those, the ones announced as keepers of a dead owner's memory (issue 52).
+  std::set<proc::ProcessId> keepers_said;
   std::map<proc::ProcessId, std::optional<std::uint64_t>> zombies;
   // Unattributed memory as announced, and a candidate waiting out the settle time.
   Unexplained announced_class = Unexplained::none;
@@ -422,11 +424,19 @@ void EventDetector::observe_orphans(const GpuView& view, GpuState& st, double no
   track_holders(
       view, [](const proc::Holder& h) { return proc::stray(h); }, st.orphans, st.gone_orphans, fresh,
       st.gone, st.gone_bytes, st.gone_ids);
+  // An orphan announced before its keeping was known (the agent saw the import at the look
+  // after the death that orphaned it) is announced again, as the keeper it is.
+  std::erase_if(st.keepers_said, [&](const proc::ProcessId& id) { return !st.orphans.contains(id); });
+  for (const auto& gh : view.holders)
+    if (gh.uses_gpu && gh.holder.keeper != proc::KeeperClass::none &&
+        st.orphans.contains(gh.holder.id) && !st.keepers_said.contains(gh.holder.id))
+      fresh.push_back(&gh);
   wait_for_measure(view, st.unmeasured_orphans, now, fresh);
   if (fresh.empty()) return;
   Event e = gpu_event(EventKind::orphaned_memory, view, now);
   for (const auto* gh : fresh) {
     e.holders.push_back(event_holder(*gh));
+    if (gh->holder.keeper != proc::KeeperClass::none) st.keepers_said.insert(gh->holder.id);
     st.orphans.emplace(gh->holder.id, gh->gpu_bytes);
     st.instance_of[gh->holder.id] = gh->holder.instance;
     if (!e.parent) {

@@ -130,6 +130,23 @@ TEST(EventDetector, AnImporterIsAnnouncedAsTheKeeperItIs) {
             "importer: it keeps 8.00 GiB of dead pid 19 (python3), whose memory it imported (CUDA IPC)");
 }
 
+// An orphan announced before the agent witnessed its import (the death that orphaned it
+// came a look before NVML's new figures) is announced again once it is known as the
+// importer, once; an orphan that keeps nothing is announced once.
+TEST(EventDetector, AnOrphanLaterKnownAsAnImporterIsAnnouncedAgainOnce) {
+  EventDetector d(0ms);
+  GpuHolder h = user(20, 8 * kGiB, true);
+  ASSERT_EQ(d.observe(node({gpu(0, {h})}), 1).size(), 1u);
+  EXPECT_TRUE(d.observe(node({gpu(0, {h})}), 2).empty());
+  h.holder.keeper = proc::KeeperClass::importer;
+  h.holder.keeper_reason = "keeps 8.00 GiB of dead pid 19 (python3), whose memory it imported (CUDA IPC)";
+  auto again = d.observe(node({gpu(0, {h})}), 3);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_NE(again[0].detail.find("; importer: it keeps 8.00 GiB of dead pid 19"), std::string::npos)
+      << again[0].detail;
+  EXPECT_TRUE(d.observe(node({gpu(0, {h})}), 4).empty());
+}
+
 TEST(EventDetector, OrphansWithoutAKnownParentHaveNone) {
   EventDetector d(0ms);
   auto events = d.observe(node({gpu(2, {user(10, 8 * kGiB, true)})}), 1, {{99, {}}});

@@ -102,6 +102,7 @@ TEST(Keepers, AnImporterIsCreditedWithTheMemoryItKeepsAndFreedByPid) {
   const json* importer = holder_of(doc, "1", held.keeper);
   ASSERT_NE(importer, nullptr) << doc.dump(1);
   EXPECT_EQ((*importer)["gpu_bytes"], 4 * kGiB + 512 * (1ULL << 20));
+  EXPECT_TRUE((*importer)["keeper"].is_null()) << "no witness, no claim: " << doc.dump(1);
   EXPECT_EQ(holder_of(doc, "1", exporter), nullptr);
   EXPECT_EQ((*gpu_of(doc, "1"))["state"], "held");
 
