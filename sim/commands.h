@@ -89,6 +89,9 @@ struct HoldOptions {
   /// ... or a process of its own session maps the holder's allocation (a CUDA IPC import),
   /// then the holder dies.
   bool ipc_importer = false;
+  /// With --inheritor / --ipc-importer: the holder does not kill itself; it lives until
+  /// killed (a test's agent then sees it listed, then dead: a witnessed death).
+  bool holder_lives = false;
   std::optional<unsigned> util;  // SM percent while the holder lives (default 0; 100 with --ghost)
   bool ghost = false;
   unsigned ghost_reads = 0;

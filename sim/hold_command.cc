@@ -70,6 +70,8 @@ Result<void> check_gpu_flags(const HoldOptions& o) {
   if (o.ghost_reads > 0 && !o.ghost) return fail("--ghost-reads needs --ghost");
   if (o.inheritor && o.ipc_importer)
     return fail("--inheritor and --ipc-importer are two shapes: give one");
+  if (o.holder_lives && !o.inheritor && !o.ipc_importer)
+    return fail("--holder-lives needs --inheritor or --ipc-importer: it keeps their holder alive");
   if ((o.inheritor || o.ipc_importer) &&
       (o.children > 0 || o.client_only || o.ghost || o.stuck || o.pidns || o.zombie_leader ||
        o.daemon || o.mig))
@@ -403,8 +405,9 @@ int run_hold(const HoldOptions& options) {
   }
   ::close(plan->report_fd);
   plan->report_fd = -1;
-  bool ok = collect_and_print(*plan, 0,
-                              options.orphan || options.inheritor || options.ipc_importer);
+  bool ok = collect_and_print(
+      *plan, 0,
+      options.orphan || ((options.inheritor || options.ipc_importer) && !options.holder_lives));
   if (options.daemon) ::waitpid(child, nullptr, 0);  // the daemon's launcher
   return ok ? kExitOk : kExitFailure;
 }

@@ -337,7 +337,8 @@ pid_t spawn_worker(HoldPlan& plan, unsigned k, bool announce) {
   if (printer) {
     if (!collect_and_print(plan, host_pid(), false)) ::_exit(kExitFailure);
     // As if SIGKILLed: an orphan's server, a keeper's holder.
-    if (plan.options.orphan || plan.options.inheritor || plan.options.ipc_importer)
+    if (plan.options.orphan ||
+        ((plan.options.inheritor || plan.options.ipc_importer) && !plan.options.holder_lives))
       ::kill(::getpid(), SIGKILL);
   }
   ::close(plan.report_fd);

@@ -221,6 +221,9 @@ void add_hold_command(CLI::App& app, SimArgs& a) {
                        "a process of its own session maps the holder's allocation (a CUDA IPC "
                        "import) and the holder dies (SIGKILL): the memory stays, listed under the "
                        "dead pid, until the importer exits");
+  a.hold_cmd->add_flag("--holder-lives", a.hold.holder_lives,
+                       "with --inheritor or --ipc-importer: the holder is not killed after setup; "
+                       "it lives until killed, and then its keeper keeps its memory");
   a.hold_cmd->add_option("--util", a.hold.util,
                          "SM utilization percent the GPU shows while the holder lives (default 0; "
                          "100 with --ghost)");

@@ -245,7 +245,7 @@ Reaper::Reaper(ReapPolicy policy, ReapAct act)
 Reaper::~Reaper() = default;
 
 std::optional<double> Reaper::orphaned_since(const proc::Holder& h) const {
-  if (!h.orphaned) return std::nullopt;
+  if (!proc::stray(h)) return std::nullopt;
   if (h.orphaned_since) return h.orphaned_since;
   auto it = first_seen_.find(h.id);
   if (it == first_seen_.end()) return std::nullopt;
@@ -258,7 +258,7 @@ void Reaper::after_look(const inventory::Inventory& inv, double now,
   std::set<proc::ProcessId> orphans;
   for (const auto& view : inv.gpus)
     for (const auto& gh : view.holders) {
-      if (!gh.holder.orphaned) continue;
+      if (!proc::stray(gh.holder)) continue;  // an orphan, or a keeper of a dead owner's memory
       orphans.insert(gh.holder.id);
       if (gh.holder.orphaned_since) continue;  // the kernel's clock, not ours
       auto it = first_seen_.find(gh.holder.id);

@@ -453,6 +453,9 @@ void Watcher::rebuild() {
   options.busy_history = busy_history_;
   options.dead_parents = dead_parents_;
   options.releases = &node_.releases();  // the release model over the ticks (issue 35)
+  if (!imports_) imports_.emplace(node_.baselines().dir(), node_.proc_root());
+  imports_->observe(snapshot_, holders_, wall_now());
+  options.imports = imports_->records();
   gpu::GpuSnapshot snapshot = snapshot_;
   inv_ = inventory::join_look(node_.gpus(), std::move(snapshot), std::move(scan), node_.devices(),
                               node_.baselines(), options);

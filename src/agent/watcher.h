@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "inventory/events.h"
+#include "inventory/import_witness.h"
 #include "inventory/inventory.h"
 #include "inventory/node.h"
 #include "proc/event_lineage.h"
@@ -187,6 +188,9 @@ class Watcher {
   std::chrono::nanoseconds last_full_cpu_{0};  // the last full scan's CPU time
   std::map<int, std::shared_ptr<Watched>> watched_;  // by fd
   std::map<pid_t, inventory::DeadParent> dead_parents_;
+  /// CUDA IPC imports seen happen (an exporter's death, its bytes moved to a live process),
+  /// kept in the state directory; made at the first look.
+  std::optional<inventory::ImportWitness> imports_;
   WatchLimits limits_;
   util::Clock::time_point next_full_{};
   // After a hang or a failed start: when to ask NVML again, and since when a

@@ -184,7 +184,7 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
       options.witnessed);
 
   const bool host_ns = in_host_pid_namespace(options.proc_root);
-  Inventory inv = build_inventory(snapshot, scan, baselines, host_ns);
+  Inventory inv = build_inventory(snapshot, scan, baselines, host_ns, {}, options.imports);
   inv.warnings = devices.warnings();
   inv.warnings.insert(inv.warnings.end(), baselines.warnings().begin(), baselines.warnings().end());
   if (!options.reread_unexplained) return inv;
@@ -214,7 +214,8 @@ Inventory join_and_reread(gpu::GpuSource& gpus, gpu::GpuSnapshot snapshot, proc:
   }
   if (later.empty()) return inv;
   std::vector<std::string> warnings = std::move(inv.warnings);
-  inv = build_inventory(std::move(snapshot), std::move(scan), baselines, host_ns, later);
+  inv = build_inventory(std::move(snapshot), std::move(scan), baselines, host_ns, later,
+                        options.imports);
   inv.warnings = std::move(warnings);
   return inv;
 }

@@ -50,6 +50,9 @@ struct CollectOptions {
   /// The agent's witnesses: holder pid -> the parent (or group leader) it saw die.
   /// The orphan rule (proc/lineage.h) weighs them above what one scan can read.
   std::map<pid_t, proc::DeadParent> dead_parents;
+  /// The agent's witnessed CUDA IPC imports (import_witness.h): who keeps a dead
+  /// exporter's memory, which no look alone can tell.
+  std::vector<ImportRecord> imports;
   /// The live runs' supervisors (inventory/run_records.h): proc::ScanOptions::run_supervisors.
   std::vector<proc::ProcessId> run_supervisors;
   /// Holders the agent's answer (this command's first look) called orphaned by what it

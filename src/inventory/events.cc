@@ -49,6 +49,8 @@ std::string_view enum_name(EventKind k) {
 struct EventDetector::GpuState {
   // Announced holders still present, with their last known bytes on this GPU.
   std::map<proc::ProcessId, std::optional<std::uint64_t>> orphans;
+  // Of those, the ones announced as keepers of a dead owner's memory (issue 52).
+  std::set<proc::ProcessId> keepers_said;
   std::map<proc::ProcessId, std::optional<std::uint64_t>> zombies;
   // Unattributed memory as announced, and a candidate waiting out the settle time.
   Unexplained announced_class = Unexplained::none;
@@ -419,13 +421,21 @@ void EventDetector::observe_orphans(const GpuView& view, GpuState& st, double no
                                     std::vector<Event>& out) {
   std::vector<const GpuHolder*> fresh;
   track_holders(
-      view, [](const proc::Holder& h) { return h.orphaned; }, st.orphans, st.gone_orphans, fresh,
+      view, [](const proc::Holder& h) { return proc::stray(h); }, st.orphans, st.gone_orphans, fresh,
       st.gone, st.gone_bytes, st.gone_ids);
+  // An orphan announced before its keeping was known (the agent saw the import at the look
+  // after the death that orphaned it) is announced again, as the keeper it is.
+  std::erase_if(st.keepers_said, [&](const proc::ProcessId& id) { return !st.orphans.contains(id); });
+  for (const auto& gh : view.holders)
+    if (gh.uses_gpu && gh.holder.keeper != proc::KeeperClass::none &&
+        st.orphans.contains(gh.holder.id) && !st.keepers_said.contains(gh.holder.id))
+      fresh.push_back(&gh);
   wait_for_measure(view, st.unmeasured_orphans, now, fresh);
   if (fresh.empty()) return;
   Event e = gpu_event(EventKind::orphaned_memory, view, now);
   for (const auto* gh : fresh) {
     e.holders.push_back(event_holder(*gh));
+    if (gh->holder.keeper != proc::KeeperClass::none) st.keepers_said.insert(gh->holder.id);
     st.orphans.emplace(gh->holder.id, gh->gpu_bytes);
     st.instance_of[gh->holder.id] = gh->holder.instance;
     if (!e.parent) {
@@ -434,11 +444,12 @@ void EventDetector::observe_orphans(const GpuView& view, GpuState& st, double no
     }
   }
   e.bytes = known_bytes(e.holders);
-  e.detail = fresh.front()->holder.orphan_reason.empty() ? "parent gone"
-                                                         : fresh.front()->holder.orphan_reason;
-  // An orphan that keeps a dead owner's memory says whose (docs/orphans.md, "Keepers").
-  if (fresh.front()->holder.keeper != proc::KeeperClass::none)
-    e.detail += "; it " + fresh.front()->holder.keeper_reason;
+  const proc::Holder& first = fresh.front()->holder;
+  if (first.orphaned) e.detail = first.orphan_reason.empty() ? "parent gone" : first.orphan_reason;
+  // A keeper of a dead owner's memory says whose, and how (docs/orphans.md, "Keepers").
+  if (first.keeper != proc::KeeperClass::none)
+    e.detail += fmt::format("{}{}: it {}", e.detail.empty() ? "" : "; ", proc::enum_name(first.keeper),
+                            first.keeper_reason);
   if (st.orphans.size() > fresh.size())  // others were announced before
     e.detail +=
         fmt::format("; {} on this GPU in all", count_text(st.orphans.size(), "orphaned holder"));

@@ -109,10 +109,44 @@ TEST(EventDetector, AnOrphanedKeepersEventSaysWhoseMemoryItKeeps) {
   keeper.holder.keeper_reason = "keeps 8.00 GiB of dead pid 19, whose device files it inherited";
   auto events = d.observe(node({gpu(0, {keeper})}), 1);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_NE(events[0].detail.find("; it keeps 8.00 GiB of dead pid 19, whose device files it "
-                                  "inherited"),
+  EXPECT_NE(events[0].detail.find("; inheritor: it keeps 8.00 GiB of dead pid 19, whose device "
+                                  "files it inherited"),
             std::string::npos)
       << events[0].detail;
+}
+
+// A keeper that is no orphan (an importer of its own session, issue 52) is announced all
+// the same, by its class and whose memory it keeps; a live holder beside it is not.
+TEST(EventDetector, AnImporterIsAnnouncedAsTheKeeperItIs) {
+  EventDetector d(0ms);
+  GpuHolder importer = user(20, 8 * kGiB, false);
+  importer.holder.keeper = proc::KeeperClass::importer;
+  importer.holder.keeper_reason =
+      "keeps 8.00 GiB of dead pid 19 (python3), whose memory it imported (CUDA IPC)";
+  auto events = d.observe(node({gpu(0, {importer, user(21, 2 * kGiB, false)})}), 1);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, EventKind::orphaned_memory);
+  ASSERT_EQ(events[0].holders.size(), 1u);
+  EXPECT_EQ(events[0].holders[0].id.pid, 20);
+  EXPECT_EQ(events[0].detail,
+            "importer: it keeps 8.00 GiB of dead pid 19 (python3), whose memory it imported (CUDA IPC)");
+}
+
+// An orphan announced before the agent witnessed its import (the death that orphaned it
+// came a look before NVML's new figures) is announced again once it is known as the
+// importer, once; an orphan that keeps nothing is announced once.
+TEST(EventDetector, AnOrphanLaterKnownAsAnImporterIsAnnouncedAgainOnce) {
+  EventDetector d(0ms);
+  GpuHolder h = user(20, 8 * kGiB, true);
+  ASSERT_EQ(d.observe(node({gpu(0, {h})}), 1).size(), 1u);
+  EXPECT_TRUE(d.observe(node({gpu(0, {h})}), 2).empty());
+  h.holder.keeper = proc::KeeperClass::importer;
+  h.holder.keeper_reason = "keeps 8.00 GiB of dead pid 19 (python3), whose memory it imported (CUDA IPC)";
+  auto again = d.observe(node({gpu(0, {h})}), 3);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_NE(again[0].detail.find("; importer: it keeps 8.00 GiB of dead pid 19"), std::string::npos)
+      << again[0].detail;
+  EXPECT_TRUE(d.observe(node({gpu(0, {h})}), 4).empty());
 }
 
 TEST(EventDetector, OrphansWithoutAKnownParentHaveNone) {

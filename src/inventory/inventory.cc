@@ -129,7 +129,7 @@ bool forked_from(const proc::Holder& h, pid_t owner, std::optional<std::uint64_t
 // inherited the owner's device files: openers NVML lists nowhere, forked from the owner.
 // They become its holders, the first credited with its bytes (the others with none, so
 // that nothing is counted twice), and the dead owner is no longer shown holding it.
-void attribute_keepers(GpuView& view, bool host_ns) {
+void attribute_inheritors(GpuView& view, bool host_ns) {
   struct Owner {
     pid_t pid;
     std::optional<std::uint64_t> start;
@@ -162,6 +162,9 @@ void attribute_keepers(GpuView& view, bool host_ns) {
     for (std::size_t i = 0; i < keepers.size(); ++i) {
       proc::Holder& h = keepers[i]->holder;
       h.keeper = proc::KeeperClass::inheritor;
+      // Known by what the agent saw (the owner died as its parent), else by one look.
+      h.keeper_provenance = h.dead_parent == owner.pid ? proc::Provenance::witnessed
+                                                       : proc::Provenance::inferred;
       h.kept_owner = owner.pid;
       h.keeper_reason = fmt::format("keeps {} of {}{}, whose device files it inherited", amount,
                                     owner.what, others);
@@ -174,6 +177,39 @@ void attribute_keepers(GpuView& view, bool host_ns) {
     std::erase_if(view.source_unseen,
                   [&](const gpu::GpuProcess& p) { return static_cast<pid_t>(p.pid) == owner.pid; });
   }
+}
+
+// Importers (docs/orphans.md): NVML lists a process with the bytes it imported from an
+// exporter that died, and nothing one look reads says so; a witness record of the agent's
+// (import_witness.h) does: the same process, on this GPU, whose figure still holds the
+// bytes it grew by when the exporter died.
+void attribute_importers(GpuView& view, const gpu::GpuInfo& info,
+                         const std::vector<ImportRecord>& imports) {
+  for (GpuHolder& gh : view.holders) {
+    proc::Holder& h = gh.holder;
+    if (h.keeper != proc::KeeperClass::none || !h.found_by.contains(proc::FoundBy::source)) continue;
+    auto it = std::find_if(imports.begin(), imports.end(), [&](const ImportRecord& r) {
+      return r.importer == h.id && r.gpu_uuid == info.uuid;
+    });
+    if (it == imports.end() || gh.gpu_bytes.value_or(0) + kImportSlack < it->bytes) continue;
+    h.keeper = proc::KeeperClass::importer;
+    // The exporter's death is witnessed; that these bytes are its memory is not: it rests
+    // on a growth of about its size at the same look (NVML says nothing more, nor does the
+    // kernel), and a live process allocating that much then would look the same. So an
+    // inference: named, and offered to a person (free --orphans), never acted on unattended.
+    h.keeper_provenance = proc::Provenance::inferred;
+    h.kept_owner = it->exporter.pid;
+    h.keeper_reason = fmt::format("keeps {} of dead pid {} ({}), whose memory it imported (CUDA IPC)",
+                                  format_bytes(it->bytes), it->exporter.pid, it->exporter_comm);
+  }
+}
+
+// The one place a keeper is decided: inheritors of a dead owner's device files, then
+// importers of a dead exporter's memory.
+void attribute_keepers(GpuView& view, const gpu::GpuInfo& info, bool host_ns,
+                       const std::vector<ImportRecord>& imports) {
+  attribute_inheritors(view, host_ns);
+  attribute_importers(view, info, imports);
 }
 
 // Clients (a monitor: nvitop, DCGM, persistenced): openers NVML lists on no GPU that keep
@@ -387,7 +423,8 @@ bool in_host_pid_namespace(const std::string& proc_root) {
 
 Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
                           BaselineStore& baselines, bool host_pid_namespace,
-                          const std::vector<gpu::MemoryReading>& later_used) {
+                          const std::vector<gpu::MemoryReading>& later_used,
+                          const std::vector<ImportRecord>& imports) {
   Inventory inv;
   inv.source_state = snapshot.state;
   inv.source_problem = std::move(snapshot.problem);
@@ -442,7 +479,7 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
         placed[i] = true;
       }
     }
-    if (source_ok) attribute_keepers(view, inv.host_pid_namespace);
+    if (source_ok) attribute_keepers(view, info, inv.host_pid_namespace, imports);
     order_holders(view);
     for (const auto& gh : view.holders)
       if (gh.uses_gpu) view.attributed_bytes += gh.gpu_bytes.value_or(0);

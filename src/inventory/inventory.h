@@ -14,6 +14,7 @@
 #include "gpu/gpu_source.h"
 #include "inventory/baseline_store.h"
 #include "inventory/host_leftovers.h"
+#include "inventory/import_witness.h"
 #include "inventory/instances.h"
 #include "proc/holder.h"
 #include "proc/holder_scan.h"
@@ -189,7 +190,8 @@ struct Inventory {
 /// visible process explains is then outside this namespace when false).
 Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
                           BaselineStore& baselines, bool host_pid_namespace,
-                          const std::vector<gpu::MemoryReading>& later_used = {});
+                          const std::vector<gpu::MemoryReading>& later_used = {},
+                          const std::vector<ImportRecord>& imports = {});
 
 /// True when NVML lists the holder on this GPU: it has a context and may compute.
 bool computes_here(const GpuHolder& h);

@@ -189,6 +189,71 @@ TEST(BuildInventory, KeepersOfAnOwnerGoneFromProcShareItsBytesOnce) {
   EXPECT_EQ(contained.gpus[0].holders[0].holder.keeper, proc::KeeperClass::none);
 }
 
+// The inheritor's keeping is witnessed when the agent saw the owner die as its parent
+// (the reaper may take it), inferred when only its process group says so.
+TEST(BuildInventory, AnInheritorIsWitnessedOnlyWhenTheAgentSawItsOwnerDie) {
+  gpu::GpuSnapshot snap;
+  snap.gpus = {gpu_with(0, 8 * kGiB, {{1667, 8 * kGiB, gpu::ProcessKind::compute}})};
+  proc::Holder owner = holder(1667, {});
+  owner.found_by = {proc::FoundBy::source};
+  owner.state = 'Z';
+  proc::Holder child = holder(1692, {0});
+  child.pgid = 1667;
+  child.state = 'S';
+  for (pid_t seen : {0, 1667}) {
+    child.dead_parent = seen;
+    proc::ScanResult scan;
+    scan.holders = {owner, child};
+    auto store = BaselineStore::in_memory();
+    const auto& keeper = build_inventory(snap, scan, store, true).gpus[0].holders[0].holder;
+    ASSERT_EQ(keeper.keeper, proc::KeeperClass::inheritor);
+    EXPECT_EQ(keeper.keeper_provenance,
+              seen ? proc::Provenance::witnessed : proc::Provenance::inferred);
+    EXPECT_EQ(proc::unattended_may_act(keeper), seen != 0);
+  }
+}
+
+// An importer (issue 52): NVML lists it with what it imported from an exporter that died,
+// and no look alone can tell; the agent's witness record does. Without the record, or for
+// another process under its pid, or once its figure no longer holds the imported bytes, it
+// is what one look sees: a holder of its own memory.
+TEST(BuildInventory, AWitnessedImporterKeepsTheDeadExportersMemory) {
+  gpu::GpuSnapshot snap;
+  snap.gpus = {gpu_with(0, 8802 * kMiB, {{200, 8802 * kMiB, gpu::ProcessKind::compute}})};
+  proc::Holder importer = holder(200, {0});
+  importer.pgid = importer.sid = 200;
+  importer.state = 'S';
+  importer.comm = "kvserver";
+  proc::ScanResult scan;
+  scan.holders = {importer};
+  const ImportRecord seen{importer.id, {100, 77, 0}, "python3", "GPU-0", 8192 * kMiB, 10};
+  auto store = BaselineStore::in_memory();
+  const auto with = build_inventory(snap, scan, store, true, {}, {}, {seen});
+  const auto& h = with.gpus[0].holders[0];
+  EXPECT_EQ(h.gpu_bytes, 8802 * kMiB) << "NVML's figure: its context and what it imported";
+  EXPECT_EQ(h.holder.keeper, proc::KeeperClass::importer);
+  EXPECT_EQ(h.holder.keeper_provenance, proc::Provenance::witnessed);
+  EXPECT_EQ(h.holder.kept_owner, 100);
+  EXPECT_EQ(h.holder.keeper_reason,
+            "keeps 8.00 GiB of dead pid 100 (python3), whose memory it imported (CUDA IPC)");
+  EXPECT_TRUE(proc::unattended_may_act(h.holder));
+  EXPECT_EQ(gpu_state(with.gpus[0]), GpuState::held);
+
+  ImportRecord other = seen;
+  other.importer.start_time += 1;  // the pid reused since
+  ImportRecord elsewhere = seen;
+  elsewhere.gpu_uuid = "GPU-1";
+  for (const auto& records : {std::vector<ImportRecord>{}, {other}, {elsewhere}}) {
+    const auto inv = build_inventory(snap, scan, store, true, {}, {}, records);
+    EXPECT_EQ(inv.gpus[0].holders[0].holder.keeper, proc::KeeperClass::none);
+  }
+  // It let the imported memory go (its figure fell back to its context): no longer a keeper.
+  gpu::GpuSnapshot closed;
+  closed.gpus = {gpu_with(0, 610 * kMiB, {{200, 610 * kMiB, gpu::ProcessKind::compute}})};
+  const auto inv = build_inventory(closed, scan, store, true, {}, {}, {seen});
+  EXPECT_EQ(inv.gpus[0].holders[0].holder.keeper, proc::KeeperClass::none);
+}
+
 // An opener tied to the dead owner by nothing (another group and session, started before
 // it) keeps nothing by evidence: it stays a possible holder of memory unknown, never a client.
 TEST(BuildInventory, AnOpenerUnrelatedToTheDeadOwnerIsNeitherKeeperNorClient) {

@@ -138,6 +138,7 @@ json encode_holder(const proc::Holder& h) {
           {"orphaned_since", optional_json(h.orphaned_since)},
           {"keeper", name_of(h.keeper)},
           {"kept_owner", h.kept_owner},
+          {"keeper_provenance", name_of(h.keeper_provenance)},
           {"keeper_reason", text(h.keeper_reason)},
           {"detached", h.detached},
           {"detached_reason", text(h.detached_reason)},
@@ -228,6 +229,8 @@ proc::Holder decode_holder(const json& j) {
     h.kept_owner = integer<pid_t>(j, "kept_owner");
     h.keeper_reason = string(j, "keeper_reason");
   }
+  if (j.contains("keeper_provenance"))
+    h.keeper_provenance = enum_of<proc::Provenance>(j, "keeper_provenance");
   h.cgroup = string(j, "cgroup");
   h.container = string(j, "container");
   h.run_id = string(j, "run_id");

@@ -79,6 +79,7 @@ Inventory rich_inventory() {
   v0.holders = {{rich_holder(100, 0, {0, 1}), 19 * kGiB, true},
                 {rich_holder(300, 1000, {0}), std::nullopt, false, /*client*/ true}};
   v0.holders[0].holder.keeper = proc::KeeperClass::inheritor;
+  v0.holders[0].holder.keeper_provenance = proc::Provenance::witnessed;
   v0.holders[0].holder.kept_owner = 99;
   v0.holders[0].holder.keeper_reason = "keeps 19.0 GiB of dead pid 99, whose device files it inherited";
   v0.source_unseen = {{4242, 1 * kGiB, gpu::ProcessKind::graphics}};
@@ -136,6 +137,7 @@ void expect_same_holder(const proc::Holder& a, const proc::Holder& b) {
   EXPECT_EQ(a.detached, b.detached);
   EXPECT_EQ(a.detached_reason, b.detached_reason);
   EXPECT_EQ(a.keeper, b.keeper);
+  EXPECT_EQ(a.keeper_provenance, b.keeper_provenance);
   EXPECT_EQ(a.kept_owner, b.kept_owner);
   EXPECT_EQ(a.keeper_reason, b.keeper_reason);
   EXPECT_EQ(a.cgroup, b.cgroup);

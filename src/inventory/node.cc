@@ -9,6 +9,7 @@
 #include "gpu/gpu_select.h"
 #include "inventory/agent_client.h"
 #include "inventory/collect.h"
+#include "inventory/import_witness.h"
 #include "inventory/inventory_wire.h"
 #include "inventory/run_records.h"
 #include "inventory/state_file.h"
@@ -82,6 +83,7 @@ Inventory Node::look(CollectOptions options) {
   // What a running (or earlier) agent saw die, kept in the state directory: a direct
   // look reaches the agent's verdict on those processes, not a one-look guess (W3-07).
   if (options.dead_parents.empty()) options.dead_parents = load_witnesses(baselines_.dir(), config_.proc_root);
+  if (options.imports.empty()) options.imports = load_imports(baselines_.dir(), config_.proc_root);
   if (options.run_supervisors.empty())
     options.run_supervisors = run_supervisors(baselines_.dir(), config_.proc_root, true);
   Inventory inv = collect_inventory(*gpus_, devices_, baselines_, options);

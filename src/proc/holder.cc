@@ -50,6 +50,7 @@ std::string_view enum_name(KeeperClass keeper) {
   switch (keeper) {
     case KeeperClass::none: return "none";
     case KeeperClass::inheritor: return "inheritor";
+    case KeeperClass::importer: return "importer";
   }
   return {};
 }

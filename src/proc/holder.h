@@ -82,6 +82,9 @@ enum class KeeperClass {
   none,
   inheritor,  // it holds the dead owner's device files: forked from it (its process group or
               // session is the owner's, or the agent saw the owner fork it), NVML lists it nowhere
+  importer,   // it imported the owner's memory (CUDA IPC): the agent saw the owner die and, at
+              // the same look, NVML's figure for it grow by about the owner's bytes
+              // (inventory/import_witness.h); no look alone can tell it
 };
 
 /// The names of NodeKind, FoundBy, OrphanEvidence, Provenance and KeeperClass (util/enum_names.h): "uvm_tools",
@@ -151,9 +154,14 @@ struct Holder {
   /// Set by the inventory's join (inventory::build_inventory), which knows NVML's owners:
   /// it keeps the memory of dead `kept_owner` (keeper_reason: "keeps 8.51 GiB of dead pid
   /// 1667, whose device files it inherited"). `free --orphans` selects a keeper as it does
-  /// an orphan; what acts unattended still needs the keeper's own owned or witnessed orphan
-  /// verdict (unattended_may_act).
+  /// an orphan; what acts unattended needs owned or witnessed evidence of the keeping
+  /// (keeper_provenance) or of the keeper's own orphaning (unattended_may_act).
   KeeperClass keeper = KeeperClass::none;
+  /// How the keeping is known: witnessed when the agent saw the owner die (an inheritor's
+  /// dead parent, an importer's witness record), inferred when one look tells it (an
+  /// inheritor by its process group or session); none when no keeper. With witnessed (or
+  /// owned) evidence the unattended paths take a keeper as the memory's holder.
+  Provenance keeper_provenance = Provenance::none;
   pid_t kept_owner = 0;
   std::string keeper_reason;
   bool detached = false;        // re-parented, but not a leak (or no evidence that it is)

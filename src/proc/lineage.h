@@ -123,12 +123,22 @@ bool is_session_tool(std::string_view comm);
 void classify_lineage(std::vector<Holder>& holders, const std::map<pid_t, DeadParent>& dead_parents,
                       double now, const std::vector<Holder>& witnessed = {});
 
+/// True when the verdict is known by what gpureap holds or what the agent saw (owned,
+/// witnessed), never by one look's inference.
+inline bool attested(Provenance p) { return p == Provenance::owned || p == Provenance::witnessed; }
+
+/// True for a holder of memory that no live owner wants: an orphan, or a keeper of a dead
+/// owner's memory (docs/orphans.md, "Keepers"). What `free --orphans`, the agent's
+/// orphaned_memory event and the reaper's clock take.
+inline bool stray(const Holder& h) { return h.orphaned || h.keeper != KeeperClass::none; }
+
 /// True when an unattended path (the reaper, the Slurm hooks, `run --free-first`
-/// without a question) may act on `h`: orphaned, and known by what gpureap holds or
-/// what the agent saw (owned, witnessed), never by one look's inference.
+/// without a question) may act on `h`: orphaned, or the keeper of a dead owner's memory,
+/// and known by what gpureap holds or what the agent saw (owned, witnessed), never by one
+/// look's inference.
 inline bool unattended_may_act(const Holder& h) {
-  return h.orphaned &&
-         (h.provenance == Provenance::owned || h.provenance == Provenance::witnessed);
+  return (h.orphaned && attested(h.provenance)) ||
+         (h.keeper != KeeperClass::none && attested(h.keeper_provenance));
 }
 
 }  // namespace gpureap::proc

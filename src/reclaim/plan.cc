@@ -174,7 +174,7 @@ std::optional<Mismatch> filter_mismatch(const proc::Holder& h, const std::vector
     return no("command line does not match --match");
   // A keeper of a dead owner's memory is that memory's holder: --orphans takes it as
   // it takes an orphan (docs/orphans.md, "Keepers").
-  if (f.orphans_only && !h.orphaned && h.keeper == proc::KeeperClass::none)
+  if (f.orphans_only && !proc::stray(h))
     return no(h.detached
                   ? fmt::format("detached, not orphaned ({}); --orphans given", h.detached_reason)
                   : std::string("not orphaned (its parent is alive); --orphans given"));
@@ -616,7 +616,8 @@ Plan make_plan(const inventory::Inventory& inv, const Selection& sel, const Call
       if (auto others = c.unselected(); !others.empty())
         why += fmt::format("; it also {}, not selected: signalling it frees that too",
                            holds_text(c.bytes - c.selected_bytes, c.bytes_known, others));
-      if (h.keeper != proc::KeeperClass::none) why += "; it " + h.keeper_reason;
+      if (h.keeper != proc::KeeperClass::none)
+        why += fmt::format("; {}: it {}", proc::enum_name(h.keeper), h.keeper_reason);
       if (h.orphaned)
         why += fmt::format("; {}: {}", proc::orphan_verdict(h.provenance), h.orphan_reason);
       if (auto live = live_server_text(inv, h); !live.empty()) why += "; " + live;
@@ -679,8 +680,7 @@ Plan orphans_plan(const inventory::Inventory& inv, const std::string& proc_root)
   for (const auto& view : inv.gpus) {
     sel.gpus.push_back(view.info.id);
     for (const auto& gh : view.holders)
-      any = any || (gh.uses_gpu && (gh.holder.orphaned ||
-                                    gh.holder.keeper != proc::KeeperClass::none));
+      any = any || (gh.uses_gpu && proc::stray(gh.holder));
   }
   if (!any) return {};
   return make_plan(inv, sel, CallerContext::current(proc_root));

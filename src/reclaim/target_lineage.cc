@@ -31,6 +31,12 @@ TargetLineage lineage_of(const proc::Holder& h) {
   }
   // How the orphan verdict is known (proc::Provenance): "" when not orphaned.
   if (h.orphaned) out.provenance = std::string(enum_name(h.provenance));
+  if (h.keeper != proc::KeeperClass::none) {
+    out.keeper = std::string(enum_name(h.keeper));
+    out.keeper_provenance = std::string(enum_name(h.keeper_provenance));
+    out.kept_owner = h.kept_owner;
+    out.keeper_reason = h.keeper_reason;
+  }
   return out;
 }
 

@@ -28,6 +28,14 @@ struct TargetLineage {
   /// "" when not known (a holder read before provenance was recorded).
   std::string provenance;
   std::string reason;  // the orphan's or detached process's reason; "" when live
+  /// A keeper of a dead owner's memory (docs/orphans.md, "Keepers"): its class
+  /// ("inheritor", "importer"; "" when it keeps nothing), how the keeping is known
+  /// ("witnessed", "inferred"), the dead owner and the reason ("keeps 8.00 GiB of dead pid
+  /// 1700 (python3), whose memory it imported (CUDA IPC)").
+  std::string keeper{};
+  std::string keeper_provenance{};
+  pid_t kept_owner = 0;
+  std::string keeper_reason{};
   friend bool operator==(const TargetLineage&, const TargetLineage&) = default;
 };
 

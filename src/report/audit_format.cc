@@ -66,7 +66,8 @@ E enum_back(const json& j, const char* key);
 // that holds no GPU), "evidence", "provenance" and "reason", null when not known.
 void add_lineage(ordered& target, const std::optional<reclaim::TargetLineage>& l) {
   if (!l) {
-    for (const char* key : {"verdict", "evidence", "provenance", "reason"}) target[key] = nullptr;
+    for (const char* key : {"verdict", "evidence", "provenance", "reason", "keeper"})
+      target[key] = nullptr;
     return;
   }
   target["verdict"] = enum_name(l->verdict);
@@ -75,6 +76,12 @@ void add_lineage(ordered& target, const std::optional<reclaim::TargetLineage>& l
                            : ordered(std::string(enum_name(l->evidence)));
   target["provenance"] = text_or_null(l->provenance);
   target["reason"] = text_or_null(l->reason);
+  // A keeper of a dead owner's memory: whose, and how it is known (docs/orphans.md).
+  target["keeper"] = l->keeper.empty() ? ordered(nullptr)
+                                       : ordered{{"class", l->keeper},
+                                                 {"owner_pid", l->kept_owner},
+                                                 {"provenance", l->keeper_provenance},
+                                                 {"reason", l->keeper_reason}};
 }
 std::optional<reclaim::TargetLineage> lineage_back(const json& t) {
   if (wire_field(t, "verdict").is_null()) return std::nullopt;
@@ -84,6 +91,14 @@ std::optional<reclaim::TargetLineage> lineage_back(const json& t) {
     l.evidence = enum_back<proc::OrphanEvidence>(t, "evidence");
   l.provenance = text_back(t, "provenance");
   l.reason = text_back(t, "reason");
+  // Records written before keepers were recorded have none.
+  if (t.contains("keeper") && t["keeper"].is_object()) {
+    const json& k = t["keeper"];
+    l.keeper = text_back(k, "class");
+    l.kept_owner = wire_integer<pid_t>(k, "owner_pid");
+    l.keeper_provenance = text_back(k, "provenance");
+    l.keeper_reason = text_back(k, "reason");
+  }
   return l;
 }
 
@@ -126,11 +141,14 @@ std::string result_text(const SignalRecord& s) {
 // target that holds no GPU or a record written before verdicts were kept.
 std::string lineage_text(const std::optional<reclaim::TargetLineage>& l) {
   if (!l) return "-";
-  if (!l->provenance.empty()) return terminal_text(reclaim::verdict_words(*l));
+  // A keeper says so after the verdict: "detached, inheritor (witnessed)".
+  const std::string keeper =
+      l->keeper.empty() ? "" : fmt::format(", {} ({})", l->keeper, l->keeper_provenance);
+  if (!l->provenance.empty()) return terminal_text(reclaim::verdict_words(*l) + keeper);
   std::string text(enum_name(l->verdict));
   if (l->evidence != proc::OrphanEvidence::none)
     text += fmt::format(" ({})", enum_name(l->evidence));
-  return text;
+  return terminal_text(text + keeper);
 }
 
 std::string verdict_text(const VerdictRecord& v) {
@@ -369,6 +387,8 @@ std::vector<std::string> journal_fields(const reclaim::AuditRecord& r) {
       if (t.lineage->evidence != proc::OrphanEvidence::none)
         ours("TARGET_EVIDENCE", std::string(enum_name(t.lineage->evidence)));
       ours("TARGET_PROVENANCE", t.lineage->provenance);
+      ours("TARGET_KEEPER", t.lineage->keeper);
+      if (t.lineage->kept_owner) ours("TARGET_KEPT_OWNER", std::to_string(t.lineage->kept_owner));
     }
     // One field per GPU: `journalctl GPUREAP_GPU=3` matches a record of GPUs 0 and 3.
     for (const auto& g : s->gpus) {

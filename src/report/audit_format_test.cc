@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <sstream>
 
 #include <csignal>
@@ -202,6 +204,40 @@ TEST_F(AuditLine, ALineReadsBackAsTheRecordItWasWrittenFrom) {
   auto back = parse_audit_line(without_newline(audit_line(refused)));
   ASSERT_TRUE(back.has_value()) << back.error().message;
   expect_same(*back, refused);
+}
+
+// A keeper the reaper signalled (issue 52): the record says whose memory it kept, how, and
+// how that is known; it reads back; the log's VERDICT column and the journal say it too.
+TEST_F(AuditLine, AKeepersRecordNamesTheDeadOwnerAndReadsBack) {
+  AuditRecord r = signal_record();
+  auto& l = *std::get<SignalRecord>(r.what).target.lineage;
+  l.verdict = reclaim::LineageVerdict::detached;
+  l.evidence = proc::OrphanEvidence::none;
+  l.provenance.clear();
+  l.reason = "re-parented to init (pid 1); it leads its own session";
+  l.keeper = "importer";
+  l.keeper_provenance = "witnessed";
+  l.kept_owner = 1700;
+  l.keeper_reason = "keeps 8.00 GiB of dead pid 1700 (python3), whose memory it imported (CUDA IPC)";
+  const std::string line = audit_line(r);
+  auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["target"]["keeper"]["class"], "importer");
+  EXPECT_EQ(j["target"]["keeper"]["owner_pid"], 1700);
+  EXPECT_EQ(j["target"]["keeper"]["provenance"], "witnessed");
+  EXPECT_EQ(j["target"]["keeper"]["reason"], l.keeper_reason);
+  auto back = parse_audit_line(without_newline(line));
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  expect_same(*back, r);
+  // Not a keeper: null, and a record without the field (older) reads back as none.
+  auto plain = nlohmann::json::parse(audit_line(signal_record()));
+  EXPECT_TRUE(plain["target"]["keeper"].is_null());
+  plain["target"].erase("keeper");
+  auto old = parse_audit_line(plain.dump());
+  ASSERT_TRUE(old.has_value()) << old.error().message;
+  EXPECT_EQ(std::get<SignalRecord>(old->what).target.lineage->keeper, "");
+  const auto fields = journal_fields(r);
+  EXPECT_NE(std::find(fields.begin(), fields.end(), "GPUREAP_TARGET_KEEPER=importer"), fields.end());
+  EXPECT_NE(std::find(fields.begin(), fields.end(), "GPUREAP_TARGET_KEPT_OWNER=1700"), fields.end());
 }
 
 TEST_F(AuditLine, ProcessTextThatIsNotUtf8ReadsBackByteForByte) {

@@ -173,6 +173,7 @@ nlohmann::ordered_json holder_json(const proc::Holder& h, std::optional<std::uin
                      ? nlohmann::ordered_json(nullptr)
                      : nlohmann::ordered_json{{"class", std::string(proc::enum_name(h.keeper))},
                                               {"owner_pid", h.kept_owner},
+                                              {"provenance", std::string(proc::enum_name(h.keeper_provenance))},
                                               {"reason", h.keeper_reason}}},
       {"detached", h.detached},
       {"detached_reason", h.detached_reason.empty() ? nlohmann::ordered_json(nullptr)

@@ -138,6 +138,7 @@ bool gpu_up(const inventory::GpuView& g) {
 // lives (or that is detached) as zombie_leader, a mark and not a leak (docs/orphans.md).
 std::string_view holder_kind(const proc::Holder& h) {
   if (h.orphaned) return "orphaned";
+  if (h.keeper != proc::KeeperClass::none) return "keeper";  // of a dead owner's memory
   if (h.zombie_leader) return "zombie_leader";
   return "live";
 }
@@ -210,6 +211,21 @@ void render_gpu_memory(Exposition& x, const inventory::Inventory& inv) {
       x.sample(with(gpu_labels(inv, g), "provenance", std::string(p)), b);
   });
 
+  x.family("gpureap_gpu_memory_kept_bytes", "gauge",
+           "Bytes of dead owners' memory that live keepers hold on this GPU (docs/orphans.md, "
+           "Keepers), as NVML reports them, by label class: inheritor (it inherited the dead "
+           "owner's device files), importer (it imported the dead exporter's memory over CUDA "
+           "IPC; NVML's figure, its own context included). Explicit zeros.");
+  each_with_memory([&](const auto& g, const auto&) {
+    std::map<std::string_view, std::uint64_t> bytes;
+    for (auto c : enum_values<proc::KeeperClass>())
+      if (c != proc::KeeperClass::none) bytes[proc::enum_name(c)] = 0;
+    for (const auto& h : g.holders)
+      if (h.uses_gpu && h.holder.keeper != proc::KeeperClass::none && h.gpu_bytes)
+        bytes[proc::enum_name(h.holder.keeper)] += *h.gpu_bytes;
+    for (const auto& [c, b] : bytes) x.sample(with(gpu_labels(inv, g), "class", std::string(c)), b);
+  });
+
   x.family("gpureap_gpu_memory_unattributed_bytes", "gauge",
            "Used bytes above the baseline that no visible process explains, by class "
            "(outside_namespace, releasing, driver_held, unknown); every class always present, "
@@ -250,10 +266,11 @@ void render_gpu_activity(Exposition& x, const inventory::Inventory& inv) {
 
   x.family("gpureap_gpu_holders", "gauge",
            "Processes holding the GPU, by kind: live, orphaned (parent or launcher died), "
-           "zombie_leader (leader exited, threads still hold it); each holder counted once.");
+           "keeper (it keeps a dead owner's memory: inheritor or importer), zombie_leader "
+           "(leader exited, threads still hold it); each holder counted once.");
   for (const auto& g : gpus) {
     std::map<std::string_view, std::uint64_t> counts{
-        {"live", 0}, {"orphaned", 0}, {"zombie_leader", 0}};
+        {"live", 0}, {"orphaned", 0}, {"keeper", 0}, {"zombie_leader", 0}};
     for (const auto& h : g.holders)
       if (h.uses_gpu) ++counts[holder_kind(h.holder)];
     for (const auto& [kind, n] : counts)

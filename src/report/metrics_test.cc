@@ -280,10 +280,40 @@ TEST(Metrics, EveryClassAndKindAlwaysPresent) {
   auto text = render(inv);
   for (const char* c : {"outside_namespace", "releasing", "driver_held", "unknown", "no_holder"})
     EXPECT_TRUE(text.find(fmt::format("class=\"{}\"}} 0\n", c)) != std::string::npos) << c;
-  for (const char* k : {"live", "orphaned", "zombie_leader"})
+  for (const char* k : {"live", "orphaned", "keeper", "zombie_leader"})
     EXPECT_TRUE(text.find(fmt::format("kind=\"{}\"}} 0\n", k)) != std::string::npos) << k;
+  for (const char* c : {"inheritor", "importer"})
+    EXPECT_TRUE(text.find(fmt::format("class=\"{}\"}} 0\n", c)) != std::string::npos) << c;
   EXPECT_EQ(lines_starting(text, "gpureap_gpu_memory_unattributed_bytes{").size(), 5u);
-  EXPECT_EQ(lines_starting(text, "gpureap_gpu_holders{").size(), 3u);
+  EXPECT_EQ(lines_starting(text, "gpureap_gpu_holders{").size(), 4u);
+  EXPECT_EQ(lines_starting(text, "gpureap_gpu_memory_kept_bytes{").size(), 2u);
+}
+
+// Keepers of dead owners' memory (issue 52): counted as their own kind (an orphaned keeper
+// stays orphaned: the lineage verdict first), their bytes by class.
+TEST(Metrics, KeepersAreAKindAndTheirBytesGoByClass) {
+  inventory::Inventory inv;
+  auto g = gpu(0, 14 * GiB);
+  proc::Holder importer = holder(200, "kvserver");
+  importer.keeper = proc::KeeperClass::importer;
+  proc::Holder inheritor = holder(201, "loader", /*orphaned*/ true);
+  inheritor.keeper = proc::KeeperClass::inheritor;
+  add_holder(g, importer, 8 * GiB + 512 * MiB);
+  add_holder(g, inheritor, 4 * GiB);
+  add_holder(g, holder(202, "python"), GiB);
+  inv.gpus.push_back(std::move(g));
+  const auto text = render(inv);
+  const std::string l =
+      R"(gpu="0",uuid="GPU-00000000",pci_bus_id="00000000:10:00.0",minor="0",vendor="nvidia")";
+  for (const std::string& line : {
+           "gpureap_gpu_holders{" + l + R"(,kind="keeper"} 1)",
+           "gpureap_gpu_holders{" + l + R"(,kind="orphaned"} 1)",
+           "gpureap_gpu_holders{" + l + R"(,kind="live"} 1)",
+           "gpureap_gpu_memory_kept_bytes{" + l + R"(,class="importer"} 9126805504)",
+           "gpureap_gpu_memory_kept_bytes{" + l + R"(,class="inheritor"} 4294967296)",
+       })
+    EXPECT_TRUE(has_line(text, line)) << line << "\nnot in:\n" << text;
+  EXPECT_EQ(structure_problems(text), std::vector<std::string>{});
 }
 
 TEST(Metrics, UnattributedGoesUnderItsOwnClassOnly) {

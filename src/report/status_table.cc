@@ -308,7 +308,7 @@ struct Tally {
 // An orphan `free --orphans` would signal, itself or (others') with sudo; a keeper of a
 // dead owner's memory is one (its owner, whose device files it inherited, is gone).
 bool freeable(const proc::Holder& h, const reclaim::Plan& free_orphans, Tally& tally) {
-  if (!h.orphaned && h.keeper == proc::KeeperClass::none) return false;
+  if (!proc::stray(h)) return false;
   if (free_orphans.contains(h.id)) return true;
   bool others = std::any_of(free_orphans.skipped.begin(), free_orphans.skipped.end(),
                             [&](const reclaim::Skipped& s) {

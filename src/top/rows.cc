@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "proc/lineage.h"
 #include "report/instance_text.h"
 
 namespace gpureap::top {
@@ -24,7 +25,7 @@ bool contains_text(const std::string& haystack, const std::string& needle) {
 
 bool passes(const Held& h, const ViewState& state) {
   const proc::Holder& p = *h.holder;
-  if (state.orphans_only && !p.orphaned && !p.zombie_leader) return false;
+  if (state.orphans_only && !proc::stray(p) && !p.zombie_leader) return false;
   if (state.gpu && !gpu::contains(h.gpus, *state.gpu)) return false;
   if (!state.text.empty() && !contains_text(p.user, state.text) &&
       !contains_text(p.cmdline, state.text) && !contains_text(p.comm, state.text) &&

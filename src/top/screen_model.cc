@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "inventory/instances.h"
+#include "proc/lineage.h"
 #include "report/instance_text.h"
 #include "report/status_table.h"
 #include "report/table_layout.h"
@@ -60,7 +61,7 @@ BarParts bar_parts(const inventory::GpuView& v) {
   p.baseline = std::min(v.baseline.bytes, used);
   for (const auto& gh : v.holders) {
     if (!gh.uses_gpu || !gh.gpu_bytes) continue;
-    (gh.holder.orphaned ? p.orphaned : p.live) += *gh.gpu_bytes;
+    (proc::stray(gh.holder) ? p.orphaned : p.live) += *gh.gpu_bytes;
   }
   p.unexplained = v.unattributed_bytes;
   return p;
@@ -269,6 +270,8 @@ Line holder_line(const Frame& f, const Row& r, const Columns& c, bool cursor) {
   b.add(fmt::format("{:<6} ", short_age(age_of(f, h))));
   if (h.orphaned)
     b.add(h.zombie_leader ? "ORPHAN+Z" : "ORPHAN  ", Ink::orphan);
+  else if (h.keeper != proc::KeeperClass::none)  // of a dead owner's memory (docs/orphans.md)
+    b.add(h.keeper == proc::KeeperClass::importer ? "IMPORTER" : "INHERITR", Ink::orphan);
   else if (h.zombie_leader)
     b.add("ZOMBIE  ", Ink::warn);
   else if (h.detached)
@@ -520,6 +523,9 @@ Box detail_box(const Frame& f, std::size_t at, std::size_t width) {
       field("verdict", "detached: " + report::terminal_text(h.detached_reason));
     else
       field("verdict", "live");
+    if (h.keeper != proc::KeeperClass::none)
+      field("keeper", std::string(proc::enum_name(h.keeper)) + ": " +
+                          report::terminal_text(h.keeper_reason));
     if (h.engine.role != proc::EngineRole::none) {
       const std::string ranks = proc::rank_label(h.engine.ranks);
       field("role", std::string(proc::enum_name(h.engine.role)) + (ranks.empty() ? "" : " " + ranks));

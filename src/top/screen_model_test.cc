@@ -431,6 +431,33 @@ TEST(TopScreen, W4_12_TheDetailBoxShowsTheWholeProcess) {
   EXPECT_NE(text.find("port       30000"), std::string::npos) << text;
 }
 
+// A keeper of a dead owner's memory (issue 52): the live holder on GPU 1 turned importer is
+// marked IMPORTER, its bytes count with the orphaned ones in the bar, `o` keeps it, and the
+// detail box says whose memory it keeps.
+TEST(TopScreen, AnImporterIsMarkedAndItsBoxSaysWhoseMemoryItKeeps) {
+  Shown s;
+  auto& h = s.inv.gpus[1].holders[0].holder;
+  h.keeper = proc::KeeperClass::importer;
+  h.keeper_reason = "keeps 30.0 GiB of dead pid 4800 (python3), whose memory it imported (CUDA IPC)";
+  s.state.orphans_only = true;
+  s.draw(80, 24);
+  const int row = s.find(std::to_string(kLive));
+  ASSERT_GE(row, 0) << "o shows keepers too";
+  EXPECT_NE(s.line(row).find("IMPORTER"), std::string::npos) << s.line(row);
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < s.rows.size(); ++i)
+    if (s.rows[i].kind == Row::Kind::holder && s.rows[i].holder->id.pid == kLive) at = i;
+  Frame f;
+  f.inv = &s.inv;
+  f.rows = &s.rows;
+  f.state = &s.state;
+  std::string all;
+  for (const auto& l : detail_box(f, at, 120).lines) all += l + "\n";
+  EXPECT_NE(all.find("keeper     importer: keeps 30.0 GiB of dead pid 4800 (python3), whose memory"),
+            std::string::npos)
+      << all;
+}
+
 TEST(TopText, SensorsText) {
   gpu::GpuInfo info;
   EXPECT_EQ(sensors_text(info), "  -C    -W");

@@ -5,16 +5,20 @@
 // imported the memory), `--client-only` (a monitor).
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 
 #include "harness.h"
+#include "watch_child.h"
 
 namespace gpureap::e2e {
 namespace keepers_test {
 
 using json = nlohmann::json;
+using namespace std::chrono_literals;
 
 constexpr std::uint64_t kGiB = 1ULL << 30;
 
@@ -98,6 +102,7 @@ TEST(Keepers, AnImporterIsCreditedWithTheMemoryItKeepsAndFreedByPid) {
   const json* importer = holder_of(doc, "1", held.keeper);
   ASSERT_NE(importer, nullptr) << doc.dump(1);
   EXPECT_EQ((*importer)["gpu_bytes"], 4 * kGiB + 512 * (1ULL << 20));
+  EXPECT_TRUE((*importer)["keeper"].is_null()) << "no witness, no claim: " << doc.dump(1);
   EXPECT_EQ(holder_of(doc, "1", exporter), nullptr);
   EXPECT_EQ((*gpu_of(doc, "1"))["state"], "held");
 
@@ -107,6 +112,144 @@ TEST(Keepers, AnImporterIsCreditedWithTheMemoryItKeepsAndFreedByPid) {
   EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
   EXPECT_FALSE(alive(held.keeper));
   auto after = node.gpureap({"status", "--json", "--no-agent", "--gpu", "1"}).json();
+  EXPECT_EQ((*gpu_of(after, "1"))["state"], "free") << after.dump(1);
+}
+
+// The agent's audit records of signals to `pid`.
+std::vector<json> audit_signals_to(const SimNode& node, pid_t pid) {
+  std::vector<json> out;
+  std::ifstream in(node.env().at("GPUREAP_STATE_DIR") + "/audit.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto j = json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j["record"] == "signal" && j["target"]["pid"] == pid)
+      out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// An agent watching the node (`watch --json`), its first line read.
+WatchChild start_agent(const SimNode& node, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--json", "watch", "--no-listen", "--tick", "200ms"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  WatchChild agent = WatchChild::gpureap(node, args);
+  auto first = agent.next_line(30s);
+  EXPECT_TRUE(first && first->text.find("\"started\"") != std::string::npos) << agent.transcript();
+  return agent;
+}
+
+// An importer the agent saw import (issue 52): it saw the exporter listed, then dead, at
+// the look its importer's NVML figure grew by the exporter's bytes (as on an H100). It is
+// named `importer` with the bytes it keeps, by the agent's answer, its event and a direct
+// look alike (the record in the state directory); `free --orphans` takes it, exit 0, the
+// result the memory. (Without the witness, a look names no importer: the test above.)
+TEST(Keepers, AnImporterTheAgentSawImportIsNamedEverywhereAndFreeOrphansFreesIt) {
+  SimNode node({"--gpus", "2", "--memory", "80GiB"});
+  WatchChild agent = start_agent(node);
+  auto held = node.hold({"--gpu", "1", "--bytes", "4GiB", "--ipc-importer", "--holder-lives"});
+  ASSERT_NE(held.keeper, 0);
+  const pid_t exporter = held.holders.at(0).first;
+  ASSERT_TRUE(alive(exporter));
+  ASSERT_TRUE(node.agent_sees({exporter, held.keeper})) << agent.transcript();
+  ASSERT_EQ(::kill(exporter, SIGKILL), 0);  // ours: started by this test's hold
+
+  const std::string says = "keeps 4.00 GiB of dead pid " + std::to_string(exporter);
+  auto event = agent.wait_for_json(
+      [&](const json& j) {
+        return j.value("event", "") == "orphaned_memory" &&
+               j.value("detail", "").find("importer: it " + says) != std::string::npos;
+      },
+      30s);
+  ASSERT_TRUE(event) << agent.transcript();
+  EXPECT_EQ((*event)["holders"][0]["pid"], held.keeper);
+
+  for (const bool direct : {false, true}) {
+    std::vector<std::string> args = {"status", "--json"};
+    if (direct) args.push_back("--no-agent");
+    const json doc = node.gpureap(args).json();
+    EXPECT_EQ(doc["source"], direct ? "scan" : "agent");
+    const json* importer = holder_of(doc, "1", held.keeper);
+    ASSERT_NE(importer, nullptr) << doc.dump(1);
+    EXPECT_EQ((*importer)["gpu_bytes"], 4 * kGiB + 512 * (1ULL << 20));
+    EXPECT_EQ((*importer)["keeper"]["class"], "importer") << doc.dump(1);
+    EXPECT_EQ((*importer)["keeper"]["owner_pid"], exporter);
+    EXPECT_EQ((*importer)["keeper"]["provenance"], "inferred");
+    EXPECT_NE((*importer)["keeper"]["reason"].get<std::string>().find(
+                  says + " (gpureap-sim), whose memory it imported (CUDA IPC)"),
+              std::string::npos)
+        << doc.dump(1);
+  }
+  auto text = node.gpureap({"status", "--no-agent"});
+  EXPECT_NE(text.out.find("keeper, importer (pid " + std::to_string(held.keeper) + "): " + says),
+            std::string::npos)
+      << text.out;
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+
+  auto freed = node.gpureap({"free", "--orphans", "--gpu", "1", "--yes"});
+  EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
+  EXPECT_FALSE(alive(held.keeper));
+  EXPECT_EQ(freed.out.find("kept by holders left alone"), std::string::npos) << freed.out;
+  EXPECT_EQ(freed.out.find("Left alone"), std::string::npos) << freed.out;
+  auto after = node.gpureap({"status", "--json", "--no-agent", "--gpu", "1"}).json();
+  EXPECT_EQ((*gpu_of(after, "1"))["state"], "free") << after.dump(1);
+}
+
+// The reaper (issue 52, item 2) takes a keeper of a dead owner's memory as that memory's
+// holder when the agent saw the owner die: an inheritor (it saw the owner, its parent, die)
+// and an importer (it saw the import). Both freed, the reap event says freed, the audit
+// trail records each signal with the keeper it hit, and both GPUs are free afterwards.
+TEST(Keepers, TheReaperFreesAWitnessedInheritorAndLeavesAnImporterToAPerson) {
+  SimNode node({"--gpus", "2", "--memory", "80GiB"});
+  WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms"});
+  auto inherited = node.hold({"--gpu", "0", "--bytes", "8GiB", "--inheritor", "--holder-lives"});
+  auto imported = node.hold({"--gpu", "1", "--bytes", "4GiB", "--ipc-importer", "--holder-lives"});
+  ASSERT_NE(inherited.keeper, 0);
+  ASSERT_NE(imported.keeper, 0);
+  const pid_t owner = inherited.holders.at(0).first, exporter = imported.holders.at(0).first;
+  ASSERT_TRUE(node.agent_sees({owner, inherited.keeper, exporter, imported.keeper}))
+      << agent.transcript();
+  ASSERT_EQ(::kill(exporter, SIGKILL), 0);  // ours, by pid
+  // The import is announced first, so that when the inheritor's reap is seen, the
+  // importer had been a named keeper for longer than --reap-orphans-after.
+  ASSERT_TRUE(agent.wait_for_json(
+      [&](const json& j) {
+        return j.value("event", "") == "orphaned_memory" &&
+               j.value("detail", "").find("importer: it keeps") != std::string::npos;
+      },
+      60s))
+      << agent.transcript();
+  ASSERT_EQ(::kill(owner, SIGKILL), 0);
+
+  std::set<pid_t> reaped;
+  ASSERT_TRUE(agent.wait_for_json(
+      [&](const json& j) {
+        EXPECT_NE(j.value("event", ""), "reap_failed") << j.dump();
+        if (j.value("event", "") == "reaped")
+          for (const auto& h : j["holders"]) reaped.insert(h["pid"].get<pid_t>());
+        return reaped.contains(inherited.keeper);
+      },
+      60s))
+      << agent.transcript();
+  EXPECT_FALSE(alive(inherited.keeper));
+  // The importer's link to the dead exporter is an inference (bytes that grew at the
+  // exporter's death): the reaper leaves it, though it was due before the inheritor.
+  EXPECT_FALSE(reaped.contains(imported.keeper)) << agent.transcript();
+  EXPECT_TRUE(alive(imported.keeper));
+  EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
+
+  auto sig = audit_signals_to(node, inherited.keeper);
+  ASSERT_FALSE(sig.empty());
+  EXPECT_EQ(sig[0]["actor"], "watch-reaper");
+  EXPECT_EQ(sig[0]["target"]["keeper"]["class"], "inheritor") << sig[0].dump();
+  EXPECT_EQ(sig[0]["target"]["keeper"]["owner_pid"], owner) << sig[0].dump();
+  EXPECT_EQ(sig[0]["target"]["keeper"]["provenance"], "witnessed") << sig[0].dump();
+  EXPECT_TRUE(audit_signals_to(node, imported.keeper).empty());
+
+  // A person frees it: free --orphans takes an inferred keeper.
+  auto freed = node.gpureap({"free", "--orphans", "--yes"}, 60s);
+  EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
+  EXPECT_FALSE(alive(imported.keeper)) << freed.out;
+  auto after = node.gpureap({"status", "--json", "--no-agent"}).json();
+  EXPECT_EQ((*gpu_of(after, "0"))["state"], "free") << after.dump(1);
   EXPECT_EQ((*gpu_of(after, "1"))["state"], "free") << after.dump(1);
 }
 

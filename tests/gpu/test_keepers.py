@@ -6,6 +6,8 @@ Two shapes keep a dead process's memory (docs/orphans.md, "Keepers"):
   the dead owner's bytes (class inheritor) and `free --orphans` frees it.
 - a CUDA IPC importer (torch.multiprocessing, spawn): the importer maps the exporter's tensor;
   the exporter is SIGKILLed; NVML lists the importer with the bytes; `free --pid` frees it.
+  Under a running agent, which sees the exporter die while the importer's figure grows, the
+  importer is named (class importer) and `free --orphans` frees it.
 Each records what NVML, /proc/PID/maps and the device files show into the test's output
 (tests/gpu's log, bench/results/wave5-<card>/gpu-tests.log).
 """
@@ -20,6 +22,7 @@ import time
 import unittest
 
 from gpu_scenario import GPUREAP, Scenario, alive, fitting_gib, have_gpu
+from test_watch import Agent
 
 GIB = 1 << 30
 
@@ -150,8 +153,8 @@ class KeepersOnGpu(unittest.TestCase):
         self.assertLessEqual(used_bytes(), self.baseline + (512 << 20))
         p.wait()
 
-    def test_an_ipc_importer_keeps_a_killed_exporters_memory(self):
-        gib = fitting_gib(1, 8)
+    def start_exporter(self, gib):
+        """The exporter and its importer (torch.multiprocessing, spawn), both ready."""
         # A file, not -c: spawn's children import their parent's main module by its path.
         with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
             f.write(EXPORTER)
@@ -161,10 +164,45 @@ class KeepersOnGpu(unittest.TestCase):
         self.s.popen.append(p)
         ready, _, _ = select.select([p.stdout], [], [], 180)
         self.assertTrue(ready, "the exporter and importer gave no ready line in 180 s")
-        line = p.stdout.readline()
-        info = json.loads(line)
-        exporter, importer = info["exporter"], info["importer"]
-        self.s.track(importer)
+        info = json.loads(p.stdout.readline())
+        self.s.track(info["importer"])
+        return info["exporter"], info["importer"]
+
+    def test_an_importer_the_agent_saw_import_is_named_and_free_orphans_frees_it(self):
+        gib = fitting_gib(1, 8)
+        agent = Agent()
+        try:
+            exporter, importer = self.start_exporter(gib)
+            time.sleep(2)  # the agent's ticks (1 s) have listed both
+            os.kill(exporter, signal.SIGKILL)
+            # Announced once: as an importer, or first as an orphan (spawn's child is
+            # re-parented at the same death) when that look came before NVML's new figures.
+            event, _ = agent.next(lambda e: e.get("event") == "orphaned_memory" and
+                                  importer in [h["pid"] for h in e.get("holders", [])], 30)
+            print(f"\n  agent's event: {json.dumps(event)}\n  nvml: {nvml_view()}", file=sys.stderr)
+
+            def via_agent():
+                r = subprocess.run([GPUREAP, "--json", "status", "--gpu", "0"],
+                                   capture_output=True, text=True, timeout=120)
+                return holder(json.loads(r.stdout), importer) or {}
+            self.assertTrue(wait_until(lambda: (via_agent().get("keeper") or {}).get("class")
+                                       == "importer", 30), via_agent())
+            self.assertEqual(via_agent()["keeper"]["owner_pid"], exporter)
+        finally:
+            agent.stop()
+        # A direct look reads the agent's record (imported.json) and names it too.
+        self.assertEqual((holder(status(), importer).get("keeper") or {}).get("class"), "importer")
+        r = subprocess.run([GPUREAP, "free", "--orphans", "--gpu", "0", "--yes"],
+                           capture_output=True, text=True, timeout=120)
+        print(f"  free --orphans: rc {r.returncode}\n{r.stdout}{r.stderr}", file=sys.stderr)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertFalse(alive(importer))
+        self.assertNotIn("kept by holders left alone", r.stdout)
+        self.assertLessEqual(used_bytes(), self.baseline + (512 << 20))
+
+    def test_an_ipc_importer_keeps_a_killed_exporters_memory(self):
+        gib = fitting_gib(1, 8)
+        exporter, importer = self.start_exporter(gib)
         both = {"nvml": nvml_view(), "importer": proc_view(importer)}
         os.kill(exporter, signal.SIGKILL)
         self.assertTrue(wait_until(lambda: not alive(exporter)))
