@@ -25,8 +25,11 @@ CMAKE_FLAGS   ?=
 # generator it was first configured with.
 GENERATOR = $(if $(shell command -v ninja),-G Ninja,)
 configure = @test -f $(1)/CMakeCache.txt || cmake -S . -B $(1) $(GENERATOR) $(2) $(CMAKE_FLAGS) >/dev/null
-# The modules with unit tests of their own (`make test-proc`, ...).
-MODULES = util gpu proc capacity inventory reclaim cluster report supervise agent top cli sim
+# The modules with unit tests of their own (`make test-proc`, ...), and the unit-test
+# program each module's tests are in (one per group of floors: CMakeLists.txt).
+MODULES = util gpu proc capacity inventory reclaim cluster report supervise agent audit top cli sim fuzz
+unit_program = $(if $(filter $(1),util proc gpu capacity sim fuzz),gpureap_unit_1to3,$(if \
+  $(filter $(1),inventory reclaim supervise cluster),gpureap_unit_4to6,gpureap_unit_7to9))
 
 .PHONY: all packages deps build release demo test unit e2e stress gpu-test bench fuzz clean \
         install deb portable image package-deps package-test $(addprefix test-,$(MODULES))
@@ -74,10 +77,10 @@ unit: packages
 	@cmake --build $(BUILD) -j $(JOBS) --target unit_tests
 	@cd $(BUILD) && ctest --output-on-failure -j $(UNIT_JOBS) -L unit
 
-# One module's tests: builds only that module's test binary (and what it links).
+# One module's tests: builds only the unit-test program they are in (and what it links).
 $(addprefix test-,$(MODULES)): test-%: packages
 	$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Debug)
-	@cmake --build $(BUILD) -j $(JOBS) --target $(if $(filter sim,$*),sim_test,gpureap_$*_test)
+	@cmake --build $(BUILD) -j $(JOBS) --target $(call unit_program,$*)
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L '^unit-$*$$'
 
 e2e: build

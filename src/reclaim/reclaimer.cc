@@ -397,8 +397,13 @@ class Reclaim {
     if (options_.settle.count() == 0 ||
         (now - settle_from_ >= options_.settle && !replacement_starting()))
       return false;
-    clock_.sleep_for(std::min<util::Clock::duration>(options_.rescan_every,
-                                                     options_.settle - (now - settle_from_)));
+    // Past --settle (a replacement starting), the next look is a rescan period away:
+    // what is left of --settle is then negative, and sleeping for it was a hot loop of
+    // full looks until the replacement took the GPU.
+    const util::Clock::duration left = options_.settle - (now - settle_from_);
+    clock_.sleep_for(left > util::Clock::duration::zero()
+                         ? std::min<util::Clock::duration>(options_.rescan_every, left)
+                         : util::Clock::duration(options_.rescan_every));
     return true;
   }
 

@@ -163,6 +163,60 @@ TEST(Reclaim, ATorchrunAgentIsNamedAsTheRespawnerWithItsStopCommand) {
             "free --gpu 0 --stop-respawners");
 }
 
+// A restart slower than --settle (a torch worker's import and CUDA context take seconds)
+// is still caught while the replacement is visibly on its way: a new child of the killed
+// holder's parent, with the holder's name, keeps the verdict waiting until it takes the GPU.
+TEST(Reclaim, AReplacementSlowerThanTheSettleIsWatchedWhileItStarts) {
+  TestMachine m;
+  auto pid = m.spawn(parent(3000260));
+  FakeProc first = holder(3000261, 3000260);
+  FakeProc starting = holder(3000262, 3000260);  // the replacement, not yet on the GPU
+  starting.gpu.reset();
+  starting.bytes = 0;
+  FakeProc second = holder(3000263, 3000260);  // what then takes the GPU
+  first.then = [&] {
+    m.clock.after(300ms, [&] { m.spawn(starting); });
+    m.clock.after(3s, [&] {  // the replacement (here under a pid of its own) holds the GPU
+      m.end_process(starting);
+      m.spawn(second);
+    });
+  };
+  m.spawn(first);
+  ReclaimOptions o;
+  o.settle = 1s;
+  ReclaimReport r = m.free(o);
+  EXPECT_TRUE(r.all_freed());
+  ASSERT_EQ(r.rounds.size(), 2u);
+  ASSERT_EQ(r.rounds[1].targets.size(), 1u);
+  EXPECT_EQ(r.rounds[1].targets[0].id.pid, 3000263);
+  std::string notes;
+  for (const auto& n : r.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("pid 3000262 (python3) was started by pid 3000260 after its holder was killed"),
+            std::string::npos)
+      << notes;
+  EXPECT_TRUE(m.control.signals_of(pid).empty());
+}
+
+// Each GPU of a free is verified on its own: one that releases late is waited for, and
+// the others are freed when their own memory is back (case study 1's GPU 3).
+TEST(Reclaim, AGpuThatReleasesLateIsWaitedForAndTheOthersAreFreedFirst) {
+  TestMachine m;
+  FakeProc fast = holder(3000270, 1, 0);
+  FakeProc slow = holder(3000271, 1, 1);
+  slow.release_after = 1500ms;
+  m.spawn(fast);
+  m.spawn(slow);
+  ReclaimOptions o;
+  o.selection.gpus = gpu::devs({0, 1});
+  ReclaimReport r = m.free(o);
+  EXPECT_TRUE(r.all_freed());
+  ASSERT_EQ(r.gpus.size(), 2u);
+  ASSERT_TRUE(r.gpus[0].freed_at && r.gpus[1].freed_at);
+  EXPECT_EQ(r.gpus[1].gpu, gpu::dev(1));
+  EXPECT_GE(*r.gpus[1].freed_at, 1.5);
+  EXPECT_LT(*r.gpus[0].freed_at, *r.gpus[1].freed_at);
+}
+
 TEST(Reclaim, StopRespawnersSignalsTheParent) {
   TestMachine m;
   auto pid = m.spawn(parent(3000300));
@@ -207,6 +261,12 @@ TEST(Reclaim, LiveParentThatRestartsNothingIsWatchedForSettleThenListed) {
   EXPECT_TRUE(q.all_freed());
   EXPECT_EQ(q.settled_seconds, 0);
   EXPECT_LT(q.seconds, 1.0);
+  // Without waiting, the live parent is still named as one that could restart the
+  // worker, with the command that stops it.
+  ASSERT_EQ(q.respawners.size(), 1u);
+  EXPECT_EQ(q.respawners[0].id.pid, 3000400);
+  EXPECT_EQ(q.respawners[0].respawns, 0);
+  EXPECT_FALSE(q.respawners[0].stop_hint.empty());
 }
 
 // A worker that is a system service's main process: its parent is pid 1, yet
