@@ -228,15 +228,17 @@ TEST(BuildInventory, AWitnessedImporterKeepsTheDeadExportersMemory) {
   scan.holders = {importer};
   const ImportRecord seen{importer.id, {100, 77, 0}, "python3", "GPU-0", 8192 * kMiB, 10};
   auto store = BaselineStore::in_memory();
-  const auto with = build_inventory(snap, scan, store, true, {}, {}, {seen});
+  const auto with = build_inventory(snap, scan, store, true, {}, {seen});
   const auto& h = with.gpus[0].holders[0];
   EXPECT_EQ(h.gpu_bytes, 8802 * kMiB) << "NVML's figure: its context and what it imported";
   EXPECT_EQ(h.holder.keeper, proc::KeeperClass::importer);
-  EXPECT_EQ(h.holder.keeper_provenance, proc::Provenance::witnessed);
+  // Inferred: the exporter's death is the agent's witness, the link its bytes' size.
+  EXPECT_EQ(h.holder.keeper_provenance, proc::Provenance::inferred);
   EXPECT_EQ(h.holder.kept_owner, 100);
   EXPECT_EQ(h.holder.keeper_reason,
             "keeps 8.00 GiB of dead pid 100 (python3), whose memory it imported (CUDA IPC)");
-  EXPECT_TRUE(proc::unattended_may_act(h.holder));
+  EXPECT_FALSE(proc::unattended_may_act(h.holder)) << "a person frees it, nothing unattended";
+  EXPECT_TRUE(proc::stray(h.holder)) << "free --orphans takes it";
   EXPECT_EQ(gpu_state(with.gpus[0]), GpuState::held);
 
   ImportRecord other = seen;
@@ -244,13 +246,13 @@ TEST(BuildInventory, AWitnessedImporterKeepsTheDeadExportersMemory) {
   ImportRecord elsewhere = seen;
   elsewhere.gpu_uuid = "GPU-1";
   for (const auto& records : {std::vector<ImportRecord>{}, {other}, {elsewhere}}) {
-    const auto inv = build_inventory(snap, scan, store, true, {}, {}, records);
+    const auto inv = build_inventory(snap, scan, store, true, {}, records);
     EXPECT_EQ(inv.gpus[0].holders[0].holder.keeper, proc::KeeperClass::none);
   }
   // It let the imported memory go (its figure fell back to its context): no longer a keeper.
   gpu::GpuSnapshot closed;
   closed.gpus = {gpu_with(0, 610 * kMiB, {{200, 610 * kMiB, gpu::ProcessKind::compute}})};
-  const auto inv = build_inventory(closed, scan, store, true, {}, {}, {seen});
+  const auto inv = build_inventory(closed, scan, store, true, {}, {seen});
   EXPECT_EQ(inv.gpus[0].holders[0].holder.keeper, proc::KeeperClass::none);
 }
 
