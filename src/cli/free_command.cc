@@ -410,19 +410,18 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
                "Only these holders (comma list); may name infrastructure. Without --gpu: the "
                "GPUs they use");
   add_user(*sub, "--user", o->filters.user, "Only holders owned by this user (name or uid)");
-  sub->add_option("--cgroup", o->filters.cgroup,
-                  "Only holders whose cgroup path or container contains this text")
-      ->type_name("PATH");
+  add_text(*sub, "--cgroup", o->filters.cgroup,
+           "Only holders whose cgroup path or container contains this text", "PATH");
   add_pattern(*sub, "--match", o->filters.match,
               "Only holders whose command line matches this regular expression, searched "
               "anywhere (RE2 syntax: POSIX extended plus \\d \\s \\w; no backreferences)");
   sub->add_flag("--orphans", o->filters.orphans_only,
                 "Only orphaned holders: a dead server's workers, by the evidence (docs/orphans.md); "
                 "a detached server (nohup) is left alone");
-  sub->add_option("--instance", o->filters.instance,
-                  "Only the holders of this server instance: its process group id or `gpureap "
-                  "run` id, as `gpureap status` lists them. Without --gpu: the GPUs it uses")
-      ->type_name("INSTANCE");
+  add_text(*sub, "--instance", o->filters.instance,
+           "Only the holders of this server instance: its process group id or `gpureap "
+           "run` id, as `gpureap status` lists them. Without --gpu: the GPUs it uses",
+           "INSTANCE");
   add_env_entries(*sub, "--env", o->filters.env,
                   "Only holders whose environment (/proc/PID/environ) holds exactly NAME=VALUE, "
                   "e.g. SLURM_JOB_ID=42 or GPUREAP_RUN_ID=...; repeatable (all must hold). "

@@ -238,10 +238,10 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
                    "bus id, minor:N)");
   sub->add_flag("--wait-free", options->wait_free,
                 "Wait (at most --timeout) until the --gpu GPUs are free first");
-  sub->add_option("--replace", options->replace,
-                  "Free this server instance first (its key in `gpureap status`: a process group "
-                  "id or run id), whole and verified, then launch")
-      ->type_name("KEY");
+  add_text(*sub, "--replace", options->replace,
+           "Free this server instance first (its key in `gpureap status`: a process group "
+           "id or run id), whole and verified, then launch",
+           "KEY");
   sub->add_flag("--replace-orphans", options->replace_orphans,
                 "Free the orphaned instances on --gpu (default: all GPUs) first, then launch");
   sub->add_flag("--free-first", options->free_first,
@@ -254,8 +254,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
                "SIGTERM -> SIGKILL delay at the teardown; 0: SIGKILL at once (as in `free`)");
   add_duration(*sub, "--timeout", options->timeout,
                "Bound on waiting for GPU memory to be released (and for --wait-free)");
-  sub->add_option("--name", options->name, "Run name (default: the command's base name)")
-      ->type_name("NAME");
+  add_text(*sub, "--name", options->name, "Run name (default: the command's base name)", "NAME");
   sub->add_flag("--no-cgroup", options->no_cgroup,
                 "Subreaper mode even where a run cgroup is possible");
   sub->add_flag("-v,--verbose", options->verbose,
