@@ -60,6 +60,22 @@ std::string parent_text(const Event& e) {
   return fmt::format("parent {} (pid {}) died {:.1f} s ago", terminal_text(p.comm, 32), p.pid, ago);
 }
 
+// A witnessed reason under a heading that names the dead launcher already ("launcher
+// python3 (pid 4100) gone"): "its parent python3 (pid 4100), a server, was seen to die
+// 7 ms ago" becomes "the launcher was seen to die 7 ms ago", the death said once
+// (W4-11(a)). How it died stays; who it was is the heading's.
+std::string launcher_named(const std::string& detail, pid_t pid) {
+  const std::string pid_text = fmt::format(" (pid {})", pid);
+  const std::size_t at = detail.find(pid_text);
+  if (at == std::string::npos) return detail;
+  const std::size_t from = detail.rfind("its parent ", at);
+  if (from == std::string::npos) return detail;
+  std::string rest = detail.substr(at + pid_text.size());
+  if (constexpr std::string_view server = ", a server,"; rest.starts_with(server))
+    rest.erase(0, server.size());
+  return detail.substr(0, from) + "the launcher" + rest;
+}
+
 // A sentence and the next step: "a; b", or "a. B" after a sentence that ends in a
 // full stop (the inventory's details do).
 std::string then(const std::string& text, std::string next) {
@@ -100,7 +116,8 @@ std::string describe(const Event& e, const Style& style) {
            !e.instance->launcher_comm.empty());
       std::string why = e.parent && !reason_names_parent && !heading_names_parent
                             ? parent_text(e) + (detail.empty() ? "" : "; " + detail)
-                            : detail;
+                        : heading_names_parent ? launcher_named(detail, e.parent->pid)
+                                               : detail;
       std::string next = fmt::format("free {}: gpureap free --orphans --gpu {}",
                                      e.holders.size() == 1 ? "it" : "them",
                                      e.gpus.empty() ? gpu : gpu::device_list(e.gpus));
