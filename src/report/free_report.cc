@@ -424,11 +424,16 @@ bool ghost_only(const reclaim::GpuRelease& g, const std::vector<reclaim::Leftove
 
 // One GPU's result: before -> after and the verdict, then what is left on it.
 std::string gpu_result_lines(const reclaim::GpuRelease& g,
-                             const std::vector<reclaim::Leftover>& leftovers, const Style& style) {
+                             const std::vector<reclaim::Leftover>& leftovers, bool reset,
+                             const Style& style) {
   std::string out;
+  // Memory a reset brought back was not released by the driver: the reset is the reason,
+  // and no release phase is read into it (W4-11(c)).
+  const std::string by_reset = reset ? " by the GPU reset" : "";
   std::string verdict =
-      g.freed ? style.green(g.freed_at ? fmt::format("freed in {}", seconds_text(*g.freed_at))
-                                       : std::string("free"))
+      g.freed ? style.green(g.freed_at ? fmt::format("freed{} in {}", by_reset,
+                                                     seconds_text(*g.freed_at))
+                                       : "free" + by_reset)
       : ghost_only(g, leftovers) ? style.red("GHOST (memory at baseline, busy with no process)")
                                  : style.red("STILL HELD");
   if (!g.measured) {
@@ -448,7 +453,7 @@ std::string gpu_result_lines(const reclaim::GpuRelease& g,
     out += fmt::format("  GPU {}  {} -> {}  (baseline {}{})  {}\n", g.gpu,
                        g.before_read ? format_bytes(g.before) : std::string("?"),
                        format_bytes(g.after()), format_bytes(g.baseline), left_alone, verdict);
-    out += slow_phase_line(g);
+    if (!reset || !g.freed) out += slow_phase_line(g);
   }
   for (const auto& l : leftovers) {
     if (l.gpu != g.gpu) continue;
@@ -494,7 +499,12 @@ std::string free_lines(const reclaim::ReclaimReport& r, const Style& style,
   if (!r.actions.empty()) out += style.bold("Actions:\n") + action_lines(r.actions, plan);
   out += style.bold(fmt::format("Result after {} ({} round{}):\n", seconds_text(r.seconds),
                                 r.rounds.size(), r.rounds.size() == 1 ? "" : "s"));
-  for (const auto& g : r.gpus) out += gpu_result_lines(g, r.leftovers, style);
+  for (const auto& g : r.gpus) {
+    const bool reset = std::any_of(r.resets.begin(), r.resets.end(), [&](const auto& x) {
+      return x.succeeded && x.gpu.index == g.gpu.index;  // a MIG device's reset is its GPU's
+    });
+    out += gpu_result_lines(g, r.leftovers, reset, style);
+  }
   for (const auto& reset : r.resets) out += reset_lines(reset, style);
   if (!r.source_error.empty()) {
     std::string per_gpu = gpu_problems_text("NVML failed while verifying", r.gpus);
