@@ -37,6 +37,7 @@
 #include "report/watch_service.h"
 #include "util/pattern.h"
 #include "util/poll.h"
+#include "util/plural.h"
 
 namespace gpureap::agent {
 
@@ -718,8 +719,8 @@ class Agent {
       agent_.reaping_ = true;
       agent_.reap_inventory_ = agent_.watcher_.inventory();
       agent_.reap_inventory_.warnings.push_back(
-          "the agent is reaping " + std::to_string(holders) +
-          " orphaned holder(s): this answer is its look from before the reap");
+          "the agent is reaping " + count_of(holders, "orphaned holder") +
+          ": this answer is its look from before the reap");
       agent_.reap_metrics_ = agent_.metrics_text(true);
       agent_.reap_health_ = agent_.agent_health();
       agent_.reap_history_ = agent_.history_.answer(wall_now());

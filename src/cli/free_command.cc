@@ -18,6 +18,7 @@
 #include "cli/register_command.h"
 #include "cli/flags.h"
 #include "gpu/gpu_select.h"
+#include "inventory/instances.h"
 #include "proc/process_table.h"
 #include "reclaim/free_flow.h"
 #include "reclaim/free_session.h"
@@ -28,6 +29,7 @@
 #include "util/pattern.h"
 #include "util/signal_flags.h"
 #include "util/units.h"
+#include "util/plural.h"
 
 namespace gpureap::cli {
 namespace {
@@ -91,11 +93,18 @@ std::optional<int> choose_gpus(const FreeOptions& o, const inventory::Inventory&
   const inventory::Instance* instance =
       key.empty() ? nullptr : inventory::find_instance(inv.instances, key);
   if (!key.empty() && !instance) {
-    print_err(fmt::format(
-        "gpureap free: --instance {}: no such instance holds a GPU here; nothing to do (`gpureap "
-        "status` lists the instances)\n",
-        report::terminal_text(key)));
-    return nothing_to_do;
+    // Two containers' instances share the key: each is named by its container (W4-11(e)).
+    const auto named = inventory::keys_in_containers(inv.instances, key);
+    print_err(
+        named.empty()
+            ? fmt::format("gpureap free: --instance {}: no such instance holds a GPU here; "
+                          "nothing to do (`gpureap status` lists the instances)\n",
+                          report::terminal_text(key))
+            : fmt::format("gpureap free: --instance {}: {} containers' instances have this key; "
+                          "give one: {}\n",
+                          report::terminal_text(key), named.size(),
+                          report::terminal_text(fmt::format("{}", fmt::join(named, ", ")))));
+    return named.empty() ? nothing_to_do : kExitUsage;
   }
   // --pid or --instance alone: the GPUs those processes use.
   const bool pids_choose = o.gpu.empty() && !o.all;
@@ -172,7 +181,7 @@ reclaim::FreeSteps free_steps(const Shown& shown, std::chrono::milliseconds grac
       return false;
     }
     if (!o.yes && !plan.targets.empty() &&
-        !ask_on_tty(fmt::format("Signal {} process(es)?", plan.targets.size()))) {
+        !ask_on_tty("Signal " + count_of(plan.targets.size(), "process", "processes") + "?")) {
       asked.not_confirmed = true;
       return false;
     }

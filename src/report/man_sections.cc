@@ -19,7 +19,10 @@ of a dead launcher, a \fBgpureap run\fR): its engine, its launcher by its comman
 (alive or gone), the model and port that command line names, its members and ranks, its
 GPUs and memory, and \fBORPHANED\fR, \fBDETACHED\fR or \fBLIVE\fR. Under it, the verdict of
 its members (VERDICTS AND EVIDENCE), what their provenance permits, and the command that
-frees or replaces it.
+frees or replaces it. Its key is a process group id, a \fBgpureap run\fR id or
+\fBparent\-\fR\fIPID\fR; a key that two containers share is named by each container,
+\fIKEY\fR\fB@\fR\fICONTAINER\fR (\fBsglang\-1@docker:3f2a1b4c5d6e\fR), the form
+\fB\-\-instance\fR and \fBrun \-\-replace\fR take.
 .SS The GPU
 .TP
 .B GPU 3  NVIDIA H200  00000000:3A:00.0  /dev/nvidia3  GPU\-7282...

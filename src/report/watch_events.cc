@@ -17,6 +17,7 @@
 #include "report/terminal_text.h"
 #include "report/watch_service.h"
 #include "util/units.h"
+#include "util/plural.h"
 
 namespace gpureap::report {
 namespace {
@@ -29,9 +30,6 @@ using inventory::EventKind;
 constexpr std::size_t kNamedHolders = 3;
 
 
-std::string plural(std::size_t n, const char* word) {
-  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
-}
 
 // "8.00 GiB", "at least 8.00 GiB" when some holders' figures are unknown, and
 // "memory unknown" when all are.
@@ -51,7 +49,7 @@ std::string holder_list(const Event& e) {
                          e.holders[i].id.pid);
   if (e.holders.size() > kNamedHolders)
     names += fmt::format(" and {} more", e.holders.size() - kNamedHolders);
-  return fmt::format("{} ({})", plural(e.holders.size(), "holder"), names);
+  return fmt::format("{} ({})", count_of(e.holders.size(), "holder"), names);
 }
 
 std::string parent_text(const Event& e) {
@@ -273,7 +271,7 @@ std::string watch_event_json(const Event& e) {
 
 std::string watch_dropped_line(std::uint64_t dropped, const Style& style) {
   return fmt::format("{} {} while stdout was blocked\n", style.dim(stamp(wall_now())),
-                     style.bold(plural(dropped, "event") + " dropped"));
+                     style.bold(count_of(dropped, "event") + " dropped"));
 }
 
 std::string watch_dropped_json(std::uint64_t dropped) {
