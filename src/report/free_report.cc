@@ -377,10 +377,11 @@ std::string instance_action_line(const std::vector<reclaim::Action>& actions,
 std::string action_line(const reclaim::Action& a) {
   std::string outcome =
       a.exited_at ? fmt::format("{} at +{:.3f}s", outcome_text(a), *a.exited_at) : outcome_text(a);
-  return fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {} -> {}\n", a.sent_at,
+  // The start time that pinned the identity is the JSON's and the audit's (start_time):
+  // clock ticks since boot mean nothing to a reader (issue 53 #11).
+  return fmt::format("  +{:.3f}s {:<8} pid {} ({}) via {} -> {}\n", a.sent_at,
                      reclaim::signal_word(a.signal), a.id.pid, terminal_text(a.comm),
-                     a.id.start_time, a.via.empty() ? "-" : terminal_text(a.via),
-                     terminal_text(outcome));
+                     a.via.empty() ? "-" : terminal_text(a.via), terminal_text(outcome));
 }
 
 // The signals sent. The same signal to the members of one instance, sent the same way

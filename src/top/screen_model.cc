@@ -210,7 +210,7 @@ Line title_line(const Frame& f, std::size_t hscroll) {
   if (!filter.empty()) b.add("  filter" + filter, Ink::warn);
   if (!s.tagged.empty()) b.add(fmt::format("  {} tagged", s.tagged.size()), Ink::warn);
   if (s.readonly) b.add("  read-only", Ink::dim);
-  if (hscroll > 0) b.add(fmt::format("  <- {} columns", hscroll), Ink::warn);
+  if (hscroll > 0) b.add(fmt::format("  command <- {} columns", hscroll), Ink::warn);
   if (!gpu::lists_gpus(inv.source_state))
     b.add("  NVML: " + report::terminal_text(inv.source_problem), Ink::warn);
   // Last: what a narrow terminal drops first (filters and marks above matter more).
@@ -352,6 +352,14 @@ Line shift_line(const Line& line, std::size_t from, std::size_t width) {
   return out;
 }
 
+Line shift_after(const Line& line, std::size_t keep, std::size_t from, std::size_t width) {
+  if (from == 0 || keep >= width) return shift_line(line, 0, width);
+  Line out = shift_line(line, 0, keep);
+  Line rest = shift_line(line, keep + from, width - keep);
+  out.spans.insert(out.spans.end(), rest.spans.begin(), rest.spans.end());
+  return out;
+}
+
 std::size_t columns(std::string_view text) {
   std::size_t n = 0;
   for (char c : text)
@@ -456,7 +464,11 @@ Screen layout_screen(const Frame& f) {
   Frame wide = frame;
   wide.width = width + hscroll;
   lines[0] = title_line(frame, hscroll);
-  lines[heading_at] = shift_line(column_heading(wide, cols), hscroll, width);
+  // Only the command scrolls (as nvitop's): PID, USER, GPU, MEMORY, AGE and MARK stay, so
+  // a long command line is read beside its PID (issue 53 #11).
+  const std::string heading_text = column_heading(wide, cols).text();
+  const std::size_t keep = columns(heading_text.substr(0, heading_text.find("COMMAND")));
+  lines[heading_at] = column_heading(frame, cols);
   for (std::size_t i = 0; i < list_rows; ++i) {
     const std::size_t at = scroll + i;
     if (at >= rows.size()) {
@@ -472,7 +484,7 @@ Screen layout_screen(const Frame& f) {
       }
       continue;
     }
-    lines.push_back(shift_line(list_line(wide, at), hscroll, width));
+    lines.push_back(shift_after(list_line(wide, at), keep, hscroll, width));
   }
   if (rows.size() > scroll + list_rows && list_rows > 0)
     lines.back() = LineBuilder(width)
@@ -543,9 +555,35 @@ Box detail_box(const Frame& f, std::size_t at, std::size_t width) {
   return box;
 }
 
-void overlay_box(Screen& screen, const Box& box, std::size_t width, std::size_t height) {
+std::size_t box_inner_width(std::size_t width) {
+  return std::min<std::size_t>(width < 10 ? 6 : width - 4, 120);
+}
+
+Box fitted_box(Box box, std::size_t width) {
+  const std::size_t inner = box_inner_width(width);
+  std::vector<std::string> lines;
+  for (const auto& line : box.lines) {
+    if (columns(line) <= inner) {
+      lines.push_back(line);
+      continue;
+    }
+    // Broken at words, the rest under the line's text (a key's or field's description,
+    // a reason under its row), never cut with '~' (item 11: the free box cut every reason).
+    const std::string text = report::wrap_lines(line, inner, report::Hang::description);
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
+      lines.push_back(text.substr(start, nl - start));
+    lines.push_back(text.substr(start));
+  }
+  box.scroll = std::min(box.scroll, lines.empty() ? 0 : lines.size() - 1);
+  box.lines = std::move(lines);
+  return box;
+}
+
+void overlay_box(Screen& screen, const Box& unfitted, std::size_t width, std::size_t height) {
   if (width < 10 || height < 5) return;
-  const std::size_t inner = std::min<std::size_t>(width - 4, 120);
+  const Box box = fitted_box(unfitted, width);
+  const std::size_t inner = box_inner_width(width);
   const std::size_t max_body = height - 4;  // borders and footer
   std::size_t body = std::min(box.lines.size(), max_body);
   const std::size_t scroll = std::min(box.scroll, box.lines.size() - body);
