@@ -39,6 +39,14 @@ figure is an estimate. Then the GPU's state, the word \fBtop\fR and \fB\-\-json\
 \fBreleasing\fR, \fBno_holder\fR, \fBdriver_held\fR, \fBghost\fR (busy with no process, below),
 \fBoutside_namespace\fR, \fBunknown\fR or \fBnot_measured\fR; then the holders and the
 memory NVML gives them.
+.TP
+.B power 75 W of a 700 W cap; clocks held down by power brake; 0 uncorrected ECC errors ...
+With \fB\-v\fR, the card's health as NVML gives it: the draw and the enforced power
+limit, why the clocks are held down now (NVML's clock event reasons: power cap, hardware
+slowdown, thermal, power brake, ...) and the uncorrected ECC errors since the driver
+loaded; each part only where the driver can say. Marked \fB!\fR when heat, a hardware
+slowdown, the power brake or an ECC error needs a look (\fBtop\fR names those on its
+legend line). NVML keeps no Xid count: an Xid is an event, in the kernel log.
 .SS The holders
 .TP
 .B PID

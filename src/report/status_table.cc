@@ -30,6 +30,26 @@ std::string gpu_heading(const gpu::GpuInfo& info, const Style& style) {
   return line;
 }
 
+std::string card_health_text(const gpu::GpuInfo& info) {
+  std::vector<std::string> parts;
+  if (info.power_limit_mw) {
+    const unsigned cap = (*info.power_limit_mw + 500) / 1000;
+    parts.push_back(info.power_mw ? fmt::format("power {} W of a {} W cap",
+                                                (*info.power_mw + 500) / 1000, cap)
+                                  : fmt::format("power cap {} W", cap));
+  }
+  if (info.clock_event_reasons) {
+    const auto words = gpu::clock_event_words(*info.clock_event_reasons);
+    parts.push_back(words.empty() ? std::string("clocks not held down")
+                                  : fmt::format("clocks held down by {}", fmt::join(words, ", ")));
+  }
+  if (info.ecc_uncorrected)
+    parts.push_back(fmt::format("{} since the driver loaded",
+                                count_of(*info.ecc_uncorrected, "uncorrected ECC error")));
+  if (parts.empty()) return "";
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
 std::string parent_text(const proc::Holder& h, const Style& style) {
   if (h.orphaned) return style.red(fmt::format("{} ORPHAN", h.ppid));
   if (h.detached) return style.yellow(fmt::format("{} DETACHED", h.ppid));
@@ -390,6 +410,7 @@ std::string gpu_alarms(const inventory::GpuView& view, const Style& style, Tally
 }
 
 // One GPU's block: its heading, a failed query, memory and state, holders, alarms.
+// With -v, the card's health line after the memory line (card_health_text).
 std::string gpu_block(const inventory::GpuView& view, const Style& style,
                       const reclaim::Plan& free_orphans, TableWidth width,
                       const std::set<std::string>& said_once, Tally& tally, bool verbose) {
@@ -400,6 +421,13 @@ std::string gpu_block(const inventory::GpuView& view, const Style& style,
   }
   const std::size_t users = count_users(view, free_orphans, tally);
   out += memory_line(view, users, style);
+  if (verbose)
+    if (std::string health = card_health_text(view.info); !health.empty()) {
+      const bool worry = (view.info.clock_event_reasons &&
+                          gpu::clock_events_worrying(*view.info.clock_event_reasons)) ||
+                         view.info.ecc_uncorrected.value_or(0) > 0;
+      out += (worry ? style.yellow("  ! " + health) : "  " + health) + "\n";
+    }
   out += holder_rows(view, style, "    ", width, said_once, verbose);
   out += gpu_alarms(view, style, tally);
   return out;

@@ -115,12 +115,28 @@ Ink state_ink(const inventory::GpuView& v) {
 
 }  // namespace
 
-std::string sensors_text(const gpu::GpuInfo& info) {
+std::string sensors_text(const gpu::GpuInfo& info, bool with_cap) {
   const std::string temperature =
       info.temperature_c ? fmt::format("{:>3}C", *info.temperature_c) : "  -C";
-  const std::string power =
-      info.power_mw ? fmt::format("{:>4}W", (*info.power_mw + 500) / 1000) : "   -W";
-  return temperature + " " + power;
+  const std::string draw =
+      info.power_mw ? fmt::format("{:>4}", (*info.power_mw + 500) / 1000) : "   -";
+  if (!with_cap) return temperature + " " + draw + "W";
+  // The cap beside the draw, as nvidia-smi's "75W / 700W": "  75/ 700W", "-" unknown.
+  const std::string cap =
+      info.power_limit_mw ? fmt::format("{:>4}", (*info.power_limit_mw + 500) / 1000) : "   -";
+  return temperature + " " + draw + "/" + cap + "W";
+}
+
+std::string health_alarm(const gpu::GpuInfo& info) {
+  std::vector<std::string> parts;
+  if (info.clock_event_reasons && gpu::clock_events_worrying(*info.clock_event_reasons))
+    for (auto word : gpu::clock_event_words(*info.clock_event_reasons))
+      if (word != "power cap" && word != "applications clocks" && word != "sync boost" &&
+          word != "display clocks")
+        parts.emplace_back(word);
+  if (info.ecc_uncorrected.value_or(0) > 0)
+    parts.push_back(fmt::format("ECC {}", *info.ecc_uncorrected));
+  return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 namespace {
@@ -134,8 +150,9 @@ Line gpu_line(const Frame& f, const inventory::GpuView& v) {
     mem = fmt::format("{:>5}/{:<5}", short_bytes(v.used()), short_bytes(v.info.memory->total));
   const std::string util =
       v.info.utilization_gpu ? fmt::format("SM{:>4}%", *v.info.utilization_gpu) : "SM    -";
-  // The sensors from 60 columns on; a sensor the driver cannot read is "-", never 0.
-  const std::string sensors = width >= 60 ? " " + sensors_text(v.info) : "";
+  // The sensors from 60 columns on, the power cap beside the draw from 100; a sensor the
+  // driver cannot read is "-", never 0.
+  const std::string sensors = width >= 60 ? " " + sensors_text(v.info, width >= 100) : "";
   const std::string state = state_word(v);
   // id, bar, memory, utilization, sensors, sparkline, state: the bar and the sparkline
   // share what is left, the bar two parts to the sparkline's one.
@@ -190,6 +207,14 @@ Line legend_line(const Frame& f) {
                              gpu::device_text(v.info.id), short_bytes(v.unattributed_bytes),
                              inventory::enum_name(v.unexplained));
   if (!classes.empty()) b.add(": ", Ink::dim).add(classes, Ink::warn);
+  // The card's health where it needs a look: heat, a hardware slowdown or the power
+  // brake holding the clocks down, uncorrected ECC errors (status -v has the whole line).
+  std::string health;
+  for (const auto& v : f.inv->gpus)
+    if (std::string alarm = health_alarm(v.info); !alarm.empty())
+      health += fmt::format("{}GPU {} {}", health.empty() ? "" : ", ",
+                            gpu::device_text(v.info.id), alarm);
+  if (!health.empty()) b.add("  ! ", Ink::warn).add(health, Ink::warn);
   // Where the sparklines' past comes from: the agent's ring, or this top's own looks.
   if (f.history) b.add("  " + f.history->origin(), Ink::dim);
   return b.done();

@@ -131,8 +131,14 @@ Line shift_after(const Line& line, std::size_t keep, std::size_t from, std::size
 std::string fit(std::string_view text, std::size_t width);
 
 /// A GPU's temperature and power draw in ten columns: " 67C  699W"; a sensor the driver
-/// cannot read (NVML "not supported", no hwmon file) is "-": "  -C    -W".
-std::string sensors_text(const gpu::GpuInfo& info);
+/// cannot read (NVML "not supported", no hwmon file) is "-": "  -C    -W". With the cap
+/// (from 100 columns), fifteen: " 67C  699/ 700W".
+std::string sensors_text(const gpu::GpuInfo& info, bool with_cap = false);
+
+/// What of the card's health needs a look, in words ("power brake, ECC 3"): the clocks
+/// held down by heat, a hardware slowdown or the power brake, uncorrected ECC errors;
+/// "" when nothing does or the driver cannot say.
+std::string health_alarm(const gpu::GpuInfo& info);
 
 /// "84.2G", "512M", "0": memory in four or five columns.
 std::string short_bytes(std::uint64_t bytes);

@@ -480,6 +480,31 @@ TEST(TopText, SensorsText) {
   info.temperature_c = 104;
   info.power_mw = 1'000'000;
   EXPECT_EQ(sensors_text(info), "104C 1000W");
+  EXPECT_EQ(sensors_text(info, true), "104C 1000/   -W") << "a cap NVML cannot say";
+  info.power_limit_mw = 700'000;
+  EXPECT_EQ(sensors_text(info, true), "104C 1000/ 700W");
+}
+
+// Issue 53: the card's health where it needs a look, on the legend line at any width:
+// the clocks held down by heat or the power brake, uncorrected ECC errors; a power cap
+// under load is the card at work, and a driver that cannot say is no alarm.
+TEST(TopScreen, TheCardsHealthNeedingALookIsOnTheLegendLine) {
+  gpu::GpuInfo info;
+  EXPECT_EQ(health_alarm(info), "");
+  info.clock_event_reasons = 0x1 | 0x4;  // idle, power cap
+  info.ecc_uncorrected = 0;
+  EXPECT_EQ(health_alarm(info), "");
+  info.clock_event_reasons = 0x4 | 0x80;
+  info.ecc_uncorrected = 3;
+  EXPECT_EQ(health_alarm(info), "power brake, ECC 3");
+  Shown s;
+  s.inv.gpus[1].info.clock_event_reasons = 0x40;
+  s.draw(80, 24);
+  expect_fits(s.screen, 80, 24);
+  const int legend = s.find("bar:");
+  ASSERT_GE(legend, 0);
+  EXPECT_NE(s.line(legend).find("! GPU 1 thermal (hardware)"), std::string::npos)
+      << s.line(legend);
 }
 
 TEST(TopText, FitAndShortForms) {
