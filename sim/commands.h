@@ -49,10 +49,14 @@ int run_container(const ContainerOptions& options);
 int run_mode(const fs::path& dir, const std::vector<std::string>& words,
              std::optional<unsigned> gpu);
 int run_persistence(const fs::path& dir, unsigned gpu, const std::string& on_off);
-/// `gpureap-sim sensors`: a GPU's temperature (degrees Celsius) and power (watts);
-/// "none" makes the driver answer "not supported". Unset options keep their value.
-int run_sensors(const fs::path& dir, unsigned gpu, const std::string& temperature,
-                const std::string& power);
+/// `gpureap-sim sensors`: a GPU's temperature (degrees Celsius), power (watts) and card
+/// health: its power cap (watts), clock event reasons (NVML's bitmask, 0x.. or decimal)
+/// and uncorrected ECC errors; "none" makes the driver answer "not supported". Unset
+/// options keep their value.
+struct SensorValues {
+  std::string temperature, power, power_cap, clock_events, ecc;
+};
+int run_sensors(const fs::path& dir, unsigned gpu, const SensorValues& values);
 
 struct HoldOptions {
   fs::path dir;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <set>
+#include <tuple>
 
 #include "proc/sim_node_marker.h"
 #include "sim/amd_driver.h"
@@ -389,8 +390,26 @@ Result<std::optional<unsigned>> sensor_value(const std::string& text, unsigned s
 
 }  // namespace
 
-int run_sensors(const fs::path& dir, unsigned gpu, const std::string& temperature,
-                const std::string& power) {
+namespace {
+
+// A health figure: a whole number (0x.. for a bitmask), or none.
+Result<std::optional<std::uint64_t>> health_value(const std::string& text, std::string_view option) {
+  if (text == "none") return std::optional<std::uint64_t>();
+  const bool hex = text.starts_with("0x");
+  std::uint64_t value = 0;
+  const char* from = text.data() + (hex ? 2 : 0);
+  auto [end, ec] = std::from_chars(from, text.data() + text.size(), value, hex ? 16 : 10);
+  if (ec != std::errc() || end != text.data() + text.size() || from == end)
+    return fail(fmt::format("{} '{}': expected a whole number (0x.. for a bitmask) or none",
+                            option, text));
+  return std::optional<std::uint64_t>(value);
+}
+
+}  // namespace
+
+int run_sensors(const fs::path& dir, unsigned gpu, const SensorValues& values) {
+  const std::string& temperature = values.temperature;
+  const std::string& power = values.power;
   SimPaths paths{dir};
   auto node = load_node_with_gpu(paths, gpu);
   if (!node) {
@@ -413,6 +432,25 @@ int run_sensors(const fs::path& dir, unsigned gpu, const std::string& temperatur
       return kExitUsage;
     }
     g.power_mw = *v;
+  }
+  if (!values.power_cap.empty()) {
+    auto v = sensor_value(values.power_cap, 1000, "--power-cap");
+    if (!v) {
+      print_error(v.error().message);
+      return kExitUsage;
+    }
+    g.power_limit_mw = *v;
+  }
+  for (auto [text, option, into] :
+       {std::tuple{&values.clock_events, "--clock-events", &g.clock_event_reasons},
+        std::tuple{&values.ecc, "--ecc", &g.ecc_uncorrected}}) {
+    if (text->empty()) continue;
+    auto v = health_value(*text, option);
+    if (!v) {
+      print_error(v.error().message);
+      return kExitUsage;
+    }
+    *into = *v;
   }
   if (auto ok = save_node_config(paths.node_json(), *node); !ok) {
     print_error(ok.error().message);

@@ -191,6 +191,13 @@ Result<NodeConfig> load_node_config(const fs::path& node_json) {
       if (g.contains("power_mw"))
         c.power_mw = g["power_mw"].is_null() ? std::nullopt
                                              : std::optional<unsigned>(g["power_mw"].get<unsigned>());
+      auto health = [&](const char* key, auto& into) {
+        using T = typename std::remove_reference_t<decltype(into)>::value_type;
+        if (g.contains(key)) into = g[key].is_null() ? std::nullopt : std::optional<T>(g[key].get<T>());
+      };
+      health("power_limit_mw", c.power_limit_mw);
+      health("clock_event_reasons", c.clock_event_reasons);
+      health("ecc_uncorrected", c.ecc_uncorrected);
       for (const auto& m : g.value("mig", nlohmann::json::array()))
         c.mig.push_back({m.at("gi").get<unsigned>(), m.at("ci").get<unsigned>(),
                          m.at("uuid").get<std::string>(), m.at("name").get<std::string>(),
@@ -228,6 +235,12 @@ Result<void> save_node_config(const fs::path& node_json, const NodeConfig& confi
                                                            : nlohmann::json(nullptr)},
                          {"power_mw", g.power_mw ? nlohmann::json(*g.power_mw)
                                                  : nlohmann::json(nullptr)}});
+    auto health = [&](const char* key, const auto& v) {
+      j["gpus"].back()[key] = v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+    };
+    health("power_limit_mw", g.power_limit_mw);
+    health("clock_event_reasons", g.clock_event_reasons);
+    health("ecc_uncorrected", g.ecc_uncorrected);
     auto mig = nlohmann::json::array();
     for (const auto& m : g.mig)
       mig.push_back({{"gi", m.gi}, {"ci", m.ci}, {"uuid", m.uuid}, {"name", m.name},

@@ -77,6 +77,13 @@ struct GpuConfig {
   /// an idle H200's 34 C and 75 W.
   std::optional<unsigned> temperature_c = 34;
   std::optional<unsigned> power_mw = 75'000;
+  /// Card health (`gpureap-sim sensors`): nvmlDeviceGetEnforcedPowerLimit's milliwatts,
+  /// nvmlDeviceGetCurrentClocksEventReasons' bitmask and nvmlDeviceGetTotalEccErrors'
+  /// uncorrected volatile count; nullopt answers NOT_SUPPORTED. A new node reads an
+  /// H200 capped at 700 W, clocks idle (0x1), no ECC error.
+  std::optional<unsigned> power_limit_mw = 700'000;
+  std::optional<std::uint64_t> clock_event_reasons = 0x1;
+  std::optional<std::uint64_t> ecc_uncorrected = 0;
   /// MIG mode (`node --mig`): its MIG devices, each one compute instance of a GPU
   /// instance (`--mig 0:1x2`: two of one), and the capability minors a process on it
   /// opens. The compute instances of one GPU instance share its memory and its GI

@@ -643,18 +643,44 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dev, unsigned sen
   });
 }
 
-NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned* milliwatts) {
+// A per-GPU reading the node sets (`gpureap-sim sensors`): NOT_SUPPORTED when unset. The
+// power draw, and the card's health (issue 53): the power cap, why the clocks are held
+// down, ECC errors.
+namespace {
+template <typename T, typename Field>
+nvmlReturn_t gpu_reading(nvmlDevice_t dev, T* out, Field field) {
   return guarded([&]() -> nvmlReturn_t {
     std::unique_lock<std::mutex> lock;
     const GpuConfig* g = nullptr;
     if (auto r = begin(dev, Query::state, lock, g); r != NVML_SUCCESS) return r;
-    if (milliwatts == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     refresh_node(lib());
-    g = &lib().node.gpus[dev->index];
-    if (!g->power_mw) return NVML_ERROR_NOT_SUPPORTED;
-    *milliwatts = *g->power_mw;
+    const auto& value = field(lib().node.gpus[dev->index]);
+    if (!value) return NVML_ERROR_NOT_SUPPORTED;
+    *out = static_cast<T>(*value);
     return NVML_SUCCESS;
   });
+}
+}  // namespace
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned* milliwatts) {
+  return gpu_reading(dev, milliwatts, [](const GpuConfig& g) { return g.power_mw; });
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t dev, unsigned* milliwatts) {
+  return gpu_reading(dev, milliwatts, [](const GpuConfig& g) { return g.power_limit_mw; });
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t dev,
+                                                                unsigned long long* reasons) {
+  return gpu_reading(dev, reasons, [](const GpuConfig& g) { return g.clock_event_reasons; });
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t dev, int type, int counter,
+                                                     unsigned long long* count) {
+  if (type != NVML_MEMORY_ERROR_TYPE_UNCORRECTED || counter != NVML_VOLATILE_ECC)
+    return NVML_ERROR_NOT_SUPPORTED;  // the simulator keeps the one counter gpureap reads
+  return gpu_reading(dev, count, [](const GpuConfig& g) { return g.ecc_uncorrected; });
 }
 
 // MIG (issue 25): mode, MIG device handles and their instance ids.

@@ -50,7 +50,7 @@ struct SimArgs {
   std::string pm_value;
   fs::path sensors_dir;
   unsigned sensors_gpu = 0;
-  std::string sensors_temperature, sensors_power;
+  SensorValues sensors;
   HoldOptions hold;
   fs::path list_dir;
   bool list_json = false;
@@ -151,9 +151,16 @@ void add_driver_state_commands(CLI::App& app, SimArgs& a) {
       "sensors", "set a GPU's temperature and power draw (what top shows); none: not supported");
   add_dir(a.sensors_cmd, a.sensors_dir);
   a.sensors_cmd->add_option("--gpu", a.sensors_gpu, "GPU index")->required();
-  a.sensors_cmd->add_option("--temperature", a.sensors_temperature,
+  a.sensors_cmd->add_option("--temperature", a.sensors.temperature,
                             "degrees Celsius, or none (default: 34)");
-  a.sensors_cmd->add_option("--power", a.sensors_power, "watts, or none (default: 75)");
+  a.sensors_cmd->add_option("--power", a.sensors.power, "watts, or none (default: 75)");
+  a.sensors_cmd->add_option("--power-cap", a.sensors.power_cap,
+                            "enforced power limit in watts, or none (default: 700)");
+  a.sensors_cmd->add_option("--clock-events", a.sensors.clock_events,
+                            "NVML's clock event reasons bitmask (0x80: power brake), or none "
+                            "(default: 0x1, idle)");
+  a.sensors_cmd->add_option("--ecc", a.sensors.ecc,
+                            "uncorrected ECC errors since the driver loaded, or none (default: 0)");
 }
 
 void add_hold_command(CLI::App& app, SimArgs& a) {
@@ -309,7 +316,7 @@ int run_command(const SimArgs& a) {
   if (a.mode_cmd->parsed()) return run_mode(a.mode_dir, a.mode_words, a.mode_gpu);
   if (a.pm_cmd->parsed()) return run_persistence(a.pm_dir, a.pm_gpu, a.pm_value);
   if (a.sensors_cmd->parsed())
-    return run_sensors(a.sensors_dir, a.sensors_gpu, a.sensors_temperature, a.sensors_power);
+    return run_sensors(a.sensors_dir, a.sensors_gpu, a.sensors);
   if (a.hold_cmd->parsed()) return run_hold(a.hold);
   if (a.list_cmd->parsed()) return run_list(a.list_dir, a.list_json);
   if (a.cleanup_cmd->parsed()) return run_cleanup(a.cleanup_dir);

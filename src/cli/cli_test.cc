@@ -391,5 +391,27 @@ TEST(UsageErrors, W4_07_ConflictingFlagsAreRefusedNamingBoth) {
   EXPECT_EQ(usage_error_of({"free", "--all", "--orphans", "--dry-run"}), "parsed");
 }
 
+// W4-11(d): a signed pid and an empty text are refused naming the option (exit 2 in
+// main), never read as pid 5 or as "not given".
+TEST(UsageErrors, W4_11_SignedPidAndEmptyTextsAreRefusedNamingTheOption) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"free", "--pid", "+5", "--dry-run"}, "gpureap free: --pid: '+5' is not a number from 1"},
+      {{"free", "--pid", "1,+5", "--dry-run"}, "gpureap free: --pid: '+5' is not a number from 1"},
+      {{"log", "--pid", "+5"}, "gpureap log: --pid: '+5' is not a number from 1"},
+      {{"free", "--instance", "", "--dry-run"},
+       "gpureap free: --instance: needs a value (INSTANCE), not ''"},
+      {{"free", "--match", "", "--dry-run"},
+       "gpureap free: --match: '' would match every command line"},
+      {{"free", "--cgroup", "", "--dry-run"}, "gpureap free: --cgroup: needs a value (PATH)"},
+      {{"run", "--replace", "", "--", "true"}, "gpureap run: --replace: needs a value (KEY)"},
+      {{"run", "--name", "", "--", "true"}, "gpureap run: --name: needs a value (NAME)"},
+  };
+  for (const auto& [args, first_line] : cases) {
+    const std::string text = usage_error_of(args);
+    EXPECT_TRUE(text.starts_with(first_line)) << text;
+  }
+  EXPECT_EQ(usage_error_of({"free", "--pid", "5", "--instance", "k", "--dry-run"}), "parsed");
+}
+
 }  // namespace
 }  // namespace gpureap::cli

@@ -58,9 +58,11 @@ std::chrono::milliseconds duration_or_throw(const std::string& name, const std::
 // The kernel's PID_MAX_LIMIT: no pid is larger.
 constexpr std::uint64_t kPidMaxLimit = 4194304;
 
-// One spelling for a process id that is not one, whichever command reads it.
+// One spelling for a process id that is not one, whichever command reads it. Digits
+// only: a pid is never written "+5" (as "0x10" and "1e3" are refused, so is a sign).
 pid_t pid_or_throw(const std::string& name, const std::string& text) {
-  if (auto pid = parse_count(text, name, 1, kPidMaxLimit)) return static_cast<pid_t>(*pid);
+  if (auto pid = parse_count(text, name, 1, kPidMaxLimit); pid && !text.starts_with('+'))
+    return static_cast<pid_t>(*pid);
   throw CLI::ValidationError(long_name(name), fmt::format("'{}' is not a number from 1 to {}",
                                                           text, kPidMaxLimit));
 }
@@ -159,11 +161,23 @@ CLI::Option* add_env_entries(CLI::App& app, const std::string& name,
 CLI::Option* add_pattern(CLI::App& app, const std::string& name, std::optional<Pattern>& into,
                          const std::string& description) {
   return one_value(app, name, description, "REGEX", [&into, name](const std::string& t) {
+    if (t.empty())
+      throw CLI::ValidationError(long_name(name),
+                                 "'' would match every command line; give a regular expression");
     auto pattern = Pattern::compile(t);
     if (!pattern)
       throw CLI::ValidationError(long_name(name),
                                  "cannot use this regular expression: " + pattern.error().message);
     into = std::move(*pattern);
+  });
+}
+
+CLI::Option* add_text(CLI::App& app, const std::string& name, std::string& into,
+                      const std::string& description, const std::string& type) {
+  return one_value(app, name, description, type, [&into, name, type](const std::string& t) {
+    if (t.empty())
+      throw CLI::ValidationError(long_name(name), fmt::format("needs a value ({}), not ''", type));
+    into = t;
   });
 }
 

@@ -67,6 +67,11 @@ CLI::Option* add_env_entries(CLI::App& app, const std::string& name,
 CLI::Option* add_pattern(CLI::App& app, const std::string& name, std::optional<Pattern>& into,
                          const std::string& description);
 
+/// --NAME TEXT: a text that may not be empty (`--instance ''` is refused, naming the
+/// option, not taken as "not given").
+CLI::Option* add_text(CLI::App& app, const std::string& name, std::string& into,
+                      const std::string& description, const std::string& type);
+
 /// The message CLI11 reports for a value `name` cannot take: "--NAME: why".
 std::string flag_error(const std::string& name, const std::string& why);
 

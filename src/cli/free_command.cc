@@ -18,6 +18,7 @@
 #include "cli/register_command.h"
 #include "cli/flags.h"
 #include "gpu/gpu_select.h"
+#include "inventory/instances.h"
 #include "proc/process_table.h"
 #include "reclaim/free_flow.h"
 #include "reclaim/free_session.h"
@@ -28,6 +29,7 @@
 #include "util/pattern.h"
 #include "util/signal_flags.h"
 #include "util/units.h"
+#include "util/plural.h"
 
 namespace gpureap::cli {
 namespace {
@@ -91,11 +93,18 @@ std::optional<int> choose_gpus(const FreeOptions& o, const inventory::Inventory&
   const inventory::Instance* instance =
       key.empty() ? nullptr : inventory::find_instance(inv.instances, key);
   if (!key.empty() && !instance) {
-    print_err(fmt::format(
-        "gpureap free: --instance {}: no such instance holds a GPU here; nothing to do (`gpureap "
-        "status` lists the instances)\n",
-        report::terminal_text(key)));
-    return nothing_to_do;
+    // Two containers' instances share the key: each is named by its container (W4-11(e)).
+    const auto named = inventory::keys_in_containers(inv.instances, key);
+    print_err(
+        named.empty()
+            ? fmt::format("gpureap free: --instance {}: no such instance holds a GPU here; "
+                          "nothing to do (`gpureap status` lists the instances)\n",
+                          report::terminal_text(key))
+            : fmt::format("gpureap free: --instance {}: {} containers' instances have this key; "
+                          "give one: {}\n",
+                          report::terminal_text(key), named.size(),
+                          report::terminal_text(fmt::format("{}", fmt::join(named, ", ")))));
+    return named.empty() ? nothing_to_do : kExitUsage;
   }
   // --pid or --instance alone: the GPUs those processes use.
   const bool pids_choose = o.gpu.empty() && !o.all;
@@ -172,7 +181,7 @@ reclaim::FreeSteps free_steps(const Shown& shown, std::chrono::milliseconds grac
       return false;
     }
     if (!o.yes && !plan.targets.empty() &&
-        !ask_on_tty(fmt::format("Signal {} process(es)?", plan.targets.size()))) {
+        !ask_on_tty("Signal " + count_of(plan.targets.size(), "process", "processes") + "?")) {
       asked.not_confirmed = true;
       return false;
     }
@@ -410,19 +419,18 @@ void add_free_command(CLI::App& app, const GlobalOptions& global, CommandFn& run
                "Only these holders (comma list); may name infrastructure. Without --gpu: the "
                "GPUs they use");
   add_user(*sub, "--user", o->filters.user, "Only holders owned by this user (name or uid)");
-  sub->add_option("--cgroup", o->filters.cgroup,
-                  "Only holders whose cgroup path or container contains this text")
-      ->type_name("PATH");
+  add_text(*sub, "--cgroup", o->filters.cgroup,
+           "Only holders whose cgroup path or container contains this text", "PATH");
   add_pattern(*sub, "--match", o->filters.match,
               "Only holders whose command line matches this regular expression, searched "
               "anywhere (RE2 syntax: POSIX extended plus \\d \\s \\w; no backreferences)");
   sub->add_flag("--orphans", o->filters.orphans_only,
                 "Only orphaned holders: a dead server's workers, by the evidence (docs/orphans.md); "
                 "a detached server (nohup) is left alone");
-  sub->add_option("--instance", o->filters.instance,
-                  "Only the holders of this server instance: its process group id or `gpureap "
-                  "run` id, as `gpureap status` lists them. Without --gpu: the GPUs it uses")
-      ->type_name("INSTANCE");
+  add_text(*sub, "--instance", o->filters.instance,
+           "Only the holders of this server instance: its process group id or `gpureap "
+           "run` id, as `gpureap status` lists them. Without --gpu: the GPUs it uses",
+           "INSTANCE");
   add_env_entries(*sub, "--env", o->filters.env,
                   "Only holders whose environment (/proc/PID/environ) holds exactly NAME=VALUE, "
                   "e.g. SLURM_JOB_ID=42 or GPUREAP_RUN_ID=...; repeatable (all must hold). "

@@ -151,7 +151,7 @@ int run_run(const GlobalOptions& global, RunOptions o) {
   settings.release_timeout = o.timeout;
   if (modes == 1 && !global.json)  // --json: the document has the pid and run id
     settings.on_launch = [&o](const std::string& run_id, pid_t pid) {
-      say(report::launched_line(o.command[0], pid, run_id));
+      say(report::launched_line(o.command, pid, run_id));
     };
   // Its own command's release is what run verifies: never from an agent.
   inventory::Node node = open_node(global, std::nullopt, FirstLook::scan);
@@ -206,7 +206,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
       "Every process of the run carries GPUREAP_RUN_ID=<name>-<pid> in its environment: if\n"
       "gpureap itself is SIGKILLed, the leftovers stay identifiable (`gpureap status` marks\n"
       "them orphaned, with run_id <name>-<pid>) and `gpureap free --orphans --gpu all --yes`\n"
-      "reclaims the whole run (docs/run-and-wait.md).\n\n"
+      "reclaims the whole run (docs/run-and-wait.md). In a container's own PID namespace\n"
+      "the id is <name>-ns<inode>-<pid>, so two containers' runs never share one.\n\n"
       "Restart a server in one command: --replace KEY (an instance key from `gpureap\n"
       "status`) frees that server whole (its workers and, if alive, its launcher), waits\n"
       "until the GPUs are verified back at baseline and its ports are closed, then\n"
@@ -238,10 +239,10 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
                    "bus id, minor:N)");
   sub->add_flag("--wait-free", options->wait_free,
                 "Wait (at most --timeout) until the --gpu GPUs are free first");
-  sub->add_option("--replace", options->replace,
-                  "Free this server instance first (its key in `gpureap status`: a process group "
-                  "id or run id), whole and verified, then launch")
-      ->type_name("KEY");
+  add_text(*sub, "--replace", options->replace,
+           "Free this server instance first (its key in `gpureap status`: a process group "
+           "id or run id), whole and verified, then launch",
+           "KEY");
   sub->add_flag("--replace-orphans", options->replace_orphans,
                 "Free the orphaned instances on --gpu (default: all GPUs) first, then launch");
   sub->add_flag("--free-first", options->free_first,
@@ -254,8 +255,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandFn& run)
                "SIGTERM -> SIGKILL delay at the teardown; 0: SIGKILL at once (as in `free`)");
   add_duration(*sub, "--timeout", options->timeout,
                "Bound on waiting for GPU memory to be released (and for --wait-free)");
-  sub->add_option("--name", options->name, "Run name (default: the command's base name)")
-      ->type_name("NAME");
+  add_text(*sub, "--name", options->name, "Run name (default: the command's base name)", "NAME");
   sub->add_flag("--no-cgroup", options->no_cgroup,
                 "Subreaper mode even where a run cgroup is possible");
   sub->add_flag("-v,--verbose", options->verbose,

@@ -16,6 +16,7 @@
 #include "cli/command.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "inventory/instances.h"
 #include "reclaim/free_session.h"
 #include "reclaim/whole_instances.h"
 #include "report/free_report.h"
@@ -112,11 +113,21 @@ struct Say {
 // select_replaced found nothing to select: said, with its exit status.
 int say_not_selected(const Say& say, const inventory::Inventory& inv) {
   switch (say.rep.problem) {
-    case supervise::SelectProblem::no_such_instance:
+    case supervise::SelectProblem::no_such_instance: {
+      // Two containers' instances share the key: each is named by its container (W4-11(e)).
+      const auto named = inventory::keys_in_containers(inv.instances, say.rep.instance);
+      if (!named.empty()) {
+        say.line(fmt::format("{}: {} containers' instances have this key; give one: {}; {}",
+                             say.flag, named.size(),
+                             report::terminal_text(fmt::format("{}", fmt::join(named, ", "))),
+                             say.not_starting));
+        return kExitUsage;
+      }
       say.line(fmt::format(
           "{}: no such instance holds a GPU here (`gpureap status` lists them); {}", say.flag,
           say.not_starting));
       return kExitNothingToDo;
+    }
     case supervise::SelectProblem::source_unusable:
       say.line(fmt::format("{}: {}; NVML is unusable: {}", say.flag, say.rep.problem_detail,
                               inv.source_problem));

@@ -251,7 +251,8 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandFn& r
                "Whole command lines, however wide the rows (the table is otherwise cut to the "
                "terminal's width, $COLUMNS or TIOCGWINSZ)");
   sub.add_flag("-v,--verbose", options.verbose,
-               "Every GPU's block (UUID, bus id, device node, baseline) with a row per "
+               "Every GPU's block (UUID, bus id, device node, baseline, the card's health: "
+               "power cap, clock event reasons, ECC errors) with a row per "
                "process, also for a server instance that spans GPUs (shown as one row per "
                "GPU and said once under its instance otherwise), and the clients: processes "
                "with a GPU's device open and no memory (monitors), which free never signals "

@@ -16,6 +16,13 @@ enum class ProcessKind { compute, graphics, mps };
 /// "compute", "graphics", "mps" (util/enum_names.h).
 std::string_view enum_name(ProcessKind kind);
 
+/// The reasons NVML's clock event bitmask names (nvmlClocksEventReason*), each in a
+/// word, in bit order; the idle bit (0x1) is no reason to look and is left out.
+std::vector<std::string_view> clock_event_words(std::uint64_t reasons);
+/// Whether the clocks are held down by heat, a hardware slowdown or the power brake:
+/// what a person should look at (a power cap under load is the card doing its job).
+bool clock_events_worrying(std::uint64_t reasons);
+
 /// A process NVML lists on a GPU. NVML's pid is a hint (the creator of the
 /// driver client, possibly stale or translated), never a target by itself.
 struct GpuProcess {
@@ -49,6 +56,14 @@ struct GpuInfo {
   /// and its board power draw in milliwatts (nvmlDeviceGetPowerUsage; hwmon power1).
   std::optional<unsigned> temperature_c;
   std::optional<unsigned> power_mw;
+  /// Card health, nullopt where the driver cannot say: the enforced power cap in
+  /// milliwatts (nvmlDeviceGetEnforcedPowerLimit), why the clocks are held down now
+  /// (nvmlDeviceGetCurrentClocksEventReasons' bitmask: clock_event_words), and the
+  /// uncorrected ECC errors since the driver loaded (nvmlDeviceGetTotalEccErrors,
+  /// volatile). NVML keeps no Xid count (an Xid is an event; dmesg has them).
+  std::optional<unsigned> power_limit_mw;
+  std::optional<std::uint64_t> clock_event_reasons;
+  std::optional<std::uint64_t> ecc_uncorrected;
   /// Empty when every query of this GPU answered. Otherwise the failed NVML
   /// calls ("nvmlDeviceGetMemoryInfo_v2(GPU 1): GPU is lost"), or why the GPU
   /// did not answer in time. The other GPUs are unaffected.

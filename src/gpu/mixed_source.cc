@@ -31,6 +31,9 @@ GpuInfo unread(GpuInfo g, const std::string& problem, bool hung) {
   g.utilization_memory.reset();
   g.temperature_c.reset();
   g.power_mw.reset();
+  g.power_limit_mw.reset();
+  g.clock_event_reasons.reset();
+  g.ecc_uncorrected.reset();
   g.problem = problem;
   g.hung = hung;
   return g;

@@ -127,6 +127,15 @@ using nvmlDeviceGetUtilizationRates_fn =
 // nvmlDeviceGetPowerUsage(device, &milliwatts) (board power, nvmlDeviceGetUint_fn).
 constexpr unsigned NVML_TEMPERATURE_GPU = 0;  // nvmlTemperatureSensors_t
 using nvmlDeviceGetTemperature_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*);
+// Card health, optional: nvmlDeviceGetEnforcedPowerLimit(device, &milliwatts)
+// (nvmlDeviceGetUint_fn); nvmlDeviceGetCurrentClocksEventReasons (r545+; before it
+// nvmlDeviceGetCurrentClocksThrottleReasons, the same bits) into a bitmask;
+// nvmlDeviceGetTotalEccErrors(device, errorType, counterType, &count).
+using nvmlDeviceGetUlonglong_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
+constexpr int NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1;  // nvmlMemoryErrorType_t
+constexpr int NVML_VOLATILE_ECC = 0;                   // nvmlEccCounterType_t: since the driver loaded
+using nvmlDeviceGetTotalEccErrors_fn = nvmlReturn_t (*)(nvmlDevice_t, int, int,
+                                                        unsigned long long*);
 // MIG (issue 25). nvmlDeviceGetMigMode(device, &current, &pending);
 // nvmlDeviceGetMaxMigDeviceCount and nvmlDeviceGet{Gpu,Compute}InstanceId take
 // nvmlDeviceGetUint_fn; nvmlDeviceGetMigDeviceHandleByIndex(device, i, &mig_device).

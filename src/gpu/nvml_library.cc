@@ -152,6 +152,10 @@ Result<NvmlLibrary> NvmlLibrary::load(const std::string& path) {
       resolve<nvmlDeviceGetUtilizationRates_fn>(h, {"nvmlDeviceGetUtilizationRates"});
   s.temperature = resolve<nvmlDeviceGetTemperature_fn>(h, {"nvmlDeviceGetTemperature"});
   s.power_usage = resolve<nvmlDeviceGetUint_fn>(h, {"nvmlDeviceGetPowerUsage"});
+  s.power_limit = resolve<nvmlDeviceGetUint_fn>(h, {"nvmlDeviceGetEnforcedPowerLimit"});
+  s.clock_event_reasons = resolve<nvmlDeviceGetUlonglong_fn>(
+      h, {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
+  s.ecc_errors = resolve<nvmlDeviceGetTotalEccErrors_fn>(h, {"nvmlDeviceGetTotalEccErrors"});
   s.driver_version = resolve<nvmlSystemGetDriverVersion_fn>(h, {"nvmlSystemGetDriverVersion"});
   s.cuda_driver_version = resolve<nvmlSystemGetCudaDriverVersion_fn>(
       h, {"nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"});
@@ -400,6 +404,23 @@ void NvmlLibrary::query_gpu_into(unsigned index, GpuInfo& gpu, std::vector<Error
   if (sym_.power_usage) {
     unsigned milliwatts = 0;
     if (sym_.power_usage.fn(*dev, &milliwatts) == NVML_SUCCESS) gpu.power_mw = milliwatts;
+  }
+  // Card health, as nvidia-smi -q shows it; "not supported" (no ECC on the card, a vGPU)
+  // is nullopt, never 0.
+  if (sym_.power_limit) {
+    unsigned milliwatts = 0;
+    if (sym_.power_limit.fn(*dev, &milliwatts) == NVML_SUCCESS) gpu.power_limit_mw = milliwatts;
+  }
+  if (sym_.clock_event_reasons) {
+    unsigned long long reasons = 0;
+    if (sym_.clock_event_reasons.fn(*dev, &reasons) == NVML_SUCCESS)
+      gpu.clock_event_reasons = reasons;
+  }
+  if (sym_.ecc_errors) {
+    unsigned long long count = 0;
+    if (sym_.ecc_errors.fn(*dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &count) ==
+        NVML_SUCCESS)
+      gpu.ecc_uncorrected = count;
   }
   // In MIG mode memory and processes are read per MIG device: the physical GPU's own
   // figures are aggregates that need privileges (and fail inside a container), and

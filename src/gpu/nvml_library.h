@@ -59,6 +59,9 @@ struct NvmlSymbols {
   NvmlSymbol<nvmlDeviceGetUtilizationRates_fn> utilization;
   NvmlSymbol<nvmlDeviceGetTemperature_fn> temperature;  // optional, as power
   NvmlSymbol<nvmlDeviceGetUint_fn> power_usage;
+  NvmlSymbol<nvmlDeviceGetUint_fn> power_limit;                // optional: card health
+  NvmlSymbol<nvmlDeviceGetUlonglong_fn> clock_event_reasons;  // optional
+  NvmlSymbol<nvmlDeviceGetTotalEccErrors_fn> ecc_errors;      // optional
   NvmlSymbol<nvmlSystemGetDriverVersion_fn> driver_version;
   NvmlSymbol<nvmlSystemGetCudaDriverVersion_fn> cuda_driver_version;  // optional
   // MIG, all optional: a driver without them has no MIG GPUs to report.

@@ -114,6 +114,25 @@ nvmlReturn_t fake_power(nvmlDevice_t dev, unsigned* milliwatts) {
   *milliwatts = 312'500;
   return NVML_SUCCESS;
 }
+// Card health: GPU 0 capped at 700 W, its clocks held down by the power brake and heat,
+// 3 uncorrected ECC errors; GPU 1 supports none of it (no ECC, a vGPU).
+nvmlReturn_t fake_power_limit(nvmlDevice_t dev, unsigned* milliwatts) {
+  if (gpu_of(dev) != &driver->gpus[0]) return NVML_ERROR_NOT_SUPPORTED;
+  *milliwatts = 700'000;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_clock_events(nvmlDevice_t dev, unsigned long long* reasons) {
+  if (gpu_of(dev) != &driver->gpus[0]) return NVML_ERROR_NOT_SUPPORTED;
+  *reasons = 0x80 | 0x40 | 0x1;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_ecc(nvmlDevice_t dev, int type, int counter, unsigned long long* count) {
+  if (gpu_of(dev) != &driver->gpus[0]) return NVML_ERROR_NOT_SUPPORTED;
+  if (type != NVML_MEMORY_ERROR_TYPE_UNCORRECTED || counter != NVML_VOLATILE_ECC)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *count = 3;
+  return NVML_SUCCESS;
+}
 nvmlReturn_t fake_driver_version(char* buf, unsigned len) {
   std::snprintf(buf, len, "580.65.06");
   return NVML_SUCCESS;
@@ -197,6 +216,9 @@ NvmlSymbols base_symbols() {
   s.utilization = {fake_utilization, "nvmlDeviceGetUtilizationRates"};
   s.temperature = {fake_temperature, "nvmlDeviceGetTemperature"};
   s.power_usage = {fake_power, "nvmlDeviceGetPowerUsage"};
+  s.power_limit = {fake_power_limit, "nvmlDeviceGetEnforcedPowerLimit"};
+  s.clock_event_reasons = {fake_clock_events, "nvmlDeviceGetCurrentClocksEventReasons"};
+  s.ecc_errors = {fake_ecc, "nvmlDeviceGetTotalEccErrors"};
   s.driver_version = {fake_driver_version, "nvmlSystemGetDriverVersion"};
   return s;
 }
@@ -264,6 +286,17 @@ TEST_F(NvmlLibraryTest, QueryAllReadsIdentityMemoryAndMergedProcesses) {
   EXPECT_EQ(g.power_mw, 312'500U);
   EXPECT_FALSE((*gpus)[1].temperature_c.has_value()) << "NOT_SUPPORTED is unknown, not 0";
   EXPECT_FALSE((*gpus)[1].power_mw.has_value());
+  // Card health (issue 53): the cap, why the clocks are held down, uncorrected ECC errors.
+  EXPECT_EQ(g.power_limit_mw, 700'000U);
+  ASSERT_TRUE(g.clock_event_reasons.has_value());
+  EXPECT_EQ(gpu::clock_event_words(*g.clock_event_reasons),
+            (std::vector<std::string_view>{"thermal (hardware)", "power brake"}));
+  EXPECT_TRUE(gpu::clock_events_worrying(*g.clock_event_reasons));
+  EXPECT_FALSE(gpu::clock_events_worrying(0x4 | 0x1)) << "a power cap is the card at work";
+  EXPECT_EQ(g.ecc_uncorrected, 3U);
+  EXPECT_FALSE((*gpus)[1].power_limit_mw.has_value());
+  EXPECT_FALSE((*gpus)[1].clock_event_reasons.has_value());
+  EXPECT_FALSE((*gpus)[1].ecc_uncorrected.has_value()) << "no ECC is unknown, not 0";
   EXPECT_TRUE((*gpus)[1].problem.empty()) << "NOT_SUPPORTED is no error";
   ASSERT_TRUE(g.memory.has_value());
   EXPECT_EQ(g.memory->used, 20ULL << 30) << "v2 used excludes reserved memory";

@@ -168,6 +168,9 @@ json gpu_info_to_wire(const GpuInfo& gpu) {
           {"utilization_memory", optional_to_wire(gpu.utilization_memory)},
           {"temperature_c", optional_to_wire(gpu.temperature_c)},
           {"power_mw", optional_to_wire(gpu.power_mw)},
+          {"power_limit_mw", optional_to_wire(gpu.power_limit_mw)},
+          {"clock_event_reasons", optional_to_wire(gpu.clock_event_reasons)},
+          {"ecc_uncorrected", optional_to_wire(gpu.ecc_uncorrected)},
           {"problem", wire_text(gpu.problem)},
           {"hung", gpu.hung}};
 }
@@ -210,6 +213,12 @@ Result<GpuInfo> gpu_info_from_wire(const json& wire) {
     if (wire.contains("temperature_c"))
       gpu.temperature_c = wire_optional_integer<unsigned>(wire, "temperature_c");
     if (wire.contains("power_mw")) gpu.power_mw = wire_optional_integer<unsigned>(wire, "power_mw");
+    if (wire.contains("power_limit_mw"))
+      gpu.power_limit_mw = wire_optional_integer<unsigned>(wire, "power_limit_mw");
+    if (wire.contains("clock_event_reasons"))
+      gpu.clock_event_reasons = wire_optional_integer<std::uint64_t>(wire, "clock_event_reasons");
+    if (wire.contains("ecc_uncorrected"))
+      gpu.ecc_uncorrected = wire_optional_integer<std::uint64_t>(wire, "ecc_uncorrected");
     if (wire.contains("problem")) gpu.problem = text_from_wire(wire.at("problem"));
     gpu.hung = wire.value("hung", false);
     return gpu;

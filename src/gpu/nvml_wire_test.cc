@@ -30,7 +30,8 @@ bool same(const GpuInfo& a, const GpuInfo& b) {
          a.processes_known == b.processes_known && a.persistence_mode == b.persistence_mode &&
          a.utilization_gpu == b.utilization_gpu && a.utilization_memory == b.utilization_memory &&
          a.temperature_c == b.temperature_c && a.power_mw == b.power_mw &&
-         a.problem == b.problem && a.hung == b.hung;
+         a.power_limit_mw == b.power_limit_mw && a.clock_event_reasons == b.clock_event_reasons &&
+         a.ecc_uncorrected == b.ecc_uncorrected && a.problem == b.problem && a.hung == b.hung;
 }
 
 GpuInfo full_gpu() {
@@ -51,6 +52,9 @@ GpuInfo full_gpu() {
   g.utilization_memory = 0;
   g.temperature_c = 67;
   g.power_mw = 699'000;
+  g.power_limit_mw = 700'000;
+  g.clock_event_reasons = 0x80 | (1ULL << 62);  // a bit NVML may add later survives
+  g.ecc_uncorrected = (1ULL << 60) + 3;
   g.problem = "nvmlDeviceGetGraphicsRunningProcesses_v3(GPU 7): No permission";
   g.hung = true;
   return g;

@@ -174,6 +174,7 @@ Baseline BaselineStore::get(const std::string& uuid, std::uint64_t total, std::u
         format_bytes(baseline_cap(total))));
     bytes_.erase(it);  // warned once; the file is corrected when the GPU is next seen idle
   }
+  if (auto kept = kept_.find(uuid); kept != kept_.end()) return {kept->second, false};
   std::uint64_t unexplained = used > attributed ? used - attributed : 0;
   return {std::min(unexplained, baseline_cap(total)), false};
 }

@@ -67,6 +67,15 @@ class BaselineStore {
   Baseline get(const std::string& uuid, std::uint64_t total, std::uint64_t used,
                std::uint64_t attributed);
 
+  /// Until forget_kept_estimates (the end of one free), the estimate for `uuid` is
+  /// `bytes`: a free estimates a GPU's baseline once, in its look before any signal,
+  /// and every later look of it reads the same figure, so one report never gives two
+  /// baselines (W4-11(b): 2.00 MiB before the kill, then the cap, 819 MiB, while the
+  /// killed holder's memory stayed). Never saved; a recorded baseline still wins.
+  void keep_estimate(const std::string& uuid, std::uint64_t bytes) { kept_[uuid] = bytes; }
+  /// Ends keep_estimate's figures (at the end of a free: the agent's node outlives it).
+  void forget_kept_estimates() { kept_.clear(); }
+
   /// Records `used` for an idle GPU when it is plausible as a baseline (at most
   /// baseline_cap): stuck driver-held memory is never learnt as "idle".
   void observe_idle(const std::string& uuid, std::uint64_t total, std::uint64_t used);
@@ -85,6 +94,7 @@ class BaselineStore {
  private:
   std::string dir_;
   std::map<std::string, std::uint64_t> bytes_;
+  std::map<std::string, std::uint64_t> kept_;  // keep_estimate
   std::vector<std::string> warnings_;
   bool dirty_ = false;
 };

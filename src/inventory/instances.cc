@@ -182,6 +182,22 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
       if (h.detached) ++in.detached;
     }
   }
+  // A key two containers share names neither: each container's is qualified by it
+  // ("sglang-1@docker:3f2a1b…"; the host's keeps the bare key), so every view, the
+  // evidence under a heading and `--instance` name exactly one instance (W4-11(e): two
+  // containers' `gpureap run --name sglang` are both sglang-1 inside their namespaces).
+  std::map<std::string, std::size_t> containers_of;
+  for (const auto& [k, in] : by_key) ++containers_of[k.second];
+  for (auto& [k, in] : by_key)
+    if (containers_of[k.second] > 1 && !k.first.empty()) in.key = k.second + "@" + k.first;
+  for (auto& view : inv.gpus)
+    for (auto& gh : view.holders)
+      if (gh.uses_gpu && !gh.holder.instance.empty())
+        if (auto it = by_key.find({gh.holder.container, gh.holder.instance});
+            it != by_key.end() && it->second.key != gh.holder.instance) {
+          key_of[gh.holder.id] = it->second.key;
+          gh.holder.instance = it->second.key;
+        }
   // Holders that only have a node open keep the instance of the same process.
   for (auto& view : inv.gpus)
     for (auto& gh : view.holders)
@@ -232,6 +248,15 @@ const Instance* find_instance(const std::vector<Instance>& instances, std::strin
   for (const auto& in : instances)
     if (in.key == key) return &in;
   return nullptr;
+}
+
+std::vector<std::string> keys_in_containers(const std::vector<Instance>& instances,
+                                            std::string_view key) {
+  std::vector<std::string> out;
+  for (const auto& in : instances)
+    if (in.key.size() > key.size() && in.key.starts_with(key) && in.key[key.size()] == '@')
+      out.push_back(in.key);
+  return out;
 }
 
 }  // namespace gpureap::inventory

@@ -87,4 +87,10 @@ void remember_dead_launcher(Instance& in, const proc::DeadParent& launcher);
 /// The instance `key` names (a key, or a pgid/run id as typed), or nullptr.
 const Instance* find_instance(const std::vector<Instance>& instances, std::string_view key);
 
+/// The keys of the instances `key` would name but for a container ("sglang-1" ->
+/// "sglang-1@docker:3f2a1b…", "sglang-1@docker:9c8d7e…"): what to offer when
+/// find_instance finds none because two containers share the key.
+std::vector<std::string> keys_in_containers(const std::vector<Instance>& instances,
+                                            std::string_view key);
+
 }  // namespace gpureap::inventory

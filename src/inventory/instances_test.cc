@@ -111,14 +111,52 @@ TEST_F(Instances, ARunGroupsAcrossProcessGroupsAndContainersNeverMerge) {
   EXPECT_EQ(run->kind, InstanceKind::run);
   EXPECT_EQ(run->members.size(), 2u);
   EXPECT_EQ(run->gpus, gpu::devs({0, 1}));
-  std::size_t sevens = 0;
-  for (const auto& in : found) sevens += in.key == "7";
-  EXPECT_EQ(sevens, 2u) << "pgid 7 in two containers is two instances";
+  // pgid 7 in two containers is two instances, each named by its container (W4-11(e)).
+  ASSERT_NE(find_instance(found, "7@docker:aaa"), nullptr);
+  ASSERT_NE(find_instance(found, "7@docker:bbb"), nullptr);
+  EXPECT_EQ(find_instance(found, "7"), nullptr);
   const Instance* alone = find_instance(found, "40");
   ASSERT_NE(alone, nullptr);
   EXPECT_EQ(alone->kind, InstanceKind::process);
   EXPECT_FALSE(alone->bytes_known);
   EXPECT_EQ(find_instance(found, "nope"), nullptr);
+}
+
+// W4-11(e): two containers whose `gpureap run --name sglang` are both sglang-1 inside their
+// namespaces. Each instance has a key of its own, its holders carry it (so the evidence
+// under a heading is that instance's, and `--instance` names one), and a host instance
+// sharing the key keeps the bare one.
+TEST_F(Instances, W4_11_TwoContainersRunsWithOneIdAreTwoKeys) {
+  auto a0 = holder(100, 100, "sglang::scheduler_TP0", 4);
+  auto a1 = holder(101, 100, "sglang::scheduler_TP1", 4);
+  auto b0 = holder(200, 200, "sglang::scheduler_TP0", 4);
+  auto b1 = holder(201, 200, "sglang::scheduler_TP1", 4);
+  for (auto* h : {&a0, &a1}) h->holder.container = "docker:aaaaaaaaaaaa";
+  for (auto* h : {&b0, &b1}) h->holder.container = "docker:bbbbbbbbbbbb";
+  auto host = holder(300, 300, "python3 serve.py", 4);
+  for (auto* h : {&a0, &a1, &b0, &b1, &host}) h->holder.run_id = "sglang-1";
+  a0.holder.orphaned = a1.holder.orphaned = true;
+  auto inv = node_with({{a0, a1}, {b0, b1}, {host}});
+  auto found = find_instances(inv, proc_.string());
+  ASSERT_EQ(found.size(), 3u);
+  const Instance* a = find_instance(found, "sglang-1@docker:aaaaaaaaaaaa");
+  const Instance* b = find_instance(found, "sglang-1@docker:bbbbbbbbbbbb");
+  const Instance* h = find_instance(found, "sglang-1");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(a->orphaned, 2u);
+  EXPECT_EQ(b->orphaned, 0u);
+  EXPECT_EQ(h->members.size(), 1u);
+  for (const auto& gh : inv.gpus[0].holders)
+    EXPECT_EQ(gh.holder.instance, "sglang-1@docker:aaaaaaaaaaaa");
+  for (const auto& gh : inv.gpus[1].holders)
+    EXPECT_EQ(gh.holder.instance, "sglang-1@docker:bbbbbbbbbbbb");
+  EXPECT_EQ(inv.gpus[2].holders[0].holder.instance, "sglang-1");
+  EXPECT_EQ(keys_in_containers(found, "sglang-1"),
+            (std::vector<std::string>{"sglang-1@docker:aaaaaaaaaaaa",
+                                      "sglang-1@docker:bbbbbbbbbbbb"}));
+  EXPECT_TRUE(keys_in_containers(found, "sglang").empty());
 }
 
 // Issue 53 #8: a server started by `gpureap run` keeps its launcher, model and port (its

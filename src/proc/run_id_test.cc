@@ -3,6 +3,7 @@
 #include "proc/run_id.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 namespace gpureap::proc {
 namespace {
@@ -19,6 +20,20 @@ TEST(RunId, NameAndOwnerPid) {
   EXPECT_EQ(run_owner("sg-lang-9"), 9);
   EXPECT_EQ(run_owner("python3"), std::nullopt);
   EXPECT_EQ(run_owner("-5"), std::nullopt);
+}
+
+// W4-11(e): two containers' `gpureap run --name sglang` both ran as pid 1 and were both
+// sglang-1. In a PID namespace of its own the id names the namespace too.
+TEST(RunId, W4_11_InAContainerTheIdNamesItsPidNamespace) {
+  EXPECT_EQ(make_run_id("sglang", 1, 4026532451), "sglang-ns4026532451-1");
+  EXPECT_NE(make_run_id("sglang", 1, 4026532451), make_run_id("sglang", 1, 4026532452));
+  EXPECT_EQ(make_run_id("sglang", 1, 0), "sglang-1");
+  EXPECT_EQ(run_owner(make_run_id("sglang", 1, 4026532451)), 1);
+  // This test runs in the host's namespace or a container's; either way the id says which.
+  struct stat st {};
+  ASSERT_EQ(::stat("/proc/self/ns/pid", &st), 0);
+  EXPECT_EQ(run_pid_namespace("/proc"), st.st_ino == 0xEFFFFFFCU ? 0 : st.st_ino);
+  EXPECT_EQ(run_pid_namespace("/nonexistent"), 0u);
 }
 
 TEST(RunId, DefaultNameIsTheCommandsBaseName) {

@@ -225,6 +225,9 @@ class Reclaim {
     }
     GpuRelease g = release_of(view, left_alone);
     if (!g.measured) return g;
+    // The baseline this free measures against, estimated once: later looks (and the
+    // leftovers' evidence) read the same figure.
+    if (!g.baseline_recorded) node_.baselines().keep_estimate(g.uuid, g.baseline);
     g.used = g.before;
     g.freed = g.before <= g.threshold && no_targets;
     return g;
@@ -755,9 +758,12 @@ bool ReclaimReport::all_freed() const {
 ReclaimReport reclaim(inventory::Node& node, ProcessControl& control,
                       const inventory::Inventory& initial, Plan plan, const ReclaimOptions& options,
                       const ProgressFn& progress, const CallerContext* caller) {
-  return Reclaim(node, control, options, progress,
-                 caller ? *caller : CallerContext::current(node.proc_root()))
-      .run(initial, std::move(plan));
+  ReclaimReport report = Reclaim(node, control, options, progress,
+                                 caller ? *caller : CallerContext::current(node.proc_root()))
+                             .run(initial, std::move(plan));
+  // The estimates held for this free end with it: the agent's node outlives its reaps.
+  node.baselines().forget_kept_estimates();
+  return report;
 }
 
 }  // namespace gpureap::reclaim

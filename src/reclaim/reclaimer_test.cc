@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "reclaim/test_machine.h"
+#include "util/units.h"
 #include "gpu/test_devices.h"
 
 namespace gpureap::reclaim {
@@ -433,6 +434,31 @@ TEST(Reclaim, DriverHeldMemoryIsClassifiedOnceItStalls) {
   EXPECT_EQ(r.leftovers[0].cls, LeftoverClass::driver_held);
   EXPECT_NE(r.leftovers[0].next_step.find("gpureap free --reset --gpu 0 --yes"), std::string::npos);
   EXPECT_TRUE(r.resets.empty());
+}
+
+// W4-11(b): with no recorded baseline, a killed holder's memory that stays made later looks
+// estimate the baseline at the cap, so one report gave three baselines ("(baseline 2.00
+// MiB)", "threshold 412 MiB (baseline 819 MiB + tolerance)", "1.20 GiB above the idle
+// baseline"). Every figure of the report reads the free's one baseline now.
+TEST(Reclaim, W4_11_OneReportGivesOneBaseline) {
+  TestMachine m;
+  m.gpu(0).uuid = "GPU-never-seen-idle";  // no recorded baseline: it is estimated
+  m.gpu(0).memory->used = 2 * kMiB;       // what the idle card uses
+  FakeProc p = holder(3000750);
+  p.release_after.reset();  // the driver keeps it
+  m.spawn(p);
+  m.node().releases().set_budget({3s});
+  ReclaimReport r = m.free({});
+  ASSERT_EQ(r.gpus.size(), 1u);
+  ASSERT_FALSE(r.gpus[0].baseline_recorded);
+  const std::string baseline = format_bytes(r.gpus[0].baseline);
+  const std::string above = format_bytes(r.gpus[0].after() - r.gpus[0].baseline);
+  ASSERT_EQ(r.leftovers.size(), 1u);
+  std::string evidence;
+  for (const auto& e : r.leftovers[0].evidence) evidence += e + "\n";
+  EXPECT_NE(evidence.find("(baseline " + baseline + " + tolerance)"), std::string::npos)
+      << evidence;
+  EXPECT_NE(evidence.find(above + " above the idle baseline"), std::string::npos) << evidence;
 }
 
 TEST(Reclaim, AGhostGpuIsHeldAndClassifiedThoughItsMemoryIsAtBaseline) {

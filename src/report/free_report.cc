@@ -377,10 +377,11 @@ std::string instance_action_line(const std::vector<reclaim::Action>& actions,
 std::string action_line(const reclaim::Action& a) {
   std::string outcome =
       a.exited_at ? fmt::format("{} at +{:.3f}s", outcome_text(a), *a.exited_at) : outcome_text(a);
-  return fmt::format("  +{:.3f}s {:<8} pid {} ({}, start {}) via {} -> {}\n", a.sent_at,
+  // The start time that pinned the identity is the JSON's and the audit's (start_time):
+  // clock ticks since boot mean nothing to a reader (issue 53 #11).
+  return fmt::format("  +{:.3f}s {:<8} pid {} ({}) via {} -> {}\n", a.sent_at,
                      reclaim::signal_word(a.signal), a.id.pid, terminal_text(a.comm),
-                     a.id.start_time, a.via.empty() ? "-" : terminal_text(a.via),
-                     terminal_text(outcome));
+                     a.via.empty() ? "-" : terminal_text(a.via), terminal_text(outcome));
 }
 
 // The signals sent. The same signal to the members of one instance, sent the same way
@@ -424,11 +425,16 @@ bool ghost_only(const reclaim::GpuRelease& g, const std::vector<reclaim::Leftove
 
 // One GPU's result: before -> after and the verdict, then what is left on it.
 std::string gpu_result_lines(const reclaim::GpuRelease& g,
-                             const std::vector<reclaim::Leftover>& leftovers, const Style& style) {
+                             const std::vector<reclaim::Leftover>& leftovers, bool reset,
+                             const Style& style) {
   std::string out;
+  // Memory a reset brought back was not released by the driver: the reset is the reason,
+  // and no release phase is read into it (W4-11(c)).
+  const std::string by_reset = reset ? " by the GPU reset" : "";
   std::string verdict =
-      g.freed ? style.green(g.freed_at ? fmt::format("freed in {}", seconds_text(*g.freed_at))
-                                       : std::string("free"))
+      g.freed ? style.green(g.freed_at ? fmt::format("freed{} in {}", by_reset,
+                                                     seconds_text(*g.freed_at))
+                                       : "free" + by_reset)
       : ghost_only(g, leftovers) ? style.red("GHOST (memory at baseline, busy with no process)")
                                  : style.red("STILL HELD");
   if (!g.measured) {
@@ -448,7 +454,7 @@ std::string gpu_result_lines(const reclaim::GpuRelease& g,
     out += fmt::format("  GPU {}  {} -> {}  (baseline {}{})  {}\n", g.gpu,
                        g.before_read ? format_bytes(g.before) : std::string("?"),
                        format_bytes(g.after()), format_bytes(g.baseline), left_alone, verdict);
-    out += slow_phase_line(g);
+    if (!reset || !g.freed) out += slow_phase_line(g);
   }
   for (const auto& l : leftovers) {
     if (l.gpu != g.gpu) continue;
@@ -494,7 +500,12 @@ std::string free_lines(const reclaim::ReclaimReport& r, const Style& style,
   if (!r.actions.empty()) out += style.bold("Actions:\n") + action_lines(r.actions, plan);
   out += style.bold(fmt::format("Result after {} ({} round{}):\n", seconds_text(r.seconds),
                                 r.rounds.size(), r.rounds.size() == 1 ? "" : "s"));
-  for (const auto& g : r.gpus) out += gpu_result_lines(g, r.leftovers, style);
+  for (const auto& g : r.gpus) {
+    const bool reset = std::any_of(r.resets.begin(), r.resets.end(), [&](const auto& x) {
+      return x.succeeded && x.gpu.index == g.gpu.index;  // a MIG device's reset is its GPU's
+    });
+    out += gpu_result_lines(g, r.leftovers, reset, style);
+  }
   for (const auto& reset : r.resets) out += reset_lines(reset, style);
   if (!r.source_error.empty()) {
     std::string per_gpu = gpu_problems_text("NVML failed while verifying", r.gpus);

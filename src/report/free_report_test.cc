@@ -45,7 +45,8 @@ TEST(FreeText, ProcessTextIsEscapedInEveryLine) {
                          "widen it \x1b]0;title\x07"});
   std::string out = free_text(r, Style{});
   EXPECT_FALSE(has_control_char(out)) << out;
-  EXPECT_NE(out.find("pid 4242 (" + kShown + ", start 1234) via pidfd"), std::string::npos) << out;
+  EXPECT_NE(out.find("pid 4242 (" + kShown + ") via pidfd"), std::string::npos) << out;
+  EXPECT_EQ(out.find("start 1234"), std::string::npos) << "no raw clock ticks: " << out;
   EXPECT_NE(out.find("pid 4000 (" + kShown + ") kept respawning"), std::string::npos) << out;
   EXPECT_NE(out.find("pid 4001 (" + kShown + ") respawns GPU holders (2x) and was left alone"),
             std::string::npos)
@@ -310,7 +311,7 @@ TEST(PlanText, AnInstancesMembersWithOneVerdictAreOneLineAndTheExceptionsRows) {
                       "pidfd -> exited at +0.010..0.013s"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("pid 7974 (sglang::schedul, start 100)"), std::string::npos) << text;
+  EXPECT_NE(text.find("pid 7974 (sglang::schedul) via pidfd"), std::string::npos) << text;
   // Without the plan, a line per action as before.
   EXPECT_NE(free_text(r, Style{}).find("pid 7970 (sglang::schedul"), std::string::npos);
 }
@@ -337,6 +338,44 @@ TEST(FreeText, ResetOutputKeepsItsLinesW2_19) {
   EXPECT_NE(out.find("  exit 127: cannot run nvidia-smi: No such file or directory\n"),
             std::string::npos)
       << out;
+}
+
+// W4-11(c): memory back after a GPU reset was said to come back "the driver releasing it;
+// pinned host memory is unpinned here". The reset brought it back, and the line says so.
+TEST(FreeText, W4_11_MemoryBackAfterAResetIsCreditedToTheReset) {
+  constexpr std::uint64_t kMiB = 1ULL << 20, kGiB = 1ULL << 30;
+  reclaim::ReclaimReport r;
+  reclaim::GpuRelease g;
+  g.gpu = gpu::dev(2);
+  g.uuid = "GPU-x";
+  g.total = 80 * kGiB;
+  g.baseline = 2 * kMiB;
+  g.before = 2 * kGiB;
+  g.used = 2 * kMiB;
+  g.freed = true;
+  g.signalled_at = 0.0;
+  g.exited_at = 0.01;
+  g.unlisted_at = 0.02;
+  g.freed_at = 30.71;
+  r.gpus.push_back(g);
+  const std::string released = free_text(r, Style{});  // no reset: the driver released it
+  EXPECT_NE(released.find("freed in 30.71 s"), std::string::npos) << released;
+  EXPECT_NE(released.find("the driver releasing it"), std::string::npos) << released;
+  reclaim::ResetOutcome reset;
+  reset.gpu = gpu::dev(2);
+  reset.attempted = true;
+  reset.exit_code = 0;
+  reset.succeeded = true;
+  r.resets.push_back(reset);
+  const std::string out = free_text(r, Style{});
+  EXPECT_NE(out.find("GPU 2  2.00 GiB -> 2.00 MiB  (baseline 2.00 MiB)  freed by the GPU reset in "
+                     "30.71 s\n"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("releasing"), std::string::npos) << out;
+  EXPECT_EQ(out.find("slowest phase"), std::string::npos) << out;
+  r.resets[0].succeeded = false;  // a failed reset brought nothing back
+  EXPECT_NE(free_text(r, Style{}).find("the driver releasing it"), std::string::npos);
 }
 
 TEST(FreeText, EachGpuTheSourceLostWhileVerifyingHasItsOwnLine) {

@@ -18,12 +18,18 @@ bool recognised(proc::Engine e) {
 std::string what_it_is(const inventory::Instance& in) {
   std::string engine = recognised(in.engine) ? std::string(proc::enum_name(in.engine)) + " server"
                                              : std::string("processes");
+  // A key two containers share is qualified by the container (inventory/instances.h):
+  // the heading says which container's, as the key does (W4-11(e)).
+  const std::string in_container =
+      !in.container.empty() && in.key.ends_with("@" + in.container)
+          ? " in " + terminal_text(in.container)
+          : "";
   switch (in.kind) {
     case inventory::InstanceKind::run:
-      return fmt::format("{}, gpureap run {}{}", engine, terminal_text(in.run_id),
+      return fmt::format("{}, gpureap run {}{}{}", engine, terminal_text(in.run_id), in_container,
                          in.run_gone ? " (its gpureap run is gone)" : "");
     case inventory::InstanceKind::process_group:
-      return fmt::format("{}, process group {}", engine, in.pgid);
+      return fmt::format("{}, process group {}{}", engine, in.pgid, in_container);
     case inventory::InstanceKind::parent:
       return fmt::format("{}, children of {} (pid {}, seen to die)", engine,
                          in.launcher_comm.empty() ? std::string("?") : terminal_text(in.launcher_comm, 32),

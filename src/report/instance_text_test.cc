@@ -116,6 +116,53 @@ TEST(InstanceText, TheHeadingNamesTheLauncherByItsCommandLineAndAGoneRun) {
   EXPECT_EQ(launcher_name(in), "python3 -m sgla");
 }
 
+// W4-11(e): two containers' runs both sglang-1; each heading says whose.
+TEST(InstanceText, W4_11_AKeyTwoContainersShareIsHeadedWithItsContainer) {
+  inventory::Instance in;
+  in.kind = inventory::InstanceKind::run;
+  in.run_id = "sglang-1";
+  in.key = "sglang-1@docker:aaaaaaaaaaaa";
+  in.container = "docker:aaaaaaaaaaaa";
+  in.engine = proc::Engine::sglang;
+  in.gpus = {gpu::dev(0)};
+  in.members = {{{601, 1}, proc::EngineRole::scheduler, "TP0"}};
+  in.bytes = 4 * kGiB;
+  EXPECT_EQ(instance_heading(in).rfind(
+                "sglang server, gpureap run sglang-1 in docker:aaaaaaaaaaaa: 1 process", 0),
+            0u)
+      << instance_heading(in);
+  in.key = "sglang-1";  // one container has it: the key alone
+  EXPECT_EQ(instance_heading(in).find("in docker"), std::string::npos) << instance_heading(in);
+}
+
+// Issue 53 #8/#12: run's "launched" line said `launched ./serve.sh` or `launched python3`
+// (argv[0]); it names an engine's server, model and port, else the command line.
+TEST(InstanceText, TheLaunchedLineNamesWhatTheCommandLineStarts) {
+  EXPECT_EQ(launched_line({"python3", "-m", "sglang.launch_server", "--model-path",
+                           "moonshotai/Kimi-K2.5", "--tp", "8", "--port", "30000"},
+                          784, "python3-595"),
+            "launched sglang server, model moonshotai/Kimi-K2.5, port 30000, as pid 784, run "
+            "python3-595");
+  EXPECT_EQ(launched_line({"./serve.sh", "--port", "8000"}, 784, "serve.sh-595"),
+            "launched ./serve.sh --port 8000 as pid 784, run serve.sh-595");
+  EXPECT_EQ(launched_line({"/bin/touch", "/tmp/x"}, 5, "touch-4"),
+            "launched /bin/touch /tmp/x as pid 5, run touch-4");
+}
+
+// Issue 53 #12: "8 process(es)"; every count agrees with its noun.
+TEST(InstanceText, TheReplaceQuestionsCountsAgreeWithTheirNouns) {
+  reclaim::Plan plan;
+  plan.instances = {live_tp2()};
+  plan.targets.resize(1);
+  EXPECT_EQ(replace_question(plan, "x"), "Stop vllm server 18396 (1 process) and launch x?");
+  plan.instances.push_back(live_tp2());
+  plan.instances[1].launcher_alive = false;
+  plan.instances[1].orphaned = 2;
+  plan.targets.resize(5);
+  EXPECT_EQ(replace_question(plan, "x"),
+            "Stop 1 live server and free 1 orphaned one (5 processes), then launch x?");
+}
+
 TEST(InstanceText, TheReplaceQuestionSaysStopForALiveServerAndFreeForAnOrphan) {
   reclaim::Plan plan;
   plan.instances = {live_tp2()};

@@ -88,6 +88,20 @@ nlohmann::ordered_json ranks_json(const proc::Ranks& r) {
 }
 
 // What the holder's command line says it is: engine, role, ranks (null when generic).
+// The card's health (issue 53), each null where the driver cannot say.
+nlohmann::ordered_json card_health_json(const gpu::GpuInfo& info) {
+  nlohmann::ordered_json reasons = nullptr;
+  if (info.clock_event_reasons) {
+    reasons = nlohmann::ordered_json::array();
+    for (auto word : gpu::clock_event_words(*info.clock_event_reasons)) reasons.push_back(word);
+  }
+  return {{"power_limit_watts", info.power_limit_mw
+                                    ? nlohmann::ordered_json(*info.power_limit_mw / 1000.0)
+                                    : nlohmann::ordered_json(nullptr)},
+          {"clocks_held_down_by", reasons},
+          {"ecc_uncorrected", optional_json(info.ecc_uncorrected)}};
+}
+
 nlohmann::ordered_json engine_json(const proc::EngineIdentity& e) {
   if (e.engine == proc::Engine::none && e.role == proc::EngineRole::none) return nullptr;
   return {
@@ -258,6 +272,7 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
        {{"temperature_celsius", optional_json(info.temperature_c)},
         {"power_watts", info.power_mw ? nlohmann::ordered_json(*info.power_mw / 1000.0)
                                       : nlohmann::ordered_json(nullptr)}}},
+      {"health", card_health_json(info)},
       {"busy_without_process", busy},
       {"holders", holders},
       {gpu::source_words::kUnseen, unseen},

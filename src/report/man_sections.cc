@@ -19,7 +19,10 @@ of a dead launcher, a \fBgpureap run\fR): its engine, its launcher by its comman
 (alive or gone), the model and port that command line names, its members and ranks, its
 GPUs and memory, and \fBORPHANED\fR, \fBDETACHED\fR or \fBLIVE\fR. Under it, the verdict of
 its members (VERDICTS AND EVIDENCE), what their provenance permits, and the command that
-frees or replaces it.
+frees or replaces it. Its key is a process group id, a \fBgpureap run\fR id or
+\fBparent\-\fR\fIPID\fR; a key that two containers share is named by each container,
+\fIKEY\fR\fB@\fR\fICONTAINER\fR (\fBsglang\-1@docker:3f2a1b4c5d6e\fR), the form
+\fB\-\-instance\fR and \fBrun \-\-replace\fR take.
 .SS The GPU
 .TP
 .B GPU 3  NVIDIA H200  00000000:3A:00.0  /dev/nvidia3  GPU\-7282...
@@ -36,6 +39,14 @@ figure is an estimate. Then the GPU's state, the word \fBtop\fR and \fB\-\-json\
 \fBreleasing\fR, \fBno_holder\fR, \fBdriver_held\fR, \fBghost\fR (busy with no process, below),
 \fBoutside_namespace\fR, \fBunknown\fR or \fBnot_measured\fR; then the holders and the
 memory NVML gives them.
+.TP
+.B power 75 W of a 700 W cap; clocks held down by power brake; 0 uncorrected ECC errors ...
+With \fB\-v\fR, the card's health as NVML gives it: the draw and the enforced power
+limit, why the clocks are held down now (NVML's clock event reasons: power cap, hardware
+slowdown, thermal, power brake, ...) and the uncorrected ECC errors since the driver
+loaded; each part only where the driver can say. Marked \fB!\fR when heat, a hardware
+slowdown, the power brake or an ECC error needs a look (\fBtop\fR names those on its
+legend line). NVML keeps no Xid count: an Xid is an event, in the kernel log.
 .SS The holders
 .TP
 .B PID

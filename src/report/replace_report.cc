@@ -8,10 +8,14 @@
 
 #include "inventory/instances.h"
 #include "report/device_json.h"
+#include "proc/engine_role.h"
 #include "proc/lineage.h"
+#include "proc/proc_parse.h"
+#include "proc/run_id.h"
 #include "report/free_report.h"
 #include "report/instance_text.h"
 #include "report/terminal_text.h"
+#include "util/plural.h"
 #include "util/units.h"
 
 namespace gpureap::report {
@@ -20,10 +24,6 @@ namespace {
 std::string server_word(const inventory::Instance& in) {
   if (in.engine == proc::Engine::none || in.engine == proc::Engine::python) return "instance";
   return std::string(proc::enum_name(in.engine)) + " server";
-}
-
-std::string plural(std::size_t n, const char* one, const char* many) {
-  return fmt::format("{} {}", n, n == 1 ? one : many);
 }
 
 const proc::Holder* holder_of(const inventory::Inventory& inv, const proc::ProcessId& id) {
@@ -41,11 +41,11 @@ std::string freed_line(const reclaim::Plan& plan, const reclaim::ReclaimReport& 
   for (const auto& t : plan.targets) alone += t.instance.empty() ? 1 : 0;
   for (const auto& in : plan.instances)
     out += fmt::format("{}{} {} ({}, {} on GPU {})", out.empty() ? "" : "; ", server_word(in),
-                       terminal_text(in.key), plural(in.members.size(), "process", "processes"),
+                       terminal_text(in.key), count_of(in.members.size(), "process", "processes"),
                        format_bytes(in.bytes), gpu::device_list(in.gpus));
   if (alone > 0)
     out += fmt::format("{}{}", out.empty() ? "" : "; and ",
-                       plural(alone, "process of no instance", "processes of no instance"));
+                       count_of(alone, "process of no instance", "processes of no instance"));
   if (out.empty()) out = "nothing";
   return fmt::format("freed {} in {:.2f} s", out, report.seconds);
 }
@@ -107,16 +107,30 @@ std::string left_alone_line(const LeftAlone& a, const inventory::Inventory& inv)
   const auto* in = a.instance.empty() ? nullptr : inventory::find_instance(inv.instances, a.instance);
   const std::string who =
       in ? fmt::format("{} {} ({})", server_word(*in), terminal_text(a.instance),
-                       plural(a.pids.size(), "process", "processes"))
+                       count_of(a.pids.size(), "process", "processes"))
          : fmt::format("pid {} ({})", a.pids.front(), terminal_text(a.comm, 20));
   return fmt::format("left alone: {} of {}, {} on GPU {}: {}", who,
                      a.user.empty() ? "?" : terminal_text(a.user, 20), format_bytes(a.bytes),
                      gpu::device_list(a.gpus), terminal_text(a.reason));
 }
 
-std::string launched_line(const std::string& command, pid_t pid, const std::string& run_id) {
-  return fmt::format("launched {} as pid {}, run {}", terminal_text(command, 40), pid,
-                     terminal_text(run_id));
+std::string launched_line(const std::vector<std::string>& argv, pid_t pid,
+                          const std::string& run_id) {
+  std::string raw;
+  for (const auto& a : argv) raw += a + '\0';
+  // What the command line says it starts, as status names the instance (issue 53 #8):
+  // an engine's server with its model and port; else the command line, not only argv[0].
+  const proc::EngineIdentity who =
+      proc::recognise_engine_cmdline(raw, argv.empty() ? "" : proc::default_run_name(argv[0]));
+  std::string what = terminal_text(proc::format_cmdline(raw), 40);
+  if (who.role == proc::EngineRole::launcher && who.engine != proc::Engine::none &&
+      who.engine != proc::Engine::python) {
+    what = std::string(proc::enum_name(who.engine)) + " server";
+    if (who.model) what += ", model " + terminal_text(*who.model, 60);
+    if (who.port) what += fmt::format(", port {}", *who.port);
+    what += ",";
+  }
+  return fmt::format("launched {} as pid {}, run {}", what, pid, terminal_text(run_id));
 }
 
 std::string open_port_text(const supervise::OpenPort& port) {
@@ -128,7 +142,7 @@ std::string open_port_text(const supervise::OpenPort& port) {
 
 std::string replace_question(const reclaim::Plan& plan, std::string_view command) {
   const std::size_t n = plan.targets.size();
-  const std::string processes = fmt::format("{} process{}", n, n == 1 ? "" : "es");
+  const std::string processes = count_of(n, "process", "processes");
   std::size_t live = 0, orphaned = 0;
   for (const auto& in : plan.instances) {
     if (!live_instance_note(in).empty())
@@ -147,16 +161,13 @@ std::string replace_question(const reclaim::Plan& plan, std::string_view command
                        terminal_text(in.key), is_live ? "" : "orphaned, ", processes, cmd);
   }
   if (live > 0)
-    return fmt::format("Stop {} live server{}{} ({}), then launch {}?", live,
-                       live == 1 ? "" : "s",
-                       orphaned ? fmt::format(" and free {} orphaned one{}", orphaned,
-                                              orphaned == 1 ? "" : "s")
+    return fmt::format("Stop {}{} ({}), then launch {}?",
+                       count_of(live, "live server"),
+                       orphaned ? " and free " + count_of(orphaned, "orphaned one")
                                 : std::string(),
                        processes, cmd);
   return fmt::format("Free {} ({}) and launch {}?",
-                     orphaned ? fmt::format("{} orphaned instance{}", orphaned,
-                                            orphaned == 1 ? "" : "s")
-                              : std::string("them"),
+                     orphaned ? count_of(orphaned, "orphaned instance") : std::string("them"),
                      processes, cmd);
 }
 

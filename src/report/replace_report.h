@@ -47,8 +47,11 @@ std::vector<LeftAlone> left_alone(const reclaim::Plan& plan, const inventory::In
 /// orphaned (its parent is alive); --orphans given".
 std::string left_alone_line(const LeftAlone& a, const inventory::Inventory& inv);
 
-/// "launched python3 as pid 4242, run python3-4240".
-std::string launched_line(const std::string& command, pid_t pid, const std::string& run_id);
+/// "launched ./serve.sh --port 8000 as pid 4242, run serve.sh-4240": the command line cut
+/// to 40 columns; for an engine's launcher, what it serves: "launched sglang server, model
+/// moonshotai/Kimi-K2.5, port 30000, as pid 4242, run python3-4240".
+std::string launched_line(const std::vector<std::string>& argv, pid_t pid,
+                          const std::string& run_id);
 
 /// "port 30000 is still listened on by pid 4242 (python3)".
 std::string open_port_text(const supervise::OpenPort& port);

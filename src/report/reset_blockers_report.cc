@@ -7,6 +7,7 @@
 #include "report/terminal_text.h"
 #include "util/enum_names.h"
 #include "util/units.h"
+#include "util/plural.h"
 
 namespace gpureap::report {
 // A named namespace: report/ is compiled in batches (unity build).
@@ -79,9 +80,9 @@ std::string blockers_table(const std::vector<inventory::GpuBlockers>& gpus,
   }
   if (!inv.problems.empty())
     out += style.yellow(fmt::format(
-               "! {} process(es) could not be inspected (pid {}: {}); clients among them may be "
+               "! {} not be inspected (pid {}: {}); clients among them may be "
                "missing.",
-               inv.problems.size(), inv.problems.front().pid,
+               count_of(inv.problems.size(), "process could", "processes could"), inv.problems.front().pid,
                terminal_text(inv.problems.front().what))) +
            "\n";
   if (any)

@@ -64,7 +64,7 @@ TEST(BlockersReport, WhatCannotBeSeenIsSaidInsteadOfNothingBlocks) {
   EXPECT_EQ(text,
             "GPU 0: no blocker seen, but cannot tell:\n"
             "  ! persistence mode is unknown (NVML did not say)\n"
-            "! 1 process(es) could not be inspected (pid 1: memory maps unreadable (permission "
+            "! 1 process could not be inspected (pid 1: memory maps unreadable (permission "
             "denied)); clients among them may be missing.\n");
 }
 

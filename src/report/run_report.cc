@@ -14,6 +14,7 @@
 #include "report/table_layout.h"
 #include "report/terminal_text.h"
 #include "util/units.h"
+#include "util/plural.h"
 
 namespace gpureap::report {
 
@@ -38,8 +39,9 @@ std::string run_problems_text(const supervise::RunOutcome& out) {
     std::string pids;
     for (const auto& id : out.teardown.survivors)
       pids += (pids.empty() ? "" : ", ") + std::to_string(id.pid);
-    text += run_line(fmt::format("{} process(es) of the run still alive after SIGKILL: {}",
-                                 out.teardown.survivors.size(), pids));
+    text += run_line(fmt::format("{} of the run still alive after SIGKILL: {}",
+                                 count_of(out.teardown.survivors.size(), "process", "processes"),
+                                 pids));
   }
   for (const auto& l : out.leftovers) {
     const reclaim::GpuRelease* g = nullptr;

@@ -12,6 +12,8 @@
 #include "report/table_layout.h"
 #include "report/terminal_text.h"
 #include "util/units.h"
+#include "util/plural.h"
+#include "util/plural.h"
 
 namespace gpureap::report {
 namespace {
@@ -26,6 +28,26 @@ std::string gpu_heading(const gpu::GpuInfo& info, const Style& style) {
   if (!info.uuid.empty()) line += "  " + style.dim(terminal_text(info.uuid));
   if (info.id.mig()) line += "  " + style.dim("MIG device of " + terminal_text(info.parent_uuid));
   return line;
+}
+
+std::string card_health_text(const gpu::GpuInfo& info) {
+  std::vector<std::string> parts;
+  if (info.power_limit_mw) {
+    const unsigned cap = (*info.power_limit_mw + 500) / 1000;
+    parts.push_back(info.power_mw ? fmt::format("power {} W of a {} W cap",
+                                                (*info.power_mw + 500) / 1000, cap)
+                                  : fmt::format("power cap {} W", cap));
+  }
+  if (info.clock_event_reasons) {
+    const auto words = gpu::clock_event_words(*info.clock_event_reasons);
+    parts.push_back(words.empty() ? std::string("clocks not held down")
+                                  : fmt::format("clocks held down by {}", fmt::join(words, ", ")));
+  }
+  if (info.ecc_uncorrected)
+    parts.push_back(fmt::format("{} since the driver loaded",
+                                count_of(*info.ecc_uncorrected, "uncorrected ECC error")));
+  if (parts.empty()) return "";
+  return fmt::format("{}", fmt::join(parts, "; "));
 }
 
 std::string parent_text(const proc::Holder& h, const Style& style) {
@@ -344,8 +366,8 @@ std::size_t count_users(const inventory::GpuView& view, const reclaim::Plan& fre
 // memory is unknown.
 std::string memory_line(const inventory::GpuView& view, std::size_t users, const Style& style) {
   if (!view.info.memory)
-    return fmt::format("  memory unknown  {} process(es) have the node open\n",
-                       view.holders.size());
+    return fmt::format("  memory unknown  {} the node open\n",
+                       count_of(view.holders.size(), "process has", "processes have"));
   const auto& m = *view.info.memory;
   // The one GPU state (inventory::gpu_state), in its own word as `top` and the JSON
   // say it; then who holds the GPU.
@@ -355,7 +377,7 @@ std::string memory_line(const inventory::GpuView& view, std::size_t users, const
                       : gs == inventory::GpuState::held ? word
                                                         : style.red(word);
   if (users > 0)
-    state += fmt::format(", {} holder{} ({})", users, users == 1 ? "" : "s",
+    state += fmt::format(", {} ({})", count_of(users, "holder"),
                          format_bytes(view.attributed_bytes));
   else if (gs != inventory::GpuState::free)
     state += ", no holder";
@@ -388,6 +410,7 @@ std::string gpu_alarms(const inventory::GpuView& view, const Style& style, Tally
 }
 
 // One GPU's block: its heading, a failed query, memory and state, holders, alarms.
+// With -v, the card's health line after the memory line (card_health_text).
 std::string gpu_block(const inventory::GpuView& view, const Style& style,
                       const reclaim::Plan& free_orphans, TableWidth width,
                       const std::set<std::string>& said_once, Tally& tally, bool verbose) {
@@ -398,6 +421,13 @@ std::string gpu_block(const inventory::GpuView& view, const Style& style,
   }
   const std::size_t users = count_users(view, free_orphans, tally);
   out += memory_line(view, users, style);
+  if (verbose)
+    if (std::string health = card_health_text(view.info); !health.empty()) {
+      const bool worry = (view.info.clock_event_reasons &&
+                          gpu::clock_events_worrying(*view.info.clock_event_reasons)) ||
+                         view.info.ecc_uncorrected.value_or(0) > 0;
+      out += (worry ? style.yellow("  ! " + health) : "  " + health) + "\n";
+    }
   out += holder_rows(view, style, "    ", width, said_once, verbose);
   out += gpu_alarms(view, style, tally);
   return out;
@@ -445,9 +475,9 @@ std::string inspection_notes(const inventory::Inventory& inv, const Style& style
   std::string out;
   if (!inv.problems.empty()) {
     out += style.yellow(fmt::format(
-        "\n! {} process(es) could not be inspected (pid {}: {}); holders among them may be "
+        "\n! {} not be inspected (pid {}: {}); holders among them may be "
         "missing. {}\n",
-        inv.problems.size(), inv.problems.front().pid, terminal_text(inv.problems.front().what),
+        count_of(inv.problems.size(), "process could", "processes could"), inv.problems.front().pid, terminal_text(inv.problems.front().what),
         inv.as_root
             ? "This is denied even to root here (a sandbox or security module restricts /proc)."
             : "Run as root to see every holder."));
@@ -481,12 +511,13 @@ std::string what_now(const Tally& t, const inventory::Inventory& inv, const Styl
   };
   if (t.orphans > 0) {
     // "holds 0 B" for memory NVML does not report would read as "holds nothing".
-    std::string held = t.orphans_unknown == t.orphans ? "memory unknown"
+    std::string held = t.orphans_unknown == t.orphans ? "memory (NVML gives no figure)"
                        : t.orphans_unknown > 0        ? "at least " + format_bytes(t.orphan_bytes)
                                                       : format_bytes(t.orphan_bytes);
-    out += "\n" + style.bold(fmt::format("{} orphaned process{} (parent gone) hold{} {} on GPU {}.",
-                                         t.orphans, t.orphans == 1 ? "" : "es",
-                                         t.orphans == 1 ? "s" : "", held, gpu_list(t.orphan_gpus)));
+    out += "\n" + style.bold(fmt::format(
+                      "{} (parent gone) {} {} on GPU {}.",
+                      count_of(t.orphans, "orphaned process", "orphaned processes"),
+                      agreeing(t.orphans, "holds", "hold"), held, gpu_list(t.orphan_gpus)));
     // All of one server, orphaned as a whole: free that server by name.
     const inventory::Instance* one =
         t.orphan_instances.size() == 1

@@ -34,6 +34,11 @@ std::string status_table(const inventory::Inventory& inv, const Style& style,
 /// nvitop's headers show); "" when NVML told neither. status's first line, top's title.
 std::string driver_words(const inventory::Inventory& inv);
 
+/// The card's health in one line, from what the driver says (status -v): "power 75 W of a
+/// 700 W cap; clocks held down by power brake; 3 uncorrected ECC errors since the driver
+/// loaded"; each part only where the driver can say, "" where it says none (issue 53).
+std::string card_health_text(const gpu::GpuInfo& info);
+
 /// The holder rows under one GPU, laid out for `width` as status_table says. The
 /// orphaned/detached evidence of a holder whose instance is in `said_once` is left to
 /// that instance's lines (said once per instance, not once per GPU). Clients (a monitor

@@ -63,6 +63,36 @@ TEST(StatusTable, AProtectedOrphanIsNotOfferedToFree) {
   EXPECT_EQ(out.find("orphaned process"), std::string::npos) << out;
 }
 
+// Issue 53: the card's health with -v (nvidia-smi -q's power cap, clock event reasons,
+// ECC errors), each part only where the driver can say; a worry is marked "!".
+TEST(StatusTable, VerboseShowsTheCardsHealthWhereTheDriverSays) {
+  inventory::Inventory inv = node_with({});
+  gpu::GpuInfo& info = inv.gpus[0].info;
+  info.power_mw = 75'000;
+  info.power_limit_mw = 700'000;
+  info.clock_event_reasons = 0x1;
+  info.ecc_uncorrected = 0;
+  const reclaim::Plan plan;
+  std::string out = status_table(inv, Style{}, plan, {}, /*verbose*/ true);
+  EXPECT_NE(out.find("\n  power 75 W of a 700 W cap; clocks not held down; 0 uncorrected ECC "
+                     "errors since the driver loaded\n"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(status_table(inv, Style{}, plan).find("700 W cap"), std::string::npos)
+      << "without -v: not shown";
+  info.clock_event_reasons = 0x80 | 0x4;
+  info.ecc_uncorrected = 1;
+  out = status_table(inv, Style{}, plan, {}, true);
+  EXPECT_NE(out.find("\n  ! power 75 W of a 700 W cap; clocks held down by power cap, power "
+                     "brake; 1 uncorrected ECC error since the driver loaded\n"),
+            std::string::npos)
+      << out;
+  info.power_limit_mw.reset();
+  info.clock_event_reasons.reset();
+  info.ecc_uncorrected.reset();  // a driver that cannot say: no line at all
+  EXPECT_EQ(status_table(inv, Style{}, plan, {}, true).find("ECC"), std::string::npos);
+}
+
 TEST(StatusTable, OneFreeableOrphanIsSingularAndCountsAlone) {
   auto worker = orphan(502, "python3", 20 * kGiB), dcgm = orphan(503, "nv-hostengine", 1 * kGiB);
   reclaim::Plan plan;

@@ -17,6 +17,7 @@
 #include "report/terminal_text.h"
 #include "report/watch_service.h"
 #include "util/units.h"
+#include "util/plural.h"
 
 namespace gpureap::report {
 namespace {
@@ -29,9 +30,6 @@ using inventory::EventKind;
 constexpr std::size_t kNamedHolders = 3;
 
 
-std::string plural(std::size_t n, const char* word) {
-  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
-}
 
 // "8.00 GiB", "at least 8.00 GiB" when some holders' figures are unknown, and
 // "memory unknown" when all are.
@@ -51,13 +49,29 @@ std::string holder_list(const Event& e) {
                          e.holders[i].id.pid);
   if (e.holders.size() > kNamedHolders)
     names += fmt::format(" and {} more", e.holders.size() - kNamedHolders);
-  return fmt::format("{} ({})", plural(e.holders.size(), "holder"), names);
+  return fmt::format("{} ({})", count_of(e.holders.size(), "holder"), names);
 }
 
 std::string parent_text(const Event& e) {
   const auto& p = *e.parent;
   const double ago = std::max(0.0, e.time - p.died_at);
   return fmt::format("parent {} (pid {}) died {:.1f} s ago", terminal_text(p.comm, 32), p.pid, ago);
+}
+
+// A witnessed reason under a heading that names the dead launcher already ("launcher
+// python3 (pid 4100) gone"): "its parent python3 (pid 4100), a server, was seen to die
+// 7 ms ago" becomes "the launcher was seen to die 7 ms ago", the death said once
+// (W4-11(a)). How it died stays; who it was is the heading's.
+std::string launcher_named(const std::string& detail, pid_t pid) {
+  const std::string pid_text = fmt::format(" (pid {})", pid);
+  const std::size_t at = detail.find(pid_text);
+  if (at == std::string::npos) return detail;
+  const std::size_t from = detail.rfind("its parent ", at);
+  if (from == std::string::npos) return detail;
+  std::string rest = detail.substr(at + pid_text.size());
+  if (constexpr std::string_view server = ", a server,"; rest.starts_with(server))
+    rest.erase(0, server.size());
+  return detail.substr(0, from) + "the launcher" + rest;
 }
 
 // A sentence and the next step: "a; b", or "a. B" after a sentence that ends in a
@@ -100,7 +114,8 @@ std::string describe(const Event& e, const Style& style) {
            !e.instance->launcher_comm.empty());
       std::string why = e.parent && !reason_names_parent && !heading_names_parent
                             ? parent_text(e) + (detail.empty() ? "" : "; " + detail)
-                            : detail;
+                        : heading_names_parent ? launcher_named(detail, e.parent->pid)
+                                               : detail;
       std::string next = fmt::format("free {}: gpureap free --orphans --gpu {}",
                                      e.holders.size() == 1 ? "it" : "them",
                                      e.gpus.empty() ? gpu : gpu::device_list(e.gpus));
@@ -256,7 +271,7 @@ std::string watch_event_json(const Event& e) {
 
 std::string watch_dropped_line(std::uint64_t dropped, const Style& style) {
   return fmt::format("{} {} while stdout was blocked\n", style.dim(stamp(wall_now())),
-                     style.bold(plural(dropped, "event") + " dropped"));
+                     style.bold(count_of(dropped, "event") + " dropped"));
 }
 
 std::string watch_dropped_json(std::uint64_t dropped) {

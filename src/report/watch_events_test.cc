@@ -156,6 +156,47 @@ TEST_F(WatchEvents, TheDeadLauncherNamedByTheInstanceIsNotSaidAgainW3_12) {
             std::string::npos);
 }
 
+// W4-11(a): a crashed SGLang server's event named the launcher in its heading and again in
+// the witnessed reason ("its parent python3 -m sgla (pid 13656), a server, was seen to
+// die"). The reason keeps how and when it died; the heading says who.
+TEST_F(WatchEvents, W4_11_AWitnessedLaunchersDeathIsSaidOnceUnderItsHeading) {
+  Event e = orphans(2);
+  e.gpu.reset();
+  e.gpus = gpu::devs({0, 1});
+  e.parent = inventory::DeadParent{13656, "python3 -m sgla", "python3 -m sglang.launch_server",
+                                   kTime - 0.002};
+  e.detail = "its parent python3 -m sgla (pid 13656), a server, was seen to die 2 ms ago (killed "
+             "by SIGKILL); re-parented to init (pid 1)";
+  inventory::Instance in;
+  in.key = "13656";
+  in.kind = inventory::InstanceKind::process_group;
+  in.pgid = 13656;
+  in.engine = proc::Engine::sglang;
+  in.launcher_pid = 13656;
+  in.launcher_comm = "python3 -m sgla";
+  in.launcher_cmdline = "python3 -m sglang.launch_server --model-path M --tp 2";
+  in.gpus = gpu::devs({0, 1});
+  in.orphaned = 2;
+  in.members = {{e.holders[0].id, proc::EngineRole::scheduler, "TP0"},
+                {e.holders[1].id, proc::EngineRole::scheduler, "TP1"}};
+  e.instance = in;
+  const std::string line = watch_event_line(e, Style{});
+  EXPECT_NE(line.find("(pid 13656) gone"), std::string::npos) << line;
+  EXPECT_NE(line.find("ORPHANED — the launcher was seen to die 2 ms ago (killed by SIGKILL); "
+                      "re-parented to init (pid 1); free it: gpureap free --orphans --instance "
+                      "13656"),
+            std::string::npos)
+      << line;
+  std::size_t named = 0;
+  for (std::size_t at = 0; (at = line.find("13656", at)) != std::string::npos; ++at) ++named;
+  EXPECT_EQ(named, 3u) << "heading, launcher pid, the free: " << line;
+  // A parent that held a GPU keeps what it was.
+  e.detail = "its parent python3 -m sgla (pid 13656), which held a GPU, was seen to die 2 ms ago";
+  EXPECT_NE(watch_event_line(e, Style{}).find("— the launcher, which held a GPU, was seen to die"),
+            std::string::npos)
+      << watch_event_line(e, Style{});
+}
+
 // Provenance in a word: an orphan known only by one look is offered to a person.
 TEST_F(WatchEvents, AnInferredOrphanSaysTheReaperLeavesItToAPerson) {
   Event e = orphans(1);

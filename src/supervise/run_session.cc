@@ -20,6 +20,7 @@
 #include "util/clock.h"
 #include "util/signal_name.h"
 #include "util/units.h"
+#include "util/plural.h"
 
 extern char** environ;
 
@@ -123,7 +124,7 @@ class RunSession {
   void contain() {
     out_.run_id = proc::make_run_id(
         settings_.name.empty() ? proc::default_run_name(settings_.argv.at(0)) : settings_.name,
-        ::getpid());
+        ::getpid(), proc::run_pid_namespace(node_.proc_root()));
     if (!settings_.use_cgroup) {
       out_.no_cgroup_reason = "--no-cgroup";
       return;
@@ -273,7 +274,7 @@ class RunSession {
   TeardownOptions tear_down_members(const std::vector<proc::ProcessId>& members,
                                     reclaim::AuditTrail& trail) {
     if (!members.empty())
-      say(fmt::format("tearing down {} process(es): {}", members.size(),
+      say(fmt::format("tearing down {}: {}", count_of(members.size(), "process", "processes"),
                       settings_.grace.count() == 0
                           ? std::string("SIGKILL at once (--grace 0)")
                           : "SIGTERM, SIGKILL after " + format_duration(settings_.grace)));
@@ -290,8 +291,9 @@ class RunSession {
     out_.cmd_wait_status = run_->cmd_status();
     if (out_.teardown.processes > 0) {
       say(fmt::format(
-          "teardown: {} process(es) in {} round(s), {:.3f} s{}{}", out_.teardown.processes,
-          out_.teardown.rounds, out_.teardown.seconds,
+          "teardown: {} in {}, {:.3f} s{}{}",
+          count_of(out_.teardown.processes, "process", "processes"),
+          count_of(out_.teardown.rounds, "round"), out_.teardown.seconds,
           out_.teardown.cgroup_killed ? ", cgroup.kill" : "",
           out_.teardown.survivors.empty()
               ? ""

@@ -116,12 +116,28 @@ Ink state_ink(const inventory::GpuView& v) {
 
 }  // namespace
 
-std::string sensors_text(const gpu::GpuInfo& info) {
+std::string sensors_text(const gpu::GpuInfo& info, bool with_cap) {
   const std::string temperature =
       info.temperature_c ? fmt::format("{:>3}C", *info.temperature_c) : "  -C";
-  const std::string power =
-      info.power_mw ? fmt::format("{:>4}W", (*info.power_mw + 500) / 1000) : "   -W";
-  return temperature + " " + power;
+  const std::string draw =
+      info.power_mw ? fmt::format("{:>4}", (*info.power_mw + 500) / 1000) : "   -";
+  if (!with_cap) return temperature + " " + draw + "W";
+  // The cap beside the draw, as nvidia-smi's "75W / 700W": "  75/ 700W", "-" unknown.
+  const std::string cap =
+      info.power_limit_mw ? fmt::format("{:>4}", (*info.power_limit_mw + 500) / 1000) : "   -";
+  return temperature + " " + draw + "/" + cap + "W";
+}
+
+std::string health_alarm(const gpu::GpuInfo& info) {
+  std::vector<std::string> parts;
+  if (info.clock_event_reasons && gpu::clock_events_worrying(*info.clock_event_reasons))
+    for (auto word : gpu::clock_event_words(*info.clock_event_reasons))
+      if (word != "power cap" && word != "applications clocks" && word != "sync boost" &&
+          word != "display clocks")
+        parts.emplace_back(word);
+  if (info.ecc_uncorrected.value_or(0) > 0)
+    parts.push_back(fmt::format("ECC {}", *info.ecc_uncorrected));
+  return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 namespace {
@@ -135,8 +151,9 @@ Line gpu_line(const Frame& f, const inventory::GpuView& v) {
     mem = fmt::format("{:>5}/{:<5}", short_bytes(v.used()), short_bytes(v.info.memory->total));
   const std::string util =
       v.info.utilization_gpu ? fmt::format("SM{:>4}%", *v.info.utilization_gpu) : "SM    -";
-  // The sensors from 60 columns on; a sensor the driver cannot read is "-", never 0.
-  const std::string sensors = width >= 60 ? " " + sensors_text(v.info) : "";
+  // The sensors from 60 columns on, the power cap beside the draw from 100; a sensor the
+  // driver cannot read is "-", never 0.
+  const std::string sensors = width >= 60 ? " " + sensors_text(v.info, width >= 100) : "";
   const std::string state = state_word(v);
   // id, bar, memory, utilization, sensors, sparkline, state: the bar and the sparkline
   // share what is left, the bar two parts to the sparkline's one.
@@ -191,6 +208,14 @@ Line legend_line(const Frame& f) {
                              gpu::device_text(v.info.id), short_bytes(v.unattributed_bytes),
                              inventory::enum_name(v.unexplained));
   if (!classes.empty()) b.add(": ", Ink::dim).add(classes, Ink::warn);
+  // The card's health where it needs a look: heat, a hardware slowdown or the power
+  // brake holding the clocks down, uncorrected ECC errors (status -v has the whole line).
+  std::string health;
+  for (const auto& v : f.inv->gpus)
+    if (std::string alarm = health_alarm(v.info); !alarm.empty())
+      health += fmt::format("{}GPU {} {}", health.empty() ? "" : ", ",
+                            gpu::device_text(v.info.id), alarm);
+  if (!health.empty()) b.add("  ! ", Ink::warn).add(health, Ink::warn);
   // Where the sparklines' past comes from: the agent's ring, or this top's own looks.
   if (f.history) b.add("  " + f.history->origin(), Ink::dim);
   return b.done();
@@ -211,7 +236,7 @@ Line title_line(const Frame& f, std::size_t hscroll) {
   if (!filter.empty()) b.add("  filter" + filter, Ink::warn);
   if (!s.tagged.empty()) b.add(fmt::format("  {} tagged", s.tagged.size()), Ink::warn);
   if (s.readonly) b.add("  read-only", Ink::dim);
-  if (hscroll > 0) b.add(fmt::format("  <- {} columns", hscroll), Ink::warn);
+  if (hscroll > 0) b.add(fmt::format("  command <- {} columns", hscroll), Ink::warn);
   if (!gpu::lists_gpus(inv.source_state))
     b.add("  NVML: " + report::terminal_text(inv.source_problem), Ink::warn);
   // Last: what a narrow terminal drops first (filters and marks above matter more).
@@ -355,6 +380,14 @@ Line shift_line(const Line& line, std::size_t from, std::size_t width) {
   return out;
 }
 
+Line shift_after(const Line& line, std::size_t keep, std::size_t from, std::size_t width) {
+  if (from == 0 || keep >= width) return shift_line(line, 0, width);
+  Line out = shift_line(line, 0, keep);
+  Line rest = shift_line(line, keep + from, width - keep);
+  out.spans.insert(out.spans.end(), rest.spans.begin(), rest.spans.end());
+  return out;
+}
+
 std::size_t columns(std::string_view text) {
   std::size_t n = 0;
   for (char c : text)
@@ -459,7 +492,11 @@ Screen layout_screen(const Frame& f) {
   Frame wide = frame;
   wide.width = width + hscroll;
   lines[0] = title_line(frame, hscroll);
-  lines[heading_at] = shift_line(column_heading(wide, cols), hscroll, width);
+  // Only the command scrolls (as nvitop's): PID, USER, GPU, MEMORY, AGE and MARK stay, so
+  // a long command line is read beside its PID (issue 53 #11).
+  const std::string heading_text = column_heading(wide, cols).text();
+  const std::size_t keep = columns(heading_text.substr(0, heading_text.find("COMMAND")));
+  lines[heading_at] = column_heading(frame, cols);
   for (std::size_t i = 0; i < list_rows; ++i) {
     const std::size_t at = scroll + i;
     if (at >= rows.size()) {
@@ -475,7 +512,7 @@ Screen layout_screen(const Frame& f) {
       }
       continue;
     }
-    lines.push_back(shift_line(list_line(wide, at), hscroll, width));
+    lines.push_back(shift_after(list_line(wide, at), keep, hscroll, width));
   }
   if (rows.size() > scroll + list_rows && list_rows > 0)
     lines.back() = LineBuilder(width)
@@ -549,9 +586,35 @@ Box detail_box(const Frame& f, std::size_t at, std::size_t width) {
   return box;
 }
 
-void overlay_box(Screen& screen, const Box& box, std::size_t width, std::size_t height) {
+std::size_t box_inner_width(std::size_t width) {
+  return std::min<std::size_t>(width < 10 ? 6 : width - 4, 120);
+}
+
+Box fitted_box(Box box, std::size_t width) {
+  const std::size_t inner = box_inner_width(width);
+  std::vector<std::string> lines;
+  for (const auto& line : box.lines) {
+    if (columns(line) <= inner) {
+      lines.push_back(line);
+      continue;
+    }
+    // Broken at words, the rest under the line's text (a key's or field's description,
+    // a reason under its row), never cut with '~' (item 11: the free box cut every reason).
+    const std::string text = report::wrap_lines(line, inner, report::Hang::description);
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
+      lines.push_back(text.substr(start, nl - start));
+    lines.push_back(text.substr(start));
+  }
+  box.scroll = std::min(box.scroll, lines.empty() ? 0 : lines.size() - 1);
+  box.lines = std::move(lines);
+  return box;
+}
+
+void overlay_box(Screen& screen, const Box& unfitted, std::size_t width, std::size_t height) {
   if (width < 10 || height < 5) return;
-  const std::size_t inner = std::min<std::size_t>(width - 4, 120);
+  const Box box = fitted_box(unfitted, width);
+  const std::size_t inner = box_inner_width(width);
   const std::size_t max_body = height - 4;  // borders and footer
   std::size_t body = std::min(box.lines.size(), max_body);
   const std::size_t scroll = std::min(box.scroll, box.lines.size() - body);

@@ -86,9 +86,9 @@ struct Frame {
 };
 
 /// Lays out one frame. The list (its column headings and rows) is laid out
-/// `state->hscroll` columns wider and shown from that column on (horizontal scroll, as
-/// less -S), the scroll kept so that the widest row's end stays on screen; the GPU rows,
-/// the message and the keys do not scroll.
+/// `state->hscroll` columns wider and its command column shown from that column on
+/// (horizontal scroll, as nvitop's: PID to MARK stay), the scroll kept so that the widest
+/// row's end stays on screen; the GPU rows, the message and the keys do not scroll.
 Screen layout_screen(const Frame& frame);
 
 /// A box over the middle of the screen: the plan to confirm, the release as it is
@@ -101,7 +101,12 @@ struct Box {
   std::size_t scroll = 0;
   Ink ink = Ink::box;
 };
-/// Draws `box` over `screen` (width x height as laid out).
+/// The columns inside a box's borders on a screen `width` columns wide (at most 120).
+std::size_t box_inner_width(std::size_t width);
+/// `box` with each line wider than box_inner_width broken at words (its continuation
+/// under the line's text), so nothing in a box is cut; `scroll` counts these lines.
+Box fitted_box(Box box, std::size_t width);
+/// Draws `box` over `screen` (width x height as laid out), fitted first (fitted_box).
 void overlay_box(Screen& screen, const Box& box, std::size_t width, std::size_t height);
 
 /// The detail box of the row at `at` of `frame.rows` (d, or Enter on a process): what
@@ -118,12 +123,22 @@ std::size_t columns(std::string_view text);
 /// (a span cut at either edge keeps its ink).
 Line shift_line(const Line& line, std::size_t from, std::size_t width);
 
+/// `line`'s first `keep` columns as they are, then the rest without its first `from`
+/// columns: exactly `width` columns (the list's sideways scroll moves the command only).
+Line shift_after(const Line& line, std::size_t keep, std::size_t from, std::size_t width);
+
 /// `text` cut or padded with spaces to exactly `width` columns; a cut ends in '~'.
 std::string fit(std::string_view text, std::size_t width);
 
 /// A GPU's temperature and power draw in ten columns: " 67C  699W"; a sensor the driver
-/// cannot read (NVML "not supported", no hwmon file) is "-": "  -C    -W".
-std::string sensors_text(const gpu::GpuInfo& info);
+/// cannot read (NVML "not supported", no hwmon file) is "-": "  -C    -W". With the cap
+/// (from 100 columns), fifteen: " 67C  699/ 700W".
+std::string sensors_text(const gpu::GpuInfo& info, bool with_cap = false);
+
+/// What of the card's health needs a look, in words ("power brake, ECC 3"): the clocks
+/// held down by heat, a hardware slowdown or the power brake, uncorrected ECC errors;
+/// "" when nothing does or the driver cannot say.
+std::string health_alarm(const gpu::GpuInfo& info);
 
 /// "84.2G", "512M", "0": memory in four or five columns.
 std::string short_bytes(std::uint64_t bytes);

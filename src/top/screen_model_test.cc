@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "top/keys.h"
 #include "top/test_inventory.h"
 
 namespace gpureap::top {
@@ -124,9 +125,45 @@ TEST(TopScreen, GpuRowsShowTemperatureAndPowerOrADashWhenUnknown) {
   EXPECT_EQ(s.line(s.find("GPU 0")).find("67C"), std::string::npos) << "no room under 60";
 }
 
+// Issue 53 #11: at 60x15 the help box cut its own lines ("|enter        on a heading: fold
+// its processes (enter ag~|"). A box breaks its lines at words, the rest under the key's
+// description, and scrolls what does not fit.
+TEST(TopScreen, TheHelpBoxAt60x15CutsNoLine) {
+  Shown s;
+  s.draw(60, 15);
+  const Box help{"keys", key_help(false), "any key closes"};
+  const Box fitted = fitted_box(help, 60);
+  EXPECT_GT(fitted.lines.size(), help.lines.size()) << "some lines are broken";
+  std::string all;
+  for (const auto& l : fitted.lines) {
+    EXPECT_LE(columns(l), box_inner_width(60)) << l;
+    all += l + " ";
+  }
+  // Every word of every key's line is there, in order, none cut with '~'.
+  std::string words;
+  for (const auto& l : help.lines) words += l + " ";
+  auto squeeze = [](std::string t) {
+    std::string out;
+    for (char c : t)
+      if (c != ' ') out += c;
+    return out;
+  };
+  EXPECT_EQ(squeeze(all), squeeze(words));
+  // Drawn at 60x15 with the scroll at its end: the last line is shown whole.
+  Box scrolled = help;
+  scrolled.scroll = 1000;
+  overlay_box(s.screen, scrolled, 60, 15);
+  expect_fits(s.screen, 60, 15);
+  std::string shown;
+  for (const auto& l : s.screen.lines) shown += l.text() + "\n";
+  EXPECT_EQ(shown.find("~|"), std::string::npos) << shown;
+  EXPECT_NE(shown.find(fitted.lines.back()), std::string::npos) << shown;
+}
+
 // Issue 40: a row wider than the terminal is read by scrolling the list sideways
-// (left/right): the headings move with the rows, the GPU rows and keys stay, and the
-// scroll stops where the widest row ends.
+// (left/right): the command moves, the GPU rows, the columns before COMMAND (PID to MARK,
+// issue 53 #11: the PID went off screen) and the keys stay, and the scroll stops where the
+// widest row ends.
 TEST(TopScreen, TheListScrollsSidewaysToTheEndOfItsWidestRow) {
   Shown s;
   const std::string tail = " --data /datasets/imagenet --checkpoint-dir /ckpt/run-42 END";
@@ -148,18 +185,21 @@ TEST(TopScreen, TheListScrollsSidewaysToTheEndOfItsWidestRow) {
   expect_fits(s.screen, 80, 24);
   EXPECT_EQ(s.screen.hscroll, 16U);
   EXPECT_EQ(gpu_row_of(), gpu_row) << "the GPU rows do not scroll";
-  EXPECT_EQ(s.find("    PID"), -1) << "the headings scroll with the rows";
-  EXPECT_NE(s.line(0).find("<- 16 columns"), std::string::npos) << s.line(0);
+  EXPECT_NE(s.line(0).find("command <- 16 columns"), std::string::npos) << s.line(0);
   EXPECT_NE(s.line(23).find("? more keys"), std::string::npos) << "the keys stay";
-  // What was at column 16 + c is now at c: the heading's MEMORY moved 16 to the left.
+  // The row keeps its PID and MARK where they were; what was at column 16 + c of its
+  // command is now at c of the command.
+  const std::string scrolled = s.line(s.find("5001"));
   s.state.hscroll = 0;
   s.draw(80, 24);
-  const auto memory_col = s.line(s.find("MEMORY")).find("MEMORY");
-  ASSERT_GT(memory_col, 16U);
+  const std::string unscrolled = s.line(s.find("5001"));
+  const std::string heading = s.line(s.find("COMMAND"));
+  const std::size_t command_col = heading.find("COMMAND");
+  EXPECT_EQ(scrolled.substr(0, command_col), unscrolled.substr(0, command_col));
+  EXPECT_EQ(scrolled.substr(command_col, 10), unscrolled.substr(command_col + 16, 10));
   s.state.hscroll = 16;
   s.draw(80, 24);
-  ASSERT_GE(s.find("MEMORY"), 0);
-  EXPECT_EQ(s.line(s.find("MEMORY")).find("MEMORY"), memory_col - 16);
+  EXPECT_EQ(s.line(s.find("COMMAND")), heading) << "the headings stay";
 
   // Far past the end: kept where the widest row's last character is the last column.
   s.state.hscroll = 1000;
@@ -316,11 +356,11 @@ TEST(TopScreen, NothingHeldSaysSo) {
 TEST(TopScreen, ABoxCoversTheMiddleAndSaysWhatDoesNotFit) {
   Shown s;
   s.draw(80, 24);
-  Box box{"free 2 process(es)?", {}, "y free them  n cancel"};
+  Box box{"free 2 processes?", {}, "y free them  n cancel"};
   for (int i = 0; i < 40; ++i) box.lines.push_back("line " + std::to_string(i));
   overlay_box(s.screen, box, 80, 24);
   expect_fits(s.screen, 80, 24);
-  EXPECT_GE(s.find("free 2 process(es)?"), 0);
+  EXPECT_GE(s.find("free 2 processes?"), 0);
   EXPECT_GE(s.find("line 0 "), 0);
   EXPECT_EQ(s.find("line 39"), -1);
   EXPECT_GE(s.find("of 40"), 0) << "says there is more";
@@ -467,6 +507,31 @@ TEST(TopText, SensorsText) {
   info.temperature_c = 104;
   info.power_mw = 1'000'000;
   EXPECT_EQ(sensors_text(info), "104C 1000W");
+  EXPECT_EQ(sensors_text(info, true), "104C 1000/   -W") << "a cap NVML cannot say";
+  info.power_limit_mw = 700'000;
+  EXPECT_EQ(sensors_text(info, true), "104C 1000/ 700W");
+}
+
+// Issue 53: the card's health where it needs a look, on the legend line at any width:
+// the clocks held down by heat or the power brake, uncorrected ECC errors; a power cap
+// under load is the card at work, and a driver that cannot say is no alarm.
+TEST(TopScreen, TheCardsHealthNeedingALookIsOnTheLegendLine) {
+  gpu::GpuInfo info;
+  EXPECT_EQ(health_alarm(info), "");
+  info.clock_event_reasons = 0x1 | 0x4;  // idle, power cap
+  info.ecc_uncorrected = 0;
+  EXPECT_EQ(health_alarm(info), "");
+  info.clock_event_reasons = 0x4 | 0x80;
+  info.ecc_uncorrected = 3;
+  EXPECT_EQ(health_alarm(info), "power brake, ECC 3");
+  Shown s;
+  s.inv.gpus[1].info.clock_event_reasons = 0x40;
+  s.draw(80, 24);
+  expect_fits(s.screen, 80, 24);
+  const int legend = s.find("bar:");
+  ASSERT_GE(legend, 0);
+  EXPECT_NE(s.line(legend).find("! GPU 1 thermal (hardware)"), std::string::npos)
+      << s.line(legend);
 }
 
 TEST(TopText, FitAndShortForms) {

@@ -14,6 +14,7 @@
 #include "report/watch_events.h"
 #include "top/uptime.h"
 #include "util/text.h"
+#include "util/plural.h"
 
 namespace gpureap::top {
 namespace {
@@ -91,7 +92,7 @@ Box verdict_box(const reclaim::FreeOutcome& out) {
   if (out.report) {
     std::string text;
     try {
-      text = report::free_text(*out.report, report::Style{});
+      text = report::free_text(*out.report, report::Style{}, &out.plan);
     } catch (const std::exception&) {
       text = report::free_record(*out.report);
     }
@@ -158,8 +159,21 @@ void TopSession::look() {
     for (const auto& gh : v.holders)
       if (gh.uses_gpu) held.push_back(gh.holder.id);
   usage_.sample(held, std::chrono::steady_clock::now());
-  for (const auto& e : events_.observe(inv_, wall_seconds()))
-    say(report::watch_event_brief(e));  // the time of day: the screen is narrow
+  // The first look learns the node: what was there before top started is on screen, not
+  // news (issue 53 #11: a zombie leader from minutes before was announced at start).
+  const auto events = events_.observe(inv_, wall_seconds());
+  if (events_primed_ && !events.empty()) {
+    // One message line: an orphan first (what a person acts on) and how many more, so a
+    // later event of the same look does not hide it.
+    auto first = std::find_if(events.begin(), events.end(), [](const inventory::Event& e) {
+      return e.kind == inventory::EventKind::orphaned_memory;
+    });
+    if (first == events.end()) first = events.begin();
+    // Narrow: the time of day; the count first, where a cut line keeps it.
+    say((events.size() > 1 ? fmt::format("(+{} more) ", events.size() - 1) : std::string()) +
+        report::watch_event_brief(*first));
+  }
+  events_primed_ = true;
   // Tags of processes that are gone would free nothing: drop them.
   std::set<proc::ProcessId> present;
   for (const auto& v : inv_.gpus)
@@ -237,9 +251,18 @@ void TopSession::show_detail() {
 
 // Draws `box` over the screen; with `wait`, until a key closes it (up/down scroll it).
 // Returns the closing key.
-Key TopSession::show_box(Box box, bool wait) {
+Key TopSession::show_box(Box unfitted, bool wait) {
   Terminal& terminal = context_.terminal;
+  // Broken at words for this width (again after a resize), so scrolling counts the
+  // lines shown.
+  std::size_t fitted_for = terminal.width();
+  Box box = fitted_box(unfitted, fitted_for);
   for (;;) {
+    if (terminal.width() != fitted_for) {
+      fitted_for = terminal.width();
+      unfitted.scroll = box.scroll;
+      box = fitted_box(unfitted, fitted_for);
+    }
     Screen screen = layout();
     overlay_box(screen, box, terminal.width(), terminal.height());
     terminal.draw(screen);
@@ -297,9 +320,13 @@ reclaim::FreeSteps TopSession::free_steps(std::chrono::milliseconds grace,
                                           std::vector<proc::ProcessId>& confirmed) {
   reclaim::FreeSteps steps;
   steps.go_ahead = [this, grace, &confirmed](const reclaim::Plan& plan) {
-    auto lines = split_lines(report::plan_text(plan, report::Style{}, grace));
+    // The plan laid out for the box, as `free` lays it out for a terminal: its reasons
+    // broken at words beneath each row, never cut by the box's edge.
+    auto lines = split_lines(report::plan_text(
+        plan, report::Style{}, grace,
+        report::TableWidth{box_inner_width(context_.terminal.width()), false}));
     const Key key =
-        show_box({fmt::format("free {} process(es)?", plan.targets.size()), std::move(lines),
+        show_box({"free " + count_of(plan.targets.size(), "process", "processes") + "?", std::move(lines),
                   "y free them (SIGTERM, then SIGKILL after the grace)   n/Esc cancel"},
                  true);
     if (key.code == KeyCode::character && (key.c == 'y' || key.c == 'Y'))

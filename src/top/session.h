@@ -88,6 +88,7 @@ class TopSession {
   MemoryHistory history_;
   bool history_asked_ = false;  // the agent's history is asked for at the first look only
   inventory::EventDetector events_;
+  bool events_primed_ = false;  // the first look's events are the node as it was: not said
   inventory::Inventory inv_;
   std::vector<Row> rows_;
   std::size_t list_rows_ = 0;

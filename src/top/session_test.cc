@@ -8,6 +8,7 @@
 #include <deque>
 
 #include "reclaim/test_machine.h"
+#include "util/test_golden.h"
 #include "util/test_temp_dir.h"
 
 namespace gpureap::top {
@@ -20,9 +21,10 @@ using reclaim::testing::TestMachine;
 // Plays `keys`, then q forever; keeps every screen drawn as text.
 class ScriptedTerminal final : public Terminal {
  public:
-  explicit ScriptedTerminal(std::string keys) : keys_(keys.begin(), keys.end()) {}
-  std::size_t width() const override { return 120; }
-  std::size_t height() const override { return 40; }
+  explicit ScriptedTerminal(std::string keys, std::size_t width = 120, std::size_t height = 40)
+      : keys_(keys.begin(), keys.end()), width_(width), height_(height) {}
+  std::size_t width() const override { return width_; }
+  std::size_t height() const override { return height_; }
   bool unicode() const override { return false; }
   void draw(const Screen& screen) override {
     std::string text;
@@ -40,10 +42,31 @@ class ScriptedTerminal final : public Terminal {
       if (s.find(text) != std::string::npos) return true;
     return false;
   }
+  // The box drawn on the first screen that holds `title`: its rows from border to border
+  // (lines that begin and end with a border once the blanks beside it are gone).
+  std::string box_with(std::string_view title) const {
+    for (const auto& s : screens) {
+      if (s.find(title) == std::string::npos) continue;
+      std::string box;
+      std::size_t start = 0;
+      for (std::size_t nl; (nl = s.find('\n', start)) != std::string::npos; start = nl + 1) {
+        const std::string line = s.substr(start, nl - start);
+        const auto left = line.find_first_not_of(' ');
+        const auto right = line.find_last_not_of(' ');
+        if (left == std::string::npos || right - left < 10) continue;
+        const bool border_left = line[left] == '+' || line[left] == '|';
+        const bool border_right = line[right] == '+' || line[right] == '|';
+        if (border_left && border_right) box += line.substr(left, right - left + 1) + "\n";
+      }
+      return box;
+    }
+    return "";
+  }
   std::vector<std::string> screens;
 
  private:
   std::deque<char> keys_;
+  std::size_t width_, height_;
 };
 
 FakeProc holder(pid_t pid, unsigned gpu) {
@@ -56,7 +79,8 @@ FakeProc holder(pid_t pid, unsigned gpu) {
 }
 
 struct Session {
-  explicit Session(std::string keys) : terminal(std::move(keys)) {}
+  explicit Session(std::string keys, std::size_t width = 120, std::size_t height = 40)
+      : terminal(std::move(keys), width, height) {}
   int run(TestMachine& m) {
     TopSession session({m.node(), terminal, stop, interrupted,
                         [this]() -> Result<std::string> { return state.dir(); },
@@ -97,10 +121,58 @@ TEST(TopSession, FFreesOnlyTheTaggedProcessOnceConfirmedAndShowsTheVerdict) {
   auto b = m.spawn(holder(3300202, 1));
   Session s(" Fy");  // tag the row under the cursor, F, y in the plan's box
   EXPECT_EQ(s.run(m), 0);
-  EXPECT_TRUE(s.terminal.drew("free 1 process(es)?"));
+  EXPECT_TRUE(s.terminal.drew("free 1 process?"));
   EXPECT_TRUE(s.terminal.drew("freed and verified"));
   // Exactly one of the two was tagged (the first row) and signalled.
   EXPECT_NE(m.control.signals_of(a).empty(), m.control.signals_of(b).empty());
+}
+
+// An SGLang worker left to init, its launcher (its group's leader) gone: an orphan by its
+// title (inferred), with long reasons. Spawned with spawn_orphan.
+FakeProc orphaned_worker(pid_t pid, unsigned gpu) {
+  FakeProc p = holder(pid, gpu);
+  p.ppid = 1;
+  p.comm = "sglang::schedul";
+  p.cmdline = "sglang::scheduler_TP0";
+  return p;
+}
+void spawn_orphan(TestMachine& m, const FakeProc& p) {
+  m.spawn(p);
+  m.set_parent(p, 1, p.pid - 1, p.pid - 1);
+}
+
+// Issue 53 #11: at 80 columns the F box cut every reason ("orphaned~", "(inferred):
+// re-parented to init (~") and the verdict box showed clock ticks ("start 116253") cut at
+// the edge. Both boxes are read whole at 80 columns: golden files of the boxes as drawn.
+TEST(TopSession, TheFreeAndVerdictBoxesAt80ColumnsCutNothing) {
+  TestMachine m;
+  spawn_orphan(m, orphaned_worker(3300501, 0));
+  Session s(" Fy", 80, 24);
+  EXPECT_EQ(s.run(m), 0);
+  const std::string plan = s.terminal.box_with("free 1 process?");
+  const std::string verdict = s.terminal.box_with("freed and verified");
+  ASSERT_FALSE(plan.empty()) << s.terminal.screens.back();
+  ASSERT_FALSE(verdict.empty()) << s.terminal.screens.back();
+  for (const std::string& box : {plan, verdict}) {
+    EXPECT_EQ(box.find("~|"), std::string::npos) << "a line cut at the box's edge:\n" << box;
+    EXPECT_EQ(box.find("start 1"), std::string::npos) << "clock ticks:\n" << box;
+  }
+  const std::string dir = std::string(GPUREAP_FIXTURES) + "/top/";
+  expect_golden_file(dir + "free-box-80.txt", plan);
+  expect_golden_file(dir + "verdict-box-80.txt", verdict);
+}
+
+// Issue 53 #11: starting top announced what was already there as news (a zombie leader
+// from minutes before on the message line). The first look only learns the node.
+TEST(TopSession, StartingDoesNotAnnounceWhatWasAlreadyThere) {
+  TestMachine m;
+  spawn_orphan(m, orphaned_worker(3300601, 0));
+  Session s("q", 80, 24);
+  EXPECT_EQ(s.run(m), 0);
+  ASSERT_FALSE(s.terminal.screens.empty());
+  EXPECT_TRUE(s.terminal.drew("3300601")) << s.terminal.screens.front();
+  EXPECT_FALSE(s.terminal.drew("GPU 0: 8.0 GiB orphaned")) << s.terminal.screens.front();
+  EXPECT_FALSE(s.terminal.drew("orphaned:")) << s.terminal.screens.front();
 }
 
 TEST(TopSession, NoInThePlansBoxSignalsNothing) {
@@ -108,7 +180,7 @@ TEST(TopSession, NoInThePlansBoxSignalsNothing) {
   auto a = m.spawn(holder(3300301, 0));
   Session s(" Fn");
   EXPECT_EQ(s.run(m), 0);
-  EXPECT_TRUE(s.terminal.drew("free 1 process(es)?"));
+  EXPECT_TRUE(s.terminal.drew("free 1 process?"));
   EXPECT_TRUE(s.terminal.drew("not confirmed: nothing was signalled"));
   EXPECT_TRUE(m.control.signals_of(a).empty());
 }

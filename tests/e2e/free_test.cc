@@ -487,7 +487,7 @@ TEST(Free, EscapeSequencesInANameAreShownEscaped) {
     EXPECT_EQ(text->find('\x1b'), std::string::npos) << *text;
     EXPECT_EQ(text->find('\x07'), std::string::npos) << *text;
   }
-  EXPECT_NE(r.out.find(fmt_pid(holder) + " (\\x1b[31mRED\\x1b[0m\\x07, start"), std::string::npos)
+  EXPECT_NE(r.out.find(fmt_pid(holder) + " (\\x1b[31mRED\\x1b[0m\\x07) via pidfd"), std::string::npos)
       << r.out;
   EXPECT_FALSE(alive(holder));
 }

@@ -236,5 +236,37 @@ TEST(Status, NonUtf8CommandLineGivesValidJson) {
   EXPECT_EQ((*h)["comm"], "caf\xef\xbf\xbd-\xef\xbf\xbd\xef\xbf\xbd");
 }
 
+// Issue 53: the card's health, as the simulated NVML answers it (nvmlDeviceGetEnforced-
+// PowerLimit, nvmlDeviceGetCurrentClocksEventReasons, nvmlDeviceGetTotalEccErrors), in
+// status -v and --json; a driver that cannot say gives no line and nulls.
+TEST(Status, VerboseShowsTheCardsHealthAsNvmlAnswersIt) {
+  SimNode node{{"--gpus", "2", "--memory", "96GiB"}};
+  auto set = node.sim({"sensors", "--dir", node.dir(), "--gpu", "1", "--power-cap", "600",
+                       "--clock-events", "0x84", "--ecc", "2"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  auto none = node.sim({"sensors", "--dir", node.dir(), "--gpu", "0", "--power-cap", "none",
+                        "--clock-events", "none", "--ecc", "none"});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(node.sim({"sensors", "--dir", node.dir(), "--gpu", "0", "--ecc", "many"}).exit_code,
+            2);
+  auto r = node.gpureap({"--no-agent", "status", "-v"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  ! power 75 W of a 600 W cap; clocks held down by power cap, power "
+                       "brake; 2 uncorrected ECC errors since the driver loaded\n"),
+            std::string::npos)
+      << r.out;
+  // GPU 0's driver says nothing: only GPU 1 has the line.
+  EXPECT_EQ(r.out.find("W cap"), r.out.rfind("W cap")) << r.out;
+  EXPECT_LT(r.out.find("GPU 1  "), r.out.find("W cap")) << r.out;
+  auto j = node.gpureap({"--no-agent", "--json", "status"}).json();
+  ASSERT_TRUE(j.contains("gpus")) << j.dump();
+  EXPECT_EQ(j["gpus"][1]["health"]["power_limit_watts"], 600.0) << j["gpus"][1].dump();
+  EXPECT_EQ(j["gpus"][1]["health"]["clocks_held_down_by"],
+            nlohmann::json::array({"power cap", "power brake"}));
+  EXPECT_EQ(j["gpus"][1]["health"]["ecc_uncorrected"], 2);
+  EXPECT_TRUE(j["gpus"][0]["health"]["power_limit_watts"].is_null()) << j["gpus"][0].dump();
+  EXPECT_TRUE(j["gpus"][0]["health"]["ecc_uncorrected"].is_null());
+}
+
 }  // namespace
 }  // namespace gpureap::e2e
