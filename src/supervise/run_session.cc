@@ -153,6 +153,11 @@ class RunSession {
     signals_.emplace(std::move(*signals));
     LaunchSpec spec{settings_.argv, command_environment(out_.run_id),
                     cgroup_ ? cgroup_->procs_fd() : -1};
+    // The run is on record before CMD can take a GPU: this gpureap, an ancestor of all it
+    // starts, makes them a live run's. Recorded only after the launch, a look in between
+    // saw a process in the run's cgroup with no live run above it: "its run is gone", an
+    // owned orphan the reaper would have killed.
+    record();
     auto run = LaunchedRun::start(spec, *signals_);
     if (!run && run.error().stage == LaunchFailure::Stage::cgroup && cgroup_) {
       out_.no_cgroup_reason = run.error().message;
@@ -164,6 +169,8 @@ class RunSession {
     if (!run) {
       out_.launch_failure = run.error();
       if (cgroup_) (void)cgroup_->remove();
+      if (recorded_) inventory::remove_run_record(node_.baselines().dir(), out_.run_id);
+      recorded_ = false;
       return false;
     }
     run_.emplace(std::move(*run));
@@ -185,21 +192,24 @@ class RunSession {
     }
     say(fmt::format("started {} as pid {} (reaper pid {})", settings_.argv[0], out_.cmd_pid,
                     run_->reaper_pid()));
-    record();
+    if (recorded_) record();  // now with the reaper and CMD
     if (settings_.on_launch) settings_.on_launch(out_.run_id, out_.cmd_pid);
   }
 
   // The run's identity in the state directory: what tells its processes apart as a live
-  // run's (the reaper by pid and start time) and names its rest once it ended; a name or
-  // GPUREAP_RUN_ID, which anyone sets, never does (inventory/run_records.h).
+  // run's (its gpureap and reaper by pid and start time) and names its rest once it ended;
+  // a name or GPUREAP_RUN_ID, which anyone sets, never does (inventory/run_records.h).
+  // Written twice: before the launch with this gpureap alone, then with the reaper and CMD.
   void record() {
     const std::string& dir = node_.baselines().dir();
     if (dir.empty()) return;
     const std::string& root = node_.proc_root();
     const proc::ProcessId self = proc_identity(::getpid(), 0, root);
-    const proc::ProcessId reaper = proc_identity(run_->reaper_pid(), self.pid, root);
-    inventory::RunRecord r{out_.run_id, inventory::boot_id(), self, reaper,
-                           proc_identity(out_.cmd_pid, reaper.pid, root)};
+    inventory::RunRecord r{out_.run_id, inventory::boot_id(), self, {}, {}};
+    if (run_) {
+      r.reaper = proc_identity(run_->reaper_pid(), self.pid, root);
+      r.command = proc_identity(out_.cmd_pid, r.reaper.pid, root);
+    }
     if (auto saved = inventory::save_run_record(dir, r); saved) {
       recorded_ = true;
     } else {

@@ -394,6 +394,22 @@ TEST(Run, JsonReportsTheOutcomeOnStderr) {
   EXPECT_TRUE(j.at("leftovers").empty());
 }
 
+// A live run is on record before CMD starts: CMD's first act reads the record, which names
+// this run's gpureap. Written only after the launch, a look in that moment found the run's
+// processes in its cgroup with no live run above them, "its gpureap run is gone", an owned
+// orphan (Provenance.AKilledRunsServerInItsCgroupIsOwnedAndReaped failed 1 in 3 on it).
+TEST(Run, TheRunIsOnRecordBeforeItsCommandStarts) {
+  SimNode node;
+  auto r = node.gpureap(
+      {"run", "--name", "rec", "--", "/bin/sh", "-c", "cat " + node.state_dir() + "/runs/rec-*.json"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << "no record when CMD started: " << r.out << r.err;
+  EXPECT_TRUE(j.at("run_id").get<std::string>().starts_with("rec-")) << j.dump();
+  EXPECT_GT(j.at("gpureap").at("pid").get<int>(), 1) << j.dump();
+  EXPECT_GT(j.at("gpureap").at("start").get<std::uint64_t>(), 0u) << j.dump();
+}
+
 TEST(Run, DoubleForkedDaemonIsReapedInSubreaperMode) {
   daemon_is_reaped(false);
 }
