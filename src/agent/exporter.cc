@@ -42,6 +42,7 @@ void Exporter::observe_reap(bool freed, double seconds, double at) {
 std::string Exporter::metrics_text(const Watcher& watcher, bool reaping, bool process_figures) {
   counters_.full_scans = watcher.full_scans();
   counters_.incremental_scans = watcher.incremental_scans();
+  counters_.death_scans = watcher.death_scans();
   counters_.look_failed = watcher.limits().look_failed.has_value();
   counters_.watched_by_pidfd = watcher.limits().watched;
   counters_.watched_by_tick = watcher.limits().unwatched;

@@ -238,7 +238,7 @@ void Watcher::take_snapshot() {
 }
 
 void Watcher::incremental_scan(Look look, const std::set<pid_t>& also) {
-  ++incremental_scans_;
+  ++(look == Look::death ? death_scans_ : incremental_scans_);
   node_.gpus().prefetch_snapshot();
   UniqueFd proc_fd(proc::open_dir_at(AT_FDCWD, node_.proc_root().c_str()));
   if (!proc_fd.valid()) return full_scan();  // reports the failure as a scan problem

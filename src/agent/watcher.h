@@ -116,6 +116,9 @@ class Watcher {
 
   std::uint64_t full_scans() const { return full_scans_; }
   std::uint64_t incremental_scans() const { return incremental_scans_; }
+  /// Incremental scans a death caused (a watched holder's or its parent's, or a crash
+  /// the kernel's events showed), not a tick, a question or a scrape.
+  std::uint64_t death_scans() const { return death_scans_; }
   /// How new processes are found now, and why not through events when not.
   NewProcesses new_processes() const { return events_ ? NewProcesses::events : NewProcesses::listing; }
   const std::string& events_unavailable() const { return events_unavailable_; }
@@ -203,6 +206,7 @@ class Watcher {
   std::chrono::milliseconds source_backoff_{kRetryStart};
   std::uint64_t full_scans_ = 0;
   std::uint64_t incremental_scans_ = 0;
+  std::uint64_t death_scans_ = 0;
 };
 
 }  // namespace gpureap::agent

@@ -394,10 +394,12 @@ void render_agent(Exposition& x, const AgentCounters& c) {
   x.sample({}, c.events_dropped);
 
   x.family("gpureap_scans_total", "counter",
-           "Scans of /proc the agent ran: full (every process) or incremental (new and known "
-           "pids only).");
+           "Scans of /proc the agent ran: full (every process), incremental (new and known "
+           "pids only: a tick, a question, a scrape) or death (an incremental scan a death "
+           "caused).");
   x.sample({{"kind", "full"}}, c.full_scans);
   x.sample({{"kind", "incremental"}}, c.incremental_scans);
+  x.sample({{"kind", "death"}}, c.death_scans);
 
   x.family("gpureap_agent_degraded", "gauge",
            "1 when the agent cannot see all it should, by reason: out_of_descriptors (its last "

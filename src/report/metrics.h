@@ -48,6 +48,7 @@ struct AgentCounters {
   std::uint64_t events_dropped = 0;               // not written: stdout was not taking them
   std::uint64_t full_scans = 0;
   std::uint64_t incremental_scans = 0;
+  std::uint64_t death_scans = 0;  // incremental scans a death caused
   /// The agent's last look ran out of file descriptors (gpureap_agent_degraded).
   bool look_failed = false;
   std::size_t watched_by_pidfd = 0;  // processes whose death the agent sees at once

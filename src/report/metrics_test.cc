@@ -110,6 +110,7 @@ AgentCounters counters() {
   c.events[inventory::EventKind::orphaned_memory] = 3;
   c.full_scans = 2;
   c.incremental_scans = 57;
+  c.death_scans = 5;
   return c;
 }
 
@@ -428,6 +429,7 @@ TEST(Metrics, AgentCountersEveryKindAndResultAlwaysPresent) {
            R"(gpureap_events_total{kind="reap_failed"} 0)",
            R"(gpureap_scans_total{kind="full"} 2)",
            R"(gpureap_scans_total{kind="incremental"} 57)",
+           R"(gpureap_scans_total{kind="death"} 5)",
            R"(gpureap_gate_errors_total{mode="kubernetes-taint"} 2)",
            R"(gpureap_gate_errors_total{mode="slurm"} 0)",
        })

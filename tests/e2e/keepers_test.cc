@@ -245,7 +245,7 @@ TEST(Keepers, TheReaperFreesAWitnessedInheritorAndLeavesAnImporterToAPerson) {
   EXPECT_TRUE(audit_signals_to(node, imported.keeper).empty());
 
   // A person frees it: free --orphans takes an inferred keeper.
-  auto freed = node.gpureap({"free", "--orphans", "--yes"}, 60s);
+  auto freed = node.gpureap({"free", "--orphans", "--gpu", "1", "--yes"}, 60s);
   EXPECT_EQ(freed.exit_code, 0) << freed.out << freed.err;
   EXPECT_FALSE(alive(imported.keeper)) << freed.out;
   auto after = node.gpureap({"status", "--json", "--no-agent"}).json();

@@ -171,6 +171,8 @@ TEST(WatchService, W2_18_AScrapeLoopDoesNotDriveRefreshes) {
   node.hold({"--gpu", "0", "--children", "1", "--bytes", "2GiB", "--orphan"});
   auto agent = start_agent(node, {"--listen", "127.0.0.1:0", "--tick", "10s"});
   ASSERT_NE(agent.port, 0);
+  // Looks a death caused (kind="death": any crash on the machine with living children,
+  // such as another test's, is looked at) are no scrape's: not counted.
   auto scans = [](const std::string& text) {
     return sample(text, "gpureap_scans_total{kind=\"full\"}") +
            sample(text, "gpureap_scans_total{kind=\"incremental\"}");
@@ -211,18 +213,19 @@ TEST(WatchService, W2_06_AStdoutNobodyReadsDoesNotStopTheAgent) {
   ASSERT_EQ(::poll(&started, 1, 30000), 1) << "no started line";
 
   // Orphans come and go: far more event text than the pipe holds.
-  // Each round's orphaned_memory and memory_freed lines name 16 holders: some
-  // 5 KiB a round, so the pipe is full within the first two.
-  for (int round = 0; round < 4; ++round) {
+  // Each round's orphaned_memory and memory_freed lines name 8 holders: some 4 KiB a
+  // round, so the pipe is full within the first two. (16 holders made one line longer
+  // than the pipe once events carried provenance and keepers: none could ever fit.)
+  for (int round = 0; round < 6; ++round) {
     auto held =
-        node.hold({"--gpu", "0", "--children", "16", "--same-gpu", "--bytes", "16GiB", "--orphan"});
+        node.hold({"--gpu", "0", "--children", "8", "--same-gpu", "--bytes", "16GiB", "--orphan"});
     ASSERT_TRUE(SimNode::eventually(
         [&] {
           json s = status(node);
-          return s.is_object() && s["source"] == "agent" && s["gpus"][0]["holders"].size() >= 16;
+          return s.is_object() && s["source"] == "agent" && s["gpus"][0]["holders"].size() >= 8;
         },
         30s))
-        << "the agent never showed the 16 orphans";
+        << "the agent never showed the 8 orphans";
     auto freed = node.gpureap({"free", "--gpu", "0", "--yes", "--settle", "0"}, 60s,
                               {{"GPUREAP_NO_AGENT", "1"}});
     ASSERT_EQ(freed.exit_code, 0) << freed.out << freed.err;
