@@ -159,6 +159,7 @@ std::vector<Instance> find_instances(Inventory& inv, const std::string& proc_roo
         in.run_gone = kind == InstanceKind::run && h.run_gone;
       }
       if (!h.run_gone) in.run_gone = false;
+      if (h.run_in_cgroup) in.run_in_cgroup = true;
       if (!gpu::contains(in.gpus, view.info.id)) in.gpus.push_back(view.info.id);
       if (gh.gpu_bytes)
         in.bytes += *gh.gpu_bytes;

@@ -60,6 +60,9 @@ struct Instance {
   /// Of a `gpureap run`: every member names the run and no live run's supervisor is above
   /// it (proc::Holder::run_gone): its gpureap was killed, whether or not its server lives.
   bool run_gone = false;
+  /// A member is in the run's own cgroup (gpureap-run:ID), which only a gpureap run makes;
+  /// false: the run id is only GPUREAP_RUN_ID in an environment, which anyone may set.
+  bool run_in_cgroup = false;
   /// When the agent saw the launcher die (wall clock, seconds since the epoch).
   std::optional<double> launcher_died_at;
   std::optional<std::string> model;  // from the launcher's command line

@@ -26,8 +26,12 @@ std::string what_it_is(const inventory::Instance& in) {
           : "";
   switch (in.kind) {
     case inventory::InstanceKind::run:
+      // Gone is known of a run's own cgroup; a run id only an environment names may never
+      // have been a gpureap run's (W4-11(e)): say what is known, no more.
       return fmt::format("{}, gpureap run {}{}{}", engine, terminal_text(in.run_id), in_container,
-                         in.run_gone ? " (its gpureap run is gone)" : "");
+                         !in.run_gone       ? ""
+                         : in.run_in_cgroup ? " (its gpureap run is gone)"
+                                            : " (named by GPUREAP_RUN_ID; no gpureap run above it)");
     case inventory::InstanceKind::process_group:
       return fmt::format("{}, process group {}{}", engine, in.pgid, in_container);
     case inventory::InstanceKind::parent:

@@ -89,6 +89,7 @@ TEST(InstanceText, TheHeadingNamesTheLauncherByItsCommandLineAndAGoneRun) {
   in.kind = inventory::InstanceKind::run;
   in.run_id = "serve-595";
   in.run_gone = true;
+  in.run_in_cgroup = true;
   in.engine = proc::Engine::sglang;
   in.launcher_pid = 600;
   in.launcher_alive = true;
@@ -107,6 +108,16 @@ TEST(InstanceText, TheHeadingNamesTheLauncherByItsCommandLineAndAGoneRun) {
   EXPECT_EQ(in_use_before_launch(in).rfind("GPU 5 holds 30.0 GiB of sglang server serve-595", 0),
             0u)
       << in_use_before_launch(in);
+  // W4-11(e): a run id only GPUREAP_RUN_ID names (no run cgroup) may never have been a
+  // gpureap run's: not "gone", only that no gpureap run is above it.
+  inventory::Instance named = in;
+  named.run_in_cgroup = false;
+  EXPECT_EQ(instance_heading(named).rfind(
+                "sglang server, gpureap run serve-595 (named by GPUREAP_RUN_ID; no gpureap run "
+                "above it), launcher",
+                0),
+            0u)
+      << instance_heading(named);
   // Without a model or port to follow, the command line itself, cut to fit.
   in.model.reset();
   in.port.reset();
