@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <vector>
 #include <array>
@@ -625,6 +626,36 @@ nvmlReturn_t utilization_rates(nvmlDevice_t dev, nvmlUtilization_t* rates) {
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev,
                                                        nvmlUtilization_t* rates) {
   return gpureap::sim::utilization_rates(dev, rates);
+}
+
+// One sample per listed process: its `hold --util` as SM percent, half of it as memory
+// percent (as the GPU's rates); NOT_SUPPORTED with MIG on, as the real call.
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t dev,
+                                                         nvmlProcessUtilizationSample_t* samples,
+                                                         unsigned* count,
+                                                         unsigned long long last_seen) {
+  return guarded([&]() -> nvmlReturn_t {
+    std::unique_lock<std::mutex> lock;
+    const GpuConfig* g = nullptr;
+    if (auto r = begin(dev, Query::state, lock, g); r != NVML_SUCCESS) return r;
+    if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (dev->mig >= 0 || !g->mig.empty()) return NVML_ERROR_NOT_SUPPORTED;
+    const auto procs = usage(*g).processes;
+    const auto now = static_cast<unsigned long long>(
+        std::chrono::duration_cast<std::chrono::microseconds>(
+            std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    if (procs.empty() || now <= last_seen) return NVML_ERROR_NOT_FOUND;
+    if (samples == nullptr || *count < procs.size()) {
+      *count = static_cast<unsigned>(procs.size());
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (std::size_t i = 0; i < procs.size(); ++i)
+      samples[i] = nvmlProcessUtilizationSample_t{static_cast<unsigned>(procs[i].pid), now,
+                                                  procs[i].util, procs[i].util / 2, 0, 0};
+    *count = static_cast<unsigned>(procs.size());
+    return NVML_SUCCESS;
+  });
 }
 
 // Sensors (`gpureap-sim sensors`): the physical GPU's, NOT_SUPPORTED when unset.

@@ -345,10 +345,12 @@ GpuUsage summarize(const std::vector<AllocationTable::Entry>& entries, unsigned 
           pid = other.alloc.pid;
     auto it = std::find_if(u.processes.begin(), u.processes.end(),
                            [&](const auto& p) { return p.pid == pid; });
-    if (it != u.processes.end())
+    if (it != u.processes.end()) {
       it->bytes += e.alloc.bytes;
-    else
-      u.processes.push_back({pid, e.alloc.bytes});
+      it->util = std::max(it->util, e.alloc.util);
+    } else {
+      u.processes.push_back({pid, e.alloc.bytes, e.alloc.util});
+    }
   }
   return u;
 }

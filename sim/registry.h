@@ -150,6 +150,7 @@ struct GpuUsage {
   struct Process {
     pid_t pid;
     std::uint64_t bytes;
+    unsigned util = 0;  // its holders' `hold --util` (the busiest): its per-process SM sample
   };
   std::vector<Process> processes;  // live, non-client holders
   unsigned utilization = 0;        // SM percent: the busiest live holder or ghost

@@ -29,6 +29,11 @@ struct GpuProcess {
   std::uint32_t pid = 0;
   std::optional<std::uint64_t> used_bytes;  // nullopt: NVML_VALUE_NOT_AVAILABLE
   ProcessKind kind = ProcessKind::compute;
+  /// A hint, never evidence: the process's share of the SM and of memory reads/writes in
+  /// NVML's latest per-process sample (nvmlDeviceGetProcessUtilization), percent; nullopt
+  /// when NVML gives none (not supported: MIG, some drivers; no sample of this pid).
+  std::optional<unsigned> sm_percent{};
+  std::optional<unsigned> mem_percent{};
 };
 
 struct GpuMemory {

@@ -136,6 +136,20 @@ constexpr int NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1;  // nvmlMemoryErrorType_t
 constexpr int NVML_VOLATILE_ECC = 0;                   // nvmlEccCounterType_t: since the driver loaded
 using nvmlDeviceGetTotalEccErrors_fn = nvmlReturn_t (*)(nvmlDevice_t, int, int,
                                                         unsigned long long*);
+// Per-process utilization, optional: nvmlDeviceGetProcessUtilization(device, samples,
+// &count, lastSeenTimeStamp); samples == nullptr asks for the count (INSUFFICIENT_SIZE).
+// NOT_SUPPORTED with MIG on and on some cards; NOT_FOUND when there is no sample.
+struct nvmlProcessUtilizationSample_t {
+  unsigned pid;
+  unsigned long long timeStamp;  // CPU timestamp in microseconds
+  unsigned smUtil;
+  unsigned memUtil;
+  unsigned encUtil;
+  unsigned decUtil;
+};
+static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32);
+using nvmlDeviceGetProcessUtilization_fn =
+    nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned*, unsigned long long);
 // MIG (issue 25). nvmlDeviceGetMigMode(device, &current, &pending);
 // nvmlDeviceGetMaxMigDeviceCount and nvmlDeviceGet{Gpu,Compute}InstanceId take
 // nvmlDeviceGetUint_fn; nvmlDeviceGetMigDeviceHandleByIndex(device, i, &mig_device).

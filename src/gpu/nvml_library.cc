@@ -156,6 +156,8 @@ Result<NvmlLibrary> NvmlLibrary::load(const std::string& path) {
   s.clock_event_reasons = resolve<nvmlDeviceGetUlonglong_fn>(
       h, {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
   s.ecc_errors = resolve<nvmlDeviceGetTotalEccErrors_fn>(h, {"nvmlDeviceGetTotalEccErrors"});
+  s.process_utilization =
+      resolve<nvmlDeviceGetProcessUtilization_fn>(h, {"nvmlDeviceGetProcessUtilization"});
   s.driver_version = resolve<nvmlSystemGetDriverVersion_fn>(h, {"nvmlSystemGetDriverVersion"});
   s.cuda_driver_version = resolve<nvmlSystemGetCudaDriverVersion_fn>(
       h, {"nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"});
@@ -444,6 +446,29 @@ void NvmlLibrary::query_gpu_into(unsigned index, GpuInfo& gpu, std::vector<Error
   if (auto rates = read_utilization(*dev)) {
     gpu.utilization_gpu = rates->gpu;
     gpu.utilization_memory = rates->memory;
+  }
+  read_process_utilization(*dev, gpu.processes);
+}
+
+// A hint only: each listed process's latest sample; anything short of an answer
+// (not supported, no sample, a list that grew between the calls) leaves nullopt.
+void NvmlLibrary::read_process_utilization(nvmlDevice_t dev,
+                                           std::vector<GpuProcess>& processes) const {
+  if (!sym_.process_utilization || processes.empty()) return;
+  unsigned count = 0;
+  nvmlReturn_t rc = sym_.process_utilization.fn(dev, nullptr, &count, 0);
+  if ((rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE) || count == 0) return;
+  std::vector<nvmlProcessUtilizationSample_t> samples(count);
+  if (sym_.process_utilization.fn(dev, samples.data(), &count, 0) != NVML_SUCCESS) return;
+  samples.resize(std::min<std::size_t>(count, samples.size()));
+  for (GpuProcess& p : processes) {
+    const nvmlProcessUtilizationSample_t* latest = nullptr;
+    for (const auto& sample : samples)
+      if (sample.pid == p.pid && (!latest || sample.timeStamp >= latest->timeStamp))
+        latest = &sample;
+    if (!latest) continue;
+    p.sm_percent = std::min(latest->smUtil, 100U);
+    p.mem_percent = std::min(latest->memUtil, 100U);
   }
 }
 

@@ -62,6 +62,7 @@ struct NvmlSymbols {
   NvmlSymbol<nvmlDeviceGetUint_fn> power_limit;                // optional: card health
   NvmlSymbol<nvmlDeviceGetUlonglong_fn> clock_event_reasons;  // optional
   NvmlSymbol<nvmlDeviceGetTotalEccErrors_fn> ecc_errors;      // optional
+  NvmlSymbol<nvmlDeviceGetProcessUtilization_fn> process_utilization;  // optional: a hint
   NvmlSymbol<nvmlSystemGetDriverVersion_fn> driver_version;
   NvmlSymbol<nvmlSystemGetCudaDriverVersion_fn> cuda_driver_version;  // optional
   // MIG, all optional: a driver without them has no MIG GPUs to report.
@@ -145,6 +146,8 @@ class NvmlLibrary {
                                                                   ProcessKind kind);
   Result<void> read_identity(nvmlDevice_t dev, GpuInfo& gpu);
   std::optional<nvmlUtilization_t> read_utilization(nvmlDevice_t dev) const;
+  /// Sets sm_percent / mem_percent of the listed processes NVML sampled (a hint).
+  void read_process_utilization(nvmlDevice_t dev, std::vector<GpuProcess>& processes) const;
   /// True when the GPU is in MIG mode (false when the driver cannot say). Asked once
   /// per GPU and session: the mode changes only with a GPU reset, which needs every
   /// NVML client gone (the agent lets go of NVML and initializes it again).

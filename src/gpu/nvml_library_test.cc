@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
 
 namespace gpureap::gpu {
@@ -133,6 +135,24 @@ nvmlReturn_t fake_ecc(nvmlDevice_t dev, int type, int counter, unsigned long lon
   *count = 3;
   return NVML_SUCCESS;
 }
+// Per-process utilization (a hint): GPU 0 sampled pid 100 twice (the later sample, 37 %
+// SM and 12 % memory, is the one that counts) and pid 999, which no list names; it has no
+// sample of pid 101. GPU 1 does not support the call (MIG, Blackwell's legacy call).
+nvmlReturn_t fake_process_utilization(nvmlDevice_t dev, nvmlProcessUtilizationSample_t* samples,
+                                      unsigned* count, unsigned long long last_seen) {
+  if (gpu_of(dev) != &driver->gpus[0]) return NVML_ERROR_NOT_SUPPORTED;
+  if (last_seen != 0) return NVML_ERROR_INVALID_ARGUMENT;  // gpureap asks for every sample
+  const nvmlProcessUtilizationSample_t all[] = {
+      {100, 2'000, 37, 12, 0, 0}, {999, 1'500, 80, 40, 0, 0}, {100, 1'000, 90, 50, 0, 0}};
+  const unsigned n = std::size(all);
+  if (samples == nullptr || *count < n) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  std::copy(std::begin(all), std::end(all), samples);
+  *count = n;
+  return NVML_SUCCESS;
+}
 nvmlReturn_t fake_driver_version(char* buf, unsigned len) {
   std::snprintf(buf, len, "580.65.06");
   return NVML_SUCCESS;
@@ -219,6 +239,7 @@ NvmlSymbols base_symbols() {
   s.power_limit = {fake_power_limit, "nvmlDeviceGetEnforcedPowerLimit"};
   s.clock_event_reasons = {fake_clock_events, "nvmlDeviceGetCurrentClocksEventReasons"};
   s.ecc_errors = {fake_ecc, "nvmlDeviceGetTotalEccErrors"};
+  s.process_utilization = {fake_process_utilization, "nvmlDeviceGetProcessUtilization"};
   s.driver_version = {fake_driver_version, "nvmlSystemGetDriverVersion"};
   return s;
 }
@@ -311,6 +332,29 @@ TEST_F(NvmlLibraryTest, QueryAllReadsIdentityMemoryAndMergedProcesses) {
   ASSERT_EQ((*gpus)[1].processes.size(), 1U);
   EXPECT_EQ((*gpus)[1].processes[0].kind, ProcessKind::mps);
   EXPECT_EQ(lib.driver_version(), "580.65.06");
+}
+
+TEST_F(NvmlLibraryTest, ProcessUtilizationIsTheLatestSampleOfEachListedPidAndOnlyAHint) {
+  NvmlLibrary lib = library(modern_symbols());
+  std::vector<std::string> problems;
+  auto gpus = lib.query_all(&problems);
+  ASSERT_TRUE(gpus.has_value()) << gpus.error().message;
+  EXPECT_TRUE(problems.empty()) << "NOT_SUPPORTED on GPU 1 is no problem";
+  const GpuInfo& g = (*gpus)[0];
+  ASSERT_EQ(g.processes.size(), 2U) << "a sampled pid no list names adds no process";
+  EXPECT_EQ(g.processes[0].sm_percent, 37U) << "the latest sample, not the first";
+  EXPECT_EQ(g.processes[0].mem_percent, 12U);
+  EXPECT_FALSE(g.processes[1].sm_percent.has_value()) << "no sample of pid 101: unknown, not 0";
+  EXPECT_FALSE(g.processes[1].mem_percent.has_value());
+  ASSERT_EQ((*gpus)[1].processes.size(), 1U);
+  EXPECT_FALSE((*gpus)[1].processes[0].sm_percent.has_value()) << "NOT_SUPPORTED is unknown";
+  EXPECT_TRUE((*gpus)[1].problem.empty());
+  // A driver without the symbol: the same processes, no hint.
+  NvmlSymbols without = modern_symbols();
+  without.process_utilization = {};
+  auto plain = library(without).query_all(&problems);
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_FALSE((*plain)[0].processes[0].sm_percent.has_value());
 }
 
 TEST_F(NvmlLibraryTest, MemoryV2IsCalledWithTheStructVersionNotTwo) {

@@ -128,13 +128,19 @@ FrameResult<void> recv_all(int fd, std::span<char> data, const FrameDeadline& de
 json process_to_wire(const GpuProcess& p) {
   return {{"pid", p.pid},
           {"used_bytes", optional_to_wire(p.used_bytes)},
-          {"kind", std::string(enum_name(p.kind))}};
+          {"kind", std::string(enum_name(p.kind))},
+          {"sm_percent", optional_to_wire(p.sm_percent)},
+          {"mem_percent", optional_to_wire(p.mem_percent)}};
 }
 
 GpuProcess process_from_wire(const json& p) {
-  return GpuProcess{wire_integer<std::uint32_t>(p, "pid"),
-                    wire_optional_integer<std::uint64_t>(p, "used_bytes"),
-                    kind_from_name(text_from_wire(wire_field(p, "kind")))};
+  GpuProcess process{wire_integer<std::uint32_t>(p, "pid"),
+                     wire_optional_integer<std::uint64_t>(p, "used_bytes"),
+                     kind_from_name(text_from_wire(wire_field(p, "kind")))};
+  if (p.contains("sm_percent")) process.sm_percent = wire_optional_integer<unsigned>(p, "sm_percent");
+  if (p.contains("mem_percent"))
+    process.mem_percent = wire_optional_integer<unsigned>(p, "mem_percent");
+  return process;
 }
 
 json gpu_info_to_wire(const GpuInfo& gpu) {

@@ -23,7 +23,9 @@ bool same(const GpuInfo& a, const GpuInfo& b) {
   for (std::size_t i = 0; i < a.processes.size(); ++i) {
     const GpuProcess& p = a.processes[i];
     const GpuProcess& q = b.processes[i];
-    if (p.pid != q.pid || p.used_bytes != q.used_bytes || p.kind != q.kind) return false;
+    if (p.pid != q.pid || p.used_bytes != q.used_bytes || p.kind != q.kind ||
+        p.sm_percent != q.sm_percent || p.mem_percent != q.mem_percent)
+      return false;
   }
   return a.id == b.id && a.name == b.name && a.uuid == b.uuid &&
          a.pci_bus_id == b.pci_bus_id && a.minor == b.minor && mem(a.memory) == mem(b.memory) &&
@@ -43,9 +45,9 @@ GpuInfo full_gpu() {
   g.minor = 5;
   // Above 2^53: must survive JSON without going through a double.
   g.memory = GpuMemory{150'754'820'096ULL, (1ULL << 60) + 1, 512ULL << 20};
-  g.processes = {{4242, 92ULL << 30, ProcessKind::compute},
-                 {77, std::nullopt, ProcessKind::graphics},
-                 {4194304, 1, ProcessKind::mps}};
+  g.processes = {{4242, 92ULL << 30, ProcessKind::compute, 37, 12},
+                 {77, std::nullopt, ProcessKind::graphics, 0, std::nullopt},  // sampled idle
+                 {4194304, 1, ProcessKind::mps}};  // no sample: nullopt both
   g.processes_known = true;
   g.persistence_mode = true;
   g.utilization_gpu = 100;

@@ -458,6 +458,7 @@ Inventory build_inventory(gpu::GpuSnapshot snapshot, proc::ScanResult scan,
         continue;
       }
       GpuHolder gh{scan.holders[it->second], p.used_bytes, true};
+      gh.sm_percent = p.sm_percent;
       gh.holder.found_by.insert(proc::FoundBy::source);
       view.holders.push_back(std::move(gh));
       on_this_gpu.insert(it->first);

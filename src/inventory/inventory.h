@@ -32,6 +32,9 @@ struct GpuHolder {
   /// list explains this GPU's memory. Never a target of a whole-GPU free (only --pid
   /// names it); status lists it with -v. uses_gpu is false.
   bool client = false;
+  /// NVML's latest per-process SM sample of it on this GPU, percent: a hint shown to a
+  /// person (status -v, --json), read by no rule; nullopt when NVML gives none.
+  std::optional<unsigned> sm_percent{};
 };
 
 /// Why some used memory has no visible holder.

@@ -164,7 +164,8 @@ json encode_view(const GpuView& v) {
     holders.push_back({{"holder", encode_holder(gh.holder)},
                        {"gpu_bytes", optional_json(gh.gpu_bytes)},
                        {"uses_gpu", gh.uses_gpu},
-                       {"client", gh.client}});
+                       {"client", gh.client},
+                       {"sm_percent", optional_json(gh.sm_percent)}});
   json unseen = json::array();
   for (const auto& p : v.source_unseen) unseen.push_back(gpu::process_to_wire(p));
   return {{"info", encode_info(v.info)},
@@ -274,11 +275,14 @@ GpuView decode_view(const json& j) {
   v.info = decode_info(field(j, "info"));
   const json& b = field(j, "baseline");
   v.baseline = Baseline{integer<std::uint64_t>(b, "bytes"), boolean(b, "recorded")};
-  for (const auto& gh : array(j, "holders"))
+  for (const auto& gh : array(j, "holders")) {
     v.holders.push_back(GpuHolder{decode_holder(field(gh, "holder")),
                                   optional_integer<std::uint64_t>(gh, "gpu_bytes"),
                                   boolean(gh, "uses_gpu"),
                                   gh.contains("client") && boolean(gh, "client")});
+    if (gh.contains("sm_percent"))
+      v.holders.back().sm_percent = optional_integer<unsigned>(gh, "sm_percent");
+  }
   for (const auto& p : array(j, gpu::source_words::kUnseen)) v.source_unseen.push_back(gpu::process_from_wire(p));
   v.attributed_bytes = integer<std::uint64_t>(j, "attributed_bytes");
   v.unattributed_bytes = integer<std::uint64_t>(j, "unattributed_bytes");

@@ -74,10 +74,12 @@ Inventory rich_inventory() {
   GpuView v0;
   v0.info = gpu_info(
       0, 20 * kGiB,
-      {{100, 19 * kGiB, gpu::ProcessKind::compute}, {101, std::nullopt, gpu::ProcessKind::mps}});
+      {{100, 19 * kGiB, gpu::ProcessKind::compute, 37, 12},
+       {101, std::nullopt, gpu::ProcessKind::mps}});
   v0.baseline = {600 * kMiB, true};
   v0.holders = {{rich_holder(100, 0, {0, 1}), 19 * kGiB, true},
                 {rich_holder(300, 1000, {0}), std::nullopt, false, /*client*/ true}};
+  v0.holders[0].sm_percent = 37;  // NVML's per-process sample (a hint)
   v0.holders[0].holder.keeper = proc::KeeperClass::inheritor;
   v0.holders[0].holder.keeper_provenance = proc::Provenance::witnessed;
   v0.holders[0].holder.kept_owner = 99;
@@ -178,6 +180,8 @@ void expect_same_info(const gpu::GpuInfo& a, const gpu::GpuInfo& b) {
     EXPECT_EQ(a.processes[i].pid, b.processes[i].pid);
     EXPECT_EQ(a.processes[i].used_bytes, b.processes[i].used_bytes);
     EXPECT_EQ(a.processes[i].kind, b.processes[i].kind);
+    EXPECT_EQ(a.processes[i].sm_percent, b.processes[i].sm_percent);
+    EXPECT_EQ(a.processes[i].mem_percent, b.processes[i].mem_percent);
   }
   EXPECT_EQ(a.processes_known, b.processes_known);
   EXPECT_EQ(a.persistence_mode, b.persistence_mode);
@@ -203,6 +207,7 @@ void expect_same(const Inventory& a, const Inventory& b) {
       EXPECT_EQ(va.holders[i].gpu_bytes, vb.holders[i].gpu_bytes);
       EXPECT_EQ(va.holders[i].uses_gpu, vb.holders[i].uses_gpu);
       EXPECT_EQ(va.holders[i].client, vb.holders[i].client);
+      EXPECT_EQ(va.holders[i].sm_percent, vb.holders[i].sm_percent);
     }
     ASSERT_EQ(va.source_unseen.size(), vb.source_unseen.size());
     for (std::size_t i = 0; i < va.source_unseen.size(); ++i) {

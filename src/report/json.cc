@@ -228,6 +228,7 @@ nlohmann::ordered_json gpu_json(const inventory::GpuView& view) {
     auto j = holder_json(gh.holder, gh.gpu_bytes);
     j["uses_gpu"] = gh.uses_gpu;
     j["client"] = gh.client;
+    j["sm_percent"] = optional_json(gh.sm_percent);
     holders.push_back(std::move(j));
   }
   nlohmann::ordered_json unseen = nlohmann::ordered_json::array();

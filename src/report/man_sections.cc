@@ -47,6 +47,12 @@ slowdown, thermal, power brake, ...) and the uncorrected ECC errors since the dr
 loaded; each part only where the driver can say. Marked \fB!\fR when heat, a hardware
 slowdown, the power brake or an ECC error needs a look (\fBtop\fR names those on its
 legend line). NVML keeps no Xid count: an Xid is an event, in the kernel log.
+.TP
+.B NVML's latest per-process sample (a hint): 4242 SM 37 %, ...
+With \fB\-v\fR, each holder's share of the SM in NVML's latest per-process sample
+(\fBnvmlDeviceGetProcessUtilization\fR), where NVML gives one: a hint for a person (an idle
+holder reads 0 %), never evidence; no verdict or rule reads it. No line where the driver
+does not support the call (MIG, some cards) or sampled none of the holders.
 .SS The holders
 .TP
 .B PID

@@ -119,6 +119,25 @@ std::string fitted_rows(const std::vector<const inventory::GpuHolder*>& users, c
   return render_table(columns, rows, style, indent, width);
 }
 
+// NVML's per-process SM sample of each holder that has one, on one line: a hint to a
+// person (an idle holder reads 0 %), never evidence; empty when NVML gave none.
+std::string sm_sample_line(const std::vector<const inventory::GpuHolder*>& users,
+                           std::string_view indent) {
+  std::string sampled;
+  std::size_t shown = 0, more = 0;
+  for (const auto* gh : users) {
+    if (!gh->sm_percent) continue;
+    if (shown == 10) {
+      ++more;
+      continue;
+    }
+    sampled += fmt::format("{}{} SM {} %", shown++ ? ", " : "", gh->holder.id.pid, *gh->sm_percent);
+  }
+  if (sampled.empty()) return {};
+  if (more) sampled += fmt::format(" and {} more", more);
+  return fmt::format("{}  NVML's latest per-process sample (a hint): {}\n", indent, sampled);
+}
+
 }  // namespace
 
 std::string found_by_text(const proc::Holder& h) {
@@ -136,7 +155,7 @@ std::string short_command(const proc::Holder& h, std::size_t width) {
 
 std::string holder_rows(const inventory::GpuView& view, const Style& style, std::string_view indent,
                         TableWidth width, const std::set<std::string>& said_once,
-                        bool show_clients) {
+                        bool verbose) {
   std::string out;
   std::vector<const inventory::GpuHolder*> users, openers, clients;
   for (const auto& gh : view.holders)
@@ -176,6 +195,8 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style, std:
     }
     for (const auto& line : verdict_lines(explained))
       out += style.dim(fmt::format("{}  {}\n", indent, line));
+    if (std::string sampled = verbose ? sm_sample_line(users, indent) : ""; !sampled.empty())
+      out += style.dim(sampled);
   }
   if (!openers.empty()) {
     std::string pids;
@@ -184,7 +205,7 @@ std::string holder_rows(const inventory::GpuView& view, const Style& style, std:
     if (openers.size() > 10) pids += fmt::format(" and {} more", openers.size() - 10);
     out += style.dim(fmt::format("{}also open here, memory on another GPU: {}\n", indent, pids));
   }
-  if (show_clients && !clients.empty()) {
+  if (verbose && !clients.empty()) {
     std::string who;
     for (std::size_t i = 0; i < clients.size() && i < 10; ++i)
       who += fmt::format("{}{} ({})", i ? ", " : "", clients[i]->holder.id.pid,

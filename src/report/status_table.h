@@ -41,11 +41,12 @@ std::string card_health_text(const gpu::GpuInfo& info);
 
 /// The holder rows under one GPU, laid out for `width` as status_table says. The
 /// orphaned/detached evidence of a holder whose instance is in `said_once` is left to
-/// that instance's lines (said once per instance, not once per GPU). Clients (a monitor
-/// with the node open and no memory: GpuHolder::client) are listed with `show_clients`.
+/// that instance's lines (said once per instance, not once per GPU). With `verbose`:
+/// clients (a monitor with the node open and no memory: GpuHolder::client), and each
+/// holder's SM share in NVML's latest per-process sample where NVML gives one (a hint).
 std::string holder_rows(const inventory::GpuView& view, const Style& style, std::string_view indent,
                         TableWidth width = {}, const std::set<std::string>& said_once = {},
-                        bool show_clients = false);
+                        bool verbose = false);
 
 /// "nvml,fd,map".
 std::string found_by_text(const proc::Holder& h);

@@ -137,6 +137,28 @@ TEST(StatusTable, AKeeperSaysWhoseMemoryItKeepsAndClientsShowWithVerbose) {
   EXPECT_EQ(status_table(inv, Style{}, plan).find("700"), std::string::npos);
 }
 
+// Issue 53: NVML's per-process SM sample, a hint on one -v line; holders NVML did not
+// sample are not named (unknown is not 0 %), and a long list says how many it left out.
+TEST(StatusTable, VerboseNamesEachSampledHoldersSmShareOnOneLine) {
+  std::vector<inventory::GpuHolder> holders;
+  for (pid_t pid = 500; pid < 513; ++pid) {
+    holders.push_back(orphan(pid, "python3", 1 * kGiB));
+    if (pid != 501) holders.back().sm_percent = pid == 500 ? 37U : 0U;
+  }
+  const auto inv = node_with(holders);
+  std::string out = status_table(inv, Style{}, {}, {}, /*verbose*/ true);
+  const std::string line = "NVML's latest per-process sample (a hint): 500 SM 37 %, 502 SM 0 %";
+  EXPECT_NE(out.find(line), std::string::npos) << out;
+  EXPECT_EQ(out.find("501 SM"), std::string::npos) << "no sample of 501: not named";
+  EXPECT_NE(out.find(", 510 SM 0 % and 2 more\n"), std::string::npos) << out;
+  EXPECT_EQ(status_table(inv, Style{}, {}).find("per-process sample"), std::string::npos)
+      << "a -v line only";
+  for (auto& gh : holders) gh.sm_percent.reset();
+  EXPECT_EQ(status_table(node_with(holders), Style{}, {}, {}, true).find("per-process sample"),
+            std::string::npos)
+      << "no sample at all: no line";
+}
+
 TEST(StatusTable, OtherUsersOrphansAreFreedWithSudo) {
   auto mine = orphan(504, "python3", 20 * kGiB), theirs = orphan(505, "python3", 10 * kGiB);
   reclaim::Plan plan;

@@ -268,5 +268,48 @@ TEST(Status, VerboseShowsTheCardsHealthAsNvmlAnswersIt) {
   EXPECT_TRUE(j["gpus"][0]["health"]["ecc_uncorrected"].is_null());
 }
 
+// Issue 53: per-process SM utilisation, a hint where NVML gives it. The simulated NVML
+// answers nvmlDeviceGetProcessUtilization with each holder's `hold --util` (and
+// NOT_SUPPORTED with MIG on, as the real call): status -v names each holder's share,
+// --json carries sm_percent; a MIG device's holder gets null and no line.
+TEST(Status, VerboseShowsEachHoldersSmShareAsNvmlSamplesIt) {
+  SimNode node{{"--gpus", "2", "--memory", "96GiB"}};
+  auto busy = node.hold({"--gpu", "0", "--bytes", "2GiB", "--util", "37"});
+  auto idle = node.hold({"--gpu", "1", "--bytes", "1GiB"});
+  ASSERT_EQ(busy.holders.size(), 1u);
+  ASSERT_EQ(idle.holders.size(), 1u);
+  const pid_t busy_pid = busy.holders[0].first, idle_pid = idle.holders[0].first;
+  auto r = node.gpureap({"--no-agent", "status", "-v"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("NVML's latest per-process sample (a hint): " +
+                       std::to_string(busy_pid) + " SM 37 %\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("NVML's latest per-process sample (a hint): " +
+                       std::to_string(idle_pid) + " SM 0 %\n"),
+            std::string::npos)
+      << r.out;
+  auto plain = node.gpureap({"--no-agent", "status"});
+  EXPECT_EQ(plain.out.find("per-process sample"), std::string::npos) << "a -v line only";
+  auto j = node.gpureap({"--no-agent", "--json", "status"}).json();
+  ASSERT_TRUE(j.contains("gpus")) << j.dump();
+  const auto* h = find_holder(j["gpus"][0], busy_pid);
+  ASSERT_NE(h, nullptr) << j["gpus"][0].dump();
+  EXPECT_EQ((*h)["sm_percent"], 37);
+
+  SimNode mig({"--gpus", "1", "--memory", "96GiB", "--mig", "0:1"});
+  auto on_mig = mig.hold({"--gpu", "0", "--mig", "1", "--bytes", "1GiB", "--util", "50"});
+  ASSERT_EQ(on_mig.holders.size(), 1u);
+  auto mj = mig.gpureap({"--no-agent", "--json", "status"}).json();
+  const auto* device = gpu_of(mj, "0/gi1/ci0");
+  ASSERT_NE(device, nullptr) << mj.dump();
+  const auto* mh = find_holder(*device, on_mig.holders[0].first);
+  ASSERT_NE(mh, nullptr) << device->dump();
+  EXPECT_TRUE((*mh)["sm_percent"].is_null()) << "NOT_SUPPORTED with MIG on: no hint, no error";
+  auto mv = mig.gpureap({"--no-agent", "status", "-v"});
+  ASSERT_EQ(mv.exit_code, 0) << mv.err;
+  EXPECT_EQ(mv.out.find("per-process sample"), std::string::npos) << mv.out;
+}
+
 }  // namespace
 }  // namespace gpureap::e2e
