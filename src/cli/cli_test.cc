@@ -161,6 +161,22 @@ TEST(CommandTree, EveryOptionsValueNameSaysWhatIsExpected) {
   EXPECT_GT(checked, 40u);
 }
 
+// ux-wave5-review #12: the option column names the value; CLI11's "Excludes: --all" and
+// "Needs: ..." are not in it (the descriptions and the refusal say what goes together).
+TEST(CommandTree, NoOptionColumnSaysExcludesOrNeeds) {
+  Tree t;
+  std::size_t exclusive = 0;
+  for (const auto& c : visible_commands(t.app)) {
+    const CLI::App* sub = t.app.get_subcommand(c.name);
+    for (const CLI::Option* o : sub->get_options())
+      exclusive += o->get_excludes().size() + o->get_needs().size();
+    const std::string help = help_of(t.app, c.name);
+    EXPECT_EQ(help.find("Excludes:"), std::string::npos) << c.name << "\n" << help;
+    EXPECT_EQ(help.find("Needs:"), std::string::npos) << c.name << "\n" << help;
+  }
+  EXPECT_GT(exclusive, 0u) << "no option excludes another: the check above checks nothing";
+}
+
 // Issue 28 part 3: every command's help fits 80 columns, broken at words.
 TEST(CommandTree, EveryHelpIsWrappedAtWordsTo80Columns) {
   Tree t;

@@ -34,6 +34,16 @@ class GpureapFormatter : public CLI::Formatter {
     return fmt::format("  {:<8}  {}\n", sub->get_name(), summary_of(sub->get_description()));
   }
 
+  // The option column names the value, not CLI11's "Excludes: --all" / "Needs: ...": the
+  // descriptions say what goes together, and a combination refused says so by name
+  // (ux-wave5-review #12: `--gpu GPU Excludes: --all`).
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    std::string out = CLI::Formatter::make_option_opts(opt);
+    for (const char* label : {" Needs:", " Excludes:"})
+      if (auto at = out.find(label); at != std::string::npos) out.erase(at);
+    return out;
+  }
+
   std::string make_footer(const CLI::App* app) const override {
     if (app->get_parent() != nullptr) return CLI::Formatter::make_footer(app);
     return "Details: gpureap help COMMAND; man gpureap. Exit status: 0 ok, 1 held, 2 usage,\n"
