@@ -66,23 +66,14 @@ Result<void> save_imports(const std::string& dir, const std::vector<ImportRecord
                     {"gpu_uuid", r.gpu_uuid},
                     {"bytes", r.bytes},
                     {"died_at", r.died_at}});
-  const std::string text = nlohmann::json{{"boot_id", boot_id()}, {"imported", list}}.dump(
-                               -1, ' ', false, nlohmann::json::error_handler_t::replace) +
-                           "\n";
-  return write_state_file(dir + "/" + kImportFile, text);
+  return write_boot_records(dir + "/" + kImportFile, "imported", list);
 }
 
 std::vector<ImportRecord> load_imports(const std::string& dir, const std::string& proc_root) {
   std::vector<ImportRecord> out;
   if (dir.empty()) return out;
-  auto text = read_state_file(dir + "/" + kImportFile, kMaxImportFile);
-  if (!text) return out;
-  auto doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object() || !doc.contains("imported") || !doc["imported"].is_array()) return out;
-  // Pids and start ticks repeat after a reboot: another boot's records name nobody.
-  const std::string boot = boot_id();
-  if (boot.empty() || !doc.contains("boot_id") || doc["boot_id"] != boot) return out;
-  for (const auto& j : doc["imported"]) {
+  // This boot's only: pids and start ticks repeat after a reboot (read_boot_records).
+  for (const auto& j : read_boot_records(dir + "/" + kImportFile, "imported", kMaxImportFile)) {
     try {
       ImportRecord r;
       r.importer = {j.at("importer_pid").get<pid_t>(), j.at("importer_start").get<std::uint64_t>(), 0};

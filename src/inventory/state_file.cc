@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 namespace gpureap::inventory {
 
@@ -68,6 +69,27 @@ std::string boot_id(const std::string& proc_root) {
   if (!f || !std::getline(f, id) || id.size() > 64) return "";
   while (!id.empty() && (id.back() == ' ' || id.back() == '\r')) id.pop_back();
   return id;
+}
+
+Result<void> write_boot_records(const std::string& path, const std::string& key,
+                                const nlohmann::json& records) {
+  const std::string text =
+      nlohmann::json{{"boot_id", boot_id()}, {key, records}}.dump(
+          -1, ' ', false, nlohmann::json::error_handler_t::replace) +
+      "\n";
+  return write_state_file(path, text);
+}
+
+nlohmann::json read_boot_records(const std::string& path, const std::string& key,
+                                 std::size_t max_bytes) {
+  auto none = nlohmann::json::array();
+  auto text = read_state_file(path, max_bytes);
+  if (!text) return none;
+  auto doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains(key) || !doc[key].is_array()) return none;
+  const std::string boot = boot_id();
+  if (boot.empty() || !doc.contains("boot_id") || doc["boot_id"] != boot) return none;
+  return std::move(doc[key]);
 }
 
 }  // namespace gpureap::inventory

@@ -4,6 +4,8 @@
 // an unattended path acts on, so a file another user could have written or swapped is
 // no record (W4-05).
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <optional>
 #include <string>
 
@@ -28,5 +30,15 @@ std::optional<std::string> read_state_file(const std::string& path, std::size_t 
 /// a record of a process (or a sighting of memory) is another boot's unless it carries
 /// this.
 std::string boot_id(const std::string& proc_root = "/proc");
+
+/// Writes `records` (an array) as this boot's, `{"boot_id": ..., key: records}`, through
+/// write_state_file; text a process gave (any bytes) is replaced, never a throw.
+Result<void> write_boot_records(const std::string& path, const std::string& key,
+                                const nlohmann::json& records);
+/// The array under `key` of `path` when read_state_file gives it and it says this boot
+/// (another boot's records, or a file that does not say which boot, name processes of that
+/// boot: pids and start ticks repeat, W4-05); an empty array otherwise.
+nlohmann::json read_boot_records(const std::string& path, const std::string& key,
+                                 std::size_t max_bytes);
 
 }  // namespace gpureap::inventory

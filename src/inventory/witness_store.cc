@@ -37,27 +37,15 @@ Result<void> save_witnesses(const std::string& dir, const std::map<pid_t, proc::
                        {"sid", d.sid},
                        {"adopter", d.adopter}});
   }
-  // Text from processes may be any bytes: replaced, never a throw.
-  const std::string text =
-      nlohmann::json{{"boot_id", boot_id()}, {"witnessed", records}}.dump(
-          -1, ' ', false, nlohmann::json::error_handler_t::replace) +
-      "\n";
-  return write_state_file(dir + "/" + kWitnessFile, text);
+  return write_boot_records(dir + "/" + kWitnessFile, "witnessed", records);
 }
 
 std::map<pid_t, proc::DeadParent> load_witnesses(const std::string& dir,
                                                  const std::string& proc_root) {
   std::map<pid_t, proc::DeadParent> out;
   if (dir.empty()) return out;
-  auto text = read_state_file(dir + "/" + kWitnessFile, kMaxWitnessFile);
-  if (!text) return out;
-  auto doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object() || !doc.contains("witnessed") || !doc["witnessed"].is_array()) return out;
-  // Another boot's records (or a file that does not say which boot) name processes of
-  // that boot: pids and start ticks repeat after a reboot (W4-05).
-  const std::string boot = boot_id();
-  if (boot.empty() || !doc.contains("boot_id") || doc["boot_id"] != boot) return out;
-  for (const auto& r : doc["witnessed"]) {
+  // This boot's only (W4-05): read_boot_records.
+  for (const auto& r : read_boot_records(dir + "/" + kWitnessFile, "witnessed", kMaxWitnessFile)) {
     try {
       proc::DeadParent d;
       const auto holder = r.at("holder_pid").get<pid_t>();

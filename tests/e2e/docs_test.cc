@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "harness.h"
+#include "util/test_golden.h"
 
 namespace gpureap::e2e {
 // A named namespace, not an anonymous one: the debug build compiles the e2e files
@@ -168,15 +169,7 @@ TEST(Docs, W4_06_ManPageExitStatusIsWrappedOnceAtAnyWidth) {
     }
     const std::string golden = std::string(GPUREAP_SOURCE_DIR) + "/tests/golden/man-exit-status-" +
                                std::to_string(width) + ".txt";
-    if (const char* update = std::getenv("GPUREAP_UPDATE_GOLDEN"); update && *update == '1') {
-      std::ofstream(golden, std::ios::trunc) << all;
-      continue;
-    }
-    std::ifstream want_in(golden);
-    ASSERT_TRUE(want_in.good()) << golden << " (GPUREAP_UPDATE_GOLDEN=1 writes it)";
-    std::stringstream want;
-    want << want_in.rdbuf();
-    EXPECT_EQ(all, want.str()) << width;
+    expect_golden_file(golden, all);
   }
 }
 

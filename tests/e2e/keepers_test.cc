@@ -127,16 +127,6 @@ std::vector<json> audit_signals_to(const SimNode& node, pid_t pid) {
   return out;
 }
 
-// An agent watching the node (`watch --json`), its first line read.
-WatchChild start_agent(const SimNode& node, std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"--json", "watch", "--no-listen", "--tick", "200ms"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  WatchChild agent = WatchChild::gpureap(node, args);
-  auto first = agent.next_line(30s);
-  EXPECT_TRUE(first && first->text.find("\"started\"") != std::string::npos) << agent.transcript();
-  return agent;
-}
-
 // An importer the agent saw import (issue 52): it saw the exporter listed, then dead, at
 // the look its importer's NVML figure grew by the exporter's bytes (as on an H100). It is
 // named `importer` with the bytes it keeps, by the agent's answer, its event and a direct
@@ -144,7 +134,7 @@ WatchChild start_agent(const SimNode& node, std::vector<std::string> extra = {})
 // result the memory. (Without the witness, a look names no importer: the test above.)
 TEST(Keepers, AnImporterTheAgentSawImportIsNamedEverywhereAndFreeOrphansFreesIt) {
   SimNode node({"--gpus", "2", "--memory", "80GiB"});
-  WatchChild agent = start_agent(node);
+  WatchChild agent = start_json_agent(node);
   auto held = node.hold({"--gpu", "1", "--bytes", "4GiB", "--ipc-importer", "--holder-lives"});
   ASSERT_NE(held.keeper, 0);
   const pid_t exporter = held.holders.at(0).first;
@@ -199,7 +189,7 @@ TEST(Keepers, AnImporterTheAgentSawImportIsNamedEverywhereAndFreeOrphansFreesIt)
 // trail records each signal with the keeper it hit, and both GPUs are free afterwards.
 TEST(Keepers, TheReaperFreesAWitnessedInheritorAndLeavesAnImporterToAPerson) {
   SimNode node({"--gpus", "2", "--memory", "80GiB"});
-  WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms"});
+  WatchChild agent = start_json_agent(node, {"--reap-orphans-after", "500ms"});
   auto inherited = node.hold({"--gpu", "0", "--bytes", "8GiB", "--inheritor", "--holder-lives"});
   auto imported = node.hold({"--gpu", "1", "--bytes", "4GiB", "--ipc-importer", "--holder-lives"});
   ASSERT_NE(inherited.keeper, 0);

@@ -204,12 +204,25 @@ int WatchChild::terminate(std::chrono::milliseconds timeout) {
   return *exit_status_;
 }
 
-WatchChild start_eager_reaper(const SimNode& node) {
-  WatchChild agent = WatchChild::gpureap(
-      node, {"--json", "watch", "--no-listen", "--tick", "100ms", "--reap-orphans-after", "300ms"});
+namespace {
+// `gpureap --json watch --no-listen ARGS`, its "started" line read.
+WatchChild started_watch(const SimNode& node, std::vector<std::string> args) {
+  args.insert(args.begin(), {"--json", "watch", "--no-listen"});
+  WatchChild agent = WatchChild::gpureap(node, args);
   auto first = agent.next_line(std::chrono::seconds(30));
   EXPECT_TRUE(first && first->text.find("\"started\"") != std::string::npos) << agent.transcript();
   return agent;
+}
+}  // namespace
+
+WatchChild start_json_agent(const SimNode& node, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--tick", "200ms"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return started_watch(node, std::move(args));
+}
+
+WatchChild start_eager_reaper(const SimNode& node) {
+  return started_watch(node, {"--tick", "100ms", "--reap-orphans-after", "300ms"});
 }
 
 bool reaped_anything(WatchChild& agent, std::chrono::milliseconds window) {

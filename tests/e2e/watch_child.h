@@ -81,6 +81,10 @@ class WatchChild {
   std::optional<int> exit_status_;
 };
 
+/// `gpureap --json watch --no-listen --tick 200ms` and `extra` (no second --tick), its
+/// "started" line read.
+WatchChild start_json_agent(const SimNode& node, const std::vector<std::string>& extra = {});
+
 /// `gpureap --json watch` with the most eager reaper (anything orphaned for 300 ms,
 /// ticks of 100 ms), its "started" line read.
 WatchChild start_eager_reaper(const SimNode& node);

@@ -43,15 +43,6 @@ auto is_event(const std::string& kind, std::optional<unsigned> gpu = std::nullop
   };
 }
 
-WatchChild start_agent(const SimNode& node, std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"--json", "watch", "--no-listen", "--tick", "200ms"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  WatchChild agent = WatchChild::gpureap(node, args);
-  auto first = agent.next_line(kStartBound);
-  EXPECT_TRUE(first && first->text.find("\"started\"") != std::string::npos) << agent.transcript();
-  return agent;
-}
-
 void set_mode(const SimNode& node, const std::string& mode) {
   ASSERT_EQ(node.sim({"mode", "--dir", node.dir(), mode}).exit_code, 0) << mode;
 }
@@ -85,7 +76,7 @@ std::optional<double> holder_age(const json& status, pid_t pid) {
 TEST(WatchOps, AnAgentStartedBeforeTheDriverInitializesNvmlWhenItAnswersW2_22) {
   SimNode node({"--gpus", "2", "--memory", "80GiB"});
   set_mode(node, "init_fail");
-  WatchChild agent = start_agent(node);
+  WatchChild agent = start_json_agent(node);
   ASSERT_TRUE(agent.wait_for_json(is_event("nvml_down"), kEventBound)) << agent.transcript();
   set_mode(node, "ok");
   auto up = agent.wait_for_json(is_event("nvml_up"), kEventBound);
@@ -104,7 +95,7 @@ TEST(WatchOps, AnAgentStartedBeforeTheDriverInitializesNvmlWhenItAnswersW2_22) {
 // recovery at its next probe (the back-off is capped at 2 s), not minutes later.
 TEST(WatchOps, RecoveryFromAHangIsSeenAtTheNextProbeAndTheLoopKeepsAnsweringW2_04) {
   SimNode node({"--gpus", "2", "--memory", "80GiB"});
-  WatchChild agent = start_agent(node);
+  WatchChild agent = start_json_agent(node);
   set_mode(node, "hang_query");
   ASSERT_TRUE(agent.wait_for_json(is_event("nvml_down"), kEventBound)) << agent.transcript();
   // Several probes' worth of hang (the old back-off doubled from 2 s at each).
@@ -128,7 +119,7 @@ TEST(WatchOps, RecoveryFromAHangIsSeenAtTheNextProbeAndTheLoopKeepsAnsweringW2_0
 // W2-21: the age in an agent's answer is the age now, not at the scan that found it.
 TEST(WatchOps, AgesInTheAgentsAnswersAreComputedWhenItAnswersW2_21) {
   SimNode node({"--gpus", "2", "--memory", "80GiB"});
-  WatchChild agent = start_agent(node);  // full scans every 30 s: none in between
+  WatchChild agent = start_json_agent(node);  // full scans every 30 s: none in between
   auto held = node.hold({"--gpu", "0", "--children", "1", "--bytes", "2GiB", "--orphan"});
   ASSERT_EQ(held.holders.size(), 1u);
   const pid_t pid = held.holders[0].first;
@@ -197,7 +188,7 @@ TEST(WatchOps, AReloadSaysWhatChangedOrThatTheOldOptionsStayW2_05) {
   SimNode node({"--gpus", "2", "--memory", "80GiB"});
   const std::string path = node.dir() + "/watch.conf";
   std::ofstream(path) << "keep = \"keepme\"\n";
-  WatchChild agent = start_agent(node, {"--config", path});
+  WatchChild agent = start_json_agent(node, {"--config", path});
   std::ofstream(path) << "reap-orphans-after = \"15m\"\nkeep = \"jupyter\"\n"
                       << "full-scan-interval = \"1m\"\n";
   ASSERT_EQ(::kill(agent.pid(), SIGHUP), 0);
@@ -300,7 +291,7 @@ TEST(WatchOps, TextfileErrorsAreSaidAtStartAndOncePerChangeW2_07) {
 
   const std::string dir = node.dir() + "/textfile";
   ASSERT_TRUE(std::filesystem::create_directory(dir));
-  WatchChild agent = start_agent(node, {"--textfile", dir});
+  WatchChild agent = start_json_agent(node, {"--textfile", dir});
   EXPECT_TRUE(std::filesystem::exists(dir + "/gpureap.prom")) << "written at start";
   // The directory goes away (root ignores permissions: removing it is the failure).
   std::filesystem::remove_all(dir);
@@ -338,7 +329,7 @@ TEST(WatchOps, TextfileErrorsAreSaidAtStartAndOncePerChangeW2_07) {
 // owes comes every time (the bench had lost it in its own buffered reader).
 TEST(WatchOps, MemoryFreedAfterTheSimulatorsCleanupIsNeverLost) {
   SimNode node({"--gpus", "8", "--memory", "96GiB"});
-  WatchChild agent = start_agent(node);
+  WatchChild agent = start_json_agent(node);
   for (int rep = 0; rep < 3; ++rep) {
     SCOPED_TRACE("rep " + std::to_string(rep));
     // The bench's shape: a server whose 8 workers hold GPUs 0-7, 20 GiB each.

@@ -35,15 +35,6 @@ auto is_event(const std::string& kind) {
   return [kind](const json& j) { return j.value("event", "") == kind; };
 }
 
-WatchChild start_agent(const SimNode& node, std::vector<std::string> extra) {
-  std::vector<std::string> args = {"--json", "watch", "--no-listen", "--tick", "200ms"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  WatchChild agent = WatchChild::gpureap(node, args);
-  auto first = agent.next_line(30s);
-  EXPECT_TRUE(first && first->text.find("\"started\"") != std::string::npos) << agent.transcript();
-  return agent;
-}
-
 std::vector<pid_t> holder_pids(const json& event) {
   std::vector<pid_t> pids;
   for (const auto& h : event["holders"]) pids.push_back(h["pid"].get<pid_t>());
@@ -52,7 +43,7 @@ std::vector<pid_t> holder_pids(const json& event) {
 
 TEST(WatchReap, DryRunAnnouncesAndTouchesNothing) {
   SimNode node;
-  WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms", "--reap-dry-run"});
+  WatchChild agent = start_json_agent(node, {"--reap-orphans-after", "500ms", "--reap-dry-run"});
   auto held = node.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "4GiB", "--comm", kWorkerTitle});
   auto planned = agent.wait_for_json(is_event("reap_planned"), 20s);
   ASSERT_TRUE(planned) << agent.transcript();
@@ -69,7 +60,7 @@ TEST(WatchReap, DryRunAnnouncesAndTouchesNothing) {
 
 TEST(WatchReap, OrphansPastTheirTimeAreFreedAndTheKeptOnesAreNot) {
   SimNode node;
-  WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms", "--keep", "keep-me"});
+  WatchChild agent = start_json_agent(node, {"--reap-orphans-after", "500ms", "--keep", "keep-me"});
   auto kept = node.crash_watched({"--gpu", "1", "--children", "1", "--bytes", "4GiB", "--comm",
                          kWorkerTitle, "--label", "keep-me"});
   auto doomed = node.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "8GiB", "--comm", kWorkerTitle});
@@ -98,7 +89,7 @@ TEST(WatchReap, OrphansPastTheirTimeAreFreedAndTheKeptOnesAreNot) {
 // look before the reap, without it).
 TEST(WatchReap, AReapThatWaitsDoesNotDelayAnotherGpusOrphan) {
   SimNode node;
-  WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms"});
+  WatchChild agent = start_json_agent(node, {"--reap-orphans-after", "500ms"});
   auto first = node.crash_watched(
       {"--gpu", "3", "--children", "1", "--bytes", "4GiB", "--stuck", "--comm", kWorkerTitle});
   // The reap has signalled its holder: it now waits for memory that never comes back.
@@ -141,7 +132,7 @@ std::set<pid_t> reaped_pids(const WatchChild& agent) {
 // process that dies is named by a reaped event; the kept one lives.
 TEST(WatchReap, W2_01_AReapSignalsOnlyTheDueOrphansItNames) {
   SimNode node;
-  WatchChild agent = start_agent(node, {"--reap-orphans-after", "2s", "--keep", "keepme"});
+  WatchChild agent = start_json_agent(node, {"--reap-orphans-after", "2s", "--keep", "keepme"});
   auto due = node.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "5GiB", "--comm", kWorkerTitle});
   auto kept = node.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "10GiB", "--comm",
                          kWorkerTitle, "--label", "keepme-notebook"});
@@ -173,7 +164,7 @@ TEST(WatchReap, W2_01_AReapSignalsOnlyTheDueOrphansItNames) {
 // tried for good. It is said once and retried once the lock is free.
 TEST(WatchReap, W2_09_ABusyFreeLockIsRetried) {
   SimNode node;
-  WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms"});
+  WatchChild agent = start_json_agent(node, {"--reap-orphans-after", "500ms"});
   const std::string lock_path = node.env().at("GPUREAP_STATE_DIR") + "/free.lock";
   int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   ASSERT_GE(lock, 0) << lock_path;
@@ -209,7 +200,7 @@ TEST(WatchReap, W2_10_ALiveRunsMemberIsNeverReaped) {
   auto ready = run.wait_for_json([](const json& j) { return j.contains("holders"); }, 30s);
   ASSERT_TRUE(ready) << run.transcript();
   const pid_t member = (*ready)["holders"][0]["pid"].get<pid_t>();
-  WatchChild agent = start_agent(node, {"--reap-orphans-after", "500ms"});
+  WatchChild agent = start_json_agent(node, {"--reap-orphans-after", "500ms"});
   // An orphan outside the run, due after the member: once it is reaped, the member
   // has been due (had it been reapable) for longer.
   auto other = node.crash_watched({"--gpu", "2", "--children", "1", "--bytes", "3GiB", "--comm", kWorkerTitle});
@@ -226,7 +217,7 @@ TEST(WatchReap, SighupRereadsTheOptionsFile) {
   SimNode node;
   const std::string config = node.dir() + "/watch.conf";
   std::ofstream(config) << "tick = \"200ms\"\n";
-  WatchChild agent = start_agent(node, {"--config", config});
+  WatchChild agent = start_json_agent(node, {"--config", config});
   auto held = node.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "4GiB", "--comm", kWorkerTitle});
   ASSERT_TRUE(agent.wait_for_json(is_event("orphaned_memory"), 20s)) << agent.transcript();
   // No policy yet: nothing planned.
@@ -248,7 +239,7 @@ TEST(WatchReap, SighupRereadsTheOptionsFile) {
 
 TEST(WatchReap, ASecondAgentRefusesNamingTheFirst) {
   SimNode node;
-  WatchChild first = start_agent(node, {});
+  WatchChild first = start_json_agent(node, {});
   auto second = node.gpureap({"watch", "--no-listen"}, 30s);
   EXPECT_EQ(second.exit_code, 3) << second.err;
   EXPECT_NE(second.err.find("another gpureap watch (pid " + std::to_string(first.pid()) + ")"),
