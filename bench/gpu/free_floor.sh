@@ -4,7 +4,9 @@
 #   free_floor.json      the case study, alternately: the floor (SIGKILL the workers, NVML
 #                        polled every 2 ms until baseline) and `gpureap free --gpu 0 --yes`
 #                        with NVML polled while it runs (its wall time over the memory's
-#                        return in the same run, and over the floor)
+#                        return in the same run, and over the floor); TRACE_REPS (2) more
+#                        rounds of free under strace -f -ttt (free-*.strace, when strace is
+#                        there; not in the medians): where free's time goes
 #   status_latency.json  `gpureap status` answered by the agent, direct (--no-agent), and
 #                        nvidia-smi, alternating (bench/status_latency.py --with-scan)
 #   transcript.log       tests/gpu/transcript.py: SGLang-titled workers orphaned, status, free
@@ -33,7 +35,8 @@ left() { local l=$((end - SECONDS)); [ "$l" -gt "$1" ] && echo "$1" || echo $((l
 
 echo "== free against the floor"
 timeout "$(left 200)" "$PY" "$here/release_floor.py" --cases free --gpureap "$GPUREAP_BIN" \
-  --free-reps "${FREE_REPS:-5}" ${sim:+--sim "$sim"} --out "$out/free_floor.json"
+  --free-reps "${FREE_REPS:-5}" --trace-reps "${TRACE_REPS:-2}" --trace-dir "$out" \
+  ${sim:+--sim "$sim"} --out "$out/free_floor.json"
 echo "== status: through the agent, direct, nvidia-smi"
 timeout "$(left 60)" "$PY" "$root/bench/status_latency.py" --gpureap "$GPUREAP_BIN" --with-scan \
   --reps "${STATUS_REPS:-100}" ${sim:+--sim "$sim"} --out "$out/status_latency.json" >/dev/null &&

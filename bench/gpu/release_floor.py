@@ -19,6 +19,7 @@ the floor.
       --cases device,pinned,free --out sim.json       # here: a simulated H200, gpureap-sim hold
 """
 import argparse
+import shutil
 import json
 import os
 import select
@@ -226,13 +227,25 @@ def free_round(gpu, holders, args, method):
             kill_pids(workers)
             w = gpu.watch(t0, workers, baseline, args.free_poll_ms / 1000, args.deadline)
             return {"method": method, **w}
-        p = subprocess.Popen([args.gpureap, "free", "--gpu", "0", "--yes", "--json"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        argv = [args.gpureap, "free", "--gpu", "0", "--yes", "--json"]
+        traced = method == "free-traced"
+        if traced:  # strace's -ttt clock is the wall clock: t0 on it too, to line them up
+            trace = os.path.join(args.trace_dir, f"free-{time.time_ns()}.strace")
+            argv = ["strace", "-f", "-ttt", "-o", trace] + argv
+        t0_wall = time.time()
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         w = gpu.watch(t0, workers, baseline, args.free_poll_ms / 1000, args.deadline, until_exit=p)
         out, err = p.communicate()
         r = {"method": method, "exit": p.returncode, **w}
+        if traced:
+            r.update(strace=trace, t0_wall=t0_wall)
         try:
-            r["gpus"] = json.loads(out)["gpus"]
+            doc = json.loads(out)
+            r["gpus"] = doc["gpus"]
+            # free's own clock: its actions (sent, exited) and its whole run, from its start
+            r["free_seconds"] = doc.get("seconds")
+            r["free_actions"] = [{k: a.get(k) for k in ("pid", "signal", "sent_at_seconds", "exited_at_seconds")}
+                                 for a in doc.get("actions", [])]
         except (ValueError, KeyError):
             r["output"] = (out + err)[-2000:]
         if r.get("command_s") and r["baseline_s"]:
@@ -257,6 +270,9 @@ def main():
     ap.add_argument("--free-reps", type=int, default=5, help="rounds of floor and of free")
     ap.add_argument("--poll-ms", type=float, default=10)
     ap.add_argument("--free-poll-ms", type=float, default=2)
+    ap.add_argument("--trace-reps", type=int, default=0,
+                    help="more rounds of free under strace -f -ttt (not in the medians)")
+    ap.add_argument("--trace-dir", default=".", help="where the traced rounds' strace files go")
     ap.add_argument("--tolerance-mib", type=int, default=64, help="'at baseline' within this")
     ap.add_argument("--deadline", type=float, default=90, help="seconds a release is watched")
     ap.add_argument("--alloc-timeout", type=float, default=120)
@@ -280,6 +296,10 @@ def main():
     rounds = [("case", c) for c, reps in plan for _ in range(reps)]
     if "free" in cases:
         rounds += [("free", m) for _ in range(args.free_reps) for m in ("floor", "free")]
+        if args.trace_reps and shutil.which("strace"):
+            rounds += [("free", "free-traced")] * args.trace_reps
+        elif args.trace_reps:
+            result["skipped"].append("free-traced: no strace on this machine")
     try:
         unreleased_pin = False  # a pinned round not back at baseline: pin no more beside it
         for kind, what in rounds:
