@@ -3,7 +3,8 @@
 # build, then
 #   1. the release floor      bench/gpu/release_floor.py --cases device,pinned
 #   2. NVML in a PID namespace bench/gpu/pidns_nvml.sh
-#   3. free against the floor, status, the README's transcript, the GPU tests
+#   3. what NVML costs a command bench/gpu/nvml_costs.py (init, a reading, the helper's exit)
+#   4. free against the floor, status, the README's transcript, the GPU tests
 #                             bench/gpu/free_floor.sh
 # each step bounded so that the whole ends within WAVE5_SECONDS (540).
 #
@@ -76,6 +77,7 @@ step release_floor 240 python3 bench/gpu/release_floor.py --cases device,pinned 
   --reps "${RELEASE_REPS:-3}" \
   ${sim_args[@]+"${sim_args[@]}"} --out "$res/release_floor.json"
 step pidns 60 bash bench/gpu/pidns_nvml.sh ${sim_args[@]+"${sim_args[@]}"} "$res"
+step nvml_costs 60 python3 bench/gpu/nvml_costs.py --reps 10 --out "$res/nvml_costs.json"
 step free_floor 600 bash bench/gpu/free_floor.sh ${sim_args[@]+"${sim_args[@]}"} "$res"
 
 python3 - "$res" "$out/summary.json" <<'EOF'
