@@ -27,6 +27,7 @@ class AuditedProcess final : public ControlledProcess {
   }
   bool has_exited() const override { return inner_->has_exited(); }
   bool stopped() const override { return inner_->stopped(); }
+  bool exiting() const override { return inner_->exiting(); }
 
   void record(int sig, Delivery via, const Result<void>& sent) {
     trail_.signal(target_, gpus_, bytes_, sig, via, sent);

@@ -29,13 +29,16 @@ namespace {
 
 // Exits are waited for in slices of at most this long, so Ctrl-C is noticed promptly.
 constexpr std::chrono::milliseconds kInterruptSlice{50};
+// With EscalationEnv::released, how often the targets still alive are looked at: whether
+// the kernel says they are exiting, then whether what they held is back.
+constexpr std::chrono::milliseconds kReleasedSlice{5};
 
 struct Tracked {
   ProcessPtr process;
   std::string comm;
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   std::size_t action = kNone;  // index of the latest action for this target
-  bool exited = false;
+  bool exited = false;  // exited, or exiting with what it held released: waited for no more
 };
 
 Outcome open_outcome(proc::OpenError e) {
@@ -71,8 +74,8 @@ class Escalation {
       first = false;
       if (!process) {
         Action a{
-            t.id, t.comm, Signal::none, "", now(), std::nullopt, open_outcome(process.error().kind),
-            ""};
+            t.id,   t.comm, Signal::none, "", now(), std::nullopt, open_outcome(process.error().kind),
+            "",     std::nullopt};
         if (a.outcome == Outcome::not_signalled) a.detail = process.error().message;
         result_.actions.push_back(std::move(a));
         continue;
@@ -131,17 +134,44 @@ class Escalation {
         return false;
       }
       if (env_.clock.now() >= deadline) return false;
-      auto alive =
-          env_.control.wait_for_exit(live, std::min(deadline, env_.clock.now() + kInterruptSlice));
+      auto slice_end = std::min(deadline, env_.clock.now() + kInterruptSlice);
+      if (env_.released) slice_end = std::min(slice_end, env_.clock.now() + kReleasedSlice);
+      auto alive = env_.control.wait_for_exit(live, slice_end);
       std::size_t next = 0;  // `alive` is ascending
+      std::vector<Tracked*> still;
       for (std::size_t i = 0; i < who.size(); ++i) {
         if (next < alive.size() && alive[next] == i) {
           ++next;
+          still.push_back(who[i]);
           continue;
         }
         mark_exited(*who[i]);
       }
+      if (released_while_exiting(still)) return true;
     }
+  }
+
+  // The holders still alive are dying (the kernel's word: every thread in its exit) and
+  // what they held is back (the caller's reading): their exit is waited for no more. A
+  // torch worker's GPU memory is back some 30 ms before its exit ends (H100; the
+  // address space is torn down after), which free would otherwise wait out.
+  bool released_while_exiting(std::vector<Tracked*> still) {
+    if (!env_.released) return false;
+    // One that has exited since the wait's answer is an exit, never "exiting".
+    std::erase_if(still, [&](Tracked* t) {
+      if (!t->process->has_exited()) return false;
+      mark_exited(*t);
+      return true;
+    });
+    if (still.empty()) return false;
+    if (!std::all_of(still.begin(), still.end(),
+                     [](const Tracked* t) { return t->process->exiting(); }))
+      return false;
+    std::vector<proc::ProcessId> ids;
+    for (const Tracked* t : still) ids.push_back(t->process->id());
+    if (!env_.released(ids)) return false;
+    for (Tracked* t : still) mark_exiting(*t);
+    return true;
   }
 
   EscalationResult finish() {
@@ -170,7 +200,8 @@ class Escalation {
         result_.actions[t.action].outcome == Outcome::pending &&
         result_.actions[t.action].id == t.process->id())
       result_.actions[t.action].outcome = Outcome::still_running_after_grace;
-    Action a{t.process->id(), t.comm, name, via, now(), std::nullopt, Outcome::pending, ""};
+    Action a{t.process->id(), t.comm, name, via, now(), std::nullopt, Outcome::pending, "",
+             std::nullopt};
     if (!sent) {
       if (t.process->has_exited()) {
         a.outcome = Outcome::already_exited;
@@ -191,6 +222,16 @@ class Escalation {
       auto& a = result_.actions[t.action];
       if (!a.exited_at) a.exited_at = now();
       a.outcome = Outcome::exited;
+      a.detail.clear();
+    }
+  }
+
+  void mark_exiting(Tracked& t) {
+    t.exited = true;
+    if (t.action < result_.actions.size() && result_.actions[t.action].id == t.process->id()) {
+      auto& a = result_.actions[t.action];
+      a.exiting_at = now();
+      a.outcome = Outcome::exiting;
       a.detail.clear();
     }
   }

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -40,6 +41,8 @@ std::string signal_word(Signal s);
 enum class Outcome {
   pending,                    // not known yet (never left in a finished result)
   exited,                     // exited after this signal
+  exiting,                    // dying (every thread in its exit) with what it held back:
+                              // not waited for further
   still_running,              // alive when the engine stopped waiting
   still_running_after_grace,  // a later signal followed
   already_exited,             // the signal found it exited
@@ -61,6 +64,7 @@ struct Action {
   std::optional<double> exited_at;
   Outcome outcome = Outcome::pending;
   std::string detail;  // for signal_failed and not_signalled: the reason
+  std::optional<double> exiting_at;  // Outcome::exiting: when the wait for its exit ended
 };
 
 struct EscalationOptions {
@@ -82,6 +86,12 @@ struct EscalationEnv {
   util::Clock& clock;
   const std::atomic<bool>* interrupted = nullptr;  // Ctrl-C: stop waiting, report
   util::Clock::time_point t0;                      // actions are measured from here
+  /// Optional. Asked, at most every 5 ms while exits are awaited, once every target still
+  /// alive is dying by the kernel's word (ControlledProcess::exiting): whether what they
+  /// held is back already (free: NVML lists none of them and their GPUs read at or below
+  /// their thresholds). Yes ends the wait: they are Outcome::exiting, no survivors, and
+  /// no SIGKILL follows.
+  std::function<bool(const std::vector<proc::ProcessId>& dying)> released{};
 };
 
 /// Terminates `targets` (a plan's, with their comm as planned).

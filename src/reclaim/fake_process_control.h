@@ -67,6 +67,10 @@ struct FakeProcessScript {
   std::optional<proc::OpenError> open_error;
   /// Called once, when it exits (the test's world drops its /proc entry and memory).
   std::function<void()> on_exit;
+  /// Inside its exit (the kernel's PF_EXITING) this long before it is gone: from then on
+  /// `exiting()` is true, as for a process whose exit tears down a large address space
+  /// after its GPU memory is released. nullopt: exiting only once gone.
+  std::optional<std::chrono::milliseconds> exiting_for;
 };
 
 class FakeProcessControl final : public ProcessControl {
@@ -158,6 +162,10 @@ class FakeProcessControl final : public ProcessControl {
     }
     bool has_exited() const override { return state_->exited; }
     bool stopped() const override { return false; }
+    bool exiting() const override {
+      return state_->exited || (state_->exit_scheduled && state_->script.exiting_for &&
+                                owner_.clock_.now() >= state_->exit_at - *state_->script.exiting_for);
+    }
 
    private:
     FakeProcessControl& owner_;
@@ -188,6 +196,7 @@ class FakeProcessControl final : public ProcessControl {
 
   EventClock& clock_;
   std::map<proc::ProcessId, std::shared_ptr<State>> processes_;
+  friend class Process;
 };
 
 }  // namespace gpureap::reclaim

@@ -96,7 +96,8 @@ Confirmation confirm_targets(const Plan& plan, const std::vector<proc::ProcessEn
 
 Action not_signalled_action(const Unconfirmed& u, double at) {
   return Action{u.target.id, u.target.comm, Signal::none,           "",
-                at,          std::nullopt,  Outcome::not_signalled, u.reason};
+                at,          std::nullopt,  Outcome::not_signalled, u.reason,
+                std::nullopt};
 }
 
 }  // namespace gpureap::reclaim

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "proc/cgroup_fs.h"
+#include "proc/exiting.h"
 #include "proc/proc_files.h"
 #include "proc/proc_parse.h"
 
@@ -28,6 +29,7 @@ class SystemProcess final : public ControlledProcess {
     return proc::parse_stat_state(proc::read_small_file(
                fmt::format("{}/{}/stat", proc_root_, handle_.id().pid))) == 'T';
   }
+  bool exiting() const override { return proc::exiting(handle_.id().pid, proc_root_); }
   proc::ProcessHandle* handle() { return &handle_; }
 
  private:

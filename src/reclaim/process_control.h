@@ -35,6 +35,9 @@ class ControlledProcess {
   virtual bool has_exited() const = 0;
   /// True when stopped by job control (state T): it cannot act on SIGTERM before SIGCONT.
   virtual bool stopped() const = 0;
+  /// True when the kernel attests that it is dying: every thread inside its exit, or a
+  /// zombie (proc/exiting.h). False when it cannot be told.
+  virtual bool exiting() const = 0;
 };
 
 using ProcessPtr = std::unique_ptr<ControlledProcess>;

@@ -265,8 +265,17 @@ class Reclaim {
       note_restarting_unit(*e);
       watch_children_of_respawner(*e, plan);
     }
-    EscalationResult esc = terminate(plan.targets, escalation_options(),
-                                     EscalationEnv{control_, clock_, node_.interrupt_flag(), t0_});
+    note_released_pids(plan);
+    EscalationEnv env{control_, clock_, node_.interrupt_flag(), t0_};
+    // A holder whose memory is back while the kernel finishes its exit is waited for no
+    // more (escalation.h): the release wait's own reading decides "back".
+    env.released = [this](const std::vector<proc::ProcessId>& dying) {
+      std::vector<pid_t> pids;
+      for (const auto& d : dying) pids.push_back(d.pid);
+      return released_in_one_reading(node_.gpus(), report_.gpus, pids, since_t0(),
+                                     std::chrono::milliseconds(200), clock_, &node_.releases());
+    };
+    EscalationResult esc = terminate(plan.targets, escalation_options(), env);
     note_phases(plan, esc.actions);
     report_.actions.insert(report_.actions.end(), esc.actions.begin(), esc.actions.end());
     report_.notes.insert(report_.notes.end(), esc.notes.begin(), esc.notes.end());
@@ -275,14 +284,21 @@ class Reclaim {
     return !esc.interrupted;
   }
 
+  // Each GPU's holders signalled this round, for the reading in which NVML lists none of
+  // them (taken during the escalation too).
+  void note_released_pids(const Plan& plan) {
+    for (auto& g : report_.gpus)
+      for (const auto& t : plan.targets)
+        if (std::find(t.gpus.begin(), t.gpus.end(), g.gpu) != t.gpus.end())
+          g.released_pids.push_back(static_cast<std::uint32_t>(t.id.pid));
+  }
+
   // The release's first phase per GPU (release_wait.h, ReleasePhases): when its holders
-  // were first signalled and when the last of them exited; their pids, for the reading in
-  // which NVML lists none of them.
+  // were first signalled and when the last of them exited.
   void note_phases(const Plan& plan, const std::vector<Action>& actions) {
     for (auto& g : report_.gpus)
       for (const auto& t : plan.targets) {
         if (std::find(t.gpus.begin(), t.gpus.end(), g.gpu) == t.gpus.end()) continue;
-        g.released_pids.push_back(static_cast<std::uint32_t>(t.id.pid));
         for (const auto& a : actions) {
           if (a.id != t.id || a.via.empty()) continue;
           if (!g.signalled_at || a.sent_at < *g.signalled_at) g.signalled_at = a.sent_at;

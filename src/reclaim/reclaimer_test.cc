@@ -67,6 +67,62 @@ TEST(Reclaim, OrphanIsFreedInOneRoundWithoutSettling) {
   EXPECT_LT(m.real_seconds, 1.0);
 }
 
+// A torch worker's GPU memory is back some 30 ms before its exit ends (the H100, issue
+// 54: the address space is torn down after the device files close). Dying by the
+// kernel's word (every thread in its exit) with its memory back, it is waited for no
+// more: free is done when the memory is, not when the exit is.
+TEST(Reclaim, AHolderWhoseMemoryIsBackWhileItExitsIsNotWaitedFor) {
+  TestMachine m;
+  FakeProc p = holder(3000111);
+  p.release_after.reset();           // released below, before the exit ends
+  p.script.exits_after_term = 100ms;  // gone at 0.1 s
+  p.script.exiting_for = 40ms;        // in its exit from 0.06 s
+  auto id = m.spawn(p);
+  m.clock.after(70ms, [&m, pid = p.pid] {
+    auto& g = m.gpu(0);
+    g.memory->used -= 20 * kGiB;
+    std::erase_if(g.processes, [&](const gpu::GpuProcess& x) { return x.pid == unsigned(pid); });
+    std::filesystem::remove(fmt::format("{}/{}/fd/3", m.proc(), pid));
+  });
+  ReclaimReport r = m.free({});
+  EXPECT_TRUE(r.all_freed());
+  ASSERT_EQ(r.actions.size(), 1u);
+  EXPECT_EQ(r.actions[0].outcome, Outcome::exiting);
+  EXPECT_FALSE(r.actions[0].exited_at.has_value());
+  ASSERT_TRUE(r.actions[0].exiting_at.has_value());
+  EXPECT_NEAR(*r.actions[0].exiting_at, 0.07, 0.006);  // the first 5 ms look after 0.07 s
+  EXPECT_EQ(m.control.signals_of(id), sigs({SIGTERM}));
+  ASSERT_EQ(r.gpus.size(), 1u);
+  EXPECT_LT(*r.gpus[0].freed_at, 0.1);
+  EXPECT_LT(r.seconds, 0.1);
+  EXPECT_TRUE(r.leftovers.empty());
+}
+
+// Memory back is not enough: a holder that gave its memory back but is not dying (it
+// caught SIGTERM, or a thread of it runs on) is waited for, and SIGKILLed after the
+// grace as ever.
+TEST(Reclaim, AHolderThatGaveItsMemoryBackButIsNotDyingIsStillWaitedFor) {
+  TestMachine m;
+  FakeProc p = holder(3000112);
+  p.release_after.reset();
+  p.script.exits_after_term.reset();  // catches SIGTERM
+  p.script.exiting_for = 40ms;        // only after SIGKILL does it die
+  auto id = m.spawn(p);
+  m.clock.after(70ms, [&m] {
+    auto& g = m.gpu(0);
+    g.memory->used -= 20 * kGiB;
+    g.processes.clear();
+  });
+  ReclaimOptions options;
+  options.escalation.grace = 1s;
+  ReclaimReport r = m.free(options);
+  EXPECT_EQ(m.control.signals_of(id), sigs({SIGTERM, SIGKILL}));
+  ASSERT_EQ(r.actions.size(), 2u);
+  EXPECT_EQ(r.actions[0].outcome, Outcome::still_running_after_grace);
+  EXPECT_NEAR(r.actions[1].sent_at, 1.0, 0.06);
+  EXPECT_TRUE(r.all_freed());
+}
+
 TEST(Reclaim, IgnoredSigtermGetsSigkillAfterTheGrace) {
   TestMachine m;
   FakeProc p = holder(3000102);

@@ -39,7 +39,52 @@ bool record(const std::vector<gpu::MemoryReading>& readings, double now, Release
   return all_below;
 }
 
+// One reading of `polled` into `result` (record), handed to the release model too.
+// False, with result.source_error set, when NVML as a whole failed.
+Result<bool> take_reading(gpu::GpuSource& source, const std::vector<gpu::DeviceId>& polled,
+                          ReleaseResult& result, double now, std::chrono::milliseconds deadline,
+                          util::Clock& clock, inventory::ReleaseTracker* releases,
+                          std::vector<std::uint32_t>* listed = nullptr) {
+  auto reading = source.memory(polled, deadline);
+  if (!reading) {
+    result.source_error = reading.error().message;
+    return std::unexpected(reading.error());
+  }
+  const bool all_below = record(*reading, now, result);
+  if (releases)
+    for (const auto& r : *reading)
+      for (const auto& g : result.gpus)
+        if (g.gpu == r.id && r.used && r.problem.empty())
+          releases->read(inventory::release_key(g.uuid, g.gpu), *r.used, g.total, clock.now());
+  if (listed)
+    for (const auto& r : *reading) listed->insert(listed->end(), r.pids.begin(), r.pids.end());
+  return all_below;
+}
+
 }  // namespace
+
+bool released_in_one_reading(gpu::GpuSource& source, std::vector<GpuRelease>& gpus,
+                             const std::vector<pid_t>& pids, double now,
+                             std::chrono::milliseconds deadline, util::Clock& clock,
+                             inventory::ReleaseTracker* releases) {
+  ReleaseResult result;
+  result.gpus = std::move(gpus);
+  std::vector<gpu::DeviceId> polled;
+  for (const auto& g : result.gpus)
+    if (g.measured) polled.push_back(g.gpu);
+  bool released = false;
+  if (!polled.empty() && polled.size() == result.gpus.size()) {
+    std::vector<std::uint32_t> listed;
+    auto all_below = take_reading(source, polled, result, now, deadline, clock, releases, &listed);
+    released = all_below && *all_below &&
+               std::none_of(pids.begin(), pids.end(), [&](pid_t p) {
+                 return std::find(listed.begin(), listed.end(), static_cast<std::uint32_t>(p)) !=
+                        listed.end();
+               });
+  }
+  gpus = std::move(result.gpus);
+  return released;
+}
 
 ReleasePhases release_phases(const GpuRelease& g) {
   ReleasePhases p;
@@ -100,19 +145,12 @@ ReleaseResult wait_for_release(gpu::GpuSource& source, std::vector<GpuRelease> g
   for (;;) {
     if (!polled.empty()) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock.now());
-      auto reading = source.memory(polled, std::clamp(left, std::chrono::milliseconds(200),
-                                                      std::chrono::milliseconds(2000)));
-      if (!reading) {
-        result.source_error = reading.error().message;
-        break;
-      }
-      const bool all_below =
-          record(*reading, std::chrono::duration<double>(clock.now() - t0).count(), result);
-      if (releases)
-        for (const auto& r : *reading)
-          for (const auto& g : result.gpus)
-            if (g.gpu == r.id && r.used && r.problem.empty())
-              releases->read(inventory::release_key(g.uuid, g.gpu), *r.used, g.total, clock.now());
+      auto read = take_reading(
+          source, polled, result, std::chrono::duration<double>(clock.now() - t0).count(),
+          std::clamp(left, std::chrono::milliseconds(200), std::chrono::milliseconds(2000)), clock,
+          releases);
+      if (!read) break;
+      const bool all_below = *read;
       if (progress) progress(result.gpus);
       // A GPU that could not be read is polled no more (never freed); the others are.
       std::erase_if(polled, [&](gpu::DeviceId idx) {

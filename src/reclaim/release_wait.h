@@ -3,6 +3,8 @@
 // idle baseline (within a tolerance), with a deadline and no fixed sleeps (the
 // poll interval starts at a few ms and backs off gently).
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -85,6 +87,16 @@ struct ReleaseResult {
 /// waited, on `clock` (the node's). `releases` (the node's release model, may be null) is
 /// handed every reading, so that whether memory falls is its answer over every reading
 /// (inventory/release_model.h, one release clock).
+/// One reading of every GPU of `gpus` (`now`: seconds since the caller's t0), recorded as
+/// wait_for_release records its readings (used, freed_at, unlisted_at; the release model
+/// handed it). True when every GPU is measured and read at or below its threshold and NVML
+/// lists none of `pids` on any of them: what free asks of holders still exiting
+/// (EscalationEnv::released). False when NVML fails.
+bool released_in_one_reading(gpu::GpuSource& source, std::vector<GpuRelease>& gpus,
+                             const std::vector<pid_t>& pids, double now,
+                             std::chrono::milliseconds deadline, util::Clock& clock,
+                             inventory::ReleaseTracker* releases);
+
 ReleaseResult wait_for_release(gpu::GpuSource& source, std::vector<GpuRelease> gpus,
                                util::Clock::time_point deadline, util::Clock::time_point t0,
                                const std::atomic<bool>* interrupted,

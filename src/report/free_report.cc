@@ -348,6 +348,12 @@ std::string respawner_line(const reclaim::Respawner& resp, double settled_second
       resp.id.pid, terminal_text(resp.comm), resp.respawns, terminal_text(resp.stop_hint));
 }
 
+// When the engine stopped waiting for a target: its exit, or its memory back while it
+// was exiting (Outcome::exiting).
+std::optional<double> ended_at(const reclaim::Action& a) {
+  return a.exited_at ? a.exited_at : a.exiting_at;
+}
+
 // One line for the same signal to `group.size()` members of one instance.
 std::string instance_action_line(const std::vector<reclaim::Action>& actions,
                                  const std::vector<std::size_t>& group,
@@ -359,12 +365,12 @@ std::string instance_action_line(const std::vector<reclaim::Action>& actions,
     const auto& b = actions[j];
     pids.push_back(b.id.pid);
     sent = std::min(sent, b.sent_at);
-    if (b.exited_at) {
-      first = j == group.front() ? *b.exited_at : std::min(first, *b.exited_at);
-      last = std::max(last, *b.exited_at);
+    if (const auto at = ended_at(b)) {
+      first = j == group.front() ? *at : std::min(first, *at);
+      last = std::max(last, *at);
     }
   }
-  std::string outcome = !a.exited_at ? outcome_text(a)
+  std::string outcome = !ended_at(a) ? outcome_text(a)
                         : fmt::format("{:.3f}", first) == fmt::format("{:.3f}", last)
                             ? fmt::format("{} at +{:.3f}s", outcome_text(a), first)
                             : fmt::format("{} at +{:.3f}..{:.3f}s", outcome_text(a), first, last);
@@ -375,8 +381,8 @@ std::string instance_action_line(const std::vector<reclaim::Action>& actions,
 }
 
 std::string action_line(const reclaim::Action& a) {
-  std::string outcome =
-      a.exited_at ? fmt::format("{} at +{:.3f}s", outcome_text(a), *a.exited_at) : outcome_text(a);
+  const auto at = ended_at(a);
+  std::string outcome = at ? fmt::format("{} at +{:.3f}s", outcome_text(a), *at) : outcome_text(a);
   // The start time that pinned the identity is the JSON's and the audit's (start_time):
   // clock ticks since boot mean nothing to a reader (issue 53 #11).
   return fmt::format("  +{:.3f}s {:<8} pid {} ({}) via {} -> {}\n", a.sent_at,
@@ -395,7 +401,7 @@ std::string action_lines(const std::vector<reclaim::Action>& actions, const recl
   };
   auto same = [&](const reclaim::Action& a, const reclaim::Action& b) {
     return a.signal == b.signal && a.via == b.via && outcome_text(a) == outcome_text(b) &&
-           a.exited_at.has_value() == b.exited_at.has_value() && instance_of(a) == instance_of(b);
+           ended_at(a).has_value() == ended_at(b).has_value() && instance_of(a) == instance_of(b);
   };
   std::string out;
   std::vector<bool> said(actions.size(), false);
@@ -567,6 +573,7 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
                        {"via", a.via},
                        {"sent_at_seconds", seconds_value(a.sent_at)},
                        {"exited_at_seconds", seconds_json(a.exited_at)},
+                       {"exiting_at_seconds", seconds_json(a.exiting_at)},
                        {"result", outcome_text(a)}});
   for (const auto& g : r.gpus)
     gpus.push_back({{"index", g.gpu},

@@ -79,6 +79,24 @@ TEST(FreeText, MemoryThatCameBackIsNotKeptByHoldersLeftAlone) {
       << free_text(r, Style{});
 }
 
+// Issue 54: a holder free stopped waiting for once its memory was back while the kernel
+// finished its exit is said so, with the time, in the text and in the JSON; never "exited".
+TEST(FreeText, AHolderExitingWithItsMemoryBackIsSaidSo) {
+  reclaim::ReclaimReport r;
+  reclaim::Action a = action("python3");
+  a.outcome = reclaim::Outcome::exiting;
+  a.exiting_at = 0.253;
+  r.actions.push_back(a);
+  const std::string out = free_text(r, Style{});
+  EXPECT_NE(out.find("pid 4242 (python3) via pidfd -> exiting, its GPU memory back at +0.253s"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("exited"), std::string::npos) << out;
+  const std::string json = free_json(reclaim::Plan{}, r, false, {}).dump(2);
+  EXPECT_NE(json.find("\"exiting_at_seconds\": 0.253"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"exited_at_seconds\": null"), std::string::npos) << json;
+}
+
 TEST(FreeText, ASystemdUnitThatRestartsTheWorkerIsNamedWithItsStopCommand) {
   reclaim::ReclaimReport r;
   r.settled_seconds = 5;

@@ -9,6 +9,8 @@ std::string_view to_string(reclaim::Outcome o) {
       return "";
     case Outcome::exited:
       return "exited";
+    case Outcome::exiting:
+      return "exiting, its GPU memory back";
     case Outcome::still_running:
       return "still running";
     case Outcome::still_running_after_grace:
