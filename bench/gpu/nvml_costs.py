@@ -4,7 +4,8 @@
 In a child process, REPS times each: nvmlInit_v2, one memory reading of GPU 0, one process
 listing of GPU 0, nvmlShutdown; and, from the parent, how long a child takes to be gone
 (its pidfd readable) after it is told to _exit: with NVML initialised and not shut down (what
-gpureap's NVML helper does on EOF), with NVML shut down first, and without NVML at all.
+gpureap's NVML helper does on EOF), with NVML shut down first, and without NVML at all; then
+each NVML call a look makes of GPU 0, timed alone (median of 20).
 
   python3 bench/gpu/nvml_costs.py [--reps 10] --out nvml_costs.json   # GPU machine
   GPUREAP_NVML_LIBRARY=... python3 bench/gpu/nvml_costs.py ...        # a simulated node
@@ -45,6 +46,53 @@ def child(mode, w, r):
     os._exit(0)
 
 
+def call_costs(reps=20):
+    """Each NVML call a look makes of GPU 0, timed alone: median ms and its return code."""
+    import ctypes
+    from nvml_ctypes import Nvml
+    n = Nvml()
+    h = n.device(0)
+    buf = lambda size: ctypes.create_string_buffer(size)  # noqa: E731
+    u = lambda: ctypes.byref(ctypes.c_uint(0))  # noqa: E731
+    ull = lambda: ctypes.byref(ctypes.c_ulonglong(0))  # noqa: E731
+    count = lambda: ctypes.byref(ctypes.c_uint(64))  # noqa: E731
+    calls = {
+        "nvmlDeviceGetName": lambda: (h, buf(96), 96),
+        "nvmlDeviceGetUUID": lambda: (h, buf(96), 96),
+        "nvmlDeviceGetPciInfo_v3": lambda: (h, buf(256)),
+        "nvmlDeviceGetMinorNumber": lambda: (h, u()),
+        "nvmlDeviceGetMemoryInfo": lambda: (h, buf(64)),
+        "nvmlDeviceGetComputeRunningProcesses_v3": lambda: (h, count(), buf(64 * 24)),
+        "nvmlDeviceGetGraphicsRunningProcesses_v3": lambda: (h, count(), buf(64 * 24)),
+        "nvmlDeviceGetMPSComputeRunningProcesses_v3": lambda: (h, count(), buf(64 * 24)),
+        "nvmlDeviceGetMigMode": lambda: (h, u(), u()),
+        "nvmlDeviceGetUtilizationRates": lambda: (h, buf(16)),
+        "nvmlDeviceGetProcessUtilization": lambda: (h, buf(64 * 48), count(),
+                                                    ctypes.c_ulonglong(0)),
+        "nvmlDeviceGetPowerUsage": lambda: (h, u()),
+        "nvmlDeviceGetEnforcedPowerLimit": lambda: (h, u()),
+        "nvmlDeviceGetCurrentClocksEventReasons": lambda: (h, ull()),
+        "nvmlDeviceGetTotalEccErrors": lambda: (h, 1, 1, ull()),
+        "nvmlDeviceGetTemperature": lambda: (h, 0, u()),
+        "nvmlDeviceGetPersistenceMode": lambda: (h, u()),
+    }
+    out = {}
+    for name, args in calls.items():
+        fn = getattr(n.lib, name, None)
+        if fn is None:
+            out[name] = {"missing": True}
+            continue
+        times, rc = [], None
+        for _ in range(reps):
+            a = args()
+            t = time.monotonic()
+            rc = fn(*a)
+            times.append(1000 * (time.monotonic() - t))
+        out[name] = {"median_ms": statistics.median(times), "rc": rc}
+    out["total_median_ms"] = sum(v.get("median_ms", 0) for v in out.values())
+    return out
+
+
 def one(mode):
     to_parent_r, to_parent_w = os.pipe()
     to_child_r, to_child_w = os.pipe()
@@ -83,8 +131,9 @@ def main():
         for m in rows:
             rows[m].append(one(m))
     summary = {m: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for m, rs in rows.items()}
-    json.dump({"rows": rows, "median": summary}, open(args.out, "w"), indent=1)
-    print(json.dumps(summary, indent=1))
+    calls = call_costs()
+    json.dump({"rows": rows, "median": summary, "calls": calls}, open(args.out, "w"), indent=1)
+    print(json.dumps({"median": summary, "calls": calls}, indent=1))
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ if [ -z "$sim_build" ]; then
   nvidia-smi -L
   nvidia-smi --query-gpu=index,name,driver_version,memory.used,memory.total,persistence_mode --format=csv
   uname -r; nproc; grep -E 'MemTotal|MemAvailable' /proc/meminfo
+  echo "profilers: $(command -v strace perf ltrace gdb | tr '\n' ' ')"
   step build 240 bash -c 'set -o pipefail; gen=; command -v ninja >/dev/null && gen="-G Ninja"
     cmake -S . -B build-gpu $gen -DCMAKE_BUILD_TYPE=Release -DGPUREAP_BUILD_TESTS=OFF >/dev/null &&
       cmake --build build-gpu -j "$(nproc)" --target gpureap 2>&1 | tail -3'
