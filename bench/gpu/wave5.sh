@@ -4,7 +4,8 @@
 #   1. the release floor      bench/gpu/release_floor.py --cases device,pinned
 #   2. NVML in a PID namespace bench/gpu/pidns_nvml.sh
 #   3. what NVML costs a command bench/gpu/nvml_costs.py (init, a reading, the helper's exit)
-#   4. free against the floor, status, the README's transcript, the GPU tests
+#   4. a look inside a killed holder's exit  bench/gpu/exit_window.py
+#   5. free against the floor, status, the README's transcript, the GPU tests
 #                             bench/gpu/free_floor.sh
 # each step bounded so that the whole ends within WAVE5_SECONDS (540).
 #
@@ -79,6 +80,7 @@ step release_floor 240 python3 bench/gpu/release_floor.py --cases device,pinned 
   ${sim_args[@]+"${sim_args[@]}"} --out "$res/release_floor.json"
 step pidns 60 bash bench/gpu/pidns_nvml.sh ${sim_args[@]+"${sim_args[@]}"} "$res"
 step nvml_costs 60 python3 bench/gpu/nvml_costs.py --reps 10 --out "$res/nvml_costs.json"
+step exit_window 150 python3 bench/gpu/exit_window.py --gpureap "$GPUREAP_BIN" --out "$res/exit_window.json"
 step free_floor 600 bash bench/gpu/free_floor.sh ${sim_args[@]+"${sim_args[@]}"} "$res"
 
 python3 - "$res" "$out/summary.json" <<'EOF'
