@@ -116,6 +116,7 @@ class Reclaim {
       report_.rounds.push_back(plan);
       if (!escalate(plan)) break;
       plan = watch_release();
+      step("release");
       if (report_.interrupted || !report_.source_error.empty()) break;
     }
     // Nothing to signal, but memory of holders gone before this free is still coming
@@ -127,16 +128,19 @@ class Reclaim {
     // turned ghost as its holder died, busy with no process, is not freed).
     if (!report_.interrupted) {
       classify();
+      step("verdict look");
       // A reset (nvidia-smi, bounded by its own timeout) only with time left.
       if (options_.reset && !past_deadline() && !report_.leftovers.empty()) reset_driver_held();
     }
     if (!report_.interrupted) note_live_parents();
     report_.seconds = since_t0();
+    step("done");
     return std::move(report_);
   }
 
  private:
   double since_t0() const { return std::chrono::duration<double>(clock_.now() - t0_).count(); }
+  void step(const char* name) { report_.steps.emplace_back(name, since_t0()); }
 
   // With a global deadline, the grace and the wait after SIGKILL share the time left
   // (half each at most): a late round still sends both signals, with shorter waits.
@@ -253,6 +257,7 @@ class Reclaim {
   // SIGTERM -> grace -> SIGKILL, each through a verified handle. False when interrupted.
   bool escalate(const Plan& planned) {
     Plan plan = confirm(planned);
+    step("confirmed");
     for (const auto& p : caller_.table) existed_before_kill_.insert(p.id);
     for (const auto& t : plan.targets) {
       signalled_.insert(t.id);
@@ -276,6 +281,7 @@ class Reclaim {
                                      std::chrono::milliseconds(200), clock_, &node_.releases());
     };
     EscalationResult esc = terminate(plan.targets, escalation_options(), env);
+    step("signals");
     note_phases(plan, esc.actions);
     report_.actions.insert(report_.actions.end(), esc.actions.begin(), esc.actions.end());
     report_.notes.insert(report_.notes.end(), esc.notes.begin(), esc.notes.end());

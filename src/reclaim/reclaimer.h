@@ -92,6 +92,9 @@ struct ReclaimReport {
   bool interrupted = false;
   std::string source_error;  // NVML failed or hung during verification
   double seconds = 0;
+  /// Where the time went: each step of the engine as it ended, in seconds since its start
+  /// ("confirmed", "signals", "release" per round; "verdict look", "done").
+  std::vector<std::pair<std::string, double>> steps;
   bool all_freed() const;
 };
 

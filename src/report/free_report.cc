@@ -558,6 +558,14 @@ nlohmann::ordered_json leftover_json(const reclaim::Leftover& l) {
           {"next_step", l.next_step}};
 }
 
+// Where the engine's time went: each step and when it ended.
+nlohmann::ordered_json steps_json(const std::vector<std::pair<std::string, double>>& steps) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& [name, at] : steps)
+    out.push_back({{"step", name}, {"done_at_seconds", seconds_value(at)}});
+  return out;
+}
+
 nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::ReclaimReport& r,
                                  bool dry_run, const std::vector<std::string>& warnings) {
   nlohmann::ordered_json actions = nlohmann::ordered_json::array(),
@@ -624,7 +632,8 @@ nlohmann::ordered_json free_json(const reclaim::Plan& plan, const reclaim::Recla
           {gpu::source_words::kError, r.source_error.empty() ? nlohmann::ordered_json(nullptr)
                                               : nlohmann::ordered_json(r.source_error)},
           {"warnings", warnings},
-          {"seconds", seconds_value(r.seconds)}};
+          {"seconds", seconds_value(r.seconds)},
+          {"steps", steps_json(r.steps)}};
 }
 
 std::string free_record(const reclaim::ReclaimReport& r) {

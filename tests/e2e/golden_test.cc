@@ -70,7 +70,7 @@ class Masker {
     // Times, kernel identities and the user running the test: the key and whether
     // the value is null stay pinned.
     static const std::regex volatile_number(
-        "\"(start_time|sent_at_seconds|exited_at_seconds|exiting_at_seconds|freed_after_seconds|"
+        "\"(start_time|done_at_seconds|sent_at_seconds|exited_at_seconds|exiting_at_seconds|freed_after_seconds|"
         "seconds_to_free|settled_seconds|seconds|signal_to_exit|exit_to_unlisted|unlisted_to_baseline|age_seconds|orphaned_since|uid|ppid|pgid|sid|tid|"
         "processes)\": "
         "-?[0-9][0-9.e+-]*");
