@@ -17,7 +17,7 @@
 #                                                      tests skip; the transcript's workers
 #                                                      hold no memory)
 # GPUREAP_BIN names gpureap (default build/gpureap); FREE_REPS (5) and STATUS_REPS (100)
-# the rounds; SECONDS_LEFT (600) bounds the whole script.
+# the rounds; SECONDS_LEFT (600) bounds the whole script; FREE_ONLY=1 stops after status.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -43,6 +43,7 @@ timeout "$(left 60)" "$PY" "$root/bench/status_latency.py" --gpureap "$GPUREAP_B
   "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1]))
 print("median ms:", json.dumps({k: round(v["median_ms"], 2) for k, v in d["times"].items()}))' \
     "$out/status_latency.json"
+if [ "${FREE_ONLY:-0}" = 1 ]; then echo "== transcript and GPU tests: skipped (FREE_ONLY=1)"; exit 0; fi
 echo "== transcript (README)"
 if [ -n "$sim" ]; then
   node=$(mktemp -d /tmp/gpureap-transcript-XXXXXX)
