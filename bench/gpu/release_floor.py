@@ -244,8 +244,10 @@ def free_round(gpu, holders, args, method):
             r["gpus"] = doc["gpus"]
             # free's own clock: its actions (sent, exited) and its whole run, from its start
             r["free_seconds"] = doc.get("seconds")
-            r["free_actions"] = [{k: a.get(k) for k in ("pid", "signal", "sent_at_seconds", "exited_at_seconds")}
+            r["free_actions"] = [{k: a.get(k) for k in ("pid", "signal", "sent_at_seconds",
+                                                        "exited_at_seconds", "exiting_at_seconds")}
                                  for a in doc.get("actions", [])]
+            r["free_steps"] = doc.get("steps")
         except (ValueError, KeyError):
             r["output"] = (out + err)[-2000:]
         if r.get("command_s") and r["baseline_s"]:
