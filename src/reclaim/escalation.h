@@ -88,9 +88,8 @@ struct EscalationEnv {
   util::Clock::time_point t0;                      // actions are measured from here
   /// Optional. Asked, at most every 5 ms while exits are awaited, once every target still
   /// alive is dying by the kernel's word (ControlledProcess::exiting): whether what they
-  /// held is back already (free: NVML lists none of them and their GPUs read at or below
-  /// their thresholds). Yes ends the wait: they are Outcome::exiting, no survivors, and
-  /// no SIGKILL follows.
+  /// held is back already (free: their GPUs read at or below their thresholds). Yes ends
+  /// the wait: they are Outcome::exiting, no survivors, and no SIGKILL follows.
   std::function<bool(const std::vector<proc::ProcessId>& dying)> released{};
 };
 

@@ -43,8 +43,7 @@ bool record(const std::vector<gpu::MemoryReading>& readings, double now, Release
 // False, with result.source_error set, when NVML as a whole failed.
 Result<bool> take_reading(gpu::GpuSource& source, const std::vector<gpu::DeviceId>& polled,
                           ReleaseResult& result, double now, std::chrono::milliseconds deadline,
-                          util::Clock& clock, inventory::ReleaseTracker* releases,
-                          std::vector<std::uint32_t>* listed = nullptr) {
+                          util::Clock& clock, inventory::ReleaseTracker* releases) {
   auto reading = source.memory(polled, deadline);
   if (!reading) {
     result.source_error = reading.error().message;
@@ -56,15 +55,12 @@ Result<bool> take_reading(gpu::GpuSource& source, const std::vector<gpu::DeviceI
       for (const auto& g : result.gpus)
         if (g.gpu == r.id && r.used && r.problem.empty())
           releases->read(inventory::release_key(g.uuid, g.gpu), *r.used, g.total, clock.now());
-  if (listed)
-    for (const auto& r : *reading) listed->insert(listed->end(), r.pids.begin(), r.pids.end());
   return all_below;
 }
 
 }  // namespace
 
-bool released_in_one_reading(gpu::GpuSource& source, std::vector<GpuRelease>& gpus,
-                             const std::vector<pid_t>& pids, double now,
+bool released_in_one_reading(gpu::GpuSource& source, std::vector<GpuRelease>& gpus, double now,
                              std::chrono::milliseconds deadline, util::Clock& clock,
                              inventory::ReleaseTracker* releases) {
   ReleaseResult result;
@@ -74,13 +70,8 @@ bool released_in_one_reading(gpu::GpuSource& source, std::vector<GpuRelease>& gp
     if (g.measured) polled.push_back(g.gpu);
   bool released = false;
   if (!polled.empty() && polled.size() == result.gpus.size()) {
-    std::vector<std::uint32_t> listed;
-    auto all_below = take_reading(source, polled, result, now, deadline, clock, releases, &listed);
-    released = all_below && *all_below &&
-               std::none_of(pids.begin(), pids.end(), [&](pid_t p) {
-                 return std::find(listed.begin(), listed.end(), static_cast<std::uint32_t>(p)) !=
-                        listed.end();
-               });
+    auto all_below = take_reading(source, polled, result, now, deadline, clock, releases);
+    released = all_below && *all_below;
   }
   gpus = std::move(result.gpus);
   return released;

@@ -89,11 +89,12 @@ struct ReleaseResult {
 /// (inventory/release_model.h, one release clock).
 /// One reading of every GPU of `gpus` (`now`: seconds since the caller's t0), recorded as
 /// wait_for_release records its readings (used, freed_at, unlisted_at; the release model
-/// handed it). True when every GPU is measured and read at or below its threshold and NVML
-/// lists none of `pids` on any of them: what free asks of holders still exiting
-/// (EscalationEnv::released). False when NVML fails.
-bool released_in_one_reading(gpu::GpuSource& source, std::vector<GpuRelease>& gpus,
-                             const std::vector<pid_t>& pids, double now,
+/// handed it). True when every GPU is measured and read at or below its threshold: what
+/// free asks while its holders are dying (EscalationEnv::released). NVML's process list is
+/// not asked: on the H100 it lists a dying torch worker until its exit ends, ~30 ms after
+/// its memory is back, and a process inside its exit allocates nothing more. False when
+/// NVML fails.
+bool released_in_one_reading(gpu::GpuSource& source, std::vector<GpuRelease>& gpus, double now,
                              std::chrono::milliseconds deadline, util::Clock& clock,
                              inventory::ReleaseTracker* releases);
 
