@@ -1,12 +1,8 @@
 #include "agent/gate.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <utility>
 
-#include "agent/device_taint_gate.h"
-#include "agent/kube_gate.h"
-#include "agent/slurm_gate.h"
 #include "inventory/node_check.h"
 #include "proc/lineage.h"
 #include "util/signal_mask.h"
@@ -28,6 +24,7 @@ std::string classes_of(const std::vector<report::GateFinding>& findings) {
 GateVerdict judge_gate(const inventory::Inventory& inv) {
   GateVerdict v;
   const bool read = gpu::lists_gpus(inv.source_state);
+  bool all_verified = true;
   for (const auto& view : inv.gpus) {
     std::vector<report::GateFinding> found;
     report::GateFinding orphaned{view.info.id, "orphaned", 0, {}};
@@ -45,6 +42,7 @@ GateVerdict judge_gate(const inventory::Inventory& inv) {
     }
     const auto state = inventory::gpu_state(view);
     const bool verified = state == inventory::GpuState::free || state == inventory::GpuState::held;
+    all_verified = all_verified && verified;
     if (!view.info.id.mig() && !view.info.uuid.empty())
       v.gpus.push_back({view.info.id, view.info.uuid,
                         !found.empty()         ? GateWant::close
@@ -57,12 +55,8 @@ GateVerdict judge_gate(const inventory::Inventory& inv) {
     v.want = GateVerdict::Want::close;
     return v;
   }
-  if (!read || inventory::check_node(inv).verdict() != inventory::Verdict::clean) return v;
-  const bool verified = std::all_of(inv.gpus.begin(), inv.gpus.end(), [](const auto& view) {
-    const auto state = inventory::gpu_state(view);
-    return state == inventory::GpuState::free || state == inventory::GpuState::held;
-  });
-  if (verified) v.want = GateVerdict::Want::open;
+  if (read && all_verified && inventory::check_node(inv).verdict() == inventory::Verdict::clean)
+    v.want = GateVerdict::Want::open;
   return v;
 }
 
@@ -195,50 +189,6 @@ bool Gate::act(Slot& slot, const GateVerdict& verdict, Clock::time_point at) {
     if (notice_) notice_({mode, done->step, done->target, done->detail, seconds});
   }
   return true;
-}
-
-namespace {
-
-// The Kubernetes modes' client: the endpoint from the environment, libcurl to it.
-Result<KubeApi> kube_api_for(const std::string& mode) {
-  auto endpoint = kube_endpoint_from_environment(::getenv);
-  if (!endpoint) return std::unexpected(endpoint.error());
-  auto transport = make_curl_transport(endpoint->ca_file, kKubeGateTimeout);
-  if (!transport) return fail("--gate " + mode + ": " + transport.error().message);
-  return KubeApi(std::move(*endpoint), std::move(*transport));
-}
-
-Result<std::unique_ptr<NodeAction>> make_node_action(const std::string& mode, bool dry_run) {
-  if (mode == "slurm")
-    return make_slurm_gate(
-        cluster::Scontrol(cluster::scontrol_from_environment(), kSlurmGateTimeout),
-        cluster::node_name_from_environment(), dry_run);
-  if (mode != "kubernetes-condition" && mode != "kubernetes-taint" &&
-      mode != "kubernetes-device-taint")
-    return fail("--gate: unknown mode '" + mode + "' (known: " + std::string(kGateModes) + ")");
-  auto api = kube_api_for(mode);
-  if (!api) return std::unexpected(api.error());
-  if (mode == "kubernetes-taint") return make_taint_gate(std::move(*api), dry_run);
-  if (mode == "kubernetes-condition") return make_condition_gate(std::move(*api), dry_run);
-  auto config = device_taint_config_from_environment(::getenv, api->node());
-  if (!config) return std::unexpected(config.error());
-  return make_device_taint_gate(std::move(*api), std::move(*config), dry_run);
-}
-
-}  // namespace
-
-Result<std::vector<std::unique_ptr<NodeAction>>> make_node_actions(
-    const std::vector<std::string>& modes, bool dry_run) {
-  std::vector<std::unique_ptr<NodeAction>> out;
-  std::vector<std::string> seen;
-  for (const auto& mode : modes) {
-    if (std::find(seen.begin(), seen.end(), mode) != seen.end()) continue;
-    seen.push_back(mode);
-    auto action = make_node_action(mode, dry_run);
-    if (!action) return std::unexpected(action.error());
-    out.push_back(std::move(*action));
-  }
-  return out;
 }
 
 }  // namespace gpureap::agent

@@ -175,15 +175,4 @@ class Gate {
   std::thread thread_;
 };
 
-/// The actions of `modes` ("slurm", "kubernetes-condition", "kubernetes-taint",
-/// "kubernetes-device-taint"), or why
-/// one cannot be made (an unknown mode; for Kubernetes, agent/kube_api.h's environment,
-/// libcurl missing): exit 2.
-Result<std::vector<std::unique_ptr<NodeAction>>> make_node_actions(
-    const std::vector<std::string>& modes, bool dry_run);
-
-/// The modes --gate knows, for its help and its refusal.
-inline constexpr std::string_view kGateModes =
-    "slurm, kubernetes-condition, kubernetes-taint, kubernetes-device-taint";
-
 }  // namespace gpureap::agent

@@ -2,6 +2,7 @@
 // and the Slurm action against a stand-in scontrol (a shell script, as scontrol_test's).
 
 #include "agent/gate.h"
+#include "agent/gate_modes.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

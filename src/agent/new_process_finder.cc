@@ -7,8 +7,8 @@
 #include <map>
 #include <utility>
 
-#include "agent/watcher.h"
 #include "proc/proc_files.h"
+#include "util/clock.h"
 
 namespace gpureap::agent {
 
@@ -103,7 +103,7 @@ void NewProcessFinder::pump() {
   timespec mono{};
   ::clock_gettime(CLOCK_MONOTONIC, &mono);
   const double wall_offset =
-      wall_now() - (static_cast<double>(mono.tv_sec) + static_cast<double>(mono.tv_nsec) / 1e9);
+      util::wall_now() - (static_cast<double>(mono.tv_sec) + static_cast<double>(mono.tv_nsec) / 1e9);
   crash_looks_.merge(lineage_.apply(*batch, wall_offset));
   pending_.lost = pending_.lost || batch->lost;
   pending_.events.insert(pending_.events.end(), batch->events.begin(), batch->events.end());

@@ -19,10 +19,6 @@
 
 namespace gpureap::agent {
 
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 namespace {
 
 /// The stat line of one process, parsed; nullopt when it is gone or unreadable.

@@ -22,22 +22,23 @@
 #include <string>
 #include <vector>
 
-#include "inventory/events.h"
-#include "inventory/import_witness.h"
-#include "inventory/inventory.h"
-#include "inventory/node.h"
 #include "agent/holder_table.h"
 #include "agent/new_process_finder.h"
 #include "agent/scan_pace.h"
 #include "agent/source_reader.h"
+#include "inventory/events.h"
+#include "inventory/import_witness.h"
+#include "inventory/inventory.h"
+#include "inventory/node.h"
 #include "proc/event_lineage.h"
 #include "proc/holder_scan.h"
 #include "proc/process_handle.h"
+#include "util/clock.h"
 
 namespace gpureap::agent {
 
 /// Seconds since the epoch, now: the time of an event and of a dead parent's death.
-double wall_now();
+using util::wall_now;
 
 /// The agent's defaults (`gpureap watch --tick`, `--full-scan-interval`), written once.
 inline constexpr std::chrono::milliseconds kDefaultTick{1000};
