@@ -48,11 +48,10 @@ class DeviceTaintGate final : public NodeAction {
   bool per_gpu() const override { return true; }
 
   Result<GateOutcome> close(const GateTarget& target) override {
-    if (!target.gpu) return fail("kubernetes-device-taint: no GPU to close");
+    auto found = rule_of(target);
+    if (!found) return std::unexpected(found.error());
     const auto& gpu = *target.gpu;
     const std::string name = device_taint_rule_name(api_.node(), gpu.uuid);
-    auto found = read_rule(name);
-    if (!found) return std::unexpected(found.error());
     if (!found->is_null()) return existing(gpu, name, *found);
     auto device = device_of(gpu);
     if (!device) return std::unexpected(device.error());
@@ -73,11 +72,10 @@ class DeviceTaintGate final : public NodeAction {
   }
 
   Result<GateOutcome> open(const GateTarget& target) override {
-    if (!target.gpu) return fail("kubernetes-device-taint: no GPU to open");
+    auto found = rule_of(target);
+    if (!found) return std::unexpected(found.error());
     const auto& gpu = *target.gpu;
     const std::string name = device_taint_rule_name(api_.node(), gpu.uuid);
-    auto found = read_rule(name);
-    if (!found) return std::unexpected(found.error());
     if (found->is_null()) return GateOutcome{GateStep::opened, "", "", true};
     if (!gpureap_owns_rule(*found, api_.node(), gpu.uuid))
       return outcome(GateStep::left_alone, gpu, name, "a DeviceTaintRule of its name made by someone else");
@@ -98,6 +96,12 @@ class DeviceTaintGate final : public NodeAction {
 
  private:
   std::string collection() const { return "/apis/" + config_.api + "/devicetaintrules"; }
+
+  // The target GPU's rule, or null when there is none.
+  Result<json> rule_of(const GateTarget& target) {
+    if (!target.gpu) return fail("kubernetes-device-taint: no GPU named");
+    return read_rule(device_taint_rule_name(api_.node(), target.gpu->uuid));
+  }
 
   // The rule of that name, or null when there is none (404).
   Result<json> read_rule(const std::string& name) {
