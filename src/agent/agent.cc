@@ -11,6 +11,7 @@
 #include "agent/descriptors.h"
 #include "agent/exporter.h"
 #include "agent/gate.h"
+#include "agent/gate_modes.h"
 #include "agent/reaper.h"
 #include "agent/watcher.h"
 #include "agent/witness_keeper.h"

@@ -2,6 +2,7 @@
 // and the Slurm action against a stand-in scontrol (a shell script, as scontrol_test's).
 
 #include "agent/gate.h"
+#include "agent/gate_modes.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -100,8 +101,10 @@ class FakeAction final : public NodeAction {
  public:
   explicit FakeAction(Calls& c) : c_(c) {}
   std::string_view mode() const override { return "fake"; }
-  Result<GateOutcome> close(const std::string& reason) override { return call("close " + reason, GateStep::closed); }
-  Result<GateOutcome> open() override { return call("open", GateStep::opened); }
+  Result<GateOutcome> close(const GateTarget& t) override {
+    return call("close " + t.reason, GateStep::closed);
+  }
+  Result<GateOutcome> open(const GateTarget&) override { return call("open", GateStep::opened); }
 
  private:
   Result<GateOutcome> call(std::string what, GateStep step) {
@@ -152,6 +155,68 @@ TEST(Gate, ClosesOnceKeepsClosedDuringTheReleaseAndOpensOnAVerifiedLook) {
   EXPECT_EQ(notices[1].step, GateStep::opened);
 }
 
+// A per-GPU action (as the DRA device taint): records "close UUID what" / "open UUID".
+class FakeGpuAction final : public NodeAction {
+ public:
+  explicit FakeGpuAction(Calls& c) : c_(c) {}
+  std::string_view mode() const override { return "fake-gpu"; }
+  bool per_gpu() const override { return true; }
+  Result<GateOutcome> close(const GateTarget& t) override {
+    return call("close " + t.gpu->uuid + " " + t.gpu->what, GateStep::closed);
+  }
+  Result<GateOutcome> open(const GateTarget& t) override {
+    return call("open " + t.gpu->uuid, GateStep::opened);
+  }
+
+ private:
+  Result<GateOutcome> call(std::string what, GateStep step) {
+    std::lock_guard lock(c_.mutex);
+    c_.calls.push_back(std::move(what));
+    return GateOutcome{step, "GPU", "", false};
+  }
+  Calls& c_;
+};
+
+TEST(Gate, APerGpuActionClosesOnlyTheGpuWithTheLeakAndOpensEachOnItsOwnVerifiedLook) {
+  Calls calls;
+  std::vector<std::unique_ptr<NodeAction>> actions;
+  actions.push_back(std::make_unique<FakeGpuAction>(calls));
+  Gate gate(std::move(actions), nullptr);
+  auto look = [&](Inventory inv) {
+    gate.after_look(inv);
+    gate.wait_idle();
+  };
+  look(node({gpu(0), gpu(1)}));  // both verified: each opened once (nothing closed yet)
+  look(node({gpu(0), gpu(1, {holder(42, 8 * kGiB, proc::Provenance::witnessed)})}));
+  look(node({gpu(0), gpu(1, {holder(42, 8 * kGiB, proc::Provenance::witnessed)})}));
+  // GPU 0 leaks too while GPU 1 releases: GPU 0 closes, GPU 1 keeps its state.
+  look(node({unexplained(gpu(0), Unexplained::driver_held, 6 * kGiB),
+             unexplained(gpu(1), Unexplained::releasing, 8 * kGiB)}));
+  look(node({unexplained(gpu(0), Unexplained::driver_held, 6 * kGiB), gpu(1)}));
+  std::lock_guard lock(calls.mutex);
+  EXPECT_EQ(calls.calls, (std::vector<std::string>{"open GPU-0", "open GPU-1", "close GPU-1 orphaned",
+                                                   "close GPU-0 driver_held", "open GPU-1"}));
+}
+
+TEST(GateVerdict, EachWholeGpuHasItsOwnWant) {
+  auto v = judge_gate(node({gpu(0), gpu(1, {holder(42, 8 * kGiB, proc::Provenance::witnessed)}),
+                            unexplained(gpu(2), Unexplained::releasing, kGiB)}));
+  ASSERT_EQ(v.gpus.size(), 3u);
+  EXPECT_EQ(v.gpus[0].want, GateWant::open);
+  EXPECT_EQ(v.gpus[1].want, GateWant::close);
+  EXPECT_EQ(v.gpus[1].uuid, "GPU-1");
+  EXPECT_EQ(v.gpus[2].want, GateWant::hold);
+  auto steps = gate_steps(true, v);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[1].key, "GPU-1");
+  EXPECT_EQ(steps[1].target.reason, "gpureap: GPU 1 orphaned 8.00 GiB pid 42 (gpureap watch)");
+  // The node-wide actions see one step: close, for every finding.
+  steps = gate_steps(false, v);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_TRUE(steps[0].close);
+  EXPECT_FALSE(steps[0].target.gpu);
+}
+
 TEST(Gate, AFailureIsSaidOnceAndNeverEndsTheAgent) {
   Calls calls;
   calls.failing = true;
@@ -180,11 +245,11 @@ TEST(Gate, AFailureIsSaidOnceAndNeverEndsTheAgent) {
 }
 
 TEST(Gate, UnknownModesAreRefusedByName) {
-  auto bad = make_node_actions({"slurm", "kubernetes-device-taint"}, false);
+  auto bad = make_node_actions({"slurm", "kubernetes-tain"}, false);
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().message,
-            "--gate: unknown mode 'kubernetes-device-taint' (known: slurm, kubernetes-condition, "
-            "kubernetes-taint)");
+            "--gate: unknown mode 'kubernetes-tain' (known: slurm, kubernetes-condition, "
+            "kubernetes-taint, kubernetes-device-taint)");
   auto slurm = make_node_actions({"slurm", "slurm"}, true);
   ASSERT_TRUE(slurm);
   EXPECT_EQ(slurm->size(), 1u);
@@ -216,7 +281,7 @@ class FakeScontrol {
 TEST(SlurmGate, DrainsWithItsReasonResumesOnlyItsOwnDrain) {
   FakeScontrol idle("NodeName=n1 State=IDLE Reason=(null)");
   auto gate = make_slurm_gate(cluster::Scontrol(idle.path(), 5s), "n1", false);
-  auto closed = gate->close("gpureap: GPU 0 orphaned 8.00 GiB pid 42 (gpureap watch)");
+  auto closed = gate->close({"gpureap: GPU 0 orphaned 8.00 GiB pid 42 (gpureap watch)", std::nullopt});
   ASSERT_TRUE(closed) << closed.error().message;
   EXPECT_EQ(closed->step, GateStep::closed);
   EXPECT_EQ(closed->target, "node n1");
@@ -224,12 +289,12 @@ TEST(SlurmGate, DrainsWithItsReasonResumesOnlyItsOwnDrain) {
             "-o show node n1\nupdate nodename=n1 state=drain reason=gpureap: GPU 0 orphaned "
             "8.00 GiB pid 42 (gpureap watch)\n");
   // Not drained: opening does nothing and says nothing.
-  auto open = gate->open();
+  auto open = gate->open({});
   ASSERT_TRUE(open);
   EXPECT_TRUE(open->quiet);
 
   FakeScontrol ours("NodeName=n1 State=IDLE+DRAIN Reason=gpureap: GPU 0 orphaned [root@t]");
-  auto resumed = make_slurm_gate(cluster::Scontrol(ours.path(), 5s), "n1", false)->open();
+  auto resumed = make_slurm_gate(cluster::Scontrol(ours.path(), 5s), "n1", false)->open({});
   ASSERT_TRUE(resumed) << resumed.error().message;
   EXPECT_EQ(resumed->step, GateStep::opened);
   EXPECT_EQ(ours.args(), "-o show node n1\nupdate nodename=n1 state=resume\n");
@@ -237,10 +302,10 @@ TEST(SlurmGate, DrainsWithItsReasonResumesOnlyItsOwnDrain) {
   // An administrator's drain is neither lifted nor overwritten.
   FakeScontrol theirs("NodeName=n1 State=IDLE+DRAIN Reason=bad DIMM [admin@t]");
   auto admin = make_slurm_gate(cluster::Scontrol(theirs.path(), 5s), "n1", false);
-  auto left = admin->open();
+  auto left = admin->open({});
   ASSERT_TRUE(left);
   EXPECT_EQ(left->step, GateStep::left_alone);
-  auto kept = admin->close("gpureap: GPU 0 driver_held 6.00 GiB (gpureap watch)");
+  auto kept = admin->close({"gpureap: GPU 0 driver_held 6.00 GiB (gpureap watch)", std::nullopt});
   ASSERT_TRUE(kept);
   EXPECT_EQ(kept->step, GateStep::left_alone);
   EXPECT_EQ(theirs.args(), "-o show node n1\n-o show node n1\n");
@@ -249,7 +314,7 @@ TEST(SlurmGate, DrainsWithItsReasonResumesOnlyItsOwnDrain) {
 TEST(SlurmGate, ADryRunReadsTheNodeAndChangesNothing) {
   FakeScontrol idle("NodeName=n1 State=IDLE Reason=(null)");
   auto closed = make_slurm_gate(cluster::Scontrol(idle.path(), 5s), "n1", true)
-                    ->close("gpureap: GPU 0 driver_held 6.00 GiB (gpureap watch)");
+                    ->close({"gpureap: GPU 0 driver_held 6.00 GiB (gpureap watch)", std::nullopt});
   ASSERT_TRUE(closed);
   EXPECT_EQ(closed->step, GateStep::would_close);
   EXPECT_EQ(idle.args(), "-o show node n1\n");

@@ -8,27 +8,6 @@
 namespace gpureap::agent {
 namespace {
 
-// RFC 1123 subdomain, as a node's name must be (it goes into the URL unescaped):
-// dot-separated labels of [a-z0-9-], none empty, none starting or ending with '-'.
-bool is_dns_subdomain(std::string_view name) {
-  if (name.empty() || name.size() > 253) return false;
-  std::size_t label = 0;
-  char last = '.';
-  for (char c : name) {
-    if (c == '.') {
-      if (label == 0 || last == '-') return false;
-      label = 0;
-    } else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-') {
-      if (label == 0 && c == '-') return false;
-      ++label;
-    } else {
-      return false;
-    }
-    last = c;
-  }
-  return label > 0 && last != '-';
-}
-
 bool loopback_http(std::string_view url) {
   for (std::string_view host : {"http://127.0.0.1:", "http://localhost:", "http://[::1]:"})
     if (url.starts_with(host)) return true;
@@ -58,6 +37,25 @@ std::string reason_phrase(long status) {
 }
 
 }  // namespace
+
+bool is_dns_subdomain(std::string_view name) {
+  if (name.empty() || name.size() > 253) return false;
+  std::size_t label = 0;
+  char last = '.';
+  for (char c : name) {
+    if (c == '.') {
+      if (label == 0 || last == '-') return false;
+      label = 0;
+    } else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-') {
+      if (label == 0 && c == '-') return false;
+      ++label;
+    } else {
+      return false;
+    }
+    last = c;
+  }
+  return label > 0 && last != '-';
+}
 
 Result<KubeEndpoint> kube_endpoint_from_environment(
     const std::function<const char*(const char*)>& env) {
@@ -113,6 +111,12 @@ Result<KubeReply> KubeApi::patch_node(std::string_view content_type, const nlohm
                                       bool status) {
   return request("PATCH", "/api/v1/nodes/" + endpoint_.node + (status ? "/status" : ""),
                  content_type, patch.dump());
+}
+
+Result<KubeReply> KubeApi::call(const std::string& method, const std::string& path,
+                                const nlohmann::json& body) {
+  return request(method, path, body.is_null() ? "" : "application/json",
+                 body.is_null() ? "" : body.dump());
 }
 
 Result<KubeReply> KubeApi::request(const std::string& method, const std::string& path,

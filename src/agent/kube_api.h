@@ -1,6 +1,7 @@
 #pragma once
 // The Kubernetes API as the gate uses it (agent/kube_gate.h): read this node, patch it,
-// patch its status. A handful of REST requests on an HttpTransport, no generated client.
+// patch its status; create, read and delete DeviceTaintRules (agent/device_taint_gate.h).
+// A handful of REST requests on an HttpTransport, no generated client.
 // In a pod: the API server from KUBERNETES_SERVICE_HOST/PORT (https, verified against
 // the service account's ca.crt), the bearer token read from the service account's token
 // file on every request (the kubelet rotates it), and once more on a 401; the node's
@@ -19,6 +20,11 @@
 namespace gpureap::agent {
 
 inline constexpr const char* kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// An RFC 1123 subdomain, as the name of a node or a cluster-scoped object must be (it
+/// goes into the URL unescaped): dot-separated labels of [a-z0-9-], none empty, none
+/// starting or ending with '-', at most 253 characters.
+bool is_dns_subdomain(std::string_view name);
 
 /// Where the API server is, how to trust it and how to authenticate, and this node.
 struct KubeEndpoint {
@@ -58,6 +64,11 @@ class KubeApi {
   /// application/strategic-merge-patch+json).
   Result<KubeReply> patch_node(std::string_view content_type, const nlohmann::json& patch,
                                bool status);
+  /// Any other request (agent/device_taint_gate.h): `path` from the server's root
+  /// ("/apis/resource.k8s.io/v1/devicetaintrules"), the body as application/json unless
+  /// null.
+  Result<KubeReply> call(const std::string& method, const std::string& path,
+                         const nlohmann::json& body = nullptr);
 
  private:
   Result<KubeReply> request(const std::string& method, const std::string& path,

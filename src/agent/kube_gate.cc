@@ -66,8 +66,10 @@ class ConditionGate final : public NodeAction {
   ConditionGate(KubeApi api, bool dry_run) : api_(std::move(api)), dry_run_(dry_run) {}
   std::string_view mode() const override { return "kubernetes-condition"; }
 
-  Result<GateOutcome> close(const std::string& reason) override { return act(true, reason); }
-  Result<GateOutcome> open() override {
+  Result<GateOutcome> close(const GateTarget& target) override {
+    return act(true, target.reason);
+  }
+  Result<GateOutcome> open(const GateTarget&) override {
     return act(false, "gpureap: every GPU verified back at baseline (gpureap watch)");
   }
 
@@ -106,8 +108,10 @@ class TaintGate final : public NodeAction {
   TaintGate(KubeApi api, bool dry_run) : api_(std::move(api)), dry_run_(dry_run) {}
   std::string_view mode() const override { return "kubernetes-taint"; }
 
-  Result<GateOutcome> close(const std::string& reason) override { return act(true, reason); }
-  Result<GateOutcome> open() override { return act(false, ""); }
+  Result<GateOutcome> close(const GateTarget& target) override {
+    return act(true, target.reason);
+  }
+  Result<GateOutcome> open(const GateTarget&) override { return act(false, ""); }
 
  private:
   Result<GateOutcome> act(bool close, const std::string& reason) {

@@ -175,7 +175,7 @@ TEST_F(KubeGateTest, TheTaintIsRetriedOnAConflictAndAFailedTestThenSaidAsAFailur
   x_.replies = {reply(200, kNode), reply(409, {{"message", "the object has been modified"}}),
                 reply(200, kNode), reply(422, {{"message", "test failed"}}),
                 reply(200, moved), reply(200, moved)};
-  auto done = gate->close("gpureap: GPU 0 orphaned 8.00 GiB pid 42 (gpureap watch)");
+  auto done = gate->close({"gpureap: GPU 0 orphaned 8.00 GiB pid 42 (gpureap watch)", std::nullopt});
   ASSERT_TRUE(done) << done.error().message;
   EXPECT_EQ(done->step, GateStep::closed);
   EXPECT_EQ(done->target, "node gpu-7");
@@ -193,13 +193,13 @@ TEST_F(KubeGateTest, TheTaintIsRetriedOnAConflictAndAFailedTestThenSaidAsAFailur
     x_.replies.push_back(reply(200, kNode));
     x_.replies.push_back(reply(409, {{"message", "modified"}}));
   }
-  done = gate->close("gpureap: x");
+  done = gate->close({"gpureap: x", std::nullopt});
   ASSERT_FALSE(done);
   EXPECT_EQ(done.error().message,
             "PATCH node gpu-7: still conflicting after 5 attempts (409, 409, 409, 409, 409)");
   // Any other refusal is said at once.
   x_.replies = {reply(200, kNode), reply(403, {{"message", "nodes \"gpu-7\" is forbidden"}})};
-  done = gate->close("gpureap: x");
+  done = gate->close({"gpureap: x", std::nullopt});
   ASSERT_FALSE(done);
   EXPECT_EQ(done.error().message, "PATCH node gpu-7: 403 Forbidden: nodes \"gpu-7\" is forbidden");
 }
@@ -209,10 +209,10 @@ TEST_F(KubeGateTest, AForeignTaintOfTheSameKeyIsNeverRemovedNorClaimed) {
   json foreign = kNode;
   foreign["spec"]["taints"].push_back({{"key", "gpureap.io/gpu-memory-leak"}, {"effect", "NoSchedule"}});
   x_.replies = {reply(200, foreign), reply(200, foreign)};
-  auto closed = gate->close("gpureap: x");
+  auto closed = gate->close({"gpureap: x", std::nullopt});
   ASSERT_TRUE(closed);
   EXPECT_EQ(closed->step, GateStep::left_alone);
-  auto opened = gate->open();
+  auto opened = gate->open({});
   ASSERT_TRUE(opened);
   EXPECT_EQ(opened->step, GateStep::left_alone);
   for (const auto& c : x_.calls) EXPECT_EQ(c.method, "GET");
@@ -221,7 +221,7 @@ TEST_F(KubeGateTest, AForeignTaintOfTheSameKeyIsNeverRemovedNorClaimed) {
 TEST_F(KubeGateTest, TheConditionIsPatchedOnTheStatusAndADryRunOnlyReads) {
   auto gate = make_condition_gate(api(), false);
   x_.replies = {reply(200, kNode), reply(200, kNode)};
-  auto done = gate->close("gpureap: GPU 0 orphaned 8.00 GiB pid 42 (gpureap watch)");
+  auto done = gate->close({"gpureap: GPU 0 orphaned 8.00 GiB pid 42 (gpureap watch)", std::nullopt});
   ASSERT_TRUE(done) << done.error().message;
   EXPECT_EQ(done->step, GateStep::closed);
   ASSERT_EQ(x_.calls.size(), 2u);
@@ -235,7 +235,7 @@ TEST_F(KubeGateTest, TheConditionIsPatchedOnTheStatusAndADryRunOnlyReads) {
   auto dry = make_condition_gate(api(), true);
   x_.calls.clear();
   x_.replies = {reply(200, kNode)};
-  done = dry->close("gpureap: x");
+  done = dry->close({"gpureap: x", std::nullopt});
   ASSERT_TRUE(done);
   EXPECT_EQ(done->step, GateStep::would_close);
   ASSERT_EQ(x_.calls.size(), 1u);

@@ -82,6 +82,8 @@ std::vector<WatchOptionRow> make_table() {
        "'gpureap:', resume only such a drain. kubernetes-condition: the node condition "
        "GpuMemoryLeak (nodes/status). kubernetes-taint: the taint "
        "gpureap.io/gpu-memory-leak:NoSchedule, removed only when gpureap added it. "
+       "kubernetes-device-taint: a DRA DeviceTaintRule for each GPU with a leak, deleted "
+       "once that GPU is verified (GPUREAP_DRA_*). "
        "Kubernetes: NODE_NAME and the pod's service account (docs/kubernetes.md). "
        "Repeatable",
        nullptr, nullptr, &T::gate, [](const O& o) { return text(o.gate); }, nullptr},

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "agent/gate.h"
+#include "agent/gate_modes.h"
 #include "agent/gnutls_load.h"
 #include "agent/options_file.h"
 #include "util/pattern.h"

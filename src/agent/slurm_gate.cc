@@ -14,8 +14,10 @@ class SlurmGate final : public NodeAction {
 
   std::string_view mode() const override { return "slurm"; }
 
-  Result<GateOutcome> close(const std::string& reason) override { return act(false, reason); }
-  Result<GateOutcome> open() override { return act(true, ""); }
+  Result<GateOutcome> close(const GateTarget& target) override {
+    return act(false, target.reason);
+  }
+  Result<GateOutcome> open(const GateTarget&) override { return act(true, ""); }
 
  private:
   // `healthy`: open; else close with `reason`.

@@ -19,10 +19,6 @@
 
 namespace gpureap::agent {
 
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 namespace {
 
 /// The stat line of one process, parsed; nullopt when it is gone or unreadable.
@@ -70,7 +66,10 @@ struct Watcher::Watched {
 };
 
 Watcher::Watcher(inventory::Node& node, WatchOptions options)
-    : node_(node), options_(options), lineage_(proc::proc_identity_reader(node.proc_root())) {}
+    : node_(node),
+      options_(options),
+      new_(node.proc_root()),
+      pace_(options.full_scan, options.full_scan_auto, kFullScanShare, kFullScanMax) {}
 
 std::set<pid_t> Watcher::own_pids() const {
   std::set<pid_t> own{::getpid()};
@@ -79,28 +78,16 @@ std::set<pid_t> Watcher::own_pids() const {
 }
 
 void Watcher::refresh(bool full) {
-  if (!events_tried_) {
-    // Before the first listing of /proc: a process started after it is an event.
-    events_tried_ = true;
-    if (!options_.proc_events) {
-      events_unavailable_ = "not asked for";
-    } else if (!proc::proc_events_apply(node_.proc_root())) {
-      events_unavailable_ = "not root in the initial namespaces, or another /proc";
-    } else if (auto events = proc::ProcEvents::open(); events) {
-      events_ = std::move(*events);
-    } else {
-      events_unavailable_ = events.error().message;
-    }
-  }
+  new_.start(options_.proc_events, node_.proc_root());
   note_deaths();
   auto now = node_.clock().now();
   const bool failed_before = limits_.look_failed.has_value();
   limits_.look_failed.reset();
   // After a look that ran out of descriptors, the whole of /proc is read again at the
   // next tick: what it could not read is known again as soon as it can be.
-  if (full || full_scans_ == 0 || now >= next_full_ || failed_before) {
+  if (full || pace_.full_due(now) || failed_before) {
     full_scan();
-    next_full_ = now + full_scan_interval();
+    pace_.schedule(now);
   } else {
     incremental_scan();
   }
@@ -119,8 +106,8 @@ void Watcher::refresh(bool full) {
 void Watcher::look_at_crashes() {
   // A drain during a look (its rebuild, an exit's manner) may have queued some: each look
   // drains again, so a few rounds at most (a crash per round is a burst of crashes).
-  for (int round = 0; round < 3 && !lineage_looks_.empty(); ++round)
-    look_after_deaths(std::exchange(lineage_looks_, {}));
+  for (int round = 0; round < 3 && new_.crash_looks_pending(); ++round)
+    look_after_deaths(new_.take_crash_looks());
 }
 
 void Watcher::look_after_deaths(std::set<pid_t> affected) {
@@ -133,16 +120,7 @@ void Watcher::look_after_deaths(std::set<pid_t> affected) {
     incremental_scan(Look::death, affected);
 }
 
-std::chrono::milliseconds Watcher::full_scan_interval() const {
-  if (!options_.full_scan_auto) return options_.full_scan;
-  // As often as asked, unless that would take more than kFullScanShare of a core.
-  const auto stretched = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::duration<double>(last_full_cpu_) / kFullScanShare);
-  return std::clamp(stretched, options_.full_scan, std::max(options_.full_scan, kFullScanMax));
-}
-
 void Watcher::full_scan() {
-  ++full_scans_;
   const auto cpu_before = process_cpu();
   node_.gpus().prefetch_snapshot();
   // Every process listed now is known: the next tick scans only newer ones. Listed
@@ -161,112 +139,45 @@ void Watcher::full_scan() {
   scan.exclude = own_pids();
   scan.run_supervisors = inventory::run_supervisors(node_.baselines().dir(), node_.proc_root(), true);
   proc::ScanResult result = proc::scan_holders(scan);
-  last_full_cpu_ = process_cpu() - cpu_before;
+  pace_.full_ran(process_cpu() - cpu_before);
   take_snapshot();
 
   if (result.out_of_descriptors) {
-    // A failed look, not "these processes hold nothing": the holders it read are
-    // updated, every other one is kept as the last look saw it (W3-04).
-    for (auto& h : result.holders) holders_[h.id.pid] = std::move(h);
+    holders_.update_read(result);  // a failed look (W3-04)
     look_failed(result);
     return rebuild();
   }
-  holders_.clear();
-  for (auto& h : result.holders) holders_.emplace(h.id.pid, std::move(h));
-  problems_ = std::move(result.problems);
-  processes_scanned_ = result.processes_scanned;
-  seen_pids_.clear();
-  if (listed_ok) seen_pids_ = std::move(listed);
+  holders_.replace(std::move(result));
+  new_.listed(listed_ok ? std::move(listed) : std::vector<pid_t>{});
   // What was seen die for a process that holds nothing now (gone, or let go) names
   // nobody: dropped at every full look, so the state directory's record stays current.
-  std::erase_if(dead_parents_, [&](const auto& entry) { return !holders_.contains(entry.first); });
+  std::erase_if(dead_parents_,
+                [&](const auto& entry) { return !holders_.holders().contains(entry.first); });
   rebuild();
 }
 
 void Watcher::take_snapshot() {
-  // A hung NVML (or GPU) is not asked again by the source, nor is a driver whose
-  // nvmlInit failed (not loaded yet at boot, a reload): the agent must recover
-  // when the driver does, so it asks afresh, backed off (kRetryStart doubling to
-  // kHangRetryMax after a hang, kInitRetryMax after a failed start), and only
-  // once the helper that hung has exited. The probe is prefetched: the loop keeps
-  // the last snapshot until the fresh helper answers (at most the NVML deadline),
-  // so a driver that is still stuck never holds up the loop, and one that answers
-  // again is seen at the next tick (W2-04, W2-22).
-  auto& gpus = node_.gpus();
-  const auto now = node_.clock().now();
-  const bool hung = snapshot_.state == gpu::SourceState::hung ||
-                    std::any_of(snapshot_.gpus.begin(), snapshot_.gpus.end(),
-                                [](const gpu::GpuInfo& g) { return g.hung; });
-  const bool not_started = snapshot_.state == gpu::SourceState::init_failed ||
-                           snapshot_.state == gpu::SourceState::library_missing;
-  if (!hung && !not_started) {
-    source_backoff_ = kRetryStart;
-    next_source_retry_ = now + kRetryStart;  // the first retry, should this reading fail
-    probe_since_.reset();
-  } else if (!probe_since_ && now >= next_source_retry_) {
-    if (gpus.retry_after_failure()) {
-      gpus.prefetch_snapshot();
-      probe_since_ = now;
-    }
-    next_source_retry_ = now + source_backoff_;
-    source_backoff_ = std::min(source_backoff_ * 2, hung ? kHangRetryMax : kInitRetryMax);
-  }
-  auto deadline = options_.source_deadline;
-  if (probe_since_) {
-    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - *probe_since_);
-    if (gpus.snapshot_in_flight()) {
-      if (waited < deadline) return;
-      // The probe's deadline counts from when it was sent: a helper still silent
-      // past it is a hang, found without waiting again.
-      deadline = std::max(std::chrono::milliseconds(1), deadline - waited);
-    }
-    probe_since_.reset();
-  }
-  // The snapshot being replaced joins the utilization history; a GPU that did
-  // not say starts its window afresh.
-  for (const auto& g : snapshot_.gpus) {
-    auto& history = busy_history_[g.id];
-    if (!g.utilization_gpu) {
-      history.clear();
-      continue;
-    }
-    history.push_back(*g.utilization_gpu);
-    if (history.size() >= inventory::kBusyTicks)
-      history.erase(history.begin(), history.end() - (inventory::kBusyTicks - 1));
-  }
-  snapshot_ = gpus.snapshot(deadline);
+  source_.take(node_.gpus(), node_.clock().now(), options_.source_deadline);
 }
 
 void Watcher::incremental_scan(Look look, const std::set<pid_t>& also) {
-  ++(look == Look::death ? death_scans_ : incremental_scans_);
+  pace_.incremental_ran(look == Look::death);
   node_.gpus().prefetch_snapshot();
   UniqueFd proc_fd(proc::open_dir_at(AT_FDCWD, node_.proc_root().c_str()));
   if (!proc_fd.valid()) return full_scan();  // reports the failure as a scan problem
   proc::ReadBuffer buf;
   std::set<pid_t> candidates;
-  if (!new_pids(proc_fd.get(), candidates)) return full_scan();
-  // A new process is looked at again at the next tick: seen between its fork (or exec)
-  // and the open of its device node (a shell's `exec 3</dev/nvidia1` a few ms after its
-  // start, longer on a loaded machine), its first look finds nothing, and no later event
-  // or listing names it again before the full scan (W3-14 failed so in CI).
-  // A death's look between two ticks (or after a tick's) keeps them for the next tick.
-  std::set<pid_t> young = candidates;
-  candidates.insert(young_.begin(), young_.end());
-  // The living children of a process the events show crashed (proc/event_lineage.h).
-  candidates.merge(lineage_looks_);
-  lineage_looks_.clear();
-  if (look == Look::death)
-    young_.merge(young);
-  else
-    young_ = std::move(young);
+  // New processes, those new at the last tick, the children of crashes.
+  if (!new_.candidates(proc_fd.get(), look == Look::death, candidates)) return full_scan();
   candidates.insert(also.begin(), also.end());
+  auto& holders = holders_.holders();
 
   // Known holders: gone ones are dropped; a changed state letter, parent or group
   // (a zombie leader, an orphan) means a fresh look at that one process.
-  for (auto it = holders_.begin(); it != holders_.end();) {
+  for (auto it = holders.begin(); it != holders.end();) {
     auto stat = read_stat(proc_fd.get(), it->first, buf);
     if (!stat || stat->start_time != it->second.id.start_time) {
-      it = holders_.erase(it);
+      it = holders.erase(it);
       continue;
     }
     if (stat->state != it->second.state || stat->ppid != it->second.ppid ||
@@ -278,15 +189,15 @@ void Watcher::incremental_scan(Look look, const std::set<pid_t>& also) {
   take_snapshot();
   // Processes NVML lists that we do not know as holders yet (a context created
   // by a process that was already running).
-  const std::set<pid_t> listed = source_pids();
+  const std::set<pid_t> listed = source_.listed_pids();
   for (pid_t pid : listed)
-    if (!holders_.contains(pid)) candidates.insert(pid);
+    if (!holders.contains(pid)) candidates.insert(pid);
   // Holders NVML does not list (a device node open, a mapping: no memory figure
   // tells that they let go) have their fd tables read again, and are scanned again
   // when they hold something else now: one that closed its node is no holder from
   // this tick on (W3-14).
   std::vector<const proc::Holder*> unlisted;
-  for (const auto& [pid, h] : holders_)
+  for (const auto& [pid, h] : holders)
     if (!listed.contains(pid) && !candidates.contains(pid)) unlisted.push_back(&h);
   proc::ScanOptions check;
   check.proc_root = node_.proc_root();
@@ -297,90 +208,14 @@ void Watcher::incremental_scan(Look look, const std::set<pid_t>& also) {
   rebuild();
 }
 
-bool Watcher::new_pids(int proc_fd, std::set<pid_t>& candidates) {
-  if (!events_) return listed_new_pids(proc_fd, candidates);
-  pump_events();
-  if (!events_) return listed_new_pids(proc_fd, candidates);
-  std::optional<proc::ProcEventBatch> batch(std::move(pending_events_));
-  pending_events_ = {};
-  // The kernel dropped events (a burst past the socket's buffer): the listing tells
-  // which processes are new; the events keep coming.
-  if (batch->lost) return listed_new_pids(proc_fd, candidates);
-  // Each process's last event says whether it is there now: started (or exec'd: its
-  // fd table is another program's) means a scan; one that started and exited
-  // within the tick needs none, and a pid reused within it is seen by its new fork.
-  std::map<pid_t, bool> alive;
-  for (const proc::ProcEvent& e : batch->events)
-    alive[e.pid] = e.kind != proc::ProcEvent::Kind::exited;
-  if (alive.empty()) return true;
-  std::vector<pid_t> born, gone;
-  for (const auto& [pid, is_alive] : alive) (is_alive ? born : gone).push_back(pid);
-  candidates.insert(born.begin(), born.end());
-  // seen_pids_ (the process count, and the listing to compare with after a loss)
-  // = (seen ∪ born) \ gone, by merges of sorted lists.
-  std::vector<pid_t> merged, next;
-  merged.reserve(seen_pids_.size() + born.size());
-  std::set_union(seen_pids_.begin(), seen_pids_.end(), born.begin(), born.end(),
-                 std::back_inserter(merged));
-  next.reserve(merged.size());
-  std::set_difference(merged.begin(), merged.end(), gone.begin(), gone.end(),
-                      std::back_inserter(next));
-  seen_pids_ = std::move(next);
-  return true;
-}
-
-bool Watcher::listed_new_pids(int proc_fd, std::set<pid_t>& candidates) {
-  proc::ReadBuffer buf;
-  std::vector<pid_t> pids;
-  if (proc::list_pids(proc_fd, buf, pids) != 0) return false;
-  // New since the last tick: a merge of two sorted lists (10,000 processes: no tree).
-  std::sort(pids.begin(), pids.end());
-  std::set_difference(pids.begin(), pids.end(), seen_pids_.begin(), seen_pids_.end(),
-                      std::inserter(candidates, candidates.end()));
-  seen_pids_ = std::move(pids);
-  return true;
-}
-
-void Watcher::pump_events() {
-  if (!events_) return;
-  auto batch = events_->drain();
-  if (!batch) {
-    // The connector failed: listing from now on (seen_pids_ is as of the last tick).
-    events_unavailable_ = batch.error().message;
-    events_.reset();
-    pending_events_ = {};
-    return;
-  }
-  // CLOCK_MONOTONIC (the events' clock) to the wall clock, to date an exit.
-  timespec mono{};
-  ::clock_gettime(CLOCK_MONOTONIC, &mono);
-  const double wall_offset =
-      wall_now() - (static_cast<double>(mono.tv_sec) + static_cast<double>(mono.tv_nsec) / 1e9);
-  lineage_looks_.merge(lineage_.apply(*batch, wall_offset));
-  pending_events_.lost = pending_events_.lost || batch->lost;
-  pending_events_.events.insert(pending_events_.events.end(), batch->events.begin(),
-                                batch->events.end());
-  // Drained at once now, kept for the tick: past kMaxPendingEvents (a long --tick on a
-  // busy node) they are dropped as the kernel drops an overrun, and the tick lists /proc.
-  if (pending_events_.events.size() > kMaxPendingEvents) {
-    pending_events_.events.clear();
-    pending_events_.events.shrink_to_fit();
-    pending_events_.lost = true;
-  }
-}
-
 void Watcher::read_exit(const Watched& w, inventory::DeadParent& dead) {
   // The kernel's exit event (sent before the pidfd fires, so it is queued by now), else
   // the pidfd's exit information or the zombie's stat line; else unknown.
-  pump_events();
-  for (auto e = pending_events_.events.rbegin(); e != pending_events_.events.rend(); ++e)
-    if (e->kind == proc::ProcEvent::Kind::exited && e->pid == w.pid) {
-      dead.manner = WIFSIGNALED(e->wait_status) ? proc::ExitManner::signaled
-                                                : proc::ExitManner::exited;
-      dead.exit_value =
-          WIFSIGNALED(e->wait_status) ? WTERMSIG(e->wait_status) : WEXITSTATUS(e->wait_status);
-      return;
-    }
+  if (auto status = new_.exit_status(w.pid)) {
+    dead.manner = WIFSIGNALED(*status) ? proc::ExitManner::signaled : proc::ExitManner::exited;
+    dead.exit_value = WIFSIGNALED(*status) ? WTERMSIG(*status) : WEXITSTATUS(*status);
+    return;
+  }
   if (auto how = w.handle.exit_manner(node_.proc_root())) {
     dead.manner = how->how == proc::ChildExit::How::killed ? proc::ExitManner::signaled
                                                           : proc::ExitManner::exited;
@@ -397,22 +232,10 @@ void Watcher::rescan(const std::set<pid_t>& pids) {
   scan.only_pids = std::vector<pid_t>(pids.begin(), pids.end());
   proc::ScanResult result = proc::scan_holders(scan);
   if (result.out_of_descriptors) {
-    // Those it could not read stay as they were (W3-04).
-    for (auto& h : result.holders) holders_[h.id.pid] = std::move(h);
+    holders_.update_read(result);  // those it could not read stay as they were (W3-04)
     return look_failed(result);
   }
-  for (pid_t p : pids) holders_.erase(p);  // no longer a holder unless found again
-  std::erase_if(problems_, [&](const proc::ScanProblem& pr) { return pids.contains(pr.pid); });
-  for (auto& h : result.holders) holders_[h.id.pid] = std::move(h);
-  for (auto& pr : result.problems)
-    if (pr.pid != 0) problems_.push_back(std::move(pr));
-}
-
-std::set<pid_t> Watcher::source_pids() const {
-  std::set<pid_t> pids;
-  for (const auto& g : snapshot_.gpus)
-    for (const auto& p : g.processes) pids.insert(static_cast<pid_t>(p.pid));
-  return pids;
+  holders_.rescanned(pids, std::move(result));
 }
 
 void Watcher::look_failed(const proc::ScanResult& result) {
@@ -429,18 +252,15 @@ void Watcher::look_failed(const proc::ScanResult& result) {
 }
 
 void Watcher::rebuild() {
-  proc::ScanResult scan;
-  scan.holders.reserve(holders_.size());
-  for (const auto& [pid, h] : holders_) scan.holders.push_back(h);
+  proc::ScanResult scan = holders_.as_scan(
+      pace_.full() > 0 ? std::optional<std::size_t>(new_.processes()) : std::nullopt);
   // Ages as of now, not as of the scan that found each holder (held between full
   // scans, it keeps growing): the same rule as the scan's, at answer time (W2-21).
   static const double clk_tck = static_cast<double>(::sysconf(_SC_CLK_TCK));
   if (const double uptime = read_uptime(node_.proc_root()); uptime > 0 && clk_tck > 0)
     for (auto& h : scan.holders)
       h.age_seconds = std::max(0.0, uptime - static_cast<double>(h.id.start_time) / clk_tck);
-  scan.problems = problems_;
   if (limits_.look_failed) scan.problems.insert(scan.problems.begin(), {0, *limits_.look_failed});
-  scan.processes_scanned = full_scans_ > 0 ? seen_pids_.size() : processes_scanned_;
 
   witness_from_lineage();
   inventory::CollectOptions options;
@@ -450,13 +270,13 @@ void Watcher::rebuild() {
   options.clock = &node_.clock();
   options.reread_unexplained = false;  // the release model sees every tick: it tells a fall
   options.sample_busy = false;  // the ticks are the samples
-  options.busy_history = busy_history_;
+  options.busy_history = source_.busy_history();
   options.dead_parents = dead_parents_;
   options.releases = &node_.releases();  // the release model over the ticks (issue 35)
   if (!imports_) imports_.emplace(node_.baselines().dir(), node_.proc_root());
-  imports_->observe(snapshot_, holders_, wall_now());
+  imports_->observe(source_.snapshot(), holders_.holders(), wall_now());
   options.imports = imports_->records();
-  gpu::GpuSnapshot snapshot = snapshot_;
+  gpu::GpuSnapshot snapshot = source_.snapshot();
   inv_ = inventory::join_look(node_.gpus(), std::move(snapshot), std::move(scan), node_.devices(),
                               node_.baselines(), options);
 }
@@ -469,7 +289,8 @@ void Watcher::rewatch() {
   // One that died since the last note is recorded first, never re-watched as a zombie
   // and so forgotten (the dependents' next look has the witness).
   note_deaths();
-  const std::set<pid_t> listed = source_pids();
+  const std::set<pid_t> listed = source_.listed_pids();
+  const auto& holders = holders_.holders();
   std::map<pid_t, std::set<pid_t>> wanted;  // pid -> dependents
   std::vector<pid_t> order;
   auto want = [&](pid_t pid, std::optional<pid_t> dependent) {
@@ -481,7 +302,7 @@ void Watcher::rewatch() {
     return listed.contains(h.id.pid) || h.found_by.contains(proc::FoundBy::mapping);
   };
   for (int pass = 0; pass < 2; ++pass) {
-    for (const auto& [pid, h] : holders_) {
+    for (const auto& [pid, h] : holders) {
       if (with_memory(h) != (pass == 0)) continue;
       want(pid, std::nullopt);
       if (pass == 0) {
@@ -490,7 +311,7 @@ void Watcher::rewatch() {
       }
     }
   }
-  for (const auto& [pid, h] : holders_) {
+  for (const auto& [pid, h] : holders) {
     if (with_memory(h)) continue;
     if (h.ppid > 1) want(h.ppid, pid);
     if (h.pgid > 1 && h.pgid != pid) want(h.pgid, pid);
@@ -541,9 +362,9 @@ void Watcher::rewatch() {
     w->dependents = std::move(wanted[pid]);
     w->children.clear();
     for (pid_t dep : w->dependents)
-      if (auto h = holders_.find(dep); h != holders_.end() && h->second.ppid == pid)
+      if (auto h = holders.find(dep); h != holders.end() && h->second.ppid == pid)
         w->children.insert(dep);
-    w->is_holder = holders_.contains(pid);
+    w->is_holder = holders.contains(pid);
     next[w->handle.fd()] = w;
   }
   watched_ = std::move(next);
@@ -551,18 +372,20 @@ void Watcher::rewatch() {
 }
 
 void Watcher::witness_from_lineage() {
-  if (!events_) return;
-  pump_events();  // the table as of now: a pid reused since the last drain is seen
+  if (!new_.from_events()) return;
+  new_.pump();  // the table as of now: a pid reused since the last drain is seen
+  const auto& holders = holders_.holders();
+  const proc::EventLineage& lineage = new_.lineage();
   std::optional<std::vector<proc::ProcessId>> supervisors;  // read once, when needed
-  for (const auto& [pid, h] : holders_) {
+  for (const auto& [pid, h] : holders) {
     if (dead_parents_.contains(pid)) continue;  // the pidfd's record is the first seen
-    auto death = lineage_.dead_parent_of(pid);
+    auto death = lineage.dead_parent_of(pid);
     if (!death || h.ppid == death->dead.pid) continue;
     inventory::DeadParent dead = std::move(death->dead);
     dead.holder_start = h.id.start_time;
     dead.adopter = h.ppid;  // where the death left it (W4-05)
-    for (const auto& [other, oh] : holders_)
-      if (auto d = lineage_.dead_parent_of(other); d && d->dead.pid == dead.pid) ++dead.gpu_children;
+    for (const auto& [other, oh] : holders)
+      if (auto d = lineage.dead_parent_of(other); d && d->dead.pid == dead.pid) ++dead.gpu_children;
     if (!supervisors)
       supervisors = inventory::run_supervisors(node_.baselines().dir(), node_.proc_root(), false);
     dead.run_supervisor = death->start_time != 0 &&
@@ -577,16 +400,16 @@ std::vector<int> Watcher::watch_fds() const {
   std::vector<int> fds;
   fds.reserve(watched_.size() + 1);
   for (const auto& [fd, w] : watched_) fds.push_back(fd);
-  if (events_) fds.push_back(events_->fd());
+  if (auto events = new_.fd()) fds.push_back(*events);
   return fds;
 }
 
 void Watcher::on_ready(int fd) {
-  if (events_ && fd == events_->fd()) {
+  if (fd == new_.fd()) {
     // Drained now, while a parent that just forked can still be read; a crash with
     // living children is a look at them, between ticks.
-    pump_events();
-    if (lineage_looks_.empty()) return;
+    new_.pump();
+    if (!new_.crash_looks_pending()) return;
     look_at_crashes();
     rewatch();
     return;
@@ -601,7 +424,8 @@ void Watcher::on_ready(int fd) {
   look_at_crashes();
   // Forget parents of processes that are no holders any more (the inventory reads
   // only holders' entries: nothing to rebuild).
-  std::erase_if(dead_parents_, [&](const auto& entry) { return !holders_.contains(entry.first); });
+  std::erase_if(dead_parents_,
+                [&](const auto& entry) { return !holders_.holders().contains(entry.first); });
   rewatch();
 }
 
@@ -624,12 +448,13 @@ std::set<pid_t> Watcher::note_death(int fd) {
   watched_.erase(it);
 
   double now = wall_now();
-  if (w->is_holder) holders_.erase(w->pid);
+  auto& holders = holders_.holders();
+  if (w->is_holder) holders.erase(w->pid);
   // What died, for the orphan rule (proc/lineage.h): was it the dependent's parent
   // (or only its group leader), did it hold a GPU, how many GPU workers had it. Its
   // children as of the last watch count too: a look since may have read them adopted.
   std::set<pid_t> children = w->children;
-  for (const auto& [pid, h] : holders_)
+  for (const auto& [pid, h] : holders)
     if (h.ppid == w->pid) children.insert(pid);
   const std::size_t gpu_children = children.size();
   // A run's supervisor by the identity its run recorded (inventory/run_records.h), never
@@ -642,7 +467,7 @@ std::set<pid_t> Watcher::note_death(int fd) {
   UniqueFd proc_fd(proc::open_dir_at(AT_FDCWD, node_.proc_root().c_str()));
   proc::ReadBuffer buf;
   for (pid_t dep : w->dependents) {
-    auto h = holders_.find(dep);
+    auto h = holders.find(dep);
     bool was_parent = children.contains(dep);
     auto known = dead_parents_.find(dep);
     if (known != dead_parents_.end() && known->second.was_parent && !was_parent) continue;
@@ -653,11 +478,11 @@ std::set<pid_t> Watcher::note_death(int fd) {
     dead.exit_value = how.exit_value;
     dead.pgid = w->pgid;
     dead.sid = w->sid;
-    if (h != holders_.end()) dead.holder_start = h->second.id.start_time;
+    if (h != holders.end()) dead.holder_start = h->second.id.start_time;
     // Who the kernel gave it to (exit_notify re-parented it before the pidfd fired).
     if (proc_fd.valid())
       if (auto now_stat = read_stat(proc_fd.get(), dep, buf);
-          now_stat && (h == holders_.end() || now_stat->start_time == h->second.id.start_time))
+          now_stat && (h == holders.end() || now_stat->start_time == h->second.id.start_time))
         dead.adopter = now_stat->ppid;
     dead_parents_[dep] = std::move(dead);
   }

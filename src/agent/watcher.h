@@ -22,19 +22,23 @@
 #include <string>
 #include <vector>
 
+#include "agent/holder_table.h"
+#include "agent/new_process_finder.h"
+#include "agent/scan_pace.h"
+#include "agent/source_reader.h"
 #include "inventory/events.h"
 #include "inventory/import_witness.h"
 #include "inventory/inventory.h"
 #include "inventory/node.h"
 #include "proc/event_lineage.h"
 #include "proc/holder_scan.h"
-#include "proc/proc_events.h"
 #include "proc/process_handle.h"
+#include "util/clock.h"
 
 namespace gpureap::agent {
 
 /// Seconds since the epoch, now: the time of an event and of a dead parent's death.
-double wall_now();
+using util::wall_now;
 
 /// The agent's defaults (`gpureap watch --tick`, `--full-scan-interval`), written once.
 inline constexpr std::chrono::milliseconds kDefaultTick{1000};
@@ -112,25 +116,26 @@ class Watcher {
 
   const WatchLimits& limits() const { return limits_; }
   /// Who forked whom and who exited how, from the kernel's events (empty without them).
-  const proc::EventLineage& lineage() const { return lineage_; }
+  const proc::EventLineage& lineage() const { return new_.lineage(); }
 
-  std::uint64_t full_scans() const { return full_scans_; }
-  std::uint64_t incremental_scans() const { return incremental_scans_; }
+  std::uint64_t full_scans() const { return pace_.full(); }
+  std::uint64_t incremental_scans() const { return pace_.incremental(); }
   /// Incremental scans a death caused (a watched holder's or its parent's, or a crash
   /// the kernel's events showed), not a tick, a question or a scrape.
-  std::uint64_t death_scans() const { return death_scans_; }
+  std::uint64_t death_scans() const { return pace_.death(); }
   /// How new processes are found now, and why not through events when not.
-  NewProcesses new_processes() const { return events_ ? NewProcesses::events : NewProcesses::listing; }
-  const std::string& events_unavailable() const { return events_unavailable_; }
+  NewProcesses new_processes() const {
+    return new_.from_events() ? NewProcesses::events : NewProcesses::listing;
+  }
+  const std::string& events_unavailable() const { return new_.unavailable(); }
   /// When the next full scan is due (its interval after the last one, stretched).
-  util::Clock::time_point next_full_scan() const { return next_full_; }
+  util::Clock::time_point next_full_scan() const { return pace_.next_full(); }
   /// Pids the agent itself runs (its NVML worker): excluded from every scan.
   std::set<pid_t> own_pids() const;
 
  private:
   struct Watched;  // a pidfd and what depends on it
   void full_scan();
-  std::chrono::milliseconds full_scan_interval() const;  // after the last full scan
   /// A tick's look (new processes, changed holders, NVML's list); a death's look also
   /// reads `also` (the dead process's dependents) and keeps the tick's young processes
   /// for the next tick.
@@ -142,11 +147,7 @@ class Watcher {
   /// and the announcement (one place for both paths).
   void look_after_deaths(std::set<pid_t> affected);
   void rescan(const std::set<pid_t>& pids);  // these pids only, fds and maps
-  /// New processes since the last tick: from the events, or a listing of /proc
-  /// against the last one; false when neither could tell (a full scan is due).
-  bool new_pids(int proc_fd, std::set<pid_t>& candidates);
-  bool listed_new_pids(int proc_fd, std::set<pid_t>& candidates);
-  void rebuild();  // the inventory from holders_ and the last NVML snapshot
+  void rebuild();  // the inventory from the holder table and the last NVML snapshot
   /// Records the death of the watched process behind `fd` (dead_parents_) and stops
   /// watching it; returns its dependents.
   std::set<pid_t> note_death(int fd);
@@ -154,59 +155,29 @@ class Watcher {
   /// returns their dependents.
   std::set<pid_t> note_deaths();
   void look_failed(const proc::ScanResult& result);  // out of descriptors: limits_
-  std::set<pid_t> source_pids() const;                 // the pids NVML lists, any GPU
   void rewatch();
-  /// Moves what the proc connector queued into pending_events_ (the next tick's new
-  /// processes, and the exits' manners a death is recorded with) and into lineage_;
-  /// the living children of a process that crashed join lineage_looks_.
-  void pump_events();
   /// A holder whose parent the events show dead (and the pidfd path did not see die):
   /// that death joins dead_parents_, for the one orphan rule to judge.
   void witness_from_lineage();
-  /// Looks at the living children of crashes the drains queued (lineage_looks_).
+  /// Looks at the living children of crashes the drains queued.
   void look_at_crashes();
-  static constexpr std::size_t kMaxPendingEvents = 1 << 16;
   /// How the process behind `w` ended (DeadParent::manner, exit_value), as the kernel says.
   void read_exit(const Watched& w, inventory::DeadParent& dead);
-  void take_snapshot();  // NVML, with a retry (backed off) after a hang or a failed start
+  void take_snapshot();  // NVML (SourceReader)
 
   inventory::Node& node_;
   WatchOptions options_;
   inventory::Inventory inv_;
-  gpu::GpuSnapshot snapshot_;
-  // SM utilization of earlier snapshots (index -> percent, oldest first, at most
-  // kBusyTicks - 1): the window in which a busy GPU with no process is a ghost.
-  std::map<gpu::DeviceId, std::vector<unsigned>> busy_history_;
-  std::map<pid_t, proc::Holder> holders_;  // by pid
-  std::vector<proc::ScanProblem> problems_;
-  std::size_t processes_scanned_ = 0;
-  std::vector<pid_t> seen_pids_;  // the processes as of the last tick, sorted
-  std::set<pid_t> young_;         // new at the last tick: looked at again at the next
-  std::optional<proc::ProcEvents> events_;  // when new processes are found by events
-  proc::ProcEventBatch pending_events_;     // drained, not yet read by a tick
-  std::string events_unavailable_;          // why not, when not
-  proc::EventLineage lineage_;              // fed by pump_events
-  std::set<pid_t> lineage_looks_;           // children of a crash, looked at next
-  bool events_tried_ = false;
-  std::chrono::nanoseconds last_full_cpu_{0};  // the last full scan's CPU time
+  SourceReader source_;   // NVML's snapshots, and when to ask a hung one again
+  HolderTable holders_;   // the holders known, by pid, and their scans' problems
+  NewProcessFinder new_;  // which processes a tick looks at (events or listings)
+  ScanPace pace_;         // when the next full scan is due; the looks counted
   std::map<int, std::shared_ptr<Watched>> watched_;  // by fd
   std::map<pid_t, inventory::DeadParent> dead_parents_;
   /// CUDA IPC imports seen happen (an exporter's death, its bytes moved to a live process),
   /// kept in the state directory; made at the first look.
   std::optional<inventory::ImportWitness> imports_;
   WatchLimits limits_;
-  util::Clock::time_point next_full_{};
-  // After a hang or a failed start: when to ask NVML again, and since when a
-  // fresh helper's first answer is awaited.
-  static constexpr std::chrono::milliseconds kRetryStart{1000};
-  static constexpr std::chrono::milliseconds kHangRetryMax{2000};
-  static constexpr std::chrono::milliseconds kInitRetryMax{30000};
-  util::Clock::time_point next_source_retry_{};
-  std::optional<util::Clock::time_point> probe_since_;
-  std::chrono::milliseconds source_backoff_{kRetryStart};
-  std::uint64_t full_scans_ = 0;
-  std::uint64_t incremental_scans_ = 0;
-  std::uint64_t death_scans_ = 0;
 };
 
 }  // namespace gpureap::agent

@@ -197,13 +197,22 @@ The GnuTLS library that \fBwatch \-\-web\-config\fR loads when the file asks for
 (default: \fIlibgnutls.so.30\fR, found by the dynamic loader; Debian's \fBlibgnutls30\fR).
 .TP
 .B NODE_NAME\fR, \fBKUBERNETES_SERVICE_HOST\fR, \fBKUBERNETES_SERVICE_PORT
-Read by \fBwatch \-\-gate kubernetes\-condition\fR and \fBkubernetes\-taint\fR: the node
-to close (the downward API's \fIspec.nodeName\fR) and the API server, as a pod has them.
+Read by \fBwatch \-\-gate kubernetes\-condition\fR, \fBkubernetes\-taint\fR and
+\fBkubernetes\-device\-taint\fR: the node to close (the downward API's \fIspec.nodeName\fR)
+and the API server, as a pod has them.
 .TP
 .B GPUREAP_KUBE_API\fR, \fBGPUREAP_KUBE_TOKEN_FILE\fR, \fBGPUREAP_KUBE_CA_FILE
 Another API server for the Kubernetes gates (\fIhttps://\fR, or \fIhttp://\fR to the
 loopback only), its bearer token file (default: the service account's \fItoken\fR, read
 again at every request) and CA file (default: the service account's \fIca.crt\fR).
+.TP
+.B GPUREAP_DRA_DRIVER\fR, \fBGPUREAP_DRA_POOL\fR, \fBGPUREAP_DRA_DEVICE\fR, \fBGPUREAP_DRA_API\fR, \fBGPUREAP_DRA_TAINT_EFFECT
+What \fBwatch \-\-gate kubernetes\-device\-taint\fR assumes of the DRA driver: its name
+(default \fIgpu.nvidia.com\fR), its pool (default the node's name), how a GPU is found among
+its devices (default \fIattribute:uuid\fR, the device whose \fIuuid\fR attribute is the GPU's
+UUID; or a name such as \fIgpu\-{index}\fR), the API version (default
+\fIresource.k8s.io/v1\fR; \fIresource.k8s.io/v1beta2\fR on Kubernetes 1.36) and the taint's
+effect (\fINoSchedule\fR, \fINoExecute\fR or \fINone\fR).
 .TP
 .B SLURM_JOB_ID\fR, \fBSLURM_JOB_GPUS\fR, \fBCUDA_VISIBLE_DEVICES\fR, \fBSLURMD_NODENAME
 Read by \fBgpureap slurm prolog\fR and \fBepilog\fR (the job, its GPUs as device minors or

@@ -16,6 +16,7 @@
 #include "inventory/events.h"
 #include "report/terminal_text.h"
 #include "report/watch_service.h"
+#include "util/clock.h"
 #include "util/units.h"
 #include "util/plural.h"
 
@@ -189,10 +190,6 @@ std::string describe(const Event& e, const Style& style) {
   return detail;
 }
 
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 bool has_bytes(const Event& e) {
   if (e.kind == EventKind::source_down || e.kind == EventKind::source_up) return false;
   // Holders whose figures are all unknown: the total is unknown, not 0.
@@ -270,12 +267,12 @@ std::string watch_event_json(const Event& e) {
 }
 
 std::string watch_dropped_line(std::uint64_t dropped, const Style& style) {
-  return fmt::format("{} {} while stdout was blocked\n", style.dim(stamp(wall_now())),
+  return fmt::format("{} {} while stdout was blocked\n", style.dim(stamp(util::wall_now())),
                      style.bold(count_of(dropped, "event") + " dropped"));
 }
 
 std::string watch_dropped_json(std::uint64_t dropped) {
-  nlohmann::ordered_json doc = event_head("events_dropped", level_name(Level::warning), wall_now());
+  nlohmann::ordered_json doc = event_head("events_dropped", level_name(Level::warning), util::wall_now());
   doc["dropped"] = dropped;
   return json_line(doc);
 }

@@ -26,6 +26,11 @@ inline double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+/// Seconds since the epoch, now (the wall clock: the time of an event, of a death).
+inline double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 /// A clock that moves only when told to, or when someone sleeps on it (the
 /// sleeper wakes at once, at the time it asked for).
 class FakeClock final : public Clock {

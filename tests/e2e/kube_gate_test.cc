@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -250,6 +251,184 @@ TEST_F(KubeGate, WithoutNodeNameTheGateIsRefusedAtStart) {
   auto r = run_command({GPUREAP_BIN, "watch", "--no-listen", "--gate", "kubernetes-taint"}, env, 30s);
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("NODE_NAME is not set"), std::string::npos) << r.err;
+}
+
+// --gate kubernetes-device-taint: one DeviceTaintRule per GPU (resource.k8s.io/v1), the
+// GPU's device found by its uuid attribute in the node's ResourceSlices.
+constexpr const char* kDraApi = "/apis/resource.k8s.io/v1/devicetaintrules";
+
+// The rule's name as the agent makes it (agent/device_taint_gate.h), spelled again here.
+std::string rule_name(const std::string& uuid) {
+  std::string id;
+  for (char c : uuid) id += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '-';
+  return std::string("gpureap-") + kNodeName + "-" + id;
+}
+
+class KubeDeviceGate : public KubeGate {
+ protected:
+  void SetUp() override {
+    KubeGate::SetUp();
+    if (IsSkipped()) return;
+    auto status = sim_.gpureap({"--json", "status"});
+    ASSERT_EQ(status.exit_code, 0) << status.out << status.err;
+    const json doc = status.json();
+    for (const auto& g : doc["gpus"]) uuids_.push_back(g["uuid"]);
+    ASSERT_GE(uuids_.size(), 2u);
+    std::filesystem::create_directories(dir());
+    // NVIDIA's DRA driver's shape: the pool named after the node, gpu-N with a uuid
+    // attribute; an older generation of the pool names GPU 1 otherwise (ignored).
+    json devices = json::array();
+    for (std::size_t i = 0; i < uuids_.size(); ++i)
+      devices.push_back({{"name", "gpu-" + std::to_string(i)},
+                         {"attributes", {{"uuid", {{"string", uuids_[i]}}}, {"index", {{"int", i}}}}}});
+    json slice = {{"metadata", {{"name", std::string(kNodeName) + "-gpu.nvidia.com-x"}}},
+                  {"spec", {{"driver", "gpu.nvidia.com"}, {"nodeName", kNodeName},
+                            {"pool", {{"name", kNodeName}, {"generation", 2}, {"resourceSliceCount", 1}}},
+                            {"devices", devices}}}};
+    json stale = slice;
+    stale["spec"]["pool"]["generation"] = 1;
+    json old_device = {{"name", "gpu-9"}, {"attributes", {{"uuid", {{"string", uuids_[1]}}}}}};
+    stale["spec"]["devices"] = json::array({old_device});
+    write_file(dir() + "/resourceslices.json", json::array({stale, slice}).dump());
+  }
+  json rules() const {
+    std::ifstream in(dir() + "/devicetaintrules.json");
+    json j = json::parse(in, nullptr, false);
+    return j.is_discarded() ? json::object() : j;
+  }
+  void seed_rules(const json& rules) const { write_file(dir() + "/devicetaintrules.json", rules.dump()); }
+  std::vector<std::string> uuids_;
+};
+
+// A person's rule on GPU 0, under a name of its own.
+const json kMaintenanceRule = {
+    {"apiVersion", "resource.k8s.io/v1"}, {"kind", "DeviceTaintRule"},
+    {"metadata", {{"name", "maintenance-gpu-0"}, {"uid", "uid-admin"}, {"resourceVersion", "7"}}},
+    {"spec", {{"deviceSelector", {{"driver", "gpu.nvidia.com"}, {"pool", kNodeName}, {"device", "gpu-0"}}},
+              {"taint", {{"key", "example.com/maintenance"}, {"effect", "NoSchedule"}}}}}};
+
+TEST_F(KubeDeviceGate, AWitnessedOrphanOnGpu1TaintsThatGpuAloneAndAVerifiedFreeDeletesItsRule) {
+  seed_rules({{"maintenance-gpu-0", kMaintenanceRule}});
+  StandIn api(dir(), kNode);
+  auto a = agent(api, "kubernetes-device-taint");
+  sim_.crash_watched({"--gpu", "1", "--children", "1", "--bytes", "8GiB"});
+  auto closed = gate_step(a, "closed");
+  ASSERT_TRUE(closed) << a.transcript();
+  EXPECT_EQ((*closed)["mode"], "kubernetes-device-taint");
+  EXPECT_EQ((*closed)["target"], "GPU 1 (DeviceTaintRule " + rule_name(uuids_[1]) + ")");
+  json r = rules();
+  ASSERT_TRUE(r.contains(rule_name(uuids_[1]))) << r.dump();
+  EXPECT_FALSE(r.contains(rule_name(uuids_[0]))) << "GPU 0 has no leak: " << r.dump();
+  EXPECT_EQ(r.size(), 2u) << r.dump();
+  const json& rule = r[rule_name(uuids_[1])];
+  EXPECT_EQ(rule["spec"]["deviceSelector"],
+            json({{"driver", "gpu.nvidia.com"}, {"pool", kNodeName}, {"device", "gpu-1"}}));
+  EXPECT_EQ(rule["spec"]["taint"]["key"], kTaintKey);
+  EXPECT_EQ(rule["spec"]["taint"]["value"], "orphaned");
+  EXPECT_EQ(rule["spec"]["taint"]["effect"], "NoSchedule");
+  EXPECT_EQ(rule["metadata"]["labels"]["app.kubernetes.io/managed-by"], "gpureap");
+  EXPECT_EQ(rule["metadata"]["annotations"]["gpureap.io/gpu-uuid"], uuids_[1]);
+  EXPECT_TRUE(rule["metadata"]["annotations"].value(kOwner, "").starts_with("gpureap: GPU 1 orphaned 8.00 GiB"))
+      << rule;
+
+  free_orphans();
+  auto opened = gate_step(a, "opened");
+  ASSERT_TRUE(opened) << a.transcript();
+  EXPECT_EQ((*opened)["target"], "GPU 1 (DeviceTaintRule " + rule_name(uuids_[1]) + ")");
+  r = rules();
+  EXPECT_FALSE(r.contains(rule_name(uuids_[1]))) << r.dump();
+  EXPECT_TRUE(r.contains("maintenance-gpu-0")) << "a person's rule stays: " << r.dump();
+  std::vector<std::string> writes;
+  for (const auto& q : api.requests())
+    if (q["method"] != "GET") writes.push_back(q["method"].get<std::string>() + " " + q["path"].get<std::string>() + " " + std::to_string(q["status"].get<int>()));
+  EXPECT_EQ(writes, (std::vector<std::string>{std::string("POST ") + kDraApi + " 201",
+                                              std::string("DELETE ") + kDraApi + "/" + rule_name(uuids_[1]) + " 200"}));
+  EXPECT_EQ(a.terminate(), 0) << a.transcript();
+}
+
+TEST_F(KubeDeviceGate, ARuleOfItsNameThatGpureapDidNotMakeIsNeverDeleted) {
+  json foreign = kMaintenanceRule;
+  foreign["metadata"]["name"] = rule_name(uuids_[0]);
+  seed_rules({{rule_name(uuids_[0]), foreign}});
+  StandIn api(dir(), kNode);
+  auto a = agent(api, "kubernetes-device-taint");
+  // The first look, clean, would open GPU 0: the rule is not gpureap's to delete.
+  ASSERT_TRUE(gate_step(a, "left_alone")) << a.transcript();
+  sim_.crash_watched({"--gpu", "0", "--children", "1", "--bytes", "8GiB"});
+  ASSERT_TRUE(gate_step(a, "left_alone")) << a.transcript();
+  free_orphans();
+  ASSERT_TRUE(gate_step(a, "left_alone")) << a.transcript();
+  EXPECT_EQ(rules()[rule_name(uuids_[0])], foreign);
+  for (const auto& q : api.requests()) EXPECT_EQ(q["method"], "GET") << q;
+  EXPECT_EQ(a.terminate(), 0) << a.transcript();
+}
+
+TEST_F(KubeDeviceGate, ALostTokenIsSaidAndTheRuleMadeOnceTheRotatedOneIsRead) {
+  StandIn api(dir(), kNode);
+  auto a = agent(api, "kubernetes-device-taint");
+  api.accept_token("token-2");
+  sim_.crash_watched({"--gpu", "1", "--children", "1", "--bytes", "8GiB"});
+  auto failed = gate_step(a, "failed");
+  ASSERT_TRUE(failed) << a.transcript();
+  EXPECT_NE((*failed)["detail"].get<std::string>().find("401 Unauthorized"), std::string::npos) << *failed;
+  EXPECT_TRUE(rules().empty()) << rules().dump();
+  write_file(api.agent_token(), "token-2\n");
+  ASSERT_TRUE(gate_step(a, "closed")) << a.transcript();
+  EXPECT_TRUE(rules().contains(rule_name(uuids_[1]))) << rules().dump();
+  EXPECT_EQ(a.terminate(), 0) << a.transcript();
+}
+
+TEST_F(KubeDeviceGate, ADryRunSaysTheRuleItWouldMakeAndMakesNone) {
+  StandIn api(dir(), kNode);
+  auto a = agent(api, "kubernetes-device-taint", {"--gate-dry-run"});
+  sim_.crash_watched({"--gpu", "1", "--children", "1", "--bytes", "8GiB"});
+  auto would = gate_step(a, "would_close");
+  ASSERT_TRUE(would) << a.transcript();
+  EXPECT_NE((*would)["detail"].get<std::string>().find("on device gpu.nvidia.com/" + std::string(kNodeName) + "/gpu-1"),
+            std::string::npos) << *would;
+  EXPECT_TRUE(rules().empty()) << rules().dump();
+  for (const auto& q : api.requests()) EXPECT_EQ(q["method"], "GET") << q;
+  EXPECT_EQ(a.terminate(), 0) << a.transcript();
+}
+
+TEST_F(KubeDeviceGate, AnUnknownEffectIsRefusedAtStart) {
+  auto env = sim_.env();
+  env["NODE_NAME"] = kNodeName;
+  env["GPUREAP_KUBE_API"] = "http://127.0.0.1:9";
+  env["GPUREAP_DRA_TAINT_EFFECT"] = "PreferNoSchedule";
+  auto r = run_command({GPUREAP_BIN, "watch", "--no-listen", "--gate", "kubernetes-device-taint"}, env, 30s);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("GPUREAP_DRA_TAINT_EFFECT 'PreferNoSchedule'"), std::string::npos) << r.err;
+}
+
+// The stand-in itself refuses what kube-apiserver refuses (so the tests above could fail).
+TEST_F(KubeDeviceGate, TheStandInAnswersDeviceTaintRulesAsTheApiServerDoes) {
+  if (::access("/usr/bin/curl", X_OK) != 0) GTEST_SKIP() << "curl is needed";
+  StandIn api(dir(), kNode);
+  auto send = [&](const std::string& method, const std::string& path, const json& body, bool token = true) {
+    std::vector<std::string> argv = {"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                                     "-X", method, "-H", "Content-Type: application/json"};
+    if (token) argv.insert(argv.end(), {"-H", "Authorization: Bearer token-1"});
+    if (!body.is_null()) argv.insert(argv.end(), {"--data", body.dump()});
+    argv.push_back(api.url() + path);
+    return run_command(argv, {{"PATH", "/usr/bin:/bin"}}, 30s).out;
+  };
+  json rule = kMaintenanceRule;
+  rule["metadata"] = {{"name", "ok-rule"}};
+  EXPECT_EQ(send("POST", kDraApi, rule, false), "401");
+  json bad = rule;
+  bad["spec"]["taint"]["effect"] = "PreferNoSchedule";
+  EXPECT_EQ(send("POST", kDraApi, bad), "422");
+  bad = rule;
+  bad["metadata"]["name"] = "Not_A_Name";
+  EXPECT_EQ(send("POST", kDraApi, bad), "422");
+  EXPECT_EQ(send("POST", kDraApi, rule), "201");
+  EXPECT_EQ(send("POST", kDraApi, rule), "409");
+  EXPECT_EQ(send("DELETE", std::string(kDraApi) + "/ok-rule",
+                 {{"preconditions", {{"uid", "someone-else"}}}}), "409");
+  EXPECT_EQ(send("DELETE", std::string(kDraApi) + "/ok-rule", nullptr), "200");
+  EXPECT_EQ(send("DELETE", std::string(kDraApi) + "/ok-rule", nullptr), "404");
+  EXPECT_EQ(send("GET", std::string(kDraApi) + "/ok-rule", nullptr), "404");
 }
 
 // Not a test: the gate's latency bench (bench/gate_latency.sh, docs/benchmarks.md), left

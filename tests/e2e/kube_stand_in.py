@@ -14,6 +14,20 @@ served on the loopback, enforcing what kube-apiserver does for these calls:
 - metadata.resourceVersion: bumped by every write; a patch that sets it to anything
   but the current one is 409 Conflict.
 
+DRA (resource.k8s.io/v1 and v1beta2, cluster-scoped, as kube-apiserver serves them):
+- GET .../resourceslices[?fieldSelector=spec.driver=D,spec.nodeName=N]: the slices in
+  DIR/resourceslices.json (a list), filtered by the field selector;
+- POST .../devicetaintrules: 201 with uid, resourceVersion, creationTimestamp and the
+  taint's timeAdded set; 409 AlreadyExists for a name taken; 422 Invalid for a name
+  that is not a DNS subdomain, an apiVersion or kind that does not match the URL, a
+  taint whose key is not a label name, whose value is not a label value or whose
+  effect is not None, NoSchedule or NoExecute, a selector naming no device field;
+- GET .../devicetaintrules[/NAME]: the list, or the rule (404 NotFound);
+- DELETE .../devicetaintrules/NAME: 200 with the rule; 404 NotFound; 409 Conflict when
+  the DeleteOptions' preconditions (uid, resourceVersion) do not match the rule.
+The rules are read from DIR/devicetaintrules.json (a dict by name) at start and written
+there after every change.
+
 What a test injects is read from DIR/inject.json at each PATCH (then removed):
 {"conflict": N} answers the next N PATCHes 409 (as an apiserver whose storage update
 lost a race); {"race": N} makes another writer change the node just before each of the
@@ -30,10 +44,12 @@ import argparse
 import copy
 import json
 import os
+import re
 import ssl
 import sys
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 JSON_PATCH = "application/json-patch+json"
@@ -214,12 +230,149 @@ class Node:
             return copy.deepcopy(self.obj)
 
 
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def dns_subdomain(name):
+    return isinstance(name, str) and 0 < len(name) <= 253 and \
+        all(DNS_LABEL.match(label) for label in name.split("."))
+
+
+def label_name(key):
+    if not isinstance(key, str) or not key:
+        return False
+    prefix, _, name = key.rpartition("/")
+    if prefix and not dns_subdomain(prefix):
+        return False
+    return len(name) <= 63 and bool(LABEL_NAME.match(name))
+
+
+def rule_problems(rule, version):
+    """What kube-apiserver's validation of a DeviceTaintRule would refuse."""
+    problems = []
+    name = rule.get("metadata", {}).get("name")
+    if not dns_subdomain(name):
+        problems.append(f"metadata.name: Invalid value: {name!r}: a lowercase RFC 1123 subdomain "
+                        "must consist of lower case alphanumeric characters, '-' or '.'")
+    if rule.get("apiVersion") != f"resource.k8s.io/{version}" or rule.get("kind") != "DeviceTaintRule":
+        problems.append(f"apiVersion/kind: {rule.get('apiVersion')}/{rule.get('kind')} does not "
+                        f"match resource.k8s.io/{version} DeviceTaintRule")
+    spec = rule.get("spec") or {}
+    taint = spec.get("taint") or {}
+    if not label_name(taint.get("key")):
+        problems.append(f"spec.taint.key: Invalid value: {taint.get('key')!r}")
+    value = taint.get("value", "")
+    if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
+        problems.append(f"spec.taint.value: Invalid value: {value!r}")
+    if taint.get("effect") not in ("None", "NoSchedule", "NoExecute"):
+        problems.append(f"spec.taint.effect: Unsupported value: {taint.get('effect')!r}: "
+                        "supported values: \"NoExecute\", \"NoSchedule\", \"None\"")
+    selector = spec.get("deviceSelector")
+    if selector is not None:
+        unknown = set(selector) - {"driver", "pool", "device"}
+        if unknown:
+            problems.append(f"spec.deviceSelector: unknown fields {sorted(unknown)}")
+    return problems
+
+
+class Dra:
+    """The cluster's DeviceTaintRules and ResourceSlices."""
+
+    def __init__(self, directory):
+        self.dir, self.lock, self.uids = directory, threading.Lock(), 0
+        self.rules = self.load("devicetaintrules.json", {})
+        self.slices = self.load("resourceslices.json", [])
+        self.version = 500
+
+    def load(self, name, default):
+        try:
+            with open(os.path.join(self.dir, name)) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return default
+
+    def save(self):
+        tmp = os.path.join(self.dir, "devicetaintrules.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(self.rules, f, indent=1)
+        os.replace(tmp, os.path.join(self.dir, "devicetaintrules.json"))
+
+    def answer(self, method, version, rest, query, raw):
+        if rest == "resourceslices" and method == "GET":
+            wanted = dict(kv.split("=", 1) for kv in query.get("fieldSelector", [""])[0].split(",") if kv)
+            items = [s for s in self.slices
+                     if all(str(lookup(s, field)) == v for field, v in wanted.items())]
+            return 200, {"kind": "ResourceSliceList", "apiVersion": f"resource.k8s.io/{version}",
+                         "metadata": {}, "items": items}
+        parts = rest.split("/")
+        if parts[0] != "devicetaintrules" or len(parts) > 2:
+            return None
+        with self.lock:
+            if len(parts) == 1 and method == "GET":
+                return 200, {"kind": "DeviceTaintRuleList", "apiVersion": f"resource.k8s.io/{version}",
+                             "metadata": {}, "items": list(self.rules.values())}
+            if len(parts) == 1 and method == "POST":
+                try:
+                    rule = json.loads(raw)
+                except ValueError:
+                    return 400, status_object(400, "BadRequest", "the body is not JSON")
+                problems = rule_problems(rule, version)
+                name = rule.get("metadata", {}).get("name")
+                if problems:
+                    return 422, status_object(422, "Invalid", f"DeviceTaintRule.resource.k8s.io "
+                                              f"{name!r} is invalid: " + "; ".join(problems))
+                if name in self.rules:
+                    return 409, status_object(409, "AlreadyExists", f"devicetaintrules.resource.k8s.io "
+                                              f"\"{name}\" already exists")
+                self.uids += 1
+                self.version += 1
+                meta = rule["metadata"]
+                meta["uid"] = f"uid-{self.uids}"
+                meta["resourceVersion"] = str(self.version)
+                meta["creationTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                rule["spec"]["taint"].setdefault("timeAdded", meta["creationTimestamp"])
+                self.rules[name] = rule
+                self.save()
+                return 201, rule
+            name = parts[1]
+            if method == "GET":
+                if name not in self.rules:
+                    return 404, not_found(name)
+                return 200, self.rules[name]
+            if method == "DELETE":
+                if name not in self.rules:
+                    return 404, not_found(name)
+                options = json.loads(raw) if raw else {}
+                pre = (options or {}).get("preconditions") or {}
+                meta = self.rules[name]["metadata"]
+                for field in ("uid", "resourceVersion"):
+                    if field in pre and pre[field] != meta.get(field):
+                        return 409, status_object(409, "Conflict", f"Precondition failed: {field}: "
+                                                  f"{pre[field]}, {field} in object meta: {meta.get(field)}")
+                rule = self.rules.pop(name)
+                self.save()
+                return 200, rule
+        return None
+
+
+def lookup(obj, dotted):
+    for key in dotted.split("."):
+        obj = obj.get(key, {}) if isinstance(obj, dict) else {}
+    return obj
+
+
+def not_found(name):
+    return status_object(404, "NotFound", f"devicetaintrules.resource.k8s.io \"{name}\" not found")
+
+
 def status_object(code, reason, message):
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": message, "reason": reason, "code": code}
 
 
-def make_handler(node, token_file, log_lock):
+def make_handler(node, dra, token_file, log_lock):
     base = f"/api/v1/nodes/{node.name}"
 
     class Handler(BaseHTTPRequestHandler):
@@ -263,6 +416,14 @@ def make_handler(node, token_file, log_lock):
         def answer(self, raw):
             if not self.authorized():
                 return 401, status_object(401, "Unauthorized", "Unauthorized")
+            url = urllib.parse.urlsplit(self.path)
+            for version in ("v1", "v1beta2"):
+                prefix = f"/apis/resource.k8s.io/{version}/"
+                if url.path.startswith(prefix):
+                    done = dra.answer(self.command, version, url.path[len(prefix):],
+                                      urllib.parse.parse_qs(url.query), raw)
+                    if done:
+                        return done
             if self.command == "GET" and self.path == base:
                 with node.lock:
                     return 200, copy.deepcopy(node.obj)
@@ -292,7 +453,7 @@ def main():
     p.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     a = p.parse_args()
     node = Node(a.dir, a.node)
-    server = ThreadingHTTPServer(("127.0.0.1", a.port), make_handler(node, a.token_file,
+    server = ThreadingHTTPServer(("127.0.0.1", a.port), make_handler(node, Dra(a.dir), a.token_file,
                                                                       threading.Lock()))
     server.daemon_threads = True
     if a.tls:
