@@ -54,7 +54,11 @@ class GpureapFormatter : public CLI::Formatter {
     if (mode == CLI::AppFormatMode::Sub) return make_expanded(app);
     const report::DescriptionParts parts = report::split_description(app->get_description());
     std::string out = make_usage(app, std::move(name));
-    if (!parts.prose.empty()) out += "\n" + report::refill_prose(parts.prose) + "\n";
+    // The top level's one line goes under its Usage line, so that the whole fits a
+    // 24-line screen; a command's description is a paragraph of its own.
+    const bool top = app->get_parent() == nullptr;
+    if (!parts.prose.empty())
+      out += (top ? "" : "\n") + report::refill_prose(parts.prose) + "\n";
     out += make_positionals(app);
     out += make_groups(app, mode);
     out += make_subcommands(app, mode);
