@@ -317,6 +317,7 @@ TEST(CommandTree, EveryHelpOpensWithItsUsageThenDescriptionOptionsExamplesExitSt
     EXPECT_LT(summary, options) << c.name;
     EXPECT_LT(options, exits) << c.name;
     EXPECT_NE(exits, std::string::npos) << c.name;
+    EXPECT_EQ(help.find("Exit status"), exits + 1) << c.name << ": the exit statuses said once";
     if (const std::size_t examples = at("\nExamples"); examples != std::string::npos) {
       ++with_examples;
       EXPECT_LT(options, examples) << c.name << ": the examples after the options";
@@ -331,7 +332,7 @@ TEST(CommandTree, EveryHelpOpensWithItsUsageThenDescriptionOptionsExamplesExitSt
 // its continuation lines sit under its meaning, none is a stray word ("targets'") or a
 // hand break ("memory gone)") on a line of its own. Golden at 80 and 200 columns.
 std::string exit_block(const std::string& help) {
-  const auto at = help.rfind("\nExit status:\n");  // the footer's (run's description names it too)
+  const auto at = help.rfind("\nExit status:\n");  // the footer's
   return at == std::string::npos ? "" : help.substr(at + 1);
 }
 
