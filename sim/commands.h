@@ -55,6 +55,7 @@ int run_persistence(const fs::path& dir, unsigned gpu, const std::string& on_off
 /// options keep their value.
 struct SensorValues {
   std::string temperature, power, power_cap, clock_events, ecc;
+  std::string process_util;  // both | new | legacy | none (GpuConfig::process_util)
 };
 int run_sensors(const fs::path& dir, unsigned gpu, const SensorValues& values);
 

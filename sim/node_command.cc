@@ -452,6 +452,14 @@ int run_sensors(const fs::path& dir, unsigned gpu, const SensorValues& values) {
     }
     *into = *v;
   }
+  if (!values.process_util.empty()) {
+    if (values.process_util != "both" && values.process_util != "new" &&
+        values.process_util != "legacy" && values.process_util != "none") {
+      print_error("--process-util: both, new, legacy or none");
+      return kExitUsage;
+    }
+    g.process_util = values.process_util;
+  }
   if (auto ok = save_node_config(paths.node_json(), *node); !ok) {
     print_error(ok.error().message);
     return kExitFailure;

@@ -198,6 +198,7 @@ Result<NodeConfig> load_node_config(const fs::path& node_json) {
       health("power_limit_mw", c.power_limit_mw);
       health("clock_event_reasons", c.clock_event_reasons);
       health("ecc_uncorrected", c.ecc_uncorrected);
+      c.process_util = g.value("process_util", std::string("both"));
       for (const auto& m : g.value("mig", nlohmann::json::array()))
         c.mig.push_back({m.at("gi").get<unsigned>(), m.at("ci").get<unsigned>(),
                          m.at("uuid").get<std::string>(), m.at("name").get<std::string>(),
@@ -241,6 +242,7 @@ Result<void> save_node_config(const fs::path& node_json, const NodeConfig& confi
     health("power_limit_mw", g.power_limit_mw);
     health("clock_event_reasons", g.clock_event_reasons);
     health("ecc_uncorrected", g.ecc_uncorrected);
+    j["gpus"].back()["process_util"] = g.process_util;
     auto mig = nlohmann::json::array();
     for (const auto& m : g.mig)
       mig.push_back({{"gi", m.gi}, {"ci", m.ci}, {"uuid", m.uuid}, {"name", m.name},

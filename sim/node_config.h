@@ -84,6 +84,12 @@ struct GpuConfig {
   std::optional<unsigned> power_limit_mw = 700'000;
   std::optional<std::uint64_t> clock_event_reasons = 0x1;
   std::optional<std::uint64_t> ecc_uncorrected = 0;
+  /// Which per-process utilization calls answer (`gpureap-sim sensors --process-util`):
+  /// "both" (a current driver on Hopper), "new" (Blackwell: the older
+  /// nvmlDeviceGetProcessUtilization is NOT_SUPPORTED), "legacy" (a driver before r545:
+  /// nvmlDeviceGetProcessesUtilizationInfo answers FUNCTION_NOT_FOUND, as it would be
+  /// absent), "none" (both NOT_SUPPORTED).
+  std::string process_util = "both";
   /// MIG mode (`node --mig`): its MIG devices, each one compute instance of a GPU
   /// instance (`--mig 0:1x2`: two of one), and the capability minors a process on it
   /// opens. The compute instances of one GPU instance share its memory and its GI

@@ -628,32 +628,81 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev,
   return gpureap::sim::utilization_rates(dev, rates);
 }
 
+namespace gpureap::sim {
+namespace {
+
 // One sample per listed process: its `hold --util` as SM percent, half of it as memory
-// percent (as the GPU's rates); NOT_SUPPORTED with MIG on, as the real call.
+// percent (as the GPU's rates), at the moment of the call; NOT_SUPPORTED with MIG on, as
+// the real calls, and for the call GpuConfig::process_util says this driver lacks.
+struct ProcessSample {
+  unsigned pid;
+  unsigned long long time;
+  unsigned sm;
+  unsigned mem;
+};
+nvmlReturn_t process_samples(nvmlDevice_t dev, bool newer, unsigned long long last_seen,
+                             std::vector<ProcessSample>& out) {
+  std::unique_lock<std::mutex> lock;
+  const GpuConfig* g = nullptr;
+  if (auto r = begin(dev, Query::state, lock, g); r != NVML_SUCCESS) return r;
+  if (newer && g->process_util == "legacy") return NVML_ERROR_FUNCTION_NOT_FOUND;
+  if (g->process_util == "none" || (!newer && g->process_util == "new"))
+    return NVML_ERROR_NOT_SUPPORTED;
+  if (dev->mig >= 0 || !g->mig.empty()) return NVML_ERROR_NOT_SUPPORTED;
+  const auto procs = usage(*g).processes;
+  const auto now = static_cast<unsigned long long>(
+      std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  if (procs.empty() || now <= last_seen) return NVML_ERROR_NOT_FOUND;
+  for (const auto& p : procs)
+    out.push_back({static_cast<unsigned>(p.pid), now, p.util, p.util / 2});
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+}  // namespace gpureap::sim
+
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t dev,
                                                          nvmlProcessUtilizationSample_t* samples,
                                                          unsigned* count,
                                                          unsigned long long last_seen) {
   return guarded([&]() -> nvmlReturn_t {
-    std::unique_lock<std::mutex> lock;
-    const GpuConfig* g = nullptr;
-    if (auto r = begin(dev, Query::state, lock, g); r != NVML_SUCCESS) return r;
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (dev->mig >= 0 || !g->mig.empty()) return NVML_ERROR_NOT_SUPPORTED;
-    const auto procs = usage(*g).processes;
-    const auto now = static_cast<unsigned long long>(
-        std::chrono::duration_cast<std::chrono::microseconds>(
-            std::chrono::system_clock::now().time_since_epoch())
-            .count());
-    if (procs.empty() || now <= last_seen) return NVML_ERROR_NOT_FOUND;
-    if (samples == nullptr || *count < procs.size()) {
-      *count = static_cast<unsigned>(procs.size());
+    std::vector<gpureap::sim::ProcessSample> all;
+    if (auto r = gpureap::sim::process_samples(dev, false, last_seen, all); r != NVML_SUCCESS)
+      return r;
+    if (samples == nullptr || *count < all.size()) {
+      *count = static_cast<unsigned>(all.size());
       return NVML_ERROR_INSUFFICIENT_SIZE;
     }
-    for (std::size_t i = 0; i < procs.size(); ++i)
-      samples[i] = nvmlProcessUtilizationSample_t{static_cast<unsigned>(procs[i].pid), now,
-                                                  procs[i].util, procs[i].util / 2, 0, 0};
-    *count = static_cast<unsigned>(procs.size());
+    for (std::size_t i = 0; i < all.size(); ++i)
+      samples[i] = nvmlProcessUtilizationSample_t{all[i].pid, all[i].time, all[i].sm, all[i].mem, 0, 0};
+    *count = static_cast<unsigned>(all.size());
+    return NVML_SUCCESS;
+  });
+}
+
+// Its successor (r545+), a versioned struct: a wrong version is refused as the real
+// driver refuses it.
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(
+    nvmlDevice_t dev, nvmlProcessesUtilizationInfo_v1_t* info) {
+  return guarded([&]() -> nvmlReturn_t {
+    if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (info->version != nvmlProcessesUtilizationInfo_v1)
+      return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    std::vector<gpureap::sim::ProcessSample> all;
+    if (auto r = gpureap::sim::process_samples(dev, true, info->lastSeenTimeStamp, all);
+        r != NVML_SUCCESS)
+      return r;
+    if (info->procUtilArray == nullptr || info->processSamplesCount < all.size()) {
+      info->processSamplesCount = static_cast<unsigned>(all.size());
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (std::size_t i = 0; i < all.size(); ++i)
+      info->procUtilArray[i] = nvmlProcessUtilizationInfo_v1_t{
+          all[i].time, all[i].pid, all[i].sm, all[i].mem, 0, 0, 0, 0};
+    info->processSamplesCount = static_cast<unsigned>(all.size());
     return NVML_SUCCESS;
   });
 }

@@ -159,6 +159,10 @@ void add_driver_state_commands(CLI::App& app, SimArgs& a) {
   a.sensors_cmd->add_option("--clock-events", a.sensors.clock_events,
                             "NVML's clock event reasons bitmask (0x80: power brake), or none "
                             "(default: 0x1, idle)");
+  a.sensors_cmd->add_option("--process-util", a.sensors.process_util,
+                            "which per-process utilization calls answer: both (default), new "
+                            "(Blackwell: the older one not supported), legacy (a driver before "
+                            "r545: the newer one not found), none");
   a.sensors_cmd->add_option("--ecc", a.sensors.ecc,
                             "uncorrected ECC errors since the driver loaded, or none (default: 0)");
 }

@@ -284,16 +284,56 @@ TEST(CommandTree, OneCommandAloneParsesAsInTheWholeTreeAndAnUnknownNameAddsNothi
   EXPECT_TRUE(none.get_subcommands({}).empty());
 }
 
+void expect_golden(const std::string& name, const std::string& text) {
+  expect_golden_file(std::string(GPUREAP_FIXTURES) + "/help/" + name, text);
+}
+
+// ux-wave5-review #12: every command's help opens with its Usage line, then says what the
+// command does, then its options, examples and exit statuses (the man page's order),
+// as `gpureap CMD --help` and `gpureap help CMD` print it; free's whole help at 80
+// columns is a golden file.
+TEST(CommandTree, EveryHelpOpensWithItsUsageThenDescriptionOptionsExamplesExitStatus) {
+  Tree t;
+  EXPECT_TRUE(help_of(t.app, "").starts_with("Usage: gpureap [OPTIONS] [COMMAND]\n"))
+      << help_of(t.app, "");
+  std::size_t with_examples = 0;
+  for (const auto& c : visible_commands(t.app)) {
+    const std::string help = help_of(t.app, c.name);
+    EXPECT_TRUE(help.starts_with("Usage: gpureap " + c.name + " ")) << c.name << "\n" << help;
+    Tree parsed;  // `gpureap CMD --help`, as main.cc prints it
+    std::string from_flag;
+    try {
+      parsed.parse({c.name, "--help"});
+    } catch (const CLI::CallForHelp&) {
+      from_flag = wrap_help(parsed.app.help());
+    }
+    EXPECT_EQ(from_flag, help) << c.name;
+    const auto at = [&](const std::string& what) { return help.find(what); };
+    const std::size_t summary = at(summary_of(c.description).substr(0, 30));
+    const std::size_t options = at("\nOptions:\n");
+    const std::size_t exits = help.rfind("\nExit status:\n");
+    ASSERT_NE(summary, std::string::npos) << c.name << "\n" << help;
+    EXPECT_LT(help.find('\n'), summary) << c.name << ": the description after the Usage line";
+    EXPECT_LT(summary, options) << c.name;
+    EXPECT_LT(options, exits) << c.name;
+    EXPECT_NE(exits, std::string::npos) << c.name;
+    EXPECT_EQ(help.find("Exit status"), exits + 1) << c.name << ": the exit statuses said once";
+    if (const std::size_t examples = at("\nExamples"); examples != std::string::npos) {
+      ++with_examples;
+      EXPECT_LT(options, examples) << c.name << ": the examples after the options";
+      EXPECT_LT(examples, exits) << c.name << ": the exit statuses last";
+    }
+  }
+  EXPECT_GE(with_examples, 5u) << "the order of examples was checked on too few commands";
+  expect_golden("free-80.txt", help_of(t.app, "free"));
+}
+
 // W4_06 (ux-wave4 #6): each exit status is one entry, wrapped once at the help's width:
 // its continuation lines sit under its meaning, none is a stray word ("targets'") or a
 // hand break ("memory gone)") on a line of its own. Golden at 80 and 200 columns.
 std::string exit_block(const std::string& help) {
-  const auto at = help.rfind("\nExit status:\n");  // the footer's (run's description names it too)
+  const auto at = help.rfind("\nExit status:\n");  // the footer's
   return at == std::string::npos ? "" : help.substr(at + 1);
-}
-
-void expect_golden(const std::string& name, const std::string& text) {
-  expect_golden_file(std::string(GPUREAP_FIXTURES) + "/help/" + name, text);
 }
 
 TEST(ExitStatusHelp, W4_06_EveryBlockIsWrappedOnceAt80And200Columns) {

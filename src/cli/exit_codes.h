@@ -108,7 +108,9 @@ inline constexpr ExitStatuses<9> kRunExits = {{
     {"128+N", "the command was killed by signal N"},
     {"127", "the command was not found"},
     {"126", "the command is not executable"},
-    {"1", "the command exited 0, but GPU memory stayed held after teardown"},
+    {"1",
+     "the command exited 0, but GPU memory stayed held after teardown (explained on stderr; "
+     "a failing command keeps its own status)"},
     {"3", "the command exited 0, but the release could not be measured (NVML failed or hung)"},
     {"2", "usage error, or a plan not confirmed at the prompt; nothing was started"},
     {"75",
@@ -116,8 +118,9 @@ inline constexpr ExitStatuses<9> kRunExits = {{
      "terminal and no --yes for what holds the GPUs, an instance it would free in part, or "
      "the GPUs changed since the plan); nothing was signalled or started"},
     {"1-6",
-     "--free-first: free's status (1, 2, 3), --wait-free: 5 timed out, 6 a ghost GPU, 3 NVML unusable; "
-     "nothing was started"},
+     "before the command starts, which it then does not: --replace, --replace-orphans, "
+     "--free-first exit as free does (1 memory or a port still held, 3 not measured, 4 no such "
+     "instance); --wait-free: 5 timed out, 6 a ghost GPU, 3 NVML unusable"},
 }};
 
 inline constexpr ExitStatuses<3> kPlanExits = {{

@@ -9,6 +9,7 @@
 #include "cli/cli_outline.h"
 #include "cli/environment.h"
 #include "cli/exit_codes.h"
+#include "report/command_outline.h"
 #include "report/help_text.h"
 #include "report/terminal_text.h"
 #include "util/closest.h"
@@ -42,6 +43,31 @@ class GpureapFormatter : public CLI::Formatter {
     for (const char* label : {" Needs:", " Excludes:"})
       if (auto at = out.find(label); at != std::string::npos) out.erase(at);
     return out;
+  }
+
+  // The man page's order (SYNOPSIS first) and every demanding user's: the Usage line,
+  // then what the command does, its positionals and options, its headed sections
+  // (Examples), and the exit statuses. CLI11 puts the description, with its examples,
+  // before the Usage line (ux-wave5-review #12).
+  std::string make_help(const CLI::App* app, std::string name,
+                        CLI::AppFormatMode mode) const override {
+    if (mode == CLI::AppFormatMode::Sub) return make_expanded(app);
+    const report::DescriptionParts parts = report::split_description(app->get_description());
+    std::string out = make_usage(app, std::move(name));
+    // The top level's one line goes under its Usage line, so that the whole fits a
+    // 24-line screen; a command's description is a paragraph of its own.
+    const bool top = app->get_parent() == nullptr;
+    if (!parts.prose.empty())
+      out += (top ? "" : "\n") + report::refill_prose(parts.prose) + "\n";
+    out += make_positionals(app);
+    out += make_groups(app, mode);
+    out += make_subcommands(app, mode);
+    if (!parts.sections.empty()) {
+      std::string sections = report::refill_prose(parts.sections);
+      while (sections.ends_with('\n')) sections.pop_back();
+      out += "\n" + sections + "\n";
+    }
+    return out + "\n" + make_footer(app);
   }
 
   std::string make_footer(const CLI::App* app) const override {

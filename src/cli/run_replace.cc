@@ -200,10 +200,14 @@ std::optional<int> confirmed(const Say& say, const FreeBeforeRun& r, const recla
   }
   if (say.rep.unattended) {
     if (auto why = report::needs_confirmation(plan, look, r.mode); !why.empty()) {
+      // The plan named by a command that shows it (ux-wave5-review #12: not a bare
+      // `gpureap free --dry-run`, which plans every GPU's holders).
       say.line(fmt::format("{}: {}. No terminal to ask on: pass --yes to free it (the plan: "
-                              "`gpureap free --dry-run`), or free it first; nothing was "
-                              "signalled, {}",
-                              say.flag, why, say.not_starting));
+                           "`{}`), or free it first; nothing was signalled, {}",
+                           say.flag, why,
+                           report::plan_command(r.mode, say.rep.options.selection.instance,
+                                                say.rep.options.selection.gpus),
+                           say.not_starting));
       return kExitTryLater;
     }
   } else if (!r.yes && !plan.targets.empty()) {

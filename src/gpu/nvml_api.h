@@ -150,6 +150,34 @@ struct nvmlProcessUtilizationSample_t {
 static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32);
 using nvmlDeviceGetProcessUtilization_fn =
     nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned*, unsigned long long);
+// Its successor (r545+, NVML 12.x; the only one Blackwell answers):
+// nvmlDeviceGetProcessesUtilizationInfo(device, &info), a versioned struct. With
+// procUtilArray == nullptr (or processSamplesCount too small) it answers
+// INSUFFICIENT_SIZE with the count; NOT_FOUND when there is no sample.
+struct nvmlProcessUtilizationInfo_v1_t {
+  unsigned long long timeStamp;  // CPU timestamp in microseconds
+  unsigned pid;
+  unsigned smUtil;
+  unsigned memUtil;
+  unsigned encUtil;
+  unsigned decUtil;
+  unsigned jpgUtil;
+  unsigned ofaUtil;
+};
+static_assert(sizeof(nvmlProcessUtilizationInfo_v1_t) == 40);  // 36 padded to 8
+struct nvmlProcessesUtilizationInfo_v1_t {
+  unsigned version;              // nvmlProcessesUtilizationInfo_v1
+  unsigned processSamplesCount;  // in: the array's capacity; out: the samples written/needed
+  unsigned long long lastSeenTimeStamp;
+  nvmlProcessUtilizationInfo_v1_t* procUtilArray;
+};
+static_assert(sizeof(nvmlProcessesUtilizationInfo_v1_t) == 24);
+// NVML_STRUCT_VERSION(ProcessesUtilizationInfo, 1): the size | version << 24.
+constexpr unsigned nvmlProcessesUtilizationInfo_v1 =
+    static_cast<unsigned>(sizeof(nvmlProcessesUtilizationInfo_v1_t)) | (1U << 24);
+static_assert(nvmlProcessesUtilizationInfo_v1 == 0x01000018U);
+using nvmlDeviceGetProcessesUtilizationInfo_fn =
+    nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessesUtilizationInfo_v1_t*);
 // MIG (issue 25). nvmlDeviceGetMigMode(device, &current, &pending);
 // nvmlDeviceGetMaxMigDeviceCount and nvmlDeviceGet{Gpu,Compute}InstanceId take
 // nvmlDeviceGetUint_fn; nvmlDeviceGetMigDeviceHandleByIndex(device, i, &mig_device).

@@ -158,6 +158,8 @@ Result<NvmlLibrary> NvmlLibrary::load(const std::string& path) {
   s.ecc_errors = resolve<nvmlDeviceGetTotalEccErrors_fn>(h, {"nvmlDeviceGetTotalEccErrors"});
   s.process_utilization =
       resolve<nvmlDeviceGetProcessUtilization_fn>(h, {"nvmlDeviceGetProcessUtilization"});
+  s.processes_utilization_info = resolve<nvmlDeviceGetProcessesUtilizationInfo_fn>(
+      h, {"nvmlDeviceGetProcessesUtilizationInfo"});
   s.driver_version = resolve<nvmlSystemGetDriverVersion_fn>(h, {"nvmlSystemGetDriverVersion"});
   s.cuda_driver_version = resolve<nvmlSystemGetCudaDriverVersion_fn>(
       h, {"nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"});
@@ -450,25 +452,72 @@ void NvmlLibrary::query_gpu_into(unsigned index, GpuInfo& gpu, std::vector<Error
   read_process_utilization(*dev, gpu.processes);
 }
 
-// A hint only: each listed process's latest sample; anything short of an answer
-// (not supported, no sample, a list that grew between the calls) leaves nullopt.
+namespace {
+
+// One per-process sample of either call, as the hint reads it.
+struct UtilSample {
+  unsigned pid;
+  unsigned long long time;  // microseconds
+  unsigned sm;
+  unsigned mem;
+};
+
+// A call's samples: nullopt when it gave no answer (absent, not supported, a version
+// it refused, a list that grew between the calls), so that another call may be asked;
+// an empty list when it answered that there is no sample (NOT_FOUND).
+using Samples = std::optional<std::vector<UtilSample>>;
+
+// nvmlDeviceGetProcessesUtilizationInfo (r545+, the one Blackwell answers).
+Samples samples_from_info(const NvmlSymbols& sym, nvmlDevice_t dev) {
+  if (!sym.processes_utilization_info) return std::nullopt;
+  nvmlProcessesUtilizationInfo_v1_t info{nvmlProcessesUtilizationInfo_v1, 0, 0, nullptr};
+  nvmlReturn_t rc = sym.processes_utilization_info.fn(dev, &info);
+  if (rc == NVML_ERROR_NOT_FOUND || (rc == NVML_SUCCESS && info.processSamplesCount == 0))
+    return std::vector<UtilSample>{};
+  if (rc != NVML_ERROR_INSUFFICIENT_SIZE && rc != NVML_SUCCESS) return std::nullopt;
+  std::vector<nvmlProcessUtilizationInfo_v1_t> raw(info.processSamplesCount);
+  info = {nvmlProcessesUtilizationInfo_v1, static_cast<unsigned>(raw.size()), 0, raw.data()};
+  if (sym.processes_utilization_info.fn(dev, &info) != NVML_SUCCESS) return std::nullopt;
+  std::vector<UtilSample> out;
+  for (std::size_t i = 0; i < std::min<std::size_t>(info.processSamplesCount, raw.size()); ++i)
+    out.push_back({raw[i].pid, raw[i].timeStamp, raw[i].smUtil, raw[i].memUtil});
+  return out;
+}
+
+// nvmlDeviceGetProcessUtilization, the older call (NOT_SUPPORTED on Blackwell).
+Samples samples_from_legacy(const NvmlSymbols& sym, nvmlDevice_t dev) {
+  if (!sym.process_utilization) return std::nullopt;
+  unsigned count = 0;
+  nvmlReturn_t rc = sym.process_utilization.fn(dev, nullptr, &count, 0);
+  if (rc == NVML_ERROR_NOT_FOUND || (rc == NVML_SUCCESS && count == 0))
+    return std::vector<UtilSample>{};
+  if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE) return std::nullopt;
+  std::vector<nvmlProcessUtilizationSample_t> raw(count);
+  if (sym.process_utilization.fn(dev, raw.data(), &count, 0) != NVML_SUCCESS) return std::nullopt;
+  std::vector<UtilSample> out;
+  for (std::size_t i = 0; i < std::min<std::size_t>(count, raw.size()); ++i)
+    out.push_back({raw[i].pid, raw[i].timeStamp, raw[i].smUtil, raw[i].memUtil});
+  return out;
+}
+
+}  // namespace
+
+// A hint only: each listed process's latest sample, from the newer call when the driver
+// has it and answers, else from the older one; anything short of an answer leaves
+// nullopt. No rule reads it.
 void NvmlLibrary::read_process_utilization(nvmlDevice_t dev,
                                            std::vector<GpuProcess>& processes) const {
-  if (!sym_.process_utilization || processes.empty()) return;
-  unsigned count = 0;
-  nvmlReturn_t rc = sym_.process_utilization.fn(dev, nullptr, &count, 0);
-  if ((rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE) || count == 0) return;
-  std::vector<nvmlProcessUtilizationSample_t> samples(count);
-  if (sym_.process_utilization.fn(dev, samples.data(), &count, 0) != NVML_SUCCESS) return;
-  samples.resize(std::min<std::size_t>(count, samples.size()));
+  if (processes.empty()) return;
+  Samples samples = samples_from_info(sym_, dev);
+  if (!samples) samples = samples_from_legacy(sym_, dev);
+  if (!samples) return;
   for (GpuProcess& p : processes) {
-    const nvmlProcessUtilizationSample_t* latest = nullptr;
-    for (const auto& sample : samples)
-      if (sample.pid == p.pid && (!latest || sample.timeStamp >= latest->timeStamp))
-        latest = &sample;
+    const UtilSample* latest = nullptr;
+    for (const auto& sample : *samples)
+      if (sample.pid == p.pid && (!latest || sample.time >= latest->time)) latest = &sample;
     if (!latest) continue;
-    p.sm_percent = std::min(latest->smUtil, 100U);
-    p.mem_percent = std::min(latest->memUtil, 100U);
+    p.sm_percent = std::min(latest->sm, 100U);
+    p.mem_percent = std::min(latest->mem, 100U);
   }
 }
 

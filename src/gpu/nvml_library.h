@@ -63,6 +63,8 @@ struct NvmlSymbols {
   NvmlSymbol<nvmlDeviceGetUlonglong_fn> clock_event_reasons;  // optional
   NvmlSymbol<nvmlDeviceGetTotalEccErrors_fn> ecc_errors;      // optional
   NvmlSymbol<nvmlDeviceGetProcessUtilization_fn> process_utilization;  // optional: a hint
+  // optional, preferred when present (r545+; Blackwell answers only this one)
+  NvmlSymbol<nvmlDeviceGetProcessesUtilizationInfo_fn> processes_utilization_info;
   NvmlSymbol<nvmlSystemGetDriverVersion_fn> driver_version;
   NvmlSymbol<nvmlSystemGetCudaDriverVersion_fn> cuda_driver_version;  // optional
   // MIG, all optional: a driver without them has no MIG GPUs to report.

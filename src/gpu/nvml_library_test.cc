@@ -41,6 +41,11 @@ struct FakeDriver {
   std::vector<unsigned> memory_versions_seen;
   int memory_v2_calls = 0;
   int memory_v1_calls = 0;
+  // nvmlDeviceGetProcessesUtilizationInfo on GPU 0: its samples, NOT_SUPPORTED or
+  // NOT_FOUND; the versions it was handed; how often the older call was asked.
+  nvmlReturn_t info_rc = NVML_SUCCESS;
+  std::vector<unsigned> info_versions_seen;
+  int legacy_util_calls = 0;
 };
 
 FakeDriver* driver = nullptr;
@@ -141,6 +146,7 @@ nvmlReturn_t fake_ecc(nvmlDevice_t dev, int type, int counter, unsigned long lon
 nvmlReturn_t fake_process_utilization(nvmlDevice_t dev, nvmlProcessUtilizationSample_t* samples,
                                       unsigned* count, unsigned long long last_seen) {
   if (gpu_of(dev) != &driver->gpus[0]) return NVML_ERROR_NOT_SUPPORTED;
+  ++driver->legacy_util_calls;
   if (last_seen != 0) return NVML_ERROR_INVALID_ARGUMENT;  // gpureap asks for every sample
   const nvmlProcessUtilizationSample_t all[] = {
       {100, 2'000, 37, 12, 0, 0}, {999, 1'500, 80, 40, 0, 0}, {100, 1'000, 90, 50, 0, 0}};
@@ -151,6 +157,27 @@ nvmlReturn_t fake_process_utilization(nvmlDevice_t dev, nvmlProcessUtilizationSa
   }
   std::copy(std::begin(all), std::end(all), samples);
   *count = n;
+  return NVML_SUCCESS;
+}
+// The newer call: on GPU 0 pid 100 sampled twice (55 % SM, 20 % memory the later) and pid
+// 101 once (the older call has no sample of it), unless info_rc says otherwise; GPU 1
+// NOT_SUPPORTED, as the older call there.
+nvmlReturn_t fake_processes_info(nvmlDevice_t dev, nvmlProcessesUtilizationInfo_v1_t* info) {
+  driver->info_versions_seen.push_back(info->version);
+  if (info->version != nvmlProcessesUtilizationInfo_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  if (gpu_of(dev) != &driver->gpus[0]) return NVML_ERROR_NOT_SUPPORTED;
+  if (driver->info_rc != NVML_SUCCESS) return driver->info_rc;
+  if (info->lastSeenTimeStamp != 0) return NVML_ERROR_INVALID_ARGUMENT;
+  const nvmlProcessUtilizationInfo_v1_t all[] = {{2'500, 100, 99, 60, 0, 0, 0, 0},
+                                                 {3'000, 100, 55, 20, 1, 2, 3, 4},
+                                                 {2'000, 101, 7, 3, 0, 0, 0, 0}};
+  const unsigned n = std::size(all);
+  if (info->procUtilArray == nullptr || info->processSamplesCount < n) {
+    info->processSamplesCount = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  std::copy(std::begin(all), std::end(all), info->procUtilArray);
+  info->processSamplesCount = n;
   return NVML_SUCCESS;
 }
 nvmlReturn_t fake_driver_version(char* buf, unsigned len) {
@@ -355,6 +382,49 @@ TEST_F(NvmlLibraryTest, ProcessUtilizationIsTheLatestSampleOfEachListedPidAndOnl
   auto plain = library(without).query_all(&problems);
   ASSERT_TRUE(plain.has_value());
   EXPECT_FALSE((*plain)[0].processes[0].sm_percent.has_value());
+}
+
+// Issue 53: nvmlDeviceGetProcessesUtilizationInfo (r545+; the only per-process call
+// Blackwell answers) is preferred when the driver has it; the older call is asked when it
+// is absent or gives no answer; NOT_FOUND is an answer (no sample); a GPU neither call
+// supports has no hint.
+TEST_F(NvmlLibraryTest, ProcessUtilizationPrefersTheNewerCallAndFallsBackToTheOlder) {
+  NvmlSymbols both = modern_symbols();
+  both.processes_utilization_info = {fake_processes_info, "nvmlDeviceGetProcessesUtilizationInfo"};
+  auto gpus = library(both).query_all();
+  ASSERT_TRUE(gpus.has_value()) << gpus.error().message;
+  const GpuInfo& g = (*gpus)[0];
+  ASSERT_EQ(g.processes.size(), 2U);
+  EXPECT_EQ(g.processes[0].sm_percent, 55U) << "the newer call's latest sample of pid 100";
+  EXPECT_EQ(g.processes[0].mem_percent, 20U);
+  EXPECT_EQ(g.processes[1].sm_percent, 7U) << "pid 101: only the newer call sampled it";
+  EXPECT_EQ(fake_.legacy_util_calls, 0) << "the older call is not asked beside it";
+  EXPECT_FALSE((*gpus)[1].processes[0].sm_percent.has_value()) << "neither call supported";
+  EXPECT_THAT(fake_.info_versions_seen, ::testing::Each(0x01000018U));
+
+  // Not supported on GPU 0 (or a version refused): the older call answers.
+  fake_.info_rc = NVML_ERROR_NOT_SUPPORTED;
+  gpus = library(both).query_all();
+  ASSERT_TRUE(gpus.has_value());
+  EXPECT_EQ((*gpus)[0].processes[0].sm_percent, 37U) << "the older call's latest sample";
+  EXPECT_FALSE((*gpus)[0].processes[1].sm_percent.has_value());
+  EXPECT_GT(fake_.legacy_util_calls, 0);
+
+  // NOT_FOUND: the newer call answered that there is no sample; nothing else is asked.
+  fake_.info_rc = NVML_ERROR_NOT_FOUND;
+  fake_.legacy_util_calls = 0;
+  gpus = library(both).query_all();
+  ASSERT_TRUE(gpus.has_value());
+  EXPECT_FALSE((*gpus)[0].processes[0].sm_percent.has_value());
+  EXPECT_EQ(fake_.legacy_util_calls, 0);
+
+  // A driver with only the newer call (the older one gone): still a hint.
+  fake_.info_rc = NVML_SUCCESS;
+  NvmlSymbols only_new = both;
+  only_new.process_utilization = {};
+  gpus = library(only_new).query_all();
+  ASSERT_TRUE(gpus.has_value());
+  EXPECT_EQ((*gpus)[0].processes[0].sm_percent, 55U);
 }
 
 TEST_F(NvmlLibraryTest, MemoryV2IsCalledWithTheStructVersionNotTwo) {

@@ -126,6 +126,9 @@ TEST(Lineage, ALoneProcessLeadingItsOwnGroupUnderInitIsDetached) {
   EXPECT_FALSE(hs[0].orphaned);
   EXPECT_TRUE(hs[0].detached);
   EXPECT_NE(hs[0].detached_reason.find("leads its own process group"), std::string::npos);
+  // ux-wave5-review #12: a whole command, not "free it by --pid 300".
+  EXPECT_TRUE(hs[0].detached_reason.ends_with("free it by name: gpureap free --pid 300"))
+      << hs[0].detached_reason;
 }
 
 TEST(Lineage, AWorkerOfAKilledSessionLeaderIsAWeakOrphanAlone) {

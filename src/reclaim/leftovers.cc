@@ -82,8 +82,10 @@ void classify_skipped(Leftover& l, const Skipped& s, pid_t pid) {
           ? "run as root: sudo gpureap free --gpu " + gpu::device_text(l.gpu)
       : s.kind == SkipKind::protected_process
           ? fmt::format("it is protected; if you are sure, name it: gpureap free --gpu {} --pid {}",
-                        l.gpu, pid)
-          : fmt::format("it is outside your selection; widen it (e.g. --pid {})", pid);
+                        gpu::device_text(l.gpu), pid)
+          // A whole command, as every other next step (ux-wave5-review #12: not "--pid N").
+          : fmt::format("it is outside your selection; to free it too: gpureap free --gpu {} --pid {}",
+                        gpu::device_text(l.gpu), pid);
 }
 
 // A target alive after SIGKILL and the wait: a zombie leader, stuck in the driver (D),

@@ -6,6 +6,7 @@
 // from --help. No CLI11 here.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpureap::report {
@@ -34,5 +35,18 @@ struct CommandOutline {
 
 /// The first sentence (or first line) of a description: the one-line summary.
 std::string summary_of(const std::string& description);
+
+/// A heading line of a description: "Examples:", "Exit status:", or "Presets (a
+/// remark):". Returns the heading ("Examples") and leaves the remark in `remark`;
+/// empty when `line` is no heading. The man page's sections and --help's order read it.
+std::string heading_of(std::string_view line, std::string& remark);
+
+/// A description cut before its first heading line: the prose that says what the
+/// command does, and the headed sections after it ("Examples:" on), each as written.
+struct DescriptionParts {
+  std::string prose;
+  std::string sections;
+};
+DescriptionParts split_description(std::string_view description);
 
 }  // namespace gpureap::report

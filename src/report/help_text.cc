@@ -8,28 +8,30 @@
 
 namespace gpureap::report {
 
-std::string wrap_help(std::string_view help, std::size_t columns) {
-  // The description, before "Usage:", is prose broken by hand for a wider screen:
-  // its lines at the margin are joined into paragraphs again, then wrapped; indented
-  // lines (examples, lists) keep their breaks.
-  std::size_t usage = help.starts_with("Usage:") ? 0 : help.find("\nUsage:");
-  usage = usage == std::string_view::npos ? 0 : usage;
-  std::string text;
+std::string refill_prose(std::string_view text) {
+  // Prose is broken by hand for a wider screen: its lines at the margin are joined
+  // into paragraphs again (wrap_help breaks them for the screen); indented lines
+  // (examples, lists) and blank lines keep their breaks.
+  std::string out;
   bool joinable = false;  // the last line is prose that a next prose line continues
-  for (std::size_t start = 0; start < usage;) {
-    const std::size_t nl = std::min(help.find('\n', start), usage);
-    const std::string_view line = help.substr(start, nl - start);
+  for (std::size_t start = 0; start <= text.size();) {
+    std::size_t nl = text.find('\n', start);
+    if (nl == std::string_view::npos) nl = text.size();
+    const std::string_view line = text.substr(start, nl - start);
     const bool prose = !line.empty() && line.front() != ' ';
     if (prose && joinable)
-      text += ' ';
+      out += ' ';
     else if (start > 0)
-      text += '\n';
-    text += line;
+      out += '\n';
+    out += line;
     joinable = prose;
     start = nl + 1;
   }
-  if (usage > 0) text += '\n';
-  text += help.substr(usage > 0 ? usage + 1 : 0);
+  return out;
+}
+
+std::string wrap_help(std::string_view help, std::size_t columns) {
+  std::string text(help);
   while (text.ends_with("\n\n")) text.pop_back();  // CLI11 ends with a blank line
   return wrap_lines(text, columns, Hang::description);
 }

@@ -1,7 +1,8 @@
 #pragma once
 // gpureap's help text as laid out for a screen: every help wrapped at word boundaries to
 // 80 columns, a continuation lined up with the column of descriptions, and each command's
-// exit statuses as one block. cli/help_format gives CLI11 the layout and calls these. Pure.
+// exit statuses as one block. The order (cli/help_format): Usage, the description's
+// prose, positionals and options, its sections (Examples), the exit statuses. cli/help_format gives CLI11 the layout and calls these. Pure.
 
 #include <cstddef>
 #include <span>
@@ -19,9 +20,13 @@ struct ExitStatusLine {
   const char* meaning;  // one sentence, never broken by hand
 };
 
-/// `help` (CLI11's text) wrapped at spaces to `columns`: a line's continuation starts
-/// at its description column (after its first gap of two spaces or more) when there
-/// is one, else two columns in. Pure.
+/// `text` with its lines at the margin joined into paragraphs (prose broken by hand);
+/// indented lines (examples, lists) and blank lines keep their breaks. Pure.
+std::string refill_prose(std::string_view text);
+
+/// `help` (the formatter's text, its prose refilled) wrapped at spaces to `columns`: a
+/// line's continuation starts at its description column (after its first gap of two
+/// spaces or more) when there is one, else two columns in. Pure.
 std::string wrap_help(std::string_view help, std::size_t columns = kHelpColumns);
 
 /// "Exit status:" and one line a status, "  CODE  meaning", the codes padded to one

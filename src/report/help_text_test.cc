@@ -12,23 +12,39 @@
 namespace gpureap::report {
 namespace {
 
-TEST(WrapHelp, ProseIsRefilledAtWordsAndIndentedLinesKeepTheirBreaks) {
-  const std::string help =
+TEST(RefillProse, LinesAtTheMarginAreJoinedAndIndentedLinesKeepTheirBreaks) {
+  const std::string prose =
       "Frees the memory of the GPUs that stray processes hold, and checks that\n"
       "it came back.\n"
       "\n"
       "Examples:\n"
       "  gpureap free --orphans\n"
-      "Usage: gpureap free [OPTIONS]\n"
-      "\n";
-  EXPECT_EQ(wrap_help(help, 40),
+      "  gpureap free --gpu 3";
+  EXPECT_EQ(refill_prose(prose),
+            "Frees the memory of the GPUs that stray processes hold, and checks that it came "
+            "back.\n"
+            "\n"
+            "Examples:\n"
+            "  gpureap free --orphans\n"
+            "  gpureap free --gpu 3");
+  EXPECT_EQ(wrap_help("Usage: gpureap free [OPTIONS]\n\n" + refill_prose(prose) + "\n\n", 40),
+            "Usage: gpureap free [OPTIONS]\n"
+            "\n"
             "Frees the memory of the GPUs that stray\n"
             "processes hold, and checks that it came\n"
             "back.\n"
             "\n"
             "Examples:\n"
             "  gpureap free --orphans\n"
-            "Usage: gpureap free [OPTIONS]\n");
+            "  gpureap free --gpu 3\n");
+}
+
+TEST(SplitDescription, TheProseEndsAtTheFirstHeadingLine) {
+  const auto parts = split_description(
+      "Wait until the GPUs are free.\nExit status: as free.\n\nExamples (a remark):\n  gpureap wait");
+  EXPECT_EQ(parts.prose, "Wait until the GPUs are free.\nExit status: as free.");
+  EXPECT_EQ(parts.sections, "Examples (a remark):\n  gpureap wait");
+  EXPECT_EQ(split_description("No heading.").sections, "");
 }
 
 TEST(WrapHelp, AnOptionsContinuationStartsAtItsDescriptionColumn) {

@@ -32,23 +32,6 @@ std::string roff(std::string_view text) {
   return out;
 }
 
-// A heading line: "Examples:", "Exit status:", or "Presets (a remark):". Returns the
-// heading ("Examples") and leaves the remark in `remark`; empty when not a heading.
-std::string heading_of(std::string_view line, std::string& remark) {
-  remark.clear();
-  if (line.size() < 2 || line.back() != ':' || !std::isupper(static_cast<unsigned char>(line[0])))
-    return "";
-  line.remove_suffix(1);
-  std::string_view name = line.substr(0, line.find(" ("));
-  if (name.size() < line.size()) {
-    if (line.back() != ')') return "";
-    remark = line.substr(name.size() + 1);
-  }
-  for (char ch : name)
-    if (!std::isalpha(static_cast<unsigned char>(ch)) && ch != ' ') return "";
-  return std::string(name);
-}
-
 // What an indented line of help has at MANWIDTH=80 (80 - 7 - 4).
 constexpr std::size_t kManVerbatimColumns = 69;
 

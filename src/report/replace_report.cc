@@ -14,6 +14,7 @@
 #include "proc/run_id.h"
 #include "report/free_report.h"
 #include "report/instance_text.h"
+#include "report/status_table.h"
 #include "report/terminal_text.h"
 #include "util/plural.h"
 #include "util/units.h"
@@ -231,8 +232,10 @@ std::string needs_confirmation(const reclaim::Plan& plan, const inventory::Inven
       if (!gh.uses_gpu) continue;
       const proc::Holder& h = gh.holder;
       if (plan.contains(h.id) && !proc::unattended_may_act(h))
-        return fmt::format("pid {} ({}) is {}", h.id.pid, terminal_text(h.comm, 20),
-                           h.orphaned ? "orphaned only by inference: " + h.orphan_reason
+        // Named by its command line (its title): the kernel's 15-character name cuts
+        // `sglang::scheduler_TP0` to `sglang::schedul` (ux-wave5-review #12).
+        return fmt::format("pid {} ({}) is {}", h.id.pid, short_command(h, 40),
+                           h.orphaned ? "orphaned only by inference: " + terminal_text(h.orphan_reason)
                                       : "not orphaned (its server may be alive)");
     }
   // A launcher that lives while every GPU member is orphaned with strong evidence is
@@ -248,12 +251,12 @@ std::string needs_confirmation(const reclaim::Plan& plan, const inventory::Inven
     // (W4-03): another user's orphan known by inference only, on any GPU, is said as
     // left alone (left_alone_line), never a refusal that keeps CMD from starting.
     if (mode == supervise::ReplaceMode::replace_orphans) continue;
+    const std::string name = h ? short_command(*h, 40) : terminal_text(s.comm, 20);
     if (h && h->orphaned)
       return fmt::format("pid {} ({}) holds {} and is orphaned only by inference: {}", s.id.pid,
-                         terminal_text(s.comm, 20), format_bytes(s.gpu_bytes),
-                         terminal_text(h->orphan_reason));
-    return fmt::format("pid {} ({}) holds {} and is not orphaned{}", s.id.pid,
-                       terminal_text(s.comm, 20), format_bytes(s.gpu_bytes),
+                         name, format_bytes(s.gpu_bytes), terminal_text(h->orphan_reason));
+    return fmt::format("pid {} ({}) holds {} and is not orphaned{}", s.id.pid, name,
+                       format_bytes(s.gpu_bytes),
                        h && !h->instance.empty()
                            ? fmt::format(" (instance {})", terminal_text(h->instance))
                            : std::string());
@@ -261,5 +264,18 @@ std::string needs_confirmation(const reclaim::Plan& plan, const inventory::Inven
   return "";
 }
 
+std::string plan_command(supervise::ReplaceMode mode, std::string_view instance,
+                         const std::vector<gpu::DeviceId>& gpus) {
+  const std::string on = gpus.empty() ? "--all" : "--gpu " + gpu::device_list(gpus);
+  switch (mode) {
+    case supervise::ReplaceMode::replace:
+      return fmt::format("gpureap free --instance {} --dry-run", terminal_text(instance));
+    case supervise::ReplaceMode::replace_orphans:
+      return fmt::format("gpureap free --orphans {} --dry-run", on);
+    case supervise::ReplaceMode::free_first:
+      break;
+  }
+  return fmt::format("gpureap free {} --dry-run", on);
+}
 
 }  // namespace gpureap::report

@@ -67,11 +67,6 @@ std::string replace_question(const reclaim::Plan& plan, std::string_view command
 /// no instance's. Ends with a newline.
 std::string replace_plan_text(const reclaim::Plan& plan, const inventory::Inventory& inv);
 
-/// Why a plan may not go ahead without a person's confirmation, or "" when it may: every
-/// GPU holder it signals is orphaned with owned or witnessed evidence, no live launcher
-/// is in it, and nothing on the selected GPUs that it was asked to free is left alone for
-/// lack of evidence (--free-first: any holder; --replace KEY: its members). For
-/// --replace-orphans what it leaves alone is never a reason: it is said (left_alone_line).
 /// What `run --replace`/`--replace-orphans`/`--free-first` did before CMD, for `run
 /// --json`'s document (its "replace" object): the lines it would have said, what it freed
 /// (the plan carried out and its report), the GPUs verified, what it left alone.
@@ -87,7 +82,19 @@ struct ReplaceRecord {
 /// document of the free (null when nothing was signalled).
 nlohmann::ordered_json replace_json(const ReplaceRecord& r);
 
+/// Why a plan may not go ahead without a person's confirmation, or "" when it may: every
+/// GPU holder it signals is orphaned with owned or witnessed evidence, no live launcher
+/// is in it, and nothing on the selected GPUs that it was asked to free is left alone for
+/// lack of evidence (--free-first: any holder; --replace KEY: its members). For
+/// --replace-orphans what it leaves alone is never a reason: it is said (left_alone_line).
 std::string needs_confirmation(const reclaim::Plan& plan, const inventory::Inventory& inv,
                                supervise::ReplaceMode mode);
+
+/// The free that shows the plan a confirmed replacement carries out, as a whole command
+/// to paste (run's refusal names it): `gpureap free --instance KEY --dry-run` (--replace
+/// KEY), `gpureap free --orphans --gpu 0,1 --dry-run` (--replace-orphans), `gpureap free
+/// --gpu 0,1 --dry-run` (--free-first). Escaped.
+std::string plan_command(supervise::ReplaceMode mode, std::string_view instance,
+                         const std::vector<gpu::DeviceId>& gpus);
 
 }  // namespace gpureap::report

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "proc/lineage.h"
 #include "report/instance_text.h"
@@ -17,6 +18,7 @@ struct Held {
   std::vector<gpu::DeviceId> gpus;
   std::uint64_t bytes = 0;
   bool bytes_known = true;
+  std::optional<unsigned> sm_percent;  // the highest of its GPUs' samples (a hint)
 };
 
 bool contains_text(const std::string& haystack, const std::string& needle) {
@@ -108,6 +110,7 @@ std::map<proc::ProcessId, Held> held_once(const inventory::Inventory& inv) {
         h.bytes += *gh.gpu_bytes;
       else
         h.bytes_known = false;
+      if (gh.sm_percent) h.sm_percent = std::max(h.sm_percent.value_or(0), *gh.sm_percent);
     }
   return held;
 }
@@ -227,6 +230,7 @@ std::vector<Row> build_rows(const inventory::Inventory& inv, const ViewState& st
       r.gpus = m.gpus;
       r.bytes = m.bytes;
       r.bytes_known = m.bytes_known;
+      r.sm_percent = m.sm_percent;
       r.nested = g.in != nullptr;
       r.tagged = state.tagged.contains(m.holder->id);
       if (g.in) r.tree_last = tree_last;

@@ -53,6 +53,9 @@ struct Row {
   std::vector<gpu::DeviceId> gpus;  // the GPUs it uses
   std::uint64_t bytes = 0;          // NVML's figures over them
   bool bytes_known = true;
+  /// NVML's latest per-process sample of its SM share (a hint no rule reads), the
+  /// highest over its GPUs; nullopt when NVML gives none (not supported, no sample).
+  std::optional<unsigned> sm_percent;
   bool nested = false;  // listed under an instance heading
   /// Its place in the tree of its instance's listed members: a member is listed under
   /// its parent when the parent is a listed member too (nvitop's tree view). One entry

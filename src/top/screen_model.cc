@@ -248,6 +248,7 @@ Line title_line(const Frame& f, std::size_t hscroll) {
 struct Columns {
   bool container = false;  // a CONTAINER column (wide terminals)
   bool usage = false;      // CPU% and host RSS (100 columns and more)
+  bool sm = false;         // NVML's per-process SM sample, a hint (100 columns and more)
 };
 constexpr std::size_t kContainerWidth = 24;
 
@@ -255,6 +256,7 @@ Line column_heading(const Frame& f, const Columns& c) {
   LineBuilder b(f.width);
   std::string text = fmt::format("    {:>7} {:<8} {:<5} {:>6} {:<6} {:<8} ", "PID", "USER", "GPU",
                                  "MEMORY", "AGE", "MARK");
+  if (c.sm) text += fmt::format("{:>4} ", "SM%");
   if (c.usage) text += fmt::format("{:>5} {:>6} ", "CPU%", "RSS");
   if (c.container) text += fmt::format("{:<{}} ", "CONTAINER", kContainerWidth);
   b.add(text + "COMMAND", Ink::title);
@@ -304,6 +306,8 @@ Line holder_line(const Frame& f, const Row& r, const Columns& c, bool cursor) {
   else
     b.add("live    ", Ink::dim);
   b.add(" ");
+  if (c.sm)  // "-": NVML gave no sample (not supported: MIG, some cards; none of this pid)
+    b.add(r.sm_percent ? fmt::format("{:>4} ", *r.sm_percent) : "   - ", Ink::dim);
   if (c.usage) {
     const ProcessUsage* u = nullptr;
     if (f.usage)
@@ -452,6 +456,7 @@ Screen layout_screen(const Frame& f) {
   Columns cols;
   cols.container = width >= 140;
   cols.usage = width >= 100;
+  cols.sm = width >= 100;
   const std::size_t heading_at = lines.size();
   lines.push_back(Line{});  // the column headings, laid out with the list
 

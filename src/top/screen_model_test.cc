@@ -1,9 +1,11 @@
 #include "top/screen_model.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "top/keys.h"
 #include "top/test_inventory.h"
+#include "util/test_golden.h"
 
 namespace gpureap::top {
 namespace {
@@ -425,6 +427,39 @@ TEST(TopScreen, W4_12_CpuAndHostMemoryHaveColumnsOnAWideScreen) {
   f.width = 80;
   screen = layout_screen(f);
   for (const auto& l : screen.lines) EXPECT_EQ(l.text().find("CPU%"), std::string::npos);
+}
+
+// Issue 53: NVML's per-process SM sample (a hint no rule reads) has a column from 100
+// columns, "-" where NVML gave none; at 80 columns there is no room and no column.
+TEST(TopScreen, TheSmHintHasAColumnOnAWideScreenAndNoneAt80) {
+  Shown s;
+  for (auto& v : s.inv.gpus)
+    for (auto& gh : v.holders) {
+      if (gh.holder.id.pid == kOrphanA) gh.sm_percent = 0;
+      if (gh.holder.id.pid == kLive) gh.sm_percent = 87;
+    }
+  const auto text = [](const Screen& screen) {
+    std::string out;
+    for (const auto& l : screen.lines) out += l.text() + "\n";
+    return out;
+  };
+  s.draw(80, 24, 5000.0);
+  expect_fits(s.screen, 80, 24);
+  EXPECT_EQ(s.find("SM%"), -1) << text(s.screen);
+  expect_golden_file(std::string(GPUREAP_FIXTURES) + "/top/list-80.txt", text(s.screen));
+  s.draw(120, 24, 5000.0);
+  expect_fits(s.screen, 120, 24);
+  const int heading = s.find("    PID");
+  ASSERT_GE(heading, 0);
+  const std::string head = s.line(heading);
+  const auto sm = head.find(" SM% ");
+  ASSERT_NE(sm, std::string::npos) << head;
+  // Each value sits under the heading's last character (right-aligned).
+  const auto at = [&](pid_t pid) { return s.line(s.find(fmt::format(" {} ", pid))); };
+  EXPECT_EQ(at(kLive).substr(sm, 5), "  87 ") << at(kLive);
+  EXPECT_EQ(at(kOrphanA).substr(sm, 5), "   0 ") << "a sample of 0 % is shown: " << at(kOrphanA);
+  EXPECT_EQ(at(kOrphanB).substr(sm, 5), "   - ") << "no sample: " << at(kOrphanB);
+  expect_golden_file(std::string(GPUREAP_FIXTURES) + "/top/list-120.txt", text(s.screen));
 }
 
 // W4_12: the detail box (d, Enter on a process) has what a row cuts, whole: the verdict

@@ -201,8 +201,13 @@ TEST(ExitCodes, TheTopLevelHelpFitsAScreenAndHelpAndVersionAreCommands) {
   auto help_free = node.gpureap({"help", "free"});
   EXPECT_EQ(help_free.exit_code, 0) << help_free.err;
   EXPECT_EQ(help_free.out, node.gpureap({"free", "--help"}).out);
-  EXPECT_NE(help_free.out.find("Usage: gpureap free [OPTIONS]"), std::string::npos)
-      << help_free.out;
+  // Every command's help opens with its Usage line (ux-wave5-review #12), as typed.
+  for (const char* command : {"status", "top", "free", "wait", "run", "plan", "watch", "slurm", "log"}) {
+    auto help = node.gpureap({command, "--help"});
+    EXPECT_EQ(help.exit_code, 0) << command << help.err;
+    EXPECT_TRUE(help.out.starts_with(std::string("Usage: gpureap ") + command + " ")) << help.out;
+  }
+  EXPECT_TRUE(top.out.starts_with("Usage: gpureap [OPTIONS] [COMMAND]\n")) << top.out;
   auto typo = node.gpureap({"help", "fre"});
   EXPECT_EQ(typo.exit_code, 2);
   EXPECT_NE(typo.err.find("unknown command 'fre' (did you mean free?)"), std::string::npos)

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <regex>
 #include <set>
 
 #include "harness.h"
@@ -94,6 +95,21 @@ TEST(Replace, WithoutATerminalOrYesAnInferredOrphanIsRefusedAndNothingSignalled)
   EXPECT_FALSE(std::filesystem::exists(marker));
   EXPECT_NE(r.err.find("No terminal to ask on: pass --yes"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("nothing was signalled"), std::string::npos) << r.err;
+  // The refusal names its plan by a command that shows it (ux-wave5-review #12), and that
+  // command, pasted, plans exactly the instance's workers.
+  const std::string key = std::to_string(s.sglang.leader);
+  const std::string shown = "gpureap free --instance " + key + " --dry-run";
+  EXPECT_NE(r.err.find("(the plan: `" + shown + "`)"), std::string::npos) << r.err;
+  // Each process by its command line, not the kernel's 15-character cut.
+  EXPECT_NE(r.err.find("(sglang::scheduler_TP"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("(sglang::schedul)"), std::string::npos) << r.err;
+  auto plan = node.gpureap({"--no-agent", "free", "--instance", key, "--dry-run"});
+  EXPECT_EQ(plan.exit_code, 0) << plan.err;
+  const auto planned = [&plan](pid_t pid) {
+    return std::regex_search(plan.out, std::regex("\\b" + std::to_string(pid) + "\\b"));
+  };
+  for (const auto& [pid, gpu] : s.sglang.holders) EXPECT_TRUE(planned(pid)) << pid << plan.out;
+  for (const auto& [pid, gpu] : s.vllm.holders) EXPECT_FALSE(planned(pid)) << pid << plan.out;
   expect_whole(s.vllm, "untouched");
   for (const auto& [pid, gpu] : s.sglang.holders) EXPECT_TRUE(alive(pid)) << pid;
 }

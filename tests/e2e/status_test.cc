@@ -311,5 +311,37 @@ TEST(Status, VerboseShowsEachHoldersSmShareAsNvmlSamplesIt) {
   EXPECT_EQ(mv.out.find("per-process sample"), std::string::npos) << mv.out;
 }
 
+// Issue 53: the hint comes from nvmlDeviceGetProcessesUtilizationInfo (r545+; the only
+// call Blackwell answers) where the driver has it, else from the older
+// nvmlDeviceGetProcessUtilization; a GPU that supports neither has no hint and no error.
+TEST(Status, TheSmHintComesFromWhicheverPerProcessCallTheDriverAnswers) {
+  SimNode node{{"--gpus", "4", "--memory", "96GiB"}};
+  const std::vector<std::string> modes = {"both", "new", "legacy", "none"};
+  std::vector<pid_t> pids;
+  for (std::size_t i = 0; i < modes.size(); ++i) {
+    const std::string gpu = std::to_string(i);
+    auto set = node.sim({"sensors", "--dir", node.dir(), "--gpu", gpu, "--process-util", modes[i]});
+    ASSERT_EQ(set.exit_code, 0) << set.err;
+    auto held = node.hold({"--gpu", gpu, "--bytes", "1GiB", "--util", std::to_string(40 + i)});
+    ASSERT_EQ(held.holders.size(), 1u);
+    pids.push_back(held.holders[0].first);
+  }
+  auto j = node.gpureap({"--no-agent", "--json", "status"}).json();
+  ASSERT_TRUE(j.contains("gpus")) << j.dump();
+  for (std::size_t i = 0; i < modes.size(); ++i) {
+    const auto* h = find_holder(j["gpus"][i], pids[i]);
+    ASSERT_NE(h, nullptr) << j["gpus"][i].dump();
+    if (modes[i] == "none")
+      EXPECT_TRUE((*h)["sm_percent"].is_null()) << "neither call supported: " << h->dump();
+    else
+      EXPECT_EQ((*h)["sm_percent"], 40 + i) << modes[i] << ": " << h->dump();
+  }
+  auto v = node.gpureap({"--no-agent", "status", "-v"});
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_NE(v.out.find(std::to_string(pids[1]) + " SM 41 %"), std::string::npos)
+      << "Blackwell's newer call alone: " << v.out;
+  EXPECT_EQ(v.out.find(std::to_string(pids[3]) + " SM"), std::string::npos) << v.out;
+}
+
 }  // namespace
 }  // namespace gpureap::e2e

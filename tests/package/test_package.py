@@ -50,7 +50,8 @@ def commands():
 
 def help_options(command):
     out = run([BIN, command, "--help"]).stdout
-    options = out.split("Options:\n")[1].split("Exit status:")[0]
+    # The options end at the next heading (Examples:, Exit status:), after a blank line.
+    options = re.split(r"\n\n(?=\S)", out.split("Options:\n")[1])[0]
     return sorted(set(re.findall(r"^ {2,6}(?:-\w,\s?)?(--[a-z][a-z-]+)", options, re.M)) - {"--help"})
 
 
