@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -77,8 +78,8 @@ TEST(WatchService, W2_03_TricklingConnectionsOfOneUserDoNotBlockScrapes) {
   const std::uint16_t port = agent.port;
   pid_t child = ::fork();
   if (child == 0) {
-    // As uid 65534: 40 connections, a header line each a second, until every one
-    // is closed by the agent; then 'd' (or 'e' when setuid failed).
+    // As uid 65534: 40 connections, 'r' once they are open (or 'e' when setuid failed),
+    // then a header line each a second, until the test kills it.
     ::close(report[0]);
     if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) {
       (void)!::write(report[1], "e", 1);
@@ -122,14 +123,11 @@ TEST(WatchService, W2_03_TricklingConnectionsOfOneUserDoNotBlockScrapes) {
 
   auto reply = http_get(agent.port, "/metrics", 10s);
   EXPECT_EQ(reply.status, 200) << "a scrape while uid 65534 trickles 40 requests";
-
-  // Every trickling connection is closed, though each keeps sending (the child
-  // gives up after 120 s; the deadline is 10 s).
-  pollfd p{report[0], POLLIN, 0};
-  ASSERT_EQ(::poll(&p, 1, 60000), 1) << "the trickling connections were never closed";
-  ASSERT_EQ(::read(report[0], &c, 1), 1);
-  EXPECT_EQ(c, 'd');
+  // That each trickling connection is cut at its deadline (10 s here), whatever it
+  // sends, is HttpServer.W2_03_ATricklingRequestIsCutAtItsDeadlineWhateverItSends's
+  // (300 ms there): not waited out here.
   ::close(report[0]);
+  ::kill(child, SIGKILL);  // our own child
   int st = 0;
   ::waitpid(child, &st, 0);
   EXPECT_EQ(agent.child->terminate(), 0) << agent.child->transcript();
