@@ -42,10 +42,6 @@ using Clock = std::chrono::steady_clock;
 // A client that sends nothing is dropped after this long (libmicrohttpd's own
 // timeout, which every byte restarts).
 constexpr unsigned kConnectionTimeoutSeconds = 10;
-// A request must arrive whole, and its answer be taken, within this long, however
-// it trickles: one header line a second no longer keeps a connection (W2-03).
-// Prometheus' default scrape_timeout is 10 s too.
-constexpr auto kRequestDeadline = std::chrono::seconds(10);
 // Prometheus opens one connection per scrape; a few people with curl add a few.
 // Each client (address, and on loopback the uid behind it) gets a few at a time,
 // so one cannot take the slots every other one needs.
@@ -228,6 +224,7 @@ MHD_Result send(MHD_Connection* connection, const HttpResponse& r, bool not_allo
 
 struct HttpServer::Impl {
   HttpHandler handler;
+  std::chrono::milliseconds request_deadline = kRequestDeadline;
   std::unique_ptr<BasicAuth> auth;  // nullptr: no authentication
   std::unique_ptr<CredentialChecks> checks;  // with auth: bcrypt off our thread (W4-09)
   std::string cert_pem, key_pem;  // kept while the daemon runs
@@ -359,7 +356,7 @@ struct HttpServer::Impl {
     o.fd.reset(::fcntl(fd_info->connect_fd, F_DUPFD_CLOEXEC, 0));
     if (!o.fd.valid()) return;
     o.client = client_key(o.fd.get(), addr_info->client_addr);
-    o.deadline = Clock::now() + kRequestDeadline;
+    o.deadline = Clock::now() + self->request_deadline;
     if (++self->per_client[o.client] > kConnectionsPerClient) cut(o);
     self->open.insert_or_assign(connection, std::move(o));
     self->changed.notify_all();
@@ -371,7 +368,7 @@ struct HttpServer::Impl {
     auto it = open.find(connection);
     if (it == open.end()) return;
     it->second.answering = now_answering;
-    it->second.deadline = Clock::now() + kRequestDeadline;
+    it->second.deadline = Clock::now() + request_deadline;
     changed.notify_all();
   }
 
@@ -486,7 +483,8 @@ struct HttpServer::Impl {
 };
 
 Result<HttpServer> HttpServer::start(std::string_view listen, HttpHandler handler,
-                                     const WebConfig& web, PasswordCheck matches) {
+                                     const WebConfig& web, PasswordCheck matches,
+                                     std::chrono::milliseconds request_deadline) {
   // TLS asked and GnuTLS missing is an error, never plain HTTP in its place.
   if (web.tls()) {
     if (auto loaded = load_gnutls(kGnutlsLibrary); !loaded)
@@ -503,6 +501,7 @@ Result<HttpServer> HttpServer::start(std::string_view listen, HttpHandler handle
   ::getsockname(fd->get(), reinterpret_cast<sockaddr*>(&bound), &len);
   auto impl = std::make_unique<Impl>();
   impl->handler = std::move(handler);
+  impl->request_deadline = request_deadline;
   if (web.auth()) {
     impl->auth = std::make_unique<BasicAuth>(web.users, std::move(matches));
     impl->checks = std::make_unique<CredentialChecks>(*impl->auth);

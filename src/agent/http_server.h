@@ -5,6 +5,7 @@
 // basic authentication (each password checked on a worker thread, never on the
 // library's, W4-09). The handler runs on the library's thread; it must be thread-safe.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -29,6 +30,11 @@ using HttpHandler = std::function<HttpResponse(std::string_view path)>;
 /// Default listen address (docs/metrics.md, "Why port 9847").
 inline constexpr const char* kDefaultListen = "127.0.0.1:9847";
 
+/// A request must arrive whole, and its answer be taken, within this long, however it
+/// trickles: one header line a second no longer keeps a connection (W2-03).
+/// Prometheus' default scrape_timeout is 10 s too.
+inline constexpr std::chrono::milliseconds kRequestDeadline{10000};
+
 class HttpServer {
  public:
   /// Parses `listen` ("ADDR:PORT", "[v6]:PORT"; port 0 picks a free one) and starts
@@ -37,10 +43,12 @@ class HttpServer {
   /// never falls back to plain HTTP); with `web.auth()` every request needs one of
   /// its users' passwords, else 401 with `WWW-Authenticate: Basic`.
   /// The passwords are checked off the serving thread (agent/credential_checks.h), by
-  /// `matches` (a test's stand-in; bcrypt otherwise).
+  /// `matches` (a test's stand-in; bcrypt otherwise). `request_deadline`: a test's
+  /// shorter kRequestDeadline.
   static Result<HttpServer> start(std::string_view listen, HttpHandler handler,
                                   const WebConfig& web = {},
-                                  PasswordCheck matches = bcrypt_matches);
+                                  PasswordCheck matches = bcrypt_matches,
+                                  std::chrono::milliseconds request_deadline = kRequestDeadline);
   HttpServer(HttpServer&&) noexcept;
   HttpServer& operator=(HttpServer&&) noexcept;
   ~HttpServer();  // stops serving, waits for requests in flight

@@ -141,6 +141,37 @@ TEST(HttpServer, W2_03_OneClientGetsAFewConnectionsAtATime) {
   EXPECT_TRUE(reply.starts_with("HTTP/1.1 200")) << reply;
 }
 
+// W2-03: a request must arrive whole within its deadline, however it trickles: a client
+// that sends a header line every 20 ms, and would go on for ever, is cut at the deadline
+// (here 300 ms; 10 s in the agent). libmicrohttpd's own timeout restarts at every byte.
+// No time is asserted: the test waits for the cut, bounded only so that a server that
+// never cuts fails instead of hanging.
+TEST(HttpServer, W2_03_ATricklingRequestIsCutAtItsDeadlineWhateverItSends) {
+  auto server = HttpServer::start("127.0.0.1:0", metrics_handler, {}, bcrypt_matches, 300ms);
+  ASSERT_TRUE(server) << server.error().message;
+  UniqueFd fd = connect_to(server->port());
+  ASSERT_TRUE(fd.valid());
+  const std::string start = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+  ASSERT_EQ(::send(fd.get(), start.data(), start.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(start.size()));
+  const auto give_up = std::chrono::steady_clock::now() + 60s;
+  bool cut = false;
+  while (!cut && std::chrono::steady_clock::now() < give_up) {
+    const std::string more = "X-a: b\r\n";
+    if (::send(fd.get(), more.data(), more.size(), MSG_NOSIGNAL) < 0) {
+      cut = true;
+      break;
+    }
+    pollfd p{fd.get(), POLLIN, 0};
+    if (::poll(&p, 1, 20) == 1) {
+      char c;
+      cut = ::recv(fd.get(), &c, 1, 0) <= 0;  // closed without an answer
+      ASSERT_TRUE(cut) << "answered a request that never ended";
+    }
+  }
+  EXPECT_TRUE(cut) << "a trickling request kept its connection for a minute";
+}
+
 TEST(HttpServer, TheHandlersStatusIsSent) {
   auto server = HttpServer::start("127.0.0.1:0", metrics_handler);
   ASSERT_TRUE(server.has_value()) << server.error().message;

@@ -529,7 +529,7 @@ TEST(Free, ResetThroughTheStandInChecksPreconditions) {
   if (::geteuid() != 0) GTEST_SKIP() << "the reset path needs root";
   SimNode node({"--gpus", "2", "--memory", "96GiB", "--persistence", "on"});
   // --timeout bounds the whole free from its start, and a free waits it out before it
-  // calls memory driver-held (issue 50: told to wait 3 s, it waits 3 s; each of the 8
+  // calls memory driver-held (issue 50: told to wait 3 s, it waits 3 s; each of the 3
   // frees here takes that long). A short one risks that signalling on a loaded machine
   // uses it all (CI: SIGTERM 375 ms into a 300 ms --timeout, "still releasing", no reset).
   auto held = node.hold({"--gpu", "1", "--bytes", "30GiB", "--stuck"});
@@ -550,18 +550,12 @@ TEST(Free, ResetThroughTheStandInChecksPreconditions) {
   EXPECT_NE(jo["resets"][0]["output"].get<std::string>().find("reset"), std::string::npos);
   EXPECT_TRUE(jo["gpus"][0]["freed"]);
   // D11: a reset that finished was reported as "did not finish in time and was killed"
-  // in 11 of 20 runs (the exit was asked for once, right after EOF on its output).
+  // in 11 of 20 runs (the exit was asked for once, right after EOF on its output). The
+  // race itself is SpawnCaptured.AProgramThatClosesItsOutputEarlyIsWaitedFor's, every
+  // time; five more frees here (3 s each) caught it only by chance.
   EXPECT_EQ(jo["resets"][0]["output"].get<std::string>().find("did not finish"),
             std::string::npos)
       << jo["resets"][0].dump();
-  for (int i = 0; i < 5; ++i) {
-    node.hold({"--gpu", "1", "--bytes", "2GiB", "--stuck"});
-    auto again = node.gpureap(free_args({"--gpu", "1", "--reset", "--timeout", "3s", "--release-budget", "1ms"}));
-    ASSERT_EQ(again.json()["resets"].size(), 1u) << again.out;
-    EXPECT_EQ(again.json()["resets"][0]["output"].get<std::string>().find("did not finish"),
-              std::string::npos)
-        << "run " << i << ": " << again.json()["resets"][0].dump();
-  }
   // A missing nvidia-smi is said as such, not as a timeout.
   node.hold({"--gpu", "1", "--bytes", "2GiB", "--stuck"});
   auto missing = node.gpureap(free_args({"--gpu", "1", "--reset", "--timeout", "3s", "--release-budget", "1ms"}),

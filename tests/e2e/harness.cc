@@ -98,9 +98,10 @@ std::map<pid_t, nlohmann::json> holders_by_pid(const nlohmann::json& status) {
   return out;
 }
 
-KillAtExit::~KillAtExit() {
+void KillAtExit::now() {
   for (pid_t p : pids)
     if (p > 0) ::kill(p, SIGKILL);
+  pids.clear();
 }
 
 nlohmann::json CommandResult::json() const {

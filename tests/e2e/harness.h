@@ -28,7 +28,8 @@ std::map<pid_t, nlohmann::json> holders_by_pid(const nlohmann::json& status);
 /// SIGKILLs, at scope exit, pids that a test's own shells started (ours, by pid).
 struct KillAtExit {
   std::vector<pid_t> pids;
-  ~KillAtExit();
+  ~KillAtExit() { now(); }
+  void now();  // SIGKILLs them at once (and not again at exit)
 };
 
 /// Checks that `text` is one --json document of `command` that starts as every document

@@ -49,7 +49,7 @@ TEST(Lineage, W2_08_PipelineJobIsAttachedNeverAnOrphan) {
   EXPECT_EQ(plan.exit_code, 4) << "nothing to do: " << plan.out << plan.err;
 
   WatchChild agent = start_eager_reaper(node);
-  EXPECT_FALSE(reaped_anything(agent)) << agent.transcript();
+  EXPECT_EQ(reaped_besides_a_control(node, agent, 0), "") << agent.transcript();
   EXPECT_TRUE(alive(python));
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
 }
@@ -84,7 +84,7 @@ TEST(Lineage, DetachedServerWithLiveWorkersIsDetachedNotAnOrphan) {
   EXPECT_EQ(plan.exit_code, 4) << plan.out << plan.err;
 
   WatchChild agent = start_eager_reaper(node);
-  EXPECT_FALSE(reaped_anything(agent)) << agent.transcript();
+  EXPECT_EQ(reaped_besides_a_control(node, agent, 3), "") << agent.transcript();
   EXPECT_TRUE(alive(held.leader));
   for (const auto& [pid, gpu] : held.holders) EXPECT_TRUE(alive(pid)) << pid;
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
@@ -160,7 +160,7 @@ TEST(Lineage, AnOrphanByItsGroupAloneIsAnnouncedButNeverReaped) {
   ASSERT_TRUE(announced) << agent.transcript();
   EXPECT_NE((*announced)["detail"].get<std::string>().find("launcher unknown"), std::string::npos)
       << announced->dump();
-  EXPECT_FALSE(reaped_anything(agent)) << agent.transcript();
+  EXPECT_EQ(reaped_besides_a_control(node, agent, 0), "") << agent.transcript();
   EXPECT_TRUE(alive(held.holders[0].first));
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
   // A person's free --orphans does act on it.
@@ -196,7 +196,7 @@ TEST(Lineage, W2_10_LiveRunMemberIsDetachedAndNotReaped) {
               std::string::npos)
         << hs[w].dump();
   }
-  EXPECT_FALSE(reaped_anything(agent)) << agent.transcript();
+  EXPECT_EQ(reaped_besides_a_control(node, agent, 3), "") << agent.transcript();
   for (pid_t w : workers) EXPECT_TRUE(alive(w)) << w;
   EXPECT_EQ(agent.terminate(), 0) << agent.transcript();
 }

@@ -225,15 +225,27 @@ WatchChild start_eager_reaper(const SimNode& node) {
   return started_watch(node, {"--tick", "100ms", "--reap-orphans-after", "300ms"});
 }
 
-bool reaped_anything(WatchChild& agent, std::chrono::milliseconds window) {
-  return agent
-      .wait_for_json(
-          [](const nlohmann::json& j) {
-            auto e = j.value("event", "");
-            return e == "reaped" || e == "reap_planned" || e == "reap_failed";
-          },
-          window)
-      .has_value();
+std::string reaped_besides_a_control(SimNode& node, WatchChild& agent, unsigned control_gpu) {
+  auto control = node.crash_watched({"--gpu", std::to_string(control_gpu), "--children", "1",
+                                     "--bytes", "1GiB", "--comm", "VLLM::Worker_TP0"});
+  const pid_t worker = control.holders.at(0).first;
+  auto names_only_the_control = [&](const nlohmann::json& j) {
+    const auto& holders = j["holders"];
+    return holders.is_array() && holders.size() == 1 && holders[0].value("pid", 0) == worker;
+  };
+  std::string besides;
+  auto reaped_control = agent.wait_for_json(
+      [&](const nlohmann::json& j) {
+        const auto e = j.value("event", "");
+        if (e != "reaped" && e != "reap_planned" && e != "reap_failed") return false;
+        if (!names_only_the_control(j)) besides += j.dump() + "\n";
+        return e == "reaped" && names_only_the_control(j);
+      },
+      std::chrono::seconds(60));
+  EXPECT_TRUE(reaped_control) << "the control (worker " << worker << " on GPU " << control_gpu
+                              << ") was never reaped:\n"
+                              << agent.transcript();
+  return besides;
 }
 
 }  // namespace gpureap::e2e

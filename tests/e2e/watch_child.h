@@ -89,9 +89,15 @@ WatchChild start_json_agent(const SimNode& node, const std::vector<std::string>&
 /// ticks of 100 ms), its "started" line read.
 WatchChild start_eager_reaper(const SimNode& node);
 
-/// Lets the agent tick for `window` (the reaper's 300 ms pass many times over) and says
-/// whether it planned, tried or did a reap.
-bool reaped_anything(WatchChild& agent,
-                     std::chrono::milliseconds window = std::chrono::seconds(3));
+/// What the eager reaper (start_eager_reaper) planned, tried or did besides a control:
+/// a witnessed orphan made now on `control_gpu` (a crashed server's worker, the test's
+/// own), which the reaper must reap. Every reap event up to the control's "reaped" must
+/// name the control's worker alone: anything the agent saw before the control and
+/// wrongly took for a reapable orphan was due before it, so its reap came first or with
+/// it. This stands in for a window of "nothing reaped for 3 s": the control's reap shows
+/// that the reaper ran past its 300 ms, however fast or loaded the machine. Returns the
+/// offending event lines ("" when none); a failure of the calling test when the control
+/// was never reaped. `control_gpu` must hold nothing else.
+std::string reaped_besides_a_control(SimNode& node, WatchChild& agent, unsigned control_gpu);
 
 }  // namespace gpureap::e2e

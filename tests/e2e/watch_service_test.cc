@@ -1,6 +1,7 @@
 // The agent as a service a local user cannot stall or flood (issue 22, item 7):
 // trickling HTTP connections (W2-03), silent control-socket clients (W2-17), a
-// scrape loop (W2-18), a stdout nobody reads (W2-06). Each test makes the agent
+// stdout nobody reads (W2-06); a scrape loop (W2-18) is a rule of the answers, held by
+// Answers.W2_18_AScrapeLooksAtMostOnceASecond on a fake clock. Each test makes the agent
 // face that user, then asks what root relies on: a scrape, an instant status,
 // a stop on SIGTERM.
 
@@ -9,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -31,7 +33,6 @@ namespace watch_service_test {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 struct Agent {
   std::optional<WatchChild> child;
@@ -57,13 +58,6 @@ Agent start_agent(const SimNode& node, const std::vector<std::string>& extra) {
   return a;
 }
 
-// The value of the series `name` (with its labels, as written) in a metrics text; -1 if absent.
-double sample(const std::string& text, const std::string& series) {
-  auto at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + series.size() + 2));
-}
-
 json status(const SimNode& node) {
   auto r = node.gpureap({"--json", "status"}, 60s);
   return json::parse(r.out, nullptr, false);
@@ -84,8 +78,8 @@ TEST(WatchService, W2_03_TricklingConnectionsOfOneUserDoNotBlockScrapes) {
   const std::uint16_t port = agent.port;
   pid_t child = ::fork();
   if (child == 0) {
-    // As uid 65534: 40 connections, a header line each a second, until every one
-    // is closed by the agent; then 'd' (or 'e' when setuid failed).
+    // As uid 65534: 40 connections, 'r' once they are open (or 'e' when setuid failed),
+    // then a header line each a second, until the test kills it.
     ::close(report[0]);
     if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) {
       (void)!::write(report[1], "e", 1);
@@ -129,14 +123,11 @@ TEST(WatchService, W2_03_TricklingConnectionsOfOneUserDoNotBlockScrapes) {
 
   auto reply = http_get(agent.port, "/metrics", 10s);
   EXPECT_EQ(reply.status, 200) << "a scrape while uid 65534 trickles 40 requests";
-
-  // Every trickling connection is closed, though each keeps sending (the child
-  // gives up after 120 s; the deadline is 10 s).
-  pollfd p{report[0], POLLIN, 0};
-  ASSERT_EQ(::poll(&p, 1, 60000), 1) << "the trickling connections were never closed";
-  ASSERT_EQ(::read(report[0], &c, 1), 1);
-  EXPECT_EQ(c, 'd');
+  // That each trickling connection is cut at its deadline (10 s here), whatever it
+  // sends, is HttpServer.W2_03_ATricklingRequestIsCutAtItsDeadlineWhateverItSends's
+  // (300 ms there): not waited out here.
   ::close(report[0]);
+  ::kill(child, SIGKILL);  // our own child
   int st = 0;
   ::waitpid(child, &st, 0);
   EXPECT_EQ(agent.child->terminate(), 0) << agent.child->transcript();
@@ -161,35 +152,6 @@ TEST(WatchService, W2_17_SilentSocketClientsDoNotStallStatus) {
   json s = status(node);
   ASSERT_TRUE(s.is_object());
   EXPECT_EQ(s["source"], "agent") << "answered beside the silent clients, not after them";
-  EXPECT_EQ(agent.child->terminate(), 0) << agent.child->transcript();
-}
-
-// W2-18: every scrape was a refresh (NVML and /proc), at the caller's rate. Now
-// a scrape within a second of the last refresh is answered from it.
-TEST(WatchService, W2_18_AScrapeLoopDoesNotDriveRefreshes) {
-  SimNode node;
-  node.hold({"--gpu", "0", "--children", "1", "--bytes", "2GiB", "--orphan"});
-  auto agent = start_agent(node, {"--listen", "127.0.0.1:0", "--tick", "10s"});
-  ASSERT_NE(agent.port, 0);
-  // Looks a death caused (kind="death": any crash on the machine with living children,
-  // such as another test's, is looked at) are no scrape's: not counted.
-  auto scans = [](const std::string& text) {
-    return sample(text, "gpureap_scans_total{kind=\"full\"}") +
-           sample(text, "gpureap_scans_total{kind=\"incremental\"}");
-  };
-  auto first = http_get(agent.port, "/metrics");
-  ASSERT_EQ(first.status, 200);
-  const auto t0 = Clock::now();
-  std::string last;
-  for (int i = 0; i < 100; ++i) {
-    auto r = http_get(agent.port, "/metrics");
-    ASSERT_EQ(r.status, 200);
-    last = r.body;
-  }
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  // At most one refresh a second, plus a tick (10 s), plus one at each end.
-  const double allowed = seconds / 1.0 + seconds / 10.0 + 2;
-  EXPECT_LE(scans(last) - scans(first.body), allowed) << "100 scrapes in " << seconds << " s";
   EXPECT_EQ(agent.child->terminate(), 0) << agent.child->transcript();
 }
 
