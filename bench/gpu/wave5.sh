@@ -79,8 +79,11 @@ step release_floor 240 python3 bench/gpu/release_floor.py --cases device,pinned 
   --reps "${RELEASE_REPS:-3}" \
   ${sim_args[@]+"${sim_args[@]}"} --out "$res/release_floor.json"
 step pidns 60 bash bench/gpu/pidns_nvml.sh ${sim_args[@]+"${sim_args[@]}"} "$res"
-step nvml_costs 60 python3 bench/gpu/nvml_costs.py --reps 10 --out "$res/nvml_costs.json"
-step exit_window 150 python3 bench/gpu/exit_window.py --gpureap "$GPUREAP_BIN" --out "$res/exit_window.json"
+if [ -z "$sim_build" ]; then  # the driver's own costs: nothing to learn from the simulator
+  step nvml_costs 60 python3 bench/gpu/nvml_costs.py --reps 10 --out "$res/nvml_costs.json"
+  step exit_window 150 python3 bench/gpu/exit_window.py --gpureap "$GPUREAP_BIN" \
+    --out "$res/exit_window.json"
+fi
 step free_floor 600 bash bench/gpu/free_floor.sh ${sim_args[@]+"${sim_args[@]}"} "$res"
 
 python3 - "$res" "$out/summary.json" <<'EOF'

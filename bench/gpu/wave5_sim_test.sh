@@ -7,7 +7,7 @@ set -u
 build=${1:?usage: wave5_sim_test.sh BUILD}
 out=$(mktemp -d /tmp/gpureap-wave5-test-XXXXXX)
 trap 'rm -rf "$out"' EXIT
-if ! OUT=$out RELEASE_REPS=1 FREE_REPS=1 STATUS_REPS=3 WAVE5_SECONDS=300 \
+if ! OUT=$out RELEASE_REPS=1 FREE_REPS=1 TRACE_REPS=1 STATUS_REPS=3 WAVE5_SECONDS=300 \
     bash "$(dirname "$0")/wave5.sh" --sim "$build" > "$out/console" 2>&1; then
   cat "$out/console"; exit 1
 fi
@@ -33,8 +33,13 @@ for c in rf["cases"]:
         assert c["baseline_s"] > c["unlisted_s"] + 0.1, c
 
 ff = load("free_floor.json")["free"]
-assert [r["method"] for r in ff] == ["floor", "free"], ff
+import shutil
+traced = ["free-traced"] if shutil.which("strace") else []
+assert [r["method"] for r in ff] == ["floor", "free"] + traced, ff
 assert ff[1]["exit"] == 0 and all(g["freed"] for g in ff[1]["gpus"]), ff[1]
+assert [s["step"] for s in ff[1]["free_steps"]][-1] == "done", ff[1]
+for r in ff[2:]:  # a traced round: free under strace, its trace beside the results
+    assert r["exit"] == 0 and os.path.getsize(os.path.join(res, os.path.basename(r["strace"]))) > 0, r
 assert ff[1]["baseline_s"] <= ff[1]["command_s"] and ff[0]["baseline_s"] is not None, ff
 
 if root:  # the driver's rule since 535.113: only the namespace's own holder, by its own pid
