@@ -298,9 +298,11 @@ class Reclaim {
   }
 
   // The release's first phase per GPU (release_wait.h, ReleasePhases): when its holders
-  // were first signalled and when the last of them exited.
+  // were first signalled and when the last of them exited. One still exiting when free
+  // stopped waiting (Outcome::exiting) leaves the last exit unseen.
   void note_phases(const Plan& plan, const std::vector<Action>& actions) {
-    for (auto& g : report_.gpus)
+    for (auto& g : report_.gpus) {
+      bool exit_unseen = false;
       for (const auto& t : plan.targets) {
         if (std::find(t.gpus.begin(), t.gpus.end(), g.gpu) == t.gpus.end()) continue;
         for (const auto& a : actions) {
@@ -308,8 +310,11 @@ class Reclaim {
           if (!g.signalled_at || a.sent_at < *g.signalled_at) g.signalled_at = a.sent_at;
           if (a.exited_at && (!g.exited_at || *a.exited_at > *g.exited_at))
             g.exited_at = a.exited_at;
+          exit_unseen |= a.outcome == Outcome::exiting;
         }
       }
+      if (exit_unseen) g.exited_at.reset();
+    }
   }
 
   // Act only on a fresh look (W2-20): the plan may come from the agent's answer or from

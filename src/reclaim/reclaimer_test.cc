@@ -93,6 +93,7 @@ TEST(Reclaim, AHolderWhoseMemoryIsBackWhileItExitsIsNotWaitedFor) {
   EXPECT_EQ(m.control.signals_of(id), sigs({SIGTERM}));
   ASSERT_EQ(r.gpus.size(), 1u);
   EXPECT_LT(*r.gpus[0].freed_at, 0.1);
+  EXPECT_FALSE(release_phases(r.gpus[0]).signal_to_exit.has_value()) << "its exit was not seen";
   EXPECT_LT(r.seconds, 0.1);
   EXPECT_TRUE(r.leftovers.empty());
 }
