@@ -204,6 +204,10 @@ int run_watch(const GlobalOptions& global, const WatchFlags& given, bool explici
   SignalFlags caught;
   caught.raise_on(SIGTERM, g_stop, &g_stop_signal).raise_on(SIGINT, g_stop, &g_stop_signal);
   caught.raise_on(SIGHUP, g_reload).raise_on(SIGUSR1, g_yield).raise_on(SIGUSR2, g_resume);
+  // timeout(1) sends SIGTERM to the agent, then to its process group; systemd, to the
+  // main process and then the unit's cgroup. One arriving after the default handlers
+  // were put back (the NVML helper is still being waited for) killed a stopping agent.
+  caught.keep_until_exit();
   ::signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the agent
   node.set_interrupt_flag(&g_stop);
 

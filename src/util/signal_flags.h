@@ -24,6 +24,11 @@ class SignalFlags {
   /// Both must outlive this object.
   SignalFlags& raise_on(int sig, std::atomic<bool>& flag, std::atomic<int>* number = nullptr);
 
+  /// The handlers stay when this object goes (for a command whose return ends the
+  /// process: a stop signal during its teardown must find them, not the default that
+  /// kills). The flags must then live as long as the process (globals).
+  void keep_until_exit() { replaced_.clear(); }
+
  private:
   std::vector<std::pair<int, struct sigaction>> replaced_;
 };

@@ -172,7 +172,8 @@ std::string WatchChild::transcript() const {
   return out + "stderr:\n" + err_;
 }
 
-int WatchChild::terminate(std::chrono::milliseconds timeout) {
+int WatchChild::terminate(std::chrono::milliseconds timeout,
+                          std::optional<std::chrono::milliseconds> again) {
   if (pid_ <= 0) return -1;
   if (exit_status_) return *exit_status_;
   ::syscall(SYS_pidfd_send_signal, pidfd_, SIGTERM, nullptr, 0);
@@ -187,12 +188,14 @@ int WatchChild::terminate(std::chrono::milliseconds timeout) {
       exit_status_ = status_code(status);
       return -1;
     }
+    if (again) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGTERM, nullptr, 0);
     // Keep reading: an agent blocked on a full pipe would never exit. Bounded
     // slices, so the pidfd is looked at again soon after the pipes close.
     if (out_ >= 0 || err_fd_ >= 0) {
-      pump(std::min(deadline, Clock::now() + std::chrono::milliseconds(50)));
+      pump(std::min(deadline, Clock::now() + again.value_or(std::chrono::milliseconds(50))));
     } else {
-      ::poll(&p, 1, ms_until(deadline));  // both pipes closed: wait on the pidfd alone
+      // Both pipes closed: wait on the pidfd alone.
+      ::poll(&p, 1, again ? static_cast<int>(again->count()) : ms_until(deadline));
     }
   }
   int status = 0;

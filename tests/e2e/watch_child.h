@@ -61,7 +61,10 @@ class WatchChild {
   /// SIGTERM through the pidfd, then waits at most `timeout` for the exit
   /// (reading the rest of stdout meanwhile). Returns the exit status, 128+signal
   /// when killed by one, or -1 when it did not exit in time (it is then SIGKILLed).
-  int terminate(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  /// `again`: SIGTERM once more every `again` until the exit, as timeout(1) signals
+  /// its child and then the child's process group.
+  int terminate(std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                std::optional<std::chrono::milliseconds> again = std::nullopt);
 
  private:
   // Reads whatever stdout and stderr have, waiting until `deadline` for something.
