@@ -39,6 +39,7 @@ struct Tracked {
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   std::size_t action = kNone;  // index of the latest action for this target
   bool exited = false;  // exited, or exiting with what it held released: waited for no more
+  bool dying = false;   // the latter (Outcome::exiting): handed to the caller
 };
 
 Outcome open_outcome(proc::OpenError e) {
@@ -176,6 +177,7 @@ class Escalation {
 
   EscalationResult finish() {
     for (auto& t : tracked_) {
+      if (t.dying) result_.exiting.push_back(std::move(t.process));
       if (t.exited) continue;
       result_.survivors.push_back(t.process->id());
       if (t.action == Tracked::kNone) continue;
@@ -228,6 +230,7 @@ class Escalation {
 
   void mark_exiting(Tracked& t) {
     t.exited = true;
+    t.dying = true;
     if (t.action < result_.actions.size() && result_.actions[t.action].id == t.process->id()) {
       auto& a = result_.actions[t.action];
       a.exiting_at = now();

@@ -78,6 +78,9 @@ struct EscalationResult {
   std::vector<proc::ProcessId> survivors;  // still running after SIGKILL + kill_wait
   std::vector<std::string> notes;          // e.g. why cgroup.kill was not used for a cgroup
   bool interrupted = false;
+  /// The Outcome::exiting targets' handles: their exits, not waited for here, are the
+  /// caller's to wait for before it is done.
+  std::vector<ProcessPtr> exiting;
 };
 
 /// Where terminate() reads time and processes, and what stops its waits.

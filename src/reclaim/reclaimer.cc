@@ -133,6 +133,7 @@ class Reclaim {
       if (options_.reset && !past_deadline() && !report_.leftovers.empty()) reset_driver_held();
     }
     if (!report_.interrupted) note_live_parents();
+    await_dying();
     report_.seconds = since_t0();
     step("done");
     return std::move(report_);
@@ -140,6 +141,22 @@ class Reclaim {
 
  private:
   double since_t0() const { return std::chrono::duration<double>(clock_.now() - t0_).count(); }
+
+  // Holders whose memory was back while they were still exiting (Outcome::exiting) were
+  // not waited for before the verdict and its last look; free ends after their exits, so
+  // that nothing it signalled is left when it returns (NVML lists such a worker until its
+  // exit ends, and a script may look at once). Bounded like the wait after SIGKILL.
+  void await_dying() {
+    if (dying_.empty() || report_.interrupted) return;
+    std::vector<ControlledProcess*> live;
+    for (const auto& p : dying_) live.push_back(p.get());
+    const auto left = control_.wait_for_exit(live, clock_.now() + options_.escalation.kill_wait);
+    for (std::size_t i : left)
+      report_.notes.push_back(fmt::format(
+          "pid {} was still inside its exit {:.1f} s after its memory came back",
+          live[i]->id().pid, std::chrono::duration<double>(options_.escalation.kill_wait).count()));
+    step("exits");
+  }
   void step(const char* name) { report_.steps.emplace_back(name, since_t0()); }
 
   // With a global deadline, the grace and the wait after SIGKILL share the time left
@@ -284,6 +301,7 @@ class Reclaim {
     report_.actions.insert(report_.actions.end(), esc.actions.begin(), esc.actions.end());
     report_.notes.insert(report_.notes.end(), esc.notes.begin(), esc.notes.end());
     survivors_ = esc.survivors;
+    for (auto& p : esc.exiting) dying_.push_back(std::move(p));
     if (esc.interrupted) report_.interrupted = true;
     return !esc.interrupted;
   }
@@ -750,6 +768,7 @@ class Reclaim {
   std::map<proc::ProcessId, proc::ProcessId> parent_of_killed_;  // target -> its parent
   std::map<proc::ProcessId, int> respawns_;                      // parent -> new holders seen
   std::vector<proc::ProcessId> survivors_;
+  std::vector<ProcessPtr> dying_;  // Outcome::exiting: their exits are awaited at the end
   // First "freed" with a live parent; `settling_` says whether it is set (a plain pair
   // rather than std::optional: g++ 12 -O2 warns maybe-uninitialized on the optional).
   TimePoint settle_from_{};

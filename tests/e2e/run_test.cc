@@ -221,7 +221,9 @@ std::uint64_t over_baseline(const nlohmann::json& status, unsigned gpu) {
 }
 
 void expect_all_gone(const std::vector<pid_t>& pids) {
-  for (pid_t p : pids) EXPECT_FALSE(alive(p)) << "pid " << p << " outlived the run";
+  for (pid_t p : pids)
+    EXPECT_FALSE(alive(p)) << "pid " << p << " outlived the run: "
+                           << proc::read_small_file("/proc/" + std::to_string(p) + "/stat");
 }
 
 void expect_gpus_free(const SimNode& node, const std::vector<std::pair<pid_t, unsigned>>& holders) {
