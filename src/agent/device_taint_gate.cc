@@ -7,6 +7,7 @@
 
 #include "agent/kube_gate.h"
 #include "gpu/device_id.h"
+#include "util/text.h"
 
 namespace gpureap::agent {
 namespace {
@@ -16,12 +17,6 @@ using report::GateStep;
 
 constexpr std::string_view kDeviceTemplate = "{index}";
 constexpr std::string_view kAttributePrefix = "attribute:";
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
 
 std::string text_at(const json& j, std::initializer_list<const char*> path) {
   const json* cur = &j;
@@ -198,8 +193,8 @@ Result<DeviceTaintConfig> device_taint_config_from_environment(
 
 std::string device_taint_rule_name(const std::string& node, const std::string& uuid) {
   std::string id;
-  for (char c : lower(uuid)) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
-  std::string head = "gpureap-" + lower(node);
+  for (char c : ascii_lower(uuid)) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+  std::string head = "gpureap-" + ascii_lower(node);
   const std::size_t room = 253 - id.size() - 1;
   if (head.size() > room) head.resize(room);
   while (!head.empty() && (head.back() == '-' || head.back() == '.')) head.pop_back();
@@ -233,7 +228,7 @@ std::string device_by_attribute(const json& slices, const std::string& driver,
       if (!d.is_object() || !d.contains("attributes") || !d["attributes"].is_object()) continue;
       for (const auto& key : {attribute, qualified}) {
         const std::string value = text_at(d["attributes"], {key.c_str(), "string"});
-        if (!value.empty() && lower(value) == lower(uuid)) return d.value("name", "");
+        if (!value.empty() && ascii_lower(value) == ascii_lower(uuid)) return d.value("name", "");
       }
     }
   }

@@ -1,4 +1,5 @@
 #include "capacity/model_preset.h"
+#include "util/text.h"
 
 #include <fmt/format.h>
 
@@ -116,12 +117,6 @@ const std::vector<ModelPreset>& presets() {
   return kPresets;
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::ranges::transform(out, out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
 // "moonshotai/Kimi-K2.5" and "Kimi-K2.5" name the same preset.
 std::string_view without_org(std::string_view s) {
   auto slash = s.rfind('/');
@@ -135,11 +130,11 @@ std::span<const ModelPreset> model_presets() {
 }
 
 Result<const ModelPreset*> find_preset(std::string_view name) {
-  const std::string wanted = lower(without_org(name));
+  const std::string wanted = ascii_lower(without_org(name));
   for (const auto& preset : presets()) {
-    if (lower(preset.name) == wanted) return &preset;
+    if (ascii_lower(preset.name) == wanted) return &preset;
     for (const auto& alias : preset.aliases)
-      if (lower(without_org(alias)) == wanted) return &preset;
+      if (ascii_lower(without_org(alias)) == wanted) return &preset;
   }
   std::string names;
   for (const auto& preset : presets()) names += (names.empty() ? "" : ", ") + preset.name;

@@ -168,9 +168,7 @@ class Escalation {
     if (!std::all_of(still.begin(), still.end(),
                      [](const Tracked* t) { return t->process->exiting(); }))
       return false;
-    std::vector<proc::ProcessId> ids;
-    for (const Tracked* t : still) ids.push_back(t->process->id());
-    if (!env_.released(ids)) return false;
+    if (!env_.released()) return false;
     for (Tracked* t : still) mark_exiting(*t);
     return true;
   }

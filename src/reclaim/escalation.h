@@ -93,7 +93,7 @@ struct EscalationEnv {
   /// alive is dying by the kernel's word (ControlledProcess::exiting): whether what they
   /// held is back already (free: their GPUs read at or below their thresholds). Yes ends
   /// the wait: they are Outcome::exiting, no survivors, and no SIGKILL follows.
-  std::function<bool(const std::vector<proc::ProcessId>& dying)> released{};
+  std::function<bool()> released{};
 };
 
 /// Terminates `targets` (a plan's, with their comm as planned).

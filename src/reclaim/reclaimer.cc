@@ -291,7 +291,7 @@ class Reclaim {
     EscalationEnv env{control_, clock_, node_.interrupt_flag(), t0_};
     // A holder whose memory is back while the kernel finishes its exit is waited for no
     // more (escalation.h): the release wait's own reading decides "back".
-    env.released = [this](const std::vector<proc::ProcessId>&) {
+    env.released = [this] {
       return released_in_one_reading(node_.gpus(), report_.gpus, since_t0(),
                                      std::chrono::milliseconds(200), clock_, &node_.releases());
     };

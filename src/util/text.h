@@ -2,12 +2,16 @@
 // Small text helpers every parser needs: trimming and walking lines of a text
 // already in memory (util/line_reader.h reads a file line by line).
 
+#include <string>
 #include <string_view>
 
 namespace gpureap {
 
 /// `s` without leading and trailing ASCII whitespace (space, \t, \n, \r, \v, \f).
 std::string_view trim(std::string_view s);
+
+/// `s` with ASCII letters in lower case (names, UUIDs; no locale).
+std::string ascii_lower(std::string_view s);
 
 /// Calls `fn(line)` for each line of `text`, without its '\n'; a last line
 /// without one is passed too, an empty text has no lines.
