@@ -65,10 +65,14 @@ demo: packages
 	@./scripts/demo.sh $(BUILD)
 
 # Every test on the debug build but the many-trial stress test (`make stress`, which CI
-# runs too), then the GPU tests (they skip where there is no GPU). CI (.ci/run) also builds
-# the release binary once, so a release-only error cannot land.
-test: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) --timeout 300 -LE '^stress$$'
+# runs too), then the GPU tests (they skip where there is no GPU). The end-to-end, contrib
+# and bench tests start as soon as the programs they run are linked, beside the compiling
+# of the unit-test programs; the unit tests run once those are built
+# (scripts/test-beside-build.sh). CI (.ci/run) also builds the release binary once, so a
+# release-only error cannot land.
+test: deps
+	$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Debug)
+	@./scripts/test-beside-build.sh $(BUILD) $(JOBS) $(TEST_JOBS)
 	@GPUREAP_BIN=$(BUILD)/gpureap python3 -m unittest discover -s tests/gpu -p 'test_*.py' -v
 
 # Unit tests only: builds only the unit-test binaries (not the binary's main or e2e).

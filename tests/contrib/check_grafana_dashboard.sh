@@ -3,8 +3,8 @@
 # against Grafana's own schema (JSON schemas made from @grafana/schema's TypeScript types
 # by typescript-json-schema, checked with ajv) and unit list (@grafana/data), plus layout,
 # datasource and variable checks (grafana-validate/validate.cjs). The npm packages are in
-# BUILD_DIR/grafana-validate, installed by scripts/install-grafana-validator.sh (`make
-# deps`) from package-lock.json; without them this test skips (exit 77), saying so.
+# BUILD_DIR/grafana-validate, linked by scripts/install-grafana-validator.sh (`make
+# deps`) to the tree package-lock.json pins; without them this test skips (exit 77), saying so.
 # Then proves the validator can fail: copies of the dashboard each with one defect
 # (a misspelt panel option, a unit Grafana lacks, two panels overlapping, a query on
 # another datasource) must each be rejected.
@@ -19,10 +19,10 @@ if ! command -v node >/dev/null; then
   echo "SKIP: node is not installed (the dashboard's schema check needs it)"
   exit 77
 fi
-if ! cat "$src/tests/contrib/grafana-validate/package-lock.json" "$src/tests/contrib/grafana-validate/make-schemas.cjs" |
-     cmp -s - "$work/node_modules/.gpureap-installed" 2>/dev/null; then
+if ! "$src/scripts/npm-tree.sh" --installed "$src/tests/contrib/grafana-validate" "$work" \
+       make-schemas.cjs; then
   echo "SKIP: the Grafana schema validator is not installed (or not as package-lock.json and"
-  echo "make-schemas.cjs say) in $work: run \`make deps\` (scripts/install-grafana-validator.sh $2)"
+  echo "make-schemas.cjs say) for $work: run \`make deps\` (scripts/install-grafana-validator.sh $2)"
   exit 77
 fi
 cp "$src/tests/contrib/grafana-validate/validate.cjs" "$work/"
