@@ -207,8 +207,9 @@ bool world_readable(const std::filesystem::path& path) {
 }
 
 // The nodes alive in this test process, for the crash handler: a test that aborts (a
-// failed nlohmann assertion, std::terminate) or crashes skips every destructor, and the
-// simulated holders it detached would outlive it. The handler runs `gpureap-sim cleanup`
+// failed nlohmann assertion, std::terminate), crashes or is stopped by a signal (Ctrl-C,
+// SIGTERM, a closed terminal) skips every destructor, and the simulated holders it
+// detached would outlive it. The handler runs `gpureap-sim cleanup`
 // on each (fork, execv and waitpid are async-signal-safe; the strings are made before).
 constexpr int kMaxNodes = 64;
 std::atomic<char*> g_live_nodes[kMaxNodes];
@@ -216,8 +217,13 @@ char g_sim_bin[] = GPUREAP_SIM_BIN;
 char g_cleanup_word[] = "cleanup";
 char g_dir_flag[] = "--dir";
 
+// The test process, not a child it forked without exec (an impostor that pauses, a
+// script's stand-in): that child inherits the handler but none of the nodes.
+std::atomic<pid_t> g_nodes_owner{0};
+
 void clean_up_nodes_and_die(int sig) {
   for (auto& slot : g_live_nodes) {
+    if (::getpid() != g_nodes_owner.load()) break;
     char* dir = slot.load();
     if (dir == nullptr) continue;
     const pid_t pid = ::fork();
@@ -237,10 +243,12 @@ void register_live_node(const std::string& dir) {
     struct sigaction sa {};
     sa.sa_handler = clean_up_nodes_and_die;
     sa.sa_flags = SA_RESETHAND;
-    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::sigaction(sig, &sa, nullptr);
+    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGINT, SIGTERM, SIGHUP})
+      ::sigaction(sig, &sa, nullptr);
     return true;
   }();
   (void)installed;
+  g_nodes_owner.store(::getpid());
   char* copy = ::strdup(dir.c_str());
   for (auto& slot : g_live_nodes) {
     char* expected = nullptr;
