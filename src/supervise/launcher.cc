@@ -21,6 +21,7 @@ namespace {
 // Reports from the reaper to the front, one SOCK_SEQPACKET message each.
 enum MessageKind : std::int32_t {
   kStarted = 1,   // value: CMD's pid
+  kForked,        // value: CMD's pid; CMD waits for the front's release before exec
   kSetupFailed,   // value: errno (fork or setsid failed)
   kCgroupFailed,  // value: errno of the write to cgroup.procs
   kExecFailed,    // value: errno of execvpe
@@ -48,6 +49,7 @@ struct ForkPlan {
   int cgroup_fd = -1;
   sigset_t original_mask{};
   int channel = -1;
+  int release = -1;  // CMD's end of the release socket: a byte from the front lets it exec
   pid_t front = 0;
 };
 
@@ -55,6 +57,16 @@ void send_message(int fd, std::int32_t kind, std::int32_t value) {
   Message m{kind, value};
   while (::send(fd, &m, sizeof m, MSG_NOSIGNAL) < 0 && errno == EINTR) {
   }
+}
+
+// CMD's wait for the front's release: true on its byte, false on EOF (the front is gone).
+bool wait_for_release(int fd) {
+  char go = 0;
+  ssize_t n;
+  do {
+    n = ::recv(fd, &go, 1, 0);
+  } while (n < 0 && errno == EINTR);
+  return n == 1;
 }
 
 [[noreturn]] void cmd_main(const ForkPlan& plan, int failure_pipe) {
@@ -67,6 +79,9 @@ void send_message(int fd, std::int32_t kind, std::int32_t value) {
   } else if (plan.cgroup_fd >= 0 && ::write(plan.cgroup_fd, "0", 1) != 1) {
     // Moving ourselves before exec: nothing CMD forks is ever outside the cgroup.
     failure = {kCgroupFailed, errno};
+  } else if (!wait_for_release(plan.release)) {
+    // The front died (or gave up) before it recorded us: run nothing it cannot name.
+    failure = {kSetupFailed, ECANCELED};
   } else {
     ::execvpe(plan.argv[0], plan.argv.data(), plan.envp.data());
     failure = {kExecFailed, errno};
@@ -134,10 +149,12 @@ void reap(pid_t cmd, int channel, bool& cmd_reaped, bool& empty_sent) {
   }
   int fork_errno = errno;
   ::close(pipe_fds[1]);
+  ::close(plan.release);  // CMD's alone: EOF there means the front is gone
   if (cmd < 0) {
     send_message(plan.channel, kSetupFailed, fork_errno);
     ::_exit(1);
   }
+  send_message(plan.channel, kForked, cmd);
   ChildFailure failure;
   ssize_t n;
   do {
@@ -249,13 +266,23 @@ std::expected<LaunchedRun, LaunchFailure> LaunchedRun::start(const LaunchSpec& s
   UniqueFd ours(sv[0]);
   UniqueFd theirs(sv[1]);
   plan.channel = theirs.get();
+  // The release: only the front holds its end, so CMD hears EOF instead of a byte when
+  // the front dies before letting it exec. A socket, so that a send to a CMD that
+  // already failed is EPIPE, not SIGPIPE.
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return std::unexpected(failure_from(kSetupFailed, errno));
+  UniqueFd release(sv[0]);
+  UniqueFd cmd_release(sv[1]);
+  plan.release = cmd_release.get();
   pid_t reaper = ::fork();
   if (reaper == 0) {
     ours.reset();
+    release.reset();
     reaper_main(plan);
   }
   int fork_errno = errno;
   theirs.reset();
+  cmd_release.reset();
   if (reaper < 0) return std::unexpected(failure_from(kSetupFailed, fork_errno));
 
   LaunchedRun run;
@@ -263,7 +290,7 @@ std::expected<LaunchedRun, LaunchFailure> LaunchedRun::start(const LaunchSpec& s
   run.reaper_ = proc::ProcessHandle::open_child(reaper);
   run.channel_ = std::move(ours);
 
-  // The first report says whether CMD is running.
+  // CMD forked (the caller records it, then releases it), then whether it is running.
   for (;;) {
     Message m;
     ssize_t n = ::recv(run.channel_.get(), &m, sizeof m, 0);
@@ -271,6 +298,14 @@ std::expected<LaunchedRun, LaunchFailure> LaunchedRun::start(const LaunchSpec& s
     if (n != static_cast<ssize_t>(sizeof m))
       return std::unexpected(
           LaunchFailure{LaunchFailure::Stage::setup, 0, "the reaper process died"});
+    if (m.kind == kForked) {
+      if (spec.before_exec) spec.before_exec(reaper, m.value);
+      const char go = 1;
+      // EPIPE: CMD failed before its wait; the reaper's report of why comes next.
+      (void)::send(release.get(), &go, 1, MSG_NOSIGNAL);
+      release.reset();
+      continue;
+    }
     if (m.kind == kStarted) {
       run.cmd_pid_ = m.value;
       return run;

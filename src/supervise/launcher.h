@@ -17,6 +17,10 @@
 // front (PR_SET_PDEATHSIG), so a SIGKILLed gpureap leaves the run's processes
 // orphaned and identifiable (cgroup name, GPUREAP_RUN_ID) for `free --orphans`.
 //
+// CMD execs only once the front has heard its pid and called LaunchSpec::before_exec
+// (where the run records it) and sent a byte on the release socket, which only the
+// front holds: a front that dies first leaves CMD an EOF, and CMD exits unrun.
+//
 // The reaper and CMD run between fork and exec without allocating: everything
 // they need is prepared before the fork.
 
@@ -27,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <expected>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,6 +75,11 @@ struct LaunchSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH (execvpe)
   std::vector<std::string> env;   // CMD's whole environment, "KEY=value"
   int cgroup_procs_fd = -1;       // when >= 0, CMD writes "0" here before exec
+  /// Called in the front once CMD is forked, with the reaper's and CMD's pids; CMD
+  /// waits for its return before it execs (and never execs if the front dies first).
+  /// The run records what it started here, so nothing CMD does comes before the record
+  /// that names it: a gpureap killed at any later moment leaves its command recorded.
+  std::function<void(pid_t reaper, pid_t cmd)> before_exec = nullptr;
 };
 
 /// Why CMD did not start. `stage` says which step failed.
@@ -103,8 +113,9 @@ struct RunEvent {
 /// reaper (finish()).
 class LaunchedRun {
  public:
-  /// Forks the reaper, which starts CMD; returns once CMD has exec'd (or
-  /// failed to: then the reaper is already gone). `signals` must outlive the run.
+  /// Forks the reaper, which forks CMD; calls spec.before_exec, then lets CMD exec;
+  /// returns once CMD has exec'd (or failed to: then the reaper is already gone).
+  /// `signals` must outlive the run.
   static std::expected<LaunchedRun, LaunchFailure> start(const LaunchSpec& spec,
                                                          ForwardedSignals& signals);
 

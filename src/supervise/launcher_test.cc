@@ -198,6 +198,71 @@ TEST(Launcher, ReaperDiesWithTheFront) {
   std::filesystem::remove_all(dir);
 }
 
+// The run records its command in before_exec (run_session.cc): CMD must not have run
+// yet when it is called, or a gpureap killed before the record leaves a command no
+// record names (the flake of Run.FreeOrphansReclaimsAKilledRunSubreaperMode). CMD is
+// still the fork of this program then, waiting for its release.
+TEST(Launcher, TheCommandExecsOnlyAfterBeforeExecReturned) {
+  pid_t seen_reaper = 0, seen_cmd = 0;
+  std::string exe_at_call, parent_at_call;
+  LaunchSpec spec{{"sh", "-c", "exit 5"}, current_env()};
+  spec.before_exec = [&](pid_t reaper, pid_t cmd) {
+    seen_reaper = reaper;
+    seen_cmd = cmd;
+    std::error_code ec;
+    exe_at_call = std::filesystem::read_symlink("/proc/" + std::to_string(cmd) + "/exe", ec);
+    parent_at_call = stat_field(cmd, 4);
+  };
+  auto run = LaunchedRun::start(spec, signals());
+  ASSERT_TRUE(run.has_value()) << run.error().message;
+  EXPECT_EQ(seen_reaper, run->reaper_pid());
+  EXPECT_EQ(seen_cmd, run->cmd_pid());
+  EXPECT_EQ(parent_at_call, std::to_string(run->reaper_pid()));
+  EXPECT_EQ(exe_at_call, std::filesystem::read_symlink("/proc/self/exe"))
+      << "the command had exec'd before the front could record it";
+  EXPECT_EQ(wait_done(*run), 5) << "released, it runs";
+}
+
+// A front that dies before it releases CMD (gpureap SIGKILLed while it records the run)
+// leaves nothing running: CMD sees EOF instead of its release and never execs.
+TEST(Launcher, ACommandWhoseFrontDiesBeforeReleasingItNeverRuns) {
+  std::string dir = temp_dir();
+  int to_test[2], to_front[2];
+  ASSERT_EQ(::pipe(to_test), 0);
+  ASSERT_EQ(::pipe(to_front), 0);
+  pid_t front = ::fork();
+  if (front == 0) {
+    LaunchSpec spec{{"touch", dir + "/ran"}, current_env()};
+    spec.before_exec = [&](pid_t, pid_t cmd) {
+      (void)!::write(to_test[1], &cmd, sizeof cmd);
+      char ack = 0;
+      (void)!::read(to_front[0], &ack, 1);  // the test holds CMD's pidfd now
+      ::_exit(0);                           // dies without releasing CMD
+    };
+    (void)LaunchedRun::start(spec, signals());
+    ::_exit(1);
+  }
+  ::close(to_test[1]);
+  ::close(to_front[0]);
+  pid_t cmd = 0;
+  ASSERT_EQ(::read(to_test[0], &cmd, sizeof cmd), static_cast<ssize_t>(sizeof cmd));
+  // CMD waits for its release until the front ends: it is alive, its pid its own.
+  auto id = proc::read_process_id(cmd, "/proc");
+  ASSERT_TRUE(id.has_value());
+  auto handle = proc::ProcessHandle::open(*id, "/proc");
+  ASSERT_TRUE(handle.has_value());
+  ASSERT_EQ(::write(to_front[1], "k", 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(front, &status, 0), front);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the front died in before_exec";
+  EXPECT_TRUE(handle->wait_exit(Clock::now() + std::chrono::seconds(10)))
+      << "CMD outlived its front without a release";
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ran")) << "CMD ran although never released";
+  ::close(to_test[0]);
+  ::close(to_front[1]);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Launcher, CommandMovesIntoTheRunCgroupBeforeExec) {
   auto cg = RunCgroup::create("gpureap-run-launcher-test-" + std::to_string(::getpid()), "/proc");
   if (!cg) GTEST_SKIP() << "no writable cgroup v2 here: " << cg.error().message;

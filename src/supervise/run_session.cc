@@ -151,13 +151,17 @@ class RunSession {
       return false;
     }
     signals_.emplace(std::move(*signals));
-    LaunchSpec spec{settings_.argv, command_environment(out_.run_id),
-                    cgroup_ ? cgroup_->procs_fd() : -1};
     // The run is on record before CMD can take a GPU: this gpureap, an ancestor of all it
     // starts, makes them a live run's. Recorded only after the launch, a look in between
     // saw a process in the run's cgroup with no live run above it: "its run is gone", an
-    // owned orphan the reaper would have killed.
-    record();
+    // owned orphan the reaper would have killed. CMD itself is recorded before it execs
+    // (LaunchSpec::before_exec): recorded after, a gpureap SIGKILLed in between left a
+    // command no record named, which `free --orphans` could not tie to the ended run.
+    LaunchSpec spec{settings_.argv, command_environment(out_.run_id),
+                    cgroup_ ? cgroup_->procs_fd() : -1, [this](pid_t reaper, pid_t cmd) {
+                      if (recorded_) record(reaper, cmd);  // now with the reaper and CMD
+                    }};
+    record(0, 0);
     auto run = LaunchedRun::start(spec, *signals_);
     if (!run && run.error().stage == LaunchFailure::Stage::cgroup && cgroup_) {
       out_.no_cgroup_reason = run.error().message;
@@ -192,23 +196,23 @@ class RunSession {
     }
     say(fmt::format("started {} as pid {} (reaper pid {})", settings_.argv[0], out_.cmd_pid,
                     run_->reaper_pid()));
-    if (recorded_) record();  // now with the reaper and CMD
     if (settings_.on_launch) settings_.on_launch(out_.run_id, out_.cmd_pid);
   }
 
   // The run's identity in the state directory: what tells its processes apart as a live
   // run's (its gpureap and reaper by pid and start time) and names its rest once it ended;
   // a name or GPUREAP_RUN_ID, which anyone sets, never does (inventory/run_records.h).
-  // Written twice: before the launch with this gpureap alone, then with the reaper and CMD.
-  void record() {
+  // Written twice: before the launch with this gpureap alone (`reaper` 0), then with the
+  // reaper and CMD, before CMD execs.
+  void record(pid_t reaper, pid_t cmd) {
     const std::string& dir = node_.baselines().dir();
     if (dir.empty()) return;
     const std::string& root = node_.proc_root();
     const proc::ProcessId self = proc_identity(::getpid(), 0, root);
     inventory::RunRecord r{out_.run_id, inventory::boot_id(), self, {}, {}};
-    if (run_) {
-      r.reaper = proc_identity(run_->reaper_pid(), self.pid, root);
-      r.command = proc_identity(out_.cmd_pid, r.reaper.pid, root);
+    if (reaper > 0) {
+      r.reaper = proc_identity(reaper, self.pid, root);
+      r.command = proc_identity(cmd, r.reaper.pid, root);
     }
     if (auto saved = inventory::save_run_record(dir, r); saved) {
       recorded_ = true;

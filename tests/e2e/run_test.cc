@@ -28,14 +28,22 @@ namespace run_test {
 
 using namespace std::chrono_literals;
 
+struct BackgroundOptions {
+  /// gpureap leads a new session and process group (setsid), as under systemd or
+  /// timeout(1), so the test can signal that whole group.
+  bool own_group = false;
+  /// gpureap's stderr is a pipe already full that nobody reads (a stuck log reader):
+  /// its first write to stderr blocks until it dies.
+  bool stderr_stuck = false;
+};
+
 // `gpureap ARGS` as our child, with stdout and stderr on pipes, so a test can
 // read CMD's output while it runs and signal gpureap (our own unreaped child:
 // its pid cannot be reused under us).
 class Background {
  public:
-  /// `own_group`: gpureap leads a new session and process group (setsid), as
-  /// under systemd or timeout(1), so the test can signal that whole group.
-  Background(const SimNode& node, const std::vector<std::string>& args, bool own_group = false) {
+  Background(const SimNode& node, const std::vector<std::string>& args,
+             BackgroundOptions options = {}) {
     std::vector<std::string> argv = {GPUREAP_BIN};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> env;
@@ -48,10 +56,11 @@ class Background {
     cenv.push_back(nullptr);
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return;
+    if (options.stderr_stuck) fill_pipe(err[1]);
     start_ = std::chrono::steady_clock::now();
     pid_ = ::fork();
     if (pid_ == 0) {
-      if (own_group) ::setsid();
+      if (options.own_group) ::setsid();
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
       int devnull = ::open("/dev/null", O_RDONLY);
@@ -62,9 +71,10 @@ class Background {
     ::close(out[1]);
     ::close(err[1]);
     out_ = out[0];
-    err_ = err[0];
+    (options.stderr_stuck ? stuck_err_ : err_) = err[0];
   }
   ~Background() {
+    if (stuck_err_ >= 0) ::close(stuck_err_);  // unblocks gpureap (EPIPE) for the teardown
     if (pid_ > 0 && !reaped_) {
       // A test that stopped early (a failed assertion, an exception) still ends what
       // its run started: SIGTERM is gpureap run's teardown of CMD and its tree; SIGKILL
@@ -142,6 +152,18 @@ class Background {
   }
 
  private:
+  // Writes into the pipe `fd` until it holds no more, and leaves it blocking.
+  static void fill_pipe(int fd) {
+    const int flags = ::fcntl(fd, F_GETFL);
+    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    char block[4096] = {};
+    while (::write(fd, block, sizeof block) > 0) {
+    }
+    while (::write(fd, block, 1) > 0) {
+    }
+    ::fcntl(fd, F_SETFL, flags);
+  }
+
   // Reads whatever is available on stdout/stderr until `deadline`; false when
   // both are closed or the deadline passed with nothing read.
   bool pump(std::chrono::steady_clock::time_point deadline) {
@@ -168,6 +190,7 @@ class Background {
   pid_t pid_ = -1;
   int out_ = -1;
   int err_ = -1;
+  int stuck_err_ = -1;  // stderr_stuck: the read end, held open and never read
   bool reaped_ = false;
   std::string out_buf_;
   std::string err_buf_;
@@ -305,7 +328,7 @@ TEST(Run, SigtermToTheWholeProcessGroupStillVerifiesTheRelease) {
                                   "trap 'exit 0' TERM; while :; do sleep 0.1; done");
   Background run(node, {"run", "-v", "--grace", "1s", "--timeout", "10s", "--", "/bin/sh", "-c",
                         script},
-                 /*own_group=*/true);
+                 {.own_group = true});
   auto ready = parse_ready(run.read_line(20s), run.err());
   ASSERT_EQ(ready.holders.size(), 1u);
   // The NVML worker exists (the run has sampled its GPUs) before the signal.
@@ -485,13 +508,16 @@ struct KilledRun {
 };
 
 // Starts a server with two workers under `gpureap run` and SIGKILLs gpureap.
-KilledRun start_and_kill_gpureap(SimNode& node, bool use_cgroup) {
+// `stderr_stuck`: gpureap runs with -v and a stderr that blocks its first line, the
+// announcement of the launch (as a stuck log reader would), and is killed there.
+KilledRun start_and_kill_gpureap(SimNode& node, bool use_cgroup, bool stderr_stuck = false) {
   std::vector<std::string> args = {"run", "--name", "server"};
+  if (stderr_stuck) args.push_back("-v");
   if (!use_cgroup) args.push_back("--no-cgroup");
   args.push_back("--");
   for (const auto& a : sim_hold(node, {"--gpu", "0", "--bytes", "4GiB", "--children", "2"}))
     args.push_back(a);
-  Background run(node, args);
+  Background run(node, args, {.stderr_stuck = stderr_stuck});
   KilledRun out{"server-" + std::to_string(run.pid()), parse_ready(run.read_line(20s), run.err())};
   run.signal(SIGKILL);
   EXPECT_EQ(run.wait(10s).exit_code, 137);
@@ -551,9 +577,9 @@ TEST(Run, SigkillOfGpureapLeavesMarkedLeftoversSubreaperMode) {
 // names a gpureap that is gone is orphaned, and holders carry "run_id". `free
 // --orphans` reclaims the GPU holders and the rest of that ended run (its
 // server, which holds no GPU but could restart workers).
-void free_orphans_reclaims_a_killed_run(bool use_cgroup) {
+void free_orphans_reclaims_a_killed_run(bool use_cgroup, bool stderr_stuck = false) {
   SimNode node;
-  auto killed = start_and_kill_gpureap(node, use_cgroup);
+  auto killed = start_and_kill_gpureap(node, use_cgroup, stderr_stuck);
   ASSERT_EQ(killed.ready.holders.size(), 2u);
   auto status = node.gpureap({"status", "--json"}).json();
   for (const auto& [pid, gpu] : killed.ready.holders) {
@@ -574,6 +600,14 @@ TEST(Run, FreeOrphansReclaimsAKilledRunCgroupMode) {
 }
 TEST(Run, FreeOrphansReclaimsAKilledRunSubreaperMode) {
   free_orphans_reclaims_a_killed_run(false);
+}
+// The flake of the test above, made certain: gpureap killed after its command ran but
+// before it recorded the command (it recorded it after the launch, past the -v lines;
+// here the first of them blocks). Without the record, nothing tied the command (the
+// workers' leader, which holds no GPU) to the ended run in subreaper mode, and free
+// left it alive. The command now execs only once the record naming it is written.
+TEST(Run, FreeOrphansReclaimsARunKilledWhileStuckOnItsStderrSubreaperMode) {
+  free_orphans_reclaims_a_killed_run(false, /*stderr_stuck=*/true);
 }
 
 // The systemd recipe (docs/systemd.md): a unit's `run --replace-orphans` has no terminal
