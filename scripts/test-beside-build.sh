@@ -14,15 +14,19 @@
 set -uo pipefail
 build=${1:?usage: test-beside-build.sh BUILD JOBS TEST_JOBS} jobs=${2:?} test_jobs=${3:?}
 first='^(e2e|contrib|bench)$'
+# One compile more than cores: a build step waiting for another (a library, a link) or
+# the end of a phase, where fewer steps are ready than cores, then leaves no core idle
+# (at -j2 the end of each phase ran one compile for 13-30 s: docs/benchmarks.md).
+build_jobs=$((jobs + 1))
 ctest_in_build() { (cd "$build" && ctest --output-on-failure -j "$test_jobs" --timeout 300 "$@"); }
 
-cmake --build "$build" -j "$jobs" --target gpureap_tested_programs || exit 1
+cmake --build "$build" -j "$build_jobs" --target gpureap_tested_programs || exit 1
 
 log=$build/rest-of-build.log
 (
   # Its own session, so that a stop reaches ninja and its compilers: started in the
   # background, they would ignore the terminal's Ctrl-C.
-  setsid cmake --build "$build" -j "$jobs" >"$log" 2>&1 &
+  setsid cmake --build "$build" -j "$build_jobs" >"$log" 2>&1 &
   cmake=$!
   trap 'kill -TERM -- "-$cmake" 2>/dev/null; wait "$cmake"; exit 143' TERM
   if wait "$cmake"; then exit 0; fi
