@@ -27,24 +27,25 @@ ctest_in_build() {
 cmake --build "$build" -j "$build_jobs" --target gpureap_tested_programs || exit 1
 
 log=$build/rest-of-build.log
+# The build gets a process group of its own (job control, for it alone), so that a stop
+# reaches ninja: started in the background without one, it would ignore the terminal's
+# Ctrl-C. Not a session of its own: Linux shares the CPU between sessions first
+# (autogroups), and in its own session the build got half of it however nice the tests
+# were, and ended 30 s after them.
+set -m
 (
-  # Its own session, so that a stop reaches ninja and its compilers: started in the
-  # background, they would ignore the terminal's Ctrl-C.
-  setsid cmake --build "$build" -j "$build_jobs" >"$log" 2>&1 &
-  cmake=$!
-  trap 'kill -TERM -- "-$cmake" 2>/dev/null; wait "$cmake"; exit 143' TERM
-  if wait "$cmake"; then exit 0; fi
+  if cmake --build "$build" -j "$build_jobs" >"$log" 2>&1; then exit 0; fi
   cat "$log" >&2
   echo "make test: the build failed (above, and in $log); the tests already running finish first" >&2
   exit 1
 ) &
 builder=$!
-trap 'kill -TERM "$builder"; wait "$builder"; exit 130' INT
-trap 'kill -TERM "$builder"; wait "$builder"; exit 143' TERM
-# The tests beside the build run at a lower priority: they mostly wait, and what they
-# compute is never timed (no test asserts a duration), while the unit-test programs'
-# compile is what the rest of `make test` waits for (at equal priority it ended 30 s after
-# these tests; docs/benchmarks.md, "Sixth pass").
+set +m
+trap 'kill -TERM -- "-$builder" 2>/dev/null; wait "$builder"; exit 130' INT
+trap 'kill -TERM -- "-$builder" 2>/dev/null; wait "$builder"; exit 143' TERM
+# The tests beside the build run at a lower priority (niceness 10, in the build's
+# session): what they compute is never timed (no test asserts a duration), while the
+# unit-test programs' compile is what the rest of `make test` waits for.
 ctest_in_build 10 -L "$first"
 tests_first=$?
 failed_first=$(cut -d: -f2- "$build/Testing/Temporary/LastTestsFailed.log" 2>/dev/null | tr '\n' ' ')
