@@ -18,11 +18,7 @@ first='^(e2e|contrib|bench)$'
 # the end of a phase, where fewer steps are ready than cores, then leaves no core idle
 # (at -j2 the end of each phase ran one compile for 13-30 s: docs/benchmarks.md).
 build_jobs=$((jobs + 1))
-# ctest_in_build NICENESS ARGS...: ctest in the build directory at that niceness.
-ctest_in_build() {
-  local niceness=$1; shift
-  (cd "$build" && nice -n "$niceness" ctest --output-on-failure -j "$test_jobs" --timeout 300 "$@")
-}
+ctest_in_build() { (cd "$build" && ctest --output-on-failure -j "$test_jobs" --timeout 300 "$@"); }
 
 cmake --build "$build" -j "$build_jobs" --target gpureap_tested_programs || exit 1
 
@@ -30,8 +26,7 @@ log=$build/rest-of-build.log
 # The build gets a process group of its own (job control, for it alone), so that a stop
 # reaches ninja: started in the background without one, it would ignore the terminal's
 # Ctrl-C. Not a session of its own: Linux shares the CPU between sessions first
-# (autogroups), and in its own session the build got half of it however nice the tests
-# were, and ended 30 s after them.
+# (autogroups), so the build and the tests share it as processes of one session.
 set -m
 (
   if cmake --build "$build" -j "$build_jobs" >"$log" 2>&1; then exit 0; fi
@@ -43,17 +38,14 @@ builder=$!
 set +m
 trap 'kill -TERM -- "-$builder" 2>/dev/null; wait "$builder"; exit 130' INT
 trap 'kill -TERM -- "-$builder" 2>/dev/null; wait "$builder"; exit 143' TERM
-# The tests beside the build run at a lower priority (niceness 10, in the build's
-# session): what they compute is never timed (no test asserts a duration), while the
-# unit-test programs' compile is what the rest of `make test` waits for.
-ctest_in_build 10 -L "$first"
+ctest_in_build -L "$first"
 tests_first=$?
 failed_first=$(cut -d: -f2- "$build/Testing/Temporary/LastTestsFailed.log" 2>/dev/null | tr '\n' ' ')
 wait "$builder"
 built=$?
 trap - INT TERM
 [ "$built" -eq 0 ] || exit 1
-ctest_in_build 0 -LE "^stress\$|$first"
+ctest_in_build -LE "^stress\$|$first"
 tests_rest=$?
 # The unit tests' summary is the last one printed: say what failed before it too.
 if [ "$tests_first" -ne 0 ]; then
