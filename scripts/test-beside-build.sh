@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# `make test` after the dependencies and the configure step (docs/benchmarks.md, "Sixth
-# pass"). An end-to-end test mostly waits (a release delay, a settle window, an agent's
-# tick), so on a 2-core machine the tests leave the cores idle while the compiler, alone,
-# keeps them busy. So:
+# `make test` after the dependencies and the configure step (docs/benchmarks.md, "Issue
+# 48, sixth pass"). Run after the build, the tests left about 0.6 of 2 cores idle (ctest's
+# slots wait: a release delay, a settle window, an agent's tick), and the build ended with
+# one compile alone; run beside the compiling of the unit-test programs, each fills the
+# other's idle time. So:
 #   1. build what the tests labelled e2e, contrib or bench run (gpureap_tested_programs:
 #      the binary, the simulated driver, the end-to-end program, the portable binary);
 #   2. start those tests, and beside them build the rest (the unit-test programs; the
