@@ -41,10 +41,11 @@ cache=${XDG_CACHE_HOME:-${HOME:-/nonexistent}/.cache}/gpureap/npm
 if (umask 077 && mkdir -p "$cache") 2>/dev/null && [ -w "$cache" ]; then
   tree=$cache/$name-$hash
 else
-  tree=$(cd "$(dirname "$work")" && pwd)/$(basename "$work")-tree
+  tree=$(realpath -m "$work")-tree
 fi
 if [ ! -e "$tree/node_modules/$stamp" ]; then
   echo "npm-tree: npm ci for $name in $tree"
+  mkdir -p "$(dirname "$tree")"
   tmp=$(mktemp -d "$tree.new-XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
   cp "$src"/* "$tmp/"
@@ -53,8 +54,10 @@ if [ ! -e "$tree/node_modules/$stamp" ]; then
   touch "$tmp/node_modules/$stamp"
   # Another build may have put the same tree in place first: then this copy goes.
   mv -T "$tmp" "$tree" 2>/dev/null || true
-  # The 3 newest trees of this name are kept (each is 100-250 MB).
-  ls -1dt "$cache/$name"-???????????????? 2>/dev/null | tail -n +4 | xargs -r rm -rf
+  # The 3 newest trees of this name in the cache are kept (each is 100-250 MB).
+  if [ "$tree" = "$cache/$name-$hash" ]; then
+    ls -1dt "$cache/$name"-???????????????? | tail -n +4 | xargs -r rm -rf
+  fi
 fi
 touch "$tree"
 
