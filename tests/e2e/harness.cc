@@ -222,9 +222,9 @@ char g_dir_flag[] = "--dir";
 std::atomic<pid_t> g_nodes_owner{0};
 
 void clean_up_nodes_and_die(int sig) {
+  const bool owner = ::getpid() == g_nodes_owner.load();
   for (auto& slot : g_live_nodes) {
-    if (::getpid() != g_nodes_owner.load()) break;
-    char* dir = slot.load();
+    char* dir = owner ? slot.load() : nullptr;
     if (dir == nullptr) continue;
     const pid_t pid = ::fork();
     if (pid == 0) {
